@@ -1,0 +1,17 @@
+//! The intermediate representation: types, SSA graphs, schemas, printers and passes.
+
+pub mod graph;
+pub mod source;
+pub mod types;
+
+pub use graph::{Attr, BlockId, Graph, NodeId, ValueId};
+pub use types::Type;
+
+/// An error compiling TorchScript source to IR, naming the construct and its source line.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error("{location}: {message}")]
+    At { location: String, message: String },
+    #[error("{0}")]
+    Other(String),
+}

@@ -1,0 +1,265 @@
+//! Typed access to a kernel's positional arguments.
+
+use crate::ops::random::Generator;
+use crate::runtime::{IValue, List};
+use crate::tensor::{DType, Scalar, Tensor};
+use crate::Error;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// Per-call state kernels may need.
+pub struct OpContext {
+    /// The default random generator (`torch.manual_seed` sets it).
+    pub generator: Arc<Mutex<Generator>>,
+}
+
+impl Default for OpContext {
+    fn default() -> Self {
+        OpContext {
+            generator: Arc::new(Mutex::new(Generator::new(Generator::DEFAULT_SEED))),
+        }
+    }
+}
+
+/// A kernel's arguments: the operator name (for errors), the values, and the context.
+pub struct Args<'a> {
+    pub op: &'a str,
+    pub values: &'a mut [IValue],
+    pub ctx: &'a OpContext,
+}
+
+impl<'a> Args<'a> {
+    pub fn new(op: &'a str, values: &'a mut [IValue], ctx: &'a OpContext) -> Args<'a> {
+        Args { op, values, ctx }
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    fn bad(&self, i: usize, expected: &'static str) -> Error {
+        Error::BadArgument {
+            op: self.op.to_string(),
+            index: i,
+            expected,
+            got: self
+                .values
+                .get(i)
+                .map(|v| v.kind_name().to_string())
+                .unwrap_or_else(|| "nothing (too few arguments)".into()),
+        }
+    }
+
+    pub fn get(&self, i: usize) -> crate::Result<&IValue> {
+        self.values.get(i).ok_or_else(|| self.bad(i, "an argument"))
+    }
+
+    /// Move argument `i` out (leaves `None`), e.g. to reuse a buffer.
+    pub fn take(&mut self, i: usize) -> crate::Result<IValue> {
+        if i >= self.values.len() {
+            return Err(self.bad(i, "an argument"));
+        }
+        Ok(std::mem::take(&mut self.values[i]))
+    }
+
+    pub fn is_none(&self, i: usize) -> bool {
+        matches!(self.values.get(i), None | Some(IValue::None))
+    }
+
+    pub fn tensor(&self, i: usize) -> crate::Result<Tensor> {
+        match self.get(i)? {
+            IValue::Tensor(t) => Ok(t.clone()),
+            _ => Err(self.bad(i, "Tensor")),
+        }
+    }
+    pub fn opt_tensor(&self, i: usize) -> crate::Result<Option<Tensor>> {
+        if self.is_none(i) {
+            return Ok(None);
+        }
+        self.tensor(i).map(Some)
+    }
+
+    pub fn int(&self, i: usize) -> crate::Result<i64> {
+        match self.get(i)? {
+            IValue::Int(v) => Ok(*v),
+            IValue::Bool(b) => Ok(*b as i64),
+            _ => Err(self.bad(i, "int")),
+        }
+    }
+    pub fn opt_int(&self, i: usize) -> crate::Result<Option<i64>> {
+        if self.is_none(i) {
+            return Ok(None);
+        }
+        self.int(i).map(Some)
+    }
+
+    pub fn double(&self, i: usize) -> crate::Result<f64> {
+        match self.get(i)? {
+            IValue::Double(v) => Ok(*v),
+            IValue::Int(v) => Ok(*v as f64),
+            IValue::Bool(b) => Ok(*b as i64 as f64),
+            _ => Err(self.bad(i, "float")),
+        }
+    }
+    pub fn opt_double(&self, i: usize) -> crate::Result<Option<f64>> {
+        if self.is_none(i) {
+            return Ok(None);
+        }
+        self.double(i).map(Some)
+    }
+
+    pub fn bool(&self, i: usize) -> crate::Result<bool> {
+        match self.get(i)? {
+            IValue::Bool(b) => Ok(*b),
+            IValue::Int(v) => Ok(*v != 0),
+            _ => Err(self.bad(i, "bool")),
+        }
+    }
+    pub fn opt_bool(&self, i: usize) -> crate::Result<Option<bool>> {
+        if self.is_none(i) {
+            return Ok(None);
+        }
+        self.bool(i).map(Some)
+    }
+
+    /// A `Scalar` argument (bool, int, float or complex).
+    pub fn scalar(&self, i: usize) -> crate::Result<Scalar> {
+        self.get(i)?
+            .as_scalar()
+            .ok_or_else(|| self.bad(i, "Scalar"))
+    }
+    pub fn opt_scalar(&self, i: usize) -> crate::Result<Option<Scalar>> {
+        if self.is_none(i) {
+            return Ok(None);
+        }
+        self.scalar(i).map(Some)
+    }
+
+    pub fn str(&self, i: usize) -> crate::Result<Arc<str>> {
+        match self.get(i)? {
+            IValue::String(s) => Ok(s.clone()),
+            _ => Err(self.bad(i, "str")),
+        }
+    }
+    pub fn opt_str(&self, i: usize) -> crate::Result<Option<Arc<str>>> {
+        if self.is_none(i) {
+            return Ok(None);
+        }
+        self.str(i).map(Some)
+    }
+
+    pub fn list(&self, i: usize) -> crate::Result<List> {
+        match self.get(i)? {
+            IValue::List(l) => Ok(l.clone()),
+            _ => Err(self.bad(i, "List")),
+        }
+    }
+
+    /// An `int[]` argument. A single int is accepted and broadcast by the caller if the schema
+    /// says `int[N]` (PyTorch allows `kernel_size=3` for `int[2]`).
+    pub fn int_list(&self, i: usize) -> crate::Result<Vec<i64>> {
+        match self.get(i)? {
+            IValue::List(l) => l
+                .items()
+                .iter()
+                .map(|v| v.as_int())
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.bad(i, "int[]")),
+            IValue::Tuple(t) => t
+                .items()
+                .iter()
+                .map(|v| v.as_int())
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.bad(i, "int[]")),
+            IValue::Int(v) => Ok(vec![*v]),
+            _ => Err(self.bad(i, "int[]")),
+        }
+    }
+    pub fn opt_int_list(&self, i: usize) -> crate::Result<Option<Vec<i64>>> {
+        if self.is_none(i) {
+            return Ok(None);
+        }
+        self.int_list(i).map(Some)
+    }
+
+    pub fn double_list(&self, i: usize) -> crate::Result<Vec<f64>> {
+        match self.get(i)? {
+            IValue::List(l) => l
+                .items()
+                .iter()
+                .map(|v| v.as_double())
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.bad(i, "float[]")),
+            IValue::Double(v) => Ok(vec![*v]),
+            _ => Err(self.bad(i, "float[]")),
+        }
+    }
+    pub fn opt_double_list(&self, i: usize) -> crate::Result<Option<Vec<f64>>> {
+        if self.is_none(i) {
+            return Ok(None);
+        }
+        self.double_list(i).map(Some)
+    }
+
+    pub fn bool_list(&self, i: usize) -> crate::Result<Vec<bool>> {
+        match self.get(i)? {
+            IValue::List(l) => l
+                .items()
+                .iter()
+                .map(|v| v.as_bool())
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.bad(i, "bool[]")),
+            _ => Err(self.bad(i, "bool[]")),
+        }
+    }
+
+    pub fn tensor_list(&self, i: usize) -> crate::Result<Vec<Tensor>> {
+        match self.get(i)? {
+            IValue::List(l) => l
+                .items()
+                .iter()
+                .map(|v| v.as_tensor().cloned())
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.bad(i, "Tensor[]")),
+            IValue::Tuple(t) => t
+                .items()
+                .iter()
+                .map(|v| v.as_tensor().cloned())
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.bad(i, "Tensor[]")),
+            _ => Err(self.bad(i, "Tensor[]")),
+        }
+    }
+
+    /// A `Tensor?[]` argument (as `aten::index` takes).
+    pub fn opt_tensor_list(&self, i: usize) -> crate::Result<Vec<Option<Tensor>>> {
+        match self.get(i)? {
+            IValue::List(l) => l
+                .items()
+                .iter()
+                .map(|v| match v {
+                    IValue::None => Some(None),
+                    IValue::Tensor(t) => Some(Some(t.clone())),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.bad(i, "Tensor?[]")),
+            _ => Err(self.bad(i, "Tensor?[]")),
+        }
+    }
+
+    /// A `ScalarType` argument (an int in TorchScript).
+    pub fn dtype(&self, i: usize) -> crate::Result<DType> {
+        let n = self.int(i)?;
+        DType::from_scalar_type(n).ok_or_else(|| self.bad(i, "ScalarType"))
+    }
+    pub fn opt_dtype(&self, i: usize) -> crate::Result<Option<DType>> {
+        if self.is_none(i) {
+            return Ok(None);
+        }
+        self.dtype(i).map(Some)
+    }
+}

@@ -1,0 +1,101 @@
+//! Operator kernels by family, and the registry the interpreter dispatches through.
+//!
+//! A kernel receives the node's inputs positionally, in schema order, with every default already
+//! filled in by the compiler (PyTorch graphs carry all arguments explicitly). It returns one
+//! `IValue`; operators with several outputs return an `IValue::Tuple` that the interpreter
+//! spreads over the node's outputs.
+//!
+//! Kernels are registered by qualified overload name (`aten::add.Tensor`); the default overload
+//! has no suffix (`aten::relu`). Lookup falls back from `name.overload` to `name`, so one kernel
+//! may serve every overload by inspecting its arguments.
+
+pub mod activation;
+pub mod args;
+pub mod conv;
+pub mod creation;
+pub mod elementwise;
+pub mod index;
+pub mod linalg;
+pub mod norm;
+pub mod pool;
+pub mod random;
+pub mod reduce;
+pub mod rnn;
+pub mod scalar;
+pub mod shape;
+pub mod vision;
+
+pub use args::{Args, OpContext};
+
+use crate::runtime::IValue;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// A kernel: reads its arguments, returns its result.
+pub type Kernel = fn(&mut Args<'_>) -> crate::Result<IValue>;
+
+/// Name -> kernel table.
+#[derive(Default)]
+pub struct Registry {
+    kernels: HashMap<String, Kernel>,
+}
+
+impl Registry {
+    /// Register `kernel` under `name` (`aten::add.Tensor` or `aten::relu`). A later registration of
+    /// the same name replaces the earlier one.
+    pub fn add(&mut self, name: &str, kernel: Kernel) {
+        self.kernels.insert(name.to_string(), kernel);
+    }
+
+    /// Register one kernel under several names.
+    pub fn add_all(&mut self, names: &[&str], kernel: Kernel) {
+        for n in names {
+            self.add(n, kernel);
+        }
+    }
+
+    /// The kernel for `op` (`aten::add` with overload `Tensor`): exact overload first, then the
+    /// overload-agnostic registration.
+    pub fn lookup(&self, op: &str, overload: &str) -> Option<Kernel> {
+        if !overload.is_empty() {
+            if let Some(k) = self.kernels.get(&format!("{op}.{overload}")) {
+                return Some(*k);
+            }
+        }
+        self.kernels.get(op).copied()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.kernels.contains_key(name)
+    }
+
+    /// Every registered name, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.kernels.keys().map(|s| s.as_str()).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The process-wide registry with every family registered.
+    pub fn global() -> &'static Registry {
+        static REGISTRY: OnceLock<Registry> = OnceLock::new();
+        REGISTRY.get_or_init(|| {
+            let mut r = Registry::default();
+            elementwise::register(&mut r);
+            activation::register(&mut r);
+            reduce::register(&mut r);
+            creation::register(&mut r);
+            random::register(&mut r);
+            linalg::register(&mut r);
+            conv::register(&mut r);
+            pool::register(&mut r);
+            norm::register(&mut r);
+            rnn::register(&mut r);
+            vision::register(&mut r);
+            index::register(&mut r);
+            shape::register(&mut r);
+            scalar::register(&mut r);
+            r
+        })
+    }
+}

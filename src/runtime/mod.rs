@@ -1,0 +1,12 @@
+//! Values, objects and (in later modules) the interpreter and the module API.
+
+pub mod ivalue;
+
+pub use ivalue::{Device, DeviceKind, Dict, DictKey, EnumValue, IValue, List, Object, Tuple};
+
+/// An error raised while running TorchScript code.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{0}")]
+    Other(String),
+}

@@ -1,0 +1,229 @@
+//! Scalar types, numbered exactly as PyTorch's `c10::ScalarType` (TorchScript passes dtypes as ints).
+
+use std::fmt;
+
+/// A tensor element type. The discriminant is PyTorch's `ScalarType` number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum DType {
+    UInt8 = 0,
+    Int8 = 1,
+    Int16 = 2,
+    Int32 = 3,
+    Int64 = 4,
+    Float16 = 5,
+    Float32 = 6,
+    Float64 = 7,
+    Complex32 = 8,
+    Complex64 = 9,
+    Complex128 = 10,
+    Bool = 11,
+    QInt8 = 12,
+    QUInt8 = 13,
+    QInt32 = 14,
+    BFloat16 = 15,
+    Float8E5M2 = 23,
+    Float8E4M3FN = 24,
+    Float8E5M2FNUZ = 25,
+    Float8E4M3FNUZ = 26,
+    UInt16 = 27,
+    UInt32 = 28,
+    UInt64 = 29,
+}
+
+impl DType {
+    pub const ALL: [DType; 23] = [
+        DType::UInt8,
+        DType::Int8,
+        DType::Int16,
+        DType::Int32,
+        DType::Int64,
+        DType::Float16,
+        DType::Float32,
+        DType::Float64,
+        DType::Complex32,
+        DType::Complex64,
+        DType::Complex128,
+        DType::Bool,
+        DType::QInt8,
+        DType::QUInt8,
+        DType::QInt32,
+        DType::BFloat16,
+        DType::Float8E5M2,
+        DType::Float8E4M3FN,
+        DType::Float8E5M2FNUZ,
+        DType::Float8E4M3FNUZ,
+        DType::UInt16,
+        DType::UInt32,
+        DType::UInt64,
+    ];
+
+    /// PyTorch's ScalarType number, as TorchScript code passes it (`dtype=6`).
+    pub fn to_scalar_type(self) -> i64 {
+        self as u8 as i64
+    }
+
+    pub fn from_scalar_type(n: i64) -> Option<DType> {
+        DType::ALL.iter().copied().find(|d| d.to_scalar_type() == n)
+    }
+
+    /// Size of one element in bytes.
+    pub fn size(self) -> usize {
+        use DType::*;
+        match self {
+            UInt8 | Int8 | Bool | QInt8 | QUInt8 | Float8E5M2 | Float8E4M3FN | Float8E5M2FNUZ
+            | Float8E4M3FNUZ => 1,
+            Int16 | Float16 | BFloat16 | UInt16 => 2,
+            Int32 | Float32 | QInt32 | Complex32 | UInt32 => 4,
+            Int64 | Float64 | Complex64 | UInt64 => 8,
+            Complex128 => 16,
+        }
+    }
+
+    /// The name `torch.float32` etc. uses (without the `torch.` prefix).
+    pub fn name(self) -> &'static str {
+        use DType::*;
+        match self {
+            UInt8 => "uint8",
+            Int8 => "int8",
+            Int16 => "int16",
+            Int32 => "int32",
+            Int64 => "int64",
+            Float16 => "float16",
+            Float32 => "float32",
+            Float64 => "float64",
+            Complex32 => "complex32",
+            Complex64 => "complex64",
+            Complex128 => "complex128",
+            Bool => "bool",
+            QInt8 => "qint8",
+            QUInt8 => "quint8",
+            QInt32 => "qint32",
+            BFloat16 => "bfloat16",
+            Float8E5M2 => "float8_e5m2",
+            Float8E4M3FN => "float8_e4m3fn",
+            Float8E5M2FNUZ => "float8_e5m2fnuz",
+            Float8E4M3FNUZ => "float8_e4m3fnuz",
+            UInt16 => "uint16",
+            UInt32 => "uint32",
+            UInt64 => "uint64",
+        }
+    }
+
+    /// Parse `float32`, `torch.float32`, and PyTorch aliases (`float`, `half`, `long`, ...).
+    pub fn from_name(s: &str) -> Option<DType> {
+        let s = s.strip_prefix("torch.").unwrap_or(s);
+        let alias = match s {
+            "float" => Some(DType::Float32),
+            "double" => Some(DType::Float64),
+            "half" => Some(DType::Float16),
+            "long" => Some(DType::Int64),
+            "int" => Some(DType::Int32),
+            "short" => Some(DType::Int16),
+            "cfloat" => Some(DType::Complex64),
+            "cdouble" => Some(DType::Complex128),
+            "chalf" => Some(DType::Complex32),
+            _ => None,
+        };
+        alias.or_else(|| DType::ALL.iter().copied().find(|d| d.name() == s))
+    }
+
+    /// The storage class name in archives (`torch.FloatStorage` -> `FloatStorage`).
+    pub fn storage_class(self) -> &'static str {
+        use DType::*;
+        match self {
+            UInt8 => "ByteStorage",
+            Int8 => "CharStorage",
+            Int16 => "ShortStorage",
+            Int32 => "IntStorage",
+            Int64 => "LongStorage",
+            Float16 => "HalfStorage",
+            Float32 => "FloatStorage",
+            Float64 => "DoubleStorage",
+            Complex32 => "ComplexHalfStorage",
+            Complex64 => "ComplexFloatStorage",
+            Complex128 => "ComplexDoubleStorage",
+            Bool => "BoolStorage",
+            QInt8 => "QInt8Storage",
+            QUInt8 => "QUInt8Storage",
+            QInt32 => "QInt32Storage",
+            BFloat16 => "BFloat16Storage",
+            Float8E5M2 => "Float8_e5m2Storage",
+            Float8E4M3FN => "Float8_e4m3fnStorage",
+            Float8E5M2FNUZ => "Float8_e5m2fnuzStorage",
+            Float8E4M3FNUZ => "Float8_e4m3fnuzStorage",
+            UInt16 => "UInt16Storage",
+            UInt32 => "UInt32Storage",
+            UInt64 => "UInt64Storage",
+        }
+    }
+
+    pub fn from_storage_class(s: &str) -> Option<DType> {
+        DType::ALL.iter().copied().find(|d| d.storage_class() == s)
+    }
+
+    pub fn is_floating_point(self) -> bool {
+        use DType::*;
+        matches!(
+            self,
+            Float16
+                | Float32
+                | Float64
+                | BFloat16
+                | Float8E5M2
+                | Float8E4M3FN
+                | Float8E5M2FNUZ
+                | Float8E4M3FNUZ
+        )
+    }
+
+    pub fn is_complex(self) -> bool {
+        matches!(
+            self,
+            DType::Complex32 | DType::Complex64 | DType::Complex128
+        )
+    }
+
+    /// Integral types; `include_bool` as in PyTorch's `isIntegralType(t, includeBool)`.
+    pub fn is_integral(self, include_bool: bool) -> bool {
+        use DType::*;
+        match self {
+            UInt8 | Int8 | Int16 | Int32 | Int64 | UInt16 | UInt32 | UInt64 => true,
+            Bool => include_bool,
+            _ => false,
+        }
+    }
+
+    pub fn is_signed(self) -> bool {
+        !matches!(
+            self,
+            DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64 | DType::Bool
+        )
+    }
+
+    /// The real counterpart of a complex type (`complex64` -> `float32`), identity otherwise.
+    pub fn to_real(self) -> DType {
+        match self {
+            DType::Complex32 => DType::Float16,
+            DType::Complex64 => DType::Float32,
+            DType::Complex128 => DType::Float64,
+            d => d,
+        }
+    }
+
+    /// The complex counterpart of a real floating type (`float32` -> `complex64`).
+    pub fn to_complex(self) -> DType {
+        match self {
+            DType::Float16 => DType::Complex32,
+            DType::Float64 => DType::Complex128,
+            DType::Complex32 | DType::Complex64 | DType::Complex128 => self,
+            _ => DType::Complex64,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

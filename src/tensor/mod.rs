@@ -1,0 +1,496 @@
+//! Tensors: a dtype, a shape, strides and an offset over a shared [`Storage`], as in PyTorch.
+//!
+//! Views (`as_strided`, and every shape op built on it) share the storage, so in-place writes
+//! through a view change the base. Kernels read and write through ndarray views
+//! ([`Tensor::view`], [`Tensor::view_mut`]).
+
+mod dtype;
+pub mod element;
+pub mod promote;
+mod scalar;
+mod storage;
+
+pub use dtype::DType;
+pub use element::Element;
+pub use scalar::Scalar;
+pub use storage::{AllocError, Storage, STORAGE_ALIGN};
+
+use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
+use smallvec::SmallVec;
+
+pub type Shape = SmallVec<[usize; 6]>;
+pub type Strides = SmallVec<[isize; 6]>;
+
+/// Errors from tensor construction and kernels.
+#[derive(Debug, thiserror::Error)]
+pub enum TensorError {
+    #[error("{what}: unsupported dtype {dtype}")]
+    UnsupportedDType { what: String, dtype: DType },
+    #[error("expected dtype {expected}, got {got}")]
+    DTypeMismatch { expected: DType, got: DType },
+    #[error("shape error: {0}")]
+    Shape(String),
+    #[error("index error: {0}")]
+    Index(String),
+    #[error("value error: {0}")]
+    Value(String),
+    #[error("tensor view out of bounds: {0}")]
+    OutOfBounds(String),
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
+}
+
+type TResult<T> = std::result::Result<T, TensorError>;
+
+/// Row-major (C-contiguous) strides for `shape`.
+pub fn contiguous_strides(shape: &[usize]) -> Strides {
+    let mut strides: Strides = SmallVec::from_elem(0, shape.len());
+    let mut acc: isize = 1;
+    for i in (0..shape.len()).rev() {
+        strides[i] = acc;
+        acc = acc.saturating_mul(shape[i].max(1) as isize);
+    }
+    strides
+}
+
+/// Wrap a possibly negative dimension index as PyTorch does (`dim=-1` is the last).
+/// A 0-d tensor accepts dims -1 and 0.
+pub fn wrap_dim(dim: i64, ndim: usize) -> TResult<usize> {
+    let n = ndim.max(1) as i64;
+    let d = if dim < 0 { dim + n } else { dim };
+    if d < 0 || d >= n {
+        return Err(TensorError::Index(format!(
+            "Dimension out of range (expected to be in range of [{}, {}], but got {})",
+            -n,
+            n - 1,
+            dim
+        )));
+    }
+    Ok(d as usize)
+}
+
+/// Checked product of a shape.
+pub fn checked_numel(shape: &[usize]) -> TResult<usize> {
+    shape.iter().try_fold(1usize, |acc, &s| {
+        acc.checked_mul(s)
+            .ok_or_else(|| TensorError::Shape(format!("numel of shape {shape:?} overflows")))
+    })
+}
+
+/// A strided view over a shared storage.
+#[derive(Clone)]
+pub struct Tensor {
+    storage: Storage,
+    /// Offset of element 0, in elements of `dtype`.
+    offset: usize,
+    shape: Shape,
+    strides: Strides,
+    dtype: DType,
+    requires_grad: bool,
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Tensor(dtype={}, shape={:?}, strides={:?}, offset={})",
+            self.dtype,
+            self.shape.as_slice(),
+            self.strides.as_slice(),
+            self.offset
+        )
+    }
+}
+
+impl Tensor {
+    /// A view of `storage`; checks that every addressed element lies inside it.
+    pub fn from_parts(
+        storage: Storage,
+        offset: usize,
+        shape: &[usize],
+        strides: &[isize],
+        dtype: DType,
+    ) -> TResult<Tensor> {
+        if shape.len() != strides.len() {
+            return Err(TensorError::Shape(format!(
+                "shape {shape:?} and strides {strides:?} differ in length"
+            )));
+        }
+        let extent = storage_extent(offset, shape, strides)?;
+        let need = extent
+            .checked_mul(dtype.size())
+            .ok_or_else(|| TensorError::OutOfBounds("byte extent overflows".into()))?;
+        if need > storage.nbytes() {
+            return Err(TensorError::OutOfBounds(format!(
+                "a {dtype} tensor of shape {shape:?}, strides {strides:?}, offset {offset} needs {need} bytes, storage has {}",
+                storage.nbytes()
+            )));
+        }
+        if !(storage.as_ptr() as usize).is_multiple_of(dtype.size().min(8))
+            && !storage.bytes().is_empty()
+        {
+            return Err(TensorError::OutOfBounds(format!(
+                "storage is not aligned for {dtype}"
+            )));
+        }
+        Ok(Tensor {
+            storage,
+            offset,
+            shape: shape.into(),
+            strides: strides.into(),
+            dtype,
+            requires_grad: false,
+        })
+    }
+
+    /// A zero-filled contiguous tensor.
+    pub fn zeros(shape: &[usize], dtype: DType) -> TResult<Tensor> {
+        let n = checked_numel(shape)?;
+        let nbytes = n
+            .checked_mul(dtype.size())
+            .ok_or_else(|| TensorError::Shape(format!("size of shape {shape:?} overflows")))?;
+        let storage = Storage::zeroed(nbytes)?;
+        Ok(Tensor {
+            storage,
+            offset: 0,
+            shape: shape.into(),
+            strides: contiguous_strides(shape),
+            dtype,
+            requires_grad: false,
+        })
+    }
+
+    /// A contiguous tensor that takes `data` (row-major) as its elements.
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> TResult<Tensor> {
+        let n = checked_numel(shape)?;
+        if n != data.len() {
+            return Err(TensorError::Shape(format!(
+                "{} elements do not fill shape {shape:?}",
+                data.len()
+            )));
+        }
+        Tensor::from_slice(&data, shape)
+    }
+
+    /// A contiguous tensor holding a copy of `data`.
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> TResult<Tensor> {
+        let t = Tensor::zeros(shape, T::DTYPE)?;
+        if checked_numel(shape)? != data.len() {
+            return Err(TensorError::Shape(format!(
+                "{} elements do not fill shape {shape:?}",
+                data.len()
+            )));
+        }
+        // SAFETY: fresh contiguous storage of exactly data.len() elements of T.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr() as *const u8,
+                t.storage.as_mut_ptr(),
+                std::mem::size_of_val(data),
+            )
+        };
+        Ok(t)
+    }
+
+    /// A contiguous tensor from an ndarray (copied into row-major order).
+    pub fn from_array<T: Element>(a: ArrayD<T>) -> TResult<Tensor> {
+        let shape: Vec<usize> = a.shape().to_vec();
+        match a.as_slice() {
+            Some(s) => Tensor::from_slice(s, &shape),
+            None => {
+                let v: Vec<T> = a.iter().copied().collect();
+                Tensor::from_vec(v, &shape)
+            }
+        }
+    }
+
+    /// A 0-d tensor.
+    pub fn scalar<T: Element>(v: T) -> Tensor {
+        // A single element always fits; fall back to an empty-shape error only on OOM.
+        Tensor::from_slice(&[v], &[]).unwrap_or_else(|_| std::process::abort())
+    }
+
+    /// A 0-d tensor holding `s` converted to `dtype`.
+    pub fn from_scalar(s: Scalar, dtype: DType) -> crate::Result<Tensor> {
+        let t = Tensor::zeros(&[], dtype)?;
+        t.fill(s)?;
+        Ok(t)
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    pub fn strides(&self) -> &[isize] {
+        &self.strides
+    }
+    pub fn storage_offset(&self) -> usize {
+        self.offset
+    }
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+    pub fn dim(&self) -> usize {
+        self.shape.len()
+    }
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+    pub fn requires_grad(&self) -> bool {
+        self.requires_grad
+    }
+    pub fn set_requires_grad(&mut self, r: bool) {
+        self.requires_grad = r;
+    }
+    /// `size(dim)` with negative dims wrapped.
+    pub fn size(&self, dim: i64) -> TResult<usize> {
+        Ok(self.shape[wrap_dim(dim, self.dim())?])
+    }
+
+    /// Whether two tensors view the same storage.
+    pub fn shares_storage(&self, other: &Tensor) -> bool {
+        self.storage.same(&other.storage)
+    }
+
+    /// PyTorch's `is_contiguous()`: strides of size-1 dims are ignored.
+    pub fn is_contiguous(&self) -> bool {
+        let mut expected: isize = 1;
+        for i in (0..self.dim()).rev() {
+            let s = self.shape[i];
+            if s == 0 {
+                return true;
+            }
+            if s != 1 {
+                if self.strides[i] != expected {
+                    return false;
+                }
+                expected *= s as isize;
+            }
+        }
+        true
+    }
+
+    /// A view with new geometry over the same storage (bounds-checked).
+    pub fn as_strided(&self, shape: &[usize], strides: &[isize], offset: usize) -> TResult<Tensor> {
+        let mut t = Tensor::from_parts(self.storage.clone(), offset, shape, strides, self.dtype)?;
+        t.requires_grad = self.requires_grad;
+        Ok(t)
+    }
+
+    /// Replace geometry in place without copying (used by `as_strided_`, `resize_`-like ops).
+    pub fn set_geometry(
+        &mut self,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+    ) -> TResult<()> {
+        let t = self.as_strided(shape, strides, offset)?;
+        *self = t;
+        Ok(())
+    }
+
+    /// A typed read-only ndarray view. Fails if `T` is not this tensor's element type.
+    pub fn view<T: Element>(&self) -> TResult<ArrayViewD<'_, T>> {
+        self.check_dtype::<T>()?;
+        let strides: Vec<usize> = self.strides.iter().map(|&s| s as usize).collect();
+        // SAFETY: from_parts checked that every element addressed by (offset, shape, strides)
+        // lies inside the storage, which lives as long as `self`; strides are non-negative.
+        unsafe {
+            let ptr = (self.storage.as_ptr() as *const T).add(self.offset);
+            Ok(ArrayViewD::from_shape_ptr(
+                IxDyn(&self.shape).strides(IxDyn(&strides)),
+                ptr,
+            ))
+        }
+    }
+
+    /// A typed writable ndarray view, for in-place kernels and for filling fresh outputs.
+    ///
+    /// PyTorch semantics: the write is visible through every tensor sharing the storage. Callers must
+    /// not hold another view of overlapping memory while writing (copy the source first if
+    /// [`Tensor::shares_storage`]).
+    pub fn view_mut<T: Element>(&self) -> TResult<ArrayViewMutD<'_, T>> {
+        self.check_dtype::<T>()?;
+        let strides: Vec<usize> = self.strides.iter().map(|&s| s as usize).collect();
+        // SAFETY: as in `view`; mutation through a shared storage is PyTorch's aliasing model.
+        unsafe {
+            let ptr = (self.storage.as_mut_ptr() as *mut T).add(self.offset);
+            Ok(ArrayViewMutD::from_shape_ptr(
+                IxDyn(&self.shape).strides(IxDyn(&strides)),
+                ptr,
+            ))
+        }
+    }
+
+    /// The elements as a slice when the tensor is contiguous.
+    pub fn as_slice<T: Element>(&self) -> TResult<Option<&[T]>> {
+        self.check_dtype::<T>()?;
+        if !self.is_contiguous() {
+            return Ok(None);
+        }
+        // SAFETY: contiguous, in bounds (checked at construction), element type checked.
+        unsafe {
+            let ptr = (self.storage.as_ptr() as *const T).add(self.offset);
+            Ok(Some(std::slice::from_raw_parts(ptr, self.numel())))
+        }
+    }
+
+    /// The elements as a mutable slice when the tensor is contiguous (see [`Tensor::view_mut`]).
+    #[allow(clippy::mut_from_ref)]
+    pub fn as_slice_mut<T: Element>(&self) -> TResult<Option<&mut [T]>> {
+        self.check_dtype::<T>()?;
+        if !self.is_contiguous() {
+            return Ok(None);
+        }
+        // SAFETY: as in `as_slice`; aliasing per PyTorch semantics.
+        unsafe {
+            let ptr = (self.storage.as_mut_ptr() as *mut T).add(self.offset);
+            Ok(Some(std::slice::from_raw_parts_mut(ptr, self.numel())))
+        }
+    }
+
+    fn check_dtype<T: Element>(&self) -> TResult<()> {
+        if T::DTYPE != self.dtype {
+            return Err(TensorError::DTypeMismatch {
+                expected: self.dtype,
+                got: T::DTYPE,
+            });
+        }
+        Ok(())
+    }
+
+    /// An owned row-major copy of the elements.
+    pub fn to_array<T: Element>(&self) -> TResult<ArrayD<T>> {
+        Ok(self.view::<T>()?.to_owned())
+    }
+
+    /// Elements in row-major order, converted to `T` with PyTorch's cast rules.
+    pub fn to_vec<T: Element>(&self) -> crate::Result<Vec<T>> {
+        crate::dispatch_all!(self.dtype, "to_vec", |S| {
+            Ok(self.view::<S>()?.iter().map(|&x| T::cast_from(x)).collect())
+        })
+    }
+
+    /// This tensor if already contiguous, otherwise a contiguous copy.
+    pub fn contiguous(&self) -> crate::Result<Tensor> {
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        self.deep_clone()
+    }
+
+    /// A contiguous copy with its own storage (`clone()` in PyTorch).
+    pub fn deep_clone(&self) -> crate::Result<Tensor> {
+        let out = Tensor::zeros(&self.shape, self.dtype)?;
+        out.copy_from(self)?;
+        let mut out = out;
+        out.requires_grad = self.requires_grad;
+        Ok(out)
+    }
+
+    /// `self.to(dtype)`: the same tensor when the dtype matches, else a converted copy.
+    pub fn to_dtype(&self, dtype: DType) -> crate::Result<Tensor> {
+        if dtype == self.dtype {
+            return Ok(self.clone());
+        }
+        let out = Tensor::zeros(&self.shape, dtype)?;
+        out.copy_from(self)?;
+        Ok(out)
+    }
+
+    /// `self.copy_(src)`: broadcast `src` to this shape and write it, converting the dtype.
+    pub fn copy_from(&self, src: &Tensor) -> crate::Result<()> {
+        let src = if src.shares_storage(self) {
+            src.deep_clone()?
+        } else {
+            src.clone()
+        };
+        crate::dispatch_all!(self.dtype, "copy_", |D| {
+            crate::dispatch_all!(src.dtype, "copy_", |S| {
+                let sv = src.view::<S>()?;
+                let sv = sv.broadcast(IxDyn(&self.shape)).ok_or_else(|| {
+                    TensorError::Shape(format!(
+                        "cannot broadcast shape {:?} to {:?}",
+                        src.shape(),
+                        self.shape()
+                    ))
+                })?;
+                let mut dv = self.view_mut::<D>()?;
+                ndarray::Zip::from(&mut dv)
+                    .and(&sv)
+                    .for_each(|d, &s| *d = D::cast_from(s));
+                Ok(())
+            })
+        })
+    }
+
+    /// Set every element to `s` (converted to this dtype).
+    pub fn fill(&self, s: Scalar) -> crate::Result<()> {
+        crate::dispatch_all!(self.dtype, "fill_", |T| {
+            let v: T = match s {
+                Scalar::Bool(b) => T::from_bool(b),
+                Scalar::Int(i) => T::from_i64(i),
+                Scalar::Float(f) => T::from_f64(f),
+                Scalar::Complex(c) => T::from_c64(c),
+            };
+            self.view_mut::<T>()?.fill(v);
+            Ok(())
+        })
+    }
+
+    /// The single element of a one-element tensor (`item()`).
+    pub fn item(&self) -> crate::Result<Scalar> {
+        if self.numel() != 1 {
+            return Err(TensorError::Value(format!(
+                "a Tensor with {} elements cannot be converted to Scalar",
+                self.numel()
+            ))
+            .into());
+        }
+        crate::dispatch_all!(self.dtype, "item", |T| {
+            let v = *self
+                .view::<T>()?
+                .iter()
+                .next()
+                .ok_or_else(|| TensorError::Value("empty tensor".into()))?;
+            Ok(if T::DTYPE == DType::Bool {
+                Scalar::Bool(v.to_bool())
+            } else if T::DTYPE.is_complex() {
+                Scalar::Complex(v.to_c64())
+            } else if T::DTYPE.is_floating_point() {
+                Scalar::Float(v.to_f64())
+            } else {
+                Scalar::Int(v.to_i64())
+            })
+        })
+    }
+}
+
+/// Number of elements from storage start needed to hold every element of the view.
+fn storage_extent(offset: usize, shape: &[usize], strides: &[isize]) -> TResult<usize> {
+    if shape.contains(&0) {
+        return Ok(offset);
+    }
+    let mut max_index: usize = 0;
+    for (&s, &st) in shape.iter().zip(strides) {
+        if st < 0 {
+            return Err(TensorError::OutOfBounds(format!(
+                "negative stride {st} is not supported"
+            )));
+        }
+        let span = (s - 1)
+            .checked_mul(st as usize)
+            .ok_or_else(|| TensorError::OutOfBounds("stride span overflows".into()))?;
+        max_index = max_index
+            .checked_add(span)
+            .ok_or_else(|| TensorError::OutOfBounds("stride span overflows".into()))?;
+    }
+    offset
+        .checked_add(max_index)
+        .and_then(|v| v.checked_add(1))
+        .ok_or_else(|| TensorError::OutOfBounds("offset overflows".into()))
+}
