@@ -494,3 +494,26 @@ fn storage_extent(offset: usize, shape: &[usize], strides: &[isize]) -> TResult<
         .and_then(|v| v.checked_add(1))
         .ok_or_else(|| TensorError::OutOfBounds("offset overflows".into()))
 }
+
+/// Element count above which kernels split work across rayon threads.
+pub const PARALLEL_THRESHOLD: usize = 32 * 1024;
+
+/// The broadcast shape of two shapes (NumPy/PyTorch rules), or a shape error.
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> TResult<Shape> {
+    let n = a.len().max(b.len());
+    let mut out: Shape = SmallVec::from_elem(1, n);
+    for i in 0..n {
+        let da = if i < n - a.len() { 1 } else { a[i - (n - a.len())] };
+        let db = if i < n - b.len() { 1 } else { b[i - (n - b.len())] };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return Err(TensorError::Shape(format!(
+                "The size of tensor a ({da}) must match the size of tensor b ({db}) at non-singleton dimension {i}"
+            )));
+        };
+    }
+    Ok(out)
+}
