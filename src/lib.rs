@@ -5,6 +5,7 @@
 //! over [`tensor`]. See ARCHITECTURE.md.
 
 pub mod archive;
+pub mod cli;
 pub mod error;
 pub mod frontend;
 pub mod ir;

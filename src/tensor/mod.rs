@@ -503,8 +503,16 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> TResult<Shape> {
     let n = a.len().max(b.len());
     let mut out: Shape = SmallVec::from_elem(1, n);
     for i in 0..n {
-        let da = if i < n - a.len() { 1 } else { a[i - (n - a.len())] };
-        let db = if i < n - b.len() { 1 } else { b[i - (n - b.len())] };
+        let da = if i < n - a.len() {
+            1
+        } else {
+            a[i - (n - a.len())]
+        };
+        let db = if i < n - b.len() {
+            1
+        } else {
+            b[i - (n - b.len())]
+        };
         out[i] = if da == db || db == 1 {
             da
         } else if da == 1 {
