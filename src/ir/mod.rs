@@ -3,6 +3,7 @@
 pub mod graph;
 pub mod source;
 pub mod types;
+pub mod unit;
 
 pub use graph::{Attr, BlockId, Graph, NodeId, ValueId};
 pub use types::Type;

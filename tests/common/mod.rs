@@ -1,0 +1,262 @@
+//! Shared helpers for golden tests: decode values written by fixtures/golden_io.py, compare
+//! results with PyTorch's tolerances, and run operator cases from fixtures/ops/.
+#![allow(dead_code)]
+
+use ndarray::{ArrayD, IxDyn, OwnedRepr};
+use ndarray_npy::NpzReader;
+use num_complex::{Complex32, Complex64};
+use serde_json::Value;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use tsrun::ops::{Args, OpContext, Registry};
+use tsrun::runtime::{Device, Dict, IValue, List, Tuple};
+use tsrun::tensor::{DType, Tensor};
+
+/// The repository's fixtures directory.
+pub fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// An open npz of golden tensors.
+pub struct Arrays(NpzReader<File>);
+
+impl Arrays {
+    pub fn open(path: &Path) -> Arrays {
+        let f = File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+        Arrays(NpzReader::new(f).unwrap_or_else(|e| panic!("npz {}: {e}", path.display())))
+    }
+
+    fn read<T: ndarray_npy::ReadableElement>(&mut self, key: &str) -> ArrayD<T> {
+        self.0
+            .by_name::<OwnedRepr<T>, IxDyn>(key)
+            .or_else(|_| self.0.by_name::<OwnedRepr<T>, IxDyn>(&format!("{key}.npy")))
+            .unwrap_or_else(|e| panic!("npz key {key}: {e}"))
+    }
+
+    /// The tensor stored under `key`, as `dtype` (float16/bfloat16 are stored as float32).
+    pub fn tensor(&mut self, key: &str, dtype: DType) -> Tensor {
+        let t = match dtype {
+            DType::Float32 | DType::Float16 | DType::BFloat16 => {
+                Tensor::from_array(self.read::<f32>(key))
+            }
+            DType::Float64 => Tensor::from_array(self.read::<f64>(key)),
+            DType::Int64 => Tensor::from_array(self.read::<i64>(key)),
+            DType::Int32 => Tensor::from_array(self.read::<i32>(key)),
+            DType::Int16 => Tensor::from_array(self.read::<i16>(key)),
+            DType::Int8 => Tensor::from_array(self.read::<i8>(key)),
+            DType::UInt8 => Tensor::from_array(self.read::<u8>(key)),
+            DType::UInt16 => Tensor::from_array(self.read::<u16>(key)),
+            DType::UInt32 => Tensor::from_array(self.read::<u32>(key)),
+            DType::UInt64 => Tensor::from_array(self.read::<u64>(key)),
+            DType::Bool => Tensor::from_array(self.read::<bool>(key)),
+            DType::Complex64 => Tensor::from_array(self.read::<Complex32>(key)),
+            DType::Complex128 => Tensor::from_array(self.read::<Complex64>(key)),
+            other => panic!("golden tensor dtype {other} not decodable"),
+        }
+        .expect("golden tensor");
+        t.to_dtype(dtype).expect("golden dtype conversion")
+    }
+}
+
+fn json_f64(v: &Value) -> f64 {
+    match v {
+        Value::String(s) if s == "nan" => f64::NAN,
+        Value::String(s) if s == "inf" => f64::INFINITY,
+        Value::String(s) if s == "-inf" => f64::NEG_INFINITY,
+        v => v.as_f64().expect("float"),
+    }
+}
+
+/// Decode one encoded value (see fixtures/golden_io.py).
+pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
+    let obj = v.as_object().expect("encoded value is an object");
+    let (tag, body) = obj.iter().next().expect("encoded value has a tag");
+    match tag.as_str() {
+        "tensor" => {
+            let dtype = DType::from_name(obj["dtype"].as_str().expect("dtype")).expect("known dtype");
+            IValue::Tensor(arrays.tensor(body.as_str().expect("key"), dtype))
+        }
+        "none" => IValue::None,
+        "bool" => IValue::Bool(body.as_bool().expect("bool")),
+        "int" => IValue::Int(body.as_i64().expect("int")),
+        "float" => IValue::Double(json_f64(body)),
+        "complex" => IValue::Complex(Complex64::new(json_f64(&body[0]), json_f64(&body[1]))),
+        "str" => IValue::str(body.as_str().expect("str")),
+        "device" => IValue::Device(Device::parse(body.as_str().expect("device")).expect("device")),
+        "list" => {
+            let items: Vec<IValue> = body
+                .as_array()
+                .expect("list")
+                .iter()
+                .map(|x| decode(x, arrays))
+                .collect();
+            IValue::List(List::new(tsrun::ir::Type::Any, items))
+        }
+        "tuple" => IValue::Tuple(Tuple::new(
+            body.as_array()
+                .expect("tuple")
+                .iter()
+                .map(|x| decode(x, arrays))
+                .collect(),
+        )),
+        "dict" => {
+            let d = Dict::new(tsrun::ir::Type::Any, tsrun::ir::Type::Any);
+            for kv in body.as_array().expect("dict") {
+                d.insert(decode(&kv[0], arrays), decode(&kv[1], arrays))
+                    .expect("hashable key");
+            }
+            IValue::Dict(d)
+        }
+        other => panic!("unknown golden tag {other}"),
+    }
+}
+
+/// Compare `got` with PyTorch's `want`; `Err` describes the first difference. Floating tensors
+/// use `|got - want| <= atol + rtol * max|want|` (tolerance relative to the output's scale);
+/// integer and bool tensors must be equal, dtypes and shapes identical.
+pub fn compare(got: &IValue, want: &IValue, rtol: f64, atol: f64, path: &str) -> Result<(), String> {
+    match (got, want) {
+        (IValue::Tensor(g), IValue::Tensor(w)) => compare_tensors(g, w, rtol, atol, path),
+        (IValue::List(g), IValue::List(w)) => compare_seq(&g.to_vec(), &w.to_vec(), rtol, atol, path),
+        (IValue::Tuple(g), IValue::Tuple(w)) => compare_seq(g.items(), w.items(), rtol, atol, path),
+        (IValue::Dict(g), IValue::Dict(w)) => {
+            let (ge, we) = (g.entries(), w.entries());
+            if ge.len() != we.len() {
+                return Err(format!("{path}: dict has {} entries, want {}", ge.len(), we.len()));
+            }
+            for ((gk, gv), (wk, wv)) in ge.iter().zip(&we) {
+                compare(gk, wk, rtol, atol, &format!("{path}.key"))?;
+                compare(gv, wv, rtol, atol, &format!("{path}[{wk:?}]"))?;
+            }
+            Ok(())
+        }
+        (IValue::Double(g), IValue::Double(w)) => {
+            if (g.is_nan() && w.is_nan()) || (g - w).abs() <= atol + rtol * w.abs() {
+                Ok(())
+            } else {
+                Err(format!("{path}: got {g}, want {w}"))
+            }
+        }
+        (g, w) => {
+            if g.is_same(w) || format!("{g:?}") == format!("{w:?}") {
+                Ok(())
+            } else {
+                Err(format!("{path}: got {g:?}, want {w:?}"))
+            }
+        }
+    }
+}
+
+fn compare_seq(g: &[IValue], w: &[IValue], rtol: f64, atol: f64, path: &str) -> Result<(), String> {
+    if g.len() != w.len() {
+        return Err(format!("{path}: {} items, want {}", g.len(), w.len()));
+    }
+    for (i, (a, b)) in g.iter().zip(w).enumerate() {
+        compare(a, b, rtol, atol, &format!("{path}.{i}"))?;
+    }
+    Ok(())
+}
+
+pub fn compare_tensors(g: &Tensor, w: &Tensor, rtol: f64, atol: f64, path: &str) -> Result<(), String> {
+    if g.dtype() != w.dtype() {
+        return Err(format!("{path}: dtype {}, want {}", g.dtype(), w.dtype()));
+    }
+    if g.shape() != w.shape() {
+        return Err(format!("{path}: shape {:?}, want {:?}", g.shape(), w.shape()));
+    }
+    if w.dtype().is_complex() {
+        let gv = g.to_vec::<Complex64>().map_err(|e| e.to_string())?;
+        let wv = w.to_vec::<Complex64>().map_err(|e| e.to_string())?;
+        let scale = wv.iter().map(|c| c.norm()).fold(0.0, f64::max);
+        for (i, (a, b)) in gv.iter().zip(&wv).enumerate() {
+            if (a - b).norm() > atol + rtol * scale && !(a.re.is_nan() && b.re.is_nan()) {
+                return Err(format!("{path}[{i}]: got {a}, want {b}"));
+            }
+        }
+        return Ok(());
+    }
+    if w.dtype().is_floating_point() {
+        let gv = g.to_vec::<f64>().map_err(|e| e.to_string())?;
+        let wv = w.to_vec::<f64>().map_err(|e| e.to_string())?;
+        let scale = wv.iter().filter(|x| x.is_finite()).map(|x| x.abs()).fold(0.0, f64::max);
+        for (i, (a, b)) in gv.iter().zip(&wv).enumerate() {
+            let ok = if b.is_nan() {
+                a.is_nan()
+            } else if b.is_infinite() {
+                a == b
+            } else {
+                (a - b).abs() <= atol + rtol * scale
+            };
+            if !ok {
+                return Err(format!("{path}[{i}]: got {a}, want {b} (scale {scale})"));
+            }
+        }
+        return Ok(());
+    }
+    let gv = g.to_vec::<i64>().map_err(|e| e.to_string())?;
+    let wv = w.to_vec::<i64>().map_err(|e| e.to_string())?;
+    match gv.iter().zip(&wv).position(|(a, b)| a != b) {
+        Some(i) => Err(format!("{path}[{i}]: got {}, want {}", gv[i], wv[i])),
+        None => Ok(()),
+    }
+}
+
+/// Run every case of `fixtures/ops/<family>.json` through the registry. Returns (passed, failures).
+pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
+    let dir = fixtures_dir().join("ops");
+    let json: Value = serde_json::from_reader(
+        File::open(dir.join(format!("{family}.json"))).expect("op cases json"),
+    )
+    .expect("valid json");
+    let mut arrays = Arrays::open(&dir.join(format!("{family}.npz")));
+    let registry = Registry::global();
+    let ctx = OpContext::default();
+    let mut passed = 0;
+    let mut failures = Vec::new();
+    for (i, case) in json["cases"].as_array().expect("cases").iter().enumerate() {
+        let op = case["op"].as_str().expect("op");
+        let overload = case["overload"].as_str().unwrap_or("");
+        let name = if overload.is_empty() { op.to_string() } else { format!("{op}.{overload}") };
+        let Some(kernel) = registry.lookup(op, overload) else {
+            failures.push(format!("case {i} {name}: no kernel"));
+            continue;
+        };
+        let mut args: Vec<IValue> = case["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| decode(a, &mut arrays))
+            .collect();
+        let result = kernel(&mut Args::new(&name, &mut args, &ctx));
+        let outcome = match (result, case.get("error")) {
+            (Err(_), Some(_)) => Ok(()),
+            (Ok(v), Some(e)) => Err(format!("expected error {e}, got {v:?}")),
+            (Err(e), None) => Err(format!("error: {e}")),
+            (Ok(v), None) => {
+                let want = decode(&case["out"], &mut arrays);
+                compare(
+                    &v,
+                    &want,
+                    case["rtol"].as_f64().unwrap_or(1e-4),
+                    case["atol"].as_f64().unwrap_or(1e-5),
+                    "out",
+                )
+            }
+        };
+        match outcome {
+            Ok(()) => passed += 1,
+            Err(e) => failures.push(format!("case {i} {name}: {e}")),
+        }
+    }
+    (passed, failures)
+}
+
+/// Assert every case of a family passes, printing the tally.
+pub fn assert_op_cases(family: &str) {
+    let (passed, failures) = run_op_cases(family);
+    println!("{family}: {passed} passed, {} failed", failures.len());
+    for f in &failures {
+        println!("  {f}");
+    }
+    assert!(failures.is_empty(), "{} {family} op cases failed", failures.len());
+}
