@@ -15,6 +15,7 @@ pub mod conv;
 pub mod creation;
 pub mod elementwise;
 pub mod index;
+pub(crate) mod kernels;
 pub mod linalg;
 pub mod norm;
 pub mod pool;
