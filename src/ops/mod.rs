@@ -18,6 +18,7 @@ pub mod elementwise;
 pub mod embedding;
 pub mod index;
 pub mod interpolate;
+pub(crate) mod kernels;
 pub mod linalg;
 pub mod norm;
 pub mod pool;
