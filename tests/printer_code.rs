@@ -15,8 +15,11 @@ use tsrun::IValue;
 /// what the printer needs. Overloads are chosen by arity and input types, since a graph read
 /// back from text does not name them.
 struct Schemas {
-    by_name: HashMap<String, Vec<(Vec<(String, String)>, OpArgs)>>,
+    by_name: HashMap<String, Vec<Overload>>,
 }
+
+/// (formal type, name) of each argument, and the printer's view of the schema.
+type Overload = (Vec<(String, String)>, OpArgs);
 
 fn split_top_level(s: &str) -> Vec<String> {
     let (mut depth, mut cur, mut out) = (0i32, String::new(), Vec::new());
@@ -50,7 +53,13 @@ fn parse_default(ty: &str, text: &str) -> Option<IValue> {
             "contiguous_format" => IValue::Int(0),
             "Mean" => IValue::Int(1),
             "long" => IValue::Int(4),
-            _ if t.starts_with('"') || t.starts_with('\'') => IValue::str(&t[1..t.len() - 1]),
+            _ if t.starts_with('"') || t.starts_with('\'') => IValue::str(
+                t[1..t.len() - 1]
+                    .replace("\\n", "\n")
+                    .replace("\\t", "\t")
+                    .replace("\\f", "\x0c")
+                    .replace("\\v", "\x0b"),
+            ),
             _ => match t.parse::<i64>() {
                 Ok(i) => IValue::Int(i),
                 Err(_) => IValue::Double(t.parse::<f64>().ok()?),
@@ -157,7 +166,20 @@ impl SchemaSource for Schemas {
     fn op_args(&self, g: &Graph, node: NodeId) -> Option<OpArgs> {
         let n = g.node(node);
         let inputs: Vec<&Type> = n.inputs.iter().map(|&v| &g.value(v).ty).collect();
-        self.by_name.get(&n.kind)?.iter().find_map(|(types, op)| {
+        let overloads = self.by_name.get(&n.kind)?;
+        // Prefer an overload taking exactly the node's inputs, then any that accepts them.
+        let exact = overloads.iter().find(|(types, op)| {
+            types.len() == inputs.len()
+                && !op.is_vararg
+                && inputs
+                    .iter()
+                    .zip(types)
+                    .all(|(actual, (formal, _))| type_fits(formal, actual))
+        });
+        if let Some((_, op)) = exact {
+            return Some(op.clone());
+        }
+        overloads.iter().find_map(|(types, op)| {
             let arity_ok = inputs.len() <= types.len() || op.is_vararg;
             let no_out = !op.args.iter().any(|a| a.is_out) || inputs.len() == types.len();
             let fits = inputs

@@ -549,7 +549,9 @@ pub fn tokenize(text: &str) -> Result<Vec<Spanned>, LexError> {
     }
     let end = text.len();
     if !out.is_empty() {
-        out.push((end, Tok::Newline, end));
+        // The final line break (if any) is where the last logical line ends.
+        let pos = pending.map(|(p, _)| p).unwrap_or(end);
+        out.push((pos, Tok::Newline, (pos + 1).min(end)));
     }
     while indents.len() > 1 {
         indents.pop();

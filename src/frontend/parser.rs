@@ -203,6 +203,47 @@ pub fn class_def(
                 ..
             }) => {}
             StmtKind::FunctionDef(f) => class.methods.push(*f),
+            // `__annotations__["0"] = T` declares an attribute whose name is not an identifier.
+            StmtKind::Assign { targets, value }
+                if matches!(
+                    targets.as_slice(),
+                    [Expr {
+                        kind: ExprKind::Subscript { .. },
+                        ..
+                    }]
+                ) =>
+            {
+                let Some(Expr {
+                    kind:
+                        ExprKind::Subscript {
+                            value: base,
+                            indices,
+                        },
+                    span: target_span,
+                }) = targets.first()
+                else {
+                    return Err(invalid("malformed attribute annotation", stmt.span));
+                };
+                let name = match (&base.kind, indices.as_slice()) {
+                    (ExprKind::Name(b), [Expr { kind: ExprKind::Str(n), .. }]) if b == "__annotations__" => n.clone(),
+                    _ => {
+                        return Err(invalid(
+                            "only `__annotations__[\"name\"] = Type` may assign to a subscript in a class body",
+                            stmt.span,
+                        ))
+                    }
+                };
+                let ty = value.to_type_expr().map_err(|m| invalid(m, value.span))?;
+                class.attributes.push(AttributeDecl {
+                    name: Ident {
+                        name,
+                        span: *target_span,
+                    },
+                    ty,
+                    default: None,
+                    span: stmt.span,
+                });
+            }
             StmtKind::Assign { targets, value } => {
                 let [Expr {
                     kind: ExprKind::Name(target),

@@ -328,6 +328,26 @@ impl IrParser<'_> {
             let mut name = self.word(b".");
             // `InterfaceType<Activation>`, `Enum<__torch__.Color>`: kept verbatim as a class
             // name so they print back the same (the graph spelling is all the text has).
+            if name == "NamedTuple" && self.peek() == Some(b'(') {
+                // `NamedTuple(a : Tensor, b : int)`: kept verbatim, like interfaces below.
+                let start = self.i;
+                let mut depth = 0usize;
+                while let Some(c) = self.peek() {
+                    self.i += 1;
+                    match c {
+                        b'(' => depth += 1,
+                        b')' => {
+                            depth = depth.saturating_sub(1);
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                name.push_str(&self.text[start..self.i]);
+                return self.type_suffixes(Type::Class(name.into()));
+            }
             if self.peek() == Some(b'<') {
                 let start = self.i;
                 while self.peek().is_some_and(|c| c != b'>') {
@@ -481,6 +501,25 @@ impl IrParser<'_> {
                 }
                 if self.eat("None") {
                     return Ok(IValue::None);
+                }
+                // An enum member: `__torch__.Color.RED` (its underlying value is not printed).
+                if self
+                    .peek()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+                    && !self.starts_with("inf")
+                    && !self.starts_with("nan")
+                {
+                    let qualified = self.word(b".");
+                    let Some((class, name)) = qualified.rsplit_once('.') else {
+                        return self.err(format!("unsupported attribute value `{qualified}`"));
+                    };
+                    return Ok(IValue::Enum(std::sync::Arc::new(
+                        crate::runtime::ivalue::EnumValue {
+                            class: class.into(),
+                            name: name.into(),
+                            value: IValue::None,
+                        },
+                    )));
                 }
                 let start = self.i;
                 let n = self.number()?;

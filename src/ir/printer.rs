@@ -190,9 +190,9 @@ impl GraphPrinter<'_> {
     fn block(&self, b: BlockId, index: usize, level: usize, out: &mut String) {
         let block = self.g.block(b);
         indent(out, level);
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "block{index}({}):\n",
+            "block{index}({}):",
             self.typed_values(&block.params, ", ")
         );
         // PyTorch prints nested nodes with its default options: their source comments stay even
@@ -354,11 +354,8 @@ pub fn ivalue_text(v: &IValue) -> String {
         ),
         IValue::Object(o) => format!("<{} object>", o.class_name()),
         IValue::Device(d) => d.to_string(),
-        IValue::Enum(e) => format!(
-            "Enum<{}.{}>",
-            e.class.rsplit('.').next().unwrap_or(&e.class),
-            e.name
-        ),
+        // Graphs show enum constants by qualified member name (`__torch__.Color.RED`).
+        IValue::Enum(e) => format!("{}.{}", e.class, e.name),
         IValue::Storage(_) => "<Storage>".to_string(),
         IValue::Function(n) => format!("<Function {n}>"),
         IValue::Uninitialized => "<Uninitialized>".to_string(),

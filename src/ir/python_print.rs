@@ -192,6 +192,25 @@ fn is_valid_identifier(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// A type as python_print writes annotations: like [`Type::annotation_str`], but `NoneType`
+/// keeps that spelling (`-> NoneType`, `Tuple[int, NoneType]`).
+fn annotation(t: &Type) -> String {
+    let join = |ts: &[Type]| ts.iter().map(annotation).collect::<Vec<_>>().join(", ");
+    match t {
+        Type::NoneType => "NoneType".to_string(),
+        Type::Optional(i) => format!("Optional[{}]", annotation(i)),
+        Type::List(i) => format!("List[{}]", annotation(i)),
+        Type::Dict(k, v) => format!("Dict[{}, {}]", annotation(k), annotation(v)),
+        Type::Tuple(ts) if ts.is_empty() => "Tuple[()]".to_string(),
+        Type::Tuple(ts) => format!("Tuple[{}]", join(ts)),
+        Type::Union(ts) => format!("Union[{}]", join(ts)),
+        Type::Future(i) => format!("Future[{}]", annotation(i)),
+        Type::Await(i) => format!("Await[{}]", annotation(i)),
+        Type::RRef(i) => format!("RRef[{}]", annotation(i)),
+        other => other.annotation_str(),
+    }
+}
+
 /// `elementTypeCanBeInferredFromMembers`.
 fn element_type_inferable(t: &Type) -> bool {
     !matches!(
@@ -454,12 +473,12 @@ impl<'a> CodePrinter<'a> {
             if i == 0 {
                 self.out.push_str(&arg_name);
                 if !sig.is_method {
-                    self.out.push_str(&format!(": {}", ty.annotation_str()));
+                    self.out.push_str(&format!(": {}", annotation(ty)));
                     self.annotated_unions.insert(ty.clone());
                 }
             } else {
                 self.out
-                    .push_str(&format!(",\n    {arg_name}: {}", ty.annotation_str()));
+                    .push_str(&format!(",\n    {arg_name}: {}", annotation(ty)));
                 self.annotated_unions.insert(ty.clone());
             }
             if let Some(d) = default {
@@ -470,7 +489,7 @@ impl<'a> CodePrinter<'a> {
             self.expr.insert(v, arg_name);
         }
         self.out
-            .push_str(&format!(") -> {}:\n", sig.returns.annotation_str()));
+            .push_str(&format!(") -> {}:\n", annotation(&sig.returns)));
         self.body(self.g.root)
     }
 
@@ -514,7 +533,7 @@ impl<'a> CodePrinter<'a> {
         if let [v] = lhs {
             let ty = &self.g.value(*v).ty;
             if !self.annotated_unions.contains(ty) && matches!(ty, Type::Union(_)) {
-                line.push_str(&format!(" : {}", ty.annotation_str()));
+                line.push_str(&format!(" : {}", annotation(ty)));
                 self.annotated_unions.insert(ty.clone());
             }
         }
@@ -819,7 +838,7 @@ impl<'a> CodePrinter<'a> {
         let inputs = node.inputs.clone();
         Ok(match node.kind.as_str() {
             "prim::Uninitialized" => {
-                format!("uninitialized({})", self.output_type(n)?.annotation_str())
+                format!("uninitialized({})", annotation(self.output_type(n)?))
             }
             "prim::Constant" => self.constant_node_text(n)?,
             "aten::ScalarImplicit" => format!("annotate(number, {})", self.single_input(n)?),
@@ -854,9 +873,9 @@ impl<'a> CodePrinter<'a> {
                 };
                 let items = format!("[{}]", self.value_list(&inputs)?);
                 if inputs.is_empty() {
-                    format!("annotate({}, [])", ty.annotation_str())
+                    format!("annotate({}, [])", annotation(&ty))
                 } else if !elem_ok {
-                    format!("annotate({}, {items})", ty.annotation_str())
+                    format!("annotate({}, {items})", annotation(&ty))
                 } else {
                     items
                 }
@@ -875,13 +894,13 @@ impl<'a> CodePrinter<'a> {
                     _ => true,
                 };
                 if inputs.is_empty() || !inferable {
-                    format!("annotate({}, {dict})", ty.annotation_str())
+                    format!("annotate({}, {dict})", annotation(&ty))
                 } else {
                     dict
                 }
             }
             "prim::CreateObject" => {
-                let t = self.output_type(n)?.annotation_str();
+                let t = annotation(self.output_type(n)?);
                 format!("{t}.__new__({t})")
             }
             "prim::GetAttr" => {
@@ -912,12 +931,12 @@ impl<'a> CodePrinter<'a> {
             }
             "prim::unchecked_unwrap_optional" | "prim::unchecked_cast" => format!(
                 "unchecked_cast({}, {})",
-                self.output_type(n)?.annotation_str(),
+                annotation(self.output_type(n)?),
                 self.single_input(n)?
             ),
             "prim::tolist" => format!(
                 "annotate({}, {}.tolist())",
-                self.output_type(n)?.annotation_str(),
+                annotation(self.output_type(n)?),
                 self.input(n, 0)?
             ),
             "prim::EnumValue" => format!("({}).value", self.single_input(n)?),
@@ -1086,7 +1105,7 @@ impl<'a> CodePrinter<'a> {
                 if items.is_empty() || !element_type_inferable(l.elem_type()) {
                     format!(
                         "annotate({}, {body})",
-                        Type::list(l.elem_type().clone()).annotation_str()
+                        annotation(&Type::list(l.elem_type().clone()))
                     )
                 } else {
                     body
@@ -1121,7 +1140,7 @@ impl<'a> CodePrinter<'a> {
                 {
                     format!(
                         "annotate({}, {body})",
-                        Type::dict(d.key_type().clone(), d.value_type().clone()).annotation_str()
+                        annotation(&Type::dict(d.key_type().clone(), d.value_type().clone()))
                     )
                 } else {
                     body
