@@ -1,6 +1,9 @@
 //! The intermediate representation: types, SSA graphs, schemas, printers and passes.
 
+pub mod emit;
 pub mod graph;
+pub mod passes;
+pub mod schema;
 pub mod source;
 pub mod types;
 pub mod unit;
