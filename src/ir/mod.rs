@@ -2,7 +2,10 @@
 
 pub mod emit;
 pub mod graph;
+pub mod parse_graph;
 pub mod passes;
+pub mod printer;
+pub mod python_print;
 pub mod schema;
 pub mod source;
 pub mod types;

@@ -1,0 +1,364 @@
+//! The pickler: writes `data.pkl` / `constants.pkl` the way PyTorch's C++ pickler does
+//! (protocol 2, `__torch__` objects via NEWOBJ + BUILD, typed containers via
+//! `restore_type_tag`, tensors via `_rebuild_tensor_v2` and storage persistent ids).
+
+use super::PickleError;
+use crate::ir::types::Type;
+use crate::runtime::IValue;
+use crate::tensor::{DType, Storage, Tensor};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+type Result<T> = std::result::Result<T, PickleError>;
+
+/// One pickle being written. Storages met along the way are numbered in order of first
+/// appearance; [`Pickler::storages`] lists them for the archive writer.
+pub struct Pickler {
+    out: Vec<u8>,
+    next_memo: u32,
+    strings: HashMap<Arc<str>, u32>,
+    globals: HashMap<(String, String), u32>,
+    /// Memo slots of shared containers/objects by identity, so aliasing survives a round trip.
+    shared: HashMap<usize, u32>,
+    storage_keys: HashMap<usize, usize>,
+    storages: Vec<(Storage, DType)>,
+    /// Keys are offset by this (PyTorch numbers constants' storages separately from data's).
+    key_base: usize,
+    depth: usize,
+}
+
+impl Default for Pickler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Pickler {
+    pub fn new() -> Pickler {
+        Pickler {
+            out: vec![0x80, 2],
+            next_memo: 0,
+            strings: HashMap::new(),
+            globals: HashMap::new(),
+            shared: HashMap::new(),
+            storage_keys: HashMap::new(),
+            storages: Vec::new(),
+            key_base: 0,
+            depth: 0,
+        }
+    }
+
+    /// Pickle `v` as the whole content and return the bytes (with STOP).
+    pub fn finish(mut self, v: &IValue) -> Result<(Vec<u8>, Vec<(Storage, DType)>)> {
+        self.push(v)?;
+        self.out.push(b'.');
+        Ok((self.out, self.storages))
+    }
+
+    fn memoize(&mut self) -> u32 {
+        let idx = self.next_memo;
+        self.next_memo += 1;
+        if idx < 256 {
+            self.out.push(b'q');
+            self.out.push(idx as u8);
+        } else {
+            self.out.push(b'r');
+            self.out.extend_from_slice(&idx.to_le_bytes());
+        }
+        idx
+    }
+
+    fn get(&mut self, idx: u32) {
+        if idx < 256 {
+            self.out.push(b'h');
+            self.out.push(idx as u8);
+        } else {
+            self.out.push(b'j');
+            self.out.extend_from_slice(&idx.to_le_bytes());
+        }
+    }
+
+    fn global(&mut self, module: &str, name: &str) {
+        let key = (module.to_string(), name.to_string());
+        if let Some(&idx) = self.globals.get(&key) {
+            self.get(idx);
+            return;
+        }
+        self.out.push(b'c');
+        self.out.extend_from_slice(module.as_bytes());
+        self.out.push(b'\n');
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.push(b'\n');
+        let idx = self.memoize();
+        self.globals.insert(key, idx);
+    }
+
+    fn string(&mut self, s: &Arc<str>) {
+        if let Some(&idx) = self.strings.get(s) {
+            self.get(idx);
+            return;
+        }
+        self.out.push(b'X');
+        self.out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        self.out.extend_from_slice(s.as_bytes());
+        let idx = self.memoize();
+        self.strings.insert(s.clone(), idx);
+    }
+
+    fn int(&mut self, i: i64) {
+        if (0..=0xff).contains(&i) {
+            self.out.push(b'K');
+            self.out.push(i as u8);
+        } else if (0..=0xffff).contains(&i) {
+            self.out.push(b'M');
+            self.out.extend_from_slice(&(i as u16).to_le_bytes());
+        } else if i32::try_from(i).is_ok() {
+            self.out.push(b'J');
+            self.out.extend_from_slice(&(i as i32).to_le_bytes());
+        } else {
+            self.out.push(0x8a);
+            self.out.push(8);
+            self.out.extend_from_slice(&i.to_le_bytes());
+        }
+    }
+
+    fn float(&mut self, f: f64) {
+        self.out.push(b'G');
+        self.out.extend_from_slice(&f.to_be_bytes());
+    }
+
+    fn tuple(&mut self, items: &[IValue]) -> Result<()> {
+        match items.len() {
+            0 => self.out.push(b')'),
+            1..=3 => {
+                for x in items {
+                    self.push(x)?;
+                }
+                self.out.push(0x85 + (items.len() as u8 - 1));
+            }
+            _ => {
+                self.out.push(b'(');
+                for x in items {
+                    self.push(x)?;
+                }
+                self.out.push(b't');
+            }
+        }
+        Ok(())
+    }
+
+    /// Reuse the memo slot of an already pickled shared value; `true` if done.
+    fn reuse(&mut self, id: usize) -> bool {
+        if let Some(&idx) = self.shared.get(&id) {
+            self.get(idx);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn remember(&mut self, id: usize) {
+        let idx = self.memoize();
+        self.shared.insert(id, idx);
+    }
+
+    fn push(&mut self, v: &IValue) -> Result<()> {
+        self.depth += 1;
+        if self.depth > super::MAX_NESTING {
+            return Err(PickleError::Unpicklable(format!(
+                "values nest deeper than {} levels",
+                super::MAX_NESTING
+            )));
+        }
+        let r = self.push_inner(v);
+        self.depth -= 1;
+        r
+    }
+
+    fn push_inner(&mut self, v: &IValue) -> Result<()> {
+        match v {
+            IValue::None => self.out.push(b'N'),
+            IValue::Bool(b) => self.out.push(if *b { 0x88 } else { 0x89 }),
+            IValue::Int(i) => self.int(*i),
+            IValue::Double(f) => self.float(*f),
+            IValue::Complex(c) => {
+                self.global("builtins", "complex");
+                self.float(c.re);
+                self.float(c.im);
+                self.out.push(0x86);
+                self.out.push(b'R');
+            }
+            IValue::String(s) => self.string(s),
+            IValue::Device(d) => {
+                self.global("torch", "device");
+                self.string(&Arc::from(d.to_string()));
+                self.out.push(0x85);
+                self.out.push(b'R');
+            }
+            IValue::Tuple(t) => self.tuple(t.items())?,
+            IValue::List(l) => {
+                let id = Arc::as_ptr(&l.0) as *const u8 as usize;
+                if self.reuse(id) {
+                    return Ok(());
+                }
+                let items = l.to_vec();
+                let specialized = match l.elem_type() {
+                    Type::Int => Some("build_intlist"),
+                    Type::Float => Some("build_doublelist"),
+                    Type::Bool => Some("build_boollist"),
+                    Type::Tensor => Some("build_tensorlist"),
+                    _ => None,
+                };
+                match specialized {
+                    Some(builder) => {
+                        self.global("torch.jit._pickle", builder);
+                        self.out.push(b'(');
+                        self.list_body(&items)?;
+                        self.out.push(b't');
+                        self.out.push(b'R');
+                    }
+                    None if *l.elem_type() == Type::Any => self.list_body(&items)?,
+                    None => {
+                        self.global("torch.jit._pickle", "restore_type_tag");
+                        self.list_body(&items)?;
+                        let tag = Type::list(l.elem_type().clone()).annotation_str();
+                        self.string(&Arc::from(tag));
+                        self.out.push(0x86);
+                        self.out.push(b'R');
+                    }
+                }
+                self.remember(id);
+            }
+            IValue::Dict(d) => {
+                let id = Arc::as_ptr(&d.0) as *const u8 as usize;
+                if self.reuse(id) {
+                    return Ok(());
+                }
+                let typed = *d.key_type() != Type::Any || *d.value_type() != Type::Any;
+                if typed {
+                    self.global("torch.jit._pickle", "restore_type_tag");
+                }
+                self.out.push(b'}');
+                let entries = d.entries();
+                if !entries.is_empty() {
+                    self.out.push(b'(');
+                    for (k, v) in &entries {
+                        self.push(k)?;
+                        self.push(v)?;
+                    }
+                    self.out.push(b'u');
+                }
+                if typed {
+                    let tag =
+                        Type::dict(d.key_type().clone(), d.value_type().clone()).annotation_str();
+                    self.string(&Arc::from(tag));
+                    self.out.push(0x86);
+                    self.out.push(b'R');
+                }
+                self.remember(id);
+            }
+            IValue::Object(o) => {
+                let id = Arc::as_ptr(&o.0) as *const u8 as usize;
+                if self.reuse(id) {
+                    return Ok(());
+                }
+                let class = o.class_name().clone();
+                let (module, name) = class.rsplit_once('.').ok_or_else(|| {
+                    PickleError::Unpicklable(format!("class name '{class}' is not qualified"))
+                })?;
+                self.global(module, name);
+                self.out.push(b')');
+                self.out.push(0x81);
+                let fields: Vec<(Arc<str>, IValue)> = o
+                    .fields()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                self.out.push(b'}');
+                if !fields.is_empty() {
+                    self.out.push(b'(');
+                    for (k, v) in &fields {
+                        self.string(k);
+                        self.push(v)?;
+                    }
+                    self.out.push(b'u');
+                }
+                self.out.push(b'b');
+                self.remember(id);
+            }
+            IValue::Enum(e) => {
+                let (module, name) = e.class.rsplit_once('.').ok_or_else(|| {
+                    PickleError::Unpicklable(format!("enum class '{}' is not qualified", e.class))
+                })?;
+                self.global(module, name);
+                self.push(&e.value)?;
+                self.out.push(b'R');
+            }
+            IValue::Tensor(t) => self.tensor(t)?,
+            other => {
+                return Err(PickleError::Unpicklable(format!(
+                    "values of kind {} cannot be saved",
+                    other.kind_name()
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    fn list_body(&mut self, items: &[IValue]) -> Result<()> {
+        self.out.push(b']');
+        if !items.is_empty() {
+            self.out.push(b'(');
+            for x in items {
+                self.push(x)?;
+            }
+            self.out.push(b'e');
+        }
+        Ok(())
+    }
+
+    fn tensor(&mut self, t: &Tensor) -> Result<()> {
+        let dtype = t.dtype();
+        let storage = t.storage();
+        let key = match self.storage_keys.get(&storage.id()) {
+            Some(&k) => {
+                let (_, first) = &self.storages[k - self.key_base];
+                if *first != dtype {
+                    return Err(PickleError::Unpicklable(format!(
+                        "one storage is viewed as both {first} and {dtype}"
+                    )));
+                }
+                k
+            }
+            None => {
+                let k = self.key_base + self.storages.len();
+                self.storage_keys.insert(storage.id(), k);
+                self.storages.push((storage.clone(), dtype));
+                k
+            }
+        };
+        let numel = storage.nbytes() / dtype.size();
+        self.global("torch._utils", "_rebuild_tensor_v2");
+        self.out.push(b'(');
+        // persistent id
+        self.out.push(b'(');
+        self.string(&Arc::from("storage"));
+        self.global("torch", dtype.storage_class());
+        self.string(&Arc::from(key.to_string()));
+        self.string(&Arc::from("cpu"));
+        self.int(numel as i64);
+        self.out.push(b't');
+        self.out.push(b'Q');
+        self.int(t.storage_offset() as i64);
+        let dims = |v: Vec<i64>| v.into_iter().map(IValue::Int).collect::<Vec<_>>();
+        self.tuple(&dims(t.shape().iter().map(|&s| s as i64).collect()))?;
+        self.tuple(&dims(t.strides().iter().map(|&s| s as i64).collect()))?;
+        self.out.push(if t.requires_grad() { 0x88 } else { 0x89 });
+        self.global("collections", "OrderedDict");
+        self.out.push(b')');
+        self.out.push(b'R');
+        self.out.push(b't');
+        self.out.push(b'R');
+        Ok(())
+    }
+}
