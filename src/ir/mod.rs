@@ -1,9 +1,12 @@
 //! The intermediate representation: types, SSA graphs, schemas, printers and passes.
 
+pub mod emit;
 pub mod graph;
 pub mod parse_graph;
+pub mod passes;
 pub mod printer;
 pub mod python_print;
+pub mod schema;
 pub mod source;
 pub mod types;
 pub mod unit;

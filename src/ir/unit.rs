@@ -1,6 +1,440 @@
 //! The compilation unit: every class (modules, script classes, NamedTuples, enums, interfaces)
-//! and free function of a program, with their methods compiled to graphs.
+//! and free function of a program, with their methods compiled to graphs on first use.
+
+use crate::frontend::ast::{self, ClassKind, ExprKind, UnaryOp};
+use crate::ir::graph::Graph;
+use crate::ir::passes::{self, CalleeGraphs};
+use crate::ir::types::Type;
+use crate::ir::{CompileError, NodeId};
+use crate::runtime::{EnumValue, IValue, List, Tuple};
+use indexmap::IndexMap;
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// One declared parameter of a function or method.
+#[derive(Clone, Debug)]
+pub struct Param {
+    pub name: String,
+    pub ty: Type,
+    pub default: Option<IValue>,
+    pub kwarg_only: bool,
+}
+
+/// A function's signature, from its fully typed `def`.
+#[derive(Clone, Debug)]
+pub struct Signature {
+    pub params: Vec<Param>,
+    pub return_type: Type,
+}
+
+/// A compiled function or method.
+pub struct Function {
+    pub name: String,
+    /// `__torch__.M.forward` for methods, `__torch__.foo.bar` for free functions.
+    pub qualname: String,
+    pub signature: Signature,
+    pub graph: Graph,
+    inlined: OnceLock<Arc<Graph>>,
+}
+
+impl Function {
+    pub fn new(name: String, qualname: String, signature: Signature, graph: Graph) -> Function {
+        Function {
+            name,
+            qualname,
+            signature,
+            graph,
+            inlined: OnceLock::new(),
+        }
+    }
+}
+
+/// A method's definition: where its source is.
+struct MethodDecl {
+    def: ast::FunctionDef,
+    file: Arc<ast::File>,
+    signature: Signature,
+}
+
+/// A class of the program.
+pub struct ClassInfo {
+    pub qualname: Arc<str>,
+    pub kind: ClassKind,
+    /// Declared attributes with their types, in declaration order (parameters and buffers
+    /// included).
+    pub attributes: Vec<(String, Type)>,
+    pub parameters: Vec<String>,
+    pub buffers: Vec<String>,
+    /// `Final` constants with their values.
+    pub constants: Vec<(String, IValue)>,
+    /// NamedTuple fields with their defaults.
+    pub fields: Vec<(String, Type, Option<IValue>)>,
+    /// Enum members and their values.
+    pub enum_values: Vec<(String, IValue)>,
+    methods: IndexMap<String, MethodDecl>,
+}
+
+impl ClassInfo {
+    pub fn attribute_type(&self, name: &str) -> Option<&Type> {
+        self.attributes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t)
+    }
+    pub fn constant(&self, name: &str) -> Option<&IValue> {
+        self.constants
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+    }
+    pub fn method_names(&self) -> Vec<String> {
+        self.methods.keys().cloned().collect()
+    }
+    pub fn method_signature(&self, name: &str) -> Option<&Signature> {
+        self.methods.get(name).map(|m| &m.signature)
+    }
+    pub fn has_method(&self, name: &str) -> bool {
+        self.methods.contains_key(name)
+    }
+}
+
+struct FunctionDecl {
+    def: ast::FunctionDef,
+    file: Arc<ast::File>,
+    signature: Signature,
+}
 
 /// All compiled code of one loaded archive.
 #[derive(Default)]
-pub struct CompilationUnit {}
+pub struct CompilationUnit {
+    classes: HashMap<Arc<str>, Arc<ClassInfo>>,
+    functions: HashMap<String, FunctionDecl>,
+    /// Compiled methods and functions by qualname (`Class.method` or function qualname).
+    compiled: RwLock<HashMap<String, Arc<Function>>>,
+    /// Enum members by qualified name (`__torch__.Color.RED`).
+    enum_members: HashMap<String, IValue>,
+    /// The archive's `constants.pkl` tuple, referenced from code as `CONSTANTS.c<i>`.
+    tensor_constants: Vec<IValue>,
+}
+
+fn err_at(file: &ast::File, span: ast::Span, message: impl Into<String>) -> CompileError {
+    CompileError::At {
+        location: file.range(span).location(),
+        message: message.into(),
+    }
+}
+
+impl CompilationUnit {
+    /// Register every class and function of `files` (methods are compiled on first use).
+    pub fn from_files(files: &[ast::File]) -> Result<CompilationUnit, CompileError> {
+        let mut unit = CompilationUnit::default();
+        // enum members first: defaults and constants may name them
+        for file in files {
+            let module = crate::frontend::module_qualname(&file.source.name)
+                .unwrap_or_else(|| "__torch__".to_string());
+            for c in file.classes().filter(|c| c.kind == ClassKind::Enum) {
+                let qualname: Arc<str> = format!("{module}.{}", c.name.name).into();
+                for (name, value) in &c.assignments {
+                    let v = literal_value(file, value, &unit.enum_members)?;
+                    unit.enum_members.insert(
+                        format!("{qualname}.{}", name.name),
+                        IValue::Enum(Arc::new(EnumValue {
+                            class: qualname.clone(),
+                            name: name.name.as_str().into(),
+                            value: v,
+                        })),
+                    );
+                }
+            }
+        }
+        for file in files {
+            let file = Arc::new(file.clone());
+            let module = crate::frontend::module_qualname(&file.source.name)
+                .unwrap_or_else(|| "__torch__".to_string());
+            for item in &file.items {
+                match item {
+                    ast::Item::Class(c) => unit.add_class(&file, &module, c)?,
+                    ast::Item::Function(f) => {
+                        let qualname = format!("{module}.{}", f.name.name);
+                        let signature = signature_of(&file, f, None, &unit.enum_members)?;
+                        unit.functions.insert(
+                            qualname,
+                            FunctionDecl {
+                                def: f.clone(),
+                                file: file.clone(),
+                                signature,
+                            },
+                        );
+                    }
+                    ast::Item::Assign { .. } | ast::Item::Import { .. } => {}
+                }
+            }
+        }
+        Ok(unit)
+    }
+
+    fn add_class(
+        &mut self,
+        file: &Arc<ast::File>,
+        module: &str,
+        c: &ast::ClassDef,
+    ) -> Result<(), CompileError> {
+        let qualname: Arc<str> = format!("{module}.{}", c.name.name).into();
+        let ty_of = |t: &ast::TypeExpr| t.to_type().map_err(|e| err_at(file, t.span, e));
+        let mut attributes = Vec::new();
+        let mut fields = Vec::new();
+        for a in &c.attributes {
+            let ty = ty_of(&a.ty)?;
+            if c.kind == ClassKind::NamedTuple {
+                let default = match &a.default {
+                    Some(d) => Some(literal_value(file, d, &self.enum_members)?),
+                    None => None,
+                };
+                fields.push((a.name.name.clone(), ty.clone(), default));
+            }
+            attributes.push((a.name.name.clone(), ty));
+        }
+        let mut constants = Vec::new();
+        for k in &c.constants {
+            constants.push((
+                k.name.name.clone(),
+                literal_value(file, &k.value, &self.enum_members)?,
+            ));
+        }
+        let mut enum_values = Vec::new();
+        if c.kind == ClassKind::Enum {
+            for (name, value) in &c.assignments {
+                enum_values.push((
+                    name.name.clone(),
+                    literal_value(file, value, &self.enum_members)?,
+                ));
+            }
+        }
+        let self_ty = Type::Class(qualname.clone());
+        let mut methods = IndexMap::new();
+        for m in &c.methods {
+            let signature = signature_of(file, m, Some(&self_ty), &self.enum_members)?;
+            methods.insert(
+                m.name.name.clone(),
+                MethodDecl {
+                    def: m.clone(),
+                    file: file.clone(),
+                    signature,
+                },
+            );
+        }
+        self.classes.insert(
+            qualname.clone(),
+            Arc::new(ClassInfo {
+                qualname,
+                kind: c.kind,
+                attributes,
+                parameters: c.parameters.clone(),
+                buffers: c.buffers.clone(),
+                constants,
+                fields,
+                enum_values,
+                methods,
+            }),
+        );
+        Ok(())
+    }
+
+    /// Provide the archive's tensor constants (`constants.pkl`) before compiling methods.
+    pub fn set_tensor_constants(&mut self, constants: Vec<IValue>) {
+        self.tensor_constants = constants;
+    }
+    pub fn tensor_constant(&self, index: usize) -> Option<IValue> {
+        self.tensor_constants.get(index).cloned()
+    }
+
+    pub fn class(&self, qualname: &str) -> Option<&Arc<ClassInfo>> {
+        self.classes.get(qualname)
+    }
+    pub fn class_names(&self) -> Vec<Arc<str>> {
+        let mut v: Vec<_> = self.classes.keys().cloned().collect();
+        v.sort();
+        v
+    }
+    pub fn function_names(&self) -> Vec<String> {
+        let mut v: Vec<_> = self.functions.keys().cloned().collect();
+        v.sort();
+        v
+    }
+    /// The signature of a free function, without compiling it.
+    pub fn function_signature(&self, qualname: &str) -> Option<&Signature> {
+        self.functions.get(qualname).map(|f| &f.signature)
+    }
+
+    /// The compiled method `name` of class `class_qualname`.
+    pub fn method(&self, class_qualname: &str, name: &str) -> Result<Arc<Function>, CompileError> {
+        let key = format!("{class_qualname}.{name}");
+        if let Some(f) = self.compiled.read().get(&key) {
+            return Ok(f.clone());
+        }
+        let class = self
+            .classes
+            .get(class_qualname)
+            .ok_or_else(|| CompileError::Other(format!("unknown class {class_qualname}")))?;
+        let decl = class.methods.get(name).ok_or_else(|| {
+            CompileError::Other(format!("class {class_qualname} has no method {name}"))
+        })?;
+        let graph = super::emit::emit_function(
+            self,
+            &decl.file,
+            &decl.def,
+            &decl.signature,
+            Some(class.clone()),
+        )?;
+        let f = Arc::new(Function::new(
+            name.to_string(),
+            key.clone(),
+            decl.signature.clone(),
+            graph,
+        ));
+        self.compiled.write().insert(key, f.clone());
+        Ok(f)
+    }
+
+    /// The compiled free function `qualname`.
+    pub fn function(&self, qualname: &str) -> Result<Arc<Function>, CompileError> {
+        if let Some(f) = self.compiled.read().get(qualname) {
+            return Ok(f.clone());
+        }
+        let decl = self
+            .functions
+            .get(qualname)
+            .ok_or_else(|| CompileError::Other(format!("unknown function {qualname}")))?;
+        let graph = super::emit::emit_function(self, &decl.file, &decl.def, &decl.signature, None)?;
+        let f = Arc::new(Function::new(
+            decl.def.name.name.clone(),
+            qualname.to_string(),
+            decl.signature.clone(),
+            graph,
+        ));
+        self.compiled
+            .write()
+            .insert(qualname.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// `function.graph` with every call inlined (`inlined_graph`).
+    pub fn inlined_graph(&self, function: &Function) -> Result<Arc<Graph>, CompileError> {
+        if let Some(g) = function.inlined.get() {
+            return Ok(g.clone());
+        }
+        let mut g = function.graph.clone();
+        passes::inline_calls(&mut g, self)?;
+        passes::cleanup(&mut g);
+        Ok(function.inlined.get_or_init(|| Arc::new(g)).clone())
+    }
+
+    /// The function a `prim::CallMethod` / `prim::CallFunction` node invokes.
+    pub fn callee_of(&self, graph: &Graph, call: NodeId) -> Result<Arc<Function>, CompileError> {
+        let node = graph.node(call);
+        let first = node
+            .inputs
+            .first()
+            .ok_or_else(|| CompileError::Other(format!("{} without inputs", node.kind)))?;
+        let name = match node.attr("name") {
+            Some(crate::ir::Attr::Str(s)) => Some(s.clone()),
+            _ => None,
+        };
+        match (&graph.value(*first).ty, node.kind.as_str(), name) {
+            (Type::Class(c), "prim::CallMethod", Some(m)) => self.method(c, &m),
+            (Type::Function(f), "prim::CallFunction", _) => self.function(f),
+            (t, k, _) => Err(CompileError::Other(format!("cannot resolve {k} on {t}"))),
+        }
+    }
+}
+
+impl CalleeGraphs for CompilationUnit {
+    fn callee(&self, graph: &Graph, call: NodeId) -> Result<Arc<Graph>, CompileError> {
+        let f = self.callee_of(graph, call)?;
+        self.inlined_graph(&f)
+    }
+}
+
+/// The signature of a `def` (the first parameter of a method is `self`).
+fn signature_of(
+    file: &ast::File,
+    f: &ast::FunctionDef,
+    self_ty: Option<&Type>,
+    enums: &HashMap<String, IValue>,
+) -> Result<Signature, CompileError> {
+    let mut params = Vec::new();
+    for (i, p) in f.params.iter().enumerate() {
+        let ty = match (&p.ty, self_ty) {
+            (Some(t), _) => t.to_type().map_err(|e| err_at(file, t.span, e))?,
+            (None, Some(s)) if i == 0 => s.clone(),
+            // unannotated parameters are Tensors, as in TorchScript
+            (None, _) => Type::Tensor,
+        };
+        let default = match &p.default {
+            Some(d) => Some(literal_value(file, d, enums)?),
+            None => None,
+        };
+        params.push(Param {
+            name: p.name.name.clone(),
+            ty,
+            default,
+            kwarg_only: p.kwarg_only,
+        });
+    }
+    let return_type = match &f.return_type {
+        Some(t) => t.to_type().map_err(|e| err_at(file, t.span, e))?,
+        None => Type::NoneType,
+    };
+    Ok(Signature {
+        params,
+        return_type,
+    })
+}
+
+/// The value of a literal expression (defaults, constants, enum values).
+pub fn literal_value(
+    file: &ast::File,
+    e: &ast::Expr,
+    enums: &HashMap<String, IValue>,
+) -> Result<IValue, CompileError> {
+    let literal = |e| literal_value(file, e, enums);
+    Ok(match &e.kind {
+        ExprKind::Int(i) => IValue::Int(*i),
+        ExprKind::Float(f) => IValue::Double(*f),
+        ExprKind::Str(s) => IValue::str(s.as_str()),
+        ExprKind::Bool(b) => IValue::Bool(*b),
+        ExprKind::None => IValue::None,
+        ExprKind::Unary {
+            op: UnaryOp::Neg,
+            operand,
+        } => match literal(operand)? {
+            IValue::Int(i) => IValue::Int(i.wrapping_neg()),
+            IValue::Double(f) => IValue::Double(-f),
+            _ => return Err(err_at(file, e.span, "cannot negate this literal")),
+        },
+        ExprKind::Tuple(items) => IValue::Tuple(Tuple::new(
+            items.iter().map(literal).collect::<Result<_, _>>()?,
+        )),
+        ExprKind::List(items) => {
+            let vals: Vec<IValue> = items.iter().map(literal).collect::<Result<_, _>>()?;
+            let elem = vals
+                .first()
+                .map(super::emit::builder::constant_type)
+                .unwrap_or(Type::Tensor);
+            IValue::List(List::new(elem, vals))
+        }
+        ExprKind::Attribute { .. } => match e.dotted_name().as_deref() {
+            Some("math.inf") => IValue::Double(f64::INFINITY),
+            Some("math.pi") => IValue::Double(std::f64::consts::PI),
+            Some("math.e") => IValue::Double(std::f64::consts::E),
+            Some("math.nan") => IValue::Double(f64::NAN),
+            Some(name) => match enums.get(name) {
+                Some(v) => v.clone(),
+                None => return Err(err_at(file, e.span, format!("unknown constant {name}"))),
+            },
+            None => return Err(err_at(file, e.span, "unsupported constant expression")),
+        },
+        _ => return Err(err_at(file, e.span, "unsupported constant expression")),
+    })
+}

@@ -1,0 +1,119 @@
+//! Inserting nodes into a graph at an insertion point (the end of the current block), with the
+//! source range of the statement being emitted.
+
+use crate::ir::graph::{Attr, BlockId, Graph, NodeId, ValueId};
+use crate::ir::source::SourceRange;
+use crate::ir::types::Type;
+use crate::runtime::IValue;
+
+/// A graph under construction plus its insertion point.
+pub struct Builder {
+    pub graph: Graph,
+    /// Nodes are appended to the end of this block.
+    pub block: BlockId,
+    /// Source range given to inserted nodes.
+    pub source: Option<SourceRange>,
+}
+
+impl Builder {
+    pub fn new(graph: Graph) -> Builder {
+        let block = graph.root;
+        Builder {
+            graph,
+            block,
+            source: None,
+        }
+    }
+
+    pub fn ty(&self, v: ValueId) -> &Type {
+        &self.graph.value(v).ty
+    }
+
+    /// Create and append a node; `overload` is `Some` for schema-backed operators.
+    pub fn insert(
+        &mut self,
+        kind: &str,
+        overload: Option<&str>,
+        inputs: Vec<ValueId>,
+        output_types: Vec<Type>,
+    ) -> NodeId {
+        let n = self.graph.create_node(kind, inputs, output_types);
+        let data = self.graph.node_mut(n);
+        data.overload = overload.map(str::to_string);
+        data.source = self.source.clone();
+        self.graph.append(self.block, n);
+        n
+    }
+
+    /// Append a node with exactly one output and return that output.
+    pub fn insert1(
+        &mut self,
+        kind: &str,
+        overload: Option<&str>,
+        inputs: Vec<ValueId>,
+        output_type: Type,
+    ) -> ValueId {
+        let n = self.insert(kind, overload, inputs, vec![output_type]);
+        self.graph.node(n).outputs[0]
+    }
+
+    /// Append `prim::Constant` holding `value`.
+    pub fn constant(&mut self, value: IValue) -> ValueId {
+        let ty = constant_type(&value);
+        self.constant_typed(value, ty)
+    }
+
+    pub fn constant_typed(&mut self, value: IValue, ty: Type) -> ValueId {
+        let attr = constant_attr(value);
+        let n = self
+            .graph
+            .create_node("prim::Constant", Vec::new(), vec![ty]);
+        let data = self.graph.node_mut(n);
+        if let Some(a) = attr {
+            data.attrs.push(("value".to_string(), a));
+        }
+        data.source = self.source.clone();
+        self.graph.append(self.block, n);
+        self.graph.node(n).outputs[0]
+    }
+
+    pub fn none(&mut self) -> ValueId {
+        self.constant(IValue::None)
+    }
+}
+
+/// The attribute a `prim::Constant` carries for `value` (`None` for the None constant).
+pub fn constant_attr(value: IValue) -> Option<Attr> {
+    match value {
+        IValue::None => None,
+        IValue::Int(i) => Some(Attr::Int(i)),
+        IValue::Double(f) => Some(Attr::Float(f)),
+        IValue::String(s) => Some(Attr::Str(s.to_string())),
+        other => Some(Attr::Value(other)),
+    }
+}
+
+/// The type PyTorch gives a constant of this value (`insertConstant`).
+pub fn constant_type(value: &IValue) -> Type {
+    match value {
+        IValue::None => Type::NoneType,
+        IValue::Bool(_) => Type::Bool,
+        IValue::Int(_) => Type::Int,
+        IValue::Double(_) => Type::Float,
+        IValue::Complex(_) => Type::Complex,
+        IValue::String(_) => Type::Str,
+        IValue::Tensor(_) => Type::Tensor,
+        IValue::Device(_) => Type::Device,
+        IValue::List(l) => Type::list(l.elem_type().clone()),
+        IValue::Tuple(t) => match t.class() {
+            Some(c) => Type::Class(c.clone()),
+            None => Type::Tuple(t.items().iter().map(constant_type).collect()),
+        },
+        IValue::Dict(d) => Type::dict(d.key_type().clone(), d.value_type().clone()),
+        IValue::Object(o) => Type::Class(o.class_name().clone()),
+        IValue::Enum(e) => Type::Class(e.class.clone()),
+        IValue::Function(f) => Type::Function(f.clone()),
+        IValue::Storage(_) => Type::Storage,
+        IValue::Uninitialized => Type::Any,
+    }
+}

@@ -1,0 +1,962 @@
+//! Expressions: literals, names, attributes, calls (operators through their schemas, methods,
+//! functions, builtins), subscripts and operators.
+
+use super::matching::{match_schemas, tuple_elements};
+use super::Emitter;
+use crate::frontend::ast::{self, BinOp, ClassKind, Expr, ExprKind, UnaryOp};
+use crate::ir::graph::{Attr, ValueId};
+use crate::ir::schema::{is_subtype, unify_types, Argument, FunctionSchema, SchemaRegistry};
+use crate::ir::types::Type;
+use crate::ir::unit::Signature;
+use crate::ir::CompileError;
+use crate::runtime::{EnumValue, IValue};
+use num_complex::Complex64;
+use std::sync::Arc;
+
+/// The result of emitting an expression: a graph value or something only usable in a call or
+/// attribute access.
+pub(super) enum Sugared {
+    Value(ValueId),
+    /// A dotted global name not yet resolved (`torch`, `ops.aten`, `__torch__.foo.Bar`,
+    /// `len`).
+    Global(String),
+    /// `obj.name` where `name` is a method (or builtin operator taking `obj` as self).
+    Method {
+        obj: ValueId,
+        name: String,
+    },
+}
+
+/// The operator implementing a binary operator.
+pub(super) fn binary_op_name(op: BinOp) -> Option<&'static str> {
+    Some(match op {
+        BinOp::Add => "aten::add",
+        BinOp::Sub => "aten::sub",
+        BinOp::Mul => "aten::mul",
+        BinOp::Div => "aten::div",
+        BinOp::FloorDiv => "aten::floordiv",
+        BinOp::Mod => "aten::remainder",
+        BinOp::Pow => "aten::pow",
+        BinOp::MatMul => "aten::matmul",
+        BinOp::LShift => "aten::__lshift__",
+        BinOp::RShift => "aten::__rshift__",
+        BinOp::BitAnd => "aten::__and__",
+        BinOp::BitOr => "aten::__or__",
+        BinOp::BitXor => "aten::__xor__",
+        BinOp::Eq => "aten::eq",
+        BinOp::Ne => "aten::ne",
+        BinOp::Lt => "aten::lt",
+        BinOp::Le => "aten::le",
+        BinOp::Gt => "aten::gt",
+        BinOp::Ge => "aten::ge",
+        BinOp::Is => "aten::__is__",
+        BinOp::IsNot => "aten::__isnot__",
+        BinOp::And | BinOp::Or | BinOp::In | BinOp::NotIn => return None,
+    })
+}
+
+/// Builtin functions that are names of operators.
+fn builtin_operator(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "len" => "aten::len",
+        "int" => "aten::Int",
+        "float" => "aten::Float",
+        "bool" => "aten::Bool",
+        "complex" => "aten::Complex",
+        "str" => "aten::str",
+        "min" => "prim::min",
+        "max" => "prim::max",
+        "abs" => "prim::abs",
+        "print" => "prim::Print",
+        "divmod" => "aten::divmod",
+        "round" => "aten::round",
+        "sum" => "aten::sum",
+        "any" => "aten::any",
+        "all" => "aten::all",
+        "list" => "aten::list",
+        "sorted" => "aten::sorted",
+        "ord" => "aten::ord",
+        "chr" => "aten::chr",
+        "hash" => "aten::hash",
+        "hex" => "aten::hex",
+        "oct" => "aten::oct",
+        "bin" => "aten::bin",
+        "dict" => "aten::dict",
+        _ => return None,
+    })
+}
+
+/// Names that are not operators but handled by the emitter.
+const SPECIAL_BUILTINS: &[&str] = &[
+    "annotate",
+    "uninitialized",
+    "unchecked_cast",
+    "isinstance",
+    "getattr",
+    "hasattr",
+    "range",
+    "enumerate",
+    "zip",
+    "torch",
+    "ops",
+    "math",
+    "CONSTANTS",
+    "__torch__",
+    "tuple",
+    "Exception",
+];
+
+impl Emitter<'_> {
+    pub(super) fn is_builtin_name(&self, e: &Expr) -> bool {
+        match &e.kind {
+            ExprKind::Name(n) => self.lookup(n).is_none(),
+            _ => false,
+        }
+    }
+
+    pub(super) fn emit_value(
+        &mut self,
+        e: &Expr,
+        hint: Option<&Type>,
+    ) -> Result<ValueId, CompileError> {
+        let s = self.emit_sugared(e, hint)?;
+        self.as_value(s, e.span)
+    }
+
+    fn as_value(&mut self, s: Sugared, span: ast::Span) -> Result<ValueId, CompileError> {
+        match s {
+            Sugared::Value(v) => Ok(v),
+            Sugared::Global(name) => self.global_value(&name, span),
+            Sugared::Method { name, .. } => Err(self.err(
+                span,
+                format!("method `{name}` used as a value (first-class methods are not supported)"),
+            )),
+        }
+    }
+
+    pub(super) fn emit_sugared(
+        &mut self,
+        e: &Expr,
+        hint: Option<&Type>,
+    ) -> Result<Sugared, CompileError> {
+        let saved = self.b.source.replace(self.file.range(e.span));
+        let r = self.emit_sugared_inner(e, hint);
+        self.b.source = saved;
+        r
+    }
+
+    fn emit_sugared_inner(
+        &mut self,
+        e: &Expr,
+        hint: Option<&Type>,
+    ) -> Result<Sugared, CompileError> {
+        let v = match &e.kind {
+            ExprKind::Name(n) => match self.lookup(n) {
+                Some(v) => v,
+                None => return Ok(Sugared::Global(n.clone())),
+            },
+            ExprKind::Int(i) => self.b.constant(IValue::Int(*i)),
+            ExprKind::Float(f) => self.b.constant(IValue::Double(*f)),
+            ExprKind::Imag(f) => self.b.constant(IValue::Complex(Complex64::new(0.0, *f))),
+            ExprKind::Str(s) => self.b.constant(IValue::str(s.as_str())),
+            ExprKind::Bool(b) => self.b.constant(IValue::Bool(*b)),
+            ExprKind::None => self.b.none(),
+            ExprKind::Attribute { value, attr } => {
+                let base = self.emit_sugared(value, None)?;
+                return self.emit_attribute(base, &attr.name, e.span);
+            }
+            ExprKind::Call { func, args, kwargs } => {
+                return self
+                    .emit_call(func, args, kwargs, e.span, hint)
+                    .map(Sugared::Value)
+            }
+            ExprKind::List(items) => self.emit_list(items, hint, e.span)?,
+            ExprKind::Tuple(items) => {
+                let hints: Option<Vec<Type>> = match hint {
+                    Some(Type::Tuple(ts)) if ts.len() == items.len() => Some(ts.clone()),
+                    _ => None,
+                };
+                let mut vals = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let h = hints.as_ref().and_then(|h| h.get(i));
+                    vals.push(self.emit_value(item, h)?);
+                }
+                let types = vals.iter().map(|v| self.b.ty(*v).clone()).collect();
+                self.b
+                    .insert1("prim::TupleConstruct", None, vals, Type::Tuple(types))
+            }
+            ExprKind::Dict(pairs) => self.emit_dict(pairs, hint, e.span)?,
+            ExprKind::Subscript { value, indices } => {
+                self.emit_subscript(value, indices, e.span)?
+            }
+            ExprKind::Unary { op, operand } => {
+                let v = self.emit_value(operand, None)?;
+                match op {
+                    UnaryOp::Pos => v,
+                    UnaryOp::Neg => self.call_op("aten::neg", None, &[v], &[], e.span)?,
+                    UnaryOp::Invert => {
+                        self.call_op("aten::bitwise_not", None, &[v], &[], e.span)?
+                    }
+                    UnaryOp::Not => {
+                        let b = self.as_bool(v, e.span)?;
+                        self.call_op("aten::__not__", None, &[b], &[], e.span)?
+                    }
+                }
+            }
+            ExprKind::Binary { op, lhs, rhs } => self.emit_binary(*op, lhs, rhs, e.span)?,
+            ExprKind::Ternary { cond, then, orelse } => {
+                let c = self.emit_cond(cond)?;
+                self.emit_if_expr(c, then, orelse, hint)?
+            }
+            ExprKind::Ellipsis => {
+                return Err(self.err(e.span, "`...` is only supported in tensor subscripts"))
+            }
+            ExprKind::Slice { .. } => return Err(self.err(e.span, "slice outside a subscript")),
+            ExprKind::ListComp { .. } | ExprKind::DictComp { .. } => {
+                return Err(self.err(e.span, "comprehensions are not supported"))
+            }
+            ExprKind::Starred(_) => {
+                return Err(self.err(e.span, "starred expressions are not supported"))
+            }
+        };
+        Ok(Sugared::Value(v))
+    }
+
+    fn emit_list(
+        &mut self,
+        items: &[Expr],
+        hint: Option<&Type>,
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        let elem_hint = match hint {
+            Some(Type::List(e)) => Some((**e).clone()),
+            Some(Type::Optional(o)) => match &**o {
+                Type::List(e) => Some((**e).clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let mut vals = Vec::new();
+        for item in items {
+            vals.push(self.emit_value(item, elem_hint.as_ref())?);
+        }
+        let elem = match elem_hint {
+            Some(e) => e,
+            None => {
+                let mut t: Option<Type> = None;
+                for v in &vals {
+                    let vt = self.b.ty(*v).clone();
+                    t = Some(match t {
+                        None => vt,
+                        Some(prev) => unify_types(&prev, &vt).ok_or_else(|| {
+                            self.err(span, format!("list elements of types {prev} and {vt}"))
+                        })?,
+                    });
+                }
+                t.unwrap_or(Type::Tensor)
+            }
+        };
+        Ok(self
+            .b
+            .insert1("prim::ListConstruct", None, vals, Type::list(elem)))
+    }
+
+    fn emit_dict(
+        &mut self,
+        pairs: &[(Expr, Expr)],
+        hint: Option<&Type>,
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        let (kh, vh) = match hint {
+            Some(Type::Dict(k, v)) => (Some((**k).clone()), Some((**v).clone())),
+            _ => (None, None),
+        };
+        let mut vals = Vec::new();
+        for (k, v) in pairs {
+            vals.push(self.emit_value(k, kh.as_ref())?);
+            vals.push(self.emit_value(v, vh.as_ref())?);
+        }
+        let key_ty = kh
+            .or_else(|| vals.first().map(|v| self.b.ty(*v).clone()))
+            .unwrap_or(Type::Str);
+        let val_ty = vh
+            .or_else(|| vals.get(1).map(|v| self.b.ty(*v).clone()))
+            .unwrap_or(Type::Tensor);
+        let _ = span;
+        Ok(self.b.insert1(
+            "prim::DictConstruct",
+            None,
+            vals,
+            Type::dict(key_ty, val_ty),
+        ))
+    }
+
+    /// `cond ? then : orelse` as a one-output `prim::If`.
+    fn emit_if_expr(
+        &mut self,
+        cond: ValueId,
+        then: &Expr,
+        orelse: &Expr,
+        hint: Option<&Type>,
+    ) -> Result<ValueId, CompileError> {
+        let node = self.b.insert("prim::If", None, vec![cond], vec![]);
+        let saved = self.b.block;
+        let tb = self.b.graph.add_block(node);
+        let fb = self.b.graph.add_block(node);
+        self.b.block = tb;
+        let t = self.emit_value(then, hint);
+        self.b.block = fb;
+        let f = t.and_then(|t| Ok((t, self.emit_value(orelse, hint)?)));
+        self.b.block = saved;
+        let (t, f) = f?;
+        let (tt, ft) = (self.b.ty(t).clone(), self.b.ty(f).clone());
+        let ty = unify_types(&tt, &ft)
+            .ok_or_else(|| self.err(then.span, format!("branches have types {tt} and {ft}")))?;
+        self.b.graph.block_mut(tb).returns.push(t);
+        self.b.graph.block_mut(fb).returns.push(f);
+        Ok(self.b.graph.add_node_output(node, ty))
+    }
+
+    fn emit_binary(
+        &mut self,
+        op: BinOp,
+        lhs: &Expr,
+        rhs: &Expr,
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        match op {
+            BinOp::And | BinOp::Or => {
+                let l = self.emit_cond(lhs)?;
+                let node = self.b.insert("prim::If", None, vec![l], vec![]);
+                let saved = self.b.block;
+                let tb = self.b.graph.add_block(node);
+                let fb = self.b.graph.add_block(node);
+                let (rhs_block, const_block, constant) = if op == BinOp::And {
+                    (tb, fb, false)
+                } else {
+                    (fb, tb, true)
+                };
+                self.b.block = rhs_block;
+                let r = self.emit_cond(rhs);
+                self.b.block = saved;
+                let r = r?;
+                self.b.block = const_block;
+                let c = self.b.constant(IValue::Bool(constant));
+                self.b.block = saved;
+                self.b.graph.block_mut(rhs_block).returns.push(r);
+                self.b.graph.block_mut(const_block).returns.push(c);
+                Ok(self.b.graph.add_node_output(node, Type::Bool))
+            }
+            BinOp::In | BinOp::NotIn => {
+                let l = self.emit_value(lhs, None)?;
+                let r = self.emit_value(rhs, None)?;
+                let contains = self.call_op("aten::__contains__", None, &[r, l], &[], span)?;
+                if op == BinOp::In {
+                    Ok(contains)
+                } else {
+                    self.call_op("aten::__not__", None, &[contains], &[], span)
+                }
+            }
+            _ => {
+                let l = self.emit_value(lhs, None)?;
+                let r = self.emit_value(rhs, None)?;
+                self.emit_binary_values(op, l, r, span)
+            }
+        }
+    }
+
+    pub(super) fn emit_binary_values(
+        &mut self,
+        op: BinOp,
+        l: ValueId,
+        r: ValueId,
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        let name = binary_op_name(op)
+            .ok_or_else(|| self.err(span, format!("unsupported operator `{}`", op.symbol())))?;
+        self.call_op(name, None, &[l, r], &[], span)
+    }
+
+    /// Call an operator by name (`aten::add`) through its schemas; multiple returns are packed
+    /// into a tuple, no return gives `None`.
+    pub(super) fn call_op(
+        &mut self,
+        name: &str,
+        self_value: Option<ValueId>,
+        args: &[ValueId],
+        kwargs: &[(String, ValueId)],
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        let schemas = SchemaRegistry::global().overloads(name);
+        if schemas.is_empty() {
+            return Err(self.err(span, format!("unknown operator {name}")));
+        }
+        let m = match_schemas(&mut self.b, schemas, self_value, args, kwargs)
+            .map_err(|e| self.err(span, e))?;
+        let n = self.b.insert(
+            &m.schema.name,
+            Some(&m.schema.overload),
+            m.inputs,
+            m.return_types.clone(),
+        );
+        let outs = self.b.graph.node(n).outputs.clone();
+        Ok(match outs.as_slice() {
+            [one] => *one,
+            _ => self.b.insert1(
+                "prim::TupleConstruct",
+                None,
+                outs.clone(),
+                Type::Tuple(m.return_types),
+            ),
+        })
+    }
+
+    fn emit_args(
+        &mut self,
+        args: &[Expr],
+        kwargs: &[(ast::Ident, Expr)],
+    ) -> Result<(Vec<ValueId>, Vec<(String, ValueId)>), CompileError> {
+        let mut a = Vec::new();
+        for e in args {
+            if let ExprKind::Starred(_) = e.kind {
+                return Err(self.err(e.span, "starred arguments are not supported"));
+            }
+            a.push(self.emit_value(e, None)?);
+        }
+        let mut k = Vec::new();
+        for (name, e) in kwargs {
+            k.push((name.name.clone(), self.emit_value(e, None)?));
+        }
+        Ok((a, k))
+    }
+
+    fn emit_call(
+        &mut self,
+        func: &Expr,
+        args: &[Expr],
+        kwargs: &[(ast::Ident, Expr)],
+        span: ast::Span,
+        hint: Option<&Type>,
+    ) -> Result<ValueId, CompileError> {
+        let callee = self.emit_sugared(func, None)?;
+        match callee {
+            Sugared::Global(name) => self.call_global(&name, args, kwargs, span, hint),
+            Sugared::Method { obj, name } => {
+                let (a, k) = self.emit_args(args, kwargs)?;
+                self.call_method(obj, &name, &a, &k, span)
+            }
+            Sugared::Value(v) => Err(self.err(
+                span,
+                format!("calling a value of type {} is not supported", self.b.ty(v)),
+            )),
+        }
+    }
+
+    /// `obj.name(args)`: a class method (`prim::CallMethod`) or a builtin operator on `obj`.
+    fn call_method(
+        &mut self,
+        obj: ValueId,
+        name: &str,
+        args: &[ValueId],
+        kwargs: &[(String, ValueId)],
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        if let Type::Class(c) = self.b.ty(obj).clone() {
+            let class = self
+                .unit
+                .class(&c)
+                .ok_or_else(|| self.err(span, format!("unknown class {c}")))?
+                .clone();
+            let sig = class
+                .method_signature(name)
+                .ok_or_else(|| self.err(span, format!("class {c} has no method `{name}`")))?;
+            let mut inputs = vec![obj];
+            inputs.extend(self.match_signature(sig, true, args, kwargs, name, span)?);
+            let n = self.b.insert(
+                "prim::CallMethod",
+                None,
+                inputs,
+                vec![sig.return_type.clone()],
+            );
+            self.b
+                .graph
+                .node_mut(n)
+                .attrs
+                .push(("name".into(), Attr::Str(name.to_string())));
+            return Ok(self.b.graph.node(n).outputs[0]);
+        }
+        self.call_op(&format!("aten::{name}"), Some(obj), args, kwargs, span)
+    }
+
+    /// Match call arguments against a user function's signature (defaults become constants).
+    fn match_signature(
+        &mut self,
+        sig: &Signature,
+        skip_self: bool,
+        args: &[ValueId],
+        kwargs: &[(String, ValueId)],
+        name: &str,
+        span: ast::Span,
+    ) -> Result<Vec<ValueId>, CompileError> {
+        let schema = Arc::new(FunctionSchema {
+            name: name.to_string(),
+            overload: String::new(),
+            arguments: sig
+                .params
+                .iter()
+                .skip(usize::from(skip_self))
+                .map(|p| Argument {
+                    name: p.name.clone(),
+                    ty: p.ty.clone(),
+                    fixed_len: None,
+                    default: p.default.clone(),
+                    kwarg_only: p.kwarg_only,
+                    is_write: false,
+                })
+                .collect(),
+            returns: Vec::new(),
+            is_vararg: false,
+            is_varret: false,
+        });
+        let m = match_schemas(&mut self.b, &[schema], None, args, kwargs)
+            .map_err(|e| self.err(span, e))?;
+        Ok(m.inputs)
+    }
+
+    fn type_arg(&self, e: &Expr) -> Result<Type, CompileError> {
+        let te = e.to_type_expr().map_err(|m| self.err(e.span, m))?;
+        te.to_type().map_err(|m| self.err(e.span, m))
+    }
+
+    fn call_global(
+        &mut self,
+        name: &str,
+        args: &[Expr],
+        kwargs: &[(ast::Ident, Expr)],
+        span: ast::Span,
+        hint: Option<&Type>,
+    ) -> Result<ValueId, CompileError> {
+        match name {
+            "annotate" if args.len() == 2 => {
+                let ty = self.type_arg(&args[0])?;
+                let v = self.emit_value(&args[1], Some(&ty))?;
+                let vt = self.b.ty(v).clone();
+                if !is_subtype(&vt, &ty) {
+                    return Err(self.err(span, format!("annotate: {vt} is not a {ty}")));
+                }
+                return Ok(v);
+            }
+            "uninitialized" if args.len() == 1 => {
+                let ty = self.type_arg(&args[0])?;
+                return Ok(self.b.insert1("prim::Uninitialized", None, vec![], ty));
+            }
+            "unchecked_cast" if args.len() == 2 => {
+                let ty = self.type_arg(&args[0])?;
+                let v = self.emit_value(&args[1], None)?;
+                return Ok(self.b.insert1("prim::unchecked_cast", None, vec![v], ty));
+            }
+            "isinstance" if args.len() == 2 => {
+                let v = self.emit_value(&args[0], None)?;
+                let vt = self.b.ty(v).clone();
+                let types: Vec<Type> = match &args[1].kind {
+                    ExprKind::Tuple(items) => items
+                        .iter()
+                        .map(|t| self.type_arg(t))
+                        .collect::<Result<_, _>>()?,
+                    _ => vec![self.type_arg(&args[1])?],
+                };
+                if types.iter().any(|t| is_subtype(&vt, t)) {
+                    return Ok(self.b.constant(IValue::Bool(true)));
+                }
+                if !types.iter().any(|t| is_subtype(t, &vt)) {
+                    return Ok(self.b.constant(IValue::Bool(false)));
+                }
+                return Err(self.err(
+                    span,
+                    "isinstance() that needs a runtime check is not supported",
+                ));
+            }
+            "getattr" if args.len() == 2 => {
+                let ExprKind::Str(attr) = &args[1].kind else {
+                    return Err(self.err(span, "getattr() needs a string literal"));
+                };
+                let base = self.emit_sugared(&args[0], None)?;
+                let s = self.emit_attribute(base, attr, span)?;
+                return self.as_value(s, span);
+            }
+            "hasattr" if args.len() == 2 => {
+                let ExprKind::Str(attr) = &args[1].kind else {
+                    return Err(self.err(span, "hasattr() needs a string literal"));
+                };
+                let v = self.emit_value(&args[0], None)?;
+                let has = match self.b.ty(v) {
+                    Type::Class(c) => self.unit.class(c).is_some_and(|cl| {
+                        cl.attribute_type(attr).is_some()
+                            || cl.constant(attr).is_some()
+                            || cl.has_method(attr)
+                    }),
+                    _ => false,
+                };
+                return Ok(self.b.constant(IValue::Bool(has)));
+            }
+            "range" | "enumerate" | "zip" => {
+                return Err(self.err(
+                    span,
+                    format!("{name}() is only supported as a for-loop iterable"),
+                ))
+            }
+            _ => {}
+        }
+        let _ = hint;
+        if let Some(op) = builtin_operator(name) {
+            let (a, k) = self.emit_args(args, kwargs)?;
+            return self.call_op(op, None, &a, &k, span);
+        }
+        if let Some(rest) = name.strip_prefix("torch.") {
+            let (a, k) = self.emit_args(args, kwargs)?;
+            let op = match rest {
+                "jit._unwrap_optional" => "aten::_unwrap_optional".to_string(),
+                r if r.contains('.') => {
+                    return Err(self.err(span, format!("unsupported function torch.{r}")))
+                }
+                r => format!("aten::{r}"),
+            };
+            return self.call_op(&op, None, &a, &k, span);
+        }
+        if let Some(rest) = name.strip_prefix("ops.") {
+            let Some((ns, op)) = rest.split_once('.') else {
+                return Err(self.err(span, format!("`{name}` is not an operator")));
+            };
+            let (a, k) = self.emit_args(args, kwargs)?;
+            return self.call_op(&format!("{ns}::{op}"), None, &a, &k, span);
+        }
+        if let Some(rest) = name.strip_prefix("math.") {
+            let (a, k) = self.emit_args(args, kwargs)?;
+            return self.call_op(&format!("aten::{rest}"), None, &a, &k, span);
+        }
+        if name.starts_with("__torch__.") {
+            // `__torch__.C.__new__(__torch__.C)` allocates an object; `__init__` follows
+            if let Some(class_name) = name.strip_suffix(".__new__") {
+                if let Some(class) = self.unit.class(class_name) {
+                    let ty = Type::Class(class.qualname.clone());
+                    return Ok(self.b.insert1("prim::CreateObject", None, vec![], ty));
+                }
+            }
+            if let Some(sig) = self.unit.function_signature(name) {
+                let sig = sig.clone();
+                let (a, k) = self.emit_args(args, kwargs)?;
+                let f = self
+                    .b
+                    .constant_typed(IValue::Function(name.into()), Type::Function(name.into()));
+                let mut inputs = vec![f];
+                inputs.extend(self.match_signature(&sig, false, &a, &k, name, span)?);
+                return Ok(self.b.insert1(
+                    "prim::CallFunction",
+                    None,
+                    inputs,
+                    sig.return_type.clone(),
+                ));
+            }
+            if let Some(class) = self.unit.class(name).cloned() {
+                let (a, k) = self.emit_args(args, kwargs)?;
+                return self.construct(&class, &a, &k, span);
+            }
+            return Err(self.err(span, format!("unknown function or class {name}")));
+        }
+        Err(self.err(span, format!("unsupported call to `{name}`")))
+    }
+
+    /// `Class(args)`: a NamedTuple, or an object (`prim::CreateObject` + `__init__`).
+    fn construct(
+        &mut self,
+        class: &Arc<crate::ir::unit::ClassInfo>,
+        args: &[ValueId],
+        kwargs: &[(String, ValueId)],
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        let ty = Type::Class(class.qualname.clone());
+        match class.kind {
+            ClassKind::NamedTuple => {
+                let sig = Signature {
+                    params: class
+                        .fields
+                        .iter()
+                        .map(|(n, t, d)| crate::ir::unit::Param {
+                            name: n.clone(),
+                            ty: t.clone(),
+                            default: d.clone(),
+                            kwarg_only: false,
+                        })
+                        .collect(),
+                    return_type: ty.clone(),
+                };
+                let inputs =
+                    self.match_signature(&sig, false, args, kwargs, &class.qualname, span)?;
+                Ok(self.b.insert1("prim::TupleConstruct", None, inputs, ty))
+            }
+            ClassKind::Class => {
+                let obj = self.b.insert1("prim::CreateObject", None, vec![], ty);
+                self.call_method(obj, "__init__", args, kwargs, span)?;
+                Ok(obj)
+            }
+            _ => Err(self.err(span, format!("cannot construct {}", class.qualname))),
+        }
+    }
+
+    /// The value a global name stands for (`CONSTANTS.c0`, enum members, `math.pi`).
+    fn global_value(&mut self, name: &str, span: ast::Span) -> Result<ValueId, CompileError> {
+        if let Some(key) = name.strip_prefix("CONSTANTS.") {
+            let value = key
+                .strip_prefix('c')
+                .and_then(|i| i.parse::<usize>().ok())
+                .and_then(|i| self.unit.tensor_constant(i))
+                .ok_or_else(|| self.err(span, format!("unknown tensor constant {name}")))?;
+            return Ok(self.b.constant(value));
+        }
+        match name {
+            "math.pi" => return Ok(self.b.constant(IValue::Double(std::f64::consts::PI))),
+            "math.e" => return Ok(self.b.constant(IValue::Double(std::f64::consts::E))),
+            "math.inf" => return Ok(self.b.constant(IValue::Double(f64::INFINITY))),
+            "math.nan" => return Ok(self.b.constant(IValue::Double(f64::NAN))),
+            _ => {}
+        }
+        if let Some((class_name, member)) = name.rsplit_once('.') {
+            if let Some(class) = self.unit.class(class_name) {
+                if class.kind == ClassKind::Enum {
+                    if let Some((_, v)) = class.enum_values.iter().find(|(n, _)| n == member) {
+                        let value = IValue::Enum(Arc::new(EnumValue {
+                            class: class.qualname.clone(),
+                            name: member.into(),
+                            value: v.clone(),
+                        }));
+                        return Ok(self.b.constant(value));
+                    }
+                }
+            }
+        }
+        if SPECIAL_BUILTINS.contains(&name) || builtin_operator(name).is_some() {
+            return Err(self.err(span, format!("`{name}` is not a value")));
+        }
+        Err(self.err(span, format!("undefined name `{name}`")))
+    }
+
+    /// `base.name`.
+    pub(super) fn emit_attribute(
+        &mut self,
+        base: Sugared,
+        name: &str,
+        span: ast::Span,
+    ) -> Result<Sugared, CompileError> {
+        let obj = match base {
+            Sugared::Global(prefix) => return Ok(Sugared::Global(format!("{prefix}.{name}"))),
+            Sugared::Method { .. } => {
+                return Err(self.err(span, format!("attribute `{name}` of a method")))
+            }
+            Sugared::Value(v) => v,
+        };
+        let ty = self.b.ty(obj).clone();
+        if let Type::Class(c) = &ty {
+            let class = self
+                .unit
+                .class(c)
+                .ok_or_else(|| self.err(span, format!("unknown class {c}")))?
+                .clone();
+            if let Some(v) = class.constant(name) {
+                return Ok(Sugared::Value(self.b.constant(v.clone())));
+            }
+            if class.kind == ClassKind::NamedTuple {
+                if let Some(i) = class.fields.iter().position(|(n, _, _)| n == name) {
+                    let elems = self.tuple_types(&ty).unwrap_or_default();
+                    let idx = self.b.constant(IValue::Int(i as i64));
+                    let out = elems.get(i).cloned().unwrap_or(Type::Any);
+                    return Ok(Sugared::Value(self.b.insert1(
+                        "prim::TupleIndex",
+                        None,
+                        vec![obj, idx],
+                        out,
+                    )));
+                }
+            }
+            if class.kind == ClassKind::Enum {
+                return match name {
+                    "name" => Ok(Sugared::Value(self.call_op(
+                        "prim::EnumName",
+                        None,
+                        &[obj],
+                        &[],
+                        span,
+                    )?)),
+                    "value" => Ok(Sugared::Value(self.call_op(
+                        "prim::EnumValue",
+                        None,
+                        &[obj],
+                        &[],
+                        span,
+                    )?)),
+                    _ => Err(self.err(span, format!("enum has no attribute `{name}`"))),
+                };
+            }
+            if let Some(t) = class.attribute_type(name) {
+                let n = self
+                    .b
+                    .insert("prim::GetAttr", None, vec![obj], vec![t.clone()]);
+                self.b
+                    .graph
+                    .node_mut(n)
+                    .attrs
+                    .push(("name".into(), Attr::Str(name.to_string())));
+                return Ok(Sugared::Value(self.b.graph.node(n).outputs[0]));
+            }
+            if class.has_method(name) {
+                return Ok(Sugared::Method {
+                    obj,
+                    name: name.to_string(),
+                });
+            }
+            return Err(self.err(span, format!("class {c} has no attribute `{name}`")));
+        }
+        if ty == Type::Tensor {
+            let prop = match name {
+                "shape" => Some(("aten::size", Type::list(Type::Int))),
+                "dtype" => Some(("prim::dtype", Type::Int)),
+                "device" => Some(("prim::device", Type::Device)),
+                "is_cuda" => Some(("prim::is_cuda", Type::Bool)),
+                "requires_grad" => Some(("prim::requires_grad", Type::Bool)),
+                "data" => Some(("prim::data", Type::Tensor)),
+                "ndim" => Some(("aten::dim", Type::Int)),
+                "T" => Some(("aten::numpy_T", Type::Tensor)),
+                "layout" => Some(("prim::layout", Type::Int)),
+                "is_quantized" => Some(("prim::is_quantized", Type::Bool)),
+                "is_meta" => Some(("prim::is_meta", Type::Bool)),
+                _ => None,
+            };
+            if let Some((op, _)) = prop {
+                return Ok(Sugared::Value(self.call_op(op, None, &[obj], &[], span)?));
+            }
+        }
+        if let Some(types) = self.tuple_types(&ty) {
+            let _ = types;
+            return Err(self.err(span, format!("tuple has no attribute `{name}`")));
+        }
+        Ok(Sugared::Method {
+            obj,
+            name: name.to_string(),
+        })
+    }
+
+    fn emit_subscript(
+        &mut self,
+        value: &Expr,
+        indices: &[Expr],
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        let base = self.emit_value(value, None)?;
+        let ty = self.b.ty(base).clone();
+        if let Some(types) = self.tuple_types(&ty) {
+            let [index] = indices else {
+                return Err(self.err(span, "tuple subscript takes one index"));
+            };
+            if let ExprKind::Slice { .. } = index.kind {
+                return Err(self.err(span, "tuple slicing is not supported"));
+            }
+            let idx = self.emit_value(index, None)?;
+            let constant = match self.b.graph.value(idx).def {
+                crate::ir::graph::Def::Node(n, _) => self.b.graph.constant_value(n),
+                _ => None,
+            };
+            let Some(IValue::Int(i)) = constant else {
+                return Err(self.err(span, "tuple index must be a constant integer"));
+            };
+            let len = types.len() as i64;
+            let k = if i < 0 { i + len } else { i };
+            let out = usize::try_from(k)
+                .ok()
+                .and_then(|k| types.get(k).cloned())
+                .ok_or_else(|| self.err(span, format!("tuple index {i} out of range")))?;
+            if let Type::Tuple(_) = ty {
+                // indexing a literal tuple picks the element directly
+                let elems = tuple_elements(&mut self.b, base);
+                if let Some(&e) = usize::try_from(k).ok().and_then(|k| elems.get(k)) {
+                    if self.b.graph.value(base).def != self.b.graph.value(e).def {
+                        return Ok(e);
+                    }
+                }
+            }
+            return Ok(self
+                .b
+                .insert1("prim::TupleIndex", None, vec![base, idx], out));
+        }
+        match ty {
+            Type::List(_) | Type::Str | Type::Dict(..) => {
+                let [index] = indices else {
+                    return Err(self.err(span, "subscript takes one index"));
+                };
+                if let ExprKind::Slice { lower, upper, step } = &index.kind {
+                    let mut a = vec![base];
+                    for part in [lower, upper, step] {
+                        a.push(match part {
+                            Some(e) => self.emit_value(e, None)?,
+                            None => self.b.none(),
+                        });
+                    }
+                    return self.call_op("aten::slice", None, &a, &[], span);
+                }
+                let idx = self.emit_value(index, None)?;
+                self.call_op("aten::__getitem__", None, &[base, idx], &[], span)
+            }
+            Type::Tensor => self.emit_tensor_subscript(base, indices, span),
+            t => Err(self.err(
+                span,
+                format!("subscript on a value of type {t} is not supported"),
+            )),
+        }
+    }
+
+    /// `x[i, a:b, None]` on a tensor: select/slice/unsqueeze per dimension.
+    fn emit_tensor_subscript(
+        &mut self,
+        base: ValueId,
+        indices: &[Expr],
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        let mut v = base;
+        let mut dim: i64 = 0;
+        for index in indices {
+            match &index.kind {
+                ExprKind::Slice { lower, upper, step } => {
+                    let d = self.b.constant(IValue::Int(dim));
+                    let mut a = vec![v, d];
+                    for part in [lower, upper, step] {
+                        a.push(match part {
+                            Some(e) => self.emit_value(e, None)?,
+                            None => self.b.none(),
+                        });
+                    }
+                    if step.is_none() {
+                        a.pop();
+                        a.push(self.b.constant(IValue::Int(1)));
+                    }
+                    v = self.call_op("aten::slice", None, &a, &[], span)?;
+                    dim += 1;
+                }
+                ExprKind::None => {
+                    let d = self.b.constant(IValue::Int(dim));
+                    v = self.call_op("aten::unsqueeze", None, &[v, d], &[], span)?;
+                    dim += 1;
+                }
+                _ => {
+                    let i = self.emit_value(index, None)?;
+                    if *self.b.ty(i) != Type::Int {
+                        return Err(self.err(
+                            index.span,
+                            "advanced (tensor/list) indexing is not supported",
+                        ));
+                    }
+                    let d = self.b.constant(IValue::Int(dim));
+                    v = self.call_op("aten::select", None, &[v, d, i], &[], span)?;
+                }
+            }
+        }
+        Ok(v)
+    }
+}

@@ -1,0 +1,632 @@
+//! Statements: assignment, `if`, loops, attribute stores.
+
+use super::matching::tuple_elements;
+use super::Emitter;
+use crate::frontend::ast::{self, Expr, ExprKind, Stmt, StmtKind};
+use crate::ir::graph::{Attr, ValueId};
+use crate::ir::schema::unify_types;
+use crate::ir::types::Type;
+use crate::ir::CompileError;
+use crate::runtime::IValue;
+use std::collections::BTreeSet;
+
+/// What a `for` loop iterates over.
+enum Iterable {
+    /// `range(...)`: the trip count and, for `range(start, end, step)`, start and step.
+    Range {
+        trip: ValueId,
+        start_step: Option<(ValueId, ValueId)>,
+    },
+    /// A list, string, tensor (indexed with `aten::__getitem__`/`aten::select`).
+    Indexed {
+        value: ValueId,
+        trip: ValueId,
+    },
+    /// `enumerate(x)` / `zip(a, b, ...)`.
+    Enumerate(Box<Iterable>),
+    Zip {
+        parts: Vec<Iterable>,
+        trip: ValueId,
+    },
+}
+
+impl Emitter<'_> {
+    pub(super) fn emit_stmts(&mut self, stmts: &[Stmt]) -> Result<(), CompileError> {
+        for s in stmts {
+            self.emit_stmt(s)?;
+        }
+        Ok(())
+    }
+
+    fn emit_stmt(&mut self, s: &Stmt) -> Result<(), CompileError> {
+        self.b.source = Some(self.file.range(s.span));
+        match &s.kind {
+            StmtKind::Expr(e) => {
+                self.emit_sugared(e, None)?;
+            }
+            StmtKind::Pass => {}
+            StmtKind::Assign { targets, value } => {
+                let hint = match targets.as_slice() {
+                    [t] => self.target_type_hint(t),
+                    _ => None,
+                };
+                let v = self.emit_value(value, hint.as_ref())?;
+                for t in targets {
+                    self.assign(t, v)?;
+                }
+            }
+            StmtKind::AnnAssign { target, ty, value } => {
+                let ty = ty.to_type().map_err(|e| self.err(s.span, e))?;
+                let Some(value) = value else {
+                    return Err(self.err(s.span, "annotated declaration without a value"));
+                };
+                let v = self.emit_value(value, Some(&ty))?;
+                let v = super::matching::convert_to_type(&mut self.b, &ty, v, true);
+                self.assign(target, v)?;
+            }
+            StmtKind::AugAssign { target, op, value } => {
+                self.emit_aug_assign(target, *op, value)?
+            }
+            StmtKind::If { cond, body, orelse } => self.emit_if(cond, body, orelse)?,
+            StmtKind::While { cond, body } => self.emit_while(cond, body)?,
+            StmtKind::For { target, iter, body } => self.emit_for(target, iter, body, s.span)?,
+            StmtKind::Return(_) => {
+                return Err(self.err(
+                    s.span,
+                    "`return` before the end of a function is not supported (archives \
+                     hold code with a single final return)",
+                ))
+            }
+            StmtKind::Raise(_) => return Err(self.err(
+                s.span,
+                "`raise` statements are not supported (archive code uses ops.prim.RaiseException)",
+            )),
+            StmtKind::Assert { .. } => {
+                return Err(self.err(s.span, "`assert` statements are not supported"))
+            }
+            StmtKind::With { .. } => {
+                return Err(self.err(s.span, "`with` blocks are not supported"))
+            }
+            StmtKind::Del(targets) => {
+                for t in targets {
+                    match &t.kind {
+                        ExprKind::Name(n) => {
+                            for f in self.frames.iter_mut().rev() {
+                                if f.vars.shift_remove(n).is_some() {
+                                    break;
+                                }
+                            }
+                        }
+                        _ => return Err(self.err(t.span, "`del` of this target is not supported")),
+                    }
+                }
+            }
+            StmtKind::Global(_) => return Err(self.err(s.span, "`global` is not supported")),
+            StmtKind::Break | StmtKind::Continue => {
+                return Err(self.err(s.span, "`break`/`continue` are not supported"))
+            }
+            StmtKind::FunctionDef(_) => {
+                return Err(self.err(s.span, "nested function definitions are not supported"))
+            }
+        }
+        Ok(())
+    }
+
+    /// The type of an existing variable being re-assigned, used to type empty literals.
+    fn target_type_hint(&self, target: &Expr) -> Option<Type> {
+        match &target.kind {
+            ExprKind::Name(n) => self.lookup(n).map(|v| self.b.ty(v).clone()),
+            _ => None,
+        }
+    }
+
+    /// Assign `v` to a target: a name, a tuple/list of targets, an attribute or an item.
+    pub(super) fn assign(&mut self, target: &Expr, v: ValueId) -> Result<(), CompileError> {
+        match &target.kind {
+            ExprKind::Name(n) => {
+                self.set_var(n, v);
+                Ok(())
+            }
+            ExprKind::Tuple(items) | ExprKind::List(items) => {
+                let elems = self.unpack(v, items.len(), target.span)?;
+                for (t, e) in items.iter().zip(elems) {
+                    self.assign(t, e)?;
+                }
+                Ok(())
+            }
+            ExprKind::Attribute { value, attr } => {
+                let obj = self.emit_value(value, None)?;
+                let n = self.b.insert("prim::SetAttr", None, vec![obj, v], vec![]);
+                self.b
+                    .graph
+                    .node_mut(n)
+                    .attrs
+                    .push(("name".into(), Attr::Str(attr.name.clone())));
+                Ok(())
+            }
+            ExprKind::Subscript { value, indices } if indices.len() == 1 => {
+                let container = self.emit_value(value, None)?;
+                let index = self.emit_value(&indices[0], None)?;
+                match self.b.ty(container) {
+                    Type::List(_) | Type::Dict(..) => {
+                        self.call_op(
+                            "aten::_set_item",
+                            None,
+                            &[container, index, v],
+                            &[],
+                            target.span,
+                        )?;
+                        Ok(())
+                    }
+                    t => Err(self.err(
+                        target.span,
+                        format!("item assignment on {t} is not supported"),
+                    )),
+                }
+            }
+            _ => Err(self.err(target.span, "unsupported assignment target")),
+        }
+    }
+
+    /// Split a tuple or list value into `n` values.
+    pub(super) fn unpack(
+        &mut self,
+        v: ValueId,
+        n: usize,
+        span: ast::Span,
+    ) -> Result<Vec<ValueId>, CompileError> {
+        let ty = self.b.ty(v).clone();
+        if let Some(types) = self.tuple_types(&ty) {
+            if types.len() != n {
+                return Err(self.err(
+                    span,
+                    format!("cannot unpack a tuple of {} values into {n}", types.len()),
+                ));
+            }
+            if matches!(ty, Type::Class(_)) {
+                let node = self.b.insert("prim::TupleUnpack", None, vec![v], types);
+                return Ok(self.b.graph.node(node).outputs.clone());
+            }
+            return Ok(tuple_elements(&mut self.b, v));
+        }
+        if let Type::List(elem) = ty {
+            let node = self
+                .b
+                .insert("prim::ListUnpack", None, vec![v], vec![(*elem).clone(); n]);
+            return Ok(self.b.graph.node(node).outputs.clone());
+        }
+        Err(self.err(span, format!("cannot unpack a value of type {ty}")))
+    }
+
+    fn emit_aug_assign(
+        &mut self,
+        target: &Expr,
+        op: ast::BinOp,
+        value: &Expr,
+    ) -> Result<(), CompileError> {
+        let current = self.emit_value(target, None)?;
+        let rhs = self.emit_value(value, None)?;
+        let result = if *self.b.ty(current) == Type::Tensor {
+            // `x += y` on a tensor is the in-place operator
+            let name = super::expr::binary_op_name(op)
+                .ok_or_else(|| self.err(target.span, "unsupported augmented assignment"))?;
+            let inplace = format!(
+                "{}_",
+                name.trim_end_matches("__").trim_start_matches("aten::")
+            );
+            self.call_op(
+                &format!("aten::{inplace}"),
+                None,
+                &[current, rhs],
+                &[],
+                target.span,
+            )?
+        } else {
+            self.emit_binary_values(op, current, rhs, target.span)?
+        };
+        self.assign(target, result)
+    }
+
+    /// A condition as a `bool` value (tensors and numbers go through `aten::Bool`).
+    pub(super) fn emit_cond(&mut self, cond: &Expr) -> Result<ValueId, CompileError> {
+        let v = self.emit_value(cond, None)?;
+        self.as_bool(v, cond.span)
+    }
+
+    pub(super) fn as_bool(&mut self, v: ValueId, span: ast::Span) -> Result<ValueId, CompileError> {
+        if *self.b.ty(v) == Type::Bool {
+            return Ok(v);
+        }
+        self.call_op("aten::Bool", None, &[v], &[], span)
+    }
+
+    fn emit_if(&mut self, cond: &Expr, body: &[Stmt], orelse: &[Stmt]) -> Result<(), CompileError> {
+        let c = self.emit_cond(cond)?;
+        self.b.source = Some(self.file.range(cond.span));
+        let node = self.b.insert("prim::If", None, vec![c], vec![]);
+        let saved = self.b.block;
+        let then_block = self.b.graph.add_block(node);
+        let else_block = self.b.graph.add_block(node);
+
+        self.b.block = then_block;
+        self.push_frame();
+        let r = self.emit_stmts(body);
+        let then_frame = self.pop_frame();
+        r?;
+        self.b.block = else_block;
+        self.push_frame();
+        let r = self.emit_stmts(orelse);
+        let else_frame = self.pop_frame();
+        r?;
+        self.b.block = saved;
+
+        let lookup_in = |this: &Self, frame: &super::Frame, name: &str| {
+            frame.vars.get(name).copied().or_else(|| this.lookup(name))
+        };
+        let mut merged = BTreeSet::new();
+        for name in then_frame.vars.keys() {
+            if lookup_in(self, &else_frame, name).is_some() {
+                merged.insert(name.clone());
+            }
+        }
+        for name in else_frame.vars.keys() {
+            if lookup_in(self, &then_frame, name).is_some() {
+                merged.insert(name.clone());
+            }
+        }
+        for name in merged {
+            let (Some(t), Some(f)) = (
+                lookup_in(self, &then_frame, &name),
+                lookup_in(self, &else_frame, &name),
+            ) else {
+                continue;
+            };
+            let (tt, ft) = (self.b.ty(t).clone(), self.b.ty(f).clone());
+            let Some(unified) = unify_types(&tt, &ft) else {
+                // not a merge: the variable is unusable after the `if`
+                continue;
+            };
+            self.b.graph.block_mut(then_block).returns.push(t);
+            self.b.graph.block_mut(else_block).returns.push(f);
+            let out = self.b.graph.add_node_output(node, unified);
+            if super::meaningful_name(&name) {
+                self.b.graph.value_mut(out).debug_name = Some(name.clone());
+            }
+            if let Some(frame) = self.frames.last_mut() {
+                frame.vars.insert(name, out);
+            }
+        }
+        Ok(())
+    }
+
+    fn emit_while(&mut self, cond: &Expr, body: &[Stmt]) -> Result<(), CompileError> {
+        let max_trip = self.b.constant(IValue::Int(i64::MAX));
+        let initial = self.emit_cond(cond)?;
+        self.emit_loop(max_trip, initial, body, &mut |_, _| Ok(()), Some(cond), &[])
+    }
+
+    fn emit_for(
+        &mut self,
+        target: &Expr,
+        iter: &Expr,
+        body: &[Stmt],
+        span: ast::Span,
+    ) -> Result<(), CompileError> {
+        // iterating a tuple unrolls the loop
+        if let ExprKind::Tuple(items) = &iter.kind {
+            for item in items {
+                let v = self.emit_value(item, None)?;
+                self.assign(target, v)?;
+                self.emit_stmts(body)?;
+            }
+            return Ok(());
+        }
+        let iterable = self.emit_iterable(iter)?;
+        if let Iterable::Indexed { value, .. } = &iterable {
+            let ty = self.b.ty(*value).clone();
+            if let Some(types) = self.tuple_types(&ty) {
+                let elems = if matches!(ty, Type::Class(_)) {
+                    let n = self
+                        .b
+                        .insert("prim::TupleUnpack", None, vec![*value], types);
+                    self.b.graph.node(n).outputs.clone()
+                } else {
+                    tuple_elements(&mut self.b, *value)
+                };
+                for e in elems {
+                    self.assign(target, e)?;
+                    self.emit_stmts(body)?;
+                }
+                return Ok(());
+            }
+        }
+        let trip = iterable_trip(&iterable);
+        let cond = self.b.constant(IValue::Bool(true));
+        let mut targets = Vec::new();
+        collect_assigned_target(target, &mut targets);
+        self.b.source = Some(self.file.range(span));
+        self.emit_loop(
+            trip,
+            cond,
+            body,
+            &mut |e, index| {
+                let v = e.iterable_item(&iterable, index, iter.span)?;
+                e.assign(target, v)
+            },
+            None,
+            &targets,
+        )
+    }
+
+    fn emit_iterable(&mut self, iter: &Expr) -> Result<Iterable, CompileError> {
+        if let ExprKind::Call { func, args, kwargs } = &iter.kind {
+            let name = func.dotted_name();
+            if kwargs.is_empty() && self.is_builtin_name(func) {
+                match name.as_deref() {
+                    Some("range") => return self.emit_range(args, iter.span),
+                    Some("enumerate") if args.len() == 1 => {
+                        let inner = self.emit_iterable(&args[0])?;
+                        return Ok(Iterable::Enumerate(Box::new(inner)));
+                    }
+                    Some("zip") if !args.is_empty() => {
+                        let parts = args
+                            .iter()
+                            .map(|a| self.emit_iterable(a))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        let lens: Vec<ValueId> = parts.iter().map(iterable_trip).collect();
+                        let trip = if lens.len() == 1 {
+                            lens[0]
+                        } else {
+                            let list = self.b.insert1(
+                                "prim::ListConstruct",
+                                None,
+                                lens,
+                                Type::list(Type::Int),
+                            );
+                            self.call_op("prim::min", None, &[list], &[], iter.span)?
+                        };
+                        return Ok(Iterable::Zip { parts, trip });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let value = self.emit_value(iter, None)?;
+        let ty = self.b.ty(value).clone();
+        let value = match ty {
+            Type::Dict(..) => self.call_op("aten::keys", None, &[value], &[], iter.span)?,
+            _ => value,
+        };
+        if self.tuple_types(self.b.ty(value)).is_some() {
+            // unrolled by the caller
+            let trip = value;
+            return Ok(Iterable::Indexed { value, trip });
+        }
+        let trip = match self.b.ty(value) {
+            Type::List(_) | Type::Str | Type::Tensor => {
+                self.call_op("aten::len", None, &[value], &[], iter.span)?
+            }
+            t => {
+                return Err(self.err(
+                    iter.span,
+                    format!("cannot iterate over a value of type {t}"),
+                ))
+            }
+        };
+        Ok(Iterable::Indexed { value, trip })
+    }
+
+    fn emit_range(&mut self, args: &[Expr], span: ast::Span) -> Result<Iterable, CompileError> {
+        let vals = args
+            .iter()
+            .map(|a| self.emit_value(a, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (v, a) in vals.iter().zip(args) {
+            if *self.b.ty(*v) != Type::Int {
+                return Err(self.err(
+                    a.span,
+                    format!("range() expects int, found {}", self.b.ty(*v)),
+                ));
+            }
+        }
+        match vals.as_slice() {
+            [n] => Ok(Iterable::Range {
+                trip: *n,
+                start_step: None,
+            }),
+            [start, end] | [start, end, _] => {
+                let step = match vals.get(2) {
+                    Some(s) => *s,
+                    None => self.b.constant(IValue::Int(1)),
+                };
+                let trip = self.call_op(
+                    "aten::__range_length",
+                    None,
+                    &[*start, *end, step],
+                    &[],
+                    span,
+                )?;
+                Ok(Iterable::Range {
+                    trip,
+                    start_step: Some((*start, step)),
+                })
+            }
+            _ => Err(self.err(span, "range() takes 1 to 3 arguments")),
+        }
+    }
+
+    /// The element of `iterable` at loop index `index`.
+    fn iterable_item(
+        &mut self,
+        iterable: &Iterable,
+        index: ValueId,
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        match iterable {
+            Iterable::Range { start_step, .. } => match start_step {
+                None => Ok(index),
+                Some((start, step)) => self.call_op(
+                    "aten::__derive_index",
+                    None,
+                    &[index, *start, *step],
+                    &[],
+                    span,
+                ),
+            },
+            Iterable::Indexed { value, .. } => {
+                if *self.b.ty(*value) == Type::Tensor {
+                    let zero = self.b.constant(IValue::Int(0));
+                    self.call_op("aten::select", None, &[*value, zero, index], &[], span)
+                } else {
+                    self.call_op("aten::__getitem__", None, &[*value, index], &[], span)
+                }
+            }
+            Iterable::Enumerate(inner) => {
+                let item = self.iterable_item(inner, index, span)?;
+                let types = vec![Type::Int, self.b.ty(item).clone()];
+                Ok(self.b.insert1(
+                    "prim::TupleConstruct",
+                    None,
+                    vec![index, item],
+                    Type::Tuple(types),
+                ))
+            }
+            Iterable::Zip { parts, .. } => {
+                let items = parts
+                    .iter()
+                    .map(|p| self.iterable_item(p, index, span))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let types = items.iter().map(|v| self.b.ty(*v).clone()).collect();
+                Ok(self
+                    .b
+                    .insert1("prim::TupleConstruct", None, items, Type::Tuple(types)))
+            }
+        }
+    }
+
+    /// Emit a `prim::Loop`: every variable visible outside that the body (or the loop target)
+    /// assigns becomes a loop-carried value.
+    fn emit_loop(
+        &mut self,
+        trip: ValueId,
+        cond: ValueId,
+        body: &[Stmt],
+        bind_target: &mut dyn FnMut(&mut Self, ValueId) -> Result<(), CompileError>,
+        while_cond: Option<&Expr>,
+        target_names: &[String],
+    ) -> Result<(), CompileError> {
+        let mut assigned: Vec<String> = target_names.to_vec();
+        collect_assigned(body, &mut assigned);
+        let carried: Vec<(String, ValueId)> = assigned
+            .iter()
+            .filter_map(|n| self.lookup(n).map(|v| (n.clone(), v)))
+            .collect();
+        let mut inputs = vec![trip, cond];
+        inputs.extend(carried.iter().map(|(_, v)| *v));
+        let node = self.b.insert("prim::Loop", None, inputs, vec![]);
+        let saved = self.b.block;
+        let block = self.b.graph.add_block(node);
+        let index = self.b.graph.add_param(block, Type::Int, None);
+        self.b.block = block;
+        self.push_frame();
+        let mut params = Vec::new();
+        for (name, v) in &carried {
+            let ty = self.b.ty(*v).clone();
+            let p = self.b.graph.add_param(block, ty, None);
+            params.push(p);
+            self.set_var(name, p);
+        }
+        let result = (|| -> Result<ValueId, CompileError> {
+            bind_target(self, index)?;
+            self.emit_stmts(body)?;
+            match while_cond {
+                Some(c) => self.emit_cond(c),
+                None => Ok(cond),
+            }
+        })();
+        let frame = self.pop_frame();
+        self.b.block = saved;
+        let next_cond = result?;
+        let mut returns = vec![next_cond];
+        for ((name, _), p) in carried.iter().zip(&params) {
+            let v = frame.vars.get(name).copied().unwrap_or(*p);
+            let (pt, vt) = (self.b.ty(*p).clone(), self.b.ty(v).clone());
+            if let Some(u) = unify_types(&pt, &vt) {
+                self.b.graph.value_mut(*p).ty = u;
+            }
+            returns.push(v);
+        }
+        self.b.graph.block_mut(block).returns = returns;
+        for ((name, _), p) in carried.iter().zip(&params) {
+            let ty = self.b.ty(*p).clone();
+            let out = self.b.graph.add_node_output(node, ty);
+            if super::meaningful_name(name) {
+                self.b.graph.value_mut(out).debug_name = Some(name.clone());
+            }
+            if let Some(f) = self.frames.last_mut() {
+                f.vars.insert(name.clone(), out);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn iterable_trip(it: &Iterable) -> ValueId {
+    match it {
+        Iterable::Range { trip, .. }
+        | Iterable::Indexed { trip, .. }
+        | Iterable::Zip { trip, .. } => *trip,
+        Iterable::Enumerate(inner) => iterable_trip(inner),
+    }
+}
+
+fn collect_assigned_target(t: &Expr, out: &mut Vec<String>) {
+    match &t.kind {
+        ExprKind::Name(n) => {
+            if !out.contains(n) {
+                out.push(n.clone())
+            }
+        }
+        ExprKind::Tuple(items) | ExprKind::List(items) => {
+            for i in items {
+                collect_assigned_target(i, out);
+            }
+        }
+        ExprKind::Starred(inner) => collect_assigned_target(inner, out),
+        _ => {}
+    }
+}
+
+/// Names a block of statements assigns, in order of first assignment.
+fn collect_assigned(stmts: &[Stmt], out: &mut Vec<String>) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Assign { targets, .. } => {
+                for t in targets {
+                    collect_assigned_target(t, out);
+                }
+            }
+            StmtKind::AnnAssign { target, .. } | StmtKind::AugAssign { target, .. } => {
+                collect_assigned_target(target, out)
+            }
+            StmtKind::If { body, orelse, .. } => {
+                collect_assigned(body, out);
+                collect_assigned(orelse, out);
+            }
+            StmtKind::While { body, .. } => collect_assigned(body, out),
+            StmtKind::For { target, body, .. } => {
+                collect_assigned_target(target, out);
+                collect_assigned(body, out);
+            }
+            StmtKind::With { items, body } => {
+                for i in items {
+                    if let Some(t) = &i.target {
+                        collect_assigned_target(t, out);
+                    }
+                }
+                collect_assigned(body, out);
+            }
+            _ => {}
+        }
+    }
+}

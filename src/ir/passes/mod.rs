@@ -1,0 +1,154 @@
+//! Graph passes run after emission and for `inlined_graph`: dead code elimination, constant
+//! pooling and inlining of calls (PyTorch's `EliminateDeadCode`, `ConstantPooling`, `Inline`).
+
+mod inline;
+
+pub use inline::{inline_calls, CalleeGraphs};
+
+use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
+use crate::ir::schema::SchemaRegistry;
+use std::collections::HashSet;
+
+/// Node kinds that act on the world (or on objects) and are kept even when their outputs are
+/// unused.
+const EFFECTFUL_KINDS: &[&str] = &[
+    "prim::RaiseException",
+    "prim::SetAttr",
+    "prim::Print",
+    "aten::warn",
+    "prim::CallMethod",
+    "prim::CallFunction",
+    "prim::Enter",
+    "prim::Exit",
+    "prim::AddStatValue",
+    "prim::TimePoint",
+    "prim::Store",
+    "prim::sleep",
+    "aten::manual_seed",
+];
+
+/// Whether a node must be kept even when its outputs are unused.
+pub fn has_side_effects(graph: &Graph, node: NodeId) -> bool {
+    let n = graph.node(node);
+    let kind = n.kind.as_str();
+    if EFFECTFUL_KINDS.contains(&kind) {
+        return true;
+    }
+    if !n.blocks.is_empty() {
+        return n.blocks.iter().any(|&b| {
+            graph
+                .block(b)
+                .nodes
+                .iter()
+                .any(|&c| has_side_effects(graph, c))
+        });
+    }
+    if kind.starts_with("prim::") {
+        return false;
+    }
+    // operators that mutate an argument (or are unknown) are kept
+    SchemaRegistry::global()
+        .find(&n.qualified_op())
+        .is_none_or(|s| s.is_mutable() || s.returns.is_empty())
+}
+
+/// Remove nodes whose outputs are unused and that have no side effects, innermost first.
+pub fn eliminate_dead_code(graph: &mut Graph) {
+    loop {
+        let used = used_values(graph);
+        let mut removed = false;
+        let mut all = Vec::new();
+        graph.walk(graph.root, &mut |n| all.push(n));
+        for &n in all.iter().rev() {
+            let node = graph.node(n);
+            let live = node.outputs.iter().any(|o| used.contains(o));
+            if !live && !has_side_effects(graph, n) {
+                graph.remove_node(n);
+                removed = true;
+            }
+        }
+        if !removed {
+            break;
+        }
+    }
+}
+
+/// Values used as a node input or block return by any reachable node.
+fn used_values(graph: &Graph) -> HashSet<ValueId> {
+    let mut used = HashSet::new();
+    collect_uses(graph, graph.root, &mut used);
+    used
+}
+
+fn collect_uses(graph: &Graph, block: BlockId, used: &mut HashSet<ValueId>) {
+    used.extend(graph.block(block).returns.iter().copied());
+    for &n in &graph.block(block).nodes {
+        used.extend(graph.node(n).inputs.iter().copied());
+        for &b in &graph.node(n).blocks {
+            collect_uses(graph, b, used);
+        }
+    }
+}
+
+/// A hashable identity for a constant: its output type and attribute.
+fn constant_key(graph: &Graph, node: NodeId) -> Option<String> {
+    let n = graph.node(node);
+    let ty = graph.value(*n.outputs.first()?).ty.to_string();
+    let attr = match n.attr("value") {
+        None => "None".to_string(),
+        Some(Attr::Int(i)) => format!("i{i}"),
+        Some(Attr::Float(f)) => format!("f{}", f.to_bits()),
+        Some(Attr::Str(s)) => format!("s{s:?}"),
+        Some(Attr::Value(v)) => match v {
+            // tensors are pooled by identity of their storage, never by value
+            crate::runtime::IValue::Tensor(_) => return None,
+            crate::runtime::IValue::Object(_) => return None,
+            other => format!("v{other:?}"),
+        },
+        Some(other) => format!("{other:?}"),
+    };
+    Some(format!("{ty}|{attr}"))
+}
+
+/// Deduplicate constants and hoist every constant to the start of the graph, as PyTorch's
+/// `ConstantPooling` does (each newly seen constant is moved before the current first node).
+pub fn pool_constants(graph: &mut Graph) {
+    let mut seen: std::collections::HashMap<String, ValueId> = Default::default();
+    let mut order = Vec::new();
+    graph.walk(graph.root, &mut |n| order.push(n));
+    for n in order {
+        if graph.node(n).kind != "prim::Constant" {
+            continue;
+        }
+        let Some(key) = constant_key(graph, n) else {
+            continue;
+        };
+        let Some(&out) = graph.node(n).outputs.first() else {
+            continue;
+        };
+        if let Some(&existing) = seen.get(&key) {
+            graph.replace_all_uses(out, existing);
+            graph.remove_node(n);
+            continue;
+        }
+        seen.insert(key, out);
+        graph.remove_node(n);
+        let root = graph.root;
+        graph.insert_at(root, 0, n);
+    }
+}
+
+/// The node defining `v`, if it is a node output.
+pub fn producer(graph: &Graph, v: ValueId) -> Option<NodeId> {
+    match graph.value(v).def {
+        Def::Node(n, _) => Some(n),
+        Def::Param(..) => None,
+    }
+}
+
+/// The cleanup PyTorch runs on every freshly emitted function (`runCleanupPasses`, minus
+/// constant propagation): dead code elimination then constant pooling.
+pub fn cleanup(graph: &mut Graph) {
+    eliminate_dead_code(graph);
+    pool_constants(graph);
+}
