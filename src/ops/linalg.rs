@@ -324,7 +324,7 @@ pub(crate) fn matmul_nd(
             T::from_f64(scale),
         )
     })?;
-    Ok(out.to_dtype(dtype)?)
+    out.to_dtype(dtype)
 }
 
 /// `torch.matmul` semantics for every rank combination.
@@ -611,7 +611,7 @@ fn add_broadcast(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tensor> {
             .for_each(|o, &v| *o += v);
         Ok::<(), crate::Error>(())
     })?;
-    Ok(out.to_dtype(x.dtype())?)
+    out.to_dtype(x.dtype())
 }
 
 fn tensordot(a: &mut Args) -> crate::Result<IValue> {
@@ -968,7 +968,7 @@ pub(crate) fn einsum_tensors(op: &str, equation: &str, ts: &[Tensor]) -> crate::
         })
         .collect::<crate::Result<Vec<usize>>>()?;
     let out = permute(&t, &perm)?.contiguous()?;
-    Ok(out.to_dtype(dtype)?)
+    out.to_dtype(dtype)
 }
 
 fn einsum(a: &mut Args) -> crate::Result<IValue> {
