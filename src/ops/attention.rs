@@ -153,7 +153,7 @@ pub(crate) fn sdpa(
         softmax_rows(slice_mut_of::<T>(&scores)?, s);
         batched_matmul_t::<T>(&scores, &v, None, T::one())
     })?;
-    Ok(out.to_dtype(dtype)?)
+    out.to_dtype(dtype)
 }
 
 /// scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, *, scale,
@@ -297,7 +297,7 @@ fn fused_mha(
         )));
     }
     let d = q.shape()[2];
-    if heads == 0 || d % heads != 0 {
+    if heads == 0 || !d.is_multiple_of(heads) {
         return Err(value_err(format!(
             "{op}: embed_dim {d} not divisible by num_heads {heads}"
         )));

@@ -279,7 +279,7 @@ pub(crate) fn convolution(
         out
     } else {
         let cout = w.shape()[0];
-        if w.shape()[1] * g != c || cout % g != 0 {
+        if w.shape()[1] * g != c || !cout.is_multiple_of(g) {
             return Err(shape_err(format!(
                 "{op}: expected input{:?} to have {} channels, but got {c} channels instead",
                 x.shape(),
@@ -656,6 +656,7 @@ fn convolution_op(a: &mut Args) -> crate::Result<IValue> {
     Ok(IValue::Tensor(convolution(a.op, &x, &w, b.as_ref(), &p)?))
 }
 
+#[allow(clippy::needless_range_loop)]
 /// conv_transpose1d/2d/3d: (input, weight, bias, stride, padding, output_padding, groups,
 /// dilation).
 fn conv_transpose_nd(a: &mut Args) -> crate::Result<IValue> {

@@ -193,7 +193,7 @@ fn interpolate(
         slice_mut_of::<T>(&t)?.copy_from_slice(&buf);
         Ok::<Tensor, crate::Error>(t)
     })?;
-    Ok(out.to_dtype(dtype)?)
+    out.to_dtype(dtype)
 }
 
 fn mode_of(op: &str) -> (Mode, usize) {

@@ -324,7 +324,7 @@ pub(crate) fn matmul_nd(
             T::from_f64(scale),
         )
     })?;
-    Ok(out.to_dtype(dtype)?)
+    out.to_dtype(dtype)
 }
 
 /// `torch.matmul` semantics for every rank combination.
@@ -611,7 +611,7 @@ fn add_broadcast(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tensor> {
             .for_each(|o, &v| *o += v);
         Ok::<(), crate::Error>(())
     })?;
-    Ok(out.to_dtype(x.dtype())?)
+    out.to_dtype(x.dtype())
 }
 
 fn tensordot(a: &mut Args) -> crate::Result<IValue> {
@@ -865,6 +865,9 @@ pub(crate) fn einsum_tensors(op: &str, equation: &str, ts: &[Tensor]) -> crate::
         }
     }
     let mut ops: Vec<Labeled> = Vec::new();
+    // Label occurrence counts over the raw terms (a label repeated in one term is a diagonal and
+    // still counts twice for the implicit output).
+    let mut counts: std::collections::BTreeMap<u32, usize> = Default::default();
     for (term, t) in terms.iter().zip(ts) {
         let labels = parse_term(op, term, Some(t.dim()), ell)?;
         if labels.len() != t.dim() {
@@ -872,6 +875,9 @@ pub(crate) fn einsum_tensors(op: &str, equation: &str, ts: &[Tensor]) -> crate::
                 "{op}: the number of subscripts in '{term}' does not match the operand's {} dims",
                 t.dim()
             )));
+        }
+        for &l in &labels {
+            *counts.entry(l).or_default() += 1;
         }
         ops.push(dedup_labels(Labeled {
             t: t.to_dtype(cd)?,
@@ -881,12 +887,6 @@ pub(crate) fn einsum_tensors(op: &str, equation: &str, ts: &[Tensor]) -> crate::
     let out_labels: Vec<u32> = match rhs {
         Some(r) => parse_term(op, r, None, ell)?,
         None => {
-            let mut counts: std::collections::BTreeMap<u32, usize> = Default::default();
-            for o in &ops {
-                for &l in &o.labels {
-                    *counts.entry(l).or_default() += 1;
-                }
-            }
             let mut v: Vec<u32> = (0..ell as u32).map(|i| ELLIPSIS_BASE + i).collect();
             v.retain(|l| counts.contains_key(l));
             v.extend(
@@ -968,7 +968,7 @@ pub(crate) fn einsum_tensors(op: &str, equation: &str, ts: &[Tensor]) -> crate::
         })
         .collect::<crate::Result<Vec<usize>>>()?;
     let out = permute(&t, &perm)?.contiguous()?;
-    Ok(out.to_dtype(dtype)?)
+    out.to_dtype(dtype)
 }
 
 fn einsum(a: &mut Args) -> crate::Result<IValue> {

@@ -68,11 +68,7 @@ fn normalize_groups(
     let cd = compute_dtype(op, dtype)?;
     let xc = contiguous_as(x, cd)?;
     let out = Tensor::zeros(x.shape(), cd)?;
-    let groups = if group_len == 0 {
-        0
-    } else {
-        x.numel() / group_len
-    };
+    let groups = x.numel().checked_div(group_len).unwrap_or(0);
     let mut stats = vec![(0.0f64, 0.0f64); groups];
     dispatch_real_compute!(cd, op, |T| {
         let xs = slice_of::<T>(&xc)?;
@@ -106,7 +102,7 @@ fn normalize_groups(
 
 /// A stats tensor of `shape` in the dtype PyTorch returns it (the input's).
 fn stats_tensor(v: Vec<f64>, shape: &[usize], dtype: DType) -> crate::Result<Tensor> {
-    Ok(Tensor::from_vec(v, shape)?.to_dtype(dtype)?)
+    Tensor::from_vec(v, shape)?.to_dtype(dtype)
 }
 
 fn layer_norm_impl(a: &Args, rms: bool) -> crate::Result<(Tensor, Vec<f64>, Vec<f64>, usize)> {

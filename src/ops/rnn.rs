@@ -111,10 +111,7 @@ fn layer_weights<T: Real>(
     } else {
         (None, None, &ps[2..])
     };
-    let w_hr = match rest.first() {
-        Some(w) => Some(w),
-        None => None,
-    };
+    let w_hr = rest.first();
     let out = w_hr.map_or(hidden, |w| w.shape()[0]);
     if w_hh.shape()[1] != out {
         return Err(shape_err(format!(

@@ -238,12 +238,12 @@ fn roi_pool(a: &mut Args) -> crate::Result<IValue> {
     let (n, c, h, w) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
     let k = rois.shape()[0];
     let out = Tensor::zeros(&[k, c, ph, pw], cd)?;
-    let arg = Tensor::zeros(&[k, c, ph, pw], DType::Int64)?;
+    let arg = Tensor::zeros(&[k, c, ph, pw], DType::Int32)?;
     dispatch_real_compute!(cd, a.op, |T| {
         let xs = slice_of::<T>(&x)?;
         let rs = slice_of::<T>(&rois)?;
         let os = slice_mut_of::<T>(&out)?;
-        let am = slice_mut_of::<i64>(&arg)?;
+        let am = slice_mut_of::<i32>(&arg)?;
         let sc = T::from_f64(scale);
         for r in 0..k {
             let roi = &rs[r * 5..r * 5 + 5];
@@ -287,7 +287,7 @@ fn roi_pool(a: &mut Args) -> crate::Result<IValue> {
                         }
                         let o = ((r * c + ch) * ph + py) * pw + px;
                         os[o] = best;
-                        am[o] = best_i;
+                        am[o] = best_i as i32;
                     }
                 }
             }

@@ -70,12 +70,36 @@ fn json_f64(v: &Value) -> f64 {
 /// Decode one encoded value (see fixtures/golden_io.py).
 pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
     let obj = v.as_object().expect("encoded value is an object");
-    let (tag, body) = obj.iter().next().expect("encoded value has a tag");
+    // serde_json maps are sorted: a tensor's "dtype"/"shape" keys sort before its "tensor" tag.
+    let (tag, body) = obj
+        .iter()
+        .find(|(k, _)| k.as_str() != "dtype" && k.as_str() != "shape")
+        .expect("encoded value has a tag");
     match tag.as_str() {
         "tensor" => {
             let dtype =
                 DType::from_name(obj["dtype"].as_str().expect("dtype")).expect("known dtype");
-            IValue::Tensor(arrays.tensor(body.as_str().expect("key"), dtype))
+            let t = arrays.tensor(body.as_str().expect("key"), dtype);
+            // numpy stores 0-d arrays as shape [1]: restore the shape recorded in the JSON.
+            let shape: Vec<usize> = obj["shape"]
+                .as_array()
+                .expect("shape")
+                .iter()
+                .map(|d| d.as_u64().expect("dim") as usize)
+                .collect();
+            let t = if t.shape() != shape.as_slice() && t.numel() == shape.iter().product::<usize>()
+            {
+                let t = t.contiguous().expect("contiguous golden");
+                t.as_strided(
+                    &shape,
+                    &tsrun::tensor::contiguous_strides(&shape),
+                    t.storage_offset(),
+                )
+                .expect("golden reshape")
+            } else {
+                t
+            };
+            IValue::Tensor(t)
         }
         "none" => IValue::None,
         "bool" => IValue::Bool(body.as_bool().expect("bool")),
