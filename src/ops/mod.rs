@@ -23,6 +23,7 @@ pub mod reduce;
 pub mod rnn;
 pub mod scalar;
 pub mod shape;
+pub mod sort;
 pub mod vision;
 
 pub use args::{Args, OpContext};
@@ -94,6 +95,7 @@ impl Registry {
             vision::register(&mut r);
             index::register(&mut r);
             shape::register(&mut r);
+            sort::register(&mut r);
             scalar::register(&mut r);
             r
         })
