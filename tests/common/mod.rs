@@ -70,8 +70,12 @@ fn json_f64(v: &Value) -> f64 {
 /// Decode one encoded value (see fixtures/golden_io.py).
 pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
     let obj = v.as_object().expect("encoded value is an object");
-    let (tag, body) = obj.iter().next().expect("encoded value has a tag");
-    match tag.as_str() {
+    // a tensor's object also holds "dtype" and "shape", which sort before "tensor"
+    let (tag, body) = match obj.get("tensor") {
+        Some(b) => ("tensor", b),
+        None => obj.iter().next().map(|(k, v)| (k.as_str(), v)).expect("encoded value has a tag"),
+    };
+    match tag {
         "tensor" => {
             let dtype = DType::from_name(obj["dtype"].as_str().expect("dtype")).expect("known dtype");
             IValue::Tensor(arrays.tensor(body.as_str().expect("key"), dtype))
