@@ -27,6 +27,7 @@ pub mod reduce;
 pub mod rnn;
 pub mod scalar;
 pub mod shape;
+pub mod sort;
 pub mod vision;
 
 pub use args::{Args, OpContext};
@@ -101,6 +102,7 @@ impl Registry {
             interpolate::register(&mut r);
             index::register(&mut r);
             shape::register(&mut r);
+            sort::register(&mut r);
             scalar::register(&mut r);
             r
         })

@@ -1,5 +1,1767 @@
-//! Kernels: shape family.
+//! Kernels: shape family — views (which alias their input's storage exactly as PyTorch's do:
+//! same storage, PyTorch's strides and storage offset), geometry queries, and copying shape ops
+//! (cat, stack, repeat, flip, roll, pad, tril/triu, diag, ...).
+//!
+//! In-place geometry ops (`unsqueeze_`, `squeeze_`, `transpose_`, `t_`, `as_strided_`) cannot
+//! change other handles of the same tensor, because an `IValue::Tensor` holds its own
+//! geometry. They return the re-shaped handle; the interpreter must bind the op's output to the
+//! input value too (replace the `self` operand's value with the returned tensor), which is what
+//! PyTorch's aliasing annotation `Tensor(a!)` says.
 
-use super::Registry;
+use super::{Args, Registry};
+use crate::ir::Type;
+use crate::runtime::{IValue, List};
+use crate::tensor::{
+    broadcast_shapes, checked_numel, contiguous_strides, promote::promote_types, wrap_dim, DType,
+    Scalar, Shape, Strides, Tensor, TensorError,
+};
+use ndarray::Axis;
 
-pub(crate) fn register(_r: &mut Registry) {}
+type R<T> = crate::Result<T>;
+
+pub(crate) fn shape_err(msg: impl Into<String>) -> crate::Error {
+    TensorError::Shape(msg.into()).into()
+}
+pub(crate) fn index_err(msg: impl Into<String>) -> crate::Error {
+    TensorError::Index(msg.into()).into()
+}
+pub(crate) fn value_err(msg: impl Into<String>) -> crate::Error {
+    TensorError::Value(msg.into()).into()
+}
+
+/// A `Tensor[]` result.
+pub(crate) fn tensor_list(items: Vec<Tensor>) -> IValue {
+    IValue::List(List::new(
+        Type::Tensor,
+        items.into_iter().map(IValue::Tensor).collect(),
+    ))
+}
+
+fn int_list_value(v: impl IntoIterator<Item = i64>) -> IValue {
+    IValue::List(List::new(
+        Type::Int,
+        v.into_iter().map(IValue::Int).collect(),
+    ))
+}
+
+/// Wrap `dim` against `ndim` dims (PyTorch's `maybe_wrap_dim`).
+pub(crate) fn wdim(dim: i64, ndim: usize) -> R<usize> {
+    Ok(wrap_dim(dim, ndim)?)
+}
+
+fn to_usize(v: i64, what: &str) -> R<usize> {
+    usize::try_from(v).map_err(|_| value_err(format!("{what} must be non-negative, got {v}")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// View helpers (shared with index.rs and sort.rs)
+// ---------------------------------------------------------------------------------------------
+
+/// Resolve a size list with at most one `-1` against `numel` (PyTorch's `infer_size`).
+pub(crate) fn infer_size(size: &[i64], numel: usize) -> R<Shape> {
+    let mut out: Shape = Shape::new();
+    let mut infer: Option<usize> = None;
+    let mut known: usize = 1;
+    for (i, &s) in size.iter().enumerate() {
+        if s == -1 {
+            if infer.is_some() {
+                return Err(shape_err("only one dimension can be inferred"));
+            }
+            infer = Some(i);
+            out.push(1);
+        } else if s >= 0 {
+            known = known
+                .checked_mul(s as usize)
+                .ok_or_else(|| shape_err(format!("shape {size:?} overflows")))?;
+            out.push(s as usize);
+        } else {
+            return Err(shape_err(format!("invalid shape dimension {s}")));
+        }
+    }
+    match infer {
+        Some(i) => {
+            if known == 0 || numel % known != 0 {
+                return Err(shape_err(format!(
+                    "shape '{size:?}' is invalid for input of size {numel}"
+                )));
+            }
+            out[i] = numel / known;
+        }
+        None => {
+            if known != numel {
+                return Err(shape_err(format!(
+                    "shape '{size:?}' is invalid for input of size {numel}"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Strides that let a tensor of (`old_shape`, `old_strides`) be viewed as `new_shape` without
+/// copying, or `None` when PyTorch would refuse `view` (ATen's `computeStride`).
+pub(crate) fn view_strides(
+    old_shape: &[usize],
+    old_strides: &[isize],
+    new_shape: &[usize],
+) -> Option<Strides> {
+    if old_shape.contains(&0) || old_shape.is_empty() {
+        if old_shape == new_shape {
+            return Some(old_strides.into());
+        }
+        return Some(contiguous_strides(new_shape));
+    }
+    let mut new_strides: Strides = Strides::from_elem(0, new_shape.len());
+    let mut view_d = new_shape.len() as isize - 1;
+    let mut chunk_base_stride = *old_strides.last()?;
+    let mut tensor_numel: isize = 1;
+    let mut view_numel: isize = 1;
+    for tensor_d in (0..old_shape.len()).rev() {
+        tensor_numel *= old_shape[tensor_d] as isize;
+        let boundary = tensor_d == 0
+            || (old_shape[tensor_d - 1] != 1
+                && old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride);
+        if boundary {
+            while view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d as usize] == 1) {
+                new_strides[view_d as usize] = view_numel * chunk_base_stride;
+                view_numel *= new_shape[view_d as usize] as isize;
+                view_d -= 1;
+            }
+            if view_numel != tensor_numel {
+                return None;
+            }
+            if tensor_d > 0 {
+                chunk_base_stride = old_strides[tensor_d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    if view_d != -1 {
+        return None;
+    }
+    Some(new_strides)
+}
+
+pub(crate) fn view(t: &Tensor, size: &[i64]) -> R<Tensor> {
+    let shape = infer_size(size, t.numel())?;
+    let strides = view_strides(t.shape(), t.strides(), &shape).ok_or_else(|| {
+        shape_err(
+            "view size is not compatible with input tensor's size and stride (at least one \
+             dimension spans across two contiguous subspaces). Use .reshape(...) instead.",
+        )
+    })?;
+    Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
+}
+
+/// `reshape`: a view when the geometry allows, else a contiguous copy (exactly PyTorch's rule).
+pub(crate) fn reshape(t: &Tensor, size: &[i64]) -> R<Tensor> {
+    let shape = infer_size(size, t.numel())?;
+    match view_strides(t.shape(), t.strides(), &shape) {
+        Some(strides) => Ok(t.as_strided(&shape, &strides, t.storage_offset())?),
+        None => {
+            let c = t.deep_clone()?;
+            Ok(c.as_strided(&shape, &contiguous_strides(&shape), 0)?)
+        }
+    }
+}
+
+fn usize_shape(shape: &[usize]) -> Vec<i64> {
+    shape.iter().map(|&s| s as i64).collect()
+}
+
+pub(crate) fn permute(t: &Tensor, dims: &[i64]) -> R<Tensor> {
+    let n = t.dim();
+    if dims.len() != n {
+        return Err(shape_err(format!(
+            "permute(sparse_coo): number of dimensions in the tensor input does not match the length of the desired ordering of dimensions i.e. input.dim() = {n} is not equal to len(dims) = {}",
+            dims.len()
+        )));
+    }
+    let mut seen = vec![false; n];
+    let mut shape = Shape::new();
+    let mut strides = Strides::new();
+    for &d in dims {
+        let d = wdim(d, n)?;
+        if seen[d] {
+            return Err(shape_err("permute(): duplicate dims are not allowed."));
+        }
+        seen[d] = true;
+        shape.push(t.shape()[d]);
+        strides.push(t.strides()[d]);
+    }
+    Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
+}
+
+pub(crate) fn transpose(t: &Tensor, d0: i64, d1: i64) -> R<Tensor> {
+    let n = t.dim();
+    if n == 0 {
+        wdim(d0, n)?;
+        wdim(d1, n)?;
+        return Ok(t.clone());
+    }
+    let (a, b) = (wdim(d0, n)?, wdim(d1, n)?);
+    let mut shape: Shape = t.shape().into();
+    let mut strides: Strides = t.strides().into();
+    shape.swap(a, b);
+    strides.swap(a, b);
+    Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
+}
+
+fn t_op(t: &Tensor) -> R<Tensor> {
+    if t.dim() > 2 {
+        return Err(shape_err(format!(
+            "t() expects a tensor with <= 2 dimensions, but self is {}D",
+            t.dim()
+        )));
+    }
+    if t.dim() < 2 {
+        return Ok(t.clone());
+    }
+    transpose(t, 0, 1)
+}
+
+pub(crate) fn unsqueeze(t: &Tensor, dim: i64) -> R<Tensor> {
+    let n = t.dim();
+    let d = wdim(dim, n + 1)?;
+    let mut shape: Shape = t.shape().into();
+    let mut strides: Strides = t.strides().into();
+    let stride = if d >= n {
+        1
+    } else {
+        shape[d] as isize * strides[d]
+    };
+    shape.insert(d, 1);
+    strides.insert(d, stride);
+    Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
+}
+
+/// Remove the size-1 dims among `dims` (others are left alone, as PyTorch does).
+pub(crate) fn squeeze_dims(t: &Tensor, dims: &[usize]) -> R<Tensor> {
+    let mut shape = Shape::new();
+    let mut strides = Strides::new();
+    for (i, (&s, &st)) in t.shape().iter().zip(t.strides()).enumerate() {
+        if s == 1 && dims.contains(&i) {
+            continue;
+        }
+        shape.push(s);
+        strides.push(st);
+    }
+    Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
+}
+
+fn squeeze_all(t: &Tensor) -> R<Tensor> {
+    let all: Vec<usize> = (0..t.dim()).collect();
+    squeeze_dims(t, &all)
+}
+
+fn squeeze_list(t: &Tensor, dims: &[i64]) -> R<Tensor> {
+    let n = t.dim();
+    let ds = dims.iter().map(|&d| wdim(d, n)).collect::<R<Vec<_>>>()?;
+    squeeze_dims(t, &ds)
+}
+
+pub(crate) fn expand(t: &Tensor, size: &[i64]) -> R<Tensor> {
+    let n = t.dim();
+    if size.len() < n {
+        return Err(shape_err(format!(
+            "expand: the number of sizes provided ({}) must be greater or equal to the number of dimensions in the tensor ({n})",
+            size.len()
+        )));
+    }
+    let lead = size.len() - n;
+    let mut shape = Shape::new();
+    let mut strides = Strides::new();
+    for (i, &s) in size.iter().enumerate() {
+        if i < lead {
+            if s < 0 {
+                return Err(shape_err(format!(
+                    "The expanded size of the tensor ({s}) isn't allowed in a leading, non-existing dimension {i}"
+                )));
+            }
+            shape.push(s as usize);
+            strides.push(0);
+            continue;
+        }
+        let (cur, st) = (t.shape()[i - lead], t.strides()[i - lead]);
+        if s == -1 || s as usize == cur && s >= 0 {
+            shape.push(cur);
+            strides.push(st);
+        } else if cur == 1 && s >= 0 {
+            shape.push(s as usize);
+            strides.push(0);
+        } else {
+            return Err(shape_err(format!(
+                "The expanded size of the tensor ({s}) must match the existing size ({cur}) at non-singleton dimension {i}.  Target sizes: {size:?}.  Tensor sizes: {:?}",
+                t.shape()
+            )));
+        }
+    }
+    Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
+}
+
+pub(crate) fn expand_to(t: &Tensor, shape: &[usize]) -> R<Tensor> {
+    if t.shape() == shape {
+        return Ok(t.clone());
+    }
+    expand(t, &usize_shape(shape))
+}
+
+pub(crate) fn narrow(t: &Tensor, dim: i64, start: i64, length: i64) -> R<Tensor> {
+    if t.dim() == 0 {
+        return Err(index_err("narrow() cannot be applied to a 0-dim tensor."));
+    }
+    let d = wdim(dim, t.dim())?;
+    let size = t.shape()[d] as i64;
+    let start = if start < 0 { start + size } else { start };
+    if start < 0 || start > size || length < 0 || start + length > size {
+        return Err(index_err(format!(
+            "start ({start}) + length ({length}) exceeds dimension size ({size})."
+        )));
+    }
+    slice(t, d as i64, Some(start), Some(start + length), 1)
+}
+
+pub(crate) fn select(t: &Tensor, dim: i64, index: i64) -> R<Tensor> {
+    if t.dim() == 0 {
+        return Err(index_err("select() cannot be applied to a 0-dim tensor."));
+    }
+    let d = wdim(dim, t.dim())?;
+    let size = t.shape()[d] as i64;
+    if index < -size || index >= size {
+        return Err(index_err(format!(
+            "select(): index {index} out of range for tensor of size {:?} at dimension {d}",
+            t.shape()
+        )));
+    }
+    let i = if index < 0 { index + size } else { index } as usize;
+    let mut shape: Shape = t.shape().into();
+    let mut strides: Strides = t.strides().into();
+    let offset = t.storage_offset() as isize + i as isize * strides[d];
+    shape.remove(d);
+    strides.remove(d);
+    Ok(t.as_strided(&shape, &strides, offset as usize)?)
+}
+
+/// `aten::slice.Tensor`: Python slicing semantics with clamping of out-of-range bounds.
+pub(crate) fn slice(
+    t: &Tensor,
+    dim: i64,
+    start: Option<i64>,
+    end: Option<i64>,
+    step: i64,
+) -> R<Tensor> {
+    if t.dim() == 0 {
+        return Err(index_err("slice() cannot be applied to a 0-dim tensor."));
+    }
+    if step <= 0 {
+        return Err(value_err("slice step must be positive"));
+    }
+    let d = wdim(dim, t.dim())?;
+    let (begin, stop) = clamp_slice(t.shape()[d], start, end);
+    let len = if stop > begin {
+        (stop - begin + step as usize - 1) / step as usize
+    } else {
+        0
+    };
+    let mut shape: Shape = t.shape().into();
+    let mut strides: Strides = t.strides().into();
+    let offset = t.storage_offset() as isize + begin as isize * strides[d];
+    shape[d] = len;
+    strides[d] *= step as isize;
+    Ok(t.as_strided(&shape, &strides, offset as usize)?)
+}
+
+/// Start/end of a slice over a dim of `size`, clamped as PyTorch does.
+fn clamp_slice(size: usize, start: Option<i64>, end: Option<i64>) -> (usize, usize) {
+    let size = size as i64;
+    let norm = |v: i64| -> i64 {
+        let v = if v < 0 { v.saturating_add(size) } else { v };
+        v.clamp(0, size)
+    };
+    let s = norm(start.unwrap_or(0));
+    let e = norm(end.unwrap_or(i64::MAX)).max(s);
+    (s as usize, e as usize)
+}
+
+pub(crate) fn diagonal(t: &Tensor, offset: i64, dim1: i64, dim2: i64) -> R<Tensor> {
+    let n = t.dim();
+    let (d1, d2) = (wdim(dim1, n)?, wdim(dim2, n)?);
+    if d1 == d2 {
+        return Err(shape_err(format!(
+            "diagonal dimensions cannot be identical {dim1}, {dim2}"
+        )));
+    }
+    let (s1, s2) = (t.shape()[d1] as i64, t.shape()[d2] as i64);
+    let (st1, st2) = (t.strides()[d1], t.strides()[d2]);
+    let mut storage_offset = t.storage_offset() as isize;
+    let diag = if offset >= 0 {
+        (s1.min(s2 - offset)).max(0)
+    } else {
+        ((s1 + offset).min(s2)).max(0)
+    };
+    if diag > 0 {
+        if offset >= 0 {
+            storage_offset += offset as isize * st2;
+        } else {
+            storage_offset -= offset as isize * st1;
+        }
+    }
+    let mut shape = Shape::new();
+    let mut strides = Strides::new();
+    for i in 0..n {
+        if i != d1 && i != d2 {
+            shape.push(t.shape()[i]);
+            strides.push(t.strides()[i]);
+        }
+    }
+    shape.push(diag as usize);
+    strides.push(st1 + st2);
+    Ok(t.as_strided(&shape, &strides, storage_offset as usize)?)
+}
+
+pub(crate) fn movedim(t: &Tensor, src: &[i64], dst: &[i64]) -> R<Tensor> {
+    let n = t.dim();
+    if src.len() != dst.len() {
+        return Err(shape_err(format!(
+            "movedim: Invalid source or destination dims: source ({src:?} dims) should contain the same number of dims as destination ({dst:?} dims)"
+        )));
+    }
+    let src = src.iter().map(|&d| wdim(d, n)).collect::<R<Vec<_>>>()?;
+    let dst = dst.iter().map(|&d| wdim(d, n)).collect::<R<Vec<_>>>()?;
+    let mut order: Vec<Option<usize>> = vec![None; n];
+    let mut used = vec![false; n];
+    for (&s, &d) in src.iter().zip(&dst) {
+        if order[d].is_some() || used[s] {
+            return Err(shape_err("movedim: repeated dim"));
+        }
+        order[d] = Some(s);
+        used[s] = true;
+    }
+    let mut rest = (0..n).filter(|i| !used[*i]);
+    let mut perm = Vec::with_capacity(n);
+    for o in order {
+        match o {
+            Some(s) => perm.push(s as i64),
+            None => perm.push(rest.next().ok_or_else(|| shape_err("movedim"))? as i64),
+        }
+    }
+    permute(t, &perm)
+}
+
+pub(crate) fn flatten(t: &Tensor, start: i64, end: i64) -> R<Tensor> {
+    let n = t.dim();
+    if n == 0 {
+        return reshape(t, &[1]);
+    }
+    let (s, e) = (wdim(start, n)?, wdim(end, n)?);
+    if s > e {
+        return Err(shape_err(
+            "flatten() has invalid args: start_dim cannot come after end_dim",
+        ));
+    }
+    if s == e {
+        return Ok(t.clone());
+    }
+    let shape = t.shape();
+    let mut size: Vec<i64> = shape[..s].iter().map(|&x| x as i64).collect();
+    size.push(checked_numel(&shape[s..=e])? as i64);
+    size.extend(shape[e + 1..].iter().map(|&x| x as i64));
+    reshape(t, &size)
+}
+
+fn unflatten(t: &Tensor, dim: i64, sizes: &[i64]) -> R<Tensor> {
+    let d = wdim(dim, t.dim())?;
+    if sizes.is_empty() {
+        return Err(shape_err("unflatten: sizes must be non-empty"));
+    }
+    let inner = infer_size(sizes, t.shape()[d])?;
+    let mut size: Vec<i64> = usize_shape(&t.shape()[..d]);
+    size.extend(inner.iter().map(|&x| x as i64));
+    size.extend(usize_shape(&t.shape()[d + 1..]));
+    view(t, &size)
+}
+
+fn unfold(t: &Tensor, dim: i64, size: i64, step: i64) -> R<Tensor> {
+    let n = t.dim();
+    let d = wdim(dim, n)?;
+    let dim_size = if n == 0 { 1 } else { t.shape()[d] } as i64;
+    if size < 0 || size > dim_size {
+        return Err(shape_err(format!(
+            "maximum size for tensor at dimension {d} is {dim_size} but size is {size}"
+        )));
+    }
+    if step <= 0 {
+        return Err(shape_err(format!("step is {step} but must be > 0")));
+    }
+    let mut shape: Shape = t.shape().into();
+    let mut strides: Strides = t.strides().into();
+    if n == 0 {
+        shape.push(size as usize);
+        strides.push(1);
+    } else {
+        let st = strides[d];
+        shape[d] = ((dim_size - size) / step + 1) as usize;
+        strides[d] = st * step as isize;
+        shape.push(size as usize);
+        strides.push(st);
+    }
+    Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
+}
+
+fn as_strided_op(t: &Tensor, size: &[i64], stride: &[i64], offset: Option<i64>) -> R<Tensor> {
+    let shape = size
+        .iter()
+        .map(|&s| to_usize(s, "as_strided size"))
+        .collect::<R<Vec<_>>>()?;
+    let strides = stride
+        .iter()
+        .map(|&s| to_usize(s, "as_strided stride").map(|s| s as isize))
+        .collect::<R<Vec<_>>>()?;
+    let offset = match offset {
+        Some(o) => to_usize(o, "as_strided storage_offset")?,
+        None => t.storage_offset(),
+    };
+    Ok(t.as_strided(&shape, &strides, offset)?)
+}
+
+/// `view.dtype`: reinterpret the bytes as another dtype (same storage).
+fn view_dtype(t: &Tensor, dtype: DType) -> R<Tensor> {
+    let (old, new) = (t.dtype().size(), dtype.size());
+    if old == new {
+        return Ok(Tensor::from_parts(
+            t.storage().clone(),
+            t.storage_offset(),
+            t.shape(),
+            t.strides(),
+            dtype,
+        )?);
+    }
+    let n = t.dim();
+    let bad = || {
+        shape_err(format!(
+            "self.stride(-1) must be 1 to view {} as {dtype} (different element sizes), and the last dimension must be divisible",
+            t.dtype()
+        ))
+    };
+    if n == 0 || t.strides()[n - 1] != 1 {
+        return Err(bad());
+    }
+    let mut shape: Shape = t.shape().into();
+    let mut strides: Strides = t.strides().into();
+    let byte_offset = t.storage_offset() * old;
+    if new > old {
+        let ratio = new / old;
+        if shape[n - 1] % ratio != 0 || byte_offset % new != 0 {
+            return Err(bad());
+        }
+        shape[n - 1] /= ratio;
+        for s in strides[..n - 1].iter_mut() {
+            if *s % ratio as isize != 0 {
+                return Err(bad());
+            }
+            *s /= ratio as isize;
+        }
+    } else {
+        let ratio = old / new;
+        shape[n - 1] *= ratio;
+        for s in strides[..n - 1].iter_mut() {
+            *s *= ratio as isize;
+        }
+    }
+    Ok(Tensor::from_parts(
+        t.storage().clone(),
+        byte_offset / new,
+        &shape,
+        &strides,
+        dtype,
+    )?)
+}
+
+/// Split `t` along `dim` into pieces of the given sizes (views).
+pub(crate) fn split_with_sizes(t: &Tensor, sizes: &[i64], dim: i64) -> R<Vec<Tensor>> {
+    let d = wdim(dim, t.dim())?;
+    let total: i64 = sizes.iter().sum();
+    if t.dim() == 0 || total != t.shape()[d] as i64 || sizes.iter().any(|&s| s < 0) {
+        return Err(shape_err(format!(
+            "split_with_sizes expects split_sizes to sum exactly to {} (input tensor's size at dimension {d}), but got split_sizes={sizes:?}",
+            t.shape().get(d).copied().unwrap_or(0)
+        )));
+    }
+    let mut start = 0;
+    let mut out = Vec::with_capacity(sizes.len());
+    for &s in sizes {
+        out.push(narrow(t, d as i64, start, s)?);
+        start += s;
+    }
+    Ok(out)
+}
+
+fn split(t: &Tensor, split_size: i64, dim: i64) -> R<Vec<Tensor>> {
+    if t.dim() == 0 {
+        return Err(shape_err("split expects at least a 1-dimensional tensor"));
+    }
+    let d = wdim(dim, t.dim())?;
+    let dim_size = t.shape()[d] as i64;
+    if split_size < 0 || (split_size == 0 && dim_size != 0) {
+        return Err(shape_err(format!(
+            "split_size can only be 0 if dimension size is 0, but got dimension size of {dim_size}"
+        )));
+    }
+    let num = if split_size == 0 {
+        1
+    } else {
+        ((dim_size + split_size - 1) / split_size).max(1)
+    };
+    let sizes: Vec<i64> = (0..num)
+        .map(|i| split_size.min(dim_size - i * split_size))
+        .collect();
+    split_with_sizes(t, &sizes, d as i64)
+}
+
+fn chunk(t: &Tensor, chunks: i64, dim: i64) -> R<Vec<Tensor>> {
+    if t.dim() == 0 {
+        return Err(shape_err("chunk expects at least a 1-dimensional tensor"));
+    }
+    if chunks <= 0 {
+        return Err(value_err(format!(
+            "chunk expects `chunks` to be greater than 0, got: {chunks}"
+        )));
+    }
+    let d = wdim(dim, t.dim())?;
+    let dim_size = t.shape()[d] as i64;
+    let split_size = (dim_size + chunks - 1) / chunks;
+    if split_size == 0 && dim_size == 0 {
+        return split_with_sizes(t, &vec![0; chunks as usize], d as i64);
+    }
+    split(t, split_size, d as i64)
+}
+
+fn unbind(t: &Tensor, dim: i64) -> R<Vec<Tensor>> {
+    if t.dim() == 0 {
+        return Err(index_err(
+            "Dimension specified as 0 but tensor has no dimensions",
+        ));
+    }
+    let d = wdim(dim, t.dim())?;
+    (0..t.shape()[d] as i64)
+        .map(|i| select(t, d as i64, i))
+        .collect()
+}
+
+fn tensor_split_sections(t: &Tensor, sections: i64, dim: i64) -> R<Vec<Tensor>> {
+    if t.dim() == 0 {
+        return Err(shape_err(
+            "tensor_split expected at least a 1-dimensional tensor",
+        ));
+    }
+    if sections <= 0 {
+        return Err(value_err(format!(
+            "number of sections must be larger than 0, got {sections}"
+        )));
+    }
+    let d = wdim(dim, t.dim())?;
+    let n = t.shape()[d] as i64;
+    let (base, extra) = (n / sections, n % sections);
+    let mut start = 0;
+    let mut out = Vec::with_capacity(sections as usize);
+    for i in 0..sections {
+        let len = base + i64::from(i < extra);
+        out.push(slice(t, d as i64, Some(start), Some(start + len), 1)?);
+        start += len;
+    }
+    Ok(out)
+}
+
+fn tensor_split_indices(t: &Tensor, indices: &[i64], dim: i64) -> R<Vec<Tensor>> {
+    if t.dim() == 0 {
+        return Err(shape_err(
+            "tensor_split expected at least a 1-dimensional tensor",
+        ));
+    }
+    let d = wdim(dim, t.dim())? as i64;
+    let mut out = Vec::with_capacity(indices.len() + 1);
+    let mut start = 0;
+    for &end in indices {
+        out.push(slice(t, d, Some(start), Some(end), 1)?);
+        start = end;
+    }
+    out.push(slice(t, d, Some(start), None, 1)?);
+    Ok(out)
+}
+
+fn tensor_split_tensor(t: &Tensor, spec: &Tensor, dim: i64) -> R<Vec<Tensor>> {
+    if spec.dtype() != DType::Int64 || spec.dim() > 1 {
+        return Err(value_err(
+            "tensor_split expected tensor_indices_or_sections to be a zero-dimensional or one-dimensional tensor of int64",
+        ));
+    }
+    let v = spec.to_vec::<i64>()?;
+    if spec.dim() == 0 {
+        tensor_split_sections(t, v.first().copied().unwrap_or(0), dim)
+    } else {
+        tensor_split_indices(t, &v, dim)
+    }
+}
+
+/// hsplit/vsplit/dsplit with an int: the dim must divide evenly.
+fn split_axis_sections(t: &Tensor, sections: i64, dim: usize, name: &str) -> R<Vec<Tensor>> {
+    let size = t.shape().get(dim).copied().unwrap_or(0) as i64;
+    if sections == 0 || size % sections != 0 {
+        return Err(shape_err(format!(
+            "torch.{name} attempted to split along dimension {dim}, but the size of the dimension {size} is not divisible by the split_size {sections}!"
+        )));
+    }
+    tensor_split_sections(t, sections, dim as i64)
+}
+
+fn hsv_dim(t: &Tensor, name: &str) -> R<usize> {
+    let (min, dim) = match name {
+        "hsplit" => (1, if t.dim() == 1 { 0 } else { 1 }),
+        "vsplit" => (2, 0),
+        _ => (3, 2),
+    };
+    if t.dim() < min {
+        return Err(shape_err(format!(
+            "torch.{name} requires a tensor with at least {min} dimension, but got a tensor with {} dimensions!",
+            t.dim()
+        )));
+    }
+    Ok(dim)
+}
+
+fn atleast(t: &Tensor, n: usize) -> R<Tensor> {
+    match (t.dim(), n) {
+        (0, 1) => reshape(t, &[1]),
+        (0, 2) => reshape(t, &[1, 1]),
+        (0, 3) => reshape(t, &[1, 1, 1]),
+        (1, 2) => unsqueeze(t, 0),
+        (1, 3) => reshape(t, &[1, t.shape()[0] as i64, 1]),
+        (2, 3) => unsqueeze(t, -1),
+        _ => Ok(t.clone()),
+    }
+}
+
+pub(crate) fn broadcast_all(ts: &[Tensor]) -> R<Vec<Tensor>> {
+    let mut shape: Shape = Shape::new();
+    for t in ts {
+        shape = broadcast_shapes(&shape, t.shape())?;
+    }
+    ts.iter().map(|t| expand_to(t, &shape)).collect()
+}
+
+fn meshgrid(ts: &[Tensor], indexing: &str) -> R<Vec<Tensor>> {
+    if ts.is_empty() {
+        return Err(value_err("meshgrid expects a non-empty TensorList"));
+    }
+    for t in ts {
+        if t.dim() > 1 {
+            return Err(shape_err(format!(
+                "torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: {:?}",
+                t.shape()
+            )));
+        }
+    }
+    let swap = match indexing {
+        "ij" => false,
+        "xy" => ts.len() >= 2,
+        other => {
+            return Err(value_err(format!(
+                "torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {other}"
+            )))
+        }
+    };
+    let mut order: Vec<&Tensor> = ts.iter().collect();
+    if swap {
+        order.swap(0, 1);
+    }
+    let shape: Vec<i64> = order.iter().map(|t| t.numel() as i64).collect();
+    let mut out = Vec::with_capacity(ts.len());
+    for (i, t) in order.iter().enumerate() {
+        let mut vshape = vec![1i64; shape.len()];
+        vshape[i] = -1;
+        out.push(expand(&view(t, &vshape)?, &shape)?);
+    }
+    if swap {
+        out.swap(0, 1);
+        out = out
+            .iter()
+            .map(|t| transpose(t, 0, 1))
+            .collect::<R<Vec<_>>>()?;
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copying ops
+// ---------------------------------------------------------------------------------------------
+
+/// Gather `indices` (validated by the caller to be < size) along `dim` into a new contiguous
+/// tensor. The building block of index_select, flip-like and padding ops.
+pub(crate) fn gather_dim(t: &Tensor, dim: usize, indices: &[usize]) -> R<Tensor> {
+    let mut shape: Shape = t.shape().into();
+    let size = *shape
+        .get(dim)
+        .ok_or_else(|| index_err(format!("dim {dim} out of range")))?;
+    if let Some(&bad) = indices.iter().find(|&&i| i >= size) {
+        return Err(index_err(format!(
+            "index {bad} is out of bounds for dimension {dim} with size {size}"
+        )));
+    }
+    shape[dim] = indices.len();
+    let out = Tensor::zeros(&shape, t.dtype())?;
+    if out.numel() == 0 {
+        return Ok(out);
+    }
+    crate::dispatch_all!(t.dtype(), "index_select", |T| {
+        let src = t.view::<T>()?;
+        let mut dst = out.view_mut::<T>()?;
+        if dim + 1 == shape.len() {
+            ndarray::Zip::from(dst.lanes_mut(Axis(dim)))
+                .and(src.lanes(Axis(dim)))
+                .for_each(|mut d, s| {
+                    for (o, &i) in d.iter_mut().zip(indices) {
+                        *o = s[i];
+                    }
+                });
+        } else {
+            for (j, &i) in indices.iter().enumerate() {
+                dst.index_axis_mut(Axis(dim), j)
+                    .assign(&src.index_axis(Axis(dim), i));
+            }
+        }
+        Ok::<(), crate::Error>(())
+    })?;
+    Ok(out)
+}
+
+/// `torch.cat`, including the legacy rule that skips 1-D empty tensors.
+pub(crate) fn cat(ts: &[Tensor], dim: i64) -> R<Tensor> {
+    let first = ts
+        .first()
+        .ok_or_else(|| value_err("torch.cat(): expected a non-empty list of Tensors"))?;
+    let dtype = ts
+        .iter()
+        .skip(1)
+        .fold(first.dtype(), |acc, t| promote_types(acc, t.dtype()));
+    let skip = |t: &Tensor| t.dim() == 1 && t.shape()[0] == 0;
+    let kept: Vec<&Tensor> = ts.iter().filter(|t| !skip(t)).collect();
+    let Some(reference) = kept.first() else {
+        return Ok(Tensor::zeros(&[0], dtype)?);
+    };
+    if reference.dim() == 0 {
+        return Err(shape_err("zero-dimensional tensor cannot be concatenated"));
+    }
+    let n = reference.dim();
+    let d = wdim(dim, n)?;
+    let mut out_shape: Shape = reference.shape().into();
+    let mut total = 0usize;
+    for (i, t) in kept.iter().enumerate() {
+        if t.dim() != n {
+            return Err(shape_err(format!(
+                "Tensors must have same number of dimensions: got {n} and {}",
+                t.dim()
+            )));
+        }
+        for k in 0..n {
+            if k != d && t.shape()[k] != out_shape[k] {
+                return Err(shape_err(format!(
+                    "Sizes of tensors must match except in dimension {d}. Expected size {} but got size {} for tensor number {i} in the list.",
+                    out_shape[k],
+                    t.shape()[k]
+                )));
+            }
+        }
+        total += t.shape()[d];
+    }
+    out_shape[d] = total;
+    let out = Tensor::zeros(&out_shape, dtype)?;
+    let mut start = 0i64;
+    for t in kept {
+        let len = t.shape()[d] as i64;
+        if len > 0 {
+            narrow(&out, d as i64, start, len)?.copy_from(t)?;
+        }
+        start += len;
+    }
+    Ok(out)
+}
+
+fn stack(ts: &[Tensor], dim: i64) -> R<Tensor> {
+    let first = ts
+        .first()
+        .ok_or_else(|| value_err("stack expects a non-empty TensorList"))?;
+    let d = wdim(dim, first.dim() + 1)? as i64;
+    for (i, t) in ts.iter().enumerate() {
+        if t.shape() != first.shape() {
+            return Err(shape_err(format!(
+                "stack expects each tensor to be equal size, but got {:?} at entry 0 and {:?} at entry {i}",
+                first.shape(),
+                t.shape()
+            )));
+        }
+    }
+    let us = ts.iter().map(|t| unsqueeze(t, d)).collect::<R<Vec<_>>>()?;
+    cat(&us, d)
+}
+
+fn repeat(t: &Tensor, repeats: &[i64]) -> R<Tensor> {
+    if repeats.len() < t.dim() {
+        return Err(shape_err(
+            "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor",
+        ));
+    }
+    let lead = repeats.len() - t.dim();
+    // View the input as [1, s0, 1, s1, ...] expanded to [r0, s0, r1, s1, ...], then copy.
+    let mut shape = Shape::new();
+    let mut strides = Strides::new();
+    let mut final_shape: Vec<i64> = Vec::with_capacity(repeats.len());
+    for (i, &r) in repeats.iter().enumerate() {
+        let r = to_usize(r, "repeats")?;
+        let (s, st) = if i < lead {
+            (1, 0)
+        } else {
+            (t.shape()[i - lead], t.strides()[i - lead])
+        };
+        shape.push(r);
+        strides.push(0);
+        shape.push(s);
+        strides.push(st);
+        final_shape.push(
+            r.checked_mul(s)
+                .ok_or_else(|| shape_err("repeat size overflows"))? as i64,
+        );
+    }
+    checked_numel(&shape)?;
+    let expanded = t.as_strided(&shape, &strides, t.storage_offset())?;
+    let out = expanded.deep_clone()?;
+    view(&out, &final_shape)
+}
+
+fn tile(t: &Tensor, dims: &[i64]) -> R<Tensor> {
+    let mut reps: Vec<i64> = vec![1; t.dim().saturating_sub(dims.len())];
+    reps.extend_from_slice(dims);
+    repeat(t, &reps)
+}
+
+/// The `output_size` check of repeat_interleave.
+fn check_output_size(total: usize, output_size: Option<i64>) -> R<()> {
+    match output_size {
+        Some(o) if o != total as i64 => Err(value_err(format!(
+            "allocated size does not match required size: output_size={o}, required {total}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `repeat_interleave(repeats)` on a 1-D repeats tensor: [0]*r0 + [1]*r1 + ...
+fn repeat_indices(repeats: &Tensor, output_size: Option<i64>) -> R<Vec<usize>> {
+    if repeats.dim() != 1 || !repeats.dtype().is_integral(false) {
+        return Err(value_err(
+            "repeat_interleave only accept 1D vector as repeat of integer type",
+        ));
+    }
+    let reps = repeats.to_vec::<i64>()?;
+    if reps.iter().any(|&r| r < 0) {
+        return Err(value_err("repeats can not be negative"));
+    }
+    let total: usize = reps.iter().map(|&r| r as usize).sum();
+    check_output_size(total, output_size)?;
+    let mut out = Vec::with_capacity(total);
+    for (i, &r) in reps.iter().enumerate() {
+        out.extend(std::iter::repeat_n(i, r as usize));
+    }
+    Ok(out)
+}
+
+fn repeat_interleave_self(
+    t: &Tensor,
+    repeats: &Tensor,
+    dim: Option<i64>,
+    output_size: Option<i64>,
+) -> R<Tensor> {
+    let (input, d) = match dim {
+        None => (reshape(t, &[-1])?, 0usize),
+        Some(d) => (t.clone(), wdim(d, t.dim())?),
+    };
+    let size = input.shape().get(d).copied().unwrap_or(1);
+    let reps = if repeats.dim() == 0 || repeats.numel() == 1 && size != 1 {
+        let r = repeats.to_vec::<i64>()?.first().copied().unwrap_or(0);
+        Tensor::from_vec(vec![r; size], &[size])?
+    } else {
+        if repeats.numel() != size {
+            return Err(value_err(format!(
+                "repeats must have the same size as input along dim, but got repeats.size(0) = {} and input.size({d}) = {size}",
+                repeats.numel()
+            )));
+        }
+        reshape(repeats, &[-1])?
+    };
+    let idx = repeat_indices(&reps, output_size)?;
+    if input.dim() == 0 {
+        let flat = reshape(&input, &[1])?;
+        return gather_dim(&flat, 0, &idx);
+    }
+    gather_dim(&input, d, &idx)
+}
+
+fn flip(t: &Tensor, dims: &[i64]) -> R<Tensor> {
+    let n = t.dim();
+    let mut ds = Vec::with_capacity(dims.len());
+    for &d in dims {
+        let d = wdim(d, n)?;
+        if ds.contains(&d) {
+            return Err(shape_err(format!(
+                "dim {d} appears multiple times in the list of dims"
+            )));
+        }
+        ds.push(d);
+    }
+    let out = Tensor::zeros(t.shape(), t.dtype())?;
+    crate::dispatch_all!(t.dtype(), "flip", |T| {
+        let mut v = t.view::<T>()?;
+        for &d in &ds {
+            if d < v.ndim() {
+                v.invert_axis(Axis(d));
+            }
+        }
+        out.view_mut::<T>()?.assign(&v);
+        Ok::<(), crate::Error>(())
+    })?;
+    Ok(out)
+}
+
+fn roll(t: &Tensor, shifts: &[i64], dims: &[i64]) -> R<Tensor> {
+    if dims.is_empty() {
+        if shifts.len() != 1 {
+            return Err(value_err("shifts and dimensions must align"));
+        }
+        let flat = reshape(t, &[-1])?;
+        let rolled = roll(&flat, shifts, &[0])?;
+        return view(&rolled, &usize_shape(t.shape()));
+    }
+    if shifts.len() != dims.len() {
+        return Err(value_err(format!(
+            "shifts and dimensions must align. shifts: {}, dims:{}",
+            shifts.len(),
+            dims.len()
+        )));
+    }
+    let mut cur = t.clone();
+    for (&s, &d) in shifts.iter().zip(dims) {
+        let d = wdim(d, t.dim())?;
+        let n = cur.shape()[d];
+        if n == 0 {
+            continue;
+        }
+        let shift = s.rem_euclid(n as i64) as usize;
+        let idx: Vec<usize> = (0..n).map(|i| (i + n - shift) % n).collect();
+        cur = gather_dim(&cur, d, &idx)?;
+    }
+    if cur.shares_storage(t) {
+        cur = cur.deep_clone()?;
+    }
+    Ok(cur)
+}
+
+fn rot90(t: &Tensor, k: i64, dims: &[i64]) -> R<Tensor> {
+    if dims.len() != 2 {
+        return Err(value_err(format!(
+            "expected total rotation dims == 2, but got dims = {}",
+            dims.len()
+        )));
+    }
+    if t.dim() < 2 {
+        return Err(value_err(format!(
+            "expected total dims >= 2, but got total dims = {}",
+            t.dim()
+        )));
+    }
+    let (d0, d1) = (wdim(dims[0], t.dim())?, wdim(dims[1], t.dim())?);
+    if d0 == d1 {
+        return Err(value_err(format!(
+            "expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}"
+        )));
+    }
+    let (d0, d1) = (d0 as i64, d1 as i64);
+    match k.rem_euclid(4) {
+        1 => transpose(&flip(t, &[d1])?, d0, d1),
+        2 => flip(t, &[d0, d1]),
+        3 => transpose(&flip(t, &[d0])?, d0, d1),
+        _ => t.deep_clone(),
+    }
+}
+
+/// The padded dims and their (before, after) amounts: `pad` lists the last dim first.
+fn pad_pairs(t: &Tensor, pad: &[i64]) -> R<Vec<(usize, i64, i64)>> {
+    if pad.len() % 2 != 0 {
+        return Err(value_err("Padding length must be divisible by 2"));
+    }
+    let k = pad.len() / 2;
+    if k > t.dim() {
+        return Err(value_err(
+            "Padding length should be less than or equal to two times the input dimension",
+        ));
+    }
+    Ok((0..k)
+        .map(|i| (t.dim() - 1 - i, pad[2 * i], pad[2 * i + 1]))
+        .collect())
+}
+
+pub(crate) fn constant_pad(t: &Tensor, pad: &[i64], value: Scalar) -> R<Tensor> {
+    let pairs = pad_pairs(t, pad)?;
+    let mut out_shape: Shape = t.shape().into();
+    for &(d, b, a) in &pairs {
+        let s = t.shape()[d] as i64 + b + a;
+        if s < 0 {
+            return Err(shape_err(format!(
+                "The input size {}, plus negative padding {b} and {a} resulted in a negative output size, which is invalid. Check dimension {d} of your input.",
+                t.shape()[d]
+            )));
+        }
+        out_shape[d] = s as usize;
+    }
+    let out = Tensor::zeros(&out_shape, t.dtype())?;
+    out.fill(value)?;
+    // The overlap of input and output along each padded dim.
+    let mut src = t.clone();
+    let mut dst = out.clone();
+    for &(d, b, a) in &pairs {
+        let size = t.shape()[d] as i64;
+        let src_start = (-b).max(0);
+        let src_end = size - (-a).max(0);
+        let len = src_end - src_start;
+        if len <= 0 {
+            return Ok(out);
+        }
+        src = narrow(&src, d as i64, src_start, len)?;
+        dst = narrow(&dst, d as i64, b.max(0), len)?;
+    }
+    dst.copy_from(&src)?;
+    Ok(out)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum PadMode {
+    Reflect,
+    Replicate,
+    Circular,
+}
+
+fn index_pad(t: &Tensor, pad: &[i64], mode: PadMode) -> R<Tensor> {
+    let pairs = pad_pairs(t, pad)?;
+    let mut cur = t.clone();
+    for &(d, b, a) in &pairs {
+        let n = t.shape()[d] as i64;
+        match mode {
+            PadMode::Reflect if b >= n || a >= n => {
+                return Err(value_err(format!(
+                    "Argument #4: Padding size should be less than the corresponding input dimension, but got: padding ({b}, {a}) at dimension {d} of input {:?}",
+                    t.shape()
+                )))
+            }
+            PadMode::Circular if b > n || a > n => {
+                return Err(value_err(
+                    "Padding value causes wrapping around more than once.",
+                ))
+            }
+            _ if n == 0 && (b > 0 || a > 0) => {
+                return Err(value_err(format!(
+                    "padding of an empty dimension {d} is not possible"
+                )))
+            }
+            _ => {}
+        }
+        if n + b + a < 0 {
+            return Err(shape_err("negative output size from padding"));
+        }
+        let idx: Vec<usize> = (-b..n + a)
+            .map(|i| {
+                (match mode {
+                    PadMode::Reflect => {
+                        let r = if i < 0 { -i } else { i };
+                        if r >= n {
+                            2 * (n - 1) - r
+                        } else {
+                            r
+                        }
+                    }
+                    PadMode::Replicate => i.clamp(0, n - 1),
+                    PadMode::Circular => i.rem_euclid(n),
+                }) as usize
+            })
+            .collect();
+        cur = gather_dim(&cur, d, &idx)?;
+    }
+    if cur.shares_storage(t) {
+        cur = cur.deep_clone()?;
+    }
+    Ok(cur)
+}
+
+fn pad_op(t: &Tensor, pad: &[i64], mode: &str, value: Option<f64>) -> R<Tensor> {
+    let m = match mode {
+        "constant" => {
+            return constant_pad(t, pad, Scalar::Float(value.unwrap_or(0.0)));
+        }
+        "reflect" => PadMode::Reflect,
+        "replicate" => PadMode::Replicate,
+        "circular" => PadMode::Circular,
+        other => return Err(value_err(format!("Unrecognised padding mode {other}"))),
+    };
+    if value.is_some_and(|v| v != 0.0) {
+        return Err(value_err(format!(
+            "Padding mode \"{mode}\" doesn't take in value argument"
+        )));
+    }
+    index_pad(t, pad, m)
+}
+
+/// `tril` (`lower`) / `triu` over the last two dims.
+fn tri(t: &Tensor, k: i64, lower: bool) -> R<Tensor> {
+    if t.dim() < 2 {
+        return Err(shape_err(format!(
+            "{}: input tensor must have at least 2 dimensions",
+            if lower { "tril" } else { "triu" }
+        )));
+    }
+    let out = t.deep_clone()?;
+    let n = t.dim();
+    let (rows, cols) = (t.shape()[n - 2], t.shape()[n - 1]);
+    if out.numel() == 0 {
+        return Ok(out);
+    }
+    crate::dispatch_all!(t.dtype(), "tril/triu", |T| {
+        let data = out
+            .as_slice_mut::<T>()?
+            .ok_or_else(|| shape_err("fresh tensor is contiguous"))?;
+        for mat in data.chunks_mut(rows * cols) {
+            for (i, row) in mat.chunks_mut(cols).enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    let above = j as i64 - i as i64 > k;
+                    let below = (j as i64 - i as i64) < k;
+                    if (lower && above) || (!lower && below) {
+                        *v = T::default();
+                    }
+                }
+            }
+        }
+        Ok::<(), crate::Error>(())
+    })?;
+    Ok(out)
+}
+
+fn diag(t: &Tensor, k: i64) -> R<Tensor> {
+    match t.dim() {
+        1 => {
+            let n = t.shape()[0] + k.unsigned_abs() as usize;
+            let out = Tensor::zeros(&[n, n], t.dtype())?;
+            diagonal(&out, k, 0, 1)?.copy_from(t)?;
+            Ok(out)
+        }
+        2 => diagonal(t, k, 0, 1)?.deep_clone(),
+        _ => Err(shape_err("diag(): Supports 1D or 2D tensors. Got {}D")),
+    }
+}
+
+fn diag_embed(t: &Tensor, offset: i64, dim1: i64, dim2: i64) -> R<Tensor> {
+    let n = t.dim() + 1;
+    let (d1, d2) = (wdim(dim1, n)?, wdim(dim2, n)?);
+    if d1 == d2 {
+        return Err(shape_err(format!(
+            "diagonal dimensions cannot be identical {dim1}, {dim2}"
+        )));
+    }
+    let last = *t
+        .shape()
+        .last()
+        .ok_or_else(|| shape_err("diag_embed expects at least a 1-D tensor"))?;
+    let m = last + offset.unsigned_abs() as usize;
+    let mut shape: Vec<usize> = t.shape()[..t.dim() - 1].to_vec();
+    let (lo, hi) = if d1 < d2 { (d1, d2) } else { (d2, d1) };
+    shape.insert(lo, m);
+    shape.insert(hi, m);
+    let out = Tensor::zeros(&shape, t.dtype())?;
+    diagonal(&out, offset, d1 as i64, d2 as i64)?.copy_from(t)?;
+    Ok(out)
+}
+
+fn cartesian_prod(ts: &[Tensor]) -> R<Tensor> {
+    for t in ts {
+        if t.dim() != 1 {
+            return Err(shape_err(format!(
+                "Expect a 1D vector, but got shape {:?}",
+                t.shape()
+            )));
+        }
+    }
+    if ts.len() == 1 {
+        return Ok(ts[0].clone());
+    }
+    let grids = meshgrid(ts, "ij")?;
+    let flat = grids
+        .iter()
+        .map(|g| reshape(g, &[-1]))
+        .collect::<R<Vec<_>>>()?;
+    stack(&flat, 1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration
+// ---------------------------------------------------------------------------------------------
+
+fn tlist(a: &Args<'_>, i: usize) -> R<Vec<Tensor>> {
+    a.tensor_list(i)
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    // views
+    r.add("aten::view", |a| {
+        Ok(view(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
+    r.add("aten::view.dtype", |a| {
+        Ok(view_dtype(&a.tensor(0)?, a.dtype(1)?)?.into())
+    });
+    r.add_all(&["aten::reshape", "aten::_reshape_alias"], |a| {
+        Ok(reshape(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
+    r.add("aten::_unsafe_view", |a| {
+        Ok(reshape(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
+    r.add("aten::view_as", |a| {
+        let other = a.tensor(1)?;
+        Ok(view(&a.tensor(0)?, &usize_shape(other.shape()))?.into())
+    });
+    r.add("aten::reshape_as", |a| {
+        let other = a.tensor(1)?;
+        Ok(reshape(&a.tensor(0)?, &usize_shape(other.shape()))?.into())
+    });
+    r.add("aten::ravel", |a| Ok(reshape(&a.tensor(0)?, &[-1])?.into()));
+    r.add("aten::permute", |a| {
+        Ok(permute(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
+    r.add_all(
+        &["aten::transpose", "aten::swapaxes", "aten::swapdims"],
+        |a| Ok(transpose(&a.tensor(0)?, a.int(1)?, a.int(2)?)?.into()),
+    );
+    r.add("aten::t", |a| Ok(t_op(&a.tensor(0)?)?.into()));
+    r.add("aten::numpy_T", |a| {
+        let t = a.tensor(0)?;
+        let dims: Vec<i64> = (0..t.dim() as i64).rev().collect();
+        Ok(permute(&t, &dims)?.into())
+    });
+    r.add_all(&["aten::mT", "aten::adjoint", "aten::mH"], |a| {
+        let t = a.tensor(0)?;
+        if t.dim() < 2 {
+            return Err(shape_err(format!(
+                "tensor.mT is only supported on matrices or batches of matrices. Got {}-D tensor.",
+                t.dim()
+            )));
+        }
+        if t.dtype().is_complex() && a.op != "aten::mT" {
+            return Err(TensorError::Unsupported(format!(
+                "{}: conjugation of complex tensors",
+                a.op
+            ))
+            .into());
+        }
+        Ok(transpose(&t, -2, -1)?.into())
+    });
+    r.add("aten::expand", |a| {
+        Ok(expand(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
+    r.add("aten::broadcast_to", |a| {
+        Ok(expand(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
+    r.add("aten::expand_as", |a| {
+        let other = a.tensor(1)?;
+        Ok(expand(&a.tensor(0)?, &usize_shape(other.shape()))?.into())
+    });
+    r.add("aten::squeeze", |a| Ok(squeeze_all(&a.tensor(0)?)?.into()));
+    r.add("aten::squeeze.dim", |a| {
+        Ok(squeeze_list(&a.tensor(0)?, &[a.int(1)?])?.into())
+    });
+    r.add("aten::squeeze.dims", |a| {
+        Ok(squeeze_list(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
+    r.add("aten::unsqueeze", |a| {
+        Ok(unsqueeze(&a.tensor(0)?, a.int(1)?)?.into())
+    });
+    // in-place geometry: see the module docs
+    r.add("aten::squeeze_", |a| Ok(squeeze_all(&a.tensor(0)?)?.into()));
+    r.add("aten::squeeze_.dim", |a| {
+        Ok(squeeze_list(&a.tensor(0)?, &[a.int(1)?])?.into())
+    });
+    r.add("aten::squeeze_.dims", |a| {
+        Ok(squeeze_list(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
+    r.add("aten::unsqueeze_", |a| {
+        Ok(unsqueeze(&a.tensor(0)?, a.int(1)?)?.into())
+    });
+    r.add("aten::transpose_", |a| {
+        Ok(transpose(&a.tensor(0)?, a.int(1)?, a.int(2)?)?.into())
+    });
+    r.add("aten::t_", |a| Ok(t_op(&a.tensor(0)?)?.into()));
+    r.add("aten::as_strided_", |a| {
+        Ok(as_strided_op(
+            &a.tensor(0)?,
+            &a.int_list(1)?,
+            &a.int_list(2)?,
+            a.opt_int(3)?,
+        )?
+        .into())
+    });
+    r.add("aten::flatten.using_ints", |a| {
+        Ok(flatten(&a.tensor(0)?, a.int(1)?, a.int(2)?)?.into())
+    });
+    r.add("aten::unflatten.int", |a| {
+        Ok(unflatten(&a.tensor(0)?, a.int(1)?, &a.int_list(2)?)?.into())
+    });
+    r.add("aten::narrow", |a| {
+        Ok(narrow(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.int(3)?)?.into())
+    });
+    r.add("aten::narrow.Tensor", |a| {
+        let start = a.tensor(2)?.item()?.to_i64();
+        Ok(narrow(&a.tensor(0)?, a.int(1)?, start, a.int(3)?)?.into())
+    });
+    r.add("aten::select.int", |a| {
+        Ok(select(&a.tensor(0)?, a.int(1)?, a.int(2)?)?.into())
+    });
+    r.add("aten::slice.Tensor", |a| {
+        Ok(slice(
+            &a.tensor(0)?,
+            a.int(1)?,
+            a.opt_int(2)?,
+            a.opt_int(3)?,
+            a.int(4)?,
+        )?
+        .into())
+    });
+    r.add("aten::diagonal", |a| {
+        Ok(diagonal(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.int(3)?)?.into())
+    });
+    r.add_all(&["aten::movedim.int", "aten::moveaxis.int"], |a| {
+        Ok(movedim(&a.tensor(0)?, &[a.int(1)?], &[a.int(2)?])?.into())
+    });
+    r.add_all(&["aten::movedim.intlist", "aten::moveaxis.intlist"], |a| {
+        Ok(movedim(&a.tensor(0)?, &a.int_list(1)?, &a.int_list(2)?)?.into())
+    });
+    r.add("aten::as_strided", |a| {
+        Ok(as_strided_op(
+            &a.tensor(0)?,
+            &a.int_list(1)?,
+            &a.int_list(2)?,
+            a.opt_int(3)?,
+        )?
+        .into())
+    });
+    r.add("aten::unfold", |a| {
+        Ok(unfold(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.int(3)?)?.into())
+    });
+    r.add("aten::alias", |a| Ok(a.tensor(0)?.into()));
+    r.add_all(
+        &[
+            "aten::split.Tensor",
+            "aten::split",
+            "aten::unsafe_split.Tensor",
+        ],
+        |a| match a.get(1)? {
+            IValue::List(_) => Ok(tensor_list(split_with_sizes(
+                &a.tensor(0)?,
+                &a.int_list(1)?,
+                a.int(2)?,
+            )?)),
+            _ => Ok(tensor_list(split(&a.tensor(0)?, a.int(1)?, a.int(2)?)?)),
+        },
+    );
+    r.add_all(
+        &[
+            "aten::split_with_sizes",
+            "aten::split.sizes",
+            "aten::unsafe_split_with_sizes",
+        ],
+        |a| {
+            Ok(tensor_list(split_with_sizes(
+                &a.tensor(0)?,
+                &a.int_list(1)?,
+                a.int(2)?,
+            )?))
+        },
+    );
+    r.add_all(&["aten::chunk", "aten::unsafe_chunk"], |a| {
+        Ok(tensor_list(chunk(&a.tensor(0)?, a.int(1)?, a.int(2)?)?))
+    });
+    r.add_all(&["aten::unbind.int", "aten::unbind"], |a| {
+        Ok(tensor_list(unbind(&a.tensor(0)?, a.int(1)?)?))
+    });
+    r.add("aten::tensor_split.sections", |a| {
+        Ok(tensor_list(tensor_split_sections(
+            &a.tensor(0)?,
+            a.int(1)?,
+            a.int(2)?,
+        )?))
+    });
+    r.add("aten::tensor_split.indices", |a| {
+        Ok(tensor_list(tensor_split_indices(
+            &a.tensor(0)?,
+            &a.int_list(1)?,
+            a.int(2)?,
+        )?))
+    });
+    r.add("aten::tensor_split.tensor_indices_or_sections", |a| {
+        Ok(tensor_list(tensor_split_tensor(
+            &a.tensor(0)?,
+            &a.tensor(1)?,
+            a.int(2)?,
+        )?))
+    });
+    r.add_all(
+        &["aten::hsplit.int", "aten::vsplit.int", "aten::dsplit.int"],
+        |a| {
+            let name = a.op.trim_start_matches("aten::").trim_end_matches(".int");
+            let t = a.tensor(0)?;
+            let d = hsv_dim(&t, name)?;
+            Ok(tensor_list(split_axis_sections(&t, a.int(1)?, d, name)?))
+        },
+    );
+    r.add_all(
+        &[
+            "aten::hsplit.array",
+            "aten::vsplit.array",
+            "aten::dsplit.array",
+        ],
+        |a| {
+            let name = a.op.trim_start_matches("aten::").trim_end_matches(".array");
+            let t = a.tensor(0)?;
+            let d = hsv_dim(&t, name)?;
+            Ok(tensor_list(tensor_split_indices(
+                &t,
+                &a.int_list(1)?,
+                d as i64,
+            )?))
+        },
+    );
+    r.add(
+        "aten::atleast_1d",
+        |a| Ok(atleast(&a.tensor(0)?, 1)?.into()),
+    );
+    r.add(
+        "aten::atleast_2d",
+        |a| Ok(atleast(&a.tensor(0)?, 2)?.into()),
+    );
+    r.add(
+        "aten::atleast_3d",
+        |a| Ok(atleast(&a.tensor(0)?, 3)?.into()),
+    );
+    r.add("aten::atleast_1d.Sequence", |a| {
+        Ok(tensor_list(
+            tlist(a, 0)?
+                .iter()
+                .map(|t| atleast(t, 1))
+                .collect::<R<_>>()?,
+        ))
+    });
+    r.add("aten::atleast_2d.Sequence", |a| {
+        Ok(tensor_list(
+            tlist(a, 0)?
+                .iter()
+                .map(|t| atleast(t, 2))
+                .collect::<R<_>>()?,
+        ))
+    });
+    r.add("aten::atleast_3d.Sequence", |a| {
+        Ok(tensor_list(
+            tlist(a, 0)?
+                .iter()
+                .map(|t| atleast(t, 3))
+                .collect::<R<_>>()?,
+        ))
+    });
+    r.add("aten::broadcast_tensors", |a| {
+        Ok(tensor_list(broadcast_all(&tlist(a, 0)?)?))
+    });
+    r.add("aten::meshgrid", |a| {
+        Ok(tensor_list(meshgrid(&tlist(a, 0)?, "ij")?))
+    });
+    r.add("aten::meshgrid.indexing", |a| {
+        Ok(tensor_list(meshgrid(&tlist(a, 0)?, &a.str(1)?)?))
+    });
+
+    // queries
+    r.add("aten::size", |a| {
+        Ok(int_list_value(
+            a.tensor(0)?.shape().iter().map(|&s| s as i64),
+        ))
+    });
+    r.add("aten::size.int", |a| {
+        let t = a.tensor(0)?;
+        Ok(IValue::Int(t.size(a.int(1)?)? as i64))
+    });
+    r.add("aten::stride", |a| {
+        Ok(int_list_value(
+            a.tensor(0)?.strides().iter().map(|&s| s as i64),
+        ))
+    });
+    r.add("aten::stride.int", |a| {
+        let t = a.tensor(0)?;
+        let d = wdim(a.int(1)?, t.dim())?;
+        Ok(IValue::Int(t.strides().get(d).copied().unwrap_or(1) as i64))
+    });
+    r.add("aten::storage_offset", |a| {
+        Ok(IValue::Int(a.tensor(0)?.storage_offset() as i64))
+    });
+    r.add("aten::dim", |a| Ok(IValue::Int(a.tensor(0)?.dim() as i64)));
+    r.add("aten::numel", |a| {
+        Ok(IValue::Int(a.tensor(0)?.numel() as i64))
+    });
+    r.add("aten::len.Tensor", |a| {
+        let t = a.tensor(0)?;
+        match t.shape().first() {
+            Some(&n) => Ok(IValue::Int(n as i64)),
+            None => Err(value_err("len() of a 0-d tensor")),
+        }
+    });
+    r.add("aten::is_contiguous", |a| {
+        Ok(IValue::Bool(a.tensor(0)?.is_contiguous()))
+    });
+
+    // copies
+    r.add_all(&["aten::cat", "aten::concat", "aten::concatenate"], |a| {
+        Ok(cat(&tlist(a, 0)?, a.int(1)?)?.into())
+    });
+    r.add("aten::stack", |a| {
+        Ok(stack(&tlist(a, 0)?, a.int(1)?)?.into())
+    });
+    r.add("aten::hstack", |a| {
+        let ts = tlist(a, 0)?
+            .iter()
+            .map(|t| atleast(t, 1))
+            .collect::<R<Vec<_>>>()?;
+        let d = if ts.first().is_some_and(|t| t.dim() == 1) {
+            0
+        } else {
+            1
+        };
+        Ok(cat(&ts, d)?.into())
+    });
+    r.add_all(&["aten::vstack", "aten::row_stack"], |a| {
+        let ts = tlist(a, 0)?
+            .iter()
+            .map(|t| atleast(t, 2))
+            .collect::<R<Vec<_>>>()?;
+        Ok(cat(&ts, 0)?.into())
+    });
+    r.add("aten::dstack", |a| {
+        let ts = tlist(a, 0)?
+            .iter()
+            .map(|t| atleast(t, 3))
+            .collect::<R<Vec<_>>>()?;
+        Ok(cat(&ts, 2)?.into())
+    });
+    r.add("aten::column_stack", |a| {
+        let ts = tlist(a, 0)?
+            .iter()
+            .map(|t| {
+                if t.dim() <= 1 {
+                    reshape(t, &[t.numel() as i64, 1])
+                } else {
+                    Ok(t.clone())
+                }
+            })
+            .collect::<R<Vec<_>>>()?;
+        Ok(cat(&ts, 1)?.into())
+    });
+    r.add("aten::repeat", |a| {
+        Ok(repeat(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
+    r.add("aten::tile", |a| {
+        Ok(tile(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
+    r.add("aten::repeat_interleave.Tensor", |a| {
+        let idx = repeat_indices(&a.tensor(0)?, a.opt_int(1)?)?;
+        let v: Vec<i64> = idx.iter().map(|&i| i as i64).collect();
+        let n = v.len();
+        Ok(Tensor::from_vec(v, &[n])?.into())
+    });
+    r.add("aten::repeat_interleave.self_Tensor", |a| {
+        Ok(
+            repeat_interleave_self(&a.tensor(0)?, &a.tensor(1)?, a.opt_int(2)?, a.opt_int(3)?)?
+                .into(),
+        )
+    });
+    r.add("aten::repeat_interleave.self_int", |a| {
+        let reps = Tensor::scalar(a.int(1)?);
+        Ok(repeat_interleave_self(&a.tensor(0)?, &reps, a.opt_int(2)?, a.opt_int(3)?)?.into())
+    });
+    r.add("aten::flip", |a| {
+        Ok(flip(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
+    r.add("aten::fliplr", |a| {
+        let t = a.tensor(0)?;
+        if t.dim() < 2 {
+            return Err(shape_err("Input must be >= 2-d."));
+        }
+        Ok(flip(&t, &[1])?.into())
+    });
+    r.add("aten::flipud", |a| {
+        let t = a.tensor(0)?;
+        if t.dim() < 1 {
+            return Err(shape_err("Input must be >= 1-d."));
+        }
+        Ok(flip(&t, &[0])?.into())
+    });
+    r.add("aten::roll", |a| {
+        Ok(roll(&a.tensor(0)?, &a.int_list(1)?, &a.int_list(2)?)?.into())
+    });
+    r.add("aten::rot90", |a| {
+        Ok(rot90(&a.tensor(0)?, a.int(1)?, &a.int_list(2)?)?.into())
+    });
+    r.add("aten::constant_pad_nd", |a| {
+        Ok(constant_pad(&a.tensor(0)?, &a.int_list(1)?, a.scalar(2)?)?.into())
+    });
+    r.add("aten::pad", |a| {
+        Ok(pad_op(&a.tensor(0)?, &a.int_list(1)?, &a.str(2)?, a.opt_double(3)?)?.into())
+    });
+    r.add_all(
+        &[
+            "aten::reflection_pad1d",
+            "aten::reflection_pad2d",
+            "aten::reflection_pad3d",
+        ],
+        |a| Ok(index_pad(&a.tensor(0)?, &a.int_list(1)?, PadMode::Reflect)?.into()),
+    );
+    r.add_all(
+        &[
+            "aten::replication_pad1d",
+            "aten::replication_pad2d",
+            "aten::replication_pad3d",
+        ],
+        |a| Ok(index_pad(&a.tensor(0)?, &a.int_list(1)?, PadMode::Replicate)?.into()),
+    );
+    r.add("aten::_pad_circular", |a| {
+        Ok(index_pad(&a.tensor(0)?, &a.int_list(1)?, PadMode::Circular)?.into())
+    });
+    r.add("aten::tril", |a| {
+        Ok(tri(&a.tensor(0)?, a.int(1)?, true)?.into())
+    });
+    r.add("aten::triu", |a| {
+        Ok(tri(&a.tensor(0)?, a.int(1)?, false)?.into())
+    });
+    r.add("aten::tril_", |a| {
+        let t = a.tensor(0)?;
+        t.copy_from(&tri(&t, a.int(1)?, true)?)?;
+        Ok(t.into())
+    });
+    r.add("aten::triu_", |a| {
+        let t = a.tensor(0)?;
+        t.copy_from(&tri(&t, a.int(1)?, false)?)?;
+        Ok(t.into())
+    });
+    r.add("aten::diag", |a| Ok(diag(&a.tensor(0)?, a.int(1)?)?.into()));
+    r.add("aten::diag_embed", |a| {
+        Ok(diag_embed(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.int(3)?)?.into())
+    });
+    r.add("aten::cartesian_prod", |a| {
+        Ok(cartesian_prod(&tlist(a, 0)?)?.into())
+    });
+}
