@@ -174,10 +174,33 @@ impl Module {
             .unwrap_or(true)
     }
 
-    /// Names of the methods defined by this module's class, in source order.
+    /// Names of the methods of this module's class in source order, without hooks (as
+    /// `_method_names()`).
     pub fn method_names(&self) -> Vec<String> {
         self.class_decl()
-            .map(|c| c.methods.iter().map(|m| m.name.clone()).collect())
+            .map(|c| {
+                c.methods
+                    .iter()
+                    .filter(|m| {
+                        !c.forward_hooks.contains(&m.name) && !c.forward_pre_hooks.contains(&m.name)
+                    })
+                    .map(|m| m.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Names of the forward hooks, in call order.
+    pub fn forward_hooks(&self) -> Vec<String> {
+        self.class_decl()
+            .map(|c| c.forward_hooks.clone())
+            .unwrap_or_default()
+    }
+
+    /// Names of the forward pre-hooks, in call order.
+    pub fn forward_pre_hooks(&self) -> Vec<String> {
+        self.class_decl()
+            .map(|c| c.forward_pre_hooks.clone())
             .unwrap_or_default()
     }
 
