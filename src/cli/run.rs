@@ -1,1 +1,198 @@
-//! `tsrun run`.
+//! `tsrun run MODEL [-m METHOD] [-i INPUT]... [-o OUT.npz] [--seed N] [--threads N]`: call a
+//! method of a saved module and print its result or write it to an npz.
+
+use crate::ops::scalar::python_str;
+use crate::runtime::{IValue, RuntimeError};
+use crate::tensor::{DType, Tensor};
+use crate::Error;
+use ndarray::ArrayD;
+use ndarray_npy::{NpzWriter, ReadNpyExt, ReadableElement};
+use num_complex::{Complex32, Complex64};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The TorchScript archive (`torch.jit.save` output).
+    pub model: PathBuf,
+    /// The method to call (`forward` calls the module, running its forward hooks).
+    #[arg(short = 'm', long = "method", default_value = "forward")]
+    pub method: String,
+    /// An input: a `.npy` file, or a literal (`3`, `2.5`, `true`, `false`, `none`, `"text"`).
+    #[arg(short = 'i', long = "input")]
+    pub inputs: Vec<String>,
+    /// Write every leaf of the result to this `.npz` (`out`, `out.0`, `out.<key>`, ...).
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+    /// Seed of the random generator (as `torch.manual_seed`).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Number of worker threads (as `torch.set_num_threads`).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+fn cli_err(msg: impl Into<String>) -> Error {
+    RuntimeError::Other(msg.into()).into()
+}
+
+/// Parse one `-i` argument.
+pub fn parse_input(text: &str) -> crate::Result<IValue> {
+    let t = text.trim();
+    if t.ends_with(".npy") || Path::new(t).is_file() {
+        return read_npy(Path::new(t)).map(IValue::Tensor);
+    }
+    match t {
+        "true" | "True" => return Ok(IValue::Bool(true)),
+        "false" | "False" => return Ok(IValue::Bool(false)),
+        "none" | "None" => return Ok(IValue::None),
+        _ => {}
+    }
+    if let Ok(i) = t.parse::<i64>() {
+        return Ok(IValue::Int(i));
+    }
+    if let Ok(f) = t.parse::<f64>() {
+        return Ok(IValue::Double(f));
+    }
+    for q in ['"', '\''] {
+        if let Some(inner) = t.strip_prefix(q).and_then(|s| s.strip_suffix(q)) {
+            return Ok(IValue::str(inner));
+        }
+    }
+    Err(cli_err(format!(
+        "input {text:?} is neither a .npy file nor a literal (int, float, true, false, none, \"string\")"
+    )))
+}
+
+fn try_read<T: ReadableElement + crate::tensor::Element>(path: &Path) -> Option<Tensor> {
+    let f = File::open(path).ok()?;
+    let a = ArrayD::<T>::read_npy(f).ok()?;
+    Tensor::from_array(a).ok()
+}
+
+/// Read a `.npy` file as a tensor of its own dtype.
+pub fn read_npy(path: &Path) -> crate::Result<Tensor> {
+    File::open(path)?;
+    try_read::<f32>(path)
+        .or_else(|| try_read::<f64>(path))
+        .or_else(|| try_read::<i64>(path))
+        .or_else(|| try_read::<i32>(path))
+        .or_else(|| try_read::<bool>(path))
+        .or_else(|| try_read::<u8>(path))
+        .or_else(|| try_read::<i8>(path))
+        .or_else(|| try_read::<i16>(path))
+        .or_else(|| try_read::<Complex32>(path))
+        .or_else(|| try_read::<Complex64>(path))
+        .ok_or_else(|| {
+            cli_err(format!(
+                "{}: not a .npy of a supported dtype (float32/64, int8/16/32/64, uint8, bool, complex)",
+                path.display()
+            ))
+        })
+}
+
+/// Every leaf of `v` under `key` (`out`, `out.0`, `out.<dictkey>`), scalars as 0-d tensors.
+pub fn flatten_leaves(v: &IValue, key: &str, out: &mut Vec<(String, Tensor)>) -> crate::Result<()> {
+    match v {
+        IValue::Tensor(t) => out.push((key.to_string(), t.clone())),
+        IValue::Bool(b) => out.push((key.to_string(), Tensor::scalar(*b))),
+        IValue::Int(i) => out.push((key.to_string(), Tensor::scalar(*i))),
+        IValue::Double(d) => out.push((key.to_string(), Tensor::scalar(*d))),
+        IValue::Complex(c) => out.push((key.to_string(), Tensor::scalar(*c))),
+        IValue::None => {}
+        IValue::List(l) => {
+            for (i, x) in l.to_vec().iter().enumerate() {
+                flatten_leaves(x, &format!("{key}.{i}"), out)?;
+            }
+        }
+        IValue::Tuple(t) => {
+            for (i, x) in t.items().iter().enumerate() {
+                flatten_leaves(x, &format!("{key}.{i}"), out)?;
+            }
+        }
+        IValue::Dict(d) => {
+            for (k, x) in d.entries() {
+                flatten_leaves(&x, &format!("{key}.{}", python_str(&k)), out)?;
+            }
+        }
+        other => {
+            return Err(cli_err(format!(
+                "cannot write a {} to an npz (at {key})",
+                other.kind_name()
+            )))
+        }
+    }
+    Ok(())
+}
+
+fn npz_err(e: impl std::fmt::Display) -> Error {
+    cli_err(format!("writing npz: {e}"))
+}
+
+/// Write the leaves of `v` to an npz at `path`.
+pub fn write_npz(path: &Path, v: &IValue) -> crate::Result<()> {
+    let mut leaves = Vec::new();
+    flatten_leaves(v, "out", &mut leaves)?;
+    let mut w = NpzWriter::new(File::create(path)?);
+    for (key, t) in &leaves {
+        match t.dtype() {
+            DType::Float32 => w.add_array(key.as_str(), &t.to_array::<f32>()?),
+            DType::Float64 => w.add_array(key.as_str(), &t.to_array::<f64>()?),
+            DType::Float16 | DType::BFloat16 => w.add_array(
+                key.as_str(),
+                &t.to_dtype(DType::Float32)?.to_array::<f32>()?,
+            ),
+            DType::Int64 => w.add_array(key.as_str(), &t.to_array::<i64>()?),
+            DType::Int32 => w.add_array(key.as_str(), &t.to_array::<i32>()?),
+            DType::Int16 => w.add_array(key.as_str(), &t.to_array::<i16>()?),
+            DType::Int8 => w.add_array(key.as_str(), &t.to_array::<i8>()?),
+            DType::UInt8 => w.add_array(key.as_str(), &t.to_array::<u8>()?),
+            DType::Bool => w.add_array(key.as_str(), &t.to_array::<bool>()?),
+            DType::Complex64 => w.add_array(key.as_str(), &t.to_array::<Complex32>()?),
+            DType::Complex128 => w.add_array(key.as_str(), &t.to_array::<Complex64>()?),
+            other => {
+                return Err(cli_err(format!(
+                    "cannot write {other} tensors to an npz ({key})"
+                )))
+            }
+        }
+        .map_err(npz_err)?;
+    }
+    w.finish().map_err(npz_err)?;
+    Ok(())
+}
+
+/// The printed form of a result: tensors as PyTorch's repr (with their shape), containers
+/// element by element.
+pub fn describe(v: &IValue) -> String {
+    match v {
+        IValue::Tensor(t) => format!(
+            "{} (shape {:?}, {})",
+            crate::ops::scalar::tensor_repr(t),
+            t.shape(),
+            t.dtype()
+        ),
+        IValue::Tuple(t) => {
+            let items: Vec<String> = t.items().iter().map(describe).collect();
+            if items.len() == 1 {
+                format!("({},)", items.join(", "))
+            } else {
+                format!("({})", items.join(",\n "))
+            }
+        }
+        IValue::List(l) if l.items().iter().any(|x| matches!(x, IValue::Tensor(_))) => {
+            let items: Vec<String> = l.items().iter().map(describe).collect();
+            format!("[{}]", items.join(",\n "))
+        }
+        IValue::Dict(d) => {
+            let items: Vec<String> = d
+                .entries()
+                .iter()
+                .map(|(k, x)| format!("{}: {}", python_str(k), describe(x)))
+                .collect();
+            format!("{{{}}}", items.join(",\n "))
+        }
+        IValue::String(s) => format!("{s:?}"),
+        other => python_str(other),
+    }
+}

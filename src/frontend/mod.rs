@@ -1,5 +1,13 @@
 //! TorchScript source: lexer (logos), AST, and the lalrpop parser (grammar/).
 
+pub mod ast;
+pub mod lexer;
+pub mod parser;
+
+use std::sync::Arc;
+
+use crate::ir::source::Source;
+
 /// A syntax error, located in its code file.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
@@ -10,4 +18,83 @@ pub enum ParseError {
         col: usize,
         message: String,
     },
+}
+
+/// Parse one TorchScript code file. `path` names it in errors and source ranges.
+pub fn parse_file(path: &str, text: &str) -> Result<ast::File, ParseError> {
+    let source = Source::new(path, text, 1);
+    parse_source(source)
+}
+
+/// Parse an already-built [`Source`] (the AST's spans index into it).
+pub fn parse_source(source: Arc<Source>) -> Result<ast::File, ParseError> {
+    let error_at = |offset: usize, message: String| {
+        let (line, col) = source.line_col(offset.min(source.text.len()));
+        ParseError::Syntax {
+            file: source.name.clone(),
+            line,
+            // 1-based, as editors count columns.
+            col: col + 1,
+            message,
+        }
+    };
+    let tokens =
+        lexer::tokenize(&source.text).map_err(|e| error_at(e.start, e.kind.to_string()))?;
+    let items = parser::grammar::FileParser::new()
+        .parse(tokens.into_iter().map(Ok::<_, lexer::LexError>))
+        .map_err(|e| {
+            use lalrpop_util::ParseError as E;
+            match e {
+                E::InvalidToken { location } => error_at(location, "invalid token".into()),
+                E::UnrecognizedEof { location, expected } => error_at(
+                    location,
+                    format!("unexpected end of file; expected {}", expected.join(", ")),
+                ),
+                E::UnrecognizedToken {
+                    token: (start, tok, _),
+                    expected,
+                } => error_at(
+                    start,
+                    format!("unexpected {tok}; expected one of {}", expected.join(", ")),
+                ),
+                E::ExtraToken {
+                    token: (start, tok, _),
+                } => error_at(start, format!("unexpected extra {tok}")),
+                E::User { error } => error_at(error.start, error.kind.to_string()),
+            }
+        })?;
+    Ok(ast::File { items, source })
+}
+
+/// The Python module qualname of a code file in an archive:
+/// `code/__torch__/torch/nn/modules/linear.py` -> `__torch__.torch.nn.modules.linear`,
+/// `code/__torch__.py` -> `__torch__`. Any leading `<archive>/` folder is skipped. `None` if
+/// the path is not a `.py` file under `code/`.
+pub fn module_qualname(code_path: &str) -> Option<String> {
+    let rest = code_path
+        .strip_prefix("code/")
+        .or_else(|| code_path.split_once("/code/").map(|(_, r)| r))?;
+    let stem = rest.strip_suffix(".py")?;
+    if stem.is_empty() {
+        return None;
+    }
+    Some(stem.replace('/', "."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qualnames() {
+        assert_eq!(
+            module_qualname("code/__torch__/torch/nn/modules/linear.py").as_deref(),
+            Some("__torch__.torch.nn.modules.linear")
+        );
+        assert_eq!(
+            module_qualname("net/code/__torch__.py").as_deref(),
+            Some("__torch__")
+        );
+        assert_eq!(module_qualname("net/data.pkl"), None);
+    }
 }

@@ -1,6 +1,9 @@
 //! The intermediate representation: types, SSA graphs, schemas, printers and passes.
 
 pub mod graph;
+pub mod parse_graph;
+pub mod printer;
+pub mod python_print;
 pub mod source;
 pub mod types;
 pub mod unit;

@@ -1,5 +1,374 @@
-//! Kernels: activation family.
+//! Activation functions, softmax / log_softmax and dropout.
 
-use super::Registry;
+use super::elementwise::clamp_op;
+use super::kernels::map::{map_binary, map_unary};
+use super::kernels::num::{Arith, Real};
+use super::kernels::operand::{inplace_result, Operand};
+use super::kernels::reduce::along_dim;
+use super::kernels::special::SpecialFn;
+use super::kernels::{unsupported, value_err};
+use super::{Args, Registry};
+use crate::runtime::IValue;
+use crate::tensor::{wrap_dim, DType, Scalar, Tensor};
+use crate::{dispatch_numeric, float_unary};
+use half::{bf16, f16};
 
-pub(crate) fn register(_r: &mut Registry) {}
+type R = crate::Result<IValue>;
+
+fn t(x: Tensor) -> R {
+    Ok(IValue::Tensor(x))
+}
+
+/// `relu` for every numeric dtype (NaN propagates).
+pub(crate) fn relu_tensor(x: &Tensor) -> crate::Result<Tensor> {
+    dispatch_numeric!(x.dtype(), "relu", |T| map_unary::<T, T, _>(x, |v| {
+        if v.is_nan_val() || v > T::zero() {
+            v
+        } else {
+            T::zero()
+        }
+    }))
+}
+fn relu(args: &mut Args<'_>) -> R {
+    t(relu_tensor(&args.tensor(0)?)?)
+}
+
+fn hardtanh_op(x: &Tensor, lo: Scalar, hi: Scalar) -> crate::Result<Tensor> {
+    clamp_op(x, Some(Operand::Scalar(lo)), Some(Operand::Scalar(hi)))
+}
+fn relu6(args: &mut Args<'_>) -> R {
+    t(hardtanh_op(&args.tensor(0)?, Scalar::Int(0), Scalar::Int(6))?)
+}
+fn hardtanh(args: &mut Args<'_>) -> R {
+    t(hardtanh_op(&args.tensor(0)?, args.scalar(1)?, args.scalar(2)?)?)
+}
+
+fn require_float(x: &Tensor, op: &str) -> crate::Result<()> {
+    if x.dtype().is_floating_point() {
+        Ok(())
+    } else {
+        Err(unsupported(format!("{op} is not implemented for {} tensors", x.dtype())))
+    }
+}
+
+fn leaky_relu(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    require_float(&x, "leaky_relu")?;
+    let s = args.scalar(1)?.to_f64();
+    t(float_unary!(&x, "leaky_relu", |v: F| if v > 0.0 { v } else { v * s as F })?)
+}
+
+fn elu_op(x: &Tensor, alpha: f64, scale: f64, input_scale: f64) -> crate::Result<Tensor> {
+    require_float(x, "elu")?;
+    float_unary!(x, "elu", |v: F| {
+        if v > 0.0 {
+            v * scale as F
+        } else {
+            ((v * input_scale as F).exp_m1() * alpha as F) * scale as F
+        }
+    })
+}
+fn elu(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let (a, s, i) = (args.scalar(1)?.to_f64(), args.scalar(2)?.to_f64(), args.scalar(3)?.to_f64());
+    t(elu_op(&x, a, s, i)?)
+}
+fn selu(args: &mut Args<'_>) -> R {
+    const ALPHA: f64 = 1.673_263_242_354_377_3;
+    const SCALE: f64 = 1.050_700_987_355_480_5;
+    t(elu_op(&args.tensor(0)?, ALPHA, SCALE, 1.0)?)
+}
+fn celu(args: &mut Args<'_>) -> R {
+    let a = args.scalar(1)?.to_f64();
+    t(elu_op(&args.tensor(0)?, a, 1.0, 1.0 / a)?)
+}
+
+fn gelu(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    require_float(&x, "gelu")?;
+    let approx = args.str(1)?;
+    t(match &*approx {
+        "none" => float_unary!(&x, "gelu", |v: F| v * 0.5 * (1.0 + (v * std::f64::consts::FRAC_1_SQRT_2 as F).erf_()))?,
+        "tanh" => float_unary!(&x, "gelu", |v: F| {
+            let k = (std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2) as F;
+            let inner = k * (v + 0.044715 * v * v * v);
+            0.5 * v * (1.0 + inner.tanh())
+        })?,
+        other => return Err(value_err(format!("approximate argument must be either none or tanh, got {other}"))),
+    })
+}
+
+macro_rules! float_activations {
+    ($($name:ident, $op:literal => |$v:ident| $body:expr;)*) => {$(
+        fn $name(args: &mut Args<'_>) -> R {
+            let x = args.tensor(0)?;
+            require_float(&x, $op)?;
+            t(float_unary!(&x, $op, |$v: F| $body)?)
+        }
+    )*};
+}
+float_activations! {
+    silu, "silu" => |v| v / (1.0 + (-v).exp());
+    mish, "mish" => |v| v * softplus1(v).tanh();
+    hardswish, "hardswish" => |v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0;
+    hardsigmoid, "hardsigmoid" => |v| (v + 3.0).clamp(0.0, 6.0) / 6.0;
+    log_sigmoid, "log_sigmoid" => |v| v.min(0.0) - (-v.abs()).exp().ln_1p();
+}
+
+/// `softplus(x)` with beta 1 and threshold 20, generic over f32/f64.
+#[inline]
+fn softplus1<F: num_traits::Float>(v: F) -> F {
+    if v > F::from(20.0).unwrap_or(F::max_value()) {
+        v
+    } else {
+        v.exp().ln_1p()
+    }
+}
+
+fn softplus(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    require_float(&x, "softplus")?;
+    let (beta, th) = (args.scalar(1)?.to_f64(), args.scalar(2)?.to_f64());
+    t(float_unary!(&x, "softplus", |v: F| {
+        let b = beta as F;
+        if v * b > th as F {
+            v
+        } else {
+            (v * b).exp().ln_1p() / b
+        }
+    })?)
+}
+fn softshrink(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let l = args.scalar(1)?.to_f64();
+    t(float_unary!(&x, "softshrink", |v: F| {
+        let l = l as F;
+        if v > l {
+            v - l
+        } else if v < -l {
+            v + l
+        } else {
+            0.0
+        }
+    })?)
+}
+fn hardshrink(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let l = args.scalar(1)?.to_f64();
+    t(float_unary!(&x, "hardshrink", |v: F| if v >= -(l as F) && v <= l as F { 0.0 } else { v })?)
+}
+
+fn threshold(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let (th, val) = (args.scalar(1)?, args.scalar(2)?);
+    t(dispatch_numeric!(x.dtype(), "threshold", |T| {
+        let th: T = super::kernels::num::scalar_as(th);
+        let val: T = super::kernels::num::scalar_as(val);
+        map_unary::<T, T, _>(&x, |v| if v <= th { val } else { v })
+    })?)
+}
+
+fn prelu(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let w = args.tensor(1)?;
+    require_float(&x, "prelu")?;
+    let w = w.to_dtype(x.dtype())?;
+    let wn = w.numel();
+    // A per-channel weight applies along dim 1.
+    let wb = if wn == 1 || x.dim() < 2 {
+        let wc = w.contiguous()?;
+        wc.as_strided(&[], &[], wc.storage_offset())?
+    } else {
+        if x.shape()[1] != wn {
+            return Err(value_err(format!(
+                "Mismatch of parameter numbers and input channel size. Found parameter numbers = {wn} and channel size = {}.",
+                x.shape()[1]
+            )));
+        }
+        let wc = w.contiguous()?;
+        let mut shape = vec![wn];
+        shape.extend(std::iter::repeat_n(1, x.dim() - 2));
+        let strides = crate::tensor::contiguous_strides(&shape);
+        wc.as_strided(&shape, &strides, wc.storage_offset())?
+    };
+    t(match x.dtype() {
+        DType::Float32 => map_binary::<f32, f32, f32, _>(&x, &wb, |v, a| if v > 0.0 { v } else { a * v })?,
+        DType::Float64 => map_binary::<f64, f64, f64, _>(&x, &wb, |v, a| if v > 0.0 { v } else { a * v })?,
+        DType::Float16 => map_binary::<f16, f16, f16, _>(&x, &wb, |v, a| if v > f16::ZERO { v } else { a * v })?,
+        DType::BFloat16 => map_binary::<bf16, bf16, bf16, _>(&x, &wb, |v, a| if v > bf16::ZERO { v } else { a * v })?,
+        d => return Err(unsupported(format!("prelu is not implemented for {d}"))),
+    })
+}
+
+fn rrelu(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let (lo, hi) = (args.scalar(1)?.to_f64(), args.scalar(2)?.to_f64());
+    if args.bool(3)? {
+        return Err(unsupported("rrelu in training mode (random slopes) is not supported"));
+    }
+    let s = (lo + hi) / 2.0;
+    t(float_unary!(&x, "rrelu", |v: F| if v >= 0.0 { v } else { v * s as F })?)
+}
+
+fn glu(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let dim = wrap_dim(args.int(1)?, x.dim())?;
+    let n = x.shape().get(dim).copied().unwrap_or(0);
+    if n % 2 != 0 {
+        return Err(value_err(format!(
+            "Halving dimension must be even, but dimension {dim} is size {n}"
+        )));
+    }
+    let mut shape = x.shape().to_vec();
+    shape[dim] = n / 2;
+    let a = x.as_strided(&shape, x.strides(), x.storage_offset())?;
+    let off = x.storage_offset() + (n / 2) * x.strides()[dim] as usize;
+    let b = x.as_strided(&shape, x.strides(), off)?;
+    let sb = float_unary!(&b, "glu", |v: F| 1.0 / (1.0 + (-v).exp()))?;
+    t(super::elementwise::mul_tensors(&a, &sb)?)
+}
+
+/// Softmax (`log`: log-softmax) along `dim`, computed in f32/f64 and stored as `out_dtype`.
+pub(crate) fn softmax_op(x: &Tensor, dim: i64, out_dtype: Option<DType>, log: bool) -> crate::Result<Tensor> {
+    let out_dtype = out_dtype.unwrap_or(x.dtype());
+    if !out_dtype.is_floating_point() {
+        return Err(unsupported(format!("softmax is not implemented for {out_dtype}")));
+    }
+    let dim = wrap_dim(dim, x.dim())?;
+    fn lanes<F: num_traits::Float + crate::tensor::Element>(x: &Tensor, dim: usize, log: bool) -> crate::Result<Tensor> {
+        along_dim::<F, F, _>(x, dim, |s, d| {
+            let m = s.iter().fold(F::neg_infinity(), |m, &v| if v > m || v.is_nan() { v } else { m });
+            let m = if m.is_infinite() { F::zero() } else { m };
+            if log {
+                let sum = s.iter().fold(F::zero(), |acc, &v| acc + (v - m).exp());
+                let l = sum.ln();
+                for (o, &v) in d.iter_mut().zip(s) {
+                    *o = v - m - l;
+                }
+            } else {
+                let mut sum = F::zero();
+                for (o, &v) in d.iter_mut().zip(s) {
+                    let e = (v - m).exp();
+                    *o = e;
+                    sum = sum + e;
+                }
+                let inv = F::one() / sum;
+                d.iter_mut().for_each(|o| *o = *o * inv);
+            }
+        })
+    }
+    let r = if out_dtype == DType::Float64 || x.dtype() == DType::Float64 {
+        lanes::<f64>(&x.to_dtype(DType::Float64)?, dim, log)?
+    } else {
+        lanes::<f32>(&x.to_dtype(DType::Float32)?, dim, log)?
+    };
+    r.to_dtype(out_dtype)
+}
+fn softmax(args: &mut Args<'_>) -> R {
+    t(softmax_op(&args.tensor(0)?, args.int(1)?, args.opt_dtype(2)?, false)?)
+}
+fn log_softmax(args: &mut Args<'_>) -> R {
+    t(softmax_op(&args.tensor(0)?, args.int(1)?, args.opt_dtype(2)?, true)?)
+}
+fn underscore_softmax(args: &mut Args<'_>, log: bool) -> R {
+    let x = args.tensor(0)?;
+    if args.bool(2)? {
+        return Err(unsupported("softmax with half to float conversion is not supported on CPU"));
+    }
+    t(softmax_op(&x, args.int(1)?, None, log)?)
+}
+fn softmax_(args: &mut Args<'_>) -> R {
+    underscore_softmax(args, false)
+}
+fn log_softmax_(args: &mut Args<'_>) -> R {
+    underscore_softmax(args, true)
+}
+
+/// Dropout family: identity in eval mode; in training mode, a seeded Bernoulli mask.
+fn dropout_impl(args: &Args<'_>, feature: bool, alpha: bool) -> crate::Result<Tensor> {
+    let x = args.tensor(0)?;
+    let p = args.double(1)?;
+    let train = args.bool(2)?;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(value_err(format!("dropout probability has to be between 0 and 1, but got {p}")));
+    }
+    if !train || p == 0.0 {
+        return Ok(x);
+    }
+    super::random::dropout_train(args.ctx, &x, p, feature, alpha)
+}
+macro_rules! dropouts {
+    ($($name:ident, $inplace:ident => ($f:expr, $a:expr);)*) => {$(
+        fn $name(args: &mut Args<'_>) -> R {
+            t(dropout_impl(args, $f, $a)?)
+        }
+        fn $inplace(args: &mut Args<'_>) -> R {
+            let r = $name(args)?;
+            inplace_result(args, r)
+        }
+    )*};
+}
+dropouts! {
+    dropout, dropout_ => (false, false);
+    feature_dropout, feature_dropout_ => (true, false);
+    alpha_dropout, alpha_dropout_ => (false, true);
+    feature_alpha_dropout, feature_alpha_dropout_ => (true, true);
+}
+
+macro_rules! inplace_of {
+    ($($inplace:ident => $op:ident;)*) => {$(
+        fn $inplace(args: &mut Args<'_>) -> R {
+            let r = $op(args)?;
+            inplace_result(args, r)
+        }
+    )*};
+}
+inplace_of! {
+    relu_ => relu; relu6_ => relu6; hardtanh_ => hardtanh; leaky_relu_ => leaky_relu; elu_ => elu;
+    selu_ => selu; celu_ => celu; gelu_ => gelu; silu_ => silu; mish_ => mish;
+    hardswish_ => hardswish; hardsigmoid_ => hardsigmoid; threshold_ => threshold; rrelu_ => rrelu;
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    let pairs: [(&str, super::Kernel, super::Kernel); 14] = [
+        ("relu", relu, relu_),
+        ("relu6", relu6, relu6_),
+        ("hardtanh", hardtanh, hardtanh_),
+        ("leaky_relu", leaky_relu, leaky_relu_),
+        ("elu", elu, elu_),
+        ("selu", selu, selu_),
+        ("celu", celu, celu_),
+        ("gelu", gelu, gelu_),
+        ("silu", silu, silu_),
+        ("mish", mish, mish_),
+        ("hardswish", hardswish, hardswish_),
+        ("hardsigmoid", hardsigmoid, hardsigmoid_),
+        ("threshold", threshold, threshold_),
+        ("rrelu", rrelu, rrelu_),
+    ];
+    for (name, k, kin) in pairs {
+        r.add(&format!("aten::{name}"), k);
+        r.add(&format!("aten::{name}_"), kin);
+    }
+    r.add("aten::log_sigmoid", log_sigmoid);
+    r.add("aten::softplus", softplus);
+    r.add("aten::softshrink", softshrink);
+    r.add("aten::hardshrink", hardshrink);
+    r.add("aten::prelu", prelu);
+    r.add("aten::_prelu_kernel", prelu);
+    r.add("aten::glu", glu);
+    r.add("aten::softmax.int", softmax);
+    r.add("aten::special_softmax", softmax);
+    r.add("aten::log_softmax.int", log_softmax);
+    r.add("aten::special_log_softmax", log_softmax);
+    r.add("aten::_softmax", softmax_);
+    r.add("aten::_log_softmax", log_softmax_);
+    r.add("aten::dropout", dropout);
+    r.add("aten::dropout_", dropout_);
+    r.add("aten::feature_dropout", feature_dropout);
+    r.add("aten::feature_dropout_", feature_dropout_);
+    r.add("aten::alpha_dropout", alpha_dropout);
+    r.add("aten::alpha_dropout_", alpha_dropout_);
+    r.add("aten::feature_alpha_dropout", feature_alpha_dropout);
+    r.add("aten::feature_alpha_dropout_", feature_alpha_dropout_);
+}

@@ -1,5 +1,701 @@
-//! Kernels: conv family.
+//! Kernels: convolution and transposed convolution (1-d, 2-d, 3-d) by im2col + GEMM, with a
+//! direct kernel for depthwise convolution. Every rank is lifted to 3 spatial dims internally.
 
-use super::Registry;
+use super::linalg::{
+    compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
+    slice_mut_of, slice_of, value_err, Mat, Real, SendPtr,
+};
+use super::{Args, Registry};
+use crate::runtime::IValue;
+#[allow(unused_imports)]
+use crate::tensor::Element as _;
+use crate::tensor::Tensor;
+#[allow(unused_imports)]
+use num_traits::{Float as _, One as _, Zero as _};
+use rayon::prelude::*;
 
-pub(crate) fn register(_r: &mut Registry) {}
+/// Geometry of one sliding-window pass over a `[c, D, H, W]` image (per group).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    pub channels: usize,
+    /// Spatial size of the image being read (im2col) or written (col2im).
+    pub image: [usize; 3],
+    pub kernel: [usize; 3],
+    /// Spatial size of the window grid.
+    pub grid: [usize; 3],
+    pub stride: [usize; 3],
+    /// Padding before each spatial dim (the after-padding is implied by `grid`).
+    pub pad: [usize; 3],
+    pub dilation: [usize; 3],
+}
+
+impl Window {
+    fn kvol(&self) -> usize {
+        self.kernel.iter().product()
+    }
+    fn grid_len(&self) -> usize {
+        self.grid.iter().product()
+    }
+    fn image_len(&self) -> usize {
+        self.image.iter().product()
+    }
+    /// Input coordinate of grid position `o` and kernel tap `k` along dim `d`, if inside.
+    #[inline]
+    fn coord(&self, d: usize, o: usize, k: usize) -> Option<usize> {
+        let p = (o * self.stride[d] + k * self.dilation[d]) as isize - self.pad[d] as isize;
+        if p >= 0 && (p as usize) < self.image[d] {
+            Some(p as usize)
+        } else {
+            None
+        }
+    }
+}
+
+/// Unfold `img [c, image]` into `cols [c * kvol, grid]`.
+fn im2col<T: Real>(img: &[T], w: &Window, cols: &mut [T]) {
+    let (kvol, l, il) = (w.kvol(), w.grid_len(), w.image_len());
+    let [kd, kh, kw] = w.kernel;
+    let [od, oh, ow] = w.grid;
+    let work = |(c, chunk): (usize, &mut [T])| {
+        let src = &img[c * il..(c + 1) * il];
+        for a in 0..kd {
+            for b in 0..kh {
+                for e in 0..kw {
+                    let row = &mut chunk[((a * kh + b) * kw + e) * l..][..l];
+                    let mut idx = 0;
+                    for z in 0..od {
+                        let iz = w.coord(0, z, a);
+                        for y in 0..oh {
+                            let iy = w.coord(1, y, b);
+                            match (iz, iy) {
+                                (Some(iz), Some(iy)) => {
+                                    let base = (iz * w.image[1] + iy) * w.image[2];
+                                    for x in 0..ow {
+                                        row[idx] = match w.coord(2, x, e) {
+                                            Some(ix) => src[base + ix],
+                                            None => T::zero(),
+                                        };
+                                        idx += 1;
+                                    }
+                                }
+                                _ => {
+                                    row[idx..idx + ow].fill(T::zero());
+                                    idx += ow;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let per = kvol * l;
+    if per == 0 {
+        return;
+    }
+    if w.channels * per >= crate::tensor::PARALLEL_THRESHOLD {
+        cols.par_chunks_mut(per).enumerate().for_each(work);
+    } else {
+        cols.chunks_mut(per).enumerate().for_each(work);
+    }
+}
+
+/// Fold `cols [c * kvol, grid]` back into `img [c, image]`, summing overlaps (im2col's adjoint).
+fn col2im<T: Real>(cols: &[T], w: &Window, img: &mut [T]) {
+    let (kvol, l, il) = (w.kvol(), w.grid_len(), w.image_len());
+    let [kd, kh, kw] = w.kernel;
+    let [od, oh, ow] = w.grid;
+    if il == 0 {
+        return;
+    }
+    let work = |(c, dst): (usize, &mut [T])| {
+        let chunk = &cols[c * kvol * l..(c + 1) * kvol * l];
+        for a in 0..kd {
+            for b in 0..kh {
+                for e in 0..kw {
+                    let row = &chunk[((a * kh + b) * kw + e) * l..][..l];
+                    let mut idx = 0;
+                    for z in 0..od {
+                        let iz = w.coord(0, z, a);
+                        for y in 0..oh {
+                            let iy = w.coord(1, y, b);
+                            if let (Some(iz), Some(iy)) = (iz, iy) {
+                                let base = (iz * w.image[1] + iy) * w.image[2];
+                                for x in 0..ow {
+                                    if let Some(ix) = w.coord(2, x, e) {
+                                        dst[base + ix] += row[idx + x];
+                                    }
+                                }
+                            }
+                            idx += ow;
+                        }
+                    }
+                }
+            }
+        }
+    };
+    if w.channels * il >= crate::tensor::PARALLEL_THRESHOLD {
+        img.par_chunks_mut(il).enumerate().for_each(work);
+    } else {
+        img.chunks_mut(il).enumerate().for_each(work);
+    }
+}
+
+/// Convolution parameters, lifted to 3 spatial dims.
+#[derive(Clone, Debug)]
+pub(crate) struct ConvParams {
+    pub stride: [usize; 3],
+    pub pad: [usize; 3],
+    /// Extra padding after each dim beyond `pad` (asymmetric 'same' padding).
+    pub pad_extra: [usize; 3],
+    pub dilation: [usize; 3],
+    pub output_padding: [usize; 3],
+    pub groups: usize,
+    pub transposed: bool,
+}
+
+/// Expand an `int[N]` argument to `n` spatial values (one value broadcasts), checking bounds.
+fn spatial(op: &str, what: &str, v: &[i64], n: usize, min: i64) -> crate::Result<Vec<usize>> {
+    let v: Vec<i64> = if v.len() == 1 {
+        vec![v[0]; n]
+    } else {
+        v.to_vec()
+    };
+    if v.len() != n {
+        return Err(value_err(format!(
+            "{op}: expected {what} to be a single integer value or a list of {n} values to match the convolution dimensions, but got {what}={v:?}"
+        )));
+    }
+    v.iter()
+        .map(|&x| {
+            if x < min {
+                Err(value_err(format!(
+                    "{op}: {what} must be >= {min}, got {v:?}"
+                )))
+            } else {
+                Ok(x as usize)
+            }
+        })
+        .collect()
+}
+
+/// Lift `n` spatial values into the last `n` of 3 slots, the others `fill`.
+fn lift(v: &[usize], fill: usize) -> [usize; 3] {
+    let mut out = [fill; 3];
+    let off = 3 - v.len();
+    out[off..].copy_from_slice(v);
+    out
+}
+
+/// N-d convolution (or transposed convolution) of `x [N, C, *sp]` by `w`, in x's dtype.
+pub(crate) fn convolution(
+    op: &str,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    p: &ConvParams,
+) -> crate::Result<Tensor> {
+    let nsp = w.dim().saturating_sub(2);
+    if !(1..=3).contains(&nsp) {
+        return Err(value_err(format!(
+            "{op}: weight must have 3, 4 or 5 dims, got {:?}",
+            w.shape()
+        )));
+    }
+    // Unbatched input: add and later drop the batch dim.
+    let unbatched = x.dim() == nsp + 1;
+    let x = if unbatched {
+        let mut shape = vec![1];
+        shape.extend_from_slice(x.shape());
+        reshape(x, &shape)?
+    } else {
+        x.clone()
+    };
+    if x.dim() != nsp + 2 {
+        return Err(shape_err(format!(
+            "{op}: expected {}D (unbatched) or {}D (batched) input to conv with weight {:?}, but got input of size {:?}",
+            nsp + 1,
+            nsp + 2,
+            w.shape(),
+            x.shape()
+        )));
+    }
+    if x.dtype() != w.dtype() {
+        return Err(value_err(format!(
+            "{op}: input type ({}) and weight type ({}) should be the same",
+            x.dtype(),
+            w.dtype()
+        )));
+    }
+    let dtype = x.dtype();
+    let cd = compute_dtype(op, dtype)?;
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let g = p.groups;
+    if g == 0 || c % g != 0 {
+        return Err(value_err(format!(
+            "{op}: input channels {c} not divisible by groups {g}"
+        )));
+    }
+    let xsp = lift(&x.shape()[2..], 1);
+    let ksp = lift(&w.shape()[2..], 1);
+    let xc = contiguous_as(&x, cd)?;
+    let wc = contiguous_as(w, cd)?;
+    let bc = match bias {
+        Some(b) => Some(contiguous_as(b, cd)?),
+        None => None,
+    };
+    let out = if p.transposed {
+        if w.shape()[0] != c {
+            return Err(shape_err(format!(
+                "{op}: weight of size {:?} expects {} input channels, got {c}",
+                w.shape(),
+                w.shape()[0]
+            )));
+        }
+        let cout = w.shape()[1] * g;
+        let mut osp = [1usize; 3];
+        for d in 0..3 {
+            let v = (xsp[d] as isize - 1) * p.stride[d] as isize - 2 * p.pad[d] as isize
+                + (p.dilation[d] * (ksp[d] - 1)) as isize
+                + p.output_padding[d] as isize
+                + 1;
+            if v <= 0 {
+                return Err(shape_err(format!("{op}: output size is too small")));
+            }
+            osp[d] = v as usize;
+        }
+        let out = Tensor::zeros(&[&[n, cout][..], &osp[3 - nsp..]].concat(), cd)?;
+        dispatch_real_compute!(cd, op, |T| conv_transpose_t::<T>(
+            &xc,
+            &wc,
+            bc.as_ref(),
+            &out,
+            p,
+            [n, c, cout],
+            xsp,
+            ksp,
+            osp
+        ))?;
+        out
+    } else {
+        let cout = w.shape()[0];
+        if w.shape()[1] * g != c || cout % g != 0 {
+            return Err(shape_err(format!(
+                "{op}: expected input{:?} to have {} channels, but got {c} channels instead",
+                x.shape(),
+                w.shape()[1] * g
+            )));
+        }
+        let mut osp = [1usize; 3];
+        for d in 0..3 {
+            let span = p.dilation[d] * (ksp[d] - 1) + 1;
+            let padded = xsp[d] + 2 * p.pad[d] + p.pad_extra[d];
+            if padded < span {
+                return Err(shape_err(format!(
+                    "{op}: kernel size can't be greater than actual input size (input {:?}, weight {:?})",
+                    x.shape(),
+                    w.shape()
+                )));
+            }
+            osp[d] = (padded - span) / p.stride[d] + 1;
+        }
+        let out = Tensor::zeros(&[&[n, cout][..], &osp[3 - nsp..]].concat(), cd)?;
+        dispatch_real_compute!(cd, op, |T| conv_forward_t::<T>(
+            &xc,
+            &wc,
+            bc.as_ref(),
+            &out,
+            p,
+            [n, c, cout],
+            xsp,
+            ksp,
+            osp
+        ))?;
+        out
+    };
+    let out = out.to_dtype(dtype)?;
+    if unbatched {
+        let shape = out.shape()[1..].to_vec();
+        reshape(&out, &shape)
+    } else {
+        Ok(out)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn conv_forward_t<T: Real>(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    out: &Tensor,
+    p: &ConvParams,
+    [n, c, cout]: [usize; 3],
+    xsp: [usize; 3],
+    ksp: [usize; 3],
+    osp: [usize; 3],
+) -> crate::Result<()> {
+    let g = p.groups;
+    let (cg, coutg) = (c / g, cout / g);
+    let xs = slice_of::<T>(x)?;
+    let ws = slice_of::<T>(w)?;
+    let os = slice_mut_of::<T>(out)?;
+    let (il, l, kvol) = (
+        xsp.iter().product::<usize>(),
+        osp.iter().product::<usize>(),
+        ksp.iter().product::<usize>(),
+    );
+    if let Some(b) = bias {
+        let bs = slice_of::<T>(b)?;
+        if bs.len() != cout {
+            return Err(shape_err(format!(
+                "conv: bias has {} elements, expected {cout}",
+                bs.len()
+            )));
+        }
+        for (i, chunk) in os.chunks_mut(l.max(1)).enumerate() {
+            chunk.fill(bs[i % cout]);
+        }
+    }
+    let acc = bias.map(|_| T::one());
+    let win = Window {
+        channels: cg,
+        image: xsp,
+        kernel: ksp,
+        grid: osp,
+        stride: p.stride,
+        pad: p.pad,
+        dilation: p.dilation,
+    };
+    if l == 0 || n == 0 || cout == 0 {
+        return Ok(());
+    }
+    if cg == 1 && kvol > 1 {
+        depthwise_t(xs, ws, os, &win, [n, c, cout], bias.is_some());
+        return Ok(());
+    }
+    let pointwise = kvol == 1 && p.stride == [1; 3] && p.pad == [0; 3] && osp == xsp;
+    let kdim = cg * kvol;
+    let out_ptr = SendPtr(os.as_mut_ptr());
+    let task = |cols: &mut Vec<T>, (img, grp): (usize, usize), parallel: bool| {
+        let xg = &xs[(img * c + grp * cg) * il..][..cg * il];
+        let rhs: &[T] = if pointwise {
+            xg
+        } else {
+            cols.resize(kdim * l, T::zero());
+            im2col(xg, &win, cols);
+            cols
+        };
+        // SAFETY: each (img, grp) task writes its own [coutg, l] block of the fresh output;
+        // operand extents were checked by the shapes above.
+        unsafe {
+            gemm_strided(
+                coutg,
+                l,
+                kdim,
+                out_ptr.get().add((img * cout + grp * coutg) * l),
+                l as isize,
+                1,
+                acc,
+                Mat {
+                    ptr: ws.as_ptr().add(grp * coutg * kdim),
+                    rs: kdim as isize,
+                    cs: 1,
+                },
+                Mat {
+                    ptr: rhs.as_ptr(),
+                    rs: l as isize,
+                    cs: 1,
+                },
+                T::one(),
+                parallel,
+            )
+        }
+    };
+    let tasks: Vec<(usize, usize)> = (0..n).flat_map(|i| (0..g).map(move |j| (i, j))).collect();
+    let flops = coutg * l * kdim;
+    if tasks.len() > 1 && flops < 256 * 256 * 64 {
+        tasks
+            .par_iter()
+            .for_each_init(Vec::new, |cols, &t| task(cols, t, false));
+    } else {
+        let mut cols = Vec::new();
+        for &t in &tasks {
+            task(&mut cols, t, true);
+        }
+    }
+    Ok(())
+}
+
+/// Direct convolution when every group has one input channel (depthwise).
+fn depthwise_t<T: Real>(
+    xs: &[T],
+    ws: &[T],
+    os: &mut [T],
+    win: &Window,
+    [_n, c, cout]: [usize; 3],
+    accumulate: bool,
+) {
+    let (il, l, kvol) = (win.image_len(), win.grid_len(), win.kvol());
+    let mult = cout / c;
+    let [od, oh, ow] = win.grid;
+    let [kd, kh, kw] = win.kernel;
+    let work = |(idx, dst): (usize, &mut [T])| {
+        let (img, oc) = (idx / cout, idx % cout);
+        let src = &xs[(img * c + oc / mult) * il..][..il];
+        let wk = &ws[oc * kvol..][..kvol];
+        let mut i = 0;
+        for z in 0..od {
+            for y in 0..oh {
+                for x in 0..ow {
+                    let mut s = T::zero();
+                    for a in 0..kd {
+                        let Some(iz) = win.coord(0, z, a) else {
+                            continue;
+                        };
+                        for b in 0..kh {
+                            let Some(iy) = win.coord(1, y, b) else {
+                                continue;
+                            };
+                            let base = (iz * win.image[1] + iy) * win.image[2];
+                            for e in 0..kw {
+                                if let Some(ix) = win.coord(2, x, e) {
+                                    s += src[base + ix] * wk[(a * kh + b) * kw + e];
+                                }
+                            }
+                        }
+                    }
+                    if accumulate {
+                        dst[i] += s;
+                    } else {
+                        dst[i] = s;
+                    }
+                    i += 1;
+                }
+            }
+        }
+    };
+    os.par_chunks_mut(l).enumerate().for_each(work);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn conv_transpose_t<T: Real>(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    out: &Tensor,
+    p: &ConvParams,
+    [n, c, cout]: [usize; 3],
+    xsp: [usize; 3],
+    ksp: [usize; 3],
+    osp: [usize; 3],
+) -> crate::Result<()> {
+    let g = p.groups;
+    let (cg, coutg) = (c / g, cout / g);
+    let xs = slice_of::<T>(x)?;
+    let ws = slice_of::<T>(w)?;
+    let os = slice_mut_of::<T>(out)?;
+    let (il, ol, kvol) = (
+        xsp.iter().product::<usize>(),
+        osp.iter().product::<usize>(),
+        ksp.iter().product::<usize>(),
+    );
+    let win = Window {
+        channels: coutg,
+        image: osp,
+        kernel: ksp,
+        grid: xsp,
+        stride: p.stride,
+        pad: p.pad,
+        dilation: p.dilation,
+    };
+    let rows = coutg * kvol;
+    let mut cols = vec![T::zero(); rows * il];
+    for img in 0..n {
+        for grp in 0..g {
+            let xg = &xs[(img * c + grp * cg) * il..][..cg * il];
+            // cols [coutg*kvol, il] = W_g^T @ x_g where W_g is [cg, coutg*kvol]
+            // SAFETY: cols is sized rows*il; operands lie inside their slices.
+            unsafe {
+                gemm_strided(
+                    rows,
+                    il,
+                    cg,
+                    cols.as_mut_ptr(),
+                    il as isize,
+                    1,
+                    None,
+                    Mat {
+                        ptr: ws.as_ptr().add(grp * cg * rows),
+                        rs: 1,
+                        cs: rows as isize,
+                    },
+                    Mat {
+                        ptr: xg.as_ptr(),
+                        rs: il as isize,
+                        cs: 1,
+                    },
+                    T::one(),
+                    true,
+                );
+            }
+            let dst = &mut os[(img * cout + grp * coutg) * ol..][..coutg * ol];
+            col2im(&cols, &win, dst);
+        }
+    }
+    if let Some(b) = bias {
+        let bs = slice_of::<T>(b)?;
+        if bs.len() != cout {
+            return Err(shape_err(format!(
+                "conv_transpose: bias has {} elements, expected {cout}",
+                bs.len()
+            )));
+        }
+        if ol > 0 {
+            for (i, chunk) in os.chunks_mut(ol).enumerate() {
+                let v = bs[i % cout];
+                chunk.iter_mut().for_each(|o| *o += v);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Read (stride, padding, dilation) for a forward conv of `nsp` spatial dims.
+fn conv_params(
+    a: &Args,
+    nsp: usize,
+    stride_i: usize,
+    pad_i: usize,
+    dil_i: usize,
+    groups: i64,
+) -> crate::Result<ConvParams> {
+    let stride = spatial(a.op, "stride", &a.int_list(stride_i)?, nsp, 1)?;
+    let dilation = spatial(a.op, "dilation", &a.int_list(dil_i)?, nsp, 1)?;
+    if groups < 1 {
+        return Err(value_err(format!(
+            "{}: non-positive groups is not supported",
+            a.op
+        )));
+    }
+    let (pad, pad_extra) = match a.get(pad_i)? {
+        IValue::String(s) => {
+            let w = a.tensor(1)?;
+            match &**s {
+                "valid" => (vec![0; nsp], vec![0; nsp]),
+                "same" => {
+                    if stride.iter().any(|&s| s != 1) {
+                        return Err(value_err(format!(
+                            "{}: padding='same' is not supported for strided convolutions",
+                            a.op
+                        )));
+                    }
+                    let ks = &w.shape()[w.dim().saturating_sub(nsp)..];
+                    let total: Vec<usize> =
+                        (0..nsp).map(|d| dilation[d] * (ks[d].max(1) - 1)).collect();
+                    (
+                        total.iter().map(|t| t / 2).collect(),
+                        total.iter().map(|t| t % 2).collect(),
+                    )
+                }
+                other => {
+                    return Err(value_err(format!(
+                        "{}: Invalid padding string '{other}'",
+                        a.op
+                    )))
+                }
+            }
+        }
+        _ => (
+            spatial(a.op, "padding", &a.int_list(pad_i)?, nsp, 0)?,
+            vec![0; nsp],
+        ),
+    };
+    Ok(ConvParams {
+        stride: lift(&stride, 1),
+        pad: lift(&pad, 0),
+        pad_extra: lift(&pad_extra, 0),
+        dilation: lift(&dilation, 1),
+        output_padding: [0; 3],
+        groups: groups as usize,
+        transposed: false,
+    })
+}
+
+fn weight_spatial(a: &Args) -> crate::Result<usize> {
+    let w = a.tensor(1)?;
+    if !(3..=5).contains(&w.dim()) {
+        return Err(value_err(format!(
+            "{}: weight must have 3, 4 or 5 dims, got {:?}",
+            a.op,
+            w.shape()
+        )));
+    }
+    Ok(w.dim() - 2)
+}
+
+/// conv1d/2d/3d (and their `.padding` string overloads):
+/// (input, weight, bias, stride, padding, dilation, groups).
+fn conv_nd(a: &mut Args) -> crate::Result<IValue> {
+    let nsp = weight_spatial(a)?;
+    let p = conv_params(a, nsp, 3, 4, 5, a.int(6)?)?;
+    let (x, w, b) = (a.tensor(0)?, a.tensor(1)?, a.opt_tensor(2)?);
+    Ok(IValue::Tensor(convolution(a.op, &x, &w, b.as_ref(), &p)?))
+}
+
+/// convolution / _convolution: (input, weight, bias, stride, padding, dilation, transposed,
+/// output_padding, groups, ...).
+fn convolution_op(a: &mut Args) -> crate::Result<IValue> {
+    let nsp = weight_spatial(a)?;
+    let mut p = conv_params(a, nsp, 3, 4, 5, a.int(8)?)?;
+    p.transposed = a.bool(6)?;
+    if p.transposed {
+        let op = spatial(a.op, "output_padding", &a.int_list(7)?, nsp, 0)?;
+        p.output_padding = lift(&op, 0);
+    }
+    let (x, w, b) = (a.tensor(0)?, a.tensor(1)?, a.opt_tensor(2)?);
+    Ok(IValue::Tensor(convolution(a.op, &x, &w, b.as_ref(), &p)?))
+}
+
+/// conv_transpose1d/2d/3d: (input, weight, bias, stride, padding, output_padding, groups,
+/// dilation).
+fn conv_transpose_nd(a: &mut Args) -> crate::Result<IValue> {
+    let nsp = weight_spatial(a)?;
+    let groups = a.int(6)?;
+    let mut p = conv_params(a, nsp, 3, 4, 7, groups)?;
+    p.transposed = true;
+    let op = spatial(a.op, "output_padding", &a.int_list(5)?, nsp, 0)?;
+    for d in 0..nsp {
+        let (s, dl) = (p.stride[3 - nsp + d], p.dilation[3 - nsp + d]);
+        if op[d] >= s && op[d] >= dl {
+            return Err(value_err(format!(
+                "{}: output padding must be smaller than either stride or dilation",
+                a.op
+            )));
+        }
+    }
+    p.output_padding = lift(&op, 0);
+    let (x, w, b) = (a.tensor(0)?, a.tensor(1)?, a.opt_tensor(2)?);
+    Ok(IValue::Tensor(convolution(a.op, &x, &w, b.as_ref(), &p)?))
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add_all(&["aten::conv1d", "aten::conv2d", "aten::conv3d"], conv_nd);
+    r.add_all(
+        &[
+            "aten::convolution",
+            "aten::_convolution",
+            "aten::_convolution.deprecated",
+        ],
+        convolution_op,
+    );
+    r.add_all(
+        &[
+            "aten::conv_transpose1d",
+            "aten::conv_transpose2d.input",
+            "aten::conv_transpose2d",
+            "aten::conv_transpose3d.input",
+            "aten::conv_transpose3d",
+        ],
+        conv_transpose_nd,
+    );
+}

@@ -1,5 +1,491 @@
-//! Kernels: creation family.
+//! Factory ops (zeros, ones, full, empty, *_like, new_*, arange, linspace, logspace, eye,
+//! tensor literals) and dtype/copy ops (`to`, `type_as`, `clone`, `contiguous`, `copy_`, `fill_`).
 
-use super::Registry;
+use super::kernels::{unsupported, value_err};
+use super::{Args, Registry};
+use crate::runtime::{DeviceKind, IValue};
+use crate::tensor::{checked_numel, DType, Element, Scalar, Tensor};
+use crate::dispatch_all;
 
-pub(crate) fn register(_r: &mut Registry) {}
+type R = crate::Result<IValue>;
+
+fn t(x: Tensor) -> R {
+    Ok(IValue::Tensor(x))
+}
+
+/// Fail unless argument `i` (a `Device?`) is absent or the CPU.
+pub(crate) fn check_device(args: &Args<'_>, i: usize) -> crate::Result<()> {
+    match args.get(i) {
+        Err(_) | Ok(IValue::None) => Ok(()),
+        Ok(IValue::Device(d)) if d.kind == DeviceKind::Cpu => Ok(()),
+        Ok(IValue::Device(d)) => Err(unsupported(format!(
+            "{}: device '{d}' is not available; tsrun runs on the CPU only",
+            args.op
+        ))),
+        Ok(IValue::String(s)) if s.starts_with("cpu") => Ok(()),
+        Ok(other) => Err(unsupported(format!(
+            "{}: device {other:?} is not available; tsrun runs on the CPU only",
+            args.op
+        ))),
+    }
+}
+
+/// Fail unless argument `i` (a `Layout?`) is absent or strided (0).
+fn check_layout(args: &Args<'_>, i: usize) -> crate::Result<()> {
+    match args.get(i) {
+        Err(_) | Ok(IValue::None) | Ok(IValue::Int(0)) => Ok(()),
+        Ok(other) => Err(unsupported(format!("{}: layout {other:?} (only torch.strided)", args.op))),
+    }
+}
+
+/// The factory arguments starting at `first` (`dtype, layout, device, pin_memory`): checks the
+/// layout and device and returns the dtype or `default`.
+pub(crate) fn factory_dtype(args: &Args<'_>, first: usize, default: DType) -> crate::Result<DType> {
+    let dtype = if first < args.len() { args.opt_dtype(first)? } else { None };
+    check_layout(args, first + 1)?;
+    check_device(args, first + 2)?;
+    Ok(dtype.unwrap_or(default))
+}
+
+/// A `SymInt[]` size argument with every entry non-negative.
+pub(crate) fn size_arg(args: &Args<'_>, i: usize) -> crate::Result<Vec<usize>> {
+    let v = args.int_list(i)?;
+    let size = v
+        .iter()
+        .map(|&d| {
+            usize::try_from(d).map_err(|_| value_err(format!("{}: negative dimension {d} in size {v:?}", args.op)))
+        })
+        .collect::<crate::Result<Vec<usize>>>()?;
+    checked_numel(&size)?;
+    Ok(size)
+}
+
+/// A contiguous tensor of `shape` filled with `value`.
+pub(crate) fn full_tensor(shape: &[usize], value: Scalar, dtype: DType) -> crate::Result<Tensor> {
+    let out = Tensor::zeros(shape, dtype)?;
+    let zero = match value {
+        Scalar::Bool(b) => !b,
+        Scalar::Int(i) => i == 0,
+        Scalar::Float(f) => f == 0.0 && f.is_sign_positive(),
+        Scalar::Complex(c) => c.re == 0.0 && c.im == 0.0 && c.re.is_sign_positive(),
+    };
+    if !zero {
+        out.fill(value)?;
+    }
+    Ok(out)
+}
+
+fn zeros(args: &mut Args<'_>) -> R {
+    let size = size_arg(args, 0)?;
+    t(Tensor::zeros(&size, factory_dtype(args, 1, DType::Float32)?)?)
+}
+fn ones(args: &mut Args<'_>) -> R {
+    let size = size_arg(args, 0)?;
+    t(full_tensor(&size, Scalar::Int(1), factory_dtype(args, 1, DType::Float32)?)?)
+}
+fn full(args: &mut Args<'_>) -> R {
+    let size = size_arg(args, 0)?;
+    let v = args.scalar(1)?;
+    t(full_tensor(&size, v, factory_dtype(args, 2, v.default_dtype())?)?)
+}
+fn empty_strided(args: &mut Args<'_>) -> R {
+    let size = size_arg(args, 0)?;
+    t(Tensor::zeros(&size, factory_dtype(args, 2, DType::Float32)?)?)
+}
+fn zeros_like(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    t(Tensor::zeros(x.shape(), factory_dtype(args, 1, x.dtype())?)?)
+}
+fn ones_like(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    t(full_tensor(x.shape(), Scalar::Int(1), factory_dtype(args, 1, x.dtype())?)?)
+}
+fn full_like(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let v = args.scalar(1)?;
+    t(full_tensor(x.shape(), v, factory_dtype(args, 2, x.dtype())?)?)
+}
+fn new_zeros(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let size = size_arg(args, 1)?;
+    t(Tensor::zeros(&size, factory_dtype(args, 2, x.dtype())?)?)
+}
+fn new_ones(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let size = size_arg(args, 1)?;
+    t(full_tensor(&size, Scalar::Int(1), factory_dtype(args, 2, x.dtype())?)?)
+}
+fn new_full(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let size = size_arg(args, 1)?;
+    let v = args.scalar(2)?;
+    t(full_tensor(&size, v, factory_dtype(args, 3, x.dtype())?)?)
+}
+fn new_empty_strided(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let size = size_arg(args, 1)?;
+    t(Tensor::zeros(&size, factory_dtype(args, 3, x.dtype())?)?)
+}
+
+/// `arange`: float if any bound is a float (default dtype), else int64; values are computed
+/// as `start + i * step` in double precision like PyTorch's CPU kernel.
+fn arange(args: &mut Args<'_>) -> R {
+    let op = args.op;
+    let (start, end, step, first) = if op.ends_with(".start_step") {
+        (args.scalar(0)?, args.scalar(1)?, args.scalar(2)?, 3)
+    } else if op.ends_with(".start") {
+        (args.scalar(0)?, args.scalar(1)?, Scalar::Int(1), 2)
+    } else {
+        (Scalar::Int(0), args.scalar(0)?, Scalar::Int(1), 1)
+    };
+    let any_float = [start, end, step].iter().any(|s| matches!(s, Scalar::Float(_)));
+    let dtype = factory_dtype(args, first, if any_float { DType::Float32 } else { DType::Int64 })?;
+    let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
+    if st == 0.0 {
+        return Err(value_err("step must be nonzero"));
+    }
+    if !(s.is_finite() && e.is_finite()) {
+        return Err(value_err(format!("unsupported range: {s} -> {e}")));
+    }
+    if (st > 0.0 && e < s) || (st < 0.0 && e > s) {
+        return Err(value_err("upper bound and larger bound inconsistent with step sign"));
+    }
+    let n = if dtype.is_integral(false) && !any_float {
+        let (si, ei, sti) = (start.to_i64(), end.to_i64(), step.to_i64());
+        let span = ei as i128 - si as i128;
+        let q = span / sti as i128;
+        let r = span % sti as i128;
+        (q + i128::from(r != 0)).max(0) as f64
+    } else {
+        ((e - s) / st).ceil()
+    };
+    if !(0.0..=(isize::MAX as f64)).contains(&n) {
+        return Err(value_err(format!("arange: invalid number of elements {n}")));
+    }
+    let n = n as usize;
+    checked_numel(&[n, dtype.size()])?;
+    if !any_float {
+        let (si, sti) = (start.to_i64(), step.to_i64());
+        let v: Vec<i64> = (0..n as i64).map(|i| si.wrapping_add(i.wrapping_mul(sti))).collect();
+        return t(Tensor::from_vec(v, &[n])?.to_dtype(dtype)?);
+    }
+    let v: Vec<f64> = (0..n).map(|i| s + st * i as f64).collect();
+    t(Tensor::from_vec(v, &[n])?.to_dtype(dtype)?)
+}
+
+fn scalar_or_tensor(args: &Args<'_>, i: usize) -> crate::Result<f64> {
+    match args.get(i)? {
+        IValue::Tensor(x) => Ok(x.item()?.to_f64()),
+        _ => Ok(args.scalar(i)?.to_f64()),
+    }
+}
+
+/// linspace values as PyTorch computes them: the first half from `start`, the second from `end`.
+fn linspace_values(start: f64, end: f64, steps: usize) -> Vec<f64> {
+    if steps == 1 {
+        return vec![start];
+    }
+    let step = (end - start) / (steps - 1) as f64;
+    let half = steps / 2;
+    (0..steps)
+        .map(|i| {
+            if i < half {
+                start + step * i as f64
+            } else {
+                end - step * (steps - i - 1) as f64
+            }
+        })
+        .collect()
+}
+fn linspace(args: &mut Args<'_>) -> R {
+    let (s, e) = (scalar_or_tensor(args, 0)?, scalar_or_tensor(args, 1)?);
+    let steps = usize::try_from(args.int(2)?).map_err(|_| value_err("number of steps must be non-negative"))?;
+    let dtype = factory_dtype(args, 3, DType::Float32)?;
+    let v = linspace_values(s, e, steps);
+    let out = Tensor::from_vec(v, &[steps])?;
+    t(if dtype == DType::Float32 {
+        // PyTorch computes float32 linspace in float32.
+        let (s32, e32) = (s as f32, e as f32);
+        let st = if steps > 1 { (e32 - s32) / (steps - 1) as f32 } else { 0.0 };
+        let half = steps / 2;
+        let v: Vec<f32> = (0..steps)
+            .map(|i| if i < half { s32 + st * i as f32 } else { e32 - st * (steps - i - 1) as f32 })
+            .collect();
+        Tensor::from_vec(v, &[steps])?
+    } else {
+        out.to_dtype(dtype)?
+    })
+}
+fn logspace(args: &mut Args<'_>) -> R {
+    let (s, e) = (scalar_or_tensor(args, 0)?, scalar_or_tensor(args, 1)?);
+    let steps = usize::try_from(args.int(2)?).map_err(|_| value_err("number of steps must be non-negative"))?;
+    let base = args.double(3)?;
+    let dtype = factory_dtype(args, 4, DType::Float32)?;
+    let v: Vec<f64> = linspace_values(s, e, steps).into_iter().map(|x| base.powf(x)).collect();
+    t(Tensor::from_vec(v, &[steps])?.to_dtype(dtype)?)
+}
+
+fn eye(args: &mut Args<'_>) -> R {
+    let n = usize::try_from(args.int(0)?).map_err(|_| value_err("n must be greater or equal to 0"))?;
+    let (m, first) = if args.op.ends_with(".m") {
+        (usize::try_from(args.int(1)?).map_err(|_| value_err("m must be greater or equal to 0"))?, 2)
+    } else {
+        (n, 1)
+    };
+    let dtype = factory_dtype(args, first, DType::Float32)?;
+    let out = Tensor::zeros(&[n, m], dtype)?;
+    dispatch_all!(dtype, "eye", |T| {
+        let mut v = out.view_mut::<T>()?;
+        for i in 0..n.min(m) {
+            if let Some(x) = v.get_mut(ndarray::IxDyn(&[i, i])) {
+                *x = T::from_i64(1);
+            }
+        }
+        Ok::<(), crate::Error>(())
+    })?;
+    t(out)
+}
+
+/// Flatten a nested list literal into scalars, recording its shape.
+fn flatten_literal(v: &IValue, depth: usize, shape: &mut Vec<usize>, out: &mut Vec<Scalar>) -> crate::Result<()> {
+    match v {
+        IValue::List(l) => {
+            let items = l.items();
+            if shape.len() == depth {
+                shape.push(items.len());
+            } else if shape.get(depth) != Some(&items.len()) {
+                return Err(value_err(format!(
+                    "expected sequence of length {:?} at dim {depth} (got {})",
+                    shape.get(depth),
+                    items.len()
+                )));
+            }
+            for x in items.iter() {
+                flatten_literal(x, depth + 1, shape, out)?;
+            }
+            Ok(())
+        }
+        IValue::Tensor(x) if x.numel() == 1 && x.dim() == 0 => {
+            out.push(x.item()?);
+            Ok(())
+        }
+        other => {
+            if shape.len() > depth {
+                return Err(value_err("tensor(): ragged nested list"));
+            }
+            out.push(other.as_scalar().ok_or_else(|| {
+                value_err(format!("tensor(): cannot make a tensor from {}", other.kind_name()))
+            })?);
+            Ok(())
+        }
+    }
+}
+
+/// `torch.tensor(data)`: dtype inferred like PyTorch (any float -> float32, ints -> int64, ...).
+fn tensor_literal(args: &mut Args<'_>) -> R {
+    let data = args.get(0)?.clone();
+    let dtype = args.opt_dtype(1)?;
+    check_device(args, 2)?;
+    if let IValue::Tensor(x) = &data {
+        return t(x.to_dtype(dtype.unwrap_or(x.dtype()))?.deep_clone()?);
+    }
+    let mut shape = Vec::new();
+    let mut vals = Vec::new();
+    flatten_literal(&data, 0, &mut shape, &mut vals)?;
+    let inferred = vals.iter().fold(None::<DType>, |acc, s| {
+        let d = s.default_dtype();
+        Some(match acc {
+            None => d,
+            Some(a) => crate::tensor::promote::promote_types(a, d),
+        })
+    });
+    let dtype = dtype.unwrap_or(inferred.unwrap_or(DType::Float32));
+    let out = Tensor::zeros(&shape, dtype)?;
+    dispatch_all!(dtype, "tensor", |T| {
+        if let Some(dst) = out.as_slice_mut::<T>()? {
+            for (d, s) in dst.iter_mut().zip(&vals) {
+                *d = super::kernels::num::scalar_as::<T>(*s);
+            }
+        }
+        Ok::<(), crate::Error>(())
+    })?;
+    t(out)
+}
+fn as_tensor(args: &mut Args<'_>) -> R {
+    if let IValue::Tensor(x) = args.get(0)? {
+        let x = x.clone();
+        let dtype = args.opt_dtype(1)?;
+        check_device(args, 2)?;
+        return t(x.to_dtype(dtype.unwrap_or(x.dtype()))?);
+    }
+    tensor_literal(args)
+}
+fn scalar_tensor(args: &mut Args<'_>) -> R {
+    let s = args.scalar(0)?;
+    t(Tensor::from_scalar(s, factory_dtype(args, 1, DType::Float32)?)?)
+}
+
+/// `to`: convert dtype (a copy only when needed, or when `copy=True`).
+fn to_impl(x: &Tensor, dtype: Option<DType>, copy: bool) -> crate::Result<Tensor> {
+    let dtype = dtype.unwrap_or(x.dtype());
+    if dtype == x.dtype() {
+        return if copy { x.deep_clone() } else { Ok(x.clone()) };
+    }
+    x.to_dtype(dtype)
+}
+fn to(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let op = args.op;
+    let (dtype, copy) = if op.ends_with(".dtype_layout") {
+        check_layout(args, 2)?;
+        check_device(args, 3)?;
+        (args.opt_dtype(1)?, args.bool(6)?)
+    } else if op.ends_with(".dtype") {
+        (Some(args.dtype(1)?), args.bool(3)?)
+    } else if op.ends_with(".device") {
+        check_device(args, 1)?;
+        (Some(args.dtype(2)?), args.bool(4)?)
+    } else if op.ends_with(".other") {
+        (Some(args.tensor(1)?.dtype()), args.bool(3)?)
+    } else if op.ends_with(".prim_Device") {
+        check_device(args, 1)?;
+        (args.opt_dtype(2)?, args.bool(4)?)
+    } else if op.ends_with(".prim_dtype") {
+        (args.opt_dtype(1)?, args.bool(3)?)
+    } else if op.ends_with(".prim_other") {
+        (None, args.bool(2)?)
+    } else {
+        return Err(unsupported(format!("{op}: unknown overload of aten::to")));
+    };
+    t(to_impl(&x, dtype, copy)?)
+}
+fn to_copy(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let dtype = args.opt_dtype(1)?;
+    check_layout(args, 2)?;
+    check_device(args, 3)?;
+    t(to_impl(&x, dtype, true)?)
+}
+fn type_as(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    t(x.to_dtype(args.tensor(1)?.dtype())?)
+}
+fn clone(args: &mut Args<'_>) -> R {
+    t(args.tensor(0)?.deep_clone()?)
+}
+fn identity(args: &mut Args<'_>) -> R {
+    t(args.tensor(0)?)
+}
+fn detach(args: &mut Args<'_>) -> R {
+    let mut x = args.tensor(0)?;
+    x.set_requires_grad(false);
+    t(x)
+}
+fn contiguous(args: &mut Args<'_>) -> R {
+    t(args.tensor(0)?.contiguous()?)
+}
+fn copy_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    match args.get(1)? {
+        IValue::Tensor(src) => {
+            let src = src.clone();
+            let b = crate::tensor::broadcast_shapes(x.shape(), src.shape())?;
+            if b.as_slice() != x.shape() {
+                return Err(value_err(format!(
+                    "copy_: source shape {:?} cannot be broadcast to {:?}",
+                    src.shape(),
+                    x.shape()
+                )));
+            }
+            x.copy_from(&src)?
+        }
+        _ => x.fill(args.scalar(1)?)?,
+    }
+    t(x)
+}
+fn fill_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let v = match args.get(1)? {
+        IValue::Tensor(v) => {
+            if v.dim() != 0 {
+                return Err(value_err(format!(
+                    "fill_ only supports 0-dimension value tensor but got tensor with {} dimensions.",
+                    v.dim()
+                )));
+            }
+            v.item()?
+        }
+        _ => args.scalar(1)?,
+    };
+    x.fill(v)?;
+    t(x)
+}
+fn zero_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    x.fill(Scalar::Int(0))?;
+    t(x)
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::zeros", zeros);
+    r.add("aten::ones", ones);
+    r.add("aten::full", full);
+    r.add("aten::empty.memory_format", zeros);
+    r.add("aten::empty_strided", empty_strided);
+    r.add("aten::zeros_like", zeros_like);
+    r.add("aten::ones_like", ones_like);
+    r.add("aten::empty_like", zeros_like);
+    r.add("aten::full_like", full_like);
+    r.add("aten::new_zeros", new_zeros);
+    r.add("aten::new_ones", new_ones);
+    r.add("aten::new_empty", new_zeros);
+    r.add("aten::new_full", new_full);
+    r.add("aten::new_empty_strided", new_empty_strided);
+    r.add_all(&["aten::arange", "aten::arange.start", "aten::arange.start_step"], arange);
+    r.add_all(
+        &["aten::linspace", "aten::linspace.Scalar_Tensor", "aten::linspace.Tensor_Scalar", "aten::linspace.Tensor_Tensor"],
+        linspace,
+    );
+    r.add_all(
+        &["aten::logspace", "aten::logspace.Scalar_Tensor", "aten::logspace.Tensor_Scalar", "aten::logspace.Tensor_Tensor"],
+        logspace,
+    );
+    r.add_all(&["aten::eye", "aten::eye.m"], eye);
+    r.add_all(
+        &["aten::tensor", "aten::tensor.bool", "aten::tensor.int", "aten::tensor.float", "aten::tensor.complex"],
+        tensor_literal,
+    );
+    r.add_all(
+        &[
+            "aten::as_tensor",
+            "aten::as_tensor.list",
+            "aten::as_tensor.bool",
+            "aten::as_tensor.int",
+            "aten::as_tensor.float",
+            "aten::as_tensor.complex",
+        ],
+        as_tensor,
+    );
+    r.add("aten::scalar_tensor", scalar_tensor);
+    r.add_all(
+        &[
+            "aten::to.dtype",
+            "aten::to.device",
+            "aten::to.other",
+            "aten::to.dtype_layout",
+            "aten::to.prim_Device",
+            "aten::to.prim_dtype",
+            "aten::to.prim_other",
+        ],
+        to,
+    );
+    r.add("aten::_to_copy", to_copy);
+    r.add("aten::type_as", type_as);
+    r.add_all(&["aten::clone", "aten::alias_copy", "aten::detach_copy", "aten::lift_fresh_copy", "aten::lift"], clone);
+    r.add_all(&["aten::alias", "aten::lift_fresh"], identity);
+    r.add_all(&["aten::detach", "aten::detach_"], detach);
+    r.add("aten::contiguous", contiguous);
+    r.add_all(&["aten::copy_", "aten::copy_.Tensor", "aten::copy_.int", "aten::copy_.float"], copy_);
+    r.add_all(&["aten::fill_.Scalar", "aten::fill_.Tensor"], fill_);
+    r.add("aten::zero_", zero_);
+}

@@ -11,10 +11,14 @@
 
 pub mod activation;
 pub mod args;
+pub mod attention;
 pub mod conv;
 pub mod creation;
 pub mod elementwise;
+pub mod embedding;
 pub mod index;
+pub mod interpolate;
+pub(crate) mod kernels;
 pub mod linalg;
 pub mod norm;
 pub mod pool;
@@ -92,6 +96,9 @@ impl Registry {
             norm::register(&mut r);
             rnn::register(&mut r);
             vision::register(&mut r);
+            attention::register(&mut r);
+            embedding::register(&mut r);
+            interpolate::register(&mut r);
             index::register(&mut r);
             shape::register(&mut r);
             scalar::register(&mut r);

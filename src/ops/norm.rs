@@ -1,5 +1,552 @@
-//! Kernels: norm family.
+//! Kernels: batch / layer / group / instance / RMS normalization. Statistics accumulate in f64;
+//! half and bfloat16 inputs compute in f32 and round once.
 
-use super::Registry;
+use super::linalg::{
+    compute_dtype, contiguous_as, dispatch_real_compute, shape_err, slice_mut_of, slice_of,
+    value_err, Real,
+};
+use super::{Args, Registry};
+use crate::runtime::{IValue, Tuple};
+#[allow(unused_imports)]
+use crate::tensor::Element as _;
+use crate::tensor::{DType, Tensor};
+#[allow(unused_imports)]
+use num_traits::{Float as _, One as _, Zero as _};
+use rayon::prelude::*;
 
-pub(crate) fn register(_r: &mut Registry) {}
+/// Mean and biased variance of a slice (two passes, f64).
+fn moments<T: Real>(xs: &[T]) -> (f64, f64) {
+    if xs.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let n = xs.len() as f64;
+    let mean = xs.iter().map(|v| v.as_f64()).sum::<f64>() / n;
+    let var = xs
+        .iter()
+        .map(|v| {
+            let d = v.as_f64() - mean;
+            d * d
+        })
+        .sum::<f64>()
+        / n;
+    (mean, var)
+}
+
+/// An optional per-channel parameter as compute-dtype values, checked to have `len` elements.
+fn param_vec(
+    op: &str,
+    t: Option<&Tensor>,
+    len: usize,
+    what: &str,
+) -> crate::Result<Option<Vec<f64>>> {
+    match t {
+        None => Ok(None),
+        Some(t) => {
+            if t.numel() != len {
+                return Err(shape_err(format!(
+                    "{op}: expected {what} to have {len} elements, got shape {:?}",
+                    t.shape()
+                )));
+            }
+            Ok(Some(t.to_vec::<f64>()?))
+        }
+    }
+}
+
+/// Normalize contiguous groups of `group_len` elements; `channel_of(group, j)` names the affine
+/// parameter for element j of a group. Returns (out, mean, rstd) per group.
+#[allow(clippy::type_complexity)]
+fn normalize_groups(
+    op: &str,
+    x: &Tensor,
+    group_len: usize,
+    eps: f64,
+    affine: &(dyn Fn(usize, usize) -> (f64, f64) + Sync),
+    rms: bool,
+) -> crate::Result<(Tensor, Vec<f64>, Vec<f64>)> {
+    let dtype = x.dtype();
+    let cd = compute_dtype(op, dtype)?;
+    let xc = contiguous_as(x, cd)?;
+    let out = Tensor::zeros(x.shape(), cd)?;
+    let groups = if group_len == 0 {
+        0
+    } else {
+        x.numel() / group_len
+    };
+    let mut stats = vec![(0.0f64, 0.0f64); groups];
+    dispatch_real_compute!(cd, op, |T| {
+        let xs = slice_of::<T>(&xc)?;
+        let os = slice_mut_of::<T>(&out)?;
+        if group_len > 0 {
+            os.par_chunks_mut(group_len)
+                .zip(xs.par_chunks(group_len))
+                .zip(stats.par_iter_mut())
+                .enumerate()
+                .for_each(|(gi, ((o, src), st))| {
+                    let (mean, var) = if rms {
+                        let ms = src.iter().map(|v| v.as_f64() * v.as_f64()).sum::<f64>()
+                            / src.len() as f64;
+                        (0.0, ms)
+                    } else {
+                        moments(src)
+                    };
+                    let rstd = 1.0 / (var + eps).sqrt();
+                    *st = (mean, rstd);
+                    for (j, (d, &s)) in o.iter_mut().zip(src).enumerate() {
+                        let (w, b) = affine(gi, j);
+                        *d = T::from_f64((s.as_f64() - mean) * rstd * w + b);
+                    }
+                });
+        }
+        Ok::<(), crate::Error>(())
+    })?;
+    let (means, rstds) = stats.into_iter().unzip();
+    Ok((out.to_dtype(dtype)?, means, rstds))
+}
+
+/// A stats tensor of `shape` in the dtype PyTorch returns it (the input's).
+fn stats_tensor(v: Vec<f64>, shape: &[usize], dtype: DType) -> crate::Result<Tensor> {
+    Ok(Tensor::from_vec(v, shape)?.to_dtype(dtype)?)
+}
+
+fn layer_norm_impl(a: &Args, rms: bool) -> crate::Result<(Tensor, Vec<f64>, Vec<f64>, usize)> {
+    let x = a.tensor(0)?;
+    let shape = a.int_list(1)?;
+    let nd = shape.len();
+    if nd == 0
+        || nd > x.dim()
+        || x.shape()[x.dim() - nd..]
+            .iter()
+            .zip(&shape)
+            .any(|(&s, &n)| s as i64 != n)
+    {
+        return Err(shape_err(format!(
+            "{}: given normalized_shape={shape:?}, expected input with shape [*, {}], but got input of size {:?}",
+            a.op,
+            shape.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", "),
+            x.shape()
+        )));
+    }
+    let inner: usize = x.shape()[x.dim() - nd..].iter().product();
+    let w = param_vec(a.op, a.opt_tensor(2)?.as_ref(), inner, "weight")?;
+    let (b, eps) = if rms {
+        let eps = match a.opt_double(3)? {
+            Some(e) => e,
+            None => match x.dtype() {
+                DType::Float64 => f64::EPSILON,
+                DType::Float16 => 0.0009765625,
+                DType::BFloat16 => 0.0078125,
+                _ => f32::EPSILON as f64,
+            },
+        };
+        (None, eps)
+    } else {
+        (
+            param_vec(a.op, a.opt_tensor(3)?.as_ref(), inner, "bias")?,
+            a.double(4)?,
+        )
+    };
+    let affine = |_g: usize, j: usize| {
+        (
+            w.as_ref().map_or(1.0, |w| w[j]),
+            b.as_ref().map_or(0.0, |b| b[j]),
+        )
+    };
+    let (o, m, r) = normalize_groups(a.op, &x, inner, eps, &affine, rms)?;
+    Ok((o, m, r, nd))
+}
+
+/// Layer norm over the last dim of `x` (used by fused transformer kernels).
+pub(crate) fn layer_norm_last(
+    op: &str,
+    x: &Tensor,
+    w: Option<&Tensor>,
+    b: Option<&Tensor>,
+    eps: f64,
+) -> crate::Result<Tensor> {
+    let inner = x.shape().last().copied().unwrap_or(1);
+    let wv = param_vec(op, w, inner, "weight")?;
+    let bv = param_vec(op, b, inner, "bias")?;
+    let affine = |_g: usize, j: usize| {
+        (
+            wv.as_ref().map_or(1.0, |w| w[j]),
+            bv.as_ref().map_or(0.0, |b| b[j]),
+        )
+    };
+    Ok(normalize_groups(op, x, inner, eps, &affine, false)?.0)
+}
+
+fn layer_norm(a: &mut Args) -> crate::Result<IValue> {
+    Ok(IValue::Tensor(layer_norm_impl(a, false)?.0))
+}
+
+fn native_layer_norm(a: &mut Args) -> crate::Result<IValue> {
+    let x = a.tensor(0)?;
+    let (o, m, r, nd) = layer_norm_impl(a, false)?;
+    let mut shape = x.shape()[..x.dim() - nd].to_vec();
+    shape.extend(std::iter::repeat_n(1, nd));
+    let sd = if x.dtype() == DType::Float64 {
+        DType::Float64
+    } else {
+        DType::Float32
+    };
+    let sd = if x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16 {
+        x.dtype()
+    } else {
+        sd
+    };
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(o),
+        IValue::Tensor(stats_tensor(m, &shape, sd)?),
+        IValue::Tensor(stats_tensor(r, &shape, sd)?),
+    ])))
+}
+
+fn rms_norm(a: &mut Args) -> crate::Result<IValue> {
+    Ok(IValue::Tensor(layer_norm_impl(a, true)?.0))
+}
+
+/// group norm over `x [N, C, *]`; returns (out, mean [N, G], rstd [N, G]).
+fn group_norm_impl(
+    op: &str,
+    x: &Tensor,
+    groups: usize,
+    w: Option<&Tensor>,
+    b: Option<&Tensor>,
+    eps: f64,
+) -> crate::Result<(Tensor, Tensor, Tensor)> {
+    if x.dim() < 2 {
+        return Err(shape_err(format!(
+            "{op}: expected input with at least 2 dims, got {:?}",
+            x.shape()
+        )));
+    }
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    if groups == 0 || c % groups != 0 {
+        return Err(value_err(format!(
+            "{op}: Expected number of channels in input to be divisible by num_groups, but got input of shape {:?} and num_groups={groups}",
+            x.shape()
+        )));
+    }
+    let hw: usize = x.shape()[2..].iter().product();
+    let cpg = c / groups;
+    let wv = param_vec(op, w, c, "weight")?;
+    let bv = param_vec(op, b, c, "bias")?;
+    let affine = |g: usize, j: usize| {
+        let ch = (g % groups) * cpg + j / hw.max(1);
+        (
+            wv.as_ref().map_or(1.0, |w| w[ch]),
+            bv.as_ref().map_or(0.0, |b| b[ch]),
+        )
+    };
+    let (o, m, r) = normalize_groups(op, x, cpg * hw, eps, &affine, false)?;
+    let (m, r) = if cpg * hw == 0 {
+        (vec![f64::NAN; n * groups], vec![f64::NAN; n * groups])
+    } else {
+        (m, r)
+    };
+    Ok((
+        o,
+        stats_tensor(m, &[n, groups], x.dtype())?,
+        stats_tensor(r, &[n, groups], x.dtype())?,
+    ))
+}
+
+fn group_norm(a: &mut Args) -> crate::Result<IValue> {
+    let x = a.tensor(0)?;
+    let g = a.int(1)?;
+    let (w, b) = (a.opt_tensor(2)?, a.opt_tensor(3)?);
+    let g = usize::try_from(g)
+        .map_err(|_| value_err(format!("{}: num_groups must be positive", a.op)))?;
+    Ok(IValue::Tensor(
+        group_norm_impl(a.op, &x, g, w.as_ref(), b.as_ref(), a.double(4)?)?.0,
+    ))
+}
+
+/// native_group_norm(input, weight, bias, N, C, HxW, group, eps)
+fn native_group_norm(a: &mut Args) -> crate::Result<IValue> {
+    let x = a.tensor(0)?;
+    let (w, b) = (a.opt_tensor(1)?, a.opt_tensor(2)?);
+    let g = usize::try_from(a.int(6)?)
+        .map_err(|_| value_err(format!("{}: group must be positive", a.op)))?;
+    let (o, m, r) = group_norm_impl(a.op, &x, g, w.as_ref(), b.as_ref(), a.double(7)?)?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(o),
+        IValue::Tensor(m),
+        IValue::Tensor(r),
+    ])))
+}
+
+/// Batch norm over `x [N, C, *]`. In training (or without running stats) uses batch statistics
+/// and updates running stats in place; returns (out, save_mean, save_invstd) — the saved stats
+/// are empty in eval mode, as PyTorch's CPU kernel returns them.
+#[allow(clippy::too_many_arguments)]
+fn batch_norm_impl(
+    op: &str,
+    x: &Tensor,
+    w: Option<&Tensor>,
+    b: Option<&Tensor>,
+    rm: Option<&Tensor>,
+    rv: Option<&Tensor>,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> crate::Result<(Tensor, Tensor, Tensor)> {
+    if x.dim() < 2 {
+        return Err(shape_err(format!(
+            "{op}: expected input with at least 2 dims, got {:?}",
+            x.shape()
+        )));
+    }
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let hw: usize = x.shape()[2..].iter().product();
+    let wv = param_vec(op, w, c, "weight")?;
+    let bv = param_vec(op, b, c, "bias")?;
+    let use_batch = training || rm.is_none() || rv.is_none();
+    let dtype = x.dtype();
+    let cd = compute_dtype(op, dtype)?;
+    let xc = contiguous_as(x, cd)?;
+    let (mean, var): (Vec<f64>, Vec<f64>) = if use_batch {
+        let count = n * hw;
+        if count <= 1 && training {
+            return Err(value_err(format!(
+                "{op}: Expected more than 1 value per channel when training, got input size {:?}",
+                x.shape()
+            )));
+        }
+        dispatch_real_compute!(cd, op, |T| {
+            let xs = slice_of::<T>(&xc)?;
+            Ok::<_, crate::Error>(
+                (0..c)
+                    .into_par_iter()
+                    .map(|ch| {
+                        let mut s = 0.0;
+                        for i in 0..n {
+                            s += xs[(i * c + ch) * hw..][..hw]
+                                .iter()
+                                .map(|v| v.as_f64())
+                                .sum::<f64>();
+                        }
+                        let mean = s / count as f64;
+                        let mut v = 0.0;
+                        for i in 0..n {
+                            v += xs[(i * c + ch) * hw..][..hw]
+                                .iter()
+                                .map(|x| (x.as_f64() - mean).powi(2))
+                                .sum::<f64>();
+                        }
+                        (mean, v / count as f64)
+                    })
+                    .unzip(),
+            )
+        })?
+    } else {
+        let (Some(rm), Some(rv)) = (rm, rv) else {
+            return Err(value_err(format!("{op}: running stats missing")));
+        };
+        (
+            param_vec(op, Some(rm), c, "running_mean")?.unwrap_or_default(),
+            param_vec(op, Some(rv), c, "running_var")?.unwrap_or_default(),
+        )
+    };
+    let scale: Vec<f64> = (0..c)
+        .map(|ch| wv.as_ref().map_or(1.0, |w| w[ch]) / (var[ch] + eps).sqrt())
+        .collect();
+    let shift: Vec<f64> = (0..c)
+        .map(|ch| bv.as_ref().map_or(0.0, |b| b[ch]) - mean[ch] * scale[ch])
+        .collect();
+    let out = Tensor::zeros(x.shape(), cd)?;
+    dispatch_real_compute!(cd, op, |T| {
+        let xs = slice_of::<T>(&xc)?;
+        let os = slice_mut_of::<T>(&out)?;
+        if hw > 0 {
+            os.par_chunks_mut(hw)
+                .zip(xs.par_chunks(hw))
+                .enumerate()
+                .for_each(|(i, (o, s))| {
+                    let ch = i % c;
+                    let (sc, sh) = (scale[ch], shift[ch]);
+                    for (d, &v) in o.iter_mut().zip(s) {
+                        *d = T::from_f64(v.as_f64() * sc + sh);
+                    }
+                });
+        }
+        Ok::<(), crate::Error>(())
+    })?;
+    let stat_dtype = if cd == DType::Float64 {
+        cd
+    } else {
+        DType::Float32
+    };
+    let (save_mean, save_invstd) = if use_batch {
+        if training {
+            let count = (n * hw) as f64;
+            if let (Some(rm), Some(rv)) = (rm, rv) {
+                let new_m: Vec<f64> = param_vec(op, Some(rm), c, "running_mean")?
+                    .unwrap_or_default()
+                    .iter()
+                    .zip(&mean)
+                    .map(|(r, m)| (1.0 - momentum) * r + momentum * m)
+                    .collect();
+                let new_v: Vec<f64> = param_vec(op, Some(rv), c, "running_var")?
+                    .unwrap_or_default()
+                    .iter()
+                    .zip(&var)
+                    .map(|(r, v)| (1.0 - momentum) * r + momentum * v * count / (count - 1.0))
+                    .collect();
+                rm.copy_from(&Tensor::from_vec(new_m, rm.shape())?)?;
+                rv.copy_from(&Tensor::from_vec(new_v, rv.shape())?)?;
+            }
+        }
+        let invstd: Vec<f64> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
+        (
+            stats_tensor(mean, &[c], stat_dtype)?,
+            stats_tensor(invstd, &[c], stat_dtype)?,
+        )
+    } else {
+        (
+            Tensor::zeros(&[0], stat_dtype)?,
+            Tensor::zeros(&[0], stat_dtype)?,
+        )
+    };
+    Ok((out.to_dtype(dtype)?, save_mean, save_invstd))
+}
+
+fn triple(t: (Tensor, Tensor, Tensor)) -> IValue {
+    IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(t.0),
+        IValue::Tensor(t.1),
+        IValue::Tensor(t.2),
+    ]))
+}
+
+/// batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn)
+fn batch_norm(a: &mut Args) -> crate::Result<IValue> {
+    let (x, w, b) = (a.tensor(0)?, a.opt_tensor(1)?, a.opt_tensor(2)?);
+    let (rm, rv) = (a.opt_tensor(3)?, a.opt_tensor(4)?);
+    let r = batch_norm_impl(
+        a.op,
+        &x,
+        w.as_ref(),
+        b.as_ref(),
+        rm.as_ref(),
+        rv.as_ref(),
+        a.bool(5)?,
+        a.double(6)?,
+        a.double(7)?,
+    )?;
+    Ok(IValue::Tensor(r.0))
+}
+
+/// native_batch_norm / _native_batch_norm_legit: same arguments without cudnn_enabled.
+fn native_batch_norm(a: &mut Args) -> crate::Result<IValue> {
+    if matches!(a.get(3)?, IValue::Bool(_)) {
+        return batch_norm_no_stats(a);
+    }
+    let (x, w, b) = (a.tensor(0)?, a.opt_tensor(1)?, a.opt_tensor(2)?);
+    let (rm, rv) = (a.opt_tensor(3)?, a.opt_tensor(4)?);
+    Ok(triple(batch_norm_impl(
+        a.op,
+        &x,
+        w.as_ref(),
+        b.as_ref(),
+        rm.as_ref(),
+        rv.as_ref(),
+        a.bool(5)?,
+        a.double(6)?,
+        a.double(7)?,
+    )?))
+}
+
+/// _native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var,
+/// momentum, eps)
+fn batch_norm_no_training(a: &mut Args) -> crate::Result<IValue> {
+    let (x, w, b) = (a.tensor(0)?, a.opt_tensor(1)?, a.opt_tensor(2)?);
+    let (rm, rv) = (a.tensor(3)?, a.tensor(4)?);
+    Ok(triple(batch_norm_impl(
+        a.op,
+        &x,
+        w.as_ref(),
+        b.as_ref(),
+        Some(&rm),
+        Some(&rv),
+        false,
+        a.double(5)?,
+        a.double(6)?,
+    )?))
+}
+
+/// _native_batch_norm_legit.no_stats(input, weight, bias, training, momentum, eps)
+fn batch_norm_no_stats(a: &mut Args) -> crate::Result<IValue> {
+    let (x, w, b) = (a.tensor(0)?, a.opt_tensor(1)?, a.opt_tensor(2)?);
+    Ok(triple(batch_norm_impl(
+        a.op,
+        &x,
+        w.as_ref(),
+        b.as_ref(),
+        None,
+        None,
+        a.bool(3)?,
+        a.double(4)?,
+        a.double(5)?,
+    )?))
+}
+
+/// instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,
+/// eps, cudnn_enabled)
+fn instance_norm(a: &mut Args) -> crate::Result<IValue> {
+    let x = a.tensor(0)?;
+    let (w, b) = (a.opt_tensor(1)?, a.opt_tensor(2)?);
+    let (rm, rv) = (a.opt_tensor(3)?, a.opt_tensor(4)?);
+    let use_input_stats = a.bool(5)?;
+    let eps = a.double(7)?;
+    if !use_input_stats {
+        return Ok(IValue::Tensor(
+            batch_norm_impl(
+                a.op,
+                &x,
+                w.as_ref(),
+                b.as_ref(),
+                rm.as_ref(),
+                rv.as_ref(),
+                false,
+                a.double(6)?,
+                eps,
+            )?
+            .0,
+        ));
+    }
+    if rm.is_some() || rv.is_some() {
+        return Err(value_err(format!(
+            "{}: updating running stats of instance_norm is not supported",
+            a.op
+        )));
+    }
+    // Each (n, c) plane normalized by its own stats: group norm with one group per channel.
+    let c = if x.dim() >= 2 { x.shape()[1] } else { 0 };
+    Ok(IValue::Tensor(
+        group_norm_impl(a.op, &x, c, w.as_ref(), b.as_ref(), eps)?.0,
+    ))
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::layer_norm", layer_norm);
+    r.add("aten::native_layer_norm", native_layer_norm);
+    r.add("aten::rms_norm", rms_norm);
+    r.add("aten::group_norm", group_norm);
+    r.add("aten::native_group_norm", native_group_norm);
+    r.add("aten::batch_norm", batch_norm);
+    r.add_all(
+        &["aten::native_batch_norm", "aten::_native_batch_norm_legit"],
+        native_batch_norm,
+    );
+    r.add(
+        "aten::_native_batch_norm_legit_no_training",
+        batch_norm_no_training,
+    );
+    r.add(
+        "aten::_native_batch_norm_legit.no_stats",
+        batch_norm_no_stats,
+    );
+    r.add("aten::instance_norm", instance_norm);
+}

@@ -1,5 +1,512 @@
-//! Kernels: pool family.
+//! Kernels: max / average / adaptive pooling over 1, 2 or 3 spatial dims. Leading dims (batch,
+//! channels) are flattened into independent planes; spatial dims are lifted to 3.
 
-use super::Registry;
+use super::linalg::{
+    compute_dtype, contiguous_as, dispatch_real_compute, slice_mut_of, slice_of, value_err, Real,
+};
+use super::{Args, Registry};
+use crate::runtime::{IValue, Tuple};
+#[allow(unused_imports)]
+use crate::tensor::Element as _;
+use crate::tensor::{DType, Tensor};
+#[allow(unused_imports)]
+use num_traits::{Float as _, One as _, Zero as _};
+use rayon::prelude::*;
 
-pub(crate) fn register(_r: &mut Registry) {}
+/// Lift `n` values to 3 slots (leading slots get `fill`).
+fn lift(v: &[usize], fill: usize) -> [usize; 3] {
+    let mut out = [fill; 3];
+    out[3 - v.len()..].copy_from_slice(v);
+    out
+}
+
+/// An `int[N]` pooling argument: one value broadcasts; `empty_default` for `stride=[]`.
+fn pool_arg(
+    op: &str,
+    what: &str,
+    v: &[i64],
+    n: usize,
+    empty_default: Option<&[usize]>,
+    min: i64,
+) -> crate::Result<Vec<usize>> {
+    if v.is_empty() {
+        if let Some(d) = empty_default {
+            return Ok(d.to_vec());
+        }
+    }
+    let v: Vec<i64> = if v.len() == 1 {
+        vec![v[0]; n]
+    } else {
+        v.to_vec()
+    };
+    if v.len() != n {
+        return Err(value_err(format!(
+            "{op}: {what} must either be a single int, or a tuple of {n} ints"
+        )));
+    }
+    v.iter()
+        .map(|&x| {
+            if x < min {
+                Err(value_err(format!(
+                    "{op}: {what} must be >= {min}, got {v:?}"
+                )))
+            } else {
+                Ok(x as usize)
+            }
+        })
+        .collect()
+}
+
+/// Input split into (planes, spatial dims), validated for `nsp` spatial dims.
+fn planes(op: &str, x: &Tensor, nsp: usize) -> crate::Result<(usize, Vec<usize>)> {
+    if x.dim() != nsp + 1 && x.dim() != nsp + 2 {
+        return Err(value_err(format!(
+            "{op}: expected {}D or {}D input, got {:?}",
+            nsp + 1,
+            nsp + 2,
+            x.shape()
+        )));
+    }
+    let lead = x.dim() - nsp;
+    let p: usize = x.shape()[..lead].iter().product();
+    Ok((p, x.shape()[lead..].to_vec()))
+}
+
+fn out_shape(x: &Tensor, nsp: usize, osp: &[usize; 3]) -> Vec<usize> {
+    let lead = x.dim() - nsp;
+    let mut s = x.shape()[..lead].to_vec();
+    s.extend_from_slice(&osp[3 - nsp..]);
+    s
+}
+
+/// Pooling output size along one dim (PyTorch's `pooling_output_shape`).
+fn pooled_size(
+    op: &str,
+    input: usize,
+    k: usize,
+    s: usize,
+    p: usize,
+    d: usize,
+    ceil: bool,
+) -> crate::Result<usize> {
+    let span = (d * (k - 1) + 1) as i64;
+    let num = input as i64 + 2 * p as i64 - span + if ceil { s as i64 - 1 } else { 0 };
+    let mut out = num.div_euclid(s as i64) + 1;
+    if ceil && (out - 1) * s as i64 >= input as i64 + p as i64 {
+        out -= 1;
+    }
+    if out < 1 {
+        return Err(value_err(format!(
+            "{op}: output size is too small (input {input}, kernel {k}, stride {s}, padding {p}, dilation {d})"
+        )));
+    }
+    Ok(out as usize)
+}
+
+struct PoolGeo {
+    isp: [usize; 3],
+    osp: [usize; 3],
+    k: [usize; 3],
+    s: [usize; 3],
+    p: [usize; 3],
+    d: [usize; 3],
+}
+
+fn pool_geo(
+    a: &Args,
+    nsp: usize,
+    dilation_i: Option<usize>,
+    ceil_i: usize,
+) -> crate::Result<(Tensor, usize, PoolGeo)> {
+    let x = a.tensor(0)?;
+    let (np, sp) = planes(a.op, &x, nsp)?;
+    let k = pool_arg(a.op, "kernel_size", &a.int_list(1)?, nsp, None, 1)?;
+    let s = pool_arg(a.op, "stride", &a.int_list(2)?, nsp, Some(&k), 1)?;
+    let p = pool_arg(a.op, "padding", &a.int_list(3)?, nsp, None, 0)?;
+    let d = match dilation_i {
+        Some(i) => pool_arg(a.op, "dilation", &a.int_list(i)?, nsp, None, 1)?,
+        None => vec![1; nsp],
+    };
+    let ceil = a.bool(ceil_i)?;
+    for i in 0..nsp {
+        if p[i] > k[i] / 2 {
+            return Err(value_err(format!(
+                "{}: pad should be at most half of effective kernel size, but got pad={}, kernel_size={} and dilation={}",
+                a.op, p[i], k[i], d[i]
+            )));
+        }
+    }
+    let mut osp = vec![0; nsp];
+    for i in 0..nsp {
+        osp[i] = pooled_size(a.op, sp[i], k[i], s[i], p[i], d[i], ceil)?;
+    }
+    Ok((
+        x,
+        np,
+        PoolGeo {
+            isp: lift(&sp, 1),
+            osp: lift(&osp, 1),
+            k: lift(&k, 1),
+            s: lift(&s, 1),
+            p: lift(&p, 0),
+            d: lift(&d, 1),
+        },
+    ))
+}
+
+fn max_pool_t<T: Real>(
+    x: &Tensor,
+    np: usize,
+    g: &PoolGeo,
+    out: &Tensor,
+    idx: &Tensor,
+) -> crate::Result<()> {
+    let xs = slice_of::<T>(x)?;
+    let os = slice_mut_of::<T>(out)?;
+    let is = slice_mut_of::<i64>(idx)?;
+    let (il, ol) = (
+        g.isp.iter().product::<usize>(),
+        g.osp.iter().product::<usize>(),
+    );
+    if ol == 0 || np == 0 {
+        return Ok(());
+    }
+    let [ih, iw] = [g.isp[1], g.isp[2]];
+    os.par_chunks_mut(ol)
+        .zip(is.par_chunks_mut(ol))
+        .enumerate()
+        .for_each(|(pl, (o, ix))| {
+            let src = &xs[pl * il..][..il];
+            let mut n = 0;
+            for z in 0..g.osp[0] {
+                for y in 0..g.osp[1] {
+                    for x in 0..g.osp[2] {
+                        let mut best = T::neg_infinity();
+                        let mut best_i: i64 = -1;
+                        for a in 0..g.k[0] {
+                            let iz = (z * g.s[0] + a * g.d[0]) as isize - g.p[0] as isize;
+                            if iz < 0 || iz as usize >= g.isp[0] {
+                                continue;
+                            }
+                            for b in 0..g.k[1] {
+                                let iy = (y * g.s[1] + b * g.d[1]) as isize - g.p[1] as isize;
+                                if iy < 0 || iy as usize >= ih {
+                                    continue;
+                                }
+                                for c in 0..g.k[2] {
+                                    let ixx = (x * g.s[2] + c * g.d[2]) as isize - g.p[2] as isize;
+                                    if ixx < 0 || ixx as usize >= iw {
+                                        continue;
+                                    }
+                                    let flat = (iz as usize * ih + iy as usize) * iw + ixx as usize;
+                                    let v = src[flat];
+                                    if best_i < 0 || v > best || v.is_nan() {
+                                        best = v;
+                                        best_i = flat as i64;
+                                    }
+                                }
+                            }
+                        }
+                        o[n] = best;
+                        ix[n] = best_i.max(0);
+                        n += 1;
+                    }
+                }
+            }
+        });
+    Ok(())
+}
+
+fn max_pool_impl(a: &Args, nsp: usize) -> crate::Result<(Tensor, Tensor)> {
+    let (x, np, g) = pool_geo(a, nsp, Some(4), 5)?;
+    let dtype = x.dtype();
+    let cd = compute_dtype(a.op, dtype)?;
+    let xc = contiguous_as(&x, cd)?;
+    let shape = out_shape(&x, nsp, &g.osp);
+    let out = Tensor::zeros(&shape, cd)?;
+    let idx = Tensor::zeros(&shape, DType::Int64)?;
+    dispatch_real_compute!(cd, a.op, |T| max_pool_t::<T>(&xc, np, &g, &out, &idx))?;
+    Ok((out.to_dtype(dtype)?, idx))
+}
+
+fn max_pool_op(a: &mut Args) -> crate::Result<IValue> {
+    let nsp = pool_rank(a.op);
+    Ok(IValue::Tensor(max_pool_impl(a, nsp)?.0))
+}
+
+fn max_pool_with_indices(a: &mut Args) -> crate::Result<IValue> {
+    let nsp = pool_rank(a.op);
+    let (o, i) = max_pool_impl(a, nsp)?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(o),
+        IValue::Tensor(i),
+    ])))
+}
+
+/// Spatial rank from an op name (`max_pool2d` -> 2).
+fn pool_rank(op: &str) -> usize {
+    if op.contains("3d") {
+        3
+    } else if op.contains("2d") {
+        2
+    } else {
+        1
+    }
+}
+
+fn avg_pool_t<T: Real>(
+    x: &Tensor,
+    np: usize,
+    g: &PoolGeo,
+    include_pad: bool,
+    divisor: Option<usize>,
+    out: &Tensor,
+) -> crate::Result<()> {
+    let xs = slice_of::<T>(x)?;
+    let os = slice_mut_of::<T>(out)?;
+    let (il, ol) = (
+        g.isp.iter().product::<usize>(),
+        g.osp.iter().product::<usize>(),
+    );
+    if ol == 0 || np == 0 {
+        return Ok(());
+    }
+    // Window [start, end) along one dim: (clamped start, clamped end, padded length).
+    let range = |d: usize, o: usize| -> (usize, usize, usize) {
+        let start = (o * g.s[d]) as isize - g.p[d] as isize;
+        let end = (start + g.k[d] as isize).min((g.isp[d] + g.p[d]) as isize);
+        let padded = (end - start) as usize;
+        let s = start.max(0) as usize;
+        let e = (end.min(g.isp[d] as isize)).max(0) as usize;
+        (s, e.max(s), padded)
+    };
+    os.par_chunks_mut(ol).enumerate().for_each(|(pl, o)| {
+        let src = &xs[pl * il..][..il];
+        let mut n = 0;
+        for z in 0..g.osp[0] {
+            let (z0, z1, zp) = range(0, z);
+            for y in 0..g.osp[1] {
+                let (y0, y1, yp) = range(1, y);
+                for x in 0..g.osp[2] {
+                    let (x0, x1, xp) = range(2, x);
+                    let mut sum = T::zero();
+                    for iz in z0..z1 {
+                        for iy in y0..y1 {
+                            let base = (iz * g.isp[1] + iy) * g.isp[2];
+                            for ix in x0..x1 {
+                                sum += src[base + ix];
+                            }
+                        }
+                    }
+                    let count = match divisor {
+                        Some(d) => d,
+                        None if include_pad => zp * yp * xp,
+                        None => (z1 - z0) * (y1 - y0) * (x1 - x0),
+                    };
+                    o[n] = sum / T::from_f64(count as f64);
+                    n += 1;
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// avg_pool1d: (self, kernel, stride, padding, ceil_mode, count_include_pad);
+/// avg_pool2d/3d add divisor_override.
+fn avg_pool_op(a: &mut Args) -> crate::Result<IValue> {
+    let nsp = pool_rank(a.op);
+    let (x, np, g) = pool_geo(a, nsp, None, 4)?;
+    let include_pad = a.bool(5)?;
+    let divisor = if nsp > 1 { a.opt_int(6)? } else { None };
+    if let Some(d) = divisor {
+        if d == 0 {
+            return Err(value_err(format!("{}: divisor must be not zero", a.op)));
+        }
+    }
+    let dtype = x.dtype();
+    let cd = compute_dtype(a.op, dtype)?;
+    let xc = contiguous_as(&x, cd)?;
+    let out = Tensor::zeros(&out_shape(&x, nsp, &g.osp), cd)?;
+    dispatch_real_compute!(cd, a.op, |T| avg_pool_t::<T>(
+        &xc,
+        np,
+        &g,
+        include_pad,
+        divisor.map(|d| d.unsigned_abs() as usize),
+        &out
+    ))?;
+    Ok(IValue::Tensor(out.to_dtype(dtype)?))
+}
+
+/// Adaptive window of output `o` of `out` over `input`: [floor(o*in/out), ceil((o+1)*in/out)).
+fn adaptive_range(o: usize, input: usize, out: usize) -> (usize, usize) {
+    let start = (o * input) / out;
+    let end = ((o + 1) * input).div_ceil(out);
+    (start, end)
+}
+
+fn adaptive_t<T: Real>(
+    x: &Tensor,
+    np: usize,
+    isp: [usize; 3],
+    osp: [usize; 3],
+    out: &Tensor,
+    idx: Option<&Tensor>,
+) -> crate::Result<()> {
+    let xs = slice_of::<T>(x)?;
+    let os = slice_mut_of::<T>(out)?;
+    let (il, ol) = (isp.iter().product::<usize>(), osp.iter().product::<usize>());
+    if ol == 0 || np == 0 {
+        return Ok(());
+    }
+    let mut dummy: Vec<i64> = Vec::new();
+    let is: &mut [i64] = match idx {
+        Some(t) => slice_mut_of::<i64>(t)?,
+        None => {
+            dummy.resize(ol * np, 0);
+            &mut dummy
+        }
+    };
+    let want_max = idx.is_some();
+    os.par_chunks_mut(ol)
+        .zip(is.par_chunks_mut(ol))
+        .enumerate()
+        .for_each(|(pl, (o, ix))| {
+            let src = &xs[pl * il..][..il];
+            let mut n = 0;
+            for z in 0..osp[0] {
+                let (z0, z1) = adaptive_range(z, isp[0], osp[0]);
+                for y in 0..osp[1] {
+                    let (y0, y1) = adaptive_range(y, isp[1], osp[1]);
+                    for x in 0..osp[2] {
+                        let (x0, x1) = adaptive_range(x, isp[2], osp[2]);
+                        let mut sum = T::zero();
+                        let mut best = T::neg_infinity();
+                        let mut best_i: i64 = -1;
+                        for iz in z0..z1 {
+                            for iy in y0..y1 {
+                                let base = (iz * isp[1] + iy) * isp[2];
+                                for i in x0..x1 {
+                                    let v = src[base + i];
+                                    if want_max {
+                                        if best_i < 0 || v > best || v.is_nan() {
+                                            best = v;
+                                            best_i = (base + i) as i64;
+                                        }
+                                    } else {
+                                        sum += v;
+                                    }
+                                }
+                            }
+                        }
+                        if want_max {
+                            o[n] = best;
+                            ix[n] = best_i.max(0);
+                        } else {
+                            let cnt = (z1 - z0) * (y1 - y0) * (x1 - x0);
+                            o[n] = sum / T::from_f64(cnt as f64);
+                        }
+                        n += 1;
+                    }
+                }
+            }
+        });
+    Ok(())
+}
+
+fn adaptive_impl(a: &Args, want_max: bool) -> crate::Result<(Tensor, Option<Tensor>)> {
+    let nsp = pool_rank(a.op);
+    let x = a.tensor(0)?;
+    let (np, sp) = planes(a.op, &x, nsp)?;
+    let size = a.int_list(1)?;
+    let size: Vec<i64> = if size.len() == 1 {
+        vec![size[0]; nsp]
+    } else {
+        size
+    };
+    if size.len() != nsp || size.iter().any(|&s| s < 0) {
+        return Err(value_err(format!(
+            "{}: output_size must be {nsp} non-negative values, got {size:?}",
+            a.op
+        )));
+    }
+    if sp.contains(&0) {
+        return Err(value_err(format!(
+            "{}: expected input to have non-zero size for non-batch dimensions, got {:?}",
+            a.op,
+            x.shape()
+        )));
+    }
+    let osp: Vec<usize> = size.iter().map(|&s| s as usize).collect();
+    let osp3 = lift(&osp, 1);
+    let dtype = x.dtype();
+    let cd = compute_dtype(a.op, dtype)?;
+    let xc = contiguous_as(&x, cd)?;
+    let shape = out_shape(&x, nsp, &osp3);
+    let out = Tensor::zeros(&shape, cd)?;
+    let idx = if want_max {
+        Some(Tensor::zeros(&shape, DType::Int64)?)
+    } else {
+        None
+    };
+    dispatch_real_compute!(cd, a.op, |T| adaptive_t::<T>(
+        &xc,
+        np,
+        lift(&sp, 1),
+        osp3,
+        &out,
+        idx.as_ref()
+    ))?;
+    Ok((out.to_dtype(dtype)?, idx))
+}
+
+fn adaptive_avg_op(a: &mut Args) -> crate::Result<IValue> {
+    Ok(IValue::Tensor(adaptive_impl(a, false)?.0))
+}
+
+fn adaptive_max_op(a: &mut Args) -> crate::Result<IValue> {
+    let (o, i) = adaptive_impl(a, true)?;
+    let i = i.ok_or_else(|| value_err("adaptive_max_pool: indices missing"))?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(o),
+        IValue::Tensor(i),
+    ])))
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add_all(
+        &["aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d"],
+        max_pool_op,
+    );
+    r.add_all(
+        &[
+            "aten::max_pool1d_with_indices",
+            "aten::max_pool2d_with_indices",
+            "aten::max_pool3d_with_indices",
+        ],
+        max_pool_with_indices,
+    );
+    r.add_all(
+        &["aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d"],
+        avg_pool_op,
+    );
+    r.add_all(
+        &[
+            "aten::adaptive_avg_pool1d",
+            "aten::adaptive_avg_pool2d",
+            "aten::adaptive_avg_pool3d",
+            "aten::_adaptive_avg_pool2d",
+            "aten::_adaptive_avg_pool3d",
+        ],
+        adaptive_avg_op,
+    );
+    r.add_all(
+        &[
+            "aten::adaptive_max_pool1d",
+            "aten::adaptive_max_pool2d",
+            "aten::adaptive_max_pool3d",
+        ],
+        adaptive_max_op,
+    );
+}

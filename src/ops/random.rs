@@ -1,11 +1,25 @@
-//! Random number generation. PyTorch's CPU generator is an mt19937; tsrun keeps the same seed
-//! interface. (Owner: ops family "random".)
+//! Random number generation reproducing PyTorch's CPU generator: an mt19937 seeded like
+//! `torch.manual_seed`, with PyTorch's transforms for uniform, normal (including the 16-wide
+//! Box-Muller fill for contiguous tensors of 16+ elements), integer ranges and permutations.
 
-use super::Registry;
+use super::creation::{factory_dtype, size_arg};
+use super::kernels::map::map_unary;
+use super::kernels::{unsupported, value_err};
+use super::{Args, OpContext, Registry};
+use crate::runtime::IValue;
+use crate::tensor::{DType, Element, Tensor};
+use half::{bf16, f16};
+
+const MT_N: usize = 624;
+const MT_M: usize = 397;
 
 /// The random generator behind `torch.manual_seed`, dropout and `rand*` ops.
 pub struct Generator {
     seed: u64,
+    state: Box<[u32; MT_N]>,
+    index: usize,
+    /// Box-Muller's second sample, cached as PyTorch's generator does.
+    next_double_normal: Option<f64>,
 }
 
 impl Generator {
@@ -13,12 +27,492 @@ impl Generator {
     pub const DEFAULT_SEED: u64 = 67280421310721;
 
     pub fn new(seed: u64) -> Generator {
-        Generator { seed }
+        let mut state = Box::new([0u32; MT_N]);
+        // PyTorch's mt19937 takes the low 32 bits of the seed.
+        state[0] = seed as u32;
+        for i in 1..MT_N {
+            let prev = state[i - 1];
+            state[i] = 1_812_433_253u32
+                .wrapping_mul(prev ^ (prev >> 30))
+                .wrapping_add(i as u32);
+        }
+        Generator {
+            seed,
+            state,
+            index: MT_N,
+            next_double_normal: None,
+        }
     }
 
     pub fn seed(&self) -> u64 {
         self.seed
     }
+
+    /// Reset to `seed` (`torch.manual_seed`).
+    pub fn manual_seed(&mut self, seed: u64) {
+        *self = Generator::new(seed);
+    }
+
+    fn twist(&mut self) {
+        const UPPER: u32 = 0x8000_0000;
+        const LOWER: u32 = 0x7fff_ffff;
+        const MATRIX_A: u32 = 0x9908_b0df;
+        for i in 0..MT_N {
+            let y = (self.state[i] & UPPER) | (self.state[(i + 1) % MT_N] & LOWER);
+            let mut v = self.state[(i + MT_M) % MT_N] ^ (y >> 1);
+            if y & 1 != 0 {
+                v ^= MATRIX_A;
+            }
+            self.state[i] = v;
+        }
+        self.index = 0;
+    }
+
+    /// 32 random bits (`CPUGeneratorImpl::random`).
+    pub fn random_u32(&mut self) -> u32 {
+        if self.index >= MT_N {
+            self.twist();
+        }
+        let mut y = self.state[self.index];
+        self.index += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c_5680;
+        y ^= (y << 15) & 0xefc6_0000;
+        y ^= y >> 18;
+        y
+    }
+
+    /// 64 random bits: the first draw is the high word (`CPUGeneratorImpl::random64`).
+    pub fn random_u64(&mut self) -> u64 {
+        let hi = self.random_u32() as u64;
+        let lo = self.random_u32() as u64;
+        (hi << 32) | lo
+    }
+
+    /// `uniform_real_distribution<double>(0, 1)`: 53 random bits.
+    pub fn uniform_f64(&mut self) -> f64 {
+        let v = self.random_u64() & ((1u64 << 53) - 1);
+        v as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// `uniform_real_distribution<T>(0, 1)` for a type with `digits` mantissa bits (< 32).
+    fn uniform_bits(&mut self, digits: u32) -> f64 {
+        let v = self.random_u32() & ((1u32 << digits) - 1);
+        v as f64 / (1u64 << digits) as f64
+    }
+
+    /// `normal_distribution<double>`: Box-Muller with the second sample cached.
+    pub fn normal_f64(&mut self) -> f64 {
+        if let Some(v) = self.next_double_normal.take() {
+            return v;
+        }
+        let u1 = self.uniform_f64();
+        let u2 = self.uniform_f64();
+        let r = (-2.0 * (-u2).ln_1p()).sqrt();
+        let theta = 2.0 * std::f64::consts::PI * u1;
+        self.next_double_normal = Some(r * theta.sin());
+        r * theta.cos()
+    }
 }
 
-pub(crate) fn register(_r: &mut Registry) {}
+/// Mantissa digits PyTorch's uniform transform uses for `dtype`.
+fn digits(dtype: DType) -> u32 {
+    match dtype {
+        DType::Float64 => 53,
+        DType::Float16 => 11,
+        DType::BFloat16 => 8,
+        _ => 24,
+    }
+}
+
+/// Fill `out` (fresh, contiguous, floating) with uniform samples in `[from, to)`.
+fn fill_uniform(g: &mut Generator, out: &Tensor, from: f64, to: f64) -> crate::Result<()> {
+    let d = digits(out.dtype());
+    macro_rules! fill {
+        ($T:ty, $conv:expr) => {{
+            let (from_t, to_t) = (<$T>::from_f64(from).to_f64(), <$T>::from_f64(to).to_f64());
+            let conv: fn(f64) -> $T = $conv;
+            let mut v = out.view_mut::<$T>()?;
+            for x in v.iter_mut() {
+                let u = if d == 53 { g.uniform_f64() } else { g.uniform_bits(d) };
+                *x = conv(u * (to_t - from_t) + from_t);
+            }
+        }};
+    }
+    match out.dtype() {
+        DType::Float32 => fill!(f32, |v| v as f32),
+        DType::Float64 => fill!(f64, |v| v),
+        DType::Float16 => fill!(f16, |v| f16::from_f64(v)),
+        DType::BFloat16 => fill!(bf16, |v| bf16::from_f64(v)),
+        d => return Err(unsupported(format!("uniform_ is not implemented for {d}"))),
+    }
+    Ok(())
+}
+
+/// PyTorch's `normal_fill_16`: Box-Muller over 16 uniforms in place (first 8 are u1 lanes).
+fn normal_fill_16(data: &mut [f64], mean: f64, std: f64) {
+    for j in 0..8 {
+        let u1 = 1.0 - data[j];
+        let u2 = data[j + 8];
+        let radius = (-2.0 * u1.ln()).sqrt();
+        let theta = 2.0 * std::f64::consts::PI * u2;
+        data[j] = radius * theta.cos() * std + mean;
+        data[j + 8] = radius * theta.sin() * std + mean;
+    }
+}
+
+/// Fill `out` with normal samples as PyTorch's CPU `normal_` does.
+fn fill_normal(g: &mut Generator, out: &Tensor, mean: f64, std: f64) -> crate::Result<()> {
+    let dt = out.dtype();
+    if !dt.is_floating_point() {
+        return Err(unsupported(format!("normal_ is not implemented for {dt}")));
+    }
+    let n = out.numel();
+    let vals: Vec<f64> = if n >= 16 && out.is_contiguous() {
+        let d = digits(dt);
+        let round = |v: f64| round_to(v, dt);
+        let mut data: Vec<f64> = (0..n)
+            .map(|_| round(if d == 53 { g.uniform_f64() } else { g.uniform_bits(d) }))
+            .collect();
+        let mut i = 0;
+        while i + 16 <= n {
+            normal_fill_16(&mut data[i..i + 16], mean, std);
+            i += 16;
+        }
+        if n % 16 != 0 {
+            let tail = &mut data[n - 16..];
+            for x in tail.iter_mut() {
+                *x = round(if d == 53 { g.uniform_f64() } else { g.uniform_bits(d) });
+            }
+            normal_fill_16(tail, mean, std);
+        }
+        data
+    } else {
+        (0..n).map(|_| g.normal_f64() * std + mean).collect()
+    };
+    let src = Tensor::from_vec(vals, out.shape())?;
+    out.copy_from(&src)
+}
+
+/// `v` rounded to `dtype`'s precision and back (what storing into a tensor of `dtype` does).
+fn round_to(v: f64, dtype: DType) -> f64 {
+    match dtype {
+        DType::Float32 => v as f32 as f64,
+        DType::Float16 => f16::from_f64(v).to_f64(),
+        DType::BFloat16 => bf16::from_f64(v).to_f64(),
+        _ => v,
+    }
+}
+
+/// PyTorch's `random_from_to`: `base + bits % range`, 64-bit draws for ranges of 2^32 or more.
+fn fill_randint(g: &mut Generator, out: &Tensor, low: i64, high: i64) -> crate::Result<()> {
+    if high <= low {
+        return Err(value_err(format!(
+            "random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
+        )));
+    }
+    let range = high.wrapping_sub(low) as u64;
+    let n = out.numel();
+    let vals: Vec<i64> = (0..n)
+        .map(|_| {
+            let bits = if range >= 1u64 << 32 {
+                g.random_u64()
+            } else {
+                g.random_u32() as u64
+            };
+            (bits % range).wrapping_add(low as u64) as i64
+        })
+        .collect();
+    out.copy_from(&Tensor::from_vec(vals, out.shape())?)
+}
+
+/// Training-mode dropout: keep each element with probability `1 - p` and scale by `1/(1-p)`
+/// (`feature`: one draw per channel; `alpha`: alpha dropout's affine correction).
+///
+/// PyTorch draws dropout masks through `bernoulli_`, whose CPU path uses MKL's own generator;
+/// tsrun's masks come from the same seeded mt19937 but are not bit-identical to PyTorch's.
+pub(crate) fn dropout_train(ctx: &OpContext, x: &Tensor, p: f64, feature: bool, alpha: bool) -> crate::Result<Tensor> {
+    if !x.dtype().is_floating_point() {
+        return Err(unsupported(format!("dropout is not implemented for {}", x.dtype())));
+    }
+    let mask_shape: Vec<usize> = if feature {
+        x.shape()
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| if i < 2 { s } else { 1 })
+            .collect()
+    } else {
+        x.shape().to_vec()
+    };
+    let n: usize = mask_shape.iter().product();
+    let keep: Vec<f64> = {
+        let mut g = ctx.generator.lock();
+        (0..n)
+            .map(|_| if g.uniform_f64() < 1.0 - p { 1.0 } else { 0.0 })
+            .collect()
+    };
+    let mask = Tensor::from_vec(keep, &mask_shape)?;
+    let xf = x.to_dtype(DType::Float64)?;
+    let out = if alpha {
+        let alpha_p = -1.758_099_340_847_376_6 * 1.050_700_987_355_480_5;
+        let a = 1.0 / ((alpha_p * alpha_p * p + 1.0) * (1.0 - p)).sqrt();
+        let b = -a * alpha_p * p;
+        super::kernels::map::map_binary::<f64, f64, f64, _>(&xf, &mask, |v, m| {
+            (if m > 0.0 { v } else { alpha_p }) * a + b
+        })?
+    } else {
+        let scale = if p >= 1.0 { 0.0 } else { 1.0 / (1.0 - p) };
+        super::kernels::map::map_binary::<f64, f64, f64, _>(&xf, &mask, |v, m| v * m * scale)?
+    };
+    out.to_dtype(x.dtype())
+}
+
+type R = crate::Result<IValue>;
+
+fn check_generator(args: &Args<'_>, i: usize) -> crate::Result<()> {
+    if args.is_none(i) {
+        Ok(())
+    } else {
+        Err(unsupported(format!(
+            "{}: explicit Generator objects are not supported (use torch.manual_seed)",
+            args.op
+        )))
+    }
+}
+
+/// `rand`/`randn` and their `.generator` overloads: `size` at 0, factory args after.
+fn rand_impl(args: &Args<'_>, normal: bool) -> crate::Result<Tensor> {
+    let size = size_arg(args, 0)?;
+    let gen_overload = args.op.ends_with(".generator");
+    let first = if gen_overload {
+        check_generator(args, 1)?;
+        2
+    } else {
+        1
+    };
+    let dtype = factory_dtype(args, first, DType::Float32)?;
+    if !dtype.is_floating_point() {
+        return Err(unsupported(format!("{} is not implemented for {dtype}", args.op)));
+    }
+    let out = Tensor::zeros(&size, dtype)?;
+    let mut g = args.ctx.generator.lock();
+    if normal {
+        fill_normal(&mut g, &out, 0.0, 1.0)?;
+    } else {
+        fill_uniform(&mut g, &out, 0.0, 1.0)?;
+    }
+    Ok(out)
+}
+fn rand(args: &mut Args<'_>) -> R {
+    Ok(IValue::Tensor(rand_impl(args, false)?))
+}
+fn randn(args: &mut Args<'_>) -> R {
+    Ok(IValue::Tensor(rand_impl(args, true)?))
+}
+fn like_impl(args: &Args<'_>, normal: bool) -> crate::Result<Tensor> {
+    let x = args.tensor(0)?;
+    let first = if args.op.ends_with(".generator") {
+        check_generator(args, 1)?;
+        2
+    } else {
+        1
+    };
+    let dtype = factory_dtype(args, first, x.dtype())?;
+    let out = Tensor::zeros(x.shape(), dtype)?;
+    let mut g = args.ctx.generator.lock();
+    if normal {
+        fill_normal(&mut g, &out, 0.0, 1.0)?;
+    } else {
+        fill_uniform(&mut g, &out, 0.0, 1.0)?;
+    }
+    Ok(out)
+}
+fn rand_like(args: &mut Args<'_>) -> R {
+    Ok(IValue::Tensor(like_impl(args, false)?))
+}
+fn randn_like(args: &mut Args<'_>) -> R {
+    Ok(IValue::Tensor(like_impl(args, true)?))
+}
+
+fn randint(args: &mut Args<'_>) -> R {
+    let low_form = args.op.contains(".low");
+    let (low, high, size_at) = if low_form {
+        (args.int(0)?, args.int(1)?, 2)
+    } else {
+        (0, args.int(0)?, 1)
+    };
+    let size = size_arg(args, size_at)?;
+    let mut first = size_at + 1;
+    if args.op.ends_with("generator") {
+        check_generator(args, first)?;
+        first += 1;
+    }
+    // An explicit `dtype=None` means the default float dtype (the schema default is int64).
+    let dtype = factory_dtype(args, first, DType::Float32)?;
+    let out = Tensor::zeros(&size, dtype)?;
+    fill_randint(&mut args.ctx.generator.lock(), &out, low, high)?;
+    Ok(IValue::Tensor(out))
+}
+
+fn randint_like(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let (low, high, first) = if args.op.contains("low") {
+        (args.int(1)?, args.int(2)?, 3)
+    } else {
+        (0, args.int(1)?, 2)
+    };
+    let first = if args.op.contains("generator") {
+        check_generator(args, first)?;
+        first + 1
+    } else {
+        first
+    };
+    let dtype = factory_dtype(args, first, x.dtype())?;
+    let out = Tensor::zeros(x.shape(), dtype)?;
+    fill_randint(&mut args.ctx.generator.lock(), &out, low, high)?;
+    Ok(IValue::Tensor(out))
+}
+
+fn randperm(args: &mut Args<'_>) -> R {
+    let n = args.int(0)?;
+    if n < 0 {
+        return Err(value_err(format!("n must be non-negative, got{n}")));
+    }
+    let first = if args.op.ends_with(".generator") {
+        check_generator(args, 1)?;
+        2
+    } else {
+        1
+    };
+    let dtype = factory_dtype(args, first, DType::Int64)?;
+    let n = n as usize;
+    let mut perm: Vec<i64> = (0..n as i64).collect();
+    {
+        let mut g = args.ctx.generator.lock();
+        for i in 0..n.saturating_sub(1) {
+            let span = (n - i) as u64;
+            let z = if n < (u32::MAX as usize) / 20 {
+                g.random_u32() as u64 % span
+            } else {
+                g.random_u64() % span
+            };
+            perm.swap(i, i + z as usize);
+        }
+    }
+    Ok(IValue::Tensor(Tensor::from_vec(perm, &[n])?.to_dtype(dtype)?))
+}
+
+fn uniform_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let (from, to) = (args.double(1)?, args.double(2)?);
+    check_generator(args, 3)?;
+    let tmp = Tensor::zeros(x.shape(), x.dtype())?;
+    fill_uniform(&mut args.ctx.generator.lock(), &tmp, from, to)?;
+    x.copy_from(&tmp)?;
+    Ok(IValue::Tensor(x))
+}
+
+fn normal_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let (mean, std) = (args.double(1)?, args.double(2)?);
+    check_generator(args, 3)?;
+    if std < 0.0 {
+        return Err(value_err(format!("normal expects std >= 0.0, but found std {std}")));
+    }
+    let tmp = Tensor::zeros(x.shape(), x.dtype())?;
+    fill_normal(&mut args.ctx.generator.lock(), &tmp, mean, std)?;
+    x.copy_from(&tmp)?;
+    Ok(IValue::Tensor(x))
+}
+
+fn normal_float_float(args: &mut Args<'_>) -> R {
+    let (mean, std) = (args.double(0)?, args.double(1)?);
+    let size = size_arg(args, 2)?;
+    check_generator(args, 3)?;
+    let dtype = factory_dtype(args, 4, DType::Float32)?;
+    let out = Tensor::zeros(&size, dtype)?;
+    fill_normal(&mut args.ctx.generator.lock(), &out, mean, std)?;
+    Ok(IValue::Tensor(out))
+}
+
+fn random_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let (low, high) = if args.op.ends_with(".from") {
+        let to = args.opt_int(2)?.ok_or_else(|| unsupported("random_ with to=None"))?;
+        (args.int(1)?, to)
+    } else if args.op.ends_with(".to") {
+        (0, args.int(1)?)
+    } else {
+        return Err(unsupported("random_ without bounds"));
+    };
+    let tmp = Tensor::zeros(x.shape(), DType::Int64)?;
+    fill_randint(&mut args.ctx.generator.lock(), &tmp, low, high)?;
+    x.copy_from(&tmp)?;
+    Ok(IValue::Tensor(x))
+}
+
+/// `bernoulli(p)` draws: not bit-identical to PyTorch (its CPU path uses MKL's generator).
+fn bernoulli_p(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let out = Tensor::zeros(x.shape(), x.dtype())?;
+    let probs = if args.op.contains(".p") || args.op.contains(".float") {
+        let p = args.double(1)?;
+        Tensor::from_vec(vec![p; x.numel()], x.shape())?
+    } else if args.op.contains(".Tensor") {
+        args.tensor(1)?.to_dtype(DType::Float64)?.contiguous()?
+    } else {
+        x.to_dtype(DType::Float64)?
+    };
+    let mut g = args.ctx.generator.lock();
+    let probs = probs.to_dtype(DType::Float64)?;
+    let draws = map_unary::<f64, f64, _>(&probs, |_| 0.0)?;
+    if let Some(d) = draws.as_slice_mut::<f64>()? {
+        let pv = probs.to_vec::<f64>()?;
+        for (o, p) in d.iter_mut().zip(pv) {
+            *o = if g.uniform_f64() < p { 1.0 } else { 0.0 };
+        }
+    }
+    drop(g);
+    out.copy_from(&draws)?;
+    if args.op.starts_with("aten::bernoulli_") {
+        x.copy_from(&out)?;
+        return Ok(IValue::Tensor(x));
+    }
+    Ok(IValue::Tensor(out))
+}
+
+fn manual_seed(args: &mut Args<'_>) -> R {
+    let seed = args.int(0)?;
+    args.ctx.generator.lock().manual_seed(seed as u64);
+    Ok(IValue::None)
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add_all(&["aten::rand", "aten::rand.generator"], rand);
+    r.add_all(&["aten::randn", "aten::randn.generator"], randn);
+    r.add_all(&["aten::rand_like", "aten::rand_like.generator"], rand_like);
+    r.add_all(&["aten::randn_like", "aten::randn_like.generator"], randn_like);
+    r.add_all(
+        &["aten::randint", "aten::randint.generator", "aten::randint.low", "aten::randint.low_generator"],
+        randint,
+    );
+    r.add_all(
+        &[
+            "aten::randint_like",
+            "aten::randint_like.generator",
+            "aten::randint_like.low_dtype",
+            "aten::randint_like.low_generator_dtype",
+        ],
+        randint_like,
+    );
+    r.add_all(&["aten::randperm", "aten::randperm.generator"], randperm);
+    r.add("aten::uniform_", uniform_);
+    r.add("aten::normal_", normal_);
+    r.add("aten::normal.float_float", normal_float_float);
+    r.add_all(&["aten::random_.from", "aten::random_.to"], random_);
+    r.add_all(
+        &["aten::bernoulli", "aten::bernoulli.p", "aten::bernoulli.Tensor", "aten::bernoulli_.float", "aten::bernoulli_.Tensor"],
+        bernoulli_p,
+    );
+    r.add("aten::manual_seed", manual_seed);
+}

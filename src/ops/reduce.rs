@@ -1,5 +1,606 @@
-//! Kernels: reduce family.
+//! Reductions: sum, mean, prod, max/min, arg-reductions, all/any, var/std, norms, logsumexp,
+//! cumulative ops, median and friends. Float sums use pairwise summation; half types
+//! accumulate in f32; integer sums accumulate in int64, as PyTorch does.
 
-use super::Registry;
+use super::kernels::map::map_unary;
+use super::kernels::num::{Arith, Real};
+use super::kernels::operand::inplace_result;
+use super::kernels::reduce::{along_dim, pairwise_sum, ReducePlan};
+use super::kernels::{unsupported, value_err};
+use super::{Args, Registry};
+use crate::runtime::{IValue, Tuple};
+use crate::tensor::{wrap_dim, DType, Tensor};
+use crate::{dispatch_all, dispatch_int, dispatch_real};
+use half::{bf16, f16};
+use num_complex::{Complex32, Complex64};
 
-pub(crate) fn register(_r: &mut Registry) {}
+type R = crate::Result<IValue>;
+
+fn t(x: Tensor) -> R {
+    Ok(IValue::Tensor(x))
+}
+fn pair(a: Tensor, b: Tensor) -> R {
+    Ok(IValue::Tuple(Tuple::new(vec![IValue::Tensor(a), IValue::Tensor(b)])))
+}
+
+/// The dtype `sum`/`prod` produce: integral and bool inputs accumulate in int64.
+fn sum_dtype(x: DType, dtype: Option<DType>) -> DType {
+    dtype.unwrap_or(if x.is_integral(true) { DType::Int64 } else { x })
+}
+
+/// `sum` over `dims` (`None`: all) in `out` dtype; `skip_nan` gives `nansum`.
+pub(crate) fn sum_op(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>, skip_nan: bool) -> crate::Result<Tensor> {
+    let out = sum_dtype(x.dtype(), dtype);
+    let xc = x.to_dtype(out)?;
+    let plan = ReducePlan::new(&xc, dims, keepdim)?;
+    let nz = |v: f64| if skip_nan && v.is_nan() { 0.0 } else { v };
+    match out {
+        DType::Float32 => plan.rows::<f32, f32, _>(|r| {
+            if skip_nan {
+                pairwise_sum(r, &|v: f32| if v.is_nan() { 0.0 } else { v })
+            } else {
+                pairwise_sum(r, &|v: f32| v)
+            }
+        }),
+        DType::Float64 => plan.rows::<f64, f64, _>(|r| pairwise_sum(r, &|v: f64| nz(v))),
+        DType::Float16 => plan.rows::<f16, f16, _>(|r| f16::from_f32(pairwise_sum(r, &|v: f16| nz(v.to_f64()) as f32))),
+        DType::BFloat16 => plan.rows::<bf16, bf16, _>(|r| bf16::from_f32(pairwise_sum(r, &|v: bf16| nz(v.to_f64()) as f32))),
+        DType::Complex64 => plan.rows::<Complex32, Complex32, _>(|r| pairwise_sum(r, &|v: Complex32| v)),
+        DType::Complex128 => plan.rows::<Complex64, Complex64, _>(|r| pairwise_sum(r, &|v: Complex64| v)),
+        DType::Bool => plan.rows::<bool, bool, _>(|r| r.iter().any(|&v| v)),
+        d => dispatch_int!(d, "sum", |T| plan.rows::<T, T, _>(|r| r.iter().fold(T::zero(), |a, &b| a.add(b)))),
+    }
+}
+
+fn sum(args: &mut Args<'_>) -> R {
+    t(sum_op(&args.tensor(0)?, None, false, args.opt_dtype(1)?, false)?)
+}
+fn sum_dim(args: &mut Args<'_>) -> R {
+    let dims = args.opt_int_list(1)?;
+    t(sum_op(&args.tensor(0)?, dims.as_deref(), args.bool(2)?, args.opt_dtype(3)?, false)?)
+}
+fn nansum(args: &mut Args<'_>) -> R {
+    let dims = args.opt_int_list(1)?;
+    t(sum_op(&args.tensor(0)?, dims.as_deref(), args.bool(2)?, args.opt_dtype(3)?, true)?)
+}
+
+/// `mean` over `dims`; integral inputs need an explicit floating `dtype`, as in PyTorch.
+pub(crate) fn mean_op(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>, skip_nan: bool) -> crate::Result<Tensor> {
+    let out = dtype.unwrap_or(x.dtype());
+    if !(out.is_floating_point() || out.is_complex()) {
+        return Err(value_err(format!(
+            "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: {}",
+            out
+        )));
+    }
+    let xc = x.to_dtype(out)?;
+    let plan = ReducePlan::new(&xc, dims, keepdim)?;
+    let n = plan.reduced as f64;
+    macro_rules! mean_rows {
+        ($T:ty, $A:ty, $to:expr, $from:expr) => {{
+            let to: fn($T) -> $A = $to;
+            let from: fn($A) -> $T = $from;
+            plan.rows::<$T, $T, _>(|r| {
+                if skip_nan {
+                    let cnt = r.iter().filter(|&&v| !to(v).is_nan()).count() as $A;
+                    let s = pairwise_sum(r, &|v: $T| { let a = to(v); if a.is_nan() { 0.0 } else { a } });
+                    from(s / cnt)
+                } else {
+                    from(pairwise_sum(r, &to) / n as $A)
+                }
+            })
+        }};
+    }
+    match out {
+        DType::Float32 => mean_rows!(f32, f32, |v| v, |v| v),
+        DType::Float64 => mean_rows!(f64, f64, |v| v, |v| v),
+        DType::Float16 => mean_rows!(f16, f32, |v| v.to_f32(), f16::from_f32),
+        DType::BFloat16 => mean_rows!(bf16, f32, |v| v.to_f32(), bf16::from_f32),
+        DType::Complex64 => plan.rows::<Complex32, Complex32, _>(|r| pairwise_sum(r, &|v: Complex32| v) / n as f32),
+        DType::Complex128 => plan.rows::<Complex64, Complex64, _>(|r| pairwise_sum(r, &|v: Complex64| v) / n),
+        d => Err(unsupported(format!("mean is not implemented for {d}"))),
+    }
+}
+fn mean(args: &mut Args<'_>) -> R {
+    t(mean_op(&args.tensor(0)?, None, false, args.opt_dtype(1)?, false)?)
+}
+fn mean_dim(args: &mut Args<'_>) -> R {
+    let dims = args.opt_int_list(1)?;
+    t(mean_op(&args.tensor(0)?, dims.as_deref(), args.bool(2)?, args.opt_dtype(3)?, false)?)
+}
+fn nanmean(args: &mut Args<'_>) -> R {
+    let dims = args.opt_int_list(1)?;
+    t(mean_op(&args.tensor(0)?, dims.as_deref(), args.bool(2)?, args.opt_dtype(3)?, true)?)
+}
+
+fn prod_op(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> crate::Result<Tensor> {
+    let out = sum_dtype(x.dtype(), dtype);
+    let xc = x.to_dtype(out)?;
+    let plan = ReducePlan::new(&xc, dims, keepdim)?;
+    match out {
+        DType::Float16 => plan.rows::<f16, f16, _>(|r| f16::from_f32(r.iter().fold(1.0f32, |a, &b| a * b.to_f32()))),
+        DType::BFloat16 => plan.rows::<bf16, bf16, _>(|r| bf16::from_f32(r.iter().fold(1.0f32, |a, &b| a * b.to_f32()))),
+        d => dispatch_all!(d, "prod", |T| plan.rows::<T, T, _>(|r| r.iter().fold(T::one(), |a, &b| a.mul(b)))),
+    }
+}
+fn prod(args: &mut Args<'_>) -> R {
+    t(prod_op(&args.tensor(0)?, None, false, args.opt_dtype(1)?)?)
+}
+fn prod_dim(args: &mut Args<'_>) -> R {
+    let d = args.int(1)?;
+    t(prod_op(&args.tensor(0)?, Some(&[d]), args.bool(2)?, args.opt_dtype(3)?)?)
+}
+
+fn empty_check(x: &Tensor, op: &str) -> crate::Result<()> {
+    if x.numel() == 0 {
+        return Err(value_err(format!(
+            "{op}(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument."
+        )));
+    }
+    Ok(())
+}
+
+/// max (`is_max`) or min over `dims`, NaN-propagating.
+pub(crate) fn extreme_op(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, is_max: bool) -> crate::Result<Tensor> {
+    let plan = ReducePlan::new(x, dims, keepdim)?;
+    if plan.reduced == 0 && plan.outer > 0 {
+        return Err(value_err("max(): Expected reduction dim to be specified for input.numel() == 0."));
+    }
+    dispatch_real!(x.dtype(), "max", |T| plan.rows::<T, T, _>(|r| {
+        if is_max {
+            r.iter().fold(T::lowest(), |a, &b| a.max_nan(b))
+        } else {
+            r.iter().fold(T::highest(), |a, &b| a.min_nan(b))
+        }
+    }))
+}
+fn max_all(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    empty_check(&x, "max")?;
+    t(extreme_op(&x, None, false, true)?)
+}
+fn min_all(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    empty_check(&x, "min")?;
+    t(extreme_op(&x, None, false, false)?)
+}
+fn amax(args: &mut Args<'_>) -> R {
+    let dims = args.int_list(1)?;
+    t(extreme_op(&args.tensor(0)?, Some(&dims), args.bool(2)?, true)?)
+}
+fn amin(args: &mut Args<'_>) -> R {
+    let dims = args.int_list(1)?;
+    t(extreme_op(&args.tensor(0)?, Some(&dims), args.bool(2)?, false)?)
+}
+
+/// Index of the first maximum (minimum) of a row; the first NaN wins.
+fn arg_extreme<T: Real>(r: &[T], is_max: bool) -> (T, i64) {
+    let mut best = match r.first() {
+        Some(&v) => v,
+        None => return (T::zero(), 0),
+    };
+    let mut idx = 0usize;
+    if !best.is_nan_val() {
+        for (i, &v) in r.iter().enumerate().skip(1) {
+            if v.is_nan_val() {
+                best = v;
+                idx = i;
+                break;
+            }
+            if (is_max && v > best) || (!is_max && v < best) {
+                best = v;
+                idx = i;
+            }
+        }
+    }
+    (best, idx as i64)
+}
+
+/// `max.dim`/`min.dim`: (values, int64 indices).
+pub(crate) fn extreme_dim(x: &Tensor, dim: i64, keepdim: bool, is_max: bool) -> crate::Result<(Tensor, Tensor)> {
+    let plan = ReducePlan::new(x, Some(&[dim]), keepdim)?;
+    if plan.reduced == 0 {
+        return Err(value_err("max(): Expected reduction dim to have non-zero size."));
+    }
+    dispatch_real!(x.dtype(), "max.dim", |T| plan.rows2::<T, T, i64, _>(|r| arg_extreme(r, is_max)))
+}
+fn max_dim(args: &mut Args<'_>) -> R {
+    let (v, i) = extreme_dim(&args.tensor(0)?, args.int(1)?, args.bool(2)?, true)?;
+    pair(v, i)
+}
+fn min_dim(args: &mut Args<'_>) -> R {
+    let (v, i) = extreme_dim(&args.tensor(0)?, args.int(1)?, args.bool(2)?, false)?;
+    pair(v, i)
+}
+fn argext(args: &Args<'_>, is_max: bool) -> R {
+    let x = args.tensor(0)?;
+    let dim = args.opt_int(1)?;
+    let keepdim = args.bool(2)?;
+    let plan = match dim {
+        Some(d) => ReducePlan::new(&x, Some(&[d]), keepdim)?,
+        None => ReducePlan::new(&x, None, keepdim)?,
+    };
+    if plan.reduced == 0 {
+        return Err(value_err("argmax(): Expected reduction dim to be specified for input.numel() == 0."));
+    }
+    t(dispatch_real!(x.dtype(), "argmax", |T| plan.rows::<T, i64, _>(|r| arg_extreme(r, is_max).1))?)
+}
+fn argmax(args: &mut Args<'_>) -> R {
+    argext(args, true)
+}
+fn argmin(args: &mut Args<'_>) -> R {
+    argext(args, false)
+}
+fn aminmax(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let dim = args.opt_int(1)?;
+    let keepdim = args.bool(2)?;
+    let dims: Option<Vec<i64>> = dim.map(|d| vec![d]);
+    if dims.is_none() {
+        empty_check(&x, "aminmax")?;
+    }
+    let lo = extreme_op(&x, dims.as_deref(), keepdim, false)?;
+    let hi = extreme_op(&x, dims.as_deref(), keepdim, true)?;
+    pair(lo, hi)
+}
+
+/// `all` (`is_all`) / `any` over dims; uint8 inputs give uint8, others bool.
+fn all_any(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, is_all: bool) -> crate::Result<Tensor> {
+    let xb = x.to_dtype(DType::Bool)?;
+    let plan = ReducePlan::new(&xb, dims, keepdim)?;
+    let r = plan.rows::<bool, bool, _>(|r| if is_all { r.iter().all(|&v| v) } else { r.iter().any(|&v| v) })?;
+    if x.dtype() == DType::UInt8 {
+        r.to_dtype(DType::UInt8)
+    } else {
+        Ok(r)
+    }
+}
+fn all(args: &mut Args<'_>) -> R {
+    t(all_any(&args.tensor(0)?, None, false, true)?)
+}
+fn any(args: &mut Args<'_>) -> R {
+    t(all_any(&args.tensor(0)?, None, false, false)?)
+}
+fn all_dim(args: &mut Args<'_>) -> R {
+    let d = args.int(1)?;
+    t(all_any(&args.tensor(0)?, Some(&[d]), args.bool(2)?, true)?)
+}
+fn any_dim(args: &mut Args<'_>) -> R {
+    let d = args.int(1)?;
+    t(all_any(&args.tensor(0)?, Some(&[d]), args.bool(2)?, false)?)
+}
+fn all_dims(args: &mut Args<'_>) -> R {
+    let d = args.opt_int_list(1)?;
+    t(all_any(&args.tensor(0)?, d.as_deref(), args.bool(2)?, true)?)
+}
+fn any_dims(args: &mut Args<'_>) -> R {
+    let d = args.opt_int_list(1)?;
+    t(all_any(&args.tensor(0)?, d.as_deref(), args.bool(2)?, false)?)
+}
+
+/// Row statistics in f64: (variance with `correction`, mean).
+fn var_mean_row(r: &[f64], correction: f64) -> (f64, f64) {
+    let n = r.len() as f64;
+    let mean = pairwise_sum(r, &|v: f64| v) / n;
+    let ss = pairwise_sum(r, &|v: f64| (v - mean) * (v - mean));
+    (ss / (n - correction).max(0.0), mean)
+}
+
+/// (var or std, mean) over dims.
+fn var_std(x: &Tensor, dims: Option<&[i64]>, correction: f64, keepdim: bool, take_sqrt: bool) -> crate::Result<(Tensor, Tensor)> {
+    let dt = x.dtype();
+    if !dt.is_floating_point() {
+        return Err(unsupported(format!("std and var only support floating point dtypes, got {dt}")));
+    }
+    let plan = ReducePlan::new(&x.to_dtype(DType::Float64)?, dims, keepdim)?;
+    let (v, m) = plan.rows2::<f64, f64, f64, _>(|r| {
+        let (v, m) = var_mean_row(r, correction);
+        (if take_sqrt { v.sqrt() } else { v }, m)
+    })?;
+    Ok((v.to_dtype(dt)?, m.to_dtype(dt)?))
+}
+
+/// Arguments of the var/std family: (dims, correction, keepdim) for each overload.
+fn var_args(args: &Args<'_>) -> crate::Result<(Option<Vec<i64>>, f64, bool)> {
+    if args.op.ends_with(".correction") {
+        let c = args.opt_scalar(2)?.map(|s| s.to_f64()).unwrap_or(1.0);
+        Ok((args.opt_int_list(1)?, c, args.bool(3)?))
+    } else if args.op.ends_with(".dim") {
+        let c = if args.bool(2)? { 1.0 } else { 0.0 };
+        Ok((args.opt_int_list(1)?, c, args.bool(3)?))
+    } else {
+        let c = if args.bool(1)? { 1.0 } else { 0.0 };
+        Ok((None, c, false))
+    }
+}
+fn var(args: &mut Args<'_>) -> R {
+    let (d, c, k) = var_args(args)?;
+    t(var_std(&args.tensor(0)?, d.as_deref(), c, k, false)?.0)
+}
+fn std(args: &mut Args<'_>) -> R {
+    let (d, c, k) = var_args(args)?;
+    t(var_std(&args.tensor(0)?, d.as_deref(), c, k, true)?.0)
+}
+fn var_mean(args: &mut Args<'_>) -> R {
+    let (d, c, k) = var_args(args)?;
+    let (v, m) = var_std(&args.tensor(0)?, d.as_deref(), c, k, false)?;
+    pair(v, m)
+}
+fn std_mean(args: &mut Args<'_>) -> R {
+    let (d, c, k) = var_args(args)?;
+    let (v, m) = var_std(&args.tensor(0)?, d.as_deref(), c, k, true)?;
+    pair(v, m)
+}
+
+/// The vector p-norm over dims, computed in f64 and stored as `dtype` (or the input's real dtype).
+pub(crate) fn vector_norm(x: &Tensor, p: f64, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> crate::Result<Tensor> {
+    let dt = x.dtype();
+    if !(dt.is_floating_point() || dt.is_complex()) {
+        return Err(value_err(format!(
+            "linalg.vector_norm: Expected a floating point or complex tensor as input. Got {dt}"
+        )));
+    }
+    let out = dtype.map(|d| d.to_real()).unwrap_or(dt.to_real());
+    let mag = match dt {
+        DType::Complex64 => map_unary::<Complex32, f64, _>(x, |v| v.norm() as f64)?,
+        DType::Complex128 => map_unary::<Complex64, f64, _>(x, |v| v.norm())?,
+        _ => x.to_dtype(DType::Float64)?,
+    };
+    let plan = ReducePlan::new(&mag, dims, keepdim)?;
+    let r = plan.rows::<f64, f64, _>(|r| {
+        if p == f64::INFINITY {
+            r.iter().fold(0.0f64, |a, &b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.max(b.abs()) })
+        } else if p == f64::NEG_INFINITY {
+            r.iter().fold(f64::INFINITY, |a, &b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.min(b.abs()) })
+        } else if p == 0.0 {
+            r.iter().filter(|&&v| v != 0.0).count() as f64
+        } else if p == 1.0 {
+            pairwise_sum(r, &|v: f64| v.abs())
+        } else if p == 2.0 {
+            pairwise_sum(r, &|v: f64| v * v).sqrt()
+        } else {
+            pairwise_sum(r, &|v: f64| v.abs().powf(p)).powf(1.0 / p)
+        }
+    })?;
+    r.to_dtype(out)
+}
+fn linalg_vector_norm(args: &mut Args<'_>) -> R {
+    let p = args.scalar(1)?.to_f64();
+    let dims = args.opt_int_list(2)?;
+    t(vector_norm(&args.tensor(0)?, p, dims.as_deref(), args.bool(3)?, args.opt_dtype(4)?)?)
+}
+fn norm(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let p = args.opt_scalar(1)?.map(|s| s.to_f64()).unwrap_or(2.0);
+    let op = args.op;
+    let (dims, keepdim, dtype) = if op.ends_with(".ScalarOpt_dim_dtype") {
+        (Some(args.int_list(2)?), args.bool(3)?, Some(args.dtype(4)?))
+    } else if op.ends_with(".ScalarOpt_dim") {
+        (Some(args.int_list(2)?), args.bool(3)?, None)
+    } else if op.ends_with(".ScalarOpt_dtype") {
+        (None, false, Some(args.dtype(2)?))
+    } else {
+        (None, false, None)
+    };
+    t(vector_norm(&x, p, dims.as_deref(), keepdim, dtype)?)
+}
+fn frobenius_norm(args: &mut Args<'_>) -> R {
+    let dims = args.int_list(1)?;
+    t(vector_norm(&args.tensor(0)?, 2.0, Some(&dims), args.bool(2)?, None)?)
+}
+
+fn logsumexp(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let dims = args.int_list(1)?;
+    let keepdim = args.bool(2)?;
+    let out = if x.dtype().is_integral(true) { DType::Float32 } else { x.dtype() };
+    if !out.is_floating_point() {
+        return Err(unsupported(format!("logsumexp is not implemented for {out}")));
+    }
+    let plan = ReducePlan::new(&x.to_dtype(DType::Float64)?, Some(&dims), keepdim)?;
+    let r = plan.rows::<f64, f64, _>(|r| {
+        let m = r.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+        if m.is_infinite() {
+            return m;
+        }
+        m + pairwise_sum(r, &|v: f64| (v - m).exp()).ln()
+    })?;
+    t(r.to_dtype(out)?)
+}
+
+/// cumsum (`product`: cumprod) along `dim`, in `dtype` (ints default to int64).
+fn cumulative(x: &Tensor, dim: i64, dtype: Option<DType>, product: bool) -> crate::Result<Tensor> {
+    let out = sum_dtype(x.dtype(), dtype);
+    let dim = wrap_dim(dim, x.dim())?;
+    let compute = match out {
+        DType::Float16 | DType::BFloat16 => DType::Float32,
+        d => d,
+    };
+    let xc = x.to_dtype(compute)?;
+    let r = dispatch_all!(compute, "cumsum", |T| along_dim::<T, T, _>(&xc, dim, |s, d| {
+        let mut acc = if product { T::one() } else { T::zero() };
+        for (o, &v) in d.iter_mut().zip(s) {
+            acc = if product { acc.mul(v) } else { acc.add(v) };
+            *o = acc;
+        }
+    }))?;
+    r.to_dtype(out)
+}
+fn cumsum(args: &mut Args<'_>) -> R {
+    t(cumulative(&args.tensor(0)?, args.int(1)?, args.opt_dtype(2)?, false)?)
+}
+fn cumprod(args: &mut Args<'_>) -> R {
+    t(cumulative(&args.tensor(0)?, args.int(1)?, args.opt_dtype(2)?, true)?)
+}
+fn cumsum_(args: &mut Args<'_>) -> R {
+    let r = cumsum(args)?;
+    inplace_result(args, r)
+}
+fn cumprod_(args: &mut Args<'_>) -> R {
+    let r = cumprod(args)?;
+    inplace_result(args, r)
+}
+
+/// cummax/cummin: running extreme and the index where it was (ties take the later index).
+fn cum_extreme(x: &Tensor, dim: i64, is_max: bool) -> crate::Result<(Tensor, Tensor)> {
+    let dim = wrap_dim(dim, x.dim())?;
+    let values = dispatch_real!(x.dtype(), "cummax", |T| along_dim::<T, T, _>(x, dim, |s, d| {
+        let mut best: Option<T> = None;
+        for (o, &v) in d.iter_mut().zip(s) {
+            let b = match best {
+                None => v,
+                Some(b) if b.is_nan_val() => b,
+                Some(b) if v.is_nan_val() || (is_max && v >= b) || (!is_max && v <= b) => v,
+                Some(b) => b,
+            };
+            best = Some(b);
+            *o = b;
+        }
+    }))?;
+    let indices = dispatch_real!(x.dtype(), "cummax", |T| along_dim::<T, i64, _>(x, dim, |s, d| {
+        let mut best: Option<(T, i64)> = None;
+        for (i, (o, &v)) in d.iter_mut().zip(s).enumerate() {
+            let i = i as i64;
+            let b = match best {
+                None => (v, i),
+                Some((b, bi)) => {
+                    if v.is_nan_val() || (!b.is_nan_val() && ((is_max && v >= b) || (!is_max && v <= b))) {
+                        (v, i)
+                    } else {
+                        (b, bi)
+                    }
+                }
+            };
+            best = Some(b);
+            *o = b.1;
+        }
+    }))?;
+    Ok((values, indices))
+}
+fn cummax(args: &mut Args<'_>) -> R {
+    let (v, i) = cum_extreme(&args.tensor(0)?, args.int(1)?, true)?;
+    pair(v, i)
+}
+fn cummin(args: &mut Args<'_>) -> R {
+    let (v, i) = cum_extreme(&args.tensor(0)?, args.int(1)?, false)?;
+    pair(v, i)
+}
+
+fn count_nonzero_op(x: &Tensor, dims: Option<&[i64]>) -> crate::Result<Tensor> {
+    let xb = x.to_dtype(DType::Bool)?;
+    let plan = ReducePlan::new(&xb, dims, false)?;
+    plan.rows::<bool, i64, _>(|r| r.iter().filter(|&&v| v).count() as i64)
+}
+fn count_nonzero(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let d = args.opt_int(1)?;
+    t(match d {
+        Some(d) => count_nonzero_op(&x, Some(&[d]))?,
+        None => count_nonzero_op(&x, None)?,
+    })
+}
+fn count_nonzero_dims(args: &mut Args<'_>) -> R {
+    let d = args.int_list(1)?;
+    t(count_nonzero_op(&args.tensor(0)?, if d.is_empty() { None } else { Some(&d) })?)
+}
+
+/// Lower median of a row with its index (`skip_nan`: ignore NaNs; otherwise NaN wins).
+fn median_row<T: Real>(r: &[T], skip_nan: bool) -> (T, i64) {
+    if !skip_nan {
+        if let Some(i) = r.iter().position(|v| v.is_nan_val()) {
+            return (r[i], i as i64);
+        }
+    }
+    let mut idx: Vec<usize> = (0..r.len()).filter(|&i| !r[i].is_nan_val()).collect();
+    if idx.is_empty() {
+        return match r.first() {
+            Some(&v) => (v, 0),
+            None => (T::zero(), 0),
+        };
+    }
+    let k = (idx.len() - 1) / 2;
+    idx.sort_by(|&a, &b| r[a].partial_cmp(&r[b]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+    let i = idx[k];
+    (r[i], i as i64)
+}
+fn median_all(args: &Args<'_>, skip_nan: bool) -> R {
+    let x = args.tensor(0)?;
+    if x.numel() == 0 {
+        return Err(value_err("median() input tensor cannot be empty"));
+    }
+    let plan = ReducePlan::new(&x, None, false)?;
+    t(dispatch_real!(x.dtype(), "median", |T| plan.rows::<T, T, _>(|r| median_row(r, skip_nan).0))?)
+}
+fn median_dim(args: &Args<'_>, skip_nan: bool) -> R {
+    let x = args.tensor(0)?;
+    let plan = ReducePlan::new(&x, Some(&[args.int(1)?]), args.bool(2)?)?;
+    if plan.reduced == 0 {
+        return Err(value_err("median(): Expected reduction dim to have non-zero size."));
+    }
+    let (v, i) = dispatch_real!(x.dtype(), "median", |T| plan.rows2::<T, T, i64, _>(|r| median_row(r, skip_nan)))?;
+    pair(v, i)
+}
+fn median(args: &mut Args<'_>) -> R {
+    median_all(args, false)
+}
+fn nanmedian(args: &mut Args<'_>) -> R {
+    median_all(args, true)
+}
+fn median_d(args: &mut Args<'_>) -> R {
+    median_dim(args, false)
+}
+fn nanmedian_d(args: &mut Args<'_>) -> R {
+    median_dim(args, true)
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::sum", sum);
+    r.add("aten::sum.dim_IntList", sum_dim);
+    r.add("aten::nansum", nansum);
+    r.add("aten::mean", mean);
+    r.add("aten::mean.dim", mean_dim);
+    r.add("aten::nanmean", nanmean);
+    r.add("aten::prod", prod);
+    r.add("aten::prod.dim_int", prod_dim);
+    r.add("aten::max", max_all);
+    r.add("aten::min", min_all);
+    r.add("aten::max.dim", max_dim);
+    r.add("aten::min.dim", min_dim);
+    r.add("aten::amax", amax);
+    r.add("aten::amin", amin);
+    r.add("aten::argmax", argmax);
+    r.add("aten::argmin", argmin);
+    r.add("aten::aminmax", aminmax);
+    r.add("aten::all", all);
+    r.add("aten::any", any);
+    r.add("aten::all.dim", all_dim);
+    r.add("aten::any.dim", any_dim);
+    r.add("aten::all.dims", all_dims);
+    r.add("aten::any.dims", any_dims);
+    for ov in ["", ".dim", ".correction"] {
+        r.add(&format!("aten::var{ov}"), var);
+        r.add(&format!("aten::std{ov}"), std);
+        r.add(&format!("aten::var_mean{ov}"), var_mean);
+        r.add(&format!("aten::std_mean{ov}"), std_mean);
+    }
+    r.add_all(
+        &["aten::norm.Scalar", "aten::norm.ScalarOpt_dim", "aten::norm.ScalarOpt_dim_dtype", "aten::norm.ScalarOpt_dtype"],
+        norm,
+    );
+    r.add("aten::linalg_vector_norm", linalg_vector_norm);
+    r.add("aten::frobenius_norm.dim", frobenius_norm);
+    r.add("aten::logsumexp", logsumexp);
+    r.add("aten::special_logsumexp", logsumexp);
+    r.add("aten::cumsum", cumsum);
+    r.add("aten::cumprod", cumprod);
+    r.add("aten::cumsum_", cumsum_);
+    r.add("aten::cumprod_", cumprod_);
+    r.add("aten::cummax", cummax);
+    r.add("aten::cummin", cummin);
+    r.add("aten::count_nonzero", count_nonzero);
+    r.add("aten::count_nonzero.dim_IntList", count_nonzero_dims);
+    r.add("aten::median", median);
+    r.add("aten::nanmedian", nanmedian);
+    r.add("aten::median.dim", median_d);
+    r.add("aten::nanmedian.dim", nanmedian_d);
+}

@@ -1,5 +1,565 @@
-//! Kernels: rnn family.
+//! Kernels: LSTM / GRU / Elman RNN (multi-layer, bidirectional, batch_first, LSTM projections)
+//! and their single-step cells. The input projection of a whole sequence is one GEMM per layer
+//! and direction; the recurrent projection is one small GEMM per step.
 
-use super::Registry;
+use super::linalg::{
+    compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
+    slice_of, value_err, Mat, Real,
+};
+use super::{Args, Registry};
+use crate::runtime::{IValue, Tuple};
+#[allow(unused_imports)]
+use crate::tensor::Element as _;
+use crate::tensor::{DType, Tensor};
+#[allow(unused_imports)]
+use num_traits::{Float as _, One as _, Zero as _};
 
-pub(crate) fn register(_r: &mut Registry) {}
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Cell {
+    Lstm,
+    Gru,
+    Tanh,
+    Relu,
+}
+
+impl Cell {
+    fn gates(self) -> usize {
+        match self {
+            Cell::Lstm => 4,
+            Cell::Gru => 3,
+            Cell::Tanh | Cell::Relu => 1,
+        }
+    }
+}
+
+/// `out[m x n] (+)= a[m x k] @ w[n x k]^T`, all row-major.
+fn mm_wt<T: Real>(a: &[T], m: usize, k: usize, w: &[T], n: usize, out: &mut [T], accumulate: bool) {
+    // SAFETY: callers size a >= m*k, w >= n*k, out >= m*n (checked by the shape validation).
+    unsafe {
+        gemm_strided(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            n as isize,
+            1,
+            if accumulate { Some(T::one()) } else { None },
+            Mat {
+                ptr: a.as_ptr(),
+                rs: k as isize,
+                cs: 1,
+            },
+            Mat {
+                ptr: w.as_ptr(),
+                rs: 1,
+                cs: k as isize,
+            },
+            T::one(),
+            true,
+        )
+    }
+}
+
+fn sigmoid<T: Real>(x: T) -> T {
+    T::one() / (T::one() + (-x).exp())
+}
+
+/// Weights of one layer and direction, as contiguous compute-dtype vectors.
+struct LayerWeights<T> {
+    w_ih: Vec<T>,
+    w_hh: Vec<T>,
+    b_ih: Option<Vec<T>>,
+    b_hh: Option<Vec<T>>,
+    w_hr: Option<Vec<T>>,
+    input: usize,
+    hidden: usize,
+    /// Size of the emitted hidden state (projection size or hidden).
+    out: usize,
+}
+
+fn vec_of<T: Real>(t: &Tensor, cd: DType) -> crate::Result<Vec<T>> {
+    Ok(slice_of::<T>(&contiguous_as(t, cd)?)?.to_vec())
+}
+
+fn layer_weights<T: Real>(
+    op: &str,
+    cell: Cell,
+    ps: &[Tensor],
+    has_bias: bool,
+    cd: DType,
+) -> crate::Result<LayerWeights<T>> {
+    let w_ih = &ps[0];
+    let w_hh = &ps[1];
+    if w_ih.dim() != 2 || w_hh.dim() != 2 {
+        return Err(shape_err(format!("{op}: weights must be 2-D")));
+    }
+    let g = cell.gates();
+    let hidden = w_ih.shape()[0] / g;
+    if w_ih.shape()[0] != g * hidden || w_hh.shape()[0] != g * hidden {
+        return Err(shape_err(format!(
+            "{op}: weight shapes {:?} / {:?} do not match {g} gates",
+            w_ih.shape(),
+            w_hh.shape()
+        )));
+    }
+    let (b_ih, b_hh, rest) = if has_bias {
+        (
+            Some(vec_of::<T>(&ps[2], cd)?),
+            Some(vec_of::<T>(&ps[3], cd)?),
+            &ps[4..],
+        )
+    } else {
+        (None, None, &ps[2..])
+    };
+    let w_hr = match rest.first() {
+        Some(w) => Some(w),
+        None => None,
+    };
+    let out = w_hr.map_or(hidden, |w| w.shape()[0]);
+    if w_hh.shape()[1] != out {
+        return Err(shape_err(format!(
+            "{op}: weight_hh shape {:?} does not match hidden size {out}",
+            w_hh.shape()
+        )));
+    }
+    for b in [&b_ih, &b_hh].into_iter().flatten() {
+        if b.len() != g * hidden {
+            return Err(shape_err(format!(
+                "{op}: bias size {} != {}",
+                b.len(),
+                g * hidden
+            )));
+        }
+    }
+    Ok(LayerWeights {
+        w_ih: vec_of::<T>(w_ih, cd)?,
+        w_hh: vec_of::<T>(w_hh, cd)?,
+        b_ih,
+        b_hh,
+        w_hr: match w_hr {
+            Some(w) => Some(vec_of::<T>(w, cd)?),
+            None => None,
+        },
+        input: w_ih.shape()[1],
+        hidden,
+        out,
+    })
+}
+
+/// One recurrent step for a batch: `xg [b, G*H]` holds x@W_ih^T + b_ih; updates h (and c).
+fn step<T: Real>(
+    cell: Cell,
+    lw: &LayerWeights<T>,
+    xg: &[T],
+    b: usize,
+    h: &mut [T],
+    c: &mut [T],
+    scratch: &mut Vec<T>,
+) {
+    let (hs, g) = (lw.hidden, cell.gates() * lw.hidden);
+    scratch.resize(b * g, T::zero());
+    mm_wt(h, b, lw.out, &lw.w_hh, g, scratch, false);
+    if let Some(bh) = &lw.b_hh {
+        for row in scratch.chunks_mut(g) {
+            for (r, &v) in row.iter_mut().zip(bh) {
+                *r += v;
+            }
+        }
+    }
+    let mut hnew = vec![T::zero(); b * hs];
+    for i in 0..b {
+        let x = &xg[i * g..][..g];
+        let hh = &scratch[i * g..][..g];
+        let hn = &mut hnew[i * hs..][..hs];
+        match cell {
+            Cell::Lstm => {
+                let cc = &mut c[i * hs..][..hs];
+                for j in 0..hs {
+                    let ig = sigmoid(x[j] + hh[j]);
+                    let fg = sigmoid(x[hs + j] + hh[hs + j]);
+                    let gg = (x[2 * hs + j] + hh[2 * hs + j]).tanh();
+                    let og = sigmoid(x[3 * hs + j] + hh[3 * hs + j]);
+                    cc[j] = fg * cc[j] + ig * gg;
+                    hn[j] = og * cc[j].tanh();
+                }
+            }
+            Cell::Gru => {
+                let hp = &h[i * lw.out..][..lw.out];
+                for j in 0..hs {
+                    let r = sigmoid(x[j] + hh[j]);
+                    let z = sigmoid(x[hs + j] + hh[hs + j]);
+                    let n = (x[2 * hs + j] + r * hh[2 * hs + j]).tanh();
+                    hn[j] = (T::one() - z) * n + z * hp[j];
+                }
+            }
+            Cell::Tanh => {
+                for j in 0..hs {
+                    hn[j] = (x[j] + hh[j]).tanh();
+                }
+            }
+            Cell::Relu => {
+                for j in 0..hs {
+                    hn[j] = (x[j] + hh[j]).max(T::zero());
+                }
+            }
+        }
+    }
+    match &lw.w_hr {
+        Some(w) => mm_wt(&hnew, b, hs, w, lw.out, h, false),
+        None => h.copy_from_slice(&hnew),
+    }
+}
+
+/// `x [rows, input] @ W_ih^T + b_ih`.
+fn input_proj<T: Real>(lw: &LayerWeights<T>, cell: Cell, x: &[T], rows: usize) -> Vec<T> {
+    let g = cell.gates() * lw.hidden;
+    let mut xg = vec![T::zero(); rows * g];
+    if let Some(bi) = &lw.b_ih {
+        for row in xg.chunks_mut(g) {
+            row.copy_from_slice(bi);
+        }
+    }
+    mm_wt(x, rows, lw.input, &lw.w_ih, g, &mut xg, lw.b_ih.is_some());
+    xg
+}
+
+struct RnnConfig {
+    cell: Cell,
+    has_bias: bool,
+    layers: usize,
+    bidirectional: bool,
+    batch_first: bool,
+}
+
+/// Full-sequence RNN. `x` is [T, B, I] (or [B, T, I], or unbatched [T, I]); `h0` (and `c0`)
+/// are [L*D, B, H]. Returns (output, h_n, c_n).
+fn run_rnn(
+    op: &str,
+    cfg: &RnnConfig,
+    x: &Tensor,
+    h0: &Tensor,
+    c0: Option<&Tensor>,
+    params: &[Tensor],
+) -> crate::Result<(Tensor, Tensor, Option<Tensor>)> {
+    let dtype = x.dtype();
+    let cd = compute_dtype(op, dtype)?;
+    let unbatched = x.dim() == 2;
+    if x.dim() != 3 && !unbatched {
+        return Err(shape_err(format!(
+            "{op}: input must have 2 or 3 dims, got {:?}",
+            x.shape()
+        )));
+    }
+    let dirs = if cfg.bidirectional { 2 } else { 1 };
+    let per = params.len() / (cfg.layers * dirs).max(1);
+    if per * cfg.layers * dirs != params.len() || per < 2 {
+        return Err(value_err(format!(
+            "{op}: {} weight tensors do not split into {} layers x {dirs} directions",
+            params.len(),
+            cfg.layers
+        )));
+    }
+    // Normalize to [T, B, I].
+    let xs = if unbatched {
+        reshape(x, &[x.shape()[0], 1, x.shape()[1]])?
+    } else if cfg.batch_first {
+        super::linalg::permute(x, &[1, 0, 2])?
+    } else {
+        x.clone()
+    };
+    let (steps, b) = (xs.shape()[0], xs.shape()[1]);
+    dispatch_real_compute!(cd, op, |T| {
+        let mut layer_in: Vec<T> = slice_of::<T>(&contiguous_as(&xs, cd)?)?.to_vec();
+        let mut in_size = xs.shape()[2];
+        let h0v: Vec<T> = slice_of::<T>(&contiguous_as(h0, cd)?)?.to_vec();
+        let c0v: Option<Vec<T>> = match c0 {
+            Some(c) => Some(slice_of::<T>(&contiguous_as(c, cd)?)?.to_vec()),
+            None => None,
+        };
+        let mut hn: Vec<T> = Vec::new();
+        let mut cn: Vec<T> = Vec::new();
+        let mut out_size = 0;
+        let mut hidden = 0;
+        for layer in 0..cfg.layers {
+            let mut outs: Vec<Vec<T>> = Vec::new();
+            for d in 0..dirs {
+                let idx = layer * dirs + d;
+                let lw = layer_weights::<T>(
+                    op,
+                    cfg.cell,
+                    &params[idx * per..(idx + 1) * per],
+                    cfg.has_bias,
+                    cd,
+                )?;
+                if lw.input != in_size {
+                    return Err(shape_err(format!(
+                        "{op}: input.size(-1) must be equal to input_size. Expected {}, got {in_size}",
+                        lw.input
+                    )));
+                }
+                let (hsz, osz) = (lw.hidden, lw.out);
+                out_size = osz;
+                hidden = hsz;
+                let hlen = b * osz;
+                let mut h: Vec<T> = h0v
+                    .get(idx * hlen..(idx + 1) * hlen)
+                    .ok_or_else(|| {
+                        shape_err(format!("{op}: hx has the wrong shape {:?}", h0.shape()))
+                    })?
+                    .to_vec();
+                let mut c: Vec<T> = match &c0v {
+                    Some(cv) => cv
+                        .get(idx * b * hsz..(idx + 1) * b * hsz)
+                        .ok_or_else(|| shape_err(format!("{op}: cx has the wrong shape")))?
+                        .to_vec(),
+                    None => Vec::new(),
+                };
+                let xg = input_proj(&lw, cfg.cell, &layer_in, steps * b);
+                let g = cfg.cell.gates() * hsz;
+                let mut out = vec![T::zero(); steps * b * osz];
+                let mut scratch = Vec::new();
+                for s in 0..steps {
+                    let t = if d == 0 { s } else { steps - 1 - s };
+                    step(
+                        cfg.cell,
+                        &lw,
+                        &xg[t * b * g..][..b * g],
+                        b,
+                        &mut h,
+                        &mut c,
+                        &mut scratch,
+                    );
+                    out[t * b * osz..][..b * osz].copy_from_slice(&h);
+                }
+                hn.extend_from_slice(&h);
+                cn.extend_from_slice(&c);
+                outs.push(out);
+            }
+            // Concatenate directions along the feature dim.
+            let mut next = vec![T::zero(); steps * b * osz_total(out_size, dirs)];
+            let width = out_size * dirs;
+            for (d, o) in outs.iter().enumerate() {
+                for r in 0..steps * b {
+                    next[r * width + d * out_size..][..out_size]
+                        .copy_from_slice(&o[r * out_size..][..out_size]);
+                }
+            }
+            layer_in = next;
+            in_size = width;
+        }
+        let width = out_size * dirs;
+        let out = Tensor::from_vec(layer_in, &[steps, b, width])?;
+        let out = if unbatched {
+            reshape(&out, &[steps, width])?
+        } else if cfg.batch_first {
+            super::linalg::permute(&out, &[1, 0, 2])?.contiguous()?
+        } else {
+            out
+        };
+        let ld = cfg.layers * dirs;
+        let (hshape, cshape): (Vec<usize>, Vec<usize>) = if unbatched {
+            (vec![ld, out_size], vec![ld, hidden])
+        } else {
+            (vec![ld, b, out_size], vec![ld, b, hidden])
+        };
+        let hn = Tensor::from_vec(hn, &hshape)?;
+        let cn = if c0.is_some() {
+            Some(Tensor::from_vec(cn, &cshape)?.to_dtype(dtype)?)
+        } else {
+            None
+        };
+        Ok((out.to_dtype(dtype)?, hn.to_dtype(dtype)?, cn))
+    })
+}
+
+fn osz_total(out: usize, dirs: usize) -> usize {
+    out * dirs
+}
+
+fn check_eval(a: &Args, dropout_i: usize, train_i: usize) -> crate::Result<()> {
+    if a.bool(train_i)? && a.double(dropout_i)? > 0.0 {
+        return Err(value_err(format!(
+            "{}: dropout between RNN layers in training mode is not supported",
+            a.op
+        )));
+    }
+    Ok(())
+}
+
+/// lstm.input(input, hx[], params[], has_biases, num_layers, dropout, train, bidirectional,
+/// batch_first) -> (output, h_n, c_n)
+fn lstm(a: &mut Args) -> crate::Result<IValue> {
+    if matches!(a.get(1)?, IValue::Tensor(_)) {
+        return Err(value_err(format!(
+            "{}: packed sequences (lstm.data) are not supported",
+            a.op
+        )));
+    }
+    let x = a.tensor(0)?;
+    let hx = a.tensor_list(1)?;
+    let params = a.tensor_list(2)?;
+    check_eval(a, 5, 6)?;
+    let cfg = RnnConfig {
+        cell: Cell::Lstm,
+        has_bias: a.bool(3)?,
+        layers: layers_arg(a, 4)?,
+        bidirectional: a.bool(7)?,
+        batch_first: a.bool(8)?,
+    };
+    let [h0, c0] = hx.as_slice() else {
+        return Err(value_err(format!("{}: hx must hold (h0, c0)", a.op)));
+    };
+    let (o, h, c) = run_rnn(a.op, &cfg, &x, h0, Some(c0), &params)?;
+    let c = c.ok_or_else(|| value_err("lstm: cell state missing"))?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(o),
+        IValue::Tensor(h),
+        IValue::Tensor(c),
+    ])))
+}
+
+fn layers_arg(a: &Args, i: usize) -> crate::Result<usize> {
+    let n = a.int(i)?;
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| value_err(format!("{}: num_layers must be positive, got {n}", a.op)))
+}
+
+/// gru.input / rnn_tanh.input / rnn_relu.input(input, hx, params[], has_biases, num_layers,
+/// dropout, train, bidirectional, batch_first) -> (output, h_n)
+fn gru_like(a: &mut Args) -> crate::Result<IValue> {
+    let cell = if a.op.contains("gru") {
+        Cell::Gru
+    } else if a.op.contains("relu") {
+        Cell::Relu
+    } else {
+        Cell::Tanh
+    };
+    if matches!(a.get(2)?, IValue::Tensor(_)) {
+        return Err(value_err(format!(
+            "{}: packed sequences (.data overload) are not supported",
+            a.op
+        )));
+    }
+    let x = a.tensor(0)?;
+    let h0 = a.tensor(1)?;
+    let params = a.tensor_list(2)?;
+    check_eval(a, 5, 6)?;
+    let cfg = RnnConfig {
+        cell,
+        has_bias: a.bool(3)?,
+        layers: layers_arg(a, 4)?,
+        bidirectional: a.bool(7)?,
+        batch_first: a.bool(8)?,
+    };
+    let (o, h, _) = run_rnn(a.op, &cfg, &x, &h0, None, &params)?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(o),
+        IValue::Tensor(h),
+    ])))
+}
+
+/// A single cell step: lstm_cell(input, hx[], w_ih, w_hh, b_ih, b_hh) -> (h, c);
+/// gru_cell / rnn_tanh_cell / rnn_relu_cell(input, hx, ...) -> h.
+fn cell_op(a: &mut Args) -> crate::Result<IValue> {
+    let cell = if a.op.contains("lstm") {
+        Cell::Lstm
+    } else if a.op.contains("gru") {
+        Cell::Gru
+    } else if a.op.contains("relu") {
+        Cell::Relu
+    } else {
+        Cell::Tanh
+    };
+    let x = a.tensor(0)?;
+    let (h0, c0) = if cell == Cell::Lstm {
+        let hx = a.tensor_list(1)?;
+        let [h, c] = hx.as_slice() else {
+            return Err(value_err(format!("{}: hx must hold (h0, c0)", a.op)));
+        };
+        (h.clone(), Some(c.clone()))
+    } else {
+        (a.tensor(1)?, None)
+    };
+    let (bi, bh) = (a.opt_tensor(4)?, a.opt_tensor(5)?);
+    let mut params = vec![a.tensor(2)?, a.tensor(3)?];
+    let has_bias = match (bi, bh) {
+        (Some(bi), Some(bh)) => {
+            params.extend([bi, bh]);
+            true
+        }
+        (None, None) => false,
+        _ => {
+            return Err(value_err(format!(
+                "{}: b_ih and b_hh must both be given or both be None",
+                a.op
+            )))
+        }
+    };
+    let unbatched = x.dim() == 1;
+    let xs = if unbatched {
+        reshape(&x, &[1, 1, x.shape()[0]])?
+    } else {
+        reshape(
+            &x,
+            &[1, x.shape()[0], x.shape().get(1).copied().unwrap_or(0)],
+        )?
+    };
+    let add_lead = |t: &Tensor| -> crate::Result<Tensor> {
+        let mut s = vec![1];
+        if unbatched {
+            s.push(1);
+        }
+        s.extend_from_slice(t.shape());
+        reshape(t, &s)
+    };
+    let h0l = add_lead(&h0)?;
+    let c0l = match &c0 {
+        Some(c) => Some(add_lead(c)?),
+        None => None,
+    };
+    let cfg = RnnConfig {
+        cell,
+        has_bias,
+        layers: 1,
+        bidirectional: false,
+        batch_first: false,
+    };
+    let (_, h, c) = run_rnn(a.op, &cfg, &xs, &h0l, c0l.as_ref(), &params)?;
+    let h = reshape(&h, h0.shape())?;
+    match (c, c0) {
+        (Some(c), Some(c0)) => Ok(IValue::Tuple(Tuple::new(vec![
+            IValue::Tensor(h),
+            IValue::Tensor(reshape(&c, c0.shape())?),
+        ]))),
+        _ => Ok(IValue::Tensor(h)),
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add_all(&["aten::lstm", "aten::lstm.input", "aten::lstm.data"], lstm);
+    r.add_all(
+        &[
+            "aten::gru",
+            "aten::gru.input",
+            "aten::gru.data",
+            "aten::rnn_tanh",
+            "aten::rnn_tanh.input",
+            "aten::rnn_tanh.data",
+            "aten::rnn_relu",
+            "aten::rnn_relu.input",
+            "aten::rnn_relu.data",
+        ],
+        gru_like,
+    );
+    r.add_all(
+        &[
+            "aten::lstm_cell",
+            "aten::gru_cell",
+            "aten::rnn_tanh_cell",
+            "aten::rnn_relu_cell",
+        ],
+        cell_op,
+    );
+}

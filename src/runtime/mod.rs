@@ -1,5 +1,6 @@
 //! Values, objects and (in later modules) the interpreter and the module API.
 
+pub mod interpreter;
 pub mod ivalue;
 pub mod module;
 
@@ -11,4 +12,14 @@ pub use module::Module;
 pub enum RuntimeError {
     #[error("{0}")]
     Other(String),
+    /// An exception raised by the program itself (`raise ValueError(...)`); `kind` is the
+    /// exception class as TorchScript names it (`builtins.ValueError`).
+    #[error("{kind}: {message}")]
+    Exception { kind: String, message: String },
+    /// An error with the TorchScript call stack that led to it, outermost frame first.
+    #[error("The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript (most recent call last):\n{}{cause}", .frames.concat())]
+    Traceback {
+        frames: Vec<String>,
+        cause: Box<crate::Error>,
+    },
 }

@@ -1,0 +1,637 @@
+//! Read the `str(graph)` text format back into a [`Graph`] (as `torch._C.parse_ir` does),
+//! keeping value names, constants and `# file:line:col` source comments, so that printing the
+//! result reproduces the text.
+//!
+//! Unnamed values (`%23`) keep their number as their debug name: PyTorch never gives a value a
+//! purely numeric debug name, so such a name unambiguously means "printed as this number".
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::graph::{Attr, BlockId, Graph, ValueId};
+use super::source::{Source, SourceRange};
+use super::types::Type;
+use crate::runtime::ivalue::{Device, List, Tuple};
+use crate::runtime::IValue;
+use crate::tensor::Tensor;
+
+/// A malformed graph text, with the byte offset where parsing stopped.
+#[derive(Debug, thiserror::Error)]
+#[error("graph text offset {offset}: {message}")]
+pub struct GraphParseError {
+    pub offset: usize,
+    pub message: String,
+}
+
+type PResult<T> = Result<T, GraphParseError>;
+
+/// Parse the text of `str(graph)`.
+pub fn parse_graph(text: &str) -> PResult<Graph> {
+    let mut p = IrParser {
+        s: text.as_bytes(),
+        text,
+        i: 0,
+        g: Graph::new(),
+        values: HashMap::new(),
+        sources: HashMap::new(),
+    };
+    p.graph()?;
+    Ok(p.g)
+}
+
+struct IrParser<'a> {
+    s: &'a [u8],
+    text: &'a str,
+    i: usize,
+    g: Graph,
+    values: HashMap<String, ValueId>,
+    sources: HashMap<(String, usize), Arc<Source>>,
+}
+
+impl IrParser<'_> {
+    fn err<T>(&self, message: impl Into<String>) -> PResult<T> {
+        Err(GraphParseError {
+            offset: self.i,
+            message: message.into(),
+        })
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(c) = self.peek() {
+            if c.is_ascii_whitespace() {
+                self.i += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Skip spaces but not newlines.
+    fn skip_spaces(&mut self) {
+        while self.peek() == Some(b' ') || self.peek() == Some(b'\t') {
+            self.i += 1;
+        }
+    }
+
+    fn starts_with(&self, lit: &str) -> bool {
+        self.s
+            .get(self.i..)
+            .is_some_and(|r| r.starts_with(lit.as_bytes()))
+    }
+
+    fn eat(&mut self, lit: &str) -> bool {
+        self.skip_ws();
+        if self.starts_with(lit) {
+            self.i += lit.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, lit: &str) -> PResult<()> {
+        if self.eat(lit) {
+            Ok(())
+        } else {
+            let got: String = self.text[self.i..].chars().take(20).collect();
+            self.err(format!("expected `{lit}`, found `{got}`"))
+        }
+    }
+
+    fn word(&mut self, extra: &[u8]) -> String {
+        self.skip_ws();
+        let start = self.i;
+        while let Some(c) = self.peek() {
+            if c.is_ascii_alphanumeric() || c == b'_' || extra.contains(&c) {
+                self.i += 1;
+            } else {
+                break;
+            }
+        }
+        self.text[start..self.i].to_string()
+    }
+
+    fn value_ref(&mut self) -> PResult<String> {
+        self.expect("%")?;
+        let name = self.word(b".");
+        if name.is_empty() {
+            return self.err("expected a value name after `%`");
+        }
+        Ok(name)
+    }
+
+    fn use_value(&mut self) -> PResult<ValueId> {
+        let start = self.i;
+        let name = self.value_ref()?;
+        match self.values.get(&name) {
+            Some(v) => Ok(*v),
+            None => Err(GraphParseError {
+                offset: start,
+                message: format!("use of undefined value %{name}"),
+            }),
+        }
+    }
+
+    fn define(&mut self, name: String, v: ValueId) {
+        self.g.value_mut(v).debug_name = Some(name.clone());
+        self.values.insert(name, v);
+    }
+
+    /// `%name : Type` list, comma separated, up to (not including) `close`.
+    fn typed_defs(&mut self, close: &str) -> PResult<Vec<(String, Type)>> {
+        let mut out = Vec::new();
+        self.skip_ws();
+        if self.starts_with(close) {
+            return Ok(out);
+        }
+        loop {
+            let name = self.value_ref()?;
+            self.expect(":")?;
+            let ty = self.ty()?;
+            out.push((name, ty));
+            if !self.eat(",") {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn value_uses(&mut self, close: &str) -> PResult<Vec<ValueId>> {
+        let mut out = Vec::new();
+        self.skip_ws();
+        if self.starts_with(close) {
+            return Ok(out);
+        }
+        loop {
+            out.push(self.use_value()?);
+            if !self.eat(",") {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn graph(&mut self) -> PResult<()> {
+        self.expect("graph")?;
+        self.expect("(")?;
+        let params = self.typed_defs(")")?;
+        self.expect(")")?;
+        self.expect(":")?;
+        for (name, ty) in params {
+            let v = self.g.add_input(ty, None);
+            self.define(name, v);
+        }
+        let root = self.g.root;
+        self.nodes(root, "return")?;
+        self.expect("return")?;
+        self.expect("(")?;
+        let outs = self.value_uses(")")?;
+        self.expect(")")?;
+        self.g.block_mut(root).returns = outs;
+        self.skip_ws();
+        if self.i != self.s.len() {
+            return self.err("trailing text after `return`");
+        }
+        Ok(())
+    }
+
+    /// Nodes until the `end` keyword (`return` or `->`).
+    fn nodes(&mut self, block: BlockId, end: &str) -> PResult<()> {
+        loop {
+            self.skip_ws();
+            if self.starts_with(end) || self.i >= self.s.len() {
+                return Ok(());
+            }
+            self.node(block)?;
+        }
+    }
+
+    fn node(&mut self, block: BlockId) -> PResult<()> {
+        let outputs = self.typed_defs("=")?;
+        self.expect("=")?;
+        let kind = self.word(b":.");
+        if !kind.contains("::") {
+            return self.err(format!("expected an operator kind, found `{kind}`"));
+        }
+        let mut attrs = Vec::new();
+        if self.eat("[") {
+            loop {
+                let name = self.word(b"");
+                self.expect("=")?;
+                attrs.push((name, self.attr_value()?));
+                if !self.eat(",") {
+                    break;
+                }
+            }
+            self.expect("]")?;
+        }
+        self.expect("(")?;
+        let inputs = self.value_uses(")")?;
+        self.expect(")")?;
+        let types: Vec<Type> = outputs.iter().map(|(_, t)| t.clone()).collect();
+        let n = self.g.create_node(kind, inputs, types);
+        // Bool constants print as ints and devices as strings; keep their real values.
+        if let (Some((_, ty)), true) = (outputs.first(), self.g.node(n).kind == "prim::Constant") {
+            for (name, a) in attrs.iter_mut() {
+                if name != "value" {
+                    continue;
+                }
+                match (ty, &*a) {
+                    (Type::Bool, Attr::Int(i)) => *a = Attr::Value(IValue::Bool(*i != 0)),
+                    (Type::Device, Attr::Str(s)) => {
+                        if let Some(d) = Device::parse(s) {
+                            *a = Attr::Value(IValue::Device(d));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.g.node_mut(n).attrs = attrs;
+        let outs = self.g.node(n).outputs.clone();
+        for ((name, _), v) in outputs.into_iter().zip(outs) {
+            self.define(name, v);
+        }
+        self.skip_spaces();
+        if self.peek() == Some(b'#') {
+            self.i += 1;
+            let start = self.i;
+            while self.peek().is_some_and(|c| c != b'\n') {
+                self.i += 1;
+            }
+            let comment = self.text[start..self.i].trim().to_string();
+            self.g.node_mut(n).source = Some(self.source_comment(&comment)?);
+        }
+        self.g.append(block, n);
+        // Nested blocks.
+        loop {
+            self.skip_ws();
+            if !self.starts_with("block") {
+                break;
+            }
+            self.word(b"");
+            self.expect("(")?;
+            let params = self.typed_defs(")")?;
+            self.expect(")")?;
+            self.expect(":")?;
+            let b = self.g.add_block(n);
+            for (name, ty) in params {
+                let v = self.g.add_param(b, ty, None);
+                self.define(name, v);
+            }
+            self.nodes(b, "->")?;
+            self.expect("->")?;
+            self.expect("(")?;
+            let rets = self.value_uses(")")?;
+            self.expect(")")?;
+            self.g.block_mut(b).returns = rets;
+        }
+        Ok(())
+    }
+
+    /// `file:line:col`: a range in a text-less source whose first line is `line`.
+    fn source_comment(&mut self, comment: &str) -> PResult<SourceRange> {
+        let mut parts = comment.rsplitn(3, ':');
+        let col = parts.next().and_then(|c| c.parse::<usize>().ok());
+        let line = parts.next().and_then(|l| l.parse::<usize>().ok());
+        let file = parts.next();
+        let (Some(col), Some(line), Some(file)) = (col, line, file) else {
+            return self.err(format!("malformed source comment `# {comment}`"));
+        };
+        let source = self
+            .sources
+            .entry((file.to_string(), line))
+            .or_insert_with(|| Source::new(file, "", line))
+            .clone();
+        Ok(SourceRange::new(source, col, col))
+    }
+
+    // ---------- types (graph spelling) ----------
+
+    fn ty(&mut self) -> PResult<Type> {
+        self.skip_ws();
+        let t = if self.eat("(") {
+            let mut items = Vec::new();
+            if !self.eat(")") {
+                loop {
+                    items.push(self.ty()?);
+                    if !self.eat(",") {
+                        break;
+                    }
+                }
+                self.expect(")")?;
+            }
+            Type::Tuple(items)
+        } else {
+            let mut name = self.word(b".");
+            // `InterfaceType<Activation>`, `Enum<__torch__.Color>`: kept verbatim as a class
+            // name so they print back the same (the graph spelling is all the text has).
+            if self.peek() == Some(b'<') {
+                let start = self.i;
+                while self.peek().is_some_and(|c| c != b'>') {
+                    self.i += 1;
+                }
+                self.i += 1;
+                name.push_str(&self.text[start..self.i.min(self.text.len())]);
+                return self.type_suffixes(Type::Class(name.into()));
+            }
+            let args = |p: &mut Self| -> PResult<Vec<Type>> {
+                p.expect("(")?;
+                let mut items = Vec::new();
+                loop {
+                    items.push(p.ty()?);
+                    if !p.eat(",") {
+                        break;
+                    }
+                }
+                p.expect(")")?;
+                Ok(items)
+            };
+            match name.as_str() {
+                "" => return self.err("expected a type"),
+                "Dict" => {
+                    let mut a = args(self)?;
+                    if a.len() != 2 {
+                        return self.err("Dict takes two types");
+                    }
+                    let v = a.remove(1);
+                    Type::dict(a.remove(0), v)
+                }
+                "Union" => Type::Union(args(self)?),
+                "Future" | "Await" | "RRef" => {
+                    let mut a = args(self)?;
+                    if a.len() != 1 {
+                        return self.err(format!("{name} takes one type"));
+                    }
+                    let inner = Box::new(a.remove(0));
+                    match name.as_str() {
+                        "Future" => Type::Future(inner),
+                        "Await" => Type::Await(inner),
+                        _ => Type::RRef(inner),
+                    }
+                }
+                "NoneType" => Type::NoneType,
+                "AnyClassType" => Type::AnyClass,
+                "AnyEnumType" => Type::AnyEnum,
+                "AnyList" => Type::AnyList,
+                "AnyTuple" => Type::AnyTuple,
+                other => match super::types::parse_annotation(other) {
+                    Some(t) => t,
+                    None => return self.err(format!("unknown type `{other}`")),
+                },
+            }
+        };
+        self.type_suffixes(t)
+    }
+
+    /// `T[]` and `T?` suffixes.
+    fn type_suffixes(&mut self, mut t: Type) -> PResult<Type> {
+        loop {
+            if self.starts_with("[]") {
+                self.i += 2;
+                t = Type::list(t);
+            } else if self.starts_with("?") {
+                self.i += 1;
+                t = Type::optional(t);
+            } else {
+                return Ok(t);
+            }
+        }
+    }
+
+    // ---------- attribute values ----------
+
+    fn attr_value(&mut self) -> PResult<Attr> {
+        let v = self.ivalue()?;
+        Ok(match v {
+            IValue::Int(i) => Attr::Int(i),
+            IValue::Double(d) => Attr::Float(d),
+            IValue::String(s) => Attr::Str(s.to_string()),
+            other => Attr::Value(other),
+        })
+    }
+
+    fn ivalue(&mut self) -> PResult<IValue> {
+        self.skip_ws();
+        match self.peek() {
+            Some(b'"') => Ok(IValue::str(self.quoted()?)),
+            Some(b'[') => {
+                self.i += 1;
+                let mut items = Vec::new();
+                if !self.eat("]") {
+                    loop {
+                        items.push(self.ivalue()?);
+                        if !self.eat(",") {
+                            break;
+                        }
+                    }
+                    self.expect("]")?;
+                }
+                let elem = items.first().map(ivalue_type).unwrap_or(Type::Any);
+                Ok(IValue::List(List::new(elem, items)))
+            }
+            Some(b'(') => {
+                self.i += 1;
+                let mut items = Vec::new();
+                if !self.eat(")") {
+                    loop {
+                        items.push(self.ivalue()?);
+                        if !self.eat(",") {
+                            break;
+                        }
+                        self.skip_ws();
+                        if self.starts_with(")") {
+                            break;
+                        }
+                    }
+                    self.expect(")")?;
+                }
+                Ok(IValue::Tuple(Tuple::new(items)))
+            }
+            Some(b'{') => {
+                // A one-element tensor printed as `{value}`.
+                self.i += 1;
+                let v = self.number()?;
+                self.expect("}")?;
+                Ok(IValue::Tensor(match v {
+                    IValue::Int(i) => Tensor::scalar(i),
+                    IValue::Double(d) => Tensor::scalar(d as f32),
+                    _ => return self.err("unsupported tensor constant"),
+                }))
+            }
+            Some(b'<') => {
+                if self.eat("<Tensor>") {
+                    // Only its elision survives printing; a zero-size placeholder keeps that.
+                    match Tensor::zeros(&[0], crate::tensor::DType::Float32) {
+                        Ok(t) => Ok(IValue::Tensor(t)),
+                        Err(e) => self.err(e.to_string()),
+                    }
+                } else {
+                    self.err("unsupported attribute value")
+                }
+            }
+            _ => {
+                if self.eat("True") {
+                    return Ok(IValue::Bool(true));
+                }
+                if self.eat("False") {
+                    return Ok(IValue::Bool(false));
+                }
+                if self.eat("None") {
+                    return Ok(IValue::None);
+                }
+                let start = self.i;
+                let n = self.number()?;
+                // Complex: `3.+4.j`
+                if matches!(self.peek(), Some(b'+') | Some(b'-')) {
+                    let sign = if self.peek() == Some(b'-') { -1.0 } else { 1.0 };
+                    self.i += 1;
+                    let im = self.number()?;
+                    if !self.eat("j") {
+                        self.i = start;
+                        return self.err("malformed complex constant");
+                    }
+                    let re = match n {
+                        IValue::Int(i) => i as f64,
+                        IValue::Double(d) => d,
+                        _ => 0.0,
+                    };
+                    let im = match im {
+                        IValue::Int(i) => i as f64,
+                        IValue::Double(d) => d,
+                        _ => 0.0,
+                    };
+                    return Ok(IValue::Complex(num_complex::Complex64::new(re, sign * im)));
+                }
+                Ok(n)
+            }
+        }
+    }
+
+    fn number(&mut self) -> PResult<IValue> {
+        self.skip_ws();
+        let start = self.i;
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        let neg = self.i > start;
+        if self.starts_with("inf") {
+            self.i += 3;
+            return Ok(IValue::Double(if neg {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }));
+        }
+        if self.starts_with("nan") {
+            self.i += 3;
+            return Ok(IValue::Double(if neg { -f64::NAN } else { f64::NAN }));
+        }
+        let mut is_float = false;
+        while let Some(c) = self.peek() {
+            match c {
+                b'0'..=b'9' => self.i += 1,
+                b'.' => {
+                    is_float = true;
+                    self.i += 1;
+                }
+                b'e' | b'E' => {
+                    is_float = true;
+                    self.i += 1;
+                    if matches!(self.peek(), Some(b'+') | Some(b'-')) {
+                        self.i += 1;
+                    }
+                }
+                _ => break,
+            }
+        }
+        let lit = &self.text[start..self.i];
+        if is_float {
+            match lit.parse::<f64>() {
+                Ok(d) => Ok(IValue::Double(d)),
+                Err(_) => self.err(format!("malformed number `{lit}`")),
+            }
+        } else {
+            match lit.parse::<i64>() {
+                Ok(i) => Ok(IValue::Int(i)),
+                Err(_) => self.err(format!("malformed number `{lit}`")),
+            }
+        }
+    }
+
+    /// A string as `c10::printQuotedString` writes it.
+    fn quoted(&mut self) -> PResult<String> {
+        self.i += 1;
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            let Some(c) = self.peek() else {
+                return self.err("unterminated string");
+            };
+            self.i += 1;
+            match c {
+                b'"' => break,
+                b'\\' => {
+                    let Some(e) = self.peek() else {
+                        return self.err("unterminated string");
+                    };
+                    self.i += 1;
+                    match e {
+                        b'a' => out.push(7),
+                        b'b' => out.push(8),
+                        b'f' => out.push(12),
+                        b'n' => out.push(b'\n'),
+                        b'r' => out.push(b'\r'),
+                        b't' => out.push(b'\t'),
+                        b'v' => out.push(11),
+                        b'0'..=b'7' => {
+                            let mut v = u32::from(e - b'0');
+                            for _ in 0..2 {
+                                match self.peek() {
+                                    Some(d @ b'0'..=b'7') => {
+                                        v = v * 8 + u32::from(d - b'0');
+                                        self.i += 1;
+                                    }
+                                    _ => break,
+                                }
+                            }
+                            out.push((v & 0xff) as u8);
+                        }
+                        other => out.push(other),
+                    }
+                }
+                other => out.push(other),
+            }
+        }
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+}
+
+fn ivalue_type(v: &IValue) -> Type {
+    match v {
+        IValue::Int(_) => Type::Int,
+        IValue::Double(_) => Type::Float,
+        IValue::Bool(_) => Type::Bool,
+        IValue::String(_) => Type::Str,
+        IValue::Complex(_) => Type::Complex,
+        IValue::Tensor(_) => Type::Tensor,
+        IValue::Tuple(t) => Type::Tuple(t.items().iter().map(ivalue_type).collect()),
+        IValue::List(l) => Type::list(l.elem_type().clone()),
+        _ => Type::Any,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::printer::print_graph;
+    use crate::ir::printer::PrintOptions;
+
+    #[test]
+    fn round_trip_small_graph() {
+        let text = "graph(%self.1 : __torch__.M,\n      %x.1 : Tensor):\n  %2 : bool = prim::Constant[value=1]() # m.py:3:4\n  %s : str = prim::Constant[value=\"a\\\"b\\n\"]()\n  %t : (float, int) = prim::Constant[value=(1.5, 2)]()\n  %4 : NoneType = prim::Constant()\n  %y : Tensor = prim::If(%2) # m.py:4:8\n    block0():\n      %5 : Tensor = aten::relu(%x.1) # m.py:5:12\n      -> (%5)\n    block1():\n      -> (%x.1)\n   = prim::SetAttr[name=\"w\"](%self.1, %y)\n  %l : int[]? = prim::Constant[value=[1, 2]]()\n  return (%y)\n";
+        let g = parse_graph(text).expect("parses");
+        assert_eq!(print_graph(&g, PrintOptions::default()), text);
+    }
+}

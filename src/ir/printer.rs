@@ -1,0 +1,404 @@
+//! `str(graph)`: the graph text exactly as PyTorch's `Graph::print` (torch/csrc/jit/ir/ir.cpp)
+//! writes it, plus the value formatting helpers shared with the code printer.
+
+use std::collections::HashMap;
+use std::fmt::{self, Write};
+
+use super::graph::{Attr, BlockId, Graph, NodeId, ValueId};
+use crate::runtime::IValue;
+use crate::tensor::{DType, Scalar, Tensor};
+
+/// What to include when printing a graph.
+#[derive(Clone, Copy, Debug)]
+pub struct PrintOptions {
+    /// Append `# file:line:col` to nodes that carry a source location.
+    pub source_locations: bool,
+}
+
+impl Default for PrintOptions {
+    fn default() -> Self {
+        PrintOptions {
+            source_locations: true,
+        }
+    }
+}
+
+impl fmt::Display for Graph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&print_graph(self, PrintOptions::default()))
+    }
+}
+
+/// The printed name of a value without `%`: its debug name, else its number. Values named by
+/// a plain number (as the IR text parser keeps unnamed values) print that number.
+pub fn value_name(g: &Graph, v: ValueId) -> String {
+    match &g.value(v).debug_name {
+        Some(n) => n.clone(),
+        None => v.0.to_string(),
+    }
+}
+
+/// Printed names of every value: debug names made unique as PyTorch's `Value::setDebugName`
+/// does when names are set in value-creation order (a later value taking a name renames the
+/// earlier holder to `name.N`), unnamed values by number. Values no longer in the graph are
+/// ignored (PyTorch frees their names).
+pub fn unique_value_names(g: &Graph) -> Vec<String> {
+    let mut live = vec![false; g.values.len()];
+    let mark = |vs: &[ValueId], live: &mut Vec<bool>| {
+        for v in vs {
+            if let Some(l) = live.get_mut(v.0 as usize) {
+                *l = true;
+            }
+        }
+    };
+    mark(g.inputs(), &mut live);
+    g.walk(g.root, &mut |n| mark(&g.node(n).outputs, &mut live));
+    for b in &g.blocks {
+        mark(&b.params, &mut live);
+    }
+    let mut printed: Vec<String> = (0..g.values.len()).map(|i| i.to_string()).collect();
+    let mut owners: HashMap<String, usize> = HashMap::new();
+    let mut suffixes: HashMap<String, u64> = HashMap::new();
+    for (i, v) in g.values.iter().enumerate() {
+        let Some(name) = v.debug_name.as_ref().filter(|_| live[i]) else {
+            continue;
+        };
+        if let Some(&old) = owners.get(name) {
+            let (base, mut suffix) = match name.rsplit_once('.') {
+                Some((b, s)) if !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()) => {
+                    (b.to_string(), s.parse::<u64>().unwrap_or(1))
+                }
+                _ => (name.clone(), 1),
+            };
+            if let Some(&last) = suffixes.get(&base) {
+                suffix = suffix.max(last + 1);
+            }
+            let mut replacement;
+            loop {
+                replacement = format!("{base}.{suffix}");
+                suffix += 1;
+                if !owners.contains_key(&replacement) {
+                    break;
+                }
+            }
+            suffixes.insert(base, suffix);
+            owners.insert(replacement.clone(), old);
+            printed[old] = replacement;
+        }
+        owners.insert(name.clone(), i);
+        printed[i] = name.clone();
+    }
+    printed
+}
+
+/// Print a graph as `str(graph)` does.
+pub fn print_graph(g: &Graph, opts: PrintOptions) -> String {
+    let names = unique_value_names(g);
+    let p = GraphPrinter { g, names: &names };
+    let mut out = String::new();
+    out.push_str("graph(");
+    out.push_str(&p.typed_values(g.inputs(), ",\n      "));
+    out.push_str("):\n");
+    for &n in &g.block(g.root).nodes {
+        p.node(n, 1, opts, &mut out);
+    }
+    out.push_str("  return (");
+    out.push_str(&p.plain_values(g.outputs()));
+    out.push_str(")\n");
+    out
+}
+
+struct GraphPrinter<'a> {
+    g: &'a Graph,
+    names: &'a [String],
+}
+
+impl GraphPrinter<'_> {
+    fn name(&self, v: ValueId) -> &str {
+        self.names
+            .get(v.0 as usize)
+            .map(String::as_str)
+            .unwrap_or("?")
+    }
+
+    fn typed_values(&self, vs: &[ValueId], sep: &str) -> String {
+        vs.iter()
+            .map(|&v| format!("%{} : {}", self.name(v), self.g.value(v).ty))
+            .collect::<Vec<_>>()
+            .join(sep)
+    }
+
+    fn plain_values(&self, vs: &[ValueId]) -> String {
+        vs.iter()
+            .map(|&v| format!("%{}", self.name(v)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn indent(out: &mut String, level: usize) {
+    for _ in 0..level {
+        out.push_str("  ");
+    }
+}
+
+impl GraphPrinter<'_> {
+    fn node(&self, n: NodeId, level: usize, opts: PrintOptions, out: &mut String) {
+        let g = self.g;
+        let node = g.node(n);
+        indent(out, level);
+        out.push_str(&self.typed_values(&node.outputs, ", "));
+        out.push_str(" = ");
+        out.push_str(&node.kind);
+        let attrs: Vec<&(String, Attr)> = node
+            .attrs
+            .iter()
+            // `None` constants carry no attribute in PyTorch.
+            .filter(|(name, a)| {
+                !(node.kind == "prim::Constant"
+                    && name == "value"
+                    && matches!(a, Attr::Value(IValue::None)))
+            })
+            .collect();
+        if !attrs.is_empty() {
+            out.push('[');
+            for (i, (name, a)) in attrs.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(name);
+                out.push('=');
+                out.push_str(&attr_text(a));
+            }
+            out.push(']');
+        }
+        out.push('(');
+        out.push_str(&self.plain_values(&node.inputs));
+        out.push(')');
+        if opts.source_locations {
+            if let Some(src) = &node.source {
+                out.push_str(" # ");
+                out.push_str(&src.location());
+            }
+        }
+        out.push('\n');
+        for (i, &b) in node.blocks.iter().enumerate() {
+            self.block(b, i, level + 1, out);
+        }
+    }
+
+    fn block(&self, b: BlockId, index: usize, level: usize, out: &mut String) {
+        let block = self.g.block(b);
+        indent(out, level);
+        let _ = write!(
+            out,
+            "block{index}({}):\n",
+            self.typed_values(&block.params, ", ")
+        );
+        // PyTorch prints nested nodes with its default options: their source comments stay even
+        // when the caller asked for none (`graph.str(False)`).
+        for &n in &block.nodes {
+            self.node(n, level + 1, PrintOptions::default(), out);
+        }
+        indent(out, level + 1);
+        let _ = writeln!(out, "-> ({})", self.plain_values(&block.returns));
+    }
+}
+
+/// An attribute value as `Node::printAttrValue` writes it.
+pub fn attr_text(a: &Attr) -> String {
+    match a {
+        Attr::Int(i) => i.to_string(),
+        Attr::Float(f) => fmt_double(*f),
+        Attr::Str(s) => quoted_string(s),
+        Attr::Ints(v) => format!(
+            "[{}]",
+            v.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Attr::Floats(v) => format!(
+            "[{}]",
+            v.iter()
+                .map(|f| fmt_double(*f))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Attr::Strs(v) => format!(
+            "[{}]",
+            v.iter()
+                .map(|s| quoted_string(s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Attr::Type(t) => t.to_string(),
+        // PyTorch stores bool constants as int attributes and devices as strings.
+        Attr::Value(IValue::Bool(b)) => i64::from(*b).to_string(),
+        Attr::Value(IValue::Device(d)) => quoted_string(&d.to_string()),
+        Attr::Value(IValue::Tensor(t)) => tensor_attr_text(t),
+        Attr::Value(v) => ivalue_text(v),
+    }
+}
+
+/// A double as c10's `IValue` printer writes it: integral values as `2.`, others with 17
+/// significant digits (`0.10000000000000001`, `1e-08`), `inf`, `nan`, `-nan`.
+pub fn fmt_double(d: f64) -> String {
+    if d.is_finite() && d.abs() < 1e10 && d == d.trunc() {
+        // -0.0 prints as `-0.`
+        if d == 0.0 && d.is_sign_negative() {
+            return "-0.".to_string();
+        }
+        return format!("{}.", d as i64);
+    }
+    fmt_g(d, 17)
+}
+
+/// C's `%.{precision}g` (what `std::ostream << double` does at that precision).
+pub fn fmt_g(d: f64, precision: usize) -> String {
+    if d.is_nan() {
+        return if d.is_sign_negative() { "-nan" } else { "nan" }.to_string();
+    }
+    if d.is_infinite() {
+        return if d < 0.0 { "-inf" } else { "inf" }.to_string();
+    }
+    let p = precision.max(1);
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0" } else { "0" }.to_string();
+    }
+    let sci = format!("{:.*e}", p - 1, d);
+    let (mantissa, exp) = match sci.split_once('e') {
+        Some((m, e)) => (m.to_string(), e.parse::<i32>().unwrap_or(0)),
+        None => (sci.clone(), 0),
+    };
+    let strip = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if exp < -4 || exp >= p as i32 {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{}{:02}", strip(&mantissa), sign, exp.abs())
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        strip(&format!("{:.*}", decimals, d))
+    }
+}
+
+/// `c10::printQuotedString`: double quotes, C escapes, other non-printables as octal.
+pub fn quoted_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for b in s.bytes() {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'\'' => out.push_str("\\'"),
+            b'"' => out.push_str("\\\""),
+            7 => out.push_str("\\a"),
+            8 => out.push_str("\\b"),
+            12 => out.push_str("\\f"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            11 => out.push_str("\\v"),
+            0x20..=0x7e => out.push(b as char),
+            other => {
+                // PyTorch formats a (signed) char; UTF-8 bytes are negative there, so its
+                // digits are garbage. We print the true octal value.
+                let _ = write!(out, "\\{:03o}", other);
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// c10's `operator<<(ostream, IValue)`.
+pub fn ivalue_text(v: &IValue) -> String {
+    match v {
+        IValue::None => "None".to_string(),
+        IValue::Bool(b) => if *b { "True" } else { "False" }.to_string(),
+        IValue::Int(i) => i.to_string(),
+        IValue::Double(d) => fmt_double(*d),
+        IValue::Complex(c) => {
+            let sign = if c.im >= 0.0 { "+" } else { "-" };
+            format!("{}{}{}j", fmt_double(c.re), sign, fmt_double(c.im.abs()))
+        }
+        IValue::String(s) => quoted_string(s),
+        IValue::Tensor(t) => tensor_attr_text(t),
+        IValue::List(l) => format!(
+            "[{}]",
+            l.items()
+                .iter()
+                .map(ivalue_text)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        IValue::Tuple(t) => {
+            let items: Vec<String> = t.items().iter().map(ivalue_text).collect();
+            if items.len() == 1 {
+                format!("({},)", items.join(", "))
+            } else {
+                format!("({})", items.join(", "))
+            }
+        }
+        IValue::Dict(d) => format!(
+            "{{{}}}",
+            d.items()
+                .values()
+                .map(|(k, v)| format!("{}: {}", ivalue_text(k), ivalue_text(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        IValue::Object(o) => format!("<{} object>", o.class_name()),
+        IValue::Device(d) => d.to_string(),
+        IValue::Enum(e) => format!(
+            "Enum<{}.{}>",
+            e.class.rsplit('.').next().unwrap_or(&e.class),
+            e.name
+        ),
+        IValue::Storage(_) => "<Storage>".to_string(),
+        IValue::Function(n) => format!("<Function {n}>"),
+        IValue::Uninitialized => "<Uninitialized>".to_string(),
+    }
+}
+
+/// A tensor attribute: one-element tensors as `{value}`, larger ones as `<Tensor>`.
+/// (PyTorch prints tensors of 2..=10 elements with ATen's tensor formatter; that layout is
+/// approximated by the same `{}`-free form only for the one-element case.)
+pub fn tensor_attr_text(t: &Tensor) -> String {
+    if t.numel() == 1 {
+        let Ok(item) = t.item() else {
+            return "<Tensor>".to_string();
+        };
+        let body = match (t.dtype(), item) {
+            (DType::Complex64 | DType::Complex128, _) => return "<Tensor>".to_string(),
+            (_, Scalar::Float(f)) => fmt_g(f, 6),
+            (_, Scalar::Int(i)) => i.to_string(),
+            (_, Scalar::Bool(b)) => i64::from(b).to_string(),
+            _ => return "<Tensor>".to_string(),
+        };
+        return format!("{{{body}}}");
+    }
+    "<Tensor>".to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_as_pytorch_prints_them() {
+        assert_eq!(fmt_double(0.1), "0.10000000000000001");
+        assert_eq!(fmt_double(2.0), "2.");
+        assert_eq!(fmt_double(1e-8), "1e-08");
+        assert_eq!(fmt_double(2.5e20), "2.5e+20");
+        assert_eq!(fmt_double(f64::INFINITY), "inf");
+        assert_eq!(fmt_double(-f64::NAN), "-nan");
+        assert_eq!(fmt_g(0.1, 6), "0.1");
+        assert_eq!(fmt_g(123456789.0, 6), "1.23457e+08");
+        assert_eq!(quoted_string("a\"b'\n"), "\"a\\\"b\\'\\n\"");
+    }
+}

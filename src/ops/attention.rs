@@ -1,0 +1,517 @@
+//! Kernels: scaled dot-product attention (masks, causal, scale, grouped-query heads).
+
+use super::linalg::{
+    batched_matmul_t, compute_dtype, dispatch_real_compute, permute, reshape, shape_err,
+    slice_mut_of, value_err, Real,
+};
+use super::{Args, Registry};
+use crate::runtime::IValue;
+#[allow(unused_imports)]
+use crate::tensor::Element as _;
+use crate::tensor::{DType, Tensor};
+#[allow(unused_imports)]
+use num_traits::{Float as _, One as _, Zero as _};
+use rayon::prelude::*;
+
+/// Repeat each head of `t [..., H, S, E]` `rep` times along the head dim (repeat_interleave).
+fn repeat_heads(t: &Tensor, rep: usize) -> crate::Result<Tensor> {
+    if rep == 1 {
+        return Ok(t.clone());
+    }
+    let n = t.dim();
+    let mut shape = t.shape()[..n - 2].to_vec();
+    let mut strides = t.strides()[..n - 2].to_vec();
+    shape.insert(n - 2, rep);
+    strides.insert(n - 2, 0);
+    shape.extend_from_slice(&t.shape()[n - 2..]);
+    strides.extend_from_slice(&t.strides()[n - 2..]);
+    let v = t.as_strided(&shape, &strides, t.storage_offset())?;
+    let mut out_shape = t.shape().to_vec();
+    out_shape[n - 3] *= rep;
+    reshape(&v, &out_shape)
+}
+
+/// Row-wise softmax of a contiguous `[rows, s]` buffer, in place.
+fn softmax_rows<T: Real>(buf: &mut [T], s: usize) {
+    if s == 0 {
+        return;
+    }
+    buf.par_chunks_mut(s).for_each(|row| {
+        let m = row.iter().copied().fold(T::neg_infinity(), T::max);
+        let mut sum = T::zero();
+        for v in row.iter_mut() {
+            *v = (*v - m).exp();
+            sum += *v;
+        }
+        for v in row.iter_mut() {
+            *v /= sum;
+        }
+    });
+}
+
+/// `softmax(q @ k^T * scale + mask) @ v` over `[..., L, E]` operands.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sdpa(
+    op: &str,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    causal: bool,
+    scale: Option<f64>,
+    gqa: bool,
+) -> crate::Result<Tensor> {
+    if q.dim() < 2 || k.dim() < 2 || v.dim() < 2 {
+        return Err(shape_err(format!(
+            "{op}: query, key and value need >= 2 dims"
+        )));
+    }
+    if q.dtype() != k.dtype() || q.dtype() != v.dtype() {
+        return Err(value_err(format!(
+            "{op}: Expected query, key, and value to have the same dtype, but got query.dtype: {} key.dtype: {} and value.dtype: {} instead.",
+            q.dtype(),
+            k.dtype(),
+            v.dtype()
+        )));
+    }
+    let dtype = q.dtype();
+    let cd = compute_dtype(op, dtype)?;
+    let (q, mut k, mut v) = (q.to_dtype(cd)?, k.to_dtype(cd)?, v.to_dtype(cd)?);
+    let (l, e) = (q.shape()[q.dim() - 2], q.shape()[q.dim() - 1]);
+    let s = k.shape()[k.dim() - 2];
+    if k.shape()[k.dim() - 1] != e {
+        return Err(shape_err(format!(
+            "{op}: query and key embedding dims differ ({e} and {})",
+            k.shape()[k.dim() - 1]
+        )));
+    }
+    if gqa && q.dim() >= 3 && k.dim() >= 3 {
+        let hq = q.shape()[q.dim() - 3];
+        let hk = k.shape()[k.dim() - 3];
+        let hv = v.shape()[v.dim() - 3];
+        if hk == 0 || hv == 0 || hq % hk != 0 || hq % hv != 0 {
+            return Err(value_err(format!(
+                "{op}: number of heads in key/value must divide number of heads in query"
+            )));
+        }
+        k = repeat_heads(&k, hq / hk)?;
+        v = repeat_heads(&v, hq / hv)?;
+    }
+    let scale = scale.unwrap_or(1.0 / (e as f64).sqrt());
+    let mut perm: Vec<usize> = (0..k.dim()).collect();
+    perm.swap(k.dim() - 1, k.dim() - 2);
+    let kt = permute(&k, &perm)?;
+    let mask_c = match mask {
+        Some(m) if m.dtype() == DType::Bool => Some(m.clone()),
+        Some(m) => Some(m.to_dtype(cd)?),
+        None => None,
+    };
+    let out = dispatch_real_compute!(cd, op, |T| {
+        let scores = batched_matmul_t::<T>(&q, &kt, None, T::from_f64(scale))?;
+        let sc_shape = scores.shape().to_vec();
+        {
+            let buf = slice_mut_of::<T>(&scores)?;
+            if causal && s > 0 {
+                for (r, row) in buf.chunks_mut(s).enumerate() {
+                    let i = r % l.max(1);
+                    for (j, x) in row.iter_mut().enumerate() {
+                        if j > i {
+                            *x = T::neg_infinity();
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(m) = &mask_c {
+            let mut sv = scores.view_mut::<T>()?;
+            if m.dtype() == DType::Bool {
+                let mv = m.view::<bool>()?;
+                let mb = mv.broadcast(sc_shape.as_slice()).ok_or_else(|| {
+                    shape_err(format!(
+                        "{op}: attn_mask {:?} does not broadcast to {sc_shape:?}",
+                        m.shape()
+                    ))
+                })?;
+                ndarray::Zip::from(&mut sv).and(&mb).for_each(|x, &keep| {
+                    if !keep {
+                        *x = T::neg_infinity();
+                    }
+                });
+            } else {
+                let mv = m.view::<T>()?;
+                let mb = mv.broadcast(sc_shape.as_slice()).ok_or_else(|| {
+                    shape_err(format!(
+                        "{op}: attn_mask {:?} does not broadcast to {sc_shape:?}",
+                        m.shape()
+                    ))
+                })?;
+                ndarray::Zip::from(&mut sv)
+                    .and(&mb)
+                    .for_each(|x, &add| *x += add);
+            }
+        }
+        softmax_rows(slice_mut_of::<T>(&scores)?, s);
+        batched_matmul_t::<T>(&scores, &v, None, T::one())
+    })?;
+    Ok(out.to_dtype(dtype)?)
+}
+
+/// scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, *, scale,
+/// enable_gqa)
+fn sdpa_op(a: &mut Args) -> crate::Result<IValue> {
+    let (q, k, v, m) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?, a.opt_tensor(3)?);
+    let dropout = a.double(4)?;
+    if dropout != 0.0 {
+        return Err(value_err(format!(
+            "{}: dropout_p={dropout} is not supported (inference runtime)",
+            a.op
+        )));
+    }
+    let causal = a.bool(5)?;
+    if causal && m.is_some() {
+        return Err(value_err(format!(
+            "{}: _scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True",
+            a.op
+        )));
+    }
+    let scale = if a.len() > 6 { a.opt_double(6)? } else { None };
+    let gqa = if a.len() > 7 { a.bool(7)? } else { false };
+    Ok(IValue::Tensor(sdpa(
+        a.op,
+        &q,
+        &k,
+        &v,
+        m.as_ref(),
+        causal,
+        scale,
+        gqa,
+    )?))
+}
+
+/// Split the rows `[part*d, (part+1)*d)` out of a packed in-projection weight or bias.
+fn rows(t: &Tensor, part: usize, d: usize) -> crate::Result<Tensor> {
+    if t.shape().first().copied() != Some(3 * d) {
+        return Err(shape_err(format!(
+            "packed qkv parameter has shape {:?}, expected leading dim {}",
+            t.shape(),
+            3 * d
+        )));
+    }
+    let off = t.storage_offset() + part * d * t.strides()[0] as usize;
+    let mut shape = t.shape().to_vec();
+    shape[0] = d;
+    Ok(t.as_strided(&shape, t.strides(), off)?)
+}
+
+/// `[B, L, H*dh]` -> `[B, H, L, dh]` view.
+fn split_heads(t: &Tensor, h: usize) -> crate::Result<Tensor> {
+    let (b, l, d) = (t.shape()[0], t.shape()[1], t.shape()[2]);
+    let v = reshape(t, &[b, l, h, d / h])?;
+    permute(&v, &[0, 2, 1, 3])
+}
+
+/// Masked softmax as PyTorch's fused MHA uses it: a bool mask marks positions to ignore;
+/// fully masked rows give zeros. `mask_type` 1 is a key-padding mask `[B, S]`.
+fn masked_attention_weights<T: Real>(
+    scores: &Tensor,
+    mask: Option<&Tensor>,
+    mask_type: Option<i64>,
+) -> crate::Result<()> {
+    let sh = scores.shape().to_vec();
+    let (b, s) = (sh[0], sh[3]);
+    if let Some(m) = mask {
+        let m = if mask_type == Some(1) && m.dim() == 2 {
+            reshape(m, &[b, 1, 1, s])?
+        } else {
+            m.clone()
+        };
+        let mut sv = scores.view_mut::<T>()?;
+        if m.dtype() == DType::Bool {
+            let mv = m.view::<bool>()?;
+            let mb = mv.broadcast(sh.as_slice()).ok_or_else(|| {
+                shape_err(format!(
+                    "attention mask {:?} does not broadcast to {sh:?}",
+                    m.shape()
+                ))
+            })?;
+            ndarray::Zip::from(&mut sv).and(&mb).for_each(|x, &drop| {
+                if drop {
+                    *x = T::neg_infinity();
+                }
+            });
+        } else {
+            let mc = m.to_dtype(T::DTYPE)?;
+            let mv = mc.view::<T>()?;
+            let mb = mv.broadcast(sh.as_slice()).ok_or_else(|| {
+                shape_err(format!(
+                    "attention mask {:?} does not broadcast to {sh:?}",
+                    m.shape()
+                ))
+            })?;
+            ndarray::Zip::from(&mut sv)
+                .and(&mb)
+                .for_each(|x, &add| *x += add);
+        }
+    }
+    let buf = slice_mut_of::<T>(scores)?;
+    if s == 0 {
+        return Ok(());
+    }
+    buf.par_chunks_mut(s).for_each(|row| {
+        let m = row.iter().copied().fold(T::neg_infinity(), T::max);
+        if m == T::neg_infinity() {
+            row.iter_mut().for_each(|v| *v = T::zero());
+            return;
+        }
+        let mut sum = T::zero();
+        for v in row.iter_mut() {
+            *v = (*v - m).exp();
+            sum += *v;
+        }
+        for v in row.iter_mut() {
+            *v /= sum;
+        }
+    });
+    Ok(())
+}
+
+/// Multi-head attention with packed in-projection, as `_native_multi_head_attention` computes
+/// it. Returns (output [B, L, D], weights [B, H, L, S]).
+#[allow(clippy::too_many_arguments)]
+fn fused_mha(
+    op: &str,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    heads: usize,
+    qkv_w: &Tensor,
+    qkv_b: &Tensor,
+    proj_w: &Tensor,
+    proj_b: &Tensor,
+    mask: Option<&Tensor>,
+    mask_type: Option<i64>,
+) -> crate::Result<(Tensor, Tensor)> {
+    if q.dim() != 3 || k.dim() != 3 || v.dim() != 3 {
+        return Err(shape_err(format!(
+            "{op}: expected batched 3-D query, key and value"
+        )));
+    }
+    let d = q.shape()[2];
+    if heads == 0 || d % heads != 0 {
+        return Err(value_err(format!(
+            "{op}: embed_dim {d} not divisible by num_heads {heads}"
+        )));
+    }
+    let dtype = q.dtype();
+    let cd = compute_dtype(op, dtype)?;
+    let lin = |x: &Tensor, part: usize| -> crate::Result<Tensor> {
+        super::linalg::linear(
+            op,
+            &x.to_dtype(cd)?,
+            &rows(qkv_w, part, d)?.to_dtype(cd)?,
+            Some(&rows(qkv_b, part, d)?.to_dtype(cd)?),
+        )
+    };
+    let qh = split_heads(&lin(q, 0)?, heads)?;
+    let kh = split_heads(&lin(k, 1)?, heads)?;
+    let vh = split_heads(&lin(v, 2)?, heads)?;
+    let dh = d / heads;
+    let kt = permute(&kh, &[0, 1, 3, 2])?;
+    let (ctx, weights) = dispatch_real_compute!(cd, op, |T| {
+        let scores = batched_matmul_t::<T>(&qh, &kt, None, T::from_f64(1.0 / (dh as f64).sqrt()))?;
+        masked_attention_weights::<T>(&scores, mask, mask_type)?;
+        let ctx = batched_matmul_t::<T>(&scores, &vh, None, T::one())?;
+        Ok::<_, crate::Error>((ctx, scores))
+    })?;
+    let (b, l) = (q.shape()[0], q.shape()[1]);
+    let merged = reshape(&permute(&ctx, &[0, 2, 1, 3])?, &[b, l, d])?;
+    let out = super::linalg::linear(
+        op,
+        &merged,
+        &proj_w.to_dtype(cd)?,
+        Some(&proj_b.to_dtype(cd)?),
+    )?;
+    Ok((out.to_dtype(dtype)?, weights.to_dtype(dtype)?))
+}
+
+/// _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
+/// proj_weight, proj_bias, mask, need_weights, average_attn_weights, mask_type)
+fn native_mha(a: &mut Args) -> crate::Result<IValue> {
+    let (q, k, v) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
+    let heads =
+        usize::try_from(a.int(4)?).map_err(|_| value_err(format!("{}: bad num_head", a.op)))?;
+    let (qw, qb, pw, pb) = (a.tensor(5)?, a.tensor(6)?, a.tensor(7)?, a.tensor(8)?);
+    let mask = a.opt_tensor(9)?;
+    let (need, average) = (a.bool(10)?, a.bool(11)?);
+    let mask_type = a.opt_int(12)?;
+    let (out, w) = fused_mha(
+        a.op,
+        &q,
+        &k,
+        &v,
+        heads,
+        &qw,
+        &qb,
+        &pw,
+        &pb,
+        mask.as_ref(),
+        mask_type,
+    )?;
+    let weights = if !need {
+        IValue::None
+    } else if average {
+        let cd = compute_dtype(a.op, w.dtype())?;
+        let wc = w.to_dtype(cd)?;
+        let (b, h, l, s) = (wc.shape()[0], wc.shape()[1], wc.shape()[2], wc.shape()[3]);
+        let avg = Tensor::zeros(&[b, l, s], cd)?;
+        dispatch_real_compute!(cd, a.op, |T| {
+            let src = super::linalg::slice_of::<T>(&wc)?;
+            let dst = slice_mut_of::<T>(&avg)?;
+            let per = l * s;
+            for bi in 0..b {
+                for hi in 0..h {
+                    let blk = &src[(bi * h + hi) * per..][..per];
+                    for (o, &x) in dst[bi * per..][..per].iter_mut().zip(blk) {
+                        *o += x;
+                    }
+                }
+            }
+            dst.iter_mut().for_each(|x| *x /= T::from_f64(h as f64));
+            Ok::<(), crate::Error>(())
+        })?;
+        IValue::Tensor(avg.to_dtype(w.dtype())?)
+    } else {
+        IValue::Tensor(w)
+    };
+    Ok(IValue::Tuple(crate::runtime::Tuple::new(vec![
+        IValue::Tensor(out),
+        weights,
+    ])))
+}
+
+/// The error function (series / continued fraction; |error| < 1e-13).
+fn erf(x: f64) -> f64 {
+    let sign = if x < 0.0 { -1.0 } else { 1.0 };
+    let x = x.abs();
+    if x > 6.0 {
+        return sign;
+    }
+    sign * erf_series_or_cf(x)
+}
+
+/// erf via its Taylor series for small x and erfc continued fraction for large x.
+fn erf_series_or_cf(x: f64) -> f64 {
+    if x < 2.5 {
+        let mut sum = x;
+        let mut term = x;
+        let x2 = x * x;
+        let mut n = 0.0;
+        while term.abs() > 1e-17 * sum.abs() {
+            n += 1.0;
+            term *= -x2 / n;
+            sum += term / (2.0 * n + 1.0);
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else {
+        // Lentz continued fraction for erfc.
+        let mut f = x;
+        for k in (1..60).rev() {
+            f = x + (k as f64 / 2.0) / f;
+        }
+        1.0 - (-x * x).exp() / (f * std::f64::consts::PI.sqrt())
+    }
+}
+
+/// `t + f(t)` elementwise-add helper in the compute dtype.
+fn add(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tensor> {
+    let cd = compute_dtype(op, x.dtype())?;
+    let out = contiguous_as_owned(x, cd)?;
+    let yc = super::linalg::contiguous_as(y, cd)?;
+    dispatch_real_compute!(cd, op, |T| {
+        let ys = super::linalg::slice_of::<T>(&yc)?;
+        for (o, &v) in slice_mut_of::<T>(&out)?.iter_mut().zip(ys) {
+            *o += v;
+        }
+        Ok::<(), crate::Error>(())
+    })?;
+    Ok(out)
+}
+
+/// A fresh contiguous copy in `dtype` (safe to write).
+fn contiguous_as_owned(x: &Tensor, dtype: DType) -> crate::Result<Tensor> {
+    let out = Tensor::zeros(x.shape(), dtype)?;
+    out.copy_from(x)?;
+    Ok(out)
+}
+
+/// _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
+/// proj_bias, use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2,
+/// norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, mask, mask_type)
+fn transformer_encoder_layer(a: &mut Args) -> crate::Result<IValue> {
+    let src = a.tensor(0)?;
+    let heads =
+        usize::try_from(a.int(2)?).map_err(|_| value_err(format!("{}: bad num_heads", a.op)))?;
+    let (qw, qb, pw, pb) = (a.tensor(3)?, a.tensor(4)?, a.tensor(5)?, a.tensor(6)?);
+    let (gelu, norm_first, eps) = (a.bool(7)?, a.bool(8)?, a.double(9)?);
+    let (n1w, n1b, n2w, n2b) = (a.tensor(10)?, a.tensor(11)?, a.tensor(12)?, a.tensor(13)?);
+    let (f1w, f1b, f2w, f2b) = (a.tensor(14)?, a.tensor(15)?, a.tensor(16)?, a.tensor(17)?);
+    let mask = a.opt_tensor(18)?;
+    let mask_type = a.opt_int(19)?;
+    let op = a.op;
+    let dtype = src.dtype();
+    let cd = compute_dtype(op, dtype)?;
+    let x = src.to_dtype(cd)?;
+    let conv = |t: &Tensor| t.to_dtype(cd);
+    let ln = |t: &Tensor, w: &Tensor, b: &Tensor| -> crate::Result<Tensor> {
+        super::norm::layer_norm_last(op, t, Some(w), Some(b), eps)
+    };
+    let attn = |t: &Tensor| -> crate::Result<Tensor> {
+        Ok(fused_mha(
+            op,
+            t,
+            t,
+            t,
+            heads,
+            &qw,
+            &qb,
+            &pw,
+            &pb,
+            mask.as_ref(),
+            mask_type,
+        )?
+        .0)
+    };
+    let ffn = |t: &Tensor| -> crate::Result<Tensor> {
+        let h = super::linalg::linear(op, t, &conv(&f1w)?, Some(&conv(&f1b)?))?;
+        let h = contiguous_as_owned(&h, cd)?;
+        dispatch_real_compute!(cd, op, |T| {
+            for v in slice_mut_of::<T>(&h)?.iter_mut() {
+                let f = v.as_f64();
+                *v = T::from_f64(if gelu {
+                    0.5 * f * (1.0 + erf(f / std::f64::consts::SQRT_2))
+                } else {
+                    f.max(0.0)
+                });
+            }
+            Ok::<(), crate::Error>(())
+        })?;
+        super::linalg::linear(op, &h, &conv(&f2w)?, Some(&conv(&f2b)?))
+    };
+    let out = if norm_first {
+        let x = add(op, &x, &attn(&ln(&x, &n1w, &n1b)?)?)?;
+        add(op, &x, &ffn(&ln(&x, &n2w, &n2b)?)?)?
+    } else {
+        let x = ln(&add(op, &x, &attn(&x)?)?, &n1w, &n1b)?;
+        ln(&add(op, &x, &ffn(&x)?)?, &n2w, &n2b)?
+    };
+    Ok(IValue::Tensor(out.to_dtype(dtype)?))
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::scaled_dot_product_attention", sdpa_op);
+    r.add("aten::_native_multi_head_attention", native_mha);
+    r.add(
+        "aten::_transformer_encoder_layer_fwd",
+        transformer_encoder_layer,
+    );
+}

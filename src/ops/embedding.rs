@@ -1,0 +1,218 @@
+//! Kernels: embedding lookup, embedding_bag (sum / mean / max) and one_hot.
+
+use super::linalg::{shape_err, value_err};
+use super::{Args, Registry};
+use crate::runtime::{IValue, Tuple};
+#[allow(unused_imports)]
+use crate::tensor::Element as _;
+use crate::tensor::{DType, Tensor};
+#[allow(unused_imports)]
+use num_traits::{Float as _, One as _, Zero as _};
+
+/// Indices as i64, validated against `rows`.
+fn indices(op: &str, idx: &Tensor, rows: usize) -> crate::Result<Vec<i64>> {
+    if !matches!(idx.dtype(), DType::Int64 | DType::Int32) {
+        return Err(value_err(format!(
+            "{op}: Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; but got {} instead",
+            idx.dtype()
+        )));
+    }
+    let v = idx.to_vec::<i64>()?;
+    if let Some(&bad) = v.iter().find(|&&i| i < 0 || i as usize >= rows) {
+        return Err(value_err(format!(
+            "{op}: index {bad} is out of range for {rows} rows"
+        )));
+    }
+    Ok(v)
+}
+
+/// Gather rows of a 2-d `weight` (any dtype) by `idx`; result shape `lead + [dim]`.
+fn gather_rows(op: &str, weight: &Tensor, idx: &[i64], lead: &[usize]) -> crate::Result<Tensor> {
+    if weight.dim() != 2 {
+        return Err(shape_err(format!(
+            "{op}: 'weight' must be 2-D, got {:?}",
+            weight.shape()
+        )));
+    }
+    let d = weight.shape()[1];
+    let mut shape = lead.to_vec();
+    shape.push(d);
+    let out = Tensor::zeros(&shape, weight.dtype())?;
+    crate::dispatch_all!(weight.dtype(), op, |T| {
+        let w = weight.view::<T>()?;
+        let o = super::linalg::slice_mut_of::<T>(&out)?;
+        if d > 0 {
+            for (row, &i) in o.chunks_mut(d).zip(idx) {
+                let src = w.index_axis(ndarray::Axis(0), i as usize);
+                for (dst, &v) in row.iter_mut().zip(src.iter()) {
+                    *dst = v;
+                }
+            }
+        }
+        Ok::<(), crate::Error>(())
+    })?;
+    Ok(out)
+}
+
+/// embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
+fn embedding(a: &mut Args) -> crate::Result<IValue> {
+    let (w, idx) = (a.tensor(0)?, a.tensor(1)?);
+    let rows = w.shape().first().copied().unwrap_or(0);
+    let iv = indices(a.op, &idx, rows)?;
+    Ok(IValue::Tensor(gather_rows(a.op, &w, &iv, idx.shape())?))
+}
+
+/// embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+/// per_sample_weights, include_last_offset[, padding_idx]) -> (out, offset2bag, bag_size,
+/// max_indices). Only the first output is computed exactly as PyTorch; the bookkeeping outputs
+/// follow PyTorch's CPU shapes.
+fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
+    let (w, idx) = (a.tensor(0)?, a.tensor(1)?);
+    let mode = a.int(4)?;
+    let psw = a.opt_tensor(6)?;
+    let include_last = a.bool(7)?;
+    let padding_idx = if a.len() > 8 { a.opt_int(8)? } else { None };
+    if w.dim() != 2 {
+        return Err(shape_err(format!("{}: weight must be 2-D", a.op)));
+    }
+    let (rows, d) = (w.shape()[0], w.shape()[1]);
+    let iv = indices(a.op, &idx, rows)?;
+    let (flat, starts): (Vec<i64>, Vec<usize>) = if idx.dim() == 2 {
+        let (b, n) = (idx.shape()[0], idx.shape()[1]);
+        (iv, (0..b).map(|i| i * n).collect())
+    } else {
+        let offs = a.tensor(2)?.to_vec::<i64>()?;
+        let mut s: Vec<usize> = offs.iter().map(|&o| o.max(0) as usize).collect();
+        if include_last && !s.is_empty() {
+            s.pop();
+        }
+        (iv, s)
+    };
+    let nb = starts.len();
+    let weights = match &psw {
+        Some(p) => {
+            if mode != 0 {
+                return Err(value_err(format!(
+                    "{}: per_sample_weights is only supported for mode='sum'",
+                    a.op
+                )));
+            }
+            Some(p.to_vec::<f64>()?)
+        }
+        None => None,
+    };
+    let wv = w.to_vec::<f64>()?;
+    let mut out = vec![0f64; nb * d];
+    let mut bag_size = vec![0i64; nb];
+    let mut max_idx = vec![-1i64; if mode == 2 { nb * d } else { 0 }];
+    for b in 0..nb {
+        let s = starts[b].min(flat.len());
+        let e = if b + 1 < nb {
+            starts[b + 1].min(flat.len())
+        } else {
+            flat.len()
+        };
+        let row = &mut out[b * d..(b + 1) * d];
+        let mut count = 0;
+        for p in s..e.max(s) {
+            let i = flat[p];
+            if Some(i) == padding_idx {
+                continue;
+            }
+            let src = &wv[i as usize * d..(i as usize + 1) * d];
+            let scale = weights.as_ref().map_or(1.0, |w| w[p]);
+            for (j, (r, &v)) in row.iter_mut().zip(src).enumerate() {
+                if mode == 2 {
+                    if count == 0 || v > *r {
+                        *r = v;
+                        max_idx[b * d + j] = i;
+                    }
+                } else {
+                    *r += v * scale;
+                }
+            }
+            count += 1;
+        }
+        if mode == 1 && count > 0 {
+            row.iter_mut().for_each(|r| *r /= count as f64);
+        }
+        bag_size[b] = count;
+    }
+    let out = Tensor::from_vec(out, &[nb, d])?.to_dtype(w.dtype())?;
+    let offset2bag = Tensor::zeros(
+        &[if mode == 0 && idx.dim() == 1 {
+            flat.len()
+        } else {
+            0
+        }],
+        DType::Int64,
+    )?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(out),
+        IValue::Tensor(offset2bag),
+        IValue::Tensor(Tensor::from_vec(bag_size, &[nb])?),
+        IValue::Tensor(if mode == 2 {
+            Tensor::from_vec(max_idx, &[nb, d])?
+        } else {
+            Tensor::zeros(&[nb], DType::Int64)?
+        }),
+    ])))
+}
+
+/// one_hot(self, num_classes=-1)
+fn one_hot(a: &mut Args) -> crate::Result<IValue> {
+    let x = a.tensor(0)?;
+    if x.dtype() != DType::Int64 {
+        return Err(value_err(format!(
+            "{}: one_hot is only applicable to index tensor of type LongTensor.",
+            a.op
+        )));
+    }
+    let v = x.to_vec::<i64>()?;
+    if v.iter().any(|&i| i < 0) {
+        return Err(value_err(format!(
+            "{}: Class values must be non-negative.",
+            a.op
+        )));
+    }
+    let n = a.int(1)?;
+    let classes = if n == -1 {
+        if v.is_empty() {
+            return Err(value_err(format!(
+                "{}: Can not infer total number of classes from empty tensor.",
+                a.op
+            )));
+        }
+        v.iter().copied().max().unwrap_or(0) + 1
+    } else {
+        if v.iter().any(|&i| i >= n) {
+            return Err(value_err(format!(
+                "{}: Class values must be smaller than num_classes.",
+                a.op
+            )));
+        }
+        n
+    };
+    let classes = usize::try_from(classes)
+        .map_err(|_| value_err(format!("{}: invalid num_classes {n}", a.op)))?;
+    let mut shape = x.shape().to_vec();
+    shape.push(classes);
+    let mut data = vec![0i64; v.len() * classes];
+    for (k, &i) in v.iter().enumerate() {
+        data[k * classes + i as usize] = 1;
+    }
+    Ok(IValue::Tensor(Tensor::from_vec(data, &shape)?))
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::embedding", embedding);
+    r.add_all(
+        &[
+            "aten::embedding_bag",
+            "aten::embedding_bag.padding_idx",
+            "aten::_embedding_bag",
+        ],
+        embedding_bag,
+    );
+    r.add("aten::one_hot", one_hot);
+}

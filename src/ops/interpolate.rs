@@ -1,0 +1,398 @@
+//! Kernels: resampling (`upsample_*` nearest / linear / bilinear / bicubic / trilinear, the
+//! `.vec` overloads `F.interpolate` emits) and pixel/channel shuffles.
+//!
+//! Interpolation is separable: one 1-d pass per spatial dim, each output index reading a few
+//! weighted taps chosen exactly as PyTorch's `area_pixel_compute_source_index` does.
+
+use super::linalg::{
+    compute_dtype, contiguous_as, dispatch_real_compute, permute, reshape, slice_mut_of, slice_of,
+    value_err, Real,
+};
+use super::{Args, Registry};
+use crate::runtime::IValue;
+#[allow(unused_imports)]
+use crate::tensor::Element as _;
+use crate::tensor::Tensor;
+#[allow(unused_imports)]
+use num_traits::{Float as _, One as _, Zero as _};
+use rayon::prelude::*;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    Nearest,
+    NearestExact,
+    Linear,
+    Cubic,
+}
+
+/// One output index's taps: (input index, weight).
+type Taps = Vec<(usize, f64)>;
+
+/// PyTorch's `area_pixel_compute_scale`, in the compute precision `T`.
+fn area_scale<T: Real>(input: usize, output: usize, align_corners: bool, scale: Option<f64>) -> T {
+    if align_corners {
+        if output > 1 {
+            T::from_f64((input as f64 - 1.0) / (output as f64 - 1.0))
+        } else {
+            T::zero()
+        }
+    } else {
+        match scale {
+            Some(s) if s > 0.0 => T::one() / T::from_f64(s),
+            _ => T::from_f64(input as f64) / T::from_f64(output as f64),
+        }
+    }
+}
+
+fn cubic_weights(t: f64) -> [f64; 4] {
+    const A: f64 = -0.75;
+    let c1 = |x: f64| ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+    let c2 = |x: f64| ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
+    [c2(t + 1.0), c1(t), c1(1.0 - t), c2(2.0 - t)]
+}
+
+fn taps_for<T: Real>(
+    mode: Mode,
+    input: usize,
+    output: usize,
+    align_corners: bool,
+    scale: Option<f64>,
+) -> Vec<Taps> {
+    let last = input.saturating_sub(1);
+    (0..output)
+        .map(|o| match mode {
+            Mode::Nearest | Mode::NearestExact => {
+                let i = if output == input {
+                    o
+                } else {
+                    // PyTorch computes the nearest source in float (`nearest_idx`).
+                    let s: f32 = match scale {
+                        Some(s) if s > 0.0 => (1.0 / s) as f32,
+                        _ => input as f32 / output as f32,
+                    };
+                    let src = if mode == Mode::Nearest {
+                        (o as f32 * s).floor()
+                    } else {
+                        ((o as f32 + 0.5) * s).floor()
+                    };
+                    (src.max(0.0) as usize).min(last)
+                };
+                vec![(i, 1.0)]
+            }
+            Mode::Linear => {
+                let sc: T = area_scale::<T>(input, output, align_corners, scale);
+                let src = if align_corners {
+                    sc * T::from_f64(o as f64)
+                } else {
+                    let v = sc * (T::from_f64(o as f64) + T::from_f64(0.5)) - T::from_f64(0.5);
+                    if v < T::zero() {
+                        T::zero()
+                    } else {
+                        v
+                    }
+                };
+                let i0 = (src.as_f64().floor() as usize).min(last);
+                let i1 = if i0 < last { i0 + 1 } else { i0 };
+                let l1 = (src - T::from_f64(i0 as f64)).as_f64();
+                vec![(i0, 1.0 - l1), (i1, l1)]
+            }
+            Mode::Cubic => {
+                let sc: T = area_scale::<T>(input, output, align_corners, scale);
+                let src = if align_corners {
+                    sc * T::from_f64(o as f64)
+                } else {
+                    sc * (T::from_f64(o as f64) + T::from_f64(0.5)) - T::from_f64(0.5)
+                };
+                let fl = src.as_f64().floor();
+                let t = (src - T::from_f64(fl)).as_f64();
+                let w = cubic_weights(t);
+                (0..4)
+                    .map(|k| {
+                        let idx = (fl as i64 - 1 + k as i64).clamp(0, last as i64) as usize;
+                        (idx, w[k])
+                    })
+                    .collect()
+            }
+        })
+        .collect()
+}
+
+/// Resample dim `d` of a contiguous `[outer, in, inner]` buffer to `[outer, out, inner]`.
+fn resample_dim<T: Real>(
+    src: &[T],
+    outer: usize,
+    input: usize,
+    inner: usize,
+    taps: &[Taps],
+) -> Vec<T> {
+    let output = taps.len();
+    let mut dst = vec![T::zero(); outer * output * inner];
+    if dst.is_empty() || input == 0 {
+        return dst;
+    }
+    dst.par_chunks_mut(output * inner)
+        .zip(src.par_chunks(input * inner))
+        .for_each(|(d, s)| {
+            for (o, tp) in taps.iter().enumerate() {
+                let row = &mut d[o * inner..][..inner];
+                for (k, &(i, w)) in tp.iter().enumerate() {
+                    let srow = &s[i * inner..][..inner];
+                    let w = T::from_f64(w);
+                    if k == 0 {
+                        for (r, &v) in row.iter_mut().zip(srow) {
+                            *r = v * w;
+                        }
+                    } else {
+                        for (r, &v) in row.iter_mut().zip(srow) {
+                            *r += v * w;
+                        }
+                    }
+                }
+            }
+        });
+    dst
+}
+
+fn interpolate(
+    op: &str,
+    x: &Tensor,
+    mode: Mode,
+    out_sp: &[usize],
+    align_corners: bool,
+    scales: &[Option<f64>],
+) -> crate::Result<Tensor> {
+    let nsp = out_sp.len();
+    if x.dim() != nsp + 2 {
+        return Err(value_err(format!(
+            "{op}: expected a {}-D input, got {:?}",
+            nsp + 2,
+            x.shape()
+        )));
+    }
+    if x.shape()[2..].contains(&0) || out_sp.contains(&0) {
+        return Err(value_err(format!(
+            "{op}: input and output sizes should be greater than 0, but got input {:?} and output {out_sp:?}",
+            x.shape()
+        )));
+    }
+    let dtype = x.dtype();
+    let cd = compute_dtype(op, dtype)?;
+    let xc = contiguous_as(x, cd)?;
+    let mut shape = x.shape().to_vec();
+    let out = dispatch_real_compute!(cd, op, |T| {
+        let mut buf: Vec<T> = slice_of::<T>(&xc)?.to_vec();
+        for d in 0..nsp {
+            let axis = 2 + d;
+            let outer: usize = shape[..axis].iter().product();
+            let inner: usize = shape[axis + 1..].iter().product();
+            let taps = taps_for::<T>(mode, shape[axis], out_sp[d], align_corners, scales[d]);
+            buf = resample_dim(&buf, outer, shape[axis], inner, &taps);
+            shape[axis] = out_sp[d];
+        }
+        let t = Tensor::zeros(&shape, cd)?;
+        slice_mut_of::<T>(&t)?.copy_from_slice(&buf);
+        Ok::<Tensor, crate::Error>(t)
+    })?;
+    Ok(out.to_dtype(dtype)?)
+}
+
+fn mode_of(op: &str) -> (Mode, usize) {
+    let nsp = if op.contains("3d") {
+        3
+    } else if op.contains("2d") {
+        2
+    } else {
+        1
+    };
+    let mode = if op.contains("nearest_exact") {
+        Mode::NearestExact
+    } else if op.contains("nearest") {
+        Mode::Nearest
+    } else if op.contains("bicubic") {
+        Mode::Cubic
+    } else {
+        Mode::Linear
+    };
+    (mode, nsp)
+}
+
+/// Output sizes and per-dim scales of a `.vec` overload (output_size? , scale_factors?).
+fn vec_sizes(
+    op: &str,
+    x: &Tensor,
+    nsp: usize,
+    size: Option<Vec<i64>>,
+    factors: Option<Vec<f64>>,
+) -> crate::Result<(Vec<usize>, Vec<Option<f64>>)> {
+    if x.dim() != nsp + 2 {
+        return Err(value_err(format!(
+            "{op}: expected a {}-D input, got {:?}",
+            nsp + 2,
+            x.shape()
+        )));
+    }
+    match (size, factors) {
+        (Some(s), None) => {
+            if s.len() != nsp || s.iter().any(|&v| v < 0) {
+                return Err(value_err(format!("{op}: invalid output_size {s:?}")));
+            }
+            Ok((s.iter().map(|&v| v as usize).collect(), vec![None; nsp]))
+        }
+        (None, Some(f)) => {
+            if f.len() != nsp {
+                return Err(value_err(format!("{op}: invalid scale_factors {f:?}")));
+            }
+            let sizes = (0..nsp)
+                .map(|d| (x.shape()[2 + d] as f64 * f[d]).floor().max(0.0) as usize)
+                .collect();
+            Ok((sizes, f.into_iter().map(Some).collect()))
+        }
+        _ => Err(value_err(format!(
+            "{op}: must specify exactly one of output_size and scale_factors"
+        ))),
+    }
+}
+
+/// upsample_<mode><n>d(self, output_size, [align_corners,] scales...)
+fn upsample(a: &mut Args) -> crate::Result<IValue> {
+    let (mode, nsp) = mode_of(a.op);
+    let x = a.tensor(0)?;
+    let has_align = matches!(mode, Mode::Linear | Mode::Cubic);
+    // The `.vec` overload (input, output_size?, [align_corners,] scale_factors?) is told apart
+    // by its arity and its last argument (a list or None), in case the overload name is absent.
+    let vec_len = if has_align { 4 } else { 3 };
+    let is_vec = a.op.ends_with(".vec")
+        || (a.len() == vec_len && matches!(a.get(vec_len - 1)?, IValue::List(_) | IValue::None));
+    if is_vec {
+        let size = a.opt_int_list(1)?;
+        let (align, fi) = if has_align {
+            (a.bool(2)?, 3)
+        } else {
+            (false, 2)
+        };
+        let factors = a.opt_double_list(fi)?;
+        let (sizes, scales) = vec_sizes(a.op, &x, nsp, size, factors)?;
+        return Ok(IValue::Tensor(interpolate(
+            a.op, &x, mode, &sizes, align, &scales,
+        )?));
+    }
+    let size = a.int_list(1)?;
+    if size.len() != nsp || size.iter().any(|&v| v < 0) {
+        return Err(value_err(format!("{}: invalid output_size {size:?}", a.op)));
+    }
+    let (align, first) = if has_align {
+        (a.bool(2)?, 3)
+    } else {
+        (false, 2)
+    };
+    let scales = (0..nsp)
+        .map(|d| a.opt_double(first + d))
+        .collect::<crate::Result<Vec<_>>>()?;
+    let sizes: Vec<usize> = size.iter().map(|&v| v as usize).collect();
+    Ok(IValue::Tensor(interpolate(
+        a.op, &x, mode, &sizes, align, &scales,
+    )?))
+}
+
+fn shuffle_factor(a: &Args, i: usize) -> crate::Result<usize> {
+    let r = a.int(i)?;
+    usize::try_from(r)
+        .ok()
+        .filter(|&r| r > 0)
+        .ok_or_else(|| value_err(format!("{}: factor must be positive, got {r}", a.op)))
+}
+
+fn pixel_shuffle(a: &mut Args) -> crate::Result<IValue> {
+    let x = a.tensor(0)?;
+    let r = shuffle_factor(a, 1)?;
+    let n = x.dim();
+    if n < 3 || x.shape()[n - 3] % (r * r) != 0 {
+        return Err(value_err(format!(
+            "{}: expected input with >= 3 dims and channels divisible by {}, got {:?}",
+            a.op,
+            r * r,
+            x.shape()
+        )));
+    }
+    let lead = &x.shape()[..n - 3];
+    let (c, h, w) = (
+        x.shape()[n - 3] / (r * r),
+        x.shape()[n - 2],
+        x.shape()[n - 1],
+    );
+    let v = reshape(&x, &[lead, &[c, r, r, h, w]].concat())?;
+    let b = lead.len();
+    let mut perm: Vec<usize> = (0..b).collect();
+    perm.extend([b, b + 3, b + 1, b + 4, b + 2]);
+    let p = permute(&v, &perm)?;
+    Ok(IValue::Tensor(reshape(
+        &p,
+        &[lead, &[c, h * r, w * r]].concat(),
+    )?))
+}
+
+fn pixel_unshuffle(a: &mut Args) -> crate::Result<IValue> {
+    let x = a.tensor(0)?;
+    let r = shuffle_factor(a, 1)?;
+    let n = x.dim();
+    if n < 3 || x.shape()[n - 2] % r != 0 || x.shape()[n - 1] % r != 0 {
+        return Err(value_err(format!(
+            "{}: expected input with >= 3 dims and spatial sizes divisible by {r}, got {:?}",
+            a.op,
+            x.shape()
+        )));
+    }
+    let lead = &x.shape()[..n - 3];
+    let (c, h, w) = (x.shape()[n - 3], x.shape()[n - 2] / r, x.shape()[n - 1] / r);
+    let v = reshape(&x, &[lead, &[c, h, r, w, r]].concat())?;
+    let b = lead.len();
+    let mut perm: Vec<usize> = (0..b).collect();
+    perm.extend([b, b + 2, b + 4, b + 1, b + 3]);
+    let p = permute(&v, &perm)?;
+    Ok(IValue::Tensor(reshape(
+        &p,
+        &[lead, &[c * r * r, h, w]].concat(),
+    )?))
+}
+
+fn channel_shuffle(a: &mut Args) -> crate::Result<IValue> {
+    let x = a.tensor(0)?;
+    let g = shuffle_factor(a, 1)?;
+    if x.dim() < 3 || x.shape()[1] % g != 0 {
+        return Err(value_err(format!(
+            "{}: number of channels must be divisible by groups {g}, got input {:?}",
+            a.op,
+            x.shape()
+        )));
+    }
+    let mut shape = vec![x.shape()[0], g, x.shape()[1] / g];
+    shape.extend_from_slice(&x.shape()[2..]);
+    let v = reshape(&x, &shape)?;
+    let mut perm: Vec<usize> = (0..shape.len()).collect();
+    perm.swap(1, 2);
+    Ok(IValue::Tensor(reshape(&permute(&v, &perm)?, x.shape())?))
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    for base in [
+        "upsample_nearest1d",
+        "upsample_nearest2d",
+        "upsample_nearest3d",
+        "_upsample_nearest_exact1d",
+        "_upsample_nearest_exact2d",
+        "_upsample_nearest_exact3d",
+        "upsample_linear1d",
+        "upsample_bilinear2d",
+        "upsample_trilinear3d",
+        "upsample_bicubic2d",
+    ] {
+        r.add(&format!("aten::{base}"), upsample);
+        r.add(&format!("aten::{base}.vec"), upsample);
+    }
+    r.add("aten::pixel_shuffle", pixel_shuffle);
+    r.add("aten::pixel_unshuffle", pixel_unshuffle);
+    r.add_all(
+        &["aten::channel_shuffle", "aten::native_channel_shuffle"],
+        channel_shuffle,
+    );
+}

@@ -1,0 +1,166 @@
+//! Elementwise maps into fresh contiguous outputs.
+
+use crate::tensor::{broadcast_shapes, Element, Tensor, TensorError, PARALLEL_THRESHOLD};
+use ndarray::{IxDyn, Zip};
+use rayon::prelude::*;
+
+/// Elements per rayon task for contiguous maps.
+const CHUNK: usize = 8 * 1024;
+
+fn fresh_slice<O: Element>(out: &Tensor) -> crate::Result<&mut [O]> {
+    out.as_slice_mut::<O>()?
+        .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()).into())
+}
+
+/// `out[i] = f(x[i])` over a tensor of any strides; the output is contiguous with `x`'s shape.
+pub(crate) fn map_unary<I: Element, O: Element, F>(x: &Tensor, f: F) -> crate::Result<Tensor>
+where
+    F: Fn(I) -> O + Sync + Send,
+{
+    let out = Tensor::zeros(x.shape(), O::DTYPE)?;
+    let dst = fresh_slice::<O>(&out)?;
+    if let Some(src) = x.as_slice::<I>()? {
+        if src.len() >= PARALLEL_THRESHOLD {
+            dst.par_chunks_mut(CHUNK)
+                .zip(src.par_chunks(CHUNK))
+                .for_each(|(d, s)| d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(s)));
+        } else {
+            dst.iter_mut().zip(src).for_each(|(d, &s)| *d = f(s));
+        }
+    } else {
+        let src = x.view::<I>()?;
+        let mut dv = out.view_mut::<O>()?;
+        if src.len() >= PARALLEL_THRESHOLD {
+            Zip::from(&mut dv)
+                .and(&src)
+                .par_for_each(|d, &s| *d = f(s));
+        } else {
+            Zip::from(&mut dv).and(&src).for_each(|d, &s| *d = f(s));
+        }
+    }
+    Ok(out)
+}
+
+fn broadcast_err(a: &[usize], b: &[usize]) -> crate::Error {
+    TensorError::Shape(format!("cannot broadcast shape {a:?} to {b:?}")).into()
+}
+
+/// `out = f(a, b)` with NumPy broadcasting. Both inputs must already have element types `A`, `B`.
+pub(crate) fn map_binary<A: Element, B: Element, O: Element, F>(
+    a: &Tensor,
+    b: &Tensor,
+    f: F,
+) -> crate::Result<Tensor>
+where
+    F: Fn(A, B) -> O + Sync + Send,
+{
+    let shape = broadcast_shapes(a.shape(), b.shape())?;
+    let out = Tensor::zeros(&shape, O::DTYPE)?;
+    let n = out.numel();
+    let dst = fresh_slice::<O>(&out)?;
+    let par = n >= PARALLEL_THRESHOLD;
+    let a_full = a.shape() == shape.as_slice();
+    let b_full = b.shape() == shape.as_slice();
+    // Fast paths: same-shape contiguous operands, or one side a single element.
+    if let (true, Some(sa)) = (a_full, a.as_slice::<A>()?) {
+        if let (true, Some(sb)) = (b_full, b.as_slice::<B>()?) {
+            if par {
+                dst.par_chunks_mut(CHUNK)
+                    .zip(sa.par_chunks(CHUNK).zip(sb.par_chunks(CHUNK)))
+                    .for_each(|(d, (x, y))| {
+                        for ((d, &x), &y) in d.iter_mut().zip(x).zip(y) {
+                            *d = f(x, y)
+                        }
+                    });
+            } else {
+                for ((d, &x), &y) in dst.iter_mut().zip(sa).zip(sb) {
+                    *d = f(x, y)
+                }
+            }
+            return Ok(out);
+        }
+        if b.numel() == 1 {
+            let y = first::<B>(b)?;
+            if par {
+                dst.par_chunks_mut(CHUNK)
+                    .zip(sa.par_chunks(CHUNK))
+                    .for_each(|(d, x)| d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y)));
+            } else {
+                dst.iter_mut().zip(sa).for_each(|(d, &x)| *d = f(x, y));
+            }
+            return Ok(out);
+        }
+    }
+    if let (true, Some(sb)) = (b_full, b.as_slice::<B>()?) {
+        if a.numel() == 1 {
+            let x = first::<A>(a)?;
+            if par {
+                dst.par_chunks_mut(CHUNK)
+                    .zip(sb.par_chunks(CHUNK))
+                    .for_each(|(d, y)| d.iter_mut().zip(y).for_each(|(d, &y)| *d = f(x, y)));
+            } else {
+                dst.iter_mut().zip(sb).for_each(|(d, &y)| *d = f(x, y));
+            }
+            return Ok(out);
+        }
+    }
+    let av = a.view::<A>()?;
+    let av = av
+        .broadcast(IxDyn(&shape))
+        .ok_or_else(|| broadcast_err(a.shape(), &shape))?;
+    let bv = b.view::<B>()?;
+    let bv = bv
+        .broadcast(IxDyn(&shape))
+        .ok_or_else(|| broadcast_err(b.shape(), &shape))?;
+    let mut dv = out.view_mut::<O>()?;
+    let z = Zip::from(&mut dv).and(&av).and(&bv);
+    if par {
+        z.par_for_each(|d, &x, &y| *d = f(x, y));
+    } else {
+        z.for_each(|d, &x, &y| *d = f(x, y));
+    }
+    Ok(out)
+}
+
+/// `out = f(a, b, c)` with broadcasting over all three.
+pub(crate) fn map_ternary<A: Element, B: Element, C: Element, O: Element, F>(
+    a: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    f: F,
+) -> crate::Result<Tensor>
+where
+    F: Fn(A, B, C) -> O + Sync + Send,
+{
+    let shape = broadcast_shapes(&broadcast_shapes(a.shape(), b.shape())?, c.shape())?;
+    let out = Tensor::zeros(&shape, O::DTYPE)?;
+    let av = a.view::<A>()?;
+    let av = av
+        .broadcast(IxDyn(&shape))
+        .ok_or_else(|| broadcast_err(a.shape(), &shape))?;
+    let bv = b.view::<B>()?;
+    let bv = bv
+        .broadcast(IxDyn(&shape))
+        .ok_or_else(|| broadcast_err(b.shape(), &shape))?;
+    let cv = c.view::<C>()?;
+    let cv = cv
+        .broadcast(IxDyn(&shape))
+        .ok_or_else(|| broadcast_err(c.shape(), &shape))?;
+    let mut dv = out.view_mut::<O>()?;
+    let z = Zip::from(&mut dv).and(&av).and(&bv).and(&cv);
+    if out.numel() >= PARALLEL_THRESHOLD {
+        z.par_for_each(|d, &x, &y, &w| *d = f(x, y, w));
+    } else {
+        z.for_each(|d, &x, &y, &w| *d = f(x, y, w));
+    }
+    Ok(out)
+}
+
+/// The first element of a non-empty tensor.
+pub(crate) fn first<T: Element>(t: &Tensor) -> crate::Result<T> {
+    t.view::<T>()?
+        .iter()
+        .next()
+        .copied()
+        .ok_or_else(|| TensorError::Value("empty tensor has no element".into()).into())
+}

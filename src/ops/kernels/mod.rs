@@ -1,0 +1,32 @@
+//! Shared building blocks for tensor kernels (elementwise maps with broadcasting, PyTorch type
+//! promotion of operands, in-place write-back, reductions over dims, numeric traits).
+//!
+//! Every op family reuses these instead of writing its own loops:
+//! - [`map::map_unary`], [`map::map_binary`], [`map::map_ternary`]: apply a closure elementwise
+//!   into a fresh contiguous output (contiguous fast paths; rayon above `PARALLEL_THRESHOLD`).
+//! - [`operand::Operand`]: a tensor or a wrapped number, with [`operand::common_dtype`] and
+//!   [`operand::Operand::as_tensor_of`] for PyTorch's type promotion.
+//! - [`operand::write_inplace`]: PyTorch's `op_` semantics (cast back to self's dtype, error if
+//!   the result type cannot be cast).
+//! - [`reduce::ReducePlan`]: the `[outer, reduced]` layout of a reduction over any dims, with
+//!   `keepdim` shapes; [`reduce::pairwise_sum`] for accurate float sums.
+//! - [`num`]: `Arith`/`Real` traits (wrapping integer arithmetic, NaN-propagating min/max) and
+//!   the [`float_unary!`](crate::float_unary) macro (half types computed in f32 as PyTorch does).
+
+pub(crate) mod map;
+pub(crate) mod num;
+pub(crate) mod operand;
+pub(crate) mod reduce;
+pub(crate) mod special;
+
+use crate::tensor::TensorError;
+
+/// A `TensorError::Value` as a crate error.
+pub(crate) fn value_err(msg: impl Into<String>) -> crate::Error {
+    TensorError::Value(msg.into()).into()
+}
+
+/// A `TensorError::Unsupported` as a crate error.
+pub(crate) fn unsupported(msg: impl Into<String>) -> crate::Error {
+    TensorError::Unsupported(msg.into()).into()
+}

@@ -1,0 +1,114 @@
+//! Operands of promoting ops (tensors or wrapped numbers) and in-place write-back.
+
+use crate::ops::Args;
+use crate::runtime::IValue;
+use crate::tensor::promote::{self, result_type};
+use crate::tensor::{broadcast_shapes, DType, Scalar, Tensor, TensorError};
+
+/// An argument that may be a tensor or a Python number (a "wrapped number" in promotion).
+#[derive(Clone)]
+pub(crate) enum Operand {
+    Tensor(Tensor),
+    Scalar(Scalar),
+}
+
+impl Operand {
+    /// Argument `i` as a tensor or a scalar.
+    pub(crate) fn arg(args: &Args<'_>, i: usize) -> crate::Result<Operand> {
+        match args.get(i)? {
+            IValue::Tensor(t) => Ok(Operand::Tensor(t.clone())),
+            _ => Ok(Operand::Scalar(args.scalar(i)?)),
+        }
+    }
+
+    fn promote(&self) -> promote::Operand<'_> {
+        match self {
+            Operand::Tensor(t) => promote::Operand::Tensor(t),
+            Operand::Scalar(s) => promote::Operand::Scalar(*s),
+        }
+    }
+
+    /// The operand as a tensor of `dtype` (a 0-d tensor for a scalar).
+    pub(crate) fn as_tensor_of(&self, dtype: DType) -> crate::Result<Tensor> {
+        match self {
+            Operand::Tensor(t) => t.to_dtype(dtype),
+            Operand::Scalar(s) => Tensor::from_scalar(*s, dtype),
+        }
+    }
+}
+
+/// `torch.result_type` over the operands.
+pub(crate) fn common_dtype(ops: &[&Operand]) -> DType {
+    let p: Vec<promote::Operand<'_>> = ops.iter().map(|o| o.promote()).collect();
+    result_type(&p)
+}
+
+/// Integral and bool tensors as float32 (what floating unary ops compute in); others unchanged.
+pub(crate) fn float_input(x: &Tensor) -> crate::Result<Tensor> {
+    if x.dtype().is_integral(true) {
+        x.to_dtype(DType::Float32)
+    } else {
+        Ok(x.clone())
+    }
+}
+
+/// The floating dtype an op computes in for inputs of `dtype` (ints -> float32).
+pub(crate) fn float_dtype(dtype: DType) -> DType {
+    if dtype.is_integral(true) {
+        DType::Float32
+    } else {
+        dtype
+    }
+}
+
+/// PyTorch's `canCast(from, to)`: no complex -> real, float -> integral, or non-bool -> bool.
+pub(crate) fn can_cast(from: DType, to: DType) -> bool {
+    if from.is_complex() && !to.is_complex() {
+        return false;
+    }
+    if from.is_floating_point() && to.is_integral(true) {
+        return false;
+    }
+    !(from != DType::Bool && to == DType::Bool)
+}
+
+/// Write `result` into `target` as an in-place op does (`add_`): the result is cast to
+/// `target`'s dtype (an error if PyTorch would refuse the cast) and must not broadcast `target`.
+pub(crate) fn write_inplace(target: &Tensor, result: &Tensor, op: &str) -> crate::Result<()> {
+    if !can_cast(result.dtype(), target.dtype()) {
+        return Err(TensorError::Value(format!(
+            "{op}: result type {} can't be cast to the desired output type {}",
+            result.dtype(),
+            target.dtype()
+        ))
+        .into());
+    }
+    let b = broadcast_shapes(target.shape(), result.shape())?;
+    if b.as_slice() != target.shape() {
+        return Err(TensorError::Shape(format!(
+            "{op}: output with shape {:?} doesn't match the broadcast shape {:?}",
+            target.shape(),
+            b.as_slice()
+        ))
+        .into());
+    }
+    target.copy_from(result)
+}
+
+/// For in-place kernels: write `result` into argument 0 and return argument 0.
+pub(crate) fn inplace_result(args: &Args<'_>, result: IValue) -> crate::Result<IValue> {
+    let target = args.tensor(0)?;
+    let result = match result {
+        IValue::Tensor(t) => t,
+        other => {
+            return Err(TensorError::Value(format!(
+                "{}: in-place result is {}, not a tensor",
+                args.op,
+                other.kind_name()
+            ))
+            .into())
+        }
+    };
+    write_inplace(&target, &result, args.op)?;
+    Ok(IValue::Tensor(target))
+}

@@ -1,0 +1,235 @@
+//! Reductions over any set of dims, and row-wise operations along one dim.
+//!
+//! A reduction permutes the reduced dims to the end and makes the input contiguous, so every
+//! output element reduces one contiguous row of `reduced` elements; rows run in parallel.
+
+use crate::tensor::{wrap_dim, Element, Tensor, TensorError, PARALLEL_THRESHOLD};
+use rayon::prelude::*;
+use std::ops::Add;
+
+/// The layout of a reduction: `input` is contiguous `[outer, reduced]` in row-major order.
+pub(crate) struct ReducePlan {
+    pub input: Tensor,
+    pub outer: usize,
+    pub reduced: usize,
+    /// The result's shape (reduced dims kept as 1 with `keepdim`, dropped otherwise).
+    pub out_shape: Vec<usize>,
+}
+
+/// Wrap and deduplicate-check `dims` for a tensor of `ndim` dims. `None` or an empty list means
+/// every dim (as PyTorch's `dim=None` / `dim=[]` for sum-like ops).
+pub(crate) fn reduce_dims(dims: Option<&[i64]>, ndim: usize) -> crate::Result<Vec<bool>> {
+    let mut mask = vec![false; ndim];
+    match dims {
+        None | Some([]) => mask.iter_mut().for_each(|m| *m = true),
+        Some(ds) => {
+            for &d in ds {
+                let w = wrap_dim(d, ndim)?;
+                if ndim == 0 {
+                    continue;
+                }
+                if mask[w] {
+                    return Err(TensorError::Value(format!(
+                        "dim {w} appears multiple times in the list of dims"
+                    ))
+                    .into());
+                }
+                mask[w] = true;
+            }
+        }
+    }
+    Ok(mask)
+}
+
+impl ReducePlan {
+    pub(crate) fn new(x: &Tensor, dims: Option<&[i64]>, keepdim: bool) -> crate::Result<Self> {
+        let mask = reduce_dims(dims, x.dim())?;
+        Self::from_mask(x, &mask, keepdim)
+    }
+
+    pub(crate) fn from_mask(x: &Tensor, mask: &[bool], keepdim: bool) -> crate::Result<Self> {
+        let shape = x.shape();
+        let strides = x.strides();
+        let mut order: Vec<usize> = (0..x.dim()).filter(|&d| !mask[d]).collect();
+        order.extend((0..x.dim()).filter(|&d| mask[d]));
+        let pshape: Vec<usize> = order.iter().map(|&d| shape[d]).collect();
+        let pstrides: Vec<isize> = order.iter().map(|&d| strides[d]).collect();
+        let input = x
+            .as_strided(&pshape, &pstrides, x.storage_offset())?
+            .contiguous()?;
+        let outer: usize = (0..x.dim()).filter(|&d| !mask[d]).map(|d| shape[d]).product();
+        let reduced: usize = (0..x.dim()).filter(|&d| mask[d]).map(|d| shape[d]).product();
+        let out_shape = (0..x.dim())
+            .filter_map(|d| {
+                if !mask[d] {
+                    Some(shape[d])
+                } else if keepdim {
+                    Some(1)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        Ok(ReducePlan {
+            input,
+            outer,
+            reduced,
+            out_shape,
+        })
+    }
+
+    /// `out[i] = f(row_i)` for each of the `outer` rows (each `reduced` long).
+    pub(crate) fn rows<T: Element, O: Element, F>(&self, f: F) -> crate::Result<Tensor>
+    where
+        F: Fn(&[T]) -> O + Sync + Send,
+    {
+        let src = self
+            .input
+            .as_slice::<T>()?
+            .ok_or_else(|| TensorError::Value("reduction input is not contiguous".into()))?;
+        let out = Tensor::zeros(&self.out_shape, O::DTYPE)?;
+        let dst = out
+            .as_slice_mut::<O>()?
+            .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
+        let red = self.reduced;
+        if red == 0 {
+            let v = f(&[]);
+            dst.iter_mut().for_each(|d| *d = v);
+            return Ok(out);
+        }
+        if self.outer > 1 && self.outer * red >= PARALLEL_THRESHOLD {
+            dst.par_iter_mut()
+                .zip(src.par_chunks(red))
+                .for_each(|(d, row)| *d = f(row));
+        } else {
+            dst.iter_mut()
+                .zip(src.chunks(red))
+                .for_each(|(d, row)| *d = f(row));
+        }
+        Ok(out)
+    }
+
+    /// Like [`ReducePlan::rows`] for reductions with two results (values and indices).
+    pub(crate) fn rows2<T: Element, O1: Element, O2: Element, F>(
+        &self,
+        f: F,
+    ) -> crate::Result<(Tensor, Tensor)>
+    where
+        F: Fn(&[T]) -> (O1, O2) + Sync + Send,
+    {
+        let src = self
+            .input
+            .as_slice::<T>()?
+            .ok_or_else(|| TensorError::Value("reduction input is not contiguous".into()))?;
+        let o1 = Tensor::zeros(&self.out_shape, O1::DTYPE)?;
+        let o2 = Tensor::zeros(&self.out_shape, O2::DTYPE)?;
+        let d1 = o1
+            .as_slice_mut::<O1>()?
+            .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
+        let d2 = o2
+            .as_slice_mut::<O2>()?
+            .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
+        let red = self.reduced.max(1);
+        d1.par_iter_mut()
+            .zip(d2.par_iter_mut())
+            .zip(src.par_chunks(red))
+            .with_min_len((PARALLEL_THRESHOLD / red).max(1))
+            .for_each(|((a, b), row)| {
+                let (x, y) = f(row);
+                *a = x;
+                *b = y;
+            });
+        Ok((o1, o2))
+    }
+}
+
+/// Apply `f(row_in, row_out)` to every 1-d lane of `x` along `dim`; the result has `x`'s shape
+/// and element type `O` (softmax, cumsum, ...). Lanes run in parallel.
+pub(crate) fn along_dim<T: Element, O: Element, F>(x: &Tensor, dim: usize, f: F) -> crate::Result<Tensor>
+where
+    F: Fn(&[T], &mut [O]) + Sync + Send,
+{
+    let nd = x.dim();
+    if nd == 0 {
+        let src = x.contiguous()?;
+        let s = src
+            .as_slice::<T>()?
+            .ok_or_else(|| TensorError::Value("not contiguous".into()))?;
+        let out = Tensor::zeros(&[], O::DTYPE)?;
+        if let Some(d) = out.as_slice_mut::<O>()? {
+            f(s, d);
+        }
+        return Ok(out);
+    }
+    // Move `dim` last, make contiguous, work on rows, move it back.
+    let mut order: Vec<usize> = (0..nd).filter(|&d| d != dim).collect();
+    order.push(dim);
+    let pshape: Vec<usize> = order.iter().map(|&d| x.shape()[d]).collect();
+    let pstrides: Vec<isize> = order.iter().map(|&d| x.strides()[d]).collect();
+    let input = x
+        .as_strided(&pshape, &pstrides, x.storage_offset())?
+        .contiguous()?;
+    let src = input
+        .as_slice::<T>()?
+        .ok_or_else(|| TensorError::Value("lane input is not contiguous".into()))?;
+    let out = Tensor::zeros(&pshape, O::DTYPE)?;
+    let dst = out
+        .as_slice_mut::<O>()?
+        .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
+    let n = x.shape()[dim];
+    if n == 0 || src.is_empty() {
+        return restore_order(out, &order);
+    }
+    if src.len() >= PARALLEL_THRESHOLD {
+        dst.par_chunks_mut(n)
+            .zip(src.par_chunks(n))
+            .for_each(|(d, s)| f(s, d));
+    } else {
+        dst.chunks_mut(n).zip(src.chunks(n)).for_each(|(d, s)| f(s, d));
+    }
+    restore_order(out, &order)
+}
+
+/// Undo the permutation `order` (out's dim i is original dim order[i]) and make contiguous.
+fn restore_order(out: Tensor, order: &[usize]) -> crate::Result<Tensor> {
+    if order.iter().enumerate().all(|(i, &d)| i == d) {
+        return Ok(out);
+    }
+    let nd = order.len();
+    let mut shape = vec![0usize; nd];
+    let mut strides = vec![0isize; nd];
+    for (i, &d) in order.iter().enumerate() {
+        shape[d] = out.shape()[i];
+        strides[d] = out.strides()[i];
+    }
+    out.as_strided(&shape, &strides, out.storage_offset())?
+        .contiguous()
+}
+
+/// Accurate sum of `f(x)` over a slice: 8 running lanes over blocks, combined pairwise
+/// (close to PyTorch's cascade summation).
+pub(crate) fn pairwise_sum<T: Copy, A, F>(s: &[T], f: &F) -> A
+where
+    A: Copy + Default + Add<Output = A>,
+    F: Fn(T) -> A,
+{
+    const BLOCK: usize = 256;
+    if s.len() <= BLOCK {
+        let mut lanes = [A::default(); 8];
+        let mut chunks = s.chunks_exact(8);
+        for c in &mut chunks {
+            for (l, &x) in lanes.iter_mut().zip(c) {
+                *l = *l + f(x);
+            }
+        }
+        for (l, &x) in lanes.iter_mut().zip(chunks.remainder()) {
+            *l = *l + f(x);
+        }
+        let a = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+        let b = (lanes[4] + lanes[5]) + (lanes[6] + lanes[7]);
+        return a + b;
+    }
+    let mid = (s.len() / 2).div_ceil(8) * 8;
+    let (l, r) = s.split_at(mid.min(s.len()));
+    pairwise_sum(l, f) + pairwise_sum(r, f)
+}

@@ -1,0 +1,527 @@
+//! Executing plans: a register file per call, instructions in order, nested blocks in place.
+
+use super::plan::{Block, Instr, Op, Operand, Plan};
+use super::{Callee, Interpreter, MAX_CALL_DEPTH};
+use crate::ir::source::SourceRange;
+use crate::ir::types::Type;
+use crate::ops::{scalar::python_str, Args, OpContext};
+use crate::runtime::{Dict, IValue, List, Object, RuntimeError, Tuple};
+use crate::Error;
+use parking_lot::RwLock;
+use smallvec::SmallVec;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+type Inputs = SmallVec<[IValue; 8]>;
+
+struct Frame<'a> {
+    interp: &'a Interpreter,
+    plan: &'a Plan,
+    ctx: &'a OpContext,
+    depth: usize,
+    regs: Vec<IValue>,
+}
+
+/// Run `plan` on `inputs` (its graph inputs, `self` first for methods).
+pub(super) fn run_plan(
+    interp: &Interpreter,
+    plan: &Plan,
+    inputs: Vec<IValue>,
+    ctx: &OpContext,
+    depth: usize,
+) -> crate::Result<IValue> {
+    if depth >= MAX_CALL_DEPTH {
+        return Err(RuntimeError::Other(format!(
+            "maximum recursion depth ({MAX_CALL_DEPTH}) exceeded calling {}",
+            plan.name
+        ))
+        .into());
+    }
+    if inputs.len() != plan.body.params.len() {
+        return Err(RuntimeError::Other(format!(
+            "{} expects {} arguments, got {}",
+            plan.name,
+            plan.body.params.len(),
+            inputs.len()
+        ))
+        .into());
+    }
+    let mut frame = Frame {
+        interp,
+        plan,
+        ctx,
+        depth,
+        regs: vec![IValue::None; plan.n_regs],
+    };
+    for (&r, v) in plan.body.params.iter().zip(inputs) {
+        frame.regs[r as usize] = v;
+    }
+    frame.run_instrs(&plan.body)?;
+    let mut outs: SmallVec<[IValue; 2]> =
+        plan.body.returns.iter().map(|&o| frame.read(o)).collect();
+    Ok(match (plan.n_outputs, outs.pop()) {
+        (1, Some(v)) => v,
+        (_, last) => {
+            outs.extend(last);
+            IValue::Tuple(Tuple::new(outs.into_vec()))
+        }
+    })
+}
+
+fn frame_text(func: &str, src: Option<&SourceRange>) -> String {
+    match src {
+        Some(s) => {
+            let (line, _) = s.source.line_col(s.start);
+            format!(
+                "  File \"{}\", line {line}, in {func}\n    {}\n",
+                s.source.name,
+                s.source.line_text(s.start).trim()
+            )
+        }
+        None => format!("  In {func}\n"),
+    }
+}
+
+/// Add the frame of `func` at `src` to `e`'s TorchScript traceback.
+fn with_frame(e: Error, func: &str, src: Option<&SourceRange>) -> Error {
+    let frame = frame_text(func, src);
+    match e {
+        Error::Runtime(RuntimeError::Traceback { mut frames, cause }) => {
+            frames.insert(0, frame);
+            RuntimeError::Traceback { frames, cause }.into()
+        }
+        other => RuntimeError::Traceback {
+            frames: vec![frame],
+            cause: Box::new(other),
+        }
+        .into(),
+    }
+}
+
+fn rt(msg: impl Into<String>) -> Error {
+    RuntimeError::Other(msg.into()).into()
+}
+
+impl Frame<'_> {
+    #[inline]
+    fn read(&mut self, o: Operand) -> IValue {
+        match o {
+            Operand::Read(r) => self.regs[r as usize].clone(),
+            Operand::Take(r) => std::mem::take(&mut self.regs[r as usize]),
+            Operand::Const(c) => self.plan.consts[c as usize].clone(),
+        }
+    }
+
+    fn run_instrs(&mut self, block: &Block) -> crate::Result<()> {
+        for instr in block.instrs.iter() {
+            if let Err(e) = self.run_instr(instr) {
+                return Err(match instr.op {
+                    // errors inside nested blocks already carry this frame
+                    Op::If { .. } | Op::Loop { .. } => e,
+                    _ => with_frame(e, &self.plan.name, instr.source.as_ref()),
+                });
+            }
+            for &r in instr.drops.iter() {
+                self.regs[r as usize] = IValue::None;
+            }
+        }
+        Ok(())
+    }
+
+    fn set_outputs(&mut self, instr: &Instr, value: IValue) -> crate::Result<()> {
+        match instr.outputs.len() {
+            0 => Ok(()),
+            1 => {
+                self.regs[instr.outputs[0] as usize] = value;
+                Ok(())
+            }
+            n => match value {
+                IValue::Tuple(t) if t.items().len() == n => {
+                    let items = match Arc::try_unwrap(t.0) {
+                        Ok(inner) => inner.items,
+                        Err(shared) => shared.items.clone(),
+                    };
+                    for (&r, v) in instr.outputs.iter().zip(items) {
+                        self.regs[r as usize] = v;
+                    }
+                    Ok(())
+                }
+                other => Err(rt(format!(
+                    "expected {n} results, got {}",
+                    other.kind_name()
+                ))),
+            },
+        }
+    }
+
+    fn inputs(&mut self, instr: &Instr) -> Inputs {
+        instr.inputs.iter().map(|&o| self.read(o)).collect()
+    }
+
+    fn run_instr(&mut self, instr: &Instr) -> crate::Result<()> {
+        match &instr.op {
+            Op::Kernel { kernel, name } => {
+                let mut args = self.inputs(instr);
+                let out = kernel(&mut Args::new(name, &mut args, self.ctx))?;
+                drop(args);
+                self.set_outputs(instr, out)
+            }
+            Op::Missing { name } => Err(Error::UnknownOp(name.to_string())),
+            Op::If {
+                then_block,
+                else_block,
+            } => {
+                let cond = match instr.inputs.first().map(|&o| self.read(o)) {
+                    Some(IValue::Bool(b)) => b,
+                    Some(IValue::Int(i)) => i != 0,
+                    other => {
+                        return Err(with_frame(
+                            rt(format!(
+                                "prim::If condition must be bool, got {}",
+                                other.map(|v| v.kind_name()).unwrap_or("nothing")
+                            )),
+                            &self.plan.name,
+                            instr.source.as_ref(),
+                        ))
+                    }
+                };
+                let block = if cond { then_block } else { else_block };
+                self.run_instrs(block)?;
+                for (k, &o) in block.returns.iter().enumerate() {
+                    let v = self.read(o);
+                    if let Some(&r) = instr.outputs.get(k) {
+                        self.regs[r as usize] = v;
+                    }
+                }
+                Ok(())
+            }
+            Op::Loop { body } => self.run_loop(instr, body).map_err(|e| match e {
+                Error::Runtime(RuntimeError::Traceback { .. }) => e,
+                e => with_frame(e, &self.plan.name, instr.source.as_ref()),
+            }),
+            Op::CallMethod { name, cache } => {
+                let args = self.inputs(instr);
+                let obj = match args.first() {
+                    Some(IValue::Object(o)) => o.clone(),
+                    other => {
+                        return Err(rt(format!(
+                            "cannot call method {name} on {}",
+                            other.map(|v| v.kind_name()).unwrap_or("nothing")
+                        )))
+                    }
+                };
+                let class = obj.class_name();
+                let plan = match cached(cache, class) {
+                    Some(p) => p,
+                    None => {
+                        let p = self
+                            .interp
+                            .method_plan(class, name)?
+                            .ok_or_else(|| rt(format!("class {class} has no method {name}")))?;
+                        *cache.write() = Some((class.clone(), p.clone()));
+                        p
+                    }
+                };
+                let out = self.call(&plan, args.into_vec())?;
+                self.set_outputs(instr, out)
+            }
+            Op::CallFunction { cache } => {
+                let mut args = self.inputs(instr).into_vec();
+                if args.is_empty() {
+                    return Err(rt("prim::CallFunction without a function"));
+                }
+                let qualname = match args.remove(0) {
+                    IValue::Function(q) => q,
+                    other => {
+                        return Err(rt(format!("cannot call a {}", other.kind_name())));
+                    }
+                };
+                let plan = match cached(cache, &qualname) {
+                    Some(p) => p,
+                    None => {
+                        let p = self.interp.function_plan(&qualname)?;
+                        *cache.write() = Some((qualname.clone(), p.clone()));
+                        p
+                    }
+                };
+                let out = self.call(&plan, args)?;
+                self.set_outputs(instr, out)
+            }
+            Op::GetAttr { name } => {
+                let v = match instr.inputs.first().map(|&o| self.read(o)) {
+                    Some(IValue::Object(o)) => o.get(name).ok_or_else(|| {
+                        rt(format!(
+                            "object of class {} has no attribute {name}",
+                            o.class_name()
+                        ))
+                    })?,
+                    other => {
+                        return Err(rt(format!(
+                            "cannot get attribute {name} of {}",
+                            other.map(|v| v.kind_name()).unwrap_or("nothing")
+                        )))
+                    }
+                };
+                self.set_outputs(instr, v)
+            }
+            Op::SetAttr { name } => {
+                let mut a = self.inputs(instr);
+                let value = a.get_mut(1).map(std::mem::take);
+                match (a.first(), value) {
+                    (Some(IValue::Object(o)), Some(v)) => {
+                        o.set(name, v);
+                        Ok(())
+                    }
+                    _ => Err(rt(format!("cannot set attribute {name}"))),
+                }
+            }
+            Op::TupleConstruct { class } => {
+                let items = self.inputs(instr).into_vec();
+                let t = match class {
+                    Some(c) => Tuple::named(c.clone(), items),
+                    None => Tuple::new(items),
+                };
+                self.set_outputs(instr, IValue::Tuple(t))
+            }
+            Op::TupleUnpack => {
+                let v = self.inputs(instr).into_iter().next().unwrap_or_default();
+                match v {
+                    IValue::Tuple(t) if t.items().len() == instr.outputs.len() => {
+                        self.set_outputs(instr, IValue::Tuple(t))
+                    }
+                    // a one-element tuple unpacks to its element
+                    IValue::Tuple(t) if instr.outputs.len() == 1 => Err(rt(format!(
+                        "cannot unpack {} values into 1",
+                        t.items().len()
+                    ))),
+                    other => Err(rt(format!(
+                        "cannot unpack {} into {} values",
+                        other.kind_name(),
+                        instr.outputs.len()
+                    ))),
+                }
+            }
+            Op::TupleIndex => {
+                let a = self.inputs(instr);
+                let (Some(IValue::Tuple(t)), Some(i)) =
+                    (a.first(), a.get(1).and_then(|v| v.as_int()))
+                else {
+                    return Err(rt("prim::TupleIndex expects a tuple and an int"));
+                };
+                let n = t.items().len() as i64;
+                let idx = if i < 0 { i + n } else { i };
+                let v = usize::try_from(idx)
+                    .ok()
+                    .and_then(|k| t.items().get(k))
+                    .cloned()
+                    .ok_or_else(|| rt("tuple index out of range"))?;
+                self.set_outputs(instr, v)
+            }
+            Op::TupleSlice { begin, end } => {
+                let a = self.inputs(instr);
+                let Some(IValue::Tuple(t)) = a.first() else {
+                    return Err(rt("prim::TupleSlice expects a tuple"));
+                };
+                let n = t.items().len() as i64;
+                let clamp = |x: i64| (if x < 0 { x + n } else { x }).clamp(0, n) as usize;
+                let (b, e) = (clamp(*begin), clamp(end.unwrap_or(n)));
+                let items = t.items().get(b..e.max(b)).unwrap_or(&[]).to_vec();
+                self.set_outputs(instr, IValue::Tuple(Tuple::new(items)))
+            }
+            Op::ListConstruct { elem } => {
+                let items = self.inputs(instr).into_vec();
+                self.set_outputs(instr, IValue::List(List::new(elem.clone(), items)))
+            }
+            Op::ListUnpack => {
+                let v = self.inputs(instr).into_iter().next().unwrap_or_default();
+                let IValue::List(l) = v else {
+                    return Err(rt(format!("cannot unpack {}", v.kind_name())));
+                };
+                let items = l.to_vec();
+                if items.len() != instr.outputs.len() {
+                    return Err(rt(format!(
+                        "Expected {} elements in a list but found {}",
+                        instr.outputs.len(),
+                        items.len()
+                    )));
+                }
+                for (&r, v) in instr.outputs.iter().zip(items) {
+                    self.regs[r as usize] = v;
+                }
+                Ok(())
+            }
+            Op::DictConstruct { key, value } => {
+                let a = self.inputs(instr);
+                let d = Dict::new(key.clone(), value.clone());
+                for kv in a.chunks(2) {
+                    if let [k, v] = kv {
+                        d.insert(k.clone(), v.clone())
+                            .ok_or_else(|| rt(format!("unhashable dict key {}", k.kind_name())))?;
+                    }
+                }
+                self.set_outputs(instr, IValue::Dict(d))
+            }
+            Op::Raise => {
+                let a = self.inputs(instr);
+                let message = a.first().map(python_str).unwrap_or_default();
+                let kind = a
+                    .get(1)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("builtins.Exception")
+                    .to_string();
+                Err(RuntimeError::Exception { kind, message }.into())
+            }
+            Op::Uninitialized => self.set_outputs(instr, IValue::Uninitialized),
+            Op::Identity => {
+                let v = self.inputs(instr).into_iter().next().unwrap_or_default();
+                self.set_outputs(instr, v)
+            }
+            Op::IsInstance { types } => {
+                let v = self.inputs(instr).into_iter().next().unwrap_or_default();
+                let r = types.iter().any(|t| matches_type(&v, t));
+                self.set_outputs(instr, IValue::Bool(r))
+            }
+            Op::CreateObject { class } => self.set_outputs(
+                instr,
+                IValue::Object(Object::new(class.clone(), Default::default())),
+            ),
+            Op::Enter | Op::Exit => {
+                let v = self.inputs(instr).into_iter().next().unwrap_or_default();
+                let method = if matches!(instr.op, Op::Enter) {
+                    "__enter__"
+                } else {
+                    "__exit__"
+                };
+                let out = match &v {
+                    IValue::Object(o) => match self.interp.method_plan(o.class_name(), method)? {
+                        Some(plan) => {
+                            let n = plan.body.params.len();
+                            // `__exit__(self, type, value, tb)` gets Nones on a normal exit
+                            let mut args = vec![v.clone()];
+                            args.resize(n.max(1), IValue::None);
+                            self.call(&plan, args)?
+                        }
+                        None => IValue::None,
+                    },
+                    _ => IValue::None,
+                };
+                self.set_outputs(instr, out)
+            }
+            Op::Print => {
+                let a = self.inputs(instr);
+                let text: Vec<String> = a.iter().map(python_str).collect();
+                println!("{}", text.join(" "));
+                Ok(())
+            }
+            Op::Warn { warned } => {
+                let a = self.inputs(instr);
+                if !warned.swap(true, Ordering::Relaxed) {
+                    let msg = a.first().map(python_str).unwrap_or_default();
+                    eprintln!("UserWarning: {msg}");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn call(&mut self, plan: &Callee, args: Vec<IValue>) -> crate::Result<IValue> {
+        run_plan(self.interp, plan, args, self.ctx, self.depth + 1)
+    }
+
+    fn run_loop(&mut self, instr: &Instr, body: &Block) -> crate::Result<()> {
+        let mut a = self.inputs(instr).into_iter();
+        let max_trip = match a.next() {
+            Some(IValue::Int(n)) => n,
+            Some(IValue::Bool(b)) => b as i64,
+            other => {
+                return Err(rt(format!(
+                    "prim::Loop trip count must be int, got {}",
+                    other.map(|v| v.kind_name()).unwrap_or("nothing")
+                )))
+            }
+        };
+        let mut cond = loop_condition(a.next())?;
+        let mut carried: Vec<IValue> = a.collect();
+        if carried.len() + 1 != body.params.len() || carried.len() + 1 != body.returns.len() {
+            return Err(rt("prim::Loop carried values do not match its body"));
+        }
+        let mut i: i64 = 0;
+        while cond && i < max_trip {
+            self.regs[body.params[0] as usize] = IValue::Int(i);
+            for (&r, v) in body.params[1..].iter().zip(carried.drain(..)) {
+                self.regs[r as usize] = v;
+            }
+            self.run_instrs(body)?;
+            cond = loop_condition(Some(self.read(body.returns[0])))?;
+            for &o in body.returns[1..].iter() {
+                let v = self.read(o);
+                carried.push(v);
+            }
+            i += 1;
+        }
+        for (&r, v) in instr.outputs.iter().zip(carried) {
+            self.regs[r as usize] = v;
+        }
+        Ok(())
+    }
+}
+
+fn loop_condition(v: Option<IValue>) -> crate::Result<bool> {
+    match v {
+        Some(IValue::Bool(b)) => Ok(b),
+        Some(IValue::Int(i)) => Ok(i != 0),
+        other => Err(rt(format!(
+            "prim::Loop condition must be bool, got {}",
+            other.map(|v| v.kind_name()).unwrap_or("nothing")
+        ))),
+    }
+}
+
+fn cached(cache: &RwLock<Option<(Arc<str>, Callee)>>, key: &Arc<str>) -> Option<Callee> {
+    match &*cache.read() {
+        Some((k, p)) if Arc::ptr_eq(k, key) || **k == **key => Some(p.clone()),
+        _ => None,
+    }
+}
+
+/// Whether `v` is an instance of `t` (as `isinstance` checks at run time).
+pub fn matches_type(v: &IValue, t: &Type) -> bool {
+    match (t, v) {
+        (Type::Any, _) => true,
+        (Type::Optional(_), IValue::None) => true,
+        (Type::Optional(inner), v) => matches_type(v, inner),
+        (Type::Union(ts), v) => ts.iter().any(|t| matches_type(v, t)),
+        (Type::Tensor, IValue::Tensor(_)) => true,
+        (Type::Int, IValue::Int(_)) => true,
+        (Type::Float, IValue::Double(_)) => true,
+        (Type::Bool, IValue::Bool(_)) => true,
+        (Type::Str, IValue::String(_)) => true,
+        (Type::Complex, IValue::Complex(_)) => true,
+        (Type::Number, IValue::Int(_) | IValue::Double(_) | IValue::Complex(_)) => true,
+        (Type::NoneType, IValue::None) => true,
+        (Type::Device, IValue::Device(_)) => true,
+        (Type::Storage, IValue::Storage(_)) => true,
+        (Type::AnyList, IValue::List(_)) => true,
+        (Type::AnyTuple, IValue::Tuple(_)) => true,
+        (Type::AnyClass, IValue::Object(_)) => true,
+        (Type::AnyEnum, IValue::Enum(_)) => true,
+        (Type::List(elem), IValue::List(l)) => {
+            l.elem_type() == &**elem || l.items().iter().all(|x| matches_type(x, elem))
+        }
+        (Type::Dict(k, val), IValue::Dict(d)) => {
+            (d.key_type() == &**k && d.value_type() == &**val)
+                || d.items()
+                    .values()
+                    .all(|(a, b)| matches_type(a, k) && matches_type(b, val))
+        }
+        (Type::Tuple(ts), IValue::Tuple(tu)) => {
+            ts.len() == tu.items().len()
+                && ts.iter().zip(tu.items()).all(|(t, x)| matches_type(x, t))
+        }
+        (Type::Class(c), IValue::Object(o)) => o.class_name() == c,
+        (Type::Class(c), IValue::Tuple(tu)) => tu.class() == Some(c),
+        (Type::Class(c), IValue::Enum(e)) => &e.class == c,
+        (Type::Function(_), IValue::Function(_)) => true,
+        _ => false,
+    }
+}

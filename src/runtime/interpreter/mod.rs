@@ -1,0 +1,163 @@
+//! The TorchScript interpreter: runs compiled graphs over `IValue`s.
+//!
+//! Each function is compiled once into a [`Plan`] (see `plan.rs`) and cached; running a plan
+//! needs only a register file per call, so one [`Interpreter`] serves many threads at once.
+
+mod exec;
+mod plan;
+mod program;
+
+pub use plan::{build_plan, Plan};
+pub use program::{Callee, PlanBuilder, Program};
+
+use crate::ops::OpContext;
+use crate::runtime::{IValue, Object, RuntimeError, Tuple};
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// Deepest TorchScript call nesting before a call fails (guards the native stack).
+pub const MAX_CALL_DEPTH: usize = 200;
+
+/// Runs the methods and functions of one program, caching their plans.
+pub struct Interpreter {
+    program: Arc<dyn Program>,
+    methods: RwLock<HashMap<(Arc<str>, Arc<str>), Callee>>,
+    functions: RwLock<HashMap<Arc<str>, Callee>>,
+}
+
+/// The process-wide operator context (random generator) used when a caller gives none, like
+/// PyTorch's default generator.
+pub fn default_context() -> &'static OpContext {
+    static CTX: OnceLock<OpContext> = OnceLock::new();
+    CTX.get_or_init(OpContext::default)
+}
+
+impl Interpreter {
+    pub fn new(program: Arc<dyn Program>) -> Interpreter {
+        Interpreter {
+            program,
+            methods: RwLock::new(HashMap::new()),
+            functions: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn program(&self) -> &Arc<dyn Program> {
+        &self.program
+    }
+
+    /// The plan of `class.name`, compiled on first use; `None` if the class has no such method.
+    pub fn method_plan(&self, class: &Arc<str>, name: &str) -> crate::Result<Option<Callee>> {
+        let key: (Arc<str>, Arc<str>) = (class.clone(), name.into());
+        if let Some(p) = self.methods.read().get(&key) {
+            return Ok(Some(p.clone()));
+        }
+        let fname = format!("{class}.{name}");
+        let Some(plan) = self
+            .program
+            .method(class, name, &mut |g| build_plan(&fname, g))?
+        else {
+            return Ok(None);
+        };
+        let plan = Arc::new(plan);
+        Ok(Some(
+            self.methods.write().entry(key).or_insert(plan).clone(),
+        ))
+    }
+
+    /// The plan of free function `qualname` (methods named `class.method` are found too, as
+    /// hooks are called that way).
+    pub fn function_plan(&self, qualname: &Arc<str>) -> crate::Result<Callee> {
+        if let Some(p) = self.functions.read().get(qualname) {
+            return Ok(p.clone());
+        }
+        let mut build = |g: &crate::ir::Graph| build_plan(qualname, g);
+        let mut plan = self.program.function(qualname, &mut build)?;
+        if plan.is_none() {
+            if let Some((class, method)) = qualname.rsplit_once('.') {
+                plan = self.program.method(class, method, &mut build)?;
+            }
+        }
+        let plan =
+            Arc::new(plan.ok_or_else(|| {
+                RuntimeError::Other(format!("function {qualname} is not defined"))
+            })?);
+        Ok(self
+            .functions
+            .write()
+            .entry(qualname.clone())
+            .or_insert(plan)
+            .clone())
+    }
+
+    /// Call method `name` of `object` with `inputs` (without `self`).
+    pub fn call_method(
+        &self,
+        object: &Object,
+        name: &str,
+        inputs: Vec<IValue>,
+        ctx: &OpContext,
+    ) -> crate::Result<IValue> {
+        let plan = self
+            .method_plan(object.class_name(), name)?
+            .ok_or_else(|| {
+                RuntimeError::Other(format!(
+                    "class {} has no method {name}",
+                    object.class_name()
+                ))
+            })?;
+        let mut all = Vec::with_capacity(inputs.len() + 1);
+        all.push(IValue::Object(object.clone()));
+        all.extend(inputs);
+        exec::run_plan(self, &plan, all, ctx, 0)
+    }
+
+    /// Call free function `qualname`.
+    pub fn call_function(
+        &self,
+        qualname: &str,
+        inputs: Vec<IValue>,
+        ctx: &OpContext,
+    ) -> crate::Result<IValue> {
+        let plan = self.function_plan(&qualname.into())?;
+        exec::run_plan(self, &plan, inputs, ctx, 0)
+    }
+
+    /// Call a module as `module(*inputs)` does in PyTorch: forward pre-hooks, `forward`, then
+    /// forward hooks (each hook may replace the input tuple or the output).
+    pub fn call_module(
+        &self,
+        module: &Object,
+        inputs: Vec<IValue>,
+        ctx: &OpContext,
+    ) -> crate::Result<IValue> {
+        let class = module.class_name();
+        let pre_hooks = self.program.forward_pre_hooks(class);
+        let hooks = self.program.forward_hooks(class);
+        if pre_hooks.is_empty() && hooks.is_empty() {
+            return self.call_method(module, "forward", inputs, ctx);
+        }
+        let mut args = Tuple::new(inputs);
+        for h in &pre_hooks {
+            let r = self.call_method(module, h, vec![IValue::Tuple(args.clone())], ctx)?;
+            match r {
+                IValue::None => {}
+                IValue::Tuple(t) => args = t,
+                single => args = Tuple::new(vec![single]),
+            }
+        }
+        let mut out = self.call_method(module, "forward", args.items().to_vec(), ctx)?;
+        for h in &hooks {
+            let r = self.call_method(
+                module,
+                h,
+                vec![IValue::Tuple(args.clone()), out.clone()],
+                ctx,
+            )?;
+            if !r.is_none() {
+                out = r;
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,504 @@
+//! Compiling a `Graph` into an execution plan: a flat instruction list over numbered registers,
+//! kernels resolved once, constants materialized once, nested blocks as nested instruction lists,
+//! and last-use information so values are moved into their last consumer or dropped as soon as
+//! they are dead.
+
+use super::program::Callee;
+use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
+use crate::ir::source::SourceRange;
+use crate::ir::types::{parse_annotation, Type};
+use crate::ops::{Kernel, Registry};
+use crate::runtime::{IValue, List, RuntimeError};
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+pub(crate) type Reg = u32;
+
+/// Where an instruction reads an input from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Operand {
+    /// Clone the register (it is read again later).
+    Read(Reg),
+    /// Move out of the register: this is the value's last use.
+    Take(Reg),
+    /// A constant of the plan.
+    Const(u32),
+}
+
+pub(crate) struct Block {
+    pub params: Box<[Reg]>,
+    pub instrs: Box<[Instr]>,
+    pub returns: Box<[Operand]>,
+}
+
+pub(crate) struct Instr {
+    pub op: Op,
+    pub inputs: Box<[Operand]>,
+    pub outputs: Box<[Reg]>,
+    /// Registers dead after this instruction that it did not consume itself.
+    pub drops: Box<[Reg]>,
+    pub source: Option<SourceRange>,
+}
+
+pub(crate) enum Op {
+    Kernel {
+        kernel: Kernel,
+        name: Arc<str>,
+    },
+    /// An operator with no kernel: fails when reached.
+    Missing {
+        name: Arc<str>,
+    },
+    If {
+        then_block: Block,
+        else_block: Block,
+    },
+    /// Inputs: max trip count, initial condition, initial carried values.
+    Loop {
+        body: Block,
+    },
+    CallMethod {
+        name: Arc<str>,
+        cache: RwLock<Option<(Arc<str>, Callee)>>,
+    },
+    CallFunction {
+        cache: RwLock<Option<(Arc<str>, Callee)>>,
+    },
+    GetAttr {
+        name: Arc<str>,
+    },
+    SetAttr {
+        name: Arc<str>,
+    },
+    TupleConstruct {
+        class: Option<Arc<str>>,
+    },
+    TupleUnpack,
+    TupleIndex,
+    TupleSlice {
+        begin: i64,
+        end: Option<i64>,
+    },
+    ListConstruct {
+        elem: Type,
+    },
+    ListUnpack,
+    DictConstruct {
+        key: Type,
+        value: Type,
+    },
+    Raise,
+    Uninitialized,
+    /// `prim::unchecked_cast`, `prim::unchecked_unwrap_optional`, `aten::detach` ... on values
+    /// that need no change at run time.
+    Identity,
+    IsInstance {
+        types: Vec<Type>,
+    },
+    CreateObject {
+        class: Arc<str>,
+    },
+    Enter,
+    Exit,
+    Print,
+    Warn {
+        warned: AtomicBool,
+    },
+}
+
+/// A compiled function.
+pub struct Plan {
+    pub(crate) name: Arc<str>,
+    pub(crate) n_regs: usize,
+    pub(crate) consts: Vec<IValue>,
+    pub(crate) body: Block,
+    pub(crate) n_outputs: usize,
+}
+
+impl Plan {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+struct Builder<'g> {
+    graph: &'g Graph,
+    regs: HashMap<ValueId, Reg>,
+    consts: Vec<IValue>,
+    const_of: HashMap<ValueId, u32>,
+    /// Block in which each value is defined.
+    def_block: Vec<BlockId>,
+    /// Parent block of each block (via its owner node).
+    parent: HashMap<BlockId, BlockId>,
+    /// Number of uses of each value anywhere (inputs and block returns).
+    use_count: Vec<u32>,
+}
+
+fn plan_error(name: &str, msg: impl std::fmt::Display) -> crate::Error {
+    RuntimeError::Other(format!("cannot run {name}: {msg}")).into()
+}
+
+/// Compile `graph` (the code of `name`) into a plan.
+pub fn build_plan(name: &str, graph: &Graph) -> crate::Result<Plan> {
+    let mut b = Builder {
+        graph,
+        regs: HashMap::new(),
+        consts: Vec::new(),
+        const_of: HashMap::new(),
+        def_block: Vec::with_capacity(graph.values.len()),
+        parent: HashMap::new(),
+        use_count: vec![0; graph.values.len()],
+    };
+    for v in &graph.values {
+        b.def_block.push(match v.def {
+            Def::Node(n, _) => graph
+                .nodes
+                .get(n.0 as usize)
+                .map(|n| n.owner)
+                .unwrap_or(graph.root),
+            Def::Param(bl, _) => bl,
+        });
+    }
+    for (i, bl) in graph.blocks.iter().enumerate() {
+        if let Some(owner) = bl.owner {
+            if let Some(n) = graph.nodes.get(owner.0 as usize) {
+                b.parent.insert(BlockId(i as u32), n.owner);
+            }
+        }
+    }
+    let mut reachable_nodes = Vec::new();
+    graph.walk(graph.root, &mut |n| reachable_nodes.push(n));
+    for &n in &reachable_nodes {
+        let node = graph.node(n);
+        for &v in &node.inputs {
+            b.count_use(v);
+        }
+        for &bl in &node.blocks {
+            for &v in &graph.block(bl).returns {
+                b.count_use(v);
+            }
+        }
+    }
+    for &v in graph.outputs() {
+        b.count_use(v);
+    }
+    let body = b.block(name, graph.root)?;
+    Ok(Plan {
+        name: name.into(),
+        n_regs: b.regs.len(),
+        consts: b.consts,
+        n_outputs: graph.outputs().len(),
+        body,
+    })
+}
+
+impl Builder<'_> {
+    fn count_use(&mut self, v: ValueId) {
+        if let Some(c) = self.use_count.get_mut(v.0 as usize) {
+            *c += 1;
+        }
+    }
+
+    fn reg(&mut self, v: ValueId) -> Reg {
+        let n = self.regs.len() as Reg;
+        *self.regs.entry(v).or_insert(n)
+    }
+
+    fn def_block_of(&self, v: ValueId) -> BlockId {
+        self.def_block
+            .get(v.0 as usize)
+            .copied()
+            .unwrap_or(self.graph.root)
+    }
+
+    /// Every value a node reads, including reads by its nested blocks.
+    fn deep_uses(&self, n: NodeId, out: &mut Vec<(ValueId, BlockId)>) {
+        let node = self.graph.node(n);
+        for &v in &node.inputs {
+            out.push((v, node.owner));
+        }
+        for &bl in &node.blocks {
+            for &m in &self.graph.block(bl).nodes {
+                self.deep_uses(m, out);
+            }
+            for &v in &self.graph.block(bl).returns {
+                out.push((v, bl));
+            }
+        }
+    }
+
+    fn operand(&mut self, v: ValueId, take: bool) -> Operand {
+        if let Some(&c) = self.const_of.get(&v) {
+            return Operand::Const(c);
+        }
+        let r = self.reg(v);
+        if take {
+            Operand::Take(r)
+        } else {
+            Operand::Read(r)
+        }
+    }
+
+    fn block(&mut self, fname: &str, block: BlockId) -> crate::Result<Block> {
+        let graph = self.graph;
+        let data = graph.block(block);
+        let nodes = &data.nodes;
+        // Last position (node index; `nodes.len()` for the returns) at which each value defined in
+        // this block is used, counting uses inside nested blocks at their enclosing node.
+        let mut last_use: HashMap<ValueId, usize> = HashMap::new();
+        let mut uses = Vec::new();
+        for (p, &n) in nodes.iter().enumerate() {
+            uses.clear();
+            self.deep_uses(n, &mut uses);
+            for &(v, _) in &uses {
+                if self.def_block_of(v) == block {
+                    last_use.insert(v, p);
+                }
+            }
+        }
+        for &v in &data.returns {
+            if self.def_block_of(v) == block {
+                last_use.insert(v, nodes.len());
+            }
+        }
+        let params: Box<[Reg]> = data.params.iter().map(|&v| self.reg(v)).collect();
+        let mut instrs = Vec::with_capacity(nodes.len());
+        for (p, &n) in nodes.iter().enumerate() {
+            let node = graph.node(n);
+            if node.kind == "prim::Constant" {
+                let Some(&out) = node.outputs.first() else {
+                    continue;
+                };
+                let value = constant_value(graph, n).ok_or_else(|| {
+                    plan_error(fname, format!("unsupported constant {:?}", node.attrs))
+                })?;
+                let idx = self.consts.len() as u32;
+                self.consts.push(value);
+                self.const_of.insert(out, idx);
+                continue;
+            }
+            // inputs: take on the last use when used once by this node and not by its blocks
+            let mut nested = Vec::new();
+            for &bl in &node.blocks {
+                for &m in &graph.block(bl).nodes {
+                    self.deep_uses(m, &mut nested);
+                }
+                for &v in &graph.block(bl).returns {
+                    nested.push((v, bl));
+                }
+            }
+            let mut inputs = Vec::with_capacity(node.inputs.len());
+            let mut drops = Vec::new();
+            for &v in &node.inputs {
+                let last_here = self.def_block_of(v) == block && last_use.get(&v) == Some(&p);
+                let once = node.inputs.iter().filter(|&&w| w == v).count() == 1
+                    && !nested.iter().any(|&(w, _)| w == v);
+                inputs.push(self.operand(v, last_here && once));
+                if last_here && !once && !self.const_of.contains_key(&v) {
+                    let r = self.reg(v);
+                    if !drops.contains(&r) {
+                        drops.push(r);
+                    }
+                }
+            }
+            for &(v, _) in &nested {
+                let last_here = self.def_block_of(v) == block && last_use.get(&v) == Some(&p);
+                if last_here && !self.const_of.contains_key(&v) {
+                    let r = self.reg(v);
+                    if !drops.contains(&r) {
+                        drops.push(r);
+                    }
+                }
+            }
+            let outputs: Box<[Reg]> = node.outputs.iter().map(|&v| self.reg(v)).collect();
+            for &v in &node.outputs {
+                if self.use_count.get(v.0 as usize) == Some(&0) {
+                    drops.push(self.reg(v));
+                }
+            }
+            let op = self.op(fname, n)?;
+            instrs.push(Instr {
+                op,
+                inputs: inputs.into(),
+                outputs,
+                drops: drops.into(),
+                source: node.source.clone(),
+            });
+        }
+        let returns: Box<[Operand]> = data
+            .returns
+            .iter()
+            .map(|&v| {
+                let take = self.def_block_of(v) == block
+                    && data.returns.iter().filter(|&&w| w == v).count() == 1;
+                self.operand(v, take)
+            })
+            .collect();
+        Ok(Block {
+            params,
+            instrs: instrs.into(),
+            returns,
+        })
+    }
+
+    fn op(&mut self, fname: &str, n: NodeId) -> crate::Result<Op> {
+        let graph = self.graph;
+        let node = graph.node(n);
+        let out_type = node.outputs.first().map(|&v| &graph.value(v).ty);
+        let str_attr = |name: &str| match node.attr(name) {
+            Some(Attr::Str(s)) => Some(Arc::<str>::from(s.as_str())),
+            _ => None,
+        };
+        let block_at = |b: &mut Self, i: usize| -> crate::Result<Block> {
+            let bl = node
+                .blocks
+                .get(i)
+                .copied()
+                .ok_or_else(|| plan_error(fname, format!("{} without block {i}", node.kind)))?;
+            b.block(fname, bl)
+        };
+        Ok(match node.kind.as_str() {
+            "prim::If" => Op::If {
+                then_block: block_at(self, 0)?,
+                else_block: block_at(self, 1)?,
+            },
+            "prim::Loop" => Op::Loop {
+                body: block_at(self, 0)?,
+            },
+            "prim::CallMethod" => Op::CallMethod {
+                name: str_attr("name")
+                    .ok_or_else(|| plan_error(fname, "prim::CallMethod without a name"))?,
+                cache: RwLock::new(None),
+            },
+            "prim::CallFunction" => Op::CallFunction {
+                cache: RwLock::new(None),
+            },
+            "prim::GetAttr" => Op::GetAttr {
+                name: str_attr("name")
+                    .ok_or_else(|| plan_error(fname, "prim::GetAttr without a name"))?,
+            },
+            "prim::SetAttr" => Op::SetAttr {
+                name: str_attr("name")
+                    .ok_or_else(|| plan_error(fname, "prim::SetAttr without a name"))?,
+            },
+            "prim::TupleConstruct" => Op::TupleConstruct {
+                class: match out_type {
+                    Some(Type::Class(c)) => Some(c.clone()),
+                    _ => None,
+                },
+            },
+            "prim::TupleUnpack" => Op::TupleUnpack,
+            "prim::TupleIndex" => Op::TupleIndex,
+            "prim::TupleSlice" => Op::TupleSlice {
+                begin: match node.attr("beg") {
+                    Some(Attr::Int(i)) => *i,
+                    _ => 0,
+                },
+                end: match node.attr("end") {
+                    Some(Attr::Int(i)) => Some(*i),
+                    _ => None,
+                },
+            },
+            "prim::ListConstruct" => Op::ListConstruct {
+                elem: match out_type {
+                    Some(Type::List(t)) => (**t).clone(),
+                    _ => Type::Any,
+                },
+            },
+            "prim::ListUnpack" => Op::ListUnpack,
+            "prim::DictConstruct" => {
+                let (key, value) = match out_type {
+                    Some(Type::Dict(k, v)) => ((**k).clone(), (**v).clone()),
+                    _ => (Type::Any, Type::Any),
+                };
+                Op::DictConstruct { key, value }
+            }
+            "prim::RaiseException" => Op::Raise,
+            "prim::Uninitialized" => Op::Uninitialized,
+            "prim::unchecked_cast" | "prim::unchecked_unwrap_optional" | "prim::data"
+                if node.inputs.len() == 1 =>
+            {
+                Op::Identity
+            }
+            "prim::isinstance" => Op::IsInstance {
+                types: isinstance_types(node.attr("types")),
+            },
+            "prim::CreateObject" => match out_type {
+                Some(Type::Class(c)) => Op::CreateObject { class: c.clone() },
+                other => {
+                    return Err(plan_error(
+                        fname,
+                        format!("prim::CreateObject of non-class type {other:?}"),
+                    ))
+                }
+            },
+            "prim::Enter" => Op::Enter,
+            "prim::Exit" => Op::Exit,
+            "prim::Print" => Op::Print,
+            "aten::warn" => Op::Warn {
+                warned: AtomicBool::new(false),
+            },
+            kind => {
+                let overload = node.overload.as_deref().unwrap_or("");
+                let name: Arc<str> = node.qualified_op().into();
+                match Registry::global().lookup(kind, overload) {
+                    Some(kernel) => Op::Kernel { kernel, name },
+                    None => Op::Missing { name },
+                }
+            }
+        })
+    }
+}
+
+fn isinstance_types(attr: Option<&Attr>) -> Vec<Type> {
+    match attr {
+        Some(Attr::Type(t)) => vec![t.clone()],
+        Some(Attr::Strs(s)) => s.iter().filter_map(|s| parse_annotation(s)).collect(),
+        Some(Attr::Str(s)) => parse_annotation(s).into_iter().collect(),
+        Some(Attr::Value(IValue::List(l))) => l
+            .items()
+            .iter()
+            .filter_map(|v| v.as_str().and_then(parse_annotation))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The value of a `prim::Constant` node, including list attributes and function references.
+fn constant_value(graph: &Graph, n: NodeId) -> Option<IValue> {
+    let node = graph.node(n);
+    let ty = node.outputs.first().map(|&v| &graph.value(v).ty);
+    if let Some(Type::Function(q)) = ty {
+        return Some(IValue::Function(q.clone()));
+    }
+    match node.attr("value") {
+        Some(Attr::Ints(v)) => Some(IValue::List(List::new(
+            Type::Int,
+            v.iter().map(|&i| IValue::Int(i)).collect(),
+        ))),
+        Some(Attr::Floats(v)) => Some(IValue::List(List::new(
+            Type::Float,
+            v.iter().map(|&f| IValue::Double(f)).collect(),
+        ))),
+        Some(Attr::Strs(v)) => Some(IValue::List(List::new(
+            Type::Str,
+            v.iter().map(|s| IValue::str(s.as_str())).collect(),
+        ))),
+        Some(Attr::Type(t)) => Some(IValue::str(t.annotation_str())),
+        None => match (node.attr("name"), ty) {
+            (Some(Attr::Str(s)), _) => Some(IValue::Function(s.as_str().into())),
+            (_, Some(Type::Bool)) => None,
+            _ => Some(IValue::None),
+        },
+        _ => {
+            let v = graph.constant_value(n)?;
+            // bool constants are stored as ints in the attribute
+            Some(match (v, ty) {
+                (IValue::Int(i), Some(Type::Bool)) => IValue::Bool(i != 0),
+                (v, _) => v,
+            })
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! Golden operator cases for the nn families, written by fixtures/gen_ops_nn.py.
+
+mod common;
+
+#[test]
+fn linalg_ops() {
+    common::assert_op_cases("linalg");
+}
+
+#[test]
+fn conv_ops() {
+    common::assert_op_cases("conv");
+}
+
+#[test]
+fn pool_ops() {
+    common::assert_op_cases("pool");
+}
+
+#[test]
+fn norm_ops() {
+    common::assert_op_cases("norm");
+}
+
+#[test]
+fn nn_ops() {
+    common::assert_op_cases("nn");
+}
+
+#[test]
+fn rnn_ops() {
+    common::assert_op_cases("rnn");
+}
+
+#[test]
+fn vision_ops() {
+    common::assert_op_cases("vision");
+}

@@ -1,0 +1,8 @@
+//! Builtins on ints, floats, strings and lists against PyTorch (fixtures/gen_ops_scalar.py).
+
+mod common;
+
+#[test]
+fn scalar_builtins_match_pytorch() {
+    common::assert_op_cases("scalar");
+}
