@@ -107,6 +107,21 @@ fn check_fixture(name: &str) -> Result<(), String> {
         Value::Object(methods),
         &Value::Object(want_methods),
     )?;
+    for (key, hooks) in [
+        (
+            "forward_hooks",
+            Module::forward_hooks as fn(&Module) -> Vec<String>,
+        ),
+        ("forward_pre_hooks", Module::forward_pre_hooks),
+    ] {
+        let got: serde_json::Map<String, Value> = m
+            .named_modules("", true)
+            .iter()
+            .filter(|(_, sm)| !hooks(sm).is_empty())
+            .map(|(p, sm)| (p.clone(), json!(hooks(sm))))
+            .collect();
+        eq(key, Value::Object(got), &want[key])?;
+    }
     eq("attributes", attributes_json(&m), &want["attributes"])?;
     let extra: serde_json::Map<String, Value> = m
         .extra_files()

@@ -108,6 +108,8 @@ impl Archive {
     }
 
     fn from_map(map: memmap2::MmapMut) -> Result<Archive> {
+        // `Storage::from_mapping` takes this exact type; `Bytes` supplies Send/Sync (see above).
+        #[allow(clippy::arc_with_non_send_sync)]
         let bytes = Bytes(Arc::new(UnsafeCell::new(map)));
         detect_non_zip(bytes.as_ref())?;
         let declared_entries = eocd_entry_count(bytes.as_ref());

@@ -30,6 +30,8 @@ pub struct ModuleShared {
     extra: IndexMap<String, Vec<u8>>,
     constants: Vec<IValue>,
     classes: ClassTable,
+    /// The parsed code files, filled on first use by [`Module::program`].
+    program: OnceLock<std::result::Result<Arc<Vec<crate::frontend::ast::File>>, String>>,
     /// The compiled program, filled on first use by the compiler (see `crate::ir::unit`).
     pub compiled: OnceLock<std::result::Result<Arc<crate::ir::unit::CompilationUnit>, String>>,
 }
@@ -116,6 +118,7 @@ impl Module {
             extra: archive.extra_files()?,
             constants,
             classes,
+            program: OnceLock::new(),
             compiled: OnceLock::new(),
         };
         Ok(Module {
@@ -127,6 +130,24 @@ impl Module {
     /// The shared loaded state (classes, code, constants, the compiled-program slot).
     pub fn shared(&self) -> &Arc<ModuleShared> {
         &self.shared
+    }
+
+    /// Every code file parsed by the frontend (parsed once, on first use), in archive order.
+    pub fn program(&self) -> Result<Arc<Vec<crate::frontend::ast::File>>> {
+        self.shared
+            .program
+            .get_or_init(|| {
+                self.shared
+                    .code
+                    .iter()
+                    .map(|(path, text)| {
+                        crate::frontend::parse_file(path, text).map_err(|e| e.to_string())
+                    })
+                    .collect::<std::result::Result<Vec<_>, String>>()
+                    .map(Arc::new)
+            })
+            .clone()
+            .map_err(module_err)
     }
 
     /// The object this module denotes.
@@ -174,10 +195,33 @@ impl Module {
             .unwrap_or(true)
     }
 
-    /// Names of the methods defined by this module's class, in source order.
+    /// Names of the methods of this module's class in source order, without hooks (as
+    /// `_method_names()`).
     pub fn method_names(&self) -> Vec<String> {
         self.class_decl()
-            .map(|c| c.methods.iter().map(|m| m.name.clone()).collect())
+            .map(|c| {
+                c.methods
+                    .iter()
+                    .filter(|m| {
+                        !c.forward_hooks.contains(&m.name) && !c.forward_pre_hooks.contains(&m.name)
+                    })
+                    .map(|m| m.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Names of the forward hooks, in call order.
+    pub fn forward_hooks(&self) -> Vec<String> {
+        self.class_decl()
+            .map(|c| c.forward_hooks.clone())
+            .unwrap_or_default()
+    }
+
+    /// Names of the forward pre-hooks, in call order.
+    pub fn forward_pre_hooks(&self) -> Vec<String> {
+        self.class_decl()
+            .map(|c| c.forward_pre_hooks.clone())
             .unwrap_or_default()
     }
 

@@ -35,6 +35,9 @@ pub struct ClassDecl {
     pub kind: ClassKind,
     pub parameters: Vec<String>,
     pub buffers: Vec<String>,
+    /// Methods registered as forward hooks / pre-hooks (`__forward_hooks__`), in call order.
+    pub forward_hooks: Vec<String>,
+    pub forward_pre_hooks: Vec<String>,
     /// Typed attributes in declaration order (NamedTuple fields for NamedTuples).
     pub attributes: Vec<(String, Type)>,
     /// `Final` constants: name, type, value text.
@@ -188,6 +191,8 @@ fn scan_file(table: &mut ClassTable, module: &str, path: &str, text: &str) -> Re
                     kind,
                     parameters: Vec::new(),
                     buffers: Vec::new(),
+                    forward_hooks: Vec::new(),
+                    forward_pre_hooks: Vec::new(),
                     attributes: Vec::new(),
                     constants: Vec::new(),
                     methods: Vec::new(),
@@ -232,6 +237,21 @@ fn scan_file(table: &mut ClassTable, module: &str, path: &str, text: &str) -> Re
         if let Some(rest) = body.strip_prefix("__buffers__ = ") {
             class.buffers = string_list(rest)
                 .ok_or_else(|| format!("{path}: cannot read __buffers__ of {}", class.name))?;
+            continue;
+        }
+        if let Some(rest) = body.strip_prefix("__forward_hooks__ = ") {
+            class.forward_hooks = string_list(rest).ok_or_else(|| {
+                format!("{path}: cannot read __forward_hooks__ of {}", class.name)
+            })?;
+            continue;
+        }
+        if let Some(rest) = body.strip_prefix("__forward_pre_hooks__ = ") {
+            class.forward_pre_hooks = string_list(rest).ok_or_else(|| {
+                format!(
+                    "{path}: cannot read __forward_pre_hooks__ of {}",
+                    class.name
+                )
+            })?;
             continue;
         }
         if body.starts_with('@') || body.starts_with("__annotations__") {
