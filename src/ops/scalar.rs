@@ -160,8 +160,25 @@ fn div(a: &mut Args) -> R {
         a,
         |p, q| Ok(Num::F(p as f64 / q as f64)),
         |p, q| Ok(p / q),
-        |p, q| Ok(p / q),
+        |p, q| Ok(complex_div(p, q)),
     )
+}
+
+/// Complex division with Smith's scaling, as `c10::complex` does (rounds like PyTorch).
+fn complex_div(x: Complex64, y: Complex64) -> Complex64 {
+    let (a, b, c, d) = (x.re, x.im, y.re, y.im);
+    if c.abs() >= d.abs() {
+        if c == 0.0 && d == 0.0 {
+            return Complex64::new(a / c.abs(), b / d.abs());
+        }
+        let rat = d / c;
+        let scl = 1.0 / (c + d * rat);
+        Complex64::new((a + b * rat) * scl, (b - a * rat) * scl)
+    } else {
+        let rat = c / d;
+        let scl = 1.0 / (d + c * rat);
+        Complex64::new((a * rat + b) * scl, (b * rat - a) * scl)
+    }
 }
 
 fn floordiv_int(p: i64, q: i64) -> crate::Result<i64> {
@@ -251,7 +268,8 @@ fn pow(a: &mut Args) -> R {
                 if q < 0 {
                     return Err(err("Integers to negative integer powers are not allowed"));
                 }
-                Ok(Num::I(p.wrapping_pow(q.min(u32::MAX as i64) as u32)))
+                // PyTorch returns the integer power as a float
+                Ok(Num::F(p.wrapping_pow(q.min(u32::MAX as i64) as u32) as f64))
             } else {
                 Ok(Num::F((p as f64).powf(q as f64)))
             }
@@ -778,7 +796,8 @@ fn len(a: &mut Args) -> R {
     Ok(IValue::Int(match a.get(0)? {
         IValue::List(l) => l.len() as i64,
         IValue::Dict(d) => d.len() as i64,
-        IValue::String(s) => s.chars().count() as i64,
+        // TorchScript strings are byte strings: len() counts UTF-8 bytes
+        IValue::String(s) => s.len() as i64,
         IValue::Tuple(t) => t.items().len() as i64,
         IValue::Tensor(t) => match t.shape().first() {
             Some(&n) => n as i64,
@@ -1453,11 +1472,8 @@ fn zfill(a: &mut Args) -> R {
     if n >= width {
         return Ok(IValue::String(s));
     }
-    let pad = "0".repeat(width - n);
-    Ok(IValue::str(match s.strip_prefix(['-', '+']) {
-        Some(rest) => format!("{}{pad}{rest}", &s[..1]),
-        None => format!("{pad}{s}"),
-    }))
+    // unlike CPython, TorchScript pads in front of a sign too
+    Ok(IValue::str(format!("{}{s}", "0".repeat(width - n))))
 }
 fn justify(a: &Args, left: f64) -> R {
     let s = a.str(0)?;

@@ -168,7 +168,7 @@ pub fn compare(
             Ok(())
         }
         (IValue::Double(g), IValue::Double(w)) => {
-            if (g.is_nan() && w.is_nan()) || (g - w).abs() <= atol + rtol * w.abs() {
+            if g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= atol + rtol * w.abs() {
                 Ok(())
             } else {
                 Err(format!("{path}: got {g}, want {w}"))
