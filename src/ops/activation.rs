@@ -37,17 +37,28 @@ fn hardtanh_op(x: &Tensor, lo: Scalar, hi: Scalar) -> crate::Result<Tensor> {
     clamp_op(x, Some(Operand::Scalar(lo)), Some(Operand::Scalar(hi)))
 }
 fn relu6(args: &mut Args<'_>) -> R {
-    t(hardtanh_op(&args.tensor(0)?, Scalar::Int(0), Scalar::Int(6))?)
+    t(hardtanh_op(
+        &args.tensor(0)?,
+        Scalar::Int(0),
+        Scalar::Int(6),
+    )?)
 }
 fn hardtanh(args: &mut Args<'_>) -> R {
-    t(hardtanh_op(&args.tensor(0)?, args.scalar(1)?, args.scalar(2)?)?)
+    t(hardtanh_op(
+        &args.tensor(0)?,
+        args.scalar(1)?,
+        args.scalar(2)?,
+    )?)
 }
 
 fn require_float(x: &Tensor, op: &str) -> crate::Result<()> {
     if x.dtype().is_floating_point() {
         Ok(())
     } else {
-        Err(unsupported(format!("{op} is not implemented for {} tensors", x.dtype())))
+        Err(unsupported(format!(
+            "{op} is not implemented for {} tensors",
+            x.dtype()
+        )))
     }
 }
 
@@ -55,7 +66,11 @@ fn leaky_relu(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     require_float(&x, "leaky_relu")?;
     let s = args.scalar(1)?.to_f64();
-    t(float_unary!(&x, "leaky_relu", |v: F| if v > 0.0 { v } else { v * s as F })?)
+    t(float_unary!(&x, "leaky_relu", |v: F| if v > 0.0 {
+        v
+    } else {
+        v * s as F
+    })?)
 }
 
 fn elu_op(x: &Tensor, alpha: f64, scale: f64, input_scale: f64) -> crate::Result<Tensor> {
@@ -70,12 +85,16 @@ fn elu_op(x: &Tensor, alpha: f64, scale: f64, input_scale: f64) -> crate::Result
 }
 fn elu(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    let (a, s, i) = (args.scalar(1)?.to_f64(), args.scalar(2)?.to_f64(), args.scalar(3)?.to_f64());
+    let (a, s, i) = (
+        args.scalar(1)?.to_f64(),
+        args.scalar(2)?.to_f64(),
+        args.scalar(3)?.to_f64(),
+    );
     t(elu_op(&x, a, s, i)?)
 }
 fn selu(args: &mut Args<'_>) -> R {
-    const ALPHA: f64 = 1.673_263_242_354_377_3;
-    const SCALE: f64 = 1.050_700_987_355_480_5;
+    const ALPHA: f64 = 1.6732632423543772;
+    const SCALE: f64 = 1.0507009873554805;
     t(elu_op(&args.tensor(0)?, ALPHA, SCALE, 1.0)?)
 }
 fn celu(args: &mut Args<'_>) -> R {
@@ -88,13 +107,19 @@ fn gelu(args: &mut Args<'_>) -> R {
     require_float(&x, "gelu")?;
     let approx = args.str(1)?;
     t(match &*approx {
-        "none" => float_unary!(&x, "gelu", |v: F| v * 0.5 * (1.0 + (v * std::f64::consts::FRAC_1_SQRT_2 as F).erf_()))?,
+        "none" => float_unary!(&x, "gelu", |v: F| v
+            * 0.5
+            * (1.0 + (v * std::f64::consts::FRAC_1_SQRT_2 as F).erf_()))?,
         "tanh" => float_unary!(&x, "gelu", |v: F| {
             let k = (std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2) as F;
             let inner = k * (v + 0.044715 * v * v * v);
             0.5 * v * (1.0 + inner.tanh())
         })?,
-        other => return Err(value_err(format!("approximate argument must be either none or tanh, got {other}"))),
+        other => {
+            return Err(value_err(format!(
+                "approximate argument must be either none or tanh, got {other}"
+            )))
+        }
     })
 }
 
@@ -155,7 +180,15 @@ fn softshrink(args: &mut Args<'_>) -> R {
 fn hardshrink(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let l = args.scalar(1)?.to_f64();
-    t(float_unary!(&x, "hardshrink", |v: F| if v >= -(l as F) && v <= l as F { 0.0 } else { v })?)
+    t(float_unary!(
+        &x,
+        "hardshrink",
+        |v: F| if (-(l as F)..=l as F).contains(&v) {
+            0.0
+        } else {
+            v
+        }
+    )?)
 }
 
 fn threshold(args: &mut Args<'_>) -> R {
@@ -192,10 +225,22 @@ fn prelu(args: &mut Args<'_>) -> R {
         wc.as_strided(&shape, &strides, wc.storage_offset())?
     };
     t(match x.dtype() {
-        DType::Float32 => map_binary::<f32, f32, f32, _>(&x, &wb, |v, a| if v > 0.0 { v } else { a * v })?,
-        DType::Float64 => map_binary::<f64, f64, f64, _>(&x, &wb, |v, a| if v > 0.0 { v } else { a * v })?,
-        DType::Float16 => map_binary::<f16, f16, f16, _>(&x, &wb, |v, a| if v > f16::ZERO { v } else { a * v })?,
-        DType::BFloat16 => map_binary::<bf16, bf16, bf16, _>(&x, &wb, |v, a| if v > bf16::ZERO { v } else { a * v })?,
+        DType::Float32 => {
+            map_binary::<f32, f32, f32, _>(&x, &wb, |v, a| if v > 0.0 { v } else { a * v })?
+        }
+        DType::Float64 => {
+            map_binary::<f64, f64, f64, _>(&x, &wb, |v, a| if v > 0.0 { v } else { a * v })?
+        }
+        DType::Float16 => {
+            map_binary::<f16, f16, f16, _>(&x, &wb, |v, a| if v > f16::ZERO { v } else { a * v })?
+        }
+        DType::BFloat16 => {
+            map_binary::<bf16, bf16, bf16, _>(
+                &x,
+                &wb,
+                |v, a| if v > bf16::ZERO { v } else { a * v },
+            )?
+        }
         d => return Err(unsupported(format!("prelu is not implemented for {d}"))),
     })
 }
@@ -204,10 +249,16 @@ fn rrelu(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (lo, hi) = (args.scalar(1)?.to_f64(), args.scalar(2)?.to_f64());
     if args.bool(3)? {
-        return Err(unsupported("rrelu in training mode (random slopes) is not supported"));
+        return Err(unsupported(
+            "rrelu in training mode (random slopes) is not supported",
+        ));
     }
     let s = (lo + hi) / 2.0;
-    t(float_unary!(&x, "rrelu", |v: F| if v >= 0.0 { v } else { v * s as F })?)
+    t(float_unary!(&x, "rrelu", |v: F| if v >= 0.0 {
+        v
+    } else {
+        v * s as F
+    })?)
 }
 
 fn glu(args: &mut Args<'_>) -> R {
@@ -229,15 +280,29 @@ fn glu(args: &mut Args<'_>) -> R {
 }
 
 /// Softmax (`log`: log-softmax) along `dim`, computed in f32/f64 and stored as `out_dtype`.
-pub(crate) fn softmax_op(x: &Tensor, dim: i64, out_dtype: Option<DType>, log: bool) -> crate::Result<Tensor> {
+pub(crate) fn softmax_op(
+    x: &Tensor,
+    dim: i64,
+    out_dtype: Option<DType>,
+    log: bool,
+) -> crate::Result<Tensor> {
     let out_dtype = out_dtype.unwrap_or(x.dtype());
     if !out_dtype.is_floating_point() {
-        return Err(unsupported(format!("softmax is not implemented for {out_dtype}")));
+        return Err(unsupported(format!(
+            "softmax is not implemented for {out_dtype}"
+        )));
     }
     let dim = wrap_dim(dim, x.dim())?;
-    fn lanes<F: num_traits::Float + crate::tensor::Element>(x: &Tensor, dim: usize, log: bool) -> crate::Result<Tensor> {
+    fn lanes<F: num_traits::Float + crate::tensor::Element>(
+        x: &Tensor,
+        dim: usize,
+        log: bool,
+    ) -> crate::Result<Tensor> {
         along_dim::<F, F, _>(x, dim, |s, d| {
-            let m = s.iter().fold(F::neg_infinity(), |m, &v| if v > m || v.is_nan() { v } else { m });
+            let m = s.iter().fold(
+                F::neg_infinity(),
+                |m, &v| if v > m || v.is_nan() { v } else { m },
+            );
             let m = if m.is_infinite() { F::zero() } else { m };
             if log {
                 let sum = s.iter().fold(F::zero(), |acc, &v| acc + (v - m).exp());
@@ -265,15 +330,27 @@ pub(crate) fn softmax_op(x: &Tensor, dim: i64, out_dtype: Option<DType>, log: bo
     r.to_dtype(out_dtype)
 }
 fn softmax(args: &mut Args<'_>) -> R {
-    t(softmax_op(&args.tensor(0)?, args.int(1)?, args.opt_dtype(2)?, false)?)
+    t(softmax_op(
+        &args.tensor(0)?,
+        args.int(1)?,
+        args.opt_dtype(2)?,
+        false,
+    )?)
 }
 fn log_softmax(args: &mut Args<'_>) -> R {
-    t(softmax_op(&args.tensor(0)?, args.int(1)?, args.opt_dtype(2)?, true)?)
+    t(softmax_op(
+        &args.tensor(0)?,
+        args.int(1)?,
+        args.opt_dtype(2)?,
+        true,
+    )?)
 }
 fn underscore_softmax(args: &mut Args<'_>, log: bool) -> R {
     let x = args.tensor(0)?;
     if args.bool(2)? {
-        return Err(unsupported("softmax with half to float conversion is not supported on CPU"));
+        return Err(unsupported(
+            "softmax with half to float conversion is not supported on CPU",
+        ));
     }
     t(softmax_op(&x, args.int(1)?, None, log)?)
 }
@@ -290,7 +367,9 @@ fn dropout_impl(args: &Args<'_>, feature: bool, alpha: bool) -> crate::Result<Te
     let p = args.double(1)?;
     let train = args.bool(2)?;
     if !(0.0..=1.0).contains(&p) {
-        return Err(value_err(format!("dropout probability has to be between 0 and 1, but got {p}")));
+        return Err(value_err(format!(
+            "dropout probability has to be between 0 and 1, but got {p}"
+        )));
     }
     if !train || p == 0.0 {
         return Ok(x);

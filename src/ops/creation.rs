@@ -3,9 +3,9 @@
 
 use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
+use crate::dispatch_all;
 use crate::runtime::{DeviceKind, IValue};
 use crate::tensor::{checked_numel, DType, Element, Scalar, Tensor};
-use crate::dispatch_all;
 
 type R = crate::Result<IValue>;
 
@@ -34,14 +34,21 @@ pub(crate) fn check_device(args: &Args<'_>, i: usize) -> crate::Result<()> {
 fn check_layout(args: &Args<'_>, i: usize) -> crate::Result<()> {
     match args.get(i) {
         Err(_) | Ok(IValue::None) | Ok(IValue::Int(0)) => Ok(()),
-        Ok(other) => Err(unsupported(format!("{}: layout {other:?} (only torch.strided)", args.op))),
+        Ok(other) => Err(unsupported(format!(
+            "{}: layout {other:?} (only torch.strided)",
+            args.op
+        ))),
     }
 }
 
 /// The factory arguments starting at `first` (`dtype, layout, device, pin_memory`): checks the
 /// layout and device and returns the dtype or `default`.
 pub(crate) fn factory_dtype(args: &Args<'_>, first: usize, default: DType) -> crate::Result<DType> {
-    let dtype = if first < args.len() { args.opt_dtype(first)? } else { None };
+    let dtype = if first < args.len() {
+        args.opt_dtype(first)?
+    } else {
+        None
+    };
     check_layout(args, first + 1)?;
     check_device(args, first + 2)?;
     Ok(dtype.unwrap_or(default))
@@ -53,7 +60,9 @@ pub(crate) fn size_arg(args: &Args<'_>, i: usize) -> crate::Result<Vec<usize>> {
     let size = v
         .iter()
         .map(|&d| {
-            usize::try_from(d).map_err(|_| value_err(format!("{}: negative dimension {d} in size {v:?}", args.op)))
+            usize::try_from(d).map_err(|_| {
+                value_err(format!("{}: negative dimension {d} in size {v:?}", args.op))
+            })
         })
         .collect::<crate::Result<Vec<usize>>>()?;
     checked_numel(&size)?;
@@ -77,33 +86,58 @@ pub(crate) fn full_tensor(shape: &[usize], value: Scalar, dtype: DType) -> crate
 
 fn zeros(args: &mut Args<'_>) -> R {
     let size = size_arg(args, 0)?;
-    t(Tensor::zeros(&size, factory_dtype(args, 1, DType::Float32)?)?)
+    t(Tensor::zeros(
+        &size,
+        factory_dtype(args, 1, DType::Float32)?,
+    )?)
 }
 fn ones(args: &mut Args<'_>) -> R {
     let size = size_arg(args, 0)?;
-    t(full_tensor(&size, Scalar::Int(1), factory_dtype(args, 1, DType::Float32)?)?)
+    t(full_tensor(
+        &size,
+        Scalar::Int(1),
+        factory_dtype(args, 1, DType::Float32)?,
+    )?)
 }
 fn full(args: &mut Args<'_>) -> R {
     let size = size_arg(args, 0)?;
     let v = args.scalar(1)?;
-    t(full_tensor(&size, v, factory_dtype(args, 2, v.default_dtype())?)?)
+    t(full_tensor(
+        &size,
+        v,
+        factory_dtype(args, 2, v.default_dtype())?,
+    )?)
 }
 fn empty_strided(args: &mut Args<'_>) -> R {
     let size = size_arg(args, 0)?;
-    t(Tensor::zeros(&size, factory_dtype(args, 2, DType::Float32)?)?)
+    t(Tensor::zeros(
+        &size,
+        factory_dtype(args, 2, DType::Float32)?,
+    )?)
 }
 fn zeros_like(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    t(Tensor::zeros(x.shape(), factory_dtype(args, 1, x.dtype())?)?)
+    t(Tensor::zeros(
+        x.shape(),
+        factory_dtype(args, 1, x.dtype())?,
+    )?)
 }
 fn ones_like(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    t(full_tensor(x.shape(), Scalar::Int(1), factory_dtype(args, 1, x.dtype())?)?)
+    t(full_tensor(
+        x.shape(),
+        Scalar::Int(1),
+        factory_dtype(args, 1, x.dtype())?,
+    )?)
 }
 fn full_like(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let v = args.scalar(1)?;
-    t(full_tensor(x.shape(), v, factory_dtype(args, 2, x.dtype())?)?)
+    t(full_tensor(
+        x.shape(),
+        v,
+        factory_dtype(args, 2, x.dtype())?,
+    )?)
 }
 fn new_zeros(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
@@ -113,7 +147,11 @@ fn new_zeros(args: &mut Args<'_>) -> R {
 fn new_ones(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let size = size_arg(args, 1)?;
-    t(full_tensor(&size, Scalar::Int(1), factory_dtype(args, 2, x.dtype())?)?)
+    t(full_tensor(
+        &size,
+        Scalar::Int(1),
+        factory_dtype(args, 2, x.dtype())?,
+    )?)
 }
 fn new_full(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
@@ -138,8 +176,18 @@ fn arange(args: &mut Args<'_>) -> R {
     } else {
         (Scalar::Int(0), args.scalar(0)?, Scalar::Int(1), 1)
     };
-    let any_float = [start, end, step].iter().any(|s| matches!(s, Scalar::Float(_)));
-    let dtype = factory_dtype(args, first, if any_float { DType::Float32 } else { DType::Int64 })?;
+    let any_float = [start, end, step]
+        .iter()
+        .any(|s| matches!(s, Scalar::Float(_)));
+    let dtype = factory_dtype(
+        args,
+        first,
+        if any_float {
+            DType::Float32
+        } else {
+            DType::Int64
+        },
+    )?;
     let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
     if st == 0.0 {
         return Err(value_err("step must be nonzero"));
@@ -148,7 +196,9 @@ fn arange(args: &mut Args<'_>) -> R {
         return Err(value_err(format!("unsupported range: {s} -> {e}")));
     }
     if (st > 0.0 && e < s) || (st < 0.0 && e > s) {
-        return Err(value_err("upper bound and larger bound inconsistent with step sign"));
+        return Err(value_err(
+            "upper bound and larger bound inconsistent with step sign",
+        ));
     }
     let n = if dtype.is_integral(false) && !any_float {
         let (si, ei, sti) = (start.to_i64(), end.to_i64(), step.to_i64());
@@ -166,7 +216,9 @@ fn arange(args: &mut Args<'_>) -> R {
     checked_numel(&[n, dtype.size()])?;
     if !any_float {
         let (si, sti) = (start.to_i64(), step.to_i64());
-        let v: Vec<i64> = (0..n as i64).map(|i| si.wrapping_add(i.wrapping_mul(sti))).collect();
+        let v: Vec<i64> = (0..n as i64)
+            .map(|i| si.wrapping_add(i.wrapping_mul(sti)))
+            .collect();
         return t(Tensor::from_vec(v, &[n])?.to_dtype(dtype)?);
     }
     let v: Vec<f64> = (0..n).map(|i| s + st * i as f64).collect();
@@ -199,17 +251,28 @@ fn linspace_values(start: f64, end: f64, steps: usize) -> Vec<f64> {
 }
 fn linspace(args: &mut Args<'_>) -> R {
     let (s, e) = (scalar_or_tensor(args, 0)?, scalar_or_tensor(args, 1)?);
-    let steps = usize::try_from(args.int(2)?).map_err(|_| value_err("number of steps must be non-negative"))?;
+    let steps = usize::try_from(args.int(2)?)
+        .map_err(|_| value_err("number of steps must be non-negative"))?;
     let dtype = factory_dtype(args, 3, DType::Float32)?;
     let v = linspace_values(s, e, steps);
     let out = Tensor::from_vec(v, &[steps])?;
     t(if dtype == DType::Float32 {
         // PyTorch computes float32 linspace in float32.
         let (s32, e32) = (s as f32, e as f32);
-        let st = if steps > 1 { (e32 - s32) / (steps - 1) as f32 } else { 0.0 };
+        let st = if steps > 1 {
+            (e32 - s32) / (steps - 1) as f32
+        } else {
+            0.0
+        };
         let half = steps / 2;
         let v: Vec<f32> = (0..steps)
-            .map(|i| if i < half { s32 + st * i as f32 } else { e32 - st * (steps - i - 1) as f32 })
+            .map(|i| {
+                if i < half {
+                    s32 + st * i as f32
+                } else {
+                    e32 - st * (steps - i - 1) as f32
+                }
+            })
             .collect();
         Tensor::from_vec(v, &[steps])?
     } else {
@@ -218,17 +281,26 @@ fn linspace(args: &mut Args<'_>) -> R {
 }
 fn logspace(args: &mut Args<'_>) -> R {
     let (s, e) = (scalar_or_tensor(args, 0)?, scalar_or_tensor(args, 1)?);
-    let steps = usize::try_from(args.int(2)?).map_err(|_| value_err("number of steps must be non-negative"))?;
+    let steps = usize::try_from(args.int(2)?)
+        .map_err(|_| value_err("number of steps must be non-negative"))?;
     let base = args.double(3)?;
     let dtype = factory_dtype(args, 4, DType::Float32)?;
-    let v: Vec<f64> = linspace_values(s, e, steps).into_iter().map(|x| base.powf(x)).collect();
+    let v: Vec<f64> = linspace_values(s, e, steps)
+        .into_iter()
+        .map(|x| base.powf(x))
+        .collect();
     t(Tensor::from_vec(v, &[steps])?.to_dtype(dtype)?)
 }
 
 fn eye(args: &mut Args<'_>) -> R {
-    let n = usize::try_from(args.int(0)?).map_err(|_| value_err("n must be greater or equal to 0"))?;
+    let n =
+        usize::try_from(args.int(0)?).map_err(|_| value_err("n must be greater or equal to 0"))?;
     let (m, first) = if args.op.ends_with(".m") {
-        (usize::try_from(args.int(1)?).map_err(|_| value_err("m must be greater or equal to 0"))?, 2)
+        (
+            usize::try_from(args.int(1)?)
+                .map_err(|_| value_err("m must be greater or equal to 0"))?,
+            2,
+        )
     } else {
         (n, 1)
     };
@@ -247,7 +319,12 @@ fn eye(args: &mut Args<'_>) -> R {
 }
 
 /// Flatten a nested list literal into scalars, recording its shape.
-fn flatten_literal(v: &IValue, depth: usize, shape: &mut Vec<usize>, out: &mut Vec<Scalar>) -> crate::Result<()> {
+fn flatten_literal(
+    v: &IValue,
+    depth: usize,
+    shape: &mut Vec<usize>,
+    out: &mut Vec<Scalar>,
+) -> crate::Result<()> {
     match v {
         IValue::List(l) => {
             let items = l.items();
@@ -274,7 +351,10 @@ fn flatten_literal(v: &IValue, depth: usize, shape: &mut Vec<usize>, out: &mut V
                 return Err(value_err("tensor(): ragged nested list"));
             }
             out.push(other.as_scalar().ok_or_else(|| {
-                value_err(format!("tensor(): cannot make a tensor from {}", other.kind_name()))
+                value_err(format!(
+                    "tensor(): cannot make a tensor from {}",
+                    other.kind_name()
+                ))
             })?);
             Ok(())
         }
@@ -322,7 +402,10 @@ fn as_tensor(args: &mut Args<'_>) -> R {
 }
 fn scalar_tensor(args: &mut Args<'_>) -> R {
     let s = args.scalar(0)?;
-    t(Tensor::from_scalar(s, factory_dtype(args, 1, DType::Float32)?)?)
+    t(Tensor::from_scalar(
+        s,
+        factory_dtype(args, 1, DType::Float32)?,
+    )?)
 }
 
 /// `to`: convert dtype (a copy only when needed, or when `copy=True`).
@@ -441,18 +524,41 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::new_empty", new_zeros);
     r.add("aten::new_full", new_full);
     r.add("aten::new_empty_strided", new_empty_strided);
-    r.add_all(&["aten::arange", "aten::arange.start", "aten::arange.start_step"], arange);
     r.add_all(
-        &["aten::linspace", "aten::linspace.Scalar_Tensor", "aten::linspace.Tensor_Scalar", "aten::linspace.Tensor_Tensor"],
+        &[
+            "aten::arange",
+            "aten::arange.start",
+            "aten::arange.start_step",
+        ],
+        arange,
+    );
+    r.add_all(
+        &[
+            "aten::linspace",
+            "aten::linspace.Scalar_Tensor",
+            "aten::linspace.Tensor_Scalar",
+            "aten::linspace.Tensor_Tensor",
+        ],
         linspace,
     );
     r.add_all(
-        &["aten::logspace", "aten::logspace.Scalar_Tensor", "aten::logspace.Tensor_Scalar", "aten::logspace.Tensor_Tensor"],
+        &[
+            "aten::logspace",
+            "aten::logspace.Scalar_Tensor",
+            "aten::logspace.Tensor_Scalar",
+            "aten::logspace.Tensor_Tensor",
+        ],
         logspace,
     );
     r.add_all(&["aten::eye", "aten::eye.m"], eye);
     r.add_all(
-        &["aten::tensor", "aten::tensor.bool", "aten::tensor.int", "aten::tensor.float", "aten::tensor.complex"],
+        &[
+            "aten::tensor",
+            "aten::tensor.bool",
+            "aten::tensor.int",
+            "aten::tensor.float",
+            "aten::tensor.complex",
+        ],
         tensor_literal,
     );
     r.add_all(
@@ -481,11 +587,28 @@ pub(crate) fn register(r: &mut Registry) {
     );
     r.add("aten::_to_copy", to_copy);
     r.add("aten::type_as", type_as);
-    r.add_all(&["aten::clone", "aten::alias_copy", "aten::detach_copy", "aten::lift_fresh_copy", "aten::lift"], clone);
+    r.add_all(
+        &[
+            "aten::clone",
+            "aten::alias_copy",
+            "aten::detach_copy",
+            "aten::lift_fresh_copy",
+            "aten::lift",
+        ],
+        clone,
+    );
     r.add_all(&["aten::alias", "aten::lift_fresh"], identity);
     r.add_all(&["aten::detach", "aten::detach_"], detach);
     r.add("aten::contiguous", contiguous);
-    r.add_all(&["aten::copy_", "aten::copy_.Tensor", "aten::copy_.int", "aten::copy_.float"], copy_);
+    r.add_all(
+        &[
+            "aten::copy_",
+            "aten::copy_.Tensor",
+            "aten::copy_.int",
+            "aten::copy_.float",
+        ],
+        copy_,
+    );
     r.add_all(&["aten::fill_.Scalar", "aten::fill_.Tensor"], fill_);
     r.add("aten::zero_", zero_);
 }

@@ -26,7 +26,12 @@ fn operands(args: &Args<'_>) -> crate::Result<(Operand, Operand)> {
 // ---------------------------------------------------------------- arithmetic
 
 /// `a + alpha * b` (`negate`: `a - alpha * b`) with promotion.
-pub(crate) fn add_sub(a: &Operand, b: &Operand, alpha: Scalar, negate: bool) -> crate::Result<Tensor> {
+pub(crate) fn add_sub(
+    a: &Operand,
+    b: &Operand,
+    alpha: Scalar,
+    negate: bool,
+) -> crate::Result<Tensor> {
     let dt = common_dtype(&[a, b]);
     if negate && dt == DType::Bool {
         return Err(value_err("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead."));
@@ -66,7 +71,8 @@ fn rsub(args: &mut Args<'_>) -> R {
 pub(crate) fn mul_op(a: &Operand, b: &Operand) -> crate::Result<Tensor> {
     let dt = common_dtype(&[a, b]);
     let (x, y) = (a.as_tensor_of(dt)?, b.as_tensor_of(dt)?);
-    dispatch_all!(dt, "mul", |T| map_binary::<T, T, T, _>(&x, &y, |p, q| p.mul(q)))
+    dispatch_all!(dt, "mul", |T| map_binary::<T, T, T, _>(&x, &y, |p, q| p
+        .mul(q)))
 }
 fn mul(args: &mut Args<'_>) -> R {
     let (a, b) = operands(args)?;
@@ -111,8 +117,12 @@ pub(crate) fn div_op(a: &Operand, b: &Operand, mode: Option<&str>) -> crate::Res
             let dt = float_dtype(dt);
             let (x, y) = (a.as_tensor_of(dt)?, b.as_tensor_of(dt)?);
             match dt {
-                DType::Complex64 => map_binary::<Complex32, Complex32, Complex32, _>(&x, &y, |p, q| p / q),
-                DType::Complex128 => map_binary::<Complex64, Complex64, Complex64, _>(&x, &y, |p, q| p / q),
+                DType::Complex64 => {
+                    map_binary::<Complex32, Complex32, Complex32, _>(&x, &y, |p, q| p / q)
+                }
+                DType::Complex128 => {
+                    map_binary::<Complex64, Complex64, Complex64, _>(&x, &y, |p, q| p / q)
+                }
                 _ => float_binary!(&x, &y, "div", |p, q: F| p / q),
             }
         }
@@ -122,7 +132,9 @@ pub(crate) fn div_op(a: &Operand, b: &Operand, mode: Option<&str>) -> crate::Res
             if dt.is_integral(true) {
                 if dt == DType::Bool {
                     check_no_zero::<bool>(&y)?;
-                    return map_binary::<bool, bool, bool, _>(&x, &y, |p, q| p.div_trunc(q).unwrap_or(p));
+                    return map_binary::<bool, bool, bool, _>(&x, &y, |p, q| {
+                        p.div_trunc(q).unwrap_or(p)
+                    });
                 }
                 dispatch_int!(dt, "div", |T| {
                     check_no_zero::<T>(&y)?;
@@ -146,7 +158,11 @@ pub(crate) fn div_op(a: &Operand, b: &Operand, mode: Option<&str>) -> crate::Res
 
 fn div(args: &mut Args<'_>) -> R {
     let (a, b) = operands(args)?;
-    let mode = if args.len() > 2 { args.opt_str(2)? } else { None };
+    let mode = if args.len() > 2 {
+        args.opt_str(2)?
+    } else {
+        None
+    };
     t(div_op(&a, &b, mode.as_deref())?)
 }
 fn floor_divide(args: &mut Args<'_>) -> R {
@@ -195,17 +211,24 @@ pub(crate) fn pow_op(a: &Operand, b: &Operand) -> crate::Result<Tensor> {
     if dt.is_integral(true) {
         if let Operand::Scalar(Scalar::Int(e)) = b {
             if *e < 0 {
-                return Err(value_err("Integers to negative integer powers are not allowed."));
+                return Err(value_err(
+                    "Integers to negative integer powers are not allowed.",
+                ));
             }
         }
     }
     let (x, y) = (a.as_tensor_of(dt)?, b.as_tensor_of(dt)?);
     match dt {
         DType::Bool => map_binary::<bool, bool, bool, _>(&x, &y, |p, q| p.pow_int(q)),
-        DType::Complex64 => map_binary::<Complex32, Complex32, Complex32, _>(&x, &y, |p, q| p.powc(q)),
-        DType::Complex128 => map_binary::<Complex64, Complex64, Complex64, _>(&x, &y, |p, q| p.powc(q)),
+        DType::Complex64 => {
+            map_binary::<Complex32, Complex32, Complex32, _>(&x, &y, |p, q| p.powc(q))
+        }
+        DType::Complex128 => {
+            map_binary::<Complex64, Complex64, Complex64, _>(&x, &y, |p, q| p.powc(q))
+        }
         d if d.is_integral(false) => {
-            dispatch_int!(d, "pow", |T| map_binary::<T, T, T, _>(&x, &y, |p, q| p.pow_int(q)))
+            dispatch_int!(d, "pow", |T| map_binary::<T, T, T, _>(&x, &y, |p, q| p
+                .pow_int(q)))
         }
         _ => match b {
             Operand::Scalar(s) if s.to_f64() == 2.0 => float_unary!(&x, "pow", |v: F| v * v),
@@ -317,12 +340,18 @@ fn compare_op(a: &Operand, b: &Operand, cmp: Cmp) -> crate::Result<Tensor> {
     let dt = common_dtype(&[a, b]);
     let (x, y) = (a.as_tensor_of(dt)?, b.as_tensor_of(dt)?);
     match cmp {
-        Cmp::Eq => dispatch_all!(dt, "eq", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p == q)),
-        Cmp::Ne => dispatch_all!(dt, "ne", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p != q)),
-        Cmp::Lt => dispatch_real!(dt, "lt", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p < q)),
-        Cmp::Le => dispatch_real!(dt, "le", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p <= q)),
-        Cmp::Gt => dispatch_real!(dt, "gt", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p > q)),
-        Cmp::Ge => dispatch_real!(dt, "ge", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p >= q)),
+        Cmp::Eq => dispatch_all!(dt, "eq", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
+            == q)),
+        Cmp::Ne => dispatch_all!(dt, "ne", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
+            != q)),
+        Cmp::Lt => dispatch_real!(dt, "lt", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
+            < q)),
+        Cmp::Le => dispatch_real!(dt, "le", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
+            <= q)),
+        Cmp::Gt => dispatch_real!(dt, "gt", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
+            > q)),
+        Cmp::Ge => dispatch_real!(dt, "ge", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
+            >= q)),
     }
 }
 
@@ -400,7 +429,11 @@ fn bitwise_op(a: &Operand, b: &Operand, op: Bit) -> crate::Result<Tensor> {
         d if matches!(op, Bit::Shl | Bit::Shr) && d.is_floating_point() => {
             // PyTorch still shifts floats as multiplication/division by powers of two.
             let shl = matches!(op, Bit::Shl);
-            float_binary!(&x, &y, "shift", |p, q: F| if shl { p * (2.0 as F).powf(q) } else { p / (2.0 as F).powf(q) })
+            float_binary!(&x, &y, "shift", |p, q: F| if shl {
+                p * (2.0 as F).powf(q)
+            } else {
+                p / (2.0 as F).powf(q)
+            })
         }
         d => Err(TensorError::UnsupportedDType {
             what: "bitwise op (integral and bool tensors only)".into(),
@@ -434,7 +467,10 @@ fn bitwise_not(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     match x.dtype() {
         DType::Bool => t(map_unary::<bool, bool, _>(&x, |v| !v)?),
-        d => t(dispatch_int!(d, "bitwise_not", |T| map_unary::<T, T, _>(&x, |v| v.bit_not()))?),
+        d => t(dispatch_int!(d, "bitwise_not", |T| map_unary::<T, T, _>(
+            &x,
+            |v| v.bit_not()
+        ))?),
     }
 }
 
@@ -462,35 +498,50 @@ fn abs(args: &mut Args<'_>) -> R {
 }
 fn sign(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    t(dispatch_real!(x.dtype(), "sign", |T| map_unary::<T, T, _>(&x, |v| {
-        let z = T::zero();
-        if v > z {
-            T::one()
-        } else if v < z {
-            T::one().neg_val()
-        } else {
-            // zero and NaN both give 0, as PyTorch's `(0 < v) - (v < 0)`
-            T::zero()
-        }
-    }))?)
+    t(dispatch_real!(
+        x.dtype(),
+        "sign",
+        |T| map_unary::<T, T, _>(&x, |v| {
+            let z = T::zero();
+            if v > z {
+                T::one()
+            } else if v < z {
+                T::one().neg_val()
+            } else {
+                // zero and NaN both give 0, as PyTorch's `(0 < v) - (v < 0)`
+                T::zero()
+            }
+        })
+    )?)
 }
 fn sgn(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     match x.dtype() {
         DType::Complex64 => t(map_unary::<Complex32, Complex32, _>(&x, |v| {
             let n = v.norm();
-            if n == 0.0 { Complex32::new(0.0, 0.0) } else { v / n }
+            if n == 0.0 {
+                Complex32::new(0.0, 0.0)
+            } else {
+                v / n
+            }
         })?),
         DType::Complex128 => t(map_unary::<Complex64, Complex64, _>(&x, |v| {
             let n = v.norm();
-            if n == 0.0 { Complex64::new(0.0, 0.0) } else { v / n }
+            if n == 0.0 {
+                Complex64::new(0.0, 0.0)
+            } else {
+                v / n
+            }
         })?),
         _ => sign(args),
     }
 }
 fn square(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    t(pow_op(&Operand::Tensor(x), &Operand::Scalar(Scalar::Int(2)))?)
+    t(pow_op(
+        &Operand::Tensor(x),
+        &Operand::Scalar(Scalar::Int(2)),
+    )?)
 }
 
 /// Rounding ops keep integer tensors unchanged (as a copy).
@@ -540,7 +591,10 @@ fn round_decimals_(args: &mut Args<'_>) -> R {
 fn frac(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     if !x.dtype().is_floating_point() {
-        return Err(unsupported(format!("frac is not implemented for {}", x.dtype())));
+        return Err(unsupported(format!(
+            "frac is not implemented for {}",
+            x.dtype()
+        )));
     }
     t(float_unary!(&x, "frac", |v: F| v - v.trunc())?)
 }
@@ -624,7 +678,13 @@ fn logit(args: &mut Args<'_>) -> R {
     t(match eps {
         Some(e) => float_unary!(&x, "logit", |v: F| {
             let (lo, hi) = (e as F, 1.0 - e as F);
-            let z = if v < lo { lo } else if v > hi { hi } else { v };
+            let z = if v < lo {
+                lo
+            } else if v > hi {
+                hi
+            } else {
+                v
+            };
             (z / (1.0 - z)).ln()
         })?,
         None => float_unary!(&x, "logit", |v: F| (v / (1.0 - v)).ln())?,
@@ -638,29 +698,58 @@ fn logit_(args: &mut Args<'_>) -> R {
 fn isnan(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     t(match x.dtype() {
-        DType::Complex64 => map_unary::<Complex32, bool, _>(&x, |v| v.re.is_nan() || v.im.is_nan())?,
-        DType::Complex128 => map_unary::<Complex64, bool, _>(&x, |v| v.re.is_nan() || v.im.is_nan())?,
-        d => dispatch_real!(d, "isnan", |T| map_unary::<T, bool, _>(&x, |v| v.is_nan_val()))?,
+        DType::Complex64 => {
+            map_unary::<Complex32, bool, _>(&x, |v| v.re.is_nan() || v.im.is_nan())?
+        }
+        DType::Complex128 => {
+            map_unary::<Complex64, bool, _>(&x, |v| v.re.is_nan() || v.im.is_nan())?
+        }
+        d => dispatch_real!(d, "isnan", |T| map_unary::<T, bool, _>(&x, |v| v
+            .is_nan_val()))?,
     })
 }
 fn isinf(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    t(dispatch_real!(x.dtype(), "isinf", |T| map_unary::<T, bool, _>(&x, |v| v.to_f64().is_infinite()))?)
+    t(dispatch_real!(x.dtype(), "isinf", |T| map_unary::<
+        T,
+        bool,
+        _,
+    >(&x, |v| v
+        .to_f64()
+        .is_infinite()))?)
 }
 fn isposinf(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    t(dispatch_real!(x.dtype(), "isposinf", |T| map_unary::<T, bool, _>(&x, |v| v.to_f64() == f64::INFINITY))?)
+    t(dispatch_real!(x.dtype(), "isposinf", |T| map_unary::<
+        T,
+        bool,
+        _,
+    >(&x, |v| v
+        .to_f64()
+        == f64::INFINITY))?)
 }
 fn isneginf(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    t(dispatch_real!(x.dtype(), "isneginf", |T| map_unary::<T, bool, _>(&x, |v| v.to_f64() == f64::NEG_INFINITY))?)
+    t(dispatch_real!(x.dtype(), "isneginf", |T| map_unary::<
+        T,
+        bool,
+        _,
+    >(&x, |v| v
+        .to_f64()
+        == f64::NEG_INFINITY))?)
 }
 fn isfinite(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     t(match x.dtype() {
-        DType::Complex64 => map_unary::<Complex32, bool, _>(&x, |v| v.re.is_finite() && v.im.is_finite())?,
-        DType::Complex128 => map_unary::<Complex64, bool, _>(&x, |v| v.re.is_finite() && v.im.is_finite())?,
-        d => dispatch_real!(d, "isfinite", |T| map_unary::<T, bool, _>(&x, |v| v.to_f64().is_finite()))?,
+        DType::Complex64 => {
+            map_unary::<Complex32, bool, _>(&x, |v| v.re.is_finite() && v.im.is_finite())?
+        }
+        DType::Complex128 => {
+            map_unary::<Complex64, bool, _>(&x, |v| v.re.is_finite() && v.im.is_finite())?
+        }
+        d => dispatch_real!(d, "isfinite", |T| map_unary::<T, bool, _>(&x, |v| v
+            .to_f64()
+            .is_finite()))?,
     })
 }
 
@@ -699,9 +788,15 @@ fn nan_to_num_(args: &mut Args<'_>) -> R {
 // ---------------------------------------------------------------- clamp, lerp, addcmul
 
 /// `clamp(x, lo, hi)` with optional tensor or scalar bounds and promotion over all three.
-pub(crate) fn clamp_op(x: &Tensor, lo: Option<Operand>, hi: Option<Operand>) -> crate::Result<Tensor> {
+pub(crate) fn clamp_op(
+    x: &Tensor,
+    lo: Option<Operand>,
+    hi: Option<Operand>,
+) -> crate::Result<Tensor> {
     if lo.is_none() && hi.is_none() {
-        return Err(value_err("torch.clamp: At least one of 'min' or 'max' must not be None"));
+        return Err(value_err(
+            "torch.clamp: At least one of 'min' or 'max' must not be None",
+        ));
     }
     let xo = Operand::Tensor(x.clone());
     let mut ops = vec![&xo];
@@ -722,10 +817,18 @@ pub(crate) fn clamp_op(x: &Tensor, lo: Option<Operand>, hi: Option<Operand>) -> 
             if v.is_nan_val() {
                 v
             } else if l.is_nan_val() || h.is_nan_val() {
-                if l.is_nan_val() { l } else { h }
+                if l.is_nan_val() {
+                    l
+                } else {
+                    h
+                }
             } else {
                 let v = if v < l { l } else { v };
-                if v > h { h } else { v }
+                if v > h {
+                    h
+                } else {
+                    v
+                }
             }
         })
     })
@@ -739,7 +842,11 @@ fn opt_operand(args: &Args<'_>, i: usize) -> crate::Result<Option<Operand>> {
     }
 }
 fn clamp(args: &mut Args<'_>) -> R {
-    t(clamp_op(&args.tensor(0)?, opt_operand(args, 1)?, opt_operand(args, 2)?)?)
+    t(clamp_op(
+        &args.tensor(0)?,
+        opt_operand(args, 1)?,
+        opt_operand(args, 2)?,
+    )?)
 }
 fn clamp_min(args: &mut Args<'_>) -> R {
     t(clamp_op(&args.tensor(0)?, opt_operand(args, 1)?, None)?)
@@ -755,8 +862,16 @@ fn lerp(args: &mut Args<'_>) -> R {
     if !dt.is_floating_point() {
         return Err(unsupported(format!("lerp is not implemented for {dt}")));
     }
-    let (x, y, wt) = (a.as_tensor_of(dt)?, b.as_tensor_of(dt)?, w.as_tensor_of(dt)?);
-    fn go<F: num_traits::Float + Element>(x: &Tensor, y: &Tensor, w: &Tensor) -> crate::Result<Tensor> {
+    let (x, y, wt) = (
+        a.as_tensor_of(dt)?,
+        b.as_tensor_of(dt)?,
+        w.as_tensor_of(dt)?,
+    );
+    fn go<F: num_traits::Float + Element>(
+        x: &Tensor,
+        y: &Tensor,
+        w: &Tensor,
+    ) -> crate::Result<Tensor> {
         let half = F::from(0.5).unwrap_or(F::one());
         map_ternary::<F, F, F, F, _>(x, y, w, |s, e, w| {
             if w.abs() < half {
@@ -786,11 +901,19 @@ fn addc(args: &Args<'_>, divide: bool) -> crate::Result<Tensor> {
     if divide && dt.is_integral(true) {
         return Err(value_err("Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a true division of tensor1 and tensor2."));
     }
-    let (x, p, q) = (s.as_tensor_of(dt)?, a.as_tensor_of(dt)?, b.as_tensor_of(dt)?);
+    let (x, p, q) = (
+        s.as_tensor_of(dt)?,
+        a.as_tensor_of(dt)?,
+        b.as_tensor_of(dt)?,
+    );
     if divide {
         return dispatch_all!(dt, "addcdiv", |T| {
             let v = Tensor::scalar::<T>(scalar_as::<T>(value));
-            let ratio = div_op(&Operand::Tensor(p.clone()), &Operand::Tensor(q.clone()), None)?;
+            let ratio = div_op(
+                &Operand::Tensor(p.clone()),
+                &Operand::Tensor(q.clone()),
+                None,
+            )?;
             let scaled = map_binary::<T, T, T, _>(&ratio, &v, |r, v| v.mul(r))?;
             map_binary::<T, T, T, _>(&x, &scaled, |x, s| x.add(s))
         });
@@ -835,7 +958,9 @@ fn imag(args: &mut Args<'_>) -> R {
     if x.dtype().is_complex() {
         t(complex_part(&x, 1)?)
     } else {
-        Err(value_err("imag is not implemented for tensors with non-complex dtypes."))
+        Err(value_err(
+            "imag is not implemented for tensors with non-complex dtypes.",
+        ))
     }
 }
 fn conj(args: &mut Args<'_>) -> R {
@@ -863,8 +988,12 @@ fn angle(args: &mut Args<'_>) -> R {
 fn polar(args: &mut Args<'_>) -> R {
     let (a, b) = (args.tensor(0)?, args.tensor(1)?);
     t(match a.dtype() {
-        DType::Float32 => map_binary::<f32, f32, Complex32, _>(&a, &b, |r, th| Complex32::from_polar(r, th))?,
-        DType::Float64 => map_binary::<f64, f64, Complex64, _>(&a, &b, |r, th| Complex64::from_polar(r, th))?,
+        DType::Float32 => {
+            map_binary::<f32, f32, Complex32, _>(&a, &b, Complex32::from_polar)?
+        }
+        DType::Float64 => {
+            map_binary::<f64, f64, Complex64, _>(&a, &b, Complex64::from_polar)?
+        }
         d => return Err(unsupported(format!("polar is not implemented for {d}"))),
     })
 }
@@ -928,13 +1057,27 @@ pub(crate) fn register(r: &mut Registry) {
     both(r, "remainder", remainder, remainder_);
     r.add("aten::remainder.Scalar_Tensor", remainder);
     both(r, "fmod", fmod, fmod_);
-    r.add_all(&["aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar", "aten::pow.Scalar"], pow);
+    r.add_all(
+        &[
+            "aten::pow.Tensor_Tensor",
+            "aten::pow.Tensor_Scalar",
+            "aten::pow.Scalar",
+        ],
+        pow,
+    );
     r.add_all(&["aten::pow_.Tensor", "aten::pow_.Scalar"], pow_);
     r.add_all(
-        &["aten::float_power.Tensor_Tensor", "aten::float_power.Tensor_Scalar", "aten::float_power.Scalar"],
+        &[
+            "aten::float_power.Tensor_Tensor",
+            "aten::float_power.Tensor_Scalar",
+            "aten::float_power.Scalar",
+        ],
         float_power,
     );
-    r.add_all(&["aten::float_power_.Tensor", "aten::float_power_.Scalar"], float_power_);
+    r.add_all(
+        &["aten::float_power_.Tensor", "aten::float_power_.Scalar"],
+        float_power_,
+    );
     r.add_all(&["aten::rsub.Tensor", "aten::rsub.Scalar"], rsub);
     r.add("aten::atan2", atan2);
     r.add("aten::atan2_", atan2_);
@@ -1038,8 +1181,24 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::nan_to_num", nan_to_num);
     r.add("aten::nan_to_num_", nan_to_num_);
 
-    r.add_all(&["aten::clamp", "aten::clamp.Tensor", "aten::clip", "aten::clip.Tensor"], clamp);
-    r.add_all(&["aten::clamp_", "aten::clamp_.Tensor", "aten::clip_", "aten::clip_.Tensor"], clamp_);
+    r.add_all(
+        &[
+            "aten::clamp",
+            "aten::clamp.Tensor",
+            "aten::clip",
+            "aten::clip.Tensor",
+        ],
+        clamp,
+    );
+    r.add_all(
+        &[
+            "aten::clamp_",
+            "aten::clamp_.Tensor",
+            "aten::clip_",
+            "aten::clip_.Tensor",
+        ],
+        clamp_,
+    );
     r.add_all(&["aten::clamp_min", "aten::clamp_min.Tensor"], clamp_min);
     r.add_all(&["aten::clamp_min_", "aten::clamp_min_.Tensor"], clamp_min_);
     r.add_all(&["aten::clamp_max", "aten::clamp_max.Tensor"], clamp_max);

@@ -134,7 +134,11 @@ fn fill_uniform(g: &mut Generator, out: &Tensor, from: f64, to: f64) -> crate::R
             let conv: fn(f64) -> $T = $conv;
             let mut v = out.view_mut::<$T>()?;
             for x in v.iter_mut() {
-                let u = if d == 53 { g.uniform_f64() } else { g.uniform_bits(d) };
+                let u = if d == 53 {
+                    g.uniform_f64()
+                } else {
+                    g.uniform_bits(d)
+                };
                 *x = conv(u * (to_t - from_t) + from_t);
             }
         }};
@@ -142,8 +146,8 @@ fn fill_uniform(g: &mut Generator, out: &Tensor, from: f64, to: f64) -> crate::R
     match out.dtype() {
         DType::Float32 => fill!(f32, |v| v as f32),
         DType::Float64 => fill!(f64, |v| v),
-        DType::Float16 => fill!(f16, |v| f16::from_f64(v)),
-        DType::BFloat16 => fill!(bf16, |v| bf16::from_f64(v)),
+        DType::Float16 => fill!(f16, f16::from_f64),
+        DType::BFloat16 => fill!(bf16, bf16::from_f64),
         d => return Err(unsupported(format!("uniform_ is not implemented for {d}"))),
     }
     Ok(())
@@ -172,7 +176,13 @@ fn fill_normal(g: &mut Generator, out: &Tensor, mean: f64, std: f64) -> crate::R
         let d = digits(dt);
         let round = |v: f64| round_to(v, dt);
         let mut data: Vec<f64> = (0..n)
-            .map(|_| round(if d == 53 { g.uniform_f64() } else { g.uniform_bits(d) }))
+            .map(|_| {
+                round(if d == 53 {
+                    g.uniform_f64()
+                } else {
+                    g.uniform_bits(d)
+                })
+            })
             .collect();
         let mut i = 0;
         while i + 16 <= n {
@@ -182,7 +192,11 @@ fn fill_normal(g: &mut Generator, out: &Tensor, mean: f64, std: f64) -> crate::R
         if n % 16 != 0 {
             let tail = &mut data[n - 16..];
             for x in tail.iter_mut() {
-                *x = round(if d == 53 { g.uniform_f64() } else { g.uniform_bits(d) });
+                *x = round(if d == 53 {
+                    g.uniform_f64()
+                } else {
+                    g.uniform_bits(d)
+                });
             }
             normal_fill_16(tail, mean, std);
         }
@@ -231,9 +245,18 @@ fn fill_randint(g: &mut Generator, out: &Tensor, low: i64, high: i64) -> crate::
 ///
 /// PyTorch draws dropout masks through `bernoulli_`, whose CPU path uses MKL's own generator;
 /// tsrun's masks come from the same seeded mt19937 but are not bit-identical to PyTorch's.
-pub(crate) fn dropout_train(ctx: &OpContext, x: &Tensor, p: f64, feature: bool, alpha: bool) -> crate::Result<Tensor> {
+pub(crate) fn dropout_train(
+    ctx: &OpContext,
+    x: &Tensor,
+    p: f64,
+    feature: bool,
+    alpha: bool,
+) -> crate::Result<Tensor> {
     if !x.dtype().is_floating_point() {
-        return Err(unsupported(format!("dropout is not implemented for {}", x.dtype())));
+        return Err(unsupported(format!(
+            "dropout is not implemented for {}",
+            x.dtype()
+        )));
     }
     let mask_shape: Vec<usize> = if feature {
         x.shape()
@@ -254,7 +277,7 @@ pub(crate) fn dropout_train(ctx: &OpContext, x: &Tensor, p: f64, feature: bool, 
     let mask = Tensor::from_vec(keep, &mask_shape)?;
     let xf = x.to_dtype(DType::Float64)?;
     let out = if alpha {
-        let alpha_p = -1.758_099_340_847_376_6 * 1.050_700_987_355_480_5;
+        let alpha_p = -1.7580993408473766 * 1.0507009873554805;
         let a = 1.0 / ((alpha_p * alpha_p * p + 1.0) * (1.0 - p)).sqrt();
         let b = -a * alpha_p * p;
         super::kernels::map::map_binary::<f64, f64, f64, _>(&xf, &mask, |v, m| {
@@ -292,7 +315,10 @@ fn rand_impl(args: &Args<'_>, normal: bool) -> crate::Result<Tensor> {
     };
     let dtype = factory_dtype(args, first, DType::Float32)?;
     if !dtype.is_floating_point() {
-        return Err(unsupported(format!("{} is not implemented for {dtype}", args.op)));
+        return Err(unsupported(format!(
+            "{} is not implemented for {dtype}",
+            args.op
+        )));
     }
     let out = Tensor::zeros(&size, dtype)?;
     let mut g = args.ctx.generator.lock();
@@ -399,7 +425,9 @@ fn randperm(args: &mut Args<'_>) -> R {
             perm.swap(i, i + z as usize);
         }
     }
-    Ok(IValue::Tensor(Tensor::from_vec(perm, &[n])?.to_dtype(dtype)?))
+    Ok(IValue::Tensor(
+        Tensor::from_vec(perm, &[n])?.to_dtype(dtype)?,
+    ))
 }
 
 fn uniform_(args: &mut Args<'_>) -> R {
@@ -417,7 +445,9 @@ fn normal_(args: &mut Args<'_>) -> R {
     let (mean, std) = (args.double(1)?, args.double(2)?);
     check_generator(args, 3)?;
     if std < 0.0 {
-        return Err(value_err(format!("normal expects std >= 0.0, but found std {std}")));
+        return Err(value_err(format!(
+            "normal expects std >= 0.0, but found std {std}"
+        )));
     }
     let tmp = Tensor::zeros(x.shape(), x.dtype())?;
     fill_normal(&mut args.ctx.generator.lock(), &tmp, mean, std)?;
@@ -438,7 +468,9 @@ fn normal_float_float(args: &mut Args<'_>) -> R {
 fn random_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (low, high) = if args.op.ends_with(".from") {
-        let to = args.opt_int(2)?.ok_or_else(|| unsupported("random_ with to=None"))?;
+        let to = args
+            .opt_int(2)?
+            .ok_or_else(|| unsupported("random_ with to=None"))?;
         (args.int(1)?, to)
     } else if args.op.ends_with(".to") {
         (0, args.int(1)?)
@@ -491,9 +523,17 @@ pub(crate) fn register(r: &mut Registry) {
     r.add_all(&["aten::rand", "aten::rand.generator"], rand);
     r.add_all(&["aten::randn", "aten::randn.generator"], randn);
     r.add_all(&["aten::rand_like", "aten::rand_like.generator"], rand_like);
-    r.add_all(&["aten::randn_like", "aten::randn_like.generator"], randn_like);
     r.add_all(
-        &["aten::randint", "aten::randint.generator", "aten::randint.low", "aten::randint.low_generator"],
+        &["aten::randn_like", "aten::randn_like.generator"],
+        randn_like,
+    );
+    r.add_all(
+        &[
+            "aten::randint",
+            "aten::randint.generator",
+            "aten::randint.low",
+            "aten::randint.low_generator",
+        ],
         randint,
     );
     r.add_all(
@@ -511,7 +551,13 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::normal.float_float", normal_float_float);
     r.add_all(&["aten::random_.from", "aten::random_.to"], random_);
     r.add_all(
-        &["aten::bernoulli", "aten::bernoulli.p", "aten::bernoulli.Tensor", "aten::bernoulli_.float", "aten::bernoulli_.Tensor"],
+        &[
+            "aten::bernoulli",
+            "aten::bernoulli.p",
+            "aten::bernoulli.Tensor",
+            "aten::bernoulli_.float",
+            "aten::bernoulli_.Tensor",
+        ],
         bernoulli_p,
     );
     r.add("aten::manual_seed", manual_seed);

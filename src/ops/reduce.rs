@@ -20,7 +20,10 @@ fn t(x: Tensor) -> R {
     Ok(IValue::Tensor(x))
 }
 fn pair(a: Tensor, b: Tensor) -> R {
-    Ok(IValue::Tuple(Tuple::new(vec![IValue::Tensor(a), IValue::Tensor(b)])))
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(a),
+        IValue::Tensor(b),
+    ])))
 }
 
 /// The dtype `sum`/`prod` produce: integral and bool inputs accumulate in int64.
@@ -29,7 +32,13 @@ fn sum_dtype(x: DType, dtype: Option<DType>) -> DType {
 }
 
 /// `sum` over `dims` (`None`: all) in `out` dtype; `skip_nan` gives `nansum`.
-pub(crate) fn sum_op(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>, skip_nan: bool) -> crate::Result<Tensor> {
+pub(crate) fn sum_op(
+    x: &Tensor,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+    skip_nan: bool,
+) -> crate::Result<Tensor> {
     let out = sum_dtype(x.dtype(), dtype);
     let xc = x.to_dtype(out)?;
     let plan = ReducePlan::new(&xc, dims, keepdim)?;
@@ -43,29 +52,62 @@ pub(crate) fn sum_op(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Opt
             }
         }),
         DType::Float64 => plan.rows::<f64, f64, _>(|r| pairwise_sum(r, &|v: f64| nz(v))),
-        DType::Float16 => plan.rows::<f16, f16, _>(|r| f16::from_f32(pairwise_sum(r, &|v: f16| nz(v.to_f64()) as f32))),
-        DType::BFloat16 => plan.rows::<bf16, bf16, _>(|r| bf16::from_f32(pairwise_sum(r, &|v: bf16| nz(v.to_f64()) as f32))),
-        DType::Complex64 => plan.rows::<Complex32, Complex32, _>(|r| pairwise_sum(r, &|v: Complex32| v)),
-        DType::Complex128 => plan.rows::<Complex64, Complex64, _>(|r| pairwise_sum(r, &|v: Complex64| v)),
+        DType::Float16 => plan.rows::<f16, f16, _>(|r| {
+            f16::from_f32(pairwise_sum(r, &|v: f16| nz(v.to_f64()) as f32))
+        }),
+        DType::BFloat16 => plan.rows::<bf16, bf16, _>(|r| {
+            bf16::from_f32(pairwise_sum(r, &|v: bf16| nz(v.to_f64()) as f32))
+        }),
+        DType::Complex64 => {
+            plan.rows::<Complex32, Complex32, _>(|r| pairwise_sum(r, &|v: Complex32| v))
+        }
+        DType::Complex128 => {
+            plan.rows::<Complex64, Complex64, _>(|r| pairwise_sum(r, &|v: Complex64| v))
+        }
         DType::Bool => plan.rows::<bool, bool, _>(|r| r.iter().any(|&v| v)),
-        d => dispatch_int!(d, "sum", |T| plan.rows::<T, T, _>(|r| r.iter().fold(T::zero(), |a, &b| a.add(b)))),
+        d => dispatch_int!(d, "sum", |T| plan
+            .rows::<T, T, _>(|r| r.iter().fold(T::zero(), |a, &b| a.add(b)))),
     }
 }
 
 fn sum(args: &mut Args<'_>) -> R {
-    t(sum_op(&args.tensor(0)?, None, false, args.opt_dtype(1)?, false)?)
+    t(sum_op(
+        &args.tensor(0)?,
+        None,
+        false,
+        args.opt_dtype(1)?,
+        false,
+    )?)
 }
 fn sum_dim(args: &mut Args<'_>) -> R {
     let dims = args.opt_int_list(1)?;
-    t(sum_op(&args.tensor(0)?, dims.as_deref(), args.bool(2)?, args.opt_dtype(3)?, false)?)
+    t(sum_op(
+        &args.tensor(0)?,
+        dims.as_deref(),
+        args.bool(2)?,
+        args.opt_dtype(3)?,
+        false,
+    )?)
 }
 fn nansum(args: &mut Args<'_>) -> R {
     let dims = args.opt_int_list(1)?;
-    t(sum_op(&args.tensor(0)?, dims.as_deref(), args.bool(2)?, args.opt_dtype(3)?, true)?)
+    t(sum_op(
+        &args.tensor(0)?,
+        dims.as_deref(),
+        args.bool(2)?,
+        args.opt_dtype(3)?,
+        true,
+    )?)
 }
 
 /// `mean` over `dims`; integral inputs need an explicit floating `dtype`, as in PyTorch.
-pub(crate) fn mean_op(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>, skip_nan: bool) -> crate::Result<Tensor> {
+pub(crate) fn mean_op(
+    x: &Tensor,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+    skip_nan: bool,
+) -> crate::Result<Tensor> {
     let out = dtype.unwrap_or(x.dtype());
     if !(out.is_floating_point() || out.is_complex()) {
         return Err(value_err(format!(
@@ -83,7 +125,14 @@ pub(crate) fn mean_op(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Op
             plan.rows::<$T, $T, _>(|r| {
                 if skip_nan {
                     let cnt = r.iter().filter(|&&v| !to(v).is_nan()).count() as $A;
-                    let s = pairwise_sum(r, &|v: $T| { let a = to(v); if a.is_nan() { 0.0 } else { a } });
+                    let s = pairwise_sum(r, &|v: $T| {
+                        let a = to(v);
+                        if a.is_nan() {
+                            0.0
+                        } else {
+                            a
+                        }
+                    });
                     from(s / cnt)
                 } else {
                     from(pairwise_sum(r, &to) / n as $A)
@@ -96,31 +145,62 @@ pub(crate) fn mean_op(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Op
         DType::Float64 => mean_rows!(f64, f64, |v| v, |v| v),
         DType::Float16 => mean_rows!(f16, f32, |v| v.to_f32(), f16::from_f32),
         DType::BFloat16 => mean_rows!(bf16, f32, |v| v.to_f32(), bf16::from_f32),
-        DType::Complex64 => plan.rows::<Complex32, Complex32, _>(|r| pairwise_sum(r, &|v: Complex32| v) / n as f32),
-        DType::Complex128 => plan.rows::<Complex64, Complex64, _>(|r| pairwise_sum(r, &|v: Complex64| v) / n),
+        DType::Complex64 => {
+            plan.rows::<Complex32, Complex32, _>(|r| pairwise_sum(r, &|v: Complex32| v) / n as f32)
+        }
+        DType::Complex128 => {
+            plan.rows::<Complex64, Complex64, _>(|r| pairwise_sum(r, &|v: Complex64| v) / n)
+        }
         d => Err(unsupported(format!("mean is not implemented for {d}"))),
     }
 }
 fn mean(args: &mut Args<'_>) -> R {
-    t(mean_op(&args.tensor(0)?, None, false, args.opt_dtype(1)?, false)?)
+    t(mean_op(
+        &args.tensor(0)?,
+        None,
+        false,
+        args.opt_dtype(1)?,
+        false,
+    )?)
 }
 fn mean_dim(args: &mut Args<'_>) -> R {
     let dims = args.opt_int_list(1)?;
-    t(mean_op(&args.tensor(0)?, dims.as_deref(), args.bool(2)?, args.opt_dtype(3)?, false)?)
+    t(mean_op(
+        &args.tensor(0)?,
+        dims.as_deref(),
+        args.bool(2)?,
+        args.opt_dtype(3)?,
+        false,
+    )?)
 }
 fn nanmean(args: &mut Args<'_>) -> R {
     let dims = args.opt_int_list(1)?;
-    t(mean_op(&args.tensor(0)?, dims.as_deref(), args.bool(2)?, args.opt_dtype(3)?, true)?)
+    t(mean_op(
+        &args.tensor(0)?,
+        dims.as_deref(),
+        args.bool(2)?,
+        args.opt_dtype(3)?,
+        true,
+    )?)
 }
 
-fn prod_op(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> crate::Result<Tensor> {
+fn prod_op(
+    x: &Tensor,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+) -> crate::Result<Tensor> {
     let out = sum_dtype(x.dtype(), dtype);
     let xc = x.to_dtype(out)?;
     let plan = ReducePlan::new(&xc, dims, keepdim)?;
     match out {
-        DType::Float16 => plan.rows::<f16, f16, _>(|r| f16::from_f32(r.iter().fold(1.0f32, |a, &b| a * b.to_f32()))),
-        DType::BFloat16 => plan.rows::<bf16, bf16, _>(|r| bf16::from_f32(r.iter().fold(1.0f32, |a, &b| a * b.to_f32()))),
-        d => dispatch_all!(d, "prod", |T| plan.rows::<T, T, _>(|r| r.iter().fold(T::one(), |a, &b| a.mul(b)))),
+        DType::Float16 => plan
+            .rows::<f16, f16, _>(|r| f16::from_f32(r.iter().fold(1.0f32, |a, &b| a * b.to_f32()))),
+        DType::BFloat16 => plan.rows::<bf16, bf16, _>(|r| {
+            bf16::from_f32(r.iter().fold(1.0f32, |a, &b| a * b.to_f32()))
+        }),
+        d => dispatch_all!(d, "prod", |T| plan
+            .rows::<T, T, _>(|r| r.iter().fold(T::one(), |a, &b| a.mul(b)))),
     }
 }
 fn prod(args: &mut Args<'_>) -> R {
@@ -128,7 +208,12 @@ fn prod(args: &mut Args<'_>) -> R {
 }
 fn prod_dim(args: &mut Args<'_>) -> R {
     let d = args.int(1)?;
-    t(prod_op(&args.tensor(0)?, Some(&[d]), args.bool(2)?, args.opt_dtype(3)?)?)
+    t(prod_op(
+        &args.tensor(0)?,
+        Some(&[d]),
+        args.bool(2)?,
+        args.opt_dtype(3)?,
+    )?)
 }
 
 fn empty_check(x: &Tensor, op: &str) -> crate::Result<()> {
@@ -141,10 +226,17 @@ fn empty_check(x: &Tensor, op: &str) -> crate::Result<()> {
 }
 
 /// max (`is_max`) or min over `dims`, NaN-propagating.
-pub(crate) fn extreme_op(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, is_max: bool) -> crate::Result<Tensor> {
+pub(crate) fn extreme_op(
+    x: &Tensor,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    is_max: bool,
+) -> crate::Result<Tensor> {
     let plan = ReducePlan::new(x, dims, keepdim)?;
     if plan.reduced == 0 && plan.outer > 0 {
-        return Err(value_err("max(): Expected reduction dim to be specified for input.numel() == 0."));
+        return Err(value_err(
+            "max(): Expected reduction dim to be specified for input.numel() == 0.",
+        ));
     }
     dispatch_real!(x.dtype(), "max", |T| plan.rows::<T, T, _>(|r| {
         if is_max {
@@ -166,11 +258,21 @@ fn min_all(args: &mut Args<'_>) -> R {
 }
 fn amax(args: &mut Args<'_>) -> R {
     let dims = args.int_list(1)?;
-    t(extreme_op(&args.tensor(0)?, Some(&dims), args.bool(2)?, true)?)
+    t(extreme_op(
+        &args.tensor(0)?,
+        Some(&dims),
+        args.bool(2)?,
+        true,
+    )?)
 }
 fn amin(args: &mut Args<'_>) -> R {
     let dims = args.int_list(1)?;
-    t(extreme_op(&args.tensor(0)?, Some(&dims), args.bool(2)?, false)?)
+    t(extreme_op(
+        &args.tensor(0)?,
+        Some(&dims),
+        args.bool(2)?,
+        false,
+    )?)
 }
 
 /// Index of the first maximum (minimum) of a row; the first NaN wins.
@@ -197,12 +299,20 @@ fn arg_extreme<T: Real>(r: &[T], is_max: bool) -> (T, i64) {
 }
 
 /// `max.dim`/`min.dim`: (values, int64 indices).
-pub(crate) fn extreme_dim(x: &Tensor, dim: i64, keepdim: bool, is_max: bool) -> crate::Result<(Tensor, Tensor)> {
+pub(crate) fn extreme_dim(
+    x: &Tensor,
+    dim: i64,
+    keepdim: bool,
+    is_max: bool,
+) -> crate::Result<(Tensor, Tensor)> {
     let plan = ReducePlan::new(x, Some(&[dim]), keepdim)?;
     if plan.reduced == 0 {
-        return Err(value_err("max(): Expected reduction dim to have non-zero size."));
+        return Err(value_err(
+            "max(): Expected reduction dim to have non-zero size.",
+        ));
     }
-    dispatch_real!(x.dtype(), "max.dim", |T| plan.rows2::<T, T, i64, _>(|r| arg_extreme(r, is_max)))
+    dispatch_real!(x.dtype(), "max.dim", |T| plan
+        .rows2::<T, T, i64, _>(|r| arg_extreme(r, is_max)))
 }
 fn max_dim(args: &mut Args<'_>) -> R {
     let (v, i) = extreme_dim(&args.tensor(0)?, args.int(1)?, args.bool(2)?, true)?;
@@ -221,9 +331,12 @@ fn argext(args: &Args<'_>, is_max: bool) -> R {
         None => ReducePlan::new(&x, None, keepdim)?,
     };
     if plan.reduced == 0 {
-        return Err(value_err("argmax(): Expected reduction dim to be specified for input.numel() == 0."));
+        return Err(value_err(
+            "argmax(): Expected reduction dim to be specified for input.numel() == 0.",
+        ));
     }
-    t(dispatch_real!(x.dtype(), "argmax", |T| plan.rows::<T, i64, _>(|r| arg_extreme(r, is_max).1))?)
+    t(dispatch_real!(x.dtype(), "argmax", |T| plan
+        .rows::<T, i64, _>(|r| arg_extreme(r, is_max).1))?)
 }
 fn argmax(args: &mut Args<'_>) -> R {
     argext(args, true)
@@ -248,7 +361,13 @@ fn aminmax(args: &mut Args<'_>) -> R {
 fn all_any(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, is_all: bool) -> crate::Result<Tensor> {
     let xb = x.to_dtype(DType::Bool)?;
     let plan = ReducePlan::new(&xb, dims, keepdim)?;
-    let r = plan.rows::<bool, bool, _>(|r| if is_all { r.iter().all(|&v| v) } else { r.iter().any(|&v| v) })?;
+    let r = plan.rows::<bool, bool, _>(|r| {
+        if is_all {
+            r.iter().all(|&v| v)
+        } else {
+            r.iter().any(|&v| v)
+        }
+    })?;
     if x.dtype() == DType::UInt8 {
         r.to_dtype(DType::UInt8)
     } else {
@@ -271,11 +390,21 @@ fn any_dim(args: &mut Args<'_>) -> R {
 }
 fn all_dims(args: &mut Args<'_>) -> R {
     let d = args.opt_int_list(1)?;
-    t(all_any(&args.tensor(0)?, d.as_deref(), args.bool(2)?, true)?)
+    t(all_any(
+        &args.tensor(0)?,
+        d.as_deref(),
+        args.bool(2)?,
+        true,
+    )?)
 }
 fn any_dims(args: &mut Args<'_>) -> R {
     let d = args.opt_int_list(1)?;
-    t(all_any(&args.tensor(0)?, d.as_deref(), args.bool(2)?, false)?)
+    t(all_any(
+        &args.tensor(0)?,
+        d.as_deref(),
+        args.bool(2)?,
+        false,
+    )?)
 }
 
 /// Row statistics in f64: (variance with `correction`, mean).
@@ -287,10 +416,18 @@ fn var_mean_row(r: &[f64], correction: f64) -> (f64, f64) {
 }
 
 /// (var or std, mean) over dims.
-fn var_std(x: &Tensor, dims: Option<&[i64]>, correction: f64, keepdim: bool, take_sqrt: bool) -> crate::Result<(Tensor, Tensor)> {
+fn var_std(
+    x: &Tensor,
+    dims: Option<&[i64]>,
+    correction: f64,
+    keepdim: bool,
+    take_sqrt: bool,
+) -> crate::Result<(Tensor, Tensor)> {
     let dt = x.dtype();
     if !dt.is_floating_point() {
-        return Err(unsupported(format!("std and var only support floating point dtypes, got {dt}")));
+        return Err(unsupported(format!(
+            "std and var only support floating point dtypes, got {dt}"
+        )));
     }
     let plan = ReducePlan::new(&x.to_dtype(DType::Float64)?, dims, keepdim)?;
     let (v, m) = plan.rows2::<f64, f64, f64, _>(|r| {
@@ -333,7 +470,13 @@ fn std_mean(args: &mut Args<'_>) -> R {
 }
 
 /// The vector p-norm over dims, computed in f64 and stored as `dtype` (or the input's real dtype).
-pub(crate) fn vector_norm(x: &Tensor, p: f64, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> crate::Result<Tensor> {
+pub(crate) fn vector_norm(
+    x: &Tensor,
+    p: f64,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+) -> crate::Result<Tensor> {
     let dt = x.dtype();
     if !(dt.is_floating_point() || dt.is_complex()) {
         return Err(value_err(format!(
@@ -349,9 +492,21 @@ pub(crate) fn vector_norm(x: &Tensor, p: f64, dims: Option<&[i64]>, keepdim: boo
     let plan = ReducePlan::new(&mag, dims, keepdim)?;
     let r = plan.rows::<f64, f64, _>(|r| {
         if p == f64::INFINITY {
-            r.iter().fold(0.0f64, |a, &b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.max(b.abs()) })
+            r.iter().fold(0.0f64, |a, &b| {
+                if b.is_nan() || a.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(b.abs())
+                }
+            })
         } else if p == f64::NEG_INFINITY {
-            r.iter().fold(f64::INFINITY, |a, &b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.min(b.abs()) })
+            r.iter().fold(f64::INFINITY, |a, &b| {
+                if b.is_nan() || a.is_nan() {
+                    f64::NAN
+                } else {
+                    a.min(b.abs())
+                }
+            })
         } else if p == 0.0 {
             r.iter().filter(|&&v| v != 0.0).count() as f64
         } else if p == 1.0 {
@@ -367,7 +522,13 @@ pub(crate) fn vector_norm(x: &Tensor, p: f64, dims: Option<&[i64]>, keepdim: boo
 fn linalg_vector_norm(args: &mut Args<'_>) -> R {
     let p = args.scalar(1)?.to_f64();
     let dims = args.opt_int_list(2)?;
-    t(vector_norm(&args.tensor(0)?, p, dims.as_deref(), args.bool(3)?, args.opt_dtype(4)?)?)
+    t(vector_norm(
+        &args.tensor(0)?,
+        p,
+        dims.as_deref(),
+        args.bool(3)?,
+        args.opt_dtype(4)?,
+    )?)
 }
 fn norm(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
@@ -386,16 +547,28 @@ fn norm(args: &mut Args<'_>) -> R {
 }
 fn frobenius_norm(args: &mut Args<'_>) -> R {
     let dims = args.int_list(1)?;
-    t(vector_norm(&args.tensor(0)?, 2.0, Some(&dims), args.bool(2)?, None)?)
+    t(vector_norm(
+        &args.tensor(0)?,
+        2.0,
+        Some(&dims),
+        args.bool(2)?,
+        None,
+    )?)
 }
 
 fn logsumexp(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let dims = args.int_list(1)?;
     let keepdim = args.bool(2)?;
-    let out = if x.dtype().is_integral(true) { DType::Float32 } else { x.dtype() };
+    let out = if x.dtype().is_integral(true) {
+        DType::Float32
+    } else {
+        x.dtype()
+    };
     if !out.is_floating_point() {
-        return Err(unsupported(format!("logsumexp is not implemented for {out}")));
+        return Err(unsupported(format!(
+            "logsumexp is not implemented for {out}"
+        )));
     }
     let plan = ReducePlan::new(&x.to_dtype(DType::Float64)?, Some(&dims), keepdim)?;
     let r = plan.rows::<f64, f64, _>(|r| {
@@ -417,20 +590,34 @@ fn cumulative(x: &Tensor, dim: i64, dtype: Option<DType>, product: bool) -> crat
         d => d,
     };
     let xc = x.to_dtype(compute)?;
-    let r = dispatch_all!(compute, "cumsum", |T| along_dim::<T, T, _>(&xc, dim, |s, d| {
-        let mut acc = if product { T::one() } else { T::zero() };
-        for (o, &v) in d.iter_mut().zip(s) {
-            acc = if product { acc.mul(v) } else { acc.add(v) };
-            *o = acc;
+    let r = dispatch_all!(compute, "cumsum", |T| along_dim::<T, T, _>(
+        &xc,
+        dim,
+        |s, d| {
+            let mut acc = if product { T::one() } else { T::zero() };
+            for (o, &v) in d.iter_mut().zip(s) {
+                acc = if product { acc.mul(v) } else { acc.add(v) };
+                *o = acc;
+            }
         }
-    }))?;
+    ))?;
     r.to_dtype(out)
 }
 fn cumsum(args: &mut Args<'_>) -> R {
-    t(cumulative(&args.tensor(0)?, args.int(1)?, args.opt_dtype(2)?, false)?)
+    t(cumulative(
+        &args.tensor(0)?,
+        args.int(1)?,
+        args.opt_dtype(2)?,
+        false,
+    )?)
 }
 fn cumprod(args: &mut Args<'_>) -> R {
-    t(cumulative(&args.tensor(0)?, args.int(1)?, args.opt_dtype(2)?, true)?)
+    t(cumulative(
+        &args.tensor(0)?,
+        args.int(1)?,
+        args.opt_dtype(2)?,
+        true,
+    )?)
 }
 fn cumsum_(args: &mut Args<'_>) -> R {
     let r = cumsum(args)?;
@@ -444,37 +631,47 @@ fn cumprod_(args: &mut Args<'_>) -> R {
 /// cummax/cummin: running extreme and the index where it was (ties take the later index).
 fn cum_extreme(x: &Tensor, dim: i64, is_max: bool) -> crate::Result<(Tensor, Tensor)> {
     let dim = wrap_dim(dim, x.dim())?;
-    let values = dispatch_real!(x.dtype(), "cummax", |T| along_dim::<T, T, _>(x, dim, |s, d| {
-        let mut best: Option<T> = None;
-        for (o, &v) in d.iter_mut().zip(s) {
-            let b = match best {
-                None => v,
-                Some(b) if b.is_nan_val() => b,
-                Some(b) if v.is_nan_val() || (is_max && v >= b) || (!is_max && v <= b) => v,
-                Some(b) => b,
-            };
-            best = Some(b);
-            *o = b;
+    let values = dispatch_real!(x.dtype(), "cummax", |T| along_dim::<T, T, _>(
+        x,
+        dim,
+        |s, d| {
+            let mut best: Option<T> = None;
+            for (o, &v) in d.iter_mut().zip(s) {
+                let b = match best {
+                    None => v,
+                    Some(b) if b.is_nan_val() => b,
+                    Some(b) if v.is_nan_val() || (is_max && v >= b) || (!is_max && v <= b) => v,
+                    Some(b) => b,
+                };
+                best = Some(b);
+                *o = b;
+            }
         }
-    }))?;
-    let indices = dispatch_real!(x.dtype(), "cummax", |T| along_dim::<T, i64, _>(x, dim, |s, d| {
-        let mut best: Option<(T, i64)> = None;
-        for (i, (o, &v)) in d.iter_mut().zip(s).enumerate() {
-            let i = i as i64;
-            let b = match best {
-                None => (v, i),
-                Some((b, bi)) => {
-                    if v.is_nan_val() || (!b.is_nan_val() && ((is_max && v >= b) || (!is_max && v <= b))) {
-                        (v, i)
-                    } else {
-                        (b, bi)
+    ))?;
+    let indices = dispatch_real!(x.dtype(), "cummax", |T| along_dim::<T, i64, _>(
+        x,
+        dim,
+        |s, d| {
+            let mut best: Option<(T, i64)> = None;
+            for (i, (o, &v)) in d.iter_mut().zip(s).enumerate() {
+                let i = i as i64;
+                let b = match best {
+                    None => (v, i),
+                    Some((b, bi)) => {
+                        if v.is_nan_val()
+                            || (!b.is_nan_val() && ((is_max && v >= b) || (!is_max && v <= b)))
+                        {
+                            (v, i)
+                        } else {
+                            (b, bi)
+                        }
                     }
-                }
-            };
-            best = Some(b);
-            *o = b.1;
+                };
+                best = Some(b);
+                *o = b.1;
+            }
         }
-    }))?;
+    ))?;
     Ok((values, indices))
 }
 fn cummax(args: &mut Args<'_>) -> R {
@@ -501,7 +698,10 @@ fn count_nonzero(args: &mut Args<'_>) -> R {
 }
 fn count_nonzero_dims(args: &mut Args<'_>) -> R {
     let d = args.int_list(1)?;
-    t(count_nonzero_op(&args.tensor(0)?, if d.is_empty() { None } else { Some(&d) })?)
+    t(count_nonzero_op(
+        &args.tensor(0)?,
+        if d.is_empty() { None } else { Some(&d) },
+    )?)
 }
 
 /// Lower median of a row with its index (`skip_nan`: ignore NaNs; otherwise NaN wins).
@@ -519,7 +719,11 @@ fn median_row<T: Real>(r: &[T], skip_nan: bool) -> (T, i64) {
         };
     }
     let k = (idx.len() - 1) / 2;
-    idx.sort_by(|&a, &b| r[a].partial_cmp(&r[b]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+    idx.sort_by(|&a, &b| {
+        r[a].partial_cmp(&r[b])
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.cmp(&b))
+    });
     let i = idx[k];
     (r[i], i as i64)
 }
@@ -529,15 +733,19 @@ fn median_all(args: &Args<'_>, skip_nan: bool) -> R {
         return Err(value_err("median() input tensor cannot be empty"));
     }
     let plan = ReducePlan::new(&x, None, false)?;
-    t(dispatch_real!(x.dtype(), "median", |T| plan.rows::<T, T, _>(|r| median_row(r, skip_nan).0))?)
+    t(dispatch_real!(x.dtype(), "median", |T| plan
+        .rows::<T, T, _>(|r| median_row(r, skip_nan).0))?)
 }
 fn median_dim(args: &Args<'_>, skip_nan: bool) -> R {
     let x = args.tensor(0)?;
     let plan = ReducePlan::new(&x, Some(&[args.int(1)?]), args.bool(2)?)?;
     if plan.reduced == 0 {
-        return Err(value_err("median(): Expected reduction dim to have non-zero size."));
+        return Err(value_err(
+            "median(): Expected reduction dim to have non-zero size.",
+        ));
     }
-    let (v, i) = dispatch_real!(x.dtype(), "median", |T| plan.rows2::<T, T, i64, _>(|r| median_row(r, skip_nan)))?;
+    let (v, i) = dispatch_real!(x.dtype(), "median", |T| plan
+        .rows2::<T, T, i64, _>(|r| median_row(r, skip_nan)))?;
     pair(v, i)
 }
 fn median(args: &mut Args<'_>) -> R {
@@ -584,7 +792,12 @@ pub(crate) fn register(r: &mut Registry) {
         r.add(&format!("aten::std_mean{ov}"), std_mean);
     }
     r.add_all(
-        &["aten::norm.Scalar", "aten::norm.ScalarOpt_dim", "aten::norm.ScalarOpt_dim_dtype", "aten::norm.ScalarOpt_dtype"],
+        &[
+            "aten::norm.Scalar",
+            "aten::norm.ScalarOpt_dim",
+            "aten::norm.ScalarOpt_dim_dtype",
+            "aten::norm.ScalarOpt_dtype",
+        ],
         norm,
     );
     r.add("aten::linalg_vector_norm", linalg_vector_norm);

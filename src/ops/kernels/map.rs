@@ -31,9 +31,7 @@ where
         let src = x.view::<I>()?;
         let mut dv = out.view_mut::<O>()?;
         if src.len() >= PARALLEL_THRESHOLD {
-            Zip::from(&mut dv)
-                .and(&src)
-                .par_for_each(|d, &s| *d = f(s));
+            Zip::from(&mut dv).and(&src).par_for_each(|d, &s| *d = f(s));
         } else {
             Zip::from(&mut dv).and(&src).for_each(|d, &s| *d = f(s));
         }

@@ -57,8 +57,14 @@ impl ReducePlan {
         let input = x
             .as_strided(&pshape, &pstrides, x.storage_offset())?
             .contiguous()?;
-        let outer: usize = (0..x.dim()).filter(|&d| !mask[d]).map(|d| shape[d]).product();
-        let reduced: usize = (0..x.dim()).filter(|&d| mask[d]).map(|d| shape[d]).product();
+        let outer: usize = (0..x.dim())
+            .filter(|&d| !mask[d])
+            .map(|d| shape[d])
+            .product();
+        let reduced: usize = (0..x.dim())
+            .filter(|&d| mask[d])
+            .map(|d| shape[d])
+            .product();
         let out_shape = (0..x.dim())
             .filter_map(|d| {
                 if !mask[d] {
@@ -145,7 +151,11 @@ impl ReducePlan {
 
 /// Apply `f(row_in, row_out)` to every 1-d lane of `x` along `dim`; the result has `x`'s shape
 /// and element type `O` (softmax, cumsum, ...). Lanes run in parallel.
-pub(crate) fn along_dim<T: Element, O: Element, F>(x: &Tensor, dim: usize, f: F) -> crate::Result<Tensor>
+pub(crate) fn along_dim<T: Element, O: Element, F>(
+    x: &Tensor,
+    dim: usize,
+    f: F,
+) -> crate::Result<Tensor>
 where
     F: Fn(&[T], &mut [O]) + Sync + Send,
 {
@@ -185,7 +195,9 @@ where
             .zip(src.par_chunks(n))
             .for_each(|(d, s)| f(s, d));
     } else {
-        dst.chunks_mut(n).zip(src.chunks(n)).for_each(|(d, s)| f(s, d));
+        dst.chunks_mut(n)
+            .zip(src.chunks(n))
+            .for_each(|(d, s)| f(s, d));
     }
     restore_order(out, &order)
 }
