@@ -93,8 +93,8 @@ fn elu(args: &mut Args<'_>) -> R {
     t(elu_op(&x, a, s, i)?)
 }
 fn selu(args: &mut Args<'_>) -> R {
-    const ALPHA: f64 = 1.673_263_242_354_377_3;
-    const SCALE: f64 = 1.050_700_987_355_480_5;
+    const ALPHA: f64 = 1.6732632423543772;
+    const SCALE: f64 = 1.0507009873554805;
     t(elu_op(&args.tensor(0)?, ALPHA, SCALE, 1.0)?)
 }
 fn celu(args: &mut Args<'_>) -> R {
@@ -183,7 +183,7 @@ fn hardshrink(args: &mut Args<'_>) -> R {
     t(float_unary!(
         &x,
         "hardshrink",
-        |v: F| if v >= -(l as F) && v <= l as F {
+        |v: F| if (-(l as F)..=l as F).contains(&v) {
             0.0
         } else {
             v

@@ -146,8 +146,8 @@ fn fill_uniform(g: &mut Generator, out: &Tensor, from: f64, to: f64) -> crate::R
     match out.dtype() {
         DType::Float32 => fill!(f32, |v| v as f32),
         DType::Float64 => fill!(f64, |v| v),
-        DType::Float16 => fill!(f16, |v| f16::from_f64(v)),
-        DType::BFloat16 => fill!(bf16, |v| bf16::from_f64(v)),
+        DType::Float16 => fill!(f16, f16::from_f64),
+        DType::BFloat16 => fill!(bf16, bf16::from_f64),
         d => return Err(unsupported(format!("uniform_ is not implemented for {d}"))),
     }
     Ok(())
@@ -277,7 +277,7 @@ pub(crate) fn dropout_train(
     let mask = Tensor::from_vec(keep, &mask_shape)?;
     let xf = x.to_dtype(DType::Float64)?;
     let out = if alpha {
-        let alpha_p = -1.758_099_340_847_376_6 * 1.050_700_987_355_480_5;
+        let alpha_p = -1.7580993408473766 * 1.0507009873554805;
         let a = 1.0 / ((alpha_p * alpha_p * p + 1.0) * (1.0 - p)).sqrt();
         let b = -a * alpha_p * p;
         super::kernels::map::map_binary::<f64, f64, f64, _>(&xf, &mask, |v, m| {
