@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use tsrun::ops::{Args, OpContext, Registry};
-use tsrun::runtime::{Device, Dict, IValue, List, Tuple};
+use tsrun::runtime::{Device, Dict, EnumValue, IValue, List, Object, Tuple};
 use tsrun::tensor::{DType, Tensor};
 
 /// The repository's fixtures directory.
@@ -70,10 +70,15 @@ fn json_f64(v: &Value) -> f64 {
 /// Decode one encoded value (see fixtures/golden_io.py).
 pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
     let obj = v.as_object().expect("encoded value is an object");
-    let (tag, body) = obj.iter().next().expect("encoded value has a tag");
+    // serde_json maps iterate in key order: a tensor's "dtype"/"shape" sort before its tag
+    let (tag, body) = obj
+        .get_key_value("tensor")
+        .or_else(|| obj.iter().next())
+        .expect("encoded value has a tag");
     match tag.as_str() {
         "tensor" => {
-            let dtype = DType::from_name(obj["dtype"].as_str().expect("dtype")).expect("known dtype");
+            let dtype =
+                DType::from_name(obj["dtype"].as_str().expect("dtype")).expect("known dtype");
             IValue::Tensor(arrays.tensor(body.as_str().expect("key"), dtype))
         }
         "none" => IValue::None,
@@ -107,6 +112,29 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
             }
             IValue::Dict(d)
         }
+        "object" => {
+            let class = body["class"].as_str().expect("object class");
+            let fields: indexmap::IndexMap<std::sync::Arc<str>, IValue> = body["fields"]
+                .as_array()
+                .expect("object fields")
+                .iter()
+                .map(|kv| {
+                    (
+                        kv[0].as_str().expect("field name").into(),
+                        decode(&kv[1], arrays),
+                    )
+                })
+                .collect();
+            IValue::Object(Object::new(class.into(), fields))
+        }
+        "enum" => IValue::Enum(std::sync::Arc::new(EnumValue {
+            class: body["class"].as_str().expect("enum class").into(),
+            name: body["name"].as_str().expect("enum member name").into(),
+            value: decode(&body["value"], arrays),
+        })),
+        "tensor_meta" => {
+            panic!("tensor_meta (attribute goldens) carries no data: compare dtype/shape")
+        }
         other => panic!("unknown golden tag {other}"),
     }
 }
@@ -114,15 +142,27 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
 /// Compare `got` with PyTorch's `want`; `Err` describes the first difference. Floating tensors
 /// use `|got - want| <= atol + rtol * max|want|` (tolerance relative to the output's scale);
 /// integer and bool tensors must be equal, dtypes and shapes identical.
-pub fn compare(got: &IValue, want: &IValue, rtol: f64, atol: f64, path: &str) -> Result<(), String> {
+pub fn compare(
+    got: &IValue,
+    want: &IValue,
+    rtol: f64,
+    atol: f64,
+    path: &str,
+) -> Result<(), String> {
     match (got, want) {
         (IValue::Tensor(g), IValue::Tensor(w)) => compare_tensors(g, w, rtol, atol, path),
-        (IValue::List(g), IValue::List(w)) => compare_seq(&g.to_vec(), &w.to_vec(), rtol, atol, path),
+        (IValue::List(g), IValue::List(w)) => {
+            compare_seq(&g.to_vec(), &w.to_vec(), rtol, atol, path)
+        }
         (IValue::Tuple(g), IValue::Tuple(w)) => compare_seq(g.items(), w.items(), rtol, atol, path),
         (IValue::Dict(g), IValue::Dict(w)) => {
             let (ge, we) = (g.entries(), w.entries());
             if ge.len() != we.len() {
-                return Err(format!("{path}: dict has {} entries, want {}", ge.len(), we.len()));
+                return Err(format!(
+                    "{path}: dict has {} entries, want {}",
+                    ge.len(),
+                    we.len()
+                ));
             }
             for ((gk, gv), (wk, wv)) in ge.iter().zip(&we) {
                 compare(gk, wk, rtol, atol, &format!("{path}.key"))?;
@@ -157,12 +197,22 @@ fn compare_seq(g: &[IValue], w: &[IValue], rtol: f64, atol: f64, path: &str) -> 
     Ok(())
 }
 
-pub fn compare_tensors(g: &Tensor, w: &Tensor, rtol: f64, atol: f64, path: &str) -> Result<(), String> {
+pub fn compare_tensors(
+    g: &Tensor,
+    w: &Tensor,
+    rtol: f64,
+    atol: f64,
+    path: &str,
+) -> Result<(), String> {
     if g.dtype() != w.dtype() {
         return Err(format!("{path}: dtype {}, want {}", g.dtype(), w.dtype()));
     }
     if g.shape() != w.shape() {
-        return Err(format!("{path}: shape {:?}, want {:?}", g.shape(), w.shape()));
+        return Err(format!(
+            "{path}: shape {:?}, want {:?}",
+            g.shape(),
+            w.shape()
+        ));
     }
     if w.dtype().is_complex() {
         let gv = g.to_vec::<Complex64>().map_err(|e| e.to_string())?;
@@ -178,7 +228,11 @@ pub fn compare_tensors(g: &Tensor, w: &Tensor, rtol: f64, atol: f64, path: &str)
     if w.dtype().is_floating_point() {
         let gv = g.to_vec::<f64>().map_err(|e| e.to_string())?;
         let wv = w.to_vec::<f64>().map_err(|e| e.to_string())?;
-        let scale = wv.iter().filter(|x| x.is_finite()).map(|x| x.abs()).fold(0.0, f64::max);
+        let scale = wv
+            .iter()
+            .filter(|x| x.is_finite())
+            .map(|x| x.abs())
+            .fold(0.0, f64::max);
         for (i, (a, b)) in gv.iter().zip(&wv).enumerate() {
             let ok = if b.is_nan() {
                 a.is_nan()
@@ -216,7 +270,11 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
     for (i, case) in json["cases"].as_array().expect("cases").iter().enumerate() {
         let op = case["op"].as_str().expect("op");
         let overload = case["overload"].as_str().unwrap_or("");
-        let name = if overload.is_empty() { op.to_string() } else { format!("{op}.{overload}") };
+        let name = if overload.is_empty() {
+            op.to_string()
+        } else {
+            format!("{op}.{overload}")
+        };
         let Some(kernel) = registry.lookup(op, overload) else {
             failures.push(format!("case {i} {name}: no kernel"));
             continue;
@@ -258,5 +316,9 @@ pub fn assert_op_cases(family: &str) {
     for f in &failures {
         println!("  {f}");
     }
-    assert!(failures.is_empty(), "{} {family} op cases failed", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} {family} op cases failed",
+        failures.len()
+    );
 }
