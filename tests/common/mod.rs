@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use tsrun::ops::{Args, OpContext, Registry};
-use tsrun::runtime::{Device, Dict, IValue, List, Tuple};
+use tsrun::runtime::{Device, Dict, EnumValue, IValue, List, Object, Tuple};
 use tsrun::tensor::{DType, Tensor};
 
 /// The repository's fixtures directory.
@@ -131,6 +131,29 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
                     .expect("hashable key");
             }
             IValue::Dict(d)
+        }
+        "object" => {
+            let class = body["class"].as_str().expect("object class");
+            let fields: indexmap::IndexMap<std::sync::Arc<str>, IValue> = body["fields"]
+                .as_array()
+                .expect("object fields")
+                .iter()
+                .map(|kv| {
+                    (
+                        kv[0].as_str().expect("field name").into(),
+                        decode(&kv[1], arrays),
+                    )
+                })
+                .collect();
+            IValue::Object(Object::new(class.into(), fields))
+        }
+        "enum" => IValue::Enum(std::sync::Arc::new(EnumValue {
+            class: body["class"].as_str().expect("enum class").into(),
+            name: body["name"].as_str().expect("enum member name").into(),
+            value: decode(&body["value"], arrays),
+        })),
+        "tensor_meta" => {
+            panic!("tensor_meta (attribute goldens) carries no data: compare dtype/shape")
         }
         other => panic!("unknown golden tag {other}"),
     }
