@@ -988,12 +988,8 @@ fn angle(args: &mut Args<'_>) -> R {
 fn polar(args: &mut Args<'_>) -> R {
     let (a, b) = (args.tensor(0)?, args.tensor(1)?);
     t(match a.dtype() {
-        DType::Float32 => {
-            map_binary::<f32, f32, Complex32, _>(&a, &b, Complex32::from_polar)?
-        }
-        DType::Float64 => {
-            map_binary::<f64, f64, Complex64, _>(&a, &b, Complex64::from_polar)?
-        }
+        DType::Float32 => map_binary::<f32, f32, Complex32, _>(&a, &b, Complex32::from_polar)?,
+        DType::Float64 => map_binary::<f64, f64, Complex64, _>(&a, &b, Complex64::from_polar)?,
         d => return Err(unsupported(format!("polar is not implemented for {d}"))),
     })
 }
