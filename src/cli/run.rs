@@ -30,6 +30,39 @@ pub struct RunArgs {
     /// Number of worker threads (as `torch.set_num_threads`).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Call a submodule instead of the root (dotted path, as `get_submodule`).
+    #[arg(long)]
+    pub submodule: Option<String>,
+}
+
+/// Run the command: load, call, then print the result or write it to the npz.
+pub fn run(args: &RunArgs) -> crate::Result<()> {
+    if let Some(n) = args.threads {
+        crate::runtime::set_num_threads(n)?;
+    }
+    let root = crate::runtime::Module::load(&args.model)?;
+    let module = match &args.submodule {
+        Some(path) => root.get_submodule(path)?,
+        None => root,
+    };
+    let inputs = args
+        .inputs
+        .iter()
+        .map(|i| parse_input(i))
+        .collect::<crate::Result<Vec<_>>>()?;
+    let ctx = crate::ops::OpContext::with_seed(args.seed.unwrap_or(0));
+    let result = if args.method == "forward" {
+        module.call_with(inputs, &ctx)?
+    } else {
+        module.run_method_with(&args.method, inputs, &ctx)?
+    };
+    match &args.output {
+        Some(path) => write_npz(path, &result),
+        None => {
+            println!("{}", describe(&result));
+            Ok(())
+        }
+    }
 }
 
 fn cli_err(msg: impl Into<String>) -> Error {

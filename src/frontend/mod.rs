@@ -80,21 +80,3 @@ pub fn module_qualname(code_path: &str) -> Option<String> {
     }
     Some(stem.replace('/', "."))
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn qualnames() {
-        assert_eq!(
-            module_qualname("code/__torch__/torch/nn/modules/linear.py").as_deref(),
-            Some("__torch__.torch.nn.modules.linear")
-        );
-        assert_eq!(
-            module_qualname("net/code/__torch__.py").as_deref(),
-            Some("__torch__")
-        );
-        assert_eq!(module_qualname("net/data.pkl"), None);
-    }
-}

@@ -660,17 +660,3 @@ fn ivalue_type(v: &IValue) -> Type {
         _ => Type::Any,
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ir::printer::print_graph;
-    use crate::ir::printer::PrintOptions;
-
-    #[test]
-    fn round_trip_small_graph() {
-        let text = "graph(%self.1 : __torch__.M,\n      %x.1 : Tensor):\n  %2 : bool = prim::Constant[value=1]() # m.py:3:4\n  %s : str = prim::Constant[value=\"a\\\"b\\n\"]()\n  %t : (float, int) = prim::Constant[value=(1.5, 2)]()\n  %4 : NoneType = prim::Constant()\n  %y : Tensor = prim::If(%2) # m.py:4:8\n    block0():\n      %5 : Tensor = aten::relu(%x.1) # m.py:5:12\n      -> (%5)\n    block1():\n      -> (%x.1)\n   = prim::SetAttr[name=\"w\"](%self.1, %y)\n  %l : int[]? = prim::Constant[value=[1, 2]]()\n  return (%y)\n";
-        let g = parse_graph(text).expect("parses");
-        assert_eq!(print_graph(&g, PrintOptions::default()), text);
-    }
-}

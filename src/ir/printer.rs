@@ -381,21 +381,3 @@ pub fn tensor_attr_text(t: &Tensor) -> String {
     }
     "<Tensor>".to_string()
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn doubles_as_pytorch_prints_them() {
-        assert_eq!(fmt_double(0.1), "0.10000000000000001");
-        assert_eq!(fmt_double(2.0), "2.");
-        assert_eq!(fmt_double(1e-8), "1e-08");
-        assert_eq!(fmt_double(2.5e20), "2.5e+20");
-        assert_eq!(fmt_double(f64::INFINITY), "inf");
-        assert_eq!(fmt_double(-f64::NAN), "-nan");
-        assert_eq!(fmt_g(0.1, 6), "0.1");
-        assert_eq!(fmt_g(123456789.0, 6), "1.23457e+08");
-        assert_eq!(quoted_string("a\"b'\n"), "\"a\\\"b\\'\\n\"");
-    }
-}

@@ -273,25 +273,3 @@ impl AnnotParser<'_> {
         })
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn annotation_round_trip() {
-        for s in [
-            "List[str]",
-            "Dict[str, Tensor]",
-            "Optional[Tuple[int, float]]",
-            "__torch__.foo.Bar",
-            "Tuple[()]",
-        ] {
-            assert_eq!(parse_annotation(s).unwrap().annotation_str(), s);
-        }
-        assert_eq!(
-            parse_annotation("Optional[List[int]]").unwrap().to_string(),
-            "int[]?"
-        );
-    }
-}

@@ -21,6 +21,15 @@ impl Default for OpContext {
     }
 }
 
+impl OpContext {
+    /// A context with its own generator seeded like `torch.manual_seed(seed)`.
+    pub fn with_seed(seed: u64) -> OpContext {
+        OpContext {
+            generator: Arc::new(Mutex::new(Generator::new(seed))),
+        }
+    }
+}
+
 /// A kernel's arguments: the operator name (for errors), the values, and the context.
 pub struct Args<'a> {
     pub op: &'a str,

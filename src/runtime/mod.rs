@@ -5,7 +5,7 @@ pub mod ivalue;
 pub mod module;
 
 pub use ivalue::{Device, DeviceKind, Dict, DictKey, EnumValue, IValue, List, Object, Tuple};
-pub use module::Module;
+pub use module::{manual_seed, set_num_threads, Module};
 
 /// An error raised while running TorchScript code.
 #[derive(Debug, thiserror::Error)]

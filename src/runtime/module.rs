@@ -2,7 +2,10 @@
 //! denotes), with PyTorch's tree API (`named_parameters`, `state_dict`, `get_submodule`, ...).
 
 pub mod decls;
+mod run;
 mod save;
+
+pub use run::{manual_seed, set_num_threads};
 
 use crate::archive::Archive;
 use crate::ir::types::Type;
@@ -33,7 +36,10 @@ pub struct ModuleShared {
     /// The parsed code files, filled on first use by [`Module::program`].
     program: OnceLock<std::result::Result<Arc<Vec<crate::frontend::ast::File>>, String>>,
     /// The compiled program, filled on first use by the compiler (see `crate::ir::unit`).
-    pub compiled: OnceLock<std::result::Result<Arc<crate::ir::unit::CompilationUnit>, String>>,
+    compiled: OnceLock<std::result::Result<Arc<crate::ir::unit::CompilationUnit>, String>>,
+    /// The interpreter over the compiled program, built on first call (see `run.rs`).
+    interpreter:
+        OnceLock<std::result::Result<Arc<crate::runtime::interpreter::Interpreter>, String>>,
 }
 
 /// A TorchScript module: the root of a loaded archive or one of its submodules.
@@ -120,6 +126,7 @@ impl Module {
             classes,
             program: OnceLock::new(),
             compiled: OnceLock::new(),
+            interpreter: OnceLock::new(),
         };
         Ok(Module {
             shared: Arc::new(shared),

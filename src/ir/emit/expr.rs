@@ -123,7 +123,11 @@ impl Emitter<'_> {
         self.as_value(s, e.span)
     }
 
-    fn as_value(&mut self, s: Sugared, span: ast::Span) -> Result<ValueId, CompileError> {
+    pub(super) fn as_value(
+        &mut self,
+        s: Sugared,
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
         match s {
             Sugared::Value(v) => Ok(v),
             Sugared::Global(name) => self.global_value(&name, span),
@@ -153,7 +157,11 @@ impl Emitter<'_> {
         let v = match &e.kind {
             ExprKind::Name(n) => match self.lookup(n) {
                 Some(v) => v,
-                None => return Ok(Sugared::Global(n.clone())),
+                None => {
+                    return Ok(Sugared::Global(
+                        self.lookup_alias(n).unwrap_or_else(|| n.clone()),
+                    ))
+                }
             },
             ExprKind::Int(i) => self.b.constant(IValue::Int(*i)),
             ExprKind::Float(f) => self.b.constant(IValue::Double(*f)),
@@ -540,9 +548,15 @@ impl Emitter<'_> {
             "annotate" if args.len() == 2 => {
                 let ty = self.type_arg(&args[0])?;
                 let v = self.emit_value(&args[1], Some(&ty))?;
+                // as PyTorch: implicit conversions apply (`annotate(number, tensor)`)
+                let v = super::matching::convert_to_type(&mut self.b, &ty, v, true);
                 let vt = self.b.ty(v).clone();
                 if !is_subtype(&vt, &ty) {
                     return Err(self.err(span, format!("annotate: {vt} is not a {ty}")));
+                }
+                if matches!(ty, Type::Optional(_)) && vt == Type::NoneType {
+                    // a None annotated Optional[T] remembers T
+                    return Ok(self.b.insert1("prim::Constant", None, vec![], ty));
                 }
                 return Ok(v);
             }
@@ -571,10 +585,16 @@ impl Emitter<'_> {
                 if !types.iter().any(|t| is_subtype(t, &vt)) {
                     return Ok(self.b.constant(IValue::Bool(false)));
                 }
-                return Err(self.err(
-                    span,
-                    "isinstance() that needs a runtime check is not supported",
-                ));
+                // decided at run time: `prim::isinstance[types=[...]](%v)`
+                let n = self
+                    .b
+                    .insert("prim::isinstance", None, vec![v], vec![Type::Bool]);
+                let attr = match types.as_slice() {
+                    [one] => Attr::Type(one.clone()),
+                    many => Attr::Strs(many.iter().map(|t| t.annotation_str()).collect()),
+                };
+                self.b.graph.node_mut(n).attrs.push(("types".into(), attr));
+                return Ok(self.b.graph.node(n).outputs[0]);
             }
             "getattr" if args.len() == 2 => {
                 let ExprKind::Str(attr) = &args[1].kind else {

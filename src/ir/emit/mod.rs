@@ -64,6 +64,9 @@ pub fn emit_function(
 #[derive(Default)]
 struct Frame {
     vars: IndexMap<String, ValueId>,
+    /// Names bound to a global that is not a value (`_0 = __torch__.m.f`, a function or
+    /// class): calls through them resolve like calls of the global itself.
+    aliases: IndexMap<String, String>,
 }
 
 struct Emitter<'a> {
@@ -112,6 +115,14 @@ impl Emitter<'_> {
         if let Some(f) = self.frames.last_mut() {
             f.vars.insert(name.to_string(), v);
         }
+    }
+
+    /// The global a name was bound to by `name = some.global.function`.
+    fn lookup_alias(&self, name: &str) -> Option<String> {
+        self.frames
+            .iter()
+            .rev()
+            .find_map(|f| f.aliases.get(name).cloned())
     }
 
     fn push_frame(&mut self) {

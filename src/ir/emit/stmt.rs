@@ -1,5 +1,6 @@
 //! Statements: assignment, `if`, loops, attribute stores.
 
+use super::expr::Sugared;
 use super::matching::tuple_elements;
 use super::Emitter;
 use crate::frontend::ast::{self, Expr, ExprKind, Stmt, StmtKind};
@@ -46,6 +47,26 @@ impl Emitter<'_> {
             }
             StmtKind::Pass => {}
             StmtKind::Assign { targets, value } => {
+                if let ([target], true) = (targets.as_slice(), is_dotted_name(value)) {
+                    if let ExprKind::Name(alias) = &target.kind {
+                        // `_0 = __torch__.m.f`: functions are not values; remember the name
+                        match self.emit_sugared(value, None)? {
+                            Sugared::Global(g)
+                                if self.unit.function_signature(&g).is_some()
+                                    || self.unit.class(&g).is_some() =>
+                            {
+                                if let Some(f) = self.frames.last_mut() {
+                                    f.aliases.insert(alias.clone(), g);
+                                }
+                            }
+                            other => {
+                                let v = self.as_value(other, value.span)?;
+                                self.assign(target, v)?;
+                            }
+                        }
+                        return Ok(());
+                    }
+                }
                 let hint = match targets.as_slice() {
                     [t] => self.target_type_hint(t),
                     _ => None,
@@ -628,5 +649,14 @@ fn collect_assigned(stmts: &[Stmt], out: &mut Vec<String>) {
             }
             _ => {}
         }
+    }
+}
+
+/// `a` or `a.b.c`: an expression that may name a global.
+fn is_dotted_name(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Name(_) => true,
+        ExprKind::Attribute { value, .. } => is_dotted_name(value),
+        _ => false,
     }
 }

@@ -1,7 +1,7 @@
 //! Corrupt, hostile and legacy inputs fail with a typed error saying what and where; never a
 //! panic. Corrupt archives are built here from a real fixture.
 
-mod load_common;
+use crate::load_common;
 
 use std::io::{Cursor, Read, Write};
 use tsrun::archive::ArchiveError;

@@ -1,6 +1,6 @@
 //! Golden operator cases for the nn families, written by fixtures/gen_ops_nn.py.
 
-mod common;
+use crate::common;
 
 #[test]
 fn linalg_ops() {

@@ -1,6 +1,6 @@
 //! Builtins on ints, floats, strings and lists against PyTorch (fixtures/gen_ops_scalar.py).
 
-mod common;
+use crate::common;
 
 #[test]
 fn scalar_builtins_match_pytorch() {

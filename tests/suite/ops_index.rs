@@ -1,7 +1,7 @@
 //! Golden tests for the indexing (src/ops/index.rs) and sorting (src/ops/sort.rs) families,
 //! from fixtures/ops/index.json and fixtures/ops/sort.json (fixtures/gen_ops_index.py).
 
-mod common;
+use crate::common;
 
 #[test]
 fn index_op_cases() {

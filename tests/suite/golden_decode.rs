@@ -1,7 +1,6 @@
 //! The golden decoder (tests/common) reads what fixtures/generate.py wrote.
-mod common;
 
-use common::{decode, fixtures_dir, Arrays};
+use crate::common::{decode, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::fs::File;
 

@@ -2,9 +2,9 @@
 //! view geometry (strides, storage offset, aliasing) from fixtures/ops/shape_views.json, both
 //! written by fixtures/gen_ops_shape.py with PyTorch.
 
-mod common;
+use crate::common;
 
-use common::{compare, decode, fixtures_dir, Arrays};
+use crate::common::{compare, decode, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::fs::File;
 use tsrun::ops::{Args, OpContext, Registry};

@@ -2,9 +2,7 @@
 //! attributes, code and debug records, extra files); saving is deterministic and storages are
 //! stored uncompressed and 64-byte aligned.
 
-mod load_common;
-
-use load_common::{attributes_json, fixture_names, load_fixture, state_entry, structure};
+use crate::load_common::{attributes_json, fixture_names, load_fixture, state_entry, structure};
 use serde_json::{json, Value};
 use std::io::Cursor;
 use tsrun::runtime::Module;

@@ -3,13 +3,11 @@
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use tsrun::runtime::{IValue, Module};
 use tsrun::Tensor;
 
-pub fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
-}
+pub use crate::common::fixtures_dir;
 
 pub fn model_path(name: &str) -> PathBuf {
     fixtures_dir().join("models").join(format!("{name}.pt"))

@@ -2,9 +2,9 @@
 //! (fixtures/golden/<name>/structure.json): module tree, parameter/buffer/state_dict orders,
 //! dtypes, geometry, bit-exact values, shared storages, methods, attributes and extra files.
 
-mod load_common;
+use crate::load_common;
 
-use load_common::{attributes_json, fixture_names, load_fixture, state_entry, structure};
+use crate::load_common::{attributes_json, fixture_names, load_fixture, state_entry, structure};
 use serde_json::{json, Value};
 use tsrun::runtime::Module;
 
