@@ -14,7 +14,6 @@ use tsrun::IValue;
 /// Fixtures whose calls do not all match PyTorch yet.
 const KNOWN_FAILING: &[&str] = &[
     "attributes",
-    "batchnorm_training",
     "bert_bench",
     "containers",
     "convnet",
@@ -28,8 +27,6 @@ const KNOWN_FAILING: &[&str] = &[
     "lang_containers",
     "lang_control_flow",
     "lang_refinement",
-    "segmentation_lraspp_tiny",
-    "shufflenet_v2_tiny",
     "storage_views",
     "transformer_encoder",
     "vit_tiny",
