@@ -680,7 +680,16 @@ fn conv_transpose_nd(a: &mut Args) -> crate::Result<IValue> {
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    r.add_all(&["aten::conv1d", "aten::conv2d", "aten::conv3d"], conv_nd);
+    // `_convolution_mode` (padding given as a string) shares conv_nd's argument layout
+    r.add_all(
+        &[
+            "aten::conv1d",
+            "aten::conv2d",
+            "aten::conv3d",
+            "aten::_convolution_mode",
+        ],
+        conv_nd,
+    );
     r.add_all(
         &[
             "aten::convolution",

@@ -54,6 +54,51 @@ pub(crate) fn add_sub(
     })
 }
 
+/// `diff(self, n=1, dim=-1, prepend=None, append=None)`: n-th forward difference along `dim`
+/// (`!=` for bool tensors, as PyTorch), after concatenating `prepend` / `append`.
+fn diff(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let n = args.int(1)?;
+    let dim = args.int(2)?;
+    if x.dim() == 0 {
+        return Err(value_err(
+            "diff expects input to be at least one-dimensional",
+        ));
+    }
+    if n < 0 {
+        return Err(value_err(format!("order must be non-negative but got {n}")));
+    }
+    let d = crate::tensor::wrap_dim(dim, x.dim())?;
+    let mut parts = Vec::new();
+    if let Some(p) = args.opt_tensor(3)? {
+        parts.push(p);
+    }
+    parts.push(x.clone());
+    if let Some(p) = args.opt_tensor(4)? {
+        parts.push(p);
+    }
+    let mut cur = if parts.len() == 1 {
+        x
+    } else {
+        super::shape::cat(&parts, d as i64)?
+    };
+    for _ in 0..n {
+        let len = cur.shape()[d] as i64;
+        if len == 0 {
+            break;
+        }
+        let hi = Operand::Tensor(super::shape::narrow(&cur, d as i64, 1, len - 1)?);
+        let lo = Operand::Tensor(super::shape::narrow(&cur, d as i64, 0, len - 1)?);
+        cur = if cur.dtype() == DType::Bool {
+            let (h, l) = (hi.as_tensor_of(DType::Bool)?, lo.as_tensor_of(DType::Bool)?);
+            map_binary::<bool, bool, bool, _>(&h, &l, |p, q| p != q)?
+        } else {
+            add_sub(&hi, &lo, Scalar::Int(1), true)?
+        };
+    }
+    t(cur)
+}
+
 fn add(args: &mut Args<'_>) -> R {
     let (a, b) = operands(args)?;
     t(add_sub(&a, &b, args.scalar(2)?, false)?)
@@ -1026,6 +1071,7 @@ inplace_of! {
 
 pub(crate) fn register(r: &mut Registry) {
     register_float_unary(r);
+    r.add("aten::diff", diff);
     let both = |r: &mut Registry, base: &str, k: super::Kernel, kin: super::Kernel| {
         for ov in ["Tensor", "Scalar"] {
             r.add(&format!("aten::{base}.{ov}"), k);

@@ -1835,6 +1835,23 @@ fn tensor_numel(a: &mut Args) -> R {
 fn tensor_dtype(a: &mut Args) -> R {
     Ok(IValue::Int(a.tensor(0)?.dtype().to_scalar_type()))
 }
+/// `device.type`: `cpu`, `cuda`, ...
+fn device_type(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::Device(d) => Ok(IValue::str(d.type_name())),
+        other => Err(err(format!("prim::type of {}", other.kind_name()))),
+    }
+}
+
+/// `device.index`: None when the device has no index.
+fn device_index(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::Device(d) if d.index >= 0 => Ok(IValue::Int(d.index)),
+        IValue::Device(_) => Ok(IValue::None),
+        other => Err(err(format!("prim::index of {}", other.kind_name()))),
+    }
+}
+
 fn tensor_device(a: &mut Args) -> R {
     match a.get(0)? {
         IValue::Tensor(_) => Ok(IValue::Device(Device::CPU)),
@@ -1974,7 +1991,6 @@ const NUM2: &[&str] = &[
     "complex_int",
     "float_complex",
     "int_complex",
-    "Scalar",
     "Scalar_Scalar",
 ];
 const DICT_KEYS: &[&str] = &["str", "int", "float", "bool", "complex", "Tensor"];
@@ -2349,6 +2365,8 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::device", tensor_device);
     r.add("aten::device.with_index", device_with_index);
     r.add("prim::layout", tensor_layout);
+    r.add("prim::type", device_type);
+    r.add("prim::index", device_index);
     for name in [
         "prim::is_cuda",
         "prim::is_xpu",

@@ -441,16 +441,23 @@ impl Device {
     }
 }
 
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let k = match self.kind {
+impl Device {
+    /// The device type without its index (`device.type` in Python).
+    pub fn type_name(&self) -> &'static str {
+        match self.kind {
             DeviceKind::Cpu => "cpu",
             DeviceKind::Cuda => "cuda",
             DeviceKind::Mps => "mps",
             DeviceKind::Meta => "meta",
             DeviceKind::Xpu => "xpu",
             DeviceKind::Hip => "hip",
-        };
+        }
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let k = self.type_name();
         if self.index >= 0 {
             write!(f, "{k}:{}", self.index)
         } else {

@@ -120,7 +120,41 @@ impl Module {
                 super::short_name(self.class_name())
             )));
         }
+        let inputs = self.with_defaults(name, inputs)?;
         interpreter.call_method(self.object(), name, inputs, ctx)
+    }
+
+    /// `inputs` completed with the declared defaults of method `name`'s trailing parameters,
+    /// as Python fills them in; too few or too many inputs is an error naming the parameter.
+    fn with_defaults(&self, name: &str, mut inputs: Vec<IValue>) -> Result<Vec<IValue>> {
+        let unit = self.compilation_unit()?;
+        let Some(signature) = unit
+            .class(self.object().class_name())
+            .and_then(|c| c.method_signature(name))
+        else {
+            return Ok(inputs);
+        };
+        // the first parameter is `self`
+        let params = signature.params.get(1..).unwrap_or_default();
+        if inputs.len() > params.len() {
+            return Err(module_err(format!(
+                "{name}() takes {} positional arguments but {} were given",
+                params.len(),
+                inputs.len()
+            )));
+        }
+        for p in &params[inputs.len()..] {
+            match &p.default {
+                Some(v) => inputs.push(v.clone()),
+                None => {
+                    return Err(module_err(format!(
+                        "{name}() missing value for argument '{}'",
+                        p.name
+                    )))
+                }
+            }
+        }
+        Ok(inputs)
     }
 
     /// `m(*inputs)`: forward pre-hooks, `forward`, then forward hooks, as `Module.__call__`.
@@ -130,6 +164,7 @@ impl Module {
 
     /// `call` with an explicit operator context.
     pub fn call_with(&self, inputs: Vec<IValue>, ctx: &OpContext) -> Result<IValue> {
+        let inputs = self.with_defaults("forward", inputs)?;
         self.interpreter()?.call_module(self.object(), inputs, ctx)
     }
 }
