@@ -1624,6 +1624,27 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::is_contiguous", |a| {
         Ok(IValue::Bool(a.tensor(0)?.is_contiguous()))
     });
+    r.add("aten::is_floating_point", |a| {
+        Ok(IValue::Bool(a.tensor(0)?.dtype().is_floating_point()))
+    });
+    r.add("aten::is_complex", |a| {
+        Ok(IValue::Bool(a.tensor(0)?.dtype().is_complex()))
+    });
+    r.add("aten::is_signed", |a| {
+        Ok(IValue::Bool(a.tensor(0)?.dtype().is_signed()))
+    });
+    // tsrun tensors are never lazily conjugated/negated and never track gradients
+    r.add_all(
+        &["aten::is_conj", "aten::is_neg", "aten::is_inference"],
+        |a| {
+            a.tensor(0)?;
+            Ok(IValue::Bool(false))
+        },
+    );
+    r.add("aten::is_leaf", |a| {
+        a.tensor(0)?;
+        Ok(IValue::Bool(true))
+    });
 
     // copies
     r.add_all(&["aten::cat", "aten::concat", "aten::concatenate"], |a| {

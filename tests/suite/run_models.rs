@@ -12,7 +12,7 @@ use tsrun::ops::OpContext;
 use tsrun::IValue;
 
 /// Fixtures whose calls do not all match PyTorch yet.
-const KNOWN_FAILING: &[&str] = &["convnet", "hooks", "lang_refinement", "transformer_encoder"];
+const KNOWN_FAILING: &[&str] = &[];
 
 /// Run every golden call of fixture `name`; `Err` names the first call that differs.
 fn run_fixture(name: &str) -> Result<usize, String> {

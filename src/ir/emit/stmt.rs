@@ -32,6 +32,51 @@ enum Iterable {
 }
 
 impl Emitter<'_> {
+    /// `with a as x, b: body` as PyTorch emits it: `prim::Enter` per item (typed by its
+    /// class's `__enter__`), the body inline, then `prim::Exit` in reverse order.
+    fn emit_with(
+        &mut self,
+        items: &[ast::WithItem],
+        body: &[Stmt],
+        span: ast::Span,
+    ) -> Result<(), CompileError> {
+        let mut entered = Vec::new();
+        for item in items {
+            let obj = self.emit_value(&item.expr, None)?;
+            let Type::Class(class) = self.b.ty(obj).clone() else {
+                return Err(self.err(
+                    span,
+                    format!(
+                        "`with` needs an object with __enter__ and __exit__, got {}",
+                        self.b.ty(obj)
+                    ),
+                ));
+            };
+            let info = self.unit.class(&class).cloned();
+            let enter_type = info
+                .as_ref()
+                .and_then(|c| c.method_signature("__enter__"))
+                .map(|sig| sig.return_type.clone());
+            let has_exit = info.as_ref().is_some_and(|c| c.has_method("__exit__"));
+            let (Some(enter_type), true) = (enter_type, has_exit) else {
+                return Err(self.err(
+                    span,
+                    format!("`with` object of class {class} lacks __enter__ or __exit__"),
+                ));
+            };
+            let entered_value = self.b.insert1("prim::Enter", None, vec![obj], enter_type);
+            if let Some(target) = &item.target {
+                self.assign(target, entered_value)?;
+            }
+            entered.push(obj);
+        }
+        self.emit_stmts(body)?;
+        for obj in entered.into_iter().rev() {
+            self.b.insert1("prim::Exit", None, vec![obj], Type::Any);
+        }
+        Ok(())
+    }
+
     pub(super) fn emit_stmts(&mut self, stmts: &[Stmt]) -> Result<(), CompileError> {
         for s in stmts {
             self.emit_stmt(s)?;
@@ -105,9 +150,7 @@ impl Emitter<'_> {
             StmtKind::Assert { .. } => {
                 return Err(self.err(s.span, "`assert` statements are not supported"))
             }
-            StmtKind::With { .. } => {
-                return Err(self.err(s.span, "`with` blocks are not supported"))
-            }
+            StmtKind::With { items, body } => self.emit_with(items, body, s.span)?,
             StmtKind::Del(targets) => {
                 for t in targets {
                     match &t.kind {

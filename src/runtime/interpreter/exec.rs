@@ -287,9 +287,13 @@ impl Frame<'_> {
                 let v = self.inputs(instr).into_iter().next().unwrap_or_default();
                 match v {
                     IValue::Tuple(t) if t.items().len() == instr.outputs.len() => {
-                        self.set_outputs(instr, IValue::Tuple(t))
+                        // element by element: a one-element tuple unpacks to its element
+                        for (&r, v) in instr.outputs.iter().zip(t.items()) {
+                            self.regs[r as usize] = v.clone();
+                        }
+                        Ok(())
                     }
-                    // a one-element tuple unpacks to its element
+                    // wrong arity
                     IValue::Tuple(t) if instr.outputs.len() == 1 => Err(rt(format!(
                         "cannot unpack {} values into 1",
                         t.items().len()
