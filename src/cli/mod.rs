@@ -1,6 +1,7 @@
 //! Subcommands of the `tsrun` command line. Each lives in its own module with a clap `Args`
 //! struct and a `run` function; `src/bin/tsrun.rs` dispatches.
 
+pub mod bench;
 pub mod code;
 pub mod convert;
 pub mod info;
