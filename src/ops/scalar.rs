@@ -1835,6 +1835,60 @@ fn tensor_numel(a: &mut Args) -> R {
 fn tensor_dtype(a: &mut Args) -> R {
     Ok(IValue::Int(a.tensor(0)?.dtype().to_scalar_type()))
 }
+/// `prim::tolist(tensor, dim, elem)`: nested lists of `dim` levels; elem 0 int, 1 float,
+/// 2 bool, 3 complex (the annotation the compiler saw; it must match the tensor).
+fn tolist(a: &mut Args) -> R {
+    let t = a.tensor(0)?;
+    let dim = a.int(1)?;
+    let code = a.int(2)?;
+    if dim != t.dim() as i64 {
+        return Err(err(format!(
+            "Output annotation list dimension and runtime tensor dimension must match for tolist() ({dim} vs {})",
+            t.dim()
+        )));
+    }
+    let (elem_type, dtype_ok) = match code {
+        0 => (Type::Int, t.dtype().is_integral(false)),
+        1 => (Type::Float, t.dtype().is_floating_point()),
+        2 => (Type::Bool, t.dtype() == DType::Bool),
+        3 => (Type::Complex, t.dtype().is_complex()),
+        other => return Err(err(format!("prim::tolist: unknown element code {other}"))),
+    };
+    if !dtype_ok {
+        return Err(err(format!(
+            "Output annotation element type and runtime tensor element type must match for tolist(): {elem_type} vs {}",
+            t.dtype()
+        )));
+    }
+    let flat: Vec<IValue> = match code {
+        0 => t.to_vec::<i64>()?.into_iter().map(IValue::Int).collect(),
+        1 => t.to_vec::<f64>()?.into_iter().map(IValue::Double).collect(),
+        2 => t.to_vec::<bool>()?.into_iter().map(IValue::Bool).collect(),
+        _ => t
+            .to_vec::<num_complex::Complex64>()?
+            .into_iter()
+            .map(IValue::Complex)
+            .collect(),
+    };
+    Ok(nest_list(&flat, t.shape(), elem_type))
+}
+
+/// `flat` (row-major) as nested lists of `shape`.
+fn nest_list(flat: &[IValue], shape: &[usize], elem_type: Type) -> IValue {
+    match shape {
+        [] => flat.first().cloned().unwrap_or_default(),
+        [_] => IValue::List(List::new(elem_type, flat.to_vec())),
+        [n, rest @ ..] => {
+            let inner_type = rest.iter().fold(elem_type.clone(), |t, _| Type::list(t));
+            let chunk = rest.iter().product::<usize>();
+            let items = (0..*n)
+                .map(|i| nest_list(&flat[i * chunk..(i + 1) * chunk], rest, elem_type.clone()))
+                .collect();
+            IValue::List(List::new(inner_type, items))
+        }
+    }
+}
+
 /// `device.type`: `cpu`, `cuda`, ...
 fn device_type(a: &mut Args) -> R {
     match a.get(0)? {
@@ -2366,6 +2420,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::device.with_index", device_with_index);
     r.add("prim::layout", tensor_layout);
     r.add("prim::type", device_type);
+    r.add("prim::tolist", tolist);
     r.add("prim::index", device_index);
     for name in [
         "prim::is_cuda",

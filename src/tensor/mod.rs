@@ -296,14 +296,12 @@ impl Tensor {
     /// A typed read-only ndarray view. Fails if `T` is not this tensor's element type.
     pub fn view<T: Element>(&self) -> TResult<ArrayViewD<'_, T>> {
         self.check_dtype::<T>()?;
-        let strides: Vec<usize> = self.strides.iter().map(|&s| s as usize).collect();
         // SAFETY: from_parts checked that every element addressed by (offset, shape, strides)
         // lies inside the storage, which lives as long as `self`; strides are non-negative.
         unsafe {
-            let ptr = (self.storage.as_ptr() as *const T).add(self.offset);
             Ok(ArrayViewD::from_shape_ptr(
-                IxDyn(&self.shape).strides(IxDyn(&strides)),
-                ptr,
+                self.ndarray_layout(),
+                self.data_ptr::<T>(),
             ))
         }
     }
@@ -315,13 +313,11 @@ impl Tensor {
     /// [`Tensor::shares_storage`]).
     pub fn view_mut<T: Element>(&self) -> TResult<ArrayViewMutD<'_, T>> {
         self.check_dtype::<T>()?;
-        let strides: Vec<usize> = self.strides.iter().map(|&s| s as usize).collect();
         // SAFETY: as in `view`; mutation through a shared storage is PyTorch's aliasing model.
         unsafe {
-            let ptr = (self.storage.as_mut_ptr() as *mut T).add(self.offset);
             Ok(ArrayViewMutD::from_shape_ptr(
-                IxDyn(&self.shape).strides(IxDyn(&strides)),
-                ptr,
+                self.ndarray_layout(),
+                self.data_ptr_mut::<T>(),
             ))
         }
     }
@@ -334,7 +330,7 @@ impl Tensor {
         }
         // SAFETY: contiguous, in bounds (checked at construction), element type checked.
         unsafe {
-            let ptr = (self.storage.as_ptr() as *const T).add(self.offset);
+            let ptr = self.data_ptr::<T>();
             Ok(Some(std::slice::from_raw_parts(ptr, self.numel())))
         }
     }
@@ -348,9 +344,33 @@ impl Tensor {
         }
         // SAFETY: as in `as_slice`; aliasing per PyTorch semantics.
         unsafe {
-            let ptr = (self.storage.as_mut_ptr() as *mut T).add(self.offset);
+            let ptr = self.data_ptr_mut::<T>();
             Ok(Some(std::slice::from_raw_parts_mut(ptr, self.numel())))
         }
+    }
+
+    /// The shape and strides of an ndarray view. An empty tensor gets ndarray's default
+    /// layout: PyTorch leaves its strides arbitrary, and ndarray rejects some when copying.
+    fn ndarray_layout(&self) -> ndarray::StrideShape<IxDyn> {
+        if self.numel() == 0 {
+            return IxDyn(&self.shape).into();
+        }
+        let strides: Vec<usize> = self.strides.iter().map(|&s| s as usize).collect();
+        IxDyn(&self.shape).strides(IxDyn(&strides))
+    }
+
+    /// The first element's address. An empty tensor addresses no memory (its offset may lie
+    /// past the storage's end, as PyTorch allows), so it gets an aligned dangling pointer.
+    fn data_ptr<T: Element>(&self) -> *const T {
+        self.data_ptr_mut::<T>()
+    }
+
+    fn data_ptr_mut<T: Element>(&self) -> *mut T {
+        if self.numel() == 0 {
+            return std::ptr::NonNull::<T>::dangling().as_ptr();
+        }
+        // SAFETY: from_parts checked that offset lies inside the storage for non-empty views.
+        unsafe { (self.storage.as_mut_ptr() as *mut T).add(self.offset) }
     }
 
     fn check_dtype<T: Element>(&self) -> TResult<()> {
@@ -473,7 +493,8 @@ impl Tensor {
 /// Number of elements from storage start needed to hold every element of the view.
 fn storage_extent(offset: usize, shape: &[usize], strides: &[isize]) -> TResult<usize> {
     if shape.contains(&0) {
-        return Ok(offset);
+        // addresses nothing (see `Tensor::data_ptr`)
+        return Ok(0);
     }
     let mut max_index: usize = 0;
     for (&s, &st) in shape.iter().zip(strides) {

@@ -449,6 +449,11 @@ impl Emitter<'_> {
         let callee = self.emit_sugared(func, None)?;
         match callee {
             Sugared::Global(name) => self.call_global(&name, args, kwargs, span, hint),
+            Sugared::Method { obj, name }
+                if name == "tolist" && args.is_empty() && *self.b.ty(obj) == Type::Tensor =>
+            {
+                self.emit_tolist(obj, hint, span)
+            }
             Sugared::Method { obj, name } => {
                 let (a, k) = self.emit_args(args, kwargs)?;
                 self.call_method(obj, &name, &a, &k, span)
@@ -458,6 +463,47 @@ impl Emitter<'_> {
                 format!("calling a value of type {} is not supported", self.b.ty(v)),
             )),
         }
+    }
+
+    /// `tensor.tolist()` under a type hint (`annotate(List[List[float]], x.tolist())`):
+    /// `prim::tolist(x, dim, elem)` with elem 0 int, 1 float, 2 bool, 3 complex, as PyTorch.
+    fn emit_tolist(
+        &mut self,
+        tensor: ValueId,
+        hint: Option<&Type>,
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        let Some(list_type @ Type::List(_)) = hint else {
+            return Err(self.err(span, "Expected a List type hint for the result of tolist()"));
+        };
+        let mut elem = list_type;
+        let mut dim = 0;
+        while let Type::List(inner) = elem {
+            elem = inner;
+            dim += 1;
+        }
+        let code = match elem {
+            Type::Int => 0,
+            Type::Float => 1,
+            Type::Bool => 2,
+            Type::Complex => 3,
+            other => {
+                return Err(self.err(
+                    span,
+                    format!(
+                        "tolist() cannot produce lists of {other}: int, float, bool or complex"
+                    ),
+                ))
+            }
+        };
+        let dim = self.b.constant(IValue::Int(dim));
+        let code = self.b.constant(IValue::Int(code));
+        Ok(self.b.insert1(
+            "prim::tolist",
+            None,
+            vec![tensor, dim, code],
+            list_type.clone(),
+        ))
     }
 
     /// `obj.name(args)`: a class method (`prim::CallMethod`) or a builtin operator on `obj`.

@@ -37,6 +37,25 @@ pub(super) fn run_plan(
         ))
         .into());
     }
+    // Nested TorchScript calls recurse on the native stack; grow it on the heap when it runs
+    // low so the depth limit, not the caller's thread stack size, bounds recursion.
+    stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || {
+        run_plan_here(interp, plan, inputs, ctx, depth)
+    })
+}
+
+/// Native stack that must remain before a nested call runs without growing the stack.
+const STACK_RED_ZONE: usize = 256 * 1024;
+/// Size of each heap-allocated stack segment.
+const STACK_GROWTH: usize = 4 * 1024 * 1024;
+
+fn run_plan_here(
+    interp: &Interpreter,
+    plan: &Plan,
+    inputs: Vec<IValue>,
+    ctx: &OpContext,
+    depth: usize,
+) -> crate::Result<IValue> {
     if inputs.len() != plan.body.params.len() {
         return Err(RuntimeError::Other(format!(
             "{} expects {} arguments, got {}",
