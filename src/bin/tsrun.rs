@@ -20,6 +20,8 @@ enum Command {
     Run(cli::run::RunArgs),
     /// Load time and call latency (median and minimum of repeated calls).
     Bench(cli::bench::BenchArgs),
+    /// PyTorch's operator overloads and which of them have a tsrun kernel.
+    Ops(cli::ops::OpsArgs),
     /// Module tree, parameters and buffers, methods and extra files of an archive.
     Info(cli::info::InfoArgs),
     /// Re-save an archive, optionally casting floating-point parameters and buffers.
@@ -32,7 +34,9 @@ enum Command {
 
 /// `tsrun MODEL ...` is short for `tsrun run MODEL ...`: running a model is the main job.
 fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    const SUBCOMMANDS: &[&str] = &["run", "bench", "info", "convert", "code", "graph", "help"];
+    const SUBCOMMANDS: &[&str] = &[
+        "run", "bench", "ops", "info", "convert", "code", "graph", "help",
+    ];
     if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
         if !first.starts_with('-') && !SUBCOMMANDS.contains(&first) {
             args.insert(1, "run".into());
@@ -46,6 +50,7 @@ fn main() {
     let result = match &cli.command {
         Command::Run(a) => cli::run::run(a),
         Command::Bench(a) => cli::bench::run(a),
+        Command::Ops(a) => cli::ops::run(a),
         Command::Info(a) => cli::info::run(a),
         Command::Convert(a) => cli::convert::run(a),
         Command::Code(a) => cli::code::run_code(a),

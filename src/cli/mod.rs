@@ -5,4 +5,5 @@ pub mod bench;
 pub mod code;
 pub mod convert;
 pub mod info;
+pub mod ops;
 pub mod run;

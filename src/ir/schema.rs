@@ -512,6 +512,16 @@ impl SchemaRegistry {
             .push(Arc::new(schema));
     }
 
+    /// Every schema, grouped by operator name (sorted) in registration order.
+    pub fn all(&self) -> Vec<&Arc<FunctionSchema>> {
+        let mut names: Vec<&String> = self.by_name.keys().collect();
+        names.sort();
+        names
+            .into_iter()
+            .flat_map(|n| self.by_name[n].iter())
+            .collect()
+    }
+
     /// All overloads of `name` (`aten::add`).
     pub fn overloads(&self, name: &str) -> &[Arc<FunctionSchema>] {
         self.by_name.get(name).map(Vec::as_slice).unwrap_or(&[])

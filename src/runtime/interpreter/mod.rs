@@ -7,7 +7,7 @@ mod exec;
 mod plan;
 mod program;
 
-pub use plan::{build_plan, Plan};
+pub use plan::{build_plan, is_interpreter_op, Plan};
 pub use program::{Callee, PlanBuilder, Program};
 
 use crate::ops::OpContext;

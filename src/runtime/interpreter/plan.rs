@@ -108,6 +108,38 @@ pub(crate) enum Op {
     },
 }
 
+/// Operators the interpreter executes itself rather than through a kernel.
+pub fn is_interpreter_op(kind: &str) -> bool {
+    matches!(
+        kind,
+        "prim::Constant"
+            | "prim::If"
+            | "prim::Loop"
+            | "prim::CallMethod"
+            | "prim::CallFunction"
+            | "prim::GetAttr"
+            | "prim::SetAttr"
+            | "prim::TupleConstruct"
+            | "prim::TupleUnpack"
+            | "prim::TupleIndex"
+            | "prim::TupleSlice"
+            | "prim::ListConstruct"
+            | "prim::ListUnpack"
+            | "prim::DictConstruct"
+            | "prim::RaiseException"
+            | "prim::Uninitialized"
+            | "prim::unchecked_cast"
+            | "prim::unchecked_unwrap_optional"
+            | "prim::data"
+            | "prim::isinstance"
+            | "prim::CreateObject"
+            | "prim::Enter"
+            | "prim::Exit"
+            | "prim::Print"
+            | "aten::warn"
+    )
+}
+
 /// A compiled function.
 pub struct Plan {
     pub(crate) name: Arc<str>,
