@@ -132,7 +132,8 @@ pub fn flatten_leaves(v: &IValue, key: &str, out: &mut Vec<(String, Tensor)>) ->
         IValue::Int(i) => out.push((key.to_string(), Tensor::scalar(*i))),
         IValue::Double(d) => out.push((key.to_string(), Tensor::scalar(*d))),
         IValue::Complex(c) => out.push((key.to_string(), Tensor::scalar(*c))),
-        IValue::None => {}
+        // npz holds arrays only: strings (and None) have no leaf
+        IValue::None | IValue::String(_) => {}
         IValue::List(l) => {
             for (i, x) in l.to_vec().iter().enumerate() {
                 flatten_leaves(x, &format!("{key}.{i}"), out)?;
