@@ -123,3 +123,42 @@ fn fixture_outputs_match_pytorch() {
         unexpected.join("\n\n")
     );
 }
+
+/// One loaded module called from several threads at once gives every thread PyTorch's answer
+/// (plans and the compiled program are shared; per-call state is not).
+#[test]
+fn concurrent_calls_share_one_module() {
+    let name = "convnet";
+    let dir = fixtures_dir().join("golden").join(name);
+    let runs: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).expect("runs.json"))
+            .expect("runs.json is JSON");
+    let call = &runs["calls"][0];
+    let mut arrays = Arrays::open(&dir.join("runs.npz"));
+    let inputs: Vec<IValue> = call["inputs"]
+        .as_array()
+        .expect("inputs")
+        .iter()
+        .map(|v| decode(v, &mut arrays))
+        .collect();
+    let want = decode(&call["output"], &mut arrays);
+    let module = load_fixture(name).expect("load");
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let ctx = OpContext::with_seed(0);
+                    (0..3)
+                        .map(|_| module.call_with(inputs.clone(), &ctx))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            for got in h.join().expect("thread") {
+                let got = got.expect("call");
+                compare(&got, &want, 1e-4, 1e-5, "out").expect("matches PyTorch");
+            }
+        }
+    });
+}
