@@ -7,7 +7,7 @@ use super::kernels::map::map_unary;
 use super::kernels::{unsupported, value_err};
 use super::{Args, OpContext, Registry};
 use crate::runtime::IValue;
-use crate::tensor::{DType, Element, Tensor};
+use crate::tensor::{DType, Tensor};
 use half::{bf16, f16};
 
 const MT_N: usize = 624;
@@ -115,39 +115,45 @@ impl Generator {
     }
 }
 
-/// Mantissa digits PyTorch's uniform transform uses for `dtype`.
-fn digits(dtype: DType) -> u32 {
+/// Mantissa digits of PyTorch's `opmath_type` for `dtype`, which its uniform transform draws
+/// in: double for float64, float for float32, float16 and bfloat16.
+fn opmath_digits(dtype: DType) -> u32 {
     match dtype {
         DType::Float64 => 53,
-        DType::Float16 => 11,
-        DType::BFloat16 => 8,
         _ => 24,
     }
 }
 
-/// Fill `out` (fresh, contiguous, floating) with uniform samples in `[from, to)`.
+/// One `uniform_real_distribution<opmath_t>(0, 1)` draw for `dtype`.
+fn uniform_opmath(g: &mut Generator, dtype: DType) -> f64 {
+    match opmath_digits(dtype) {
+        53 => g.uniform_f64(),
+        d => g.uniform_bits(d),
+    }
+}
+
+/// Fill `out` (fresh, contiguous, floating) with uniform samples in `[from, to)` as PyTorch's
+/// CPU `uniform_kernel`: `u * (to - from) + from` in opmath (float below float64), cast to the
+/// storage dtype, and a cast that rounded up to `to` replaced by `from`.
 fn fill_uniform(g: &mut Generator, out: &Tensor, from: f64, to: f64) -> crate::Result<()> {
-    let d = digits(out.dtype());
     macro_rules! fill {
-        ($T:ty, $conv:expr) => {{
-            let (from_t, to_t) = (<$T>::from_f64(from).to_f64(), <$T>::from_f64(to).to_f64());
-            let conv: fn(f64) -> $T = $conv;
+        ($T:ty, $M:ty, $to_t:expr) => {{
+            let (from_m, to_m) = (from as $M, to as $M);
+            let cast: fn($M) -> $T = $to_t;
+            let (from_s, to_s) = (cast(from_m), cast(to_m));
             let mut v = out.view_mut::<$T>()?;
             for x in v.iter_mut() {
-                let u = if d == 53 {
-                    g.uniform_f64()
-                } else {
-                    g.uniform_bits(d)
-                };
-                *x = conv(u * (to_t - from_t) + from_t);
+                let u = uniform_opmath(g, out.dtype()) as $M;
+                let value = cast(u * (to_m - from_m) + from_m);
+                *x = if value == to_s { from_s } else { value };
             }
         }};
     }
     match out.dtype() {
-        DType::Float32 => fill!(f32, |v| v as f32),
-        DType::Float64 => fill!(f64, |v| v),
-        DType::Float16 => fill!(f16, f16::from_f64),
-        DType::BFloat16 => fill!(bf16, bf16::from_f64),
+        DType::Float32 => fill!(f32, f32, |v| v),
+        DType::Float64 => fill!(f64, f64, |v| v),
+        DType::Float16 => fill!(f16, f32, f16::from_f32),
+        DType::BFloat16 => fill!(bf16, f32, bf16::from_f32),
         d => return Err(unsupported(format!("uniform_ is not implemented for {d}"))),
     }
     Ok(())
@@ -173,17 +179,8 @@ fn fill_normal(g: &mut Generator, out: &Tensor, mean: f64, std: f64) -> crate::R
     }
     let n = out.numel();
     let vals: Vec<f64> = if n >= 16 && out.is_contiguous() {
-        let d = digits(dt);
-        let round = |v: f64| round_to(v, dt);
-        let mut data: Vec<f64> = (0..n)
-            .map(|_| {
-                round(if d == 53 {
-                    g.uniform_f64()
-                } else {
-                    g.uniform_bits(d)
-                })
-            })
-            .collect();
+        // the uniforms are drawn and kept in opmath (float below float64)
+        let mut data: Vec<f64> = (0..n).map(|_| uniform_opmath(g, dt)).collect();
         let mut i = 0;
         while i + 16 <= n {
             normal_fill_16(&mut data[i..i + 16], mean, std);
@@ -192,11 +189,7 @@ fn fill_normal(g: &mut Generator, out: &Tensor, mean: f64, std: f64) -> crate::R
         if n % 16 != 0 {
             let tail = &mut data[n - 16..];
             for x in tail.iter_mut() {
-                *x = round(if d == 53 {
-                    g.uniform_f64()
-                } else {
-                    g.uniform_bits(d)
-                });
+                *x = uniform_opmath(g, dt);
             }
             normal_fill_16(tail, mean, std);
         }
@@ -208,28 +201,79 @@ fn fill_normal(g: &mut Generator, out: &Tensor, mean: f64, std: f64) -> crate::R
     out.copy_from(&src)
 }
 
-/// `v` rounded to `dtype`'s precision and back (what storing into a tensor of `dtype` does).
-fn round_to(v: f64, dtype: DType) -> f64 {
+/// `v` cast to floating `dtype` and back to an integer, as C++'s `static_cast` pair does.
+fn through_dtype(v: i64, dtype: DType) -> i64 {
     match dtype {
-        DType::Float32 => v as f32 as f64,
-        DType::Float16 => f16::from_f64(v).to_f64(),
-        DType::BFloat16 => bf16::from_f64(v).to_f64(),
-        _ => v,
+        DType::Float32 => v as f32 as i64,
+        DType::Float16 => f16::from_f32(v as f32).to_f64() as i64,
+        DType::BFloat16 => bf16::from_f32(v as f32).to_f64() as i64,
+        _ => v as f64 as i64,
     }
 }
 
-/// PyTorch's `random_from_to`: `base + bits % range`, 64-bit draws for ranges of 2^32 or more.
-fn fill_randint(g: &mut Generator, out: &Tensor, low: i64, high: i64) -> crate::Result<()> {
+/// `std::numeric_limits<scalar_t>::digits` of a floating dtype.
+fn mantissa_digits(dtype: DType) -> u32 {
+    match dtype {
+        DType::Float64 => 53,
+        DType::Float16 => 11,
+        DType::BFloat16 => 8,
+        _ => 24,
+    }
+}
+
+/// PyTorch's `update_from`/`update_to`: for a floating output, move `[from, to)` inwards to the
+/// nearest bounds whose casts to the dtype stay inside the range.
+fn float_bounds(from: i64, to: i64, dtype: DType) -> (i64, i64) {
+    let digits = mantissa_digits(dtype) as i64;
+    let step = |v: i64| {
+        let n = 63 - (v.unsigned_abs().max(1)).leading_zeros() as i64;
+        1i64.checked_shl((n - digits + 1).max(0) as u32)
+            .unwrap_or(0)
+    };
+    let mut from = from;
+    let from_plus_1 = through_dtype(from.wrapping_add(1), dtype);
+    if from_plus_1 < from {
+        from = from_plus_1.wrapping_add(step(from.wrapping_add(1)));
+    }
+    let mut to = to;
+    let to_minus_1 = through_dtype(to.wrapping_sub(1), dtype);
+    if to_minus_1 >= to {
+        to = to_minus_1.wrapping_sub(step(to.wrapping_sub(1)));
+    }
+    (from, to)
+}
+
+/// PyTorch's `random_from_to` into a tensor of `dtype`: `base + bits % range`, with 64-bit draws
+/// for ranges of 2^28 or more (the open-source build's threshold) and, for floating dtypes, the
+/// bounds first narrowed so the cast result stays in `[low, high)`.
+fn fill_randint(
+    g: &mut Generator,
+    out: &Tensor,
+    dtype: DType,
+    low: i64,
+    high: i64,
+) -> crate::Result<()> {
     if high <= low {
         return Err(value_err(format!(
             "random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
         )));
     }
+    let (low, high) = if dtype.is_floating_point() {
+        let (l, h) = float_bounds(low, high, dtype);
+        if h <= l {
+            return Err(value_err(format!(
+                "random_ expects 'from' casted to dtype to be less than 'to' casted to dtype, but got from={l} >= to={h}"
+            )));
+        }
+        (l, h)
+    } else {
+        (low, high)
+    };
     let range = high.wrapping_sub(low) as u64;
     let n = out.numel();
     let vals: Vec<i64> = (0..n)
         .map(|_| {
-            let bits = if range >= 1u64 << 32 {
+            let bits = if range >= 1u64 << 28 {
                 g.random_u64()
             } else {
                 g.random_u32() as u64
@@ -376,7 +420,7 @@ fn randint(args: &mut Args<'_>) -> R {
     // An explicit `dtype=None` means the default float dtype (the schema default is int64).
     let dtype = factory_dtype(args, first, DType::Float32)?;
     let out = Tensor::zeros(&size, dtype)?;
-    fill_randint(&mut args.ctx.generator.lock(), &out, low, high)?;
+    fill_randint(&mut args.ctx.generator.lock(), &out, dtype, low, high)?;
     Ok(IValue::Tensor(out))
 }
 
@@ -395,7 +439,7 @@ fn randint_like(args: &mut Args<'_>) -> R {
     };
     let dtype = factory_dtype(args, first, x.dtype())?;
     let out = Tensor::zeros(x.shape(), dtype)?;
-    fill_randint(&mut args.ctx.generator.lock(), &out, low, high)?;
+    fill_randint(&mut args.ctx.generator.lock(), &out, dtype, low, high)?;
     Ok(IValue::Tensor(out))
 }
 
@@ -478,7 +522,7 @@ fn random_(args: &mut Args<'_>) -> R {
         return Err(unsupported("random_ without bounds"));
     };
     let tmp = Tensor::zeros(x.shape(), DType::Int64)?;
-    fill_randint(&mut args.ctx.generator.lock(), &tmp, low, high)?;
+    fill_randint(&mut args.ctx.generator.lock(), &tmp, x.dtype(), low, high)?;
     x.copy_from(&tmp)?;
     Ok(IValue::Tensor(x))
 }

@@ -628,61 +628,6 @@ fn cumprod_(args: &mut Args<'_>) -> R {
     inplace_result(args, r)
 }
 
-/// cummax/cummin: running extreme and the index where it was (ties take the later index).
-fn cum_extreme(x: &Tensor, dim: i64, is_max: bool) -> crate::Result<(Tensor, Tensor)> {
-    let dim = wrap_dim(dim, x.dim())?;
-    let values = dispatch_real!(x.dtype(), "cummax", |T| along_dim::<T, T, _>(
-        x,
-        dim,
-        |s, d| {
-            let mut best: Option<T> = None;
-            for (o, &v) in d.iter_mut().zip(s) {
-                let b = match best {
-                    None => v,
-                    Some(b) if b.is_nan_val() => b,
-                    Some(b) if v.is_nan_val() || (is_max && v >= b) || (!is_max && v <= b) => v,
-                    Some(b) => b,
-                };
-                best = Some(b);
-                *o = b;
-            }
-        }
-    ))?;
-    let indices = dispatch_real!(x.dtype(), "cummax", |T| along_dim::<T, i64, _>(
-        x,
-        dim,
-        |s, d| {
-            let mut best: Option<(T, i64)> = None;
-            for (i, (o, &v)) in d.iter_mut().zip(s).enumerate() {
-                let i = i as i64;
-                let b = match best {
-                    None => (v, i),
-                    Some((b, bi)) => {
-                        if v.is_nan_val()
-                            || (!b.is_nan_val() && ((is_max && v >= b) || (!is_max && v <= b)))
-                        {
-                            (v, i)
-                        } else {
-                            (b, bi)
-                        }
-                    }
-                };
-                best = Some(b);
-                *o = b.1;
-            }
-        }
-    ))?;
-    Ok((values, indices))
-}
-fn cummax(args: &mut Args<'_>) -> R {
-    let (v, i) = cum_extreme(&args.tensor(0)?, args.int(1)?, true)?;
-    pair(v, i)
-}
-fn cummin(args: &mut Args<'_>) -> R {
-    let (v, i) = cum_extreme(&args.tensor(0)?, args.int(1)?, false)?;
-    pair(v, i)
-}
-
 fn count_nonzero_op(x: &Tensor, dims: Option<&[i64]>) -> crate::Result<Tensor> {
     let xb = x.to_dtype(DType::Bool)?;
     let plan = ReducePlan::new(&xb, dims, false)?;
@@ -808,8 +753,6 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::cumprod", cumprod);
     r.add("aten::cumsum_", cumsum_);
     r.add("aten::cumprod_", cumprod_);
-    r.add("aten::cummax", cummax);
-    r.add("aten::cummin", cummin);
     r.add("aten::count_nonzero", count_nonzero);
     r.add("aten::count_nonzero.dim_IntList", count_nonzero_dims);
     r.add("aten::median", median);

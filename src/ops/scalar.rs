@@ -2045,6 +2045,8 @@ const NUM2: &[&str] = &[
     "complex_int",
     "float_complex",
     "int_complex",
+    // `.Scalar` is not listed: for these names it is the tensor overload
+    // (`aten::add.Scalar(Tensor self, Scalar other, ...)`), registered by the tensor families.
     "Scalar_Scalar",
 ];
 const DICT_KEYS: &[&str] = &["str", "int", "float", "bool", "complex", "Tensor"];
@@ -2097,6 +2099,7 @@ pub(crate) fn register(r: &mut Registry) {
         r,
         "aten::log",
         &[
+            "Scalar",
             "int_int",
             "float_float",
             "int_float",

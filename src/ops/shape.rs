@@ -783,11 +783,8 @@ fn meshgrid(ts: &[Tensor], indexing: &str) -> R<Vec<Tensor>> {
         out.push(expand(&view(t, &vshape)?, &shape)?);
     }
     if swap {
+        // the grids already have the xy shape; only their order is restored
         out.swap(0, 1);
-        out = out
-            .iter()
-            .map(|t| transpose(t, 0, 1))
-            .collect::<R<Vec<_>>>()?;
     }
     Ok(out)
 }
@@ -1458,7 +1455,6 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::unfold", |a| {
         Ok(unfold(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.int(3)?)?.into())
     });
-    r.add("aten::alias", |a| Ok(a.tensor(0)?.into()));
     r.add_all(
         &[
             "aten::split.Tensor",
@@ -1613,13 +1609,6 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::dim", |a| Ok(IValue::Int(a.tensor(0)?.dim() as i64)));
     r.add("aten::numel", |a| {
         Ok(IValue::Int(a.tensor(0)?.numel() as i64))
-    });
-    r.add("aten::len.Tensor", |a| {
-        let t = a.tensor(0)?;
-        match t.shape().first() {
-            Some(&n) => Ok(IValue::Int(n as i64)),
-            None => Err(value_err("len() of a 0-d tensor")),
-        }
     });
     r.add("aten::is_contiguous", |a| {
         Ok(IValue::Bool(a.tensor(0)?.is_contiguous()))

@@ -4,7 +4,6 @@
 use crate::common;
 
 #[test]
-#[ignore = "failing after the session-2 merge (tally in the issue note); fix next session, run with --ignored"]
 fn elementwise_ops_match_pytorch() {
     common::assert_op_cases("elementwise");
 }

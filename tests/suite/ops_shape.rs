@@ -12,7 +12,6 @@ use tsrun::runtime::IValue;
 use tsrun::tensor::Tensor;
 
 #[test]
-#[ignore = "failing after the session-2 merge (tally in the issue note); fix next session, run with --ignored"]
 fn shape_op_cases() {
     common::assert_op_cases("shape");
 }
