@@ -157,7 +157,8 @@ fn varargs_can_be_list(schema: &FunctionSchema, index: usize, arg: &Argument) ->
         .arguments
         .get(index + 1)
         .is_none_or(|next| next.kwarg_only);
-    let is_list = matches!(unwrap_optional(&arg.ty), Type::List(e) if !matches!(**e, Type::Var(_)));
+    // the formal itself must be a list (`varargsCanBeUsedAsList`): not `Optional[List[T]]`
+    let is_list = matches!(&arg.ty, Type::List(e) if !matches!(**e, Type::Var(_)));
     is_last && is_list && arg.fixed_len.is_none()
 }
 
