@@ -167,9 +167,82 @@ fn compiled_methods_print_like_pytorch() {
     );
 }
 
-const CODE_FLOOR: usize = 0;
+/// 1388 of 1434 methods print `m.code` identically. The 46 that differ, by cause:
+/// - numeric submodule names (`getattr(self, "0")`): PyTorch's value for the attribute is
+///   named `0`, so the printer binds it to a `_N` temporary where tsrun inlines it (Sequential
+///   and ModuleList forwards of convnext/efficientnet/mnasnet/swin, containers, HF encoders);
+/// - if/loop outputs whose declared variable type is wider than the value's (`hx1 :
+///   Optional[Tensor] = ...`): PyTorch types the merged output by the variable's annotation
+///   (gru_rnn, convnet `_output_padding`, transformer_encoder, vit `merge_masks`);
+/// - unique-name numbering after renamed variables (`training1` vs `training0`, `_0` vs `_3`)
+///   and tuple-unpacked call results printed as names rather than `_5, _6` (gru_rnn, convnet
+///   `bn3d`, bert/distilbert/gpt2/llama/t5 stacks, lang_control_flow, lang_containers);
+/// - `prim::isinstance` has no operator schema for the code printer (lang_refinement).
+const CODE_FLOOR: usize = 1388;
+/// No graph prints identically yet: PyTorch's `%N` numbers count every value its emitter
+/// created (including ones later removed), and its source comments point into the original
+/// Python files through `debug_pkl`, which the emitter does not read; node sequences do match
+/// (compile_fixtures::graphs_match_pytorch_node_sequences).
 const GRAPH_FLOOR: usize = 0;
 const INLINED_FLOOR: usize = 0;
+
+/// `tsrun code` prints `m.code` of the root and of a submodule's method byte for byte.
+#[test]
+fn tsrun_code_prints_golden_code() {
+    for (fixture, submodule, method) in [
+        ("mlp", "", "forward"),
+        ("batchnorm_training", "bn", "_check_input_dim"),
+    ] {
+        let path = archive(fixture);
+        let mut args = vec!["code", path.as_str()];
+        if !submodule.is_empty() {
+            args.extend(["--submodule", submodule]);
+        }
+        args.extend(["--method", method]);
+        let want = golden_text(fixture, submodule, method, "code").expect("golden code");
+        assert_eq!(tsrun(&args), want, "tsrun {args:?}");
+    }
+}
+
+/// `tsrun graph` prints the compiled graph (and with `--inlined` the inlined graph) as the
+/// library's printer does, with the node sequence of PyTorch's graph.
+#[test]
+fn tsrun_graph_prints_the_compiled_graph() {
+    let path = archive("mlp");
+    let module = Module::load(&path).expect("load");
+    let unit = module.compilation_unit().expect("unit");
+    let f = unit
+        .method(module.class_name(), "forward")
+        .expect("forward");
+    let ours = tsrun(&["graph", &path]);
+    assert_eq!(ours, print_graph(&f.graph, PrintOptions::default()));
+    let inlined = tsrun(&["graph", &path, "--inlined"]);
+    let g = unit.inlined_graph(&f).expect("inlined");
+    assert_eq!(inlined, print_graph(&g, PrintOptions::default()));
+    let kinds = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.split_once(" = ").map(|(_, r)| r))
+            .map(|r| r.split(['(', '[']).next().unwrap_or("").to_string())
+            .filter(|k| k != "prim::Constant")
+            .collect()
+    };
+    let want = golden_text("mlp", "", "forward", "graph").expect("golden graph");
+    assert_eq!(kinds(&ours), kinds(&want));
+    let no_loc = tsrun(&["graph", &path, "--no-source-locations"]);
+    assert!(!no_loc.lines().take(3).any(|l| l.contains(" # ")));
+}
+
+/// Unknown submodules and methods are reported, not printed as something else.
+#[test]
+fn tsrun_code_reports_unknown_methods() {
+    let path = archive("mlp");
+    let out = Command::new(env!("CARGO_BIN_EXE_tsrun"))
+        .args(["code", &path, "--method", "no_such_method"])
+        .output()
+        .expect("run tsrun");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no_such_method"));
+}
 
 fn tsrun(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_tsrun"))

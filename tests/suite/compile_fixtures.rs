@@ -48,7 +48,6 @@ fn node_count(g: &Graph) -> usize {
 }
 
 #[test]
-#[ignore = "failing after the session-2 merge (tally in the issue note); fix next session, run with --ignored"]
 fn every_fixture_method_compiles() {
     let mut compiled = 0;
     let mut failures = Vec::new();
@@ -128,7 +127,6 @@ fn unsupported_constructs_report_their_location() {
 }
 
 #[test]
-#[ignore = "failing after the session-2 merge (tally in the issue note); fix next session, run with --ignored"]
 fn overloads_resolve_like_pytorch() {
     // The overloads PyTorch 2.15 picks for this code (`node.schema()` of the scripted graph).
     let code = "class M(Module):\n  __parameters__ = []\n  __buffers__ = []\n  training : bool\n  def forward(self: __torch__.M,\n    x: Tensor,\n    n: int) -> Tensor:\n    m = torch.add(n, 1)\n    y = torch.add(x, m)\n    z = torch.max_pool2d(y, 2)\n    return torch.add(z, y)\n";
@@ -195,7 +193,6 @@ fn printed_self_class(text: &str) -> Option<String> {
 }
 
 #[test]
-#[ignore = "failing after the session-2 merge (tally in the issue note); fix next session, run with --ignored"]
 fn graphs_match_pytorch_node_sequences() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let (mut checked, mut matched, mut inlined_matched) = (0, 0, 0);
@@ -262,4 +259,13 @@ fn graphs_match_pytorch_node_sequences() {
         println!("  {m}");
     }
     assert!(mismatches.is_empty(), "{} graphs differ", mismatches.len());
+    // Inlined graphs: a ratchet. The rest differ where PyTorch's inliner leaves no trace of
+    // passes tsrun's cleanup does not run yet on the inlined body (constant propagation of
+    // whole operators, LowerSimpleTuples across call boundaries, and the like).
+    assert!(
+        inlined_matched >= INLINED_FLOOR,
+        "inlined node sequences: {inlined_matched} < {INLINED_FLOOR}"
+    );
 }
+
+const INLINED_FLOOR: usize = 1047;
