@@ -72,8 +72,8 @@ impl Tally {
 /// Every method's code, graph and inlined graph as tsrun compiles and prints them, compared
 /// with PyTorch's. Byte-for-byte equality needs the emitter to reproduce PyTorch's value
 /// creation order (printed `%N` numbers), its passes (constant hoisting, dead code), and the
-/// original Python source locations from `debug_pkl`; the tallies below are ratchets: they
-/// may only go up.
+/// original Python source locations from `debug_pkl`; the code tally is a ratchet (it may
+/// only go up).
 #[test]
 fn compiled_methods_print_like_pytorch() {
     let golden_root = fixtures_dir().join("golden");
@@ -155,16 +155,11 @@ fn compiled_methods_print_like_pytorch() {
         "code: {} < {CODE_FLOOR}",
         code.same
     );
-    assert!(
-        graph.same >= GRAPH_FLOOR,
-        "graph: {} < {GRAPH_FLOOR}",
-        graph.same
-    );
-    assert!(
-        inlined.same >= INLINED_FLOOR,
-        "inlined_graph: {} < {INLINED_FLOOR}",
-        inlined.same
-    );
+    // graph and inlined_graph are printed only: none is identical yet (0/1434, 0/1236).
+    // PyTorch's `%N` numbers count every value its emitter created (including ones later
+    // removed), and its source comments point into the original Python files through
+    // `debug_pkl`, which the emitter does not read. Node sequences do match
+    // (compile_fixtures::graphs_match_pytorch_node_sequences).
 }
 
 /// 1388 of 1434 methods print `m.code` identically. The 46 that differ, by cause:
@@ -179,12 +174,6 @@ fn compiled_methods_print_like_pytorch() {
 ///   `bn3d`, bert/distilbert/gpt2/llama/t5 stacks, lang_control_flow, lang_containers);
 /// - `prim::isinstance` has no operator schema for the code printer (lang_refinement).
 const CODE_FLOOR: usize = 1388;
-/// No graph prints identically yet: PyTorch's `%N` numbers count every value its emitter
-/// created (including ones later removed), and its source comments point into the original
-/// Python files through `debug_pkl`, which the emitter does not read; node sequences do match
-/// (compile_fixtures::graphs_match_pytorch_node_sequences).
-const GRAPH_FLOOR: usize = 0;
-const INLINED_FLOOR: usize = 0;
 
 /// `tsrun code` prints `m.code` of the root and of a submodule's method byte for byte.
 #[test]
