@@ -1,7 +1,13 @@
 //! `tsrun code` and `tsrun graph`: print a method of a loaded module as `m.code` /
 //! `m.graph` / `m.inlined_graph` show it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::ir::printer::{print_graph, PrintOptions};
+use crate::ir::python_print::function_code;
+use crate::ir::unit::{CompilationUnit, Function};
+use crate::runtime::Module;
 
 /// `tsrun code MODEL [--submodule PATH] [--method NAME]`
 #[derive(clap::Args, Debug, Clone)]
@@ -35,20 +41,47 @@ pub struct GraphArgs {
     pub no_source_locations: bool,
 }
 
-fn not_wired(what: &str, model: &std::path::Path) -> crate::Error {
-    crate::Error::Module(format!(
-        "tsrun {what} {}: printing needs the compiled module, which this build cannot load yet \
-         (module loading and compilation are not wired into the CLI)",
-        model.display()
-    ))
+/// The compiled method `method` of the module at `submodule` (dotted path) in `model`.
+fn compiled_method(
+    model: &Path,
+    submodule: Option<&str>,
+    method: &str,
+) -> crate::Result<(Arc<CompilationUnit>, Arc<Function>)> {
+    let root = Module::load(model)?;
+    let module = root.get_submodule(submodule.unwrap_or(""))?;
+    let unit = module.compilation_unit()?;
+    let class = module.class_name();
+    if !unit.class(class).is_some_and(|c| c.has_method(method)) {
+        return Err(crate::Error::Module(format!(
+            "{}: {class} has no method `{method}`",
+            model.display()
+        )));
+    }
+    let function = unit.method(class, method)?;
+    Ok((unit, function))
 }
 
 /// Print the method's code as `m.code` does.
 pub fn run_code(args: &CodeArgs) -> crate::Result<()> {
-    Err(not_wired("code", &args.model))
+    let (_, function) = compiled_method(&args.model, args.submodule.as_deref(), &args.method)?;
+    let printed = function_code(&function, true)
+        .map_err(|e| crate::Error::Module(format!("{}: {e}", args.model.display())))?;
+    // the text of `m.code`, which ends in a newline
+    print!("{}", printed.code);
+    Ok(())
 }
 
 /// Print the method's graph as `str(m.graph)` (or `m.inlined_graph`) does.
 pub fn run_graph(args: &GraphArgs) -> crate::Result<()> {
-    Err(not_wired("graph", &args.model))
+    let (unit, function) = compiled_method(&args.model, args.submodule.as_deref(), &args.method)?;
+    let options = PrintOptions {
+        source_locations: !args.no_source_locations,
+    };
+    let text = if args.inlined {
+        print_graph(unit.inlined_graph(&function)?.as_ref(), options)
+    } else {
+        print_graph(&function.graph, options)
+    };
+    print!("{text}");
+    Ok(())
 }

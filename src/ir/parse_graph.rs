@@ -117,7 +117,8 @@ impl IrParser<'_> {
 
     fn value_ref(&mut self) -> PResult<String> {
         self.expect("%")?;
-        let name = self.word(b".");
+        // debug names keep the characters of Python attribute names (`%block1-0`)
+        let name = self.word(b".-");
         if name.is_empty() {
             return self.err("expected a value name after `%`");
         }
@@ -220,7 +221,12 @@ impl IrParser<'_> {
             loop {
                 let name = self.word(b"");
                 self.expect("=")?;
-                attrs.push((name, self.attr_value()?));
+                let value = if kind == "prim::isinstance" && name == "types" {
+                    self.type_list()?
+                } else {
+                    self.attr_value()?
+                };
+                attrs.push((name, value));
                 if !self.eat(",") {
                     break;
                 }
@@ -423,6 +429,34 @@ impl IrParser<'_> {
 
     // ---------- attribute values ----------
 
+    /// `[list, tuple]`, `[Tensor]`: a type-list attribute, kept as the types' spellings.
+    fn type_list(&mut self) -> PResult<Attr> {
+        self.expect("[")?;
+        let (mut items, mut cur, mut depth) = (Vec::new(), String::new(), 0usize);
+        loop {
+            let Some(c) = self.peek() else {
+                return self.err("unterminated type list");
+            };
+            self.i += 1;
+            match c {
+                b'[' | b'(' => depth += 1,
+                b']' if depth == 0 => break,
+                b']' | b')' => depth = depth.saturating_sub(1),
+                b',' if depth == 0 => {
+                    items.push(cur.trim().to_string());
+                    cur.clear();
+                    continue;
+                }
+                _ => {}
+            }
+            cur.push(c as char);
+        }
+        if !cur.trim().is_empty() {
+            items.push(cur.trim().to_string());
+        }
+        Ok(Attr::Strs(items))
+    }
+
     fn attr_value(&mut self) -> PResult<Attr> {
         let v = self.ivalue()?;
         Ok(match v {
@@ -435,6 +469,30 @@ impl IrParser<'_> {
 
     fn ivalue(&mut self) -> PResult<IValue> {
         self.skip_ws();
+        if self.eat("annotate(") {
+            // `annotate(List[int], [])`: a list with its type spelled out
+            let start = self.i;
+            let mut depth = 0usize;
+            while let Some(c) = self.peek() {
+                match c {
+                    b'[' | b'(' => depth += 1,
+                    b']' | b')' => depth = depth.saturating_sub(1),
+                    b',' if depth == 0 => break,
+                    _ => {}
+                }
+                self.i += 1;
+            }
+            let annotation = self.text[start..self.i].trim().to_string();
+            self.expect(",")?;
+            let value = self.ivalue()?;
+            self.expect(")")?;
+            return match (super::types::parse_annotation(&annotation), value) {
+                (Some(Type::List(elem)), IValue::List(l)) => {
+                    Ok(IValue::List(List::new(*elem, l.items().to_vec())))
+                }
+                _ => self.err(format!("unsupported annotated value `{annotation}`")),
+            };
+        }
         match self.peek() {
             Some(b'"') => Ok(IValue::str(self.quoted()?)),
             Some(b'[') => {

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt::{self, Write};
 
 use super::graph::{Attr, BlockId, Graph, NodeId, ValueId};
+use super::types::Type;
 use crate::runtime::IValue;
 use crate::tensor::{DType, Scalar, Tensor};
 
@@ -168,7 +169,11 @@ impl GraphPrinter<'_> {
                 }
                 out.push_str(name);
                 out.push('=');
-                out.push_str(&attr_text(a));
+                if node.kind == "prim::isinstance" && name == "types" {
+                    out.push_str(&type_list_text(a));
+                } else {
+                    out.push_str(&attr_text(a));
+                }
             }
             out.push(']');
         }
@@ -202,6 +207,17 @@ impl GraphPrinter<'_> {
         }
         indent(out, level + 1);
         let _ = writeln!(out, "-> ({})", self.plain_values(&block.returns));
+    }
+}
+
+/// A type-list attribute (`prim::isinstance[types=[list, tuple]]`) as `printTypeList` writes
+/// it: the types unquoted. The list is held as one type, or as the types' spellings.
+pub fn type_list_text(a: &Attr) -> String {
+    match a {
+        Attr::Type(t) => format!("[{t}]"),
+        Attr::Strs(v) => format!("[{}]", v.join(", ")),
+        Attr::Str(s) => format!("[{s}]"),
+        other => attr_text(other),
     }
 }
 
@@ -328,14 +344,30 @@ pub fn ivalue_text(v: &IValue) -> String {
         }
         IValue::String(s) => quoted_string(s),
         IValue::Tensor(t) => tensor_attr_text(t),
-        IValue::List(l) => format!(
-            "[{}]",
-            l.items()
-                .iter()
-                .map(ivalue_text)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        IValue::List(l) => {
+            let text = format!(
+                "[{}]",
+                l.items()
+                    .iter()
+                    .map(ivalue_text)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            // `printMaybeAnnotatedList`: empty lists, and lists whose element type the
+            // members do not tell, carry their type
+            let inferable = !matches!(
+                l.elem_type(),
+                Type::Union(_) | Type::Optional(_) | Type::Number | Type::Any
+            );
+            if l.items().is_empty() || !inferable {
+                format!(
+                    "annotate({}, {text})",
+                    Type::list(l.elem_type().clone()).annotation_str()
+                )
+            } else {
+                text
+            }
+        }
         IValue::Tuple(t) => {
             let items: Vec<String> = t.items().iter().map(ivalue_text).collect();
             if items.len() == 1 {

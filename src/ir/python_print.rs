@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 
 use super::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
 use super::printer::{fmt_double, quoted_string};
+use super::schema::{FunctionSchema, SchemaRegistry};
 use super::types::Type;
+use super::unit::Function;
 use crate::runtime::IValue;
 
 /// Why a graph could not be printed as code.
@@ -38,6 +40,35 @@ pub trait SchemaSource {
     fn op_args(&self, g: &Graph, node: NodeId) -> Option<OpArgs>;
 }
 
+impl From<&FunctionSchema> for OpArgs {
+    fn from(schema: &FunctionSchema) -> OpArgs {
+        OpArgs {
+            args: schema
+                .arguments
+                .iter()
+                .map(|a| OpArg {
+                    name: a.name.clone(),
+                    kwarg_only: a.kwarg_only,
+                    default: a.default.clone(),
+                    is_out: a.kwarg_only && a.is_write,
+                })
+                .collect(),
+            is_vararg: schema.is_vararg,
+        }
+    }
+}
+
+/// Schemas of compiled graphs: each operator node names the overload it resolved to, whose
+/// schema is looked up in PyTorch's registry.
+pub struct RegistrySchemas;
+
+impl SchemaSource for RegistrySchemas {
+    fn op_args(&self, g: &Graph, node: NodeId) -> Option<OpArgs> {
+        let schema = SchemaRegistry::global().find(&g.node(node).qualified_op())?;
+        Some(OpArgs::from(schema.as_ref()))
+    }
+}
+
 /// A function's signature: the schema PyTorch prints in the `def` line.
 #[derive(Clone, Debug)]
 pub struct Signature {
@@ -65,6 +96,23 @@ pub fn print_code(g: &Graph, sig: &Signature, schemas: &dyn SchemaSource) -> PRe
         code: p.out,
         constants: p.constants,
     })
+}
+
+/// Print a compiled function or method (`is_method`: its first argument is `self`) as
+/// `m.code` / `m.<method>.code` shows it.
+pub fn function_code(f: &Function, is_method: bool) -> PResult<PrintedCode> {
+    let sig = Signature {
+        name: f.name.clone(),
+        args: f
+            .signature
+            .params
+            .iter()
+            .map(|p| (p.name.clone(), p.ty.clone(), p.default.clone()))
+            .collect(),
+        returns: f.signature.return_type.clone(),
+        is_method,
+    };
+    print_code(&f.graph, &sig, &RegistrySchemas)
 }
 
 /// A use of a value: by a node input, or by a block's return list.

@@ -1,11 +1,12 @@
 //! Compiling archive code to graphs: every method of every fixture archive compiles, and
 //! unsupported constructs fail with a located error.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tsrun::frontend;
 use tsrun::ir::unit::CompilationUnit;
 use tsrun::ir::{CompileError, Graph};
+use tsrun::runtime::Module;
 
 /// Archives to compile: every `.pt` under fixtures/, plus those under `$TSRUN_EXTRA_ARCHIVES`.
 fn archives() -> Vec<PathBuf> {
@@ -34,29 +35,10 @@ fn archives() -> Vec<PathBuf> {
     out
 }
 
-/// Parse every code file of an archive (named `code/...` as PyTorch reports them).
-fn parse_archive(path: &Path) -> Vec<frontend::ast::File> {
-    let f = std::fs::File::open(path).expect("open archive");
-    let mut zip = zip::ZipArchive::new(f).expect("zip");
-    let mut files = Vec::new();
-    for i in 0..zip.len() {
-        let mut entry = zip.by_index(i).expect("zip entry");
-        let name = entry.name().to_string();
-        let Some((_, rest)) = name.split_once("/code/") else {
-            continue;
-        };
-        if !rest.ends_with(".py") {
-            continue;
-        }
-        let mut text = String::new();
-        entry.read_to_string(&mut text).expect("utf-8 code");
-        let code_name = format!("code/{rest}");
-        files.push(
-            frontend::parse_file(&code_name, &text)
-                .unwrap_or_else(|e| panic!("{}: parse error {e}", path.display())),
-        );
-    }
-    files
+/// The archive's compilation unit as a loaded module has it (tensor constants bound).
+fn unit_of(path: &Path) -> Result<Arc<CompilationUnit>, String> {
+    let module = Module::load(path).map_err(|e| e.to_string())?;
+    module.compilation_unit().map_err(|e| e.to_string())
 }
 
 fn node_count(g: &Graph) -> usize {
@@ -66,13 +48,11 @@ fn node_count(g: &Graph) -> usize {
 }
 
 #[test]
-#[ignore = "failing after the session-2 merge (tally in the issue note); fix next session, run with --ignored"]
 fn every_fixture_method_compiles() {
     let mut compiled = 0;
     let mut failures = Vec::new();
     for path in archives() {
-        let files = parse_archive(&path);
-        let unit = match CompilationUnit::from_files(&files) {
+        let unit = match unit_of(&path) {
             Ok(u) => u,
             Err(e) => {
                 failures.push(format!("{}: {e}", path.display()));
@@ -147,7 +127,6 @@ fn unsupported_constructs_report_their_location() {
 }
 
 #[test]
-#[ignore = "failing after the session-2 merge (tally in the issue note); fix next session, run with --ignored"]
 fn overloads_resolve_like_pytorch() {
     // The overloads PyTorch 2.15 picks for this code (`node.schema()` of the scripted graph).
     let code = "class M(Module):\n  __parameters__ = []\n  __buffers__ = []\n  training : bool\n  def forward(self: __torch__.M,\n    x: Tensor,\n    n: int) -> Tensor:\n    m = torch.add(n, 1)\n    y = torch.add(x, m)\n    z = torch.max_pool2d(y, 2)\n    return torch.add(z, y)\n";
@@ -180,9 +159,10 @@ fn printed_kinds(text: &str) -> Vec<String> {
         {
             continue;
         }
+        // `%out : T = kind(...)`, or `= kind(...)` for a node without outputs
         let rest = match l.split_once(" = ") {
             Some((_, r)) if l.starts_with('%') => r,
-            _ => l,
+            _ => l.strip_prefix("= ").unwrap_or(l),
         };
         let kind: String = rest
             .chars()
@@ -205,11 +185,14 @@ fn graph_kinds(g: &Graph) -> Vec<String> {
 fn printed_self_class(text: &str) -> Option<String> {
     let first = text.lines().next()?;
     let (_, rest) = first.split_once(" : ")?;
-    Some(rest.trim_end_matches(',').trim_end_matches(')').to_string())
+    Some(
+        rest.trim_end_matches([',', ':'])
+            .trim_end_matches(')')
+            .to_string(),
+    )
 }
 
 #[test]
-#[ignore = "failing after the session-2 merge (tally in the issue note); fix next session, run with --ignored"]
 fn graphs_match_pytorch_node_sequences() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let (mut checked, mut matched, mut inlined_matched) = (0, 0, 0);
@@ -223,7 +206,7 @@ fn graphs_match_pytorch_node_sequences() {
             continue;
         };
         let printed: serde_json::Value = serde_json::from_str(&text).expect("printed.json");
-        let unit = CompilationUnit::from_files(&parse_archive(&path)).expect("unit");
+        let unit = unit_of(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let Some(modules) = printed.as_object() else {
             continue;
         };
@@ -276,4 +259,13 @@ fn graphs_match_pytorch_node_sequences() {
         println!("  {m}");
     }
     assert!(mismatches.is_empty(), "{} graphs differ", mismatches.len());
+    // Inlined graphs: a ratchet. The rest differ where PyTorch's inliner leaves no trace of
+    // passes tsrun's cleanup does not run yet on the inlined body (constant propagation of
+    // whole operators, LowerSimpleTuples across call boundaries, and the like).
+    assert!(
+        inlined_matched >= INLINED_FLOOR,
+        "inlined node sequences: {inlined_matched} < {INLINED_FLOOR}"
+    );
 }
+
+const INLINED_FLOOR: usize = 1047;

@@ -5,6 +5,7 @@ mod common;
 mod load_common;
 
 mod bad_input;
+mod cli_code;
 mod compile_fixtures;
 mod frontend_parse;
 mod golden_decode;

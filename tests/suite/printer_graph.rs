@@ -71,7 +71,6 @@ fn mask_warn_ids(s: &str) -> String {
 }
 
 #[test]
-#[ignore = "failing after the session-2 merge (tally in the issue note); fix next session, run with --ignored"]
 fn golden_graphs_round_trip_through_parser_and_printer() {
     let graphs = golden_graphs();
     assert!(

@@ -1,7 +1,7 @@
 //! Expressions: literals, names, attributes, calls (operators through their schemas, methods,
 //! functions, builtins), subscripts and operators.
 
-use super::matching::{match_schemas, tuple_elements};
+use super::matching::match_schemas;
 use super::Emitter;
 use crate::frontend::ast::{self, BinOp, ClassKind, Expr, ExprKind, UnaryOp};
 use crate::ir::graph::{Attr, ValueId};
@@ -939,11 +939,12 @@ impl Emitter<'_> {
                 .ok()
                 .and_then(|k| types.get(k).cloned())
                 .ok_or_else(|| self.err(span, format!("tuple index {i} out of range")))?;
-            if let Type::Tuple(_) = ty {
-                // indexing a literal tuple picks the element directly
-                let elems = tuple_elements(&mut self.b, base);
-                if let Some(&e) = usize::try_from(k).ok().and_then(|k| elems.get(k)) {
-                    if self.b.graph.value(base).def != self.b.graph.value(e).def {
+            // indexing a literal tuple picks the element directly (`LowerSimpleTuples`);
+            // any other tuple is indexed with `prim::TupleIndex`
+            if let Some(n) = crate::ir::passes::producer(&self.b.graph, base) {
+                let node = self.b.graph.node(n);
+                if node.kind == "prim::TupleConstruct" {
+                    if let Some(&e) = usize::try_from(k).ok().and_then(|k| node.inputs.get(k)) {
                         return Ok(e);
                     }
                 }

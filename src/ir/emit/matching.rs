@@ -157,7 +157,7 @@ fn varargs_can_be_list(schema: &FunctionSchema, index: usize, arg: &Argument) ->
         .arguments
         .get(index + 1)
         .is_none_or(|next| next.kwarg_only);
-    // as PyTorch: an Optional[List[T]] formal never collects varargs
+    // the formal itself must be a list (`varargsCanBeUsedAsList`): not `Optional[List[T]]`
     let is_list = matches!(&arg.ty, Type::List(e) if !matches!(**e, Type::Var(_)));
     is_last && is_list && arg.fixed_len.is_none()
 }

@@ -32,51 +32,6 @@ enum Iterable {
 }
 
 impl Emitter<'_> {
-    /// `with a as x, b: body` as PyTorch emits it: `prim::Enter` per item (typed by its
-    /// class's `__enter__`), the body inline, then `prim::Exit` in reverse order.
-    fn emit_with(
-        &mut self,
-        items: &[ast::WithItem],
-        body: &[Stmt],
-        span: ast::Span,
-    ) -> Result<(), CompileError> {
-        let mut entered = Vec::new();
-        for item in items {
-            let obj = self.emit_value(&item.expr, None)?;
-            let Type::Class(class) = self.b.ty(obj).clone() else {
-                return Err(self.err(
-                    span,
-                    format!(
-                        "`with` needs an object with __enter__ and __exit__, got {}",
-                        self.b.ty(obj)
-                    ),
-                ));
-            };
-            let info = self.unit.class(&class).cloned();
-            let enter_type = info
-                .as_ref()
-                .and_then(|c| c.method_signature("__enter__"))
-                .map(|sig| sig.return_type.clone());
-            let has_exit = info.as_ref().is_some_and(|c| c.has_method("__exit__"));
-            let (Some(enter_type), true) = (enter_type, has_exit) else {
-                return Err(self.err(
-                    span,
-                    format!("`with` object of class {class} lacks __enter__ or __exit__"),
-                ));
-            };
-            let entered_value = self.b.insert1("prim::Enter", None, vec![obj], enter_type);
-            if let Some(target) = &item.target {
-                self.assign(target, entered_value)?;
-            }
-            entered.push(obj);
-        }
-        self.emit_stmts(body)?;
-        for obj in entered.into_iter().rev() {
-            self.b.insert1("prim::Exit", None, vec![obj], Type::Any);
-        }
-        Ok(())
-    }
-
     pub(super) fn emit_stmts(&mut self, stmts: &[Stmt]) -> Result<(), CompileError> {
         for s in stmts {
             self.emit_stmt(s)?;
@@ -150,7 +105,7 @@ impl Emitter<'_> {
             StmtKind::Assert { .. } => {
                 return Err(self.err(s.span, "`assert` statements are not supported"))
             }
-            StmtKind::With { items, body } => self.emit_with(items, body, s.span)?,
+            StmtKind::With { items, body } => self.emit_with(items, body)?,
             StmtKind::Del(targets) => {
                 for t in targets {
                     match &t.kind {
@@ -182,6 +137,54 @@ impl Emitter<'_> {
             ExprKind::Name(n) => self.lookup(n).map(|v| self.b.ty(v).clone()),
             _ => None,
         }
+    }
+
+    /// `with a as x, b: body` (`emitWith`): `prim::Enter` of each object (typed as its
+    /// `__enter__` returns), the body, then `prim::Exit` of each object in reverse order. The
+    /// enter and exit nodes carry no source location, as in PyTorch.
+    fn emit_with(&mut self, items: &[ast::WithItem], body: &[Stmt]) -> Result<(), CompileError> {
+        let mut entered = Vec::new();
+        for item in items {
+            let obj = self.emit_value(&item.expr, None)?;
+            let Type::Class(class) = self.b.ty(obj).clone() else {
+                return Err(self.err(item.expr.span, "With item expression must return an object"));
+            };
+            let info = self.unit.class(&class).cloned();
+            let (enter, exit) = match &info {
+                Some(c) => (
+                    c.method_signature("__enter__"),
+                    c.method_signature("__exit__"),
+                ),
+                None => (None, None),
+            };
+            let (Some(enter), Some(exit)) = (enter, exit) else {
+                return Err(self.err(
+                    item.expr.span,
+                    format!("object of type {class} used in a `with` needs __enter__ and __exit__"),
+                ));
+            };
+            if enter.params.len() != 1 || exit.params.len() != 4 {
+                return Err(self.err(
+                    item.expr.span,
+                    format!("__enter__ / __exit__ of {class} have the wrong number of arguments"),
+                ));
+            }
+            let source = self.b.source.take();
+            let out = self
+                .b
+                .insert1("prim::Enter", None, vec![obj], enter.return_type.clone());
+            self.b.source = source;
+            entered.push(obj);
+            if let Some(target) = &item.target {
+                self.assign(target, out)?;
+            }
+        }
+        self.emit_stmts(body)?;
+        while let Some(obj) = entered.pop() {
+            self.b.source = None;
+            self.b.insert1("prim::Exit", None, vec![obj], Type::Tensor);
+        }
+        Ok(())
     }
 
     /// Assign `v` to a target: a name, a tuple/list of targets, an attribute or an item.

@@ -1,0 +1,253 @@
+//! `tsrun code` / `tsrun graph` and the printers behind them, against PyTorch's goldens
+//! (`fixtures/golden/<fixture>/printed.json`: `m.code`, `str(m.graph)`, `str(m.inlined_graph)`
+//! of every method of every submodule of the loaded archive).
+
+use std::path::Path;
+use std::process::Command;
+
+use tsrun::ir::printer::{print_graph, PrintOptions};
+use tsrun::ir::python_print::function_code;
+use tsrun::runtime::Module;
+
+use crate::common::fixtures_dir;
+
+/// `aten::warn[warn_id=N]` carries a process-wide counter: compare with N as a wildcard.
+fn mask_warn_ids(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("warn_id=") {
+        out.push_str(&rest[..i + 8]);
+        rest = rest[i + 8..].trim_start_matches(|c: char| c.is_ascii_digit());
+        out.push('N');
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The golden printed text of `which` (`code`, `graph`, `inlined_graph`) for a method.
+fn golden_text(fixture: &str, path: &str, method: &str, which: &str) -> Option<String> {
+    let text = std::fs::read_to_string(
+        fixtures_dir()
+            .join("golden")
+            .join(fixture)
+            .join("printed.json"),
+    )
+    .ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    json.get(path)?
+        .get(method)?
+        .get(which)?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn first_difference(ours: &str, theirs: &str) -> String {
+    ours.lines()
+        .zip(theirs.lines())
+        .find(|(a, b)| a != b)
+        .map(|(a, b)| format!("\n    ours:    {a}\n    pytorch: {b}"))
+        .unwrap_or_else(|| "\n    (one is a prefix of the other)".to_string())
+}
+
+#[derive(Default)]
+struct Tally {
+    total: usize,
+    same: usize,
+    differing: Vec<String>,
+}
+
+impl Tally {
+    fn check(&mut self, label: &str, ours: Result<String, String>, theirs: &str) {
+        self.total += 1;
+        match ours {
+            Ok(o) if mask_warn_ids(&o) == mask_warn_ids(theirs) => self.same += 1,
+            Ok(o) => self
+                .differing
+                .push(format!("{label}{}", first_difference(&o, theirs))),
+            Err(e) => self.differing.push(format!("{label}: {e}")),
+        }
+    }
+}
+
+/// Every method's code, graph and inlined graph as tsrun compiles and prints them, compared
+/// with PyTorch's. Byte-for-byte equality needs the emitter to reproduce PyTorch's value
+/// creation order (printed `%N` numbers), its passes (constant hoisting, dead code), and the
+/// original Python source locations from `debug_pkl`; the code tally is a ratchet (it may
+/// only go up).
+#[test]
+fn compiled_methods_print_like_pytorch() {
+    let golden_root = fixtures_dir().join("golden");
+    let mut fixtures: Vec<_> = std::fs::read_dir(&golden_root)
+        .expect("fixtures/golden")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| golden_root.join(n).join("printed.json").exists())
+        .collect();
+    fixtures.sort();
+    let (mut code, mut graph, mut inlined) = (Tally::default(), Tally::default(), Tally::default());
+    for fixture in &fixtures {
+        let archive = fixtures_dir().join("models").join(format!("{fixture}.pt"));
+        let Ok(root) = Module::load(&archive) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(golden_root.join(fixture).join("printed.json"))
+            .expect("printed.json");
+        let json: serde_json::Value = serde_json::from_str(&text).expect("printed.json is JSON");
+        for (path, methods) in json.as_object().into_iter().flatten() {
+            for (method, printed) in methods.as_object().into_iter().flatten() {
+                let label = format!("{fixture} [{path}] {method}");
+                let compiled = root
+                    .get_submodule(path)
+                    .and_then(|m| {
+                        let unit = m.compilation_unit()?;
+                        let f = unit.method(m.class_name(), method)?;
+                        Ok((unit, f))
+                    })
+                    .map_err(|e| e.to_string());
+                if let Some(want) = printed.get("code").and_then(|c| c.as_str()) {
+                    let ours = compiled.as_ref().map_err(Clone::clone).and_then(|(_, f)| {
+                        function_code(f, true)
+                            .map(|p| p.code)
+                            .map_err(|e| e.to_string())
+                    });
+                    code.check(&label, ours, want);
+                }
+                if let Some(want) = printed.get("graph").and_then(|c| c.as_str()) {
+                    let ours = compiled
+                        .as_ref()
+                        .map_err(Clone::clone)
+                        .map(|(_, f)| print_graph(&f.graph, PrintOptions::default()));
+                    graph.check(&label, ours, want);
+                }
+                if let Some(want) = printed.get("inlined_graph").and_then(|c| c.as_str()) {
+                    let ours = compiled.as_ref().map_err(Clone::clone).and_then(|(u, f)| {
+                        u.inlined_graph(f)
+                            .map(|g| print_graph(&g, PrintOptions::default()))
+                            .map_err(|e| e.to_string())
+                    });
+                    inlined.check(&label, ours, want);
+                }
+            }
+        }
+    }
+    for (name, t) in [
+        ("code", &code),
+        ("graph", &graph),
+        ("inlined_graph", &inlined),
+    ] {
+        println!(
+            "{name}: {}/{} methods print identically to PyTorch",
+            t.same, t.total
+        );
+    }
+    for (name, t) in [
+        ("code", &code),
+        ("graph", &graph),
+        ("inlined_graph", &inlined),
+    ] {
+        for d in &t.differing {
+            println!("[{name}] {d}");
+        }
+    }
+    assert!(code.total > 0 && graph.total > 0 && inlined.total > 0);
+    assert!(
+        code.same >= CODE_FLOOR,
+        "code: {} < {CODE_FLOOR}",
+        code.same
+    );
+    // graph and inlined_graph are printed only: none is identical yet (0/1434, 0/1236).
+    // PyTorch's `%N` numbers count every value its emitter created (including ones later
+    // removed), and its source comments point into the original Python files through
+    // `debug_pkl`, which the emitter does not read. Node sequences do match
+    // (compile_fixtures::graphs_match_pytorch_node_sequences).
+}
+
+/// 1388 of 1434 methods print `m.code` identically. The 46 that differ, by cause:
+/// - numeric submodule names (`getattr(self, "0")`): PyTorch's value for the attribute is
+///   named `0`, so the printer binds it to a `_N` temporary where tsrun inlines it (Sequential
+///   and ModuleList forwards of convnext/efficientnet/mnasnet/swin, containers, HF encoders);
+/// - if/loop outputs whose declared variable type is wider than the value's (`hx1 :
+///   Optional[Tensor] = ...`): PyTorch types the merged output by the variable's annotation
+///   (gru_rnn, convnet `_output_padding`, transformer_encoder, vit `merge_masks`);
+/// - unique-name numbering after renamed variables (`training1` vs `training0`, `_0` vs `_3`)
+///   and tuple-unpacked call results printed as names rather than `_5, _6` (gru_rnn, convnet
+///   `bn3d`, bert/distilbert/gpt2/llama/t5 stacks, lang_control_flow, lang_containers);
+/// - `prim::isinstance` has no operator schema for the code printer (lang_refinement).
+const CODE_FLOOR: usize = 1388;
+
+/// `tsrun code` prints `m.code` of the root and of a submodule's method byte for byte.
+#[test]
+fn tsrun_code_prints_golden_code() {
+    for (fixture, submodule, method) in [
+        ("mlp", "", "forward"),
+        ("batchnorm_training", "bn", "_check_input_dim"),
+    ] {
+        let path = archive(fixture);
+        let mut args = vec!["code", path.as_str()];
+        if !submodule.is_empty() {
+            args.extend(["--submodule", submodule]);
+        }
+        args.extend(["--method", method]);
+        let want = golden_text(fixture, submodule, method, "code").expect("golden code");
+        assert_eq!(tsrun(&args), want, "tsrun {args:?}");
+    }
+}
+
+/// `tsrun graph` prints the compiled graph (and with `--inlined` the inlined graph) as the
+/// library's printer does, with the node sequence of PyTorch's graph.
+#[test]
+fn tsrun_graph_prints_the_compiled_graph() {
+    let path = archive("mlp");
+    let module = Module::load(&path).expect("load");
+    let unit = module.compilation_unit().expect("unit");
+    let f = unit
+        .method(module.class_name(), "forward")
+        .expect("forward");
+    let ours = tsrun(&["graph", &path]);
+    assert_eq!(ours, print_graph(&f.graph, PrintOptions::default()));
+    let inlined = tsrun(&["graph", &path, "--inlined"]);
+    let g = unit.inlined_graph(&f).expect("inlined");
+    assert_eq!(inlined, print_graph(&g, PrintOptions::default()));
+    let kinds = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.split_once(" = ").map(|(_, r)| r))
+            .map(|r| r.split(['(', '[']).next().unwrap_or("").to_string())
+            .filter(|k| k != "prim::Constant")
+            .collect()
+    };
+    let want = golden_text("mlp", "", "forward", "graph").expect("golden graph");
+    assert_eq!(kinds(&ours), kinds(&want));
+    let no_loc = tsrun(&["graph", &path, "--no-source-locations"]);
+    assert!(!no_loc.lines().take(3).any(|l| l.contains(" # ")));
+}
+
+/// Unknown submodules and methods are reported, not printed as something else.
+#[test]
+fn tsrun_code_reports_unknown_methods() {
+    let path = archive("mlp");
+    let out = Command::new(env!("CARGO_BIN_EXE_tsrun"))
+        .args(["code", &path, "--method", "no_such_method"])
+        .output()
+        .expect("run tsrun");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no_such_method"));
+}
+
+fn tsrun(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tsrun"))
+        .args(args)
+        .output()
+        .expect("run tsrun");
+    assert!(
+        out.status.success(),
+        "tsrun {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn archive(fixture: &str) -> String {
+    let p = fixtures_dir().join("models").join(format!("{fixture}.pt"));
+    assert!(Path::new(&p).exists(), "{}", p.display());
+    p.to_string_lossy().into_owned()
+}
