@@ -16,6 +16,7 @@ pub mod conv;
 pub mod creation;
 pub mod elementwise;
 pub mod embedding;
+pub mod extra;
 pub mod index;
 pub mod interpolate;
 pub(crate) mod kernels;
@@ -104,6 +105,7 @@ impl Registry {
             shape::register(&mut r);
             sort::register(&mut r);
             scalar::register(&mut r);
+            extra::register(&mut r);
             r
         })
     }

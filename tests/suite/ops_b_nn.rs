@@ -36,3 +36,10 @@ fn rnn_ops() {
 fn vision_ops() {
     common::assert_op_cases("vision");
 }
+
+/// Losses, grid sampling, im2col/col2im, special functions and tensor queries
+/// (fixtures/gen_ops_extra.py).
+#[test]
+fn extra_ops() {
+    common::assert_op_cases("extra");
+}
