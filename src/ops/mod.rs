@@ -16,6 +16,7 @@ pub mod conv;
 pub mod creation;
 pub mod elementwise;
 pub mod embedding;
+pub mod fft;
 pub mod index;
 pub mod interpolate;
 pub(crate) mod kernels;
@@ -103,6 +104,7 @@ impl Registry {
             index::register(&mut r);
             shape::register(&mut r);
             sort::register(&mut r);
+            fft::register(&mut r);
             scalar::register(&mut r);
             r
         })
