@@ -21,6 +21,7 @@ pub mod index;
 pub mod interpolate;
 pub(crate) mod kernels;
 pub mod linalg;
+pub mod linalg_dense;
 pub mod norm;
 pub mod pool;
 pub mod random;
@@ -105,6 +106,7 @@ impl Registry {
             shape::register(&mut r);
             sort::register(&mut r);
             fft::register(&mut r);
+            linalg_dense::register(&mut r);
             scalar::register(&mut r);
             r
         })
