@@ -706,7 +706,7 @@ float_unary_kernels! {
 }
 
 /// Modified Bessel function of the first kind, order 0 (power series; adequate for |x| < 700).
-fn bessel_i0(x: f64) -> f64 {
+pub(crate) fn bessel_i0(x: f64) -> f64 {
     let q = x * x / 4.0;
     let (mut term, mut sum, mut k) = (1.0f64, 1.0f64, 1.0f64);
     while term > sum * 1e-17 && k < 500.0 {

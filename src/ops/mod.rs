@@ -17,10 +17,12 @@ pub mod creation;
 pub mod elementwise;
 pub mod embedding;
 pub mod extra;
+pub mod fft;
 pub mod index;
 pub mod interpolate;
 pub(crate) mod kernels;
 pub mod linalg;
+pub mod linalg_dense;
 pub mod norm;
 pub mod pool;
 pub mod random;
@@ -104,6 +106,8 @@ impl Registry {
             index::register(&mut r);
             shape::register(&mut r);
             sort::register(&mut r);
+            fft::register(&mut r);
+            linalg_dense::register(&mut r);
             scalar::register(&mut r);
             extra::register(&mut r);
             r

@@ -1028,7 +1028,7 @@ fn flip(t: &Tensor, dims: &[i64]) -> R<Tensor> {
     Ok(out)
 }
 
-fn roll(t: &Tensor, shifts: &[i64], dims: &[i64]) -> R<Tensor> {
+pub(crate) fn roll(t: &Tensor, shifts: &[i64], dims: &[i64]) -> R<Tensor> {
     if dims.is_empty() {
         if shifts.len() != 1 {
             return Err(value_err("shifts and dimensions must align"));

@@ -15,6 +15,7 @@ mod ops_b_nn;
 mod ops_creation;
 mod ops_elementwise;
 mod ops_index;
+mod ops_linalg_fft;
 mod ops_reduce;
 mod ops_scalar;
 mod ops_shape;
