@@ -5,12 +5,14 @@
 //! ([`Tensor::view`], [`Tensor::view_mut`]).
 
 mod dtype;
+mod identity;
 pub mod element;
 pub mod promote;
 mod scalar;
 mod storage;
 
 pub use dtype::DType;
+pub use identity::TensorIdentity;
 pub use element::Element;
 pub use scalar::Scalar;
 pub use storage::{AllocError, Storage, STORAGE_ALIGN};
