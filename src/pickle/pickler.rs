@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 type Result<T> = std::result::Result<T, PickleError>;
 
-
 /// One pickle being written. Storages met along the way are numbered in order of first
 /// appearance; [`Pickler::storages`] lists them for the archive writer.
 pub struct Pickler {

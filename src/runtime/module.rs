@@ -534,12 +534,7 @@ impl Module {
         }
         if !swapped.is_empty() {
             let mut seen = HashSet::new();
-            replace_tensors(
-                &IValue::Object(self.object.clone()),
-                &swapped,
-                &mut seen,
-                0,
-            );
+            replace_tensors(&IValue::Object(self.object.clone()), &swapped, &mut seen, 0);
         }
         Ok(())
     }

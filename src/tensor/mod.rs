@@ -5,15 +5,15 @@
 //! ([`Tensor::view`], [`Tensor::view_mut`]).
 
 mod dtype;
-mod identity;
 pub mod element;
+mod identity;
 pub mod promote;
 mod scalar;
 mod storage;
 
 pub use dtype::DType;
-pub use identity::TensorIdentity;
 pub use element::Element;
+pub use identity::TensorIdentity;
 pub use scalar::Scalar;
 pub use storage::{AllocError, Storage, STORAGE_ALIGN};
 
