@@ -519,10 +519,12 @@ impl Module {
                     continue;
                 };
                 if decl.is_parameter(&name) {
-                    let identity = t.identity();
-                    if !swapped.contains_key(&identity) {
+                    // A parameter met again (tied weights) was swapped already.
+                    if let std::collections::hash_map::Entry::Vacant(slot) =
+                        swapped.entry(t.identity())
+                    {
                         if let Some(new) = cast(&t)? {
-                            swapped.insert(identity, new);
+                            slot.insert(new);
                         }
                     }
                 } else if decl.is_buffer(&name) {
