@@ -5,7 +5,7 @@
 use super::PickleError;
 use crate::ir::types::Type;
 use crate::runtime::IValue;
-use crate::tensor::{DType, Storage, Tensor};
+use crate::tensor::{DType, Storage, Tensor, TensorIdentity};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -20,8 +20,13 @@ pub struct Pickler {
     globals: HashMap<(String, String), u32>,
     /// Memo slots of shared containers/objects by identity, so aliasing survives a round trip.
     shared: HashMap<usize, u32>,
-    storage_keys: HashMap<usize, usize>,
+    /// Storage key and memo slot of the persistent id of each storage met, by storage id.
+    storage_keys: HashMap<usize, (usize, u32)>,
     storages: Vec<(Storage, DType)>,
+    /// Memo slots of tensors already written, by identity. PyTorch's pickler memoizes shared
+    /// tensors too, so after `torch.jit.load` they are one tensor again and `Module.to(dtype)`
+    /// (which swaps a parameter's data in place) reaches every reference to it.
+    tensors: HashMap<TensorIdentity, u32>,
     /// Keys are offset by this (PyTorch numbers constants' storages separately from data's).
     key_base: usize,
     depth: usize,
@@ -43,6 +48,7 @@ impl Pickler {
             shared: HashMap::new(),
             storage_keys: HashMap::new(),
             storages: Vec::new(),
+            tensors: HashMap::new(),
             key_base: 0,
             depth: 0,
         }
@@ -318,29 +324,55 @@ impl Pickler {
     }
 
     fn tensor(&mut self, t: &Tensor) -> Result<()> {
-        let dtype = t.dtype();
-        let storage = t.storage();
-        let key = match self.storage_keys.get(&storage.id()) {
-            Some(&k) => {
-                let (_, first) = &self.storages[k - self.key_base];
-                if *first != dtype {
-                    return Err(PickleError::Unpicklable(format!(
-                        "one storage is viewed as both {first} and {dtype}"
-                    )));
-                }
-                k
-            }
-            None => {
-                let k = self.key_base + self.storages.len();
-                self.storage_keys.insert(storage.id(), k);
-                self.storages.push((storage.clone(), dtype));
-                k
-            }
-        };
-        let numel = storage.nbytes() / dtype.size();
+        let identity = t.identity();
+        if let Some(&idx) = self.tensors.get(&identity) {
+            self.get(idx);
+            return Ok(());
+        }
         self.global("torch._utils", "_rebuild_tensor_v2");
         self.out.push(b'(');
-        // persistent id
+        self.storage_persistent_id(t)?;
+        self.int(t.storage_offset() as i64);
+        // Sizes and strides as MARK ... TUPLE, as PyTorch writes them.
+        for dims in [
+            t.shape().iter().map(|&s| s as i64).collect::<Vec<_>>(),
+            t.strides().iter().map(|&s| s as i64).collect(),
+        ] {
+            self.out.push(b'(');
+            for d in dims {
+                self.int(d);
+            }
+            self.out.push(b't');
+        }
+        self.out.push(if t.requires_grad() { 0x88 } else { 0x89 });
+        self.global("collections", "OrderedDict");
+        self.out.push(b')');
+        self.out.push(b'R');
+        self.out.push(b't');
+        self.out.push(b'R');
+        let idx = self.memoize();
+        self.tensors.insert(identity, idx);
+        Ok(())
+    }
+
+    /// The storage's persistent id `('storage', torch.XStorage, key, 'cpu', numel)` the first
+    /// time a storage is met (memoized), a BINGET of it afterwards.
+    fn storage_persistent_id(&mut self, t: &Tensor) -> Result<()> {
+        let dtype = t.dtype();
+        let storage = t.storage();
+        if let Some(&(key, idx)) = self.storage_keys.get(&storage.id()) {
+            let (_, first) = &self.storages[key - self.key_base];
+            if *first != dtype {
+                return Err(PickleError::Unpicklable(format!(
+                    "one storage is viewed as both {first} and {dtype}"
+                )));
+            }
+            self.get(idx);
+            return Ok(());
+        }
+        let key = self.key_base + self.storages.len();
+        self.storages.push((storage.clone(), dtype));
+        let numel = storage.nbytes() / dtype.size();
         self.out.push(b'(');
         self.string(&Arc::from("storage"));
         self.global("torch", dtype.storage_class());
@@ -349,16 +381,8 @@ impl Pickler {
         self.int(numel as i64);
         self.out.push(b't');
         self.out.push(b'Q');
-        self.int(t.storage_offset() as i64);
-        let dims = |v: Vec<i64>| v.into_iter().map(IValue::Int).collect::<Vec<_>>();
-        self.tuple(&dims(t.shape().iter().map(|&s| s as i64).collect()))?;
-        self.tuple(&dims(t.strides().iter().map(|&s| s as i64).collect()))?;
-        self.out.push(if t.requires_grad() { 0x88 } else { 0x89 });
-        self.global("collections", "OrderedDict");
-        self.out.push(b')');
-        self.out.push(b'R');
-        self.out.push(b't');
-        self.out.push(b'R');
+        let idx = self.memoize();
+        self.storage_keys.insert(storage.id(), (key, idx));
         Ok(())
     }
 }

@@ -11,11 +11,11 @@ use crate::archive::Archive;
 use crate::ir::types::Type;
 use crate::pickle::{EnumResolver, StorageLoader, Unpickler};
 use crate::runtime::{EnumValue, IValue, Object, Tuple};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Tensor, TensorIdentity};
 use crate::{Error, Result};
 pub use decls::{ClassDecl, ClassKind, ClassTable, MethodDecl};
 use indexmap::IndexMap;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Seek};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -490,45 +490,134 @@ impl Module {
     }
 
     /// `Module.to(dtype)`: cast floating-point (and complex) parameters and buffers of every
-    /// module in place. Tensors shared between attributes stay shared.
+    /// module in place, as PyTorch's `nn.Module._apply` does: a parameter's data is swapped in
+    /// place (`param.data = param.to(dtype)`), so every reference to the parameter (tied weights,
+    /// an RNN's `_flat_weights` list) sees the new tensor; a buffer attribute is replaced by its
+    /// cast (`self._buffers[k] = buf.to(dtype)`), so only that attribute changes. References are
+    /// followed within this module's object graph.
     pub fn to_dtype(&self, dtype: DType) -> Result<()> {
         if !dtype.is_floating_point() && !dtype.is_complex() {
             return Err(module_err(format!(
                 "nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}"
             )));
         }
-        let mut converted: Vec<(Tensor, Tensor)> = Vec::new();
+        let cast = |t: &Tensor| -> Result<Option<Tensor>> {
+            if !(t.dtype().is_floating_point() || t.dtype().is_complex()) || t.dtype() == dtype {
+                return Ok(None);
+            }
+            let mut new = t.to_dtype(dtype)?;
+            new.set_requires_grad(t.requires_grad());
+            Ok(Some(new))
+        };
+        let mut swapped: HashMap<TensorIdentity, Tensor> = HashMap::new();
         for m in self.modules() {
             let Some(decl) = m.class_decl().cloned() else {
                 continue;
             };
             for (name, v) in m.fields() {
-                if !(decl.is_parameter(&name) || decl.is_buffer(&name)) {
-                    continue;
-                }
                 let IValue::Tensor(t) = v else {
                     continue;
                 };
-                if !(t.dtype().is_floating_point() || t.dtype().is_complex()) {
-                    continue;
-                }
-                let tv = IValue::Tensor(t.clone());
-                let new = match converted
-                    .iter()
-                    .find(|(old, _)| IValue::Tensor(old.clone()).is_same(&tv))
-                {
-                    Some((_, new)) => new.clone(),
-                    None => {
-                        let mut new = t.to_dtype(dtype)?;
-                        new.set_requires_grad(t.requires_grad());
-                        converted.push((t.clone(), new.clone()));
-                        new
+                if decl.is_parameter(&name) {
+                    // A parameter met again (tied weights) was swapped already.
+                    if let std::collections::hash_map::Entry::Vacant(slot) =
+                        swapped.entry(t.identity())
+                    {
+                        if let Some(new) = cast(&t)? {
+                            slot.insert(new);
+                        }
                     }
-                };
-                m.object.set(&name, IValue::Tensor(new));
+                } else if decl.is_buffer(&name) {
+                    if let Some(new) = cast(&t)? {
+                        m.object.set(&name, IValue::Tensor(new));
+                    }
+                }
             }
         }
+        if !swapped.is_empty() {
+            let mut seen = HashSet::new();
+            replace_tensors(&IValue::Object(self.object.clone()), &swapped, &mut seen, 0);
+        }
         Ok(())
+    }
+}
+
+/// Replace every reference to a tensor in `map` (by identity) inside `v`'s object graph.
+/// Objects, lists and dicts are updated in place; the new value is returned for a tensor or a
+/// tuple (tuples are immutable: the caller stores the rebuilt one).
+fn replace_tensors(
+    v: &IValue,
+    map: &HashMap<TensorIdentity, Tensor>,
+    seen: &mut HashSet<usize>,
+    depth: usize,
+) -> Option<IValue> {
+    if depth > crate::pickle::MAX_NESTING {
+        return None;
+    }
+    match v {
+        IValue::Tensor(t) => map.get(&t.identity()).map(|n| IValue::Tensor(n.clone())),
+        IValue::Object(o) => {
+            if seen.insert(Arc::as_ptr(&o.0) as *const u8 as usize) {
+                let fields: Vec<(Arc<str>, IValue)> = o
+                    .fields()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                for (k, x) in fields {
+                    if let Some(new) = replace_tensors(&x, map, seen, depth + 1) {
+                        o.set(&k, new);
+                    }
+                }
+            }
+            None
+        }
+        IValue::List(l) => {
+            if seen.insert(Arc::as_ptr(&l.0) as *const u8 as usize) {
+                let items = l.to_vec();
+                for (i, x) in items.iter().enumerate() {
+                    if let Some(new) = replace_tensors(x, map, seen, depth + 1) {
+                        if let Some(slot) = l.items_mut().get_mut(i) {
+                            *slot = new;
+                        }
+                    }
+                }
+            }
+            None
+        }
+        IValue::Dict(d) => {
+            if seen.insert(Arc::as_ptr(&d.0) as *const u8 as usize) {
+                let values: Vec<IValue> = d.entries().into_iter().map(|(_, v)| v).collect();
+                for (i, x) in values.iter().enumerate() {
+                    if let Some(new) = replace_tensors(x, map, seen, depth + 1) {
+                        if let Some((_, (_, slot))) = d.items_mut().get_index_mut(i) {
+                            *slot = new;
+                        }
+                    }
+                }
+            }
+            None
+        }
+        IValue::Tuple(t) => {
+            let mut changed = false;
+            let items: Vec<IValue> = t
+                .items()
+                .iter()
+                .map(|x| match replace_tensors(x, map, seen, depth + 1) {
+                    Some(new) => {
+                        changed = true;
+                        new
+                    }
+                    None => x.clone(),
+                })
+                .collect();
+            changed.then(|| {
+                IValue::Tuple(match t.class() {
+                    Some(class) => Tuple::named(class.clone(), items),
+                    None => Tuple::new(items),
+                })
+            })
+        }
+        _ => None,
     }
 }
 

@@ -6,12 +6,14 @@
 
 mod dtype;
 pub mod element;
+mod identity;
 pub mod promote;
 mod scalar;
 mod storage;
 
 pub use dtype::DType;
 pub use element::Element;
+pub use identity::TensorIdentity;
 pub use scalar::Scalar;
 pub use storage::{AllocError, Storage, STORAGE_ALIGN};
 

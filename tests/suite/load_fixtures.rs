@@ -197,3 +197,81 @@ fn submodules_share_the_loaded_state() {
         }
     }
 }
+
+/// The loader reads class declarations with a line scan (runtime/module/decls.rs, cheaper than
+/// parsing); the frontend's AST must agree with it on every fixture: kind, parameters, buffers,
+/// hooks, typed attributes, constants, methods and enum members, in order.
+#[test]
+fn declaration_scan_agrees_with_the_ast() {
+    use tsrun::frontend::ast::{ClassKind as AstKind, ExprKind};
+    use tsrun::runtime::module::ClassKind;
+    let mut classes = 0;
+    for name in fixture_names() {
+        let m = load_fixture(&name).expect("load");
+        let program = m.program().expect("parse");
+        for (file, (path, _)) in program.iter().zip(m.code_files()) {
+            let module = tsrun::frontend::module_qualname(path).expect("code path");
+            for c in file.classes() {
+                let qualified = format!("{module}.{}", c.name.name);
+                let decl = m
+                    .classes()
+                    .get(&qualified)
+                    .unwrap_or_else(|| panic!("{name}: {qualified} not scanned"));
+                let kind = match c.kind {
+                    AstKind::Module => ClassKind::Module,
+                    AstKind::Class => ClassKind::Class,
+                    AstKind::NamedTuple => ClassKind::NamedTuple,
+                    AstKind::Enum => ClassKind::Enum,
+                    AstKind::Interface | AstKind::ModuleInterface => ClassKind::Interface,
+                };
+                assert_eq!(decl.kind, kind, "{name}: {qualified} kind");
+                assert_eq!(decl.parameters, c.parameters, "{name}: {qualified}");
+                assert_eq!(decl.buffers, c.buffers, "{name}: {qualified}");
+                let strings = |target: &str| -> Vec<String> {
+                    c.assignments
+                        .iter()
+                        .filter(|(n, _)| n.name == target)
+                        .flat_map(|(_, v)| match &v.kind {
+                            ExprKind::List(items) => items
+                                .iter()
+                                .map(|i| match &i.kind {
+                                    ExprKind::Str(s) => s.clone(),
+                                    other => panic!("{name}: {target} holds {other:?}"),
+                                })
+                                .collect::<Vec<String>>(),
+                            other => panic!("{name}: {target} = {other:?}"),
+                        })
+                        .collect()
+                };
+                assert_eq!(decl.forward_hooks, strings("__forward_hooks__"), "{name}");
+                assert_eq!(
+                    decl.forward_pre_hooks,
+                    strings("__forward_pre_hooks__"),
+                    "{name}"
+                );
+                let attributes: Vec<(String, tsrun::ir::types::Type)> = c
+                    .attributes
+                    .iter()
+                    .map(|a| (a.name.name.clone(), a.ty.to_type().expect("type")))
+                    .collect();
+                assert_eq!(
+                    decl.attributes, attributes,
+                    "{name}: {qualified} attributes"
+                );
+                let constants: Vec<&str> = c.constants.iter().map(|k| &*k.name.name).collect();
+                let scanned: Vec<&str> = decl.constants.iter().map(|k| &*k.0).collect();
+                assert_eq!(scanned, constants, "{name}: {qualified} constants");
+                let methods: Vec<&str> = c.methods.iter().map(|f| &*f.name.name).collect();
+                let scanned: Vec<&str> = decl.methods.iter().map(|f| &*f.name).collect();
+                assert_eq!(scanned, methods, "{name}: {qualified} methods");
+                if c.kind == AstKind::Enum {
+                    let members: Vec<&str> = c.assignments.iter().map(|(n, _)| &*n.name).collect();
+                    let scanned: Vec<&str> = decl.enum_members.iter().map(|(n, _)| &**n).collect();
+                    assert_eq!(scanned, members, "{name}: {qualified} enum members");
+                }
+                classes += 1;
+            }
+        }
+    }
+    assert!(classes > 100, "only {classes} classes compared");
+}

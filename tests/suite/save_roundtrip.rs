@@ -200,3 +200,38 @@ fn to_dtype_casts_floating_parameters_and_buffers() {
         assert_eq!(dtypes(&again.state_dict()), dtypes(&after), "{name}");
     }
 }
+
+/// PyTorch's `Module.to(dtype)` swaps a parameter's data in place, so every reference to the
+/// parameter follows (an LSTM reads its weights through `_flat_weights`); after saving, the
+/// references are still one tensor (the pickler memoizes it), so `torch.jit.load` keeps them tied.
+#[test]
+fn to_dtype_reaches_every_reference_to_a_parameter() {
+    for name in ["lstm_tagger", "gru_rnn"] {
+        let m = load_fixture(name).expect("load");
+        m.to_dtype(DType::Float16).expect("to float16");
+        let bytes = m.to_archive_bytes(&[]).expect("save");
+        for module in [m.clone(), Module::load_from_bytes(&bytes).expect("reload")] {
+            let mut checked = 0;
+            for (path, sub) in module.named_modules("", true) {
+                let Some(flat) = sub.attr("_flat_weights") else {
+                    continue;
+                };
+                let flat = flat.as_list().expect("_flat_weights is a list").to_vec();
+                let names = sub.attr("_flat_weights_names").expect("names");
+                let names = names.as_list().expect("list").to_vec();
+                assert_eq!(flat.len(), names.len(), "{name}: {path}");
+                for (n, w) in names.iter().zip(&flat) {
+                    let n = n.as_str().expect("name");
+                    let param = sub.get_parameter(n).expect("parameter");
+                    assert_eq!(param.dtype(), DType::Float16, "{name}: {path}.{n}");
+                    assert!(
+                        w.is_same(&tsrun::IValue::Tensor(param)),
+                        "{name}: {path}._flat_weights entry for {n} is not the parameter"
+                    );
+                    checked += 1;
+                }
+            }
+            assert!(checked > 0, "{name}: no _flat_weights checked");
+        }
+    }
+}

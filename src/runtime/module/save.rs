@@ -100,7 +100,8 @@ impl Module {
         for (storage, _) in data_storages.iter().chain(&constant_storages) {
             id = fnv1a(id, &(storage.nbytes() as u64).to_le_bytes());
         }
-        writer.write_record("version", shared.version.to_string().as_bytes(), false)?;
+        // PyTorch writes the version followed by a newline.
+        writer.write_record("version", format!("{}\n", shared.version).as_bytes(), false)?;
         writer.write_record("byteorder", b"little", false)?;
         // PyTorch writes a random id; a content hash keeps saves reproducible.
         let serialization_id = format!("{:020}{:020}", id, fnv1a(id, b"tsrun"));
