@@ -4,19 +4,9 @@
 //! -> [`ir`] (SSA graphs, printers) -> [`runtime`] (interpreter, module API) -> [`ops`] (kernels)
 //! over [`tensor`]. See ARCHITECTURE.md.
 
-// Style lints not yet cleaned up after the parallel merge of this session; behaviour is unaffected.
-// TODO(next session): fix the sites and drop these allows.
-#![allow(
-    clippy::bool_comparison,
-    clippy::collapsible_match,
-    clippy::explicit_counter_loop,
-    clippy::manual_checked_ops,
-    clippy::manual_div_ceil,
-    clippy::manual_is_multiple_of,
-    clippy::neg_cmp_op_on_partial_ord,
-    clippy::type_complexity,
-    clippy::useless_format
-)]
+// Generic kernels are instantiated for every dtype by the `dispatch_*!` macros, bool included;
+// for bool these lints flag comparisons that are right for every other element type.
+#![allow(clippy::bool_comparison, clippy::neg_cmp_op_on_partial_ord)]
 
 pub mod archive;
 pub mod cli;

@@ -1042,7 +1042,7 @@ fn istft(args: &mut Args<'_>) -> R {
             }
             if onesided {
                 line[0].im = 0.0;
-                if n_fft % 2 == 0 {
+                if n_fft.is_multiple_of(2) {
                     line[n_fft / 2].im = 0.0;
                 }
             }

@@ -494,7 +494,7 @@ fn expanded_len_consumed(indices: &[Option<Tensor>], idx: &Option<Tensor>) -> us
 fn nonzero_columns(m: &Tensor) -> R<Vec<Tensor>> {
     let coords = nonzero_coords(m)?;
     let nd = m.dim();
-    let n = if nd == 0 { 0 } else { coords.len() / nd };
+    let n = coords.len().checked_div(nd).unwrap_or(0);
     (0..nd)
         .map(|d| {
             let col: Vec<i64> = (0..n).map(|i| coords[i * nd + d]).collect();
@@ -528,10 +528,9 @@ fn nonzero_coords(m: &Tensor) -> R<Vec<i64>> {
 fn nonzero(m: &Tensor) -> R<Tensor> {
     let coords = nonzero_coords(m)?;
     let nd = m.dim();
-    let n = if nd == 0 {
-        usize::from(m.numel() == 1 && m.item()?.to_bool())
-    } else {
-        coords.len() / nd
+    let n = match coords.len().checked_div(nd) {
+        Some(n) => n,
+        None => usize::from(m.numel() == 1 && m.item()?.to_bool()),
     };
     Ok(Tensor::from_vec(coords, &[n, nd])?)
 }

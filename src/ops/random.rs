@@ -186,7 +186,7 @@ fn fill_normal(g: &mut Generator, out: &Tensor, mean: f64, std: f64) -> crate::R
             normal_fill_16(&mut data[i..i + 16], mean, std);
             i += 16;
         }
-        if n % 16 != 0 {
+        if !n.is_multiple_of(16) {
             let tail = &mut data[n - 16..];
             for x in tail.iter_mut() {
                 *x = uniform_opmath(g, dt);

@@ -1990,7 +1990,7 @@ fn hash(a: &mut Args) -> R {
 }
 fn assert_scalar(a: &mut Args) -> R {
     if num(a, 0)?.f() == 0.0 {
-        return Err(err(format!("{}", python_str(a.get(1)?))));
+        return Err(err(python_str(a.get(1)?).to_string()));
     }
     Ok(IValue::None)
 }

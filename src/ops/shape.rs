@@ -80,7 +80,7 @@ pub(crate) fn infer_size(size: &[i64], numel: usize) -> R<Shape> {
     }
     match infer {
         Some(i) => {
-            if known == 0 || numel % known != 0 {
+            if known == 0 || !numel.is_multiple_of(known) {
                 return Err(shape_err(format!(
                     "shape '{size:?}' is invalid for input of size {numel}"
                 )));
@@ -360,7 +360,7 @@ pub(crate) fn slice(
     let d = wdim(dim, t.dim())?;
     let (begin, stop) = clamp_slice(t.shape()[d], start, end);
     let len = if stop > begin {
-        (stop - begin + step as usize - 1) / step as usize
+        (stop - begin).div_ceil(step as usize)
     } else {
         0
     };
@@ -552,7 +552,7 @@ fn view_dtype(t: &Tensor, dtype: DType) -> R<Tensor> {
     let byte_offset = t.storage_offset() * old;
     if new > old {
         let ratio = new / old;
-        if shape[n - 1] % ratio != 0 || byte_offset % new != 0 {
+        if !shape[n - 1].is_multiple_of(ratio) || !byte_offset.is_multiple_of(new) {
             return Err(bad());
         }
         shape[n - 1] /= ratio;
@@ -1091,7 +1091,7 @@ fn rot90(t: &Tensor, k: i64, dims: &[i64]) -> R<Tensor> {
 
 /// The padded dims and their (before, after) amounts: `pad` lists the last dim first.
 fn pad_pairs(t: &Tensor, pad: &[i64]) -> R<Vec<(usize, i64, i64)>> {
-    if pad.len() % 2 != 0 {
+    if !pad.len().is_multiple_of(2) {
         return Err(value_err("Padding length must be divisible by 2"));
     }
     let k = pad.len() / 2;

@@ -240,11 +240,7 @@ fn unique_dim(t: &Tensor, dim: i64, consecutive: bool) -> R<(Tensor, Tensor, Ten
     let d = wdim(dim, t.dim())?;
     let moved = movedim(t, &[d as i64], &[0])?.contiguous()?;
     let rows_n = t.shape().get(d).copied().unwrap_or(1);
-    let width = if rows_n == 0 {
-        0
-    } else {
-        moved.numel() / rows_n
-    };
+    let width = moved.numel().checked_div(rows_n).unwrap_or(0);
     let (reps, ids, counts, order) = crate::dispatch_real!(t.dtype(), "unique_dim", |T| {
         let data = moved
             .as_slice::<T>()?

@@ -11,6 +11,9 @@ use std::sync::Arc;
 
 type Result<T> = std::result::Result<T, PickleError>;
 
+/// The pickle bytes and the storages it references, in persistent-id order.
+pub type Pickled = (Vec<u8>, Vec<(Storage, DType)>);
+
 /// One pickle being written. Storages met along the way are numbered in order of first
 /// appearance; [`Pickler::storages`] lists them for the archive writer.
 pub struct Pickler {
@@ -55,7 +58,7 @@ impl Pickler {
     }
 
     /// Pickle `v` as the whole content and return the bytes (with STOP).
-    pub fn finish(mut self, v: &IValue) -> Result<(Vec<u8>, Vec<(Storage, DType)>)> {
+    pub fn finish(mut self, v: &IValue) -> Result<Pickled> {
         self.push(v)?;
         self.out.push(b'.');
         Ok((self.out, self.storages))

@@ -908,7 +908,7 @@ impl<'a> Unpickler<'a> {
     }
 
     fn set_items(&self, d: &Dict, vals: Vec<IValue>) -> Result<()> {
-        if vals.len() % 2 != 0 {
+        if !vals.len().is_multiple_of(2) {
             return Err(self.malformed("odd number of items for a dict"));
         }
         let mut it = vals.into_iter();

@@ -13,6 +13,9 @@ use crate::runtime::{EnumValue, IValue};
 use num_complex::Complex64;
 use std::sync::Arc;
 
+/// Positional and keyword argument values of a call.
+type CallArgs = (Vec<ValueId>, Vec<(String, ValueId)>);
+
 /// The result of emitting an expression: a graph value or something only usable in a call or
 /// attribute access.
 pub(super) enum Sugared {
@@ -423,7 +426,7 @@ impl Emitter<'_> {
         &mut self,
         args: &[Expr],
         kwargs: &[(ast::Ident, Expr)],
-    ) -> Result<(Vec<ValueId>, Vec<(String, ValueId)>), CompileError> {
+    ) -> Result<CallArgs, CompileError> {
         let mut a = Vec::new();
         for e in args {
             if let ExprKind::Starred(_) = e.kind {

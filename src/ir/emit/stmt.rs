@@ -649,11 +649,7 @@ fn iterable_trip(it: &Iterable) -> ValueId {
 
 fn collect_assigned_target(t: &Expr, out: &mut Vec<String>) {
     match &t.kind {
-        ExprKind::Name(n) => {
-            if !out.contains(n) {
-                out.push(n.clone())
-            }
-        }
+        ExprKind::Name(n) if !out.contains(n) => out.push(n.clone()),
         ExprKind::Tuple(items) | ExprKind::List(items) => {
             for i in items {
                 collect_assigned_target(i, out);

@@ -85,11 +85,9 @@ pub fn insert_graph_before(
         .copied()
         .zip(args.iter().copied())
         .collect();
-    let mut pos = pos;
-    for &n in &callee.block(callee.root).nodes {
+    for (at, &n) in (pos..).zip(&callee.block(callee.root).nodes) {
         let copy = clone_node(graph, callee, n, &mut map);
-        graph.insert_at(block, pos, copy);
-        pos += 1;
+        graph.insert_at(block, at, copy);
     }
     Ok(callee
         .outputs()

@@ -19,10 +19,13 @@ use std::sync::{Arc, OnceLock};
 /// Deepest TorchScript call nesting before a call fails (guards the native stack).
 pub const MAX_CALL_DEPTH: usize = 200;
 
+/// Plans of methods by (class qualified name, method name).
+type MethodPlans = HashMap<(Arc<str>, Arc<str>), Callee>;
+
 /// Runs the methods and functions of one program, caching their plans.
 pub struct Interpreter {
     program: Arc<dyn Program>,
-    methods: RwLock<HashMap<(Arc<str>, Arc<str>), Callee>>,
+    methods: RwLock<MethodPlans>,
     functions: RwLock<HashMap<Arc<str>, Callee>>,
 }
 
