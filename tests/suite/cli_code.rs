@@ -9,20 +9,7 @@ use tsrun::ir::printer::{print_graph, PrintOptions};
 use tsrun::ir::python_print::function_code;
 use tsrun::runtime::Module;
 
-use crate::common::fixtures_dir;
-
-/// `aten::warn[warn_id=N]` carries a process-wide counter: compare with N as a wildcard.
-fn mask_warn_ids(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find("warn_id=") {
-        out.push_str(&rest[..i + 8]);
-        rest = rest[i + 8..].trim_start_matches(|c: char| c.is_ascii_digit());
-        out.push('N');
-    }
-    out.push_str(rest);
-    out
-}
+use crate::common::{fixtures_dir, mask_warn_ids};
 
 /// The golden printed text of `which` (`code`, `graph`, `inlined_graph`) for a method.
 fn golden_text(fixture: &str, path: &str, method: &str, which: &str) -> Option<String> {

@@ -1,6 +1,7 @@
 //! The graph printer and the IR text parser against PyTorch's `str(graph)` goldens:
 //! `print(parse(text)) == text` for every method's graph and inlined graph.
 
+use crate::common::mask_warn_ids;
 use std::path::Path;
 
 use tsrun::ir::parse_graph::parse_graph;
@@ -54,19 +55,6 @@ fn golden_graphs() -> Vec<GoldenGraph> {
             }
         }
     }
-    out
-}
-
-/// `aten::warn[warn_id=N]` carries a process-wide counter: compare with N as a wildcard.
-fn mask_warn_ids(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find("warn_id=") {
-        out.push_str(&rest[..i + 8]);
-        rest = rest[i + 8..].trim_start_matches(|c: char| c.is_ascii_digit());
-        out.push('N');
-    }
-    out.push_str(rest);
     out
 }
 
