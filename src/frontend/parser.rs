@@ -43,8 +43,11 @@ pub fn binary(op: BinOp, lhs: Expr, rhs: Expr, l: usize, r: usize) -> Expr {
 pub fn unary(op: UnaryOp, operand: Expr, l: usize, r: usize) -> Expr {
     let span = Span::new(l, r);
     match (op, &operand.kind) {
-        (UnaryOp::Neg, ExprKind::Int(i)) => Expr::new(ExprKind::Int(i.wrapping_neg()), span),
-        (UnaryOp::Neg, ExprKind::Float(f)) => Expr::new(ExprKind::Float(-f), span),
+        // PyTorch's parser folds `-` into a number literal, keeping the number's range
+        (UnaryOp::Neg, ExprKind::Int(i)) => {
+            Expr::new(ExprKind::Int(i.wrapping_neg()), operand.span)
+        }
+        (UnaryOp::Neg, ExprKind::Float(f)) => Expr::new(ExprKind::Float(-f), operand.span),
         _ => Expr::new(
             ExprKind::Unary {
                 op,

@@ -5,6 +5,7 @@
 use super::source::SourceRange;
 use super::types::Type;
 use crate::runtime::IValue;
+use std::collections::HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ValueId(pub u32);
@@ -25,9 +26,12 @@ pub enum Def {
 #[derive(Clone, Debug)]
 pub struct ValueData {
     pub ty: Type,
-    /// Source-level name (`x`, `h1`); the printer makes it unique (`x.1`).
+    /// Unique name (`x`, `x.1`), kept unique within the graph as PyTorch's
+    /// `Value::setDebugName` does; set it through [`Graph::set_debug_name`].
     pub debug_name: Option<String>,
     pub def: Def,
+    /// PyTorch's `Value::unique()`: creation number, printed for unnamed values (`%4`).
+    pub unique: usize,
 }
 
 /// A node attribute value (`prim::Constant[value=...]`, `prim::GetAttr[name="fc"]`, ...).
@@ -82,12 +86,33 @@ pub struct BlockData {
     pub owner: Option<NodeId>,
 }
 
+/// Who holds a debug name: a value of the graph, or a transient value PyTorch's emitter
+/// creates and later erases (the output of a `prim::Load`), which still takes part in naming.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NameHolder {
+    Value(ValueId),
+    Transient(usize),
+}
+
+/// PyTorch's per-graph naming state (`Graph::unique_names_`, `name_base_suffix_`,
+/// `next_unique_`): printed value names and numbers depend on every value ever created, so
+/// the emitter reproduces PyTorch's creation order, including transient values.
+#[derive(Clone, Debug, Default)]
+struct Naming {
+    next_unique: usize,
+    owners: HashMap<String, NameHolder>,
+    base_suffix: HashMap<String, usize>,
+    /// Names of live transient values, by transient index.
+    transient_names: Vec<Option<String>>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Graph {
     pub values: Vec<ValueData>,
     pub nodes: Vec<NodeData>,
     pub blocks: Vec<BlockData>,
     pub root: BlockId,
+    naming: Naming,
 }
 
 impl Default for Graph {
@@ -103,7 +128,90 @@ impl Graph {
             nodes: Vec::new(),
             blocks: vec![BlockData::default()],
             root: BlockId(0),
+            naming: Naming::default(),
         }
+    }
+
+    /// The unique number the next created value gets.
+    pub fn next_unique(&self) -> usize {
+        self.naming.next_unique
+    }
+
+    /// Name `v` as PyTorch's `Value::setDebugName`: if another value holds the name, that one
+    /// is renamed to `base.N` (N above every suffix handed out for `base` so far); an empty
+    /// name clears it. Names that are plain numbers are not names (PyTorch rejects them).
+    pub fn set_debug_name(&mut self, v: ValueId, name: &str) {
+        self.set_name_of(NameHolder::Value(v), name);
+    }
+
+    /// Create a value PyTorch's emitter creates and erases later (a `prim::Load` output):
+    /// it takes a unique number and, while alive, the name. Returns its handle for
+    /// [`Graph::erase_transient`].
+    pub fn transient_value(&mut self, name: Option<&str>) -> usize {
+        self.naming.next_unique += 1;
+        let t = self.naming.transient_names.len();
+        self.naming.transient_names.push(None);
+        if let Some(name) = name {
+            self.set_name_of(NameHolder::Transient(t), name);
+        }
+        t
+    }
+
+    /// Erase a transient value, freeing its name.
+    pub fn erase_transient(&mut self, t: usize) {
+        self.set_name_of(NameHolder::Transient(t), "");
+    }
+
+    /// Erase every transient value still alive (PyTorch's `EraseLoadStores`).
+    pub fn erase_transients(&mut self) {
+        for t in 0..self.naming.transient_names.len() {
+            self.erase_transient(t);
+        }
+    }
+
+    /// Free the name of a value that left the graph (PyTorch's `Graph::freeValue`).
+    pub fn free_value_name(&mut self, v: ValueId) {
+        self.set_name_of(NameHolder::Value(v), "");
+    }
+
+    fn holder_name(&mut self, h: NameHolder) -> &mut Option<String> {
+        match h {
+            NameHolder::Value(v) => &mut self.values[v.0 as usize].debug_name,
+            NameHolder::Transient(t) => &mut self.naming.transient_names[t],
+        }
+    }
+
+    fn set_name_of(&mut self, holder: NameHolder, name: &str) {
+        if let Some(old) = self.holder_name(holder).take() {
+            if self.naming.owners.get(&old) == Some(&holder) {
+                self.naming.owners.remove(&old);
+            }
+        }
+        if name.is_empty() || name.bytes().all(|c| c.is_ascii_digit()) {
+            return;
+        }
+        if let Some(&previous) = self.naming.owners.get(name) {
+            let (base, mut suffix) = match name.rsplit_once('.') {
+                Some((b, s)) if !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()) => {
+                    (b.to_string(), s.parse::<usize>().unwrap_or(1))
+                }
+                _ => (name.to_string(), 1),
+            };
+            if let Some(&last) = self.naming.base_suffix.get(&base) {
+                suffix = suffix.max(last + 1);
+            }
+            let replacement = loop {
+                let candidate = format!("{base}.{suffix}");
+                suffix += 1;
+                if !self.naming.owners.contains_key(&candidate) {
+                    break candidate;
+                }
+            };
+            self.naming.base_suffix.insert(base, suffix);
+            self.set_name_of(previous, &replacement);
+        }
+        self.naming.owners.insert(name.to_string(), holder);
+        *self.holder_name(holder) = Some(name.to_string());
     }
 
     pub fn value(&self, v: ValueId) -> &ValueData {
@@ -149,12 +257,24 @@ impl Graph {
 
     fn new_value(&mut self, ty: Type, debug_name: Option<String>, def: Def) -> ValueId {
         let id = ValueId(self.values.len() as u32);
+        let unique = self.naming.next_unique;
+        self.naming.next_unique += 1;
         self.values.push(ValueData {
             ty,
-            debug_name,
+            debug_name: None,
             def,
+            unique,
         });
+        if let Some(name) = debug_name {
+            self.set_debug_name(id, &name);
+        }
         id
+    }
+
+    /// Give `v` a specific unique number (the IR text parser keeps printed numbers).
+    pub fn set_unique(&mut self, v: ValueId, unique: usize) {
+        self.values[v.0 as usize].unique = unique;
+        self.naming.next_unique = self.naming.next_unique.max(unique + 1);
     }
 
     /// Create a node (not yet placed in a block) with `n_outputs` outputs of the given types.
@@ -213,10 +333,44 @@ impl Graph {
         self.block_mut(block).nodes.insert(pos, node);
     }
 
-    /// Remove a node from its block (its id stays valid but is no longer reachable).
+    /// Remove a node from its block (its id stays valid but is no longer reachable); the
+    /// names of its outputs (and of values inside its blocks) are freed, as when PyTorch
+    /// destroys a node.
     pub fn remove_node(&mut self, node: NodeId) {
         let b = self.node(node).owner;
         self.block_mut(b).nodes.retain(|&n| n != node);
+        self.free_names_within(node);
+    }
+
+    /// Take a node out of its block to place it elsewhere (names and values stay).
+    pub fn detach_node(&mut self, node: NodeId) {
+        let b = self.node(node).owner;
+        self.block_mut(b).nodes.retain(|&n| n != node);
+    }
+
+    fn free_names_within(&mut self, node: NodeId) {
+        for v in self.node(node).outputs.clone() {
+            self.free_value_name(v);
+        }
+        for b in self.node(node).blocks.clone() {
+            for v in self.block(b).params.clone() {
+                self.free_value_name(v);
+            }
+            for n in self.block(b).nodes.clone() {
+                self.free_names_within(n);
+            }
+        }
+    }
+
+    /// Detach the nodes of `block` from position `from` on, freeing their names (a failed
+    /// overload match drops what it inserted; PyTorch leaves such nodes for dead code
+    /// elimination, which also frees them before anything is printed).
+    pub fn truncate_block(&mut self, block: BlockId, from: usize) {
+        let dropped: Vec<NodeId> = self.block(block).nodes.get(from..).unwrap_or(&[]).to_vec();
+        self.block_mut(block).nodes.truncate(from);
+        for n in dropped {
+            self.free_names_within(n);
+        }
     }
 
     /// Replace every use of `old` with `new` in all nodes and block returns.

@@ -138,7 +138,10 @@ impl IrParser<'_> {
     }
 
     fn define(&mut self, name: String, v: ValueId) {
-        self.g.value_mut(v).debug_name = Some(name.clone());
+        match name.parse::<usize>() {
+            Ok(unique) => self.g.set_unique(v, unique),
+            Err(_) => self.g.set_debug_name(v, &name),
+        }
         self.values.insert(name, v);
     }
 

@@ -1,7 +1,6 @@
 //! `str(graph)`: the graph text exactly as PyTorch's `Graph::print` (torch/csrc/jit/ir/ir.cpp)
 //! writes it, plus the value formatting helpers shared with the code printer.
 
-use std::collections::HashMap;
 use std::fmt::{self, Write};
 
 use super::graph::{Attr, BlockId, Graph, NodeId, ValueId};
@@ -30,71 +29,21 @@ impl fmt::Display for Graph {
     }
 }
 
-/// The printed name of a value without `%`: its debug name, else its number. Values named by
-/// a plain number (as the IR text parser keeps unnamed values) print that number.
+/// The printed name of a value without `%`: its debug name (unique in its graph), else its
+/// unique number.
 pub fn value_name(g: &Graph, v: ValueId) -> String {
-    match &g.value(v).debug_name {
+    let value = g.value(v);
+    match &value.debug_name {
         Some(n) => n.clone(),
-        None => v.0.to_string(),
+        None => value.unique.to_string(),
     }
-}
-
-/// Printed names of every value: debug names made unique as PyTorch's `Value::setDebugName`
-/// does when names are set in value-creation order (a later value taking a name renames the
-/// earlier holder to `name.N`), unnamed values by number. Values no longer in the graph are
-/// ignored (PyTorch frees their names).
-pub fn unique_value_names(g: &Graph) -> Vec<String> {
-    let mut live = vec![false; g.values.len()];
-    let mark = |vs: &[ValueId], live: &mut Vec<bool>| {
-        for v in vs {
-            if let Some(l) = live.get_mut(v.0 as usize) {
-                *l = true;
-            }
-        }
-    };
-    mark(g.inputs(), &mut live);
-    g.walk(g.root, &mut |n| mark(&g.node(n).outputs, &mut live));
-    for b in &g.blocks {
-        mark(&b.params, &mut live);
-    }
-    let mut printed: Vec<String> = (0..g.values.len()).map(|i| i.to_string()).collect();
-    let mut owners: HashMap<String, usize> = HashMap::new();
-    let mut suffixes: HashMap<String, u64> = HashMap::new();
-    for (i, v) in g.values.iter().enumerate() {
-        let Some(name) = v.debug_name.as_ref().filter(|_| live[i]) else {
-            continue;
-        };
-        if let Some(&old) = owners.get(name) {
-            let (base, mut suffix) = match name.rsplit_once('.') {
-                Some((b, s)) if !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()) => {
-                    (b.to_string(), s.parse::<u64>().unwrap_or(1))
-                }
-                _ => (name.clone(), 1),
-            };
-            if let Some(&last) = suffixes.get(&base) {
-                suffix = suffix.max(last + 1);
-            }
-            let mut replacement;
-            loop {
-                replacement = format!("{base}.{suffix}");
-                suffix += 1;
-                if !owners.contains_key(&replacement) {
-                    break;
-                }
-            }
-            suffixes.insert(base, suffix);
-            owners.insert(replacement.clone(), old);
-            printed[old] = replacement;
-        }
-        owners.insert(name.clone(), i);
-        printed[i] = name.clone();
-    }
-    printed
 }
 
 /// Print a graph as `str(graph)` does.
 pub fn print_graph(g: &Graph, opts: PrintOptions) -> String {
-    let names = unique_value_names(g);
+    let names: Vec<String> = (0..g.values.len())
+        .map(|i| value_name(g, ValueId(i as u32)))
+        .collect();
     let p = GraphPrinter { g, names: &names };
     let mut out = String::new();
     out.push_str("graph(");
@@ -166,6 +115,13 @@ impl GraphPrinter<'_> {
             for (i, (name, a)) in attrs.iter().enumerate() {
                 if i > 0 {
                     out.push_str(", ");
+                }
+                // a function constant prints the function's own name
+                if let Attr::Value(IValue::Function(q)) = a {
+                    let short = q.rsplit('.').next().unwrap_or(q);
+                    out.push_str("name=");
+                    out.push_str(&quoted_string(short));
+                    continue;
                 }
                 out.push_str(name);
                 out.push('=');

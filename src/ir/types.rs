@@ -140,7 +140,8 @@ impl fmt::Display for Type {
             Type::Await(t) => write!(f, "Await({t})"),
             Type::RRef(t) => write!(f, "RRef({t})"),
             Type::Class(n) => f.write_str(n),
-            Type::Function(n) => f.write_str(n),
+            // PyTorch's `FunctionType::str()`; annotations spell the qualified name
+            Type::Function(_) => f.write_str("Function"),
             Type::Var(n) => f.write_str(n),
         }
     }

@@ -77,6 +77,24 @@ impl Builder {
         self.graph.node(n).outputs[0]
     }
 
+    /// A `prim::Constant` inserted before the first node of the graph (PyTorch's
+    /// `materializeConstant`, used for number literals).
+    pub fn constant_at_front(&mut self, value: IValue) -> ValueId {
+        let ty = constant_type(&value);
+        let attr = constant_attr(value);
+        let n = self
+            .graph
+            .create_node("prim::Constant", Vec::new(), vec![ty]);
+        let data = self.graph.node_mut(n);
+        if let Some(a) = attr {
+            data.attrs.push(("value".to_string(), a));
+        }
+        data.source = self.source.clone();
+        let root = self.graph.root;
+        self.graph.insert_at(root, 0, n);
+        self.graph.node(n).outputs[0]
+    }
+
     pub fn none(&mut self) -> ValueId {
         self.constant(IValue::None)
     }

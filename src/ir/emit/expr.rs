@@ -159,16 +159,19 @@ impl Emitter<'_> {
     ) -> Result<Sugared, CompileError> {
         let v = match &e.kind {
             ExprKind::Name(n) => match self.lookup(n) {
-                Some(v) => v,
+                Some(v) => {
+                    self.load_var(n);
+                    v
+                }
                 None => {
                     return Ok(Sugared::Global(
                         self.lookup_alias(n).unwrap_or_else(|| n.clone()),
                     ))
                 }
             },
-            ExprKind::Int(i) => self.b.constant(IValue::Int(*i)),
-            ExprKind::Float(f) => self.b.constant(IValue::Double(*f)),
-            ExprKind::Imag(f) => self.b.constant(IValue::Complex(Complex64::new(0.0, *f))),
+            ExprKind::Int(i) => self.number_literal(IValue::Int(*i)),
+            ExprKind::Float(f) => self.number_literal(IValue::Double(*f)),
+            ExprKind::Imag(f) => self.number_literal(IValue::Complex(Complex64::new(0.0, *f))),
             ExprKind::Str(s) => self.b.constant(IValue::str(s.as_str())),
             ExprKind::Bool(b) => self.b.constant(IValue::Bool(*b)),
             ExprKind::None => self.b.none(),
@@ -874,7 +877,15 @@ impl Emitter<'_> {
                     .node_mut(n)
                     .attrs
                     .push(("name".into(), Attr::Str(name.to_string())));
-                return Ok(Sugared::Value(self.b.graph.node(n).outputs[0]));
+                let out = self.b.graph.node(n).outputs[0];
+                // `Graph::createGetAttr` names the output after the field (`_0` for `0`)
+                let field_name = if name.bytes().all(|c| c.is_ascii_digit()) {
+                    format!("_{name}")
+                } else {
+                    name.to_string()
+                };
+                self.b.graph.set_debug_name(out, &field_name);
+                return Ok(Sugared::Value(out));
             }
             if class.has_method(name) {
                 return Ok(Sugared::Method {

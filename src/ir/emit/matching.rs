@@ -40,7 +40,7 @@ pub fn match_schemas(
                 Err(e) => {
                     // drop conversions and constants inserted by the failed attempt
                     let block = b.block;
-                    b.graph.block_mut(block).nodes.truncate(mark);
+                    b.graph.truncate_block(block, mark);
                     if allow_conversions || schemas.len() > 1 && failures.len() < schemas.len() {
                         failures.push(format!("  {}: {e}", schema.qualified_name()));
                     }

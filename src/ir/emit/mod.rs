@@ -16,8 +16,10 @@ use crate::ir::passes;
 use crate::ir::types::Type;
 use crate::ir::unit::{ClassInfo, CompilationUnit, Signature};
 use crate::ir::CompileError;
+use crate::runtime::IValue;
 use builder::Builder;
 use indexmap::IndexMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Compile one function or method body to a graph (cleaned up as PyTorch does after emission).
@@ -34,6 +36,7 @@ pub fn emit_function(
         b: Builder::new(Graph::new()),
         frames: vec![Frame::default()],
         class,
+        number_literals: HashMap::new(),
     };
     for p in &signature.params {
         let v = e.b.graph.add_input(p.ty.clone(), Some(p.name.clone()));
@@ -56,6 +59,7 @@ pub fn emit_function(
     let root = e.b.graph.root;
     e.b.graph.block_mut(root).returns = vec![result];
     let mut graph = e.b.graph;
+    graph.erase_transients();
     passes::cleanup(&mut graph);
     Ok(graph)
 }
@@ -77,6 +81,9 @@ struct Emitter<'a> {
     /// The class whose method is being compiled.
     #[allow(dead_code)]
     class: Option<Arc<ClassInfo>>,
+    /// Number literals already materialized at the top of the graph, by kind and bits: PyTorch
+    /// emits each distinct int/float/complex literal once per function, before the first node.
+    number_literals: HashMap<(u8, u64, u64), ValueId>,
 }
 
 /// Names PyTorch gives values (`_0`, `_1` are printer temporaries and stay unnamed).
@@ -102,6 +109,35 @@ impl Emitter<'_> {
             .find_map(|f| f.vars.get(name).copied())
     }
 
+    /// A number literal as PyTorch's `materializeConstant`: one constant per distinct value
+    /// (by C++ `==`, so `0.0` and `-0.0` share one) in the whole function, inserted before the
+    /// graph's first node.
+    fn number_literal(&mut self, value: IValue) -> ValueId {
+        let canonical = |f: f64| if f == 0.0 { 0 } else { f.to_bits() };
+        let key = match &value {
+            IValue::Int(i) => (0, *i as u64, 0),
+            IValue::Double(f) => (1, canonical(*f), 0),
+            IValue::Complex(c) => (2, canonical(c.re), canonical(c.im)),
+            _ => (3, 0, 0),
+        };
+        let is_nan = matches!(&value, IValue::Double(f) if f.is_nan())
+            || matches!(&value, IValue::Complex(c) if c.re.is_nan() || c.im.is_nan());
+        if let Some(&v) = self.number_literals.get(&key).filter(|_| !is_nan) {
+            return v;
+        }
+        let v = self.b.constant_at_front(value);
+        self.number_literals.insert(key, v);
+        v
+    }
+
+    /// PyTorch's emitter reads a variable through a `prim::Load` whose output takes the
+    /// variable's name until SSA conversion erases it; it still shifts the numbering and
+    /// renames the value holding the name (`x` becomes `x.1`).
+    fn load_var(&mut self, name: &str) {
+        let named = meaningful_name(name).then_some(name);
+        self.b.graph.transient_value(named);
+    }
+
     /// Bind `name` in the innermost frame, naming the value after it when it is defined in
     /// the current block and still unnamed.
     fn set_var(&mut self, name: &str, v: ValueId) {
@@ -110,7 +146,15 @@ impl Emitter<'_> {
             Def::Param(b, _) => b == self.b.block,
         };
         if in_block && meaningful_name(name) && self.b.graph.value(v).debug_name.is_none() {
-            self.b.graph.value_mut(v).debug_name = Some(name.to_string());
+            self.b.graph.set_debug_name(v, name);
+        }
+        // re-assigning a variable of an enclosing block looks it up there first (a load)
+        let innermost = self.frames.len().saturating_sub(1);
+        let in_parent = self.frames[..innermost]
+            .iter()
+            .any(|f| f.vars.contains_key(name));
+        if in_parent {
+            self.load_var(name);
         }
         if let Some(f) = self.frames.last_mut() {
             f.vars.insert(name.to_string(), v);

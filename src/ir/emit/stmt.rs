@@ -357,7 +357,7 @@ impl Emitter<'_> {
             self.b.graph.block_mut(else_block).returns.push(f);
             let out = self.b.graph.add_node_output(node, unified);
             if super::meaningful_name(&name) {
-                self.b.graph.value_mut(out).debug_name = Some(name.clone());
+                self.b.graph.set_debug_name(out, &name);
             }
             if let Some(frame) = self.frames.last_mut() {
                 frame.vars.insert(name, out);
@@ -367,7 +367,7 @@ impl Emitter<'_> {
     }
 
     fn emit_while(&mut self, cond: &Expr, body: &[Stmt]) -> Result<(), CompileError> {
-        let max_trip = self.b.constant(IValue::Int(i64::MAX));
+        let max_trip = self.number_literal(IValue::Int(i64::MAX));
         let initial = self.emit_cond(cond)?;
         self.emit_loop(max_trip, initial, body, &mut |_, _| Ok(()), Some(cond), &[])
     }
@@ -628,7 +628,7 @@ impl Emitter<'_> {
             let ty = self.b.ty(*p).clone();
             let out = self.b.graph.add_node_output(node, ty);
             if super::meaningful_name(name) {
-                self.b.graph.value_mut(out).debug_name = Some(name.clone());
+                self.b.graph.set_debug_name(out, &name);
             }
             if let Some(f) = self.frames.last_mut() {
                 f.vars.insert(name.clone(), out);

@@ -48,6 +48,10 @@ fn inline_block(
             let returns = insert_graph_before(graph, block, i, &callee, &args)?;
             let outputs = graph.node(n).outputs.clone();
             for (o, r) in outputs.iter().zip(&returns) {
+                // the call's output name passes to the value replacing it (`inlineCallTo`)
+                if let Some(name) = graph.value(*o).debug_name.clone() {
+                    graph.set_debug_name(*r, &name);
+                }
                 graph.replace_all_uses(*o, *r);
             }
             graph.remove_node(n);
@@ -123,7 +127,9 @@ fn clone_node(
     }
     let outs = dst.node(copy).outputs.clone();
     for (&o, &new) in data.outputs.iter().zip(&outs) {
-        dst.value_mut(new).debug_name = src.value(o).debug_name.clone();
+        if let Some(name) = &src.value(o).debug_name {
+            dst.set_debug_name(new, name);
+        }
         map.insert(o, new);
     }
     for &b in &data.blocks {

@@ -134,7 +134,7 @@ pub fn pool_constants(graph: &mut Graph) {
             continue;
         }
         seen.insert(key, out);
-        graph.remove_node(n);
+        graph.detach_node(n);
         let root = graph.root;
         graph.insert_at(root, 0, n);
     }
