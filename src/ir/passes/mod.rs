@@ -102,8 +102,18 @@ fn constant_key(graph: &Graph, node: NodeId) -> Option<String> {
         Some(Attr::Float(f)) => format!("f{}", f.to_bits()),
         Some(Attr::Str(s)) => format!("s{s:?}"),
         Some(Attr::Value(v)) => match v {
-            // tensors are pooled by identity of their storage, never by value
-            crate::runtime::IValue::Tensor(_) => return None,
+            // equal tensors (dtype, shape, values: `tensorEqual`) are pooled
+            crate::runtime::IValue::Tensor(t) => {
+                let values = t.to_vec::<f64>().ok()?;
+                if values.iter().any(|x| x.is_nan()) {
+                    return None;
+                }
+                let bits: Vec<u64> = values
+                    .iter()
+                    .map(|x| if *x == 0.0 { 0 } else { x.to_bits() })
+                    .collect();
+                format!("t{:?}{:?}{bits:?}", t.dtype(), t.shape())
+            }
             crate::runtime::IValue::Object(_) => return None,
             other => format!("v{other:?}"),
         },
@@ -118,22 +128,34 @@ pub fn pool_constants(graph: &mut Graph) {
     let mut seen: std::collections::HashMap<String, ValueId> = Default::default();
     let mut order = Vec::new();
     graph.walk(graph.root, &mut |n| order.push(n));
+    let mut written: HashSet<ValueId> = HashSet::new();
+    for &n in &order {
+        let node = graph.node(n);
+        let mutates = !node.kind.starts_with("prim::")
+            && SchemaRegistry::global()
+                .find(&node.qualified_op())
+                .is_none_or(|s| s.is_mutable());
+        if mutates {
+            written.extend(node.inputs.iter().copied());
+        }
+    }
     for n in order {
         if graph.node(n).kind != "prim::Constant" {
             continue;
         }
-        let Some(key) = constant_key(graph, n) else {
-            continue;
-        };
         let Some(&out) = graph.node(n).outputs.first() else {
             continue;
         };
-        if let Some(&existing) = seen.get(&key) {
-            graph.replace_all_uses(out, existing);
-            graph.remove_node(n);
-            continue;
+        // constants without a pooling key (objects) are hoisted but never merged, nor are
+        // tensors some operator may write to (AliasDb's `safeToChangeAliasingRelationship`)
+        if let Some(key) = constant_key(graph, n).filter(|_| !written.contains(&out)) {
+            if let Some(&existing) = seen.get(&key) {
+                graph.replace_all_uses(out, existing);
+                graph.remove_node(n);
+                continue;
+            }
+            seen.insert(key, out);
         }
-        seen.insert(key, out);
         graph.detach_node(n);
         let root = graph.root;
         graph.insert_at(root, 0, n);
