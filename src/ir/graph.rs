@@ -310,6 +310,29 @@ impl Graph {
         v
     }
 
+    /// Add an output whose unique number is given later by [`Graph::assign_unique`]
+    /// (PyTorch adds control-flow outputs during SSA conversion, after the whole body).
+    pub fn add_node_output_deferred(&mut self, node: NodeId, ty: Type) -> ValueId {
+        let v = self.add_node_output(node, ty);
+        self.naming.next_unique -= 1;
+        self.values[v.0 as usize].unique = usize::MAX;
+        v
+    }
+
+    /// Add a block parameter numbered later by [`Graph::assign_unique`].
+    pub fn add_param_deferred(&mut self, block: BlockId, ty: Type) -> ValueId {
+        let v = self.add_param(block, ty, None);
+        self.naming.next_unique -= 1;
+        self.values[v.0 as usize].unique = usize::MAX;
+        v
+    }
+
+    /// Give a deferred value the next unique number.
+    pub fn assign_unique(&mut self, v: ValueId) {
+        self.values[v.0 as usize].unique = self.naming.next_unique;
+        self.naming.next_unique += 1;
+    }
+
     /// Add a nested block to `node`.
     pub fn add_block(&mut self, node: NodeId) -> BlockId {
         let id = BlockId(self.blocks.len() as u32);

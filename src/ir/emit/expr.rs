@@ -58,6 +58,18 @@ pub(super) fn binary_op_name(op: BinOp) -> Option<&'static str> {
     })
 }
 
+/// The type a builtin cast (`int(x)`, `bool(x)`, ...) converts to.
+fn cast_target(name: &str) -> Option<Type> {
+    Some(match name {
+        "int" => Type::Int,
+        "float" => Type::Float,
+        "bool" => Type::Bool,
+        "complex" => Type::Complex,
+        "str" => Type::Str,
+        _ => return None,
+    })
+}
+
 /// Builtin functions that are names of operators.
 fn builtin_operator(name: &str) -> Option<&'static str> {
     Some(match name {
@@ -110,6 +122,30 @@ const SPECIAL_BUILTINS: &[&str] = &[
 ];
 
 impl Emitter<'_> {
+    /// A one-argument cast as PyTorch's `CastValue::call`: it first inserts a `0` constant
+    /// (without source range; dead unless a length test uses it), returns a value that already
+    /// has the type, tests lists, strings and dicts by `len(v) > 0`, else calls the operator.
+    pub(super) fn emit_cast(
+        &mut self,
+        op: &str,
+        target: Type,
+        v: ValueId,
+        span: ast::Span,
+    ) -> Result<ValueId, CompileError> {
+        let saved = self.b.source.take();
+        let zero = self.b.constant(IValue::Int(0));
+        self.b.source = saved;
+        let ty = self.b.ty(v).clone();
+        if crate::ir::schema::is_subtype(&ty, &target) {
+            return Ok(v);
+        }
+        if target == Type::Bool && matches!(ty, Type::List(_) | Type::Str | Type::Dict(..)) {
+            let len = self.call_op("aten::len", None, &[v], &[], span)?;
+            return self.call_op("aten::gt", None, &[len, zero], &[], span);
+        }
+        self.call_op(op, None, &[v], &[], span)
+    }
+
     pub(super) fn is_builtin_name(&self, e: &Expr) -> bool {
         match &e.kind {
             ExprKind::Name(n) => self.lookup(n).is_none(),
@@ -682,6 +718,9 @@ impl Emitter<'_> {
         let _ = hint;
         if let Some(op) = builtin_operator(name) {
             let (a, k) = self.emit_args(args, kwargs)?;
+            if let (Some(target), [v], []) = (cast_target(name), a.as_slice(), k.as_slice()) {
+                return self.emit_cast(op, target, *v, span);
+            }
             return self.call_op(op, None, &a, &k, span);
         }
         if let Some(rest) = name.strip_prefix("torch.") {

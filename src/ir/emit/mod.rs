@@ -37,6 +37,7 @@ pub fn emit_function(
         frames: vec![Frame::default()],
         class,
         number_literals: HashMap::new(),
+        ssa_names: HashMap::new(),
     };
     for p in &signature.params {
         let v = e.b.graph.add_input(p.ty.clone(), Some(p.name.clone()));
@@ -58,10 +59,63 @@ pub fn emit_function(
     };
     let root = e.b.graph.root;
     e.b.graph.block_mut(root).returns = vec![result];
+    let root = e.b.graph.root;
+    number_ssa_values(&mut e.b.graph, root, &e.ssa_names);
     let mut graph = e.b.graph;
     graph.erase_transients();
     passes::cleanup(&mut graph);
     Ok(graph)
+}
+
+/// Number and name the control-flow values PyTorch's `ConvertToSSA` adds after emission, in
+/// its order: blocks first (innermost control flow first), then per merged `if` variable a
+/// load in each branch and the node output; per loop-carried variable a load before the loop,
+/// the block parameter (named even when the name is a temporary), a load at the block end and
+/// the loop output.
+fn number_ssa_values(
+    graph: &mut Graph,
+    block: crate::ir::graph::BlockId,
+    names: &HashMap<ValueId, String>,
+) {
+    for n in graph.block(block).nodes.clone() {
+        let kind = graph.node(n).kind.clone();
+        for b in graph.node(n).blocks.clone() {
+            number_ssa_values(graph, b, names);
+        }
+        if kind == "prim::If" {
+            for out in graph.node(n).outputs.clone() {
+                let Some(name) = names.get(&out) else {
+                    continue;
+                };
+                graph.transient_value(None);
+                graph.transient_value(None);
+                graph.assign_unique(out);
+                if meaningful_name(name) {
+                    graph.set_debug_name(out, name);
+                }
+            }
+        } else if kind == "prim::Loop" {
+            let body = graph.node(n).blocks.first().copied();
+            let outs = graph.node(n).outputs.clone();
+            let params = body
+                .map(|b| graph.block(b).params.clone())
+                .unwrap_or_default();
+            // block parameters after the iteration counter pair with the outputs
+            for (out, param) in outs.iter().zip(params.iter().skip(1)) {
+                let Some(name) = names.get(out) else {
+                    continue;
+                };
+                graph.transient_value(None);
+                graph.assign_unique(*param);
+                graph.set_debug_name(*param, name);
+                graph.transient_value(None);
+                graph.assign_unique(*out);
+                if meaningful_name(name) {
+                    graph.set_debug_name(*out, name);
+                }
+            }
+        }
+    }
 }
 
 /// Variables assigned in one block.
@@ -84,6 +138,9 @@ struct Emitter<'a> {
     /// Number literals already materialized at the top of the graph, by kind and bits: PyTorch
     /// emits each distinct int/float/complex literal once per function, before the first node.
     number_literals: HashMap<(u8, u64, u64), ValueId>,
+    /// Control-flow outputs (and loop-carried parameters) PyTorch creates only during SSA
+    /// conversion, with the variable they carry.
+    ssa_names: HashMap<ValueId, String>,
 }
 
 /// Names PyTorch gives values (`_0`, `_1` are printer temporaries and stay unnamed).

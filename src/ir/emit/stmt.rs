@@ -300,11 +300,9 @@ impl Emitter<'_> {
         self.as_bool(v, cond.span)
     }
 
+    /// `emitToBool`: the `bool` cast of a condition.
     pub(super) fn as_bool(&mut self, v: ValueId, span: ast::Span) -> Result<ValueId, CompileError> {
-        if *self.b.ty(v) == Type::Bool {
-            return Ok(v);
-        }
-        self.call_op("aten::Bool", None, &[v], &[], span)
+        self.emit_cast("aten::Bool", Type::Bool, v, span)
     }
 
     fn emit_if(&mut self, cond: &Expr, body: &[Stmt], orelse: &[Stmt]) -> Result<(), CompileError> {
@@ -330,14 +328,18 @@ impl Emitter<'_> {
         let lookup_in = |this: &Self, frame: &super::Frame, name: &str| {
             frame.vars.get(name).copied().or_else(|| this.lookup(name))
         };
+        // `emitIfElseBlocks` looks each variable of one branch up from the other (a load
+        // wherever it is found), then loads every merged variable in both branches
         let mut merged = BTreeSet::new();
         for name in then_frame.vars.keys() {
             if lookup_in(self, &else_frame, name).is_some() {
+                self.load_var(name);
                 merged.insert(name.clone());
             }
         }
         for name in else_frame.vars.keys() {
             if lookup_in(self, &then_frame, name).is_some() {
+                self.load_var(name);
                 merged.insert(name.clone());
             }
         }
@@ -348,6 +350,8 @@ impl Emitter<'_> {
             ) else {
                 continue;
             };
+            self.load_var(&name);
+            self.load_var(&name);
             let (tt, ft) = (self.b.ty(t).clone(), self.b.ty(f).clone());
             let Some(unified) = unify_types(&tt, &ft) else {
                 // not a merge: the variable is unusable after the `if`
@@ -355,10 +359,9 @@ impl Emitter<'_> {
             };
             self.b.graph.block_mut(then_block).returns.push(t);
             self.b.graph.block_mut(else_block).returns.push(f);
-            let out = self.b.graph.add_node_output(node, unified);
-            if super::meaningful_name(&name) {
-                self.b.graph.set_debug_name(out, &name);
-            }
+            // numbered and named by SSA conversion, after the whole body is emitted
+            let out = self.b.graph.add_node_output_deferred(node, unified);
+            self.ssa_names.insert(out, name.clone());
             if let Some(frame) = self.frames.last_mut() {
                 frame.vars.insert(name, out);
             }

@@ -148,7 +148,8 @@ pub fn pool_constants(graph: &mut Graph) {
         };
         // constants without a pooling key (objects) are hoisted but never merged, nor are
         // tensors some operator may write to (AliasDb's `safeToChangeAliasingRelationship`)
-        if let Some(key) = constant_key(graph, n).filter(|_| !written.contains(&out)) {
+        let writable = graph.value(out).ty == Type::Tensor && written.contains(&out);
+        if let Some(key) = constant_key(graph, n).filter(|_| !writable) {
             if let Some(&existing) = seen.get(&key) {
                 graph.replace_all_uses(out, existing);
                 graph.remove_node(n);
