@@ -59,8 +59,12 @@ pub fn emit_function(
     };
     let root = e.b.graph.root;
     e.b.graph.block_mut(root).returns = vec![result];
+    // PyTorch's `emitOutput` registers a placeholder return (an Uninitialized value)
+    // before SSA conversion; `LoopContinuations` then inserts a `false` constant
+    e.b.graph.transient_value(None);
     let root = e.b.graph.root;
     number_ssa_values(&mut e.b.graph, root, &e.ssa_names);
+    e.b.graph.transient_value(None);
     let mut graph = e.b.graph;
     graph.erase_transients();
     passes::cleanup(&mut graph);
