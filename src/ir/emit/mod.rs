@@ -2,7 +2,7 @@
 //! on the already-lowered code PyTorch's printer writes into archives.
 //!
 //! Variables live in a stack of frames (one per block). `if` branches merge the variables
-//! both branches see into `prim::If` outputs (sorted by name, as `ConvertToSSA` does); loops
+//! both branches see into `prim::If` outputs (in the order the branches first assign them); loops
 //! carry every outer variable their body assigns as `prim::Loop` block parameters.
 
 pub mod builder;
@@ -65,6 +65,12 @@ pub fn emit_function(
     let root = e.b.graph.root;
     number_ssa_values(&mut e.b.graph, root, &e.ssa_names);
     e.b.graph.transient_value(None);
+    // `TransformExits` runs two exit transformers, each inserting `true`, `false` and an
+    // Uninitialized unit value, and lowering the final return takes one more number
+    // (observed: constants folded afterwards are numbered 7 higher)
+    for _ in 0..7 {
+        e.b.graph.transient_value(None);
+    }
     let mut graph = e.b.graph;
     graph.erase_transients();
     passes::cleanup(&mut graph);

@@ -9,7 +9,6 @@ use crate::ir::schema::unify_types;
 use crate::ir::types::Type;
 use crate::ir::CompileError;
 use crate::runtime::IValue;
-use std::collections::BTreeSet;
 
 /// What a `for` loop iterates over.
 enum Iterable {
@@ -330,7 +329,8 @@ impl Emitter<'_> {
         };
         // `emitIfElseBlocks` looks each variable of one branch up from the other (a load
         // wherever it is found), then loads every merged variable in both branches
-        let mut merged = BTreeSet::new();
+        // merged in the order the branches first assign them (then-branch first)
+        let mut merged = indexmap::IndexSet::new();
         for name in then_frame.vars.keys() {
             if lookup_in(self, &else_frame, name).is_some() {
                 self.load_var(name);
