@@ -327,6 +327,38 @@ impl Graph {
         v
     }
 
+    /// Take `n` unique numbers without creating values (numbers PyTorch spends on values
+    /// that tsrun creates at another time).
+    pub fn skip_unique(&mut self, n: usize) {
+        self.naming.next_unique += n;
+    }
+
+    /// Renumber the values created since arena length `mark` whose numbers are `from` or
+    /// above: the one numbered `from + k` becomes `to + k` (`None`: deferred, numbered later).
+    /// Returns the renumbered values with their offsets `k`, and rewinds the counter to
+    /// `from`.
+    pub fn renumber_since(&mut self, mark: usize, from: usize, to: Option<usize>) -> Vec<(ValueId, usize)> {
+        let mut moved = Vec::new();
+        for (i, v) in self.values.iter_mut().enumerate().skip(mark) {
+            if v.unique != usize::MAX && v.unique >= from {
+                let offset = v.unique - from;
+                v.unique = to.map_or(usize::MAX, |t| t + offset);
+                moved.push((ValueId(i as u32), offset));
+            }
+        }
+        self.naming.next_unique = from;
+        moved
+    }
+
+    /// Number deferred values by offset from the next unique number, taking `count` numbers.
+    pub fn number_deferred(&mut self, values: &[(ValueId, usize)], count: usize) {
+        let base = self.naming.next_unique;
+        for &(v, offset) in values {
+            self.values[v.0 as usize].unique = base + offset;
+        }
+        self.naming.next_unique += count;
+    }
+
     /// Give a deferred value the next unique number.
     pub fn assign_unique(&mut self, v: ValueId) {
         self.values[v.0 as usize].unique = self.naming.next_unique;

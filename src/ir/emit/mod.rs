@@ -11,7 +11,7 @@ pub mod matching;
 mod stmt;
 
 use crate::frontend::ast;
-use crate::ir::graph::{Def, Graph, ValueId};
+use crate::ir::graph::{Def, Graph, NodeId, ValueId};
 use crate::ir::passes;
 use crate::ir::types::Type;
 use crate::ir::unit::{ClassInfo, CompilationUnit, Signature};
@@ -38,6 +38,7 @@ pub fn emit_function(
         class,
         number_literals: HashMap::new(),
         ssa_names: HashMap::new(),
+        loop_conditions: HashMap::new(),
     };
     for p in &signature.params {
         let v = e.b.graph.add_input(p.ty.clone(), Some(p.name.clone()));
@@ -65,6 +66,7 @@ pub fn emit_function(
     let root = e.b.graph.root;
     number_ssa_values(&mut e.b.graph, root, &e.ssa_names);
     e.b.graph.transient_value(None);
+    number_loop_conditions(&mut e.b.graph, root, &e.loop_conditions);
     // `TransformExits` runs two exit transformers, each inserting `true`, `false` and an
     // Uninitialized unit value, and lowering the final return takes one more number
     // (observed: constants folded afterwards are numbered 7 higher)
@@ -128,6 +130,23 @@ fn number_ssa_values(
     }
 }
 
+/// `InlineLoopCondition`: each `while` loop's initial condition is a copy made now (inner
+/// loops first).
+fn number_loop_conditions(
+    graph: &mut Graph,
+    block: crate::ir::graph::BlockId,
+    conditions: &HashMap<NodeId, (Vec<(ValueId, usize)>, usize)>,
+) {
+    for n in graph.block(block).nodes.clone() {
+        for b in graph.node(n).blocks.clone() {
+            number_loop_conditions(graph, b, conditions);
+        }
+        if let Some((values, count)) = conditions.get(&n) {
+            graph.number_deferred(values, *count);
+        }
+    }
+}
+
 /// Variables assigned in one block.
 #[derive(Default)]
 struct Frame {
@@ -151,6 +170,10 @@ struct Emitter<'a> {
     /// Control-flow outputs (and loop-carried parameters) PyTorch creates only during SSA
     /// conversion, with the variable they carry.
     ssa_names: HashMap<ValueId, String>,
+    /// Per `while` loop, the values of its initial condition (with their offsets) and how
+    /// many numbers the condition takes: PyTorch numbers that copy when it inlines the
+    /// condition, after SSA conversion.
+    loop_conditions: HashMap<NodeId, (Vec<(ValueId, usize)>, usize)>,
 }
 
 /// Names PyTorch gives values (`_0`, `_1` are printer temporaries and stay unnamed).

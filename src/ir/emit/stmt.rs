@@ -4,7 +4,7 @@ use super::expr::Sugared;
 use super::matching::tuple_elements;
 use super::Emitter;
 use crate::frontend::ast::{self, Expr, ExprKind, Stmt, StmtKind};
-use crate::ir::graph::{Attr, ValueId};
+use crate::ir::graph::{Attr, NodeId, ValueId};
 use crate::ir::schema::unify_types;
 use crate::ir::types::Type;
 use crate::ir::CompileError;
@@ -369,10 +369,26 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// `while cond:` as PyTorch numbers it: the condition is emitted once into the loop's
+    /// condition block (numbered before the body) and cloned before the loop when SSA
+    /// conversion inlines it (numbered after the body), so the initial condition tsrun emits
+    /// here is numbered later and the one at the body's end takes the earlier numbers.
     fn emit_while(&mut self, cond: &Expr, body: &[Stmt]) -> Result<(), CompileError> {
         let max_trip = self.number_literal(IValue::Int(i64::MAX));
+        let (mark, from) = (self.b.graph.values.len(), self.b.graph.next_unique());
         let initial = self.emit_cond(cond)?;
-        self.emit_loop(max_trip, initial, body, &mut |_, _| Ok(()), Some(cond), &[])
+        let count = self.b.graph.next_unique() - from;
+        let deferred = self.b.graph.renumber_since(mark, from, None);
+        let node = self.emit_loop(
+            max_trip,
+            initial,
+            body,
+            &mut |_, _| Ok(()),
+            Some((cond, count)),
+            &[],
+        )?;
+        self.loop_conditions.insert(node, (deferred, count));
+        Ok(())
     }
 
     fn emit_for(
@@ -426,6 +442,7 @@ impl Emitter<'_> {
             None,
             &targets,
         )
+        .map(|_| ())
     }
 
     fn emit_iterable(&mut self, iter: &Expr) -> Result<Iterable, CompileError> {
@@ -500,10 +517,15 @@ impl Emitter<'_> {
             }
         }
         match vals.as_slice() {
-            [n] => Ok(Iterable::Range {
-                trip: *n,
-                start_step: None,
-            }),
+            [n] => {
+                // `RangeValue` makes its start and step constants even when unused
+                self.b.constant(IValue::Int(0));
+                self.b.constant(IValue::Int(1));
+                Ok(Iterable::Range {
+                    trip: *n,
+                    start_step: None,
+                })
+            }
             [start, end] | [start, end, _] => {
                 let step = match vals.get(2) {
                     Some(s) => *s,
@@ -582,9 +604,9 @@ impl Emitter<'_> {
         cond: ValueId,
         body: &[Stmt],
         bind_target: &mut dyn FnMut(&mut Self, ValueId) -> Result<(), CompileError>,
-        while_cond: Option<&Expr>,
+        while_cond: Option<(&Expr, usize)>,
         target_names: &[String],
-    ) -> Result<(), CompileError> {
+    ) -> Result<NodeId, CompileError> {
         let mut assigned: Vec<String> = target_names.to_vec();
         collect_assigned(body, &mut assigned);
         let carried: Vec<(String, ValueId)> = assigned
@@ -594,6 +616,9 @@ impl Emitter<'_> {
         let mut inputs = vec![trip, cond];
         inputs.extend(carried.iter().map(|(_, v)| *v));
         let node = self.b.insert("prim::Loop", None, inputs, vec![]);
+        // the condition block's numbers come before the body's
+        let cond_numbers = self.b.graph.next_unique();
+        self.b.graph.skip_unique(while_cond.map_or(0, |(_, n)| n));
         let saved = self.b.block;
         let block = self.b.graph.add_block(node);
         let index = self.b.graph.add_param(block, Type::Int, None);
@@ -601,16 +626,25 @@ impl Emitter<'_> {
         self.push_frame();
         let mut params = Vec::new();
         for (name, v) in &carried {
+            // added (numbered and named) by SSA conversion
             let ty = self.b.ty(*v).clone();
-            let p = self.b.graph.add_param(block, ty, None);
+            let p = self.b.graph.add_param_deferred(block, ty);
             params.push(p);
-            self.set_var(name, p);
+            self.ssa_names.insert(p, name.clone());
+            if let Some(f) = self.frames.last_mut() {
+                f.vars.insert(name.clone(), p);
+            }
         }
         let result = (|| -> Result<ValueId, CompileError> {
             bind_target(self, index)?;
             self.emit_stmts(body)?;
             match while_cond {
-                Some(c) => self.emit_cond(c),
+                Some((c, _)) => {
+                    let (mark, from) = (self.b.graph.values.len(), self.b.graph.next_unique());
+                    let v = self.emit_cond(c)?;
+                    self.b.graph.renumber_since(mark, from, Some(cond_numbers));
+                    Ok(v)
+                }
                 None => Ok(cond),
             }
         })();
@@ -629,15 +663,13 @@ impl Emitter<'_> {
         self.b.graph.block_mut(block).returns = returns;
         for ((name, _), p) in carried.iter().zip(&params) {
             let ty = self.b.ty(*p).clone();
-            let out = self.b.graph.add_node_output(node, ty);
-            if super::meaningful_name(name) {
-                self.b.graph.set_debug_name(out, &name);
-            }
+            let out = self.b.graph.add_node_output_deferred(node, ty);
+            self.ssa_names.insert(out, name.clone());
             if let Some(f) = self.frames.last_mut() {
                 f.vars.insert(name.clone(), out);
             }
         }
-        Ok(())
+        Ok(node)
     }
 }
 
