@@ -113,6 +113,10 @@ pub struct Graph {
     pub blocks: Vec<BlockData>,
     pub root: BlockId,
     naming: Naming,
+    /// How `str(graph)` spells the classes that are not plain classes, by qualified name:
+    /// `Enum<q>`, `InterfaceType<Name>`, `NamedTuple(field : T, ...)` (filled by the emitter,
+    /// which knows the class kinds).
+    pub class_spellings: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for Graph {
@@ -129,6 +133,7 @@ impl Graph {
             blocks: vec![BlockData::default()],
             root: BlockId(0),
             naming: Naming::default(),
+            class_spellings: Default::default(),
         }
     }
 

@@ -73,7 +73,7 @@ impl GraphPrinter<'_> {
 
     fn typed_values(&self, vs: &[ValueId], sep: &str) -> String {
         vs.iter()
-            .map(|&v| format!("%{} : {}", self.name(v), self.g.value(v).ty))
+            .map(|&v| format!("%{} : {}", self.name(v), type_text(self.g, &self.g.value(v).ty)))
             .collect::<Vec<_>>()
             .join(sep)
     }
@@ -84,6 +84,35 @@ impl GraphPrinter<'_> {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// A type as `str(graph)` prints it: enum, interface and NamedTuple classes spelled as the
+/// graph records them.
+pub fn type_text(g: &Graph, ty: &Type) -> String {
+    let text = ty.to_string();
+    if g.class_spellings.is_empty() {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len());
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < text.len() {
+        // class names are maximal runs of identifier characters and dots
+        let is_name = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'.';
+        if is_name(bytes[i]) {
+            let start = i;
+            while i < text.len() && is_name(bytes[i]) {
+                i += 1;
+            }
+            let word = &text[start..i];
+            out.push_str(g.class_spellings.get(word).map_or(word, String::as_str));
+        } else {
+            let c = text[i..].chars().next().unwrap_or(' ');
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
 }
 
 fn indent(out: &mut String, level: usize) {

@@ -147,6 +147,26 @@ impl fmt::Display for Type {
     }
 }
 
+impl Type {
+    /// Every class named inside this type (`Optional[List[C]]` names `C`).
+    pub fn class_names(&self, out: &mut Vec<Arc<str>>) {
+        match self {
+            Type::Class(c) => out.push(c.clone()),
+            Type::Optional(t)
+            | Type::List(t)
+            | Type::Future(t)
+            | Type::Await(t)
+            | Type::RRef(t) => t.class_names(out),
+            Type::Dict(k, v) => {
+                k.class_names(out);
+                v.class_names(out);
+            }
+            Type::Tuple(ts) | Type::Union(ts) => ts.iter().for_each(|t| t.class_names(out)),
+            _ => {}
+        }
+    }
+}
+
 /// Parse a Python-annotation type string as found in `restore_type_tag` and class declarations
 /// (`List[str]`, `Dict[str, Tensor]`, `Optional[Tuple[int, int]]`, `__torch__.foo.Bar`).
 /// Returns `None` for malformed input.

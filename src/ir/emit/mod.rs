@@ -73,7 +73,9 @@ pub fn emit_function(
     for _ in 0..7 {
         e.b.graph.transient_value(None);
     }
+    let spellings = class_spellings(unit, &e.b.graph);
     let mut graph = e.b.graph;
+    graph.class_spellings = spellings;
     graph.erase_transients();
     passes::cleanup(&mut graph);
     Ok(graph)
@@ -128,6 +130,49 @@ fn number_ssa_values(
             }
         }
     }
+}
+
+/// How the graph printer spells the enum, interface and NamedTuple classes the graph's values
+/// mention (PyTorch's `EnumType::str`, `InterfaceType::str`, `TupleType::str`).
+fn class_spellings(
+    unit: &CompilationUnit,
+    graph: &Graph,
+) -> std::collections::BTreeMap<String, String> {
+    let mut names = Vec::new();
+    for v in &graph.values {
+        v.ty.class_names(&mut names);
+    }
+    let mut out = std::collections::BTreeMap::new();
+    let mut seen = std::collections::HashSet::new();
+    while let Some(name) = names.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let Some(class) = unit.class(&name) else {
+            continue;
+        };
+        let spelling = match class.kind {
+            ast::ClassKind::Enum => format!("Enum<{name}>"),
+            ast::ClassKind::Interface | ast::ClassKind::ModuleInterface => {
+                let short = name.rsplit('.').next().unwrap_or(&name);
+                format!("InterfaceType<{short}>")
+            }
+            ast::ClassKind::NamedTuple => {
+                for (_, t, _) in &class.fields {
+                    t.class_names(&mut names);
+                }
+                let fields: Vec<String> = class
+                    .fields
+                    .iter()
+                    .map(|(f, t, _)| format!("{f} : {t}"))
+                    .collect();
+                format!("NamedTuple({})", fields.join(", "))
+            }
+            _ => continue,
+        };
+        out.insert(name.to_string(), spelling);
+    }
+    out
 }
 
 /// `InlineLoopCondition`: each `while` loop's initial condition is a copy made now (inner

@@ -83,6 +83,12 @@ pub fn insert_graph_before(
             callee.inputs().len()
         )));
     }
+    for (class, spelling) in &callee.class_spellings {
+        graph
+            .class_spellings
+            .entry(class.clone())
+            .or_insert_with(|| spelling.clone());
+    }
     let mut map: HashMap<ValueId, ValueId> = callee
         .inputs()
         .iter()
