@@ -162,6 +162,19 @@ impl Graph {
         t
     }
 
+    /// Whether a transient value holds a name.
+    pub fn transient_named(&self, t: usize) -> bool {
+        self.naming
+            .transient_names
+            .get(t)
+            .is_some_and(|n| n.is_some())
+    }
+
+    /// Name a transient value (the load an assignment `a = b` binds).
+    pub fn set_transient_name(&mut self, t: usize, name: &str) {
+        self.set_name_of(NameHolder::Transient(t), name);
+    }
+
     /// Erase a transient value, freeing its name.
     pub fn erase_transient(&mut self, t: usize) {
         self.set_name_of(NameHolder::Transient(t), "");
@@ -342,7 +355,12 @@ impl Graph {
     /// above: the one numbered `from + k` becomes `to + k` (`None`: deferred, numbered later).
     /// Returns the renumbered values with their offsets `k`, and rewinds the counter to
     /// `from`.
-    pub fn renumber_since(&mut self, mark: usize, from: usize, to: Option<usize>) -> Vec<(ValueId, usize)> {
+    pub fn renumber_since(
+        &mut self,
+        mark: usize,
+        from: usize,
+        to: Option<usize>,
+    ) -> Vec<(ValueId, usize)> {
         let mut moved = Vec::new();
         for (i, v) in self.values.iter_mut().enumerate().skip(mark) {
             if v.unique != usize::MAX && v.unique >= from {

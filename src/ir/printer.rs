@@ -73,7 +73,13 @@ impl GraphPrinter<'_> {
 
     fn typed_values(&self, vs: &[ValueId], sep: &str) -> String {
         vs.iter()
-            .map(|&v| format!("%{} : {}", self.name(v), type_text(self.g, &self.g.value(v).ty)))
+            .map(|&v| {
+                format!(
+                    "%{} : {}",
+                    self.name(v),
+                    type_text(self.g, &self.g.value(v).ty)
+                )
+            })
             .collect::<Vec<_>>()
             .join(sep)
     }

@@ -196,7 +196,8 @@ impl Emitter<'_> {
         let v = match &e.kind {
             ExprKind::Name(n) => match self.lookup(n) {
                 Some(v) => {
-                    self.load_var(n);
+                    let load = self.load_var(n);
+                    self.statement_loads.push((v, load));
                     v
                 }
                 None => {

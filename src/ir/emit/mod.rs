@@ -39,6 +39,7 @@ pub fn emit_function(
         number_literals: HashMap::new(),
         ssa_names: HashMap::new(),
         loop_conditions: HashMap::new(),
+        statement_loads: Vec::new(),
     };
     for p in &signature.params {
         let v = e.b.graph.add_input(p.ty.clone(), Some(p.name.clone()));
@@ -219,6 +220,9 @@ struct Emitter<'a> {
     /// many numbers the condition takes: PyTorch numbers that copy when it inlines the
     /// condition, after SSA conversion.
     loop_conditions: HashMap<NodeId, (Vec<(ValueId, usize)>, usize)>,
+    /// Variable reads of the current statement: the value read and the transient load
+    /// PyTorch would have bound instead (an assignment `a = b` binds the load, not `b`).
+    statement_loads: Vec<(ValueId, usize)>,
 }
 
 /// Names PyTorch gives values (`_0`, `_1` are printer temporaries and stay unnamed).
@@ -268,14 +272,22 @@ impl Emitter<'_> {
     /// PyTorch's emitter reads a variable through a `prim::Load` whose output takes the
     /// variable's name until SSA conversion erases it; it still shifts the numbering and
     /// renames the value holding the name (`x` becomes `x.1`).
-    fn load_var(&mut self, name: &str) {
+    fn load_var(&mut self, name: &str) -> usize {
         let named = meaningful_name(name).then_some(name);
-        self.b.graph.transient_value(named);
+        self.b.graph.transient_value(named)
     }
 
     /// Bind `name` in the innermost frame, naming the value after it when it is defined in
     /// the current block and still unnamed.
     fn set_var(&mut self, name: &str, v: ValueId) {
+        // a value just read from a variable stands for its load, which takes the name
+        if let Some(&(_, load)) = self.statement_loads.iter().rev().find(|(lv, _)| *lv == v) {
+            if meaningful_name(name) && !self.b.graph.transient_named(load) {
+                self.b.graph.set_transient_name(load, name);
+            }
+            self.bind(name, v);
+            return;
+        }
         let in_block = match self.b.graph.value(v).def {
             Def::Node(n, _) => self.b.graph.node(n).owner == self.b.block,
             Def::Param(b, _) => b == self.b.block,
@@ -283,7 +295,12 @@ impl Emitter<'_> {
         if in_block && meaningful_name(name) && self.b.graph.value(v).debug_name.is_none() {
             self.b.graph.set_debug_name(v, name);
         }
-        // re-assigning a variable of an enclosing block looks it up there first (a load)
+        self.bind(name, v);
+    }
+
+    /// Record `name = v` in the innermost frame; re-assigning a variable of an enclosing
+    /// block looks it up there first (a load).
+    fn bind(&mut self, name: &str, v: ValueId) {
         let innermost = self.frames.len().saturating_sub(1);
         let in_parent = self.frames[..innermost]
             .iter()
