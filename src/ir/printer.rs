@@ -12,7 +12,8 @@ use crate::tensor::{DType, Scalar, Tensor};
 /// What to include when printing a graph.
 #[derive(Clone, Copy, Debug)]
 pub struct PrintOptions {
-    /// Append `# file:line:col` to nodes that carry a source location.
+    /// Append `# file:line:col` to nodes that carry a source location (the original Python
+    /// location when the archive's debug records give one).
     pub source_locations: bool,
 }
 
@@ -167,6 +168,13 @@ impl GraphPrinter<'_> {
                 if i > 0 {
                     out.push_str(", ");
                 }
+                if let Attr::Value(IValue::Function(q)) = a {
+                    // A function constant holds the function itself in PyTorch, which prints
+                    // its unqualified name as a `name` attribute.
+                    let short = q.rsplit('.').next().unwrap_or(q);
+                    let _ = write!(out, "name={}", quoted_string(short));
+                    continue;
+                }
                 out.push_str(name);
                 out.push('=');
                 if node.kind == "prim::isinstance" && name == "types" {
@@ -181,9 +189,9 @@ impl GraphPrinter<'_> {
         out.push_str(&self.plain_values(&node.inputs));
         out.push(')');
         if opts.source_locations {
-            if let Some(src) = &node.source {
+            if let Some(loc) = node.source.as_ref().and_then(|s| s.graph_location()) {
                 out.push_str(" # ");
-                out.push_str(&src.location());
+                out.push_str(&loc);
             }
         }
         out.push('\n');
