@@ -1,7 +1,9 @@
 //! Inserting nodes into a graph at an insertion point (the end of the current block), with the
 //! source range of the statement being emitted.
 
-use crate::ir::graph::{Attr, BlockId, Graph, NodeId, ValueId};
+use std::collections::HashMap;
+
+use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
 use crate::ir::source::SourceRange;
 use crate::ir::types::Type;
 use crate::runtime::IValue;
@@ -13,6 +15,8 @@ pub struct Builder {
     pub block: BlockId,
     /// Source range given to inserted nodes.
     pub source: Option<SourceRange>,
+    /// Number literals already materialized at the front of the graph, by value.
+    literals: HashMap<(u8, u64, u64), ValueId>,
 }
 
 impl Builder {
@@ -22,7 +26,32 @@ impl Builder {
             graph,
             block,
             source: None,
+            literals: HashMap::new(),
         }
+    }
+
+    /// A number literal as PyTorch's `materializeConstant` makes it: one constant per value
+    /// for the whole function, placed at the front of the graph, with the range of the first
+    /// literal. Being first in the graph, it is the one constant pooling keeps when a default
+    /// argument or a folded value equals it.
+    pub fn number_literal(&mut self, value: IValue) -> ValueId {
+        let key = match &value {
+            IValue::Int(i) => (0, *i as u64, 0),
+            IValue::Double(d) => (1, d.to_bits(), 0),
+            IValue::Complex(c) => (2, c.re.to_bits(), c.im.to_bits()),
+            _ => return self.constant(value),
+        };
+        if let Some(&v) = self.literals.get(&key) {
+            return v;
+        }
+        let v = self.constant(value);
+        if let Def::Node(n, _) = self.graph.value(v).def {
+            self.graph.remove_node(n);
+            let root = self.graph.root;
+            self.graph.insert_at(root, 0, n);
+        }
+        self.literals.insert(key, v);
+        v
     }
 
     pub fn ty(&self, v: ValueId) -> &Type {

@@ -126,6 +126,25 @@ impl Emitter<'_> {
         self.as_value(s, e.span)
     }
 
+    /// A number literal, materialized at the front of the graph. PyTorch's parser folds `-1`
+    /// into one literal too, but with the range of the digits after the `-`.
+    fn number_literal(&mut self, value: IValue, span: ast::Span) -> ValueId {
+        let text = self.file.range(span).text().to_string();
+        let saved = match text.strip_prefix('-') {
+            Some(rest) => {
+                let start = span.end - rest.trim_start().len();
+                let digits = self.file.range(ast::Span::new(start, span.end));
+                Some(self.b.source.replace(digits))
+            }
+            None => None,
+        };
+        let v = self.b.number_literal(value);
+        if let Some(saved) = saved {
+            self.b.source = saved;
+        }
+        v
+    }
+
     pub(super) fn as_value(
         &mut self,
         s: Sugared,
@@ -173,9 +192,11 @@ impl Emitter<'_> {
                     ))
                 }
             },
-            ExprKind::Int(i) => self.b.constant(IValue::Int(*i)),
-            ExprKind::Float(f) => self.b.constant(IValue::Double(*f)),
-            ExprKind::Imag(f) => self.b.constant(IValue::Complex(Complex64::new(0.0, *f))),
+            ExprKind::Int(i) => self.number_literal(IValue::Int(*i), e.span),
+            ExprKind::Float(f) => self.number_literal(IValue::Double(*f), e.span),
+            ExprKind::Imag(f) => {
+                self.number_literal(IValue::Complex(Complex64::new(0.0, *f)), e.span)
+            }
             ExprKind::Str(s) => self.b.constant(IValue::str(s.as_str())),
             ExprKind::Bool(b) => self.b.constant(IValue::Bool(*b)),
             ExprKind::None => self.b.none(),

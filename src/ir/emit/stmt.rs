@@ -369,7 +369,8 @@ impl Emitter<'_> {
     }
 
     fn emit_while(&mut self, cond: &Expr, body: &[Stmt]) -> Result<(), CompileError> {
-        let max_trip = self.b.constant(IValue::Int(i64::MAX));
+        // Materialized like a number literal (`emitLoopCommon`), with the statement's range.
+        let max_trip = self.b.number_literal(IValue::Int(i64::MAX));
         let initial = self.emit_cond(cond)?;
         self.emit_loop(max_trip, initial, body, &mut |_, _| Ok(()), Some(cond), &[])
     }
