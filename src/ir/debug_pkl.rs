@@ -83,7 +83,11 @@ pub fn decode(raw: &[u8], name: &str) -> Result<Vec<GeneratedRange>, DebugPklErr
     let value = crate::pickle::unpickle_data(raw, name)?;
     // Sources are rebuilt from shared lines, so their total can exceed the file size; a
     // generous multiple still bounds what a hostile file can make us allocate.
-    let limit = raw.len().saturating_mul(64).saturating_add(1 << 20).min(1 << 28);
+    let limit = raw
+        .len()
+        .saturating_mul(64)
+        .saturating_add(1 << 20)
+        .min(1 << 28);
     let mut decoder = Decoder {
         name,
         strings: Vec::new(),
@@ -94,8 +98,7 @@ pub fn decode(raw: &[u8], name: &str) -> Result<Vec<GeneratedRange>, DebugPklErr
     let top = tuple_items(&value).ok_or_else(|| decoder.malformed("not a tuple"))?;
     let records = match top {
         [IValue::String(tag), strings, records] if tag.as_ref() == STRING_TABLE_TAG => {
-            let strings =
-                tuple_items(strings).ok_or_else(|| decoder.malformed("string table"))?;
+            let strings = tuple_items(strings).ok_or_else(|| decoder.malformed("string table"))?;
             decoder.strings = strings
                 .iter()
                 .map(|s| s.as_str().map(Arc::<str>::from))
@@ -106,10 +109,7 @@ pub fn decode(raw: &[u8], name: &str) -> Result<Vec<GeneratedRange>, DebugPklErr
         records => records,
     };
     let table = !decoder.strings.is_empty();
-    records
-        .iter()
-        .map(|r| decoder.record(r, table))
-        .collect()
+    records.iter().map(|r| decoder.record(r, table)).collect()
 }
 
 struct Decoder<'a> {

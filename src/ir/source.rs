@@ -23,7 +23,13 @@ pub struct Source {
 
 impl Source {
     pub fn new(name: impl Into<String>, text: impl Into<String>, first_line: usize) -> Arc<Source> {
-        Arc::new(Source::build(name.into(), text.into(), first_line, true, None))
+        Arc::new(Source::build(
+            name.into(),
+            text.into(),
+            first_line,
+            true,
+            None,
+        ))
     }
 
     /// An archive code file whose `debug_pkl` records name the Python source behind it.

@@ -89,7 +89,9 @@ struct Tally {
 
 impl Tally {
     /// A method counts when its node sequence lines up with PyTorch's and every comment
-    /// matches.
+    /// matches: other nodes line by line, constants (whose order is PyTorch's pooling order)
+    /// as multisets of value and comment. Only the first difference of a method is listed
+    /// unless `TSRUN_ALL_COMMENT_DIFFS` is set.
     fn check(&mut self, label: &str, ours: Result<String, String>, theirs: &str) {
         self.total += 1;
         let ours = match ours {
@@ -108,7 +110,12 @@ impl Tally {
             .iter()
             .zip(&theirs)
             .filter(|(a, b)| a.comment != b.comment)
-            .map(|(a, b)| format!("{}\n    ours:    {:?}\n    pytorch: {:?}", a.kind, a.comment, b.comment))
+            .map(|(a, b)| {
+                format!(
+                    "{}\n    ours:    {:?}\n    pytorch: {:?}",
+                    a.kind, a.comment, b.comment
+                )
+            })
             .collect();
         if our_constants != their_constants {
             let show = |v: Vec<&NodeLine>| {
@@ -135,6 +142,8 @@ impl Tally {
     }
 }
 
+/// The comments of every golden method's `graph` and `inlined_graph`, against PyTorch's; the
+/// tallies are ratchets.
 #[test]
 fn graph_comments_match_pytorch() {
     let golden_root = fixtures_dir().join("golden");
@@ -207,5 +216,14 @@ fn graph_comments_match_pytorch() {
     );
 }
 
-const GRAPH_FLOOR: usize = 0;
-const INLINED_FLOOR: usize = 0;
+/// 1418 of 1434 graphs print every comment as PyTorch does (1 before debug_pkl was read).
+/// The 16 that differ all hold tensor constants: PyTorch's constant pooling merges
+/// equal-valued tensor constants that no node writes (traced HF attention, swin, the traced
+/// attention fixture), tsrun pools only identical ones; and tensors of 2..=10 elements print
+/// through ATen's formatter (tensor_constants_traced), so their constants do not pair up.
+const GRAPH_FLOOR: usize = 1418;
+/// 1095 of 1236 inlined graphs (1 before). 139 more have node sequences that differ from
+/// PyTorch's (peephole and constant propagation in the callees' `optimized_graph` that tsrun
+/// does not run), so their comments are not compared; the other two differ by tensor
+/// constants as above.
+const INLINED_FLOOR: usize = 1095;

@@ -107,11 +107,7 @@ impl Builder {
         if let Some(a) = attr {
             data.attrs.push(("value".to_string(), a));
         }
-        data.source = if function {
-            None
-        } else {
-            self.source.clone()
-        };
+        data.source = if function { None } else { self.source.clone() };
         self.graph.append(self.block, n);
         self.graph.node(n).outputs[0]
     }

@@ -789,7 +789,9 @@ impl Emitter<'_> {
                 };
                 let inputs =
                     self.match_signature(&sig, false, args, kwargs, &class.qualname, span)?;
-                let n = self.b.insert("prim::TupleConstruct", None, inputs, vec![ty]);
+                let n = self
+                    .b
+                    .insert("prim::TupleConstruct", None, inputs, vec![ty]);
                 // Unlike other tuples, PyTorch's NamedTuple constructor gives the node the
                 // call's range.
                 let data = self.b.graph.node_mut(n);
