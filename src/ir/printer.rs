@@ -11,7 +11,8 @@ use crate::tensor::{DType, Scalar, Tensor};
 /// What to include when printing a graph.
 #[derive(Clone, Copy, Debug)]
 pub struct PrintOptions {
-    /// Append `# file:line:col` to nodes that carry a source location.
+    /// Append `# file:line:col` to nodes that carry a source location (the original Python
+    /// location when the archive's debug records give one).
     pub source_locations: bool,
 }
 
@@ -172,9 +173,9 @@ impl GraphPrinter<'_> {
         out.push_str(&self.plain_values(&node.inputs));
         out.push(')');
         if opts.source_locations {
-            if let Some(src) = &node.source {
+            if let Some(loc) = node.source.as_ref().and_then(|s| s.graph_location()) {
                 out.push_str(" # ");
-                out.push_str(&src.location());
+                out.push_str(&loc);
             }
         }
         out.push('\n');

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use super::debug_pkl::DebugRecords;
+
 /// A named piece of source text with precomputed line starts.
 #[derive(Debug)]
 pub struct Source {
@@ -12,28 +14,80 @@ pub struct Source {
     /// Line number of the first line of `text` (1-based); debug_pkl ranges start mid-file.
     pub first_line: usize,
     line_starts: Vec<usize>,
+    /// False for an original source saved without a file name (older debug_pkl files allow
+    /// `None`): PyTorch prints no location for it.
+    named: bool,
+    /// For an archive code file, the original ranges that generated it (its `debug_pkl`).
+    generated_by: Option<DebugRecords>,
 }
 
 impl Source {
     pub fn new(name: impl Into<String>, text: impl Into<String>, first_line: usize) -> Arc<Source> {
-        let text = text.into();
+        Arc::new(Source::build(
+            name.into(),
+            text.into(),
+            first_line,
+            true,
+            None,
+        ))
+    }
+
+    /// An archive code file whose `debug_pkl` records name the Python source behind it.
+    pub fn with_debug_records(
+        name: impl Into<String>,
+        text: impl Into<String>,
+        records: DebugRecords,
+    ) -> Arc<Source> {
+        Arc::new(Source::build(
+            name.into(),
+            text.into(),
+            1,
+            true,
+            Some(records),
+        ))
+    }
+
+    /// An original Python source from a debug_pkl record; `starting_line` is the file line
+    /// of the text's first line.
+    pub fn original(filename: Option<String>, text: String, starting_line: usize) -> Arc<Source> {
+        let named = filename.is_some();
+        Arc::new(Source::build(
+            filename.unwrap_or_default(),
+            text,
+            starting_line,
+            named,
+            None,
+        ))
+    }
+
+    fn build(
+        name: String,
+        text: String,
+        first_line: usize,
+        named: bool,
+        generated_by: Option<DebugRecords>,
+    ) -> Source {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        Arc::new(Source {
-            name: name.into(),
+        Source {
+            name,
             text,
             first_line,
             line_starts,
-        })
+            named,
+            generated_by,
+        }
     }
 
     /// 1-based line and 0-based column (as PyTorch prints `file:line:col`) of a byte offset.
+    /// An offset past the end (a hostile debug_pkl range) counts from the last line start.
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
         let line = match self.line_starts.binary_search(&offset) {
             Ok(i) => i,
             Err(i) => i.saturating_sub(1),
         };
-        (line + self.first_line, offset - self.line_starts[line])
+        let start = self.line_starts.get(line).copied().unwrap_or(0);
+        (line + self.first_line, offset.saturating_sub(start))
     }
 
     /// The text of the (1-based, relative to `first_line`) line containing `offset`.
@@ -63,10 +117,26 @@ impl SourceRange {
         SourceRange { source, start, end }
     }
 
-    /// `file:line:col`, as in PyTorch's graph comments.
+    /// `file:line:col` of this range itself.
     pub fn location(&self) -> String {
         let (l, c) = self.source.line_col(self.start);
         format!("{}:{}:{}", self.source.name, l, c)
+    }
+
+    /// The original source range that generated this one, if its source is an archive code
+    /// file with debug records (`SourceRange::findSourceRangeThatGenerated`).
+    pub fn generated_by(&self) -> Option<SourceRange> {
+        self.source.generated_by.as_ref()?.find(self.start)
+    }
+
+    /// The `file:line:col` comment PyTorch's `Node::print` writes: the location of the
+    /// original range when the debug records have one, else of this range; nothing when that
+    /// source has no file name.
+    pub fn graph_location(&self) -> Option<String> {
+        match self.generated_by() {
+            Some(original) => original.source.named.then(|| original.location()),
+            None => self.source.named.then(|| self.location()),
+        }
     }
 
     pub fn text(&self) -> &str {

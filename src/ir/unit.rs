@@ -36,6 +36,7 @@ pub struct Function {
     pub signature: Signature,
     pub graph: Graph,
     inlined: OnceLock<Arc<Graph>>,
+    optimized: OnceLock<Arc<Graph>>,
 }
 
 impl Function {
@@ -46,6 +47,7 @@ impl Function {
             signature,
             graph,
             inlined: OnceLock::new(),
+            optimized: OnceLock::new(),
         }
     }
 }
@@ -326,8 +328,22 @@ impl CompilationUnit {
         }
         let mut g = function.graph.clone();
         passes::inline_calls(&mut g, self)?;
-        passes::cleanup(&mut g);
         Ok(function.inlined.get_or_init(|| Arc::new(g)).clone())
+    }
+
+    /// The body a call inlines (PyTorch's `optimized_graph`): the callee with its own calls
+    /// inlined, then cleaned up, so its constants are pooled at its top and land at the call
+    /// site, where the caller's inlined graph leaves them.
+    fn optimized_graph(&self, function: &Function) -> Result<Arc<Graph>, CompileError> {
+        if let Some(g) = function.optimized.get() {
+            return Ok(g.clone());
+        }
+        let mut g = (*self.inlined_graph(function)?).clone();
+        // `preoptimizeGraph` folds and pools constants but eliminates no dead code: a callee's
+        // unused `None` return survives at the call site.
+        passes::fold_immutable_constants(&mut g);
+        passes::pool_constants(&mut g);
+        Ok(function.optimized.get_or_init(|| Arc::new(g)).clone())
     }
 
     /// The function a `prim::CallMethod` / `prim::CallFunction` node invokes.
@@ -352,7 +368,7 @@ impl CompilationUnit {
 impl CalleeGraphs for CompilationUnit {
     fn callee(&self, graph: &Graph, call: NodeId) -> Result<Arc<Graph>, CompileError> {
         let f = self.callee_of(graph, call)?;
-        self.inlined_graph(&f)
+        self.optimized_graph(&f)
     }
 }
 

@@ -148,7 +148,18 @@ impl Module {
                     .code
                     .iter()
                     .map(|(path, text)| {
-                        crate::frontend::parse_file(path, text).map_err(|e| e.to_string())
+                        // Each code file carries its debug records (decoded only if a graph
+                        // is printed), as PyTorch's importer attaches them to the Source.
+                        let debug = format!("{path}.debug_pkl");
+                        let source = match self.shared.raw_records.get(&debug) {
+                            Some(raw) => crate::ir::source::Source::with_debug_records(
+                                path.as_str(),
+                                text.as_ref(),
+                                crate::ir::debug_pkl::DebugRecords::new(debug, raw.clone()),
+                            ),
+                            None => crate::ir::source::Source::new(path.as_str(), text.as_ref(), 1),
+                        };
+                        crate::frontend::parse_source(source).map_err(|e| e.to_string())
                     })
                     .collect::<std::result::Result<Vec<_>, String>>()
                     .map(Arc::new)

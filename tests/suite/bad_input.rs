@@ -354,3 +354,76 @@ fn duplicate_record_names_are_rejected() {
     let e = load_err(&patched);
     assert!(matches!(e, Error::Archive(_)), "{e}");
 }
+
+/// A `debug_pkl` record file that is hostile: every prefix of a real one, string indices out
+/// of range, negative offsets, and a source built from one long line repeated past the size
+/// budget. Each decodes to a typed error (or, for a prefix, possibly fewer records), never a
+/// panic.
+#[test]
+fn hostile_debug_pkl_never_panics() {
+    use tsrun::ir::debug_pkl::{decode, DebugPklError};
+    use tsrun::ir::Type;
+    use tsrun::pickle::Pickler;
+    use tsrun::runtime::{IValue, List, Tuple};
+
+    let real = fixture_records()
+        .into_iter()
+        .find(|(n, _)| n.ends_with("zoo_lang.py.debug_pkl"))
+        .expect("debug_pkl")
+        .1;
+    assert!(decode(&real, "real").is_ok_and(|r| !r.is_empty()));
+    for cut in 0..real.len() {
+        let _ = decode(&real[..cut], "prefix");
+    }
+
+    let pickle = |v: IValue| Pickler::new().finish(&v).expect("pickles").0;
+    let tuple = |items: Vec<IValue>| IValue::Tuple(Tuple::new(items));
+    let ints = |v: Vec<i64>| {
+        IValue::List(List::new(
+            Type::Int,
+            v.into_iter().map(IValue::Int).collect(),
+        ))
+    };
+    let file = |strings: Vec<&str>, lines: Vec<i64>, offset: i64| {
+        let strings = strings.into_iter().map(IValue::str).collect();
+        let source = tuple(vec![ints(lines), IValue::Int(1), IValue::Int(10)]);
+        let range = tuple(vec![source, IValue::Int(0), IValue::Int(1)]);
+        let record = tuple(vec![IValue::Int(offset), range, IValue::Int(-1)]);
+        pickle(tuple(vec![
+            IValue::str("FORMAT_WITH_STRING_TABLE"),
+            tuple(strings),
+            tuple(vec![record]),
+        ]))
+    };
+    let malformed = |bytes: Vec<u8>| {
+        let e = decode(&bytes, "hostile").expect_err("hostile debug_pkl decoded");
+        assert!(matches!(e, DebugPklError::Malformed { .. }), "{e}");
+    };
+    assert!(decode(&file(vec!["", "f.py", "x\n"], vec![2], 0), "ok").is_ok());
+    malformed(file(vec!["", "f.py", "x\n"], vec![7], 0));
+    malformed(file(vec!["", "f.py", "x\n"], vec![2], -3));
+    malformed(pickle(IValue::Int(3)));
+    let long = "y".repeat(1 << 16);
+    let e = decode(
+        &file(vec!["", "f.py", long.as_str()], vec![2; 1 << 14], 0),
+        "hostile",
+    )
+    .expect_err("a 1 GiB source was built");
+    assert!(matches!(e, DebugPklError::TooLarge { .. }), "{e}");
+}
+
+/// An archive whose `debug_pkl` is garbage still loads, compiles and prints its graph, with the
+/// archive-code locations PyTorch would print without debug records.
+#[test]
+fn garbage_debug_pkl_falls_back_to_code_locations() {
+    use tsrun::ir::printer::{print_graph, PrintOptions};
+    let bytes = with_record("zoo_lang.py.debug_pkl", Some(b"\x80\x02garbage".to_vec()));
+    let m = Module::load_from_bytes(&bytes).expect("loads");
+    let unit = m.compilation_unit().expect("compiles");
+    let f = unit.method(m.class_name(), "forward").expect("forward");
+    let printed = print_graph(&f.graph, PrintOptions::default());
+    assert!(
+        printed.contains("# code/__torch__/zoo_lang.py:"),
+        "{printed}"
+    );
+}

@@ -168,9 +168,8 @@ fn compiled_methods_print_like_pytorch() {
     );
     // graph and inlined_graph are printed only: none is identical yet (0/1434, 0/1236).
     // PyTorch's `%N` numbers count every value its emitter created (including ones later
-    // removed), and its source comments point into the original Python files through
-    // `debug_pkl`, which the emitter does not read. Node sequences do match
-    // (compile_fixtures::graphs_match_pytorch_node_sequences).
+    // removed). Node sequences do match (compile_fixtures::graphs_match_pytorch_node_sequences)
+    // and so do the source comments (printer_comments::graph_comments_match_pytorch).
 }
 
 /// 1388 of 1434 methods print `m.code` identically. The 46 that differ, by cause:

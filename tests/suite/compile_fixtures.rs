@@ -268,4 +268,4 @@ fn graphs_match_pytorch_node_sequences() {
     );
 }
 
-const INLINED_FLOOR: usize = 1047;
+const INLINED_FLOOR: usize = 1097;

@@ -20,6 +20,7 @@ mod ops_reduce;
 mod ops_scalar;
 mod ops_shape;
 mod printer_code;
+mod printer_comments;
 mod printer_graph;
 mod run_interpreter;
 mod run_models;

@@ -40,7 +40,11 @@ impl Builder {
         let n = self.graph.create_node(kind, inputs, output_types);
         let data = self.graph.node_mut(n);
         data.overload = overload.map(str::to_string);
-        data.source = self.source.clone();
+        data.source = if created_without_range(kind) {
+            None
+        } else {
+            self.source.clone()
+        };
         self.graph.append(self.block, n);
         n
     }
@@ -69,10 +73,12 @@ impl Builder {
             .graph
             .create_node("prim::Constant", Vec::new(), vec![ty]);
         let data = self.graph.node_mut(n);
+        // A function value is a constant PyTorch creates without a range.
+        let function = matches!(attr, Some(Attr::Value(IValue::Function(_))));
         if let Some(a) = attr {
             data.attrs.push(("value".to_string(), a));
         }
-        data.source = self.source.clone();
+        data.source = if function { None } else { self.source.clone() };
         self.graph.append(self.block, n);
         self.graph.node(n).outputs[0]
     }
@@ -98,6 +104,30 @@ impl Builder {
     pub fn none(&mut self) -> ValueId {
         self.constant(IValue::None)
     }
+}
+
+/// Node kinds PyTorch's emitter creates through `Graph::create*` helpers (`createTuple`,
+/// `createList`, `createGetAttr`, ...) and never gives a source range, so `str(graph)` prints
+/// no comment for them. The one exception, a NamedTuple constructor call, sets its range
+/// itself.
+fn created_without_range(kind: &str) -> bool {
+    matches!(
+        kind,
+        "prim::GetAttr"
+            | "prim::SetAttr"
+            | "prim::TupleConstruct"
+            | "prim::TupleUnpack"
+            | "prim::TupleIndex"
+            | "prim::ListConstruct"
+            | "prim::ListUnpack"
+            | "prim::DictConstruct"
+            | "prim::unchecked_cast"
+            | "prim::isinstance"
+            | "prim::EnumName"
+            | "prim::EnumValue"
+            | "prim::Enter"
+            | "prim::Exit"
+    )
 }
 
 /// The attribute a `prim::Constant` carries for `value` (`None` for the None constant).

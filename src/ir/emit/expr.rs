@@ -169,7 +169,14 @@ impl Emitter<'_> {
     ) -> Result<ValueId, CompileError> {
         match s {
             Sugared::Value(v) => Ok(v),
-            Sugared::Global(name) => self.global_value(&name, span),
+            Sugared::Global(name) => {
+                // The value (an enum member, `CONSTANTS.c0`, ...) gets the range of the
+                // dotted name itself, as in PyTorch, not that of the enclosing expression.
+                let saved = self.b.source.replace(self.file.range(span));
+                let v = self.global_value(&name, span);
+                self.b.source = saved;
+                v
+            }
             Sugared::Method { name, .. } => Err(self.err(
                 span,
                 format!("method `{name}` used as a value (first-class methods are not supported)"),
@@ -804,7 +811,14 @@ impl Emitter<'_> {
                 };
                 let inputs =
                     self.match_signature(&sig, false, args, kwargs, &class.qualname, span)?;
-                Ok(self.b.insert1("prim::TupleConstruct", None, inputs, ty))
+                let n = self
+                    .b
+                    .insert("prim::TupleConstruct", None, inputs, vec![ty]);
+                // Unlike other tuples, PyTorch's NamedTuple constructor gives the node the
+                // call's range.
+                let data = self.b.graph.node_mut(n);
+                data.source = self.b.source.clone();
+                Ok(data.outputs[0])
             }
             ClassKind::Class => {
                 let obj = self.b.insert1("prim::CreateObject", None, vec![], ty);

@@ -105,7 +105,11 @@ pub fn try_match_schema(
             used_kwargs[k] = true;
             Some(kwargs[k].1)
         } else if let Some(d) = &arg.default {
-            Some(b.constant(d.clone()))
+            // PyTorch inserts a default through `NamedValue(default)`, which has no range.
+            let source = b.source.take();
+            let v = b.constant(d.clone());
+            b.source = source;
+            Some(v)
         } else {
             return Err(format!("argument `{}` not provided", arg.name));
         };

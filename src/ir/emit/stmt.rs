@@ -306,8 +306,10 @@ impl Emitter<'_> {
     }
 
     fn emit_if(&mut self, cond: &Expr, body: &[Stmt], orelse: &[Stmt]) -> Result<(), CompileError> {
+        // PyTorch gives the `prim::If` the whole statement's range (set by `emit_stmt`).
+        let stmt_source = self.b.source.clone();
         let c = self.emit_cond(cond)?;
-        self.b.source = Some(self.file.range(cond.span));
+        self.b.source = stmt_source;
         let node = self.b.insert("prim::If", None, vec![c], vec![]);
         let saved = self.b.block;
         let then_block = self.b.graph.add_block(node);
