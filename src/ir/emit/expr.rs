@@ -204,7 +204,7 @@ impl Emitter<'_> {
             ExprKind::Name(n) => match self.lookup(n) {
                 Some(v) => {
                     let load = self.load_var(n);
-                    self.statement_loads.push((v, load));
+                    self.stand_ins.push((v, load));
                     v
                 }
                 None => {
@@ -1013,6 +1013,10 @@ impl Emitter<'_> {
                 let node = self.b.graph.node(n);
                 if node.kind == "prim::TupleConstruct" {
                     if let Some(&e) = usize::try_from(k).ok().and_then(|k| node.inputs.get(k)) {
+                        // PyTorch's TupleIndex output stands for the element until tuple
+                        // lowering removes it: it takes the number and an assigned name
+                        let index_output = self.b.graph.transient_value(None);
+                        self.stand_ins.push((e, index_output));
                         return Ok(e);
                     }
                 }

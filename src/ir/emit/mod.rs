@@ -39,7 +39,7 @@ pub fn emit_function(
         number_literals: HashMap::new(),
         ssa_names: HashMap::new(),
         loop_conditions: HashMap::new(),
-        statement_loads: Vec::new(),
+        stand_ins: Vec::new(),
     };
     for p in &signature.params {
         let v = e.b.graph.add_input(p.ty.clone(), Some(p.name.clone()));
@@ -220,9 +220,10 @@ struct Emitter<'a> {
     /// many numbers the condition takes: PyTorch numbers that copy when it inlines the
     /// condition, after SSA conversion.
     loop_conditions: HashMap<NodeId, (Vec<(ValueId, usize)>, usize)>,
-    /// Variable reads of the current statement: the value read and the transient load
-    /// PyTorch would have bound instead (an assignment `a = b` binds the load, not `b`).
-    statement_loads: Vec<(ValueId, usize)>,
+    /// Values of the current statement that PyTorch holds as a different, later removed
+    /// value (a variable read is a `prim::Load`, an element of a literal tuple a
+    /// `prim::TupleIndex`): assigning them names that stand-in, not the value.
+    stand_ins: Vec<(ValueId, usize)>,
 }
 
 /// Names PyTorch gives values (`_0`, `_1` are printer temporaries and stay unnamed).
@@ -280,8 +281,8 @@ impl Emitter<'_> {
     /// Bind `name` in the innermost frame, naming the value after it when it is defined in
     /// the current block and still unnamed.
     fn set_var(&mut self, name: &str, v: ValueId) {
-        // a value just read from a variable stands for its load, which takes the name
-        if let Some(&(_, load)) = self.statement_loads.iter().rev().find(|(lv, _)| *lv == v) {
+        // a value PyTorch holds as a stand-in (a load, a tuple index) names the stand-in
+        if let Some(&(_, load)) = self.stand_ins.iter().rev().find(|(lv, _)| *lv == v) {
             if meaningful_name(name) && !self.b.graph.transient_named(load) {
                 self.b.graph.set_transient_name(load, name);
             }

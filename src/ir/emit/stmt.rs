@@ -40,7 +40,7 @@ impl Emitter<'_> {
 
     fn emit_stmt(&mut self, s: &Stmt) -> Result<(), CompileError> {
         self.b.source = Some(self.file.range(s.span));
-        self.statement_loads.clear();
+        self.stand_ins.clear();
         match &s.kind {
             StmtKind::Expr(e) => {
                 self.emit_sugared(e, None)?;
