@@ -34,6 +34,7 @@ pub fn emit_function(
         b: Builder::new(Graph::new()),
         frames: vec![Frame::default()],
         class,
+        fresh_from: 0,
     };
     for p in &signature.params {
         let v = e.b.graph.add_input(p.ty.clone(), Some(p.name.clone()));
@@ -77,6 +78,11 @@ struct Emitter<'a> {
     /// The class whose method is being compiled.
     #[allow(dead_code)]
     class: Option<Arc<ClassInfo>>,
+    /// Values numbered from here on were created by the statement being emitted. PyTorch's
+    /// emitter reads a variable through a fresh `prim::Load`, so an assignment names only
+    /// what its right-hand side computed: after `y = x` (or `y = (x, z)[0]`) the name `y`
+    /// went to a load that SSA conversion erased, and `x`'s value stays as it was.
+    fresh_from: usize,
 }
 
 /// Names PyTorch gives values (`_0`, `_1` are printer temporaries and stay unnamed).
@@ -109,7 +115,9 @@ impl Emitter<'_> {
             Def::Node(n, _) => self.b.graph.node(n).owner == self.b.block,
             Def::Param(b, _) => b == self.b.block,
         };
-        if in_block && meaningful_name(name) && self.b.graph.value(v).debug_name.is_none() {
+        let fresh = v.0 as usize >= self.fresh_from;
+        if in_block && fresh && meaningful_name(name) && self.b.graph.value(v).debug_name.is_none()
+        {
             self.b.graph.value_mut(v).debug_name = Some(name.to_string());
         }
         if let Some(f) = self.frames.last_mut() {

@@ -41,6 +41,7 @@ impl Emitter<'_> {
 
     fn emit_stmt(&mut self, s: &Stmt) -> Result<(), CompileError> {
         self.b.source = Some(self.file.range(s.span));
+        self.fresh_from = self.b.graph.values.len();
         match &s.kind {
             StmtKind::Expr(e) => {
                 self.emit_sugared(e, None)?;
