@@ -502,15 +502,17 @@ impl<'a> CodePrinter<'a> {
         }
     }
 
-    fn is_constant_like(&self, n: NodeId) -> bool {
-        matches!(self.kind(n), "prim::Constant" | "prim::Uninitialized")
+    /// Only `prim::Constant`s go to the top of the body: a `prim::Uninitialized` prints where
+    /// the graph has it (the emitter puts it first in the function, in source order).
+    fn is_constant(&self, n: NodeId) -> bool {
+        self.kind(n) == "prim::Constant"
     }
 
     fn build_constant_list(&self, b: BlockId, out: &mut Vec<NodeId>) {
         let visit_inputs = |inputs: &[ValueId], out: &mut Vec<NodeId>| {
             for &v in inputs {
                 if let Some(n) = self.def_node(v) {
-                    if self.is_constant_like(n) && !out.contains(&n) {
+                    if self.is_constant(n) && !out.contains(&n) {
                         out.push(n);
                     }
                 }
@@ -661,7 +663,7 @@ impl<'a> CodePrinter<'a> {
     }
 
     fn node(&mut self, n: NodeId, print_const: bool) -> PResult<()> {
-        if !print_const && self.is_constant_like(n) {
+        if !print_const && self.is_constant(n) {
             return Ok(());
         }
         let node = self.g.node(n);
