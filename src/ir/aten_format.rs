@@ -305,7 +305,7 @@ pub fn parse_tensor(text: &str) -> Option<Result<(Tensor, usize), String>> {
     let brace = rest.find('{')?;
     let type_name = &rest[..brace];
     let dtype = dtype_of(type_name)?;
-    let close = rest.find('}')?;
+    let close = brace + rest[brace..].find('}')?;
     let dims_text = &rest[brace + 1..close];
     if !rest[close..].starts_with("} ]") {
         return None;

@@ -237,6 +237,7 @@ mod aten_format {
             "{1.5}]()",
             "\"a [ CPUFloatType{2} ]\"]()",
             "-1]()",
+            "[ }CPUFloatType{2} ]",
         ] {
             assert!(parse_tensor(s).is_none(), "{s}");
         }
