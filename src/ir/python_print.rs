@@ -1198,9 +1198,8 @@ impl<'a> CodePrinter<'a> {
             IValue::Tensor(_) | IValue::Object(_) => {
                 format!("CONSTANTS.c{}", self.constant_index(v))
             }
-            IValue::String(s) if !s.is_ascii() => {
-                format!("CONSTANTS.c{}", self.constant_index(v))
-            }
+            // `containsNonASCIIString` looks inside containers too
+            _ if contains_non_ascii(v) => format!("CONSTANTS.c{}", self.constant_index(v)),
             IValue::None => "None".to_string(),
             IValue::Bool(b) => if *b { "True" } else { "False" }.to_string(),
             IValue::Int(i) => i.to_string(),
@@ -1271,6 +1270,20 @@ impl<'a> CodePrinter<'a> {
                 format!("CONSTANTS.c{}", self.constant_index(v))
             }
         }
+    }
+}
+
+/// Whether a constant holds a non-ASCII string anywhere (`IValue::visit` over its members).
+fn contains_non_ascii(v: &IValue) -> bool {
+    match v {
+        IValue::String(s) => !s.is_ascii(),
+        IValue::List(l) => l.to_vec().iter().any(contains_non_ascii),
+        IValue::Tuple(t) => t.items().iter().any(contains_non_ascii),
+        IValue::Dict(d) => d
+            .entries()
+            .iter()
+            .any(|(k, v)| contains_non_ascii(k) || contains_non_ascii(v)),
+        _ => false,
     }
 }
 
