@@ -1,5 +1,6 @@
 //! The intermediate representation: types, SSA graphs, schemas, printers and passes.
 
+pub mod aten_format;
 pub mod debug_pkl;
 pub mod emit;
 pub mod graph;

@@ -386,9 +386,9 @@ pub fn ivalue_text(v: &IValue) -> String {
     }
 }
 
-/// A tensor attribute: one-element tensors as `{value}`, larger ones as `<Tensor>`.
-/// (PyTorch prints tensors of 2..=10 elements with ATen's tensor formatter; that layout is
-/// approximated by the same `{}`-free form only for the one-element case.)
+/// A tensor attribute as `Node::printAttrValue` writes it: one element as `{value}`, up to
+/// ten (or none) through ATen's tensor formatter (see [`super::aten_format`]), more as
+/// `<Tensor>`.
 pub fn tensor_attr_text(t: &Tensor) -> String {
     if t.numel() == 1 {
         let Ok(item) = t.item() else {
@@ -402,6 +402,11 @@ pub fn tensor_attr_text(t: &Tensor) -> String {
             _ => return "<Tensor>".to_string(),
         };
         return format!("{{{body}}}");
+    }
+    if t.numel() <= super::aten_format::MAX_TENSOR_DISPLAY_SIZE {
+        if let Some(text) = super::aten_format::format_tensor(t) {
+            return text;
+        }
     }
     "<Tensor>".to_string()
 }

@@ -192,19 +192,45 @@ struct CodePrinter<'a> {
     expr: HashMap<ValueId, String>,
     used_names: HashSet<String>,
     next_id: HashMap<String, usize>,
-    annotated_unions: HashSet<Type>,
+    /// Values whose Optional/Union type an assignment has already annotated
+    /// (`annotated_unions_`: keyed by value, so each variable is annotated once).
+    annotated: HashSet<ValueId>,
+    /// Values printed through another value's expression (`expr_table_` rather than
+    /// `ident_refs_`): loop-carried block inputs aliasing the loop's outputs. An assignment to
+    /// them never carries an annotation.
+    aliases: HashSet<ValueId>,
     split_visited: HashMap<User, i64>,
     constants: Vec<IValue>,
     level: usize,
     out: String,
 }
 
-fn has_debug_name(g: &Graph, v: ValueId) -> bool {
+/// The base of the debug name PyTorch's graph would give `v` (`Value::debugNameBase`), if any.
+///
+/// `Graph::createGetAttr` names a `prim::GetAttr` output after the attribute
+/// (`normalizeAttrName`: a numeric submodule name `0` becomes `_0`), and an assignment never
+/// renames a value that already has a name; so `training0 = self.training` is a value named
+/// `training` and `getattr(self, "0")` one named `_0`. tsrun's emitter leaves GetAttr outputs
+/// unnamed, so the printer derives the name from the node.
+fn name_base(g: &Graph, v: ValueId) -> Option<String> {
+    if let Def::Node(n, _) = g.value(v).def {
+        let node = g.node(n);
+        if node.kind == "prim::GetAttr" {
+            if let Some(Attr::Str(field)) = node.attr("name") {
+                return Some(if field.bytes().all(|b| b.is_ascii_digit()) {
+                    format!("_{field}")
+                } else {
+                    field.clone()
+                });
+            }
+        }
+    }
     // A purely numeric name is how the IR text parser keeps an unnamed value's number.
-    g.value(v)
-        .debug_name
-        .as_ref()
-        .is_some_and(|n| !n.is_empty() && !n.bytes().all(|b| b.is_ascii_digit()))
+    let name = g.value(v).debug_name.as_deref()?;
+    if name.is_empty() || name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(debug_name_base(name).to_string())
 }
 
 /// `Value::debugNameBase`: the name without a numeric `.N` suffix.
@@ -259,6 +285,11 @@ fn annotation(t: &Type) -> String {
     }
 }
 
+/// Types whose assignments python_print annotates (`UnionType` and `OptionalType` kinds).
+fn is_union_like(t: &Type) -> bool {
+    matches!(t, Type::Union(_) | Type::Optional(_))
+}
+
 /// `elementTypeCanBeInferredFromMembers`.
 fn element_type_inferable(t: &Type) -> bool {
     !matches!(
@@ -294,7 +325,8 @@ impl<'a> CodePrinter<'a> {
             expr: HashMap::new(),
             used_names: HashSet::new(),
             next_id: HashMap::new(),
-            annotated_unions: HashSet::new(),
+            annotated: HashSet::new(),
+            aliases: HashSet::new(),
             split_visited: HashMap::new(),
             constants: Vec::new(),
             level: 0,
@@ -346,11 +378,9 @@ impl<'a> CodePrinter<'a> {
     }
 
     fn gen_unique_name_for(&mut self, v: ValueId) -> String {
-        let candidate = if has_debug_name(self.g, v) {
-            let full = self.g.value(v).debug_name.clone().unwrap_or_default();
-            make_valid_identifier(debug_name_base(&full))
-        } else {
-            "_".to_string()
+        let candidate = match name_base(self.g, v) {
+            Some(base) => make_valid_identifier(&base),
+            None => "_".to_string(),
         };
         self.gen_name(&candidate)
     }
@@ -414,7 +444,7 @@ impl<'a> CodePrinter<'a> {
         }
         let (user, offset) = uses[0];
         let user_kind = self.user_kind(user);
-        if has_debug_name(self.g, v) && user_kind != "prim::Return" {
+        if name_base(self.g, v).is_some() && user_kind != "prim::Return" {
             return false;
         }
         if !node.blocks.is_empty() {
@@ -472,15 +502,17 @@ impl<'a> CodePrinter<'a> {
         }
     }
 
-    fn is_constant_like(&self, n: NodeId) -> bool {
-        matches!(self.kind(n), "prim::Constant" | "prim::Uninitialized")
+    /// Only `prim::Constant`s go to the top of the body: a `prim::Uninitialized` prints where
+    /// the graph has it (the emitter puts it first in the function, in source order).
+    fn is_constant(&self, n: NodeId) -> bool {
+        self.kind(n) == "prim::Constant"
     }
 
     fn build_constant_list(&self, b: BlockId, out: &mut Vec<NodeId>) {
         let visit_inputs = |inputs: &[ValueId], out: &mut Vec<NodeId>| {
             for &v in inputs {
                 if let Some(n) = self.def_node(v) {
-                    if self.is_constant_like(n) && !out.contains(&n) {
+                    if self.is_constant(n) && !out.contains(&n) {
                         out.push(n);
                     }
                 }
@@ -522,12 +554,12 @@ impl<'a> CodePrinter<'a> {
                 self.out.push_str(&arg_name);
                 if !sig.is_method {
                     self.out.push_str(&format!(": {}", annotation(ty)));
-                    self.annotated_unions.insert(ty.clone());
+                    self.annotated.insert(v);
                 }
             } else {
                 self.out
                     .push_str(&format!(",\n    {arg_name}: {}", annotation(ty)));
-                self.annotated_unions.insert(ty.clone());
+                self.annotated.insert(v);
             }
             if let Some(d) = default {
                 let text = self.constant_text(d);
@@ -578,17 +610,39 @@ impl<'a> CodePrinter<'a> {
         }
         self.indent();
         let mut line = self.value_list(lhs)?;
+        // An if output (or while condition) keeps its Optional/Union type when re-parsed only
+        // if annotated; Python allows no annotation on a multiple assignment.
         if let [v] = lhs {
             let ty = &self.g.value(*v).ty;
-            if !self.annotated_unions.contains(ty) && matches!(ty, Type::Union(_)) {
+            if is_union_like(ty) && !self.aliases.contains(v) && self.annotated.insert(*v) {
                 line.push_str(&format!(" : {}", annotation(ty)));
-                self.annotated_unions.insert(ty.clone());
             }
         }
         line.push_str(" = ");
         line.push_str(&self.value_list(rhs)?);
         self.out.push_str(&line);
         self.out.push('\n');
+        Ok(())
+    }
+
+    /// `printAnnotatedAssignment`: the assignments of a loop's initial carried values, one per
+    /// line, annotated where re-parsing would otherwise give the variable a narrower type.
+    fn annotated_assignment(&mut self, lhs: &[ValueId], rhs: &[ValueId]) -> PResult<()> {
+        for (&l, &r) in lhs.iter().zip(rhs) {
+            let ty = self.g.value(l).ty.clone();
+            let annotate = if is_union_like(&ty) {
+                self.annotated.insert(l)
+            } else {
+                ty != self.g.value(r).ty
+            };
+            let mut line = self.use_of(l)?;
+            if annotate {
+                line.push_str(&format!(": {}", annotation(&ty)));
+            }
+            line.push_str(&format!(" = {}\n", self.use_of(r)?));
+            self.indent();
+            self.out.push_str(&line);
+        }
         Ok(())
     }
 
@@ -609,7 +663,7 @@ impl<'a> CodePrinter<'a> {
     }
 
     fn node(&mut self, n: NodeId, print_const: bool) -> PResult<()> {
-        if !print_const && self.is_constant_like(n) {
+        if !print_const && self.is_constant(n) {
             return Ok(());
         }
         let node = self.g.node(n);
@@ -830,8 +884,9 @@ impl<'a> CodePrinter<'a> {
         for (bi, out) in body_params.iter().skip(1).zip(&carried_outputs) {
             let name = self.use_of(*out)?;
             self.expr.insert(*bi, name);
+            self.aliases.insert(*bi);
         }
-        self.assignment(&carried_outputs, &carried_inputs)?;
+        self.annotated_assignment(&carried_outputs, &carried_inputs)?;
         self.assign_unique_names(&[trip]);
         if as_for {
             self.indent();
@@ -897,6 +952,22 @@ impl<'a> CodePrinter<'a> {
             "aten::Float" => format!("float({})", self.value_list(&inputs)?),
             "aten::Bool" => format!("bool({})", self.value_list(&inputs)?),
             "aten::str" => format!("str({})", self.value_list(&inputs)?),
+            "aten::sorted" => format!("sorted({})", self.value_list(&inputs)?),
+            "prim::Print" => format!("print({})", self.value_list(&inputs)?),
+            "prim::isinstance" => {
+                let types = match node.attr("types") {
+                    Some(Attr::Type(t)) => annotation(t),
+                    // the emitter keeps several types as their annotation spellings
+                    Some(Attr::Strs(ts)) if ts.len() == 1 => ts[0].clone(),
+                    Some(Attr::Strs(ts)) => format!("({})", ts.join(", ")),
+                    _ => {
+                        return Err(PrintError(
+                            "prim::isinstance lacks its `types` attribute".into(),
+                        ))
+                    }
+                };
+                format!("isinstance({}, {types})", self.single_input(n)?)
+            }
             "prim::TupleConstruct" => {
                 let ty = self.output_type(n)?.clone();
                 let mut s = String::new();
@@ -1127,9 +1198,8 @@ impl<'a> CodePrinter<'a> {
             IValue::Tensor(_) | IValue::Object(_) => {
                 format!("CONSTANTS.c{}", self.constant_index(v))
             }
-            IValue::String(s) if !s.is_ascii() => {
-                format!("CONSTANTS.c{}", self.constant_index(v))
-            }
+            // `containsNonASCIIString` looks inside containers too
+            _ if contains_non_ascii(v) => format!("CONSTANTS.c{}", self.constant_index(v)),
             IValue::None => "None".to_string(),
             IValue::Bool(b) => if *b { "True" } else { "False" }.to_string(),
             IValue::Int(i) => i.to_string(),
@@ -1200,6 +1270,20 @@ impl<'a> CodePrinter<'a> {
                 format!("CONSTANTS.c{}", self.constant_index(v))
             }
         }
+    }
+}
+
+/// Whether a constant holds a non-ASCII string anywhere (`IValue::visit` over its members).
+fn contains_non_ascii(v: &IValue) -> bool {
+    match v {
+        IValue::String(s) => !s.is_ascii(),
+        IValue::List(l) => l.to_vec().iter().any(contains_non_ascii),
+        IValue::Tuple(t) => t.items().iter().any(contains_non_ascii),
+        IValue::Dict(d) => d
+            .entries()
+            .iter()
+            .any(|(k, v)| contains_non_ascii(k) || contains_non_ascii(v)),
+        _ => false,
     }
 }
 

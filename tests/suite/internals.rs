@@ -158,3 +158,91 @@ mod schema {
         );
     }
 }
+
+/// ATen's tensor formatter for small tensor constants in graph text. The expected texts follow
+/// Formatting.cpp step by step (PyTorch's goldens cover the integer and fixed-point cases).
+mod aten_format {
+    use tsrun::ir::aten_format::{format_tensor, parse_tensor};
+    use tsrun::tensor::{DType, Tensor};
+
+    fn text(values: Vec<f64>, shape: &[usize], dtype: DType) -> String {
+        let t = Tensor::from_vec(values, shape)
+            .expect("tensor")
+            .to_dtype(dtype)
+            .expect("dtype");
+        format_tensor(&t).expect("formattable")
+    }
+
+    /// Parsing the text and printing the result again gives the same text.
+    fn round_trips(s: &str) {
+        let (t, used) = parse_tensor(s).expect("recognized").expect("parses");
+        assert_eq!(used, s.len(), "{s}");
+        assert_eq!(format_tensor(&t).as_deref(), Some(s));
+    }
+
+    #[test]
+    fn layouts() {
+        let cases = [
+            (
+                text(vec![1.0, 2.0, 3.0], &[3], DType::Int64),
+                " 1  2  3 [ CPULongType{3} ]",
+            ),
+            (
+                text(vec![0.5, -1.0, 2.0], &[1, 3], DType::Float32),
+                " 0.5000 -1.0000  2.0000 [ CPUFloatType{1,3} ]",
+            ),
+            // magnitudes five decades apart: scientific notation
+            (
+                text(vec![123456.7, 1.5], &[2], DType::Float64),
+                " 1.2346e+05  1.5000e+00 [ CPUDoubleType{2} ]",
+            ),
+            // large but close magnitudes: a common scale
+            (
+                text(vec![123456.7, 20000.5], &[2], DType::Float64),
+                "1e+05 *  1.2346  0.2000 [ CPUDoubleType{2} ]",
+            ),
+            // three dimensions: a header per matrix, the matrices indented by one
+            (
+                text(vec![1.0, 2.0, 3.0, 4.0], &[2, 1, 2], DType::Int32),
+                "(1,.,.) =    1  2  (2,.,.) =    3  4 [ CPUIntType{2,1,2} ]",
+            ),
+            (
+                text(Vec::new(), &[0], DType::Float32),
+                "[ CPUFloatType{0} ]",
+            ),
+        ];
+        for (ours, want) in &cases {
+            assert_eq!(ours, want);
+            round_trips(want);
+        }
+    }
+
+    #[test]
+    fn wide_matrices_split_into_column_chunks() {
+        // width 11 per number: 80 / 12 = 6 columns per chunk
+        let s = text(
+            (0..10).map(|i| 1e10 * f64::from(i + 1)).collect(),
+            &[1, 10],
+            DType::Float64,
+        );
+        assert!(s.starts_with("Columns 1 to 6"), "{s}");
+        assert!(s.contains("Columns 7 to 10"), "{s}");
+        round_trips(&s);
+    }
+
+    #[test]
+    fn other_values_are_not_tensors() {
+        for s in [
+            "[1, 2]]()",
+            "{1.5}]()",
+            "\"a [ CPUFloatType{2} ]\"]()",
+            "-1]()",
+            "[ }CPUFloatType{2} ]",
+        ] {
+            assert!(parse_tensor(s).is_none(), "{s}");
+        }
+        assert!(parse_tensor(" 1  2 [ CPUFloatType{3} ]]()")
+            .expect("recognized")
+            .is_err());
+    }
+}

@@ -66,15 +66,8 @@ fn golden_graphs_round_trip_through_parser_and_printer() {
         "no golden graphs under fixtures/golden/*/printed.json (merge main for the fixtures)"
     );
     let mut failures = Vec::new();
-    let mut unsupported = Vec::new();
     for (name, path, method, which, text) in &graphs {
         let label = format!("{name} [{path}] {method} {which}");
-        // Tensor constants of 2..=10 elements print through ATen's tensor formatter
-        // (` 1  2  3 [ CPULongType{3} ]`), which tsrun does not reproduce yet.
-        if text.contains(" [ CPU") {
-            unsupported.push(label);
-            continue;
-        }
         match parse_graph(text) {
             Err(e) => failures.push(format!("{label}: parse error: {e}")),
             Ok(g) => {
@@ -92,11 +85,9 @@ fn golden_graphs_round_trip_through_parser_and_printer() {
         }
     }
     println!(
-        "graph round trip: {}/{} golden graphs identical; {} not attempted (ATen-formatted \
-         tensor constants): {unsupported:?}",
-        graphs.len() - failures.len() - unsupported.len(),
-        graphs.len(),
-        unsupported.len()
+        "graph round trip: {}/{} golden graphs identical",
+        graphs.len() - failures.len(),
+        graphs.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

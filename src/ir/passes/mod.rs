@@ -1,8 +1,10 @@
 //! Graph passes run after emission and for `inlined_graph`: dead code elimination, constant
 //! pooling and inlining of calls (PyTorch's `EliminateDeadCode`, `ConstantPooling`, `Inline`).
 
+mod canonicalize;
 mod inline;
 
+pub use canonicalize::canonicalize_outputs;
 pub use inline::{inline_calls, CalleeGraphs};
 
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
@@ -62,6 +64,7 @@ pub fn eliminate_dead_code(graph: &mut Graph) {
         let mut all = Vec::new();
         graph.walk(graph.root, &mut |n| all.push(n));
         for &n in all.iter().rev() {
+            removed |= remove_dead_control_outputs(graph, n, &used);
             let node = graph.node(n);
             let live = node.outputs.iter().any(|o| used.contains(o));
             if !live && !has_side_effects(graph, n) {
@@ -73,6 +76,67 @@ pub fn eliminate_dead_code(graph: &mut Graph) {
             break;
         }
     }
+}
+
+/// `removeDeadBlockOutputs` / `removeDeadLoopOutputs`: drop the outputs of an if that
+/// nothing uses, and the loop-carried values whose loop output and body parameter are both
+/// unused (with the inputs, parameters and returns that carried them). Re-compiling printed
+/// code creates such values: `while c: ... c = ...` carries `c` although only the loop
+/// condition reads it. `used` may be stale in the safe direction (it only over-approximates).
+fn remove_dead_control_outputs(graph: &mut Graph, n: NodeId, used: &HashSet<ValueId>) -> bool {
+    let node = graph.node(n);
+    let is_if = node.kind == "prim::If";
+    let is_loop = node.kind == "prim::Loop";
+    if !is_if && !is_loop {
+        return false;
+    }
+    let outputs = node.outputs.clone();
+    let blocks = node.blocks.clone();
+    let n_inputs = node.inputs.len();
+    let mut removed = false;
+    for i in (0..outputs.len()).rev() {
+        if used.contains(&outputs[i]) {
+            continue;
+        }
+        if is_if {
+            for &b in &blocks {
+                if i < graph.block(b).returns.len() {
+                    graph.block_mut(b).returns.remove(i);
+                }
+            }
+        } else {
+            // carried value i: node input 2 + i, body parameter and return 1 + i
+            let Some(&body) = blocks.first() else {
+                continue;
+            };
+            let consistent = n_inputs == outputs.len() + 2
+                && graph.block(body).params.len() == outputs.len() + 1
+                && graph.block(body).returns.len() == outputs.len() + 1;
+            if !consistent || used.contains(&graph.block(body).params[i + 1]) {
+                continue;
+            }
+            graph.node_mut(n).inputs.remove(i + 2);
+            let param = graph.block_mut(body).params.remove(i + 1);
+            graph.free_value_name(param);
+            graph.block_mut(body).returns.remove(i + 1);
+        }
+        let output = graph.node_mut(n).outputs.remove(i);
+        graph.free_value_name(output);
+        removed = true;
+    }
+    if removed {
+        for (k, v) in graph.node(n).outputs.clone().into_iter().enumerate() {
+            graph.value_mut(v).def = Def::Node(n, k);
+        }
+        if is_loop {
+            if let Some(&body) = blocks.first() {
+                for (k, v) in graph.block(body).params.clone().into_iter().enumerate() {
+                    graph.value_mut(v).def = Def::Param(body, k);
+                }
+            }
+        }
+    }
+    removed
 }
 
 /// Values used as a node input or block return by any reachable node.
@@ -232,9 +296,10 @@ fn is_immutable(ty: &Type) -> bool {
 
 /// The cleanup PyTorch runs on every freshly emitted function (`runCleanupPasses`): constant
 /// folding (part of it, see [`fold_immutable_constants`]), dead code elimination, then
-/// constant pooling.
+/// constant pooling, and last the if/loop outputs put in first-use order.
 pub fn cleanup(graph: &mut Graph) {
     fold_immutable_constants(graph);
     eliminate_dead_code(graph);
     pool_constants(graph);
+    canonicalize_outputs(graph);
 }
