@@ -98,10 +98,17 @@ fn number_ssa_values(
             number_ssa_values(graph, b, names);
         }
         if kind == "prim::If" {
-            for out in graph.node(n).outputs.clone() {
-                let Some(name) = names.get(&out) else {
-                    continue;
-                };
+            // `ControlFlowLoadStores` adds merged variables in name order (a `std::set`);
+            // `CanonicalizeOutputs` reorders them by first use later
+            let mut outs: Vec<(String, ValueId)> = graph
+                .node(n)
+                .outputs
+                .iter()
+                .filter_map(|o| names.get(o).map(|name| (name.clone(), *o)))
+                .collect();
+            outs.sort();
+            for (name, out) in outs {
+                let name = &name;
                 graph.transient_value(None);
                 graph.transient_value(None);
                 graph.assign_unique(out);
@@ -115,11 +122,16 @@ fn number_ssa_values(
             let params = body
                 .map(|b| graph.block(b).params.clone())
                 .unwrap_or_default();
-            // block parameters after the iteration counter pair with the outputs
-            for (out, param) in outs.iter().zip(params.iter().skip(1)) {
-                let Some(name) = names.get(out) else {
-                    continue;
-                };
+            // block parameters after the iteration counter pair with the outputs; carried
+            // variables are added in name order (`definedVariables` sorts)
+            let mut carried: Vec<(String, ValueId, ValueId)> = outs
+                .iter()
+                .zip(params.iter().skip(1))
+                .filter_map(|(o, p)| names.get(o).map(|name| (name.clone(), *o, *p)))
+                .collect();
+            carried.sort();
+            for (name, out, param) in carried {
+                let (name, out, param) = (&name, &out, &param);
                 graph.transient_value(None);
                 graph.assign_unique(*param);
                 graph.set_debug_name(*param, name);
