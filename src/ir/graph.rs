@@ -382,6 +382,35 @@ impl Graph {
         self.naming.next_unique += count;
     }
 
+    /// Number and name the values afresh as PyTorch's `Graph::copy` does: inputs first, then
+    /// each node's outputs followed by its blocks (parameters, then their nodes), names set in
+    /// that order on an empty name table. Values no longer in the graph lose their names.
+    pub fn renumber_as_copy(&mut self) {
+        let mut order = self.inputs().to_vec();
+        fn visit(g: &Graph, block: BlockId, order: &mut Vec<ValueId>) {
+            for &n in &g.block(block).nodes {
+                order.extend(g.node(n).outputs.iter().copied());
+                for &b in &g.node(n).blocks {
+                    order.extend(g.block(b).params.iter().copied());
+                    visit(g, b, order);
+                }
+            }
+        }
+        visit(self, self.root, &mut order);
+        let names: Vec<Option<String>> = self
+            .values
+            .iter_mut()
+            .map(|v| v.debug_name.take())
+            .collect();
+        self.naming = Naming::default();
+        for v in order {
+            self.assign_unique(v);
+            if let Some(name) = &names[v.0 as usize] {
+                self.set_debug_name(v, name);
+            }
+        }
+    }
+
     /// Give a deferred value the next unique number.
     pub fn assign_unique(&mut self, v: ValueId) {
         self.values[v.0 as usize].unique = self.naming.next_unique;

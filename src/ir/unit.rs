@@ -326,7 +326,9 @@ impl CompilationUnit {
         if let Some(g) = function.inlined.get() {
             return Ok(g.clone());
         }
+        // PyTorch inlines into a copy of the graph, numbered afresh
         let mut g = function.graph.clone();
+        g.renumber_as_copy();
         passes::inline_calls(&mut g, self)?;
         Ok(function.inlined.get_or_init(|| Arc::new(g)).clone())
     }
