@@ -411,6 +411,24 @@ impl Graph {
         }
     }
 
+    /// Remove output `i` of a node (its name is freed; later outputs move down).
+    pub fn erase_node_output(&mut self, node: NodeId, i: usize) {
+        let v = self.node_mut(node).outputs.remove(i);
+        self.free_value_name(v);
+        for (k, o) in self.node(node).outputs.clone().into_iter().enumerate() {
+            self.value_mut(o).def = Def::Node(node, k);
+        }
+    }
+
+    /// Remove parameter `i` of a block (its name is freed; later parameters move down).
+    pub fn erase_block_param(&mut self, block: BlockId, i: usize) {
+        let v = self.block_mut(block).params.remove(i);
+        self.free_value_name(v);
+        for (k, p) in self.block(block).params.clone().into_iter().enumerate() {
+            self.value_mut(p).def = Def::Param(block, k);
+        }
+    }
+
     /// Give a deferred value the next unique number.
     pub fn assign_unique(&mut self, v: ValueId) {
         self.values[v.0 as usize].unique = self.naming.next_unique;

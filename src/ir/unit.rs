@@ -343,7 +343,7 @@ impl CompilationUnit {
         let mut g = (*self.inlined_graph(function)?).clone();
         // `preoptimizeGraph` folds and pools constants but eliminates no dead code: a callee's
         // unused `None` return survives at the call site.
-        passes::fold_immutable_constants(&mut g);
+        passes::propagate_constants(&mut g);
         passes::pool_constants(&mut g);
         Ok(function.optimized.get_or_init(|| Arc::new(g)).clone())
     }

@@ -2,15 +2,16 @@
 //! pooling and inlining of calls (PyTorch's `EliminateDeadCode`, `ConstantPooling`, `Inline`).
 
 mod canonicalize;
+mod constprop;
 mod inline;
 
 pub use canonicalize::canonicalize_outputs;
+pub use constprop::{is_mutable_type, propagate_constants};
 pub use inline::{inline_calls, CalleeGraphs};
 
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
 use crate::ir::schema::SchemaRegistry;
 use crate::ir::types::Type;
-use crate::runtime::{Device, IValue, Tuple};
 use std::collections::HashSet;
 
 /// Node kinds that act on the world (or on objects) and are kept even when their outputs are
@@ -235,71 +236,12 @@ pub fn producer(graph: &Graph, v: ValueId) -> Option<NodeId> {
     }
 }
 
-/// The part of `ConstantPropagationImmutableTypes` the archives' code needs: `aten::device` of
-/// a constant string becomes a `Device` constant, and a `prim::TupleConstruct` of immutable
-/// constants a tuple constant. (PyTorch evaluates every side-effect-free operator whose inputs
-/// are constants and whose outputs are immutable; tsrun does not evaluate operators at compile
-/// time yet.)
-pub fn fold_immutable_constants(graph: &mut Graph) {
-    let mut all = Vec::new();
-    graph.walk(graph.root, &mut |n| all.push(n));
-    for n in all {
-        let node = graph.node(n);
-        if node.outputs.len() != 1 {
-            continue;
-        }
-        let inputs: Option<Vec<IValue>> = node
-            .inputs
-            .iter()
-            .map(|&v| producer(graph, v).and_then(|p| graph.constant_value(p)))
-            .collect();
-        let Some(inputs) = inputs else {
-            continue;
-        };
-        let (out, block) = (node.outputs[0], node.owner);
-        let out_ty = graph.value(out).ty.clone();
-        let value = match (node.kind.as_str(), inputs.as_slice(), &out_ty) {
-            ("aten::device", [IValue::String(s)], _) => match Device::parse(s) {
-                Some(d) => IValue::Device(d),
-                None => continue,
-            },
-            ("prim::TupleConstruct", items, Type::Tuple(types))
-                if items.len() == types.len() && types.iter().all(is_immutable) =>
-            {
-                IValue::Tuple(Tuple::new(items.to_vec()))
-            }
-            _ => continue,
-        };
-        let Some(pos) = graph.block(block).nodes.iter().position(|&x| x == n) else {
-            continue;
-        };
-        let c = graph.create_node("prim::Constant", Vec::new(), vec![out_ty]);
-        graph
-            .node_mut(c)
-            .attrs
-            .push(("value".to_string(), Attr::Value(value)));
-        graph.insert_at(block, pos, c);
-        let folded = graph.node(c).outputs[0];
-        graph.replace_all_uses(out, folded);
-        graph.remove_node(n);
-    }
-}
-
-/// Values of this type cannot be mutated (`ConstantPropagation`'s immutable types).
-fn is_immutable(ty: &Type) -> bool {
-    match ty {
-        Type::Int | Type::Float | Type::Bool | Type::Str | Type::NoneType | Type::Device => true,
-        Type::Tuple(items) => items.iter().all(is_immutable),
-        _ => false,
-    }
-}
-
-/// The cleanup PyTorch runs on every freshly emitted function (`runCleanupPasses`): constant
-/// folding (part of it, see [`fold_immutable_constants`]), dead code elimination, then
+/// The cleanup PyTorch runs on every freshly emitted function (`runCleanupPasses`): dead code
+/// elimination (`LowerSimpleTuples` ends with it), constant propagation on immutable types,
 /// constant pooling, and last the if/loop outputs put in first-use order.
 pub fn cleanup(graph: &mut Graph) {
-    fold_immutable_constants(graph);
     eliminate_dead_code(graph);
+    propagate_constants(graph);
     pool_constants(graph);
     canonicalize_outputs(graph);
 }
