@@ -341,8 +341,9 @@ impl CompilationUnit {
             return Ok(g.clone());
         }
         let mut g = (*self.inlined_graph(function)?).clone();
-        // `preoptimizeGraph` folds and pools constants but eliminates no dead code: a callee's
-        // unused `None` return survives at the call site.
+        // `preoptimizeGraph`: peephole, constant propagation on immutable types (each
+        // eliminating dead code only when it changed something), constant pooling
+        passes::peephole_optimize(&mut g);
         passes::propagate_constants(&mut g);
         passes::pool_constants(&mut g);
         Ok(function.optimized.get_or_init(|| Arc::new(g)).clone())

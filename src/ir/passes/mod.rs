@@ -4,10 +4,12 @@
 mod canonicalize;
 mod constprop;
 mod inline;
+mod peephole;
 
 pub use canonicalize::canonicalize_outputs;
 pub use constprop::{is_mutable_type, propagate_constants};
 pub use inline::{inline_calls, CalleeGraphs};
+pub use peephole::peephole_optimize;
 
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
 use crate::ir::schema::SchemaRegistry;

@@ -1,0 +1,167 @@
+//! `PeepholeOptimize` as PyTorch runs it on a callee body before inlining it (shape peepholes
+//! off, and tsrun's tensor types carry no shapes anyway): `None`-typed outputs become `None`
+//! constants, `if` outputs that just restate the condition become the condition, `is None`
+//! tests decided by the types fold, and unwraps/casts that change nothing disappear.
+
+use super::eliminate_dead_code;
+use crate::ir::emit::builder::constant_attr;
+use crate::ir::graph::{BlockId, Def, Graph, NodeId, ValueId};
+use crate::ir::schema::is_subtype;
+use crate::ir::types::Type;
+use crate::runtime::IValue;
+
+/// Run the pass; dead code is eliminated when anything changed. Returns whether it did.
+pub fn peephole_optimize(graph: &mut Graph) -> bool {
+    let mut changed = false;
+    let root = graph.root;
+    optimize_block(graph, root, &mut changed);
+    if changed {
+        eliminate_dead_code(graph);
+    }
+    changed
+}
+
+fn constant_of(g: &Graph, v: ValueId) -> Option<IValue> {
+    match g.value(v).def {
+        Def::Node(n, _) => g.constant_value(n),
+        Def::Param(..) => None,
+    }
+}
+
+/// `Value::mustBeNone`: typed `None`, or the `None` constant.
+fn must_be_none(g: &Graph, v: ValueId) -> bool {
+    g.value(v).ty == Type::NoneType || matches!(constant_of(g, v), Some(IValue::None))
+}
+
+/// `Value::mustNotBeNone`: a type that cannot hold `None`.
+fn must_not_be_none(g: &Graph, v: ValueId) -> bool {
+    match &g.value(v).ty {
+        Type::NoneType | Type::Optional(_) | Type::Any => false,
+        Type::Union(ts) => !ts.iter().any(|t| *t == Type::NoneType),
+        _ => true,
+    }
+}
+
+fn insert_constant_before(g: &mut Graph, before: NodeId, value: IValue, ty: Type) -> ValueId {
+    let c = g.create_node("prim::Constant", Vec::new(), vec![ty]);
+    if let Some(attr) = constant_attr(value) {
+        g.node_mut(c).attrs.push(("value".to_string(), attr));
+    }
+    let block = g.node(before).owner;
+    let pos = g
+        .block(block)
+        .nodes
+        .iter()
+        .position(|&x| x == before)
+        .unwrap_or(0);
+    g.insert_at(block, pos, c);
+    g.node(c).outputs[0]
+}
+
+fn optimize_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
+    for n in g.block(block).nodes.clone() {
+        for b in g.node(n).blocks.clone() {
+            optimize_block(g, b, changed);
+        }
+        let kind = g.node(n).kind.clone();
+        if kind != "prim::Constant" {
+            // a value of type None is the None constant
+            for out in g.node(n).outputs.clone() {
+                if g.value(out).ty == Type::NoneType {
+                    let c = insert_constant_before(g, n, IValue::None, Type::NoneType);
+                    g.replace_all_uses(out, c);
+                    *changed = true;
+                }
+            }
+        }
+        let node = g.node(n);
+        let inputs = node.inputs.clone();
+        let outputs = node.outputs.clone();
+        match kind.as_str() {
+            "aten::Float"
+            | "aten::Int"
+            | "aten::FloatImplicit"
+            | "aten::IntImplicit"
+            | "aten::ScalarImplicit" => {
+                // a number converted to a tensor and back is the number
+                if let Some(Def::Node(p, _)) = inputs.first().map(|&i| g.value(i).def) {
+                    if g.node(p).kind == "prim::NumToTensor" {
+                        if let (Some(&num), Some(&out)) =
+                            (g.node(p).inputs.first(), outputs.first())
+                        {
+                            g.replace_all_uses(out, num);
+                            *changed = true;
+                        }
+                    }
+                }
+            }
+            "aten::t" => {
+                if let Some(Def::Node(p, _)) = inputs.first().map(|&i| g.value(i).def) {
+                    if g.node(p).kind == "aten::t" {
+                        if let (Some(&x), Some(&out)) = (g.node(p).inputs.first(), outputs.first())
+                        {
+                            g.replace_all_uses(out, x);
+                            *changed = true;
+                        }
+                    }
+                }
+            }
+            "prim::If" => {
+                // `x and True`, `x or False`: an output true exactly when the condition is
+                let blocks = g.node(n).blocks.clone();
+                if let ([then_b, else_b], Some(&cond)) = (blocks.as_slice(), inputs.first()) {
+                    for (i, &out) in outputs.iter().enumerate() {
+                        if g.value(out).ty != Type::Bool {
+                            continue;
+                        }
+                        let t = g
+                            .block(*then_b)
+                            .returns
+                            .get(i)
+                            .and_then(|&v| constant_of(g, v));
+                        let f = g
+                            .block(*else_b)
+                            .returns
+                            .get(i)
+                            .and_then(|&v| constant_of(g, v));
+                        if matches!(t, Some(IValue::Bool(true)))
+                            && matches!(f, Some(IValue::Bool(false)))
+                        {
+                            g.replace_all_uses(out, cond);
+                            *changed = true;
+                        }
+                    }
+                }
+            }
+            "aten::__is__" | "aten::__isnot__" if inputs.len() == 2 => {
+                for k in [0, 1] {
+                    if must_be_none(g, inputs[k]) && must_not_be_none(g, inputs[1 - k]) {
+                        let value = IValue::Bool(kind == "aten::__isnot__");
+                        let c = insert_constant_before(g, n, value, Type::Bool);
+                        if let Some(&out) = outputs.first() {
+                            g.replace_all_uses(out, c);
+                        }
+                        *changed = true;
+                    }
+                }
+            }
+            "prim::unchecked_unwrap_optional" | "aten::_unwrap_optional" => {
+                if let (Some(&x), Some(&out)) = (inputs.first(), outputs.first()) {
+                    if must_not_be_none(g, x) {
+                        g.replace_all_uses(out, x);
+                        *changed = true;
+                    }
+                }
+            }
+            "prim::unchecked_cast" => {
+                if let (Some(&x), Some(&out)) = (inputs.first(), outputs.first()) {
+                    if is_subtype(&g.value(x).ty, &g.value(out).ty) {
+                        // PyTorch does not count this as a change
+                        g.replace_all_uses(out, x);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
