@@ -5,7 +5,7 @@
 //! PyTorch runs it on every freshly compiled function and on callee bodies before inlining
 //! them; the printed graphs show its results (and the numbers of the constants it creates).
 
-use super::{eliminate_dead_code, has_side_effects};
+use super::{eliminate_dead_code, has_side_effects, insert_constant_before};
 use crate::ir::emit::builder::{constant_attr, constant_type};
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
 use crate::ir::schema::SchemaRegistry;
@@ -214,24 +214,6 @@ fn insertable(v: &IValue) -> bool {
         IValue::Tuple(t) => t.items().iter().all(insertable),
         _ => false,
     }
-}
-
-/// Insert a constant holding `value` just before node `before`.
-fn insert_constant_before(g: &mut Graph, before: NodeId, value: IValue, ty: Type) -> ValueId {
-    let attr = constant_attr(value);
-    let c = g.create_node("prim::Constant", Vec::new(), vec![ty]);
-    if let Some(a) = attr {
-        g.node_mut(c).attrs.push(("value".to_string(), a));
-    }
-    let block = g.node(before).owner;
-    let pos = g
-        .block(block)
-        .nodes
-        .iter()
-        .position(|&x| x == before)
-        .unwrap_or(0);
-    g.insert_at(block, pos, c);
-    g.node(c).outputs[0]
 }
 
 fn propagate(g: &mut Graph, n: NodeId, values: Vec<IValue>, changed: &mut bool) {

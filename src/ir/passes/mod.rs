@@ -4,6 +4,7 @@
 mod canonicalize;
 mod constprop;
 mod inline;
+mod list_idioms;
 mod peephole;
 
 pub use canonicalize::canonicalize_outputs;
@@ -14,6 +15,7 @@ pub use peephole::peephole_optimize;
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
 use crate::ir::schema::SchemaRegistry;
 use crate::ir::types::Type;
+use crate::runtime::IValue;
 use std::collections::HashSet;
 
 /// Node kinds that act on the world (or on objects) and are kept even when their outputs are
@@ -230,6 +232,29 @@ pub fn pool_constants(graph: &mut Graph) {
     }
 }
 
+/// Insert a `prim::Constant` holding `value` (typed `ty`) just before node `before`, as
+/// PyTorch's passes do under `WithInsertPoint guard(node)`.
+pub(crate) fn insert_constant_before(
+    g: &mut Graph,
+    before: NodeId,
+    value: IValue,
+    ty: Type,
+) -> ValueId {
+    let c = g.create_node("prim::Constant", Vec::new(), vec![ty]);
+    if let Some(attr) = crate::ir::emit::builder::constant_attr(value) {
+        g.node_mut(c).attrs.push(("value".to_string(), attr));
+    }
+    let block = g.node(before).owner;
+    let pos = g
+        .block(block)
+        .nodes
+        .iter()
+        .position(|&x| x == before)
+        .unwrap_or(0);
+    g.insert_at(block, pos, c);
+    g.node(c).outputs[0]
+}
+
 /// The node defining `v`, if it is a node output.
 pub fn producer(graph: &Graph, v: ValueId) -> Option<NodeId> {
     match graph.value(v).def {
@@ -246,4 +271,28 @@ pub fn cleanup(graph: &mut Graph) {
     propagate_constants(graph);
     pool_constants(graph);
     canonicalize_outputs(graph);
+    annotate_warns(graph);
+}
+
+/// `AnnotateWarns`: every `aten::warn` gets a process-wide unique `warn_id`, so that a warning
+/// is shown once however often (and from however many inlined copies) it runs.
+pub fn annotate_warns(graph: &mut Graph) {
+    static NEXT_WARN_ID: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let mut warns = Vec::new();
+    graph.walk(graph.root, &mut |n| {
+        if graph.node(n).kind == "aten::warn" {
+            warns.push(n);
+        }
+    });
+    for n in warns {
+        let id = NEXT_WARN_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        graph
+            .node_mut(n)
+            .attrs
+            .retain(|(name, _)| name != "warn_id");
+        graph
+            .node_mut(n)
+            .attrs
+            .push(("warn_id".to_string(), Attr::Int(id)));
+    }
 }

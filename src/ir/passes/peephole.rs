@@ -3,9 +3,8 @@
 //! constants, `if` outputs that just restate the condition become the condition, `is None`
 //! tests decided by the types fold, and unwraps/casts that change nothing disappear.
 
-use super::eliminate_dead_code;
-use crate::ir::emit::builder::constant_attr;
-use crate::ir::graph::{BlockId, Def, Graph, NodeId, ValueId};
+use super::{eliminate_dead_code, insert_constant_before};
+use crate::ir::graph::{BlockId, Def, Graph, ValueId};
 use crate::ir::schema::is_subtype;
 use crate::ir::types::Type;
 use crate::runtime::IValue;
@@ -15,6 +14,7 @@ pub fn peephole_optimize(graph: &mut Graph) -> bool {
     let mut changed = false;
     let root = graph.root;
     optimize_block(graph, root, &mut changed);
+    changed |= super::list_idioms::optimize_list_idioms(graph);
     if changed {
         eliminate_dead_code(graph);
     }
@@ -40,22 +40,6 @@ fn must_not_be_none(g: &Graph, v: ValueId) -> bool {
         Type::Union(ts) => !ts.iter().any(|t| *t == Type::NoneType),
         _ => true,
     }
-}
-
-fn insert_constant_before(g: &mut Graph, before: NodeId, value: IValue, ty: Type) -> ValueId {
-    let c = g.create_node("prim::Constant", Vec::new(), vec![ty]);
-    if let Some(attr) = constant_attr(value) {
-        g.node_mut(c).attrs.push(("value".to_string(), attr));
-    }
-    let block = g.node(before).owner;
-    let pos = g
-        .block(block)
-        .nodes
-        .iter()
-        .position(|&x| x == before)
-        .unwrap_or(0);
-    g.insert_at(block, pos, c);
-    g.node(c).outputs[0]
 }
 
 fn optimize_block(g: &mut Graph, block: BlockId, changed: &mut bool) {

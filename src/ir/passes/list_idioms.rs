@@ -1,0 +1,97 @@
+//! `PeepholeOptimizeListIdioms`: on lists built by `prim::ListConstruct` that nothing mutates,
+//! `len` is a constant, indexing with a constant picks the element, unpacking picks the
+//! elements, and concatenating two such lists builds one list.
+
+use super::{insert_constant_before, producer};
+use crate::ir::graph::{BlockId, Graph, NodeId, ValueId};
+use crate::ir::schema::SchemaRegistry;
+use crate::ir::types::Type;
+use crate::runtime::IValue;
+use std::collections::HashSet;
+
+/// Run the pass; returns whether it changed the graph (the caller eliminates dead code).
+pub fn optimize_list_idioms(graph: &mut Graph) -> bool {
+    let mutated = mutated_lists(graph);
+    let mut changed = false;
+    let root = graph.root;
+    optimize_block(graph, root, &mutated, &mut changed);
+    changed
+}
+
+/// List values some node may write to (or that leave the graph's view through calls or
+/// control flow), as alias analysis would find them.
+fn mutated_lists(g: &Graph) -> HashSet<ValueId> {
+    let mut mutated = HashSet::new();
+    g.walk(g.root, &mut |n| {
+        let node = g.node(n);
+        let writes = match node.kind.as_str() {
+            "prim::CallMethod" | "prim::CallFunction" | "prim::If" | "prim::Loop" => true,
+            k if k.starts_with("prim::") => false,
+            _ => SchemaRegistry::global()
+                .find(&node.qualified_op())
+                .is_none_or(|s| s.is_mutable()),
+        };
+        if writes {
+            mutated.extend(node.inputs.iter().copied());
+        }
+    });
+    for b in &g.blocks {
+        mutated.extend(b.returns.iter().copied());
+    }
+    mutated
+}
+
+fn list_construct(g: &Graph, v: ValueId, mutated: &HashSet<ValueId>) -> Option<NodeId> {
+    if mutated.contains(&v) || !matches!(g.value(v).ty, Type::List(_)) {
+        return None;
+    }
+    producer(g, v).filter(|&p| g.node(p).kind == "prim::ListConstruct")
+}
+
+fn optimize_block(g: &mut Graph, block: BlockId, mutated: &HashSet<ValueId>, changed: &mut bool) {
+    for n in g.block(block).nodes.clone() {
+        for b in g.node(n).blocks.clone() {
+            optimize_block(g, b, mutated, changed);
+        }
+        let node = g.node(n);
+        let (Some(&first), kind) = (node.inputs.first(), node.kind.clone()) else {
+            continue;
+        };
+        let Some(list) = list_construct(g, first, mutated) else {
+            continue;
+        };
+        let items = g.node(list).inputs.clone();
+        let outputs = g.node(n).outputs.clone();
+        match kind.as_str() {
+            "aten::len" => {
+                let c = insert_constant_before(g, n, IValue::Int(items.len() as i64), Type::Int);
+                g.replace_all_uses(outputs[0], c);
+                *changed = true;
+            }
+            "aten::__getitem__" => {
+                let index = g
+                    .node(n)
+                    .inputs
+                    .get(1)
+                    .and_then(|&i| producer(g, i))
+                    .and_then(|p| g.constant_value(p))
+                    .and_then(|v| v.as_int());
+                let len = items.len() as i64;
+                if let Some(i) = index {
+                    let k = if i < 0 { i + len } else { i };
+                    if let Some(&item) = usize::try_from(k).ok().and_then(|k| items.get(k)) {
+                        g.replace_all_uses(outputs[0], item);
+                        *changed = true;
+                    }
+                }
+            }
+            "prim::ListUnpack" if outputs.len() == items.len() => {
+                for (o, i) in outputs.iter().zip(&items) {
+                    g.replace_all_uses(*o, *i);
+                }
+                *changed = true;
+            }
+            _ => {}
+        }
+    }
+}
