@@ -79,6 +79,23 @@ fn optimize_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
                     }
                 }
             }
+            "aten::dim" => {
+                // convolutions return batched tensors of a known rank
+                let rank = match inputs.first().map(|&i| g.value(i).def) {
+                    Some(Def::Node(p, _)) => match g.node(p).kind.as_str() {
+                        "aten::conv1d" => Some(3),
+                        "aten::conv2d" => Some(4),
+                        "aten::conv3d" => Some(5),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let (Some(rank), Some(&out)) = (rank, outputs.first()) {
+                    let c = insert_constant_before(g, n, IValue::Int(rank), Type::Int);
+                    g.replace_all_uses(out, c);
+                    *changed = true;
+                }
+            }
             "aten::t" => {
                 if let Some(Def::Node(p, _)) = inputs.first().map(|&i| g.value(i).def) {
                     if g.node(p).kind == "aten::t" {
