@@ -369,9 +369,21 @@ impl CompilationUnit {
 }
 
 impl CalleeGraphs for CompilationUnit {
-    fn callee(&self, graph: &Graph, call: NodeId) -> Result<Arc<Graph>, CompileError> {
+    fn callee(&self, graph: &Graph, call: NodeId) -> Result<Option<Arc<Graph>>, CompileError> {
+        // a call through an interface is bound at run time and stays a call
+        let receiver = graph.node(call).inputs.first().map(|&v| &graph.value(v).ty);
+        if let Some(Type::Class(c)) = receiver {
+            if self.class(c).is_some_and(|cl| {
+                matches!(
+                    cl.kind,
+                    ast::ClassKind::Interface | ast::ClassKind::ModuleInterface
+                )
+            }) {
+                return Ok(None);
+            }
+        }
         let f = self.callee_of(graph, call)?;
-        self.optimized_graph(&f)
+        self.optimized_graph(&f).map(Some)
     }
 }
 

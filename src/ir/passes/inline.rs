@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 /// Supplies the graph a call node invokes.
 pub trait CalleeGraphs {
-    /// The callee graph of a `prim::CallMethod` / `prim::CallFunction` node in `graph`.
-    fn callee(&self, graph: &Graph, call: NodeId) -> Result<Arc<Graph>, CompileError>;
+    /// The callee graph of a `prim::CallMethod` / `prim::CallFunction` node in `graph`;
+    /// `None` when the call is not inlined (a method of an interface, resolved at run time).
+    fn callee(&self, graph: &Graph, call: NodeId) -> Result<Option<Arc<Graph>>, CompileError>;
 }
 
 /// More inlined calls than this are reported instead of inlined (recursion is not allowed in
@@ -39,7 +40,10 @@ fn inline_block(
                 ));
             }
             *budget -= 1;
-            let callee = callees.callee(graph, n)?;
+            let Some(callee) = callees.callee(graph, n)? else {
+                i += 1;
+                continue;
+            };
             let mut args = graph.node(n).inputs.clone();
             if kind == "prim::CallFunction" && !args.is_empty() {
                 // the first input is the function constant

@@ -15,6 +15,7 @@ pub fn peephole_optimize(graph: &mut Graph) -> bool {
     let root = graph.root;
     optimize_block(graph, root, &mut changed);
     changed |= super::list_idioms::optimize_list_idioms(graph);
+    non_tensor_block(graph, root, &mut changed);
     if changed {
         eliminate_dead_code(graph);
     }
@@ -164,5 +165,82 @@ fn optimize_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
             }
             _ => {}
         }
+    }
+}
+
+fn int_constant(g: &Graph, v: ValueId) -> Option<i64> {
+    constant_of(g, v).and_then(|c| match c {
+        IValue::Int(i) => Some(i),
+        _ => None,
+    })
+}
+
+/// `PeepholeOptimizeNonTensor`'s integer arithmetic: a constant operand of `+`/`*` goes
+/// second, `x + 0`, `x - 0`, `x * 1`, `x // 1` are `x`, and `(x ± a) ± b` becomes
+/// `x ± c` with one folded constant.
+fn non_tensor_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
+    for n in g.block(block).nodes.clone() {
+        for b in g.node(n).blocks.clone() {
+            non_tensor_block(g, b, changed);
+        }
+        let node = g.node(n);
+        let op = node.qualified_op();
+        if !matches!(
+            op.as_str(),
+            "aten::add.int" | "aten::sub.int" | "aten::mul.int" | "aten::floordiv.int"
+        ) || node.inputs.len() != 2
+        {
+            continue;
+        }
+        let (a, b) = (node.inputs[0], node.inputs[1]);
+        let out = node.outputs[0];
+        let commutative = matches!(op.as_str(), "aten::add.int" | "aten::mul.int");
+        if commutative && int_constant(g, a).is_some() && int_constant(g, b).is_none() {
+            g.node_mut(n).inputs.swap(0, 1);
+            *changed = true;
+        }
+        let (a, b) = (g.node(n).inputs[0], g.node(n).inputs[1]);
+        let Some(c2) = int_constant(g, b) else {
+            continue;
+        };
+        let identity = match op.as_str() {
+            "aten::add.int" | "aten::sub.int" => c2 == 0,
+            _ => c2 == 1,
+        };
+        if identity {
+            g.replace_all_uses(out, a);
+            *changed = true;
+            continue;
+        }
+        if !matches!(op.as_str(), "aten::add.int" | "aten::sub.int") {
+            continue;
+        }
+        // (x ± c1) ± c2
+        let Def::Node(p, _) = g.value(a).def else {
+            continue;
+        };
+        let inner = g.node(p).qualified_op();
+        if !matches!(inner.as_str(), "aten::add.int" | "aten::sub.int")
+            || g.node(p).inputs.len() != 2
+        {
+            continue;
+        }
+        let (x, c1v) = (g.node(p).inputs[0], g.node(p).inputs[1]);
+        let Some(c1) = int_constant(g, c1v) else {
+            continue;
+        };
+        let inner_offset = if inner == "aten::add.int" {
+            c1
+        } else {
+            c1.wrapping_neg()
+        };
+        let folded = if op == "aten::add.int" {
+            inner_offset.wrapping_add(c2)
+        } else {
+            c2.wrapping_sub(inner_offset)
+        };
+        let c = insert_constant_before(g, n, IValue::Int(folded), Type::Int);
+        g.node_mut(n).inputs = vec![x, c];
+        *changed = true;
     }
 }
