@@ -47,7 +47,10 @@ pub fn unary(op: UnaryOp, operand: Expr, l: usize, r: usize) -> Expr {
         (UnaryOp::Neg, ExprKind::Int(i)) => {
             Expr::new(ExprKind::Int(i.wrapping_neg()), operand.span)
         }
-        (UnaryOp::Neg, ExprKind::Float(f)) => Expr::new(ExprKind::Float(-f), operand.span),
+        // `inf` / `nan` are names in PyTorch's grammar: `-inf` stays a negation
+        (UnaryOp::Neg, ExprKind::Float(f)) if f.is_finite() => {
+            Expr::new(ExprKind::Float(-f), operand.span)
+        }
         _ => Expr::new(
             ExprKind::Unary {
                 op,

@@ -146,6 +146,21 @@ impl Emitter<'_> {
         self.call_op(op, None, &[v], &[], span)
     }
 
+    /// `emitUnaryOp`: a unary operator applied to a constant is evaluated now and replaced by
+    /// a constant (the operator node is left for dead code elimination).
+    fn fold_unary(&mut self, out: ValueId, op: &str) -> ValueId {
+        let crate::ir::graph::Def::Node(n, 0) = self.b.graph.value(out).def else {
+            return out;
+        };
+        if self.b.graph.node(n).kind != op {
+            return out;
+        }
+        match crate::ir::passes::evaluate_if_constant(&self.b.graph, n).as_deref() {
+            Some([value]) => self.b.constant(value.clone()),
+            _ => out,
+        }
+    }
+
     pub(super) fn is_builtin_name(&self, e: &Expr) -> bool {
         match &e.kind {
             ExprKind::Name(n) => self.lookup(n).is_none(),
@@ -214,6 +229,8 @@ impl Emitter<'_> {
                 }
             },
             ExprKind::Int(i) => self.number_literal(IValue::Int(*i)),
+            // `inf` / `nan` are names the importer resolves to a constant where they are read
+            ExprKind::Float(f) if !f.is_finite() => self.b.constant(IValue::Double(*f)),
             ExprKind::Float(f) => self.number_literal(IValue::Double(*f)),
             ExprKind::Imag(f) => self.number_literal(IValue::Complex(Complex64::new(0.0, *f))),
             ExprKind::Str(s) => self.b.constant(IValue::str(s.as_str())),
@@ -251,9 +268,13 @@ impl Emitter<'_> {
                 let v = self.emit_value(operand, None)?;
                 match op {
                     UnaryOp::Pos => v,
-                    UnaryOp::Neg => self.call_op("aten::neg", None, &[v], &[], e.span)?,
+                    UnaryOp::Neg => {
+                        let out = self.call_op("aten::neg", None, &[v], &[], e.span)?;
+                        self.fold_unary(out, "aten::neg")
+                    }
                     UnaryOp::Invert => {
-                        self.call_op("aten::bitwise_not", None, &[v], &[], e.span)?
+                        let out = self.call_op("aten::bitwise_not", None, &[v], &[], e.span)?;
+                        self.fold_unary(out, "aten::bitwise_not")
                     }
                     UnaryOp::Not => {
                         let b = self.as_bool(v, e.span)?;

@@ -153,6 +153,17 @@ fn supported(g: &Graph, n: NodeId) -> bool {
         && !has_side_effects(g, n)
 }
 
+/// Evaluate a node whose inputs are all constants (`runNodeIfInputsAreConstant`).
+pub(crate) fn evaluate_if_constant(g: &Graph, n: NodeId) -> Option<Vec<IValue>> {
+    let inputs: Option<Vec<IValue>> = g
+        .node(n)
+        .inputs
+        .iter()
+        .map(|&v| producer_constant(g, v))
+        .collect();
+    evaluate(g, n, inputs?)
+}
+
 /// Evaluate a node on constant inputs; `None` when it cannot run (no kernel, an error).
 fn evaluate(g: &Graph, n: NodeId, mut values: Vec<IValue>) -> Option<Vec<IValue>> {
     let node = g.node(n);

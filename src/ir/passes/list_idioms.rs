@@ -1,6 +1,7 @@
-//! `PeepholeOptimizeListIdioms`: on lists built by `prim::ListConstruct` that nothing mutates,
-//! `len` is a constant, indexing with a constant picks the element, unpacking picks the
-//! elements, and concatenating two such lists builds one list.
+//! `PeepholeOptimizeListIdioms` and `PeepholeOptimizeDictIdioms`: on lists built by
+//! `prim::ListConstruct` that nothing mutates, `len` is a constant, indexing with a constant
+//! picks the element and unpacking picks the elements; the `len` of an unmutated
+//! `prim::DictConstruct` is a constant too.
 
 use super::{insert_constant_before, producer};
 use crate::ir::graph::{BlockId, Graph, NodeId, ValueId};
@@ -15,7 +16,33 @@ pub fn optimize_list_idioms(graph: &mut Graph) -> bool {
     let mut changed = false;
     let root = graph.root;
     optimize_block(graph, root, &mutated, &mut changed);
+    dict_block(graph, root, &mutated, &mut changed);
     changed
+}
+
+fn dict_block(g: &mut Graph, block: BlockId, mutated: &HashSet<ValueId>, changed: &mut bool) {
+    for n in g.block(block).nodes.clone() {
+        for b in g.node(n).blocks.clone() {
+            dict_block(g, b, mutated, changed);
+        }
+        let node = g.node(n);
+        if node.kind != "aten::len" {
+            continue;
+        }
+        let (Some(&dict), Some(&out)) = (node.inputs.first(), node.outputs.first()) else {
+            continue;
+        };
+        if mutated.contains(&dict) || !matches!(g.value(dict).ty, Type::Dict(..)) {
+            continue;
+        }
+        let Some(p) = producer(g, dict).filter(|&p| g.node(p).kind == "prim::DictConstruct") else {
+            continue;
+        };
+        let pairs = g.node(p).inputs.len() / 2;
+        let c = insert_constant_before(g, n, IValue::Int(pairs as i64), Type::Int);
+        g.replace_all_uses(out, c);
+        *changed = true;
+    }
 }
 
 /// List values some node may write to (or that leave the graph's view through calls or

@@ -8,6 +8,7 @@ mod list_idioms;
 mod peephole;
 
 pub use canonicalize::canonicalize_outputs;
+pub(crate) use constprop::evaluate_if_constant;
 pub use constprop::{is_mutable_type, propagate_constants};
 pub use inline::{inline_calls, CalleeGraphs};
 pub use peephole::peephole_optimize;

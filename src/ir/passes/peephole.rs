@@ -158,8 +158,8 @@ fn optimize_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
             "prim::unchecked_cast" => {
                 if let (Some(&x), Some(&out)) = (inputs.first(), outputs.first()) {
                     if is_subtype(&g.value(x).ty, &g.value(out).ty) {
-                        // PyTorch does not count this as a change
                         g.replace_all_uses(out, x);
+                        *changed = true;
                     }
                 }
             }
