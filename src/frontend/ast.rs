@@ -188,8 +188,8 @@ impl TypeExpr {
                     "MemoryFormat" | "torch.memory_format" => Type::MemoryFormat,
                     "QScheme" => Type::QScheme,
                     "Capsule" => Type::Capsule,
-                    "List" => Type::AnyList,
-                    "Tuple" => Type::AnyTuple,
+                    "List" | "list" => Type::AnyList,
+                    "Tuple" | "tuple" => Type::AnyTuple,
                     other => Type::Class(other.into()),
                 })
             }

@@ -696,10 +696,20 @@ impl Emitter<'_> {
                         .collect::<Result<_, _>>()?,
                     _ => vec![self.type_arg(&args[1])?],
                 };
-                if types.iter().any(|t| is_subtype(&vt, t)) {
+                // a union (or optional) is decided member by member (`emitIsInstance`)
+                let members: Vec<Type> = match &vt {
+                    Type::Union(ts) => ts.clone(),
+                    Type::Optional(t) => vec![(**t).clone(), Type::NoneType],
+                    t => vec![t.clone()],
+                };
+                let matches = |m: &Type| types.iter().any(|t| is_subtype(m, t));
+                let may_match = |m: &Type| {
+                    *m == Type::Any || types.iter().any(|t| is_subtype(m, t) || is_subtype(t, m))
+                };
+                if members.iter().all(matches) {
                     return Ok(self.b.constant(IValue::Bool(true)));
                 }
-                if !types.iter().any(|t| is_subtype(t, &vt)) {
+                if !members.iter().any(may_match) {
                     return Ok(self.b.constant(IValue::Bool(false)));
                 }
                 // decided at run time: `prim::isinstance[types=[...]](%v)`
