@@ -5,7 +5,7 @@
 
 use super::{eliminate_dead_code, insert_constant_before};
 use crate::ir::graph::{BlockId, Def, Graph, ValueId};
-use crate::ir::schema::is_subtype;
+use crate::ir::schema::{is_subtype, unify_types};
 use crate::ir::types::Type;
 use crate::runtime::IValue;
 
@@ -131,6 +131,29 @@ fn optimize_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
                         {
                             g.replace_all_uses(out, cond);
                             *changed = true;
+                        }
+                    }
+                    // an optional output both of whose branches give non-optional values
+                    // takes their unified type
+                    for (i, &out) in outputs.iter().enumerate() {
+                        let (Some(&t), Some(&f)) = (
+                            g.block(*then_b).returns.get(i),
+                            g.block(*else_b).returns.get(i),
+                        ) else {
+                            continue;
+                        };
+                        let (tt, ft) = (g.value(t).ty.clone(), g.value(f).ty.clone());
+                        if matches!(tt, Type::Optional(_))
+                            || matches!(ft, Type::Optional(_))
+                            || !matches!(g.value(out).ty, Type::Optional(_))
+                        {
+                            continue;
+                        }
+                        if let Some(unified) = unify_types(&tt, &ft) {
+                            if unified != g.value(out).ty {
+                                g.value_mut(out).ty = unified;
+                                *changed = true;
+                            }
                         }
                     }
                 }
