@@ -216,14 +216,6 @@ fn graph_comments_match_pytorch() {
     );
 }
 
-/// 1418 of 1434 graphs print every comment as PyTorch does (1 before debug_pkl was read).
-/// The 16 that differ all hold tensor constants: PyTorch's constant pooling merges
-/// equal-valued tensor constants that no node writes (traced HF attention, swin, the traced
-/// attention fixture), tsrun pools only identical ones; and tensors of 2..=10 elements print
-/// through ATen's formatter (tensor_constants_traced), so their constants do not pair up.
-const GRAPH_FLOOR: usize = 1418;
-/// 1095 of 1236 inlined graphs (1 before). 139 more have node sequences that differ from
-/// PyTorch's (peephole and constant propagation in the callees' `optimized_graph` that tsrun
-/// does not run), so their comments are not compared; the other two differ by tensor
-/// constants as above.
-const INLINED_FLOOR: usize = 1095;
+/// Every graph (1434) and inlined graph (1236) prints every comment as PyTorch does.
+const GRAPH_FLOOR: usize = 1434;
+const INLINED_FLOOR: usize = 1236;

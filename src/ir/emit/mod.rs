@@ -188,12 +188,16 @@ fn class_spellings(
     out
 }
 
+/// A `while` loop's initial condition as PyTorch numbers it later: its values with their
+/// offsets, and how many numbers it takes.
+type DeferredCondition = (Vec<(ValueId, usize)>, usize);
+
 /// `InlineLoopCondition`: each `while` loop's initial condition is a copy made now (inner
 /// loops first).
 fn number_loop_conditions(
     graph: &mut Graph,
     block: crate::ir::graph::BlockId,
-    conditions: &HashMap<NodeId, (Vec<(ValueId, usize)>, usize)>,
+    conditions: &HashMap<NodeId, DeferredCondition>,
 ) {
     for n in graph.block(block).nodes.clone() {
         for b in graph.node(n).blocks.clone() {
@@ -231,7 +235,7 @@ struct Emitter<'a> {
     /// Per `while` loop, the values of its initial condition (with their offsets) and how
     /// many numbers the condition takes: PyTorch numbers that copy when it inlines the
     /// condition, after SSA conversion.
-    loop_conditions: HashMap<NodeId, (Vec<(ValueId, usize)>, usize)>,
+    loop_conditions: HashMap<NodeId, DeferredCondition>,
     /// Values of the current statement that PyTorch holds as a different, later removed
     /// value (a variable read is a `prim::Load`, an element of a literal tuple a
     /// `prim::TupleIndex`): assigning them names that stand-in, not the value.

@@ -38,7 +38,7 @@ fn must_be_none(g: &Graph, v: ValueId) -> bool {
 fn must_not_be_none(g: &Graph, v: ValueId) -> bool {
     match &g.value(v).ty {
         Type::NoneType | Type::Optional(_) | Type::Any => false,
-        Type::Union(ts) => !ts.iter().any(|t| *t == Type::NoneType),
+        Type::Union(ts) => !ts.contains(&Type::NoneType),
         _ => true,
     }
 }
