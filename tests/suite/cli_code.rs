@@ -257,3 +257,80 @@ fn archive(fixture: &str) -> String {
     assert!(Path::new(&p).exists(), "{}", p.display());
     p.to_string_lossy().into_owned()
 }
+
+/// `code_with_constants` for every method: the code, and the `CONSTANTS.cN` tensors it
+/// references in order (dtype, shape and a hash of the values, as the golden records them).
+#[test]
+fn code_with_constants_match_pytorch() {
+    let golden_root = fixtures_dir().join("golden");
+    let mut fixtures: Vec<_> = std::fs::read_dir(&golden_root)
+        .expect("fixtures/golden")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| golden_root.join(n).join("printed.json").exists())
+        .collect();
+    fixtures.sort();
+    let (mut total, mut with_constants, mut differing) = (0, 0, Vec::new());
+    for fixture in &fixtures {
+        let root = Module::load(archive(fixture)).expect("load");
+        let text = std::fs::read_to_string(golden_root.join(fixture).join("printed.json"))
+            .expect("printed.json");
+        let json: serde_json::Value = serde_json::from_str(&text).expect("printed.json is JSON");
+        for (path, methods) in json.as_object().into_iter().flatten() {
+            for (method, printed) in methods.as_object().into_iter().flatten() {
+                let Some(want) = printed.get("code_with_constants") else {
+                    continue;
+                };
+                total += 1;
+                let label = format!("{fixture} [{path}] {method}");
+                let printed = root
+                    .get_submodule(path)
+                    .and_then(|m| {
+                        let unit = m.compilation_unit()?;
+                        Ok(unit.method(m.class_name(), method)?)
+                    })
+                    .map_err(|e| e.to_string())
+                    .and_then(|f| function_code(&f, true).map_err(|e| e.to_string()));
+                let printed = match printed {
+                    Ok(p) => p,
+                    Err(e) => {
+                        differing.push(format!("{label}: {e}"));
+                        continue;
+                    }
+                };
+                let constants: serde_json::Map<String, serde_json::Value> = printed
+                    .constants
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let summary = match c {
+                            tsrun::runtime::IValue::Tensor(t) => serde_json::json!({
+                                "dtype": t.dtype().name(),
+                                "shape": t.shape(),
+                                "fnv1a64": crate::load_common::fnv1a64(
+                                    &crate::load_common::tensor_bytes(t)
+                                ),
+                            }),
+                            other => serde_json::json!(format!("{other:?}")),
+                        };
+                        (format!("c{i}"), summary)
+                    })
+                    .collect();
+                if !constants.is_empty() {
+                    with_constants += 1;
+                }
+                let got = serde_json::json!({"code": printed.code, "constants": constants});
+                if &got != want {
+                    differing.push(format!("{label}: ours {got}\n  pytorch {want}"));
+                }
+            }
+        }
+    }
+    println!(
+        "code_with_constants: {}/{total} methods identical ({with_constants} with tensor \
+         constants)",
+        total - differing.len()
+    );
+    assert!(total > 0 && with_constants > 0);
+    assert!(differing.is_empty(), "{}", differing.join("\n"));
+}
