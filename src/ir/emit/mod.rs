@@ -2,7 +2,7 @@
 //! on the already-lowered code PyTorch's printer writes into archives.
 //!
 //! Variables live in a stack of frames (one per block). `if` branches merge the variables
-//! both branches see into `prim::If` outputs (in the order the branches first assign them); loops
+//! both branches see into `prim::If` outputs (in name order, as PyTorch's SSA conversion); loops
 //! carry every outer variable their body assigns as `prim::Loop` block parameters.
 
 pub mod builder;

@@ -332,8 +332,9 @@ impl Emitter<'_> {
         };
         // `emitIfElseBlocks` looks each variable of one branch up from the other (a load
         // wherever it is found), then loads every merged variable in both branches
-        // merged in the order the branches first assign them (then-branch first)
-        let mut merged = indexmap::IndexSet::new();
+        // merged variables become outputs in name order (`ControlFlowLoadStores` uses a
+        // `std::set`); `CanonicalizeOutputs` later orders them by first use
+        let mut merged = std::collections::BTreeSet::new();
         for name in then_frame.vars.keys() {
             if lookup_in(self, &else_frame, name).is_some() {
                 self.load_var(name);
@@ -612,10 +613,13 @@ impl Emitter<'_> {
     ) -> Result<NodeId, CompileError> {
         let mut assigned: Vec<String> = target_names.to_vec();
         collect_assigned(body, &mut assigned);
-        let carried: Vec<(String, ValueId)> = assigned
+        // carried in name order, as SSA conversion adds them (`definedVariables` sorts);
+        // `CanonicalizeOutputs` later orders them by first use
+        let mut carried: Vec<(String, ValueId)> = assigned
             .iter()
             .filter_map(|n| self.lookup(n).map(|v| (n.clone(), v)))
             .collect();
+        carried.sort_by(|a, b| a.0.cmp(&b.0));
         let mut inputs = vec![trip, cond];
         inputs.extend(carried.iter().map(|(_, v)| *v));
         let node = self.b.insert("prim::Loop", None, inputs, vec![]);
