@@ -4,8 +4,8 @@
 //! tests decided by the types fold, and unwraps/casts that change nothing disappear.
 
 use super::{eliminate_dead_code, insert_constant_before};
-use crate::ir::graph::{BlockId, Def, Graph, ValueId};
-use crate::ir::schema::{is_subtype, unify_types};
+use crate::ir::graph::{BlockId, Def, Graph, NodeId, ValueId};
+use crate::ir::schema::{is_subtype, unify_types, SchemaRegistry};
 use crate::ir::types::Type;
 use crate::runtime::IValue;
 
@@ -91,7 +91,8 @@ fn optimize_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
                     },
                     _ => None,
                 };
-                if let (Some(rank), Some(&out)) = (rank, outputs.first()) {
+                let written = inputs.first().is_some_and(|&x| may_be_written(g, x));
+                if let (Some(rank), Some(&out), false) = (rank, outputs.first(), written) {
                     let c = insert_constant_before(g, n, IValue::Int(rank), Type::Int);
                     g.replace_all_uses(out, c);
                     *changed = true;
@@ -266,4 +267,54 @@ fn non_tensor_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
         g.node_mut(n).inputs = vec![x, c];
         *changed = true;
     }
+}
+
+/// Whether an operator writes its first (`self`) argument.
+fn writes_self(g: &Graph, n: NodeId) -> bool {
+    let node = g.node(n);
+    !node.kind.starts_with("prim::")
+        && SchemaRegistry::global()
+            .find(&node.qualified_op())
+            .is_some_and(|s| s.is_mutable())
+}
+
+/// Alias analysis' `hasWriters`, approximated: `v` is written in place, or it was stored in a
+/// container (after which it may alias anything) and some in-place operator writes a tensor
+/// that is not freshly computed (an input, an attribute, an element read from a container).
+fn may_be_written(g: &Graph, v: ValueId) -> bool {
+    let mut direct = false;
+    let mut escapes = false;
+    let mut wildcard_write = false;
+    g.walk(g.root, &mut |n| {
+        let node = g.node(n);
+        if writes_self(g, n) {
+            match node.inputs.first() {
+                Some(&x) if x == v => direct = true,
+                Some(&x) => {
+                    let fresh = match g.value(x).def {
+                        Def::Node(p, _) => !matches!(
+                            g.node(p).kind.as_str(),
+                            "prim::GetAttr"
+                                | "aten::__getitem__"
+                                | "prim::ListUnpack"
+                                | "prim::TupleUnpack"
+                                | "prim::TupleIndex"
+                                | "prim::unchecked_cast"
+                        ),
+                        Def::Param(..) => false,
+                    };
+                    wildcard_write |= !fresh;
+                }
+                None => {}
+            }
+        }
+        if matches!(
+            node.kind.as_str(),
+            "aten::_set_item" | "aten::append" | "aten::insert"
+        ) && node.inputs.iter().skip(1).any(|&x| x == v)
+        {
+            escapes = true;
+        }
+    });
+    direct || (escapes && wildcard_write)
 }
