@@ -1,7 +1,7 @@
 //! `PeepholeOptimizeListIdioms` and `PeepholeOptimizeDictIdioms`: on lists built by
 //! `prim::ListConstruct` that nothing mutates, `len` is a constant, indexing with a constant
-//! picks the element and unpacking picks the elements; the `len` of an unmutated
-//! `prim::DictConstruct` is a constant too.
+//! picks the element and unpacking picks the elements; on an unmutated `prim::DictConstruct`,
+//! `len` is a constant and indexing with a constant key picks the value.
 
 use super::{insert_constant_before, producer};
 use crate::ir::graph::{BlockId, Graph, NodeId, ValueId};
@@ -26,7 +26,8 @@ fn dict_block(g: &mut Graph, block: BlockId, mutated: &HashSet<ValueId>, changed
             dict_block(g, b, mutated, changed);
         }
         let node = g.node(n);
-        if node.kind != "aten::len" {
+        let kind = node.kind.clone();
+        if kind != "aten::len" && kind != "aten::__getitem__" {
             continue;
         }
         let (Some(&dict), Some(&out)) = (node.inputs.first(), node.outputs.first()) else {
@@ -38,10 +39,34 @@ fn dict_block(g: &mut Graph, block: BlockId, mutated: &HashSet<ValueId>, changed
         let Some(p) = producer(g, dict).filter(|&p| g.node(p).kind == "prim::DictConstruct") else {
             continue;
         };
-        let pairs = g.node(p).inputs.len() / 2;
-        let c = insert_constant_before(g, n, IValue::Int(pairs as i64), Type::Int);
-        g.replace_all_uses(out, c);
-        *changed = true;
+        let items = g.node(p).inputs.clone();
+        if kind == "aten::len" {
+            let pairs = (items.len() / 2) as i64;
+            let c = insert_constant_before(g, n, IValue::Int(pairs), Type::Int);
+            g.replace_all_uses(out, c);
+            *changed = true;
+            continue;
+        }
+        // a constant key found among constant keys picks its value
+        let constant = |v: ValueId| producer(g, v).and_then(|k| g.constant_value(k));
+        let Some(key) = g.node(n).inputs.get(1).and_then(|&k| constant(k)) else {
+            continue;
+        };
+        let keys: Option<Vec<IValue>> = items.iter().step_by(2).map(|&k| constant(k)).collect();
+        let Some(keys) = keys else {
+            continue;
+        };
+        let same = |a: &IValue, b: &IValue| match (a, b) {
+            (IValue::String(x), IValue::String(y)) => x == y,
+            (IValue::Int(x), IValue::Int(y)) => x == y,
+            _ => false,
+        };
+        if let Some(i) = keys.iter().position(|k| same(k, &key)) {
+            if let Some(&value) = items.get(2 * i + 1) {
+                g.replace_all_uses(out, value);
+                *changed = true;
+            }
+        }
     }
 }
 
