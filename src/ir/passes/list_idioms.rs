@@ -1,6 +1,6 @@
 //! `PeepholeOptimizeListIdioms` and `PeepholeOptimizeDictIdioms`: on lists built by
 //! `prim::ListConstruct` that nothing mutates, `len` is a constant, indexing with a constant
-//! picks the element and unpacking picks the elements; on an unmutated `prim::DictConstruct`,
+//! picks the element, unpacking picks the elements, two such lists added are one list; on an unmutated `prim::DictConstruct`,
 //! `len` is a constant and indexing with a constant key picks the value.
 
 use super::{insert_constant_before, producer};
@@ -136,6 +136,23 @@ fn optimize_block(g: &mut Graph, block: BlockId, mutated: &HashSet<ValueId>, cha
                         *changed = true;
                     }
                 }
+            }
+            "aten::add" if g.node(n).inputs.len() == 2 => {
+                // two literal lists concatenated are one literal list
+                let second = g.node(n).inputs[1];
+                let Some(other) = list_construct(g, second, mutated) else {
+                    continue;
+                };
+                let mut all = items.clone();
+                all.extend(g.node(other).inputs.iter().copied());
+                let ty = g.value(outputs[0]).ty.clone();
+                let joined = g.create_node("prim::ListConstruct", all, vec![ty]);
+                let block = g.node(n).owner;
+                let pos = g.block(block).nodes.iter().position(|&x| x == n).unwrap_or(0);
+                g.insert_at(block, pos, joined);
+                let out = g.node(joined).outputs[0];
+                g.replace_all_uses(outputs[0], out);
+                *changed = true;
             }
             "prim::ListUnpack" if outputs.len() == items.len() => {
                 for (o, i) in outputs.iter().zip(&items) {
