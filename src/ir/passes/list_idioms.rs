@@ -148,7 +148,12 @@ fn optimize_block(g: &mut Graph, block: BlockId, mutated: &HashSet<ValueId>, cha
                 let ty = g.value(outputs[0]).ty.clone();
                 let joined = g.create_node("prim::ListConstruct", all, vec![ty]);
                 let block = g.node(n).owner;
-                let pos = g.block(block).nodes.iter().position(|&x| x == n).unwrap_or(0);
+                let pos = g
+                    .block(block)
+                    .nodes
+                    .iter()
+                    .position(|&x| x == n)
+                    .unwrap_or(0);
                 g.insert_at(block, pos, joined);
                 let out = g.node(joined).outputs[0];
                 g.replace_all_uses(outputs[0], out);
