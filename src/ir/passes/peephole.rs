@@ -16,6 +16,7 @@ pub fn peephole_optimize(graph: &mut Graph) -> bool {
     optimize_block(graph, root, &mut changed);
     changed |= super::list_idioms::optimize_list_idioms(graph);
     non_tensor_block(graph, root, &mut changed);
+    changed |= combine_concats(graph);
     if changed {
         eliminate_dead_code(graph);
     }
@@ -317,4 +318,114 @@ fn may_be_written(g: &Graph, v: ValueId) -> bool {
         }
     });
     direct || (escapes && wildcard_write)
+}
+
+/// `CombineConcats`: `cat([a, cat([b, c], d), e], d)` is `cat([a, b, c, e], d)` when the inner
+/// result is used only there and the dimension is the same constant.
+fn combine_concats(g: &mut Graph) -> bool {
+    let mut cats = Vec::new();
+    g.walk(g.root, &mut |n| {
+        if g.node(n).kind == "aten::cat" {
+            cats.push(n);
+        }
+    });
+    let uses = |g: &Graph, v: ValueId| -> Vec<NodeId> {
+        let mut users = Vec::new();
+        g.walk(g.root, &mut |n| {
+            for &i in &g.node(n).inputs {
+                if i == v {
+                    users.push(n);
+                }
+            }
+        });
+        let returned = g.blocks.iter().any(|b| b.returns.contains(&v));
+        if returned {
+            users.push(NodeId(u32::MAX));
+        }
+        users
+    };
+    let list_of = |g: &Graph, cat: NodeId| -> Option<NodeId> {
+        let list = *g.node(cat).inputs.first()?;
+        match g.value(list).def {
+            Def::Node(p, _) if g.node(p).kind == "prim::ListConstruct" => Some(p),
+            _ => None,
+        }
+    };
+    let dim_of =
+        |g: &Graph, cat: NodeId| g.node(cat).inputs.get(1).and_then(|&d| int_constant(g, d));
+    // (first, second, index of first's result in second's list)
+    let mut pairs: Vec<(NodeId, NodeId, usize)> = Vec::new();
+    for &cat in &cats {
+        let (Some(dim), Some(list)) = (dim_of(g, cat), list_of(g, cat)) else {
+            continue;
+        };
+        let list_out = g.node(list).outputs[0];
+        if uses(g, list_out).len() != 1 {
+            continue;
+        }
+        let out = g.node(cat).outputs[0];
+        let [next_list] = uses(g, out)[..] else {
+            continue;
+        };
+        if next_list.0 == u32::MAX || g.node(next_list).kind != "prim::ListConstruct" {
+            continue;
+        }
+        let [next_cat] = uses(g, g.node(next_list).outputs[0])[..] else {
+            continue;
+        };
+        if next_cat.0 == u32::MAX
+            || g.node(next_cat).kind != "aten::cat"
+            || dim_of(g, next_cat) != Some(dim)
+        {
+            continue;
+        }
+        if let Some(idx) = g.node(next_list).inputs.iter().position(|&v| v == out) {
+            pairs.push((cat, next_cat, idx));
+        }
+    }
+    if pairs.is_empty() {
+        return false;
+    }
+    // the combined inputs of each outermost cat, built inside out
+    let mut combined: Vec<(NodeId, std::collections::VecDeque<ValueId>)> = Vec::new();
+    for (first, second, idx) in pairs {
+        let Some(second_list) = list_of(g, second) else {
+            continue;
+        };
+        let to_add = g.node(second_list).inputs.clone();
+        let mut current = match combined.iter().position(|(n, _)| *n == first) {
+            Some(i) => combined.remove(i).1,
+            None => match list_of(g, first) {
+                Some(l) => g.node(l).inputs.iter().copied().collect(),
+                None => continue,
+            },
+        };
+        for &v in to_add[..idx].iter().rev() {
+            current.push_front(v);
+        }
+        current.extend(to_add[idx + 1..].iter().copied());
+        combined.push((second, current));
+    }
+    for (cat, inputs) in combined {
+        let Some(old) = list_of(g, cat) else {
+            continue;
+        };
+        let ty = g.value(g.node(old).outputs[0]).ty.clone();
+        let list = g.create_node(
+            "prim::ListConstruct",
+            inputs.into_iter().collect(),
+            vec![ty],
+        );
+        let block = g.node(cat).owner;
+        let pos = g
+            .block(block)
+            .nodes
+            .iter()
+            .position(|&x| x == cat)
+            .unwrap_or(0);
+        g.insert_at(block, pos, list);
+        let (old_out, new_out) = (g.node(old).outputs[0], g.node(list).outputs[0]);
+        g.replace_all_uses(old_out, new_out);
+    }
+    true
 }
