@@ -1465,9 +1465,15 @@ fn isupper(a: &mut Args) -> R {
         s.chars().any(char::is_uppercase) && !s.chars().any(char::is_lowercase),
     ))
 }
+/// Longest string a padding method builds (a hostile width must not exhaust memory).
+const MAX_PADDED_LEN: usize = 1 << 28;
+
 fn zfill(a: &mut Args) -> R {
     let s = a.str(0)?;
     let width = a.int(1)?.max(0) as usize;
+    if width > MAX_PADDED_LEN {
+        return Err(err("zfill width is too large"));
+    }
     let n = s.chars().count();
     if n >= width {
         return Ok(IValue::String(s));
@@ -1478,6 +1484,9 @@ fn zfill(a: &mut Args) -> R {
 fn justify(a: &Args, left: f64) -> R {
     let s = a.str(0)?;
     let width = a.int(1)?.max(0) as usize;
+    if width > MAX_PADDED_LEN {
+        return Err(err("padding width is too large"));
+    }
     let fill = if a.len() > 2 {
         a.str(2)?.chars().next().unwrap_or(' ')
     } else {
