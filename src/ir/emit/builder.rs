@@ -127,6 +127,7 @@ fn created_without_range(kind: &str) -> bool {
             | "prim::EnumValue"
             | "prim::Enter"
             | "prim::Exit"
+            | "prim::tolist"
     )
 }
 
