@@ -404,7 +404,11 @@ fn combine_concats(g: &mut Graph) -> bool {
             current.push_front(v);
         }
         current.extend(to_add[idx + 1..].iter().copied());
-        combined.push((second, current));
+        // PyTorch files the list with `emplace`, which keeps an existing entry: of two inner
+        // cats feeding one outer cat, only the first is combined in one run
+        if !combined.iter().any(|(n, _)| *n == second) {
+            combined.push((second, current));
+        }
     }
     for (cat, inputs) in combined {
         let Some(old) = list_of(g, cat) else {
