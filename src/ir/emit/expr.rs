@@ -523,6 +523,12 @@ impl Emitter<'_> {
             Sugared::Method { obj, name }
                 if name == "tolist" && args.is_empty() && *self.b.ty(obj) == Type::Tensor =>
             {
+                // PyTorch's `tolist` special form emits its receiver a second time (the
+                // first emission, for the callee, is left dead)
+                let obj = match &func.kind {
+                    ExprKind::Attribute { value, .. } => self.emit_value(value, None)?,
+                    _ => obj,
+                };
                 self.emit_tolist(obj, hint, span)
             }
             Sugared::Method { obj, name } => {
