@@ -264,10 +264,13 @@ impl Emitter<'_> {
             ExprKind::Subscript { value, indices } => {
                 self.emit_subscript(value, indices, e.span)?
             }
+            // `not x` is a condition (`emitCondExpr`)
+            ExprKind::Unary {
+                op: UnaryOp::Not, ..
+            } => self.emit_cond(e)?,
             ExprKind::Unary { op, operand } => {
                 let v = self.emit_value(operand, None)?;
                 match op {
-                    UnaryOp::Pos => v,
                     UnaryOp::Neg => {
                         let out = self.call_op("aten::neg", None, &[v], &[], e.span)?;
                         self.fold_unary(out, "aten::neg")
@@ -276,10 +279,8 @@ impl Emitter<'_> {
                         let out = self.call_op("aten::bitwise_not", None, &[v], &[], e.span)?;
                         self.fold_unary(out, "aten::bitwise_not")
                     }
-                    UnaryOp::Not => {
-                        let b = self.as_bool(v, e.span)?;
-                        self.call_op("aten::__not__", None, &[b], &[], e.span)?
-                    }
+                    // unary plus is the value; `not` took the arm above
+                    UnaryOp::Pos | UnaryOp::Not => v,
                 }
             }
             ExprKind::Binary { op, lhs, rhs } => self.emit_binary(*op, lhs, rhs, e.span)?,

@@ -294,8 +294,38 @@ impl Emitter<'_> {
         self.assign(target, result)
     }
 
-    /// A condition as a `bool` value (tensors and numbers go through `aten::Bool`).
+    /// A condition as PyTorch's `emitCondExpr` emits it: `and`/`or`/`is` results are already
+    /// booleans, `not` negates its operand's condition, and for a call the callee is emitted
+    /// once more (PyTorch looks for the `isinstance` special form) before the whole condition
+    /// is emitted and cast with `bool()`.
     pub(super) fn emit_cond(&mut self, cond: &Expr) -> Result<ValueId, CompileError> {
+        match &cond.kind {
+            ExprKind::Binary {
+                op: ast::BinOp::And | ast::BinOp::Or | ast::BinOp::Is | ast::BinOp::IsNot,
+                ..
+            } => self.emit_value(cond, None),
+            ExprKind::Unary {
+                op: ast::UnaryOp::Not,
+                operand,
+            } => {
+                let v = self.emit_cond(operand)?;
+                self.call_op("aten::__not__", None, &[v], &[], cond.span)
+            }
+            ExprKind::Call { func, .. } => {
+                let special = matches!(&func.kind, ExprKind::Name(n)
+                    if (n == "isinstance" || n == "hasattr") && self.is_builtin_name(func));
+                if special {
+                    return self.emit_value(cond, None);
+                }
+                self.emit_sugared(func, None)?;
+                self.emit_bool(cond)
+            }
+            _ => self.emit_bool(cond),
+        }
+    }
+
+    /// `emitToBool(emitExpr(e))`: an expression cast to `bool` (a `while` condition).
+    pub(super) fn emit_bool(&mut self, cond: &Expr) -> Result<ValueId, CompileError> {
         let v = self.emit_value(cond, None)?;
         self.as_bool(v, cond.span)
     }
@@ -380,7 +410,7 @@ impl Emitter<'_> {
     fn emit_while(&mut self, cond: &Expr, body: &[Stmt]) -> Result<(), CompileError> {
         let max_trip = self.number_literal(IValue::Int(i64::MAX));
         let (mark, from) = (self.b.graph.values.len(), self.b.graph.next_unique());
-        let initial = self.emit_cond(cond)?;
+        let initial = self.emit_bool(cond)?;
         let count = self.b.graph.next_unique() - from;
         let deferred = self.b.graph.renumber_since(mark, from, None);
         let node = self.emit_loop(
@@ -648,7 +678,7 @@ impl Emitter<'_> {
             match while_cond {
                 Some((c, _)) => {
                     let (mark, from) = (self.b.graph.values.len(), self.b.graph.next_unique());
-                    let v = self.emit_cond(c)?;
+                    let v = self.emit_bool(c)?;
                     self.b.graph.renumber_since(mark, from, Some(cond_numbers));
                     Ok(v)
                 }
