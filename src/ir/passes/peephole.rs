@@ -151,11 +151,10 @@ fn optimize_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
                         {
                             continue;
                         }
+                        // counted as a change even when the type stays (as PyTorch does)
                         if let Some(unified) = unify_types(&tt, &ft) {
-                            if unified != g.value(out).ty {
-                                g.value_mut(out).ty = unified;
-                                *changed = true;
-                            }
+                            g.value_mut(out).ty = unified;
+                            *changed = true;
                         }
                     }
                 }
@@ -200,73 +199,105 @@ fn int_constant(g: &Graph, v: ValueId) -> Option<i64> {
     })
 }
 
-/// `PeepholeOptimizeNonTensor`'s integer arithmetic: a constant operand of `+`/`*` goes
-/// second, `x + 0`, `x - 0`, `x * 1`, `x // 1` are `x`, and `(x ± a) ± b` becomes
-/// `x ± c` with one folded constant.
+/// `checkArithNode`: for an integer binary operation, its constant operand (an `add`/`mul`
+/// with the constant first has its operands swapped so that it comes second).
+fn check_arith_node(g: &mut Graph, n: NodeId) -> Option<i64> {
+    let node = g.node(n);
+    if node.inputs.len() != 2 || node.inputs.iter().any(|&v| g.value(v).ty != Type::Int) {
+        return None;
+    }
+    if matches!(node.kind.as_str(), "aten::mul" | "aten::add") {
+        if let Some(c) = int_constant(g, node.inputs[0]) {
+            g.node_mut(n).inputs.swap(0, 1);
+            return Some(c);
+        }
+    }
+    int_constant(g, g.node(n).inputs[1])
+}
+
+/// `PeepholeOptimizeNonTensor`'s arithmetic and comparisons: `x * 1`, `x // 1`, `x / 1`,
+/// `x + 0`, `x - 0` are `x`; `(x ± a) ± b` is `x ± c`; `int(x)` / `ceil(x)` of an int is `x`;
+/// `x == x` / `x != x` of simple immutable values are constants.
 fn non_tensor_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
     for n in g.block(block).nodes.clone() {
         for b in g.node(n).blocks.clone() {
             non_tensor_block(g, b, changed);
         }
-        let node = g.node(n);
-        let op = node.qualified_op();
-        if !matches!(
-            op.as_str(),
-            "aten::add.int" | "aten::sub.int" | "aten::mul.int" | "aten::floordiv.int"
-        ) || node.inputs.len() != 2
-        {
+        let kind = g.node(n).kind.clone();
+        let Some(&out) = g.node(n).outputs.first() else {
             continue;
+        };
+        match kind.as_str() {
+            "aten::Int" | "aten::ceil" => {
+                if let [x] = g.node(n).inputs[..] {
+                    if g.value(x).ty == Type::Int {
+                        g.replace_all_uses(out, x);
+                        *changed = true;
+                    }
+                }
+            }
+            "aten::eq" | "aten::ne" => {
+                let inputs = g.node(n).inputs.clone();
+                let [a, b] = inputs[..] else {
+                    continue;
+                };
+                let simple =
+                    |t: &Type| matches!(t, Type::Bool | Type::Int | Type::Float | Type::NoneType);
+                let non_throwing = match &g.value(a).ty {
+                    Type::List(e) => simple(e),
+                    Type::Dict(k, v) => simple(k) && simple(v),
+                    t => simple(t),
+                };
+                if a == b && non_throwing {
+                    let value = IValue::Bool(kind == "aten::eq");
+                    let c = insert_constant_before(g, n, value, Type::Bool);
+                    g.replace_all_uses(out, c);
+                    *changed = true;
+                }
+            }
+            "aten::mul" | "aten::floordiv" | "aten::div" => {
+                if check_arith_node(g, n) == Some(1) {
+                    let x = g.node(n).inputs[0];
+                    g.replace_all_uses(out, x);
+                    *changed = true;
+                }
+            }
+            "aten::add" | "aten::sub" => {
+                let Some(constant) = check_arith_node(g, n) else {
+                    continue;
+                };
+                let x = g.node(n).inputs[0];
+                if constant == 0 {
+                    g.replace_all_uses(out, x);
+                    *changed = true;
+                    continue;
+                }
+                let Def::Node(dep, _) = g.value(x).def else {
+                    continue;
+                };
+                let dep_kind = g.node(dep).kind.clone();
+                if dep_kind != "aten::add" && dep_kind != "aten::sub" {
+                    continue;
+                }
+                let Some(delta) = check_arith_node(g, dep) else {
+                    continue;
+                };
+                let merged = if dep_kind == kind {
+                    constant.wrapping_add(delta)
+                } else {
+                    constant.wrapping_sub(delta)
+                };
+                let base = g.node(dep).inputs[0];
+                if merged == 0 {
+                    g.replace_all_uses(out, base);
+                } else {
+                    let c = insert_constant_before(g, n, IValue::Int(merged), Type::Int);
+                    g.node_mut(n).inputs = vec![base, c];
+                }
+                *changed = true;
+            }
+            _ => {}
         }
-        let (a, b) = (node.inputs[0], node.inputs[1]);
-        let out = node.outputs[0];
-        let commutative = matches!(op.as_str(), "aten::add.int" | "aten::mul.int");
-        if commutative && int_constant(g, a).is_some() && int_constant(g, b).is_none() {
-            g.node_mut(n).inputs.swap(0, 1);
-            *changed = true;
-        }
-        let (a, b) = (g.node(n).inputs[0], g.node(n).inputs[1]);
-        let Some(c2) = int_constant(g, b) else {
-            continue;
-        };
-        let identity = match op.as_str() {
-            "aten::add.int" | "aten::sub.int" => c2 == 0,
-            _ => c2 == 1,
-        };
-        if identity {
-            g.replace_all_uses(out, a);
-            *changed = true;
-            continue;
-        }
-        if !matches!(op.as_str(), "aten::add.int" | "aten::sub.int") {
-            continue;
-        }
-        // (x ± c1) ± c2
-        let Def::Node(p, _) = g.value(a).def else {
-            continue;
-        };
-        let inner = g.node(p).qualified_op();
-        if !matches!(inner.as_str(), "aten::add.int" | "aten::sub.int")
-            || g.node(p).inputs.len() != 2
-        {
-            continue;
-        }
-        let (x, c1v) = (g.node(p).inputs[0], g.node(p).inputs[1]);
-        let Some(c1) = int_constant(g, c1v) else {
-            continue;
-        };
-        let inner_offset = if inner == "aten::add.int" {
-            c1
-        } else {
-            c1.wrapping_neg()
-        };
-        let folded = if op == "aten::add.int" {
-            inner_offset.wrapping_add(c2)
-        } else {
-            c2.wrapping_sub(inner_offset)
-        };
-        let c = insert_constant_before(g, n, IValue::Int(folded), Type::Int);
-        g.node_mut(n).inputs = vec![x, c];
-        *changed = true;
     }
 }
 
