@@ -256,11 +256,14 @@ fn non_tensor_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
                 }
             }
             "aten::mul" | "aten::floordiv" | "aten::div" => {
-                if check_arith_node(g, n) == Some(1) {
-                    let x = g.node(n).inputs[0];
-                    g.replace_all_uses(out, x);
-                    *changed = true;
+                // (checking may swap the operands, which is no change by itself)
+                let constant = check_arith_node(g, n);
+                if constant != Some(1) {
+                    continue;
                 }
+                let x = g.node(n).inputs[0];
+                g.replace_all_uses(out, x);
+                *changed = true;
             }
             "aten::add" | "aten::sub" => {
                 let Some(constant) = check_arith_node(g, n) else {
