@@ -458,6 +458,19 @@ impl Graph {
         self.block_mut(block).nodes.insert(pos, node);
     }
 
+    /// Place a created (or detached) node just before `before`, in `before`'s block
+    /// (PyTorch's `insertBefore` / `WithInsertPoint guard(node)`).
+    pub fn insert_before(&mut self, node: NodeId, before: NodeId) {
+        let block = self.node(before).owner;
+        let pos = self
+            .block(block)
+            .nodes
+            .iter()
+            .position(|&x| x == before)
+            .unwrap_or(0);
+        self.insert_at(block, pos, node);
+    }
+
     /// Remove a node from its block (its id stays valid but is no longer reachable); the
     /// names of its outputs (and of values inside its blocks) are freed, as when PyTorch
     /// destroys a node.

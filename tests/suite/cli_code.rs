@@ -9,7 +9,7 @@ use tsrun::ir::printer::{print_graph, PrintOptions};
 use tsrun::ir::python_print::function_code;
 use tsrun::runtime::Module;
 
-use crate::common::{fixtures_dir, mask_warn_ids};
+use crate::common::{compiled_method, fixtures_dir, mask_warn_ids, printed_goldens};
 
 /// The golden printed text of `which` (`code`, `graph`, `inlined_graph`) for a method.
 fn golden_text(fixture: &str, path: &str, method: &str, which: &str) -> Option<String> {
@@ -74,35 +74,13 @@ impl Tally {
 /// only go up).
 #[test]
 fn compiled_methods_print_like_pytorch() {
-    let golden_root = fixtures_dir().join("golden");
-    let mut fixtures: Vec<_> = std::fs::read_dir(&golden_root)
-        .expect("fixtures/golden")
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| golden_root.join(n).join("printed.json").exists())
-        .collect();
-    fixtures.sort();
     let (mut code, mut graph, mut inlined) = (Tally::default(), Tally::default(), Tally::default());
     let (mut graph_bare, mut inlined_bare) = (Tally::default(), Tally::default());
-    for fixture in &fixtures {
-        let archive = fixtures_dir().join("models").join(format!("{fixture}.pt"));
-        let Ok(root) = Module::load(&archive) else {
-            continue;
-        };
-        let text = std::fs::read_to_string(golden_root.join(fixture).join("printed.json"))
-            .expect("printed.json");
-        let json: serde_json::Value = serde_json::from_str(&text).expect("printed.json is JSON");
+    for (fixture, root, json) in &printed_goldens() {
         for (path, methods) in json.as_object().into_iter().flatten() {
             for (method, printed) in methods.as_object().into_iter().flatten() {
                 let label = format!("{fixture} [{path}] {method}");
-                let compiled = root
-                    .get_submodule(path)
-                    .and_then(|m| {
-                        let unit = m.compilation_unit()?;
-                        let f = unit.method(m.class_name(), method)?;
-                        Ok((unit, f))
-                    })
-                    .map_err(|e| e.to_string());
+                let compiled = compiled_method(root, path, method);
                 if let Some(want) = printed.get("code").and_then(|c| c.as_str()) {
                     let ours = compiled.as_ref().map_err(Clone::clone).and_then(|(_, f)| {
                         function_code(f, true)
@@ -139,13 +117,14 @@ fn compiled_methods_print_like_pytorch() {
             }
         }
     }
-    for (name, t) in [
+    let tallies = [
         ("code", &code),
         ("graph", &graph),
         ("inlined_graph", &inlined),
         ("graph without source comments", &graph_bare),
         ("inlined_graph without source comments", &inlined_bare),
-    ] {
+    ];
+    for (name, t) in tallies {
         println!(
             "{name}: {}/{} methods print identically to PyTorch",
             t.same, t.total
@@ -164,13 +143,7 @@ fn compiled_methods_print_like_pytorch() {
     // Every method prints exactly as PyTorch: `code`, and `graph` / `inlined_graph` with their
     // `%N` numbers (PyTorch counts every value its emitter and passes created, so the
     // emitter replays them) and their source comments (from debug_pkl).
-    for (name, t) in [
-        ("code", &code),
-        ("graph", &graph),
-        ("inlined_graph", &inlined),
-        ("graph without source comments", &graph_bare),
-        ("inlined_graph without source comments", &inlined_bare),
-    ] {
+    for (name, t) in tallies {
         assert_eq!(
             t.same,
             t.total,
@@ -262,20 +235,8 @@ fn archive(fixture: &str) -> String {
 /// references in order (dtype, shape and a hash of the values, as the golden records them).
 #[test]
 fn code_with_constants_match_pytorch() {
-    let golden_root = fixtures_dir().join("golden");
-    let mut fixtures: Vec<_> = std::fs::read_dir(&golden_root)
-        .expect("fixtures/golden")
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| golden_root.join(n).join("printed.json").exists())
-        .collect();
-    fixtures.sort();
     let (mut total, mut with_constants, mut differing) = (0, 0, Vec::new());
-    for fixture in &fixtures {
-        let root = Module::load(archive(fixture)).expect("load");
-        let text = std::fs::read_to_string(golden_root.join(fixture).join("printed.json"))
-            .expect("printed.json");
-        let json: serde_json::Value = serde_json::from_str(&text).expect("printed.json is JSON");
+    for (fixture, root, json) in &printed_goldens() {
         for (path, methods) in json.as_object().into_iter().flatten() {
             for (method, printed) in methods.as_object().into_iter().flatten() {
                 let Some(want) = printed.get("code_with_constants") else {
@@ -283,14 +244,8 @@ fn code_with_constants_match_pytorch() {
                 };
                 total += 1;
                 let label = format!("{fixture} [{path}] {method}");
-                let printed = root
-                    .get_submodule(path)
-                    .and_then(|m| {
-                        let unit = m.compilation_unit()?;
-                        Ok(unit.method(m.class_name(), method)?)
-                    })
-                    .map_err(|e| e.to_string())
-                    .and_then(|f| function_code(&f, true).map_err(|e| e.to_string()));
+                let printed = compiled_method(root, path, method)
+                    .and_then(|(_, f)| function_code(&f, true).map_err(|e| e.to_string()));
                 let printed = match printed {
                     Ok(p) => p,
                     Err(e) => {

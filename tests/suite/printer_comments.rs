@@ -4,9 +4,8 @@
 //! `debug_pkl` to the original Python source, and prints nothing for nodes without a range.
 
 use tsrun::ir::printer::{print_graph, PrintOptions};
-use tsrun::runtime::Module;
 
-use crate::common::fixtures_dir;
+use crate::common::{compiled_method, printed_goldens};
 
 /// One printed node: its kind (with attributes, for constants) and its trailing comment.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -146,34 +145,12 @@ impl Tally {
 /// tallies are ratchets.
 #[test]
 fn graph_comments_match_pytorch() {
-    let golden_root = fixtures_dir().join("golden");
-    let mut fixtures: Vec<_> = std::fs::read_dir(&golden_root)
-        .expect("fixtures/golden")
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| golden_root.join(n).join("printed.json").exists())
-        .collect();
-    fixtures.sort();
     let (mut graph, mut inlined) = (Tally::default(), Tally::default());
-    for fixture in &fixtures {
-        let archive = fixtures_dir().join("models").join(format!("{fixture}.pt"));
-        let Ok(root) = Module::load(&archive) else {
-            continue;
-        };
-        let text = std::fs::read_to_string(golden_root.join(fixture).join("printed.json"))
-            .expect("printed.json");
-        let json: serde_json::Value = serde_json::from_str(&text).expect("printed.json is JSON");
+    for (fixture, root, json) in &printed_goldens() {
         for (path, methods) in json.as_object().into_iter().flatten() {
             for (method, printed) in methods.as_object().into_iter().flatten() {
                 let label = format!("{fixture} [{path}] {method}");
-                let compiled = root
-                    .get_submodule(path)
-                    .and_then(|m| {
-                        let unit = m.compilation_unit()?;
-                        let f = unit.method(m.class_name(), method)?;
-                        Ok((unit, f))
-                    })
-                    .map_err(|e| e.to_string());
+                let compiled = compiled_method(root, path, method);
                 if let Some(want) = printed.get("graph").and_then(|c| c.as_str()) {
                     let ours = compiled
                         .as_ref()

@@ -79,13 +79,17 @@ fn producer_constant(g: &Graph, v: ValueId) -> Option<IValue> {
     }
 }
 
-fn propagate_node(g: &mut Graph, n: NodeId, changed: &mut bool) {
-    let inputs: Option<Vec<IValue>> = g
-        .node(n)
+/// The values of a node's inputs when every one is a constant.
+fn constant_inputs(g: &Graph, n: NodeId) -> Option<Vec<IValue>> {
+    g.node(n)
         .inputs
         .iter()
         .map(|&v| producer_constant(g, v))
-        .collect();
+        .collect()
+}
+
+fn propagate_node(g: &mut Graph, n: NodeId, changed: &mut bool) {
+    let inputs = constant_inputs(g, n);
     let kind = g.node(n).kind.clone();
     let blocks = g.node(n).blocks.clone();
     match kind.as_str() {
@@ -157,13 +161,7 @@ fn supported(g: &Graph, n: NodeId) -> bool {
 
 /// Evaluate a node whose inputs are all constants (`runNodeIfInputsAreConstant`).
 pub(crate) fn evaluate_if_constant(g: &Graph, n: NodeId) -> Option<Vec<IValue>> {
-    let inputs: Option<Vec<IValue>> = g
-        .node(n)
-        .inputs
-        .iter()
-        .map(|&v| producer_constant(g, v))
-        .collect();
-    evaluate(g, n, inputs?)
+    evaluate(g, n, constant_inputs(g, n)?)
 }
 
 /// Evaluate a node on constant inputs; `None` when it cannot run (no kernel, an error).
@@ -259,16 +257,9 @@ fn propagate(g: &mut Graph, n: NodeId, values: Vec<IValue>, changed: &mut bool) 
 
 /// Move the chosen branch's nodes before the `if`, which its outputs then stand for.
 fn inline_if_body(g: &mut Graph, n: NodeId, body: BlockId) {
-    let block = g.node(n).owner;
     for inner in g.block(body).nodes.clone() {
         g.detach_node(inner);
-        let pos = g
-            .block(block)
-            .nodes
-            .iter()
-            .position(|&x| x == n)
-            .unwrap_or(0);
-        g.insert_at(block, pos, inner);
+        g.insert_before(inner, n);
     }
     let outputs = g.node(n).outputs.clone();
     let returns = g.block(body).returns.clone();

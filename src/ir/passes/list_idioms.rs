@@ -147,14 +147,7 @@ fn optimize_block(g: &mut Graph, block: BlockId, mutated: &HashSet<ValueId>, cha
                 all.extend(g.node(other).inputs.iter().copied());
                 let ty = g.value(outputs[0]).ty.clone();
                 let joined = g.create_node("prim::ListConstruct", all, vec![ty]);
-                let block = g.node(n).owner;
-                let pos = g
-                    .block(block)
-                    .nodes
-                    .iter()
-                    .position(|&x| x == n)
-                    .unwrap_or(0);
-                g.insert_at(block, pos, joined);
+                g.insert_before(joined, n);
                 let out = g.node(joined).outputs[0];
                 g.replace_all_uses(outputs[0], out);
                 *changed = true;

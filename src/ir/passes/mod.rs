@@ -245,14 +245,7 @@ pub(crate) fn insert_constant_before(
     if let Some(attr) = crate::ir::emit::builder::constant_attr(value) {
         g.node_mut(c).attrs.push(("value".to_string(), attr));
     }
-    let block = g.node(before).owner;
-    let pos = g
-        .block(block)
-        .nodes
-        .iter()
-        .position(|&x| x == before)
-        .unwrap_or(0);
-    g.insert_at(block, pos, c);
+    g.insert_before(c, before);
     g.node(c).outputs[0]
 }
 

@@ -454,14 +454,7 @@ fn combine_concats(g: &mut Graph) -> bool {
             inputs.into_iter().collect(),
             vec![ty],
         );
-        let block = g.node(cat).owner;
-        let pos = g
-            .block(block)
-            .nodes
-            .iter()
-            .position(|&x| x == cat)
-            .unwrap_or(0);
-        g.insert_at(block, pos, list);
+        g.insert_before(list, cat);
         let (old_out, new_out) = (g.node(old).outputs[0], g.node(list).outputs[0]);
         g.replace_all_uses(old_out, new_out);
     }

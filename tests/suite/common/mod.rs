@@ -355,3 +355,48 @@ pub fn mask_warn_ids(s: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// Every fixture with printed goldens (`fixtures/golden/<name>/printed.json`), sorted: its
+/// name, its loaded archive and the JSON (submodule path -> method -> printed forms).
+pub fn printed_goldens() -> Vec<(String, tsrun::runtime::Module, Value)> {
+    let golden_root = fixtures_dir().join("golden");
+    let mut names: Vec<String> = std::fs::read_dir(&golden_root)
+        .expect("fixtures/golden")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| golden_root.join(n).join("printed.json").exists())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let archive = fixtures_dir().join("models").join(format!("{name}.pt"));
+            let module = tsrun::runtime::Module::load(&archive).expect("load fixture");
+            let text = std::fs::read_to_string(golden_root.join(&name).join("printed.json"))
+                .expect("printed.json");
+            let json: Value = serde_json::from_str(&text).expect("printed.json is JSON");
+            (name, module, json)
+        })
+        .collect()
+}
+
+/// A method of a submodule compiled by tsrun, with its compilation unit.
+pub fn compiled_method(
+    root: &tsrun::runtime::Module,
+    path: &str,
+    method: &str,
+) -> Result<
+    (
+        std::sync::Arc<tsrun::ir::unit::CompilationUnit>,
+        std::sync::Arc<tsrun::ir::unit::Function>,
+    ),
+    String,
+> {
+    root.get_submodule(path)
+        .and_then(|m| {
+            let unit = m.compilation_unit()?;
+            let f = unit.method(m.class_name(), method)?;
+            Ok((unit, f))
+        })
+        .map_err(|e| e.to_string())
+}
