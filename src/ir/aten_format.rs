@@ -184,9 +184,10 @@ fn number(s: &Stream, style: Style, v: f64) -> String {
     }
 }
 
-/// `printScale`: `defaultfloat` at the sticky precision, then ` *` and a newline.
+/// `printScale`: `defaultfloat` at the stream's default precision (6, as PyTorch prints
+/// `100000 *`), then ` *` and a newline.
 fn print_scale(s: &mut Stream, scale: f64) {
-    let text = crate::ir::printer::fmt_g(scale, s.precision);
+    let text = crate::ir::printer::fmt_g(scale, 6);
     s.out.push_str(&format!("{text} *\n"));
 }
 
@@ -197,7 +198,7 @@ fn print_indent(s: &mut Stream, indent: usize) {
 /// `__printMatrix` of a row-major `rows x cols` matrix.
 fn print_matrix(s: &mut Stream, values: &[f64], rows: usize, cols: usize, indent: usize) {
     let (scale, sz, style) = print_format(s, values);
-    print_indent(s, indent);
+    // the indent goes before later rows and headers only (PyTorch prints `(1,.,.) =   1`)
     let per_line = (LINE_SIZE.saturating_sub(indent) / (sz + 1)).max(1);
     let mut first = 0;
     while first < cols {
