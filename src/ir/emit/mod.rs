@@ -97,18 +97,13 @@ fn number_ssa_values(
         for b in graph.node(n).blocks.clone() {
             number_ssa_values(graph, b, names);
         }
+        // outputs (and carried parameters) were created in name order, the order
+        // `ControlFlowLoadStores` adds them in (a `std::set` / sorted `definedVariables`)
         if kind == "prim::If" {
-            // `ControlFlowLoadStores` adds merged variables in name order (a `std::set`);
-            // `CanonicalizeOutputs` reorders them by first use later
-            let mut outs: Vec<(String, ValueId)> = graph
-                .node(n)
-                .outputs
-                .iter()
-                .filter_map(|o| names.get(o).map(|name| (name.clone(), *o)))
-                .collect();
-            outs.sort();
-            for (name, out) in outs {
-                let name = &name;
+            for out in graph.node(n).outputs.clone() {
+                let Some(name) = names.get(&out) else {
+                    continue;
+                };
                 graph.transient_value(None);
                 graph.transient_value(None);
                 graph.assign_unique(out);
@@ -122,23 +117,18 @@ fn number_ssa_values(
             let params = body
                 .map(|b| graph.block(b).params.clone())
                 .unwrap_or_default();
-            // block parameters after the iteration counter pair with the outputs; carried
-            // variables are added in name order (`definedVariables` sorts)
-            let mut carried: Vec<(String, ValueId, ValueId)> = outs
-                .iter()
-                .zip(params.iter().skip(1))
-                .filter_map(|(o, p)| names.get(o).map(|name| (name.clone(), *o, *p)))
-                .collect();
-            carried.sort();
-            for (name, out, param) in carried {
-                let (name, out, param) = (&name, &out, &param);
+            // block parameters after the iteration counter pair with the outputs
+            for (&out, &param) in outs.iter().zip(params.iter().skip(1)) {
+                let Some(name) = names.get(&out) else {
+                    continue;
+                };
                 graph.transient_value(None);
-                graph.assign_unique(*param);
-                graph.set_debug_name(*param, name);
+                graph.assign_unique(param);
+                graph.set_debug_name(param, name);
                 graph.transient_value(None);
-                graph.assign_unique(*out);
+                graph.assign_unique(out);
                 if meaningful_name(name) {
-                    graph.set_debug_name(*out, name);
+                    graph.set_debug_name(out, name);
                 }
             }
         }

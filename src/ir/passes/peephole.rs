@@ -8,12 +8,14 @@ use crate::ir::graph::{BlockId, Def, Graph, NodeId, ValueId};
 use crate::ir::schema::{is_subtype, unify_types, SchemaRegistry};
 use crate::ir::types::Type;
 use crate::runtime::IValue;
+use std::collections::HashSet;
 
 /// Run the pass; dead code is eliminated when anything changed. Returns whether it did.
 pub fn peephole_optimize(graph: &mut Graph) -> bool {
     let mut changed = false;
     let root = graph.root;
-    optimize_block(graph, root, &mut changed);
+    let writes = Writes::of(graph);
+    optimize_block(graph, root, &writes, &mut changed);
     changed |= super::list_idioms::optimize_list_idioms(graph);
     non_tensor_block(graph, root, &mut changed);
     changed |= combine_concats(graph);
@@ -44,10 +46,10 @@ fn must_not_be_none(g: &Graph, v: ValueId) -> bool {
     }
 }
 
-fn optimize_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
+fn optimize_block(g: &mut Graph, block: BlockId, writes: &Writes, changed: &mut bool) {
     for n in g.block(block).nodes.clone() {
         for b in g.node(n).blocks.clone() {
-            optimize_block(g, b, changed);
+            optimize_block(g, b, writes, changed);
         }
         let kind = g.node(n).kind.clone();
         if kind != "prim::Constant" {
@@ -92,7 +94,7 @@ fn optimize_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
                     },
                     _ => None,
                 };
-                let written = inputs.first().is_some_and(|&x| may_be_written(g, x));
+                let written = inputs.first().is_some_and(|&x| writes.may_be_written(x));
                 if let (Some(rank), Some(&out), false) = (rank, outputs.first(), written) {
                     let c = insert_constant_before(g, n, IValue::Int(rank), Type::Int);
                     g.replace_all_uses(out, c);
@@ -313,19 +315,28 @@ fn writes_self(g: &Graph, n: NodeId) -> bool {
             .is_some_and(|s| s.is_mutable())
 }
 
-/// Alias analysis' `hasWriters`, approximated: `v` is written in place, or it was stored in a
-/// container (after which it may alias anything) and some in-place operator writes a tensor
-/// that is not freshly computed (an input, an attribute, an element read from a container).
-fn may_be_written(g: &Graph, v: ValueId) -> bool {
-    let mut direct = false;
-    let mut escapes = false;
-    let mut wildcard_write = false;
-    g.walk(g.root, &mut |n| {
-        let node = g.node(n);
-        if writes_self(g, n) {
-            match node.inputs.first() {
-                Some(&x) if x == v => direct = true,
-                Some(&x) => {
+/// Alias analysis' `hasWriters`, approximated once per run: a value is written when an
+/// in-place operator takes it as `self`, or when it was stored in a container (after which it
+/// may alias anything) and some in-place operator writes a tensor that is not freshly computed
+/// (an input, an attribute, an element read from a container).
+struct Writes {
+    written: HashSet<ValueId>,
+    escaped: HashSet<ValueId>,
+    wildcard_write: bool,
+}
+
+impl Writes {
+    fn of(g: &Graph) -> Writes {
+        let mut w = Writes {
+            written: HashSet::new(),
+            escaped: HashSet::new(),
+            wildcard_write: false,
+        };
+        g.walk(g.root, &mut |n| {
+            let node = g.node(n);
+            if writes_self(g, n) {
+                if let Some(&x) = node.inputs.first() {
+                    w.written.insert(x);
                     let fresh = match g.value(x).def {
                         Def::Node(p, _) => !matches!(
                             g.node(p).kind.as_str(),
@@ -338,20 +349,22 @@ fn may_be_written(g: &Graph, v: ValueId) -> bool {
                         ),
                         Def::Param(..) => false,
                     };
-                    wildcard_write |= !fresh;
+                    w.wildcard_write |= !fresh;
                 }
-                None => {}
             }
-        }
-        if matches!(
-            node.kind.as_str(),
-            "aten::_set_item" | "aten::append" | "aten::insert"
-        ) && node.inputs.iter().skip(1).any(|&x| x == v)
-        {
-            escapes = true;
-        }
-    });
-    direct || (escapes && wildcard_write)
+            if matches!(
+                node.kind.as_str(),
+                "aten::_set_item" | "aten::append" | "aten::insert"
+            ) {
+                w.escaped.extend(node.inputs.iter().skip(1).copied());
+            }
+        });
+        w
+    }
+
+    fn may_be_written(&self, v: ValueId) -> bool {
+        self.written.contains(&v) || (self.escaped.contains(&v) && self.wildcard_write)
+    }
 }
 
 /// `CombineConcats`: `cat([a, cat([b, c], d), e], d)` is `cat([a, b, c, e], d)` when the inner
@@ -363,21 +376,23 @@ fn combine_concats(g: &mut Graph) -> bool {
             cats.push(n);
         }
     });
-    let uses = |g: &Graph, v: ValueId| -> Vec<NodeId> {
-        let mut users = Vec::new();
-        g.walk(g.root, &mut |n| {
-            for &i in &g.node(n).inputs {
-                if i == v {
-                    users.push(n);
-                }
-            }
-        });
-        let returned = g.blocks.iter().any(|b| b.returns.contains(&v));
-        if returned {
-            users.push(NodeId(u32::MAX));
+    if cats.is_empty() {
+        return false;
+    }
+    // every value's users, computed once (a block return counts as a user that is no node)
+    let mut users: std::collections::HashMap<ValueId, Vec<NodeId>> = Default::default();
+    g.walk(g.root, &mut |n| {
+        for &i in &g.node(n).inputs {
+            users.entry(i).or_default().push(n);
         }
-        users
-    };
+    });
+    for b in &g.blocks {
+        for &r in &b.returns {
+            users.entry(r).or_default().push(NodeId(u32::MAX));
+        }
+    }
+    let uses =
+        |_: &Graph, v: ValueId| -> Vec<NodeId> { users.get(&v).cloned().unwrap_or_default() };
     let list_of = |g: &Graph, cat: NodeId| -> Option<NodeId> {
         let list = *g.node(cat).inputs.first()?;
         match g.value(list).def {
