@@ -1,30 +1,24 @@
-//! The archive reader: the whole file is mapped privately (copy-on-write) once, the zip central
-//! directory indexes it, and stored storage records become tensors' storages in place.
+//! The archive reader: the whole file is mapped read-only once, the zip central directory indexes
+//! it, and stored storage records become tensors' storages in place (a storage copies its bytes
+//! to the heap on its first write, so the mapping itself is never written).
 
 use super::{ArchiveError, MAX_SUPPORTED_VERSION, MIN_SUPPORTED_VERSION};
 use crate::tensor::{DType, Storage};
 use indexmap::IndexMap;
 use std::borrow::Cow;
-use std::cell::UnsafeCell;
 use std::io::{Cursor, Read, Seek};
 use std::path::Path;
 use std::sync::Arc;
 
 type Result<T> = std::result::Result<T, ArchiveError>;
 
-/// The archive's bytes: a private file mapping or an anonymous mapping holding a copy.
+/// The archive's bytes: a read-only file mapping, or a read-only anonymous mapping holding a copy.
 #[derive(Clone)]
-struct Bytes(Arc<UnsafeCell<memmap2::MmapMut>>);
-
-// SAFETY: the mapping is only read through `Bytes`; the only writers are storages created by
-// `Storage::from_mapping` over storage records, which follow PyTorch's aliasing rules.
-unsafe impl Send for Bytes {}
-unsafe impl Sync for Bytes {}
+struct Bytes(Arc<memmap2::Mmap>);
 
 impl AsRef<[u8]> for Bytes {
     fn as_ref(&self) -> &[u8] {
-        // SAFETY: see the `Send`/`Sync` note; the slice lives as long as `self`.
-        unsafe { (&*self.0.get()).as_ref() }
+        self.0.as_ref()
     }
 }
 
@@ -80,11 +74,12 @@ impl Archive {
         })?;
         let len = file.metadata()?.len();
         let map = if len == 0 {
-            memmap2::MmapMut::map_anon(0)?
+            memmap2::MmapMut::map_anon(0)?.make_read_only()?
         } else {
-            // SAFETY: a private copy-on-write mapping; concurrent modification of the file by
-            // another process is outside our control, as for every mmap-based loader.
-            unsafe { memmap2::MmapOptions::new().map_copy(&file)? }
+            // SAFETY: a read-only private mapping that tsrun never writes. Truncation or
+            // modification of the file by another process while it is mapped is outside our
+            // control, as for every mmap-based loader (documented in the README).
+            unsafe { memmap2::MmapOptions::new().map_copy_read_only(&file)? }
         };
         Archive::from_map(map)
     }
@@ -93,7 +88,7 @@ impl Archive {
     pub fn from_bytes(data: &[u8]) -> Result<Archive> {
         let mut map = memmap2::MmapMut::map_anon(data.len())?;
         map.copy_from_slice(data);
-        Archive::from_map(map)
+        Archive::from_map(map.make_read_only()?)
     }
 
     /// Open an archive from any reader.
@@ -104,13 +99,11 @@ impl Archive {
             .map_err(|_| ArchiveError::Invalid(format!("archive of {end} bytes is too large")))?;
         let mut map = memmap2::MmapMut::map_anon(len)?;
         reader.read_exact(&mut map[..])?;
-        Archive::from_map(map)
+        Archive::from_map(map.make_read_only()?)
     }
 
-    fn from_map(map: memmap2::MmapMut) -> Result<Archive> {
-        // `Storage::from_mapping` takes this exact type; `Bytes` supplies Send/Sync (see above).
-        #[allow(clippy::arc_with_non_send_sync)]
-        let bytes = Bytes(Arc::new(UnsafeCell::new(map)));
+    fn from_map(map: memmap2::Mmap) -> Result<Archive> {
+        let bytes = Bytes(Arc::new(map));
         detect_non_zip(bytes.as_ref())?;
         let declared_entries = eocd_entry_count(bytes.as_ref());
         let mut zip = zip::ZipArchive::new(Cursor::new(bytes.clone()))?;
@@ -403,16 +396,15 @@ impl Archive {
             name: name.into(),
             problem: "is shorter than declared".into(),
         })?;
-        let storage = Storage::from_bytes(payload).map_err(alloc_err)?;
         if self.big_endian && elem > 1 {
             let swap = if dtype.is_complex() { elem / 2 } else { elem };
-            // SAFETY: the storage was just created and is not shared yet.
-            let bytes = unsafe { storage.bytes_mut() };
-            for chunk in bytes.chunks_exact_mut(swap) {
+            let mut swapped = payload.to_vec();
+            for chunk in swapped.chunks_exact_mut(swap) {
                 chunk.reverse();
             }
+            return Storage::from_bytes(&swapped).map_err(alloc_err);
         }
-        Ok(storage)
+        Storage::from_bytes(payload).map_err(alloc_err)
     }
 }
 

@@ -18,6 +18,24 @@ pub struct Argument {
     pub kwarg_only: bool,
     /// The argument is written in place (`Tensor(a!)`).
     pub is_write: bool,
+    /// The alias annotation without `!` and spaces (`a`, `*`, `c->*`, `a|b`), if any.
+    pub alias: Option<String>,
+}
+
+impl Argument {
+    /// The alias sets the value belongs to when the call starts (`a` of `a -> *`).
+    pub fn alias_sets(&self) -> impl Iterator<Item = &str> {
+        let before = self
+            .alias
+            .as_deref()
+            .map(|a| a.split("->").next().unwrap_or(a))
+            .unwrap_or("");
+        before.split('|').filter(|s| !s.is_empty())
+    }
+    /// Whether the value may alias anything (`*`), or enters the wildcard set (`c -> *`).
+    pub fn is_wildcard(&self) -> bool {
+        self.alias.as_deref().is_some_and(|a| a.contains('*'))
+    }
 }
 
 /// A parsed operator schema.
@@ -210,7 +228,7 @@ impl SchemaParser<'_> {
     }
 
     fn argument(&mut self, is_input: bool) -> Result<Argument, SchemaError> {
-        let (ty, fixed_len, is_write) = self.type_()?;
+        let (ty, fixed_len, is_write, alias) = self.type_()?;
         self.skip_ws();
         let mut name = String::new();
         if self
@@ -230,11 +248,13 @@ impl SchemaParser<'_> {
             default,
             kwarg_only: false,
             is_write,
+            alias,
         })
     }
 
     /// A type with its suffixes: `Tensor(a!)[]`, `int[2]?`, `Dict(str, t)(a!)`, `(str, t)[]`.
-    fn type_(&mut self) -> Result<(Type, Option<usize>, bool), SchemaError> {
+    #[allow(clippy::type_complexity)]
+    fn type_(&mut self) -> Result<(Type, Option<usize>, bool, Option<String>), SchemaError> {
         self.skip_ws();
         let mut ty = if self.peek() == Some(b'(') {
             self.i += 1;
@@ -275,6 +295,7 @@ impl SchemaParser<'_> {
         };
         let mut fixed_len = None;
         let mut is_write = false;
+        let mut alias = None;
         loop {
             // suffixes bind tightly: no whitespace before them
             match self.peek() {
@@ -283,8 +304,16 @@ impl SchemaParser<'_> {
                     while self.peek().is_some_and(|c| c != b')') {
                         self.i += 1;
                     }
-                    if self.text[start..self.i].contains('!') {
+                    let text = &self.text[start..self.i];
+                    if text.contains('!') {
                         is_write = true;
+                    }
+                    let set: String = text
+                        .chars()
+                        .filter(|c| *c != '!' && !c.is_whitespace())
+                        .collect();
+                    if !set.is_empty() {
+                        alias = Some(set);
                     }
                     self.expect(")")?;
                 }
@@ -307,7 +336,7 @@ impl SchemaParser<'_> {
                 _ => break,
             }
         }
-        Ok((ty, fixed_len, is_write))
+        Ok((ty, fixed_len, is_write, alias))
     }
 
     fn default_value(

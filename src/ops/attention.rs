@@ -110,7 +110,8 @@ pub(crate) fn sdpa(
         let scores = batched_matmul_t::<T>(&q, &kt, None, T::from_f64(scale))?;
         let sc_shape = scores.shape().to_vec();
         {
-            let buf = slice_mut_of::<T>(&scores)?;
+            let mut buf_guard = scores.write::<T>()?;
+            let buf = slice_mut_of(&mut buf_guard)?;
             if causal && s > 0 {
                 for (r, row) in buf.chunks_mut(s).enumerate() {
                     let i = r % l.max(1);
@@ -123,9 +124,11 @@ pub(crate) fn sdpa(
             }
         }
         if let Some(m) = &mask_c {
-            let mut sv = scores.view_mut::<T>()?;
+            let mut sv_guard = scores.write::<T>()?;
+            let mut sv = sv_guard.view_mut();
             if m.dtype() == DType::Bool {
-                let mv = m.view::<bool>()?;
+                let mv_guard = m.read::<bool>()?;
+                let mv = mv_guard.view();
                 let mb = mv.broadcast(sc_shape.as_slice()).ok_or_else(|| {
                     shape_err(format!(
                         "{op}: attn_mask {:?} does not broadcast to {sc_shape:?}",
@@ -138,7 +141,8 @@ pub(crate) fn sdpa(
                     }
                 });
             } else {
-                let mv = m.view::<T>()?;
+                let mv_guard = m.read::<T>()?;
+                let mv = mv_guard.view();
                 let mb = mv.broadcast(sc_shape.as_slice()).ok_or_else(|| {
                     shape_err(format!(
                         "{op}: attn_mask {:?} does not broadcast to {sc_shape:?}",
@@ -150,7 +154,7 @@ pub(crate) fn sdpa(
                     .for_each(|x, &add| *x += add);
             }
         }
-        softmax_rows(slice_mut_of::<T>(&scores)?, s);
+        softmax_rows(slice_mut_of(&mut scores.write::<T>()?)?, s);
         batched_matmul_t::<T>(&scores, &v, None, T::one())
     })?;
     out.to_dtype(dtype)
@@ -225,9 +229,11 @@ fn masked_attention_weights<T: Real>(
         } else {
             m.clone()
         };
-        let mut sv = scores.view_mut::<T>()?;
+        let mut sv_guard = scores.write::<T>()?;
+        let mut sv = sv_guard.view_mut();
         if m.dtype() == DType::Bool {
-            let mv = m.view::<bool>()?;
+            let mv_guard = m.read::<bool>()?;
+            let mv = mv_guard.view();
             let mb = mv.broadcast(sh.as_slice()).ok_or_else(|| {
                 shape_err(format!(
                     "attention mask {:?} does not broadcast to {sh:?}",
@@ -241,7 +247,8 @@ fn masked_attention_weights<T: Real>(
             });
         } else {
             let mc = m.to_dtype(T::DTYPE)?;
-            let mv = mc.view::<T>()?;
+            let mv_guard = mc.read::<T>()?;
+            let mv = mv_guard.view();
             let mb = mv.broadcast(sh.as_slice()).ok_or_else(|| {
                 shape_err(format!(
                     "attention mask {:?} does not broadcast to {sh:?}",
@@ -253,7 +260,8 @@ fn masked_attention_weights<T: Real>(
                 .for_each(|x, &add| *x += add);
         }
     }
-    let buf = slice_mut_of::<T>(scores)?;
+    let mut buf_guard = scores.write::<T>()?;
+    let buf = slice_mut_of(&mut buf_guard)?;
     if s == 0 {
         return Ok(());
     }
@@ -365,8 +373,10 @@ fn native_mha(a: &mut Args) -> crate::Result<IValue> {
         let (b, h, l, s) = (wc.shape()[0], wc.shape()[1], wc.shape()[2], wc.shape()[3]);
         let avg = Tensor::zeros(&[b, l, s], cd)?;
         dispatch_real_compute!(cd, a.op, |T| {
-            let src = super::linalg::slice_of::<T>(&wc)?;
-            let dst = slice_mut_of::<T>(&avg)?;
+            let src_guard = wc.read::<T>()?;
+            let src = super::linalg::slice_of(&src_guard)?;
+            let mut dst_guard = avg.write::<T>()?;
+            let dst = slice_mut_of(&mut dst_guard)?;
             let per = l * s;
             for bi in 0..b {
                 for hi in 0..h {
@@ -428,8 +438,9 @@ fn add(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tensor> {
     let out = contiguous_as_owned(x, cd)?;
     let yc = super::linalg::contiguous_as(y, cd)?;
     dispatch_real_compute!(cd, op, |T| {
-        let ys = super::linalg::slice_of::<T>(&yc)?;
-        for (o, &v) in slice_mut_of::<T>(&out)?.iter_mut().zip(ys) {
+        let ys_guard = yc.read::<T>()?;
+        let ys = super::linalg::slice_of(&ys_guard)?;
+        for (o, &v) in slice_mut_of(&mut out.write::<T>()?)?.iter_mut().zip(ys) {
             *o += v;
         }
         Ok::<(), crate::Error>(())
@@ -485,7 +496,7 @@ fn transformer_encoder_layer(a: &mut Args) -> crate::Result<IValue> {
         let h = super::linalg::linear(op, t, &conv(&f1w)?, Some(&conv(&f1b)?))?;
         let h = contiguous_as_owned(&h, cd)?;
         dispatch_real_compute!(cd, op, |T| {
-            for v in slice_mut_of::<T>(&h)?.iter_mut() {
+            for v in slice_mut_of(&mut h.write::<T>()?)?.iter_mut() {
                 let f = v.as_f64();
                 *v = T::from_f64(if gelu {
                     0.5 * f * (1.0 + erf(f / std::f64::consts::SQRT_2))

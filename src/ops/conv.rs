@@ -336,16 +336,20 @@ fn conv_forward_t<T: Real>(
 ) -> crate::Result<()> {
     let g = p.groups;
     let (cg, coutg) = (c / g, cout / g);
-    let xs = slice_of::<T>(x)?;
-    let ws = slice_of::<T>(w)?;
-    let os = slice_mut_of::<T>(out)?;
+    let xs_guard = x.read::<T>()?;
+    let xs = slice_of(&xs_guard)?;
+    let ws_guard = w.read::<T>()?;
+    let ws = slice_of(&ws_guard)?;
+    let mut os_guard = out.write::<T>()?;
+    let os = slice_mut_of(&mut os_guard)?;
     let (il, l, kvol) = (
         xsp.iter().product::<usize>(),
         osp.iter().product::<usize>(),
         ksp.iter().product::<usize>(),
     );
     if let Some(b) = bias {
-        let bs = slice_of::<T>(b)?;
+        let bs_guard = b.read::<T>()?;
+        let bs = slice_of(&bs_guard)?;
         if bs.len() != cout {
             return Err(shape_err(format!(
                 "conv: bias has {} elements, expected {cout}",
@@ -491,9 +495,12 @@ fn conv_transpose_t<T: Real>(
 ) -> crate::Result<()> {
     let g = p.groups;
     let (cg, coutg) = (c / g, cout / g);
-    let xs = slice_of::<T>(x)?;
-    let ws = slice_of::<T>(w)?;
-    let os = slice_mut_of::<T>(out)?;
+    let xs_guard = x.read::<T>()?;
+    let xs = slice_of(&xs_guard)?;
+    let ws_guard = w.read::<T>()?;
+    let ws = slice_of(&ws_guard)?;
+    let mut os_guard = out.write::<T>()?;
+    let os = slice_mut_of(&mut os_guard)?;
     let (il, ol, kvol) = (
         xsp.iter().product::<usize>(),
         osp.iter().product::<usize>(),
@@ -543,7 +550,8 @@ fn conv_transpose_t<T: Real>(
         }
     }
     if let Some(b) = bias {
-        let bs = slice_of::<T>(b)?;
+        let bs_guard = b.read::<T>()?;
+        let bs = slice_of(&bs_guard)?;
         if bs.len() != cout {
             return Err(shape_err(format!(
                 "conv_transpose: bias has {} elements, expected {cout}",

@@ -307,7 +307,8 @@ fn eye(args: &mut Args<'_>) -> R {
     let dtype = factory_dtype(args, first, DType::Float32)?;
     let out = Tensor::zeros(&[n, m], dtype)?;
     dispatch_all!(dtype, "eye", |T| {
-        let mut v = out.view_mut::<T>()?;
+        let mut v_guard = out.write::<T>()?;
+        let mut v = v_guard.view_mut();
         for i in 0..n.min(m) {
             if let Some(x) = v.get_mut(ndarray::IxDyn(&[i, i])) {
                 *x = T::from_i64(1);
@@ -382,7 +383,7 @@ fn tensor_literal(args: &mut Args<'_>) -> R {
     let dtype = dtype.unwrap_or(inferred.unwrap_or(DType::Float32));
     let out = Tensor::zeros(&shape, dtype)?;
     dispatch_all!(dtype, "tensor", |T| {
-        if let Some(dst) = out.as_slice_mut::<T>()? {
+        if let Some(dst) = out.write::<T>()?.as_slice_mut() {
             for (d, s) in dst.iter_mut().zip(&vals) {
                 *d = super::kernels::num::scalar_as::<T>(*s);
             }

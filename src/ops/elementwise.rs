@@ -125,7 +125,7 @@ fn mul(args: &mut Args<'_>) -> R {
 }
 
 fn check_no_zero<T: Element>(y: &Tensor) -> crate::Result<()> {
-    if y.view::<T>()?.iter().any(|v| !v.to_bool()) {
+    if y.read::<T>()?.view().iter().any(|v| !v.to_bool()) {
         return Err(value_err("ZeroDivisionError"));
     }
     Ok(())

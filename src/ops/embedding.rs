@@ -39,8 +39,10 @@ fn gather_rows(op: &str, weight: &Tensor, idx: &[i64], lead: &[usize]) -> crate:
     shape.push(d);
     let out = Tensor::zeros(&shape, weight.dtype())?;
     crate::dispatch_all!(weight.dtype(), op, |T| {
-        let w = weight.view::<T>()?;
-        let o = super::linalg::slice_mut_of::<T>(&out)?;
+        let w_guard = weight.read::<T>()?;
+        let w = w_guard.view();
+        let mut o_guard = out.write::<T>()?;
+        let o = super::linalg::slice_mut_of(&mut o_guard)?;
         if d > 0 {
             for (row, &i) in o.chunks_mut(d).zip(idx) {
                 let src = w.index_axis(ndarray::Axis(0), i as usize);

@@ -207,11 +207,13 @@ fn gather_offsets(t: &Tensor, offsets: &[usize], shape: &[usize]) -> R<Tensor> {
     }
     let whole = whole_storage(t)?;
     crate::dispatch_all!(t.dtype(), "gather", |T| {
-        let src = whole
-            .as_slice::<T>()?
+        let src_guard = whole.read::<T>()?;
+        let src = src_guard
+            .as_slice()
             .ok_or_else(|| shape_err("storage view"))?;
-        let dst = out
-            .as_slice_mut::<T>()?
+        let mut dst_guard = out.write::<T>()?;
+        let dst = dst_guard
+            .as_slice_mut()
             .ok_or_else(|| shape_err("fresh tensor is contiguous"))?;
         for (o, &off) in dst.iter_mut().zip(offsets) {
             *o = *src
@@ -282,11 +284,13 @@ fn scatter_offsets(
     let track = !include_self || how == Combine::Mean;
     let mut counts: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
     crate::dispatch_all!(target.dtype(), "scatter", |T| {
-        let dst = whole
-            .as_slice_mut::<T>()?
+        let mut dst_guard = whole.write::<T>()?;
+        let dst = dst_guard
+            .as_slice_mut()
             .ok_or_else(|| shape_err("storage view"))?;
-        let src = values
-            .as_slice::<T>()?
+        let src_guard = values.read::<T>()?;
+        let src = src_guard
+            .as_slice()
             .ok_or_else(|| shape_err("contiguous values"))?;
         for (&off, &v) in offsets.iter().zip(src) {
             let slot = dst
@@ -812,11 +816,14 @@ fn scaled(source: &Tensor, alpha: Scalar, dtype: DType) -> R<Tensor> {
     let a = Tensor::from_scalar(alpha, dtype)?;
     crate::dispatch_all!(dtype, "index_add alpha", |T| {
         let av = *a
-            .view::<T>()?
+            .read::<T>()?
+            .view()
             .iter()
             .next()
             .ok_or_else(|| value_err("alpha"))?;
-        s.view_mut::<T>()?.mapv_inplace(|x| Numeric::mul(x, av));
+        s.write::<T>()?
+            .view_mut()
+            .mapv_inplace(|x| Numeric::mul(x, av));
         Ok::<(), crate::Error>(())
     })?;
     Ok(s)

@@ -5,8 +5,8 @@
 //! weighted taps chosen exactly as PyTorch's `area_pixel_compute_source_index` does.
 
 use super::linalg::{
-    compute_dtype, contiguous_as, dispatch_real_compute, permute, reshape, slice_mut_of, slice_of,
-    value_err, Real,
+    compute_dtype, contiguous_as, dispatch_real_compute, permute, reshape, slice_mut_of, value_err,
+    Real,
 };
 use super::{Args, Registry};
 use crate::runtime::IValue;
@@ -180,7 +180,7 @@ fn interpolate(
     let xc = contiguous_as(x, cd)?;
     let mut shape = x.shape().to_vec();
     let out = dispatch_real_compute!(cd, op, |T| {
-        let mut buf: Vec<T> = slice_of::<T>(&xc)?.to_vec();
+        let mut buf: Vec<T> = xc.to_vec::<T>()?;
         for d in 0..nsp {
             let axis = 2 + d;
             let outer: usize = shape[..axis].iter().product();
@@ -190,7 +190,7 @@ fn interpolate(
             shape[axis] = out_sp[d];
         }
         let t = Tensor::zeros(&shape, cd)?;
-        slice_mut_of::<T>(&t)?.copy_from_slice(&buf);
+        slice_mut_of(&mut t.write::<T>()?)?.copy_from_slice(&buf);
         Ok::<Tensor, crate::Error>(t)
     })?;
     out.to_dtype(dtype)

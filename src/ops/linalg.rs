@@ -8,7 +8,9 @@ use super::{Args, Registry};
 use crate::runtime::IValue;
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
-use crate::tensor::{contiguous_strides, DType, Element, Scalar, Tensor, TensorError};
+use crate::tensor::{
+    contiguous_strides, DType, Element, Scalar, Tensor, TensorError, TensorRead, TensorWrite,
+};
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
 use rayon::prelude::*;
@@ -61,15 +63,14 @@ pub(crate) fn contiguous_as(t: &Tensor, dtype: DType) -> crate::Result<Tensor> {
 }
 
 /// The elements of a contiguous tensor.
-pub(crate) fn slice_of<T: Element>(t: &Tensor) -> crate::Result<&[T]> {
-    t.as_slice::<T>()?
+pub(crate) fn slice_of<T: Element>(t: &TensorRead<T>) -> crate::Result<&[T]> {
+    t.as_slice()
         .ok_or_else(|| TensorError::Value("internal: tensor is not contiguous".into()).into())
 }
 
 /// The elements of a contiguous tensor, writable (fresh outputs only).
-#[allow(clippy::mut_from_ref)]
-pub(crate) fn slice_mut_of<T: Element>(t: &Tensor) -> crate::Result<&mut [T]> {
-    t.as_slice_mut::<T>()?
+pub(crate) fn slice_mut_of<T: Element>(t: &mut TensorWrite<T>) -> crate::Result<&mut [T]> {
+    t.as_slice_mut()
         .ok_or_else(|| TensorError::Value("internal: tensor is not contiguous".into()).into())
 }
 
@@ -242,15 +243,18 @@ pub(crate) fn batched_matmul_t<T: Real>(
     }
     let a_off = batch_offsets(a, &batch);
     let b_off = batch_offsets(b, &batch);
-    let av = a.view::<T>()?;
-    let bv = b.view::<T>()?;
+    let av_guard = a.read::<T>()?;
+    let av = av_guard.view();
+    let bv_guard = b.read::<T>()?;
+    let bv = bv_guard.view();
     let (ap, bp) = (
         SendPtr(av.as_ptr() as *mut T),
         SendPtr(bv.as_ptr() as *mut T),
     );
     let (ars, acs) = (a.strides()[ad - 2], a.strides()[ad - 1]);
     let (brs, bcs) = (b.strides()[bd - 2], b.strides()[bd - 1]);
-    let dst = SendPtr(slice_mut_of::<T>(&out)?.as_mut_ptr());
+    let mut out_guard = out.write::<T>()?;
+    let dst = SendPtr(slice_mut_of(&mut out_guard)?.as_mut_ptr());
     let nbatch = a_off.len();
     let per = m * n;
     let run = |i: usize, parallel: bool| {
@@ -514,16 +518,18 @@ pub(crate) fn linear(
                 let res = Tensor::zeros(o.shape(), cd)?;
                 dispatch_real_compute!(cd, op, |T| {
                     let bv = b.to_dtype(cd)?;
-                    let bview = bv.view::<T>()?;
+                    let bview_guard = bv.read::<T>()?;
+                    let bview = bview_guard.view();
                     let bb = bview.broadcast(o.shape()).ok_or_else(|| {
                         shape_err(format!(
                             "{op}: bias shape {:?} does not broadcast",
                             b.shape()
                         ))
                     })?;
-                    let mut rv = res.view_mut::<T>()?;
+                    let mut rv_guard = res.write::<T>()?;
+                    let mut rv = rv_guard.view_mut();
                     ndarray::Zip::from(&mut rv)
-                        .and(&o.view::<T>()?)
+                        .and(&o.read::<T>()?.view())
                         .and(&bb)
                         .for_each(|r, &x, &y| *r = x + y);
                     Ok::<(), crate::Error>(())
@@ -601,11 +607,13 @@ fn add_broadcast(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tensor> {
     out.copy_from(x)?;
     let yc = y.to_dtype(cd)?;
     dispatch_real_compute!(cd, op, |T| {
-        let yv = yc.view::<T>()?;
+        let yv_guard = yc.read::<T>()?;
+        let yv = yv_guard.view();
         let yb = yv
             .broadcast(shape.as_slice())
             .ok_or_else(|| shape_err("broadcast failed"))?;
-        let mut ov = out.view_mut::<T>()?;
+        let mut ov_guard = out.write::<T>()?;
+        let mut ov = ov_guard.view_mut();
         ndarray::Zip::from(&mut ov)
             .and(&yb)
             .for_each(|o, &v| *o += v);
@@ -665,8 +673,10 @@ fn sum_dims(op: &str, t: &Tensor, dims: &[usize]) -> crate::Result<Tensor> {
     let shape: Vec<usize> = keep.iter().map(|&d| t.shape()[d]).collect();
     let out = Tensor::zeros(&shape, t.dtype())?;
     dispatch_real_compute!(t.dtype(), op, |T| {
-        let src = slice_of::<T>(&p)?;
-        let dst = slice_mut_of::<T>(&out)?;
+        let src_guard = p.read::<T>()?;
+        let src = slice_of(&src_guard)?;
+        let mut dst_guard = out.write::<T>()?;
+        let dst = slice_mut_of(&mut dst_guard)?;
         if inner > 0 {
             for (o, chunk) in dst.iter_mut().zip(src.chunks(inner)) {
                 *o = chunk.iter().copied().sum();

@@ -71,8 +71,10 @@ fn normalize_groups(
     let groups = x.numel().checked_div(group_len).unwrap_or(0);
     let mut stats = vec![(0.0f64, 0.0f64); groups];
     dispatch_real_compute!(cd, op, |T| {
-        let xs = slice_of::<T>(&xc)?;
-        let os = slice_mut_of::<T>(&out)?;
+        let xs_guard = xc.read::<T>()?;
+        let xs = slice_of(&xs_guard)?;
+        let mut os_guard = out.write::<T>()?;
+        let os = slice_mut_of(&mut os_guard)?;
         if group_len > 0 {
             os.par_chunks_mut(group_len)
                 .zip(xs.par_chunks(group_len))
@@ -311,7 +313,8 @@ fn batch_norm_impl(
             )));
         }
         dispatch_real_compute!(cd, op, |T| {
-            let xs = slice_of::<T>(&xc)?;
+            let xs_guard = xc.read::<T>()?;
+            let xs = slice_of(&xs_guard)?;
             Ok::<_, crate::Error>(
                 (0..c)
                     .into_par_iter()
@@ -353,8 +356,10 @@ fn batch_norm_impl(
         .collect();
     let out = Tensor::zeros(x.shape(), cd)?;
     dispatch_real_compute!(cd, op, |T| {
-        let xs = slice_of::<T>(&xc)?;
-        let os = slice_mut_of::<T>(&out)?;
+        let xs_guard = xc.read::<T>()?;
+        let xs = slice_of(&xs_guard)?;
+        let mut os_guard = out.write::<T>()?;
+        let os = slice_mut_of(&mut os_guard)?;
         if hw > 0 {
             os.par_chunks_mut(hw)
                 .zip(xs.par_chunks(hw))

@@ -161,9 +161,12 @@ fn max_pool_t<T: Real>(
     out: &Tensor,
     idx: &Tensor,
 ) -> crate::Result<()> {
-    let xs = slice_of::<T>(x)?;
-    let os = slice_mut_of::<T>(out)?;
-    let is = slice_mut_of::<i64>(idx)?;
+    let xs_guard = x.read::<T>()?;
+    let xs = slice_of(&xs_guard)?;
+    let mut os_guard = out.write::<T>()?;
+    let os = slice_mut_of(&mut os_guard)?;
+    let mut is_guard = idx.write::<i64>()?;
+    let is = slice_mut_of(&mut is_guard)?;
     let (il, ol) = (
         g.isp.iter().product::<usize>(),
         g.osp.iter().product::<usize>(),
@@ -262,8 +265,10 @@ fn avg_pool_t<T: Real>(
     divisor: Option<usize>,
     out: &Tensor,
 ) -> crate::Result<()> {
-    let xs = slice_of::<T>(x)?;
-    let os = slice_mut_of::<T>(out)?;
+    let xs_guard = x.read::<T>()?;
+    let xs = slice_of(&xs_guard)?;
+    let mut os_guard = out.write::<T>()?;
+    let os = slice_mut_of(&mut os_guard)?;
     let (il, ol) = (
         g.isp.iter().product::<usize>(),
         g.osp.iter().product::<usize>(),
@@ -354,15 +359,18 @@ fn adaptive_t<T: Real>(
     out: &Tensor,
     idx: Option<&Tensor>,
 ) -> crate::Result<()> {
-    let xs = slice_of::<T>(x)?;
-    let os = slice_mut_of::<T>(out)?;
+    let xs_guard = x.read::<T>()?;
+    let xs = slice_of(&xs_guard)?;
+    let mut os_guard = out.write::<T>()?;
+    let os = slice_mut_of(&mut os_guard)?;
     let (il, ol) = (isp.iter().product::<usize>(), osp.iter().product::<usize>());
     if ol == 0 || np == 0 {
         return Ok(());
     }
     let mut dummy: Vec<i64> = Vec::new();
-    let is: &mut [i64] = match idx {
-        Some(t) => slice_mut_of::<i64>(t)?,
+    let mut idx_guard = idx.map(|t| t.write::<i64>()).transpose()?;
+    let is: &mut [i64] = match idx_guard.as_mut() {
+        Some(g) => slice_mut_of(g)?,
         None => {
             dummy.resize(ol * np, 0);
             &mut dummy

@@ -141,7 +141,8 @@ fn fill_uniform(g: &mut Generator, out: &Tensor, from: f64, to: f64) -> crate::R
             let (from_m, to_m) = (from as $M, to as $M);
             let cast: fn($M) -> $T = $to_t;
             let (from_s, to_s) = (cast(from_m), cast(to_m));
-            let mut v = out.view_mut::<$T>()?;
+            let mut v_guard = out.write::<$T>()?;
+            let mut v = v_guard.view_mut();
             for x in v.iter_mut() {
                 let u = uniform_opmath(g, out.dtype()) as $M;
                 let value = cast(u * (to_m - from_m) + from_m);
@@ -542,7 +543,7 @@ fn bernoulli_p(args: &mut Args<'_>) -> R {
     let mut g = args.ctx.generator.lock();
     let probs = probs.to_dtype(DType::Float64)?;
     let draws = map_unary::<f64, f64, _>(&probs, |_| 0.0)?;
-    if let Some(d) = draws.as_slice_mut::<f64>()? {
+    if let Some(d) = draws.write::<f64>()?.as_slice_mut() {
         let pv = probs.to_vec::<f64>()?;
         for (o, p) in d.iter_mut().zip(pv) {
             *o = if g.uniform_f64() < p { 1.0 } else { 0.0 };

@@ -4,7 +4,7 @@
 
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
-    slice_of, value_err, Mat, Real,
+    value_err, Mat, Real,
 };
 use super::{Args, Registry};
 use crate::runtime::{IValue, Tuple};
@@ -78,7 +78,7 @@ struct LayerWeights<T> {
 }
 
 fn vec_of<T: Real>(t: &Tensor, cd: DType) -> crate::Result<Vec<T>> {
-    Ok(slice_of::<T>(&contiguous_as(t, cd)?)?.to_vec())
+    contiguous_as(t, cd)?.to_vec::<T>()
 }
 
 fn layer_weights<T: Real>(
@@ -266,11 +266,11 @@ fn run_rnn(
     };
     let (steps, b) = (xs.shape()[0], xs.shape()[1]);
     dispatch_real_compute!(cd, op, |T| {
-        let mut layer_in: Vec<T> = slice_of::<T>(&contiguous_as(&xs, cd)?)?.to_vec();
+        let mut layer_in: Vec<T> = contiguous_as(&xs, cd)?.to_vec::<T>()?;
         let mut in_size = xs.shape()[2];
-        let h0v: Vec<T> = slice_of::<T>(&contiguous_as(h0, cd)?)?.to_vec();
+        let h0v: Vec<T> = contiguous_as(h0, cd)?.to_vec::<T>()?;
         let c0v: Option<Vec<T>> = match c0 {
-            Some(c) => Some(slice_of::<T>(&contiguous_as(c, cd)?)?.to_vec()),
+            Some(c) => Some(contiguous_as(c, cd)?.to_vec::<T>()?),
             None => None,
         };
         let mut hn: Vec<T> = Vec::new();

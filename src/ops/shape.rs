@@ -811,8 +811,10 @@ pub(crate) fn gather_dim(t: &Tensor, dim: usize, indices: &[usize]) -> R<Tensor>
         return Ok(out);
     }
     crate::dispatch_all!(t.dtype(), "index_select", |T| {
-        let src = t.view::<T>()?;
-        let mut dst = out.view_mut::<T>()?;
+        let src_guard = t.read::<T>()?;
+        let src = src_guard.view();
+        let mut dst_guard = out.write::<T>()?;
+        let mut dst = dst_guard.view_mut();
         if dim + 1 == shape.len() {
             ndarray::Zip::from(dst.lanes_mut(Axis(dim)))
                 .and(src.lanes(Axis(dim)))
@@ -1016,13 +1018,14 @@ fn flip(t: &Tensor, dims: &[i64]) -> R<Tensor> {
     }
     let out = Tensor::zeros(t.shape(), t.dtype())?;
     crate::dispatch_all!(t.dtype(), "flip", |T| {
-        let mut v = t.view::<T>()?;
+        let v_guard = t.read::<T>()?;
+        let mut v = v_guard.view();
         for &d in &ds {
             if d < v.ndim() {
                 v.invert_axis(Axis(d));
             }
         }
-        out.view_mut::<T>()?.assign(&v);
+        out.write::<T>()?.view_mut().assign(&v);
         Ok::<(), crate::Error>(())
     })?;
     Ok(out)
@@ -1229,8 +1232,9 @@ fn tri(t: &Tensor, k: i64, lower: bool) -> R<Tensor> {
         return Ok(out);
     }
     crate::dispatch_all!(t.dtype(), "tril/triu", |T| {
-        let data = out
-            .as_slice_mut::<T>()?
+        let mut data_guard = out.write::<T>()?;
+        let data = data_guard
+            .as_slice_mut()
             .ok_or_else(|| shape_err("fresh tensor is contiguous"))?;
         for mat in data.chunks_mut(rows * cols) {
             for (i, row) in mat.chunks_mut(cols).enumerate() {

@@ -65,14 +65,17 @@ fn sort_rows(t: &Tensor, dim: i64, descending: bool, k: usize, op: &str) -> R<(T
         return Ok((values, indices));
     }
     crate::dispatch_real!(t.dtype(), op, |T| {
-        let src = m
-            .as_slice::<T>()?
+        let src_guard = m.read::<T>()?;
+        let src = src_guard
+            .as_slice()
             .ok_or_else(|| shape_err("contiguous rows"))?;
-        let vals = values
-            .as_slice_mut::<T>()?
+        let mut vals_guard = values.write::<T>()?;
+        let vals = vals_guard
+            .as_slice_mut()
             .ok_or_else(|| shape_err("fresh tensor"))?;
-        let idxs = indices
-            .as_slice_mut::<i64>()?
+        let mut idxs_guard = indices.write::<i64>()?;
+        let idxs = idxs_guard
+            .as_slice_mut()
             .ok_or_else(|| shape_err("fresh tensor"))?;
         let mut order: Vec<usize> = Vec::with_capacity(n);
         for ((row, vrow), irow) in src
@@ -204,8 +207,9 @@ fn unique_flat(
     let flat = reshape(t, &[-1])?.contiguous()?;
     let n = flat.numel();
     let (values, inverse, counts) = crate::dispatch_real!(t.dtype(), "unique", |T| {
-        let data = flat
-            .as_slice::<T>()?
+        let data_guard = flat.read::<T>()?;
+        let data = data_guard
+            .as_slice()
             .ok_or_else(|| shape_err("contiguous"))?;
         let mut order: Vec<usize> = (0..n).collect();
         if !consecutive {
@@ -242,8 +246,9 @@ fn unique_dim(t: &Tensor, dim: i64, consecutive: bool) -> R<(Tensor, Tensor, Ten
     let rows_n = t.shape().get(d).copied().unwrap_or(1);
     let width = moved.numel().checked_div(rows_n).unwrap_or(0);
     let (reps, ids, counts, order) = crate::dispatch_real!(t.dtype(), "unique_dim", |T| {
-        let data = moved
-            .as_slice::<T>()?
+        let data_guard = moved.read::<T>()?;
+        let data = data_guard
+            .as_slice()
             .ok_or_else(|| shape_err("contiguous"))?;
         let row = |i: usize| &data[i * width..(i + 1) * width];
         let mut order: Vec<usize> = (0..rows_n).collect();
@@ -487,12 +492,17 @@ fn cum_extreme(t: &Tensor, dim: i64, max: bool) -> R<(Tensor, Tensor)> {
     let indices = Tensor::zeros(m.shape(), DType::Int64)?;
     if m.numel() > 0 {
         crate::dispatch_real!(t.dtype(), "cummax", |T| {
-            let src = m.as_slice::<T>()?.ok_or_else(|| shape_err("contiguous"))?;
-            let vals = values
-                .as_slice_mut::<T>()?
+            let src_guard = m.read::<T>()?;
+            let src = src_guard
+                .as_slice()
+                .ok_or_else(|| shape_err("contiguous"))?;
+            let mut vals_guard = values.write::<T>()?;
+            let vals = vals_guard
+                .as_slice_mut()
                 .ok_or_else(|| shape_err("fresh"))?;
-            let idxs = indices
-                .as_slice_mut::<i64>()?
+            let mut idxs_guard = indices.write::<i64>()?;
+            let idxs = idxs_guard
+                .as_slice_mut()
                 .ok_or_else(|| shape_err("fresh"))?;
             for ((row, vrow), irow) in src
                 .chunks(n)

@@ -43,7 +43,8 @@ fn nms(a: &mut Args) -> crate::Result<IValue> {
     let cd = compute_dtype(a.op, dets.dtype())?;
     let keep: Vec<i64> = dispatch_real_compute!(cd, a.op, |T| {
         let d = contiguous_as(&dets, cd)?;
-        let b = slice_of::<T>(&d)?;
+        let b_guard = d.read::<T>()?;
+        let b = slice_of(&b_guard)?;
         let s = scores.to_vec::<f64>()?;
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by(|&i, &j| s[j].partial_cmp(&s[i]).unwrap_or(std::cmp::Ordering::Equal));
@@ -161,9 +162,12 @@ fn roi_align(a: &mut Args) -> crate::Result<IValue> {
         return Ok(IValue::Tensor(out.to_dtype(dtype)?));
     }
     dispatch_real_compute!(cd, a.op, |T| {
-        let xs = slice_of::<T>(&x)?;
-        let rs = slice_of::<T>(&rois)?;
-        let os = slice_mut_of::<T>(&out)?;
+        let xs_guard = x.read::<T>()?;
+        let xs = slice_of(&xs_guard)?;
+        let rs_guard = rois.read::<T>()?;
+        let rs = slice_of(&rs_guard)?;
+        let mut os_guard = out.write::<T>()?;
+        let os = slice_mut_of(&mut os_guard)?;
         for r in 0..k {
             let bi = rs[r * 5].as_f64() as i64;
             if bi < 0 || bi as usize >= n {
@@ -240,10 +244,14 @@ fn roi_pool(a: &mut Args) -> crate::Result<IValue> {
     let out = Tensor::zeros(&[k, c, ph, pw], cd)?;
     let arg = Tensor::zeros(&[k, c, ph, pw], DType::Int32)?;
     dispatch_real_compute!(cd, a.op, |T| {
-        let xs = slice_of::<T>(&x)?;
-        let rs = slice_of::<T>(&rois)?;
-        let os = slice_mut_of::<T>(&out)?;
-        let am = slice_mut_of::<i32>(&arg)?;
+        let xs_guard = x.read::<T>()?;
+        let xs = slice_of(&xs_guard)?;
+        let rs_guard = rois.read::<T>()?;
+        let rs = slice_of(&rs_guard)?;
+        let mut os_guard = out.write::<T>()?;
+        let os = slice_mut_of(&mut os_guard)?;
+        let mut am_guard = arg.write::<i32>()?;
+        let am = slice_mut_of(&mut am_guard)?;
         let sc = T::from_f64(scale);
         for r in 0..k {
             let roi = &rs[r * 5..r * 5 + 5];

@@ -40,6 +40,12 @@ pub struct ModuleShared {
     /// The interpreter over the compiled program, built on first call (see `run.rs`).
     interpreter:
         OnceLock<std::result::Result<Arc<crate::runtime::interpreter::Interpreter>, String>>,
+    /// Held shared by calls that only read module state and exclusively by calls that may write
+    /// it, so that calls from many threads behave as if they ran one after another wherever
+    /// that matters (see `run.rs`).
+    pub(crate) state_lock: parking_lot::RwLock<()>,
+    /// What each method and function may write, by `class::method` or function name.
+    pub(crate) effects: parking_lot::Mutex<HashMap<String, crate::ir::passes::effects::Effects>>,
 }
 
 /// A TorchScript module: the root of a loaded archive or one of its submodules.
@@ -127,6 +133,8 @@ impl Module {
             program: OnceLock::new(),
             compiled: OnceLock::new(),
             interpreter: OnceLock::new(),
+            state_lock: parking_lot::RwLock::new(()),
+            effects: parking_lot::Mutex::new(HashMap::new()),
         };
         Ok(Module {
             shared: Arc::new(shared),

@@ -15,7 +15,7 @@ pub use dtype::DType;
 pub use element::Element;
 pub use identity::TensorIdentity;
 pub use scalar::Scalar;
-pub use storage::{AllocError, Storage, STORAGE_ALIGN};
+pub use storage::{AllocError, BorrowError, Storage, StorageRead, StorageWrite, STORAGE_ALIGN};
 
 use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
 use smallvec::SmallVec;
@@ -40,6 +40,10 @@ pub enum TensorError {
     OutOfBounds(String),
     #[error("unsupported: {0}")]
     Unsupported(String),
+    #[error("{0}")]
+    InternalOverlap(String),
+    #[error(transparent)]
+    Borrow(#[from] BorrowError),
     #[error(transparent)]
     Alloc(#[from] AllocError),
 }
@@ -130,9 +134,7 @@ impl Tensor {
                 storage.nbytes()
             )));
         }
-        if !(storage.as_ptr() as usize).is_multiple_of(dtype.size().min(8))
-            && !storage.bytes().is_empty()
-        {
+        if storage.alignment() < dtype.size().min(8) && storage.nbytes() > 0 {
             return Err(TensorError::OutOfBounds(format!(
                 "storage is not aligned for {dtype}"
             )));
@@ -178,22 +180,21 @@ impl Tensor {
 
     /// A contiguous tensor holding a copy of `data`.
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> TResult<Tensor> {
-        let t = Tensor::zeros(shape, T::DTYPE)?;
         if checked_numel(shape)? != data.len() {
             return Err(TensorError::Shape(format!(
                 "{} elements do not fill shape {shape:?}",
                 data.len()
             )));
         }
-        // SAFETY: fresh contiguous storage of exactly data.len() elements of T.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr() as *const u8,
-                t.storage.as_mut_ptr(),
-                std::mem::size_of_val(data),
-            )
-        };
-        Ok(t)
+        let storage = Storage::from_bytes(bytemuck_bytes(data))?;
+        Ok(Tensor {
+            storage,
+            offset: 0,
+            shape: shape.into(),
+            strides: contiguous_strides(shape),
+            dtype: T::DTYPE,
+            requires_grad: false,
+        })
     }
 
     /// A contiguous tensor from an ndarray (copied into row-major order).
@@ -295,60 +296,83 @@ impl Tensor {
         Ok(())
     }
 
-    /// A typed read-only ndarray view. Fails if `T` is not this tensor's element type.
-    pub fn view<T: Element>(&self) -> TResult<ArrayViewD<'_, T>> {
+    /// Shared, typed access to the elements (fails if `T` is not this tensor's element type, or if
+    /// a write to the storage is in progress). Views and slices borrow the returned guard, so none
+    /// can outlive it.
+    pub fn read<T: Element>(&self) -> TResult<TensorRead<T>> {
         self.check_dtype::<T>()?;
-        // SAFETY: from_parts checked that every element addressed by (offset, shape, strides)
-        // lies inside the storage, which lives as long as `self`; strides are non-negative.
-        unsafe {
-            Ok(ArrayViewD::from_shape_ptr(
-                self.ndarray_layout(),
-                self.data_ptr::<T>(),
-            ))
-        }
+        let borrow = self.storage.read()?;
+        check_bool_bytes::<T>(&borrow)?;
+        let ptr = if self.numel() == 0 {
+            // An empty tensor addresses no memory (its offset may lie past the storage's end).
+            std::ptr::NonNull::<T>::dangling().as_ptr() as *const T
+        } else {
+            // SAFETY: from_parts checked that the offset lies inside the storage for non-empty views.
+            unsafe { (borrow.as_ptr() as *const T).add(self.offset) }
+        };
+        Ok(TensorRead {
+            tensor: self.clone(),
+            _borrow: borrow,
+            ptr,
+        })
     }
 
-    /// A typed writable ndarray view, for in-place kernels and for filling fresh outputs.
-    ///
-    /// PyTorch semantics: the write is visible through every tensor sharing the storage. Callers must
-    /// not hold another view of overlapping memory while writing (copy the source first if
-    /// [`Tensor::shares_storage`]).
-    pub fn view_mut<T: Element>(&self) -> TResult<ArrayViewMutD<'_, T>> {
+    /// Exclusive, typed write access to the elements, for in-place kernels and for filling fresh
+    /// outputs. The write is visible through every tensor sharing the storage (PyTorch's aliasing
+    /// model). Fails with PyTorch's error when several elements share one memory location
+    /// (`expand`ed views), and while any other guard on the storage is live — so a kernel must copy
+    /// an input that shares the output's storage before it writes.
+    pub fn write<T: Element>(&self) -> TResult<TensorWrite<T>> {
         self.check_dtype::<T>()?;
-        // SAFETY: as in `view`; mutation through a shared storage is PyTorch's aliasing model.
-        unsafe {
-            Ok(ArrayViewMutD::from_shape_ptr(
-                self.ndarray_layout(),
-                self.data_ptr_mut::<T>(),
-            ))
-        }
+        self.check_no_internal_overlap()?;
+        let mut borrow = self.storage.write()?;
+        check_bool_bytes::<T>(&borrow)?;
+        let ptr = if self.numel() == 0 {
+            std::ptr::NonNull::<T>::dangling().as_ptr()
+        } else {
+            // SAFETY: as in `read`.
+            unsafe { (borrow.as_mut_ptr() as *mut T).add(self.offset) }
+        };
+        Ok(TensorWrite {
+            tensor: self.clone(),
+            _borrow: borrow,
+            ptr,
+        })
     }
 
-    /// The elements as a slice when the tensor is contiguous.
-    pub fn as_slice<T: Element>(&self) -> TResult<Option<&[T]>> {
-        self.check_dtype::<T>()?;
-        if !self.is_contiguous() {
-            return Ok(None);
+    /// PyTorch's `assert_no_internal_overlap`, made exact: writing through a view whose elements
+    /// share memory is refused (ndarray forbids such mutable views). A stride-0 dimension of more
+    /// than one element gets PyTorch's message; other overlapping `as_strided` layouts, which
+    /// PyTorch writes element by element in an unspecified order, are refused as unsupported.
+    fn check_no_internal_overlap(&self) -> TResult<()> {
+        let mut dims: SmallVec<[(usize, usize); 6]> = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .filter(|(&size, _)| size > 1)
+            .map(|(&size, &stride)| (stride.unsigned_abs(), size))
+            .collect();
+        if self.numel() == 0 {
+            return Ok(());
         }
-        // SAFETY: contiguous, in bounds (checked at construction), element type checked.
-        unsafe {
-            let ptr = self.data_ptr::<T>();
-            Ok(Some(std::slice::from_raw_parts(ptr, self.numel())))
+        if dims.iter().any(|&(stride, _)| stride == 0) {
+            return Err(TensorError::InternalOverlap(
+                "unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.".into(),
+            ));
         }
-    }
-
-    /// The elements as a mutable slice when the tensor is contiguous (see [`Tensor::view_mut`]).
-    #[allow(clippy::mut_from_ref)]
-    pub fn as_slice_mut<T: Element>(&self) -> TResult<Option<&mut [T]>> {
-        self.check_dtype::<T>()?;
-        if !self.is_contiguous() {
-            return Ok(None);
+        dims.sort_unstable();
+        let mut extent = 1usize;
+        for (stride, size) in dims {
+            if stride < extent {
+                return Err(TensorError::InternalOverlap(format!(
+                    "unsupported operation: the written-to tensor (shape {:?}, strides {:?}) has elements that overlap in memory. Please clone() the tensor before performing the operation.",
+                    self.shape.as_slice(),
+                    self.strides.as_slice()
+                )));
+            }
+            extent = stride.saturating_mul(size - 1).saturating_add(extent);
         }
-        // SAFETY: as in `as_slice`; aliasing per PyTorch semantics.
-        unsafe {
-            let ptr = self.data_ptr_mut::<T>();
-            Ok(Some(std::slice::from_raw_parts_mut(ptr, self.numel())))
-        }
+        Ok(())
     }
 
     /// The shape and strides of an ndarray view. An empty tensor gets ndarray's default
@@ -359,20 +383,6 @@ impl Tensor {
         }
         let strides: Vec<usize> = self.strides.iter().map(|&s| s as usize).collect();
         IxDyn(&self.shape).strides(IxDyn(&strides))
-    }
-
-    /// The first element's address. An empty tensor addresses no memory (its offset may lie
-    /// past the storage's end, as PyTorch allows), so it gets an aligned dangling pointer.
-    fn data_ptr<T: Element>(&self) -> *const T {
-        self.data_ptr_mut::<T>()
-    }
-
-    fn data_ptr_mut<T: Element>(&self) -> *mut T {
-        if self.numel() == 0 {
-            return std::ptr::NonNull::<T>::dangling().as_ptr();
-        }
-        // SAFETY: from_parts checked that offset lies inside the storage for non-empty views.
-        unsafe { (self.storage.as_mut_ptr() as *mut T).add(self.offset) }
     }
 
     fn check_dtype<T: Element>(&self) -> TResult<()> {
@@ -387,13 +397,18 @@ impl Tensor {
 
     /// An owned row-major copy of the elements.
     pub fn to_array<T: Element>(&self) -> TResult<ArrayD<T>> {
-        Ok(self.view::<T>()?.to_owned())
+        Ok(self.read::<T>()?.view().to_owned())
     }
 
     /// Elements in row-major order, converted to `T` with PyTorch's cast rules.
     pub fn to_vec<T: Element>(&self) -> crate::Result<Vec<T>> {
         crate::dispatch_all!(self.dtype, "to_vec", |S| {
-            Ok(self.view::<S>()?.iter().map(|&x| T::cast_from(x)).collect())
+            Ok(self
+                .read::<S>()?
+                .view()
+                .iter()
+                .map(|&x| T::cast_from(x))
+                .collect())
         })
     }
 
@@ -433,7 +448,8 @@ impl Tensor {
         };
         crate::dispatch_all!(self.dtype, "copy_", |D| {
             crate::dispatch_all!(src.dtype, "copy_", |S| {
-                let sv = src.view::<S>()?;
+                let sg = src.read::<S>()?;
+                let sv = sg.view();
                 let sv = sv.broadcast(IxDyn(&self.shape)).ok_or_else(|| {
                     TensorError::Shape(format!(
                         "cannot broadcast shape {:?} to {:?}",
@@ -441,7 +457,8 @@ impl Tensor {
                         self.shape()
                     ))
                 })?;
-                let mut dv = self.view_mut::<D>()?;
+                let mut dg = self.write::<D>()?;
+                let mut dv = dg.view_mut();
                 ndarray::Zip::from(&mut dv)
                     .and(&sv)
                     .for_each(|d, &s| *d = D::cast_from(s));
@@ -459,7 +476,7 @@ impl Tensor {
                 Scalar::Float(f) => T::from_f64(f),
                 Scalar::Complex(c) => T::from_c64(c),
             };
-            self.view_mut::<T>()?.fill(v);
+            self.write::<T>()?.view_mut().fill(v);
             Ok(())
         })
     }
@@ -475,7 +492,8 @@ impl Tensor {
         }
         crate::dispatch_all!(self.dtype, "item", |T| {
             let v = *self
-                .view::<T>()?
+                .read::<T>()?
+                .view()
                 .iter()
                 .next()
                 .ok_or_else(|| TensorError::Value("empty tensor".into()))?;
@@ -490,6 +508,97 @@ impl Tensor {
             })
         })
     }
+}
+
+/// A shared borrow of a tensor's elements as `T` ([`Tensor::read`]). The guard holds its own
+/// handle to the tensor, so the tensor may be moved while the guard lives; views and slices
+/// borrow the guard.
+pub struct TensorRead<T> {
+    tensor: Tensor,
+    _borrow: StorageRead,
+    ptr: *const T,
+}
+
+impl<T: Element> TensorRead<T> {
+    /// A strided ndarray view of the elements.
+    pub fn view(&self) -> ArrayViewD<'_, T> {
+        // SAFETY: from_parts checked that every element addressed by (offset, shape, strides) lies
+        // inside the storage with non-negative strides; the read borrow keeps writers out, and the
+        // view borrows `self`, so it cannot outlive the borrow.
+        unsafe { ArrayViewD::from_shape_ptr(self.tensor.ndarray_layout(), self.ptr) }
+    }
+
+    /// The elements as a slice, in row-major order, when the tensor is contiguous.
+    pub fn as_slice(&self) -> Option<&[T]> {
+        if !self.tensor.is_contiguous() {
+            return None;
+        }
+        // SAFETY: contiguous and in bounds (checked at construction), element type checked, and
+        // the slice borrows the guard.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr, self.tensor.numel()) })
+    }
+
+    /// The first element's address, valid for reads while the guard lives.
+    pub fn as_ptr(&self) -> *const T {
+        self.ptr
+    }
+}
+
+/// An exclusive borrow of a tensor's elements as `T` ([`Tensor::write`]); see [`TensorRead`].
+pub struct TensorWrite<T> {
+    tensor: Tensor,
+    _borrow: StorageWrite,
+    ptr: *mut T,
+}
+
+impl<T: Element> TensorWrite<T> {
+    /// A read-only view of the elements.
+    pub fn view(&self) -> ArrayViewD<'_, T> {
+        // SAFETY: as in `TensorRead::view`; the exclusive borrow is held.
+        unsafe { ArrayViewD::from_shape_ptr(self.tensor.ndarray_layout(), self.ptr) }
+    }
+
+    /// A writable strided ndarray view of the elements.
+    pub fn view_mut(&mut self) -> ArrayViewMutD<'_, T> {
+        // SAFETY: in bounds as in `view`; `Tensor::write` checked that no two elements share a
+        // location, the exclusive borrow keeps every other access out, and `&mut self` makes this
+        // the guard's only live view.
+        unsafe { ArrayViewMutD::from_shape_ptr(self.tensor.ndarray_layout(), self.ptr) }
+    }
+
+    /// The elements as a mutable slice when the tensor is contiguous.
+    pub fn as_slice_mut(&mut self) -> Option<&mut [T]> {
+        if !self.tensor.is_contiguous() {
+            return None;
+        }
+        // SAFETY: as in `TensorRead::as_slice`, with the exclusive borrow and `&mut self`.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr, self.tensor.numel()) })
+    }
+
+    /// The first element's address, valid for reads and writes of the addressed elements while
+    /// the guard lives.
+    pub fn as_mut_ptr(&mut self) -> *mut T {
+        self.ptr
+    }
+}
+
+/// The bytes of a slice of elements.
+fn bytemuck_bytes<T: Element>(data: &[T]) -> &[u8] {
+    // SAFETY: every `Element` type (numbers, `bool`, half floats, `Complex` of floats) is plain data
+    // without padding, so each of its bytes is initialized; u8 has no alignment requirement.
+    unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) }
+}
+
+/// A `bool` may only hold 0 or 1: bytes from an archive or written through a `uint8` view of the
+/// same storage are checked before they are seen as `bool`s (anything else would be undefined
+/// behaviour).
+fn check_bool_bytes<T: Element>(bytes: &[u8]) -> TResult<()> {
+    if T::DTYPE == DType::Bool && bytes.iter().any(|&b| b > 1) {
+        return Err(TensorError::Value(
+            "a bool tensor's storage holds a byte that is neither 0 nor 1".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Number of elements from storage start needed to hold every element of the view.

@@ -1,49 +1,103 @@
-//! Untyped, shared tensor storage: an aligned heap buffer or a region of a memory-mapped archive.
+//! Untyped, shared tensor storage: an aligned heap buffer or a read-only region of the archive's
+//! memory map, with a run-time borrow state that makes shared mutation sound.
 //!
-//! Storage is shared by every tensor that views it (PyTorch's aliasing semantics), so writes through
-//! one view are seen through all. Like PyTorch, concurrent writes to one storage from several threads
-//! are the caller's responsibility; model parameters are only read during inference.
+//! Storage is shared by every tensor that views it (PyTorch's aliasing semantics), so a write
+//! through one view is seen through all. Rust forbids a write while any other reference to the
+//! bytes is live, so every access goes through a guard: [`Storage::read`] (any number at once) or
+//! [`Storage::write`] (exclusive). The borrow state is one atomic word, like a thread-safe
+//! `RefCell`; a conflicting request fails with [`BorrowError`] instead of blocking, so a kernel that
+//! reads and writes one storage gets an error, never a deadlock, and two threads that race on one
+//! tensor get an error, never a data race. (The module call path serializes calls that mutate
+//! module state, so conflicts do not arise from correct programs.)
+//!
+//! A mapped storage is never written in place: its first write guard copies the bytes to the heap
+//! (copy-on-write), so the mapping stays read-only, loading stays zero-copy, and the archive may
+//! hand out plain `&[u8]` of its records.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::UnsafeCell;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Alignment of heap storages: a cache line, enough for any element type and SIMD loads.
 pub const STORAGE_ALIGN: usize = 64;
 
-enum Backing {
+/// Where the bytes live.
+enum Memory {
+    /// An owned allocation (`layout` is `None` for the empty storage, which owns nothing).
     Heap {
-        ptr: *mut u8,
+        ptr: NonNull<u8>,
         layout: Option<Layout>,
     },
-    /// A private (copy-on-write) mapping: writes never reach the file.
+    /// A region of a read-only mapping, kept alive by the `Arc`.
     Mapped {
-        map: Arc<UnsafeCell<memmap2::MmapMut>>,
-        offset: usize,
+        _map: Arc<memmap2::Mmap>,
+        ptr: NonNull<u8>,
     },
 }
 
-struct Inner {
-    backing: Backing,
-    nbytes: usize,
+impl Memory {
+    fn ptr(&self) -> NonNull<u8> {
+        match self {
+            Memory::Heap { ptr, .. } | Memory::Mapped { ptr, .. } => *ptr,
+        }
+    }
 }
 
-// SAFETY: the buffer is plain bytes owned by `Inner`; aliasing rules are those of PyTorch storages
-// (see the module docs). Raw pointers are only dereferenced through `Storage`'s methods.
+/// The borrow word's value while a writer holds the storage.
+const WRITING: usize = usize::MAX;
+
+struct Inner {
+    /// Number of live read guards, or [`WRITING`].
+    borrow: AtomicUsize,
+    /// Incremented each time a write guard is released (caches of derived data key on it).
+    version: AtomicU64,
+    nbytes: usize,
+    /// The alignment the bytes keep for the storage's life (a copy-on-write copy is more aligned).
+    align: usize,
+    /// Whether the bytes are still those of the mapping (cleared by the copy-on-write).
+    mapped: std::sync::atomic::AtomicBool,
+    /// Read under any guard; replaced (copy-on-write of a mapping) only under the write guard.
+    memory: UnsafeCell<Memory>,
+}
+
+// SAFETY: `memory` is only dereferenced while a guard holds `borrow`: readers share it, a writer
+// excludes everyone (acquire/release on `borrow` orders the accesses), exactly the discipline of
+// `RwLock`. The bytes are plain data, and the mapping (`Mmap`) is Send + Sync itself.
 unsafe impl Send for Inner {}
 unsafe impl Sync for Inner {}
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Backing::Heap {
+        if let Memory::Heap {
             ptr,
             layout: Some(layout),
-        } = self.backing
+        } = self.memory.get_mut()
         {
-            // SAFETY: allocated in `Storage::zeroed` with this exact layout.
-            unsafe { dealloc(ptr, layout) }
+            // SAFETY: allocated by `heap_zeroed` with this exact layout, and no guard can outlive
+            // the `Arc` that owns `Inner`.
+            unsafe { dealloc(ptr.as_ptr(), *layout) }
         }
     }
+}
+
+/// Why a storage could not be allocated.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot allocate a storage of {0} bytes")]
+pub struct AllocError(pub usize);
+
+/// Why a storage could not be borrowed: another guard holds it in a conflicting mode.
+#[derive(Debug, thiserror::Error)]
+pub enum BorrowError {
+    #[error(
+        "a tensor's memory is being written while it is read (an operation reads and writes one storage, or two threads share a tensor one of them writes)"
+    )]
+    WriteWhileRead,
+    #[error("a tensor's memory is being read or written while another write to it is in progress")]
+    AlreadyWriting,
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
 }
 
 /// A reference-counted byte buffer. Cloning shares it.
@@ -58,78 +112,81 @@ impl std::fmt::Debug for Storage {
     }
 }
 
-/// Why a storage could not be allocated.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot allocate a storage of {0} bytes")]
-pub struct AllocError(pub usize);
+fn heap_zeroed(nbytes: usize) -> Result<Memory, AllocError> {
+    if nbytes == 0 {
+        return Ok(Memory::Heap {
+            ptr: NonNull::dangling(),
+            layout: None,
+        });
+    }
+    let layout = Layout::from_size_align(nbytes, STORAGE_ALIGN).map_err(|_| AllocError(nbytes))?;
+    // SAFETY: the layout has a non-zero size.
+    let ptr = unsafe { alloc_zeroed(layout) };
+    let ptr = NonNull::new(ptr).ok_or(AllocError(nbytes))?;
+    Ok(Memory::Heap {
+        ptr,
+        layout: Some(layout),
+    })
+}
 
 impl Storage {
+    fn with_memory(memory: Memory, nbytes: usize) -> Storage {
+        let align = if nbytes == 0 {
+            STORAGE_ALIGN
+        } else {
+            let addr = memory.ptr().as_ptr() as usize;
+            (1usize << addr.trailing_zeros().min(STORAGE_ALIGN.trailing_zeros())).min(STORAGE_ALIGN)
+        };
+        let mapped = matches!(memory, Memory::Mapped { .. });
+        Storage {
+            inner: Arc::new(Inner {
+                borrow: AtomicUsize::new(0),
+                version: AtomicU64::new(0),
+                nbytes,
+                align,
+                mapped: std::sync::atomic::AtomicBool::new(mapped),
+                memory: UnsafeCell::new(memory),
+            }),
+        }
+    }
+
     /// A zero-filled heap storage of `nbytes` bytes, aligned to [`STORAGE_ALIGN`].
     pub fn zeroed(nbytes: usize) -> Result<Storage, AllocError> {
-        if nbytes == 0 {
-            return Ok(Storage {
-                inner: Arc::new(Inner {
-                    backing: Backing::Heap {
-                        ptr: STORAGE_ALIGN as *mut u8,
-                        layout: None,
-                    },
-                    nbytes: 0,
-                }),
-            });
-        }
-        let layout =
-            Layout::from_size_align(nbytes, STORAGE_ALIGN).map_err(|_| AllocError(nbytes))?;
-        // SAFETY: layout has non-zero size.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        if ptr.is_null() {
-            return Err(AllocError(nbytes));
-        }
-        Ok(Storage {
-            inner: Arc::new(Inner {
-                backing: Backing::Heap {
-                    ptr,
-                    layout: Some(layout),
-                },
-                nbytes,
-            }),
-        })
+        Ok(Storage::with_memory(heap_zeroed(nbytes)?, nbytes))
     }
 
     /// A heap storage holding a copy of `bytes`.
     pub fn from_bytes(bytes: &[u8]) -> Result<Storage, AllocError> {
-        let s = Storage::zeroed(bytes.len())?;
-        // SAFETY: freshly allocated, exclusively owned, same length.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.as_mut_ptr(), bytes.len()) };
-        Ok(s)
+        let memory = heap_zeroed(bytes.len())?;
+        // SAFETY: the allocation is fresh, exclusively owned, and `bytes.len()` long.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), memory.ptr().as_ptr(), bytes.len())
+        };
+        Ok(Storage::with_memory(memory, bytes.len()))
     }
 
-    /// A storage over `len` bytes at `offset` of a private file mapping (no copy).
+    /// A storage over `len` bytes at `offset` of a read-only mapping (no copy).
     /// Returns `None` when the range is outside the mapping.
-    pub fn from_mapping(
-        map: Arc<UnsafeCell<memmap2::MmapMut>>,
-        offset: usize,
-        len: usize,
-    ) -> Option<Storage> {
-        // SAFETY: only the length is read.
-        let map_len = unsafe { (&*map.get()).len() };
-        if offset.checked_add(len)? > map_len {
+    pub fn from_mapping(map: Arc<memmap2::Mmap>, offset: usize, len: usize) -> Option<Storage> {
+        if offset.checked_add(len)? > map.len() {
             return None;
         }
-        Some(Storage {
-            inner: Arc::new(Inner {
-                backing: Backing::Mapped { map, offset },
-                nbytes: len,
-            }),
-        })
+        let ptr = if len == 0 {
+            NonNull::<u8>::dangling()
+        } else {
+            // SAFETY: offset + len lies inside the mapping (checked above).
+            NonNull::new(unsafe { map.as_ptr().add(offset) } as *mut u8)?
+        };
+        Some(Storage::with_memory(Memory::Mapped { _map: map, ptr }, len))
     }
 
     pub fn nbytes(&self) -> usize {
         self.inner.nbytes
     }
 
-    /// Whether the bytes live in a memory-mapped file rather than on the heap.
+    /// Whether the bytes still live in the memory-mapped archive (no write has copied them yet).
     pub fn is_mapped(&self) -> bool {
-        matches!(self.inner.backing, Backing::Mapped { .. })
+        self.inner.mapped.load(Ordering::Acquire)
     }
 
     /// Whether two handles share the same buffer.
@@ -137,43 +194,149 @@ impl Storage {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// A stable identity for this buffer (for grouping shared storages when saving).
+    /// A stable identity for this buffer (for grouping shared storages when saving, and for caches).
     pub fn id(&self) -> usize {
         Arc::as_ptr(&self.inner) as usize
     }
 
-    pub fn as_ptr(&self) -> *const u8 {
-        self.as_mut_ptr() as *const u8
+    /// How many times the bytes have been written through a guard (a cache of data derived from
+    /// the bytes is valid while `(id, version)` is unchanged).
+    pub fn version(&self) -> u64 {
+        self.inner.version.load(Ordering::Acquire)
     }
 
-    pub fn as_mut_ptr(&self) -> *mut u8 {
-        match &self.inner.backing {
-            Backing::Heap { ptr, .. } => *ptr,
-            // SAFETY: the mapping outlives `self`; offset was bounds-checked at construction.
-            Backing::Mapped { map, offset } => unsafe {
-                (&mut *map.get()).as_mut_ptr().add(*offset)
-            },
+    /// The alignment the bytes are guaranteed to keep (heap storages and copies of mapped ones
+    /// are cache-line aligned; a mapped region is as aligned as its offset in the file).
+    pub fn alignment(&self) -> usize {
+        self.inner.align
+    }
+
+    /// Shared read access to the bytes.
+    pub fn read(&self) -> Result<StorageRead, BorrowError> {
+        let b = &self.inner.borrow;
+        let mut cur = b.load(Ordering::Relaxed);
+        loop {
+            if cur == WRITING {
+                return Err(BorrowError::AlreadyWriting);
+            }
+            if cur == WRITING - 1 {
+                // as many readers as fit in a word: treat as busy rather than overflow
+                return Err(BorrowError::AlreadyWriting);
+            }
+            match b.compare_exchange_weak(cur, cur + 1, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
         }
+        // SAFETY: the read borrow is held, so `memory` is not replaced while we look.
+        let ptr = unsafe { &*self.inner.memory.get() }.ptr();
+        Ok(StorageRead {
+            inner: self.inner.clone(),
+            ptr,
+        })
     }
 
-    /// The bytes, read-only.
-    pub fn bytes(&self) -> &[u8] {
-        // SAFETY: pointer and length describe the live buffer.
-        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.nbytes()) }
-    }
-
-    /// The bytes, writable.
-    ///
-    /// # Safety
-    /// No other reference to these bytes may be used while the returned slice lives
-    /// (the caller upholds PyTorch's single-writer discipline).
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn bytes_mut(&self) -> &mut [u8] {
-        std::slice::from_raw_parts_mut(self.as_mut_ptr(), self.nbytes())
+    /// Exclusive write access to the bytes. A mapped storage is first copied to the heap.
+    pub fn write(&self) -> Result<StorageWrite, BorrowError> {
+        let b = &self.inner.borrow;
+        if let Err(now) = b.compare_exchange(0, WRITING, Ordering::Acquire, Ordering::Relaxed) {
+            return Err(if now == WRITING {
+                BorrowError::AlreadyWriting
+            } else {
+                BorrowError::WriteWhileRead
+            });
+        }
+        // Releases the borrow if the copy-on-write below fails.
+        let mut guard = StorageWrite {
+            inner: self.inner.clone(),
+            ptr: NonNull::dangling(),
+        };
+        // SAFETY: the write borrow is held: no other guard exists, so `memory` may be replaced.
+        let memory = unsafe { &mut *self.inner.memory.get() };
+        if let Memory::Mapped { ptr, .. } = memory {
+            let copy = heap_zeroed(self.inner.nbytes)?;
+            // SAFETY: both regions are `nbytes` long and distinct (a fresh allocation).
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr.as_ptr(), copy.ptr().as_ptr(), self.inner.nbytes)
+            };
+            *memory = copy;
+            self.inner.mapped.store(false, Ordering::Release);
+        }
+        guard.ptr = memory.ptr();
+        Ok(guard)
     }
 
     /// A deep copy onto the heap.
-    pub fn deep_copy(&self) -> Result<Storage, AllocError> {
-        Storage::from_bytes(self.bytes())
+    pub fn deep_copy(&self) -> Result<Storage, BorrowError> {
+        let g = self.read()?;
+        Ok(Storage::from_bytes(&g)?)
+    }
+}
+
+/// A shared borrow of a storage's bytes; derefs to them. It holds the storage alive itself.
+pub struct StorageRead {
+    inner: Arc<Inner>,
+    ptr: NonNull<u8>,
+}
+
+impl StorageRead {
+    /// The first byte's address, valid while the guard lives.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl std::ops::Deref for StorageRead {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` addresses `nbytes` initialized bytes that no writer can touch while this
+        // read borrow is held; the slice borrows the guard, so it cannot outlive the borrow.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.inner.nbytes) }
+    }
+}
+
+impl Drop for StorageRead {
+    fn drop(&mut self) {
+        self.inner.borrow.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// An exclusive borrow of a storage's bytes; derefs (mutably) to them. It holds the storage alive
+/// itself.
+pub struct StorageWrite {
+    inner: Arc<Inner>,
+    ptr: NonNull<u8>,
+}
+
+impl StorageWrite {
+    /// The first byte's address, valid for reads and writes while the guard lives.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+    /// The first byte's address for reading.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl std::ops::Deref for StorageWrite {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the write borrow excludes every other access; the slice borrows the guard.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.inner.nbytes) }
+    }
+}
+
+impl std::ops::DerefMut for StorageWrite {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only live slice of the guard.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.inner.nbytes) }
+    }
+}
+
+impl Drop for StorageWrite {
+    fn drop(&mut self) {
+        self.inner.version.fetch_add(1, Ordering::AcqRel);
+        self.inner.borrow.store(0, Ordering::Release);
     }
 }

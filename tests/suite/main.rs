@@ -25,4 +25,5 @@ mod printer_graph;
 mod run_interpreter;
 mod run_models;
 mod save_roundtrip;
+mod storage_soundness;
 mod tensor_core;

@@ -644,6 +644,7 @@ impl Emitter<'_> {
                     default: p.default.clone(),
                     kwarg_only: p.kwarg_only,
                     is_write: false,
+                    alias: None,
                 })
                 .collect(),
             returns: Vec::new(),

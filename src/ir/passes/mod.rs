@@ -3,6 +3,7 @@
 
 mod canonicalize;
 mod constprop;
+pub mod effects;
 mod inline;
 mod list_idioms;
 mod peephole;

@@ -1,14 +1,16 @@
 //! Elementwise maps into fresh contiguous outputs.
 
-use crate::tensor::{broadcast_shapes, Element, Tensor, TensorError, PARALLEL_THRESHOLD};
+use crate::tensor::{
+    broadcast_shapes, Element, Tensor, TensorError, TensorRead, TensorWrite, PARALLEL_THRESHOLD,
+};
 use ndarray::{IxDyn, Zip};
 use rayon::prelude::*;
 
 /// Elements per rayon task for contiguous maps.
 const CHUNK: usize = 8 * 1024;
 
-fn fresh_slice<O: Element>(out: &Tensor) -> crate::Result<&mut [O]> {
-    out.as_slice_mut::<O>()?
+fn fresh_slice<O: Element>(out: &mut TensorWrite<O>) -> crate::Result<&mut [O]> {
+    out.as_slice_mut()
         .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()).into())
 }
 
@@ -18,8 +20,10 @@ where
     F: Fn(I) -> O + Sync + Send,
 {
     let out = Tensor::zeros(x.shape(), O::DTYPE)?;
-    let dst = fresh_slice::<O>(&out)?;
-    if let Some(src) = x.as_slice::<I>()? {
+    let mut og = out.write::<O>()?;
+    let xg = x.read::<I>()?;
+    if let Some(src) = xg.as_slice() {
+        let dst = fresh_slice(&mut og)?;
         if src.len() >= PARALLEL_THRESHOLD {
             dst.par_chunks_mut(CHUNK)
                 .zip(src.par_chunks(CHUNK))
@@ -28,8 +32,8 @@ where
             dst.iter_mut().zip(src).for_each(|(d, &s)| *d = f(s));
         }
     } else {
-        let src = x.view::<I>()?;
-        let mut dv = out.view_mut::<O>()?;
+        let src = xg.view();
+        let mut dv = og.view_mut();
         if src.len() >= PARALLEL_THRESHOLD {
             Zip::from(&mut dv).and(&src).par_for_each(|d, &s| *d = f(s));
         } else {
@@ -55,13 +59,16 @@ where
     let shape = broadcast_shapes(a.shape(), b.shape())?;
     let out = Tensor::zeros(&shape, O::DTYPE)?;
     let n = out.numel();
-    let dst = fresh_slice::<O>(&out)?;
+    let mut og = out.write::<O>()?;
+    let ag = a.read::<A>()?;
+    let bg = b.read::<B>()?;
+    let dst = fresh_slice(&mut og)?;
     let par = n >= PARALLEL_THRESHOLD;
     let a_full = a.shape() == shape.as_slice();
     let b_full = b.shape() == shape.as_slice();
     // Fast paths: same-shape contiguous operands, or one side a single element.
-    if let (true, Some(sa)) = (a_full, a.as_slice::<A>()?) {
-        if let (true, Some(sb)) = (b_full, b.as_slice::<B>()?) {
+    if let (true, Some(sa)) = (a_full, ag.as_slice()) {
+        if let (true, Some(sb)) = (b_full, bg.as_slice()) {
             if par {
                 dst.par_chunks_mut(CHUNK)
                     .zip(sa.par_chunks(CHUNK).zip(sb.par_chunks(CHUNK)))
@@ -78,7 +85,7 @@ where
             return Ok(out);
         }
         if b.numel() == 1 {
-            let y = first::<B>(b)?;
+            let y = first_of(&bg)?;
             if par {
                 dst.par_chunks_mut(CHUNK)
                     .zip(sa.par_chunks(CHUNK))
@@ -89,9 +96,9 @@ where
             return Ok(out);
         }
     }
-    if let (true, Some(sb)) = (b_full, b.as_slice::<B>()?) {
+    if let (true, Some(sb)) = (b_full, bg.as_slice()) {
         if a.numel() == 1 {
-            let x = first::<A>(a)?;
+            let x = first_of(&ag)?;
             if par {
                 dst.par_chunks_mut(CHUNK)
                     .zip(sb.par_chunks(CHUNK))
@@ -102,15 +109,15 @@ where
             return Ok(out);
         }
     }
-    let av = a.view::<A>()?;
+    let av = ag.view();
     let av = av
         .broadcast(IxDyn(&shape))
         .ok_or_else(|| broadcast_err(a.shape(), &shape))?;
-    let bv = b.view::<B>()?;
+    let bv = bg.view();
     let bv = bv
         .broadcast(IxDyn(&shape))
         .ok_or_else(|| broadcast_err(b.shape(), &shape))?;
-    let mut dv = out.view_mut::<O>()?;
+    let mut dv = og.view_mut();
     let z = Zip::from(&mut dv).and(&av).and(&bv);
     if par {
         z.par_for_each(|d, &x, &y| *d = f(x, y));
@@ -132,21 +139,24 @@ where
 {
     let shape = broadcast_shapes(&broadcast_shapes(a.shape(), b.shape())?, c.shape())?;
     let out = Tensor::zeros(&shape, O::DTYPE)?;
-    let av = a.view::<A>()?;
+    let (ag, bg, cg) = (a.read::<A>()?, b.read::<B>()?, c.read::<C>()?);
+    let av = ag.view();
     let av = av
         .broadcast(IxDyn(&shape))
         .ok_or_else(|| broadcast_err(a.shape(), &shape))?;
-    let bv = b.view::<B>()?;
+    let bv = bg.view();
     let bv = bv
         .broadcast(IxDyn(&shape))
         .ok_or_else(|| broadcast_err(b.shape(), &shape))?;
-    let cv = c.view::<C>()?;
+    let cv = cg.view();
     let cv = cv
         .broadcast(IxDyn(&shape))
         .ok_or_else(|| broadcast_err(c.shape(), &shape))?;
-    let mut dv = out.view_mut::<O>()?;
+    let par = out.numel() >= PARALLEL_THRESHOLD;
+    let mut og = out.write::<O>()?;
+    let mut dv = og.view_mut();
     let z = Zip::from(&mut dv).and(&av).and(&bv).and(&cv);
-    if out.numel() >= PARALLEL_THRESHOLD {
+    if par {
         z.par_for_each(|d, &x, &y, &w| *d = f(x, y, w));
     } else {
         z.for_each(|d, &x, &y, &w| *d = f(x, y, w));
@@ -154,9 +164,9 @@ where
     Ok(out)
 }
 
-/// The first element of a non-empty tensor.
-pub(crate) fn first<T: Element>(t: &Tensor) -> crate::Result<T> {
-    t.view::<T>()?
+/// The first element of a borrowed non-empty tensor.
+fn first_of<T: Element>(g: &TensorRead<T>) -> crate::Result<T> {
+    g.view()
         .iter()
         .next()
         .copied()

@@ -89,13 +89,14 @@ impl ReducePlan {
     where
         F: Fn(&[T]) -> O + Sync + Send,
     {
-        let src = self
-            .input
-            .as_slice::<T>()?
+        let src_guard = self.input.read::<T>()?;
+        let src = src_guard
+            .as_slice()
             .ok_or_else(|| TensorError::Value("reduction input is not contiguous".into()))?;
         let out = Tensor::zeros(&self.out_shape, O::DTYPE)?;
-        let dst = out
-            .as_slice_mut::<O>()?
+        let mut dst_guard = out.write::<O>()?;
+        let dst = dst_guard
+            .as_slice_mut()
             .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
         let red = self.reduced;
         if red == 0 {
@@ -123,17 +124,19 @@ impl ReducePlan {
     where
         F: Fn(&[T]) -> (O1, O2) + Sync + Send,
     {
-        let src = self
-            .input
-            .as_slice::<T>()?
+        let src_guard = self.input.read::<T>()?;
+        let src = src_guard
+            .as_slice()
             .ok_or_else(|| TensorError::Value("reduction input is not contiguous".into()))?;
         let o1 = Tensor::zeros(&self.out_shape, O1::DTYPE)?;
         let o2 = Tensor::zeros(&self.out_shape, O2::DTYPE)?;
-        let d1 = o1
-            .as_slice_mut::<O1>()?
+        let mut d1_guard = o1.write::<O1>()?;
+        let d1 = d1_guard
+            .as_slice_mut()
             .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
-        let d2 = o2
-            .as_slice_mut::<O2>()?
+        let mut d2_guard = o2.write::<O2>()?;
+        let d2 = d2_guard
+            .as_slice_mut()
             .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
         let red = self.reduced.max(1);
         d1.par_iter_mut()
@@ -162,11 +165,12 @@ where
     let nd = x.dim();
     if nd == 0 {
         let src = x.contiguous()?;
-        let s = src
-            .as_slice::<T>()?
+        let s_guard = src.read::<T>()?;
+        let s = s_guard
+            .as_slice()
             .ok_or_else(|| TensorError::Value("not contiguous".into()))?;
         let out = Tensor::zeros(&[], O::DTYPE)?;
-        if let Some(d) = out.as_slice_mut::<O>()? {
+        if let Some(d) = out.write::<O>()?.as_slice_mut() {
             f(s, d);
         }
         return Ok(out);
@@ -179,25 +183,29 @@ where
     let input = x
         .as_strided(&pshape, &pstrides, x.storage_offset())?
         .contiguous()?;
-    let src = input
-        .as_slice::<T>()?
+    let src_guard = input.read::<T>()?;
+    let src = src_guard
+        .as_slice()
         .ok_or_else(|| TensorError::Value("lane input is not contiguous".into()))?;
     let out = Tensor::zeros(&pshape, O::DTYPE)?;
-    let dst = out
-        .as_slice_mut::<O>()?
-        .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
-    let n = x.shape()[dim];
-    if n == 0 || src.is_empty() {
-        return restore_order(out, &order);
-    }
-    if src.len() >= PARALLEL_THRESHOLD {
-        dst.par_chunks_mut(n)
-            .zip(src.par_chunks(n))
-            .for_each(|(d, s)| f(s, d));
-    } else {
-        dst.chunks_mut(n)
-            .zip(src.chunks(n))
-            .for_each(|(d, s)| f(s, d));
+    // the write guard ends before `restore_order` reads `out`
+    {
+        let mut dst_guard = out.write::<O>()?;
+        let dst = dst_guard
+            .as_slice_mut()
+            .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
+        let n = x.shape()[dim];
+        if n > 0 && !src.is_empty() {
+            if src.len() >= PARALLEL_THRESHOLD {
+                dst.par_chunks_mut(n)
+                    .zip(src.par_chunks(n))
+                    .for_each(|(d, s)| f(s, d));
+            } else {
+                dst.chunks_mut(n)
+                    .zip(src.chunks(n))
+                    .for_each(|(d, s)| f(s, d));
+            }
+        }
     }
     restore_order(out, &order)
 }

@@ -2,13 +2,70 @@
 //! the calls a `ScriptModule` offers (`m.forward(x)`, `m.method(x)`, `m(x)` with hooks).
 
 use super::{module_err, Module};
+use crate::ir::passes::effects::{effects, Callee, Effects};
 use crate::ir::unit::CompilationUnit;
 use crate::ops::OpContext;
 use crate::runtime::interpreter::{default_context, Interpreter, Plan, PlanBuilder, Program};
 use crate::runtime::IValue;
 use crate::Result;
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+thread_local! {
+    /// The archives (by `ModuleShared` address) whose state lock this thread holds: a call made
+    /// from inside a call (a Rust hook calling the module again) must not lock again.
+    static HELD_STATE_LOCKS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The state lock a top-level call holds for its duration.
+enum StateGuard<'a> {
+    Shared(#[allow(dead_code)] parking_lot::RwLockReadGuard<'a, ()>),
+    Exclusive(#[allow(dead_code)] parking_lot::RwLockWriteGuard<'a, ()>),
+    /// This thread already holds the lock (a nested call).
+    Nested,
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        if !matches!(self, StateGuard::Nested) {
+            HELD_STATE_LOCKS.with(|h| {
+                h.borrow_mut().pop();
+            });
+        }
+    }
+}
+
+/// The summary of one callee, composed from the summaries of what it calls. Recursive calls
+/// (rejected by the compiler) and callees that do not compile are assumed to do anything.
+fn summarize(
+    unit: &CompilationUnit,
+    memo: &mut HashMap<String, Effects>,
+    visiting: &mut HashSet<String>,
+    callee: Callee<'_>,
+) -> Effects {
+    let key = match callee {
+        Callee::Method { class, name } => format!("{class}::{name}"),
+        Callee::Function(q) => q.to_string(),
+    };
+    if let Some(e) = memo.get(&key) {
+        return *e;
+    }
+    if !visiting.insert(key.clone()) {
+        return Effects::UNKNOWN;
+    }
+    let function = match callee {
+        Callee::Method { class, name } => unit.method(class, name),
+        Callee::Function(q) => unit.function(q),
+    };
+    let e = match function {
+        Ok(f) => effects(&f.graph, &mut |c| Some(summarize(unit, memo, visiting, c))),
+        Err(_) => Effects::UNKNOWN,
+    };
+    visiting.remove(&key);
+    memo.insert(key, e);
+    e
+}
 
 /// The compilation unit of an archive as the interpreter sees it. Hook lists are copied out of
 /// the class table so the program does not hold the module's shared state (no `Arc` cycle).
@@ -121,7 +178,63 @@ impl Module {
             )));
         }
         let inputs = self.with_defaults(name, inputs)?;
+        let _state = self.lock_state(&[name])?;
         interpreter.call_method(self.object(), name, inputs, ctx)
+    }
+
+    /// Whether calling `method` now may write this module's state (an attribute set, an in-place
+    /// write to a parameter, buffer or attribute container, batch norm's running statistics in
+    /// training mode). Such calls run one at a time; calls that only read state run in parallel.
+    /// The answer comes from an alias analysis of the compiled code, so it errs towards `true`.
+    pub fn mutates_state(&self, method: &str) -> Result<bool> {
+        self.calls_write_state(&[method])
+    }
+
+    fn calls_write_state(&self, methods: &[&str]) -> Result<bool> {
+        let fx = self.state_effects(methods)?;
+        let training = || !matches!(self.attr("training"), Some(IValue::Bool(false)));
+        Ok(fx.writes & 1 != 0 || (fx.writes_if_training & 1 != 0 && training()))
+    }
+
+    /// What a call of `methods` on this module may do to the module's state.
+    fn state_effects(&self, methods: &[&str]) -> Result<Effects> {
+        let unit = self.compilation_unit()?;
+        let class = self.object().class_name();
+        let mut memo = self.shared().effects.lock();
+        let mut visiting = HashSet::new();
+        Ok(methods.iter().fold(Effects::default(), |acc, name| {
+            let e = summarize(
+                &unit,
+                &mut memo,
+                &mut visiting,
+                Callee::Method { class, name },
+            );
+            Effects {
+                writes: acc.writes | e.writes,
+                writes_if_training: acc.writes_if_training | e.writes_if_training,
+                returns: acc.returns | e.returns,
+            }
+        }))
+    }
+
+    /// Take the archive's state lock for a top-level call of `methods`: exclusively when the call
+    /// may write module state (an attribute set, an in-place write to a parameter or buffer,
+    /// batch norm's running statistics in training mode), shared otherwise. So concurrent calls
+    /// that mutate the module lose no update and never observe a half-done one, while read-only
+    /// calls run in parallel.
+    fn lock_state(&self, methods: &[&str]) -> Result<StateGuard<'_>> {
+        let shared = self.shared();
+        let id = shared as *const _ as usize;
+        if HELD_STATE_LOCKS.with(|h| h.borrow().contains(&id)) {
+            return Ok(StateGuard::Nested);
+        }
+        let guard = if self.calls_write_state(methods)? {
+            StateGuard::Exclusive(shared.state_lock.write())
+        } else {
+            StateGuard::Shared(shared.state_lock.read())
+        };
+        HELD_STATE_LOCKS.with(|h| h.borrow_mut().push(id));
+        Ok(guard)
     }
 
     /// `inputs` completed with the declared defaults of method `name`'s trailing parameters,
@@ -165,6 +278,13 @@ impl Module {
     /// `call` with an explicit operator context.
     pub fn call_with(&self, inputs: Vec<IValue>, ctx: &OpContext) -> Result<IValue> {
         let inputs = self.with_defaults("forward", inputs)?;
+        let mut methods = vec!["forward".to_string()];
+        if let Some(class) = self.classes().classes.get(self.object().class_name()) {
+            methods.extend(class.forward_pre_hooks.iter().cloned());
+            methods.extend(class.forward_hooks.iter().cloned());
+        }
+        let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
+        let _state = self.lock_state(&methods)?;
         self.interpreter()?.call_module(self.object(), inputs, ctx)
     }
 }

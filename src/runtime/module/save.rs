@@ -27,7 +27,8 @@ fn write_storages(
     storages: &[(Storage, DType)],
 ) -> Result<()> {
     for (key, (storage, _)) in storages.iter().enumerate() {
-        writer.write_record(&format!("{dir}/{key}"), storage.bytes(), false)?;
+        let bytes = storage.read().map_err(crate::tensor::TensorError::from)?;
+        writer.write_record(&format!("{dir}/{key}"), &bytes, false)?;
     }
     Ok(())
 }

@@ -60,7 +60,7 @@ pub fn tensor_bytes(t: &Tensor) -> Vec<u8> {
     let c = t.contiguous().expect("contiguous");
     let size = c.dtype().size();
     let start = c.storage_offset() * size;
-    c.storage().bytes()[start..start + c.numel() * size].to_vec()
+    c.storage().read().expect("readable")[start..start + c.numel() * size].to_vec()
 }
 
 /// A state_dict entry as the golden summarises it (without sum/first, implied by the hash).
