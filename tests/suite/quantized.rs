@@ -17,6 +17,7 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_mobilenet_v2",
     "q_resnet18",
     "q_dynamic_bert",
+    "q_ops_scripted",
 ];
 
 /// Every tensor in a (nested) result, in order.

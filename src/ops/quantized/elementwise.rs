@@ -1,6 +1,6 @@
 //! Elementwise quantized ops (`quantized::add`, `add_relu`, `mul`, `cat`, `add_scalar`,
 //! `hardswish`, ...) and the aten ops quantized models apply to quantized tensors (`relu`,
-//! `max_pool2d`, `adaptive_avg_pool2d`, `hardswish`, ...). The aten ones wrap the float kernel
+//! `max_pool2d`, `adaptive_avg_pool2d`). The aten ones wrap the float kernel
 //! registered before: a quantized input takes the quantized path, anything else the kernel
 //! that was there.
 
@@ -24,8 +24,6 @@ const WRAPPED: &[&str] = &[
     "aten::relu_",
     "aten::max_pool2d",
     "aten::adaptive_avg_pool2d",
-    "aten::hardswish",
-    "aten::hardswish_",
 ];
 
 pub fn register(r: &mut Registry) {
@@ -60,11 +58,6 @@ fn quantized_or_float(a: &mut Args<'_>) -> Result<IValue> {
         "aten::relu" | "aten::relu_" => qrelu(a),
         "aten::max_pool2d" => qmax_pool2d(a),
         "aten::adaptive_avg_pool2d" => qadaptive_avg_pool2d(a),
-        "aten::hardswish" | "aten::hardswish_" => {
-            let x = a.tensor(0)?;
-            let (s, z) = per_tensor_params(a.op, &x)?;
-            tensor_result(hardswish(&x, s, z)?)
-        }
         other => Err(unsupported(other, "no quantized kernel")),
     }
 }
