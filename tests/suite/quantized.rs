@@ -18,6 +18,7 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_resnet18",
     "q_dynamic_bert",
     "q_ops_scripted",
+    "q_dynamic_lstm_tagger",
 ];
 
 /// Every tensor in a (nested) result, in order.

@@ -307,16 +307,39 @@ fn linear_dynamic(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         ));
     }
     let p = LinearParams::from_object(&packed_arg(a, 1)?)?;
+    let reduce_range = a.bool(2)?;
+    let (m, k, n) = dims(a.op, &x, &p.weight)?;
+    let out = dynamic_matmul(&x.to_vec::<f32>()?, m, k, n, &p, reduce_range, relu)?;
+    tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
+}
+
+/// `x` (`m` rows of `k`) times the packed int8 weights (`n` outputs) as fbgemm's dynamic
+/// linear computes it: `x` quantized to quint8 with parameters from its own min/max.
+pub(crate) fn dynamic_matmul(
+    xs: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    p: &LinearParams,
+    reduce_range: bool,
+    relu: bool,
+) -> Result<Vec<f32>> {
     if p.is_fp16() {
         return Err(unsupported(
-            a.op,
+            "quantized::linear_dynamic",
             "fp16 packed weights need linear_dynamic_fp16",
         ));
     }
-    let reduce_range = a.bool(2)?;
-    let (m, k, n) = dims(a.op, &x, &p.weight)?;
-    let xs = x.to_vec::<f32>()?;
-    let (lo, hi) = min_max(&xs);
+    if p.weight.shape() != [n, k] || xs.len() != m * k {
+        return Err(unsupported(
+            "quantized::linear_dynamic",
+            format!(
+                "input of {k} features does not fit weights {:?}",
+                p.weight.shape()
+            ),
+        ));
+    }
+    let (lo, hi) = min_max(xs);
     let (a_scale, a_zp) = choose_qparams(lo, hi, 0, 255, reduce_range);
     let mut xq = Vec::with_capacity(xs.len());
     for i in 0..m {
@@ -328,7 +351,7 @@ fn linear_dynamic(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         Some(b) => Some(b.to_vec::<f32>()?),
         None => None,
     };
-    let tensor_mult = a_scale * w_scales[0];
+    let tensor_mult = a_scale * w_scales.first().copied().unwrap_or(1.0);
     let mut out = vec![0f32; m * n];
     for i in 0..m {
         let row = &xq[i * k..(i + 1) * k];
@@ -354,7 +377,7 @@ fn linear_dynamic(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
             out[i * n + j] = r;
         }
     }
-    tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
+    Ok(out)
 }
 
 /// fbgemm's fp16 GEMM: weights rounded to half, float accumulation.

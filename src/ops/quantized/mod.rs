@@ -1,6 +1,6 @@
 //! Quantized operators with the arithmetic of PyTorch's x86 (fbgemm) engine: `quantize_per_tensor`
 //! / `dequantize` and friends (`tensors.rs`), `quantized::conv*` (`conv.rs`), `quantized::linear*`
-//! static and dynamic (`linear.rs`), elementwise ops and the aten ops quantized models apply to
+//! static and dynamic (`linear.rs`), the dynamic LSTM (`rnn.rs`), elementwise ops and the aten ops quantized models apply to
 //! quantized tensors (`elementwise.rs`), and the packed-weight torchbind classes
 //! (`torchbind.rs`).
 //!
@@ -12,6 +12,7 @@
 pub mod conv;
 pub mod elementwise;
 pub mod linear;
+pub mod rnn;
 pub mod tensors;
 pub mod torchbind;
 
@@ -24,6 +25,7 @@ pub fn register(r: &mut Registry) {
     tensors::register(r);
     conv::register(r);
     linear::register(r);
+    rnn::register(r);
     elementwise::register(r);
 }
 
