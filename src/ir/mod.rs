@@ -10,6 +10,7 @@ pub mod printer;
 pub mod python_print;
 pub mod schema;
 pub mod source;
+pub mod torchbind;
 pub mod types;
 pub mod unit;
 

@@ -373,6 +373,10 @@ impl CalleeGraphs for CompilationUnit {
         // a call through an interface is bound at run time and stays a call
         let receiver = graph.node(call).inputs.first().map(|&v| &graph.value(v).ty);
         if let Some(Type::Class(c)) = receiver {
+            // torchbind methods are native: PyTorch keeps them as calls too
+            if self.class(c).is_none() && crate::runtime::ivalue::is_torchbind_class(c) {
+                return Ok(None);
+            }
             if self.class(c).is_some_and(|cl| {
                 matches!(
                     cl.kind,

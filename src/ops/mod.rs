@@ -25,6 +25,7 @@ pub mod linalg;
 pub mod linalg_dense;
 pub mod norm;
 pub mod pool;
+pub mod quantized;
 pub mod random;
 pub mod reduce;
 pub mod rnn;
@@ -110,6 +111,8 @@ impl Registry {
             linalg_dense::register(&mut r);
             scalar::register(&mut r);
             extra::register(&mut r);
+            // last: wraps the float kernels of the aten ops it gives a quantized path
+            quantized::register(&mut r);
             r
         })
     }

@@ -5,7 +5,7 @@
 use super::PickleError;
 use crate::ir::types::Type;
 use crate::runtime::IValue;
-use crate::tensor::{DType, Storage, Tensor, TensorIdentity};
+use crate::tensor::{DType, Quantizer, Storage, Tensor, TensorIdentity};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -278,6 +278,13 @@ impl Pickler {
                 self.global(module, name);
                 self.out.push(b')');
                 self.out.push(0x81);
+                if let Some(state) = o.state() {
+                    // `__getstate__` classes and torchbind objects pickle their state value
+                    self.push(&state)?;
+                    self.out.push(b'b');
+                    self.remember(id);
+                    return Ok(());
+                }
                 let fields: Vec<(Arc<str>, IValue)> = o
                     .fields()
                     .iter()
@@ -332,7 +339,15 @@ impl Pickler {
             self.get(idx);
             return Ok(());
         }
-        self.global("torch._utils", "_rebuild_tensor_v2");
+        let quantizer = t.quantizer().cloned();
+        self.global(
+            "torch._utils",
+            if quantizer.is_some() {
+                "_rebuild_qtensor"
+            } else {
+                "_rebuild_tensor_v2"
+            },
+        );
         self.out.push(b'(');
         self.storage_persistent_id(t)?;
         self.int(t.storage_offset() as i64);
@@ -347,6 +362,9 @@ impl Pickler {
             }
             self.out.push(b't');
         }
+        if let Some(q) = quantizer {
+            self.quantizer_params(&q)?;
+        }
         self.out.push(if t.requires_grad() { 0x88 } else { 0x89 });
         self.global("collections", "OrderedDict");
         self.out.push(b')');
@@ -355,6 +373,35 @@ impl Pickler {
         self.out.push(b'R');
         let idx = self.memoize();
         self.tensors.insert(identity, idx);
+        Ok(())
+    }
+
+    /// `_rebuild_qtensor`'s quantizer tuple, as PyTorch writes it:
+    /// `(torch.per_tensor_affine, scale, zero_point)` or
+    /// `(torch.per_channel_affine, scales (float64), zero_points (int64), axis)`.
+    fn quantizer_params(&mut self, q: &Quantizer) -> Result<()> {
+        self.out.push(b'(');
+        self.global("torch", q.qscheme_name());
+        match q {
+            Quantizer::PerTensorAffine { scale, zero_point } => {
+                self.float(*scale);
+                self.int(*zero_point);
+            }
+            Quantizer::PerChannelAffine {
+                scales,
+                zero_points,
+                axis,
+            } => {
+                let s = Tensor::from_slice(scales, &[scales.len()])
+                    .map_err(|e| PickleError::Unpicklable(e.to_string()))?;
+                let z = Tensor::from_slice(zero_points, &[zero_points.len()])
+                    .map_err(|e| PickleError::Unpicklable(e.to_string()))?;
+                self.tensor(&s)?;
+                self.tensor(&z)?;
+                self.int(*axis as i64);
+            }
+        }
+        self.out.push(b't');
         Ok(())
     }
 

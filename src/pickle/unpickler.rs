@@ -4,7 +4,7 @@ use super::graph_check::{self, GraphProblem};
 use super::{PickleError, MAX_NESTING};
 use crate::ir::types::{parse_annotation, Type};
 use crate::runtime::{Device, Dict, EnumValue, IValue, List, Object, Tuple};
-use crate::tensor::{DType, Storage, Tensor};
+use crate::tensor::{DType, Quantizer, Storage, Tensor};
 use indexmap::IndexMap;
 use num_complex::Complex64;
 use std::collections::HashMap;
@@ -26,6 +26,9 @@ enum Global {
     RebuildTensor,
     RebuildParameter,
     RebuildParameterWithState,
+    RebuildQTensor,
+    /// `torch.per_tensor_affine` / `torch.per_channel_affine` (a quantized tensor's scheme).
+    QScheme(&'static str),
     RestoreTypeTag,
     BuildList(Type),
     OrderedDict,
@@ -661,6 +664,9 @@ impl<'a> Unpickler<'a> {
             ("torch._utils", "_rebuild_tensor") => Global::RebuildTensor,
             ("torch._utils", "_rebuild_parameter") => Global::RebuildParameter,
             ("torch._utils", "_rebuild_parameter_with_state") => Global::RebuildParameterWithState,
+            ("torch._utils", "_rebuild_qtensor") => Global::RebuildQTensor,
+            ("torch", "per_tensor_affine") => Global::QScheme("per_tensor_affine"),
+            ("torch", "per_channel_affine") => Global::QScheme("per_channel_affine"),
             ("torch.jit._pickle", "restore_type_tag") => Global::RestoreTypeTag,
             ("torch.jit._pickle", "build_intlist") => Global::BuildList(Type::Int),
             ("torch.jit._pickle", "build_doublelist") => Global::BuildList(Type::Float),
@@ -739,6 +745,14 @@ impl<'a> Unpickler<'a> {
                 let mut t = t.clone();
                 t.set_requires_grad(rg.as_bool().unwrap_or(false));
                 Ok(Item::Val(IValue::Tensor(t)))
+            }
+            Global::RebuildQTensor => {
+                let a = self.args_of(args, "_rebuild_qtensor")?;
+                let t = self.rebuild_qtensor(&a)?;
+                Ok(Item::Val(IValue::Tensor(t)))
+            }
+            Global::QScheme(name) => {
+                Err(self.malformed(format!("calling torch.{name} is not supported")))
             }
             Global::RestoreTypeTag => {
                 let a = self.args_of(args, "restore_type_tag")?;
@@ -836,6 +850,66 @@ impl<'a> Unpickler<'a> {
         Ok(t)
     }
 
+    /// `_rebuild_qtensor(storage, offset, size, stride, quantizer_params, requires_grad,
+    /// backward_hooks)` with `quantizer_params` `(torch.per_tensor_affine, scale, zero_point)`
+    /// or `(torch.per_channel_affine, scales, zero_points, axis)`.
+    fn rebuild_qtensor(&self, a: &[Item]) -> Result<Tensor> {
+        let stored = self.rebuild_tensor(a)?;
+        if !stored.dtype().is_quantized() {
+            return Err(self.malformed(format!("_rebuild_qtensor on a {} storage", stored.dtype())));
+        }
+        let Some(Item::Args(params)) = a.get(4) else {
+            return Err(self.malformed("_rebuild_qtensor: quantizer parameters are not a tuple"));
+        };
+        let quantizer = match (params.first(), params.get(1), params.get(2), params.get(3)) {
+            (
+                Some(Item::Global(Global::QScheme("per_tensor_affine"))),
+                Some(Item::Val(scale)),
+                Some(Item::Val(IValue::Int(zero_point))),
+                None,
+            ) => Quantizer::PerTensorAffine {
+                scale: scale
+                    .as_double()
+                    .ok_or_else(|| self.malformed("per-tensor scale is not a number"))?,
+                zero_point: *zero_point,
+            },
+            (
+                Some(Item::Global(Global::QScheme("per_channel_affine"))),
+                Some(Item::Val(IValue::Tensor(scales))),
+                Some(Item::Val(IValue::Tensor(zero_points))),
+                Some(Item::Val(IValue::Int(axis))),
+            ) => {
+                let scales: Vec<f64> = scales
+                    .to_vec::<f64>()
+                    .map_err(|e| self.malformed(format!("per-channel scales: {e}")))?;
+                let zero_points: Vec<i64> = zero_points
+                    .to_vec::<i64>()
+                    .map_err(|e| self.malformed(format!("per-channel zero points: {e}")))?;
+                let axis = usize::try_from(*axis)
+                    .map_err(|_| self.malformed(format!("negative per-channel axis {axis}")))?;
+                Quantizer::PerChannelAffine {
+                    scales: scales.into(),
+                    zero_points: zero_points.into(),
+                    axis,
+                }
+            }
+            _ => {
+                return Err(self.malformed(
+                    "_rebuild_qtensor: quantizer parameters are neither per_tensor_affine \
+                     (scheme, scale, zero_point) nor per_channel_affine (scheme, scales, \
+                     zero_points, axis)",
+                ))
+            }
+        };
+        let ints = stored
+            .int_repr_view()
+            .map_err(|e| self.malformed(e.to_string()))?;
+        let mut t = Tensor::quantized_from_ints(&ints, quantizer)
+            .map_err(|e| self.malformed(format!("quantized tensor: {e}")))?;
+        t.set_requires_grad(stored.requires_grad());
+        Ok(t)
+    }
+
     /// Apply a `restore_type_tag` type to a freshly unpickled list or dict.
     fn retag(&self, v: &IValue, ty: &Type) -> Result<IValue> {
         Ok(match (v, ty) {
@@ -873,11 +947,10 @@ impl<'a> Unpickler<'a> {
             return Err(self.malformed("BUILD on something that is not an object"));
         };
         let IValue::Dict(d) = state else {
-            return Err(self.malformed(format!(
-                "object of class {} has __setstate__ state of kind {} (custom __getstate__/__setstate__ is not supported)",
-                obj.class_name(),
-                state.kind_name()
-            )));
+            // A class with `__getstate__`/`__setstate__` (quantized modules) or a torchbind
+            // class (packed weights): the loader applies the state once the code is compiled.
+            obj.set_state(state);
+            return Ok(());
         };
         for (k, v) in d.entries() {
             let IValue::String(name) = k else {

@@ -356,10 +356,19 @@ pub fn dict_key(v: &IValue) -> Option<DictKey> {
 #[derive(Clone)]
 pub struct Object(pub Arc<ObjectInner>);
 
+/// `__torch__.torch.classes.<ns>.<Name>`: a class implemented in C++ (torchbind), with no code
+/// in the archive.
+pub fn is_torchbind_class(qualname: &str) -> bool {
+    qualname.starts_with("__torch__.torch.classes.")
+}
+
 pub struct ObjectInner {
     /// Qualified class name, e.g. `__torch__.torch.nn.modules.linear.Linear`.
     pub class: Arc<str>,
     pub fields: RwLock<IndexMap<Arc<str>, IValue>>,
+    /// The state a class with `__getstate__`/`__setstate__` was pickled with (a torchbind
+    /// object's whole content, e.g. packed quantized weights); `None` for dict-state objects.
+    pub state: RwLock<Option<IValue>>,
 }
 
 impl Object {
@@ -367,7 +376,25 @@ impl Object {
         Object(Arc::new(ObjectInner {
             class,
             fields: RwLock::new(fields),
+            state: RwLock::new(None),
         }))
+    }
+    /// An object whose content is its pickled `__getstate__` state (torchbind classes).
+    pub fn with_state(class: Arc<str>, state: IValue) -> Object {
+        let o = Object::new(class, IndexMap::new());
+        o.set_state(state);
+        o
+    }
+    /// The `__setstate__` state this object was pickled with, if it has one.
+    pub fn state(&self) -> Option<IValue> {
+        self.0.state.read().clone()
+    }
+    pub fn set_state(&self, state: IValue) {
+        *self.0.state.write() = Some(state);
+    }
+    /// Whether the class is a C++ (torchbind) class, `__torch__.torch.classes.<ns>.<Name>`.
+    pub fn is_torchbind(&self) -> bool {
+        is_torchbind_class(&self.0.class)
     }
     pub fn class_name(&self) -> &Arc<str> {
         &self.0.class

@@ -4,6 +4,7 @@
 pub mod decls;
 mod run;
 mod save;
+mod setstate;
 
 pub use run::{manual_seed, set_num_threads};
 
@@ -136,10 +137,12 @@ impl Module {
             state_lock: parking_lot::RwLock::new(()),
             effects: parking_lot::Mutex::new(HashMap::new()),
         };
-        Ok(Module {
+        let module = Module {
             shared: Arc::new(shared),
             object,
-        })
+        };
+        module.apply_setstate()?;
+        Ok(module)
     }
 
     /// The shared loaded state (classes, code, constants, the compiled-program slot).
@@ -714,7 +717,7 @@ fn check_classes(classes: &ClassTable, root: &Object) -> Result<()> {
                 if !seen.insert(Arc::as_ptr(&o.0) as usize) {
                     continue;
                 }
-                if classes.get(o.class_name()).is_none() {
+                if classes.get(o.class_name()).is_none() && !o.is_torchbind() {
                     return Err(module_err(format!(
                         "class {} is used in data.pkl but no code file declares it (expected in {})",
                         o.class_name(),

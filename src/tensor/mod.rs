@@ -8,12 +8,14 @@ mod dtype;
 pub mod element;
 mod identity;
 pub mod promote;
+mod quantizer;
 mod scalar;
 mod storage;
 
 pub use dtype::DType;
 pub use element::Element;
 pub use identity::TensorIdentity;
+pub use quantizer::Quantizer;
 pub use scalar::Scalar;
 pub use storage::{AllocError, BorrowError, Storage, StorageRead, StorageWrite, STORAGE_ALIGN};
 
@@ -95,6 +97,8 @@ pub struct Tensor {
     strides: Strides,
     dtype: DType,
     requires_grad: bool,
+    /// Set for quantized dtypes (`qint8`, ...): how the integers map to reals.
+    quantizer: Option<std::sync::Arc<Quantizer>>,
 }
 
 impl std::fmt::Debug for Tensor {
@@ -146,6 +150,7 @@ impl Tensor {
             strides: strides.into(),
             dtype,
             requires_grad: false,
+            quantizer: None,
         })
     }
 
@@ -163,6 +168,7 @@ impl Tensor {
             strides: contiguous_strides(shape),
             dtype,
             requires_grad: false,
+            quantizer: None,
         })
     }
 
@@ -281,6 +287,7 @@ impl Tensor {
     pub fn as_strided(&self, shape: &[usize], strides: &[isize], offset: usize) -> TResult<Tensor> {
         let mut t = Tensor::from_parts(self.storage.clone(), offset, shape, strides, self.dtype)?;
         t.requires_grad = self.requires_grad;
+        t.quantizer = self.quantizer.clone();
         Ok(t)
     }
 

@@ -22,6 +22,7 @@ mod ops_shape;
 mod printer_code;
 mod printer_comments;
 mod printer_graph;
+mod quantized;
 mod run_interpreter;
 mod run_models;
 mod save_roundtrip;

@@ -594,14 +594,28 @@ impl Emitter<'_> {
         span: ast::Span,
     ) -> Result<ValueId, CompileError> {
         if let Type::Class(c) = self.b.ty(obj).clone() {
-            let class = self
-                .unit
-                .class(&c)
-                .ok_or_else(|| self.err(span, format!("unknown class {c}")))?
-                .clone();
-            let sig = class
-                .method_signature(name)
-                .ok_or_else(|| self.err(span, format!("class {c} has no method `{name}`")))?;
+            let torchbind;
+            let class;
+            let sig = if self.unit.class(&c).is_none()
+                && crate::runtime::ivalue::is_torchbind_class(&c)
+            {
+                torchbind = crate::ir::torchbind::method_signature(&c, name).ok_or_else(|| {
+                    self.err(
+                        span,
+                        format!("torchbind class {c} has no method `{name}` tsrun knows"),
+                    )
+                })?;
+                &torchbind
+            } else {
+                class = self
+                    .unit
+                    .class(&c)
+                    .ok_or_else(|| self.err(span, format!("unknown class {c}")))?
+                    .clone();
+                class
+                    .method_signature(name)
+                    .ok_or_else(|| self.err(span, format!("class {c} has no method `{name}`")))?
+            };
             let mut inputs = vec![obj];
             inputs.extend(self.match_signature(sig, true, args, kwargs, name, span)?);
             let n = self.b.insert(
@@ -921,6 +935,15 @@ impl Emitter<'_> {
         };
         let ty = self.b.ty(obj).clone();
         if let Type::Class(c) = &ty {
+            if self.unit.class(c).is_none()
+                && crate::runtime::ivalue::is_torchbind_class(c)
+                && crate::ir::torchbind::method_signature(c, name).is_some()
+            {
+                return Ok(Sugared::Method {
+                    obj,
+                    name: name.to_string(),
+                });
+            }
             let class = self
                 .unit
                 .class(c)

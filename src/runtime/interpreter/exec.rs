@@ -229,6 +229,10 @@ impl Frame<'_> {
                         )))
                     }
                 };
+                if obj.is_torchbind() {
+                    let out = crate::ops::quantized::torchbind::call_method(&obj, name, &args[..])?;
+                    return self.set_outputs(instr, out);
+                }
                 let class = obj.class_name();
                 let plan = match cached(cache, class) {
                     Some(p) => p,

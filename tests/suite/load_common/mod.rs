@@ -102,6 +102,10 @@ pub fn encode_attr(v: &IValue) -> Value {
             .iter()
             .map(|(k, v)| json!([encode_attr(k), encode_attr(v)]))
             .collect::<Vec<_>>()}),
+        IValue::Object(o) if o.state().is_some() => json!({"object": {
+            "class": &**o.class_name(),
+            "state": encode_attr(&o.state().unwrap_or_default()),
+        }}),
         IValue::Object(o) => json!({"object": {
             "class": &**o.class_name(),
             "fields": o.fields().iter().map(|(k, v)| json!([&**k, encode_attr(v)])).collect::<Vec<_>>(),
@@ -117,6 +121,11 @@ pub fn encode_attr(v: &IValue) -> Value {
 pub fn attributes_json(m: &Module) -> Value {
     let mut out = serde_json::Map::new();
     for (path, sub) in m.named_modules("", false) {
+        if let Some(state) = sub.object().state() {
+            // pickled through __getstate__: the golden holds the state as pickled
+            out.insert(path, json!({"__getstate__": encode_attr(&state)}));
+            continue;
+        }
         let params: Vec<String> = sub
             .named_parameters("", false, true)
             .into_iter()

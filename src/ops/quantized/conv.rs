@@ -1,0 +1,411 @@
+//! `quantized::conv1d/2d/3d` (+relu), `conv_transpose1d/2d`, and their prepack/unpack.
+//! Accumulation is exact int32 over `(x - x_zp) * (w - w_zp)` (padding holds the input zero
+//! point, i.e. real zero); requantization is fbgemm's (see `linear::Requant`).
+
+use super::linear::Requant;
+use super::torchbind::{packed_arg, ConvParams};
+use super::{
+    arg_qtensor, int_values, make_quantized, per_tensor_params, tensor_result, unsupported,
+};
+use crate::ops::{Args, Registry};
+use crate::runtime::{IValue, Tuple};
+use crate::tensor::{DType, Quantizer, Tensor};
+use crate::Result;
+
+pub fn register(r: &mut Registry) {
+    r.add("quantized::conv1d_prepack", |a| prepack(a, 1, false));
+    r.add("quantized::conv2d_prepack", |a| prepack(a, 2, false));
+    r.add("quantized::conv3d_prepack", |a| prepack(a, 3, false));
+    r.add("quantized::conv_transpose1d_prepack", |a| {
+        prepack(a, 1, true)
+    });
+    r.add("quantized::conv_transpose2d_prepack", |a| {
+        prepack(a, 2, true)
+    });
+    r.add_all(
+        &[
+            "quantized::conv2d_unpack",
+            "quantized::conv3d_unpack",
+            "quantized::conv_transpose2d_unpack",
+        ],
+        unpack,
+    );
+    r.add("quantized::conv1d", |a| conv_packed(a, 1, false));
+    r.add("quantized::conv1d_relu", |a| conv_packed(a, 1, true));
+    r.add("quantized::conv2d.new", |a| conv_packed(a, 2, false));
+    r.add("quantized::conv2d_relu.new", |a| conv_packed(a, 2, true));
+    r.add("quantized::conv3d.new", |a| conv_packed(a, 3, false));
+    r.add("quantized::conv3d_relu.new", |a| conv_packed(a, 3, true));
+    r.add("quantized::conv2d", |a| conv_legacy(a, false));
+    r.add("quantized::conv2d_relu", |a| conv_legacy(a, true));
+    r.add("quantized::conv3d", |a| conv_legacy(a, false));
+    r.add("quantized::conv3d_relu", |a| conv_legacy(a, true));
+    r.add("quantized::conv_transpose1d", |a| conv_packed(a, 1, false));
+    r.add("quantized::conv_transpose2d", |a| conv_packed(a, 2, false));
+}
+
+fn prepack(a: &mut Args<'_>, spatial: usize, transpose: bool) -> Result<IValue> {
+    let mut weight = arg_qtensor(a, 0)?;
+    if weight.dtype() != DType::QInt8 || weight.dim() != spatial + 2 {
+        return Err(unsupported(
+            a.op,
+            format!("weights must be a {}-d qint8 tensor", spatial + 2),
+        ));
+    }
+    let bias = a.opt_tensor(1)?;
+    let list = |i: usize| a.int_list(i);
+    let (stride, padding, output_padding, dilation, groups) = if transpose {
+        (list(2)?, list(3)?, list(4)?, list(5)?, a.int(6)?)
+    } else {
+        (list(2)?, list(3)?, vec![0; spatial], list(4)?, a.int(5)?)
+    };
+    for (name, v) in [
+        ("stride", &stride),
+        ("padding", &padding),
+        ("dilation", &dilation),
+        ("output_padding", &output_padding),
+    ] {
+        if v.len() != spatial {
+            return Err(unsupported(
+                a.op,
+                format!("{name} must have {spatial} values"),
+            ));
+        }
+    }
+    // conv1d packs as a 2-d convolution of unit height
+    let (stride, padding, dilation, output_padding) = if spatial == 1 {
+        let shape = weight.shape().to_vec();
+        let strides = weight.strides().to_vec();
+        weight = weight.as_strided(
+            &[shape[0], shape[1], 1, shape[2]],
+            &[strides[0], strides[1], strides[2], strides[2]],
+            weight.storage_offset(),
+        )?;
+        (
+            vec![1, stride[0]],
+            vec![0, padding[0]],
+            vec![1, dilation[0]],
+            vec![0, output_padding[0]],
+        )
+    } else {
+        (stride, padding, dilation, output_padding)
+    };
+    let p = ConvParams {
+        stride,
+        padding,
+        dilation,
+        output_padding,
+        groups,
+        transpose,
+        weight,
+        bias,
+    };
+    Ok(IValue::Object(p.to_object()?))
+}
+
+fn unpack(a: &mut Args<'_>) -> Result<IValue> {
+    let p = ConvParams::from_object(&packed_arg(a, 0)?)?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(p.weight),
+        p.bias.map(IValue::Tensor).unwrap_or(IValue::None),
+    ])))
+}
+
+fn conv_packed(a: &mut Args<'_>, spatial: usize, relu: bool) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let p = ConvParams::from_object(&packed_arg(a, 1)?)?;
+    let out = run_conv(a.op, &x, &p, spatial, a.double(2)?, a.int(3)?, relu)?;
+    tensor_result(out)
+}
+
+/// The pre-`.new` overloads: convolution parameters given again next to the packed weights.
+fn conv_legacy(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let mut p = ConvParams::from_object(&packed_arg(a, 1)?)?;
+    p.stride = a.int_list(2)?;
+    p.padding = a.int_list(3)?;
+    p.dilation = a.int_list(4)?;
+    p.groups = a.int(5)?;
+    let spatial = p.weight.dim().saturating_sub(2);
+    tensor_result(run_conv(
+        a.op,
+        &x,
+        &p,
+        spatial,
+        a.double(6)?,
+        a.int(7)?,
+        relu,
+    )?)
+}
+
+/// `[a, b, c]` padded in front with `fill` to three spatial dims.
+fn three(v: &[i64], fill: i64) -> [i64; 3] {
+    let mut out = [fill; 3];
+    let off = 3 - v.len().min(3);
+    for (i, &x) in v.iter().take(3).enumerate() {
+        out[off + i] = x;
+    }
+    out
+}
+
+fn run_conv(
+    op: &str,
+    x: &Tensor,
+    p: &ConvParams,
+    spatial: usize,
+    out_scale: f64,
+    out_zp: i64,
+    relu: bool,
+) -> Result<Tensor> {
+    if x.dtype() != DType::QUInt8 {
+        return Err(unsupported(
+            op,
+            format!("input must be quint8, got {}", x.dtype()),
+        ));
+    }
+    // conv1d runs as 2-d over [N, C, 1, L]
+    let packed_spatial = p.weight.dim().saturating_sub(2);
+    if x.dim() != spatial + 2 || !(1..=3).contains(&packed_spatial) {
+        return Err(unsupported(
+            op,
+            format!("expects a {}-d input, got {}-d", spatial + 2, x.dim()),
+        ));
+    }
+    let mut xs: Vec<usize> = x.shape().to_vec();
+    if spatial == 1 && packed_spatial == 2 {
+        xs.insert(2, 1);
+    }
+    if xs.len() != packed_spatial + 2 {
+        return Err(unsupported(
+            op,
+            "input rank does not match the packed weights",
+        ));
+    }
+    let (x_scale, x_zp) = per_tensor_params(op, x)?;
+    let ws = p.weight.shape().to_vec();
+    let g = usize::try_from(p.groups)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| unsupported(op, "groups must be positive"))?;
+    let (n, c) = (xs[0], xs[1]);
+    let in_sp = three(&xs[2..].iter().map(|&d| d as i64).collect::<Vec<_>>(), 1);
+    let k_sp = three(&ws[2..].iter().map(|&d| d as i64).collect::<Vec<_>>(), 1);
+    let stride = three(&p.stride, 1);
+    let pad = three(&p.padding, 0);
+    let dil = three(&p.dilation, 1);
+    let opad = three(&p.output_padding, 0);
+    let (m, c_per_g) = if p.transpose {
+        (ws[1] * g, ws[0] / g)
+    } else {
+        (ws[0], ws[1])
+    };
+    if c != c_per_g * g || (p.transpose && ws[0] != c) {
+        return Err(unsupported(
+            op,
+            format!("input has {c} channels, weights expect {}", c_per_g * g),
+        ));
+    }
+    let m_per_g = m / g;
+    let mut out_sp = [0i64; 3];
+    for d in 0..3 {
+        out_sp[d] = if p.transpose {
+            (in_sp[d] - 1) * stride[d] - 2 * pad[d] + dil[d] * (k_sp[d] - 1) + opad[d] + 1
+        } else {
+            (in_sp[d] + 2 * pad[d] - dil[d] * (k_sp[d] - 1) - 1).div_euclid(stride[d].max(1)) + 1
+        };
+        if out_sp[d] <= 0 || stride[d] <= 0 || dil[d] <= 0 {
+            return Err(unsupported(op, "the output would be empty"));
+        }
+    }
+    // per output channel weight scale and zero point
+    let (w_scales, w_zps, per_channel): (Vec<f32>, Vec<i32>, bool) =
+        match p.weight.quantizer().map(|q| &**q) {
+            Some(Quantizer::PerTensorAffine { scale, zero_point }) => {
+                (vec![*scale as f32; m], vec![*zero_point as i32; m], false)
+            }
+            Some(Quantizer::PerChannelAffine {
+                scales,
+                zero_points,
+                axis: 0,
+            }) if !p.transpose => (
+                scales.iter().map(|&s| s as f32).collect(),
+                zero_points.iter().map(|&z| z as i32).collect(),
+                true,
+            ),
+            _ => {
+                return Err(unsupported(
+                    op,
+                    "weights must be quantized per tensor or per output channel",
+                ))
+            }
+        };
+    let xv = int_values(x)?;
+    let wv = int_values(&p.weight)?;
+    let bias = match &p.bias {
+        Some(b) => Some(b.to_vec::<f32>()?),
+        None => None,
+    };
+    let rq = Requant::new(x_scale, &w_scales, per_channel, out_scale, out_zp, relu);
+    let xzp = x_zp as i32;
+    let [id, ih, iw] = in_sp.map(|v| v as usize);
+    let [kd, kh, kw] = k_sp.map(|v| v as usize);
+    let [od, oh, ow] = out_sp.map(|v| v as usize);
+    let in_plane = id * ih * iw;
+    let k_vol = kd * kh * kw;
+    let out_plane = od * oh * ow;
+    let mut acc = vec![0i32; n * m * out_plane];
+    for b in 0..n {
+        for gi in 0..g {
+            for ml in 0..m_per_g {
+                let oc = gi * m_per_g + ml;
+                let wzp = w_zps[oc];
+                let out_base = (b * m + oc) * out_plane;
+                for cl in 0..c_per_g {
+                    let ic = gi * c_per_g + cl;
+                    let x_base = (b * c + ic) * in_plane;
+                    // weight index of (oc, cl) or, transposed, (ic, ml)
+                    let w_base = if p.transpose {
+                        (ic * m_per_g + ml) * k_vol
+                    } else {
+                        (oc * c_per_g + cl) * k_vol
+                    };
+                    for a_d in 0..kd {
+                        for a_h in 0..kh {
+                            for a_w in 0..kw {
+                                let wq = wv[w_base + (a_d * kh + a_h) * kw + a_w] - wzp;
+                                if wq == 0 {
+                                    continue;
+                                }
+                                if p.transpose {
+                                    scatter(
+                                        &xv[x_base..x_base + in_plane],
+                                        xzp,
+                                        wq,
+                                        [a_d, a_h, a_w],
+                                        [id, ih, iw],
+                                        [od, oh, ow],
+                                        stride,
+                                        pad,
+                                        dil,
+                                        &mut acc[out_base..out_base + out_plane],
+                                    );
+                                } else {
+                                    gather(
+                                        &xv[x_base..x_base + in_plane],
+                                        xzp,
+                                        wq,
+                                        [a_d, a_h, a_w],
+                                        [id, ih, iw],
+                                        [od, oh, ow],
+                                        stride,
+                                        pad,
+                                        dil,
+                                        &mut acc[out_base..out_base + out_plane],
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let out: Vec<i32> = acc
+        .iter()
+        .enumerate()
+        .map(|(i, &raw)| {
+            let oc = (i / out_plane) % m;
+            rq.apply(raw, bias.as_ref().map(|b| b[oc]), oc)
+        })
+        .collect();
+    let mut shape = vec![n, m];
+    if spatial == 1 && packed_spatial == 2 {
+        shape.push(ow);
+    } else {
+        shape.extend([od, oh, ow].iter().skip(3 - packed_spatial));
+    }
+    make_quantized(
+        &out,
+        &shape,
+        DType::QUInt8,
+        Quantizer::PerTensorAffine {
+            scale: out_scale,
+            zero_point: out_zp,
+        },
+    )
+}
+
+/// Add `wq * (x - x_zp)` of kernel tap `k` to every output position (direct convolution).
+#[allow(clippy::too_many_arguments)]
+fn gather(
+    x: &[i32],
+    xzp: i32,
+    wq: i32,
+    k: [usize; 3],
+    i_sz: [usize; 3],
+    o_sz: [usize; 3],
+    stride: [i64; 3],
+    pad: [i64; 3],
+    dil: [i64; 3],
+    out: &mut [i32],
+) {
+    for o0 in 0..o_sz[0] {
+        let i0 = o0 as i64 * stride[0] - pad[0] + k[0] as i64 * dil[0];
+        if i0 < 0 || i0 >= i_sz[0] as i64 {
+            continue;
+        }
+        for o1 in 0..o_sz[1] {
+            let i1 = o1 as i64 * stride[1] - pad[1] + k[1] as i64 * dil[1];
+            if i1 < 0 || i1 >= i_sz[1] as i64 {
+                continue;
+            }
+            let xrow = (i0 as usize * i_sz[1] + i1 as usize) * i_sz[2];
+            let orow = (o0 * o_sz[1] + o1) * o_sz[2];
+            for o2 in 0..o_sz[2] {
+                let i2 = o2 as i64 * stride[2] - pad[2] + k[2] as i64 * dil[2];
+                if i2 < 0 || i2 >= i_sz[2] as i64 {
+                    continue;
+                }
+                let xq = x[xrow + i2 as usize] - xzp;
+                out[orow + o2] = out[orow + o2].wrapping_add(xq * wq);
+            }
+        }
+    }
+}
+
+/// Transposed convolution: input position `i` feeds output `i * stride - pad + k * dil`.
+#[allow(clippy::too_many_arguments)]
+fn scatter(
+    x: &[i32],
+    xzp: i32,
+    wq: i32,
+    k: [usize; 3],
+    i_sz: [usize; 3],
+    o_sz: [usize; 3],
+    stride: [i64; 3],
+    pad: [i64; 3],
+    dil: [i64; 3],
+    out: &mut [i32],
+) {
+    for i0 in 0..i_sz[0] {
+        let o0 = i0 as i64 * stride[0] - pad[0] + k[0] as i64 * dil[0];
+        if o0 < 0 || o0 >= o_sz[0] as i64 {
+            continue;
+        }
+        for i1 in 0..i_sz[1] {
+            let o1 = i1 as i64 * stride[1] - pad[1] + k[1] as i64 * dil[1];
+            if o1 < 0 || o1 >= o_sz[1] as i64 {
+                continue;
+            }
+            for i2 in 0..i_sz[2] {
+                let o2 = i2 as i64 * stride[2] - pad[2] + k[2] as i64 * dil[2];
+                if o2 < 0 || o2 >= o_sz[2] as i64 {
+                    continue;
+                }
+                let xq = x[(i0 * i_sz[1] + i1) * i_sz[2] + i2] - xzp;
+                let oi = (o0 as usize * o_sz[1] + o1 as usize) * o_sz[2] + o2 as usize;
+                out[oi] = out[oi].wrapping_add(xq * wq);
+            }
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! Elementwise quantized ops (`quantized::add`, `add_relu`, `mul`, `cat`, `add_scalar`,
+//! `hardswish`, ...) and the aten ops quantized models apply to quantized tensors (`relu`,
+//! `max_pool2d`, `adaptive_avg_pool2d`). The aten ones wrap the float kernel
+//! registered before: a quantized input takes the quantized path, anything else the kernel
+//! that was there.
+
+use super::tensors::{dequantize_tensor, quantize_tensor};
+use super::{
+    arg_qtensor, dequantize_val, dequantize_val_fma, int_values, make_quantized, per_tensor_params,
+    quantize_val, tensor_result, unsupported, VEC_ELEMS_U8,
+};
+use crate::ops::{Args, Kernel, Registry};
+use crate::runtime::IValue;
+use crate::tensor::{Quantizer, Tensor};
+use crate::Result;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// aten ops with a quantized path here, and the float kernel each wraps.
+static FLOAT_KERNELS: OnceLock<HashMap<&'static str, Kernel>> = OnceLock::new();
+
+const WRAPPED: &[&str] = &[
+    "aten::relu",
+    "aten::relu_",
+    "aten::max_pool2d",
+    "aten::adaptive_avg_pool2d",
+];
+
+pub fn register(r: &mut Registry) {
+    r.add("quantized::add", |a| add(a, false));
+    r.add("quantized::add_relu", |a| add(a, true));
+    r.add("quantized::mul", |a| mul(a, false));
+    r.add("quantized::cat", cat);
+    r.add("quantized::add_scalar", add_scalar);
+    r.add("quantized::hardswish", hardswish_requant);
+    let mut previous = HashMap::new();
+    for &name in WRAPPED {
+        if let Some(k) = r.lookup(name, "") {
+            previous.insert(name, k);
+        }
+        r.add(name, quantized_or_float);
+    }
+    // the registry is built once per process: a second build finds the map already set
+    let _ = FLOAT_KERNELS.set(previous);
+}
+
+fn quantized_or_float(a: &mut Args<'_>) -> Result<IValue> {
+    let quantized = matches!(a.get(0)?, IValue::Tensor(t) if t.is_quantized());
+    let name = a.op.split_once('.').map_or(a.op, |(n, _)| n);
+    if !quantized {
+        let k = FLOAT_KERNELS
+            .get()
+            .and_then(|m| m.get(name).copied())
+            .ok_or_else(|| crate::Error::UnknownOp(a.op.to_string()))?;
+        return k(a);
+    }
+    match name {
+        "aten::relu" | "aten::relu_" => qrelu(a),
+        "aten::max_pool2d" => qmax_pool2d(a),
+        "aten::adaptive_avg_pool2d" => qadaptive_avg_pool2d(a),
+        other => Err(unsupported(other, "no quantized kernel")),
+    }
+}
+
+fn same_params_as(x: &Tensor, vals: &[i32], shape: &[usize]) -> Result<Tensor> {
+    let q = x
+        .quantizer()
+        .map(|q| (**q).clone())
+        .ok_or_else(|| unsupported("quantized op", "input is not quantized"))?;
+    make_quantized(vals, shape, x.dtype(), q)
+}
+
+/// `qrelu`: `max(q, zero_point)` on the integers, parameters kept.
+fn qrelu(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let (_, zp) = per_tensor_params(a.op, &x)?;
+    let vals: Vec<i32> = int_values(&x)?.iter().map(|&v| v.max(zp as i32)).collect();
+    let out = same_params_as(&x, &vals, x.shape())?;
+    if a.op.starts_with("aten::relu_") {
+        x.int_repr_view()?.copy_from(&out.int_repr_view()?)?;
+        return tensor_result(x);
+    }
+    tensor_result(out)
+}
+
+/// ATen's `qadd_kernel`: both inputs dequantized (FMA in the vectorized body, the scalar
+/// formula in the tail past the last full pair of vectors), added, requantized.
+fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let y = arg_qtensor(a, 1)?;
+    if x.shape() != y.shape() || x.dtype() != y.dtype() {
+        return Err(unsupported(a.op, "inputs of one shape and dtype expected"));
+    }
+    let (scale, zp) = (a.double(2)?, a.int(3)?);
+    let (xs, xz) = per_tensor_params(a.op, &x)?;
+    let (ys, yz) = per_tensor_params(a.op, &y)?;
+    let range = x
+        .dtype()
+        .quantized_range()
+        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+    let (xs, ys) = (xs as f32, ys as f32);
+    let (xpre, ypre) = (xs * -(xz as f32), ys * -(yz as f32));
+    let inv = 1.0f32 / scale as f32;
+    let xv = int_values(&x)?;
+    let yv = int_values(&y)?;
+    let vec_end = xv.len() / (2 * VEC_ELEMS_U8) * (2 * VEC_ELEMS_U8);
+    let vals: Vec<i32> = xv
+        .iter()
+        .zip(&yv)
+        .enumerate()
+        .map(|(i, (&p, &q))| {
+            let (da, db) = if i < vec_end {
+                (
+                    dequantize_val_fma(p, xs, xpre),
+                    dequantize_val_fma(q, ys, ypre),
+                )
+            } else {
+                (dequantize_val(p, xs, xz), dequantize_val(q, ys, yz))
+            };
+            let mut c = da + db;
+            if relu {
+                c = c.max(0.0);
+            }
+            quantize_val(c, inv, zp, range)
+        })
+        .collect();
+    tensor_result(make_quantized(
+        &vals,
+        x.shape(),
+        x.dtype(),
+        Quantizer::PerTensorAffine {
+            scale,
+            zero_point: zp,
+        },
+    )?)
+}
+
+/// ATen's `qmul_kernel`: the integer product requantized with `xs * ys / scale`.
+fn mul(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let y = arg_qtensor(a, 1)?;
+    if x.shape() != y.shape() || x.dtype() != y.dtype() {
+        return Err(unsupported(a.op, "inputs of one shape and dtype expected"));
+    }
+    let (scale, zp) = (a.double(2)?, a.int(3)?);
+    let (xs, xz) = per_tensor_params(a.op, &x)?;
+    let (ys, yz) = per_tensor_params(a.op, &y)?;
+    let range = x
+        .dtype()
+        .quantized_range()
+        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+    let multiplier = xs as f32 * ys as f32 * (1.0f32 / scale as f32);
+    let xv = int_values(&x)?;
+    let yv = int_values(&y)?;
+    let vals: Vec<i32> = xv
+        .iter()
+        .zip(&yv)
+        .map(|(&p, &q)| {
+            let c = (p - xz as i32) * (q - yz as i32);
+            let r = zp + (c as f32 * multiplier).round_ties_even() as i64;
+            let r = r.clamp(range.0, range.1);
+            if relu {
+                r.max(zp) as i32
+            } else {
+                r as i32
+            }
+        })
+        .collect();
+    tensor_result(make_quantized(
+        &vals,
+        x.shape(),
+        x.dtype(),
+        Quantizer::PerTensorAffine {
+            scale,
+            zero_point: zp,
+        },
+    )?)
+}
+
+/// `quantized::cat`: dequantize, concatenate, quantize (with the first input's parameters
+/// when none are given).
+fn cat(a: &mut Args<'_>) -> Result<IValue> {
+    let xs = a.tensor_list(0)?;
+    let first = xs
+        .first()
+        .ok_or_else(|| unsupported(a.op, "needs at least one tensor"))?;
+    let (s0, z0) = per_tensor_params(a.op, first)?;
+    let dim = a.int(1)?;
+    let scale = a.opt_double(2)?.unwrap_or(s0);
+    let zp = a.opt_int(3)?.unwrap_or(z0);
+    let floats = xs
+        .iter()
+        .map(dequantize_tensor)
+        .collect::<Result<Vec<_>>>()?;
+    let mut inner = floats
+        .into_iter()
+        .map(IValue::Tensor)
+        .collect::<Vec<IValue>>();
+    let list = IValue::List(crate::runtime::List::new(
+        crate::ir::types::Type::Tensor,
+        std::mem::take(&mut inner),
+    ));
+    let cat_kernel = crate::ops::Registry::global()
+        .lookup("aten::cat", "")
+        .ok_or_else(|| crate::Error::UnknownOp("aten::cat".into()))?;
+    let mut args = vec![list, IValue::Int(dim)];
+    let joined = cat_kernel(&mut Args::new("aten::cat", &mut args, a.ctx))?;
+    let IValue::Tensor(joined) = joined else {
+        return Err(unsupported(a.op, "aten::cat returned a non-tensor"));
+    };
+    tensor_result(quantize_tensor(&joined, scale, zp, first.dtype())?)
+}
+
+/// `quantized::add_scalar`: ATen's `qadd_scalar` shifts the integers by `round(b / scale)`
+/// and keeps the parameters, clamping to the range.
+fn add_scalar(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let (scale, _) = per_tensor_params(a.op, &x)?;
+    let b = a.scalar(1)?.to_f64();
+    let range = x
+        .dtype()
+        .quantized_range()
+        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+    let shift = (b / scale).round_ties_even() as i64;
+    let vals: Vec<i32> = int_values(&x)?
+        .iter()
+        .map(|&v| (v as i64 + shift).clamp(range.0, range.1) as i32)
+        .collect();
+    tensor_result(same_params_as(&x, &vals, x.shape())?)
+}
+
+/// Dequantize, `x * relu6(x + 3) / 6` in float, quantize with (`scale`, `zp`).
+fn hardswish(x: &Tensor, scale: f64, zp: i64) -> Result<Tensor> {
+    let f = dequantize_tensor(x)?;
+    let v: Vec<f32> = f
+        .to_vec::<f32>()?
+        .iter()
+        .map(|&t| t * (t + 3.0).clamp(0.0, 6.0) / 6.0)
+        .collect();
+    quantize_tensor(&Tensor::from_vec(v, x.shape())?, scale, zp, x.dtype())
+}
+
+fn hardswish_requant(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    tensor_result(hardswish(&x, a.double(1)?, a.int(2)?)?)
+}
+
+fn pair(v: &[i64], what: &str, op: &str) -> Result<[i64; 2]> {
+    match v {
+        [a] => Ok([*a, *a]),
+        [a, b] => Ok([*a, *b]),
+        _ => Err(unsupported(op, format!("{what} must have 1 or 2 values"))),
+    }
+}
+
+/// `max_pool2d` on the integers of an NCHW / CHW quantized tensor (parameters kept).
+fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let k = pair(&a.int_list(1)?, "kernel_size", a.op)?;
+    let s = a.int_list(2)?;
+    let s = if s.is_empty() {
+        k
+    } else {
+        pair(&s, "stride", a.op)?
+    };
+    let p = pair(&a.int_list(3)?, "padding", a.op)?;
+    let d = pair(&a.int_list(4)?, "dilation", a.op)?;
+    let ceil = a.bool(5)?;
+    let shape = x.shape().to_vec();
+    if shape.len() < 3 {
+        return Err(unsupported(a.op, "expects a 3-d or 4-d input"));
+    }
+    let (h, w) = (shape[shape.len() - 2] as i64, shape[shape.len() - 1] as i64);
+    let planes: usize = shape[..shape.len() - 2].iter().product();
+    let out_len = |n: i64, i: usize| {
+        let eff = d[i] * (k[i] - 1) + 1;
+        let num = n + 2 * p[i] - eff;
+        let mut o = if ceil {
+            (num + s[i] - 1).div_euclid(s[i]) + 1
+        } else {
+            num.div_euclid(s[i]) + 1
+        };
+        if ceil && (o - 1) * s[i] >= n + p[i] {
+            o -= 1;
+        }
+        o
+    };
+    let (oh, ow) = (out_len(h, 0), out_len(w, 1));
+    if oh <= 0 || ow <= 0 || s.iter().any(|&v| v <= 0) {
+        return Err(unsupported(a.op, "the output would be empty"));
+    }
+    let xv = int_values(&x)?;
+    let mut out = Vec::with_capacity(planes * (oh * ow) as usize);
+    for pl in 0..planes {
+        let base = pl * (h * w) as usize;
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let mut m = i32::MIN;
+                for ky in 0..k[0] {
+                    let iy = oy * s[0] - p[0] + ky * d[0];
+                    if iy < 0 || iy >= h {
+                        continue;
+                    }
+                    for kx in 0..k[1] {
+                        let ix = ox * s[1] - p[1] + kx * d[1];
+                        if ix < 0 || ix >= w {
+                            continue;
+                        }
+                        m = m.max(xv[base + (iy * w + ix) as usize]);
+                    }
+                }
+                out.push(m);
+            }
+        }
+    }
+    let mut oshape = shape.clone();
+    let nd = oshape.len();
+    oshape[nd - 2] = oh as usize;
+    oshape[nd - 1] = ow as usize;
+    tensor_result(same_params_as(&x, &out, &oshape)?)
+}
+
+/// `adaptive_avg_pool2d` on quantized NCHW input (ATen's `qadaptive_avg_pool2d` scalar path:
+/// the integer window sum minus `zp * size`, requantized with `1 / size`; parameters kept).
+fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let o = pair(&a.int_list(1)?, "output_size", a.op)?;
+    let (_, zp) = per_tensor_params(a.op, &x)?;
+    let range = x
+        .dtype()
+        .quantized_range()
+        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+    let shape = x.shape().to_vec();
+    if shape.len() < 3 || o[0] <= 0 || o[1] <= 0 {
+        return Err(unsupported(
+            a.op,
+            "expects a 3-d or 4-d input and a positive size",
+        ));
+    }
+    let (h, w) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+    let (oh, ow) = (o[0] as usize, o[1] as usize);
+    let planes: usize = shape[..shape.len() - 2].iter().product();
+    let xv = int_values(&x)?;
+    let mut out = Vec::with_capacity(planes * oh * ow);
+    for pl in 0..planes {
+        let base = pl * h * w;
+        for oy in 0..oh {
+            let (y0, y1) = (oy * h / oh, ((oy + 1) * h).div_ceil(oh));
+            for ox in 0..ow {
+                let (x0, x1) = (ox * w / ow, ((ox + 1) * w).div_ceil(ow));
+                let size = ((y1 - y0) * (x1 - x0)) as i32;
+                let mut acc = -(zp as i32) * size;
+                for iy in y0..y1 {
+                    for ix in x0..x1 {
+                        acc += xv[base + iy * w + ix];
+                    }
+                }
+                // quantize_val(1 / multiplier, zp, acc) with multiplier = 1 / size
+                let multiplier = 1.0f32 / size as f32;
+                let inv = 1.0f32 / (1.0f32 / multiplier);
+                out.push(quantize_val(acc as f32, inv, zp, range));
+            }
+        }
+    }
+    let mut oshape = shape.clone();
+    let nd = oshape.len();
+    oshape[nd - 2] = oh;
+    oshape[nd - 1] = ow;
+    tensor_result(same_params_as(&x, &out, &oshape)?)
+}

@@ -1,0 +1,413 @@
+//! `quantized::linear*`: static (quint8 activations x qint8 weights -> quint8, requantized as
+//! fbgemm's `ReQuantizeOutput`), dynamic (float input quantized on the fly with ATen's
+//! `ChooseQuantizationParams`, float output as fbgemm's AVX512 `ReQuantizeForFloat`:
+//! `fma(raw, act_scale * w_scale, bias)`) and the fp16
+//! weight variant; prepack / unpack.
+
+use super::torchbind::{packed_arg, LinearParams};
+use super::{
+    arg_qtensor, int_values, make_quantized, per_tensor_params, tensor_result, unsupported,
+};
+use crate::ops::{Args, Registry};
+use crate::runtime::{IValue, Tuple};
+use crate::tensor::{DType, Quantizer, Tensor};
+use crate::Result;
+
+pub fn register(r: &mut Registry) {
+    r.add("quantized::linear_prepack", linear_prepack);
+    r.add("quantized::linear_prepack_fp16", linear_prepack_fp16);
+    r.add_all(
+        &["quantized::linear_unpack", "quantized::linear_unpack_fp16"],
+        linear_unpack,
+    );
+    r.add("quantized::linear", |a| linear_static(a, false));
+    r.add("quantized::linear_relu", |a| linear_static(a, true));
+    r.add("quantized::linear_dynamic", |a| linear_dynamic(a, false));
+    r.add("quantized::linear_relu_dynamic", |a| {
+        linear_dynamic(a, true)
+    });
+    r.add("quantized::linear_dynamic_fp16", linear_dynamic_fp16);
+}
+
+fn linear_prepack(a: &mut Args<'_>) -> Result<IValue> {
+    let w = arg_qtensor(a, 0)?;
+    if w.dtype() != DType::QInt8 || w.dim() != 2 {
+        return Err(unsupported(a.op, "weights must be a 2-d qint8 tensor"));
+    }
+    let p = LinearParams {
+        weight: w,
+        bias: a.opt_tensor(1)?,
+    };
+    Ok(IValue::Object(p.to_object()))
+}
+
+fn linear_prepack_fp16(a: &mut Args<'_>) -> Result<IValue> {
+    let w = a.tensor(0)?;
+    if w.dtype() != DType::Float32 || w.dim() != 2 {
+        return Err(unsupported(a.op, "weights must be a 2-d float32 tensor"));
+    }
+    let p = LinearParams {
+        weight: w,
+        bias: a.opt_tensor(1)?,
+    };
+    Ok(IValue::Object(p.to_object()))
+}
+
+fn linear_unpack(a: &mut Args<'_>) -> Result<IValue> {
+    let p = LinearParams::from_object(&packed_arg(a, 0)?)?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(p.weight),
+        p.bias.map(IValue::Tensor).unwrap_or(IValue::None),
+    ])))
+}
+
+/// Output channel `j`'s weight scale and zero point.
+fn weight_params(w: &Tensor, n: usize) -> Result<(Vec<f32>, Vec<i32>, bool)> {
+    match w.quantizer().map(|q| &**q) {
+        Some(Quantizer::PerTensorAffine { scale, zero_point }) => {
+            Ok((vec![*scale as f32; n], vec![*zero_point as i32; n], false))
+        }
+        Some(Quantizer::PerChannelAffine {
+            scales,
+            zero_points,
+            axis: 0,
+        }) => Ok((
+            scales.iter().map(|&s| s as f32).collect(),
+            zero_points.iter().map(|&z| z as i32).collect(),
+            true,
+        )),
+        _ => Err(unsupported(
+            "quantized weights",
+            "per-tensor or per-output-channel (axis 0) quantization expected",
+        )),
+    }
+}
+
+/// fbgemm's requantization of int32 accumulators to quint8 (`requantizeOutputProcessingAvx2`
+/// with a float bias).
+pub(crate) struct Requant {
+    act_times_w: Vec<f32>,
+    multiplier: Vec<f32>,
+    per_channel: bool,
+    out_zp: i32,
+    relu: bool,
+}
+
+impl Requant {
+    pub(crate) fn new(
+        act_scale: f64,
+        w_scales: &[f32],
+        per_channel: bool,
+        out_scale: f64,
+        out_zp: i64,
+        relu: bool,
+    ) -> Requant {
+        let act = act_scale as f32;
+        let out = out_scale as f32;
+        let act_times_w: Vec<f32> = w_scales.iter().map(|&w| act * w).collect();
+        let multiplier = act_times_w.iter().map(|&s| s / out).collect();
+        Requant {
+            act_times_w,
+            multiplier,
+            per_channel,
+            out_zp: out_zp as i32,
+            relu,
+        }
+    }
+
+    /// Output channel `j`'s quint8 value for accumulator `raw`.
+    #[inline]
+    pub(crate) fn apply(&self, raw: i32, bias: Option<f32>, j: usize) -> i32 {
+        let mut xf = raw as f32;
+        if let Some(b) = bias {
+            // per tensor fbgemm multiplies by the reciprocal computed in double
+            let xb = if self.per_channel {
+                b / self.act_times_w[j]
+            } else {
+                b * ((1.0f64 / self.act_times_w[j] as f64) as f32)
+            };
+            xf += xb;
+        }
+        let scaled = xf * self.multiplier[j];
+        let rounded = if !(-2147483648.0..2147483648.0).contains(&scaled) {
+            i32::MIN // CVTPS2DQ's "integer indefinite"
+        } else {
+            scaled.round_ties_even() as i32
+        };
+        // packs_epi32 (saturate to i16), adds_epi16 (zero point), packus_epi16 (u8)
+        let s16 = rounded.clamp(i16::MIN as i32, i16::MAX as i32);
+        let with_zp = (s16 + self.out_zp).clamp(i16::MIN as i32, i16::MAX as i32);
+        let u8v = with_zp.clamp(0, 255);
+        let lo = if self.relu {
+            self.out_zp.clamp(0, 255)
+        } else {
+            0
+        };
+        u8v.max(lo)
+    }
+}
+
+fn out_shape(x: &Tensor, n: usize) -> Vec<usize> {
+    let mut s = x.shape().to_vec();
+    if let Some(last) = s.last_mut() {
+        *last = n;
+    }
+    s
+}
+
+fn dims(op: &str, x: &Tensor, w: &Tensor) -> Result<(usize, usize, usize)> {
+    let k = *x
+        .shape()
+        .last()
+        .ok_or_else(|| unsupported(op, "input must have at least one dimension"))?;
+    let (n, wk) = (w.shape()[0], w.shape()[1]);
+    if wk != k {
+        return Err(unsupported(
+            op,
+            format!("input has {k} features, weights expect {wk}"),
+        ));
+    }
+    Ok((x.numel() / k.max(1), k, n))
+}
+
+fn linear_static(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    if x.dtype() != DType::QUInt8 {
+        return Err(unsupported(
+            a.op,
+            format!("input must be quint8, got {}", x.dtype()),
+        ));
+    }
+    let p = LinearParams::from_object(&packed_arg(a, 1)?)?;
+    if p.is_fp16() {
+        return Err(unsupported(
+            a.op,
+            "fp16 packed weights need linear_dynamic_fp16",
+        ));
+    }
+    let (out_scale, out_zp) = (a.double(2)?, a.int(3)?);
+    let (x_scale, x_zp) = per_tensor_params(a.op, &x)?;
+    let (m, k, n) = dims(a.op, &x, &p.weight)?;
+    let (w_scales, w_zps, per_channel) = weight_params(&p.weight, n)?;
+    let xv = int_values(&x)?;
+    let wv = int_values(&p.weight)?;
+    let bias = match &p.bias {
+        Some(b) => Some(b.to_vec::<f32>()?),
+        None => None,
+    };
+    let rq = Requant::new(x_scale, &w_scales, per_channel, out_scale, out_zp, relu);
+    let xzp = x_zp as i32;
+    let mut out = vec![0i32; m * n];
+    for i in 0..m {
+        let row = &xv[i * k..(i + 1) * k];
+        for j in 0..n {
+            let wrow = &wv[j * k..(j + 1) * k];
+            let wzp = w_zps[j];
+            let raw = row.iter().zip(wrow).fold(0i32, |acc, (&xq, &wq)| {
+                acc.wrapping_add((xq - xzp) * (wq - wzp))
+            });
+            out[i * n + j] = rq.apply(raw, bias.as_ref().map(|b| b[j]), j);
+        }
+    }
+    tensor_result(make_quantized(
+        &out,
+        &out_shape(&x, n),
+        DType::QUInt8,
+        Quantizer::PerTensorAffine {
+            scale: out_scale,
+            zero_point: out_zp,
+        },
+    )?)
+}
+
+/// fbgemm's `FindMinMax`.
+pub(crate) fn min_max(v: &[f32]) -> (f32, f32) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    v.iter()
+        .fold((v[0], v[0]), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+}
+
+/// ATen's `quant_utils::ChooseQuantizationParams` (no sparsity preservation, no power-of-two
+/// scale): the scale fbgemm uses (float) and the nudged zero point.
+pub(crate) fn choose_qparams(
+    min: f32,
+    max: f32,
+    qmin: i32,
+    qmax: i32,
+    reduce_range: bool,
+) -> (f32, i32) {
+    const SMALL_SCALE_THRESHOLD: f32 = 6.1e-5;
+    let (qmin, qmax) = if reduce_range {
+        (qmin / 2, qmax / 2)
+    } else {
+        (qmin, qmax)
+    };
+    let mut min = min.min(0.0);
+    let mut max = max.max(0.0);
+    let mut scale = (max as f64 - min as f64) / (qmax - qmin) as f64;
+    if scale as f32 == 0.0 || (1.0f32 / scale as f32).is_infinite() {
+        scale = 0.1;
+    }
+    if scale < SMALL_SCALE_THRESHOLD as f64 {
+        let org = scale as f32;
+        scale = SMALL_SCALE_THRESHOLD as f64;
+        if min == 0.0 {
+            max = SMALL_SCALE_THRESHOLD * (qmax - qmin) as f32;
+        } else if max == 0.0 {
+            min = -SMALL_SCALE_THRESHOLD * (qmax - qmin) as f32;
+        } else {
+            let amplifier = SMALL_SCALE_THRESHOLD / org;
+            min *= amplifier;
+            max *= amplifier;
+        }
+    }
+    let zp_from_min = qmin as f64 - min as f64 / scale;
+    let zp_from_max = qmax as f64 - max as f64 / scale;
+    let err_min = (qmin as f64).abs() - (min as f64 / scale).abs();
+    let err_max = (qmax as f64).abs() - (max as f64 / scale).abs();
+    let initial = if err_min < err_max {
+        zp_from_min
+    } else {
+        zp_from_max
+    };
+    let zp = if initial < qmin as f64 {
+        qmin
+    } else if initial > qmax as f64 {
+        qmax
+    } else {
+        initial.round_ties_even() as i32
+    };
+    (scale as f32, zp)
+}
+
+/// fbgemm's legacy `Quantize` of one row as `PackAWithQuantRowOffset` runs it: AVX2 lanes of 8
+/// with `round(fma(x, 1/scale, zp))`, the tail with `nearbyint(zp + x * (1/scale))`.
+fn quantize_row_legacy(row: &[f32], scale: f32, zp: i32, out: &mut Vec<i32>) {
+    let inv = 1.0f32 / scale;
+    let zpf = zp as f32;
+    let vec_len = row.len() / 8 * 8;
+    for (i, &x) in row.iter().enumerate() {
+        let t = if i < vec_len {
+            x.mul_add(inv, zpf)
+        } else {
+            zpf + x * inv
+        };
+        out.push(t.round_ties_even().clamp(0.0, 255.0) as i32);
+    }
+}
+
+fn linear_dynamic(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    if x.dtype() != DType::Float32 {
+        return Err(unsupported(
+            a.op,
+            format!("input must be float32, got {}", x.dtype()),
+        ));
+    }
+    let p = LinearParams::from_object(&packed_arg(a, 1)?)?;
+    let reduce_range = a.bool(2)?;
+    let (m, k, n) = dims(a.op, &x, &p.weight)?;
+    let out = dynamic_matmul(&x.to_vec::<f32>()?, m, k, n, &p, reduce_range, relu)?;
+    tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
+}
+
+/// `x` (`m` rows of `k`) times the packed int8 weights (`n` outputs) as fbgemm's dynamic
+/// linear computes it: `x` quantized to quint8 with parameters from its own min/max.
+pub(crate) fn dynamic_matmul(
+    xs: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    p: &LinearParams,
+    reduce_range: bool,
+    relu: bool,
+) -> Result<Vec<f32>> {
+    if p.is_fp16() {
+        return Err(unsupported(
+            "quantized::linear_dynamic",
+            "fp16 packed weights need linear_dynamic_fp16",
+        ));
+    }
+    if p.weight.shape() != [n, k] || xs.len() != m * k {
+        return Err(unsupported(
+            "quantized::linear_dynamic",
+            format!(
+                "input of {k} features does not fit weights {:?}",
+                p.weight.shape()
+            ),
+        ));
+    }
+    let (lo, hi) = min_max(xs);
+    let (a_scale, a_zp) = choose_qparams(lo, hi, 0, 255, reduce_range);
+    let mut xq = Vec::with_capacity(xs.len());
+    for i in 0..m {
+        quantize_row_legacy(&xs[i * k..(i + 1) * k], a_scale, a_zp, &mut xq);
+    }
+    let (w_scales, w_zps, per_channel) = weight_params(&p.weight, n)?;
+    let wv = int_values(&p.weight)?;
+    let bias = match &p.bias {
+        Some(b) => Some(b.to_vec::<f32>()?),
+        None => None,
+    };
+    let tensor_mult = a_scale * w_scales.first().copied().unwrap_or(1.0);
+    let mut out = vec![0f32; m * n];
+    for i in 0..m {
+        let row = &xq[i * k..(i + 1) * k];
+        for j in 0..n {
+            let wrow = &wv[j * k..(j + 1) * k];
+            let wzp = w_zps[j];
+            let raw = row.iter().zip(wrow).fold(0i32, |acc, (&xq, &wq)| {
+                acc.wrapping_add((xq - a_zp) * (wq - wzp))
+            });
+            let mult = if per_channel {
+                a_scale * w_scales[j]
+            } else {
+                tensor_mult
+            };
+            // fbgemm's AVX512 ReQuantizeForFloat fuses the bias add (one rounding)
+            let mut r = match &bias {
+                Some(b) => (raw as f32).mul_add(mult, b[j]),
+                None => raw as f32 * mult,
+            };
+            if relu {
+                r = r.max(0.0);
+            }
+            out[i * n + j] = r;
+        }
+    }
+    Ok(out)
+}
+
+/// fbgemm's fp16 GEMM: weights rounded to half, float accumulation.
+fn linear_dynamic_fp16(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let p = LinearParams::from_object(&packed_arg(a, 1)?)?;
+    if !p.is_fp16() {
+        return Err(unsupported(a.op, "expects fp16 packed weights"));
+    }
+    let (m, k, n) = dims(a.op, &x, &p.weight)?;
+    let xs = x.to_vec::<f32>()?;
+    let w: Vec<f32> = p
+        .weight
+        .to_vec::<f32>()?
+        .iter()
+        .map(|&v| half::f16::from_f32(v).to_f32())
+        .collect();
+    let bias = match &p.bias {
+        Some(b) => Some(b.to_vec::<f32>()?),
+        None => None,
+    };
+    let mut out = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0f32;
+            for t in 0..k {
+                s = xs[i * k + t].mul_add(w[j * k + t], s);
+            }
+            out[i * n + j] = s + bias.as_ref().map_or(0.0, |b| b[j]);
+        }
+    }
+    tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
+}

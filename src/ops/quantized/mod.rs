@@ -1,0 +1,122 @@
+//! Quantized operators with the arithmetic of PyTorch's x86 (fbgemm) engine: `quantize_per_tensor`
+//! / `dequantize` and friends (`tensors.rs`), `quantized::conv*` (`conv.rs`), `quantized::linear*`
+//! static and dynamic (`linear.rs`), the dynamic LSTM (`rnn.rs`), elementwise ops and the aten ops quantized models apply to
+//! quantized tensors (`elementwise.rs`), and the packed-weight torchbind classes
+//! (`torchbind.rs`).
+//!
+//! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization
+//! repeats fbgemm's float steps in its order (float bias divided by `act_scale * w_scale`, the
+//! float multiplier `act_scale * w_scale / out_scale`, round half to even, zero point,
+//! saturation), so outputs can be bit-exact.
+
+pub mod conv;
+pub mod elementwise;
+pub mod linear;
+pub mod rnn;
+pub mod tensors;
+pub mod torchbind;
+
+use super::{Args, Registry};
+use crate::runtime::IValue;
+use crate::tensor::{DType, Quantizer, Tensor};
+use crate::Error;
+
+pub fn register(r: &mut Registry) {
+    tensors::register(r);
+    conv::register(r);
+    linear::register(r);
+    rnn::register(r);
+    elementwise::register(r);
+}
+
+fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
+    Error::Tensor(crate::tensor::TensorError::Unsupported(format!(
+        "{op}: {what}"
+    )))
+}
+
+/// The per-tensor scale and zero point of quantized `t`.
+pub(crate) fn per_tensor_params(op: &str, t: &Tensor) -> crate::Result<(f64, i64)> {
+    match t.quantizer().map(|q| &**q) {
+        Some(Quantizer::PerTensorAffine { scale, zero_point }) => Ok((*scale, *zero_point)),
+        Some(Quantizer::PerChannelAffine { .. }) => Err(unsupported(
+            op,
+            "per-channel quantized input (per-tensor expected)",
+        )),
+        None => Err(unsupported(
+            op,
+            format!("expects a quantized tensor, got {}", t.dtype()),
+        )),
+    }
+}
+
+/// The integer values of quantized `t` in row-major order.
+pub(crate) fn int_values(t: &Tensor) -> crate::Result<Vec<i32>> {
+    t.int_repr_view()?.to_vec::<i32>()
+}
+
+/// A contiguous quantized tensor of `dtype` holding `values` (already in range).
+pub(crate) fn make_quantized(
+    values: &[i32],
+    shape: &[usize],
+    dtype: DType,
+    quantizer: Quantizer,
+) -> crate::Result<Tensor> {
+    let ints = match dtype {
+        DType::QUInt8 => {
+            Tensor::from_vec(values.iter().map(|&v| v as u8).collect::<Vec<u8>>(), shape)?
+        }
+        DType::QInt8 => {
+            Tensor::from_vec(values.iter().map(|&v| v as i8).collect::<Vec<i8>>(), shape)?
+        }
+        DType::QInt32 => Tensor::from_slice(values, shape)?,
+        other => return Err(unsupported("quantize", format!("{other} is not quantized"))),
+    };
+    Ok(Tensor::quantized_from_ints(&ints, quantizer)?)
+}
+
+/// ATen's `quantize_val` / fbgemm's non-legacy `Quantize`: `zero_point + nearbyint(x * (1 /
+/// scale))` in float, clamped to the type's range.
+#[inline]
+pub(crate) fn quantize_val(x: f32, inv_scale: f32, zero_point: i64, range: (i64, i64)) -> i32 {
+    let r = (x * inv_scale).round_ties_even();
+    let q = if r.is_nan() {
+        zero_point
+    } else {
+        (zero_point as f64 + r as f64).clamp(range.0 as f64, range.1 as f64) as i64
+    };
+    q.clamp(range.0, range.1) as i32
+}
+
+/// The scalar-path `dequantize_val`: `float(scale) * (q - zero_point)`.
+#[inline]
+pub(crate) fn dequantize_val(q: i32, scale: f32, zero_point: i64) -> f32 {
+    scale * ((q as i64 - zero_point) as f32)
+}
+
+/// ATen's vectorized dequantize (`Vectorized<quint8>::dequantize`): one FMA,
+/// `scale * q + (scale * -zero_point)`.
+#[inline]
+pub(crate) fn dequantize_val_fma(q: i32, scale: f32, neg_zp_premul: f32) -> f32 {
+    scale.mul_add(q as f32, neg_zp_premul)
+}
+
+/// ATen's CPU vector width in bytes of quantized elements for the AVX512 build PyTorch runs
+/// on this machine kind: elementwise quantized kernels process `2 * 64` elements per vector
+/// step and the tail with the scalar formula.
+pub(crate) const VEC_ELEMS_U8: usize = 64;
+
+pub(crate) fn tensor_result(t: Tensor) -> crate::Result<IValue> {
+    Ok(IValue::Tensor(t))
+}
+
+pub(crate) fn arg_qtensor(a: &Args<'_>, i: usize) -> crate::Result<Tensor> {
+    let t = a.tensor(i)?;
+    if !t.is_quantized() {
+        return Err(unsupported(
+            a.op,
+            format!("argument {i} must be a quantized tensor, got {}", t.dtype()),
+        ));
+    }
+    Ok(t)
+}

@@ -1,0 +1,301 @@
+//! Making and taking apart quantized tensors: `quantize_per_tensor` / `_per_channel` (fbgemm's
+//! `zero_point + nearbyint(x * (1/scale))` in float), `dequantize` (`scale * (q - zero_point)`),
+//! `int_repr`, `q_scale`, `q_zero_point`, per-channel queries.
+
+use super::{
+    arg_qtensor, dequantize_val, int_values, make_quantized, quantize_val, tensor_result,
+    unsupported,
+};
+use crate::ir::types::Type;
+use crate::ops::{Args, Registry};
+use crate::runtime::{IValue, List};
+use crate::tensor::{DType, Quantizer, Tensor};
+use crate::Result;
+use std::sync::Arc;
+
+pub fn register(r: &mut Registry) {
+    r.add("aten::quantize_per_tensor", quantize_per_tensor);
+    r.add(
+        "aten::quantize_per_tensor.tensor_qparams",
+        quantize_per_tensor_tensor_qparams,
+    );
+    r.add(
+        "aten::quantize_per_tensor.tensors",
+        quantize_per_tensor_tensors,
+    );
+    r.add("aten::quantize_per_channel", quantize_per_channel);
+    r.add(
+        "aten::quantize_per_tensor_dynamic",
+        quantize_per_tensor_dynamic,
+    );
+    r.add("aten::_make_per_tensor_quantized_tensor", make_per_tensor);
+    r.add_all(
+        &["aten::dequantize.self", "aten::dequantize.tensor"],
+        dequantize,
+    );
+    r.add_all(
+        &["aten::dequantize.tensors", "aten::dequantize.list"],
+        dequantize_list,
+    );
+    r.add("aten::int_repr", int_repr);
+    r.add("aten::q_scale", q_scale);
+    r.add("aten::q_zero_point", q_zero_point);
+    r.add("aten::q_per_channel_scales", q_per_channel_scales);
+    r.add("aten::q_per_channel_zero_points", q_per_channel_zero_points);
+    r.add("aten::q_per_channel_axis", q_per_channel_axis);
+}
+
+fn quantized_dtype(op: &str, d: DType) -> Result<DType> {
+    if d.is_quantized() {
+        Ok(d)
+    } else {
+        Err(unsupported(op, format!("dtype {d} is not quantized")))
+    }
+}
+
+/// `x` (any real dtype) quantized per tensor.
+pub(crate) fn quantize_tensor(
+    x: &Tensor,
+    scale: f64,
+    zero_point: i64,
+    dtype: DType,
+) -> Result<Tensor> {
+    let range = dtype
+        .quantized_range()
+        .ok_or_else(|| unsupported("quantize_per_tensor", format!("{dtype} is not quantized")))?;
+    let inv = 1.0f32 / scale as f32;
+    let vals: Vec<i32> = x
+        .to_vec::<f32>()?
+        .iter()
+        .map(|&v| quantize_val(v, inv, zero_point, range))
+        .collect();
+    make_quantized(
+        &vals,
+        x.shape(),
+        dtype,
+        Quantizer::PerTensorAffine { scale, zero_point },
+    )
+}
+
+fn quantize_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let dtype = quantized_dtype(a.op, a.dtype(3)?)?;
+    tensor_result(quantize_tensor(&x, a.double(1)?, a.int(2)?, dtype)?)
+}
+
+fn quantize_per_tensor_tensor_qparams(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let scale = a.tensor(1)?.item()?.to_f64();
+    let zp = a.tensor(2)?.item()?.to_i64();
+    let dtype = quantized_dtype(a.op, a.dtype(3)?)?;
+    tensor_result(quantize_tensor(&x, scale, zp, dtype)?)
+}
+
+fn quantize_per_tensor_tensors(a: &mut Args<'_>) -> Result<IValue> {
+    let xs = a.tensor_list(0)?;
+    let scales = a.tensor(1)?.to_vec::<f64>()?;
+    let zps = a.tensor(2)?.to_vec::<i64>()?;
+    let dtype = quantized_dtype(a.op, a.dtype(3)?)?;
+    if scales.len() != xs.len() || zps.len() != xs.len() {
+        return Err(unsupported(
+            a.op,
+            "one scale and zero point per tensor expected",
+        ));
+    }
+    let out = xs
+        .iter()
+        .zip(scales.iter().zip(&zps))
+        .map(|(x, (&s, &z))| quantize_tensor(x, s, z, dtype).map(IValue::Tensor))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(IValue::List(List::new(Type::Tensor, out)))
+}
+
+/// `x` quantized with a scale and zero point per index of `axis`.
+pub(crate) fn quantize_channels(
+    x: &Tensor,
+    scales: &[f64],
+    zero_points: &[i64],
+    axis: usize,
+    dtype: DType,
+) -> Result<Tensor> {
+    let op = "quantize_per_channel";
+    let range = dtype
+        .quantized_range()
+        .ok_or_else(|| unsupported(op, format!("{dtype} is not quantized")))?;
+    let shape = x.shape();
+    let channels = *shape
+        .get(axis)
+        .ok_or_else(|| unsupported(op, format!("axis {axis} of a {}-d tensor", x.dim())))?;
+    if scales.len() != channels || zero_points.len() != channels {
+        return Err(unsupported(
+            op,
+            "one scale and zero point per channel expected",
+        ));
+    }
+    let inner: usize = shape[axis + 1..].iter().product();
+    let inv: Vec<f32> = scales.iter().map(|&s| 1.0f32 / s as f32).collect();
+    let vals: Vec<i32> = x
+        .to_vec::<f32>()?
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let c = (i / inner.max(1)) % channels.max(1);
+            quantize_val(v, inv[c], zero_points[c], range)
+        })
+        .collect();
+    make_quantized(
+        &vals,
+        shape,
+        dtype,
+        Quantizer::PerChannelAffine {
+            scales: scales.into(),
+            zero_points: zero_points.into(),
+            axis,
+        },
+    )
+}
+
+fn quantize_per_channel(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let scales = a.tensor(1)?.to_vec::<f64>()?;
+    let zps = a.tensor(2)?.to_vec::<i64>()?;
+    let axis = crate::tensor::wrap_dim(a.int(3)?, x.dim())?;
+    let dtype = quantized_dtype(a.op, a.dtype(4)?)?;
+    tensor_result(quantize_channels(&x, &scales, &zps, axis, dtype)?)
+}
+
+/// ATen's `choose_qparams` as `quantize_per_tensor_dynamic` uses it (min/max including 0).
+fn quantize_per_tensor_dynamic(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let dtype = quantized_dtype(a.op, a.dtype(1)?)?;
+    let reduce_range = a.bool(2)?;
+    let (qmin, qmax) = match dtype {
+        DType::QUInt8 => (0, 255),
+        DType::QInt8 => (-128, 127),
+        other => return Err(unsupported(a.op, format!("dtype {other}"))),
+    };
+    let v = x.to_vec::<f32>()?;
+    let (lo, hi) = super::linear::min_max(&v);
+    let (scale, zp) = super::linear::choose_qparams(lo, hi, qmin, qmax, reduce_range);
+    tensor_result(quantize_tensor(&x, scale as f64, zp as i64, dtype)?)
+}
+
+fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    if !matches!(x.dtype(), DType::UInt8 | DType::Int8 | DType::Int32) {
+        return Err(unsupported(
+            a.op,
+            format!("int8, uint8 or int32 input, got {}", x.dtype()),
+        ));
+    }
+    let ints = x.contiguous()?.deep_clone()?;
+    tensor_result(Tensor::quantized_from_ints(
+        &ints,
+        Quantizer::PerTensorAffine {
+            scale: a.double(1)?,
+            zero_point: a.int(2)?,
+        },
+    )?)
+}
+
+/// A quantized tensor's real values (float32).
+pub(crate) fn dequantize_tensor(t: &Tensor) -> Result<Tensor> {
+    let q = t
+        .quantizer()
+        .ok_or_else(|| unsupported("dequantize", "not a quantized tensor"))?;
+    let vals = int_values(t)?;
+    let out: Vec<f32> = match &**q {
+        Quantizer::PerTensorAffine { scale, zero_point } => {
+            let s = *scale as f32;
+            vals.iter()
+                .map(|&v| dequantize_val(v, s, *zero_point))
+                .collect()
+        }
+        Quantizer::PerChannelAffine {
+            scales,
+            zero_points,
+            axis,
+        } => {
+            let shape = t.shape();
+            let channels = shape.get(*axis).copied().unwrap_or(1).max(1);
+            let inner: usize = shape[(*axis + 1).min(shape.len())..].iter().product();
+            vals.iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let c = (i / inner.max(1)) % channels;
+                    ((v as i64 - zero_points[c]) as f32) * scales[c] as f32
+                })
+                .collect()
+        }
+    };
+    Ok(Tensor::from_vec(out, t.shape())?)
+}
+
+fn dequantize(a: &mut Args<'_>) -> Result<IValue> {
+    let t = a.tensor(0)?;
+    if !t.is_quantized() {
+        // PyTorch: dequantize of a float tensor returns it
+        return tensor_result(t);
+    }
+    tensor_result(dequantize_tensor(&t)?)
+}
+
+fn dequantize_list(a: &mut Args<'_>) -> Result<IValue> {
+    let out = a
+        .tensor_list(0)?
+        .iter()
+        .map(|t| {
+            if t.is_quantized() {
+                dequantize_tensor(t).map(IValue::Tensor)
+            } else {
+                Ok(IValue::Tensor(t.clone()))
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(IValue::List(List::new(Type::Tensor, out)))
+}
+
+fn int_repr(a: &mut Args<'_>) -> Result<IValue> {
+    let t = arg_qtensor(a, 0)?;
+    tensor_result(t.int_repr_view()?.deep_clone()?)
+}
+
+fn q_scale(a: &mut Args<'_>) -> Result<IValue> {
+    let t = arg_qtensor(a, 0)?;
+    Ok(IValue::Double(super::per_tensor_params(a.op, &t)?.0))
+}
+
+fn q_zero_point(a: &mut Args<'_>) -> Result<IValue> {
+    let t = arg_qtensor(a, 0)?;
+    Ok(IValue::Int(super::per_tensor_params(a.op, &t)?.1))
+}
+
+/// A per-channel tensor's scales, zero points and axis.
+type ChannelParams = (Arc<[f64]>, Arc<[i64]>, usize);
+
+fn per_channel(a: &Args<'_>) -> Result<ChannelParams> {
+    let t = arg_qtensor(a, 0)?;
+    match t.quantizer().map(|q| &**q) {
+        Some(Quantizer::PerChannelAffine {
+            scales,
+            zero_points,
+            axis,
+        }) => Ok((scales.clone(), zero_points.clone(), *axis)),
+        _ => Err(unsupported(a.op, "expects a per-channel quantized tensor")),
+    }
+}
+
+fn q_per_channel_scales(a: &mut Args<'_>) -> Result<IValue> {
+    let (s, _, _) = per_channel(a)?;
+    tensor_result(Tensor::from_slice(&s, &[s.len()])?)
+}
+
+fn q_per_channel_zero_points(a: &mut Args<'_>) -> Result<IValue> {
+    let (_, z, _) = per_channel(a)?;
+    tensor_result(Tensor::from_slice(&z, &[z.len()])?)
+}
+
+fn q_per_channel_axis(a: &mut Args<'_>) -> Result<IValue> {
+    let (_, _, axis) = per_channel(a)?;
+    Ok(IValue::Int(axis as i64))
+}

@@ -1,0 +1,158 @@
+//! Quantized tensors (`torch.qint8` / `quint8` / `qint32`): the integer values live in the
+//! storage as for `int8` / `uint8` / `int32`; a [`Quantizer`] maps them to reals,
+//! `real = (q - zero_point) * scale`, per tensor or per channel along `axis`.
+
+use super::{DType, Tensor, TensorError};
+use std::sync::Arc;
+
+/// How a quantized tensor's integers map to reals (PyTorch's `Quantizer`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Quantizer {
+    /// `torch.per_tensor_affine`: one scale and zero point.
+    PerTensorAffine { scale: f64, zero_point: i64 },
+    /// `torch.per_channel_affine`: a scale and zero point per index of dimension `axis`.
+    PerChannelAffine {
+        scales: Arc<[f64]>,
+        zero_points: Arc<[i64]>,
+        axis: usize,
+    },
+}
+
+impl Quantizer {
+    /// PyTorch's `QScheme` name (`torch.per_tensor_affine`, ...).
+    pub fn qscheme_name(&self) -> &'static str {
+        match self {
+            Quantizer::PerTensorAffine { .. } => "per_tensor_affine",
+            Quantizer::PerChannelAffine { .. } => "per_channel_affine",
+        }
+    }
+
+    /// PyTorch's `QScheme` number (`at::kPerTensorAffine` = 0, `kPerChannelAffine` = 1).
+    pub fn qscheme_number(&self) -> i64 {
+        match self {
+            Quantizer::PerTensorAffine { .. } => 0,
+            Quantizer::PerChannelAffine { .. } => 1,
+        }
+    }
+
+    /// The scale and zero point of channel `c` (every channel for per-tensor quantizers).
+    pub fn params_of(&self, c: usize) -> (f64, i64) {
+        match self {
+            Quantizer::PerTensorAffine { scale, zero_point } => (*scale, *zero_point),
+            Quantizer::PerChannelAffine {
+                scales,
+                zero_points,
+                ..
+            } => (
+                scales.get(c).copied().unwrap_or(1.0),
+                zero_points.get(c).copied().unwrap_or(0),
+            ),
+        }
+    }
+}
+
+impl DType {
+    /// `qint8` / `quint8` / `qint32`.
+    pub fn is_quantized(self) -> bool {
+        matches!(self, DType::QInt8 | DType::QUInt8 | DType::QInt32)
+    }
+
+    /// The plain integer type holding a quantized type's values (`int_repr()`'s dtype).
+    pub fn underlying_int(self) -> Option<DType> {
+        match self {
+            DType::QInt8 => Some(DType::Int8),
+            DType::QUInt8 => Some(DType::UInt8),
+            DType::QInt32 => Some(DType::Int32),
+            _ => None,
+        }
+    }
+
+    /// The quantized type whose values a plain integer type holds.
+    pub fn quantized_of(self) -> Option<DType> {
+        match self {
+            DType::Int8 => Some(DType::QInt8),
+            DType::UInt8 => Some(DType::QUInt8),
+            DType::Int32 => Some(DType::QInt32),
+            _ => None,
+        }
+    }
+
+    /// The integer range of a quantized type (`quant_min`, `quant_max`).
+    pub fn quantized_range(self) -> Option<(i64, i64)> {
+        match self {
+            DType::QInt8 => Some((-128, 127)),
+            DType::QUInt8 => Some((0, 255)),
+            DType::QInt32 => Some((i32::MIN as i64, i32::MAX as i64)),
+            _ => None,
+        }
+    }
+}
+
+impl Tensor {
+    /// The quantizer of a quantized tensor.
+    pub fn quantizer(&self) -> Option<&Arc<Quantizer>> {
+        self.quantizer.as_ref()
+    }
+
+    pub fn is_quantized(&self) -> bool {
+        self.quantizer.is_some()
+    }
+
+    /// A quantized tensor viewing the integers of `ints` (`int8` / `uint8` / `int32`, shared
+    /// storage) with `quantizer`.
+    pub fn quantized_from_ints(ints: &Tensor, quantizer: Quantizer) -> Result<Tensor, TensorError> {
+        let qdtype = ints.dtype().quantized_of().ok_or_else(|| {
+            TensorError::Unsupported(format!(
+                "quantized tensors hold int8, uint8 or int32 values, not {}",
+                ints.dtype()
+            ))
+        })?;
+        if let Quantizer::PerChannelAffine {
+            scales,
+            zero_points,
+            axis,
+        } = &quantizer
+        {
+            let n = ints.shape().get(*axis).copied().ok_or_else(|| {
+                TensorError::Shape(format!(
+                    "per-channel axis {axis} of a {}-d tensor",
+                    ints.dim()
+                ))
+            })?;
+            if scales.len() != n || zero_points.len() != n {
+                return Err(TensorError::Shape(format!(
+                    "{} scales and {} zero points for {n} channels",
+                    scales.len(),
+                    zero_points.len()
+                )));
+            }
+        }
+        let mut t = Tensor::from_parts(
+            ints.storage().clone(),
+            ints.storage_offset(),
+            ints.shape(),
+            ints.strides(),
+            qdtype,
+        )?;
+        t.quantizer = Some(Arc::new(quantizer));
+        Ok(t)
+    }
+
+    /// `int_repr()` without a copy: the integers of a quantized tensor as `int8` / `uint8` /
+    /// `int32`, sharing its storage.
+    pub fn int_repr_view(&self) -> Result<Tensor, TensorError> {
+        let dtype = self.dtype().underlying_int().ok_or_else(|| {
+            TensorError::Unsupported(format!(
+                "int_repr of a non-quantized {} tensor",
+                self.dtype()
+            ))
+        })?;
+        Tensor::from_parts(
+            self.storage().clone(),
+            self.storage_offset(),
+            self.shape(),
+            self.strides(),
+            dtype,
+        )
+    }
+}
