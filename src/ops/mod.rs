@@ -25,6 +25,7 @@ pub mod interpolate;
 pub(crate) mod kernels;
 pub mod linalg;
 pub mod linalg_dense;
+pub mod matrix_build;
 pub mod norm;
 pub mod norms;
 pub mod packed;
@@ -138,6 +139,7 @@ impl Registry {
             rnn::register(&mut r);
             packed::register(&mut r);
             norms::register(&mut r);
+            matrix_build::register(&mut r);
             vision::register(&mut r);
             attention::register(&mut r);
             embedding::register(&mut r);

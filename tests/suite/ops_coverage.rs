@@ -197,3 +197,30 @@ fn synthesized_goldens_match_pytorch() {
         failures.len()
     );
 }
+
+/// fixtures/zoo_failures.py `unsupported_ops`: the first call fails before running anything,
+/// naming every overload without a kernel (the one inside a branch too) with its source line.
+#[test]
+fn unsupported_overloads_are_listed_at_compile_time() {
+    let m = tsrun::runtime::Module::load(fixtures_dir().join("models").join("unsupported_ops.pt"))
+        .expect("load");
+    let x = tsrun::Tensor::from_vec(vec![0.5f32, 1.5], &[2]).expect("tensor");
+    let e = m
+        .forward(&[IValue::Tensor(x)])
+        .expect_err("no kernels for these ops")
+        .to_string();
+    for (op, code) in [
+        ("aten::special_airy_ai", "torch.special_airy_ai(x)"),
+        ("aten::special_bessel_y1", "torch.special_bessel_y1(x)"),
+        ("aten::special_bessel_j0", "torch.special_bessel_j0(x)"),
+    ] {
+        let line = e
+            .lines()
+            .find(|l| l.trim_start().starts_with(op))
+            .unwrap_or_else(|| panic!("{op} not listed: {e}"));
+        assert!(
+            line.contains("zoo_failures.py\", line ") && line.contains(code),
+            "{line}"
+        );
+    }
+}
