@@ -27,6 +27,10 @@ pub enum Error {
     },
     #[error("operator {0} is not supported by tsrun")]
     UnknownOp(String),
+    /// Found when a function is compiled for execution (its first call): every operator overload
+    /// of the function without a kernel, each with its TorchScript source line.
+    #[error("{function} uses operator overloads tsrun has no kernel for:\n  {}", .ops.join("\n  "))]
+    UnsupportedOps { function: String, ops: Vec<String> },
     #[error("{0}")]
     Module(String),
 }

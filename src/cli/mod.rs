@@ -6,4 +6,5 @@ pub mod code;
 pub mod convert;
 pub mod info;
 pub mod ops;
+pub mod output;
 pub mod run;

@@ -3,10 +3,10 @@
 
 use crate::ops::scalar::python_str;
 use crate::runtime::{IValue, RuntimeError};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::Tensor;
 use crate::Error;
 use ndarray::ArrayD;
-use ndarray_npy::{NpzWriter, ReadNpyExt, ReadableElement};
+use ndarray_npy::{ReadNpyExt, ReadableElement};
 use num_complex::{Complex32, Complex64};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -21,9 +21,13 @@ pub struct RunArgs {
     /// An input: a `.npy` file, or a literal (`3`, `2.5`, `true`, `false`, `none`, `"text"`).
     #[arg(short = 'i', long = "input")]
     pub inputs: Vec<String>,
-    /// Write every leaf of the result to this `.npz` (`out`, `out.0`, `out.<key>`, ...).
+    /// Write every leaf of the result to this `.npz` (`out`, `out.0`, `out.<key>`, ...; strings
+    /// as `<U` arrays) with a `structure.json` entry describing the whole result (src/cli/output.rs).
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
+    /// Print the whole result as JSON (tensors with their data inline; src/cli/output.rs).
+    #[arg(long)]
+    pub json: bool,
     /// Seed of the random generator (as `torch.manual_seed`).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -56,13 +60,20 @@ pub fn run(args: &RunArgs) -> crate::Result<()> {
     } else {
         module.run_method_with(&args.method, inputs, &ctx)?
     };
-    match &args.output {
-        Some(path) => write_npz(path, &result),
-        None => {
-            println!("{}", describe(&result));
-            Ok(())
-        }
+    let unit = module.compilation_unit()?;
+    let fields = |class: &str| {
+        unit.class(class)
+            .map(|c| c.fields.iter().map(|(n, _, _)| n.clone()).collect())
+    };
+    if let Some(path) = &args.output {
+        super::output::write_npz(path, &result, &fields)?;
     }
+    if args.json {
+        println!("{}", super::output::to_json(&result, &fields)?);
+    } else if args.output.is_none() {
+        println!("{}", describe(&result));
+    }
+    Ok(())
 }
 
 fn cli_err(msg: impl Into<String>) -> Error {
@@ -122,78 +133,6 @@ pub fn read_npy(path: &Path) -> crate::Result<Tensor> {
                 path.display()
             ))
         })
-}
-
-/// Every leaf of `v` under `key` (`out`, `out.0`, `out.<dictkey>`), scalars as 0-d tensors.
-pub fn flatten_leaves(v: &IValue, key: &str, out: &mut Vec<(String, Tensor)>) -> crate::Result<()> {
-    match v {
-        IValue::Tensor(t) => out.push((key.to_string(), t.clone())),
-        IValue::Bool(b) => out.push((key.to_string(), Tensor::scalar(*b))),
-        IValue::Int(i) => out.push((key.to_string(), Tensor::scalar(*i))),
-        IValue::Double(d) => out.push((key.to_string(), Tensor::scalar(*d))),
-        IValue::Complex(c) => out.push((key.to_string(), Tensor::scalar(*c))),
-        // npz holds arrays only: strings (and None) have no leaf
-        IValue::None | IValue::String(_) => {}
-        IValue::List(l) => {
-            for (i, x) in l.to_vec().iter().enumerate() {
-                flatten_leaves(x, &format!("{key}.{i}"), out)?;
-            }
-        }
-        IValue::Tuple(t) => {
-            for (i, x) in t.items().iter().enumerate() {
-                flatten_leaves(x, &format!("{key}.{i}"), out)?;
-            }
-        }
-        IValue::Dict(d) => {
-            for (k, x) in d.entries() {
-                flatten_leaves(&x, &format!("{key}.{}", python_str(&k)), out)?;
-            }
-        }
-        other => {
-            return Err(cli_err(format!(
-                "cannot write a {} to an npz (at {key})",
-                other.kind_name()
-            )))
-        }
-    }
-    Ok(())
-}
-
-fn npz_err(e: impl std::fmt::Display) -> Error {
-    cli_err(format!("writing npz: {e}"))
-}
-
-/// Write the leaves of `v` to an npz at `path`.
-pub fn write_npz(path: &Path, v: &IValue) -> crate::Result<()> {
-    let mut leaves = Vec::new();
-    flatten_leaves(v, "out", &mut leaves)?;
-    let mut w = NpzWriter::new(File::create(path)?);
-    for (key, t) in &leaves {
-        match t.dtype() {
-            DType::Float32 => w.add_array(key.as_str(), &t.to_array::<f32>()?),
-            DType::Float64 => w.add_array(key.as_str(), &t.to_array::<f64>()?),
-            DType::Float16 | DType::BFloat16 => w.add_array(
-                key.as_str(),
-                &t.to_dtype(DType::Float32)?.to_array::<f32>()?,
-            ),
-            DType::Int64 => w.add_array(key.as_str(), &t.to_array::<i64>()?),
-            DType::Int32 => w.add_array(key.as_str(), &t.to_array::<i32>()?),
-            DType::Int16 => w.add_array(key.as_str(), &t.to_array::<i16>()?),
-            DType::Int8 => w.add_array(key.as_str(), &t.to_array::<i8>()?),
-            DType::UInt8 => w.add_array(key.as_str(), &t.to_array::<u8>()?),
-            DType::Bool => w.add_array(key.as_str(), &t.to_array::<bool>()?),
-            DType::Complex64 => w.add_array(key.as_str(), &t.to_array::<Complex32>()?),
-            DType::Complex128 => w.add_array(key.as_str(), &t.to_array::<Complex64>()?),
-            other => {
-                return Err(cli_err(format!(
-                    "cannot write {other} tensors to an npz ({key})"
-                )))
-            }
-        }
-        .map_err(npz_err)?;
-    }
-    w.finish().map_err(npz_err)?;
-    Ok(())
 }
 
 /// The printed form of a result: tensors as PyTorch's repr (with their shape), containers

@@ -734,6 +734,26 @@ impl<'a> CodePrinter<'a> {
                 self.level = self.level.saturating_sub(1);
                 Ok(())
             }
+            // always a statement, annotated with the interface type (PyTorch's printNode)
+            "prim::ModuleContainerIndex" => {
+                let outs = node.outputs.clone();
+                let Some(&out) = outs.first() else {
+                    return Err(PrintError(
+                        "prim::ModuleContainerIndex without output".into(),
+                    ));
+                };
+                self.assign_unique_names(&outs);
+                let line = format!(
+                    "{} : {} = {}[{}]\n",
+                    self.use_of(out)?,
+                    annotation(&self.g.value(out).ty),
+                    self.input(n, 0)?,
+                    self.input(n, 1)?
+                );
+                self.indent();
+                self.out.push_str(&line);
+                Ok(())
+            }
             "prim::fork" | "prim::Closure" | "prim::awaitable" => Err(PrintError(format!(
                 "{} (a subgraph) cannot be printed yet",
                 node.kind

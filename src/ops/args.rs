@@ -271,4 +271,48 @@ impl<'a> Args<'a> {
         }
         self.dtype(i).map(Some)
     }
+
+    /// Finish an out= overload (`sort.values`, `max.dim_max`): write each tensor of `result` (one
+    /// tensor, or a tuple of them) into the out tensors at `first..` and return those, as
+    /// PyTorch returns its `out` arguments. tsrun cannot resize a caller's tensor in place, so an
+    /// out tensor must already have the result's shape, and its dtype.
+    pub fn write_outs(&self, first: usize, result: IValue) -> crate::Result<IValue> {
+        let results: Vec<Tensor> = match result {
+            IValue::Tensor(t) => vec![t],
+            IValue::Tuple(t) => t
+                .items()
+                .iter()
+                .map(|v| v.as_tensor().cloned())
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| Error::Module(format!("{}: non-tensor result", self.op)))?,
+            other => {
+                return Err(Error::Module(format!(
+                    "{}: cannot write a {} result to out=",
+                    self.op,
+                    other.kind_name()
+                )))
+            }
+        };
+        let mut outs = Vec::with_capacity(results.len());
+        for (k, r) in results.iter().enumerate() {
+            let out = self.tensor(first + k)?;
+            if out.shape() != r.shape() || out.dtype() != r.dtype() {
+                return Err(Error::Module(format!(
+                    "{}: out tensor {k} is {:?} {}, the result is {:?} {} (tsrun does not resize \
+                     out= tensors)",
+                    self.op,
+                    out.shape(),
+                    out.dtype(),
+                    r.shape(),
+                    r.dtype()
+                )));
+            }
+            out.copy_from(r)?;
+            outs.push(IValue::Tensor(out));
+        }
+        Ok(match outs.len() {
+            1 => outs.pop().unwrap_or_default(),
+            _ => IValue::Tuple(crate::runtime::Tuple::new(outs)),
+        })
+    }
 }

@@ -688,12 +688,16 @@ fn conv_transpose_nd(a: &mut Args) -> crate::Result<IValue> {
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    // `_convolution_mode` (padding given as a string) shares conv_nd's argument layout
+    // `.padding` and `_convolution_mode` (padding given as a string) share conv_nd's argument
+    // layout; conv_nd reads either form of padding
     r.add_all(
         &[
             "aten::conv1d",
             "aten::conv2d",
             "aten::conv3d",
+            "aten::conv1d.padding",
+            "aten::conv2d.padding",
+            "aten::conv3d.padding",
             "aten::_convolution_mode",
         ],
         conv_nd,
@@ -710,9 +714,7 @@ pub(crate) fn register(r: &mut Registry) {
         &[
             "aten::conv_transpose1d",
             "aten::conv_transpose2d.input",
-            "aten::conv_transpose2d",
             "aten::conv_transpose3d.input",
-            "aten::conv_transpose3d",
         ],
         conv_transpose_nd,
     );

@@ -598,7 +598,8 @@ pub(crate) fn register(r: &mut Registry) {
         ],
         clone,
     );
-    r.add_all(&["aten::alias", "aten::lift_fresh"], identity);
+    // tensors live on the CPU: `.cpu()` is the tensor itself, as in PyTorch
+    r.add_all(&["aten::alias", "aten::lift_fresh", "aten::cpu"], identity);
     r.add_all(&["aten::detach", "aten::detach_"], detach);
     r.add("aten::contiguous", contiguous);
     r.add_all(
@@ -612,4 +613,34 @@ pub(crate) fn register(r: &mut Registry) {
     );
     r.add_all(&["aten::fill_.Scalar", "aten::fill_.Tensor"], fill_);
     r.add("aten::zero_", zero_);
+    r.add("aten::fill_diagonal_", fill_diagonal_);
+}
+
+/// `fill_diagonal_(self, value, wrap)` as ATen: the main diagonal through every dim (all of
+/// equal length beyond 2-D), and with `wrap` on a tall matrix the diagonal restarting every
+/// `width + 1` rows.
+fn fill_diagonal_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let v = args.scalar(1)?;
+    let wrap = args.bool(2)?;
+    let nd = x.dim();
+    if nd < 2 {
+        return Err(value_err("dimensions must larger than 1"));
+    }
+    let (h, w) = (x.shape()[0], x.shape()[1]);
+    if nd > 2 && x.shape().iter().any(|&s| s != h) {
+        return Err(value_err("all dimensions of input must be of equal length"));
+    }
+    let stride: isize = x.strides().iter().sum();
+    let size = h.min(w);
+    x.as_strided(&[size], &[stride], x.storage_offset())?
+        .fill(v)?;
+    if wrap && nd == 2 && h > w + 1 {
+        let step = w + 1;
+        let wrap_size = x.numel().div_ceil(step) - size;
+        let offset = x.storage_offset() as isize + x.strides()[0] * step as isize;
+        x.as_strided(&[wrap_size], &[stride], offset.max(0) as usize)?
+            .fill(v)?;
+    }
+    t(x)
 }

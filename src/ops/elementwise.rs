@@ -533,7 +533,7 @@ pub(crate) fn neg_tensor(x: &Tensor) -> crate::Result<Tensor> {
 fn neg(args: &mut Args<'_>) -> R {
     t(neg_tensor(&args.tensor(0)?)?)
 }
-fn abs(args: &mut Args<'_>) -> R {
+pub(crate) fn abs(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     t(match x.dtype() {
         DType::Complex64 => map_unary::<Complex32, f32, _>(&x, |v| v.norm())?,
@@ -1073,9 +1073,10 @@ pub(crate) fn register(r: &mut Registry) {
     register_float_unary(r);
     r.add("aten::diff", diff);
     let both = |r: &mut Registry, base: &str, k: super::Kernel, kin: super::Kernel| {
+        // `__and__` and friends have no `__and___` twin (theirs is `__iand__`)
         for ov in ["Tensor", "Scalar"] {
-            r.add(&format!("aten::{base}.{ov}"), k);
-            r.add(&format!("aten::{base}_.{ov}"), kin);
+            r.add_if_defined(&format!("aten::{base}.{ov}"), k);
+            r.add_if_defined(&format!("aten::{base}_.{ov}"), kin);
         }
     };
     both(r, "add", add, add_);

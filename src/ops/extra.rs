@@ -191,7 +191,8 @@ macro_rules! unary_f64_kernels {
         fn register_unary(r: &mut Registry) {
             $(
                 r.add(concat!("aten::", $op), $name);
-                r.add(concat!("aten::", $op, "_"), $inplace);
+                // the `special_*` names have no in-place twin
+                r.add_if_defined(concat!("aten::", $op, "_"), $inplace);
             )*
         }
     };
@@ -599,12 +600,9 @@ fn margin_ranking_loss(args: &mut Args<'_>) -> R {
 fn hinge_embedding_loss(args: &mut Args<'_>) -> R {
     let margin = args.double(2)?;
     pointwise_loss(args, 3, move |x, y| {
-        let pos = if y == 1.0 { x } else { 0.0 };
-        let neg = if y == -1.0 {
-            (margin - x).max(0.0)
-        } else {
-            0.0
-        };
+        // ATen: where(y != 1, clamp_min(margin - x, 0), 0) + where(y != -1, x, 0)
+        let pos = if y != -1.0 { x } else { 0.0 };
+        let neg = if y != 1.0 { (margin - x).max(0.0) } else { 0.0 };
         pos + neg
     })
 }
@@ -1483,8 +1481,6 @@ pub(crate) fn register(r: &mut Registry) {
         ("aten::special_i0", "aten::i0"),
         ("aten::special_log_softmax", "aten::log_softmax.int"),
         ("aten::special_softmax", "aten::softmax.int"),
-        ("aten::swapaxes_", "aten::transpose_"),
-        ("aten::swapdims_", "aten::transpose_"),
     ] {
         alias(r, new, old);
     }

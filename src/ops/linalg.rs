@@ -314,6 +314,9 @@ pub(crate) fn matmul_nd(
     init: Option<(&Tensor, f64)>,
     scale: f64,
 ) -> crate::Result<Tensor> {
+    if super::int_matmul::is_integer(a.dtype()) {
+        return super::int_matmul::integer_matmul(op, a, b, init, scale);
+    }
     let (dtype, cd) = matmul_dtypes(op, a, b)?;
     let (a, b) = (a.to_dtype(cd)?, b.to_dtype(cd)?);
     let init_c = match init {
@@ -992,6 +995,10 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::bmm", bmm);
     r.add("aten::matmul", matmul_op);
     r.add("aten::addmm", addmm);
+    r.add("aten::addmm_", |a| {
+        let r = addmm(a)?;
+        a.write_outs(0, r)
+    });
     r.add("aten::baddbmm", baddbmm);
     r.add("aten::addbmm", addbmm);
     r.add("aten::addmv", addmv);

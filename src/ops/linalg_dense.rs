@@ -319,6 +319,96 @@ fn linalg_solve(args: &mut Args<'_>) -> R {
     Ok(IValue::Tensor(out(res, &shape, dtype)?))
 }
 
+/// Solve `t x = b` for one n x n triangular `t` (row-major) and `k` right-hand columns.
+fn triangular_solve(t: &[f64], n: usize, b: &[f64], k: usize, upper: bool, unit: bool) -> Vec<f64> {
+    let mut x = b.to_vec();
+    let rows: Vec<usize> = if upper {
+        (0..n).rev().collect()
+    } else {
+        (0..n).collect()
+    };
+    for &i in &rows {
+        for c in 0..k {
+            let mut s = x[i * k + c];
+            let others: Box<dyn Iterator<Item = usize>> = if upper {
+                Box::new(i + 1..n)
+            } else {
+                Box::new(0..i)
+            };
+            for j in others {
+                s -= t[i * n + j] * x[j * k + c];
+            }
+            x[i * k + c] = if unit { s } else { s / t[i * n + i] };
+        }
+    }
+    x
+}
+
+/// linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False): batched, batch
+/// dims broadcast; only the triangle `upper` names is read.
+fn linalg_solve_triangular(args: &mut Args<'_>) -> R {
+    let op = args.op;
+    let a_t = args.tensor(0)?;
+    let b_t = args.tensor(1)?;
+    let (upper, left, unit) = (args.bool(2)?, args.bool(3)?, args.bool(4)?);
+    let mut a = square(op, &a_t)?;
+    let dtype = match (a.dtype, float_dtype(op, &b_t)?) {
+        (DType::Float32, DType::Float32) => DType::Float32,
+        _ => DType::Float64,
+    };
+    let n = a.n;
+    let nd = b_t.dim();
+    if nd < 2 {
+        return Err(shape_err(format!(
+            "{op}: The input tensor B must have at least 2 dimensions."
+        )));
+    }
+    let (b_batch, br, bc) = (
+        b_t.shape()[..nd - 2].to_vec(),
+        b_t.shape()[nd - 2],
+        b_t.shape()[nd - 1],
+    );
+    let b_count: usize = b_batch.iter().product();
+    let mut b_data = b_t.to_vec::<f64>()?;
+    // X A = B is A^T X^T = B^T, and A^T is triangular the other way
+    let (rows, cols, tri_upper) = if left {
+        (br, bc, upper)
+    } else {
+        b_data = transpose_last2(&b_data, b_count, br, bc);
+        a.data = transpose_last2(&a.data, a.count(), n, n);
+        (bc, br, !upper)
+    };
+    if rows != n {
+        return Err(shape_err(format!(
+            "{op}: Incompatible shapes of A and B for the equation {}",
+            if left { "AX = B" } else { "XA = B" }
+        )));
+    }
+    let batch = broadcast_shapes(&a.batch, &b_batch)?.to_vec();
+    let count: usize = batch.iter().product();
+    let mut res = Vec::with_capacity(count * n * cols);
+    for i in 0..count {
+        let ai = bcast_index(i, &batch, &a.batch);
+        let bi = bcast_index(i, &batch, &b_batch);
+        res.extend(triangular_solve(
+            a.mat(ai),
+            n,
+            &b_data[bi * n * cols..(bi + 1) * n * cols],
+            cols,
+            tri_upper,
+            unit,
+        ));
+    }
+    let mut shape = batch;
+    if left {
+        shape.extend([n, cols]);
+    } else {
+        res = transpose_last2(&res, count, n, cols);
+        shape.extend([cols, n]);
+    }
+    Ok(IValue::Tensor(out(res, &shape, dtype)?))
+}
+
 fn linalg_cholesky(args: &mut Args<'_>) -> R {
     let op = args.op;
     let x = args.tensor(0)?;
@@ -408,6 +498,7 @@ pub fn register(r: &mut Registry) {
     r.add("aten::logdet", logdet);
     r.add_all(&["aten::inverse", "aten::linalg_inv"], inverse);
     r.add("aten::linalg_solve", linalg_solve);
+    r.add("aten::linalg_solve_triangular", linalg_solve_triangular);
     r.add("aten::linalg_cholesky", linalg_cholesky);
     r.add_all(
         &["aten::matrix_power", "aten::linalg_matrix_power"],

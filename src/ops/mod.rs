@@ -5,9 +5,10 @@
 //! `IValue`; operators with several outputs return an `IValue::Tuple` that the interpreter
 //! spreads over the node's outputs.
 //!
-//! Kernels are registered by qualified overload name (`aten::add.Tensor`); the default overload
-//! has no suffix (`aten::relu`). Lookup falls back from `name.overload` to `name`, so one kernel
-//! may serve every overload by inspecting its arguments.
+//! Kernels are registered by exact qualified overload name (`aten::add.Tensor`); the default
+//! overload has no suffix (`aten::relu`). Lookup is exact: an overload is supported only where a
+//! kernel was registered for it, so a kernel serving several overloads handles each one's
+//! arguments (tests/suite/ops_coverage.rs checks every name against `fixtures/schemas.txt`).
 
 pub mod activation;
 pub mod args;
@@ -19,11 +20,15 @@ pub mod embedding;
 pub mod extra;
 pub mod fft;
 pub mod index;
+pub mod int_matmul;
 pub mod interpolate;
 pub(crate) mod kernels;
 pub mod linalg;
 pub mod linalg_dense;
+pub mod matrix_build;
 pub mod norm;
+pub mod norms;
+pub mod packed;
 pub mod pool;
 pub mod quantized;
 pub mod random;
@@ -63,15 +68,48 @@ impl Registry {
         }
     }
 
-    /// The kernel for `op` (`aten::add` with overload `Tensor`): exact overload first, then the
-    /// overload-agnostic registration.
-    pub fn lookup(&self, op: &str, overload: &str) -> Option<Kernel> {
-        if !overload.is_empty() {
-            if let Some(k) = self.kernels.get(&format!("{op}.{overload}")) {
-                return Some(*k);
+    /// Register one kernel under several overloads of `op` (`""` is the default overload).
+    pub fn add_overloads(&mut self, op: &str, overloads: &[&str], kernel: Kernel) {
+        for o in overloads {
+            if o.is_empty() {
+                self.add(op, kernel);
+            } else {
+                self.add(&format!("{op}.{o}"), kernel);
             }
         }
-        self.kernels.get(op).copied()
+    }
+
+    /// Register `kernel` under `name` only if PyTorch defines that overload: for generic families
+    /// (every math function lists `int`/`float`/`complex`/`bool` number overloads, in-place
+    /// twins of every unary function) where not every member exists.
+    pub fn add_if_defined(&mut self, name: &str, kernel: Kernel) {
+        if crate::ir::schema::SchemaRegistry::global()
+            .find(name)
+            .is_some()
+        {
+            self.add(name, kernel);
+        }
+    }
+
+    /// [`Registry::add_if_defined`] for each of `overloads` of `op`.
+    pub fn add_defined_overloads(&mut self, op: &str, overloads: &[&str], kernel: Kernel) {
+        for o in overloads {
+            if o.is_empty() {
+                self.add_if_defined(op, kernel);
+            } else {
+                self.add_if_defined(&format!("{op}.{o}"), kernel);
+            }
+        }
+    }
+
+    /// The kernel registered for exactly `op` with `overload` (`aten::add` + `Tensor`; an empty
+    /// overload is the default one). No fallback to other overloads: their arguments differ.
+    pub fn lookup(&self, op: &str, overload: &str) -> Option<Kernel> {
+        if overload.is_empty() {
+            self.kernels.get(op).copied()
+        } else {
+            self.kernels.get(&format!("{op}.{overload}")).copied()
+        }
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -100,6 +138,9 @@ impl Registry {
             pool::register(&mut r);
             norm::register(&mut r);
             rnn::register(&mut r);
+            packed::register(&mut r);
+            norms::register(&mut r);
+            matrix_build::register(&mut r);
             vision::register(&mut r);
             attention::register(&mut r);
             embedding::register(&mut r);

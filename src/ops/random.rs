@@ -510,6 +510,105 @@ fn normal_float_float(args: &mut Args<'_>) -> R {
     Ok(IValue::Tensor(out))
 }
 
+/// normal.Tensor_Tensor / Tensor_float / float_Tensor: as ATen's normal_out_impl, standard
+/// normal samples (`normal(0, std)` when std is a float) in the result dtype, then `* std` and
+/// `+ mean`, each step rounded to that dtype.
+fn normal_tensors(args: &mut Args<'_>) -> R {
+    let ov = args.op.rsplit('.').next().unwrap_or("");
+    let (mean, std) = (args.get(0)?.clone(), args.get(1)?.clone());
+    check_generator(args, 2)?;
+    let as_tensor = |v: &IValue| -> crate::Result<Option<Tensor>> {
+        Ok(match v {
+            IValue::Tensor(t) => Some(t.clone()),
+            _ => None,
+        })
+    };
+    let (mt, st) = (as_tensor(&mean)?, as_tensor(&std)?);
+    let shape = match (&mt, &st) {
+        (Some(m), Some(s)) => crate::tensor::broadcast_shapes(m.shape(), s.shape())?.to_vec(),
+        (Some(m), None) => m.shape().to_vec(),
+        (None, Some(s)) => s.shape().to_vec(),
+        (None, None) => return Err(value_err(format!("{}: no tensor argument", args.op))),
+    };
+    let dtype = mt
+        .as_ref()
+        .or(st.as_ref())
+        .map(|t| t.dtype())
+        .unwrap_or(DType::Float32);
+    if !dtype.is_floating_point() {
+        return Err(value_err(format!(
+            "normal expects floating-point tensors, got {}",
+            dtype.name()
+        )));
+    }
+    let values = |t: &Option<Tensor>, v: &IValue| -> crate::Result<Vec<f64>> {
+        match t {
+            Some(t) => super::shape::expand_to(t, &shape)?.to_vec::<f64>(),
+            None => Ok(vec![v.as_double().unwrap_or(0.0); shape.iter().product()]),
+        }
+    };
+    let sv = values(&st, &std)?;
+    if sv.iter().any(|&s| s < 0.0) {
+        return Err(value_err("normal expects all elements of std >= 0.0"));
+    }
+    let mv = values(&mt, &mean)?;
+    let out = Tensor::zeros(&shape, dtype)?;
+    let float_std = ov == "Tensor_float";
+    let base_std = if float_std {
+        sv.first().copied().unwrap_or(1.0)
+    } else {
+        1.0
+    };
+    fill_normal(&mut args.ctx.generator.lock(), &out, 0.0, base_std)?;
+    let round = |x: f64| -> f64 {
+        match dtype {
+            DType::Float64 => x,
+            DType::Float32 => x as f32 as f64,
+            DType::Float16 => half::f16::from_f64(x).to_f64(),
+            _ => half::bf16::from_f64(x).to_f64(),
+        }
+    };
+    let nv = out.to_vec::<f64>()?;
+    let res: Vec<f64> = nv
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let scaled = if float_std { n } else { round(n * sv[i]) };
+            round(scaled + mv[i])
+        })
+        .collect();
+    Ok(IValue::Tensor(
+        Tensor::from_vec(res, &shape)?.to_dtype(dtype)?,
+    ))
+}
+
+/// `exponential_(self, lambd)`: per element (row-major) a double uniform `u` and
+/// `-1 / lambd * log1p(-u)`, as ATen's CPU exponential kernel.
+fn exponential_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let lambd = args.double(1)?;
+    check_generator(args, 2)?;
+    if lambd <= 0.0 || lambd.is_nan() {
+        return Err(value_err(format!(
+            "exponential_ expects lambda > 0.0, but found lambda={lambd}"
+        )));
+    }
+    if !x.dtype().is_floating_point() {
+        return Err(value_err(format!(
+            "exponential_ not implemented for '{}'",
+            x.dtype().name()
+        )));
+    }
+    let n = x.numel();
+    let mut g = args.ctx.generator.lock();
+    let v: Vec<f64> = (0..n)
+        .map(|_| (-1.0 / lambd) * (-g.uniform_f64()).ln_1p())
+        .collect();
+    drop(g);
+    x.copy_from(&Tensor::from_vec(v, x.shape())?)?;
+    Ok(IValue::Tensor(x))
+}
+
 fn random_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (low, high) = if args.op.ends_with(".from") {
@@ -594,6 +693,12 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::uniform_", uniform_);
     r.add("aten::normal_", normal_);
     r.add("aten::normal.float_float", normal_float_float);
+    r.add_overloads(
+        "aten::normal",
+        &["Tensor_Tensor", "Tensor_float", "float_Tensor"],
+        normal_tensors,
+    );
+    r.add("aten::exponential_", exponential_);
     r.add_all(&["aten::random_.from", "aten::random_.to"], random_);
     r.add_all(
         &[

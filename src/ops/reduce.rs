@@ -719,6 +719,14 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::min", min_all);
     r.add("aten::max.dim", max_dim);
     r.add("aten::min.dim", min_dim);
+    r.add("aten::max.dim_max", |a| {
+        let r = max_dim(a)?;
+        a.write_outs(3, r)
+    });
+    r.add("aten::min.dim_min", |a| {
+        let r = min_dim(a)?;
+        a.write_outs(3, r)
+    });
     r.add("aten::amax", amax);
     r.add("aten::amin", amin);
     r.add("aten::argmax", argmax);
@@ -759,4 +767,12 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::nanmedian", nanmedian);
     r.add("aten::median.dim", median_d);
     r.add("aten::nanmedian.dim", nanmedian_d);
+    r.add("aten::median.dim_values", |a| {
+        let r = median_d(a)?;
+        a.write_outs(3, r)
+    });
+    r.add("aten::nanmedian.dim_values", |a| {
+        let r = nanmedian_d(a)?;
+        a.write_outs(3, r)
+    });
 }

@@ -535,18 +535,13 @@ fn cell_op(a: &mut Args) -> crate::Result<IValue> {
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    r.add_all(&["aten::lstm", "aten::lstm.input", "aten::lstm.data"], lstm);
+    // the `.data` overloads (packed sequences) are src/ops/packed.rs
+    r.add("aten::lstm.input", lstm);
     r.add_all(
         &[
-            "aten::gru",
             "aten::gru.input",
-            "aten::gru.data",
-            "aten::rnn_tanh",
             "aten::rnn_tanh.input",
-            "aten::rnn_tanh.data",
-            "aten::rnn_relu",
             "aten::rnn_relu.input",
-            "aten::rnn_relu.data",
         ],
         gru_like,
     );

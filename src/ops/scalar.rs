@@ -241,6 +241,14 @@ fn remainder(a: &mut Args) -> R {
         no_complex("%"),
     )
 }
+/// `math.remainder`: IEEE 754 remainder (quotient rounded half to even), always a float.
+fn math_remainder(a: &mut Args) -> R {
+    let (x, y) = (num(a, 0)?.f(), num(a, 1)?.f());
+    if y == 0.0 {
+        return Err(exception("ValueError", "math domain error"));
+    }
+    Ok(IValue::Double(libm::remainder(x, y)))
+}
 fn fmod(a: &mut Args) -> R {
     let (x, y) = (num(a, 0)?.f(), num(a, 1)?.f());
     Ok(IValue::Double(x % y))
@@ -625,12 +633,8 @@ fn ceil(a: &mut Args) -> R {
     }
 }
 fn round(a: &mut Args) -> R {
-    let n = num(a, 0)?;
-    // `round.Scalar` keeps ints as ints; the int and float overloads return float
-    match (n, a.op.ends_with(".Scalar")) {
-        (Num::I(i), true) => Ok(IValue::Int(i)),
-        (n, _) => Ok(IValue::Double(n.f().round_ties_even())),
-    }
+    // every overload returns a float (`round.Scalar(2)` is 2.0 in PyTorch)
+    Ok(IValue::Double(num(a, 0)?.f().round_ties_even()))
 }
 fn isnan(a: &mut Args) -> R {
     Ok(IValue::Bool(match num(a, 0)? {
@@ -740,6 +744,65 @@ fn scalar_implicit(a: &mut Args) -> R {
         )));
     }
     Ok(IValue::from(t.item()?))
+}
+/// `prim::ModuleContainerIndex`: the submodule of a ModuleDict (by key) or ModuleList (by
+/// index; its children are named `0`, `1`, ...).
+fn module_container_index(a: &mut Args) -> R {
+    let IValue::Object(o) = a.get(0)? else {
+        return Err(err(format!("{}: not a module container", a.op)));
+    };
+    let key = match a.get(1)? {
+        IValue::String(s) => s.to_string(),
+        IValue::Int(i) => {
+            let n = o
+                .field_names()
+                .iter()
+                .filter(|f| f.bytes().all(|b| b.is_ascii_digit()))
+                .count() as i64;
+            (if *i < 0 { i + n } else { *i }).to_string()
+        }
+        other => return Err(err(format!("{}: bad key {}", a.op, other.kind_name()))),
+    };
+    o.get(&key)
+        .filter(|v| matches!(v, IValue::Object(_)))
+        .ok_or_else(|| exception("KeyError", key))
+}
+
+/// c10's `toString(ScalarType)` for the floating and complex dtypes (`Float`, `Double`).
+fn scalar_type_name(d: DType) -> &'static str {
+    match d {
+        DType::Float16 => "Half",
+        DType::Float32 => "Float",
+        DType::Float64 => "Double",
+        DType::BFloat16 => "BFloat16",
+        DType::Complex32 => "ComplexHalf",
+        DType::Complex64 => "ComplexFloat",
+        DType::Complex128 => "ComplexDouble",
+        other => other.name(),
+    }
+}
+
+/// `aten::IntImplicit` / `FloatImplicit` / `ComplexImplicit`: a 0-dim tensor passed where a
+/// number is expected, as PyTorch's checkImplicitTensorToNum (integral dtype for int).
+fn implicit_number(a: &Args, kind: char) -> R {
+    let t = a.tensor(0)?;
+    if t.dim() != 0 {
+        return Err(err(
+            "Cannot input a tensor of dimension other than 0 as a scalar argument",
+        ));
+    }
+    if kind == 'i' && (t.dtype().is_floating_point() || t.dtype().is_complex()) {
+        return Err(err(format!(
+            "Cannot input a tensor of type {} as an integral argument",
+            scalar_type_name(t.dtype())
+        )));
+    }
+    let s = t.item()?;
+    Ok(match kind {
+        'i' => IValue::Int(s.to_i64()),
+        'f' => IValue::Double(s.to_f64()),
+        _ => IValue::Complex(s.to_c64()),
+    })
 }
 fn num_to_tensor(a: &mut Args) -> R {
     let s = a.scalar(0)?;
@@ -2060,16 +2123,17 @@ const NUM2: &[&str] = &[
 ];
 const DICT_KEYS: &[&str] = &["str", "int", "float", "bool", "complex", "Tensor"];
 
+/// The generic number families below list every combination; PyTorch defines a subset per
+/// function, and only those are registered.
 fn add_overloads(r: &mut Registry, op: &str, overloads: &[&str], k: super::Kernel) {
-    for o in overloads {
-        r.add(&format!("{op}.{o}"), k);
-    }
+    r.add_defined_overloads(op, overloads, k);
 }
 
-/// Register `name` unless another family already did (bare names shared with tensor ops).
+/// Register `name` unless another family already did (names shared with tensor ops), and only
+/// if PyTorch defines it.
 fn add_if_absent(r: &mut Registry, name: &str, k: super::Kernel) {
     if !r.contains(name) {
-        r.add(name, k);
+        r.add_if_defined(name, k);
     }
 }
 
@@ -2095,7 +2159,7 @@ pub(crate) fn register(r: &mut Registry) {
         ("aten::log", log),
         ("prim::min", min),
         ("prim::max", max),
-        ("aten::mathremainder", remainder),
+        ("aten::mathremainder", math_remainder),
         ("aten::divmod", divmod),
     ] {
         add_overloads(r, op, NUM2, k);
@@ -2182,7 +2246,8 @@ pub(crate) fn register(r: &mut Registry) {
     ] {
         add_overloads(r, op, &["int", "float", "Scalar", "complex", "bool"], k);
     }
-    r.add("prim::abs", abs);
+    // `prim::abs(Tensor x)` (Python's `abs()` on a tensor) is the tensor kernel
+    r.add("prim::abs", super::elementwise::abs);
     r.add("aten::gcd.int", gcd);
     r.add("aten::factorial.int", factorial);
     r.add_all(&["aten::__and__.bool", "aten::__and__.int"], and);
@@ -2243,23 +2308,24 @@ pub(crate) fn register(r: &mut Registry) {
         ],
         to_complex,
     );
+    r.add_overloads(
+        "prim::ModuleContainerIndex",
+        &["dict", "list"],
+        module_container_index,
+    );
     r.add("aten::ScalarImplicit", scalar_implicit);
-    r.add("prim::ImplicitTensorToNum", scalar_implicit);
+    r.add("aten::IntImplicit", |a| implicit_number(a, 'i'));
+    r.add("aten::FloatImplicit", |a| implicit_number(a, 'f'));
+    r.add("aten::ComplexImplicit", |a| implicit_number(a, 'c'));
     add_if_absent(r, "aten::item", scalar_implicit_any);
     r.add_all(
-        &[
-            "prim::NumToTensor",
-            "prim::NumToTensor.Scalar",
-            "prim::NumToTensor.bool",
-        ],
+        &["prim::NumToTensor.Scalar", "prim::NumToTensor.bool"],
         num_to_tensor,
     );
 
     // lists (kernels dispatch on list / dict / str / tuple at run time)
-    r.add("aten::len", len);
     add_overloads(r, "aten::len", &["t", "any", "str", "Tensor"], len);
     add_overloads(r, "aten::__getitem__", &["t", "str"], getitem);
-    r.add("aten::__getitem__", getitem);
     r.add("aten::select.t", getitem);
     r.add("prim::TupleIndex", tuple_index_kernel);
     r.add("prim::StringIndex", string_index);
@@ -2351,26 +2417,6 @@ pub(crate) fn register(r: &mut Registry) {
         r.add(&format!("aten::dict.{key}"), dict);
     }
     r.add("aten::dict", dict);
-    for op in [
-        "aten::keys",
-        "aten::values",
-        "aten::items",
-        "aten::get",
-        "aten::setdefault",
-        "aten::update",
-        "aten::popitem",
-    ] {
-        let k = match op {
-            "aten::keys" => keys as super::Kernel,
-            "aten::values" => values,
-            "aten::items" => items,
-            "aten::get" => get,
-            "aten::setdefault" => setdefault,
-            "aten::update" => update,
-            _ => popitem,
-        };
-        r.add(op, k);
-    }
 
     // strings
     r.add("aten::str", to_str);
@@ -2419,7 +2465,6 @@ pub(crate) fn register(r: &mut Registry) {
         ("aten::size.int", tensor_size),
         ("aten::dim", tensor_dim),
         ("aten::numel", tensor_numel),
-        ("prim::shape", tensor_size),
         ("aten::sym_size", tensor_size),
         ("aten::sym_size.int", tensor_size),
         ("aten::sym_numel", tensor_numel),
@@ -2459,7 +2504,6 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("prim::name", prim_name);
     r.add("prim::EnumName", enum_name);
     add_overloads(r, "prim::EnumValue", &["int", "float", "str"], enum_value);
-    r.add("prim::EnumValue", enum_value);
     r.add("aten::_unwrap_optional", unwrap_optional);
     r.add("aten::is_scripting", constant_true);
     r.add("aten::_get_tracing_state", constant_false);

@@ -2,11 +2,10 @@
 //! same storage, PyTorch's strides and storage offset), geometry queries, and copying shape ops
 //! (cat, stack, repeat, flip, roll, pad, tril/triu, diag, ...).
 //!
-//! In-place geometry ops (`unsqueeze_`, `squeeze_`, `transpose_`, `t_`, `as_strided_`) cannot
-//! change other handles of the same tensor, because an `IValue::Tensor` holds its own
-//! geometry. They return the re-shaped handle; the interpreter must bind the op's output to the
-//! input value too (replace the `self` operand's value with the returned tensor), which is what
-//! PyTorch's aliasing annotation `Tensor(a!)` says.
+//! In-place geometry ops (`unsqueeze_`, `squeeze_`, `transpose_`, `t_`, `as_strided_`) have no
+//! kernel: they cannot change other handles of the same tensor, because an `IValue::Tensor`
+//! holds its own geometry, and code keeps using `self` after them. A graph using one fails when
+//! compiled, naming the op, rather than computing with the old shape.
 
 use super::{Args, Registry};
 use crate::ir::Type;
@@ -1342,32 +1341,42 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(permute(&a.tensor(0)?, &a.int_list(1)?)?.into())
     });
     r.add_all(
-        &["aten::transpose", "aten::swapaxes", "aten::swapdims"],
+        &["aten::transpose.int", "aten::swapaxes", "aten::swapdims"],
         |a| Ok(transpose(&a.tensor(0)?, a.int(1)?, a.int(2)?)?.into()),
     );
     r.add("aten::t", |a| Ok(t_op(&a.tensor(0)?)?.into()));
-    r.add("aten::numpy_T", |a| {
+    r.add_overloads("aten::numpy_T", &["", "a"], |a| {
         let t = a.tensor(0)?;
         let dims: Vec<i64> = (0..t.dim() as i64).rev().collect();
         Ok(permute(&t, &dims)?.into())
     });
-    r.add_all(&["aten::mT", "aten::adjoint", "aten::mH"], |a| {
-        let t = a.tensor(0)?;
-        if t.dim() < 2 {
-            return Err(shape_err(format!(
+    // `.a` overloads: the attribute spellings (`x.mT`), same arguments
+    r.add_all(
+        &[
+            "aten::mT",
+            "aten::mT.a",
+            "aten::adjoint",
+            "aten::mH",
+            "aten::mH.a",
+        ],
+        |a| {
+            let t = a.tensor(0)?;
+            if t.dim() < 2 {
+                return Err(shape_err(format!(
                 "tensor.mT is only supported on matrices or batches of matrices. Got {}-D tensor.",
                 t.dim()
             )));
-        }
-        if t.dtype().is_complex() && a.op != "aten::mT" {
-            return Err(TensorError::Unsupported(format!(
-                "{}: conjugation of complex tensors",
-                a.op
-            ))
-            .into());
-        }
-        Ok(transpose(&t, -2, -1)?.into())
-    });
+            }
+            if t.dtype().is_complex() && !a.op.starts_with("aten::mT") {
+                return Err(TensorError::Unsupported(format!(
+                    "{}: conjugation of complex tensors",
+                    a.op
+                ))
+                .into());
+            }
+            Ok(transpose(&t, -2, -1)?.into())
+        },
+    );
     r.add("aten::expand", |a| {
         Ok(expand(&a.tensor(0)?, &a.int_list(1)?)?.into())
     });
@@ -1387,30 +1396,6 @@ pub(crate) fn register(r: &mut Registry) {
     });
     r.add("aten::unsqueeze", |a| {
         Ok(unsqueeze(&a.tensor(0)?, a.int(1)?)?.into())
-    });
-    // in-place geometry: see the module docs
-    r.add("aten::squeeze_", |a| Ok(squeeze_all(&a.tensor(0)?)?.into()));
-    r.add("aten::squeeze_.dim", |a| {
-        Ok(squeeze_list(&a.tensor(0)?, &[a.int(1)?])?.into())
-    });
-    r.add("aten::squeeze_.dims", |a| {
-        Ok(squeeze_list(&a.tensor(0)?, &a.int_list(1)?)?.into())
-    });
-    r.add("aten::unsqueeze_", |a| {
-        Ok(unsqueeze(&a.tensor(0)?, a.int(1)?)?.into())
-    });
-    r.add("aten::transpose_", |a| {
-        Ok(transpose(&a.tensor(0)?, a.int(1)?, a.int(2)?)?.into())
-    });
-    r.add("aten::t_", |a| Ok(t_op(&a.tensor(0)?)?.into()));
-    r.add("aten::as_strided_", |a| {
-        Ok(as_strided_op(
-            &a.tensor(0)?,
-            &a.int_list(1)?,
-            &a.int_list(2)?,
-            a.opt_int(3)?,
-        )?
-        .into())
     });
     r.add("aten::flatten.using_ints", |a| {
         Ok(flatten(&a.tensor(0)?, a.int(1)?, a.int(2)?)?.into())
@@ -1491,7 +1476,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add_all(&["aten::chunk", "aten::unsafe_chunk"], |a| {
         Ok(tensor_list(chunk(&a.tensor(0)?, a.int(1)?, a.int(2)?)?))
     });
-    r.add_all(&["aten::unbind.int", "aten::unbind"], |a| {
+    r.add("aten::unbind.int", |a| {
         Ok(tensor_list(unbind(&a.tensor(0)?, a.int(1)?)?))
     });
     r.add("aten::tensor_split.sections", |a| {

@@ -557,6 +557,14 @@ pub(crate) fn register(r: &mut Registry) {
         let (v, i) = sort(&a.tensor(0)?, a.int(2)?, a.bool(3)?)?;
         Ok(pair(v, i))
     });
+    r.add("aten::sort.values", |a| {
+        let (v, i) = sort(&a.tensor(0)?, a.int(1)?, a.bool(2)?)?;
+        a.write_outs(3, pair(v, i))
+    });
+    r.add("aten::sort.values_stable", |a| {
+        let (v, i) = sort(&a.tensor(0)?, a.int(2)?, a.bool(3)?)?;
+        a.write_outs(4, pair(v, i))
+    });
     r.add("aten::argsort", |a| {
         Ok(sort(&a.tensor(0)?, a.int(1)?, a.bool(2)?)?.1.into())
     });
@@ -570,9 +578,17 @@ pub(crate) fn register(r: &mut Registry) {
         let (v, i) = topk(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.bool(3)?)?;
         Ok(pair(v, i))
     });
+    r.add("aten::topk.values", |a| {
+        let (v, i) = topk(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.bool(3)?)?;
+        a.write_outs(5, pair(v, i))
+    });
     r.add("aten::kthvalue", |a| {
         let (v, i) = kthvalue(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.bool(3)?)?;
         Ok(pair(v, i))
+    });
+    r.add("aten::kthvalue.values", |a| {
+        let (v, i) = kthvalue(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.bool(3)?)?;
+        a.write_outs(4, pair(v, i))
     });
     r.add("aten::_unique2", |a| {
         let (v, i, c) = unique_flat(&a.tensor(0)?, false, a.bool(2)?, a.bool(3)?)?;

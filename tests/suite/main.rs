@@ -6,12 +6,14 @@ mod load_common;
 
 mod bad_input;
 mod cli_code;
+mod cli_output;
 mod compile_fixtures;
 mod frontend_parse;
 mod golden_decode;
 mod internals;
 mod load_fixtures;
 mod ops_b_nn;
+mod ops_coverage;
 mod ops_creation;
 mod ops_elementwise;
 mod ops_index;

@@ -262,7 +262,7 @@ impl Emitter<'_> {
             }
             ExprKind::Dict(pairs) => self.emit_dict(pairs, hint, e.span)?,
             ExprKind::Subscript { value, indices } => {
-                self.emit_subscript(value, indices, e.span)?
+                self.emit_subscript(value, indices, e.span, hint)?
             }
             // `not x` is a condition (`emitCondExpr`)
             ExprKind::Unary {
@@ -1045,9 +1045,34 @@ impl Emitter<'_> {
         value: &Expr,
         indices: &[Expr],
         span: ast::Span,
+        hint: Option<&Type>,
     ) -> Result<ValueId, CompileError> {
         let base = self.emit_value(value, None)?;
         let ty = self.b.ty(base).clone();
+        // `m: SomeInterface = self.dict[key]`: a module container indexed with a run-time key
+        // is `prim::ModuleContainerIndex`, typed by the annotation (PyTorch requires one)
+        if let (Type::Class(c), [index]) = (&ty, indices) {
+            let container = match c.as_ref() {
+                "__torch__.torch.nn.modules.container.ModuleDict" => Some("dict"),
+                "__torch__.torch.nn.modules.container.ModuleList" => Some("list"),
+                _ => None,
+            };
+            if let Some(overload) = container {
+                let Some(out) = hint.cloned() else {
+                    return Err(self.err(
+                        span,
+                        "indexing a module container with a run-time key needs a type annotation",
+                    ));
+                };
+                let idx = self.emit_value(index, None)?;
+                return Ok(self.b.insert1(
+                    "prim::ModuleContainerIndex",
+                    Some(overload),
+                    vec![base, idx],
+                    out,
+                ));
+            }
+        }
         if let Some(types) = self.tuple_types(&ty) {
             let [index] = indices else {
                 return Err(self.err(span, "tuple subscript takes one index"));

@@ -185,7 +185,10 @@ impl Frame<'_> {
                 drop(args);
                 self.set_outputs(instr, out)
             }
-            Op::Missing { name } => Err(Error::UnknownOp(name.to_string())),
+            Op::Missing { function, all } => Err(Error::UnsupportedOps {
+                function: function.to_string(),
+                ops: all.get().cloned().unwrap_or_default(),
+            }),
             Op::If {
                 then_block,
                 else_block,

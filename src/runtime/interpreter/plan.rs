@@ -47,9 +47,11 @@ pub(crate) enum Op {
         kernel: Kernel,
         name: Arc<str>,
     },
-    /// An operator with no kernel: fails when reached.
+    /// An operator with no kernel inside a branch or loop body (one on the function's straight
+    /// path fails `build_plan`): reached, it reports every missing operator of the function.
     Missing {
-        name: Arc<str>,
+        function: Arc<str>,
+        all: Arc<std::sync::OnceLock<Vec<String>>>,
     },
     If {
         then_block: Block,
@@ -166,6 +168,13 @@ struct Builder<'g> {
     parent: HashMap<BlockId, BlockId>,
     /// Number of uses of each value anywhere (inputs and block returns).
     use_count: Vec<u32>,
+    /// Operators without a kernel, with their TorchScript source lines: reported together;
+    /// whether any lies on the straight path (outside every if / loop).
+    missing: Vec<String>,
+    missing_unconditional: bool,
+    missing_all: Arc<std::sync::OnceLock<Vec<String>>>,
+    /// Nesting depth of the block being planned (1: the function body).
+    depth: usize,
 }
 
 fn plan_error(name: &str, msg: impl std::fmt::Display) -> crate::Error {
@@ -182,6 +191,10 @@ pub fn build_plan(name: &str, graph: &Graph) -> crate::Result<Plan> {
         def_block: Vec::with_capacity(graph.values.len()),
         parent: HashMap::new(),
         use_count: vec![0; graph.values.len()],
+        missing: Vec::new(),
+        missing_unconditional: false,
+        missing_all: Arc::new(std::sync::OnceLock::new()),
+        depth: 0,
     };
     for v in &graph.values {
         b.def_block.push(match v.def {
@@ -217,6 +230,16 @@ pub fn build_plan(name: &str, graph: &Graph) -> crate::Result<Plan> {
         b.count_use(v);
     }
     let body = b.block(name, graph.root)?;
+    // PyTorch fails only when an operator is reached; models keep branches they never take
+    // (interpolate's antialias modes, transformer fast paths). A missing operator on the straight
+    // path is certain to be reached: report at compile time. Either way, all are listed at once.
+    if b.missing_unconditional {
+        return Err(crate::Error::UnsupportedOps {
+            function: name.to_string(),
+            ops: b.missing,
+        });
+    }
+    let _ = b.missing_all.set(std::mem::take(&mut b.missing));
     Ok(Plan {
         name: name.into(),
         n_regs: b.regs.len(),
@@ -274,6 +297,13 @@ impl Builder<'_> {
     }
 
     fn block(&mut self, fname: &str, block: BlockId) -> crate::Result<Block> {
+        self.depth += 1;
+        let r = self.block_body(fname, block);
+        self.depth -= 1;
+        r
+    }
+
+    fn block_body(&mut self, fname: &str, block: BlockId) -> crate::Result<Block> {
         let graph = self.graph;
         let data = graph.block(block);
         let nodes = &data.nodes;
@@ -477,10 +507,33 @@ impl Builder<'_> {
                 let name: Arc<str> = node.qualified_op().into();
                 match Registry::global().lookup(kind, overload) {
                     Some(kernel) => Op::Kernel { kernel, name },
-                    None => Op::Missing { name },
+                    None => {
+                        self.missing
+                            .push(missing_op_text(&name, node.source.as_ref()));
+                        self.missing_unconditional |= self.depth <= 1;
+                        Op::Missing {
+                            function: fname.into(),
+                            all: self.missing_all.clone(),
+                        }
+                    }
                 }
             }
         })
+    }
+}
+
+/// `aten::foo.bar at File "code/__torch__.py", line 12: y = torch.foo(x)`.
+fn missing_op_text(name: &str, src: Option<&SourceRange>) -> String {
+    match src {
+        Some(s) => {
+            let (line, _) = s.source.line_col(s.start);
+            format!(
+                "{name} at \"{}\", line {line}: {}",
+                s.source.name,
+                s.source.line_text(s.start).trim()
+            )
+        }
+        None => name.to_string(),
     }
 }
 

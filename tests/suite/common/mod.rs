@@ -190,6 +190,13 @@ pub fn compare(
             }
             Ok(())
         }
+        (IValue::Complex(g), IValue::Complex(w)) => {
+            if (g - w).norm() <= atol + rtol * w.norm() || (g.is_nan() && w.is_nan()) {
+                Ok(())
+            } else {
+                Err(format!("{path}: got {g}, want {w}"))
+            }
+        }
         (IValue::Double(g), IValue::Double(w)) => {
             if g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= atol + rtol * w.abs() {
                 Ok(())

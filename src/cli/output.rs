@@ -1,0 +1,254 @@
+//! Writing a method's result for `tsrun run`: an npz (`-o out.npz`) or JSON (`--json`), with
+//! nothing dropped.
+//!
+//! The npz holds one array per leaf, named by its path (`out`, `out.0`, `out.<dictkey>`):
+//! tensors and numbers as numeric arrays, strings as numpy unicode (`<U`) arrays. A
+//! `structure.json` entry (read it with `np.load(p)["structure.json"]`) records the whole result
+//! in the encoding of fixtures/golden_io.py, every leaf carrying the `key` of its array: None
+//! leaves, tuple / list / dict nesting, dict keys and NamedTuple class and field names are all
+//! recoverable. `--json` prints the same encoding with each tensor's data inline (`"data"`: the
+//! elements in row-major order, floats that are not finite as "nan" / "inf" / "-inf").
+
+use crate::ops::scalar::python_str;
+use crate::runtime::{IValue, RuntimeError};
+use crate::tensor::{DType, Tensor};
+use crate::Error;
+use ndarray_npy::WriteNpyExt;
+use num_complex::{Complex32, Complex64};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::Path;
+
+/// NamedTuple field names by class name (from the module's compilation unit).
+pub type FieldNames<'a> = &'a dyn Fn(&str) -> Option<Vec<String>>;
+
+fn out_err(msg: impl Into<String>) -> Error {
+    RuntimeError::Other(msg.into()).into()
+}
+
+/// A float for JSON: non-finite values as golden_io.py writes them.
+fn json_float(x: f64) -> Value {
+    if x.is_nan() {
+        json!("nan")
+    } else if x.is_infinite() {
+        json!(if x > 0.0 { "inf" } else { "-inf" })
+    } else {
+        json!(x)
+    }
+}
+
+/// Arrays for the npz, keyed by leaf path, plus the structure that points at them.
+struct Collected {
+    arrays: Vec<(String, Vec<u8>)>,
+}
+
+/// `.npy` bytes of a tensor (float16/bfloat16 widened to float32, as golden_io.py does).
+fn tensor_npy(t: &Tensor, key: &str) -> crate::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    let e = |e: ndarray_npy::WriteNpyError| out_err(format!("writing {key}: {e}"));
+    match t.dtype() {
+        DType::Float32 => t.to_array::<f32>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Float64 => t.to_array::<f64>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Float16 | DType::BFloat16 => t
+            .to_dtype(DType::Float32)?
+            .to_array::<f32>()?
+            .write_npy(&mut buf)
+            .map_err(e)?,
+        DType::Int64 => t.to_array::<i64>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Int32 => t.to_array::<i32>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Int16 => t.to_array::<i16>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Int8 => t.to_array::<i8>()?.write_npy(&mut buf).map_err(e)?,
+        DType::UInt8 => t.to_array::<u8>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Bool => t.to_array::<bool>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Complex64 => t.to_array::<Complex32>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Complex128 => t.to_array::<Complex64>()?.write_npy(&mut buf).map_err(e)?,
+        other => return Err(out_err(format!("cannot write {other} tensors ({key})"))),
+    }
+    Ok(buf)
+}
+
+/// `.npy` bytes of a 0-d numpy unicode array (`<U{n}`: n UTF-32LE code units, n >= 1 as numpy
+/// writes `np.array("")`), format version 1.0 with the header padded to 64 bytes.
+fn str_npy(s: &str) -> Vec<u8> {
+    let n = s.chars().count().max(1);
+    let mut header =
+        format!("{{'descr': '<U{n}', 'fortran_order': False, 'shape': (), }}").into_bytes();
+    // magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(b' ');
+    }
+    header.push(b'\n');
+    let mut out = Vec::with_capacity(10 + header.len() + 4 * n);
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    // the header is under 100 bytes plus the digits of n: it fits the 16-bit length
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(&header);
+    let mut written = 0;
+    for c in s.chars() {
+        out.extend_from_slice(&(c as u32).to_le_bytes());
+        written += 1;
+    }
+    for _ in written..n {
+        out.extend_from_slice(&0u32.to_le_bytes());
+    }
+    out
+}
+
+impl Collected {
+    /// The structure of `v` (golden_io.py's encoding); leaves written to the npz carry `key`.
+    fn encode(&mut self, v: &IValue, key: &str, fields: FieldNames) -> crate::Result<Value> {
+        Ok(match v {
+            IValue::None => json!({ "none": null }),
+            IValue::Tensor(t) => {
+                self.arrays.push((key.to_string(), tensor_npy(t, key)?));
+                json!({ "tensor": key, "key": key, "dtype": t.dtype().name(), "shape": t.shape() })
+            }
+            IValue::Bool(b) => {
+                self.arrays
+                    .push((key.to_string(), tensor_npy(&Tensor::scalar(*b), key)?));
+                json!({ "bool": b, "key": key })
+            }
+            IValue::Int(i) => {
+                self.arrays
+                    .push((key.to_string(), tensor_npy(&Tensor::scalar(*i), key)?));
+                json!({ "int": i, "key": key })
+            }
+            IValue::Double(d) => {
+                self.arrays
+                    .push((key.to_string(), tensor_npy(&Tensor::scalar(*d), key)?));
+                json!({ "float": json_float(*d), "key": key })
+            }
+            IValue::Complex(c) => {
+                self.arrays
+                    .push((key.to_string(), tensor_npy(&Tensor::scalar(*c), key)?));
+                json!({ "complex": [json_float(c.re), json_float(c.im)], "key": key })
+            }
+            IValue::String(s) => {
+                self.arrays.push((key.to_string(), str_npy(s)));
+                json!({ "str": s.as_ref(), "key": key })
+            }
+            IValue::Device(d) => json!({ "device": python_str(&IValue::Device(*d)) }),
+            IValue::List(l) => {
+                let items = l.to_vec();
+                let mut enc = Vec::with_capacity(items.len());
+                for (i, x) in items.iter().enumerate() {
+                    enc.push(self.encode(x, &format!("{key}.{i}"), fields)?);
+                }
+                json!({ "list": enc })
+            }
+            IValue::Tuple(t) => {
+                let mut enc = Vec::with_capacity(t.items().len());
+                for (i, x) in t.items().iter().enumerate() {
+                    enc.push(self.encode(x, &format!("{key}.{i}"), fields)?);
+                }
+                match t.class() {
+                    Some(class) => {
+                        let names = fields(class).unwrap_or_default();
+                        json!({ "namedtuple": { "class": class.as_ref(), "fields": names,
+                                                "values": enc } })
+                    }
+                    None => json!({ "tuple": enc }),
+                }
+            }
+            IValue::Dict(d) => {
+                let mut enc = Vec::new();
+                for (k, x) in d.entries() {
+                    let sub = format!("{key}.{}", python_str(&k));
+                    let kenc = match &k {
+                        IValue::String(s) => json!({ "str": s.as_ref() }),
+                        IValue::Int(i) => json!({ "int": i }),
+                        IValue::Bool(b) => json!({ "bool": b }),
+                        IValue::Double(f) => json!({ "float": json_float(*f) }),
+                        other => json!({ "repr": python_str(other) }),
+                    };
+                    enc.push(json!([kenc, self.encode(&x, &sub, fields)?]));
+                }
+                json!({ "dict": enc })
+            }
+            other => {
+                return Err(out_err(format!(
+                    "cannot write a {} result (at {key})",
+                    other.kind_name()
+                )))
+            }
+        })
+    }
+}
+
+/// Write `v` to the npz at `path`: one array per leaf and `structure.json`.
+pub fn write_npz(path: &Path, v: &IValue, fields: FieldNames) -> crate::Result<()> {
+    let mut c = Collected { arrays: Vec::new() };
+    let structure = c.encode(v, "out", fields)?;
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(path)?);
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .large_file(true);
+    let zerr = |e: zip::result::ZipError| out_err(format!("writing {}: {e}", path.display()));
+    let mut seen = std::collections::HashSet::new();
+    for (key, bytes) in &c.arrays {
+        // dict keys may repeat a path another leaf already has (`{"0": a}` next to index 0)
+        if !seen.insert(key.as_str()) {
+            return Err(out_err(format!(
+                "two result leaves share the npz name {key}"
+            )));
+        }
+        zip.start_file(format!("{key}.npy"), opts).map_err(zerr)?;
+        zip.write_all(bytes)?;
+    }
+    zip.start_file("structure.json", opts).map_err(zerr)?;
+    zip.write_all(structure.to_string().as_bytes())?;
+    zip.finish().map_err(zerr)?;
+    Ok(())
+}
+
+/// The whole result as JSON (`tsrun run --json`): the structure encoding with every tensor's
+/// elements inline under `data`.
+pub fn to_json(v: &IValue, fields: FieldNames) -> crate::Result<Value> {
+    Ok(match v {
+        IValue::Tensor(t) => {
+            let data: Vec<Value> = match t.dtype() {
+                d if d.is_complex() => t
+                    .to_vec::<Complex64>()?
+                    .into_iter()
+                    .map(|c| json!([json_float(c.re), json_float(c.im)]))
+                    .collect(),
+                d if d.is_floating_point() => {
+                    t.to_vec::<f64>()?.into_iter().map(json_float).collect()
+                }
+                DType::Bool => t.to_vec::<bool>()?.into_iter().map(Value::from).collect(),
+                _ => t.to_vec::<i64>()?.into_iter().map(Value::from).collect(),
+            };
+            json!({ "tensor": { "dtype": t.dtype().name(), "shape": t.shape(), "data": data } })
+        }
+        IValue::List(l) => json!({ "list": l.to_vec().iter().map(|x| to_json(x, fields))
+            .collect::<crate::Result<Vec<_>>>()? }),
+        IValue::Tuple(t) => {
+            let items = t
+                .items()
+                .iter()
+                .map(|x| to_json(x, fields))
+                .collect::<crate::Result<Vec<_>>>()?;
+            match t.class() {
+                Some(class) => json!({ "namedtuple": { "class": class.as_ref(),
+                    "fields": fields(class).unwrap_or_default(), "values": items } }),
+                None => json!({ "tuple": items }),
+            }
+        }
+        IValue::Dict(d) => {
+            let mut enc = Vec::new();
+            for (k, x) in d.entries() {
+                enc.push(json!([to_json(&k, fields)?, to_json(&x, fields)?]));
+            }
+            json!({ "dict": enc })
+        }
+        // scalars, strings, None: the structure encoding without npz keys
+        other => {
+            let mut c = Collected { arrays: Vec::new() };
+            let mut enc = c.encode(other, "", fields)?;
+            if let Some(o) = enc.as_object_mut() {
+                o.remove("key");
+            }
+            enc
+        }
+    })
+}

@@ -1,0 +1,275 @@
+//! Operators that build matrices from others or enumerate their positions: `kron`,
+//! `block_diag`, `tril_indices` / `triu_indices`; and elementwise integer and exponent
+//! functions PyTorch groups with them in real archives: `gcd` / `lcm`, `ldexp`, `frexp`,
+//! `logcumsumexp`.
+
+use super::{Args, Registry};
+use crate::runtime::{IValue, Tuple};
+use crate::tensor::promote::promote_types;
+use crate::tensor::{DType, Tensor};
+
+type R<T = IValue> = crate::Result<T>;
+
+fn err(msg: impl Into<String>) -> crate::Error {
+    crate::runtime::RuntimeError::Other(msg.into()).into()
+}
+
+fn is_integral(d: DType) -> bool {
+    matches!(
+        d,
+        DType::UInt8 | DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64 | DType::Bool
+    )
+}
+
+/// Both operands broadcast, as f64 values (exact for every integer a model uses) and i64.
+fn pair(a: &Tensor, b: &Tensor) -> R<(Vec<usize>, Tensor, Tensor)> {
+    let shape = crate::tensor::broadcast_shapes(a.shape(), b.shape())?.to_vec();
+    Ok((
+        shape.clone(),
+        super::shape::expand_to(a, &shape)?,
+        super::shape::expand_to(b, &shape)?,
+    ))
+}
+
+fn gcd_i(mut a: i64, mut b: i64) -> i64 {
+    while b != 0 {
+        (a, b) = (b, a.wrapping_rem(b));
+    }
+    a.wrapping_abs()
+}
+
+/// gcd / lcm of integer tensors (broadcast), in the promoted dtype; `_` forms write `self`.
+fn gcd_lcm(a: &mut Args, lcm: bool) -> R {
+    let (x, y) = (a.tensor(0)?, a.tensor(1)?);
+    let dtype = promote_types(x.dtype(), y.dtype());
+    if !is_integral(dtype) || dtype == DType::Bool {
+        return Err(err(format!(
+            "{}: \"{}_cpu\" not implemented for '{}'",
+            a.op,
+            if lcm { "lcm" } else { "gcd" },
+            dtype.name()
+        )));
+    }
+    let (shape, xb, yb) = pair(&x, &y)?;
+    let (xv, yv) = (xb.to_vec::<i64>()?, yb.to_vec::<i64>()?);
+    let v: Vec<i64> = xv
+        .iter()
+        .zip(&yv)
+        .map(|(&p, &q)| {
+            if !lcm {
+                return gcd_i(p, q);
+            }
+            let g = gcd_i(p, q);
+            if g == 0 {
+                0
+            } else {
+                (p / g).wrapping_mul(q).wrapping_abs()
+            }
+        })
+        .collect();
+    let r = Tensor::from_vec(v, &shape)?.to_dtype(dtype)?;
+    if a.op.contains("_.") || a.op.ends_with('_') {
+        return a.write_outs(0, IValue::Tensor(r));
+    }
+    Ok(IValue::Tensor(r))
+}
+
+/// `ldexp(self, other)` = `self * 2 ** other` (ATen: `mul(self, pow(2.0, other))`).
+fn ldexp(a: &mut Args) -> R {
+    let (x, e) = (a.tensor(0)?, a.tensor(1)?);
+    let pow_dtype = if e.dtype().is_floating_point() {
+        e.dtype()
+    } else {
+        DType::Float32
+    };
+    let dtype = promote_types(x.dtype(), pow_dtype);
+    let (shape, xb, eb) = pair(&x, &e)?;
+    let (xv, ev) = (xb.to_vec::<f64>()?, eb.to_vec::<f64>()?);
+    let v: Vec<f64> = xv
+        .iter()
+        .zip(&ev)
+        .map(|(&m, &p)| m * 2f64.powf(p))
+        .collect();
+    let r = Tensor::from_vec(v, &shape)?.to_dtype(dtype)?;
+    if a.op.starts_with("aten::ldexp_") {
+        return a.write_outs(0, IValue::Tensor(r));
+    }
+    Ok(IValue::Tensor(r))
+}
+
+/// `frexp(self) -> (mantissa, exponent)`: `self = mantissa * 2 ** exponent`, |mantissa| in
+/// [0.5, 1) (0 for 0), exponent int32.
+fn frexp(a: &mut Args) -> R {
+    let x = a.tensor(0)?;
+    if !x.dtype().is_floating_point() {
+        return Err(err(format!(
+            "{}: torch.frexp() only supports floating-point dtypes",
+            a.op
+        )));
+    }
+    let xv = x.contiguous()?.to_vec::<f64>()?;
+    let (m, e): (Vec<f64>, Vec<i32>) = xv.iter().map(|&v| libm::frexp(v)).unzip();
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(Tensor::from_vec(m, x.shape())?.to_dtype(x.dtype())?),
+        IValue::Tensor(Tensor::from_vec(e, x.shape())?),
+    ])))
+}
+
+/// `logcumsumexp(self, dim)`: running `log(sum(exp))`, kept stable by tracking the maximum.
+fn logcumsumexp(a: &mut Args) -> R {
+    let x = a.tensor(0)?;
+    if !x.dtype().is_floating_point() {
+        return Err(err(format!(
+            "{}: logcumsumexp(): Expected floating point type",
+            a.op
+        )));
+    }
+    let shape = x.shape().to_vec();
+    let nd = shape.len();
+    let d = crate::tensor::wrap_dim(a.int(1)?, nd.max(1))?;
+    let xv = x.contiguous()?.to_vec::<f64>()?;
+    if nd == 0 {
+        return Ok(IValue::Tensor(x.deep_clone()?));
+    }
+    let len = shape[d];
+    let inner: usize = shape[d + 1..].iter().product();
+    let outer: usize = shape[..d].iter().product();
+    let mut out = vec![0.0; xv.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let mut acc = f64::NEG_INFINITY;
+            for k in 0..len {
+                let idx = (o * len + k) * inner + i;
+                let v = xv[idx];
+                let (hi, lo) = if acc > v { (acc, v) } else { (v, acc) };
+                acc = if hi == f64::NEG_INFINITY {
+                    hi
+                } else {
+                    hi + (lo - hi).exp().ln_1p()
+                };
+                out[idx] = acc;
+            }
+        }
+    }
+    Ok(IValue::Tensor(
+        Tensor::from_vec(out, &shape)?.to_dtype(x.dtype())?,
+    ))
+}
+
+/// `kron(a, b)`: shapes right-aligned, result dim i = a_i * b_i, element a[i] * b[j].
+fn kron(a: &mut Args) -> R {
+    let (x, y) = (a.tensor(0)?, a.tensor(1)?);
+    let dtype = promote_types(x.dtype(), y.dtype());
+    let nd = x.dim().max(y.dim());
+    let pad = |t: &Tensor| -> Vec<usize> {
+        let mut s = vec![1; nd - t.dim()];
+        s.extend_from_slice(t.shape());
+        s
+    };
+    let (sa, sb) = (pad(&x), pad(&y));
+    let xv = x.contiguous()?.to_dtype(DType::Float64)?.to_vec::<f64>()?;
+    let yv = y.contiguous()?.to_dtype(DType::Float64)?.to_vec::<f64>()?;
+    let shape: Vec<usize> = sa.iter().zip(&sb).map(|(p, q)| p * q).collect();
+    let n: usize = shape.iter().product();
+    let mut out = vec![0.0; n];
+    for (flat, o) in out.iter_mut().enumerate() {
+        let (mut rem, mut ia, mut ib, mut sta, mut stb) = (flat, 0, 0, 1, 1);
+        for d in (0..nd).rev() {
+            let c = rem % shape[d];
+            rem /= shape[d];
+            ia += (c / sb[d]) * sta;
+            ib += (c % sb[d]) * stb;
+            sta *= sa[d];
+            stb *= sb[d];
+        }
+        *o = xv[ia] * yv[ib];
+    }
+    Ok(IValue::Tensor(
+        Tensor::from_vec(out, &shape)?.to_dtype(dtype)?,
+    ))
+}
+
+/// `block_diag(tensors)`: 0-d as 1x1, 1-d as a row, 2-d as is, along the diagonal.
+fn block_diag(a: &mut Args) -> R {
+    let ts = a.tensor_list(0)?;
+    let mut dtype: Option<DType> = None;
+    let mut blocks = Vec::with_capacity(ts.len());
+    for (i, t) in ts.iter().enumerate() {
+        let (r, c) = match t.dim() {
+            0 => (1, 1),
+            1 => (1, t.shape()[0]),
+            2 => (t.shape()[0], t.shape()[1]),
+            d => {
+                return Err(err(format!(
+                "{}: Input tensors must have 2 or fewer dimensions. Input {i} has {d} dimensions",
+                a.op
+            )))
+            }
+        };
+        dtype = Some(dtype.map_or(t.dtype(), |d| promote_types(d, t.dtype())));
+        blocks.push((
+            r,
+            c,
+            t.contiguous()?.to_dtype(DType::Float64)?.to_vec::<f64>()?,
+        ));
+    }
+    let dtype = dtype.unwrap_or(DType::Float32);
+    let rows: usize = blocks.iter().map(|b| b.0).sum();
+    let cols: usize = blocks.iter().map(|b| b.1).sum();
+    let mut out = vec![0.0; rows * cols];
+    let (mut r0, mut c0) = (0, 0);
+    for (r, c, v) in &blocks {
+        for i in 0..*r {
+            out[(r0 + i) * cols + c0..][..*c].copy_from_slice(&v[i * c..][..*c]);
+        }
+        r0 += r;
+        c0 += c;
+    }
+    Ok(IValue::Tensor(
+        Tensor::from_vec(out, &[rows, cols])?.to_dtype(dtype)?,
+    ))
+}
+
+/// `tril_indices` / `triu_indices(row, col, offset, dtype, ...)`: [2, N] coordinates in
+/// row-major order.
+fn tri_indices(a: &mut Args, upper: bool) -> R {
+    let (rows, cols, offset) = (a.int(0)?, a.int(1)?, a.int(2)?);
+    if rows < 0 || cols < 0 {
+        return Err(err(format!("{}: row and col must be non-negative", a.op)));
+    }
+    if rows.saturating_mul(cols) > 1 << 26 {
+        return Err(err(format!("{}: {rows} x {cols} is too large", a.op)));
+    }
+    let dtype = a.opt_dtype(3)?.unwrap_or(DType::Int64);
+    let (mut rs, mut cs) = (Vec::new(), Vec::new());
+    for i in 0..rows {
+        for j in 0..cols {
+            let keep = if upper {
+                j - i >= offset
+            } else {
+                j - i <= offset
+            };
+            if keep {
+                rs.push(i);
+                cs.push(j);
+            }
+        }
+    }
+    let n = rs.len();
+    rs.extend(cs);
+    Ok(IValue::Tensor(
+        Tensor::from_vec(rs, &[2, n])?.to_dtype(dtype)?,
+    ))
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add_all(&["aten::gcd", "aten::gcd_"], |a| gcd_lcm(a, false));
+    r.add_all(&["aten::lcm", "aten::lcm_"], |a| gcd_lcm(a, true));
+    r.add_all(&["aten::ldexp.Tensor", "aten::ldexp_"], ldexp);
+    r.add("aten::frexp.Tensor", frexp);
+    r.add("aten::logcumsumexp", logcumsumexp);
+    r.add("aten::kron", kron);
+    r.add("aten::block_diag", block_diag);
+    r.add("aten::tril_indices", |a| tri_indices(a, false));
+    r.add("aten::triu_indices", |a| tri_indices(a, true));
+}

@@ -1,0 +1,226 @@
+//! Honest operator coverage: kernels are registered under exact schema overloads, every
+//! registered runtime overload has a PyTorch golden, and fixtures/ops/coverage.json (one
+//! synthesized golden per registered overload, fixtures/gen_ops_coverage.py) matches PyTorch,
+//! including the tensors in-place and out= overloads must write.
+
+use crate::common::{compare, decode, fixtures_dir, Arrays};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::fs::File;
+use tsrun::ir::schema::SchemaRegistry;
+use tsrun::ops::{Args, OpContext, Registry};
+use tsrun::runtime::IValue;
+
+fn schema_names() -> BTreeSet<String> {
+    SchemaRegistry::global()
+        .all()
+        .iter()
+        .map(|s| s.qualified_name())
+        .collect()
+}
+
+#[test]
+fn every_registered_name_is_an_exact_schema_overload() {
+    let schemas = schema_names();
+    let unknown: Vec<&str> = Registry::global()
+        .names()
+        .into_iter()
+        .filter(|n| !schemas.contains(*n))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "{} registered names are not overloads in fixtures/schemas.txt: {unknown:?}",
+        unknown.len()
+    );
+}
+
+/// Every `op.overload` some fixtures/ops/*.json case calls (directly or as a view-chain step).
+fn golden_overloads() -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let dir = fixtures_dir().join("ops");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("fixtures/ops")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let name = |op: &str, ov: &str| {
+        if ov.is_empty() {
+            op.to_string()
+        } else {
+            format!("{op}.{ov}")
+        }
+    };
+    for f in files {
+        let json: Value = serde_json::from_reader(File::open(&f).expect("open")).expect("json");
+        for case in json["cases"].as_array().expect("cases") {
+            if let Some(op) = case["op"].as_str() {
+                out.insert(name(op, case["overload"].as_str().unwrap_or("")));
+            }
+            for step in case["prep"].as_array().into_iter().flatten() {
+                if let (Some(op), Some(ov)) = (step[0].as_str(), step[1].as_str()) {
+                    out.insert(name(op, ov));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Registered runtime overloads that have no golden yet: fixtures/ops/coverage_without_golden.txt
+/// lists them exactly (one a line), so the list can only shrink: a new kernel must come with a
+/// golden, and an overload that gains one must leave the list.
+#[test]
+fn every_registered_runtime_overload_has_a_pytorch_golden() {
+    let goldens = golden_overloads();
+    let registered: Vec<&str> = Registry::global()
+        .names()
+        .into_iter()
+        .filter(|n| tsrun::cli::ops::is_runtime_relevant(n))
+        .collect();
+    let without: BTreeSet<String> = registered
+        .iter()
+        .filter(|n| !goldens.contains(**n))
+        .map(|n| n.to_string())
+        .collect();
+    let (covered, total) = tsrun::cli::ops::exact_coverage(None, |_, _| {});
+    let with_golden = registered.len() - without.len();
+    println!(
+        "exact kernels: {covered} of {total} runtime overloads; {} registered runtime names, \
+         {with_golden} with a PyTorch golden, {} without",
+        registered.len(),
+        without.len()
+    );
+    let listed: BTreeSet<String> = std::fs::read_to_string(
+        fixtures_dir()
+            .join("ops")
+            .join("coverage_without_golden.txt"),
+    )
+    .expect("coverage_without_golden.txt")
+    .lines()
+    .map(str::trim)
+    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    .map(str::to_string)
+    .collect();
+    let new: Vec<&String> = without.difference(&listed).collect();
+    let gained: Vec<&String> = listed.difference(&without).collect();
+    assert!(
+        new.is_empty() && gained.is_empty(),
+        "registered overloads without a golden that are not listed: {new:?}; listed ones that \
+         now have a golden or no kernel (remove them): {gained:?}"
+    );
+}
+
+/// Runs fixtures/ops/coverage.json: results, and the arguments the schema marks as written.
+#[test]
+fn synthesized_goldens_match_pytorch() {
+    let dir = fixtures_dir().join("ops");
+    let json: Value =
+        serde_json::from_reader(File::open(dir.join("coverage.json")).expect("coverage.json"))
+            .expect("json");
+    let mut arrays = Arrays::open(&dir.join("coverage.npz"));
+    let registry = Registry::global();
+    let ctx = OpContext::default();
+    let mut failures = Vec::new();
+    let cases = json["cases"].as_array().expect("cases");
+    for (i, case) in cases.iter().enumerate() {
+        let op = case["op"].as_str().expect("op");
+        let overload = case["overload"].as_str().unwrap_or("");
+        let name = if overload.is_empty() {
+            op.to_string()
+        } else {
+            format!("{op}.{overload}")
+        };
+        let Some(kernel) = registry.lookup(op, overload) else {
+            failures.push(format!("case {i} {name}: no kernel"));
+            continue;
+        };
+        let mut args: Vec<IValue> = case["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| decode(a, &mut arrays))
+            .collect();
+        let (rtol, atol) = (
+            case["rtol"].as_f64().unwrap_or(1e-4),
+            case["atol"].as_f64().unwrap_or(1e-5),
+        );
+        let before: Vec<IValue> = args.clone();
+        let got = match kernel(&mut Args::new(&name, &mut args, &ctx)) {
+            Ok(v) => v,
+            Err(e) => {
+                failures.push(format!("case {i} {name}: error: {e}"));
+                continue;
+            }
+        };
+        let want = decode(&case["out"], &mut arrays);
+        let outcome = if case["shape_only"].as_bool() == Some(true) {
+            match (&got, &want) {
+                (IValue::Tensor(g), IValue::Tensor(w))
+                    if g.shape() == w.shape() && g.dtype() == w.dtype() =>
+                {
+                    Ok(())
+                }
+                _ => Err(format!("got {got:?}, want a tensor like {want:?}")),
+            }
+        } else {
+            compare(&got, &want, rtol, atol, "out")
+        };
+        // `Tensor(a!)` arguments: the caller's tensor (`before`, sharing storage) must hold
+        // PyTorch's value after the call.
+        let written = case["written"].as_array().cloned().unwrap_or_default();
+        let outcome = outcome.and_then(|()| {
+            written.iter().try_for_each(|w| {
+                let j = w[0].as_u64().expect("index") as usize;
+                let want = decode(&w[1], &mut arrays);
+                compare(
+                    &before[j],
+                    &want,
+                    rtol,
+                    atol,
+                    &format!("argument {j} after"),
+                )
+            })
+        });
+        if let Err(e) = outcome {
+            failures.push(format!("case {i} {name}: {e}"));
+        }
+    }
+    println!("coverage: {} cases, {} failed", cases.len(), failures.len());
+    for f in &failures {
+        println!("  {f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} coverage cases failed",
+        failures.len()
+    );
+}
+
+/// fixtures/zoo_failures.py `unsupported_ops`: the first call fails before running anything,
+/// naming every overload without a kernel (the one inside a branch too) with its source line.
+#[test]
+fn unsupported_overloads_are_listed_at_compile_time() {
+    let m = tsrun::runtime::Module::load(fixtures_dir().join("models").join("unsupported_ops.pt"))
+        .expect("load");
+    let x = tsrun::Tensor::from_vec(vec![0.5f32, 1.5], &[2]).expect("tensor");
+    let e = m
+        .forward(&[IValue::Tensor(x)])
+        .expect_err("no kernels for these ops")
+        .to_string();
+    for (op, code) in [
+        ("aten::special_airy_ai", "torch.special_airy_ai(x)"),
+        ("aten::special_bessel_y1", "torch.special_bessel_y1(x)"),
+        ("aten::special_bessel_j0", "torch.special_bessel_j0(x)"),
+    ] {
+        let line = e
+            .lines()
+            .find(|l| l.trim_start().starts_with(op))
+            .unwrap_or_else(|| panic!("{op} not listed: {e}"));
+        assert!(
+            line.contains("zoo_failures.py\", line ") && line.contains(code),
+            "{line}"
+        );
+    }
+}
