@@ -1,10 +1,12 @@
-//! `tsrun bench MODEL [-m METHOD] [-i INPUT]... [-n N] [--warmup W] [--threads T]`: load time and
-//! the latency of repeated calls, reported as median and minimum (the side-by-side script against
-//! libtorch reads this line).
+//! `tsrun bench MODEL [-m METHOD] [-i INPUT]... [-n N] [--warmup W] [--threads T] [--json]`: load
+//! time and the latency of repeated calls. The text line keeps three significant digits at every
+//! scale; `--json` prints one object (the side-by-side script against libtorch and ONNX Runtime
+//! reads it).
 
 use super::run::parse_input;
 use crate::ops::OpContext;
 use crate::runtime::Module;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -27,19 +29,84 @@ pub struct BenchArgs {
     /// Number of worker threads (as `torch.set_num_threads`).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Print one JSON object (seconds, bytes) instead of the text line.
+    #[arg(long)]
+    pub json: bool,
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
+/// What one `tsrun bench` run measured; times in seconds.
+#[derive(serde::Serialize, Debug, Clone, PartialEq)]
+pub struct BenchReport {
+    pub median_s: f64,
+    pub min_s: f64,
+    pub max_s: f64,
+    /// The first call (it builds the plans of the methods it reaches).
+    pub first_call_s: f64,
+    /// Median of several loads of the archive.
+    pub load_s: f64,
+    /// The process's peak resident set (`VmHWM`); `None` where the OS does not report it.
+    pub peak_rss_bytes: Option<u64>,
+    pub threads: usize,
+    pub iterations: usize,
+}
+
+/// `secs` with three significant digits in the unit that keeps the number in [1, 1000)
+/// (`10.2 us`, `1.50 ms`, `45.9 ms`, `2.31 s`).
+pub fn format_seconds(secs: f64) -> String {
+    if !secs.is_finite() || secs <= 0.0 {
+        return format!("{secs} s");
+    }
+    let (value, unit) = [(1.0, "s"), (1e-3, "ms"), (1e-6, "us")]
+        .into_iter()
+        .find(|&(scale, _)| secs >= scale * 0.9995)
+        .map_or((secs * 1e9, "ns"), |(scale, unit)| (secs / scale, unit));
+    // Rounding may carry into a fourth digit (999.96 -> 1000): keep three significant digits.
+    let digits = if value >= 99.95 {
+        0
+    } else if value >= 9.995 {
+        1
+    } else {
+        2
+    };
+    format!("{value:.digits$} {unit}")
 }
 
 /// Median of at least one duration.
-fn median(mut times: Vec<Duration>) -> Duration {
+fn median(times: &mut [Duration]) -> Duration {
     times.sort_unstable();
-    times[times.len() / 2]
+    times.get(times.len() / 2).copied().unwrap_or_default()
 }
 
-pub fn run(args: &BenchArgs) -> crate::Result<()> {
+/// Peak resident set size of this process, from `/proc/self/status` (Linux).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Runs longer than this get a progress bar on a terminal.
+const PROGRESS_AFTER: Duration = Duration::from_secs(2);
+
+fn progress_bar(expected: Duration, n: usize) -> indicatif::ProgressBar {
+    if expected < PROGRESS_AFTER || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(n as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} calls, eta {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+pub fn measure(args: &BenchArgs) -> crate::Result<BenchReport> {
     if let Some(n) = args.threads {
         crate::runtime::set_num_threads(n)?;
     }
@@ -47,12 +114,14 @@ pub fn run(args: &BenchArgs) -> crate::Result<()> {
     let mut load_times = Vec::with_capacity(load_runs);
     let mut module = None;
     for _ in 0..load_runs {
+        // The previous load is dropped first, so peak RSS counts one module.
+        drop(module.take());
         let t0 = Instant::now();
         module = Some(Module::load(&args.model)?);
         load_times.push(t0.elapsed());
     }
     let Some(module) = module else {
-        return Ok(());
+        return Err(crate::runtime::RuntimeError::Other("bench: nothing loaded".into()).into());
     };
     let inputs = args
         .inputs
@@ -74,20 +143,51 @@ pub fn run(args: &BenchArgs) -> crate::Result<()> {
         call()?;
     }
     let n = args.iterations.max(1);
+    let bar = progress_bar(first.saturating_mul(n as u32), n);
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let t0 = Instant::now();
         std::hint::black_box(call()?);
         times.push(t0.elapsed());
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     let min = times.iter().copied().min().unwrap_or_default();
+    let max = times.iter().copied().max().unwrap_or_default();
+    Ok(BenchReport {
+        median_s: median(&mut times).as_secs_f64(),
+        min_s: min.as_secs_f64(),
+        max_s: max.as_secs_f64(),
+        first_call_s: first.as_secs_f64(),
+        load_s: median(&mut load_times).as_secs_f64(),
+        peak_rss_bytes: peak_rss_bytes(),
+        threads: rayon::current_num_threads(),
+        iterations: n,
+    })
+}
+
+pub fn run(args: &BenchArgs) -> crate::Result<()> {
+    let r = measure(args)?;
+    if args.json {
+        let text = serde_json::to_string(&r)
+            .map_err(|e| crate::runtime::RuntimeError::Other(format!("bench: {e}")))?;
+        println!("{text}");
+        return Ok(());
+    }
+    let rss = r.peak_rss_bytes.map_or_else(
+        || "unknown".to_string(),
+        |b| format!("{:.1} MiB", b as f64 / 1048576.0),
+    );
     println!(
-        "load {:.2} ms | forward median {:.2} ms, min {:.2} ms (n={n}, first call {:.2} ms, {} threads)",
-        ms(median(load_times)),
-        ms(median(times)),
-        ms(min),
-        ms(first),
-        rayon::current_num_threads()
+        "load {} | {} median {}, min {}, max {} (n={}, first call {}, {} threads, peak RSS {rss})",
+        format_seconds(r.load_s),
+        args.method,
+        format_seconds(r.median_s),
+        format_seconds(r.min_s),
+        format_seconds(r.max_s),
+        r.iterations,
+        format_seconds(r.first_call_s),
+        r.threads,
     );
     Ok(())
 }

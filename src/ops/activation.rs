@@ -6,6 +6,7 @@ use super::kernels::num::{Arith, Real};
 use super::kernels::operand::{inplace_result, Operand};
 use super::kernels::reduce::along_dim;
 use super::kernels::special::SpecialFn;
+use super::kernels::vmath::{self, VecFn};
 use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
 use crate::runtime::IValue;
@@ -106,21 +107,38 @@ fn gelu(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     require_float(&x, "gelu")?;
     let approx = args.str(1)?;
-    t(match &*approx {
-        "none" => float_unary!(&x, "gelu", |v: F| v
-            * 0.5
-            * (1.0 + (v * std::f64::consts::FRAC_1_SQRT_2 as F).erf_()))?,
-        "tanh" => float_unary!(&x, "gelu", |v: F| {
-            let k = (std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2) as F;
-            let inner = k * (v + 0.044715 * v * v * v);
-            0.5 * v * (1.0 + inner.tanh())
-        })?,
+    let vf = match &*approx {
+        "none" => VecFn::Gelu,
+        "tanh" => VecFn::GeluTanh,
         other => {
             return Err(value_err(format!(
                 "approximate argument must be either none or tanh, got {other}"
             )))
         }
+    };
+    if let Some(out) = vmath::unary_f32(vf, &x)? {
+        return t(out);
+    }
+    t(if vf == VecFn::Gelu {
+        float_unary!(&x, "gelu", |v: F| v
+            * 0.5
+            * (1.0 + (v * std::f64::consts::FRAC_1_SQRT_2 as F).erf_()))?
+    } else {
+        float_unary!(&x, "gelu", |v: F| {
+            let k = (std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2) as F;
+            let inner = k * (v + 0.044715 * v * v * v);
+            0.5 * v * (1.0 + inner.tanh())
+        })?
     })
+}
+
+fn silu(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    require_float(&x, "silu")?;
+    if let Some(out) = vmath::unary_f32(VecFn::Silu, &x)? {
+        return t(out);
+    }
+    t(float_unary!(&x, "silu", |v: F| v / (1.0 + (-v).exp()))?)
 }
 
 macro_rules! float_activations {
@@ -133,7 +151,6 @@ macro_rules! float_activations {
     )*};
 }
 float_activations! {
-    silu, "silu" => |v| v / (1.0 + (-v).exp());
     mish, "mish" => |v| v * softplus1(v).tanh();
     hardswish, "hardswish" => |v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0;
     hardsigmoid, "hardsigmoid" => |v| (v + 3.0).clamp(0.0, 6.0) / 6.0;
@@ -293,10 +310,13 @@ pub(crate) fn softmax_op(
         )));
     }
     let dim = wrap_dim(dim, x.dim())?;
+    /// Softmax along `dim`; `exp_inplace` is the exponential over a contiguous lane (the
+    /// vector kernel for float32).
     fn lanes<F: num_traits::Float + crate::tensor::Element>(
         x: &Tensor,
         dim: usize,
         log: bool,
+        exp_inplace: fn(&mut [F]),
     ) -> crate::Result<Tensor> {
         along_dim::<F, F, _>(x, dim, |s, d| {
             let m = s.iter().fold(
@@ -304,28 +324,30 @@ pub(crate) fn softmax_op(
                 |m, &v| if v > m || v.is_nan() { v } else { m },
             );
             let m = if m.is_infinite() { F::zero() } else { m };
+            for (o, &v) in d.iter_mut().zip(s) {
+                *o = v - m;
+            }
+            exp_inplace(d);
+            let sum = d.iter().fold(F::zero(), |acc, &e| acc + e);
             if log {
-                let sum = s.iter().fold(F::zero(), |acc, &v| acc + (v - m).exp());
                 let l = sum.ln();
                 for (o, &v) in d.iter_mut().zip(s) {
                     *o = v - m - l;
                 }
             } else {
-                let mut sum = F::zero();
-                for (o, &v) in d.iter_mut().zip(s) {
-                    let e = (v - m).exp();
-                    *o = e;
-                    sum = sum + e;
-                }
                 let inv = F::one() / sum;
                 d.iter_mut().for_each(|o| *o = *o * inv);
             }
         })
     }
     let r = if out_dtype == DType::Float64 || x.dtype() == DType::Float64 {
-        lanes::<f64>(&x.to_dtype(DType::Float64)?, dim, log)?
+        lanes::<f64>(&x.to_dtype(DType::Float64)?, dim, log, |d| {
+            d.iter_mut().for_each(|v| *v = v.exp())
+        })?
     } else {
-        lanes::<f32>(&x.to_dtype(DType::Float32)?, dim, log)?
+        lanes::<f32>(&x.to_dtype(DType::Float32)?, dim, log, |d| {
+            vmath::apply(VecFn::Exp, d)
+        })?
     };
     r.to_dtype(out_dtype)
 }

@@ -5,6 +5,7 @@ use super::kernels::map::{map_binary, map_ternary, map_unary};
 use super::kernels::num::{scalar_as, Arith, IntOps, Real};
 use super::kernels::operand::{common_dtype, float_dtype, inplace_result, Operand};
 use super::kernels::special::SpecialFn;
+use super::kernels::vmath::{self, VecFn};
 use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
 use crate::runtime::IValue;
@@ -667,7 +668,6 @@ macro_rules! float_unary_kernels {
     };
 }
 float_unary_kernels! {
-    exp, exp_, "exp" => |v| v.exp();
     exp2, exp2_, "exp2" => |v| v.exp2();
     expm1, expm1_, "expm1" => |v| v.exp_m1();
     log, log_, "log" => |v| v.ln();
@@ -684,7 +684,6 @@ float_unary_kernels! {
     atan, atan_, "atan" => |v| v.atan();
     sinh, sinh_, "sinh" => |v| v.sinh();
     cosh, cosh_, "cosh" => |v| v.cosh();
-    tanh, tanh_, "tanh" => |v| v.tanh();
     asinh, asinh_, "asinh" => |v| v.asinh();
     acosh, acosh_, "acosh" => |v| v.acosh();
     atanh, atanh_, "atanh" => |v| v.atanh();
@@ -694,8 +693,6 @@ float_unary_kernels! {
     arcsinh, arcsinh_, "arcsinh" => |v| v.asinh();
     arccosh, arccosh_, "arccosh" => |v| v.acosh();
     arctanh, arctanh_, "arctanh" => |v| v.atanh();
-    sigmoid, sigmoid_, "sigmoid" => |v| 1.0 / (1.0 + (-v).exp());
-    erf, erf_, "erf" => |v| v.erf_();
     erfc, erfc_, "erfc" => |v| v.erfc_();
     erfinv, erfinv_, "erfinv" => |v| v.erfinv_();
     reciprocal, reciprocal_, "reciprocal" => |v| 1.0 / v;
@@ -703,6 +700,38 @@ float_unary_kernels! {
     rad2deg, rad2deg_, "rad2deg" => |v| v * (180.0 / std::f64::consts::PI) as F;
     sinc, sinc_, "sinc" => |v| if v == 0.0 { 1.0 } else { let p = v * std::f64::consts::PI as F; p.sin() / p };
     i0, i0_, "i0" => |v| bessel_i0(v as f64) as F;
+}
+
+/// Floating unary kernels with a vectorized float32 path (contiguous input); other dtypes and
+/// strided inputs take the generic map.
+macro_rules! vector_unary_kernels {
+    ($($name:ident, $inplace:ident, $op:literal, $vf:expr => |$v:ident| $body:expr;)*) => {
+        $(
+            fn $name(args: &mut Args<'_>) -> R {
+                let x = args.tensor(0)?;
+                if let Some(out) = vmath::unary_f32($vf, &x)? {
+                    return t(out);
+                }
+                t(float_unary!(&x, $op, |$v: F| $body)?)
+            }
+            fn $inplace(args: &mut Args<'_>) -> R {
+                let r = $name(args)?;
+                inplace_result(args, r)
+            }
+        )*
+        fn register_vector_unary(r: &mut Registry) {
+            $(
+                r.add(concat!("aten::", $op), $name);
+                r.add(concat!("aten::", $op, "_"), $inplace);
+            )*
+        }
+    };
+}
+vector_unary_kernels! {
+    exp, exp_, "exp", VecFn::Exp => |v| v.exp();
+    tanh, tanh_, "tanh", VecFn::Tanh => |v| v.tanh();
+    sigmoid, sigmoid_, "sigmoid", VecFn::Sigmoid => |v| 1.0 / (1.0 + (-v).exp());
+    erf, erf_, "erf", VecFn::Erf => |v| v.erf_();
 }
 
 /// Modified Bessel function of the first kind, order 0 (power series; adequate for |x| < 700).
@@ -1071,6 +1100,7 @@ inplace_of! {
 
 pub(crate) fn register(r: &mut Registry) {
     register_float_unary(r);
+    register_vector_unary(r);
     r.add("aten::diff", diff);
     let both = |r: &mut Registry, base: &str, k: super::Kernel, kin: super::Kernel| {
         // `__and__` and friends have no `__and___` twin (theirs is `__iand__`)

@@ -437,36 +437,66 @@ fn var_std(
     Ok((v.to_dtype(dt)?, m.to_dtype(dt)?))
 }
 
-/// Arguments of the var/std family: (dims, correction, keepdim) for each overload.
-fn var_args(args: &Args<'_>) -> crate::Result<(Option<Vec<i64>>, f64, bool)> {
-    if args.op.ends_with(".correction") {
-        let c = args.opt_scalar(2)?.map(|s| s.to_f64()).unwrap_or(1.0);
-        Ok((args.opt_int_list(1)?, c, args.bool(3)?))
-    } else if args.op.ends_with(".dim") {
-        let c = if args.bool(2)? { 1.0 } else { 0.0 };
-        Ok((args.opt_int_list(1)?, c, args.bool(3)?))
-    } else {
-        let c = if args.bool(1)? { 1.0 } else { 0.0 };
-        Ok((None, c, false))
+/// The overload of a var/std kernel, fixed at registration.
+#[derive(Clone, Copy)]
+enum VarOverload {
+    /// `(self, unbiased)`
+    Unbiased,
+    /// `.dim(self, dim, unbiased, keepdim)`
+    Dim,
+    /// `.correction(self, dim, *, correction, keepdim)`
+    Correction,
+}
+
+/// Arguments of the var/std family: (dims, correction, keepdim).
+fn var_args(args: &Args<'_>, ov: VarOverload) -> crate::Result<(Option<Vec<i64>>, f64, bool)> {
+    match ov {
+        VarOverload::Correction => {
+            let c = args.opt_scalar(2)?.map(|s| s.to_f64()).unwrap_or(1.0);
+            Ok((args.opt_int_list(1)?, c, args.bool(3)?))
+        }
+        VarOverload::Dim => {
+            let c = if args.bool(2)? { 1.0 } else { 0.0 };
+            Ok((args.opt_int_list(1)?, c, args.bool(3)?))
+        }
+        VarOverload::Unbiased => {
+            let c = if args.bool(1)? { 1.0 } else { 0.0 };
+            Ok((None, c, false))
+        }
     }
 }
-fn var(args: &mut Args<'_>) -> R {
-    let (d, c, k) = var_args(args)?;
-    t(var_std(&args.tensor(0)?, d.as_deref(), c, k, false)?.0)
+
+/// var / std (`sqrt`), alone or with the mean (`with_mean`).
+fn var_family(args: &mut Args<'_>, ov: VarOverload, sqrt: bool, with_mean: bool) -> R {
+    let (d, c, k) = var_args(args, ov)?;
+    let (v, m) = var_std(&args.tensor(0)?, d.as_deref(), c, k, sqrt)?;
+    if with_mean {
+        pair(v, m)
+    } else {
+        t(v)
+    }
 }
-fn std(args: &mut Args<'_>) -> R {
-    let (d, c, k) = var_args(args)?;
-    t(var_std(&args.tensor(0)?, d.as_deref(), c, k, true)?.0)
+
+macro_rules! var_kernels {
+    ($($name:ident => $ov:ident, $sqrt:expr, $mean:expr;)*) => {$(
+        fn $name(args: &mut Args<'_>) -> R {
+            var_family(args, VarOverload::$ov, $sqrt, $mean)
+        }
+    )*};
 }
-fn var_mean(args: &mut Args<'_>) -> R {
-    let (d, c, k) = var_args(args)?;
-    let (v, m) = var_std(&args.tensor(0)?, d.as_deref(), c, k, false)?;
-    pair(v, m)
-}
-fn std_mean(args: &mut Args<'_>) -> R {
-    let (d, c, k) = var_args(args)?;
-    let (v, m) = var_std(&args.tensor(0)?, d.as_deref(), c, k, true)?;
-    pair(v, m)
+var_kernels! {
+    var => Unbiased, false, false;
+    var_dim => Dim, false, false;
+    var_correction => Correction, false, false;
+    std => Unbiased, true, false;
+    std_dim => Dim, true, false;
+    std_correction => Correction, true, false;
+    var_mean => Unbiased, false, true;
+    var_mean_dim => Dim, false, true;
+    var_mean_correction => Correction, false, true;
+    std_mean => Unbiased, true, true;
+    std_mean_dim => Dim, true, true;
+    std_mean_correction => Correction, true, true;
 }
 
 /// The vector p-norm over dims, computed in f64 and stored as `dtype` (or the input's real dtype).
@@ -530,20 +560,35 @@ fn linalg_vector_norm(args: &mut Args<'_>) -> R {
         args.opt_dtype(4)?,
     )?)
 }
-fn norm(args: &mut Args<'_>) -> R {
+/// `norm.Scalar(self, p)`, `.ScalarOpt_dim(self, p, dim, keepdim)`,
+/// `.ScalarOpt_dim_dtype(self, p, dim, keepdim, *, dtype)`, `.ScalarOpt_dtype(self, p, *, dtype)`:
+/// one kernel per overload, `with_dim` / `with_dtype` fixed at registration.
+fn norm_overload(args: &mut Args<'_>, with_dim: bool, with_dtype: bool) -> R {
     let x = args.tensor(0)?;
     let p = args.opt_scalar(1)?.map(|s| s.to_f64()).unwrap_or(2.0);
-    let op = args.op;
-    let (dims, keepdim, dtype) = if op.ends_with(".ScalarOpt_dim_dtype") {
-        (Some(args.int_list(2)?), args.bool(3)?, Some(args.dtype(4)?))
-    } else if op.ends_with(".ScalarOpt_dim") {
-        (Some(args.int_list(2)?), args.bool(3)?, None)
-    } else if op.ends_with(".ScalarOpt_dtype") {
-        (None, false, Some(args.dtype(2)?))
+    let (dims, keepdim) = if with_dim {
+        (Some(args.int_list(2)?), args.bool(3)?)
     } else {
-        (None, false, None)
+        (None, false)
+    };
+    let dtype = match (with_dim, with_dtype) {
+        (true, true) => Some(args.dtype(4)?),
+        (false, true) => Some(args.dtype(2)?),
+        _ => None,
     };
     t(vector_norm(&x, p, dims.as_deref(), keepdim, dtype)?)
+}
+fn norm_scalar(args: &mut Args<'_>) -> R {
+    norm_overload(args, false, false)
+}
+fn norm_dim(args: &mut Args<'_>) -> R {
+    norm_overload(args, true, false)
+}
+fn norm_dim_dtype(args: &mut Args<'_>) -> R {
+    norm_overload(args, true, true)
+}
+fn norm_dtype(args: &mut Args<'_>) -> R {
+    norm_overload(args, false, true)
 }
 fn frobenius_norm(args: &mut Args<'_>) -> R {
     let dims = args.int_list(1)?;
@@ -738,21 +783,22 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::any.dim", any_dim);
     r.add("aten::all.dims", all_dims);
     r.add("aten::any.dims", any_dims);
-    for ov in ["", ".dim", ".correction"] {
-        r.add(&format!("aten::var{ov}"), var);
-        r.add(&format!("aten::std{ov}"), std);
-        r.add(&format!("aten::var_mean{ov}"), var_mean);
-        r.add(&format!("aten::std_mean{ov}"), std_mean);
-    }
-    r.add_all(
-        &[
-            "aten::norm.Scalar",
-            "aten::norm.ScalarOpt_dim",
-            "aten::norm.ScalarOpt_dim_dtype",
-            "aten::norm.ScalarOpt_dtype",
-        ],
-        norm,
-    );
+    r.add("aten::var", var);
+    r.add("aten::var.dim", var_dim);
+    r.add("aten::var.correction", var_correction);
+    r.add("aten::std", std);
+    r.add("aten::std.dim", std_dim);
+    r.add("aten::std.correction", std_correction);
+    r.add("aten::var_mean", var_mean);
+    r.add("aten::var_mean.dim", var_mean_dim);
+    r.add("aten::var_mean.correction", var_mean_correction);
+    r.add("aten::std_mean", std_mean);
+    r.add("aten::std_mean.dim", std_mean_dim);
+    r.add("aten::std_mean.correction", std_mean_correction);
+    r.add("aten::norm.Scalar", norm_scalar);
+    r.add("aten::norm.ScalarOpt_dim", norm_dim);
+    r.add("aten::norm.ScalarOpt_dim_dtype", norm_dim_dtype);
+    r.add("aten::norm.ScalarOpt_dtype", norm_dtype);
     r.add("aten::linalg_vector_norm", linalg_vector_norm);
     r.add("aten::frobenius_norm.dim", frobenius_norm);
     r.add("aten::logsumexp", logsumexp);

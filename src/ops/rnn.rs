@@ -1,10 +1,13 @@
 //! Kernels: LSTM / GRU / Elman RNN (multi-layer, bidirectional, batch_first, LSTM projections)
 //! and their single-step cells. The input projection of a whole sequence is one GEMM per layer
-//! and direction; the recurrent projection is one small GEMM per step.
+//! and direction (with both biases folded in where the cell allows); the recurrent projection is a
+//! matrix-vector product per step for small batches (a GEMM's set-up costs more there), and the
+//! gate nonlinearities run vectorized over each gate's contiguous block.
 
+use super::kernels::vmath::{self, VecFn};
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
-    value_err, Mat, Real,
+    slice_of, value_err, Mat, Real,
 };
 use super::{Args, Registry};
 use crate::runtime::{IValue, Tuple};
@@ -60,34 +63,71 @@ fn mm_wt<T: Real>(a: &[T], m: usize, k: usize, w: &[T], n: usize, out: &mut [T],
     }
 }
 
-fn sigmoid<T: Real>(x: T) -> T {
-    T::one() / (T::one() + (-x).exp())
+/// The cell arithmetic per compute dtype: gate nonlinearities over contiguous slices and the
+/// recurrent product `h @ W_hh^T`. float32 uses the vectorized kernels; float64 stays scalar.
+trait CellMath: Real {
+    fn sigmoid_inplace(xs: &mut [Self]);
+    fn tanh_inplace(xs: &mut [Self]);
+    /// `out[b x n] += h[b x k] @ w[n x k]^T`.
+    fn recurrent(h: &[Self], b: usize, k: usize, w: &[Self], n: usize, out: &mut [Self]);
 }
 
-/// Weights of one layer and direction, as contiguous compute-dtype vectors.
-struct LayerWeights<T> {
-    w_ih: Vec<T>,
-    w_hh: Vec<T>,
-    b_ih: Option<Vec<T>>,
-    b_hh: Option<Vec<T>>,
-    w_hr: Option<Vec<T>>,
+impl CellMath for f32 {
+    fn sigmoid_inplace(xs: &mut [f32]) {
+        vmath::apply(VecFn::Sigmoid, xs)
+    }
+    fn tanh_inplace(xs: &mut [f32]) {
+        vmath::apply(VecFn::Tanh, xs)
+    }
+    fn recurrent(h: &[f32], b: usize, k: usize, w: &[f32], n: usize, out: &mut [f32]) {
+        // A GEMM's packing costs more than a few matrix-vector products.
+        if b <= 4 {
+            for (hr, o) in h
+                .chunks_exact(k.max(1))
+                .zip(out.chunks_exact_mut(n.max(1)))
+                .take(b)
+            {
+                vmath::matvec(w, n, k, hr, o, true);
+            }
+        } else {
+            mm_wt(h, b, k, w, n, out, true)
+        }
+    }
+}
+
+impl CellMath for f64 {
+    fn sigmoid_inplace(xs: &mut [f64]) {
+        xs.iter_mut().for_each(|x| *x = 1.0 / (1.0 + (-*x).exp()));
+    }
+    fn tanh_inplace(xs: &mut [f64]) {
+        xs.iter_mut().for_each(|x| *x = x.tanh());
+    }
+    fn recurrent(h: &[f64], b: usize, k: usize, w: &[f64], n: usize, out: &mut [f64]) {
+        mm_wt(h, b, k, w, n, out, true)
+    }
+}
+
+/// Weights of one layer and direction, as contiguous compute-dtype tensors (no copy when the
+/// parameters already are).
+struct LayerWeights {
+    w_ih: Tensor,
+    w_hh: Tensor,
+    b_ih: Option<Tensor>,
+    b_hh: Option<Tensor>,
+    w_hr: Option<Tensor>,
     input: usize,
     hidden: usize,
     /// Size of the emitted hidden state (projection size or hidden).
     out: usize,
 }
 
-fn vec_of<T: Real>(t: &Tensor, cd: DType) -> crate::Result<Vec<T>> {
-    contiguous_as(t, cd)?.to_vec::<T>()
-}
-
-fn layer_weights<T: Real>(
+fn layer_weights(
     op: &str,
     cell: Cell,
     ps: &[Tensor],
     has_bias: bool,
     cd: DType,
-) -> crate::Result<LayerWeights<T>> {
+) -> crate::Result<LayerWeights> {
     let w_ih = &ps[0];
     let w_hh = &ps[1];
     if w_ih.dim() != 2 || w_hh.dim() != 2 {
@@ -104,8 +144,8 @@ fn layer_weights<T: Real>(
     }
     let (b_ih, b_hh, rest) = if has_bias {
         (
-            Some(vec_of::<T>(&ps[2], cd)?),
-            Some(vec_of::<T>(&ps[3], cd)?),
+            Some(contiguous_as(&ps[2], cd)?),
+            Some(contiguous_as(&ps[3], cd)?),
             &ps[4..],
         )
     } else {
@@ -120,21 +160,29 @@ fn layer_weights<T: Real>(
         )));
     }
     for b in [&b_ih, &b_hh].into_iter().flatten() {
-        if b.len() != g * hidden {
+        if b.numel() != g * hidden {
             return Err(shape_err(format!(
                 "{op}: bias size {} != {}",
-                b.len(),
+                b.numel(),
                 g * hidden
             )));
         }
     }
+    if let Some(w) = w_hr {
+        if w.dim() != 2 || w.shape()[1] != hidden {
+            return Err(shape_err(format!(
+                "{op}: weight_hr shape {:?} does not match hidden size {hidden}",
+                w.shape()
+            )));
+        }
+    }
     Ok(LayerWeights {
-        w_ih: vec_of::<T>(w_ih, cd)?,
-        w_hh: vec_of::<T>(w_hh, cd)?,
+        w_ih: contiguous_as(w_ih, cd)?,
+        w_hh: contiguous_as(w_hh, cd)?,
         b_ih,
         b_hh,
         w_hr: match w_hr {
-            Some(w) => Some(vec_of::<T>(w, cd)?),
+            Some(w) => Some(contiguous_as(w, cd)?),
             None => None,
         },
         input: w_ih.shape()[1],
@@ -143,80 +191,127 @@ fn layer_weights<T: Real>(
     })
 }
 
-/// One recurrent step for a batch: `xg [b, G*H]` holds x@W_ih^T + b_ih; updates h (and c).
-fn step<T: Real>(
+/// The recurrent half of one layer and direction, borrowed for the steps.
+struct StepWeights<'a, T> {
+    w_hh: &'a [T],
+    /// `b_hh` where it is not folded into the input projection (GRU's candidate gate needs it
+    /// apart from the input side).
+    b_hh: Option<&'a [T]>,
+    w_hr: Option<&'a [T]>,
+    hidden: usize,
+    out: usize,
+}
+
+/// Buffers reused across the steps of a sequence.
+struct StepScratch<T> {
+    gates: Vec<T>,
+    hh: Vec<T>,
+    hnew: Vec<T>,
+}
+
+/// One recurrent step for a batch: `xg [b, G*H]` holds the input projection with its biases
+/// (for LSTM and Elman cells also `b_hh`); updates h (and c).
+fn step<T: CellMath>(
     cell: Cell,
-    lw: &LayerWeights<T>,
+    sw: &StepWeights<'_, T>,
     xg: &[T],
     b: usize,
     h: &mut [T],
     c: &mut [T],
-    scratch: &mut Vec<T>,
+    s: &mut StepScratch<T>,
 ) {
-    let (hs, g) = (lw.hidden, cell.gates() * lw.hidden);
-    scratch.resize(b * g, T::zero());
-    mm_wt(h, b, lw.out, &lw.w_hh, g, scratch, false);
-    if let Some(bh) = &lw.b_hh {
-        for row in scratch.chunks_mut(g) {
-            for (r, &v) in row.iter_mut().zip(bh) {
+    let (hs, g) = (sw.hidden, cell.gates() * sw.hidden);
+    s.hnew.resize(b * hs, T::zero());
+    match cell {
+        Cell::Lstm | Cell::Tanh | Cell::Relu => {
+            s.gates.clear();
+            s.gates.extend_from_slice(&xg[..b * g]);
+            T::recurrent(h, b, sw.out, sw.w_hh, g, &mut s.gates);
+            for i in 0..b {
+                let gt = &mut s.gates[i * g..][..g];
+                let hn = &mut s.hnew[i * hs..][..hs];
+                match cell {
+                    Cell::Lstm => {
+                        // gate order i, f, g, o
+                        T::sigmoid_inplace(&mut gt[..2 * hs]);
+                        T::tanh_inplace(&mut gt[2 * hs..3 * hs]);
+                        T::sigmoid_inplace(&mut gt[3 * hs..]);
+                        let cc = &mut c[i * hs..][..hs];
+                        for j in 0..hs {
+                            cc[j] = gt[hs + j] * cc[j] + gt[j] * gt[2 * hs + j];
+                        }
+                        hn.copy_from_slice(cc);
+                        T::tanh_inplace(hn);
+                        for (hv, &o) in hn.iter_mut().zip(&gt[3 * hs..]) {
+                            *hv *= o;
+                        }
+                    }
+                    Cell::Tanh => {
+                        T::tanh_inplace(gt);
+                        hn.copy_from_slice(gt);
+                    }
+                    _ => {
+                        for (hv, &v) in hn.iter_mut().zip(gt.iter()) {
+                            *hv = v.max(T::zero());
+                        }
+                    }
+                }
+            }
+        }
+        Cell::Gru => {
+            s.hh.clear();
+            match sw.b_hh {
+                Some(bh) => (0..b).for_each(|_| s.hh.extend_from_slice(bh)),
+                None => s.hh.resize(b * g, T::zero()),
+            }
+            T::recurrent(h, b, sw.out, sw.w_hh, g, &mut s.hh);
+            s.gates.resize(b * g, T::zero());
+            for i in 0..b {
+                let x = &xg[i * g..][..g];
+                let hh = &s.hh[i * g..][..g];
+                let gt = &mut s.gates[i * g..][..g];
+                for j in 0..2 * hs {
+                    gt[j] = x[j] + hh[j];
+                }
+                // r, z
+                T::sigmoid_inplace(&mut gt[..2 * hs]);
+                for j in 0..hs {
+                    gt[2 * hs + j] = x[2 * hs + j] + gt[j] * hh[2 * hs + j];
+                }
+                T::tanh_inplace(&mut gt[2 * hs..]);
+                let hp = &h[i * sw.out..][..sw.out];
+                let hn = &mut s.hnew[i * hs..][..hs];
+                for j in 0..hs {
+                    let (z, n) = (gt[hs + j], gt[2 * hs + j]);
+                    hn[j] = (T::one() - z) * n + z * hp[j];
+                }
+            }
+        }
+    }
+    match sw.w_hr {
+        Some(w) => mm_wt(&s.hnew, b, hs, w, sw.out, h, false),
+        None => h.copy_from_slice(&s.hnew),
+    }
+}
+
+/// `x [rows, input] @ W_ih^T + b_ih (+ b_hh)` for the whole sequence in one GEMM.
+fn input_proj<T: Real>(
+    w_ih: &[T],
+    biases: &[&[T]],
+    g: usize,
+    input: usize,
+    x: &[T],
+    rows: usize,
+) -> Vec<T> {
+    let mut xg = vec![T::zero(); rows * g];
+    for row in xg.chunks_mut(g) {
+        for bias in biases {
+            for (r, &v) in row.iter_mut().zip(bias.iter()) {
                 *r += v;
             }
         }
     }
-    let mut hnew = vec![T::zero(); b * hs];
-    for i in 0..b {
-        let x = &xg[i * g..][..g];
-        let hh = &scratch[i * g..][..g];
-        let hn = &mut hnew[i * hs..][..hs];
-        match cell {
-            Cell::Lstm => {
-                let cc = &mut c[i * hs..][..hs];
-                for j in 0..hs {
-                    let ig = sigmoid(x[j] + hh[j]);
-                    let fg = sigmoid(x[hs + j] + hh[hs + j]);
-                    let gg = (x[2 * hs + j] + hh[2 * hs + j]).tanh();
-                    let og = sigmoid(x[3 * hs + j] + hh[3 * hs + j]);
-                    cc[j] = fg * cc[j] + ig * gg;
-                    hn[j] = og * cc[j].tanh();
-                }
-            }
-            Cell::Gru => {
-                let hp = &h[i * lw.out..][..lw.out];
-                for j in 0..hs {
-                    let r = sigmoid(x[j] + hh[j]);
-                    let z = sigmoid(x[hs + j] + hh[hs + j]);
-                    let n = (x[2 * hs + j] + r * hh[2 * hs + j]).tanh();
-                    hn[j] = (T::one() - z) * n + z * hp[j];
-                }
-            }
-            Cell::Tanh => {
-                for j in 0..hs {
-                    hn[j] = (x[j] + hh[j]).tanh();
-                }
-            }
-            Cell::Relu => {
-                for j in 0..hs {
-                    hn[j] = (x[j] + hh[j]).max(T::zero());
-                }
-            }
-        }
-    }
-    match &lw.w_hr {
-        Some(w) => mm_wt(&hnew, b, hs, w, lw.out, h, false),
-        None => h.copy_from_slice(&hnew),
-    }
-}
-
-/// `x [rows, input] @ W_ih^T + b_ih`.
-fn input_proj<T: Real>(lw: &LayerWeights<T>, cell: Cell, x: &[T], rows: usize) -> Vec<T> {
-    let g = cell.gates() * lw.hidden;
-    let mut xg = vec![T::zero(); rows * g];
-    if let Some(bi) = &lw.b_ih {
-        for row in xg.chunks_mut(g) {
-            row.copy_from_slice(bi);
-        }
-    }
-    mm_wt(x, rows, lw.input, &lw.w_ih, g, &mut xg, lw.b_ih.is_some());
+    mm_wt(x, rows, input, w_ih, g, &mut xg, !biases.is_empty());
     xg
 }
 
@@ -266,11 +361,11 @@ fn run_rnn(
     };
     let (steps, b) = (xs.shape()[0], xs.shape()[1]);
     dispatch_real_compute!(cd, op, |T| {
-        let mut layer_in: Vec<T> = contiguous_as(&xs, cd)?.to_vec::<T>()?;
+        let mut layer_in: Vec<T> = slice_of::<T>(&contiguous_as(&xs, cd)?.read::<T>()?)?.to_vec();
         let mut in_size = xs.shape()[2];
-        let h0v: Vec<T> = contiguous_as(h0, cd)?.to_vec::<T>()?;
+        let h0v: Vec<T> = slice_of::<T>(&contiguous_as(h0, cd)?.read::<T>()?)?.to_vec();
         let c0v: Option<Vec<T>> = match c0 {
-            Some(c) => Some(contiguous_as(c, cd)?.to_vec::<T>()?),
+            Some(c) => Some(slice_of::<T>(&contiguous_as(c, cd)?.read::<T>()?)?.to_vec()),
             None => None,
         };
         let mut hn: Vec<T> = Vec::new();
@@ -281,7 +376,7 @@ fn run_rnn(
             let mut outs: Vec<Vec<T>> = Vec::new();
             for d in 0..dirs {
                 let idx = layer * dirs + d;
-                let lw = layer_weights::<T>(
+                let lw = layer_weights(
                     op,
                     cfg.cell,
                     &params[idx * per..(idx + 1) * per],
@@ -311,15 +406,47 @@ fn run_rnn(
                         .to_vec(),
                     None => Vec::new(),
                 };
-                let xg = input_proj(&lw, cfg.cell, &layer_in, steps * b);
                 let g = cfg.cell.gates() * hsz;
+                // read guards on the weights, held for the whole layer
+                let b_ih_g = lw.b_ih.as_ref().map(|t| t.read::<T>()).transpose()?;
+                let b_hh_g = lw.b_hh.as_ref().map(|t| t.read::<T>()).transpose()?;
+                let w_ih_g = lw.w_ih.read::<T>()?;
+                let w_hh_g = lw.w_hh.read::<T>()?;
+                let w_hr_g = lw.w_hr.as_ref().map(|t| t.read::<T>()).transpose()?;
+                let b_ih = b_ih_g.as_ref().map(slice_of::<T>).transpose()?;
+                let b_hh = b_hh_g.as_ref().map(slice_of::<T>).transpose()?;
+                // b_hh joins the input projection except for GRU's candidate gate.
+                let fold_b_hh = cfg.cell != Cell::Gru;
+                let mut biases: Vec<&[T]> = b_ih.into_iter().collect();
+                if fold_b_hh {
+                    biases.extend(b_hh);
+                }
+                let xg = input_proj(
+                    slice_of::<T>(&w_ih_g)?,
+                    &biases,
+                    g,
+                    lw.input,
+                    &layer_in,
+                    steps * b,
+                );
+                let sw = StepWeights {
+                    w_hh: slice_of::<T>(&w_hh_g)?,
+                    b_hh: if fold_b_hh { None } else { b_hh },
+                    w_hr: w_hr_g.as_ref().map(slice_of::<T>).transpose()?,
+                    hidden: hsz,
+                    out: osz,
+                };
                 let mut out = vec![T::zero(); steps * b * osz];
-                let mut scratch = Vec::new();
+                let mut scratch = StepScratch {
+                    gates: Vec::new(),
+                    hh: Vec::new(),
+                    hnew: Vec::new(),
+                };
                 for s in 0..steps {
                     let t = if d == 0 { s } else { steps - 1 - s };
                     step(
                         cfg.cell,
-                        &lw,
+                        &sw,
                         &xg[t * b * g..][..b * g],
                         b,
                         &mut h,
@@ -425,14 +552,7 @@ fn layers_arg(a: &Args, i: usize) -> crate::Result<usize> {
 
 /// gru.input / rnn_tanh.input / rnn_relu.input(input, hx, params[], has_biases, num_layers,
 /// dropout, train, bidirectional, batch_first) -> (output, h_n)
-fn gru_like(a: &mut Args) -> crate::Result<IValue> {
-    let cell = if a.op.contains("gru") {
-        Cell::Gru
-    } else if a.op.contains("relu") {
-        Cell::Relu
-    } else {
-        Cell::Tanh
-    };
+fn gru_like(a: &mut Args, cell: Cell) -> crate::Result<IValue> {
     if matches!(a.get(2)?, IValue::Tensor(_)) {
         return Err(value_err(format!(
             "{}: packed sequences (.data overload) are not supported",
@@ -459,16 +579,7 @@ fn gru_like(a: &mut Args) -> crate::Result<IValue> {
 
 /// A single cell step: lstm_cell(input, hx[], w_ih, w_hh, b_ih, b_hh) -> (h, c);
 /// gru_cell / rnn_tanh_cell / rnn_relu_cell(input, hx, ...) -> h.
-fn cell_op(a: &mut Args) -> crate::Result<IValue> {
-    let cell = if a.op.contains("lstm") {
-        Cell::Lstm
-    } else if a.op.contains("gru") {
-        Cell::Gru
-    } else if a.op.contains("relu") {
-        Cell::Relu
-    } else {
-        Cell::Tanh
-    };
+fn cell_op(a: &mut Args, cell: Cell) -> crate::Result<IValue> {
     let x = a.tensor(0)?;
     let (h0, c0) = if cell == Cell::Lstm {
         let hx = a.tensor_list(1)?;
@@ -534,24 +645,37 @@ fn cell_op(a: &mut Args) -> crate::Result<IValue> {
     }
 }
 
+// One kernel per operator: the cell kind is fixed at registration, not read from the name.
+fn gru(a: &mut Args) -> crate::Result<IValue> {
+    gru_like(a, Cell::Gru)
+}
+fn rnn_tanh(a: &mut Args) -> crate::Result<IValue> {
+    gru_like(a, Cell::Tanh)
+}
+fn rnn_relu(a: &mut Args) -> crate::Result<IValue> {
+    gru_like(a, Cell::Relu)
+}
+fn lstm_cell(a: &mut Args) -> crate::Result<IValue> {
+    cell_op(a, Cell::Lstm)
+}
+fn gru_cell(a: &mut Args) -> crate::Result<IValue> {
+    cell_op(a, Cell::Gru)
+}
+fn rnn_tanh_cell(a: &mut Args) -> crate::Result<IValue> {
+    cell_op(a, Cell::Tanh)
+}
+fn rnn_relu_cell(a: &mut Args) -> crate::Result<IValue> {
+    cell_op(a, Cell::Relu)
+}
+
 pub(crate) fn register(r: &mut Registry) {
     // the `.data` overloads (packed sequences) are src/ops/packed.rs
     r.add("aten::lstm.input", lstm);
-    r.add_all(
-        &[
-            "aten::gru.input",
-            "aten::rnn_tanh.input",
-            "aten::rnn_relu.input",
-        ],
-        gru_like,
-    );
-    r.add_all(
-        &[
-            "aten::lstm_cell",
-            "aten::gru_cell",
-            "aten::rnn_tanh_cell",
-            "aten::rnn_relu_cell",
-        ],
-        cell_op,
-    );
+    r.add("aten::gru.input", gru);
+    r.add("aten::rnn_tanh.input", rnn_tanh);
+    r.add("aten::rnn_relu.input", rnn_relu);
+    r.add("aten::lstm_cell", lstm_cell);
+    r.add("aten::gru_cell", gru_cell);
+    r.add("aten::rnn_tanh_cell", rnn_tanh_cell);
+    r.add("aten::rnn_relu_cell", rnn_relu_cell);
 }

@@ -5,6 +5,7 @@ mod common;
 mod load_common;
 
 mod bad_input;
+mod cli_bench;
 mod cli_code;
 mod cli_output;
 mod compile_fixtures;
@@ -21,6 +22,7 @@ mod ops_linalg_fft;
 mod ops_reduce;
 mod ops_scalar;
 mod ops_shape;
+mod ops_vmath;
 mod printer_code;
 mod printer_comments;
 mod printer_graph;

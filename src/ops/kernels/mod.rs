@@ -18,6 +18,7 @@ pub(crate) mod num;
 pub(crate) mod operand;
 pub(crate) mod reduce;
 pub(crate) mod special;
+pub(crate) mod vmath;
 
 use crate::tensor::TensorError;
 

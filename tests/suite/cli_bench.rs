@@ -1,0 +1,70 @@
+//! `tsrun bench`: the JSON report's fields and the three-significant-digit time format.
+
+use crate::common::fixtures_dir;
+use tsrun::cli::bench::{format_seconds, measure, BenchArgs};
+
+#[test]
+fn times_keep_three_significant_digits_at_every_scale() {
+    let cases = [
+        (1.234e-8, "12.3 ns"),
+        (9.996e-7, "1.00 us"),
+        (1.0e-5, "10.0 us"),
+        (1.234e-5, "12.3 us"),
+        (3.36e-4, "336 us"),
+        (9.9996e-4, "1.00 ms"),
+        (1.5e-3, "1.50 ms"),
+        (0.0459, "45.9 ms"),
+        (0.1, "100 ms"),
+        (2.3149, "2.31 s"),
+        (125.0, "125 s"),
+    ];
+    for (secs, text) in cases {
+        assert_eq!(format_seconds(secs), text, "{secs}");
+    }
+}
+
+#[test]
+fn bench_reports_every_field() {
+    let dir = std::env::temp_dir().join(format!("tsrun-bench-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let input = dir.join("x.npy");
+    let x = ndarray::ArrayD::<f32>::from_elem(ndarray::IxDyn(&[1, 8]), 0.5);
+    ndarray_npy::write_npy(&input, &x).expect("write npy");
+    let args = BenchArgs {
+        model: fixtures_dir().join("models").join("mlp.pt"),
+        method: "forward".into(),
+        inputs: vec![input.to_string_lossy().into_owned()],
+        iterations: 7,
+        warmup: 2,
+        threads: None,
+        json: true,
+    };
+    let r = measure(&args).expect("bench runs");
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(r.iterations, 7);
+    assert!(r.threads >= 1);
+    assert!(0.0 < r.min_s && r.min_s <= r.median_s && r.median_s <= r.max_s);
+    assert!(r.first_call_s > 0.0 && r.load_s > 0.0);
+    // the process holds at least the archive's bytes once loaded
+    let archive = std::fs::metadata(&args.model).expect("archive").len();
+    assert!(r.peak_rss_bytes.expect("Linux reports VmHWM") > archive);
+    let json: serde_json::Value = serde_json::to_value(&r).expect("the report serializes");
+    let keys: Vec<&str> = json
+        .as_object()
+        .expect("one object")
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    for k in [
+        "median_s",
+        "min_s",
+        "max_s",
+        "first_call_s",
+        "load_s",
+        "peak_rss_bytes",
+        "threads",
+        "iterations",
+    ] {
+        assert!(keys.contains(&k), "{k} in {keys:?}");
+    }
+}
