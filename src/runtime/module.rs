@@ -2,10 +2,16 @@
 //! denotes), with PyTorch's tree API (`named_parameters`, `state_dict`, `get_submodule`, ...).
 
 pub mod decls;
+mod modify;
+mod repr;
 mod run;
+mod sampling;
 mod save;
+mod state_dict;
 
 pub use run::{manual_seed, set_num_threads};
+pub use sampling::{McSamples, MAX_MC_SAMPLES};
+pub use state_dict::{read_npz, read_safetensors, read_state_dict, IncompatibleKeys, StateDict};
 
 use crate::archive::Archive;
 use crate::ir::types::Type;
@@ -199,11 +205,6 @@ impl Module {
     /// An attribute's current value.
     pub fn attr(&self, name: &str) -> Option<IValue> {
         self.object.get(name)
-    }
-
-    /// Set an attribute (existing or new).
-    pub fn set_attr(&self, name: &str, value: IValue) {
-        self.object.set(name, value)
     }
 
     /// `self.training`.
@@ -512,44 +513,9 @@ impl Module {
                 "nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}"
             )));
         }
-        let cast = |t: &Tensor| -> Result<Option<Tensor>> {
-            if !(t.dtype().is_floating_point() || t.dtype().is_complex()) || t.dtype() == dtype {
-                return Ok(None);
-            }
-            let mut new = t.to_dtype(dtype)?;
-            new.set_requires_grad(t.requires_grad());
-            Ok(Some(new))
-        };
-        let mut swapped: HashMap<TensorIdentity, Tensor> = HashMap::new();
-        for m in self.modules() {
-            let Some(decl) = m.class_decl().cloned() else {
-                continue;
-            };
-            for (name, v) in m.fields() {
-                let IValue::Tensor(t) = v else {
-                    continue;
-                };
-                if decl.is_parameter(&name) {
-                    // A parameter met again (tied weights) was swapped already.
-                    if let std::collections::hash_map::Entry::Vacant(slot) =
-                        swapped.entry(t.identity())
-                    {
-                        if let Some(new) = cast(&t)? {
-                            slot.insert(new);
-                        }
-                    }
-                } else if decl.is_buffer(&name) {
-                    if let Some(new) = cast(&t)? {
-                        m.object.set(&name, IValue::Tensor(new));
-                    }
-                }
-            }
-        }
-        if !swapped.is_empty() {
-            let mut seen = HashSet::new();
-            replace_tensors(&IValue::Object(self.object.clone()), &swapped, &mut seen, 0);
-        }
-        Ok(())
+        self.cast_tensors(dtype, |t| {
+            t.dtype().is_floating_point() || t.dtype().is_complex()
+        })
     }
 }
 

@@ -1,0 +1,210 @@
+//! Changing a loaded module in place, as `nn.Module` / `ScriptModule` do: `train`/`eval`,
+//! dtype casts (`half`, `double`, ...), devices (`cpu`; every accelerator is an error),
+//! `requires_grad_`, and typed attribute assignment (`set_attr("drop.mc_dropout_enabled", ..)`).
+//! Every change is made to the module's objects, so `save` writes it and `torch.jit.load` of
+//! the saved archive shows it.
+
+use super::{module_err, replace_tensors, short_name, Module};
+use crate::ir::types::Type;
+use crate::runtime::interpreter::matches_type;
+use crate::runtime::IValue;
+use crate::tensor::{DType, Tensor, TensorIdentity};
+use crate::Result;
+use std::collections::{HashMap, HashSet};
+
+impl Module {
+    /// `train(mode)`: sets `training` on this module and every submodule, so code reading
+    /// `self.training` (dropout, batch norm) switches behaviour.
+    pub fn train(&self, mode: bool) {
+        for m in self.modules() {
+            m.object().set("training", IValue::Bool(mode));
+        }
+    }
+
+    /// `eval()`: `train(false)`.
+    pub fn eval(&self) {
+        self.train(false)
+    }
+
+    /// `half()`: floating-point parameters and buffers to float16.
+    pub fn half(&self) -> Result<()> {
+        self.to_dtype(DType::Float16)
+    }
+
+    /// `bfloat16()`.
+    pub fn bfloat16(&self) -> Result<()> {
+        self.to_dtype(DType::BFloat16)
+    }
+
+    /// `float()`.
+    pub fn float(&self) -> Result<()> {
+        self.to_dtype(DType::Float32)
+    }
+
+    /// `double()`.
+    pub fn double(&self) -> Result<()> {
+        self.to_dtype(DType::Float64)
+    }
+
+    /// `type(dst_type)`: unlike `to`, PyTorch's `Module.type` casts every parameter and buffer,
+    /// integer ones included.
+    pub fn type_(&self, dtype: DType) -> Result<()> {
+        self.cast_tensors(dtype, |_| true)
+    }
+
+    /// `cpu()`: tensors already live on the CPU.
+    pub fn cpu(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// `cuda()`: an error, tsrun has no accelerator back end.
+    pub fn cuda(&self) -> Result<()> {
+        self.to_device("cuda")
+    }
+
+    /// `xpu()`: an error, tsrun has no accelerator back end.
+    pub fn xpu(&self) -> Result<()> {
+        self.to_device("xpu")
+    }
+
+    /// `ipu()`: an error, tsrun has no accelerator back end.
+    pub fn ipu(&self) -> Result<()> {
+        self.to_device("ipu")
+    }
+
+    /// `mtia()`: an error, tsrun has no accelerator back end.
+    pub fn mtia(&self) -> Result<()> {
+        self.to_device("mtia")
+    }
+
+    /// `to(device)`: `cpu` (optionally `cpu:0`) is accepted; any other device is an error.
+    pub fn to_device(&self, device: &str) -> Result<()> {
+        let kind = device.split(':').next().unwrap_or(device);
+        if kind == "cpu" {
+            return Ok(());
+        }
+        Err(module_err(format!(
+            "no such device: '{device}' (tsrun runs on the CPU only; the module stays on cpu)"
+        )))
+    }
+
+    /// `requires_grad_(flag)`: sets the flag on every parameter (and every reference to it).
+    /// tsrun has no autograd: the flag is kept, saved and reported, but no gradient is ever
+    /// computed.
+    pub fn requires_grad_(&self, requires_grad: bool) {
+        let mut map: HashMap<TensorIdentity, Tensor> = HashMap::new();
+        for t in self.parameters() {
+            if t.requires_grad() != requires_grad {
+                let mut new = t.clone();
+                new.set_requires_grad(requires_grad);
+                map.insert(t.identity(), new);
+            }
+        }
+        if !map.is_empty() {
+            replace_tensors(
+                &IValue::Object(self.object().clone()),
+                &map,
+                &mut HashSet::new(),
+                0,
+            );
+        }
+    }
+
+    /// `zero_grad(set_to_none)`: with no autograd a parameter never has a `.grad`, so there is
+    /// nothing to reset; it exists so code written against `nn.Module` runs unchanged.
+    pub fn zero_grad(&self, _set_to_none: bool) {}
+
+    /// Cast every parameter and buffer `which` selects to `dtype`, with `to_dtype`'s aliasing.
+    pub(super) fn cast_tensors(&self, dtype: DType, which: impl Fn(&Tensor) -> bool) -> Result<()> {
+        let mut swapped: HashMap<TensorIdentity, Tensor> = HashMap::new();
+        let cast = |t: &Tensor| -> Result<Option<Tensor>> {
+            if !which(t) || t.dtype() == dtype {
+                return Ok(None);
+            }
+            let mut new = t.to_dtype(dtype)?;
+            new.set_requires_grad(t.requires_grad());
+            Ok(Some(new))
+        };
+        for m in self.modules() {
+            let Some(decl) = m.class_decl().cloned() else {
+                continue;
+            };
+            for (name, v) in m.fields() {
+                let IValue::Tensor(t) = v else {
+                    continue;
+                };
+                if decl.is_parameter(&name) {
+                    // A parameter met again (tied weights) was swapped already.
+                    if let std::collections::hash_map::Entry::Vacant(slot) =
+                        swapped.entry(t.identity())
+                    {
+                        if let Some(new) = cast(&t)? {
+                            slot.insert(new);
+                        }
+                    }
+                } else if decl.is_buffer(&name) {
+                    if let Some(new) = cast(&t)? {
+                        m.object().set(&name, IValue::Tensor(new));
+                    }
+                }
+            }
+        }
+        if !swapped.is_empty() {
+            let mut seen = HashSet::new();
+            replace_tensors(
+                &IValue::Object(self.object().clone()),
+                &swapped,
+                &mut seen,
+                0,
+            );
+        }
+        Ok(())
+    }
+
+    /// `setattr(module, "a.b.name", value)` on a script module: the attribute must be declared
+    /// by the class of `a.b`, and `value` must have the declared type (an `int` is accepted for
+    /// a `float`, as Python converts it). `Final` constants are compiled into the code and
+    /// cannot be set. Submodules are replaced only by an object of the declared class.
+    pub fn set_attr(&self, path: &str, value: IValue) -> Result<()> {
+        let (owner, name) = self.split_target(path)?;
+        let Some(decl) = owner.class_decl() else {
+            return Err(module_err(format!(
+                "class {} is not declared in the archive's code",
+                owner.class_name()
+            )));
+        };
+        if decl.constants.iter().any(|(n, _, _)| n == name) {
+            return Err(module_err(format!(
+                "'{name}' is a constant (Final) of {}: it is compiled into the code and cannot be set",
+                short_name(owner.class_name())
+            )));
+        }
+        let Some(ty) = decl.attribute_type(name).cloned() else {
+            return Err(module_err(format!(
+                "'{}' object has no attribute '{name}' (a script module's attributes are fixed by its class)",
+                short_name(owner.class_name())
+            )));
+        };
+        let value = coerce(value, &ty);
+        if !matches_type(&value, &ty) {
+            return Err(module_err(format!(
+                "Could not cast attribute '{name}' to type {}: got a value of type {}",
+                ty.annotation_str(),
+                value.kind_name()
+            )));
+        }
+        owner.object().set(name, value);
+        Ok(())
+    }
+}
+
+/// Python's implicit conversions on assignment: an int to a float attribute.
+fn coerce(value: IValue, ty: &Type) -> IValue {
+    match (value, ty) {
+        (IValue::Int(i), Type::Float) => IValue::Double(i as f64),
+        (IValue::Int(i), Type::Optional(inner)) if **inner == Type::Float => {
+            IValue::Double(i as f64)
+        }
+        (v, _) => v,
+    }
+}

@@ -1,0 +1,121 @@
+//! `tsrun::swa::AveragedModel` and `update_bn` against torch.optim.swa_utils
+//! (fixtures/gen_module_api.py: three snapshots of one architecture).
+
+use crate::module_api::{assert_close, dir, load, reload, Golden};
+use std::sync::Arc;
+use tsrun::runtime::{IValue, Module};
+use tsrun::swa::{self, AveragedModel};
+use tsrun::tensor::Tensor;
+
+fn snapshots() -> Vec<Module> {
+    (0..3).map(|k| load(&format!("snap{k}.pt"))).collect()
+}
+
+fn check_state(g: &mut Golden, label: &str, m: &Module) {
+    let want = g.named(&g.json["averaged"][label]["state_dict"].clone());
+    let got = m.state_dict();
+    assert_eq!(got.len(), want.len(), "{label}");
+    for ((gn, gt), (wn, wt)) in got.iter().zip(&want) {
+        assert_eq!(gn, wn, "{label}");
+        assert_close(
+            &IValue::Tensor(gt.clone()),
+            &IValue::Tensor(wt.clone()),
+            1e-6,
+            &format!("{label} {gn}"),
+        );
+    }
+}
+
+fn averaged(label: &str) -> AveragedModel {
+    let snaps = snapshots();
+    let avg = AveragedModel::new(&snaps[0]).expect("new");
+    let mut avg = match label {
+        "swa" => avg,
+        "swa_buffers" => avg.use_buffers(true),
+        "ema" => avg.ema(0.9).expect("ema"),
+        _ => avg.ema(0.9).expect("ema").use_buffers(true),
+    };
+    for s in &snaps {
+        avg.update_parameters(s).expect("update");
+    }
+    avg
+}
+
+#[test]
+fn swa_and_ema_equal_pytorch() {
+    let mut g = Golden::load();
+    for label in ["swa", "swa_buffers", "ema", "ema_buffers"] {
+        let avg = averaged(label);
+        let n = g.json["averaged"][label]["n_averaged"].as_i64().expect("n");
+        assert_eq!(avg.n_averaged(), n, "{label}");
+        check_state(&mut g, label, avg.module());
+        // saved as the original architecture
+        let back = reload(avg.module(), &format!("avg_{label}.pt"));
+        assert_eq!(back.class_name(), load("snap0.pt").class_name());
+        check_state(&mut g, label, &back);
+    }
+}
+
+#[test]
+fn per_tensor_avg_fn_equals_the_multi_fn() {
+    let mut g = Golden::load();
+    let snaps = snapshots();
+    let mut avg = AveragedModel::new(&snaps[0])
+        .expect("new")
+        .avg_fn(swa::get_ema_avg_fn(0.9).expect("ema fn"));
+    for s in &snaps {
+        avg.update_parameters(s).expect("update");
+    }
+    check_state(&mut g, "ema", avg.module());
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    let mut custom = AveragedModel::new(&snaps[0])
+        .expect("new")
+        .multi_avg_fn(Arc::new(move |a: &[Tensor], c: &[Tensor], n: i64| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            swa::get_swa_multi_avg_fn()(a, c, n)
+        }));
+    for s in &snaps {
+        custom.update_parameters(s).expect("update");
+    }
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "first call copies"
+    );
+    check_state(&mut g, "swa", custom.module());
+    assert!(AveragedModel::new(&snaps[0])
+        .expect("new")
+        .ema(1.5)
+        .is_err());
+}
+
+#[test]
+fn update_bn_equals_pytorch() {
+    let mut g = Golden::load();
+    let avg = averaged("swa");
+    let model = avg.module();
+    model.eval();
+    let batches = tsrun::runtime::module::read_npz(&dir().join("bn_data.npz")).expect("batches");
+    swa::update_bn(batches.into_values().map(IValue::Tensor), model).expect("update_bn");
+    let want_training = g.json["update_bn"]["training_after"]
+        .as_bool()
+        .expect("bool");
+    assert_eq!(model.training(), want_training);
+    let want = g.named(&g.json["update_bn"]["buffers"].clone());
+    let got = model.named_buffers("", true, true);
+    for ((gn, gt), (wn, wt)) in got.iter().zip(&want) {
+        assert_eq!(gn, wn);
+        assert_close(
+            &IValue::Tensor(gt.clone()),
+            &IValue::Tensor(wt.clone()),
+            1e-6,
+            gn,
+        );
+    }
+    let x = g.value("x");
+    let out = model.call(&[x]).expect("forward");
+    let want = g.json["update_bn"]["eval_out"].clone();
+    let want = crate::common::decode(&want, &mut g.arrays);
+    assert_close(&out, &want, 1e-5, "update_bn eval_out");
+}
