@@ -120,3 +120,93 @@ fn flag_off_is_deterministic_and_equals_pytorch() {
         .expect("forward");
     assert_close(&out, &want, 1e-5, "reloaded flag off");
 }
+
+/// A call with its own seeded context gives the same result whatever other threads do with the
+/// process-wide generator (`tsrun::manual_seed` and unseeded calls).
+#[test]
+fn per_call_seed_ignores_other_threads() {
+    let drop = drop_module();
+    let x = Tensor::from_vec(vec![1.0f32; 256], &[256]).expect("x");
+    let seeded = |seed: u64| {
+        drop.call_with(vec![IValue::Tensor(x.clone())], &OpContext::with_seed(seed))
+            .expect("forward")
+            .as_tensor()
+            .expect("tensor")
+            .to_vec::<f32>()
+            .expect("values")
+    };
+    let want = seeded(42);
+    std::thread::scope(|s| {
+        let noise = s.spawn(|| {
+            for i in 0..200 {
+                tsrun::manual_seed(i);
+                drop.call(&[IValue::Tensor(x.clone())])
+                    .expect("unseeded forward");
+            }
+        });
+        for _ in 0..200 {
+            assert_eq!(seeded(42), want);
+        }
+        noise.join().expect("noise thread");
+    });
+}
+
+#[test]
+fn cli_run_sets_flags_and_modes() {
+    let mut g = Golden::load();
+    let dir = std::env::temp_dir().join(format!("tsrun_mc_cli_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let x = dir.join("x.npy");
+    let xt = g.tensor("x");
+    ndarray_npy::write_npy(&x, &xt.to_array::<f32>().expect("x array")).expect("write x");
+    let model = crate::module_api::dir().join("net.pt");
+    let run = |extra: &[&str], seed: &str, out: &str| -> Tensor {
+        let out = dir.join(out);
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_tsrun"))
+            .arg("run")
+            .arg(&model)
+            .arg("-i")
+            .arg(&x)
+            .args(["--seed", seed, "-o"])
+            .arg(&out)
+            .args(extra)
+            .status()
+            .expect("run tsrun");
+        assert!(status.success(), "tsrun run {extra:?}");
+        tsrun::runtime::module::read_npz(&out).expect("npz")["out"].clone()
+    };
+    let on = ["--eval", "--set", "drop.mc_dropout_enabled=true"];
+    let (a, b, c) = (
+        run(&on, "1", "a.npz"),
+        run(&on, "1", "b.npz"),
+        run(&on, "2", "c.npz"),
+    );
+    let values = |t: &Tensor| t.to_vec::<f32>().expect("values");
+    assert_eq!(values(&a), values(&b), "same seed, same output");
+    assert_ne!(values(&a), values(&c), "different seeds differ");
+    let off = run(
+        &["--eval", "--set", "drop.mc_dropout_enabled=false"],
+        "3",
+        "off.npz",
+    );
+    assert_close(
+        &IValue::Tensor(off),
+        &g.value("eval_out"),
+        1e-5,
+        "cli flag off",
+    );
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_tsrun"))
+        .arg("run")
+        .arg(&model)
+        .arg("-i")
+        .arg(&x)
+        .args(["--set", "drop.mc_dropout_enabled=2.5"])
+        .output()
+        .expect("run tsrun");
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("Could not cast attribute 'mc_dropout_enabled' to type bool"),
+        "{stderr}"
+    );
+}

@@ -119,3 +119,79 @@ fn update_bn_equals_pytorch() {
     let want = crate::common::decode(&want, &mut g.arrays);
     assert_close(&out, &want, 1e-5, "update_bn eval_out");
 }
+
+#[test]
+fn cli_average_and_load_state_dict() {
+    let mut g = Golden::load();
+    let out = std::env::temp_dir().join(format!("tsrun_swa_cli_{}", std::process::id()));
+    std::fs::create_dir_all(&out).expect("dir");
+    let tsrun = |args: &[&std::ffi::OsStr]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_tsrun"))
+            .args(args)
+            .output()
+            .expect("run tsrun");
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let snaps: Vec<std::path::PathBuf> =
+        (0..3).map(|k| dir().join(format!("snap{k}.pt"))).collect();
+    for (label, flags) in [
+        ("swa", vec![]),
+        ("swa_buffers", vec!["--use-buffers"]),
+        ("ema", vec!["--ema", "0.9"]),
+        ("ema_buffers", vec!["--ema", "0.9", "--use-buffers"]),
+    ] {
+        let p = out.join(format!("{label}.pt"));
+        let mut args: Vec<&std::ffi::OsStr> = vec!["average".as_ref(), p.as_os_str()];
+        args.extend(snaps.iter().map(|s| s.as_os_str()));
+        args.extend(flags.iter().map(|f| std::ffi::OsStr::new(f)));
+        let (ok, err) = tsrun(&args);
+        assert!(ok, "{label}: {err}");
+        check_state(&mut g, label, &Module::load(&p).expect("load average"));
+    }
+    let p = out.join("bn.pt");
+    let data = dir().join("bn_data.npz");
+    let mut args: Vec<&std::ffi::OsStr> = vec!["average".as_ref(), p.as_os_str()];
+    args.extend(snaps.iter().map(|s| s.as_os_str()));
+    args.extend(["--update-bn".as_ref(), data.as_os_str()]);
+    let (ok, err) = tsrun(&args);
+    assert!(ok, "{err}");
+    let m = Module::load(&p).expect("load");
+    let want = g.named(&g.json["update_bn"]["buffers"].clone());
+    for ((gn, gt), (wn, wt)) in m.named_buffers("", true, true).iter().zip(&want) {
+        assert_eq!(gn, wn);
+        assert_close(
+            &IValue::Tensor(gt.clone()),
+            &IValue::Tensor(wt.clone()),
+            1e-6,
+            gn,
+        );
+    }
+    // load-state-dict: strict mismatch and shape errors carry PyTorch's message
+    let net = dir().join("net.pt");
+    let loaded = out.join("loaded.pt");
+    let weights = dir().join("weights.npz");
+    let (ok, err) = tsrun(&[
+        "load-state-dict".as_ref(),
+        net.as_os_str(),
+        weights.as_os_str(),
+        loaded.as_os_str(),
+        "--strict".as_ref(),
+    ]);
+    assert!(ok, "{err}");
+    let m = Module::load(&loaded).expect("load");
+    m.eval();
+    let out_ = m.call(&[g.value("x")]).expect("forward");
+    assert_close(&out_, &g.value("loaded_out"), 1e-5, "cli load-state-dict");
+    let bad = dir().join("bad_shape.safetensors");
+    let (ok, err) = tsrun(&[
+        "load-state-dict".as_ref(),
+        net.as_os_str(),
+        bad.as_os_str(),
+        loaded.as_os_str(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains(&g.str("shape_error")), "{err}");
+}
