@@ -2,6 +2,7 @@
 //! denotes), with PyTorch's tree API (`named_parameters`, `state_dict`, `get_submodule`, ...).
 
 pub mod decls;
+mod hooks;
 mod modify;
 mod repr;
 mod run;
@@ -9,6 +10,10 @@ mod sampling;
 mod save;
 mod state_dict;
 
+pub use hooks::{
+    ForwardHook, ForwardPreHook, HookHandle, HookTable, LoadStateDictPostHook,
+    LoadStateDictPreHook, StateDictHook,
+};
 pub use run::{manual_seed, set_num_threads};
 pub use sampling::{McSamples, MAX_MC_SAMPLES};
 pub use state_dict::{read_npz, read_safetensors, read_state_dict, IncompatibleKeys, StateDict};
@@ -46,6 +51,8 @@ pub struct ModuleShared {
     /// The interpreter over the compiled program, built on first call (see `run.rs`).
     interpreter:
         OnceLock<std::result::Result<Arc<crate::runtime::interpreter::Interpreter>, String>>,
+    /// Hooks registered from Rust (`register_forward_hook`, ...), by module object.
+    hooks: Arc<HookTable>,
 }
 
 /// A TorchScript module: the root of a loaded archive or one of its submodules.
@@ -133,6 +140,7 @@ impl Module {
             program: OnceLock::new(),
             compiled: OnceLock::new(),
             interpreter: OnceLock::new(),
+            hooks: Arc::default(),
         };
         Ok(Module {
             shared: Arc::new(shared),

@@ -242,9 +242,10 @@ fn requires_grad_flags_survive_save() {
     // state_dict detaches unless keep_vars
     assert!(back
         .state_dict_with("", false)
+        .expect("state_dict")
         .values()
         .all(|t| !t.requires_grad()));
-    assert!(back.state_dict_with("", true)["fc1.weight"].requires_grad());
+    assert!(back.state_dict_with("", true).expect("state_dict")["fc1.weight"].requires_grad());
 }
 
 #[test]
@@ -284,7 +285,12 @@ fn set_attr_is_typed_and_saved() {
 fn state_dict_prefix_and_iterators() {
     let g = Golden::load();
     let m = load("net.pt");
-    let keys: Vec<String> = m.state_dict_with("p.", false).keys().cloned().collect();
+    let keys: Vec<String> = m
+        .state_dict_with("p.", false)
+        .expect("state_dict")
+        .keys()
+        .cloned()
+        .collect();
     assert_eq!(keys, g.strings("state_dict_prefixed"));
     let fc1 = m.get_submodule("fc1").expect("fc1");
     let names = |v: Vec<(String, Tensor)>| v.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
@@ -383,4 +389,133 @@ fn load_state_dict_errors_equal_pytorch() {
     let m = load("net.pt");
     let e = err_text(m.load_state_dict_from(dir().join("bad_shape.safetensors"), true, false));
     assert!(e.ends_with(&g.str("shape_error")), "{e}");
+}
+
+#[test]
+fn rust_forward_hooks_follow_pytorch_order_and_remove() {
+    use std::sync::Arc;
+    let mut g = Golden::load();
+    let m = load("net.pt");
+    m.eval();
+    let x = g.value("x");
+    let double: tsrun::runtime::module::ForwardPreHook = Arc::new(|_m, args| {
+        let t = args[0].as_tensor().expect("tensor");
+        let v: Vec<f32> = t.to_vec::<f32>()?.iter().map(|v| v * 2.0).collect();
+        Ok(Some(vec![IValue::Tensor(Tensor::from_vec(v, t.shape())?)]))
+    });
+    let affine = |scale: f32, shift: f32| -> tsrun::runtime::module::ForwardHook {
+        Arc::new(move |_m, _args, out| {
+            let t = out.as_tensor().expect("tensor");
+            let v: Vec<f32> = t
+                .to_vec::<f32>()?
+                .iter()
+                .map(|v| v * scale + shift)
+                .collect();
+            Ok(Some(IValue::Tensor(Tensor::from_vec(v, t.shape())?)))
+        })
+    };
+    let h1 = m.register_forward_pre_hook(double, false);
+    let h2 = m.register_forward_hook(affine(1.0, 1.0), false, false);
+    let h3 = m.register_forward_hook(affine(3.0, 0.0), true, false);
+    let out = m.call(std::slice::from_ref(&x)).expect("hooked forward");
+    assert_close(&out, &g.value("hooked_out"), 1e-5, "hooked_out");
+    // `forward` does not run hooks, as in PyTorch
+    let plain = m.forward(std::slice::from_ref(&x)).expect("forward");
+    assert_close(&plain, &g.value("eval_out"), 1e-5, "forward without hooks");
+    for h in [h1, h2, h3] {
+        h.remove();
+    }
+    let out = m.call(std::slice::from_ref(&x)).expect("forward");
+    assert_close(&out, &g.value("eval_out"), 1e-5, "hooks removed");
+    // always_call hooks see a failing forward; the error stands
+    let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = seen.clone();
+    let _h = m.register_forward_hook(
+        Arc::new(move |_m, _a, out| {
+            flag.store(out.is_none(), std::sync::atomic::Ordering::SeqCst);
+            Ok(None)
+        }),
+        false,
+        true,
+    );
+    assert!(m.call(&[IValue::Int(3)]).is_err());
+    assert!(seen.load(std::sync::atomic::Ordering::SeqCst));
+    let e = err_text(m.register_full_backward_hook());
+    assert!(e.starts_with(&g.str("backward_hook_error")), "{e}");
+    assert!(e.contains("no autograd"), "{e}");
+}
+
+#[test]
+fn state_dict_hooks_and_registration() {
+    use std::sync::Arc;
+    let g = Golden::load();
+    let m = load("net.pt");
+    let h = m.register_state_dict_post_hook(Arc::new(|_m, sd, _prefix| {
+        sd.shift_remove("fc2.bias");
+        Ok(())
+    }));
+    assert!(!m
+        .state_dict_with("", false)
+        .expect("sd")
+        .contains_key("fc2.bias"));
+    h.remove();
+    assert!(m
+        .state_dict_with("", false)
+        .expect("sd")
+        .contains_key("fc2.bias"));
+    // a post hook that accepts a missing key makes a strict load pass
+    let mut partial =
+        tsrun::runtime::module::read_state_dict(dir().join("weights.safetensors")).expect("read");
+    partial.shift_remove("fc2.bias");
+    let _h = m.register_load_state_dict_post_hook(Arc::new(|_m, keys| {
+        keys.missing_keys.retain(|k| k != "fc2.bias");
+        Ok(())
+    }));
+    m.load_state_dict(&partial, true, false)
+        .expect("strict with hook");
+    let _p = m.register_load_state_dict_pre_hook(Arc::new(|_m, sd| {
+        sd.insert("extra.w".into(), Tensor::zeros(&[1], DType::Float32)?);
+        Ok(())
+    }));
+    let e = err_text(m.load_state_dict(&partial, true, false));
+    assert!(
+        e.contains("Unexpected key(s) in state_dict: \"extra.w\""),
+        "{e}"
+    );
+    // registration: declared names are replaced, new names are PyTorch's error
+    let e = err_text(m.register_buffer(
+        "foo",
+        Some(Tensor::zeros(&[2], DType::Float32).expect("t")),
+        true,
+    ));
+    assert_eq!(e, g.str("register_buffer_new"));
+    let e = err_text(m.register_parameter("pp", None));
+    assert_eq!(e, g.str("register_parameter_new"));
+    let bn = m.get_submodule("bn").expect("bn");
+    let mean = Tensor::from_vec(vec![0.5f32; 8], &[8]).expect("mean");
+    bn.register_buffer("running_mean", Some(mean.clone()), true)
+        .expect("replace buffer");
+    assert!(bn
+        .get_buffer("running_mean")
+        .expect("buffer")
+        .shares_storage(&mean));
+    let other = load("net.pt");
+    assert!(m
+        .set_submodule("fc1", &other.get_submodule("fc1").expect("fc1"))
+        .is_err());
+    m.set_submodule("fc1", &m.get_submodule("fc1").expect("fc1"))
+        .expect("same archive");
+    let e = err_text(m.set_submodule("fc1", &bn));
+    assert!(e.contains("Could not cast attribute 'fc1'"), "{e}");
+    let mut visited = Vec::new();
+    m.apply(&mut |s| {
+        visited.push(s.extra_repr());
+        Ok(())
+    })
+    .expect("apply");
+    assert_eq!(
+        visited.last().map(String::as_str),
+        Some("original_name=Net")
+    );
+    assert_eq!(visited.len(), 5);
 }

@@ -146,7 +146,7 @@ fn cli_average_and_load_state_dict() {
         let p = out.join(format!("{label}.pt"));
         let mut args: Vec<&std::ffi::OsStr> = vec!["average".as_ref(), p.as_os_str()];
         args.extend(snaps.iter().map(|s| s.as_os_str()));
-        args.extend(flags.iter().map(|f| std::ffi::OsStr::new(f)));
+        args.extend(flags.iter().map(std::ffi::OsStr::new));
         let (ok, err) = tsrun(&args);
         assert!(ok, "{label}: {err}");
         check_state(&mut g, label, &Module::load(&p).expect("load average"));

@@ -198,6 +198,98 @@ impl Module {
     }
 }
 
+impl Module {
+    /// `apply(fn)`: `fn` on every submodule (children first, recursively), then on this module.
+    pub fn apply(&self, f: &mut dyn FnMut(&Module) -> Result<()>) -> Result<()> {
+        self.apply_depth(f, 0)
+    }
+
+    fn apply_depth(&self, f: &mut dyn FnMut(&Module) -> Result<()>, depth: usize) -> Result<()> {
+        if depth > crate::pickle::MAX_NESTING {
+            return Err(module_err("module tree too deep for apply"));
+        }
+        for child in self.children() {
+            child.apply_depth(f, depth + 1)?;
+        }
+        f(self)
+    }
+
+    /// `set_submodule("a.b", module)`: replaces a declared submodule by a module of the same
+    /// class from the same loaded archive (the class's code must be the one this archive runs).
+    pub fn set_submodule(&self, target: &str, module: &Module) -> Result<()> {
+        if !std::sync::Arc::ptr_eq(self.shared(), module.shared()) {
+            return Err(module_err(format!(
+                "set_submodule('{target}'): the module comes from another loaded archive; its class code may differ from this archive's"
+            )));
+        }
+        let (owner, name) = self.split_target(target)?;
+        let is_child = owner.named_children().iter().any(|(n, _)| n == name);
+        if !is_child {
+            return Err(module_err(format!(
+                "{} has no submodule `{name}`",
+                short_name(owner.class_name())
+            )));
+        }
+        owner.set_attr(name, IValue::Object(module.object().clone()))
+    }
+
+    /// `add_module(name, module)` / `register_module`: a script module's submodules are fixed by
+    /// its class, so only a declared submodule can be (re)assigned; a new name is PyTorch's error.
+    pub fn add_module(&self, name: &str, module: &Module) -> Result<()> {
+        if self
+            .class_decl()
+            .and_then(|d| d.attribute_type(name))
+            .is_none()
+        {
+            return Err(module_err(format!(
+                "Can't add a new submodule after ScriptModule construction. Tried to add '{name}'"
+            )));
+        }
+        self.set_submodule(name, module)
+    }
+
+    /// `register_module(name, module)`: `add_module`.
+    pub fn register_module(&self, name: &str, module: &Module) -> Result<()> {
+        self.add_module(name, module)
+    }
+
+    /// `register_buffer(name, tensor, persistent)`: replaces a declared buffer (every buffer of
+    /// a script module is persistent); a new name is PyTorch's error.
+    pub fn register_buffer(
+        &self,
+        name: &str,
+        tensor: Option<Tensor>,
+        persistent: bool,
+    ) -> Result<()> {
+        let declared = self.class_decl().is_some_and(|d| d.is_buffer(name));
+        if !declared {
+            return Err(module_err(format!(
+                // PyTorch's message, verbatim (it has no closing quote)
+                "Can't add a new parameter after ScriptModule construction. Tried to add '{name}"
+            )));
+        }
+        if !persistent {
+            return Err(module_err(format!(
+                "register_buffer('{name}', persistent=False): the buffers of a script module are all persistent"
+            )));
+        }
+        self.set_attr(name, tensor.map(IValue::Tensor).unwrap_or_default())
+    }
+
+    /// `register_parameter(name, tensor)`: replaces a declared parameter; a new name is
+    /// PyTorch's error.
+    pub fn register_parameter(&self, name: &str, tensor: Option<Tensor>) -> Result<()> {
+        let declared = self.class_decl().is_some_and(|d| d.is_parameter(name));
+        if !declared {
+            return Err(module_err(format!(
+                // PyTorch's message, verbatim (it has no closing quote)
+                "Can't add a new parameter after ScriptModule construction. Tried to add '{name}"
+            )));
+        }
+        self.set_attr(name, tensor.map(IValue::Tensor).unwrap_or_default())
+    }
+}
+
 /// Python's implicit conversions on assignment: an int to a float attribute.
 fn coerce(value: IValue, ty: &Type) -> IValue {
     match (value, ty) {

@@ -163,9 +163,12 @@ impl Module {
     }
 
     /// `call` with an explicit operator context.
+    /// Hooks registered from Rust run around the call (see `hooks.rs`).
     pub fn call_with(&self, inputs: Vec<IValue>, ctx: &OpContext) -> Result<IValue> {
-        let inputs = self.with_defaults("forward", inputs)?;
-        self.interpreter()?.call_module(self.object(), inputs, ctx)
+        self.call_with_rust_hooks(inputs, |inputs| {
+            let inputs = self.with_defaults("forward", inputs)?;
+            self.interpreter()?.call_module(self.object(), inputs, ctx)
+        })
     }
 }
 

@@ -38,8 +38,10 @@ impl Module {
     /// `state_dict(prefix=prefix, keep_vars=keep_vars)`: keys start with `prefix`. Tensors share
     /// storage with the module's; with `keep_vars` false they are detached (`requires_grad`
     /// false), as PyTorch returns them.
-    pub fn state_dict_with(&self, prefix: &str, keep_vars: bool) -> StateDict {
-        self.state_dict()
+    /// State-dict post hooks registered on this module run on the result.
+    pub fn state_dict_with(&self, prefix: &str, keep_vars: bool) -> Result<StateDict> {
+        let mut state = self
+            .state_dict()
             .into_iter()
             .map(|(k, mut t)| {
                 if !keep_vars {
@@ -47,7 +49,9 @@ impl Module {
                 }
                 (format!("{prefix}{k}"), t)
             })
-            .collect()
+            .collect();
+        self.run_state_dict_hooks(&mut state, prefix)?;
+        Ok(state)
     }
 
     /// `load_state_dict(state, strict, assign)`, walking the tree as `nn.Module.load_state_dict`
@@ -56,16 +60,27 @@ impl Module {
     /// existing tensor (cast to its dtype; every reference sees it) or, with `assign`, the
     /// attribute is replaced by the given tensor (keeping a parameter's `requires_grad`).
     /// Mismatches do not stop the other keys from loading; with `strict`, missing or unexpected
-    /// keys are an error with PyTorch's message.
+    /// keys are an error with PyTorch's message. Load-state-dict pre hooks registered on this
+    /// module may edit a copy of `state` first; post hooks may edit the returned keys.
     pub fn load_state_dict(
         &self,
         state: &StateDict,
         strict: bool,
         assign: bool,
     ) -> Result<IncompatibleKeys> {
+        let mut edited;
+        let state = if self.has_load_pre_hooks() {
+            edited = state.clone();
+            self.run_load_pre_hooks(&mut edited)?;
+            &edited
+        } else {
+            state
+        };
         let mut keys = IncompatibleKeys::default();
         let mut errors = Vec::new();
         self.load_into(state, "", assign, &mut keys, &mut errors, 0)?;
+        // post hooks see (and may edit) the keys before strictness is judged, as in PyTorch
+        self.run_load_post_hooks(&mut keys)?;
         if strict {
             if !keys.unexpected_keys.is_empty() {
                 errors.insert(
