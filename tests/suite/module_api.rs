@@ -79,6 +79,25 @@ pub(crate) fn assert_close(got: &IValue, want: &IValue, rtol: f64, what: &str) {
     }
 }
 
+/// Named tensors equal to a `[[name, tensor], ...]` golden, names and order included.
+pub(crate) fn assert_named_close(
+    got: &[(String, Tensor)],
+    want: &[(String, Tensor)],
+    rtol: f64,
+    what: &str,
+) {
+    assert_eq!(got.len(), want.len(), "{what}: number of tensors");
+    for ((gn, gt), (wn, wt)) in got.iter().zip(want) {
+        assert_eq!(gn, wn, "{what}");
+        assert_close(
+            &IValue::Tensor(gt.clone()),
+            &IValue::Tensor(wt.clone()),
+            rtol,
+            &format!("{what} {gn}"),
+        );
+    }
+}
+
 /// Save `m` and load the archive back. With `TSRUN_MODULE_API_SAVE_DIR` set, the archives stay
 /// there for fixtures/check_module_api.py, which checks them with `torch.jit.load`.
 pub(crate) fn reload(m: &Module, name: &str) -> Module {
@@ -119,17 +138,12 @@ fn train_switches_batch_norm_and_survives_save() {
     let out = m.call(std::slice::from_ref(&x)).expect("train forward");
     assert_close(&out, &g.value("bn_train_out"), 1e-5, "bn_train_out");
     let want = g.named(&g.json["bn_train_buffers"].clone());
-    let got = m.named_buffers("", true, true);
-    assert_eq!(got.len(), want.len());
-    for ((gn, gt), (wn, wt)) in got.iter().zip(&want) {
-        assert_eq!(gn, wn);
-        assert_close(
-            &IValue::Tensor(gt.clone()),
-            &IValue::Tensor(wt.clone()),
-            1e-5,
-            gn,
-        );
-    }
+    assert_named_close(
+        &m.named_buffers("", true, true),
+        &want,
+        1e-5,
+        "bn_train_buffers",
+    );
     m.eval();
     assert!(m.modules().iter().all(|s| !s.training()));
     let out = m.call(std::slice::from_ref(&x)).expect("eval forward");
@@ -332,7 +346,7 @@ fn load_state_dict_from_every_source() {
         "net_other.pt",
         "weights.safetensors",
         "weights.npz",
-        "weights_torchsave.pt",
+        "weights_torchsave.pth",
     ] {
         let m = load("net.pt");
         m.eval();

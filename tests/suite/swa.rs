@@ -1,7 +1,7 @@
 //! `tsrun::swa::AveragedModel` and `update_bn` against torch.optim.swa_utils
 //! (fixtures/gen_module_api.py: three snapshots of one architecture).
 
-use crate::module_api::{assert_close, dir, load, reload, Golden};
+use crate::module_api::{assert_close, assert_named_close, dir, load, reload, Golden};
 use std::sync::Arc;
 use tsrun::runtime::{IValue, Module};
 use tsrun::swa::{self, AveragedModel};
@@ -13,17 +13,7 @@ fn snapshots() -> Vec<Module> {
 
 fn check_state(g: &mut Golden, label: &str, m: &Module) {
     let want = g.named(&g.json["averaged"][label]["state_dict"].clone());
-    let got = m.state_dict();
-    assert_eq!(got.len(), want.len(), "{label}");
-    for ((gn, gt), (wn, wt)) in got.iter().zip(&want) {
-        assert_eq!(gn, wn, "{label}");
-        assert_close(
-            &IValue::Tensor(gt.clone()),
-            &IValue::Tensor(wt.clone()),
-            1e-6,
-            &format!("{label} {gn}"),
-        );
-    }
+    assert_named_close(&m.state_dict(), &want, 1e-6, label);
 }
 
 fn averaged(label: &str) -> AveragedModel {
@@ -103,16 +93,12 @@ fn update_bn_equals_pytorch() {
         .expect("bool");
     assert_eq!(model.training(), want_training);
     let want = g.named(&g.json["update_bn"]["buffers"].clone());
-    let got = model.named_buffers("", true, true);
-    for ((gn, gt), (wn, wt)) in got.iter().zip(&want) {
-        assert_eq!(gn, wn);
-        assert_close(
-            &IValue::Tensor(gt.clone()),
-            &IValue::Tensor(wt.clone()),
-            1e-6,
-            gn,
-        );
-    }
+    assert_named_close(
+        &model.named_buffers("", true, true),
+        &want,
+        1e-6,
+        "update_bn",
+    );
     let x = g.value("x");
     let out = model.call(&[x]).expect("forward");
     let want = g.json["update_bn"]["eval_out"].clone();
@@ -160,15 +146,12 @@ fn cli_average_and_load_state_dict() {
     assert!(ok, "{err}");
     let m = Module::load(&p).expect("load");
     let want = g.named(&g.json["update_bn"]["buffers"].clone());
-    for ((gn, gt), (wn, wt)) in m.named_buffers("", true, true).iter().zip(&want) {
-        assert_eq!(gn, wn);
-        assert_close(
-            &IValue::Tensor(gt.clone()),
-            &IValue::Tensor(wt.clone()),
-            1e-6,
-            gn,
-        );
-    }
+    assert_named_close(
+        &m.named_buffers("", true, true),
+        &want,
+        1e-6,
+        "average --update-bn",
+    );
     // load-state-dict: strict mismatch and shape errors carry PyTorch's message
     let net = dir().join("net.pt");
     let loaded = out.join("loaded.pt");
