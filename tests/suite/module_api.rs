@@ -533,3 +533,59 @@ fn state_dict_hooks_and_registration() {
     );
     assert_eq!(visited.len(), 5);
 }
+
+#[test]
+fn extra_state_and_to_empty() {
+    let mut g = Golden::load();
+    let m = load("extra_state.pt");
+    let state = m.get_extra_state().expect("get_extra_state");
+    assert_close(&state, &g.value("extra_state"), 0.0, "extra_state");
+    let new = g.value("extra_state_after_set");
+    m.set_extra_state(new.clone()).expect("set_extra_state");
+    assert_close(&m.get_extra_state().expect("get"), &new, 0.0, "after set");
+    let x = g.value("x");
+    assert_close(
+        &m.call(std::slice::from_ref(&x)).expect("forward"),
+        &g.value("extra_state_out"),
+        1e-6,
+        "extra_state_out",
+    );
+    let back = reload(&m, "extra_state_set.pt");
+    assert_close(
+        &back.get_extra_state().expect("get"),
+        &new,
+        0.0,
+        "reloaded extra state",
+    );
+    let net = load("net.pt");
+    let e = err_text(net.get_extra_state());
+    assert_eq!(e, g.str("no_extra_state_error"));
+    assert!(net.set_extra_state(IValue::None).is_err());
+    net.share_memory();
+    net.to_empty("cpu").expect("to_empty");
+    let meta: Vec<(String, String, Vec<usize>)> = net
+        .state_dict()
+        .into_iter()
+        .map(|(k, t)| (k, t.dtype().name().to_string(), t.shape().to_vec()))
+        .collect();
+    let want: Vec<(String, String, Vec<usize>)> = g.json["to_empty_meta"]
+        .as_array()
+        .expect("meta")
+        .iter()
+        .map(|e| {
+            (
+                e[0].as_str().expect("name").to_string(),
+                e[1].as_str().expect("dtype").to_string(),
+                e[2].as_array()
+                    .expect("shape")
+                    .iter()
+                    .map(|d| d.as_u64().expect("dim") as usize)
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(meta, want);
+    assert!(err_text(net.to_empty("cuda")).contains("no such device"));
+    net.eval();
+    net.call(&[x]).expect("runs after to_empty");
+}

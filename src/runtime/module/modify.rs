@@ -248,6 +248,58 @@ impl Module {
         self.set_submodule(name, module)
     }
 
+    /// `get_extra_state()`: the class's own (scripted) `get_extra_state`; without one, PyTorch's
+    /// error.
+    pub fn get_extra_state(&self) -> Result<IValue> {
+        if !self.defines_method("get_extra_state") {
+            return Err(module_err(NO_EXTRA_STATE));
+        }
+        self.run_method("get_extra_state", &[])
+    }
+
+    /// `set_extra_state(state)`: the class's own (scripted) `set_extra_state`; without one, an
+    /// error as PyTorch's (it raises for a state it has no way to apply).
+    pub fn set_extra_state(&self, state: IValue) -> Result<()> {
+        if !self.defines_method("set_extra_state") {
+            return Err(module_err(format!(
+                "{} defines no set_extra_state: {NO_EXTRA_STATE}",
+                short_name(self.class_name())
+            )));
+        }
+        self.run_method("set_extra_state", &[state]).map(|_| ())
+    }
+
+    fn defines_method(&self, name: &str) -> bool {
+        self.class_decl()
+            .is_some_and(|d| d.methods.iter().any(|m| m.name == name))
+    }
+
+    /// `to_empty(device="cpu")`: every parameter and buffer replaced by a new tensor of the same
+    /// shape, dtype and `requires_grad` (PyTorch leaves it uninitialized; here it is zeroed),
+    /// tied references kept tied.
+    pub fn to_empty(&self, device: &str) -> Result<()> {
+        self.to_device(device)?;
+        let mut map: HashMap<TensorIdentity, Tensor> = HashMap::new();
+        for t in self.parameters().into_iter().chain(self.buffers()) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(t.identity()) {
+                let mut new = Tensor::zeros(t.shape(), t.dtype())?;
+                new.set_requires_grad(t.requires_grad());
+                slot.insert(new);
+            }
+        }
+        replace_tensors(
+            &IValue::Object(self.object().clone()),
+            &map,
+            &mut HashSet::new(),
+            0,
+        );
+        Ok(())
+    }
+
+    /// `share_memory()`: a loaded module's storages are already shared by every thread of the
+    /// process (there are no worker processes to share them with), so nothing moves.
+    pub fn share_memory(&self) {}
+
     /// `register_module(name, module)`: `add_module`.
     pub fn register_module(&self, name: &str, module: &Module) -> Result<()> {
         self.add_module(name, module)
@@ -289,6 +341,9 @@ impl Module {
         self.set_attr(name, tensor.map(IValue::Tensor).unwrap_or_default())
     }
 }
+
+/// PyTorch's `nn.Module.get_extra_state` error for a module that defines none.
+const NO_EXTRA_STATE: &str = "Reached a code path in Module.get_extra_state() that should never be called. Please file an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml to report this bug.";
 
 /// Python's implicit conversions on assignment: an int to a float attribute.
 fn coerce(value: IValue, ty: &Type) -> IValue {
