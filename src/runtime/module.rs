@@ -14,6 +14,7 @@ pub use hooks::{
     ForwardHook, ForwardPreHook, HookHandle, HookTable, LoadStateDictPostHook,
     LoadStateDictPreHook, StateDictHook,
 };
+pub use modify::MemoryFormat;
 pub use run::{manual_seed, set_num_threads};
 pub use sampling::{McSamples, MAX_MC_SAMPLES};
 pub use state_dict::{read_npz, read_safetensors, read_state_dict, IncompatibleKeys, StateDict};

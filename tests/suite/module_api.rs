@@ -589,3 +589,48 @@ fn extra_state_and_to_empty() {
     net.eval();
     net.call(&[x]).expect("runs after to_empty");
 }
+
+#[test]
+fn channels_last_equals_pytorch() {
+    use tsrun::runtime::module::MemoryFormat;
+    let mut g = Golden::load();
+    let m = load("conv.pt");
+    m.eval();
+    m.to_memory_format(MemoryFormat::ChannelsLast)
+        .expect("channels_last");
+    let want = g.json["channels_last_strides"].clone();
+    for (k, t) in m.state_dict() {
+        let strides: Vec<isize> = want[&k]
+            .as_array()
+            .expect("strides")
+            .iter()
+            .map(|s| s.as_i64().expect("stride") as isize)
+            .collect();
+        assert_eq!(t.strides(), strides.as_slice(), "{k}");
+    }
+    let img = g.value("img");
+    let out = m.call(std::slice::from_ref(&img)).expect("forward");
+    assert_close(
+        &out,
+        &g.value("channels_last_out"),
+        1e-5,
+        "channels_last_out",
+    );
+    let back = reload(&m, "conv_channels_last.pt");
+    assert_eq!(
+        back.get_parameter("0.weight").expect("weight").strides(),
+        &[27, 1, 9, 3]
+    );
+    let out = back.call(&[img]).expect("reloaded forward");
+    assert_close(
+        &out,
+        &g.value("channels_last_out"),
+        1e-5,
+        "reloaded channels_last_out",
+    );
+    let e = err_text(m.to_memory_format(MemoryFormat::ChannelsLast3d));
+    assert!(e.contains("required rank 5 tensor"), "{e}");
+    m.to_memory_format(MemoryFormat::Contiguous)
+        .expect("contiguous");
+    assert!(m.state_dict().iter().all(|(_, t)| t.is_contiguous()));
+}

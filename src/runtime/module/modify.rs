@@ -116,15 +116,59 @@ impl Module {
 
     /// Cast every parameter and buffer `which` selects to `dtype`, with `to_dtype`'s aliasing.
     pub(super) fn cast_tensors(&self, dtype: DType, which: impl Fn(&Tensor) -> bool) -> Result<()> {
-        let mut swapped: HashMap<TensorIdentity, Tensor> = HashMap::new();
-        let cast = |t: &Tensor| -> Result<Option<Tensor>> {
+        self.map_tensors(|t| {
             if !which(t) || t.dtype() == dtype {
                 return Ok(None);
             }
             let mut new = t.to_dtype(dtype)?;
             new.set_requires_grad(t.requires_grad());
             Ok(Some(new))
-        };
+        })
+    }
+
+    /// `to(memory_format=format)`: 4-D (channels_last) or 5-D (channels_last_3d) parameters and
+    /// buffers get that layout (same values, new strides); `Contiguous` makes 4-D and 5-D ones
+    /// contiguous again. Kernels read any strides, so the module runs as before.
+    pub fn to_memory_format(&self, format: MemoryFormat) -> Result<()> {
+        self.map_tensors(|t| {
+            let rank = t.dim();
+            if rank != 4 && rank != 5 {
+                return Ok(None);
+            }
+            let strides = match (format, rank) {
+                (MemoryFormat::Contiguous, _) => {
+                    crate::tensor::contiguous_strides(t.shape()).to_vec()
+                }
+                (MemoryFormat::ChannelsLast, 4) | (MemoryFormat::ChannelsLast3d, 5) => {
+                    channels_last_strides(t.shape())
+                }
+                (MemoryFormat::ChannelsLast, _) => {
+                    return Err(module_err(
+                        "required rank 4 tensor to use channels_last format",
+                    ))
+                }
+                (MemoryFormat::ChannelsLast3d, _) => {
+                    return Err(module_err(
+                        "required rank 5 tensor to use channels_last_3d format",
+                    ))
+                }
+            };
+            if t.strides() == strides.as_slice() {
+                return Ok(None);
+            }
+            let mut new =
+                Tensor::zeros(t.shape(), t.dtype())?.as_strided(t.shape(), &strides, 0)?;
+            new.copy_from(t)?;
+            new.set_requires_grad(t.requires_grad());
+            Ok(Some(new))
+        })
+    }
+
+    /// Replace parameters and buffers by `f`'s result (`None`: keep), as `nn.Module._apply`: a
+    /// parameter is swapped everywhere it is referenced (tied weights, an RNN's flat weight
+    /// list), a buffer attribute only where it is.
+    fn map_tensors(&self, f: impl Fn(&Tensor) -> Result<Option<Tensor>>) -> Result<()> {
+        let mut swapped: HashMap<TensorIdentity, Tensor> = HashMap::new();
         for m in self.modules() {
             let Some(decl) = m.class_decl().cloned() else {
                 continue;
@@ -138,12 +182,12 @@ impl Module {
                     if let std::collections::hash_map::Entry::Vacant(slot) =
                         swapped.entry(t.identity())
                     {
-                        if let Some(new) = cast(&t)? {
+                        if let Some(new) = f(&t)? {
                             slot.insert(new);
                         }
                     }
                 } else if decl.is_buffer(&name) {
-                    if let Some(new) = cast(&t)? {
+                    if let Some(new) = f(&t)? {
                         m.object().set(&name, IValue::Tensor(new));
                     }
                 }
@@ -340,6 +384,29 @@ impl Module {
         }
         self.set_attr(name, tensor.map(IValue::Tensor).unwrap_or_default())
     }
+}
+
+/// The layouts `Module.to(memory_format=...)` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryFormat {
+    Contiguous,
+    ChannelsLast,
+    ChannelsLast3d,
+}
+
+/// NHWC (NDHWC) strides for an NCHW (NCDHW) shape: channels vary fastest.
+fn channels_last_strides(shape: &[usize]) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    let mut step = 1isize;
+    // C first, then the spatial dims from last to first, then N
+    let mut order: Vec<usize> = vec![1];
+    order.extend((2..shape.len()).rev());
+    order.push(0);
+    for d in order {
+        strides[d] = step;
+        step *= shape[d].max(1) as isize;
+    }
+    strides
 }
 
 /// PyTorch's `nn.Module.get_extra_state` error for a module that defines none.
