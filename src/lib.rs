@@ -19,5 +19,8 @@ pub mod runtime;
 pub mod tensor;
 
 pub use error::{Error, Result};
+pub use ops::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled};
+pub use runtime::swa;
 pub use runtime::IValue;
+pub use runtime::{manual_seed, Module};
 pub use tensor::{DType, Scalar, Tensor};

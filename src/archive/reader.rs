@@ -65,6 +65,24 @@ const MAX_DEFLATE_RATIO: usize = 1032;
 impl Archive {
     /// Open an archive file; its bytes are memory-mapped privately, not read.
     pub fn open(path: impl AsRef<Path>) -> Result<Archive> {
+        Archive::open_zip(path, true)
+    }
+
+    /// Open a `torch.save` zip (a pickle and its storages, no TorchScript code), as state
+    /// dicts are saved.
+    pub fn open_torch_save(path: impl AsRef<Path>) -> Result<Archive> {
+        let archive = Archive::open_zip(path, false)?;
+        if !archive.has_record("data.pkl") {
+            return Err(ArchiveError::MissingRecord(format!(
+                "{}/data.pkl",
+                archive.folder
+            )));
+        }
+        Ok(archive)
+    }
+
+    /// `check_kind`: refuse zips that are not TorchScript archives.
+    fn open_zip(path: impl AsRef<Path>, check_kind: bool) -> Result<Archive> {
         let path = path.as_ref();
         let file = std::fs::File::open(path).map_err(|e| {
             ArchiveError::Io(std::io::Error::new(
@@ -81,7 +99,7 @@ impl Archive {
             // control, as for every mmap-based loader (documented in the README).
             unsafe { memmap2::MmapOptions::new().map_copy_read_only(&file)? }
         };
-        Archive::from_map(map)
+        Archive::from_map_checked(map, check_kind)
     }
 
     /// Open an archive held in memory (copied once into an aligned buffer).
@@ -103,6 +121,10 @@ impl Archive {
     }
 
     fn from_map(map: memmap2::Mmap) -> Result<Archive> {
+        Archive::from_map_checked(map, true)
+    }
+
+    fn from_map_checked(map: memmap2::Mmap, check_kind: bool) -> Result<Archive> {
         let bytes = Bytes(Arc::new(map));
         detect_non_zip(bytes.as_ref())?;
         let declared_entries = eocd_entry_count(bytes.as_ref());
@@ -188,7 +210,9 @@ impl Archive {
             version: 0,
             big_endian: false,
         };
-        archive.check_kind()?;
+        if check_kind {
+            archive.check_kind()?;
+        }
         archive.version = archive.read_version()?;
         archive.big_endian = archive.read_byteorder()?;
         Ok(archive)

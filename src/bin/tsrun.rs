@@ -30,12 +30,25 @@ enum Command {
     Code(cli::code::CodeArgs),
     /// A method's graph, as `str(m.graph)` prints it.
     Graph(cli::code::GraphArgs),
+    /// Average snapshots of one architecture (SWA or EMA, as AveragedModel) into an archive.
+    Average(cli::average::AverageArgs),
+    /// Load a state dict (safetensors, npz, archive) into an archive and save it.
+    LoadStateDict(cli::load_state_dict::LoadStateDictArgs),
 }
 
 /// `tsrun MODEL ...` is short for `tsrun run MODEL ...`: running a model is the main job.
 fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     const SUBCOMMANDS: &[&str] = &[
-        "run", "bench", "ops", "info", "convert", "code", "graph", "help",
+        "run",
+        "bench",
+        "ops",
+        "info",
+        "convert",
+        "code",
+        "graph",
+        "average",
+        "load-state-dict",
+        "help",
     ];
     if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
         if !first.starts_with('-') && !SUBCOMMANDS.contains(&first) {
@@ -55,6 +68,8 @@ fn main() {
         Command::Convert(a) => cli::convert::run(a),
         Command::Code(a) => cli::code::run_code(a),
         Command::Graph(a) => cli::code::run_graph(a),
+        Command::Average(a) => cli::average::run(a),
+        Command::LoadStateDict(a) => cli::load_state_dict::run(a),
     };
     if let Err(e) = result {
         eprintln!("tsrun: {e}");

@@ -1,10 +1,12 @@
 //! Subcommands of the `tsrun` command line. Each lives in its own module with a clap `Args`
 //! struct and a `run` function; `src/bin/tsrun.rs` dispatches.
 
+pub mod average;
 pub mod bench;
 pub mod code;
 pub mod convert;
 pub mod info;
+pub mod load_state_dict;
 pub mod ops;
 pub mod output;
 pub mod run;

@@ -1,5 +1,6 @@
-//! `tsrun run MODEL [-m METHOD] [-i INPUT]... [-o OUT.npz] [--seed N] [--threads N]`: call a
-//! method of a saved module and print its result or write it to an npz.
+//! `tsrun run MODEL [-m METHOD] [-i INPUT]... [-o OUT.npz] [--seed N] [--threads N]
+//! [--train|--eval] [--set PATH=VALUE]...`: call a method of a saved module and print its result
+//! or write it to an npz.
 
 use crate::ops::scalar::python_str;
 use crate::runtime::{IValue, RuntimeError};
@@ -37,6 +38,16 @@ pub struct RunArgs {
     /// Call a submodule instead of the root (dotted path, as `get_submodule`).
     #[arg(long)]
     pub submodule: Option<String>,
+    /// `module.train()` before the call (dropout and batch norm in training mode).
+    #[arg(long, conflicts_with = "eval")]
+    pub train: bool,
+    /// `module.eval()` before the call.
+    #[arg(long)]
+    pub eval: bool,
+    /// Set a typed attribute before the call, e.g. `drop.mc_dropout_enabled=false` (the value
+    /// is a literal as for `-i`; repeatable; applied after --train/--eval).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
 }
 
 /// Run the command: load, call, then print the result or write it to the npz.
@@ -45,6 +56,15 @@ pub fn run(args: &RunArgs) -> crate::Result<()> {
         crate::runtime::set_num_threads(n)?;
     }
     let root = crate::runtime::Module::load(&args.model)?;
+    if args.train || args.eval {
+        root.train(args.train);
+    }
+    for spec in &args.set {
+        let (path, value) = spec
+            .split_once('=')
+            .ok_or_else(|| cli_err(format!("--set expects PATH=VALUE, got '{spec}'")))?;
+        root.set_attr(path.trim(), parse_input(value)?)?;
+    }
     let module = match &args.submodule {
         Some(path) => root.get_submodule(path)?,
         None => root,

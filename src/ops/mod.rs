@@ -19,6 +19,7 @@ pub mod elementwise;
 pub mod embedding;
 pub mod extra;
 pub mod fft;
+pub mod grad_mode;
 pub mod index;
 pub mod int_matmul;
 pub mod interpolate;

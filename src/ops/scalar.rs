@@ -2032,7 +2032,11 @@ fn constant_true(_a: &mut Args) -> R {
 fn constant_false(_a: &mut Args) -> R {
     Ok(IValue::Bool(false))
 }
-fn nothing(_a: &mut Args) -> R {
+fn is_grad_enabled(_a: &mut Args) -> R {
+    Ok(IValue::Bool(super::grad_mode::is_grad_enabled()))
+}
+fn set_grad_enabled(a: &mut Args) -> R {
+    super::grad_mode::set_grad_enabled(a.bool(0)?);
     Ok(IValue::None)
 }
 fn unwrap_optional(a: &mut Args) -> R {
@@ -2508,11 +2512,11 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::is_scripting", constant_true);
     r.add("aten::_get_tracing_state", constant_false);
     r.add("aten::_is_tracing", constant_false);
-    r.add("aten::is_grad_enabled", constant_true);
+    r.add("aten::is_grad_enabled", is_grad_enabled);
     r.add("aten::has_torch_function", constant_false);
     r.add("aten::is_autocast_enabled", constant_false);
     r.add("aten::is_autocast_cpu_enabled", constant_false);
-    r.add("aten::set_grad_enabled", nothing);
+    r.add("aten::set_grad_enabled", set_grad_enabled);
     r.add("aten::_assert_scalar", assert_scalar);
 }
 

@@ -3,6 +3,7 @@
 pub mod interpreter;
 pub mod ivalue;
 pub mod module;
+pub mod swa;
 
 pub use ivalue::{Device, DeviceKind, Dict, DictKey, EnumValue, IValue, List, Object, Tuple};
 pub use module::{manual_seed, set_num_threads, Module};

@@ -2,11 +2,23 @@
 //! denotes), with PyTorch's tree API (`named_parameters`, `state_dict`, `get_submodule`, ...).
 
 pub mod decls;
+mod hooks;
+mod modify;
+mod repr;
 mod run;
+mod sampling;
 mod save;
 mod setstate;
+mod state_dict;
 
+pub use hooks::{
+    ForwardHook, ForwardPreHook, HookHandle, HookTable, LoadStateDictPostHook,
+    LoadStateDictPreHook, StateDictHook,
+};
+pub use modify::MemoryFormat;
 pub use run::{manual_seed, set_num_threads};
+pub use sampling::{McSamples, MAX_MC_SAMPLES};
+pub use state_dict::{read_npz, read_safetensors, read_state_dict, IncompatibleKeys, StateDict};
 
 use crate::archive::Archive;
 use crate::ir::types::Type;
@@ -47,6 +59,8 @@ pub struct ModuleShared {
     pub(crate) state_lock: parking_lot::RwLock<()>,
     /// What each method and function may write, by `class::method` or function name.
     pub(crate) effects: parking_lot::Mutex<HashMap<String, crate::ir::passes::effects::Effects>>,
+    /// Hooks registered from Rust (`register_forward_hook`, ...), by module object.
+    hooks: Arc<HookTable>,
 }
 
 /// A TorchScript module: the root of a loaded archive or one of its submodules.
@@ -136,6 +150,7 @@ impl Module {
             interpreter: OnceLock::new(),
             state_lock: parking_lot::RwLock::new(()),
             effects: parking_lot::Mutex::new(HashMap::new()),
+            hooks: Arc::default(),
         };
         let module = Module {
             shared: Arc::new(shared),
@@ -210,11 +225,6 @@ impl Module {
     /// An attribute's current value.
     pub fn attr(&self, name: &str) -> Option<IValue> {
         self.object.get(name)
-    }
-
-    /// Set an attribute (existing or new).
-    pub fn set_attr(&self, name: &str, value: IValue) {
-        self.object.set(name, value)
     }
 
     /// `self.training`.
@@ -523,44 +533,9 @@ impl Module {
                 "nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}"
             )));
         }
-        let cast = |t: &Tensor| -> Result<Option<Tensor>> {
-            if !(t.dtype().is_floating_point() || t.dtype().is_complex()) || t.dtype() == dtype {
-                return Ok(None);
-            }
-            let mut new = t.to_dtype(dtype)?;
-            new.set_requires_grad(t.requires_grad());
-            Ok(Some(new))
-        };
-        let mut swapped: HashMap<TensorIdentity, Tensor> = HashMap::new();
-        for m in self.modules() {
-            let Some(decl) = m.class_decl().cloned() else {
-                continue;
-            };
-            for (name, v) in m.fields() {
-                let IValue::Tensor(t) = v else {
-                    continue;
-                };
-                if decl.is_parameter(&name) {
-                    // A parameter met again (tied weights) was swapped already.
-                    if let std::collections::hash_map::Entry::Vacant(slot) =
-                        swapped.entry(t.identity())
-                    {
-                        if let Some(new) = cast(&t)? {
-                            slot.insert(new);
-                        }
-                    }
-                } else if decl.is_buffer(&name) {
-                    if let Some(new) = cast(&t)? {
-                        m.object.set(&name, IValue::Tensor(new));
-                    }
-                }
-            }
-        }
-        if !swapped.is_empty() {
-            let mut seen = HashSet::new();
-            replace_tensors(&IValue::Object(self.object.clone()), &swapped, &mut seen, 0);
-        }
-        Ok(())
+        self.cast_tensors(dtype, |t| {
+            t.dtype().is_floating_point() || t.dtype().is_complex()
+        })
     }
 }
 

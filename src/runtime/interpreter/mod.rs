@@ -7,6 +7,7 @@ mod exec;
 mod plan;
 mod program;
 
+pub use exec::matches_type;
 pub use plan::{build_plan, is_interpreter_op, Plan};
 pub use program::{Callee, PlanBuilder, Program};
 

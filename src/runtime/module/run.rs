@@ -276,8 +276,8 @@ impl Module {
     }
 
     /// `call` with an explicit operator context.
+    /// Hooks registered from Rust run around the call (see `hooks.rs`).
     pub fn call_with(&self, inputs: Vec<IValue>, ctx: &OpContext) -> Result<IValue> {
-        let inputs = self.with_defaults("forward", inputs)?;
         let mut methods = vec!["forward".to_string()];
         if let Some(class) = self.classes().classes.get(self.object().class_name()) {
             methods.extend(class.forward_pre_hooks.iter().cloned());
@@ -285,7 +285,10 @@ impl Module {
         }
         let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
         let _state = self.lock_state(&methods)?;
-        self.interpreter()?.call_module(self.object(), inputs, ctx)
+        self.call_with_rust_hooks(inputs, |inputs| {
+            let inputs = self.with_defaults("forward", inputs)?;
+            self.interpreter()?.call_module(self.object(), inputs, ctx)
+        })
     }
 }
 

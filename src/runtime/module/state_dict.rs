@@ -1,0 +1,322 @@
+//! `state_dict(prefix, keep_vars)` and `load_state_dict(state, strict, assign)` with PyTorch's
+//! key matching, return value and error messages, and reading a state dict from a safetensors
+//! file, an npz, a `torch.save` file or another TorchScript archive.
+
+use super::{module_err, unpickle_record, Module};
+use crate::archive::Archive;
+use crate::runtime::IValue;
+use crate::tensor::{DType, Storage, Tensor};
+use crate::{Error, Result};
+use indexmap::IndexMap;
+use std::path::Path;
+
+/// Named tensors in order, as `state_dict()` returns them.
+pub type StateDict = IndexMap<String, Tensor>;
+
+/// What `load_state_dict` returns (`_IncompatibleKeys`): keys the module has that the state
+/// lacks, and keys of the state the module does not have.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IncompatibleKeys {
+    pub missing_keys: Vec<String>,
+    pub unexpected_keys: Vec<String>,
+}
+
+/// `torch.Size([8, 4])`, as PyTorch prints a shape in load errors.
+fn torch_size(shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    format!("torch.Size([{}])", dims.join(", "))
+}
+
+fn quoted_list(keys: &[String]) -> String {
+    keys.iter()
+        .map(|k| format!("\"{k}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Module {
+    /// `state_dict(prefix=prefix, keep_vars=keep_vars)`: keys start with `prefix`. Tensors share
+    /// storage with the module's; with `keep_vars` false they are detached (`requires_grad`
+    /// false), as PyTorch returns them.
+    /// State-dict post hooks registered on this module run on the result.
+    pub fn state_dict_with(&self, prefix: &str, keep_vars: bool) -> Result<StateDict> {
+        let mut state = self
+            .state_dict()
+            .into_iter()
+            .map(|(k, mut t)| {
+                if !keep_vars {
+                    t.set_requires_grad(false);
+                }
+                (format!("{prefix}{k}"), t)
+            })
+            .collect();
+        self.run_state_dict_hooks(&mut state, prefix)?;
+        Ok(state)
+    }
+
+    /// `load_state_dict(state, strict, assign)`, walking the tree as `nn.Module.load_state_dict`
+    /// does: each module's parameters and buffers are looked up as `prefix + name`; a present key
+    /// with another shape is a size-mismatch error, otherwise the value is copied into the
+    /// existing tensor (cast to its dtype; every reference sees it) or, with `assign`, the
+    /// attribute is replaced by the given tensor (keeping a parameter's `requires_grad`).
+    /// Mismatches do not stop the other keys from loading; with `strict`, missing or unexpected
+    /// keys are an error with PyTorch's message. Load-state-dict pre hooks registered on this
+    /// module may edit a copy of `state` first; post hooks may edit the returned keys.
+    pub fn load_state_dict(
+        &self,
+        state: &StateDict,
+        strict: bool,
+        assign: bool,
+    ) -> Result<IncompatibleKeys> {
+        let mut edited;
+        let state = if self.has_load_pre_hooks() {
+            edited = state.clone();
+            self.run_load_pre_hooks(&mut edited)?;
+            &edited
+        } else {
+            state
+        };
+        let mut keys = IncompatibleKeys::default();
+        let mut errors = Vec::new();
+        self.load_into(state, "", assign, &mut keys, &mut errors, 0)?;
+        // post hooks see (and may edit) the keys before strictness is judged, as in PyTorch
+        self.run_load_post_hooks(&mut keys)?;
+        if strict {
+            if !keys.unexpected_keys.is_empty() {
+                errors.insert(
+                    0,
+                    format!(
+                        "Unexpected key(s) in state_dict: {}. ",
+                        quoted_list(&keys.unexpected_keys)
+                    ),
+                );
+            }
+            if !keys.missing_keys.is_empty() {
+                errors.insert(
+                    0,
+                    format!(
+                        "Missing key(s) in state_dict: {}. ",
+                        quoted_list(&keys.missing_keys)
+                    ),
+                );
+            }
+        }
+        if !errors.is_empty() {
+            return Err(module_err(format!(
+                "Error(s) in loading state_dict for RecursiveScriptModule:\n\t{}",
+                errors.join("\n\t")
+            )));
+        }
+        Ok(keys)
+    }
+
+    /// `load_state_dict` from a file (see [`read_state_dict`] for the formats).
+    pub fn load_state_dict_from(
+        &self,
+        path: impl AsRef<Path>,
+        strict: bool,
+        assign: bool,
+    ) -> Result<IncompatibleKeys> {
+        self.load_state_dict(&read_state_dict(path)?, strict, assign)
+    }
+
+    fn load_into(
+        &self,
+        state: &StateDict,
+        prefix: &str,
+        assign: bool,
+        keys: &mut IncompatibleKeys,
+        errors: &mut Vec<String>,
+        depth: usize,
+    ) -> Result<()> {
+        if depth > crate::pickle::MAX_NESTING {
+            return Err(module_err("module tree too deep to load a state dict into"));
+        }
+        let own: Vec<(String, Tensor, bool)> = self
+            .own_tensors(true)
+            .into_iter()
+            .map(|(n, t)| (n, t, true))
+            .chain(
+                self.own_tensors(false)
+                    .into_iter()
+                    .map(|(n, t)| (n, t, false)),
+            )
+            .collect();
+        for (name, current, is_parameter) in &own {
+            let key = format!("{prefix}{name}");
+            let Some(input) = state.get(&key) else {
+                keys.missing_keys.push(key);
+                continue;
+            };
+            if input.shape() != current.shape() {
+                errors.push(format!(
+                    "size mismatch for {key}: copying a param with shape {} from checkpoint, the shape in current model is {}.",
+                    torch_size(input.shape()),
+                    torch_size(current.shape())
+                ));
+                continue;
+            }
+            if assign {
+                let mut new = input.clone();
+                if *is_parameter {
+                    new.set_requires_grad(current.requires_grad());
+                }
+                self.object().set(name, IValue::Tensor(new));
+            } else {
+                current.copy_from(input)?;
+            }
+        }
+        // Keys under this prefix that name neither a child module nor a local tensor.
+        let children = self.named_children();
+        for key in state.keys() {
+            let Some(rest) = key.strip_prefix(prefix) else {
+                continue;
+            };
+            let head = rest.split('.').next().unwrap_or(rest);
+            let local = own.iter().any(|(n, _, _)| n == rest);
+            let child = children.iter().any(|(c, _)| c == head);
+            if !local && !child && !keys.unexpected_keys.contains(key) {
+                keys.unexpected_keys.push(key.clone());
+            }
+        }
+        for (name, child) in children {
+            child.load_into(
+                state,
+                &format!("{prefix}{name}."),
+                assign,
+                keys,
+                errors,
+                depth + 1,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Read named tensors from `path`: a `.safetensors` file, an `.npz`, a TorchScript archive (its
+/// `state_dict()`) or a `torch.save` of a dict of tensors.
+pub fn read_state_dict(path: impl AsRef<Path>) -> Result<StateDict> {
+    let path = path.as_ref();
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    match ext {
+        "safetensors" => read_safetensors(&std::fs::read(path)?, &path.display().to_string()),
+        "npz" => read_npz(path),
+        _ => read_torch_zip(path),
+    }
+}
+
+fn weights_err(what: &str, msg: impl std::fmt::Display) -> Error {
+    module_err(format!("{what}: {msg}"))
+}
+
+/// A safetensors file's tensors, in the order of their data.
+pub fn read_safetensors(bytes: &[u8], what: &str) -> Result<StateDict> {
+    use safetensors::Dtype as S;
+    let file = safetensors::SafeTensors::deserialize(bytes).map_err(|e| weights_err(what, e))?;
+    let mut items: Vec<(String, safetensors::tensor::TensorView<'_>)> =
+        file.tensors().into_iter().collect();
+    items.sort_by_key(|(_, v)| v.data().as_ptr() as usize);
+    let mut out = StateDict::new();
+    for (name, view) in items {
+        let dtype = match view.dtype() {
+            S::BOOL => DType::Bool,
+            S::U8 => DType::UInt8,
+            S::I8 => DType::Int8,
+            S::I16 => DType::Int16,
+            S::U16 => DType::UInt16,
+            S::I32 => DType::Int32,
+            S::U32 => DType::UInt32,
+            S::I64 => DType::Int64,
+            S::U64 => DType::UInt64,
+            S::F16 => DType::Float16,
+            S::BF16 => DType::BFloat16,
+            S::F32 => DType::Float32,
+            S::F64 => DType::Float64,
+            other => {
+                return Err(weights_err(
+                    what,
+                    format!("tensor {name}: safetensors dtype {other:?} is not supported"),
+                ))
+            }
+        };
+        let shape = view.shape().to_vec();
+        let strides = crate::tensor::contiguous_strides(&shape);
+        let storage = Storage::from_bytes(view.data()).map_err(|e| weights_err(what, e))?;
+        let t = Tensor::from_parts(storage, 0, &shape, &strides, dtype)
+            .map_err(|e| weights_err(what, format!("tensor {name}: {e}")))?;
+        out.insert(name, t);
+    }
+    Ok(out)
+}
+
+/// An npz's arrays in stored order (each `.npy` of a numeric or bool dtype).
+pub fn read_npz(path: &Path) -> Result<StateDict> {
+    use ndarray::{ArrayD, IxDyn, OwnedRepr};
+    use ndarray_npy::NpzReader;
+    let what = path.display().to_string();
+    let mut npz = NpzReader::new(std::fs::File::open(path)?).map_err(|e| weights_err(&what, e))?;
+    let names = npz.names().map_err(|e| weights_err(&what, e))?;
+    let mut out = StateDict::new();
+    for name in names {
+        macro_rules! try_types {
+            ($($t:ty),*) => {{
+                let mut found = None;
+                $(
+                    if found.is_none() {
+                        if let Ok(a) = npz.by_name::<OwnedRepr<$t>, IxDyn>(&name) {
+                            let a: ArrayD<$t> = a;
+                            found = Some(Tensor::from_array(a).map_err(|e| weights_err(&what, e))?);
+                        }
+                    }
+                )*
+                found
+            }};
+        }
+        let t = try_types!(f32, f64, i64, i32, i16, i8, u8, bool).ok_or_else(|| {
+            weights_err(
+                &what,
+                format!("array {name} has a dtype tsrun does not read (float32/64, int8/16/32/64, uint8, bool)"),
+            )
+        })?;
+        out.insert(name.trim_end_matches(".npy").to_string(), t);
+    }
+    Ok(out)
+}
+
+/// A TorchScript archive's `state_dict()`, or the dict of tensors a `torch.save` file holds.
+fn read_torch_zip(path: &Path) -> Result<StateDict> {
+    let archive = Archive::open_torch_save(path)?;
+    if archive.record_names().any(|n| n.starts_with("code/")) {
+        return Ok(Module::from_archive(&archive)?
+            .state_dict()
+            .into_iter()
+            .collect());
+    }
+    let no_enums = |class: &str,
+                    _: &IValue|
+     -> std::result::Result<std::sync::Arc<crate::runtime::EnumValue>, String> {
+        Err(format!("a state dict holds no enums, found {class}"))
+    };
+    let value = unpickle_record(&archive, "data.pkl", "data", &no_enums)?;
+    let IValue::Dict(d) = value else {
+        return Err(weights_err(
+            &path.display().to_string(),
+            format!("holds a {}, not a dict of tensors", value.kind_name()),
+        ));
+    };
+    let mut out = StateDict::new();
+    for (k, v) in d.entries() {
+        match (k, v) {
+            (IValue::String(k), IValue::Tensor(t)) => {
+                out.insert(k.to_string(), t);
+            }
+            (k, v) => {
+                return Err(weights_err(
+                    &path.display().to_string(),
+                    format!("entry {k:?} is a {}, not a named tensor", v.kind_name()),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
