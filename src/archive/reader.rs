@@ -1,7 +1,8 @@
 //! The archive reader: the whole file is mapped privately (copy-on-write) once, the zip central
 //! directory indexes it, and stored storage records become tensors' storages in place.
 
-use super::{ArchiveError, MAX_SUPPORTED_VERSION, MIN_SUPPORTED_VERSION};
+use super::{ArchiveError, ArchiveLimits, MAX_SUPPORTED_VERSION, MIN_SUPPORTED_VERSION};
+use crate::tensor::budget::{self, LimitExceeded};
 use crate::tensor::{DType, Storage};
 use indexmap::IndexMap;
 use std::borrow::Cow;
@@ -71,6 +72,11 @@ const MAX_DEFLATE_RATIO: usize = 1032;
 impl Archive {
     /// Open an archive file; its bytes are memory-mapped privately, not read.
     pub fn open(path: impl AsRef<Path>) -> Result<Archive> {
+        Archive::open_with(path, &ArchiveLimits::DEFAULT)
+    }
+
+    /// [`Archive::open`] within `limits`.
+    pub fn open_with(path: impl AsRef<Path>, limits: &ArchiveLimits) -> Result<Archive> {
         let path = path.as_ref();
         let file = std::fs::File::open(path).map_err(|e| {
             ArchiveError::Io(std::io::Error::new(
@@ -79,6 +85,7 @@ impl Archive {
             ))
         })?;
         let len = file.metadata()?.len();
+        check_size(len, limits)?;
         let map = if len == 0 {
             memmap2::MmapMut::map_anon(0)?
         } else {
@@ -86,34 +93,53 @@ impl Archive {
             // another process is outside our control, as for every mmap-based loader.
             unsafe { memmap2::MmapOptions::new().map_copy(&file)? }
         };
-        Archive::from_map(map)
+        Archive::from_map(map, limits)
     }
 
     /// Open an archive held in memory (copied once into an aligned buffer).
     pub fn from_bytes(data: &[u8]) -> Result<Archive> {
+        Archive::from_bytes_with(data, &ArchiveLimits::DEFAULT)
+    }
+
+    /// [`Archive::from_bytes`] within `limits`.
+    pub fn from_bytes_with(data: &[u8], limits: &ArchiveLimits) -> Result<Archive> {
+        check_size(data.len() as u64, limits)?;
         let mut map = memmap2::MmapMut::map_anon(data.len())?;
         map.copy_from_slice(data);
-        Archive::from_map(map)
+        Archive::from_map(map, limits)
     }
 
     /// Open an archive from any reader.
-    pub fn from_reader<R: Read + Seek>(mut reader: R) -> Result<Archive> {
+    pub fn from_reader<R: Read + Seek>(reader: R) -> Result<Archive> {
+        Archive::from_reader_with(reader, &ArchiveLimits::DEFAULT)
+    }
+
+    /// [`Archive::from_reader`] within `limits`.
+    pub fn from_reader_with<R: Read + Seek>(
+        mut reader: R,
+        limits: &ArchiveLimits,
+    ) -> Result<Archive> {
         let end = reader.seek(std::io::SeekFrom::End(0))?;
         reader.seek(std::io::SeekFrom::Start(0))?;
+        check_size(end, limits)?;
         let len = usize::try_from(end)
             .map_err(|_| ArchiveError::Invalid(format!("archive of {end} bytes is too large")))?;
         let mut map = memmap2::MmapMut::map_anon(len)?;
         reader.read_exact(&mut map[..])?;
-        Archive::from_map(map)
+        Archive::from_map(map, limits)
     }
 
-    fn from_map(map: memmap2::MmapMut) -> Result<Archive> {
+    fn from_map(map: memmap2::MmapMut, limits: &ArchiveLimits) -> Result<Archive> {
         // `Storage::from_mapping` takes this exact type; `Bytes` supplies Send/Sync (see above).
         #[allow(clippy::arc_with_non_send_sync)]
         let bytes = Bytes(Arc::new(UnsafeCell::new(map)));
         detect_non_zip(bytes.as_ref())?;
         let declared_entries = eocd_entry_count(bytes.as_ref());
+        if let Some(n) = declared_entries {
+            check_records(n, limits)?;
+        }
         let mut zip = zip::ZipArchive::new(Cursor::new(bytes.clone()))?;
+        check_records(zip.len(), limits)?;
         if let Some(n) = declared_entries {
             if n != zip.len() {
                 return Err(ArchiveError::Zip(format!(
@@ -317,9 +343,15 @@ impl Archive {
                         ),
                     });
                 }
+                budget::check_alloc(entry.size)?;
+                let mut out = Vec::new();
+                out.try_reserve_exact(entry.size)
+                    .map_err(|_| ArchiveError::BadRecord {
+                        name: name.into(),
+                        problem: format!("needs {} bytes that cannot be allocated", entry.size),
+                    })?;
                 let mut zip = self.zip.clone();
                 let f = zip.by_index(entry.index)?;
-                let mut out = Vec::with_capacity(entry.size);
                 f.take(entry.size as u64)
                     .read_to_end(&mut out)
                     .map_err(|e| ArchiveError::BadRecord {
@@ -414,6 +446,32 @@ impl Archive {
         }
         Ok(storage)
     }
+}
+
+fn check_size(len: u64, limits: &ArchiveLimits) -> Result<()> {
+    if len > limits.max_archive_bytes {
+        return Err(LimitExceeded {
+            which: "max_archive_bytes",
+            limit: limits.max_archive_bytes,
+            requested: len,
+            unit: "bytes",
+        }
+        .into());
+    }
+    Ok(())
+}
+
+fn check_records(n: usize, limits: &ArchiveLimits) -> Result<()> {
+    if n > limits.max_records {
+        return Err(LimitExceeded {
+            which: "max_records",
+            limit: limits.max_records as u64,
+            requested: n as u64,
+            unit: "records",
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// Reject paths that could escape a directory or are otherwise malformed.

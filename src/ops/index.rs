@@ -740,10 +740,15 @@ pub(crate) fn index_select(t: &Tensor, dim: i64, index: &Tensor) -> R<Tensor> {
     }
     let d = wdim(dim, t.dim())?;
     let size = t.shape()[d];
-    let i: Vec<usize> = idx
-        .iter()
-        .map(|&i| bound_index(i, size, d))
-        .collect::<R<_>>()?;
+    if let Some(&bad) = idx.iter().find(|&&i| i < 0 || i >= size as i64) {
+        // PyTorch's CPU kernel: a contiguous matrix along dim 1 takes another path
+        return Err(index_err(if t.dim() == 2 && d == 1 && t.is_contiguous() {
+            format!("INDICES element is out of DATA bounds, id={bad} axis_dim={size}")
+        } else {
+            "index out of range in self".to_string()
+        }));
+    }
+    let i: Vec<usize> = idx.iter().map(|&i| i as usize).collect();
     gather_dim(t, d, &i)
 }
 

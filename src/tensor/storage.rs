@@ -15,6 +15,8 @@ enum Backing {
     Heap {
         ptr: *mut u8,
         layout: Option<Layout>,
+        /// The memory budget this buffer is charged to (refunded when it is freed).
+        _charge: Option<super::budget::Charge>,
     },
     /// A private (copy-on-write) mapping: writes never reach the file.
     Mapped {
@@ -38,6 +40,7 @@ impl Drop for Inner {
         if let Backing::Heap {
             ptr,
             layout: Some(layout),
+            ..
         } = self.backing
         {
             // SAFETY: allocated in `Storage::zeroed` with this exact layout.
@@ -60,8 +63,13 @@ impl std::fmt::Debug for Storage {
 
 /// Why a storage could not be allocated.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot allocate a storage of {0} bytes")]
-pub struct AllocError(pub usize);
+pub enum AllocError {
+    #[error("cannot allocate a storage of {0} bytes")]
+    OutOfMemory(usize),
+    /// A memory limit of the call refused it (see `tensor::budget`).
+    #[error(transparent)]
+    Limit(#[from] super::budget::LimitExceeded),
+}
 
 impl Storage {
     /// A zero-filled heap storage of `nbytes` bytes, aligned to [`STORAGE_ALIGN`].
@@ -72,23 +80,26 @@ impl Storage {
                     backing: Backing::Heap {
                         ptr: STORAGE_ALIGN as *mut u8,
                         layout: None,
+                        _charge: None,
                     },
                     nbytes: 0,
                 }),
             });
         }
-        let layout =
-            Layout::from_size_align(nbytes, STORAGE_ALIGN).map_err(|_| AllocError(nbytes))?;
+        let charge = super::budget::charge(nbytes)?;
+        let layout = Layout::from_size_align(nbytes, STORAGE_ALIGN)
+            .map_err(|_| AllocError::OutOfMemory(nbytes))?;
         // SAFETY: layout has non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         if ptr.is_null() {
-            return Err(AllocError(nbytes));
+            return Err(AllocError::OutOfMemory(nbytes));
         }
         Ok(Storage {
             inner: Arc::new(Inner {
                 backing: Backing::Heap {
                     ptr,
                     layout: Some(layout),
+                    _charge: charge,
                 },
                 nbytes,
             }),

@@ -1,6 +1,7 @@
 //! One integration-test binary: each capability keeps its own file, but linking
 //! a single executable keeps build time and disk use small.
 
+mod alloc_meter;
 mod common;
 mod load_common;
 
@@ -9,6 +10,7 @@ mod cli_code;
 mod compile_fixtures;
 mod frontend_parse;
 mod golden_decode;
+mod hostile_archives;
 mod internals;
 mod load_fixtures;
 mod ops_b_nn;

@@ -4,6 +4,7 @@ use super::plan::{Block, Instr, Op, Operand, Plan};
 use super::{Callee, Interpreter, MAX_CALL_DEPTH};
 use crate::ir::source::SourceRange;
 use crate::ir::types::Type;
+use crate::ops::call_limits::Stop;
 use crate::ops::{scalar::python_str, Args, OpContext};
 use crate::runtime::{Dict, IValue, List, Object, RuntimeError, Tuple};
 use crate::Error;
@@ -30,9 +31,13 @@ pub(super) fn run_plan(
     ctx: &OpContext,
     depth: usize,
 ) -> crate::Result<IValue> {
-    if depth >= MAX_CALL_DEPTH {
+    let max_depth = ctx
+        .limits
+        .as_ref()
+        .map_or(MAX_CALL_DEPTH, |l| l.max_call_depth);
+    if depth >= max_depth {
         return Err(RuntimeError::Other(format!(
-            "maximum recursion depth ({MAX_CALL_DEPTH}) exceeded calling {}",
+            "maximum recursion depth ({max_depth}) exceeded calling {} (max_call_depth)",
             plan.name
         ))
         .into());
@@ -131,8 +136,21 @@ impl Frame<'_> {
         }
     }
 
+    /// One step of the call's budget (an instruction or a loop iteration).
+    #[inline]
+    fn step(&self) -> crate::Result<()> {
+        match &self.ctx.limits {
+            None => Ok(()),
+            Some(l) => l.step().map_err(|stop| match stop {
+                Stop::Limit(l) => Error::Limit(l),
+                Stop::Cancelled => Error::Cancelled,
+            }),
+        }
+    }
+
     fn run_instrs(&mut self, block: &Block) -> crate::Result<()> {
         for instr in block.instrs.iter() {
+            self.step()?;
             if let Err(e) = self.run_instr(instr) {
                 return Err(match instr.op {
                     // errors inside nested blocks already carry this frame
@@ -470,6 +488,7 @@ impl Frame<'_> {
         }
         let mut i: i64 = 0;
         while cond && i < max_trip {
+            self.step()?;
             self.regs[body.params[0] as usize] = IValue::Int(i);
             for (&r, v) in body.params[1..].iter().zip(carried.drain(..)) {
                 self.regs[r as usize] = v;

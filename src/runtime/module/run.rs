@@ -5,7 +5,8 @@ use super::{module_err, Module};
 use crate::ir::unit::CompilationUnit;
 use crate::ops::OpContext;
 use crate::runtime::interpreter::{default_context, Interpreter, Plan, PlanBuilder, Program};
-use crate::runtime::IValue;
+use crate::runtime::{IValue, RunOptions};
+use crate::tensor::budget;
 use crate::Result;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -122,6 +123,27 @@ impl Module {
         }
         let inputs = self.with_defaults(name, inputs)?;
         interpreter.call_method(self.object(), name, inputs, ctx)
+    }
+
+    /// `run_method` within `options`: deadline, step budget, recursion depth, memory limits,
+    /// cancellation and an optional seed of the call's own generator. The error of a call a
+    /// limit stopped names the limit (`Error::limit`, `Error::is_cancelled`).
+    pub fn run_method_opts(
+        &self,
+        name: &str,
+        inputs: Vec<IValue>,
+        options: &RunOptions,
+    ) -> Result<IValue> {
+        let ctx = options.context();
+        budget::with_budget(options.memory_budget(), || {
+            self.run_method_with(name, inputs, &ctx)
+        })
+    }
+
+    /// `call` within `options` (see [`Module::run_method_opts`]).
+    pub fn call_opts(&self, inputs: Vec<IValue>, options: &RunOptions) -> Result<IValue> {
+        let ctx = options.context();
+        budget::with_budget(options.memory_budget(), || self.call_with(inputs, &ctx))
     }
 
     /// `inputs` completed with the declared defaults of method `name`'s trailing parameters,
