@@ -2,12 +2,14 @@
 //! a single executable keeps build time and disk use small.
 
 mod alloc_meter;
+mod atomic_save;
 mod common;
 mod load_common;
 
 mod bad_input;
 mod cli_code;
 mod compile_fixtures;
+mod concurrency;
 mod frontend_parse;
 mod golden_decode;
 mod hostile_archives;
