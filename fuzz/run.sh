@@ -6,7 +6,7 @@
 set -euo pipefail
 SECONDS_PER_TARGET="${1:-60}"
 cd "$(dirname "$0")"
-TARGETS=(unpickle archive parse graph_text compile run_inputs)
+TARGETS=(${FUZZ_TARGETS:-unpickle archive parse graph_text compile run_inputs})
 python3 - <<'PY'
 # Seed corpora from the fixtures: archives, their data.pkl / constants.pkl, code files and
 # the printed graphs PyTorch gave (stdlib only, no torch needed).
@@ -47,9 +47,16 @@ PY
 mkdir -p logs
 for t in "${TARGETS[@]}"; do
     mkdir -p "corpus/$t"
-    nice -n 19 cargo +nightly fuzz run "$t" "corpus/$t" "seeds/$t" -- \
-        -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=3072 -timeout=20 \
-        -max_len=262144 -print_final_stats=1 >"logs/$t.log" 2>&1 || echo "$t: crashed (see fuzz/logs/$t.log, fuzz/artifacts/$t)"
+    mkdir -p "artifacts/$t"
+    flags=(-max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=3072 -timeout=20
+        -max_len=262144 -print_final_stats=1 -artifact_prefix="artifacts/$t/")
+    # FUZZ_PREBUILT=1 runs the binaries `cargo fuzz build -O` left (no cargo while fuzzing)
+    if [ "${FUZZ_PREBUILT:-0}" = 1 ]; then
+        cmd=(nice -n 19 "target/x86_64-unknown-linux-gnu/release/$t" "${flags[@]}" "corpus/$t" "seeds/$t")
+    else
+        cmd=(nice -n 19 cargo +nightly fuzz run -O "$t" "corpus/$t" "seeds/$t" -- "${flags[@]}")
+    fi
+    "${cmd[@]}" >"logs/$t.log" 2>&1 || echo "$t: crashed (see fuzz/logs/$t.log, fuzz/artifacts/$t)"
 done
 for t in "${TARGETS[@]}"; do
     echo "$t: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "logs/$t.log" | grep -o '[0-9]*$' || echo '?') executions"

@@ -766,7 +766,17 @@ fn index_dim_into(
     let d = wdim(dim, target.dim())?;
     let size = target.shape().get(d).copied().unwrap_or(1);
     let check = pick_index(op == "index_fill");
-    let wrapped: Vec<usize> = idx.iter().map(|&i| check(i, size, d)).collect::<R<_>>()?;
+    let wrapped: Vec<usize> = idx
+        .iter()
+        .map(|&i| check(i, size, d))
+        .collect::<R<_>>()
+        .map_err(|e| match (op, e) {
+            // PyTorch names index_copy_ in its bounds message
+            ("index_copy", crate::Error::Tensor(crate::tensor::TensorError::Index(m))) => {
+                index_err(format!("index_copy_(): {m}"))
+            }
+            (_, e) => e,
+        })?;
     let mut shape: Vec<usize> = target.shape().to_vec();
     if shape.is_empty() {
         shape.push(1);

@@ -5,6 +5,7 @@ use super::{Callee, Interpreter, MAX_CALL_DEPTH};
 use crate::ir::source::SourceRange;
 use crate::ir::types::Type;
 use crate::ops::call_limits::Stop;
+use crate::tensor::budget::LimitExceeded;
 use crate::ops::{scalar::python_str, Args, OpContext};
 use crate::runtime::{Dict, IValue, List, Object, RuntimeError, Tuple};
 use crate::Error;
@@ -36,11 +37,16 @@ pub(super) fn run_plan(
         .as_ref()
         .map_or(MAX_CALL_DEPTH, |l| l.max_call_depth);
     if depth >= max_depth {
-        return Err(RuntimeError::Other(format!(
-            "maximum recursion depth ({max_depth}) exceeded calling {} (max_call_depth)",
-            plan.name
-        ))
-        .into());
+        return Err(with_frame(
+            Error::Limit(LimitExceeded {
+                which: "max_call_depth",
+                limit: max_depth as u64,
+                requested: depth as u64 + 1,
+                unit: "levels of call recursion",
+            }),
+            &plan.name,
+            None,
+        ));
     }
     // Nested TorchScript calls recurse on the native stack; grow it on the heap when it runs
     // low so the depth limit, not the caller's thread stack size, bounds recursion.
