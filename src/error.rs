@@ -1,6 +1,7 @@
 //! The crate-wide error type. Each layer has its own error enum; `Error` wraps them.
 
-use crate::tensor::TensorError;
+use crate::tensor::budget::LimitExceeded;
+use crate::tensor::{AllocError, TensorError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -33,6 +34,37 @@ pub enum Error {
     UnsupportedOps { function: String, ops: Vec<String> },
     #[error("{0}")]
     Module(String),
+    /// A limit of `LoadOptions` / `RunOptions` stopped the operation.
+    #[error(transparent)]
+    Limit(#[from] LimitExceeded),
+    /// The call was cancelled from another thread through its `CancelHandle`.
+    #[error("the call was cancelled through its cancel handle")]
+    Cancelled,
+}
+
+impl Error {
+    /// The limit that stopped this operation, looking through TorchScript tracebacks and the
+    /// layer errors that carry one.
+    pub fn limit(&self) -> Option<&LimitExceeded> {
+        match self {
+            Error::Limit(l) => Some(l),
+            Error::Tensor(TensorError::Alloc(AllocError::Limit(l))) => Some(l),
+            Error::Archive(crate::archive::ArchiveError::Limit(l)) => Some(l),
+            Error::Runtime(crate::runtime::RuntimeError::Traceback { cause, .. }) => cause.limit(),
+            _ => None,
+        }
+    }
+
+    /// Whether this operation was stopped by its cancel handle.
+    pub fn is_cancelled(&self) -> bool {
+        match self {
+            Error::Cancelled => true,
+            Error::Runtime(crate::runtime::RuntimeError::Traceback { cause, .. }) => {
+                cause.is_cancelled()
+            }
+            _ => false,
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -3,9 +3,11 @@
 //! An archive is a zip whose records sit under one top folder (`net/data.pkl`, `net/data/0`,
 //! `net/code/__torch__.py`, ...). Record names here are relative to that folder.
 
+mod atomic;
 mod reader;
 mod writer;
 
+pub use atomic::write_atomically;
 pub use reader::Archive;
 pub use writer::{ArchiveWriter, STORAGE_RECORD_ALIGN};
 
@@ -34,6 +36,31 @@ pub enum ArchiveError {
     BadRecord { name: String, problem: String },
     #[error("archive I/O error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("archive: {0}")]
+    Limit(#[from] crate::tensor::budget::LimitExceeded),
+}
+
+/// Bounds on what opening an archive may cost (the archive-level part of `LoadOptions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArchiveLimits {
+    /// Largest archive accepted, in bytes.
+    pub max_archive_bytes: u64,
+    /// Most zip records (central directory entries) accepted.
+    pub max_records: usize,
+}
+
+impl ArchiveLimits {
+    /// 64 GiB, a million records: far beyond real models, small enough to refuse absurd files.
+    pub const DEFAULT: ArchiveLimits = ArchiveLimits {
+        max_archive_bytes: 64 << 30,
+        max_records: 1_000_000,
+    };
+}
+
+impl Default for ArchiveLimits {
+    fn default() -> Self {
+        ArchiveLimits::DEFAULT
+    }
 }
 
 impl From<zip::result::ZipError> for ArchiveError {

@@ -2,7 +2,8 @@
 //! it, and stored storage records become tensors' storages in place (a storage copies its bytes
 //! to the heap on its first write, so the mapping itself is never written).
 
-use super::{ArchiveError, MAX_SUPPORTED_VERSION, MIN_SUPPORTED_VERSION};
+use super::{ArchiveError, ArchiveLimits, MAX_SUPPORTED_VERSION, MIN_SUPPORTED_VERSION};
+use crate::tensor::budget::{self, LimitExceeded};
 use crate::tensor::{DType, Storage};
 use indexmap::IndexMap;
 use std::borrow::Cow;
@@ -65,13 +66,18 @@ const MAX_DEFLATE_RATIO: usize = 1032;
 impl Archive {
     /// Open an archive file; its bytes are memory-mapped privately, not read.
     pub fn open(path: impl AsRef<Path>) -> Result<Archive> {
-        Archive::open_zip(path, true)
+        Archive::open_with(path, &ArchiveLimits::DEFAULT)
+    }
+
+    /// [`Archive::open`] within `limits`.
+    pub fn open_with(path: impl AsRef<Path>, limits: &ArchiveLimits) -> Result<Archive> {
+        Archive::open_zip(path, true, limits)
     }
 
     /// Open a `torch.save` zip (a pickle and its storages, no TorchScript code), as state
     /// dicts are saved.
     pub fn open_torch_save(path: impl AsRef<Path>) -> Result<Archive> {
-        let archive = Archive::open_zip(path, false)?;
+        let archive = Archive::open_zip(path, false, &ArchiveLimits::DEFAULT)?;
         if !archive.has_record("data.pkl") {
             return Err(ArchiveError::MissingRecord(format!(
                 "{}/data.pkl",
@@ -82,7 +88,11 @@ impl Archive {
     }
 
     /// `check_kind`: refuse zips that are not TorchScript archives.
-    fn open_zip(path: impl AsRef<Path>, check_kind: bool) -> Result<Archive> {
+    fn open_zip(
+        path: impl AsRef<Path>,
+        check_kind: bool,
+        limits: &ArchiveLimits,
+    ) -> Result<Archive> {
         let path = path.as_ref();
         let file = std::fs::File::open(path).map_err(|e| {
             ArchiveError::Io(std::io::Error::new(
@@ -91,6 +101,7 @@ impl Archive {
             ))
         })?;
         let len = file.metadata()?.len();
+        check_size(len, limits)?;
         let map = if len == 0 {
             memmap2::MmapMut::map_anon(0)?.make_read_only()?
         } else {
@@ -99,36 +110,52 @@ impl Archive {
             // control, as for every mmap-based loader (documented in the README).
             unsafe { memmap2::MmapOptions::new().map_copy_read_only(&file)? }
         };
-        Archive::from_map_checked(map, check_kind)
+        Archive::from_map(map, check_kind, limits)
     }
 
     /// Open an archive held in memory (copied once into an aligned buffer).
     pub fn from_bytes(data: &[u8]) -> Result<Archive> {
+        Archive::from_bytes_with(data, &ArchiveLimits::DEFAULT)
+    }
+
+    /// [`Archive::from_bytes`] within `limits`.
+    pub fn from_bytes_with(data: &[u8], limits: &ArchiveLimits) -> Result<Archive> {
+        check_size(data.len() as u64, limits)?;
         let mut map = memmap2::MmapMut::map_anon(data.len())?;
         map.copy_from_slice(data);
-        Archive::from_map(map.make_read_only()?)
+        Archive::from_map(map.make_read_only()?, true, limits)
     }
 
     /// Open an archive from any reader.
-    pub fn from_reader<R: Read + Seek>(mut reader: R) -> Result<Archive> {
+    pub fn from_reader<R: Read + Seek>(reader: R) -> Result<Archive> {
+        Archive::from_reader_with(reader, &ArchiveLimits::DEFAULT)
+    }
+
+    /// [`Archive::from_reader`] within `limits`.
+    pub fn from_reader_with<R: Read + Seek>(
+        mut reader: R,
+        limits: &ArchiveLimits,
+    ) -> Result<Archive> {
         let end = reader.seek(std::io::SeekFrom::End(0))?;
         reader.seek(std::io::SeekFrom::Start(0))?;
+        check_size(end, limits)?;
         let len = usize::try_from(end)
             .map_err(|_| ArchiveError::Invalid(format!("archive of {end} bytes is too large")))?;
         let mut map = memmap2::MmapMut::map_anon(len)?;
         reader.read_exact(&mut map[..])?;
-        Archive::from_map(map.make_read_only()?)
+        Archive::from_map(map.make_read_only()?, true, limits)
     }
 
-    fn from_map(map: memmap2::Mmap) -> Result<Archive> {
-        Archive::from_map_checked(map, true)
-    }
-
-    fn from_map_checked(map: memmap2::Mmap, check_kind: bool) -> Result<Archive> {
+    /// `check_kind`: refuse zips that are not TorchScript archives.
+    fn from_map(map: memmap2::Mmap, check_kind: bool, limits: &ArchiveLimits) -> Result<Archive> {
         let bytes = Bytes(Arc::new(map));
         detect_non_zip(bytes.as_ref())?;
         let declared_entries = eocd_entry_count(bytes.as_ref());
+        if let Some(n) = declared_entries {
+            check_records(n, limits)?;
+        }
         let mut zip = zip::ZipArchive::new(Cursor::new(bytes.clone()))?;
+        check_records(zip.len(), limits)?;
         if let Some(n) = declared_entries {
             if n != zip.len() {
                 return Err(ArchiveError::Zip(format!(
@@ -334,9 +361,15 @@ impl Archive {
                         ),
                     });
                 }
+                budget::check_alloc(entry.size)?;
+                let mut out = Vec::new();
+                out.try_reserve_exact(entry.size)
+                    .map_err(|_| ArchiveError::BadRecord {
+                        name: name.into(),
+                        problem: format!("needs {} bytes that cannot be allocated", entry.size),
+                    })?;
                 let mut zip = self.zip.clone();
                 let f = zip.by_index(entry.index)?;
-                let mut out = Vec::with_capacity(entry.size);
                 f.take(entry.size as u64)
                     .read_to_end(&mut out)
                     .map_err(|e| ArchiveError::BadRecord {
@@ -430,6 +463,32 @@ impl Archive {
         }
         Storage::from_bytes(payload).map_err(alloc_err)
     }
+}
+
+fn check_size(len: u64, limits: &ArchiveLimits) -> Result<()> {
+    if len > limits.max_archive_bytes {
+        return Err(LimitExceeded {
+            which: "max_archive_bytes",
+            limit: limits.max_archive_bytes,
+            requested: len,
+            unit: "bytes",
+        }
+        .into());
+    }
+    Ok(())
+}
+
+fn check_records(n: usize, limits: &ArchiveLimits) -> Result<()> {
+    if n > limits.max_records {
+        return Err(LimitExceeded {
+            which: "max_records",
+            limit: limits.max_records as u64,
+            requested: n as u64,
+            unit: "records",
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// Reject paths that could escape a directory or are otherwise malformed.

@@ -32,6 +32,11 @@ pub struct BenchArgs {
     /// Print one JSON object (seconds, bytes) instead of the text line.
     #[arg(long)]
     pub json: bool,
+    /// Threads calling the one shared module at once, each making the timed calls.
+    #[arg(long, default_value_t = 1)]
+    pub callers: usize,
+    #[command(flatten)]
+    pub limits: super::run::LimitArgs,
 }
 
 /// What one `tsrun bench` run measured; times in seconds.
@@ -129,12 +134,12 @@ pub fn measure(args: &BenchArgs) -> crate::Result<BenchReport> {
         .map(|i| parse_input(i))
         .collect::<crate::Result<Vec<_>>>()?;
     let ctx = OpContext::with_seed(0);
-    let call = || {
-        if args.method == "forward" {
-            module.call_with(inputs.clone(), &ctx)
-        } else {
-            module.run_method_with(&args.method, inputs.clone(), &ctx)
-        }
+    let options = args.limits.run_options(Some(0))?;
+    let call = || match (args.limits.any(), args.method == "forward") {
+        (false, true) => module.call_with(inputs.clone(), &ctx),
+        (false, false) => module.run_method_with(&args.method, inputs.clone(), &ctx),
+        (true, true) => module.call_opts(inputs.clone(), &options),
+        (true, false) => module.run_method_opts(&args.method, inputs.clone(), &options),
     };
     let t0 = Instant::now();
     call()?;
@@ -144,6 +149,9 @@ pub fn measure(args: &BenchArgs) -> crate::Result<BenchReport> {
     }
     let n = args.iterations.max(1);
     let bar = progress_bar(first.saturating_mul(n as u32), n);
+    if args.callers > 1 {
+        return bench_callers(args.callers, n, &call);
+    }
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let t0 = Instant::now();
@@ -190,4 +198,72 @@ pub fn run(args: &BenchArgs) -> crate::Result<()> {
         r.threads,
     );
     Ok(())
+}
+
+/// `callers` threads each make `n` calls of the one shared module at once; every result must
+/// equal the first serial one (a shared module gives each call PyTorch's sequential result).
+fn bench_callers(
+    callers: usize,
+    n: usize,
+    call: &(dyn Fn() -> crate::Result<crate::runtime::IValue> + Sync),
+) -> crate::Result<()> {
+    let reference = fingerprint(&call()?);
+    let t0 = Instant::now();
+    let mismatches = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..callers)
+            .map(|_| {
+                s.spawn(|| -> crate::Result<usize> {
+                    let mut bad = 0;
+                    for _ in 0..n {
+                        bad += usize::from(fingerprint(&call()?) != reference);
+                    }
+                    Ok(bad)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .map_err(|_| crate::Error::Module("a bench caller thread panicked".into()))?
+            })
+            .sum::<crate::Result<usize>>()
+    })?;
+    let total = t0.elapsed();
+    let calls = callers * n;
+    println!(
+        "{callers} callers x {n} calls: {:.2} ms total, {:.1} calls/s, {mismatches} results differ from the serial one",
+        ms(total),
+        calls as f64 / total.as_secs_f64().max(1e-9)
+    );
+    if mismatches > 0 {
+        return Err(crate::Error::Module(format!(
+            "{mismatches} of {calls} concurrent results differ from the serial result"
+        )));
+    }
+    Ok(())
+}
+
+/// A hash of a result's values, bit for bit (tensor elements as f64 bits, anything else as
+/// Python prints it).
+fn fingerprint(v: &crate::runtime::IValue) -> u64 {
+    use crate::runtime::IValue;
+    use std::hash::{Hash, Hasher};
+    fn feed(v: &IValue, h: &mut std::collections::hash_map::DefaultHasher) {
+        match v {
+            IValue::Tensor(t) => {
+                t.shape().hash(h);
+                match t.to_vec::<f64>() {
+                    Ok(xs) => xs.iter().for_each(|x| x.to_bits().hash(h)),
+                    Err(_) => super::run::describe(v).hash(h),
+                }
+            }
+            IValue::Tuple(t) => t.items().iter().for_each(|x| feed(x, h)),
+            IValue::List(l) => l.items().iter().for_each(|x| feed(x, h)),
+            other => crate::ops::scalar::python_str(other).hash(h),
+        }
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    feed(v, &mut h);
+    h.finish()
 }

@@ -1,6 +1,6 @@
 //! `tsrun run MODEL [-m METHOD] [-i INPUT]... [-o OUT.npz] [--seed N] [--threads N]
-//! [--train|--eval] [--set PATH=VALUE]...`: call a method of a saved module and print its result
-//! or write it to an npz.
+//! [--train|--eval] [--set PATH=VALUE]... [--timeout SECONDS] [--max-memory BYTES]`: call a
+//! method of a saved module and print its result or write it to an npz.
 
 use crate::ops::scalar::python_str;
 use crate::runtime::{IValue, RuntimeError};
@@ -48,6 +48,47 @@ pub struct RunArgs {
     /// is a literal as for `-i`; repeatable; applied after --train/--eval).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// Limits of each call (`RunOptions`), shared by `run` and `bench`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LimitArgs {
+    /// Stop a call that runs longer than this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Stop a call that holds more than this many bytes of tensor storage at once (also the
+    /// largest single allocation).
+    #[arg(long = "max-memory", value_name = "BYTES")]
+    pub max_memory: Option<usize>,
+}
+
+impl LimitArgs {
+    /// Whether any limit was given.
+    pub fn any(&self) -> bool {
+        self.timeout.is_some() || self.max_memory.is_some()
+    }
+
+    /// The options of one call with these limits and `seed`.
+    pub fn run_options(&self, seed: Option<u64>) -> crate::Result<crate::runtime::RunOptions> {
+        let mut o = crate::runtime::RunOptions {
+            seed,
+            ..Default::default()
+        };
+        if let Some(t) = self.timeout {
+            o.timeout = Some(std::time::Duration::try_from_secs_f64(t).map_err(|_| {
+                cli_err(format!(
+                    "--timeout {t}: expected a non-negative number of seconds"
+                ))
+            })?);
+        }
+        if let Some(m) = self.max_memory {
+            o.max_live_bytes = Some(m);
+            o.max_alloc_bytes = o.max_alloc_bytes.min(m);
+        }
+        Ok(o)
+    }
 }
 
 /// Run the command: load, call, then print the result or write it to the npz.
@@ -74,11 +115,11 @@ pub fn run(args: &RunArgs) -> crate::Result<()> {
         .iter()
         .map(|i| parse_input(i))
         .collect::<crate::Result<Vec<_>>>()?;
-    let ctx = crate::ops::OpContext::with_seed(args.seed.unwrap_or(0));
+    let options = args.limits.run_options(Some(args.seed.unwrap_or(0)))?;
     let result = if args.method == "forward" {
-        module.call_with(inputs, &ctx)?
+        module.call_opts(inputs, &options)?
     } else {
-        module.run_method_with(&args.method, inputs, &ctx)?
+        module.run_method_opts(&args.method, inputs, &options)?
     };
     let unit = module.compilation_unit()?;
     let fields = |class: &str| {

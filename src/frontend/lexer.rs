@@ -559,3 +559,81 @@ pub fn tokenize(text: &str) -> Result<Vec<Spanned>, LexError> {
     }
     Ok(out)
 }
+
+/// The position of the first token at which the code nests deeper than `max` levels, if any.
+///
+/// An upper bound on the AST depth, from the tokens alone: open blocks, open brackets, and
+/// every token that can make an AST node a child of another (operators, `.`, calls and
+/// subscripts, keywords) since the last separator (`,`, `=`, a line end) of each open bracket.
+pub fn nesting_exceeds(tokens: &[Spanned], max: usize) -> Option<usize> {
+    let mut blocks: usize = 0;
+    // operator-like tokens since the last separator, per open bracket level (index 0: outside)
+    let mut levels: Vec<usize> = vec![0];
+    let mut ops: usize = 0;
+    for (start, tok, _) in tokens {
+        match tok {
+            Tok::Indent => blocks += 1,
+            Tok::Dedent => blocks = blocks.saturating_sub(1),
+            Tok::Newline | Tok::Semi => {
+                levels.truncate(1);
+                levels[0] = 0;
+                ops = 0;
+            }
+            Tok::Comma
+            | Tok::Assign
+            | Tok::PlusEq
+            | Tok::MinusEq
+            | Tok::StarEq
+            | Tok::SlashEq
+            | Tok::DoubleSlashEq
+            | Tok::PercentEq
+            | Tok::DoubleStarEq
+            | Tok::AtEq
+            | Tok::AmpEq
+            | Tok::PipeEq
+            | Tok::CaretEq
+            | Tok::LShiftEq
+            | Tok::RShiftEq => {
+                if let Some(top) = levels.last_mut() {
+                    ops -= *top;
+                    *top = 0;
+                }
+            }
+            Tok::LParen | Tok::LBracket | Tok::LBrace => {
+                if let Some(top) = levels.last_mut() {
+                    *top += 1;
+                }
+                ops += 1;
+                levels.push(0);
+            }
+            Tok::RParen | Tok::RBracket | Tok::RBrace => {
+                if levels.len() > 1 {
+                    if let Some(top) = levels.pop() {
+                        ops -= top;
+                    }
+                }
+            }
+            Tok::Ident(_)
+            | Tok::Int(_)
+            | Tok::Float(_)
+            | Tok::Imag(_)
+            | Tok::Str(_)
+            | Tok::True
+            | Tok::False
+            | Tok::None
+            | Tok::Ellipsis
+            | Tok::Colon
+            | Tok::RawNewline(_) => {}
+            _ => {
+                if let Some(top) = levels.last_mut() {
+                    *top += 1;
+                }
+                ops += 1;
+            }
+        }
+        if blocks + levels.len() + ops > max {
+            return Some(*start);
+        }
+    }
+    None
+}

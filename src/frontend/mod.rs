@@ -18,7 +18,18 @@ pub enum ParseError {
         col: usize,
         message: String,
     },
+    #[error("{file}:{line}:{col}: code nests deeper than {limit} levels (max_code_depth)")]
+    TooDeep {
+        file: String,
+        line: usize,
+        col: usize,
+        limit: usize,
+    },
 }
+
+/// Deepest code nesting accepted by default (blocks plus expression levels, counted
+/// conservatively from the tokens; PyTorch's printer nests far less).
+pub const DEFAULT_MAX_CODE_DEPTH: usize = 1000;
 
 /// Parse one TorchScript code file. `path` names it in errors and source ranges.
 pub fn parse_file(path: &str, text: &str) -> Result<ast::File, ParseError> {
@@ -28,6 +39,12 @@ pub fn parse_file(path: &str, text: &str) -> Result<ast::File, ParseError> {
 
 /// Parse an already-built [`Source`] (the AST's spans index into it).
 pub fn parse_source(source: Arc<Source>) -> Result<ast::File, ParseError> {
+    parse_source_with(source, DEFAULT_MAX_CODE_DEPTH)
+}
+
+/// [`parse_source`] rejecting code that nests deeper than `max_depth` levels, before any
+/// AST is built (the emitter, clones and drops of the AST recurse on it).
+pub fn parse_source_with(source: Arc<Source>, max_depth: usize) -> Result<ast::File, ParseError> {
     let error_at = |offset: usize, message: String| {
         let (line, col) = source.line_col(offset.min(source.text.len()));
         ParseError::Syntax {
@@ -40,6 +57,15 @@ pub fn parse_source(source: Arc<Source>) -> Result<ast::File, ParseError> {
     };
     let tokens =
         lexer::tokenize(&source.text).map_err(|e| error_at(e.start, e.kind.to_string()))?;
+    if let Some(pos) = lexer::nesting_exceeds(&tokens, max_depth) {
+        let (line, col) = source.line_col(pos.min(source.text.len()));
+        return Err(ParseError::TooDeep {
+            file: source.name.clone(),
+            line,
+            col: col + 1,
+            limit: max_depth,
+        });
+    }
     let items = parser::grammar::FileParser::new()
         .parse(tokens.into_iter().map(Ok::<_, lexer::LexError>))
         .map_err(|e| {

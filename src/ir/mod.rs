@@ -24,4 +24,8 @@ pub enum CompileError {
     At { location: String, message: String },
     #[error("{0}")]
     Other(String),
+    /// A method or function that calls itself, directly or through others (TorchScript
+    /// rejects recursion when it compiles).
+    #[error("{location}: {message}")]
+    Recursion { location: String, message: String },
 }

@@ -9,8 +9,31 @@ use crate::ir::{CompileError, NodeId};
 use crate::runtime::{EnumValue, IValue, List, Tuple};
 use indexmap::IndexMap;
 use parking_lot::RwLock;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+
+thread_local! {
+    /// Methods and functions being compiled on this thread, innermost last, tagged with their
+    /// unit's address: a call to one of them is a recursive call.
+    static COMPILING: RefCell<Vec<(usize, String)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Marks `key` as being compiled until dropped.
+struct Compiling;
+
+impl Compiling {
+    fn enter(unit: &CompilationUnit, key: &str) -> Compiling {
+        COMPILING.with(|c| c.borrow_mut().push((unit.tag(), key.to_string())));
+        Compiling
+    }
+}
+
+impl Drop for Compiling {
+    fn drop(&mut self) {
+        COMPILING.with(|c| c.borrow_mut().pop());
+    }
+}
 
 /// One declared parameter of a function or method.
 #[derive(Clone, Debug)]
@@ -282,6 +305,7 @@ impl CompilationUnit {
         let decl = class.methods.get(name).ok_or_else(|| {
             CompileError::Other(format!("class {class_qualname} has no method {name}"))
         })?;
+        let compiling = Compiling::enter(self, &key);
         let graph = super::emit::emit_function(
             self,
             &decl.file,
@@ -289,6 +313,8 @@ impl CompilationUnit {
             &decl.signature,
             Some(class.clone()),
         )?;
+        self.check_callees(&graph, graph.root)?;
+        drop(compiling);
         let f = Arc::new(Function::new(
             name.to_string(),
             key.clone(),
@@ -308,7 +334,10 @@ impl CompilationUnit {
             .functions
             .get(qualname)
             .ok_or_else(|| CompileError::Other(format!("unknown function {qualname}")))?;
+        let compiling = Compiling::enter(self, qualname);
         let graph = super::emit::emit_function(self, &decl.file, &decl.def, &decl.signature, None)?;
+        self.check_callees(&graph, graph.root)?;
+        drop(compiling);
         let f = Arc::new(Function::new(
             decl.def.name.name.clone(),
             qualname.to_string(),
@@ -319,6 +348,86 @@ impl CompilationUnit {
             .write()
             .insert(qualname.to_string(), f.clone());
         Ok(f)
+    }
+
+    fn tag(&self) -> usize {
+        self as *const CompilationUnit as usize
+    }
+
+    /// Compile every method and function `block` calls, as PyTorch defines a callee before
+    /// emitting a call to it, so that a call back into a function still being compiled is
+    /// rejected as PyTorch rejects recursion. Other errors of a callee are left for when it is
+    /// compiled on its own (tsrun compiles lazily and may not support code that never runs).
+    fn check_callees(&self, graph: &Graph, block: crate::ir::BlockId) -> Result<(), CompileError> {
+        for &n in &graph.block(block).nodes {
+            let node = graph.node(n);
+            for &b in &node.blocks {
+                self.check_callees(graph, b)?;
+            }
+            let (key, short) = match (node.kind.as_str(), node.inputs.first()) {
+                ("prim::CallMethod", Some(&recv)) => {
+                    let Type::Class(c) = &graph.value(recv).ty else {
+                        continue;
+                    };
+                    let Some(class) = self.class(c) else { continue };
+                    if matches!(
+                        class.kind,
+                        ast::ClassKind::Interface | ast::ClassKind::ModuleInterface
+                    ) {
+                        continue;
+                    }
+                    let Some(crate::ir::Attr::Str(m)) = node.attr("name") else {
+                        continue;
+                    };
+                    if !class.has_method(m) {
+                        continue;
+                    }
+                    (format!("{c}.{m}"), m.clone())
+                }
+                ("prim::CallFunction", Some(&f)) => {
+                    let Type::Function(q) = &graph.value(f).ty else {
+                        continue;
+                    };
+                    let Some(decl) = self.functions.get(&**q) else {
+                        continue;
+                    };
+                    (q.to_string(), decl.def.name.name.clone())
+                }
+                _ => continue,
+            };
+            let tag = self.tag();
+            let recursive =
+                COMPILING.with(|c| c.borrow().iter().any(|(t, k)| *t == tag && *k == key));
+            if recursive {
+                return Err(CompileError::Recursion {
+                    location: node
+                        .source
+                        .as_ref()
+                        .map(|s| s.location())
+                        .unwrap_or_else(|| key.clone()),
+                    message: format!(
+                        "method '{short}' is called recursively. Recursive calls are not supported"
+                    ),
+                });
+            }
+            if self.compiled.read().contains_key(&key) {
+                continue;
+            }
+            let compiled = stacker::maybe_grow(256 * 1024, 2 * 1024 * 1024, || {
+                if node.kind == "prim::CallMethod" {
+                    key.rsplit_once('.')
+                        .map(|(c, m)| self.method(c, m).map(|_| ()))
+                        .unwrap_or(Ok(()))
+                } else {
+                    self.function(&key).map(|_| ())
+                }
+            });
+            match compiled {
+                Err(e @ CompileError::Recursion { .. }) => return Err(e),
+                _ => continue,
+            }
+        }
+        Ok(())
     }
 
     /// `function.graph` with every call inlined (`inlined_graph`).

@@ -11,12 +11,16 @@ use std::sync::Arc;
 pub struct OpContext {
     /// The default random generator (`torch.manual_seed` sets it).
     pub generator: Arc<Mutex<Generator>>,
+    /// The call's deadline, step budget, depth and cancel flag (`RunOptions`); `None` runs
+    /// unbounded except for the interpreter's default call depth.
+    pub limits: Option<Arc<super::call_limits::CallLimits>>,
 }
 
 impl Default for OpContext {
     fn default() -> Self {
         OpContext {
             generator: Arc::new(Mutex::new(Generator::new(Generator::DEFAULT_SEED))),
+            limits: None,
         }
     }
 }
@@ -26,6 +30,7 @@ impl OpContext {
     pub fn with_seed(seed: u64) -> OpContext {
         OpContext {
             generator: Arc::new(Mutex::new(Generator::new(seed))),
+            limits: None,
         }
     }
 }

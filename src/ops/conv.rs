@@ -281,20 +281,43 @@ pub(crate) fn convolution(
         let cout = w.shape()[0];
         if w.shape()[1] * g != c || !cout.is_multiple_of(g) {
             return Err(shape_err(format!(
-                "{op}: expected input{:?} to have {} channels, but got {c} channels instead",
+                "{op}: Given groups={g}, weight of size {:?}, expected input{:?} to have {} channels, but got {c} channels instead",
+                w.shape(),
                 x.shape(),
                 w.shape()[1] * g
             )));
+        }
+        if let Some(b) = bias {
+            if b.dim() != 1 || b.numel() != cout {
+                return Err(shape_err(format!(
+                    "{op}: Given weight of size {:?}, expected bias to be 1-dimensional with {cout} elements, but got bias of size {:?} instead",
+                    w.shape(),
+                    b.shape()
+                )));
+            }
         }
         let mut osp = [1usize; 3];
         for d in 0..3 {
             let span = p.dilation[d] * (ksp[d] - 1) + 1;
             let padded = xsp[d] + 2 * p.pad[d] + p.pad_extra[d];
             if padded < span {
+                let nd = x.dim() - 2;
+                let join = |v: Vec<usize>| {
+                    v.iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" x ")
+                };
+                let padded_all = (3 - nd..3)
+                    .map(|d| xsp[d] + 2 * p.pad[d] + p.pad_extra[d])
+                    .collect();
+                let kernel_all = (3 - nd..3)
+                    .map(|d| p.dilation[d] * (ksp[d] - 1) + 1)
+                    .collect();
                 return Err(shape_err(format!(
-                    "{op}: kernel size can't be greater than actual input size (input {:?}, weight {:?})",
-                    x.shape(),
-                    w.shape()
+                    "{op}: Calculated padded input size per channel: ({}). Kernel size: ({}). Kernel size can't be greater than actual input size",
+                    join(padded_all),
+                    join(kernel_all)
                 )));
             }
             osp[d] = (padded - span) / p.stride[d] + 1;

@@ -65,7 +65,8 @@ pub(crate) fn size_arg(args: &Args<'_>, i: usize) -> crate::Result<Vec<usize>> {
             })
         })
         .collect::<crate::Result<Vec<usize>>>()?;
-    checked_numel(&size)?;
+    // at least a byte per element: refuse absurd sizes before any kernel builds a buffer
+    crate::tensor::budget::check_alloc(checked_numel(&size)?)?;
     Ok(size)
 }
 
@@ -213,7 +214,8 @@ fn arange(args: &mut Args<'_>) -> R {
         return Err(value_err(format!("arange: invalid number of elements {n}")));
     }
     let n = n as usize;
-    checked_numel(&[n, dtype.size()])?;
+    // the values are built as 8-byte elements first
+    crate::tensor::budget::check_alloc(checked_numel(&[n, 8])?)?;
     if !any_float {
         let (si, sti) = (start.to_i64(), step.to_i64());
         let v: Vec<i64> = (0..n as i64)
@@ -254,6 +256,7 @@ fn linspace(args: &mut Args<'_>) -> R {
     let steps = usize::try_from(args.int(2)?)
         .map_err(|_| value_err("number of steps must be non-negative"))?;
     let dtype = factory_dtype(args, 3, DType::Float32)?;
+    crate::tensor::budget::check_alloc(checked_numel(&[steps, 8])?)?;
     let v = linspace_values(s, e, steps);
     let out = Tensor::from_vec(v, &[steps])?;
     t(if dtype == DType::Float32 {
@@ -285,6 +288,7 @@ fn logspace(args: &mut Args<'_>) -> R {
         .map_err(|_| value_err("number of steps must be non-negative"))?;
     let base = args.double(3)?;
     let dtype = factory_dtype(args, 4, DType::Float32)?;
+    crate::tensor::budget::check_alloc(checked_numel(&[steps, 8])?)?;
     let v: Vec<f64> = linspace_values(s, e, steps)
         .into_iter()
         .map(|x| base.powf(x))

@@ -19,9 +19,11 @@ fn indices(op: &str, idx: &Tensor, rows: usize) -> crate::Result<Vec<i64>> {
     }
     let v = idx.to_vec::<i64>()?;
     if let Some(&bad) = v.iter().find(|&&i| i < 0 || i as usize >= rows) {
-        return Err(value_err(format!(
-            "{op}: index {bad} is out of range for {rows} rows"
-        )));
+        // PyTorch's message names neither the index nor the size
+        return Err(crate::tensor::TensorError::Index(format!(
+            "{op}: index out of range in self (index {bad}, {rows} rows)"
+        ))
+        .into());
     }
     Ok(v)
 }
@@ -78,12 +80,36 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
         return Err(shape_err(format!("{}: weight must be 2-D", a.op)));
     }
     let (rows, d) = (w.shape()[0], w.shape()[1]);
+    if matches!(idx.dtype(), DType::Int64 | DType::Int32) {
+        let v = idx.to_vec::<i64>()?;
+        if let Some((k, bad)) = v.iter().enumerate().find(|(_, &i)| i < 0 || i as usize >= rows) {
+            return Err(crate::tensor::TensorError::Index(format!(
+                "Index {k} of input takes value {bad} which is not in the valid range [0, {rows})"
+            ))
+            .into());
+        }
+    }
     let iv = indices(a.op, &idx, rows)?;
     let (flat, starts): (Vec<i64>, Vec<usize>) = if idx.dim() == 2 {
         let (b, n) = (idx.shape()[0], idx.shape()[1]);
         (iv, (0..b).map(|i| i * n).collect())
     } else {
         let offs = a.tensor(2)?.to_vec::<i64>()?;
+        if let Some(&first) = offs.first() {
+            if first != 0 {
+                return Err(value_err(format!(
+                    "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. However, got {first}"
+                )));
+            }
+        }
+        if let Some(&last) = offs.last() {
+            if last > iv.len() as i64 {
+                return Err(value_err(format!(
+                    "offsets[-1] can not be greater than input's length {} but got offsets[-1] of {last}",
+                    iv.len()
+                )));
+            }
+        }
         let mut s: Vec<usize> = offs.iter().map(|&o| o.max(0) as usize).collect();
         if include_last && !s.is_empty() {
             s.pop();
@@ -93,6 +119,13 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
     let nb = starts.len();
     let weights = match &psw {
         Some(p) => {
+            if p.shape() != idx.shape() {
+                return Err(value_err(format!(
+                    "embedding_bag: If per_sample_weights ({:?}) is not null, then it must have the same shape as the input ({:?})",
+                    p.shape(),
+                    idx.shape()
+                )));
+            }
             if mode != 0 {
                 return Err(value_err(format!(
                     "{}: per_sample_weights is only supported for mode='sum'",

@@ -744,10 +744,15 @@ pub(crate) fn index_select(t: &Tensor, dim: i64, index: &Tensor) -> R<Tensor> {
     }
     let d = wdim(dim, t.dim())?;
     let size = t.shape()[d];
-    let i: Vec<usize> = idx
-        .iter()
-        .map(|&i| bound_index(i, size, d))
-        .collect::<R<_>>()?;
+    if let Some(&bad) = idx.iter().find(|&&i| i < 0 || i >= size as i64) {
+        // PyTorch's CPU kernel: a contiguous matrix along dim 1 takes another path
+        return Err(index_err(if t.dim() == 2 && d == 1 && t.is_contiguous() {
+            format!("INDICES element is out of DATA bounds, id={bad} axis_dim={size}")
+        } else {
+            "index out of range in self".to_string()
+        }));
+    }
+    let i: Vec<usize> = idx.iter().map(|&i| i as usize).collect();
     gather_dim(t, d, &i)
 }
 
@@ -765,7 +770,17 @@ fn index_dim_into(
     let d = wdim(dim, target.dim())?;
     let size = target.shape().get(d).copied().unwrap_or(1);
     let check = pick_index(op == "index_fill");
-    let wrapped: Vec<usize> = idx.iter().map(|&i| check(i, size, d)).collect::<R<_>>()?;
+    let wrapped: Vec<usize> = idx
+        .iter()
+        .map(|&i| check(i, size, d))
+        .collect::<R<_>>()
+        .map_err(|e| match (op, e) {
+            // PyTorch names index_copy_ in its bounds message
+            ("index_copy", crate::Error::Tensor(crate::tensor::TensorError::Index(m))) => {
+                index_err(format!("index_copy_(): {m}"))
+            }
+            (_, e) => e,
+        })?;
     let mut shape: Vec<usize> = target.shape().to_vec();
     if shape.is_empty() {
         shape.push(1);

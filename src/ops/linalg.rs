@@ -226,7 +226,7 @@ pub(crate) fn batched_matmul_t<T: Real>(
     let (k2, n) = (b.shape()[bd - 2], b.shape()[bd - 1]);
     if k != k2 {
         return Err(shape_err(format!(
-            "mat1 and mat2 shapes cannot be multiplied ({m}x{k} and {k2}x{n})"
+            "mm: mat1 and mat2 shapes cannot be multiplied ({m}x{k} and {k2}x{n})"
         )));
     }
     let batch =
@@ -386,12 +386,14 @@ fn bmm(a: &mut Args) -> crate::Result<IValue> {
     let (x, y) = (a.tensor(0)?, a.tensor(1)?);
     check_dim(a.op, &x, 3, "batch1")?;
     check_dim(a.op, &y, 3, "batch2")?;
-    if x.shape()[0] != y.shape()[0] {
+    if x.shape()[0] != y.shape()[0] || x.shape()[2] != y.shape()[1] {
         return Err(shape_err(format!(
-            "{}: batch sizes differ ({} and {})",
+            "{}: Expected size for first two dimensions of batch2 tensor to be: [{}, {}] but got: [{}, {}].",
             a.op,
             x.shape()[0],
-            y.shape()[0]
+            x.shape()[2],
+            y.shape()[0],
+            y.shape()[1]
         )));
     }
     Ok(IValue::Tensor(matmul_nd(a.op, &x, &y, None, 1.0)?))

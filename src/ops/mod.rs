@@ -13,6 +13,7 @@
 pub mod activation;
 pub mod args;
 pub mod attention;
+pub mod call_limits;
 pub mod conv;
 pub mod creation;
 pub mod elementwise;

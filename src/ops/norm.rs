@@ -44,8 +44,8 @@ fn param_vec(
         Some(t) => {
             if t.numel() != len {
                 return Err(shape_err(format!(
-                    "{op}: expected {what} to have {len} elements, got shape {:?}",
-                    t.shape()
+                    "{op}: {what} should contain {len} elements not {}",
+                    t.numel()
                 )));
             }
             Ok(Some(t.to_vec::<f64>()?))
@@ -119,7 +119,7 @@ fn layer_norm_impl(a: &Args, rms: bool) -> crate::Result<(Tensor, Vec<f64>, Vec<
             .any(|(&s, &n)| s as i64 != n)
     {
         return Err(shape_err(format!(
-            "{}: given normalized_shape={shape:?}, expected input with shape [*, {}], but got input of size {:?}",
+            "{}: Given normalized_shape={shape:?}, expected input with shape [*, {}], but got input of size{:?}",
             a.op,
             shape.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", "),
             x.shape()

@@ -121,70 +121,120 @@ struct LayerWeights {
     out: usize,
 }
 
+/// `mat1 and mat2 shapes cannot be multiplied`, as PyTorch's addmm/mm report it (mat2 is the
+/// transposed weight).
+fn mm_shape_err(prefix: &str, rows: usize, cols: usize, w: &Tensor) -> crate::Error {
+    let (w0, w1) = (w.shape()[0], w.shape()[1]);
+    shape_err(format!(
+        "{prefix}: mat1 and mat2 shapes cannot be multiplied ({rows}x{cols} and {w1}x{w0})"
+    ))
+}
+
+/// What the weights of one layer and direction are multiplied with: the input rows
+/// (`steps * batch`) and width, the batch and the width of the hidden state.
+struct LayerInput {
+    rows: usize,
+    width: usize,
+    batch: usize,
+    h_width: usize,
+}
+
+/// Validate and convert the weights of one layer and direction, `ps` = `[w_ih, w_hh]`, then
+/// `[b_ih, b_hh]` with biases, then `[w_hr]` with projections. Every shape the GEMMs below
+/// rely on is checked here, with the error PyTorch raises at the product that would fail.
 fn layer_weights(
     op: &str,
     cell: Cell,
     ps: &[Tensor],
     has_bias: bool,
     cd: DType,
+    inp: &LayerInput,
 ) -> crate::Result<LayerWeights> {
-    let w_ih = &ps[0];
-    let w_hh = &ps[1];
-    if w_ih.dim() != 2 || w_hh.dim() != 2 {
-        return Err(shape_err(format!("{op}: weights must be 2-D")));
+    let (w_ih, w_hh) = match ps {
+        [a, b, ..] => (a, b),
+        _ => return Err(value_err("got an incorrect number of RNN parameters")),
+    };
+    let (biases, rest) = if has_bias {
+        match &ps[2..] {
+            [bi, bh, rest @ ..] => (Some((bi, bh)), rest),
+            _ => return Err(value_err("got an incorrect number of RNN parameters")),
+        }
+    } else {
+        (None, &ps[2..])
+    };
+    let w_hr = rest.first();
+    for (w, name) in [
+        (Some(w_ih), "weight_ih"),
+        (Some(w_hh), "weight_hh"),
+        (w_hr, "weight_hr"),
+    ] {
+        if let Some(w) = w {
+            if w.dim() != 2 {
+                return Err(shape_err(format!(
+                    "{op}: {name} must be 2-D, got shape {:?}",
+                    w.shape()
+                )));
+            }
+        }
     }
     let g = cell.gates();
-    let hidden = w_ih.shape()[0] / g;
-    if w_ih.shape()[0] != g * hidden || w_hh.shape()[0] != g * hidden {
+    let gh = w_ih.shape()[0];
+    let hidden = gh / g;
+    let prefix = if has_bias { "addmm" } else { "mm" };
+    // x @ W_ih^T over the whole sequence
+    if w_ih.shape()[1] != inp.width {
+        return Err(mm_shape_err(prefix, inp.rows, inp.width, w_ih));
+    }
+    if gh != g * hidden || w_hh.shape()[0] != gh {
         return Err(shape_err(format!(
             "{op}: weight shapes {:?} / {:?} do not match {g} gates",
             w_ih.shape(),
             w_hh.shape()
         )));
     }
-    let (b_ih, b_hh, rest) = if has_bias {
-        (
-            Some(contiguous_as(&ps[2], cd)?),
-            Some(contiguous_as(&ps[3], cd)?),
-            &ps[4..],
-        )
-    } else {
-        (None, None, &ps[2..])
+    if let Some((bi, bh)) = biases {
+        for b in [bi, bh] {
+            if b.shape() != [gh] {
+                return Err(shape_err(match b.shape() {
+                    [n] => format!(
+                        "The expanded size of the tensor ({gh}) must match the existing size ({n}) at non-singleton dimension 1.  Target sizes: [{}, {gh}].  Tensor sizes: [{n}]",
+                        inp.rows
+                    ),
+                    other => format!("{op}: bias shape {other:?} is not [{gh}]"),
+                }));
+            }
+        }
+    }
+    // h @ W_hh^T at each step
+    if w_hh.shape()[1] != inp.h_width {
+        return Err(mm_shape_err(prefix, inp.batch, inp.h_width, w_hh));
+    }
+    let out = match w_hr {
+        Some(w) => {
+            // (h_new [batch, hidden]) @ W_hr^T
+            if w.shape()[1] != hidden {
+                return Err(mm_shape_err("mm", inp.batch, hidden, w));
+            }
+            w.shape()[0]
+        }
+        None => hidden,
     };
-    let w_hr = rest.first();
-    let out = w_hr.map_or(hidden, |w| w.shape()[0]);
     if w_hh.shape()[1] != out {
         return Err(shape_err(format!(
             "{op}: weight_hh shape {:?} does not match hidden size {out}",
             w_hh.shape()
         )));
     }
-    for b in [&b_ih, &b_hh].into_iter().flatten() {
-        if b.numel() != g * hidden {
-            return Err(shape_err(format!(
-                "{op}: bias size {} != {}",
-                b.numel(),
-                g * hidden
-            )));
-        }
+    if rest.len() > 1 {
+        return Err(value_err("got an incorrect number of RNN parameters"));
     }
-    if let Some(w) = w_hr {
-        if w.dim() != 2 || w.shape()[1] != hidden {
-            return Err(shape_err(format!(
-                "{op}: weight_hr shape {:?} does not match hidden size {hidden}",
-                w.shape()
-            )));
-        }
-    }
+    let conv = |t: &Tensor| contiguous_as(t, cd);
     Ok(LayerWeights {
-        w_ih: contiguous_as(w_ih, cd)?,
-        w_hh: contiguous_as(w_hh, cd)?,
-        b_ih,
-        b_hh,
-        w_hr: match w_hr {
-            Some(w) => Some(contiguous_as(w, cd)?),
-            None => None,
-        },
+        w_ih: conv(w_ih)?,
+        w_hh: conv(w_hh)?,
+        b_ih: biases.map(|(b, _)| conv(b)).transpose()?,
+        b_hh: biases.map(|(_, b)| conv(b)).transpose()?,
+        w_hr: w_hr.map(conv).transpose()?,
         input: w_ih.shape()[1],
         hidden,
         out,
@@ -343,13 +393,15 @@ fn run_rnn(
         )));
     }
     let dirs = if cfg.bidirectional { 2 } else { 1 };
-    let per = params.len() / (cfg.layers * dirs).max(1);
-    if per * cfg.layers * dirs != params.len() || per < 2 {
-        return Err(value_err(format!(
-            "{op}: {} weight tensors do not split into {} layers x {dirs} directions",
-            params.len(),
-            cfg.layers
-        )));
+    // PyTorch's gather_params: tensors per layer and direction, projections told apart by
+    // the hidden and cell state widths
+    let has_proj = c0.is_some_and(|c| c.shape().last() != h0.shape().last());
+    let per = 2 + 2 * usize::from(cfg.has_bias) + usize::from(has_proj);
+    if !params.len().is_multiple_of(per) {
+        return Err(value_err("got an incorrect number of RNN parameters"));
+    }
+    if params.len() / per != cfg.layers * dirs {
+        return Err(value_err("Expected more weights in stacked_rnn"));
     }
     // Normalize to [T, B, I].
     let xs = if unbatched {
@@ -376,12 +428,19 @@ fn run_rnn(
             let mut outs: Vec<Vec<T>> = Vec::new();
             for d in 0..dirs {
                 let idx = layer * dirs + d;
+                let inp = LayerInput {
+                    rows: steps * b,
+                    width: in_size,
+                    batch: b,
+                    h_width: h0.shape().last().copied().unwrap_or(0),
+                };
                 let lw = layer_weights(
                     op,
                     cfg.cell,
                     &params[idx * per..(idx + 1) * per],
                     cfg.has_bias,
                     cd,
+                    &inp,
                 )?;
                 if lw.input != in_size {
                     return Err(shape_err(format!(

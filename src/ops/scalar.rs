@@ -108,8 +108,15 @@ fn no_complex(op: &'static str) -> impl Fn(Complex64, Complex64) -> crate::Resul
 
 fn add(a: &mut Args) -> R {
     match (a.get(0)?, a.get(1)?) {
-        (IValue::String(x), IValue::String(y)) => Ok(IValue::str(format!("{x}{y}"))),
+        (IValue::String(x), IValue::String(y)) => {
+            // a program doubling a string in a loop must hit a limit, not exhaust memory
+            crate::tensor::budget::check_alloc(x.len().saturating_add(y.len()))?;
+            Ok(IValue::str(format!("{x}{y}")))
+        }
         (IValue::List(x), IValue::List(y)) => {
+            crate::tensor::budget::check_alloc(
+                (x.len().saturating_add(y.len())).saturating_mul(std::mem::size_of::<IValue>()),
+            )?;
             let mut items = x.to_vec();
             items.extend(y.to_vec());
             Ok(IValue::List(List::new(x.elem_type().clone(), items)))
@@ -138,9 +145,9 @@ fn mul(a: &mut Args) -> R {
                 .ok_or_else(|| err("can only multiply a list by an int"))?;
             let items = l.to_vec();
             let total = items.len().saturating_mul(n.max(0) as usize);
-            if total > (1 << 28) {
-                return Err(err("list multiplication result is too large"));
-            }
+            crate::tensor::budget::check_alloc(
+                total.saturating_mul(std::mem::size_of::<IValue>()),
+            )?;
             let mut out = Vec::with_capacity(total);
             for _ in 0..n.max(0) {
                 out.extend(items.iter().cloned());

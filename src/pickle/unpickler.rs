@@ -61,6 +61,7 @@ pub struct Unpickler<'a> {
     storage_cache: HashMap<String, (Storage, DType)>,
     enums: Option<&'a EnumResolver<'a>>,
     op_pos: usize,
+    max_depth: usize,
 }
 
 /// Unpickle plain data (no storages, no enums), e.g. a `debug_pkl` record.
@@ -81,7 +82,15 @@ impl<'a> Unpickler<'a> {
             storage_cache: HashMap::new(),
             enums: None,
             op_pos: 0,
+            max_depth: MAX_NESTING,
         }
+    }
+
+    /// Accept containers nested at most `depth` levels (`LoadOptions::max_pickle_depth`; never
+    /// more than [`MAX_NESTING`], which the module tree walks rely on).
+    pub fn with_max_depth(mut self, depth: usize) -> Self {
+        self.max_depth = depth.min(MAX_NESTING);
+        self
     }
 
     /// Resolve persistent ids `('storage', cls, key, location, numel)` with `loader`.
@@ -112,7 +121,8 @@ impl<'a> Unpickler<'a> {
             Ok(v) => {
                 let mut roots = all;
                 roots.push(v.clone());
-                match graph_check::check(&roots, MAX_NESTING) {
+                let max_depth = self.max_depth;
+                match graph_check::check(&roots, max_depth) {
                     Ok(()) => Ok(v),
                     Err(problem) => {
                         graph_check::dismantle(roots);
@@ -120,7 +130,7 @@ impl<'a> Unpickler<'a> {
                             record: self.record.clone(),
                             message: match problem {
                                 GraphProblem::TooDeep => {
-                                    format!("containers nest deeper than {MAX_NESTING} levels")
+                                    format!("containers nest deeper than {max_depth} levels (max_pickle_depth)")
                                 }
                                 GraphProblem::Cycle => "a container contains itself".into(),
                             },

@@ -2,10 +2,12 @@
 
 pub mod interpreter;
 pub mod ivalue;
+pub mod limits;
 pub mod module;
 pub mod swa;
 
 pub use ivalue::{Device, DeviceKind, Dict, DictKey, EnumValue, IValue, List, Object, Tuple};
+pub use limits::{CancelHandle, LoadOptions, RunOptions};
 pub use module::{manual_seed, set_num_threads, Module};
 
 /// An error raised while running TorchScript code.

@@ -23,7 +23,7 @@ pub use state_dict::{read_npz, read_safetensors, read_state_dict, IncompatibleKe
 use crate::archive::Archive;
 use crate::ir::types::Type;
 use crate::pickle::{EnumResolver, StorageLoader, Unpickler};
-use crate::runtime::{EnumValue, IValue, Object, Tuple};
+use crate::runtime::{EnumValue, IValue, LoadOptions, Object, Tuple};
 use crate::tensor::{DType, Tensor, TensorIdentity};
 use crate::{Error, Result};
 pub use decls::{ClassDecl, ClassKind, ClassTable, MethodDecl};
@@ -46,6 +46,8 @@ pub struct ModuleShared {
     extra: IndexMap<String, Vec<u8>>,
     constants: Vec<IValue>,
     classes: ClassTable,
+    /// `LoadOptions::max_code_depth`, applied when the code is parsed (on first use).
+    max_code_depth: usize,
     /// The parsed code files, filled on first use by [`Module::program`].
     program: OnceLock<std::result::Result<Arc<Vec<crate::frontend::ast::File>>, String>>,
     /// The compiled program, filled on first use by the compiler (see `crate::ir::unit`).
@@ -88,21 +90,40 @@ fn short_name(qualified: &str) -> &str {
 impl Module {
     /// Load a `torch.jit.save` archive from a file (storages are memory-mapped).
     pub fn load(path: impl AsRef<Path>) -> Result<Module> {
-        Module::from_archive(&Archive::open(path)?)
+        Module::load_with(path, &LoadOptions::default())
+    }
+
+    /// [`Module::load`] within `options`.
+    pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Module> {
+        let archive = Archive::open_with(path, &options.archive_limits())?;
+        Module::from_archive_with(&archive, options)
     }
 
     /// Load an archive held in memory.
     pub fn load_from_bytes(data: &[u8]) -> Result<Module> {
-        Module::from_archive(&Archive::from_bytes(data)?)
+        Module::load_from_bytes_with(data, &LoadOptions::default())
+    }
+
+    /// [`Module::load_from_bytes`] within `options`.
+    pub fn load_from_bytes_with(data: &[u8], options: &LoadOptions) -> Result<Module> {
+        let archive = Archive::from_bytes_with(data, &options.archive_limits())?;
+        Module::from_archive_with(&archive, options)
     }
 
     /// Load an archive from any seekable reader.
     pub fn load_from_reader<R: Read + Seek>(reader: R) -> Result<Module> {
-        Module::from_archive(&Archive::from_reader(reader)?)
+        let options = LoadOptions::default();
+        let archive = Archive::from_reader_with(reader, &options.archive_limits())?;
+        Module::from_archive_with(&archive, &options)
     }
 
     /// Build a module from an opened archive.
     pub fn from_archive(archive: &Archive) -> Result<Module> {
+        Module::from_archive_with(archive, &LoadOptions::default())
+    }
+
+    /// [`Module::from_archive`] within `options` (pickle and code depth).
+    pub fn from_archive_with(archive: &Archive, options: &LoadOptions) -> Result<Module> {
         let mut code = IndexMap::new();
         let mut raw_records = IndexMap::new();
         for name in archive.record_names() {
@@ -115,7 +136,8 @@ impl Module {
         let classes = ClassTable::from_code(code.iter().map(|(k, v)| (k.as_str(), &**v)))
             .map_err(module_err)?;
         let enums = |class: &str, value: &IValue| resolve_enum(&classes, class, value);
-        let root = unpickle_record(archive, "data.pkl", "data", &enums)?;
+        let depth = options.max_pickle_depth;
+        let root = unpickle_record(archive, "data.pkl", "data", &enums, depth)?;
         let IValue::Object(object) = root else {
             return Err(module_err(format!(
                 "data.pkl holds a {}, not a module object",
@@ -123,7 +145,7 @@ impl Module {
             )));
         };
         let constants = if archive.has_record("constants.pkl") {
-            match unpickle_record(archive, "constants.pkl", "constants", &enums)? {
+            match unpickle_record(archive, "constants.pkl", "constants", &enums, depth)? {
                 IValue::Tuple(t) => t.items().to_vec(),
                 other => {
                     return Err(module_err(format!(
@@ -145,6 +167,7 @@ impl Module {
             extra: archive.extra_files()?,
             constants,
             classes,
+            max_code_depth: options.max_code_depth,
             program: OnceLock::new(),
             compiled: OnceLock::new(),
             interpreter: OnceLock::new(),
@@ -185,7 +208,8 @@ impl Module {
                             ),
                             None => crate::ir::source::Source::new(path.as_str(), text.as_ref(), 1),
                         };
-                        crate::frontend::parse_source(source).map_err(|e| e.to_string())
+                        crate::frontend::parse_source_with(source, self.shared.max_code_depth)
+                            .map_err(|e| e.to_string())
                     })
                     .collect::<std::result::Result<Vec<_>, String>>()
                     .map(Arc::new)
@@ -641,6 +665,7 @@ fn unpickle_record(
     record: &str,
     storage_dir: &str,
     enums: &EnumResolver<'_>,
+    max_depth: usize,
 ) -> Result<IValue> {
     let data = archive.record(record)?;
     let mut load = |key: &str, dtype: DType, numel: usize| {
@@ -652,6 +677,7 @@ fn unpickle_record(
     Ok(Unpickler::new(&data, record)
         .with_storages(loader)
         .with_enums(enums)
+        .with_max_depth(max_depth)
         .load()?)
 }
 

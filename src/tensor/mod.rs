@@ -4,6 +4,7 @@
 //! through a view change the base. Kernels read and write through ndarray views
 //! ([`Tensor::view`], [`Tensor::view_mut`]).
 
+pub mod budget;
 mod dtype;
 pub mod element;
 mod identity;

@@ -29,6 +29,8 @@ enum Memory {
     Heap {
         ptr: NonNull<u8>,
         layout: Option<Layout>,
+        /// The memory budget this buffer is charged to (refunded when it is freed).
+        _charge: Option<super::budget::Charge>,
     },
     /// A region of a read-only mapping, kept alive by the `Arc`.
     Mapped {
@@ -73,6 +75,7 @@ impl Drop for Inner {
         if let Memory::Heap {
             ptr,
             layout: Some(layout),
+            ..
         } = self.memory.get_mut()
         {
             // SAFETY: allocated by `heap_zeroed` with this exact layout, and no guard can outlive
@@ -84,8 +87,13 @@ impl Drop for Inner {
 
 /// Why a storage could not be allocated.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot allocate a storage of {0} bytes")]
-pub struct AllocError(pub usize);
+pub enum AllocError {
+    #[error("cannot allocate a storage of {0} bytes")]
+    OutOfMemory(usize),
+    /// A memory limit of the call refused it (see `tensor::budget`).
+    #[error(transparent)]
+    Limit(#[from] super::budget::LimitExceeded),
+}
 
 /// Why a storage could not be borrowed: another guard holds it in a conflicting mode.
 #[derive(Debug, thiserror::Error)]
@@ -117,15 +125,19 @@ fn heap_zeroed(nbytes: usize) -> Result<Memory, AllocError> {
         return Ok(Memory::Heap {
             ptr: NonNull::dangling(),
             layout: None,
+            _charge: None,
         });
     }
-    let layout = Layout::from_size_align(nbytes, STORAGE_ALIGN).map_err(|_| AllocError(nbytes))?;
+    let charge = super::budget::charge(nbytes)?;
+    let layout = Layout::from_size_align(nbytes, STORAGE_ALIGN)
+        .map_err(|_| AllocError::OutOfMemory(nbytes))?;
     // SAFETY: the layout has a non-zero size.
     let ptr = unsafe { alloc_zeroed(layout) };
-    let ptr = NonNull::new(ptr).ok_or(AllocError(nbytes))?;
+    let ptr = NonNull::new(ptr).ok_or(AllocError::OutOfMemory(nbytes))?;
     Ok(Memory::Heap {
         ptr,
         layout: Some(layout),
+        _charge: charge,
     })
 }
 

@@ -24,7 +24,7 @@ fn fixture_records() -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-fn build_zip(records: &[(String, Vec<u8>)]) -> Vec<u8> {
+pub(crate) fn build_zip(records: &[(String, Vec<u8>)]) -> Vec<u8> {
     let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
     let opts = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)

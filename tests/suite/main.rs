@@ -1,6 +1,8 @@
 //! One integration-test binary: each capability keeps its own file, but linking
 //! a single executable keeps build time and disk use small.
 
+mod alloc_meter;
+mod atomic_save;
 mod common;
 mod load_common;
 
@@ -9,8 +11,10 @@ mod cli_bench;
 mod cli_code;
 mod cli_output;
 mod compile_fixtures;
+mod concurrency;
 mod frontend_parse;
 mod golden_decode;
+mod hostile_archives;
 mod internals;
 mod load_fixtures;
 mod mc_dropout;

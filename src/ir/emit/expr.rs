@@ -31,6 +31,11 @@ pub(super) enum Sugared {
 }
 
 /// The operator implementing a binary operator.
+/// Native stack that must remain before emitting a nested expression or block.
+pub(super) const EMIT_RED_ZONE: usize = 128 * 1024;
+/// Size of each heap-allocated stack segment of the emitter.
+pub(super) const EMIT_STACK_GROWTH: usize = 2 * 1024 * 1024;
+
 pub(super) fn binary_op_name(op: BinOp) -> Option<&'static str> {
     Some(match op {
         BinOp::Add => "aten::add",
@@ -205,7 +210,11 @@ impl Emitter<'_> {
         hint: Option<&Type>,
     ) -> Result<Sugared, CompileError> {
         let saved = self.b.source.replace(self.file.range(e.span));
-        let r = self.emit_sugared_inner(e, hint);
+        // Expressions recurse on the AST (its depth is bounded by the parser's
+        // `max_code_depth`); grow the stack on the heap rather than overflow it.
+        let r = stacker::maybe_grow(EMIT_RED_ZONE, EMIT_STACK_GROWTH, || {
+            self.emit_sugared_inner(e, hint)
+        });
         self.b.source = saved;
         r
     }

@@ -32,10 +32,16 @@ enum Iterable {
 
 impl Emitter<'_> {
     pub(super) fn emit_stmts(&mut self, stmts: &[Stmt]) -> Result<(), CompileError> {
-        for s in stmts {
-            self.emit_stmt(s)?;
-        }
-        Ok(())
+        stacker::maybe_grow(
+            super::expr::EMIT_RED_ZONE,
+            super::expr::EMIT_STACK_GROWTH,
+            || {
+                for s in stmts {
+                    self.emit_stmt(s)?;
+                }
+                Ok(())
+            },
+        )
     }
 
     fn emit_stmt(&mut self, s: &Stmt) -> Result<(), CompileError> {

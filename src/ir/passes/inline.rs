@@ -17,11 +17,35 @@ pub trait CalleeGraphs {
 /// TorchScript, so only a malformed program gets here).
 const MAX_INLINED_CALLS: usize = 1 << 20;
 
+thread_local! {
+    /// Calls left to inline in the outermost `inline_calls` running on this thread; callees'
+    /// own inlining (through `CalleeGraphs`) draws on the same budget.
+    static BUDGET: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Ends the outermost inlining on this thread (also on unwinding).
+struct BudgetScope;
+
+impl Drop for BudgetScope {
+    fn drop(&mut self) {
+        BUDGET.with(|b| b.set(None));
+    }
+}
+
 /// Inline every call in `graph`, recursively.
 pub fn inline_calls(graph: &mut Graph, callees: &dyn CalleeGraphs) -> Result<(), CompileError> {
     let root = graph.root;
-    let mut budget = MAX_INLINED_CALLS;
-    inline_block(graph, root, callees, &mut budget)
+    let (mut budget, scope) = match BUDGET.with(|b| b.get()) {
+        Some(left) => (left, None),
+        None => (MAX_INLINED_CALLS, Some(BudgetScope)),
+    };
+    BUDGET.with(|b| b.set(Some(budget)));
+    let r = inline_block(graph, root, callees, &mut budget);
+    // the nested calls' spending, then ours
+    let left = BUDGET.with(|b| b.get()).unwrap_or(0).min(budget);
+    BUDGET.with(|b| b.set(Some(left)));
+    drop(scope);
+    r
 }
 
 fn inline_block(
@@ -40,7 +64,10 @@ fn inline_block(
                 ));
             }
             *budget -= 1;
-            let Some(callee) = callees.callee(graph, n)? else {
+            BUDGET.with(|b| b.set(Some(*budget)));
+            let callee = callees.callee(graph, n)?;
+            *budget = BUDGET.with(|b| b.get()).unwrap_or(0).min(*budget);
+            let Some(callee) = callee else {
                 i += 1;
                 continue;
             };

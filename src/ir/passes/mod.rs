@@ -45,6 +45,9 @@ pub fn has_side_effects(graph: &Graph, node: NodeId) -> bool {
     if EFFECTFUL_KINDS.contains(&kind) {
         return true;
     }
+    if kind == "prim::Loop" && may_not_terminate(graph, node) {
+        return true;
+    }
     if !n.blocks.is_empty() {
         return n.blocks.iter().any(|&b| {
             graph
@@ -61,6 +64,31 @@ pub fn has_side_effects(graph: &Graph, node: NodeId) -> bool {
     SchemaRegistry::global()
         .find(&n.qualified_op())
         .is_none_or(|s| s.is_mutable() || s.returns.is_empty())
+}
+
+/// Whether `loop` is a `while` loop whose condition is the constant `True`: running it forever
+/// is its effect, so dead code elimination keeps it, as PyTorch's does.
+fn may_not_terminate(graph: &Graph, lp: NodeId) -> bool {
+    let is_const = |v: ValueId, want: i64| {
+        producer(graph, v).is_some_and(|p| {
+            let p = graph.node(p);
+            p.kind == "prim::Constant"
+                && match p.attr("value") {
+                    Some(Attr::Int(i)) => *i == want,
+                    Some(Attr::Value(IValue::Bool(b))) => i64::from(*b) == want,
+                    Some(Attr::Value(IValue::Int(i))) => *i == want,
+                    _ => false,
+                }
+        })
+    };
+    let n = graph.node(lp);
+    let cond_true = n
+        .blocks
+        .first()
+        .and_then(|&b| graph.block(b).returns.first());
+    n.inputs.first().is_some_and(|&t| is_const(t, i64::MAX))
+        && n.inputs.get(1).is_some_and(|&c| is_const(c, 1))
+        && cond_true.is_some_and(|&c| is_const(c, 1))
 }
 
 /// Remove nodes whose outputs are unused and that have no side effects, innermost first.

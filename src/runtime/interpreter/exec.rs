@@ -4,6 +4,8 @@ use super::plan::{Block, Instr, Op, Operand, Plan};
 use super::{Callee, Interpreter, MAX_CALL_DEPTH};
 use crate::ir::source::SourceRange;
 use crate::ir::types::Type;
+use crate::ops::call_limits::Stop;
+use crate::tensor::budget::LimitExceeded;
 use crate::ops::{scalar::python_str, Args, OpContext};
 use crate::runtime::{Dict, IValue, List, Object, RuntimeError, Tuple};
 use crate::Error;
@@ -30,12 +32,21 @@ pub(super) fn run_plan(
     ctx: &OpContext,
     depth: usize,
 ) -> crate::Result<IValue> {
-    if depth >= MAX_CALL_DEPTH {
-        return Err(RuntimeError::Other(format!(
-            "maximum recursion depth ({MAX_CALL_DEPTH}) exceeded calling {}",
-            plan.name
-        ))
-        .into());
+    let max_depth = ctx
+        .limits
+        .as_ref()
+        .map_or(MAX_CALL_DEPTH, |l| l.max_call_depth);
+    if depth >= max_depth {
+        return Err(with_frame(
+            Error::Limit(LimitExceeded {
+                which: "max_call_depth",
+                limit: max_depth as u64,
+                requested: depth as u64 + 1,
+                unit: "levels of call recursion",
+            }),
+            &plan.name,
+            None,
+        ));
     }
     // Nested TorchScript calls recurse on the native stack; grow it on the heap when it runs
     // low so the depth limit, not the caller's thread stack size, bounds recursion.
@@ -131,8 +142,21 @@ impl Frame<'_> {
         }
     }
 
+    /// One step of the call's budget (an instruction or a loop iteration).
+    #[inline]
+    fn step(&self) -> crate::Result<()> {
+        match &self.ctx.limits {
+            None => Ok(()),
+            Some(l) => l.step().map_err(|stop| match stop {
+                Stop::Limit(l) => Error::Limit(l),
+                Stop::Cancelled => Error::Cancelled,
+            }),
+        }
+    }
+
     fn run_instrs(&mut self, block: &Block) -> crate::Result<()> {
         for instr in block.instrs.iter() {
+            self.step()?;
             if let Err(e) = self.run_instr(instr) {
                 return Err(match instr.op {
                     // errors inside nested blocks already carry this frame
@@ -477,6 +501,7 @@ impl Frame<'_> {
         }
         let mut i: i64 = 0;
         while cond && i < max_trip {
+            self.step()?;
             self.regs[body.params[0] as usize] = IValue::Int(i);
             for (&r, v) in body.params[1..].iter().zip(carried.drain(..)) {
                 self.regs[r as usize] = v;

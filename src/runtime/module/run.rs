@@ -6,7 +6,8 @@ use crate::ir::passes::effects::{effects, Callee, Effects};
 use crate::ir::unit::CompilationUnit;
 use crate::ops::OpContext;
 use crate::runtime::interpreter::{default_context, Interpreter, Plan, PlanBuilder, Program};
-use crate::runtime::IValue;
+use crate::runtime::{IValue, RunOptions};
+use crate::tensor::budget;
 use crate::Result;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -235,6 +236,25 @@ impl Module {
         };
         HELD_STATE_LOCKS.with(|h| h.borrow_mut().push(id));
         Ok(guard)
+    /// `run_method` within `options`: deadline, step budget, recursion depth, memory limits,
+    /// cancellation and an optional seed of the call's own generator. The error of a call a
+    /// limit stopped names the limit (`Error::limit`, `Error::is_cancelled`).
+    pub fn run_method_opts(
+        &self,
+        name: &str,
+        inputs: Vec<IValue>,
+        options: &RunOptions,
+    ) -> Result<IValue> {
+        let ctx = options.context();
+        budget::with_budget(options.memory_budget(), || {
+            self.run_method_with(name, inputs, &ctx)
+        })
+    }
+
+    /// `call` within `options` (see [`Module::run_method_opts`]).
+    pub fn call_opts(&self, inputs: Vec<IValue>, options: &RunOptions) -> Result<IValue> {
+        let ctx = options.context();
+        budget::with_budget(options.memory_budget(), || self.call_with(inputs, &ctx))
     }
 
     /// `inputs` completed with the declared defaults of method `name`'s trailing parameters,

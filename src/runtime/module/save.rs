@@ -45,9 +45,26 @@ impl Module {
         path: impl AsRef<Path>,
         extra: &[(String, Vec<u8>)],
     ) -> Result<()> {
+        self.save_through(path.as_ref(), extra, |w, bytes| w.write_all(bytes))
+    }
+
+    /// Save to `path` with `write` putting the archive bytes into the file: the bytes go to a
+    /// temporary file next to `path` that replaces it only once completely written and synced,
+    /// so a failed save (`write` failing, a full disk, a crash) never destroys `path`, also
+    /// when `path` is the archive this module was loaded from.
+    pub fn save_through(
+        &self,
+        path: &Path,
+        extra: &[(String, Vec<u8>)],
+        write: impl FnOnce(&mut dyn Write, &[u8]) -> std::io::Result<()>,
+    ) -> Result<()> {
         let bytes = self.to_archive_bytes(extra)?;
-        std::fs::write(path, bytes)?;
-        Ok(())
+        crate::archive::write_atomically(path, |w| write(w, &bytes)).map_err(|e| {
+            crate::Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("saving {}: {e}", path.display()),
+            ))
+        })
     }
 
     /// Save the archive into any writer.

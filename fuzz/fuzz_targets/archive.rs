@@ -1,0 +1,11 @@
+//! The archive loader on arbitrary bytes: open, unpickle the module, parse its code.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use tsrun::runtime::Module;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(m) = Module::load_from_bytes(data) {
+        let _ = m.program();
+        let _ = m.state_dict();
+    }
+});

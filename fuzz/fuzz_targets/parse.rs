@@ -1,0 +1,9 @@
+//! The lexer and parser on arbitrary text.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = tsrun::frontend::parse_file("fuzz.py", text);
+    }
+});

@@ -1,0 +1,127 @@
+//! One module shared by many threads gives every call the result a serial call gives (issue 11):
+//! 8 threads x 200 calls on the fixtures' golden inputs, compared bit for bit with serial runs
+//! (which the run_models tests compare with PyTorch), and `tsrun bench --callers N`.
+
+use crate::common::{decode, fixtures_dir, Arrays};
+use crate::load_common::model_path;
+use serde_json::Value;
+use std::fs::File;
+use tsrun::runtime::{IValue, Module};
+
+/// Every value's bits: tensors as (shape, element bits), containers flattened.
+fn bits(v: &IValue, out: &mut Vec<u64>) {
+    match v {
+        IValue::Tensor(t) => {
+            out.extend(t.shape().iter().map(|&s| s as u64));
+            out.extend(t.to_vec::<f64>().unwrap().iter().map(|x| x.to_bits()));
+        }
+        IValue::Tuple(t) => t.items().iter().for_each(|x| bits(x, out)),
+        IValue::List(l) => l.items().iter().for_each(|x| bits(x, out)),
+        IValue::Double(d) => out.push(d.to_bits()),
+        IValue::Int(i) => out.push(*i as u64),
+        IValue::Bool(b) => out.push(u64::from(*b)),
+        other => panic!("unexpected result {}", other.kind_name()),
+    }
+}
+
+/// The root-forward golden inputs of fixture `name`.
+fn golden_inputs(name: &str) -> Vec<Vec<IValue>> {
+    let dir = fixtures_dir().join("golden").join(name);
+    let runs: Value = serde_json::from_reader(File::open(dir.join("runs.json")).unwrap()).unwrap();
+    let mut arrays = Arrays::open(&dir.join("runs.npz"));
+    runs["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["module"] == "" && c["method"] == "forward")
+        .map(|c| {
+            c["inputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| decode(i, &mut arrays))
+                .collect()
+        })
+        .collect()
+}
+
+fn shared_module_matches_serial(name: &str, threads: usize, calls: usize) {
+    let m = Module::load(model_path(name)).unwrap();
+    let inputs = golden_inputs(name);
+    assert!(!inputs.is_empty(), "{name} has no forward calls");
+    let serial: Vec<Vec<u64>> = inputs
+        .iter()
+        .map(|i| {
+            let mut b = Vec::new();
+            bits(&m.call(i).unwrap(), &mut b);
+            b
+        })
+        .collect();
+    let mismatches: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (m, inputs, serial) = (&m, &inputs, &serial);
+                s.spawn(move || {
+                    let mut bad = 0;
+                    for k in 0..calls {
+                        let which = (t + k) % inputs.len();
+                        let mut b = Vec::new();
+                        bits(&m.call(&inputs[which]).unwrap(), &mut b);
+                        bad += usize::from(b != serial[which]);
+                    }
+                    bad
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(
+        mismatches,
+        0,
+        "{name}: {mismatches} of {} concurrent calls differ",
+        threads * calls
+    );
+}
+
+#[test]
+fn eight_threads_share_one_mlp() {
+    shared_module_matches_serial("mlp", 8, 200);
+}
+
+#[test]
+fn eight_threads_share_one_lstm_tagger() {
+    shared_module_matches_serial("lstm_tagger", 8, 200);
+}
+
+#[test]
+fn eight_threads_share_one_convnet() {
+    shared_module_matches_serial("convnet", 8, 25);
+}
+
+#[test]
+fn bench_with_concurrent_callers_from_the_cli() {
+    let dir = std::env::temp_dir().join(format!("tsrun-callers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let npy = dir.join("x.npy");
+    let x = ndarray::Array2::<f32>::from_shape_fn((2, 8), |(i, j)| (i * 8 + j) as f32 / 10.0);
+    ndarray_npy::write_npy(&npy, &x).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsrun"))
+        .arg("bench")
+        .arg(model_path("mlp"))
+        .arg("-i")
+        .arg(&npy)
+        .args(["-n", "100", "--callers", "8"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("8 callers x 100 calls") && stdout.contains(" 0 results differ"),
+        "{stdout}"
+    );
+}
