@@ -18,6 +18,7 @@ pub mod elementwise;
 pub mod embedding;
 pub mod extra;
 pub mod fft;
+pub mod gemm;
 pub mod index;
 pub mod interpolate;
 pub(crate) mod kernels;

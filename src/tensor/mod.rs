@@ -15,7 +15,7 @@ pub use dtype::DType;
 pub use element::Element;
 pub use identity::TensorIdentity;
 pub use scalar::Scalar;
-pub use storage::{AllocError, Storage, STORAGE_ALIGN};
+pub use storage::{AllocError, Storage, WeakStorage, STORAGE_ALIGN};
 
 use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
 use smallvec::SmallVec;
@@ -315,6 +315,7 @@ impl Tensor {
     /// [`Tensor::shares_storage`]).
     pub fn view_mut<T: Element>(&self) -> TResult<ArrayViewMutD<'_, T>> {
         self.check_dtype::<T>()?;
+        self.storage.mark_written();
         // SAFETY: as in `view`; mutation through a shared storage is PyTorch's aliasing model.
         unsafe {
             Ok(ArrayViewMutD::from_shape_ptr(
@@ -344,6 +345,7 @@ impl Tensor {
         if !self.is_contiguous() {
             return Ok(None);
         }
+        self.storage.mark_written();
         // SAFETY: as in `as_slice`; aliasing per PyTorch semantics.
         unsafe {
             let ptr = self.data_ptr_mut::<T>();

@@ -6,7 +6,8 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::UnsafeCell;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 /// Alignment of heap storages: a cache line, enough for any element type and SIMD loads.
 pub const STORAGE_ALIGN: usize = 64;
@@ -26,6 +27,9 @@ enum Backing {
 struct Inner {
     backing: Backing,
     nbytes: usize,
+    /// Bumped whenever a writable view is taken, so caches derived from the bytes (packed
+    /// GEMM weights) can tell a storage was possibly written since they read it.
+    version: AtomicU64,
 }
 
 // SAFETY: the buffer is plain bytes owned by `Inner`; aliasing rules are those of PyTorch storages
@@ -74,6 +78,7 @@ impl Storage {
                         layout: None,
                     },
                     nbytes: 0,
+                    version: AtomicU64::new(0),
                 }),
             });
         }
@@ -91,6 +96,7 @@ impl Storage {
                     layout: Some(layout),
                 },
                 nbytes,
+                version: AtomicU64::new(0),
             }),
         })
     }
@@ -119,6 +125,7 @@ impl Storage {
             inner: Arc::new(Inner {
                 backing: Backing::Mapped { map, offset },
                 nbytes: len,
+                version: AtomicU64::new(0),
             }),
         })
     }
@@ -140,6 +147,23 @@ impl Storage {
     /// A stable identity for this buffer (for grouping shared storages when saving).
     pub fn id(&self) -> usize {
         Arc::as_ptr(&self.inner) as usize
+    }
+
+    /// How many times a writable view of this buffer has been handed out (see
+    /// [`Storage::mark_written`]); unchanged means the bytes are unchanged.
+    pub fn version(&self) -> u64 {
+        self.inner.version.load(Ordering::Acquire)
+    }
+
+    /// Record that the bytes may be about to change (every writable access calls this).
+    pub fn mark_written(&self) {
+        self.inner.version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A handle that does not keep the buffer alive: lets a cache keyed on [`Storage::id`]
+    /// tell its buffer from a later one allocated at the same address.
+    pub fn downgrade(&self) -> WeakStorage {
+        WeakStorage(Arc::downgrade(&self.inner))
     }
 
     pub fn as_ptr(&self) -> *const u8 {
@@ -169,11 +193,34 @@ impl Storage {
     /// (the caller upholds PyTorch's single-writer discipline).
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn bytes_mut(&self) -> &mut [u8] {
+        self.mark_written();
         std::slice::from_raw_parts_mut(self.as_mut_ptr(), self.nbytes())
     }
 
     /// A deep copy onto the heap.
     pub fn deep_copy(&self) -> Result<Storage, AllocError> {
         Storage::from_bytes(self.bytes())
+    }
+}
+
+/// A non-owning handle to a [`Storage`] (see [`Storage::downgrade`]).
+#[derive(Clone, Debug)]
+pub struct WeakStorage(Weak<Inner>);
+
+impl WeakStorage {
+    /// Whether `s` is the very buffer this handle was taken from, and it is still alive.
+    pub fn is(&self, s: &Storage) -> bool {
+        std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&s.inner))
+    }
+
+    /// Whether the buffer has been freed.
+    pub fn is_dead(&self) -> bool {
+        self.0.strong_count() == 0
+    }
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Inner({} bytes)", self.nbytes)
     }
 }
