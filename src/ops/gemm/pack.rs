@@ -373,6 +373,27 @@ enum Packed {
     B(Arc<PackedB>),
 }
 
+impl Packed {
+    fn bytes(&self) -> usize {
+        match self {
+            Packed::A(p) => p.bytes(),
+            Packed::B(p) => p.bytes(),
+        }
+    }
+}
+
+impl Key {
+    fn new(isa: Isa, storage: &Storage, offset: usize, m: &MatRef, side: Side) -> Key {
+        Key {
+            storage: storage.id(),
+            offset,
+            geometry: [m.rows, m.cols, m.rs, m.cs],
+            side,
+            isa,
+        }
+    }
+}
+
 struct Entry {
     owner: WeakStorage,
     version: u64,
@@ -401,26 +422,21 @@ impl PackCache {
         (e.owner.is(storage) && e.version == storage.version()).then_some(&e.packed)
     }
 
-    fn insert(&mut self, key: Key, storage: &Storage, version: u64, packed: Packed, bytes: usize) {
-        // forget packings of freed or rewritten storages first
+    fn insert(&mut self, key: Key, storage: &Storage, version: u64, packed: Packed) {
+        // forget packings of freed storages first
         let mut freed = 0;
         self.entries.retain(|_, e| {
-            let keep = !e.owner.is_dead();
-            if !keep {
-                freed += match &e.packed {
-                    Packed::A(p) => p.bytes(),
-                    Packed::B(p) => p.bytes(),
-                };
+            let dead = e.owner.is_dead();
+            if dead {
+                freed += e.packed.bytes();
             }
-            keep
+            !dead
         });
         self.bytes -= freed;
         if let Some(old) = self.entries.remove(&key) {
-            self.bytes -= match &old.packed {
-                Packed::A(p) => p.bytes(),
-                Packed::B(p) => p.bytes(),
-            };
+            self.bytes -= old.packed.bytes();
         }
+        let bytes = packed.bytes();
         if self.bytes + bytes <= CACHE_BYTES {
             self.bytes += bytes;
             self.entries.insert(
@@ -438,43 +454,38 @@ impl PackCache {
 /// `a` (which lies at element `offset` of `storage`) packed as an A operand, from the cache
 /// when this storage was packed before and not written since.
 pub fn cached_packed_a(isa: Isa, storage: &Storage, offset: usize, a: &MatRef) -> Arc<PackedA> {
-    let key = Key {
-        storage: storage.id(),
-        offset,
-        geometry: [a.rows, a.cols, a.rs, a.cs],
-        side: Side::A,
-        isa,
+    let key = Key::new(isa, storage, offset, a, Side::A);
+    let extract = |p: &Packed| match p {
+        Packed::A(p) => Some(p.clone()),
+        Packed::B(_) => None,
     };
-    if let Some(Packed::A(p)) = cache().lock().get(&key, storage) {
-        return p.clone();
-    }
-    // read the version before packing: a write during packing then invalidates the entry
-    let version = storage.version();
-    let p = Arc::new(PackedA::new(isa, a));
-    let bytes = p.bytes();
-    cache()
-        .lock()
-        .insert(key, storage, version, Packed::A(p.clone()), bytes);
-    p
+    cached(key, storage, extract, || Arc::new(PackedA::new(isa, a)), Packed::A)
 }
 
 /// `b` (at element `offset` of `storage`) packed as a B operand, cached as [`cached_packed_a`].
 pub fn cached_packed_b(isa: Isa, storage: &Storage, offset: usize, b: &MatRef) -> Arc<PackedB> {
-    let key = Key {
-        storage: storage.id(),
-        offset,
-        geometry: [b.rows, b.cols, b.rs, b.cs],
-        side: Side::B,
-        isa,
+    let key = Key::new(isa, storage, offset, b, Side::B);
+    let extract = |p: &Packed| match p {
+        Packed::B(p) => Some(p.clone()),
+        Packed::A(_) => None,
     };
-    if let Some(Packed::B(p)) = cache().lock().get(&key, storage) {
-        return p.clone();
+    cached(key, storage, extract, || Arc::new(PackedB::new(isa, b)), Packed::B)
+}
+
+/// The cached packing under `key`, or a new one from `pack`, remembered.
+fn cached<T>(
+    key: Key,
+    storage: &Storage,
+    extract: impl Fn(&Packed) -> Option<Arc<T>>,
+    pack: impl FnOnce() -> Arc<T>,
+    wrap: fn(Arc<T>) -> Packed,
+) -> Arc<T> {
+    if let Some(p) = cache().lock().get(&key, storage).and_then(&extract) {
+        return p;
     }
+    // read the version before packing: a write during packing then invalidates the entry
     let version = storage.version();
-    let p = Arc::new(PackedB::new(isa, b));
-    let bytes = p.bytes();
-    cache()
-        .lock()
-        .insert(key, storage, version, Packed::B(p.clone()), bytes);
+    let p = pack();
+    cache().lock().insert(key, storage, version, wrap(p.clone()));
     p
 }
