@@ -1,6 +1,7 @@
 //! Kernels: convolution and transposed convolution (1-d, 2-d, 3-d) by im2col + GEMM, with a
 //! direct kernel for depthwise convolution. Every rank is lifted to 3 spatial dims internally.
 
+use super::gemm::{self, AOperand, BOperand, Bias, Epilogue, ImageOperand, Isa, MatRef};
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
     slice_mut_of, slice_of, value_err, Mat, Real, SendPtr,
@@ -9,7 +10,7 @@ use super::{Args, Registry};
 use crate::runtime::IValue;
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
 use rayon::prelude::*;
@@ -323,6 +324,27 @@ pub(crate) fn convolution(
             osp[d] = (padded - span) / p.stride[d] + 1;
         }
         let out = Tensor::zeros(&[&[n, cout][..], &osp[3 - nsp..]].concat(), cd)?;
+        if let (DType::Float32, gemm::Backend::Packed(isa)) = (cd, gemm::backend()) {
+            conv_forward_f32(
+                isa,
+                &xc,
+                &wc,
+                bc.as_ref(),
+                &out,
+                p,
+                [n, c, cout],
+                xsp,
+                ksp,
+                osp,
+            )?;
+            let out = out.to_dtype(dtype)?;
+            return if unbatched {
+                let shape = out.shape()[1..].to_vec();
+                reshape(&out, &shape)
+            } else {
+                Ok(out)
+            };
+        }
         dispatch_real_compute!(cd, op, |T| conv_forward_t::<T>(
             &xc,
             &wc,
@@ -451,6 +473,233 @@ fn conv_forward_t<T: Real>(
         }
     }
     Ok(())
+}
+
+/// Float convolution through the packed GEMM: weights packed once per storage (cached), the
+/// image read in place block by block (no im2col matrix), the bias added in the output pass;
+/// depthwise convolution by a vectorized direct kernel.
+#[allow(clippy::too_many_arguments)]
+fn conv_forward_f32(
+    isa: Isa,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    out: &Tensor,
+    p: &ConvParams,
+    [n, c, cout]: [usize; 3],
+    xsp: [usize; 3],
+    ksp: [usize; 3],
+    osp: [usize; 3],
+) -> crate::Result<()> {
+    let g = p.groups;
+    let (cg, coutg) = (c / g, cout / g);
+    let xs = slice_of::<f32>(x)?;
+    let ws = slice_of::<f32>(w)?;
+    let bs = match bias {
+        Some(b) => {
+            let bs = slice_of::<f32>(b)?;
+            if bs.len() != cout {
+                return Err(shape_err(format!(
+                    "conv: bias has {} elements, expected {cout}",
+                    bs.len()
+                )));
+            }
+            Some(bs)
+        }
+        None => None,
+    };
+    let os = slice_mut_of::<f32>(out)?;
+    let (il, l, kvol) = (
+        xsp.iter().product::<usize>(),
+        osp.iter().product::<usize>(),
+        ksp.iter().product::<usize>(),
+    );
+    if l == 0 || n == 0 || cout == 0 {
+        return Ok(());
+    }
+    let win = Window {
+        channels: cg,
+        image: xsp,
+        kernel: ksp,
+        grid: osp,
+        stride: p.stride,
+        pad: p.pad,
+        dilation: p.dilation,
+    };
+    if cg == 1 && kvol > 1 {
+        depthwise_f32(isa, xs, ws, bs, os, &win, [n, c, cout]);
+        return Ok(());
+    }
+    let kdim = cg * kvol;
+    let packed: Vec<_> = (0..g)
+        .map(|grp| {
+            let wg = MatRef::new(&ws[grp * coutg * kdim..], coutg, kdim, kdim, 1)
+                .ok_or_else(|| shape_err(format!("conv: weight {:?} too small", w.shape())))?;
+            Ok(gemm::cached_packed_a(
+                isa,
+                w.storage(),
+                w.storage_offset() + grp * coutg * kdim,
+                &wg,
+            ))
+        })
+        .collect::<crate::Result<_>>()?;
+    let task = |idx: usize, dst: &mut [f32], parallel: bool| -> crate::Result<()> {
+        let (img, grp) = (idx / g, idx % g);
+        let xg = &xs[(img * c + grp * cg) * il..][..cg * il];
+        let im = ImageOperand::new(xg, cg, xsp, ksp, osp, p.stride, p.pad, p.dilation)
+            .ok_or_else(|| shape_err("conv: inconsistent geometry"))?;
+        let epi = Epilogue {
+            bias: bs.map_or(Bias::None, |b| Bias::PerRow(&b[grp * coutg..][..coutg])),
+            ..Epilogue::NONE
+        };
+        gemm::sgemm(
+            isa,
+            coutg,
+            l,
+            kdim,
+            AOperand::Packed(&packed[grp]),
+            BOperand::Image(im),
+            dst,
+            l,
+            &epi,
+            parallel,
+        )
+    };
+    let per = coutg * l;
+    let tasks = n * g;
+    if tasks > 1 && coutg * l * kdim < 256 * 256 * 64 {
+        os.par_chunks_mut(per)
+            .enumerate()
+            .try_for_each(|(i, dst)| task(i, dst, false))
+    } else {
+        os.chunks_mut(per)
+            .enumerate()
+            .try_for_each(|(i, dst)| task(i, dst, true))
+    }
+}
+
+/// Multiply-adds below which a depthwise convolution stays on one thread.
+const DEPTHWISE_PARALLEL_MACS: usize = 1 << 16;
+
+/// Depthwise convolution (one input channel per group), vectorized along output rows: each
+/// kernel tap adds `w * input_row` to a row accumulator, in the scalar kernel's tap order.
+fn depthwise_f32(
+    isa: Isa,
+    xs: &[f32],
+    ws: &[f32],
+    bias: Option<&[f32]>,
+    os: &mut [f32],
+    win: &Window,
+    [_n, c, cout]: [usize; 3],
+) {
+    let (il, l, kvol) = (win.image_len(), win.grid_len(), win.kvol());
+    let mult = cout / c;
+    let work = |acc: &mut Vec<f32>, (idx, dst): (usize, &mut [f32])| {
+        let (img, oc) = (idx / cout, idx % cout);
+        let src = &xs[(img * c + oc / mult) * il..][..il];
+        let wk = &ws[oc * kvol..][..kvol];
+        let b = bias.map_or(0.0, |b| b[oc]);
+        acc.resize(win.grid[2], 0.0);
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: both instruction sets include AVX2 and FMA, and the backend only names
+            // an instruction set the CPU supports (`Isa::is_supported`).
+            Isa::Avx512 | Isa::Avx2 => unsafe { depthwise_plane_fma(src, wk, b, dst, win, acc) },
+            _ => depthwise_plane::<false>(src, wk, b, dst, win, acc),
+        }
+    };
+    if os.len() * kvol >= DEPTHWISE_PARALLEL_MACS {
+        os.par_chunks_mut(l)
+            .enumerate()
+            .for_each_init(Vec::new, work);
+    } else {
+        let mut acc = Vec::new();
+        os.chunks_mut(l).enumerate().for_each(|t| work(&mut acc, t));
+    }
+}
+
+/// [`depthwise_plane`] compiled with FMA.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn depthwise_plane_fma(
+    src: &[f32],
+    wk: &[f32],
+    bias: f32,
+    dst: &mut [f32],
+    win: &Window,
+    acc: &mut [f32],
+) {
+    depthwise_plane::<true>(src, wk, bias, dst, win, acc)
+}
+
+/// One output plane of a depthwise convolution; `acc` holds one output row.
+#[inline(always)]
+fn depthwise_plane<const FMA: bool>(
+    src: &[f32],
+    wk: &[f32],
+    bias: f32,
+    dst: &mut [f32],
+    win: &Window,
+    acc: &mut [f32],
+) {
+    let [od, oh, ow] = win.grid;
+    let [kd, kh, kw] = win.kernel;
+    let [_, ih, iw] = win.image;
+    let (sx, dx, px) = (win.stride[2], win.dilation[2], win.pad[2]);
+    let acc = &mut acc[..ow];
+    for z in 0..od {
+        for y in 0..oh {
+            acc.fill(0.0);
+            for a in 0..kd {
+                let Some(iz) = win.coord(0, z, a) else {
+                    continue;
+                };
+                for b in 0..kh {
+                    let Some(iy) = win.coord(1, y, b) else {
+                        continue;
+                    };
+                    let line = &src[(iz * ih + iy) * iw..][..iw];
+                    for e in 0..kw {
+                        let wv = wk[(a * kh + b) * kw + e];
+                        // output x reads ix = x * sx + off - px, inside [0, iw) for x in [x0, x1)
+                        let off = e * dx;
+                        let x0 = if off >= px {
+                            0
+                        } else {
+                            (px - off).div_ceil(sx)
+                        };
+                        let x1 = if iw + px > off {
+                            ((iw + px - off - 1) / sx + 1).min(ow)
+                        } else {
+                            0
+                        };
+                        if x0 >= x1 {
+                            continue;
+                        }
+                        let start = x0 * sx + off - px;
+                        let span = &mut acc[x0..x1];
+                        if sx == 1 {
+                            for (s, &v) in span.iter_mut().zip(&line[start..start + (x1 - x0)]) {
+                                *s = if FMA { wv.mul_add(v, *s) } else { *s + wv * v };
+                            }
+                        } else {
+                            for (i, s) in span.iter_mut().enumerate() {
+                                let v = line[start + i * sx];
+                                *s = if FMA { wv.mul_add(v, *s) } else { *s + wv * v };
+                            }
+                        }
+                    }
+                }
+            }
+            let row = &mut dst[(z * oh + y) * ow..][..ow];
+            for (d, &s) in row.iter_mut().zip(acc.iter()) {
+                *d = bias + s;
+            }
+        }
+    }
 }
 
 /// Direct convolution when every group has one input channel (depthwise).

@@ -4,7 +4,7 @@
 //! Half and bfloat16 inputs are computed in f32 and rounded once at the end, as PyTorch's CPU
 //! kernels accumulate them in float.
 
-use super::{Args, Registry};
+use super::{gemm, Args, Registry};
 use crate::runtime::IValue;
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
@@ -160,15 +160,15 @@ pub(crate) unsafe fn gemm_strided<T: Real>(
         return;
     }
     let par = if parallel && m.saturating_mul(n).saturating_mul(k) >= GEMM_PARALLEL_FLOPS {
-        gemm::Parallelism::Rayon(rayon::current_num_threads())
+        ::gemm::Parallelism::Rayon(rayon::current_num_threads())
     } else {
-        gemm::Parallelism::None
+        ::gemm::Parallelism::None
     };
     let (read_dst, alpha) = match acc_scale {
         Some(a) if a != T::zero() => (true, a),
         _ => (false, T::zero()),
     };
-    gemm::gemm(
+    ::gemm::gemm(
         m, n, k, dst, dst_cs, dst_rs, read_dst, lhs.ptr, lhs.cs, lhs.rs, rhs.ptr, rhs.cs, rhs.rs,
         alpha, scale, false, false, false, par,
     );
@@ -550,6 +550,9 @@ pub(crate) fn linear(
             "{op}: input must have at least 1 dimension"
         )));
     }
+    if let Some(out) = linear_packed_f32(x, w, bias)? {
+        return Ok(out);
+    }
     let wt = permute(w, &[1, 0])?;
     let k = x.shape()[x.dim() - 1];
     let lead: Vec<usize> = x.shape()[..x.dim() - 1].to_vec();
@@ -567,6 +570,66 @@ pub(crate) fn linear(
     let mut shape = lead;
     shape.push(w.shape()[0]);
     reshape(&out, &shape)
+}
+
+/// Rows of input below which `linear` leaves the product to the gemm crate's matrix-vector
+/// path (a packed register tile is at least this many rows tall).
+const PACKED_LINEAR_MIN_ROWS: usize = 4;
+
+/// `linear` for float32 operands with a contiguous weight: the transposed weight packed once
+/// (cached on its storage) and the bias added in the GEMM's output pass. `None` when the
+/// operands do not have that form.
+fn linear_packed_f32(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+) -> crate::Result<Option<Tensor>> {
+    let (out_f, k) = (w.shape()[0], w.shape()[1]);
+    if x.dtype() != DType::Float32
+        || w.dtype() != DType::Float32
+        || !w.is_contiguous()
+        || x.shape()[x.dim() - 1] != k
+        || bias.is_some_and(|b| b.dtype() != DType::Float32 || b.dim() != 1 || b.numel() != out_f)
+    {
+        return Ok(None);
+    }
+    let lead: Vec<usize> = x.shape()[..x.dim() - 1].to_vec();
+    let rows: usize = lead.iter().product();
+    let gemm::Backend::Packed(isa) = gemm::backend() else {
+        return Ok(None);
+    };
+    if rows < PACKED_LINEAR_MIN_ROWS || k == 0 || out_f == 0 {
+        return Ok(None);
+    }
+    let xc = reshape(x, &[rows, k])?;
+    let ws = slice_of::<f32>(w)?;
+    let wt = gemm::MatRef::new(ws, k, out_f, 1, k)
+        .ok_or_else(|| shape_err(format!("linear: weight {:?} too small", w.shape())))?;
+    let packed = gemm::cached_packed_b(isa, w.storage(), w.storage_offset(), &wt);
+    let xs = slice_of::<f32>(&xc)?;
+    let xm = gemm::MatRef::new(xs, rows, k, k, 1)
+        .ok_or_else(|| shape_err(format!("linear: input {:?} too small", x.shape())))?;
+    let bc = bias.map(|b| b.contiguous()).transpose()?;
+    let bs = bc.as_ref().map(slice_of::<f32>).transpose()?;
+    let mut shape = lead;
+    shape.push(out_f);
+    let out = Tensor::zeros(&shape, DType::Float32)?;
+    gemm::sgemm(
+        isa,
+        rows,
+        out_f,
+        k,
+        gemm::AOperand::Mat(xm),
+        gemm::BOperand::Packed(&packed),
+        slice_mut_of::<f32>(&out)?,
+        out_f,
+        &gemm::Epilogue {
+            bias: bs.map_or(gemm::Bias::None, gemm::Bias::PerColumn),
+            ..gemm::Epilogue::NONE
+        },
+        true,
+    )?;
+    Ok(Some(out))
 }
 
 fn linear_op(a: &mut Args) -> crate::Result<IValue> {

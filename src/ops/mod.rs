@@ -21,6 +21,7 @@ pub mod embedding;
 pub mod extra;
 pub mod fft;
 pub mod grad_mode;
+pub mod gemm;
 pub mod index;
 pub mod int_matmul;
 pub mod interpolate;

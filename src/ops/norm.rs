@@ -355,12 +355,43 @@ fn batch_norm_impl(
         .map(|ch| bv.as_ref().map_or(0.0, |b| b[ch]) - mean[ch] * scale[ch])
         .collect();
     let out = Tensor::zeros(x.shape(), cd)?;
+    // Inference on float/double input: PyTorch's arithmetic, in the input's precision and
+    // order (alpha = 1/sqrt(var + eps) * w, beta = b - mean * alpha, x * alpha + beta), so
+    // every normalization of a deep network rounds as PyTorch's does and adds no drift.
+    let same_arithmetic = !use_batch && dtype == cd;
     dispatch_real_compute!(cd, op, |T| {
         let xs_guard = xc.read::<T>()?;
         let xs = slice_of(&xs_guard)?;
         let mut os_guard = out.write::<T>()?;
         let os = slice_mut_of(&mut os_guard)?;
-        if hw > 0 {
+        if same_arithmetic && hw > 0 {
+            let (alpha, beta): (Vec<T>, Vec<T>) = (0..c)
+                .map(|ch| {
+                    let invstd = T::one() / (T::from_f64(var[ch]) + T::from_f64(eps)).sqrt();
+                    let alpha = invstd * T::from_f64(wv.as_ref().map_or(1.0, |w| w[ch]));
+                    let beta = T::from_f64(bv.as_ref().map_or(0.0, |b| b[ch]))
+                        - T::from_f64(mean[ch]) * alpha;
+                    (alpha, beta)
+                })
+                .unzip();
+            let plane = |(i, (o, s)): (usize, (&mut [T], &[T]))| {
+                let (a, b) = (alpha[i % c], beta[i % c]);
+                for (d, &v) in o.iter_mut().zip(s) {
+                    *d = v * a + b;
+                }
+            };
+            if xs.len() >= crate::tensor::PARALLEL_THRESHOLD {
+                os.par_chunks_mut(hw)
+                    .zip(xs.par_chunks(hw))
+                    .enumerate()
+                    .for_each(plane);
+            } else {
+                os.chunks_mut(hw)
+                    .zip(xs.chunks(hw))
+                    .enumerate()
+                    .for_each(plane);
+            }
+        } else if hw > 0 {
             os.par_chunks_mut(hw)
                 .zip(xs.par_chunks(hw))
                 .enumerate()

@@ -18,7 +18,9 @@ pub use element::Element;
 pub use identity::TensorIdentity;
 pub use quantizer::Quantizer;
 pub use scalar::Scalar;
-pub use storage::{AllocError, BorrowError, Storage, StorageRead, StorageWrite, STORAGE_ALIGN};
+pub use storage::{
+    AllocError, BorrowError, Storage, StorageRead, StorageWrite, WeakStorage, STORAGE_ALIGN,
+};
 
 use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
 use smallvec::SmallVec;

@@ -18,7 +18,7 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Alignment of heap storages: a cache line, enough for any element type and SIMD loads.
 pub const STORAGE_ALIGN: usize = 64;
@@ -211,6 +211,12 @@ impl Storage {
         Arc::as_ptr(&self.inner) as usize
     }
 
+    /// A handle that does not keep the buffer alive: lets a cache keyed on [`Storage::id`]
+    /// tell its buffer from a later one allocated at the same address.
+    pub fn downgrade(&self) -> WeakStorage {
+        WeakStorage(Arc::downgrade(&self.inner))
+    }
+
     /// How many times the bytes have been written through a guard (a cache of data derived from
     /// the bytes is valid while `(id, version)` is unchanged).
     pub fn version(&self) -> u64 {
@@ -350,5 +356,28 @@ impl Drop for StorageWrite {
     fn drop(&mut self) {
         self.inner.version.fetch_add(1, Ordering::AcqRel);
         self.inner.borrow.store(0, Ordering::Release);
+    }
+}
+
+/// A non-owning handle to a [`Storage`] (see [`Storage::downgrade`]).
+#[derive(Clone)]
+pub struct WeakStorage(Weak<Inner>);
+
+impl std::fmt::Debug for WeakStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WeakStorage(alive: {})", !self.is_dead())
+    }
+}
+
+impl WeakStorage {
+    /// Whether `s` is the very buffer this handle was taken from (the weak count keeps the
+    /// allocation, so no later storage can reuse its address).
+    pub fn is(&self, s: &Storage) -> bool {
+        std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&s.inner))
+    }
+
+    /// Whether the buffer has been freed.
+    pub fn is_dead(&self) -> bool {
+        self.0.strong_count() == 0
     }
 }

@@ -1,0 +1,513 @@
+//! Single-precision GEMM for the nn kernels (convolution, linear): `C = act(A . B + bias +
+//! residual)`, blocked and packed as BLIS/MLAS do, at the widest SIMD the CPU offers (detected at
+//! run time: AVX-512, else AVX2 + FMA, else portable code).
+//!
+//! Operands can be packed once and reused ([`PackedA`], [`PackedB`], and the weight cache in
+//! `pack.rs`), and convolution reads its B operand straight from the image ([`ImageOperand`]),
+//! so no im2col matrix is ever materialized: each `KC x NC` block is gathered into a packed
+//! panel that stays in cache.
+
+mod microkernel;
+mod pack;
+
+pub use pack::{cached_packed_a, cached_packed_b, ImageOperand, MatRef, PackedA, PackedB};
+
+use crate::tensor::TensorError;
+use pack::{pack_a, pack_b, BSource};
+use rayon::prelude::*;
+use std::cell::RefCell;
+use std::sync::OnceLock;
+
+/// Depth of one packed block (the shared dimension is reduced `KC` at a time).
+pub(crate) const KC: usize = 256;
+/// Columns of B packed at once (a `KC x NC` block is sized for L2).
+const NC: usize = 512;
+/// Rows of A packed at once when A is not pre-packed.
+const MC: usize = 120;
+/// Multiply-adds below which one call stays on one thread.
+const PARALLEL_MACS: usize = 64 * 64 * 64;
+
+/// The instruction set a GEMM runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isa {
+    Avx512,
+    Avx2,
+    Portable,
+}
+
+impl Isa {
+    /// The widest instruction set this CPU supports (detected once).
+    pub fn detected() -> Isa {
+        static ISA: OnceLock<Isa> = OnceLock::new();
+        *ISA.get_or_init(|| {
+            [Isa::Avx512, Isa::Avx2]
+                .into_iter()
+                .find(|i| i.is_supported())
+                .unwrap_or(Isa::Portable)
+        })
+    }
+
+    /// Whether this CPU can run kernels of this instruction set.
+    pub fn is_supported(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+            #[cfg(target_arch = "x86_64")]
+            // AVX-512 here also means the AVX2 + FMA set (every such CPU has it; kernels
+            // outside the GEMM rely on that)
+            Isa::Avx512 => {
+                is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// Rows of the register tile.
+    pub fn mr(self) -> usize {
+        match self {
+            Isa::Avx512 => microkernel::AVX512_MR,
+            Isa::Avx2 => microkernel::AVX2_MR,
+            Isa::Portable => microkernel::PORTABLE_MR,
+        }
+    }
+
+    /// Columns of the register tile.
+    pub fn nr(self) -> usize {
+        match self {
+            Isa::Avx512 => microkernel::AVX512_NR,
+            Isa::Avx2 => microkernel::AVX2_NR,
+            Isa::Portable => microkernel::PORTABLE_NR,
+        }
+    }
+
+    /// One full `mr x nr` tile.
+    ///
+    /// # Safety
+    /// `self.is_supported()`; `a` holds `kc * mr` floats, `b` `kc * nr`, `c` addresses an
+    /// `mr x nr` tile with row stride `ldc`.
+    #[inline]
+    unsafe fn tile(
+        self,
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        acc: bool,
+    ) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => microkernel::avx512(kc, a, b, c, ldc, acc),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => microkernel::avx2(kc, a, b, c, ldc, acc),
+            _ => microkernel::portable(kc, a, b, c, ldc, acc),
+        }
+    }
+}
+
+/// Which GEMM the nn kernels (convolution, linear) run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The packed kernels of this module at an instruction set.
+    Packed(Isa),
+    /// The `gemm` crate with a materialized im2col (the earlier path, kept so both can be
+    /// measured side by side in one build).
+    GemmCrate,
+}
+
+/// The backend in use: the packed kernels at the detected instruction set, unless the
+/// environment variable `TSRUN_GEMM` names another (`avx512`, `avx2`, `portable`, `crate`;
+/// an instruction set this CPU lacks is ignored). Read once.
+pub fn backend() -> Backend {
+    static BACKEND: OnceLock<Backend> = OnceLock::new();
+    *BACKEND.get_or_init(|| {
+        let wanted = match std::env::var("TSRUN_GEMM").as_deref() {
+            Ok("crate") => return Backend::GemmCrate,
+            Ok("avx512") => Some(Isa::Avx512),
+            Ok("avx2") => Some(Isa::Avx2),
+            Ok("portable") => Some(Isa::Portable),
+            _ => None,
+        };
+        Backend::Packed(
+            wanted
+                .filter(|i| i.is_supported())
+                .unwrap_or_else(Isa::detected),
+        )
+    })
+}
+
+/// The activation applied last in the output pass.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Activation {
+    Identity,
+    Relu,
+    /// `clamp(x, lo, hi)` (relu6 is `Clamp(0, 6)`, hardtanh in general).
+    Clamp(f32, f32),
+    /// `x * relu6(x + 3) / 6`.
+    Hardswish,
+    /// `x * sigmoid(x)`.
+    Silu,
+}
+
+impl Activation {
+    #[inline]
+    fn apply(self, v: f32) -> f32 {
+        match self {
+            Activation::Identity => v,
+            Activation::Relu => v.max(0.0),
+            Activation::Clamp(lo, hi) => v.max(lo).min(hi),
+            Activation::Hardswish => v * (v + 3.0).clamp(0.0, 6.0) / 6.0,
+            Activation::Silu => v / (1.0 + (-v).exp()),
+        }
+    }
+}
+
+/// A bias added to every output of a row (conv: an output channel) or of a column (linear: an
+/// output feature).
+#[derive(Clone, Copy, Debug)]
+pub enum Bias<'a> {
+    None,
+    PerRow(&'a [f32]),
+    PerColumn(&'a [f32]),
+}
+
+/// What the output pass does after the product: `act(acc + bias + residual)`.
+#[derive(Clone, Copy, Debug)]
+pub struct Epilogue<'a> {
+    pub bias: Bias<'a>,
+    /// Added elementwise; laid out like C (same row stride).
+    pub residual: Option<&'a [f32]>,
+    pub activation: Activation,
+}
+
+impl Epilogue<'_> {
+    /// Plain `C = A . B`.
+    pub const NONE: Epilogue<'static> = Epilogue {
+        bias: Bias::None,
+        residual: None,
+        activation: Activation::Identity,
+    };
+}
+
+/// The left operand.
+#[derive(Clone, Copy)]
+pub enum AOperand<'a> {
+    Packed(&'a PackedA),
+    Mat(MatRef<'a>),
+}
+
+/// The right operand.
+#[derive(Clone, Copy)]
+pub enum BOperand<'a> {
+    Packed(&'a PackedB),
+    Mat(MatRef<'a>),
+    Image(ImageOperand<'a>),
+}
+
+fn gemm_err(msg: String) -> crate::Error {
+    TensorError::Shape(format!("gemm: {msg}")).into()
+}
+
+/// Raw output pointer shared by the tasks of one call; each task writes its own rectangle.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: tasks of one call write disjoint rectangles of C (see `sgemm`), so sharing the
+// pointer across rayon threads creates no data race.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+thread_local! {
+    /// Per-thread packing buffers (A block, B block, one gathered row), reused across calls.
+    static SCRATCH: RefCell<(Vec<f32>, Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+}
+
+/// `C[m x n] = epilogue(A[m x k] . B[k x n])`, C row-major with row stride `ldc`, using `isa`
+/// (which must be supported; see [`Isa::detected`]) and, when `parallel`, the rayon pool.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: AOperand,
+    b: BOperand,
+    c: &mut [f32],
+    ldc: usize,
+    epi: &Epilogue,
+    parallel: bool,
+) -> crate::Result<()> {
+    if !isa.is_supported() {
+        return Err(gemm_err(format!("{isa:?} is not supported by this CPU")));
+    }
+    let a_dims = match a {
+        AOperand::Packed(p) if p.isa != isa => {
+            return Err(gemm_err(format!(
+                "A packed for {:?}, run with {isa:?}",
+                p.isa
+            )))
+        }
+        AOperand::Packed(p) => (p.m, p.k),
+        AOperand::Mat(mat) => (mat.rows(), mat.cols()),
+    };
+    let b_dims = match b {
+        BOperand::Packed(p) if p.isa != isa => {
+            return Err(gemm_err(format!(
+                "B packed for {:?}, run with {isa:?}",
+                p.isa
+            )))
+        }
+        BOperand::Packed(p) => (p.k, p.n),
+        BOperand::Mat(mat) => (mat.rows(), mat.cols()),
+        BOperand::Image(im) => (im.rows(), im.cols()),
+    };
+    if a_dims != (m, k) || b_dims != (k, n) {
+        return Err(gemm_err(format!(
+            "operands {a_dims:?} and {b_dims:?} do not form a {m}x{k} by {k}x{n} product"
+        )));
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let c_len = (m - 1)
+        .checked_mul(ldc)
+        .and_then(|v| v.checked_add(n))
+        .filter(|_| ldc >= n)
+        .ok_or_else(|| gemm_err(format!("bad output stride {ldc}")))?;
+    if c.len() < c_len {
+        return Err(gemm_err(format!(
+            "output of {} floats, need {c_len}",
+            c.len()
+        )));
+    }
+    match epi.bias {
+        Bias::PerRow(v) if v.len() != m => {
+            return Err(gemm_err(format!("{} row biases for {m} rows", v.len())))
+        }
+        Bias::PerColumn(v) if v.len() != n => {
+            return Err(gemm_err(format!(
+                "{} column biases for {n} columns",
+                v.len()
+            )))
+        }
+        _ => {}
+    }
+    if let Some(r) = epi.residual {
+        if r.len() < c_len {
+            return Err(gemm_err(format!(
+                "residual of {} floats, need {c_len}",
+                r.len()
+            )));
+        }
+    }
+    let (mr, nr) = (isa.mr(), isa.nr());
+    // tasks: split the larger side in whole tiles, one task per thread
+    let threads = if parallel && m * n * k >= PARALLEL_MACS {
+        rayon::current_num_threads().max(1)
+    } else {
+        1
+    };
+    let (col_tiles, row_tiles) = (n.div_ceil(nr), m.div_ceil(mr));
+    let tasks: Vec<(usize, usize, usize, usize)> = if threads == 1 {
+        vec![(0, m, 0, n)]
+    } else if col_tiles >= row_tiles || col_tiles >= 4 * threads {
+        split(col_tiles, threads)
+            .map(|(t0, t1)| (0, m, t0 * nr, (t1 * nr).min(n)))
+            .collect()
+    } else {
+        split(row_tiles, threads)
+            .map(|(t0, t1)| (t0 * mr, (t1 * mr).min(m), 0, n))
+            .collect()
+    };
+    let out = OutPtr(c.as_mut_ptr());
+    let run = |&(i0, i1, j0, j1): &(usize, usize, usize, usize)| {
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            let (abuf, bbuf, row) = &mut *s;
+            // SAFETY: the operands' extents were checked against (m, n, k) above and the
+            // output against (m, n, ldc); this task touches only rows [i0, i1) x cols [j0, j1)
+            // of C, disjoint from every other task's.
+            unsafe {
+                run_task(
+                    isa,
+                    k,
+                    a,
+                    b,
+                    out,
+                    ldc,
+                    epi,
+                    (i0, i1, j0, j1),
+                    abuf,
+                    bbuf,
+                    row,
+                )
+            }
+        })
+    };
+    if tasks.len() > 1 {
+        tasks.par_iter().for_each(run);
+    } else {
+        tasks.iter().for_each(run);
+    }
+    Ok(())
+}
+
+/// `total` items cut into `parts` contiguous ranges (empty ones dropped).
+fn split(total: usize, parts: usize) -> impl Iterator<Item = (usize, usize)> {
+    let per = total.div_ceil(parts.max(1)).max(1);
+    (0..parts)
+        .map(move |p| (p * per, ((p + 1) * per).min(total)))
+        .filter(|(a, b)| a < b)
+}
+
+/// One task: rows `[i0, i1)` x columns `[j0, j1)` of C (i0 a multiple of MR, j0 of NR).
+///
+/// # Safety
+/// As checked by `sgemm`: operand sizes match (m, n, k), `out` addresses C with row stride
+/// `ldc`, and no other thread touches this rectangle.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_task(
+    isa: Isa,
+    k: usize,
+    a: AOperand,
+    b: BOperand,
+    out: OutPtr,
+    ldc: usize,
+    epi: &Epilogue,
+    (i0, i1, j0, j1): (usize, usize, usize, usize),
+    abuf: &mut Vec<f32>,
+    bbuf: &mut Vec<f32>,
+    row: &mut Vec<f32>,
+) {
+    let (mr, nr) = (isa.mr(), isa.nr());
+    let c = out.0;
+    if k == 0 {
+        for i in i0..i1 {
+            std::slice::from_raw_parts_mut(c.add(i * ldc + j0), j1 - j0).fill(0.0);
+        }
+        epilogue(epi, c, ldc, i0, i1, j0, j1);
+        return;
+    }
+    let mut tile = [0f32; microkernel::MAX_TILE];
+    let mut jc = j0;
+    while jc < j1 {
+        let nc = NC.min(j1 - jc);
+        let mut pc = 0;
+        while pc < k {
+            let kc = KC.min(k - pc);
+            let bblock: &[f32] = match b {
+                BOperand::Packed(p) => p.block(pc, kc, jc),
+                BOperand::Mat(mat) => pack_into(bbuf, nc.div_ceil(nr) * nr * kc, |dst| {
+                    pack_b(BSource::Mat(mat), nr, pc, kc, jc, nc, dst, &mut [])
+                }),
+                BOperand::Image(im) => {
+                    if row.len() < nc {
+                        row.resize(nc, 0.0);
+                    }
+                    pack_into(bbuf, nc.div_ceil(nr) * nr * kc, |dst| {
+                        pack_b(BSource::Image(im), nr, pc, kc, jc, nc, dst, row)
+                    })
+                }
+            };
+            let mut ic = i0;
+            while ic < i1 {
+                let mc = match a {
+                    AOperand::Packed(_) => i1 - ic,
+                    AOperand::Mat(_) => MC.min(i1 - ic),
+                };
+                let ablock: &[f32] = match a {
+                    AOperand::Packed(p) => p.block(pc, kc, ic),
+                    AOperand::Mat(mat) => pack_into(abuf, mc.div_ceil(mr) * mr * kc, |dst| {
+                        pack_a(&mat, mr, pc, kc, ic, mc, dst)
+                    }),
+                };
+                let mut jr = 0;
+                while jr < nc {
+                    let cols = nr.min(nc - jr);
+                    let bp = bblock.as_ptr().add(jr * kc);
+                    let mut ir = 0;
+                    while ir < mc {
+                        let rows = mr.min(mc - ir);
+                        let ap = ablock.as_ptr().add(ir * kc);
+                        let cp = c.add((ic + ir) * ldc + jc + jr);
+                        if rows == mr && cols == nr {
+                            isa.tile(kc, ap, bp, cp, ldc, pc > 0);
+                        } else {
+                            // edge tile: compute into the stack tile, then add the valid part
+                            isa.tile(kc, ap, bp, tile.as_mut_ptr(), nr, false);
+                            for r in 0..rows {
+                                let dst = std::slice::from_raw_parts_mut(cp.add(r * ldc), cols);
+                                let src = &tile[r * nr..r * nr + cols];
+                                if pc > 0 {
+                                    dst.iter_mut().zip(src).for_each(|(d, &v)| *d += v);
+                                } else {
+                                    dst.copy_from_slice(src);
+                                }
+                            }
+                        }
+                        ir += mr;
+                    }
+                    jr += nr;
+                }
+                if pc + kc == k {
+                    epilogue(epi, c, ldc, ic, ic + mc, jc, jc + nc);
+                }
+                ic += mc;
+            }
+            pc += kc;
+        }
+        jc += nc;
+    }
+}
+
+/// `buf` grown to `len`, filled by `fill`, returned as the filled part.
+fn pack_into(buf: &mut Vec<f32>, len: usize, fill: impl FnOnce(&mut [f32])) -> &[f32] {
+    if buf.len() < len {
+        buf.resize(len, 0.0);
+    }
+    fill(&mut buf[..len]);
+    &buf[..len]
+}
+
+/// Bias, residual and activation over rows `[i0, i1)` x cols `[j0, j1)` of C.
+///
+/// # Safety
+/// The rectangle lies inside C (row stride `ldc`) and belongs to the caller's task.
+unsafe fn epilogue(
+    epi: &Epilogue,
+    c: *mut f32,
+    ldc: usize,
+    i0: usize,
+    i1: usize,
+    j0: usize,
+    j1: usize,
+) {
+    if matches!(epi.bias, Bias::None)
+        && epi.residual.is_none()
+        && epi.activation == Activation::Identity
+    {
+        return;
+    }
+    for i in i0..i1 {
+        let dst = std::slice::from_raw_parts_mut(c.add(i * ldc + j0), j1 - j0);
+        match epi.bias {
+            Bias::None => {}
+            Bias::PerRow(b) => {
+                let v = b[i];
+                dst.iter_mut().for_each(|d| *d += v);
+            }
+            Bias::PerColumn(b) => dst.iter_mut().zip(&b[j0..j1]).for_each(|(d, &v)| *d += v),
+        }
+        if let Some(r) = epi.residual {
+            dst.iter_mut()
+                .zip(&r[i * ldc + j0..i * ldc + j1])
+                .for_each(|(d, &v)| *d += v);
+        }
+        if epi.activation != Activation::Identity {
+            dst.iter_mut().for_each(|d| *d = epi.activation.apply(*d));
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! Packing GEMM operands into the panel layouts the microkernels read, and the packed forms of
+//! constant operands (weights) kept across calls.
+//!
+//! Layouts (K split into blocks of `KC`): the A block for rows `[i0, i0 + mc)` and depth
+//! `[k0, k0 + kc)` is `ceil(mc / MR)` panels of `kc * MR` floats (`panel[k * MR + i]`); the B block
+//! for columns `[j0, j0 + nc)` is `ceil(nc / NR)` panels of `kc * NR` floats (`panel[k * NR + j]`).
+//! Rows or columns past the matrix edge are zero.
+
+use super::{Isa, KC};
+use crate::tensor::{Storage, WeakStorage};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// A read-only strided matrix over a slice, bounds checked at construction.
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a> {
+    data: &'a [f32],
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> MatRef<'a> {
+    /// `rows x cols` with row stride `rs` and column stride `cs` (elements); `None` when an
+    /// addressed element would fall outside `data`.
+    pub fn new(data: &'a [f32], rows: usize, cols: usize, rs: usize, cs: usize) -> Option<Self> {
+        if rows > 0 && cols > 0 {
+            let last = (rows - 1)
+                .checked_mul(rs)?
+                .checked_add((cols - 1).checked_mul(cs)?)?;
+            if last >= data.len() {
+                return None;
+            }
+        }
+        Some(MatRef {
+            data,
+            rows,
+            cols,
+            rs,
+            cs,
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    #[inline]
+    fn at(&self, i: usize, j: usize) -> f32 {
+        self.data[i * self.rs + j * self.cs]
+    }
+}
+
+/// The B operand of a convolution read straight from a `[c, D, H, W]` image: row
+/// `k = (c, kz, ky, kx)`, column `n = (oz, oy, ox)`, the element im2col would have put there.
+#[derive(Clone, Copy, Debug)]
+pub struct ImageOperand<'a> {
+    img: &'a [f32],
+    channels: usize,
+    image: [usize; 3],
+    kernel: [usize; 3],
+    grid: [usize; 3],
+    stride: [usize; 3],
+    pad: [usize; 3],
+    dilation: [usize; 3],
+}
+
+impl<'a> ImageOperand<'a> {
+    /// `None` when `img` is not exactly `channels * prod(image)` long or a geometry value is 0.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        img: &'a [f32],
+        channels: usize,
+        image: [usize; 3],
+        kernel: [usize; 3],
+        grid: [usize; 3],
+        stride: [usize; 3],
+        pad: [usize; 3],
+        dilation: [usize; 3],
+    ) -> Option<Self> {
+        let il = image.iter().try_fold(channels, |a, &d| a.checked_mul(d))?;
+        if il != img.len()
+            || kernel.contains(&0)
+            || stride.contains(&0)
+            || dilation.contains(&0)
+            || grid
+                .iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d))
+                .is_none()
+        {
+            return None;
+        }
+        Some(ImageOperand {
+            img,
+            channels,
+            image,
+            kernel,
+            grid,
+            stride,
+            pad,
+            dilation,
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.channels * self.kernel.iter().product::<usize>()
+    }
+
+    pub fn cols(&self) -> usize {
+        self.grid.iter().product()
+    }
+
+    /// Whether row k is image channel k read in place (1x1 kernel, stride 1, no padding).
+    fn pointwise(&self) -> bool {
+        self.kernel == [1; 3]
+            && self.stride == [1; 3]
+            && self.pad == [0; 3]
+            && self.grid == self.image
+    }
+
+    /// Input coordinate along dim `d` of grid position `o` and tap `t`, if inside the image.
+    #[inline]
+    fn coord(&self, d: usize, o: usize, t: usize) -> Option<usize> {
+        let p = (o * self.stride[d] + t * self.dilation[d]).checked_sub(self.pad[d])?;
+        (p < self.image[d]).then_some(p)
+    }
+
+    /// Columns `[j0, j0 + row.len())` of row `k` into `row`.
+    fn fill_row(&self, k: usize, j0: usize, row: &mut [f32]) {
+        let kvol = self.kernel.iter().product::<usize>();
+        let (c, tap) = (k / kvol, k % kvol);
+        let [_, kh, kw] = self.kernel;
+        let (ta, tb, te) = (tap / (kh * kw), (tap / kw) % kh, tap % kw);
+        let il = self.image.iter().product::<usize>();
+        let src = &self.img[c * il..(c + 1) * il];
+        let [_, oh, ow] = self.grid;
+        let (sx, iw) = (self.stride[2], self.image[2]);
+        let mut j = j0;
+        let end = j0 + row.len();
+        let mut out = 0;
+        while j < end {
+            let (z, y, x) = (j / (oh * ow), (j / ow) % oh, j % ow);
+            // this output row's remaining span inside [j, end)
+            let span = (ow - x).min(end - j);
+            let dst = &mut row[out..out + span];
+            match (self.coord(0, z, ta), self.coord(1, y, tb)) {
+                (Some(iz), Some(iy)) => {
+                    let line = &src[(iz * self.image[1] + iy) * iw..][..iw];
+                    // x + i maps to ix = (x + i) * sx + off, valid for ix in [0, iw)
+                    let off = te * self.dilation[2];
+                    let pad = self.pad[2];
+                    for (i, d) in dst.iter_mut().enumerate() {
+                        let p = (x + i) * sx + off;
+                        *d = if p >= pad && p - pad < iw {
+                            line[p - pad]
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+                _ => dst.fill(0.0),
+            }
+            j += span;
+            out += span;
+        }
+    }
+}
+
+/// Pack rows `[i0, i0 + mc)`, depth `[k0, k0 + kc)` of `a` into `dst` (A block layout).
+pub(super) fn pack_a(
+    a: &MatRef,
+    mr: usize,
+    k0: usize,
+    kc: usize,
+    i0: usize,
+    mc: usize,
+    dst: &mut [f32],
+) {
+    let panels = mc.div_ceil(mr);
+    for p in 0..panels {
+        let panel = &mut dst[p * kc * mr..(p + 1) * kc * mr];
+        for i in 0..mr {
+            let r = i0 + p * mr + i;
+            if r < a.rows && r < i0 + mc {
+                for k in 0..kc {
+                    panel[k * mr + i] = a.at(r, k0 + k);
+                }
+            } else {
+                for k in 0..kc {
+                    panel[k * mr + i] = 0.0;
+                }
+            }
+        }
+    }
+}
+
+/// Where B's values come from while packing.
+#[derive(Clone, Copy)]
+pub(super) enum BSource<'a> {
+    Mat(MatRef<'a>),
+    Image(ImageOperand<'a>),
+}
+
+/// Pack depth `[k0, k0 + kc)`, columns `[j0, j0 + nc)` of `b` into `dst` (B block layout);
+/// `row` is scratch of at least `nc` floats.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn pack_b(
+    b: BSource,
+    nr: usize,
+    k0: usize,
+    kc: usize,
+    j0: usize,
+    nc: usize,
+    dst: &mut [f32],
+    row: &mut [f32],
+) {
+    let panels = nc.div_ceil(nr);
+    let scatter = |k: usize, vals: &[f32], dst: &mut [f32]| {
+        for (q, chunk) in vals.chunks(nr).enumerate() {
+            let at = (q * kc + k) * nr;
+            dst[at..at + chunk.len()].copy_from_slice(chunk);
+            dst[at + chunk.len()..at + nr].fill(0.0);
+        }
+    };
+    match b {
+        BSource::Mat(m) if m.cs == 1 => {
+            for k in 0..kc {
+                let start = (k0 + k) * m.rs + j0;
+                scatter(k, &m.data[start..start + nc], dst);
+            }
+        }
+        BSource::Mat(m) => {
+            for q in 0..panels {
+                for k in 0..kc {
+                    let at = (q * kc + k) * nr;
+                    for j in 0..nr {
+                        let col = j0 + q * nr + j;
+                        dst[at + j] = if col < j0 + nc {
+                            m.at(k0 + k, col)
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+            }
+        }
+        BSource::Image(im) if im.pointwise() => {
+            let il = im.cols();
+            for k in 0..kc {
+                let start = (k0 + k) * il + j0;
+                scatter(k, &im.img[start..start + nc], dst);
+            }
+        }
+        BSource::Image(im) => {
+            let row = &mut row[..nc];
+            for k in 0..kc {
+                im.fill_row(k0 + k, j0, row);
+                scatter(k, row, dst);
+            }
+        }
+    }
+}
+
+/// Rows rounded up to whole panels.
+fn padded(n: usize, panel: usize) -> usize {
+    n.div_ceil(panel) * panel
+}
+
+/// A constant A operand (`m x k`) packed once for one instruction set.
+#[derive(Debug)]
+pub struct PackedA {
+    pub(super) isa: Isa,
+    pub(super) m: usize,
+    pub(super) k: usize,
+    data: Vec<f32>,
+}
+
+impl PackedA {
+    pub fn new(isa: Isa, a: &MatRef) -> PackedA {
+        let (m, k, mr) = (a.rows, a.cols, isa.mr());
+        let mp = padded(m, mr);
+        let mut data = vec![0.0; mp * k];
+        let mut k0 = 0;
+        while k0 < k {
+            let kc = KC.min(k - k0);
+            pack_a(a, mr, k0, kc, 0, m, &mut data[k0 * mp..(k0 + kc) * mp]);
+            k0 += kc;
+        }
+        PackedA { isa, m, k, data }
+    }
+
+    /// The packed block for depth block starting at `k0` (of length `kc`) and rows from `i0`
+    /// (a multiple of MR).
+    pub(super) fn block(&self, k0: usize, kc: usize, i0: usize) -> &[f32] {
+        let mp = padded(self.m, self.isa.mr());
+        &self.data[k0 * mp + i0 * kc..(k0 + kc) * mp]
+    }
+
+    fn bytes(&self) -> usize {
+        self.data.len() * 4
+    }
+}
+
+/// A constant B operand (`k x n`) packed once for one instruction set.
+#[derive(Debug)]
+pub struct PackedB {
+    pub(super) isa: Isa,
+    pub(super) k: usize,
+    pub(super) n: usize,
+    data: Vec<f32>,
+}
+
+impl PackedB {
+    pub fn new(isa: Isa, b: &MatRef) -> PackedB {
+        let (k, n, nr) = (b.rows, b.cols, isa.nr());
+        let np = padded(n, nr);
+        let mut data = vec![0.0; np * k];
+        let mut k0 = 0;
+        while k0 < k {
+            let kc = KC.min(k - k0);
+            pack_b(
+                BSource::Mat(*b),
+                nr,
+                k0,
+                kc,
+                0,
+                n,
+                &mut data[k0 * np..(k0 + kc) * np],
+                &mut [],
+            );
+            k0 += kc;
+        }
+        PackedB { isa, k, n, data }
+    }
+
+    /// The packed block for the depth block at `k0` (length `kc`) and columns from `j0` (a
+    /// multiple of NR).
+    pub(super) fn block(&self, k0: usize, kc: usize, j0: usize) -> &[f32] {
+        let np = padded(self.n, self.isa.nr());
+        &self.data[k0 * np + j0 * kc..(k0 + kc) * np]
+    }
+
+    fn bytes(&self) -> usize {
+        self.data.len() * 4
+    }
+}
+
+/// Which operand a cached packing is for (a weight matrix may be packed either way).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Side {
+    A,
+    B,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Key {
+    storage: usize,
+    /// Element offset of the matrix inside the storage.
+    offset: usize,
+    geometry: [usize; 4],
+    side: Side,
+    isa: Isa,
+}
+
+enum Packed {
+    A(Arc<PackedA>),
+    B(Arc<PackedB>),
+}
+
+impl Packed {
+    fn bytes(&self) -> usize {
+        match self {
+            Packed::A(p) => p.bytes(),
+            Packed::B(p) => p.bytes(),
+        }
+    }
+}
+
+impl Key {
+    fn new(isa: Isa, storage: &Storage, offset: usize, m: &MatRef, side: Side) -> Key {
+        Key {
+            storage: storage.id(),
+            offset,
+            geometry: [m.rows, m.cols, m.rs, m.cs],
+            side,
+            isa,
+        }
+    }
+}
+
+struct Entry {
+    owner: WeakStorage,
+    version: u64,
+    packed: Packed,
+}
+
+/// Packed weights kept across calls, keyed on the storage they were read from; an entry is
+/// used only while that very storage is alive and unwritten since (its version unchanged).
+#[derive(Default)]
+struct PackCache {
+    entries: HashMap<Key, Entry>,
+    bytes: usize,
+}
+
+/// Upper bound on the memory kept in packed copies; beyond it weights are packed per call.
+const CACHE_BYTES: usize = 512 << 20;
+
+fn cache() -> &'static Mutex<PackCache> {
+    static CACHE: OnceLock<Mutex<PackCache>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+impl PackCache {
+    fn get(&self, key: &Key, storage: &Storage) -> Option<&Packed> {
+        let e = self.entries.get(key)?;
+        (e.owner.is(storage) && e.version == storage.version()).then_some(&e.packed)
+    }
+
+    fn insert(&mut self, key: Key, storage: &Storage, version: u64, packed: Packed) {
+        // forget packings of freed storages first
+        let mut freed = 0;
+        self.entries.retain(|_, e| {
+            let dead = e.owner.is_dead();
+            if dead {
+                freed += e.packed.bytes();
+            }
+            !dead
+        });
+        self.bytes -= freed;
+        if let Some(old) = self.entries.remove(&key) {
+            self.bytes -= old.packed.bytes();
+        }
+        let bytes = packed.bytes();
+        if self.bytes + bytes <= CACHE_BYTES {
+            self.bytes += bytes;
+            self.entries.insert(
+                key,
+                Entry {
+                    owner: storage.downgrade(),
+                    version,
+                    packed,
+                },
+            );
+        }
+    }
+}
+
+/// `a` (which lies at element `offset` of `storage`) packed as an A operand, from the cache
+/// when this storage was packed before and not written since.
+pub fn cached_packed_a(isa: Isa, storage: &Storage, offset: usize, a: &MatRef) -> Arc<PackedA> {
+    let key = Key::new(isa, storage, offset, a, Side::A);
+    let extract = |p: &Packed| match p {
+        Packed::A(p) => Some(p.clone()),
+        Packed::B(_) => None,
+    };
+    cached(key, storage, extract, || Arc::new(PackedA::new(isa, a)), Packed::A)
+}
+
+/// `b` (at element `offset` of `storage`) packed as a B operand, cached as [`cached_packed_a`].
+pub fn cached_packed_b(isa: Isa, storage: &Storage, offset: usize, b: &MatRef) -> Arc<PackedB> {
+    let key = Key::new(isa, storage, offset, b, Side::B);
+    let extract = |p: &Packed| match p {
+        Packed::B(p) => Some(p.clone()),
+        Packed::A(_) => None,
+    };
+    cached(key, storage, extract, || Arc::new(PackedB::new(isa, b)), Packed::B)
+}
+
+/// The cached packing under `key`, or a new one from `pack`, remembered.
+fn cached<T>(
+    key: Key,
+    storage: &Storage,
+    extract: impl Fn(&Packed) -> Option<Arc<T>>,
+    pack: impl FnOnce() -> Arc<T>,
+    wrap: fn(Arc<T>) -> Packed,
+) -> Arc<T> {
+    if let Some(p) = cache().lock().get(&key, storage).and_then(&extract) {
+        return p;
+    }
+    // read the version before packing: a write during packing then invalidates the entry
+    let version = storage.version();
+    let p = pack();
+    cache().lock().insert(key, storage, version, wrap(p.clone()));
+    p
+}

@@ -1,0 +1,382 @@
+//! The packed float32 GEMM (`tsrun::ops::gemm`) against a float64 reference, for every
+//! instruction set this CPU supports: edge tiles, several K blocks, pre-packed operands, the
+//! implicit-im2col image operand, the fused epilogue, threading, and the packed-weight cache's
+//! invalidation when a weight is written.
+
+use tsrun::ops::gemm::{
+    cached_packed_a, cached_packed_b, sgemm, AOperand, Activation, BOperand, Bias, Epilogue,
+    ImageOperand, Isa, MatRef, PackedA, PackedB,
+};
+use tsrun::tensor::{DType, Tensor};
+
+/// Deterministic values in [-1, 1).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn isas() -> Vec<Isa> {
+    let v: Vec<Isa> = [Isa::Avx512, Isa::Avx2, Isa::Portable]
+        .into_iter()
+        .filter(|i| i.is_supported())
+        .collect();
+    assert!(v.contains(&Isa::Portable) && v.contains(&Isa::detected()));
+    v
+}
+
+fn act(a: Activation, v: f64) -> f64 {
+    match a {
+        Activation::Identity => v,
+        Activation::Relu => v.max(0.0),
+        Activation::Clamp(lo, hi) => v.max(lo as f64).min(hi as f64),
+        Activation::Hardswish => v * (v + 3.0).clamp(0.0, 6.0) / 6.0,
+        Activation::Silu => v / (1.0 + (-v).exp()),
+    }
+}
+
+/// Check `got` (row stride `ldc`) against `sum_k a(i,k) b(k,j)` plus the epilogue, with a
+/// float32 accumulation bound.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    what: &str,
+    got: &[f32],
+    ldc: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &dyn Fn(usize, usize) -> f32,
+    b: &dyn Fn(usize, usize) -> f32,
+    epi: &Epilogue,
+) {
+    for i in 0..m {
+        for j in 0..n {
+            let (mut s, mut mag) = (0f64, 0f64);
+            for p in 0..k {
+                let t = a(i, p) as f64 * b(p, j) as f64;
+                s += t;
+                mag += t.abs();
+            }
+            match epi.bias {
+                Bias::None => {}
+                Bias::PerRow(v) => s += v[i] as f64,
+                Bias::PerColumn(v) => s += v[j] as f64,
+            }
+            if let Some(r) = epi.residual {
+                s += r[i * ldc + j] as f64;
+            }
+            let want = act(epi.activation, s);
+            let tol = 1e-6 * (k.max(8) as f64) * (mag + 1.0);
+            let g = got[i * ldc + j] as f64;
+            assert!(
+                (g - want).abs() <= tol,
+                "{what}: C[{i},{j}] = {g}, want {want} (m={m} n={n} k={k})"
+            );
+        }
+    }
+}
+
+const SHAPES: [(usize, usize, usize); 7] = [
+    (1, 1, 1),
+    (13, 33, 7),
+    (12, 32, 256),
+    (25, 70, 300),
+    (7, 600, 40),
+    (130, 9, 520),
+    (3, 5, 0),
+];
+
+#[test]
+fn strided_and_packed_operands_match_reference() {
+    for isa in isas() {
+        for &(m, n, k) in &SHAPES {
+            let av = values(m * k, 1);
+            let bv = values(k * n, 2);
+            // A column-major (strides 1, m) to exercise strided packing; B row-major
+            let a = MatRef::new(&av, m, k, 1, m.max(1)).unwrap();
+            let b = MatRef::new(&bv, k, n, n, 1).unwrap();
+            let fa = |i: usize, p: usize| av[i + p * m];
+            let fb = |p: usize, j: usize| bv[p * n + j];
+            let pa = PackedA::new(isa, &a);
+            let pb = PackedB::new(isa, &b);
+            let ldc = n + 3;
+            for (name, ao, bo) in [
+                ("mat x mat", AOperand::Mat(a), BOperand::Mat(b)),
+                ("packed x mat", AOperand::Packed(&pa), BOperand::Mat(b)),
+                ("mat x packed", AOperand::Mat(a), BOperand::Packed(&pb)),
+            ] {
+                for parallel in [false, true] {
+                    let mut c = vec![f32::NAN; m.max(1) * ldc];
+                    sgemm(isa, m, n, k, ao, bo, &mut c, ldc, &Epilogue::NONE, parallel).unwrap();
+                    check(
+                        &format!("{isa:?} {name} parallel={parallel}"),
+                        &c,
+                        ldc,
+                        m,
+                        n,
+                        k,
+                        &fa,
+                        &fb,
+                        &Epilogue::NONE,
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn epilogue_bias_residual_activation() {
+    let (m, n, k) = (29, 45, 300);
+    let av = values(m * k, 3);
+    let bv = values(k * n, 4);
+    let rows = values(m, 5);
+    let cols = values(n, 6);
+    let residual = values(m * n, 7);
+    let a = MatRef::new(&av, m, k, k, 1).unwrap();
+    let b = MatRef::new(&bv, k, n, n, 1).unwrap();
+    let fa = |i: usize, p: usize| av[i * k + p];
+    let fb = |p: usize, j: usize| bv[p * n + j];
+    for isa in isas() {
+        for activation in [
+            Activation::Identity,
+            Activation::Relu,
+            Activation::Clamp(0.0, 6.0),
+            Activation::Hardswish,
+            Activation::Silu,
+        ] {
+            for bias in [Bias::None, Bias::PerRow(&rows), Bias::PerColumn(&cols)] {
+                let epi = Epilogue {
+                    bias,
+                    residual: Some(&residual),
+                    activation,
+                };
+                let mut c = vec![0f32; m * n];
+                sgemm(
+                    isa,
+                    m,
+                    n,
+                    k,
+                    AOperand::Mat(a),
+                    BOperand::Mat(b),
+                    &mut c,
+                    n,
+                    &epi,
+                    true,
+                )
+                .unwrap();
+                check(
+                    &format!("{isa:?} {activation:?}"),
+                    &c,
+                    n,
+                    m,
+                    n,
+                    k,
+                    &fa,
+                    &fb,
+                    &epi,
+                );
+            }
+        }
+    }
+}
+
+/// The image operand equals the im2col matrix: compare against a direct convolution.
+#[test]
+fn image_operand_is_implicit_im2col() {
+    // (channels, image hw, kernel hw, stride, pad, dilation)
+    let cases = [
+        (3, [9, 8], [3, 3], [1, 1], [1, 1], [1, 1]),
+        (4, [10, 9], [3, 2], [2, 1], [0, 1], [2, 1]),
+        (5, [6, 6], [1, 1], [1, 1], [0, 0], [1, 1]),
+        (5, [7, 6], [1, 1], [2, 2], [0, 0], [1, 1]),
+        (17, [12, 11], [3, 3], [2, 2], [1, 1], [1, 1]),
+        (2, [40, 33], [5, 5], [1, 1], [2, 2], [1, 1]),
+    ];
+    let cout = 14;
+    for isa in isas() {
+        for &(ch, [h, w], [kh, kw], [sh, sw], [ph, pw], [dh, dw]) in &cases {
+            let oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+            let ow = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+            let img = values(ch * h * w, 8);
+            let wts = values(cout * ch * kh * kw, 9);
+            let im = ImageOperand::new(
+                &img,
+                ch,
+                [1, h, w],
+                [1, kh, kw],
+                [1, oh, ow],
+                [1, sh, sw],
+                [0, ph, pw],
+                [1, dh, dw],
+            )
+            .unwrap();
+            let kdim = ch * kh * kw;
+            let a = MatRef::new(&wts, cout, kdim, kdim, 1).unwrap();
+            let pa = PackedA::new(isa, &a);
+            let (l, mut c) = (oh * ow, vec![0f32; cout * oh * ow]);
+            sgemm(
+                isa,
+                cout,
+                l,
+                kdim,
+                AOperand::Packed(&pa),
+                BOperand::Image(im),
+                &mut c,
+                l,
+                &Epilogue::NONE,
+                true,
+            )
+            .unwrap();
+            let fa = |i: usize, p: usize| wts[i * kdim + p];
+            let fb = |p: usize, j: usize| {
+                let (c0, t) = (p / (kh * kw), p % (kh * kw));
+                let (ty, tx) = (t / kw, t % kw);
+                let (y, x) = (j / ow, j % ow);
+                let iy = (y * sh + ty * dh) as isize - ph as isize;
+                let ix = (x * sw + tx * dw) as isize - pw as isize;
+                if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                    0.0
+                } else {
+                    img[(c0 * h + iy as usize) * w + ix as usize]
+                }
+            };
+            check(
+                &format!("{isa:?} conv {ch}x{h}x{w} k{kh}x{kw}"),
+                &c,
+                l,
+                cout,
+                l,
+                kdim,
+                &fa,
+                &fb,
+                &Epilogue::NONE,
+            );
+        }
+    }
+}
+
+#[test]
+fn mismatched_operands_are_errors() {
+    let isa = Isa::detected();
+    let v = values(64, 10);
+    let a = MatRef::new(&v, 4, 4, 4, 1).unwrap();
+    let b = MatRef::new(&v, 5, 4, 4, 1).unwrap();
+    let mut c = vec![0f32; 16];
+    assert!(sgemm(
+        isa,
+        4,
+        4,
+        4,
+        AOperand::Mat(a),
+        BOperand::Mat(b),
+        &mut c,
+        4,
+        &Epilogue::NONE,
+        false
+    )
+    .is_err());
+    let b = MatRef::new(&v, 4, 4, 4, 1).unwrap();
+    let mut small = vec![0f32; 15];
+    assert!(sgemm(
+        isa,
+        4,
+        4,
+        4,
+        AOperand::Mat(a),
+        BOperand::Mat(b),
+        &mut small,
+        4,
+        &Epilogue::NONE,
+        false
+    )
+    .is_err());
+    let bias = [0f32; 3];
+    let epi = Epilogue {
+        bias: Bias::PerRow(&bias),
+        ..Epilogue::NONE
+    };
+    assert!(sgemm(
+        isa,
+        4,
+        4,
+        4,
+        AOperand::Mat(a),
+        BOperand::Mat(b),
+        &mut c,
+        4,
+        &epi,
+        false
+    )
+    .is_err());
+    assert!(MatRef::new(&v, 9, 8, 8, 1).is_none());
+    if isa != Isa::Portable {
+        let pa = PackedA::new(Isa::Portable, &a);
+        assert!(sgemm(
+            isa,
+            4,
+            4,
+            4,
+            AOperand::Packed(&pa),
+            BOperand::Mat(b),
+            &mut c,
+            4,
+            &Epilogue::NONE,
+            false
+        )
+        .is_err());
+    }
+}
+
+/// A cached packing is reused while the weight is untouched and redone once it is written.
+#[test]
+fn packed_weight_cache_follows_writes() {
+    let isa = Isa::detected();
+    let (m, k) = (20, 30);
+    let w = Tensor::from_slice(&values(m * k, 11), &[m, k]).unwrap();
+    let pack = |w: &Tensor| {
+        let s = w.as_slice::<f32>().unwrap().unwrap();
+        let a = MatRef::new(s, m, k, k, 1).unwrap();
+        (
+            cached_packed_a(isa, w.storage(), w.storage_offset(), &a),
+            cached_packed_b(isa, w.storage(), w.storage_offset(), &a),
+        )
+    };
+    let (a1, b1) = pack(&w);
+    let (a2, b2) = pack(&w);
+    assert!(std::sync::Arc::ptr_eq(&a1, &a2) && std::sync::Arc::ptr_eq(&b1, &b2));
+    // write through a view: the next packing must see the new values
+    w.view_mut::<f32>().unwrap().fill(2.0);
+    let (a3, _) = pack(&w);
+    assert!(!std::sync::Arc::ptr_eq(&a1, &a3));
+    let ones = vec![1f32; k];
+    let b = MatRef::new(&ones, k, 1, 1, 1).unwrap();
+    let mut c = vec![0f32; m];
+    sgemm(
+        isa,
+        m,
+        1,
+        k,
+        AOperand::Packed(&a3),
+        BOperand::Mat(b),
+        &mut c,
+        1,
+        &Epilogue::NONE,
+        false,
+    )
+    .unwrap();
+    assert!(c.iter().all(|&v| v == 2.0 * k as f32), "{c:?}");
+    // a copy of the values in another storage is packed on its own
+    let other = Tensor::from_slice(&values(m * k, 11), &[m, k]).unwrap();
+    let (a4, _) = pack(&other);
+    assert!(!std::sync::Arc::ptr_eq(&a3, &a4));
+    assert_eq!(other.dtype(), DType::Float32);
+}
