@@ -614,7 +614,7 @@ fn check_bool_bytes<T: Element>(bytes: &[u8]) -> TResult<()> {
 /// Number of elements from storage start needed to hold every element of the view.
 fn storage_extent(offset: usize, shape: &[usize], strides: &[isize]) -> TResult<usize> {
     if shape.contains(&0) {
-        // addresses nothing (see `Tensor::data_ptr`)
+        // addresses nothing (see `Tensor::read`)
         return Ok(0);
     }
     let mut max_index: usize = 0;

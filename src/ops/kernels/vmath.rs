@@ -231,12 +231,14 @@ pub(crate) fn unary_f32(f: VecFn, x: &Tensor) -> crate::Result<Option<Tensor>> {
     if x.dtype() != DType::Float32 {
         return Ok(None);
     }
-    let Some(src) = x.as_slice::<f32>()? else {
+    let src_guard = x.read::<f32>()?;
+    let Some(src) = src_guard.as_slice() else {
         return Ok(None);
     };
     let out = Tensor::zeros(x.shape(), DType::Float32)?;
-    let dst = out
-        .as_slice_mut::<f32>()?
+    let mut dst_guard = out.write::<f32>()?;
+    let dst = dst_guard
+        .as_slice_mut()
         .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
     if src.len() >= PARALLEL_THRESHOLD {
         dst.par_chunks_mut(CHUNK)

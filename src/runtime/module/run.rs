@@ -236,6 +236,8 @@ impl Module {
         };
         HELD_STATE_LOCKS.with(|h| h.borrow_mut().push(id));
         Ok(guard)
+    }
+
     /// `run_method` within `options`: deadline, step budget, recursion depth, memory limits,
     /// cancellation and an optional seed of the call's own generator. The error of a call a
     /// limit stopped names the limit (`Error::limit`, `Error::is_cancelled`).
