@@ -53,6 +53,10 @@ pub struct BenchReport {
     pub peak_rss_bytes: Option<u64>,
     pub threads: usize,
     pub iterations: usize,
+    /// Threads calling the shared module at once (each made `iterations` timed calls).
+    pub callers: usize,
+    /// Calls completed per second over all callers (`callers` > 1 only).
+    pub calls_per_s: Option<f64>,
 }
 
 /// `secs` with three significant digits in the unit that keeps the number in [1, 1000)
@@ -149,17 +153,22 @@ pub fn measure(args: &BenchArgs) -> crate::Result<BenchReport> {
     }
     let n = args.iterations.max(1);
     let bar = progress_bar(first.saturating_mul(n as u32), n);
-    if args.callers > 1 {
-        return bench_callers(args.callers, n, &call);
-    }
-    let mut times = Vec::with_capacity(n);
-    for _ in 0..n {
-        let t0 = Instant::now();
-        std::hint::black_box(call()?);
-        times.push(t0.elapsed());
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
+    let mut calls_per_s = None;
+    let mut times = if args.callers > 1 {
+        let (times, total) = bench_callers(args.callers, n, &call)?;
+        calls_per_s = Some(times.len() as f64 / total.as_secs_f64().max(1e-9));
+        times
+    } else {
+        let mut times = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t0 = Instant::now();
+            std::hint::black_box(call()?);
+            times.push(t0.elapsed());
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        times
+    };
     let min = times.iter().copied().min().unwrap_or_default();
     let max = times.iter().copied().max().unwrap_or_default();
     Ok(BenchReport {
@@ -171,6 +180,8 @@ pub fn measure(args: &BenchArgs) -> crate::Result<BenchReport> {
         peak_rss_bytes: peak_rss_bytes(),
         threads: rayon::current_num_threads(),
         iterations: n,
+        callers: args.callers.max(1),
+        calls_per_s,
     })
 }
 
@@ -197,27 +208,38 @@ pub fn run(args: &BenchArgs) -> crate::Result<()> {
         format_seconds(r.first_call_s),
         r.threads,
     );
+    if let Some(rate) = r.calls_per_s {
+        println!(
+            "{} callers x {} calls: {rate:.1} calls/s, every result equal to the serial one",
+            r.callers, r.iterations
+        );
+    }
     Ok(())
 }
 
 /// `callers` threads each make `n` calls of the one shared module at once; every result must
 /// equal the first serial one (a shared module gives each call PyTorch's sequential result).
+/// Returns every call's latency and the wall time of the whole run.
 fn bench_callers(
     callers: usize,
     n: usize,
     call: &(dyn Fn() -> crate::Result<crate::runtime::IValue> + Sync),
-) -> crate::Result<()> {
+) -> crate::Result<(Vec<Duration>, Duration)> {
     let reference = fingerprint(&call()?);
     let t0 = Instant::now();
-    let mismatches = std::thread::scope(|s| {
+    let per_thread = std::thread::scope(|s| {
         let threads: Vec<_> = (0..callers)
             .map(|_| {
-                s.spawn(|| -> crate::Result<usize> {
+                s.spawn(|| -> crate::Result<(Vec<Duration>, usize)> {
                     let mut bad = 0;
+                    let mut times = Vec::with_capacity(n);
                     for _ in 0..n {
-                        bad += usize::from(fingerprint(&call()?) != reference);
+                        let t = Instant::now();
+                        let v = call()?;
+                        times.push(t.elapsed());
+                        bad += usize::from(fingerprint(&v) != reference);
                     }
-                    Ok(bad)
+                    Ok((times, bad))
                 })
             })
             .collect();
@@ -227,21 +249,18 @@ fn bench_callers(
                 t.join()
                     .map_err(|_| crate::Error::Module("a bench caller thread panicked".into()))?
             })
-            .sum::<crate::Result<usize>>()
+            .collect::<crate::Result<Vec<_>>>()
     })?;
     let total = t0.elapsed();
+    let mismatches: usize = per_thread.iter().map(|(_, bad)| bad).sum();
     let calls = callers * n;
-    println!(
-        "{callers} callers x {n} calls: {:.2} ms total, {:.1} calls/s, {mismatches} results differ from the serial one",
-        ms(total),
-        calls as f64 / total.as_secs_f64().max(1e-9)
-    );
     if mismatches > 0 {
         return Err(crate::Error::Module(format!(
             "{mismatches} of {calls} concurrent results differ from the serial result"
         )));
     }
-    Ok(())
+    let times = per_thread.into_iter().flat_map(|(t, _)| t).collect();
+    Ok((times, total))
 }
 
 /// A hash of a result's values, bit for bit (tensor elements as f64 bits, anything else as

@@ -493,11 +493,14 @@ fn conv_forward_f32(
 ) -> crate::Result<()> {
     let g = p.groups;
     let (cg, coutg) = (c / g, cout / g);
-    let xs = slice_of::<f32>(x)?;
-    let ws = slice_of::<f32>(w)?;
-    let bs = match bias {
+    let xg = x.read::<f32>()?;
+    let wg = w.read::<f32>()?;
+    let bg = bias.map(|b| b.read::<f32>()).transpose()?;
+    let xs = slice_of(&xg)?;
+    let ws = slice_of(&wg)?;
+    let bs = match &bg {
         Some(b) => {
-            let bs = slice_of::<f32>(b)?;
+            let bs = slice_of(b)?;
             if bs.len() != cout {
                 return Err(shape_err(format!(
                     "conv: bias has {} elements, expected {cout}",
@@ -508,7 +511,8 @@ fn conv_forward_f32(
         }
         None => None,
     };
-    let os = slice_mut_of::<f32>(out)?;
+    let mut og = out.write::<f32>()?;
+    let os = slice_mut_of(&mut og)?;
     let (il, l, kvol) = (
         xsp.iter().product::<usize>(),
         osp.iter().product::<usize>(),

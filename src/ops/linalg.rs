@@ -602,18 +602,22 @@ fn linear_packed_f32(
         return Ok(None);
     }
     let xc = reshape(x, &[rows, k])?;
-    let ws = slice_of::<f32>(w)?;
+    let wg = w.read::<f32>()?;
+    let ws = slice_of(&wg)?;
     let wt = gemm::MatRef::new(ws, k, out_f, 1, k)
         .ok_or_else(|| shape_err(format!("linear: weight {:?} too small", w.shape())))?;
     let packed = gemm::cached_packed_b(isa, w.storage(), w.storage_offset(), &wt);
-    let xs = slice_of::<f32>(&xc)?;
+    let xg = xc.read::<f32>()?;
+    let xs = slice_of(&xg)?;
     let xm = gemm::MatRef::new(xs, rows, k, k, 1)
         .ok_or_else(|| shape_err(format!("linear: input {:?} too small", x.shape())))?;
     let bc = bias.map(|b| b.contiguous()).transpose()?;
-    let bs = bc.as_ref().map(slice_of::<f32>).transpose()?;
+    let bg = bc.as_ref().map(|b| b.read::<f32>()).transpose()?;
+    let bs = bg.as_ref().map(slice_of).transpose()?;
     let mut shape = lead;
     shape.push(out_f);
     let out = Tensor::zeros(&shape, DType::Float32)?;
+    let mut og = out.write::<f32>()?;
     gemm::sgemm(
         isa,
         rows,
@@ -621,7 +625,7 @@ fn linear_packed_f32(
         k,
         gemm::AOperand::Mat(xm),
         gemm::BOperand::Packed(&packed),
-        slice_mut_of::<f32>(&out)?,
+        slice_mut_of(&mut og)?,
         out_f,
         &gemm::Epilogue {
             bias: bs.map_or(gemm::Bias::None, gemm::Bias::PerColumn),

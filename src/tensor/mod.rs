@@ -203,6 +203,7 @@ impl Tensor {
             strides: contiguous_strides(shape),
             dtype: T::DTYPE,
             requires_grad: false,
+            quantizer: None,
         })
     }
 

@@ -297,7 +297,13 @@ fn read_torch_zip(path: &Path) -> Result<StateDict> {
      -> std::result::Result<std::sync::Arc<crate::runtime::EnumValue>, String> {
         Err(format!("a state dict holds no enums, found {class}"))
     };
-    let value = unpickle_record(&archive, "data.pkl", "data", &no_enums)?;
+    let value = unpickle_record(
+        &archive,
+        "data.pkl",
+        "data",
+        &no_enums,
+        crate::pickle::MAX_NESTING,
+    )?;
     let IValue::Dict(d) = value else {
         return Err(weights_err(
             &path.display().to_string(),
