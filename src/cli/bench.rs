@@ -210,7 +210,7 @@ pub fn run(args: &BenchArgs) -> crate::Result<()> {
     );
     if let Some(rate) = r.calls_per_s {
         println!(
-            "{} callers x {} calls: {rate:.1} calls/s, every result equal to the serial one",
+            "{} callers x {} calls: {rate:.1} calls/s, 0 results differ from the serial one",
             r.callers, r.iterations
         );
     }

@@ -38,10 +38,13 @@ fn bench_reports_every_field() {
         warmup: 2,
         threads: None,
         json: true,
+        callers: 1,
+        limits: Default::default(),
     };
     let r = measure(&args).expect("bench runs");
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(r.iterations, 7);
+    assert_eq!((r.callers, r.calls_per_s), (1, None));
     assert!(r.threads >= 1);
     assert!(0.0 < r.min_s && r.min_s <= r.median_s && r.median_s <= r.max_s);
     assert!(r.first_call_s > 0.0 && r.load_s > 0.0);
