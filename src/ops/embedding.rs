@@ -82,7 +82,11 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
     let (rows, d) = (w.shape()[0], w.shape()[1]);
     if matches!(idx.dtype(), DType::Int64 | DType::Int32) {
         let v = idx.to_vec::<i64>()?;
-        if let Some((k, bad)) = v.iter().enumerate().find(|(_, &i)| i < 0 || i as usize >= rows) {
+        if let Some((k, bad)) = v
+            .iter()
+            .enumerate()
+            .find(|(_, &i)| i < 0 || i as usize >= rows)
+        {
             return Err(crate::tensor::TensorError::Index(format!(
                 "Index {k} of input takes value {bad} which is not in the valid range [0, {rows})"
             ))

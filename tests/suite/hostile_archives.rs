@@ -282,7 +282,11 @@ fn the_call_depth_limit_is_configurable() {
         )
         .expect_err("depth 2 is too shallow for mlp");
     let l = e.limit().unwrap_or_else(|| panic!("not a limit: {e}"));
-    assert_eq!((l.which, l.limit, l.requested), ("max_call_depth", 2, 3), "{e}");
+    assert_eq!(
+        (l.which, l.limit, l.requested),
+        ("max_call_depth", 2, 3),
+        "{e}"
+    );
 }
 
 /// `depth` nested calls of `torch.neg` around `x`.

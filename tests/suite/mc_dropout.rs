@@ -174,8 +174,8 @@ fn cli_run_sets_flags_and_modes() {
             .expect("run tsrun");
         assert!(status.success(), "tsrun run {extra:?}");
         // the npz also holds `structure.json` (a string array): read just the output
-        let mut npz = ndarray_npy::NpzReader::new(std::fs::File::open(&out).expect("open npz"))
-            .expect("npz");
+        let mut npz =
+            ndarray_npy::NpzReader::new(std::fs::File::open(&out).expect("open npz")).expect("npz");
         let arr: ndarray::ArrayD<f32> = npz.by_name("out").expect("out array");
         Tensor::from_array(arr).expect("tensor")
     };

@@ -459,7 +459,13 @@ pub fn cached_packed_a(isa: Isa, storage: &Storage, offset: usize, a: &MatRef) -
         Packed::A(p) => Some(p.clone()),
         Packed::B(_) => None,
     };
-    cached(key, storage, extract, || Arc::new(PackedA::new(isa, a)), Packed::A)
+    cached(
+        key,
+        storage,
+        extract,
+        || Arc::new(PackedA::new(isa, a)),
+        Packed::A,
+    )
 }
 
 /// `b` (at element `offset` of `storage`) packed as a B operand, cached as [`cached_packed_a`].
@@ -469,7 +475,13 @@ pub fn cached_packed_b(isa: Isa, storage: &Storage, offset: usize, b: &MatRef) -
         Packed::B(p) => Some(p.clone()),
         Packed::A(_) => None,
     };
-    cached(key, storage, extract, || Arc::new(PackedB::new(isa, b)), Packed::B)
+    cached(
+        key,
+        storage,
+        extract,
+        || Arc::new(PackedB::new(isa, b)),
+        Packed::B,
+    )
 }
 
 /// The cached packing under `key`, or a new one from `pack`, remembered.
@@ -486,6 +498,8 @@ fn cached<T>(
     // read the version before packing: a write during packing then invalidates the entry
     let version = storage.version();
     let p = pack();
-    cache().lock().insert(key, storage, version, wrap(p.clone()));
+    cache()
+        .lock()
+        .insert(key, storage, version, wrap(p.clone()));
     p
 }
