@@ -86,10 +86,7 @@ impl Registry {
     /// (every math function lists `int`/`float`/`complex`/`bool` number overloads, in-place
     /// twins of every unary function) where not every member exists.
     pub fn add_if_defined(&mut self, name: &str, kernel: Kernel) {
-        if crate::ir::schema::SchemaRegistry::global()
-            .find(name)
-            .is_some()
-        {
+        if crate::ir::schema::SchemaRegistry::global().contains(name) {
             self.add(name, kernel);
         }
     }
