@@ -287,22 +287,83 @@ fn matvec_inline(w: &[f32], n: usize, k: usize, x: &[f32], out: &mut [f32], acc:
         return;
     }
     let x = &x[..k.min(x.len())];
-    for (o, row) in out.iter_mut().take(n).zip(w.chunks_exact(k)) {
+    let n = n.min(out.len()).min(w.len() / k);
+    let out = &mut out[..n];
+    // Four rows per pass: each loaded piece of `x` feeds four rows' accumulators, so the
+    // loop does four FMAs per load of `x` instead of one.
+    let mut blocks = out.chunks_exact_mut(4);
+    let mut w_blocks = w.chunks_exact(4 * k);
+    for (o4, w4) in (&mut blocks).zip(&mut w_blocks) {
+        let (r01, r23) = w4.split_at(2 * k);
+        let (r0, r1) = r01.split_at(k);
+        let (r2, r3) = r23.split_at(k);
+        let d = dot4([r0, r1, r2, r3], x);
+        for (o, d) in o4.iter_mut().zip(d) {
+            *o = if acc { *o + d } else { d };
+        }
+    }
+    let done = n - blocks.into_remainder().len();
+    for (o, row) in out[done..].iter_mut().zip(w[done * k..].chunks_exact(k)) {
         let d = dot(row, x);
         *o = if acc { *o + d } else { d };
     }
 }
 
-/// A dot product with 32 independent partial sums (lane-wise adds vectorize without
+/// Lanes per partial-sum vector: one AVX-512 register of f32 (two AVX2 registers).
+const LANES: usize = 16;
+
+/// Sum of the lanes by halving (a tree of vector adds, not a chain of `LANES` scalar adds).
+#[inline(always)]
+fn reduce_lanes(mut acc: [f32; LANES]) -> f32 {
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for j in 0..width {
+            acc[j] += acc[j + width];
+        }
+    }
+    acc[0]
+}
+
+/// Four dot products of rows with the same `x`, sharing its loads.
+#[inline(always)]
+fn dot4(rows: [&[f32]; 4], x: &[f32]) -> [f32; 4] {
+    let mut acc = [[0.0f32; LANES]; 4];
+    let full = x.len() / LANES * LANES;
+    let it = rows[0][..full]
+        .chunks_exact(LANES)
+        .zip(rows[1][..full].chunks_exact(LANES))
+        .zip(rows[2][..full].chunks_exact(LANES))
+        .zip(rows[3][..full].chunks_exact(LANES))
+        .zip(x[..full].chunks_exact(LANES));
+    for ((((a, b), c), d), xs) in it {
+        for j in 0..LANES {
+            acc[0][j] += a[j] * xs[j];
+            acc[1][j] += b[j] * xs[j];
+            acc[2][j] += c[j] * xs[j];
+            acc[3][j] += d[j] * xs[j];
+        }
+    }
+    let mut sums = acc.map(reduce_lanes);
+    for (r, sum) in rows.iter().zip(sums.iter_mut()) {
+        *sum += r[full..]
+            .iter()
+            .zip(&x[full..])
+            .map(|(a, b)| a * b)
+            .sum::<f32>();
+    }
+    sums
+}
+
+/// A dot product with `LANES` independent partial sums (lane-wise adds vectorize without
 /// reassociating a single running sum).
 #[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    const L: usize = 32;
-    let mut acc = [0.0f32; L];
-    let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
+    let mut acc = [0.0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
-        for j in 0..L {
+        for j in 0..LANES {
             acc[j] += x[j] * y[j];
         }
     }
@@ -310,5 +371,5 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     for (x, y) in ra.iter().zip(rb) {
         tail += x * y;
     }
-    acc.iter().sum::<f32>() + tail
+    reduce_lanes(acc) + tail
 }
