@@ -312,6 +312,12 @@ impl<'a> Args<'a> {
                     r.dtype()
                 )));
             }
+            // PyTorch's out= ops refuse an out tensor that partially overlaps an input.
+            for input in self.values.iter().take(first) {
+                if let IValue::Tensor(t) = input {
+                    out.check_no_partial_overlap(t)?;
+                }
+            }
             out.copy_from(r)?;
             outs.push(IValue::Tensor(out));
         }

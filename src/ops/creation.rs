@@ -485,6 +485,7 @@ fn copy_(args: &mut Args<'_>) -> R {
                     x.shape()
                 )));
             }
+            x.check_no_partial_overlap(&src)?;
             x.copy_from(&src)?
         }
         _ => x.fill(args.scalar(1)?)?,

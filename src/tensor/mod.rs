@@ -90,6 +90,19 @@ pub fn checked_numel(shape: &[usize]) -> TResult<usize> {
     })
 }
 
+/// How the memory of two tensors relates (PyTorch's `MemOverlapStatus`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemOverlap {
+    /// Disjoint memory (or different storages).
+    No,
+    /// The same elements in the same layout.
+    Full,
+    /// Some, but not all, elements shared.
+    Partial,
+    /// A layout with gaps or repeats, which PyTorch does not analyse.
+    TooHard,
+}
+
 /// A strided view over a shared storage.
 #[derive(Clone)]
 pub struct Tensor {
@@ -267,6 +280,73 @@ impl Tensor {
     /// Whether two tensors view the same storage.
     pub fn shares_storage(&self, other: &Tensor) -> bool {
         self.storage.same(&other.storage)
+    }
+
+    /// PyTorch's `is_non_overlapping_and_dense()`: some permutation of the dims is contiguous,
+    /// so the elements fill `numel` consecutive slots with no gaps or repeats.
+    pub fn is_non_overlapping_and_dense(&self) -> bool {
+        let mut dims: SmallVec<[(isize, usize); 6]> = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .filter(|(&size, _)| size >= 2)
+            .map(|(&size, &stride)| (stride, size))
+            .collect();
+        dims.sort_unstable();
+        let mut required: isize = 1;
+        for (stride, size) in dims {
+            if stride != required {
+                return false;
+            }
+            required = required.saturating_mul(size as isize);
+        }
+        true
+    }
+
+    /// How this tensor's memory relates to `other`'s (PyTorch's `get_overlap_status`).
+    pub fn overlap_with(&self, other: &Tensor) -> MemOverlap {
+        if self.numel() == 0 || other.numel() == 0 || !self.shares_storage(other) {
+            return MemOverlap::No;
+        }
+        if !self.is_non_overlapping_and_dense() || !other.is_non_overlapping_and_dense() {
+            return MemOverlap::TooHard;
+        }
+        // Dense layouts cover [start, start + numel) elements from their lowest address.
+        let span = |t: &Tensor| {
+            let low = t
+                .shape
+                .iter()
+                .zip(&t.strides)
+                .filter(|(&n, &s)| n > 1 && s < 0)
+                .map(|(&n, &s)| s.unsigned_abs() * (n - 1))
+                .sum::<usize>();
+            let start = (t.offset.saturating_sub(low)) * t.dtype.size();
+            (start, start + t.numel() * t.dtype.size())
+        };
+        let (a_start, a_end) = span(self);
+        let (b_start, b_end) = span(other);
+        if a_start == b_start && a_end == b_end {
+            if self.strides == other.strides {
+                MemOverlap::Full
+            } else {
+                MemOverlap::Partial
+            }
+        } else if a_start < b_end && b_start < a_end {
+            MemOverlap::Partial
+        } else {
+            MemOverlap::No
+        }
+    }
+
+    /// PyTorch's `assert_no_partial_overlap(self, input)` before writing `self`: an input that
+    /// shares some but not all of the written memory would be read while it is overwritten.
+    pub fn check_no_partial_overlap(&self, input: &Tensor) -> TResult<()> {
+        if self.overlap_with(input) == MemOverlap::Partial {
+            return Err(TensorError::InternalOverlap(
+                "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// PyTorch's `is_contiguous()`: strides of size-1 dims are ignored.

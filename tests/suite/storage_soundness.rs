@@ -183,3 +183,44 @@ fn only_calls_that_may_write_module_state_run_exclusively() {
         .mutates_state("forward")
         .expect("analysis"));
 }
+
+#[test]
+fn inplace_writes_from_partially_overlapping_inputs_are_refused_as_pytorch_does() {
+    let g = golden();
+    let case = &g["partial_overlap"];
+    let shape: Vec<usize> = case["input_shape"]
+        .as_array()
+        .expect("shape")
+        .iter()
+        .map(|d| d.as_u64().expect("dim") as usize)
+        .collect();
+    let x = Tensor::from_vec(floats(&case["input"]), &shape).expect("input");
+    let m = model("partial_overlap");
+    let refused = case["refused"].as_object().expect("refused cases");
+    assert_eq!(refused.len(), 2);
+    for (which, message) in refused {
+        let which: i64 = which.parse().expect("case number");
+        let err = m
+            .forward(&[IValue::Tensor(x.clone()), IValue::Int(which)])
+            .expect_err("PyTorch refuses this write");
+        let message = message.as_str().expect("message");
+        assert!(
+            err.to_string().contains(message),
+            "case {which}: error {err} lacks PyTorch's message {message}"
+        );
+    }
+    let accepted = case["accepted"].as_object().expect("accepted cases");
+    assert_eq!(accepted.len(), 2);
+    for (which, expected) in accepted {
+        let which: i64 = which.parse().expect("case number");
+        let out = m
+            .forward(&[IValue::Tensor(x.clone()), IValue::Int(which)])
+            .expect("PyTorch accepts this write");
+        let out = out
+            .as_tensor()
+            .expect("tensor")
+            .to_vec::<f32>()
+            .expect("read");
+        assert_eq!(out, floats(expected), "case {which}");
+    }
+}

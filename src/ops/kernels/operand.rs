@@ -109,6 +109,30 @@ pub(crate) fn inplace_result(args: &Args<'_>, result: IValue) -> crate::Result<I
             .into())
         }
     };
+    check_inputs_overlap(args, &target, 1)?;
     write_inplace(&target, &result, args.op)?;
     Ok(IValue::Tensor(target))
+}
+
+/// PyTorch refuses a write whose target partially overlaps one of the op's inputs
+/// (`assert_no_partial_overlap`): the inputs at `first_input..` that are tensors, or lists of them.
+pub(crate) fn check_inputs_overlap(
+    args: &Args<'_>,
+    target: &Tensor,
+    first_input: usize,
+) -> crate::Result<()> {
+    for value in args.values.iter().skip(first_input) {
+        match value {
+            IValue::Tensor(t) => target.check_no_partial_overlap(t)?,
+            IValue::List(list) => {
+                for item in list.items().iter() {
+                    if let IValue::Tensor(t) = item {
+                        target.check_no_partial_overlap(t)?;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
