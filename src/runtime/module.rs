@@ -12,8 +12,9 @@ mod setstate;
 mod state_dict;
 
 pub use hooks::{
-    ForwardHook, ForwardPreHook, HookHandle, HookTable, LoadStateDictPostHook,
-    LoadStateDictPreHook, StateDictHook,
+    ForwardHook, ForwardHookWithKwargs, ForwardPreHook, ForwardPreHookWithKwargs, HookHandle,
+    HookTable, Kwargs, LoadStateDictPostHook, LoadStateDictPreHook, StateDictHook,
+    StateDictPreHook,
 };
 pub use modify::MemoryFormat;
 pub use run::{manual_seed, set_num_threads};

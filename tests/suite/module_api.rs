@@ -634,3 +634,97 @@ fn channels_last_equals_pytorch() {
         .expect("contiguous");
     assert!(m.state_dict().iter().all(|(_, t)| t.is_contiguous()));
 }
+
+#[test]
+fn kwargs_hooks_and_state_dict_pre_hooks_follow_pytorch() {
+    use std::sync::Arc;
+    use tsrun::runtime::module::Kwargs;
+    let mut g = Golden::load();
+    let m = load("net.pt");
+    m.eval();
+    let x = g.value("x");
+    let doubled = |v: &IValue| -> tsrun::Result<IValue> {
+        let t = v.as_tensor().expect("tensor");
+        let d: Vec<f32> = t.to_vec::<f32>()?.iter().map(|v| v * 2.0).collect();
+        Ok(IValue::Tensor(Tensor::from_vec(d, t.shape())?))
+    };
+    let keys_seen = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+    let seen = keys_seen.clone();
+    let pre = m.register_forward_pre_hook_with_kwargs(
+        Arc::new(move |_m, args, kwargs| {
+            let mut kwargs = kwargs.clone();
+            if let Some(v) = kwargs.get_mut("x") {
+                *v = doubled(v)?;
+            }
+            Ok(Some((args.to_vec(), kwargs)))
+        }),
+        false,
+    );
+    let post = m.register_forward_hook_with_kwargs(
+        Arc::new(move |_m, _args, kwargs, out| {
+            let mut keys: Vec<String> = kwargs.keys().cloned().collect();
+            keys.sort();
+            *seen.lock() = keys;
+            let t = out.as_tensor().expect("tensor");
+            let v: Vec<f32> = t.to_vec::<f32>()?.iter().map(|v| v - 1.0).collect();
+            Ok(Some(IValue::Tensor(Tensor::from_vec(v, t.shape())?)))
+        }),
+        false,
+        false,
+    );
+    let mut kwargs = Kwargs::new();
+    kwargs.insert("x".into(), x.clone());
+    let out = m
+        .call_kwargs(vec![], kwargs)
+        .expect("call with x by keyword");
+    assert_close(
+        &out,
+        &g.value("kwargs_hooked_out"),
+        1e-5,
+        "kwargs_hooked_out",
+    );
+    assert_eq!(*keys_seen.lock(), g.strings("kwargs_hook_keys"));
+    pre.remove();
+    post.remove();
+    // binding errors carry Python's wording (PyTorch qualifies the method with its class)
+    let mut bad = Kwargs::new();
+    bad.insert("y".into(), x.clone());
+    let e = err_text(m.call_kwargs(vec![x.clone()], bad));
+    assert!(
+        g.str("unexpected_kwarg")
+            .ends_with(e.split(": ").last().unwrap_or(&e)),
+        "{e}"
+    );
+    let mut dup = Kwargs::new();
+    dup.insert("x".into(), x.clone());
+    let e = err_text(m.call_kwargs(vec![x.clone()], dup));
+    assert!(
+        g.str("duplicate_kwarg")
+            .ends_with(e.split(": ").last().unwrap_or(&e)),
+        "{e}"
+    );
+
+    // state-dict pre hooks see the prefix and keep_vars; removed, they no longer run
+    let calls = Arc::new(parking_lot::Mutex::new(Vec::<(String, bool)>::new()));
+    let log = calls.clone();
+    let h = m.register_state_dict_pre_hook(Arc::new(move |_m, prefix, keep_vars| {
+        log.lock().push((prefix.to_string(), keep_vars));
+        Ok(())
+    }));
+    m.state_dict_with("root.", true).expect("state dict");
+    h.remove();
+    m.state_dict_with("", false).expect("state dict");
+    let expected = g.json["state_dict_pre_hook_calls"].clone();
+    let expected: Vec<(String, bool)> = expected
+        .as_array()
+        .expect("calls")
+        .iter()
+        .map(|c| {
+            (
+                c[0].as_str().expect("prefix").to_string(),
+                c[1].as_bool().expect("keep_vars"),
+            )
+        })
+        .collect();
+    assert_eq!(*calls.lock(), expected);
+}

@@ -1,6 +1,6 @@
 //! Hooks registered from Rust on a loaded module, as `register_forward_pre_hook` /
-//! `register_forward_hook` (with `prepend` and `always_call`) and the state-dict hooks of
-//! `nn.Module`, each returning a removable [`HookHandle`].
+//! `register_forward_hook` (with `prepend`, `with_kwargs` and `always_call`) and the state-dict
+//! hooks of `nn.Module`, each returning a removable [`HookHandle`].
 //!
 //! They run when the module they are registered on is called through [`Module::call`] /
 //! [`Module::call_with`] (pre-hooks before the archive's own scripted pre-hooks, forward hooks
@@ -13,6 +13,7 @@ use super::state_dict::{IncompatibleKeys, StateDict};
 use super::{module_err, Module};
 use crate::runtime::IValue;
 use crate::Result;
+use indexmap::IndexMap;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -23,6 +24,16 @@ pub type ForwardPreHook =
 /// `hook(module, args, output) -> None | new output`.
 pub type ForwardHook =
     Arc<dyn Fn(&Module, &[IValue], &IValue) -> Result<Option<IValue>> + Send + Sync>;
+/// Keyword arguments of a call, in the order given ([`Module::call_kwargs`]).
+pub type Kwargs = IndexMap<String, IValue>;
+/// `hook(module, args, kwargs) -> None | (new args, new kwargs)` (`with_kwargs=True`).
+pub type ForwardPreHookWithKwargs =
+    Arc<dyn Fn(&Module, &[IValue], &Kwargs) -> Result<Option<(Vec<IValue>, Kwargs)>> + Send + Sync>;
+/// `hook(module, args, kwargs, output) -> None | new output` (`with_kwargs=True`).
+pub type ForwardHookWithKwargs =
+    Arc<dyn Fn(&Module, &[IValue], &Kwargs, &IValue) -> Result<Option<IValue>> + Send + Sync>;
+/// `hook(module, prefix, keep_vars)` before `state_dict` collects anything.
+pub type StateDictPreHook = Arc<dyn Fn(&Module, &str, bool) -> Result<()> + Send + Sync>;
 /// `hook(module, state_dict, prefix)` after `state_dict` (may edit it).
 pub type StateDictHook = Arc<dyn Fn(&Module, &mut StateDict, &str) -> Result<()> + Send + Sync>;
 /// `hook(module, state_dict)` before `load_state_dict` (may edit what is loaded).
@@ -34,10 +45,16 @@ pub type LoadStateDictPostHook =
 #[derive(Clone)]
 enum Hook {
     Pre(ForwardPreHook),
+    PreWithKwargs(ForwardPreHookWithKwargs),
     Forward {
         hook: ForwardHook,
         always_call: bool,
     },
+    ForwardWithKwargs {
+        hook: ForwardHookWithKwargs,
+        always_call: bool,
+    },
+    StateDictPre(StateDictPreHook),
     StateDict(StateDictHook),
     LoadPre(LoadStateDictPreHook),
     LoadPost(LoadStateDictPostHook),
@@ -123,6 +140,32 @@ impl Module {
         self.add_hook(Hook::Forward { hook, always_call }, prepend)
     }
 
+    /// `register_forward_pre_hook(hook, prepend=prepend, with_kwargs=True)`: the hook sees the
+    /// keyword arguments of [`Module::call_kwargs`] too and may replace both.
+    pub fn register_forward_pre_hook_with_kwargs(
+        &self,
+        hook: ForwardPreHookWithKwargs,
+        prepend: bool,
+    ) -> HookHandle {
+        self.add_hook(Hook::PreWithKwargs(hook), prepend)
+    }
+
+    /// `register_forward_hook(hook, prepend=prepend, with_kwargs=True, always_call=always_call)`.
+    pub fn register_forward_hook_with_kwargs(
+        &self,
+        hook: ForwardHookWithKwargs,
+        prepend: bool,
+        always_call: bool,
+    ) -> HookHandle {
+        self.add_hook(Hook::ForwardWithKwargs { hook, always_call }, prepend)
+    }
+
+    /// `register_state_dict_pre_hook(hook)`: runs before `state_dict_with` on this module, with
+    /// its prefix and `keep_vars`.
+    pub fn register_state_dict_pre_hook(&self, hook: StateDictPreHook) -> HookHandle {
+        self.add_hook(Hook::StateDictPre(hook), false)
+    }
+
     /// `register_state_dict_post_hook(hook)`: runs after `state_dict_with` on this module.
     pub fn register_state_dict_post_hook(&self, hook: StateDictHook) -> HookHandle {
         self.add_hook(Hook::StateDict(hook), false)
@@ -153,48 +196,79 @@ impl Module {
         Err(no_autograd("register_backward_hook"))
     }
 
-    /// Forward pre-hooks, the call, then forward hooks (see the module docs).
+    /// Forward pre-hooks, the call, then forward hooks (see the module docs). Hooks without
+    /// `with_kwargs` see and replace the positional arguments only, as in PyTorch.
     pub(super) fn call_with_rust_hooks(
         &self,
         inputs: Vec<IValue>,
-        call: impl FnOnce(Vec<IValue>) -> Result<IValue>,
+        kwargs: Kwargs,
+        call: impl FnOnce(Vec<IValue>, Kwargs) -> Result<IValue>,
     ) -> Result<IValue> {
         let hooks = self.hooks();
         if hooks.is_empty() {
-            return call(inputs);
+            return call(inputs, kwargs);
         }
-        let mut args = inputs;
+        let (mut args, mut kwargs) = (inputs, kwargs);
         for h in &hooks {
-            if let Hook::Pre(pre) = h {
-                if let Some(new) = pre(self, &args)? {
-                    args = new;
+            match h {
+                Hook::Pre(pre) => {
+                    if let Some(new) = pre(self, &args)? {
+                        args = new;
+                    }
                 }
+                Hook::PreWithKwargs(pre) => {
+                    if let Some((new_args, new_kwargs)) = pre(self, &args, &kwargs)? {
+                        args = new_args;
+                        kwargs = new_kwargs;
+                    }
+                }
+                _ => {}
             }
         }
-        let mut out = match call(args.clone()) {
+        let mut out = match call(args.clone(), kwargs.clone()) {
             Ok(out) => out,
             Err(e) => {
+                // the forward error is what the caller sees; a hook's own error is not
                 for h in &hooks {
-                    if let Hook::Forward {
-                        hook,
-                        always_call: true,
-                    } = h
-                    {
-                        // the forward error is what the caller sees; a hook's own error is not
-                        let _ = hook(self, &args, &IValue::None);
+                    match h {
+                        Hook::Forward {
+                            hook,
+                            always_call: true,
+                        } => {
+                            let _ = hook(self, &args, &IValue::None);
+                        }
+                        Hook::ForwardWithKwargs {
+                            hook,
+                            always_call: true,
+                        } => {
+                            let _ = hook(self, &args, &kwargs, &IValue::None);
+                        }
+                        _ => {}
                     }
                 }
                 return Err(e);
             }
         };
         for h in &hooks {
-            if let Hook::Forward { hook, .. } = h {
-                if let Some(new) = hook(self, &args, &out)? {
-                    out = new;
-                }
+            let new = match h {
+                Hook::Forward { hook, .. } => hook(self, &args, &out)?,
+                Hook::ForwardWithKwargs { hook, .. } => hook(self, &args, &kwargs, &out)?,
+                _ => None,
+            };
+            if let Some(new) = new {
+                out = new;
             }
         }
         Ok(out)
+    }
+
+    pub(super) fn run_state_dict_pre_hooks(&self, prefix: &str, keep_vars: bool) -> Result<()> {
+        for h in self.hooks() {
+            if let Hook::StateDictPre(f) = h {
+                f(self, prefix, keep_vars)?;
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn run_state_dict_hooks(&self, state: &mut StateDict, prefix: &str) -> Result<()> {

@@ -1,7 +1,7 @@
 //! Running a module's methods: the compiled program of an archive behind the interpreter, and
 //! the calls a `ScriptModule` offers (`m.forward(x)`, `m.method(x)`, `m(x)` with hooks).
 
-use super::{module_err, Module};
+use super::{module_err, Kwargs, Module};
 use crate::ir::passes::effects::{effects, Callee, Effects};
 use crate::ir::unit::CompilationUnit;
 use crate::ops::OpContext;
@@ -259,14 +259,25 @@ impl Module {
         budget::with_budget(options.memory_budget(), || self.call_with(inputs, &ctx))
     }
 
-    /// `inputs` completed with the declared defaults of method `name`'s trailing parameters,
-    /// as Python fills them in; too few or too many inputs is an error naming the parameter.
-    fn with_defaults(&self, name: &str, mut inputs: Vec<IValue>) -> Result<Vec<IValue>> {
+    /// The arguments of method `name` bound as Python binds them: `inputs` by position, then
+    /// `kwargs` by parameter name, then the declared defaults. A missing, unknown or doubly
+    /// given argument is an error naming the parameter.
+    fn bind_arguments(
+        &self,
+        name: &str,
+        mut inputs: Vec<IValue>,
+        mut kwargs: Kwargs,
+    ) -> Result<Vec<IValue>> {
         let unit = self.compilation_unit()?;
         let Some(signature) = unit
             .class(self.object().class_name())
             .and_then(|c| c.method_signature(name))
         else {
+            if let Some(key) = kwargs.keys().next() {
+                return Err(module_err(format!(
+                    "{name}() got an unexpected keyword argument '{key}'"
+                )));
+            }
             return Ok(inputs);
         };
         // the first parameter is `self`
@@ -278,10 +289,20 @@ impl Module {
                 inputs.len()
             )));
         }
+        if let Some(p) = params[..inputs.len()]
+            .iter()
+            .find(|p| kwargs.contains_key(p.name.as_str()))
+        {
+            return Err(module_err(format!(
+                "{name}() got multiple values for argument '{}'",
+                p.name
+            )));
+        }
         for p in &params[inputs.len()..] {
-            match &p.default {
-                Some(v) => inputs.push(v.clone()),
-                None => {
+            match (kwargs.shift_remove(p.name.as_str()), &p.default) {
+                (Some(v), _) => inputs.push(v),
+                (None, Some(v)) => inputs.push(v.clone()),
+                (None, None) => {
                     return Err(module_err(format!(
                         "{name}() missing value for argument '{}'",
                         p.name
@@ -289,7 +310,17 @@ impl Module {
                 }
             }
         }
+        if let Some(key) = kwargs.keys().next() {
+            return Err(module_err(format!(
+                "{name}() got an unexpected keyword argument '{key}'"
+            )));
+        }
         Ok(inputs)
+    }
+
+    /// `inputs` completed with the declared defaults of method `name`'s trailing parameters.
+    fn with_defaults(&self, name: &str, inputs: Vec<IValue>) -> Result<Vec<IValue>> {
+        self.bind_arguments(name, inputs, Kwargs::new())
     }
 
     /// `m(*inputs)`: forward pre-hooks, `forward`, then forward hooks, as `Module.__call__`.
@@ -297,9 +328,25 @@ impl Module {
         self.call_with(inputs.to_vec(), default_context())
     }
 
+    /// `m(*inputs, **kwargs)`: keyword arguments bind to `forward`'s parameters by name;
+    /// hooks registered `with_kwargs` see them.
+    pub fn call_kwargs(&self, inputs: Vec<IValue>, kwargs: Kwargs) -> Result<IValue> {
+        self.call_kwargs_with(inputs, kwargs, default_context())
+    }
+
     /// `call` with an explicit operator context.
     /// Hooks registered from Rust run around the call (see `hooks.rs`).
     pub fn call_with(&self, inputs: Vec<IValue>, ctx: &OpContext) -> Result<IValue> {
+        self.call_kwargs_with(inputs, Kwargs::new(), ctx)
+    }
+
+    /// [`Module::call_kwargs`] with an explicit operator context.
+    pub fn call_kwargs_with(
+        &self,
+        inputs: Vec<IValue>,
+        kwargs: Kwargs,
+        ctx: &OpContext,
+    ) -> Result<IValue> {
         let mut methods = vec!["forward".to_string()];
         if let Some(class) = self.classes().classes.get(self.object().class_name()) {
             methods.extend(class.forward_pre_hooks.iter().cloned());
@@ -307,8 +354,8 @@ impl Module {
         }
         let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
         let _state = self.lock_state(&methods)?;
-        self.call_with_rust_hooks(inputs, |inputs| {
-            let inputs = self.with_defaults("forward", inputs)?;
+        self.call_with_rust_hooks(inputs, kwargs, |inputs, kwargs| {
+            let inputs = self.bind_arguments("forward", inputs, kwargs)?;
             self.interpreter()?.call_module(self.object(), inputs, ctx)
         })
     }

@@ -38,8 +38,9 @@ impl Module {
     /// `state_dict(prefix=prefix, keep_vars=keep_vars)`: keys start with `prefix`. Tensors share
     /// storage with the module's; with `keep_vars` false they are detached (`requires_grad`
     /// false), as PyTorch returns them.
-    /// State-dict post hooks registered on this module run on the result.
+    /// State-dict pre hooks registered on this module run first; post hooks run on the result.
     pub fn state_dict_with(&self, prefix: &str, keep_vars: bool) -> Result<StateDict> {
+        self.run_state_dict_pre_hooks(prefix, keep_vars)?;
         let mut state = self
             .state_dict()
             .into_iter()
