@@ -521,17 +521,24 @@ fn state_dict_hooks_and_registration() {
         .expect("same archive");
     let e = err_text(m.set_submodule("fc1", &bn));
     assert!(e.contains("Could not cast attribute 'fc1'"), "{e}");
+    // apply visits children before their parent, as nn.Module.apply
     let mut visited = Vec::new();
     m.apply(&mut |s| {
-        visited.push(s.extra_repr());
+        let class = s.class_name();
+        visited.push(class.rsplit('.').next().unwrap_or(class).to_string());
         Ok(())
     })
     .expect("apply");
+    let g = Golden::load();
+    assert_eq!(visited, g.strings("apply_order"));
     assert_eq!(
-        visited.last().map(String::as_str),
-        Some("original_name=Net")
+        Some(m.modules().len() as u64),
+        g.json["modules_count"].as_u64()
     );
-    assert_eq!(visited.len(), 5);
+    assert_eq!(
+        Some(m.children().len() as u64),
+        g.json["children_count"].as_u64()
+    );
 }
 
 #[test]
