@@ -1,7 +1,8 @@
 //! Random number generation reproducing PyTorch's CPU generator: an mt19937 seeded like
 //! `torch.manual_seed`, with PyTorch's transforms for uniform, normal (including the 16-wide
 //! Box-Muller fill for contiguous tensors of 16+ elements), integer ranges and permutations,
-//! and the serial distribution kernels (exponential, Cauchy, log-normal, geometric, Poisson).
+//! the serial distribution kernels (exponential, Cauchy, log-normal, geometric, Poisson) and
+//! multinomial.
 
 use super::creation::{factory_dtype, size_arg};
 use super::kernels::map::map_unary;
@@ -745,6 +746,107 @@ fn poisson(args: &mut Args<'_>) -> R {
     ))
 }
 
+/// `multinomial(probs, num_samples, replacement)` on 1-d or 2-d (one distribution per row)
+/// non-negative weights, as ATen's CPU kernel. Without replacement, or for one sample, the
+/// Gumbel trick: `q ~ Exp(1)` drawn like `exponential_` into a tensor of the weights' dtype,
+/// then the indices of the `num_samples` largest `p / q`. With replacement: per row, the
+/// cumulative sums in the weights' dtype normalized to end at 1, and per sample a double
+/// uniform located by binary search.
+fn multinomial(args: &mut Args<'_>) -> R {
+    let probs = args.tensor(0)?;
+    let num_samples = args.int(1)?;
+    let replacement = args.bool(2)?;
+    check_generator(args, 3)?;
+    if probs.dim() == 0 || probs.dim() > 2 {
+        return Err(value_err("prob_dist must be 1 or 2 dim"));
+    }
+    let dtype = probs.dtype();
+    if !dtype.is_floating_point() {
+        return Err(value_err(format!(
+            "multinomial only supports floating-point dtypes for input, got: {}",
+            dtype.name()
+        )));
+    }
+    if num_samples <= 0 {
+        return Err(value_err("cannot sample n_sample <= 0 samples"));
+    }
+    let categories = probs.shape()[probs.dim() - 1];
+    let samples = num_samples as usize;
+    if !replacement && samples > categories {
+        return Err(value_err(
+            "cannot sample n_sample > prob_dist.size(-1) samples without replacement",
+        ));
+    }
+    let rows = if probs.dim() == 2 {
+        probs.shape()[0]
+    } else {
+        1
+    };
+    let weights = probs.contiguous()?.to_vec::<f64>()?;
+    if weights.iter().any(|w| !(*w >= 0.0 && w.is_finite())) {
+        return Err(value_err(
+            "probability tensor contains either `inf`, `nan` or element < 0",
+        ));
+    }
+    // PyTorch sums in the weights' dtype; the per-row sums here only test for zero rows
+    if weights
+        .chunks(categories.max(1))
+        .any(|r| r.iter().sum::<f64>() <= 0.0)
+    {
+        return Err(value_err(
+            "invalid multinomial distribution (sum of probabilities <= 0)",
+        ));
+    }
+    let round = |v: f64| -> f64 {
+        match dtype {
+            DType::Float64 => v,
+            DType::Float32 => v as f32 as f64,
+            DType::Float16 => f16::from_f64(v).to_f64(),
+            _ => bf16::from_f64(v).to_f64(),
+        }
+    };
+    let mut g = args.ctx.generator.lock();
+    let mut out: Vec<i64> = Vec::with_capacity(rows * samples);
+    if !replacement || samples == 1 {
+        let keys: Vec<f64> = weights
+            .iter()
+            .map(|&p| {
+                let q = round(-(-g.uniform_f64()).ln_1p());
+                round(p / q)
+            })
+            .collect();
+        for row in keys.chunks(categories) {
+            let mut order: Vec<usize> = (0..categories).collect();
+            order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+            out.extend(order[..samples].iter().map(|&i| i as i64));
+        }
+    } else {
+        for row in weights.chunks(categories) {
+            let mut cumulative = Vec::with_capacity(categories);
+            let mut sum = 0.0;
+            for &w in row {
+                sum = round(sum + w);
+                cumulative.push(sum);
+            }
+            cumulative.iter_mut().for_each(|c| *c = round(*c / sum));
+            if let Some(last) = cumulative.last_mut() {
+                *last = 1.0;
+            }
+            for _ in 0..samples {
+                let u = g.uniform_f64();
+                out.push(cumulative.partition_point(|&c| c < u) as i64);
+            }
+        }
+    }
+    drop(g);
+    let shape: Vec<usize> = if probs.dim() == 2 {
+        vec![rows, samples]
+    } else {
+        vec![samples]
+    };
+    Ok(IValue::Tensor(Tensor::from_vec(out, &shape)?))
+}
+
 fn random_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (low, high) = if args.op.ends_with(".from") {
@@ -839,6 +941,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::log_normal_", log_normal_);
     r.add("aten::geometric_", geometric_);
     r.add("aten::poisson", poisson);
+    r.add("aten::multinomial", multinomial);
     r.add_all(&["aten::random_.from", "aten::random_.to"], random_);
     r.add_all(
         &[
