@@ -1,4 +1,4 @@
-//! Losses, sampling grids (`grid_sampler_2d`, `affine_grid_generator`), `im2col`/`col2im`,
+//! Losses, sampling grids (`grid_sampler_2d`/`_3d`, `affine_grid_generator`), `im2col`/`col2im`,
 //! special functions and their `special_*` aliases, and small tensor queries.
 //!
 //! Kernels here compute in f64 and cast the result back to the floating dtype PyTorch would
@@ -1097,6 +1097,110 @@ fn grid_sampler_2d(args: &mut Args<'_>) -> R {
     t(build(out, &[n, c, oh, ow], x.dtype())?)
 }
 
+/// `grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners)`: input
+/// `[N, C, D, H, W]`, grid `[N, D', H', W', 3]` holding (x, y, z) for (W, H, D); modes 0
+/// trilinear / 1 nearest (PyTorch has no bicubic in 3-D); padding as in 2-D.
+fn grid_sampler_3d(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let grid = args.tensor(1)?;
+    let mode = args.int(2)?;
+    let padding = args.int(3)?;
+    let align = args.bool(4)?;
+    if x.dim() != 5 {
+        return Err(value_err(format!(
+            "grid_sampler(): expected 5D input when grid is 5D, but got input of shape {:?}",
+            x.shape()
+        )));
+    }
+    let (n, c, d, h, w) = (
+        x.shape()[0],
+        x.shape()[1],
+        x.shape()[2],
+        x.shape()[3],
+        x.shape()[4],
+    );
+    let gs = grid.shape();
+    if gs.len() != 5 || gs[0] != n || gs[4] != 3 {
+        return Err(value_err(format!(
+            "grid_sampler(): expected grid to have size 3 in last dimension and the batch size \
+             of input, but got grid with sizes {gs:?} for input of shape {:?}",
+            x.shape()
+        )));
+    }
+    if !(0..=1).contains(&mode) {
+        return Err(value_err(format!(
+            "grid_sampler(): bicubic interpolation only supports 4D input (mode {mode})"
+        )));
+    }
+    if !(0..=2).contains(&padding) {
+        return Err(value_err(format!(
+            "grid_sampler: bad padding mode {padding}"
+        )));
+    }
+    if !x.dtype().is_floating_point() || x.dtype() != grid.dtype() {
+        return Err(value_err(format!(
+            "grid_sampler(): expected input and grid of the same floating dtype, got {} and {}",
+            x.dtype(),
+            grid.dtype()
+        )));
+    }
+    let (od, oh, ow) = (gs[1], gs[2], gs[3]);
+    let points = od * oh * ow;
+    let xv = vals(&x)?;
+    let gv = vals(&grid)?;
+    let mut out = vec![0.0; n * c * points];
+    for b in 0..n {
+        for p in 0..points {
+            let g = &gv[(b * points + p) * 3..(b * points + p) * 3 + 3];
+            let gx = grid_coord(g[0], w, padding, align);
+            let gy = grid_coord(g[1], h, padding, align);
+            let gz = grid_coord(g[2], d, padding, align);
+            let at = |ch: usize, zz: i64, yy: i64, xx: i64| -> f64 {
+                if zz < 0 || yy < 0 || xx < 0 || zz >= d as i64 || yy >= h as i64 || xx >= w as i64
+                {
+                    0.0
+                } else {
+                    xv[(((b * c + ch) * d + zz as usize) * h + yy as usize) * w + xx as usize]
+                }
+            };
+            for ch in 0..c {
+                let v = if mode == 1 {
+                    at(
+                        ch,
+                        gz.round_ties_even() as i64,
+                        gy.round_ties_even() as i64,
+                        gx.round_ties_even() as i64,
+                    )
+                } else {
+                    let (x0, y0, z0) = (gx.floor(), gy.floor(), gz.floor());
+                    let (tx, ty, tz) = (gx - x0, gy - y0, gz - z0);
+                    let (x0, y0, z0) = (x0 as i64, y0 as i64, z0 as i64);
+                    let mut acc = 0.0;
+                    for (dz, wz) in [(0, 1.0 - tz), (1, tz)] {
+                        for (dy, wy) in [(0, 1.0 - ty), (1, ty)] {
+                            for (dx, wx) in [(0, 1.0 - tx), (1, tx)] {
+                                acc += at(ch, z0 + dz, y0 + dy, x0 + dx) * wz * wy * wx;
+                            }
+                        }
+                    }
+                    acc
+                };
+                out[(b * c + ch) * points + p] = v;
+            }
+        }
+    }
+    t(build(out, &[n, c, od, oh, ow], x.dtype())?)
+}
+
+/// `grid_sampler`: the 2-D or 3-D sampler by the input's rank, as ATen's dispatcher does.
+fn grid_sampler(args: &mut Args<'_>) -> R {
+    if args.tensor(0)?.dim() == 5 {
+        grid_sampler_3d(args)
+    } else {
+        grid_sampler_2d(args)
+    }
+}
+
 /// Two positive ints (kernel, dilation, stride) or non-negative (padding) from a 2-list.
 fn pair(args: &Args<'_>, i: usize, what: &str, min: i64) -> crate::Result<[usize; 2]> {
     let v = args.int_list(i)?;
@@ -1455,7 +1559,8 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::cross_entropy_loss", cross_entropy_loss);
 
     r.add("aten::affine_grid_generator", affine_grid_generator);
-    r.add("aten::grid_sampler", grid_sampler_2d);
+    r.add("aten::grid_sampler", grid_sampler);
+    r.add("aten::grid_sampler_3d", grid_sampler_3d);
     r.add("aten::grid_sampler_2d", grid_sampler_2d);
     r.add("aten::im2col", im2col);
     r.add("aten::col2im", col2im);

@@ -27,6 +27,7 @@ pub mod int_matmul;
 pub mod interpolate;
 pub(crate) mod kernels;
 pub mod linalg;
+pub mod linalg_decomp;
 pub mod linalg_dense;
 pub mod matrix_build;
 pub mod norm;
@@ -150,6 +151,7 @@ impl Registry {
             sort::register(&mut r);
             fft::register(&mut r);
             linalg_dense::register(&mut r);
+            linalg_decomp::register(&mut r);
             scalar::register(&mut r);
             extra::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path

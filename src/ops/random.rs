@@ -1,6 +1,8 @@
 //! Random number generation reproducing PyTorch's CPU generator: an mt19937 seeded like
 //! `torch.manual_seed`, with PyTorch's transforms for uniform, normal (including the 16-wide
-//! Box-Muller fill for contiguous tensors of 16+ elements), integer ranges and permutations.
+//! Box-Muller fill for contiguous tensors of 16+ elements), integer ranges and permutations,
+//! the serial distribution kernels (exponential, Cauchy, log-normal, geometric, Poisson) and
+//! multinomial.
 
 use super::creation::{factory_dtype, size_arg};
 use super::kernels::map::map_unary;
@@ -609,6 +611,242 @@ fn exponential_(args: &mut Args<'_>) -> R {
     Ok(IValue::Tensor(x))
 }
 
+/// Fill floating `x` in place with one draw per element (row-major), each computed in double
+/// and cast to the dtype, as ATen's serial CPU distribution kernels (`cauchy_`, `log_normal_`,
+/// `geometric_`) do.
+fn fill_serial(args: &Args<'_>, x: &Tensor, mut draw: impl FnMut(&mut Generator) -> f64) -> R {
+    if !x.dtype().is_floating_point() {
+        return Err(value_err(format!(
+            "{}: not implemented for '{}'",
+            args.op,
+            x.dtype().name()
+        )));
+    }
+    let mut g = args.ctx.generator.lock();
+    let v: Vec<f64> = (0..x.numel()).map(|_| draw(&mut g)).collect();
+    drop(g);
+    x.copy_from(&Tensor::from_vec(v, x.shape())?)?;
+    Ok(IValue::Tensor(x.clone()))
+}
+
+/// `cauchy_(median, sigma)`: `median + sigma * tan(pi * (u - 0.5))`.
+fn cauchy_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let (median, sigma) = (args.double(1)?, args.double(2)?);
+    check_generator(args, 3)?;
+    if sigma <= 0.0 {
+        return Err(value_err(format!(
+            "cauchy_ expects sigma > 0.0, but found sigma={sigma}"
+        )));
+    }
+    fill_serial(args, &x, |g| {
+        median + sigma * (std::f64::consts::PI * (g.uniform_f64() - 0.5)).tan()
+    })
+}
+
+/// `log_normal_(mean, std)`: `exp` of a double normal draw (Box-Muller, second sample cached).
+fn log_normal_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let (mean, std) = (args.double(1)?, args.double(2)?);
+    check_generator(args, 3)?;
+    if std <= 0.0 {
+        return Err(value_err(format!(
+            "log_normal_ expects std > 0.0, but found std={std}"
+        )));
+    }
+    fill_serial(args, &x, |g| (g.normal_f64() * std + mean).exp())
+}
+
+/// `geometric_(p)`: trials to the first success, `ceil(log(u) / log1p(-p))`.
+fn geometric_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let p = args.double(1)?;
+    check_generator(args, 2)?;
+    if !(p > 0.0 && p < 1.0) {
+        return Err(value_err(format!(
+            "geometric_ expects p to be in (0, 1), but got p={p}"
+        )));
+    }
+    let x_dtype = x.dtype();
+    if x_dtype.is_floating_point() {
+        return fill_serial(args, &x, |g| (g.uniform_f64().ln() / (-p).ln_1p()).ceil());
+    }
+    // integer tensors hold the same draws
+    let tmp = Tensor::zeros(x.shape(), DType::Float64)?;
+    fill_serial(args, &tmp, |g| (g.uniform_f64().ln() / (-p).ln_1p()).ceil())?;
+    x.copy_from(&tmp)?;
+    Ok(IValue::Tensor(x))
+}
+
+/// One Poisson draw as ATen's `sample_poisson`: Hoermann's transformed rejection (PTRS) for
+/// rates of 10 or more, multiplication of uniforms below.
+fn sample_poisson(lambda: f64, g: &mut Generator) -> f64 {
+    if lambda >= 10.0 {
+        let slam = lambda.sqrt();
+        let loglam = lambda.ln();
+        let b = 0.931 + 2.53 * slam;
+        let a = -0.059 + 0.02483 * b;
+        let invalpha = 1.1239 + 1.1328 / (b - 3.4);
+        let vr = 0.9277 - 3.6224 / (b - 2.0);
+        loop {
+            let u = g.uniform_f64() - 0.5;
+            let v = g.uniform_f64();
+            let us = 0.5 - u.abs();
+            let k = ((2.0 * a / us + b) * u + lambda + 0.43).floor();
+            if us >= 0.07 && v <= vr {
+                return k;
+            }
+            if k < 0.0 || (us < 0.013 && v > us) {
+                continue;
+            }
+            if v.ln() + invalpha.ln() - (a / (us * us) + b).ln()
+                <= -lambda + k * loglam - libm::lgamma(k + 1.0)
+            {
+                return k;
+            }
+        }
+    } else if lambda == 0.0 {
+        0.0
+    } else {
+        let enlam = (-lambda).exp();
+        let mut x = 0.0;
+        let mut prod = 1.0;
+        loop {
+            prod *= g.uniform_f64();
+            if prod > enlam {
+                x += 1.0;
+            } else {
+                return x;
+            }
+        }
+    }
+}
+
+/// `poisson(rates)`: one draw per element, row-major, in the rates' dtype.
+fn poisson(args: &mut Args<'_>) -> R {
+    let rates = args.tensor(0)?;
+    check_generator(args, 1)?;
+    if !rates.dtype().is_floating_point() {
+        return Err(value_err(format!(
+            "\"poisson_cpu\" not implemented for '{}'",
+            rates.dtype().name()
+        )));
+    }
+    let lambdas = rates.contiguous()?.to_vec::<f64>()?;
+    if lambdas.iter().any(|l| !(*l >= 0.0)) {
+        return Err(value_err(
+            "invalid Poisson rate, expected rate to be non-negative",
+        ));
+    }
+    let mut g = args.ctx.generator.lock();
+    let draws: Vec<f64> = lambdas.iter().map(|&l| sample_poisson(l, &mut g)).collect();
+    drop(g);
+    Ok(IValue::Tensor(
+        Tensor::from_vec(draws, rates.shape())?.to_dtype(rates.dtype())?,
+    ))
+}
+
+/// `multinomial(probs, num_samples, replacement)` on 1-d or 2-d (one distribution per row)
+/// non-negative weights, as ATen's CPU kernel. Without replacement, or for one sample, the
+/// Gumbel trick: `q ~ Exp(1)` drawn like `exponential_` into a tensor of the weights' dtype,
+/// then the indices of the `num_samples` largest `p / q`. With replacement: per row, the
+/// cumulative sums in the weights' dtype normalized to end at 1, and per sample a double
+/// uniform located by binary search.
+fn multinomial(args: &mut Args<'_>) -> R {
+    let probs = args.tensor(0)?;
+    let num_samples = args.int(1)?;
+    let replacement = args.bool(2)?;
+    check_generator(args, 3)?;
+    if probs.dim() == 0 || probs.dim() > 2 {
+        return Err(value_err("prob_dist must be 1 or 2 dim"));
+    }
+    let dtype = probs.dtype();
+    if !dtype.is_floating_point() {
+        return Err(value_err(format!(
+            "multinomial only supports floating-point dtypes for input, got: {}",
+            dtype.name()
+        )));
+    }
+    if num_samples <= 0 {
+        return Err(value_err("cannot sample n_sample <= 0 samples"));
+    }
+    let categories = probs.shape()[probs.dim() - 1];
+    let samples = num_samples as usize;
+    if !replacement && samples > categories {
+        return Err(value_err(
+            "cannot sample n_sample > prob_dist.size(-1) samples without replacement",
+        ));
+    }
+    let rows = if probs.dim() == 2 {
+        probs.shape()[0]
+    } else {
+        1
+    };
+    let weights = probs.contiguous()?.to_vec::<f64>()?;
+    if weights.iter().any(|w| !(*w >= 0.0 && w.is_finite())) {
+        return Err(value_err(
+            "probability tensor contains either `inf`, `nan` or element < 0",
+        ));
+    }
+    // PyTorch sums in the weights' dtype; the per-row sums here only test for zero rows
+    if weights
+        .chunks(categories.max(1))
+        .any(|r| r.iter().sum::<f64>() <= 0.0)
+    {
+        return Err(value_err(
+            "invalid multinomial distribution (sum of probabilities <= 0)",
+        ));
+    }
+    let round = |v: f64| -> f64 {
+        match dtype {
+            DType::Float64 => v,
+            DType::Float32 => v as f32 as f64,
+            DType::Float16 => f16::from_f64(v).to_f64(),
+            _ => bf16::from_f64(v).to_f64(),
+        }
+    };
+    let mut g = args.ctx.generator.lock();
+    let mut out: Vec<i64> = Vec::with_capacity(rows * samples);
+    if !replacement || samples == 1 {
+        let keys: Vec<f64> = weights
+            .iter()
+            .map(|&p| {
+                let q = round(-(-g.uniform_f64()).ln_1p());
+                round(p / q)
+            })
+            .collect();
+        for row in keys.chunks(categories) {
+            let mut order: Vec<usize> = (0..categories).collect();
+            order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+            out.extend(order[..samples].iter().map(|&i| i as i64));
+        }
+    } else {
+        for row in weights.chunks(categories) {
+            let mut cumulative = Vec::with_capacity(categories);
+            let mut sum = 0.0;
+            for &w in row {
+                sum = round(sum + w);
+                cumulative.push(sum);
+            }
+            cumulative.iter_mut().for_each(|c| *c = round(*c / sum));
+            if let Some(last) = cumulative.last_mut() {
+                *last = 1.0;
+            }
+            for _ in 0..samples {
+                let u = g.uniform_f64();
+                out.push(cumulative.partition_point(|&c| c < u) as i64);
+            }
+        }
+    }
+    drop(g);
+    let shape: Vec<usize> = if probs.dim() == 2 {
+        vec![rows, samples]
+    } else {
+        vec![samples]
+    };
+    Ok(IValue::Tensor(Tensor::from_vec(out, &shape)?))
+}
+
 fn random_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (low, high) = if args.op.ends_with(".from") {
@@ -699,6 +937,11 @@ pub(crate) fn register(r: &mut Registry) {
         normal_tensors,
     );
     r.add("aten::exponential_", exponential_);
+    r.add("aten::cauchy_", cauchy_);
+    r.add("aten::log_normal_", log_normal_);
+    r.add("aten::geometric_", geometric_);
+    r.add("aten::poisson", poisson);
+    r.add("aten::multinomial", multinomial);
     r.add_all(&["aten::random_.from", "aten::random_.to"], random_);
     r.add_all(
         &[

@@ -751,6 +751,239 @@ fn nanmedian_d(args: &mut Args<'_>) -> R {
     median_dim(args, true)
 }
 
+/// `quantile`'s `interpolation` argument.
+#[derive(Clone, Copy, PartialEq)]
+enum QuantileInterpolation {
+    Linear,
+    Lower,
+    Higher,
+    Midpoint,
+    Nearest,
+}
+
+impl QuantileInterpolation {
+    fn parse(op: &str, name: &str) -> crate::Result<Self> {
+        Ok(match name {
+            "linear" => Self::Linear,
+            "lower" => Self::Lower,
+            "higher" => Self::Higher,
+            "midpoint" => Self::Midpoint,
+            "nearest" => Self::Nearest,
+            other => {
+                return Err(value_err(format!(
+                    "{op}() interpolation must be one of linear, lower, higher, midpoint or \
+                     nearest. Got {other}"
+                )))
+            }
+        })
+    }
+}
+
+/// The quantiles `qs` of one row, as ATen's `quantile_compute`: the row sorted with NaN last,
+/// ranks `q * (n - 1)` in the input's dtype (`n` counts non-NaN values for nanquantile; a NaN
+/// makes quantile's rank the last index, so the result is NaN), rounded per `interp`, then
+/// `lerp` between the neighbouring order statistics.
+fn quantiles_of_row<F: num_traits::Float>(
+    row: &[F],
+    qs: &[F],
+    ignore_nan: bool,
+    interp: QuantileInterpolation,
+    out: &mut [F],
+) {
+    let mut sorted: Vec<F> = row.to_vec();
+    sorted.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Greater,
+        (false, true) => std::cmp::Ordering::Less,
+        _ => a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal),
+    });
+    let last_index = F::from(sorted.len().saturating_sub(1)).unwrap_or_else(F::zero);
+    let valid = sorted.iter().filter(|v| !v.is_nan()).count();
+    let has_nan = valid < sorted.len();
+    let at = |rank: F| -> F {
+        let i = rank
+            .to_usize()
+            .unwrap_or(0)
+            .min(sorted.len().saturating_sub(1));
+        sorted.get(i).copied().unwrap_or_else(F::nan)
+    };
+    for (o, &q) in out.iter_mut().zip(qs) {
+        let mut rank = if ignore_nan {
+            // all-NaN rows get rank 0, which reads a NaN
+            let r = q * (F::from(valid).unwrap_or_else(F::zero) - F::one());
+            if r < F::zero() {
+                F::zero()
+            } else {
+                r
+            }
+        } else if has_nan {
+            last_index
+        } else {
+            q * last_index
+        };
+        match interp {
+            QuantileInterpolation::Lower => rank = rank.floor(),
+            QuantileInterpolation::Higher => rank = rank.ceil(),
+            // torch.round rounds half to even
+            QuantileInterpolation::Nearest => rank = round_half_even(rank),
+            _ => {}
+        }
+        let below = at(rank);
+        *o = match interp {
+            QuantileInterpolation::Linear | QuantileInterpolation::Midpoint => {
+                let weight = if interp == QuantileInterpolation::Midpoint {
+                    F::from(0.5).unwrap_or_else(F::zero)
+                } else {
+                    rank - rank.floor()
+                };
+                lerp(below, at(rank.ceil()), weight)
+            }
+            _ => below,
+        };
+    }
+}
+
+fn round_half_even<F: num_traits::Float>(x: F) -> F {
+    let r = x.round();
+    let two = F::one() + F::one();
+    if (x - x.trunc()).abs() == F::from(0.5).unwrap_or_else(F::zero) && r % two != F::zero() {
+        r - x.signum()
+    } else {
+        r
+    }
+}
+
+/// ATen's `lerp` formula (exact at both ends).
+fn lerp<F: num_traits::Float>(start: F, end: F, weight: F) -> F {
+    if weight.abs() < F::from(0.5).unwrap_or_else(F::zero) {
+        start + weight * (end - start)
+    } else {
+        end - (end - start) * (F::one() - weight)
+    }
+}
+
+/// quantile / nanquantile with `q` a tensor (0-d or 1-d, the input's dtype) or, for the
+/// `.scalar` overloads, a float cast to the input's dtype. A 1-d `q` puts its dim first.
+fn quantile_family(args: &mut Args<'_>, ignore_nan: bool) -> R {
+    let op = if ignore_nan {
+        "nanquantile"
+    } else {
+        "quantile"
+    };
+    let x = args.tensor(0)?;
+    let dim = args.opt_int(2)?;
+    let keepdim = args.bool(3)?;
+    let interp = QuantileInterpolation::parse(op, &args.str(4)?)?;
+    let (q, q_shape): (Tensor, Vec<usize>) = match args.get(1)? {
+        IValue::Tensor(q) => {
+            if q.dim() > 1 {
+                return Err(value_err(format!("{op}() q must be a scalar or 1D tensor")));
+            }
+            if q.dtype() != x.dtype() {
+                return Err(value_err(format!(
+                    "{op}() q tensor must be same dtype as the input tensor"
+                )));
+            }
+            (q.clone(), q.shape().to_vec())
+        }
+        _ => {
+            let q = args.double(1)?;
+            if !(0.0..=1.0).contains(&q) {
+                return Err(value_err(format!(
+                    "{op}() q must be in the range [0, 1] but got {q}"
+                )));
+            }
+            (Tensor::from_vec(vec![q], &[])?.to_dtype(x.dtype())?, vec![])
+        }
+    };
+    if !matches!(x.dtype(), DType::Float32 | DType::Float64) {
+        return Err(value_err(format!(
+            "{op}() input tensor must be either float or double dtype"
+        )));
+    }
+    if x.numel() == 0 {
+        return Err(value_err(format!("{op}() input tensor must be non-empty")));
+    }
+    let plan = match dim {
+        Some(d) => ReducePlan::new(&x, Some(&[d]), keepdim)?,
+        None => {
+            let mut p = ReducePlan::new(&x, None, keepdim)?;
+            if !keepdim {
+                p.out_shape.clear();
+            }
+            p
+        }
+    };
+    macro_rules! compute {
+        ($F:ty) => {{
+            let qs = q.to_vec::<$F>()?;
+            if qs.iter().any(|&v| !(0.0..=1.0).contains(&v)) {
+                return Err(value_err(format!(
+                    "{op}() q values must be in the range [0, 1]"
+                )));
+            }
+            let src = plan.input.to_vec::<$F>()?;
+            let (nq, red) = (qs.len(), plan.reduced.max(1));
+            let mut per_row = vec![0.0 as $F; plan.outer * nq];
+            for (row, out) in src.chunks(red).zip(per_row.chunks_mut(nq)) {
+                quantiles_of_row(row, &qs, ignore_nan, interp, out);
+            }
+            // rows are [outer, q]; the result is [q, outer...]
+            let mut data = vec![0.0 as $F; per_row.len()];
+            for r in 0..plan.outer {
+                for k in 0..nq {
+                    data[k * plan.outer + r] = per_row[r * nq + k];
+                }
+            }
+            let mut shape = q_shape.clone();
+            shape.extend_from_slice(&plan.out_shape);
+            Tensor::from_vec(data, &shape)?
+        }};
+    }
+    let out = match x.dtype() {
+        DType::Float64 => compute!(f64),
+        _ => compute!(f32),
+    };
+    t(out)
+}
+fn quantile(args: &mut Args<'_>) -> R {
+    quantile_family(args, false)
+}
+fn nanquantile(args: &mut Args<'_>) -> R {
+    quantile_family(args, true)
+}
+
+/// The most frequent value of a row and its index, as ATen's CPU `mode` kernel: values sorted,
+/// the first (smallest) of the most frequent values wins, and its index is the last position
+/// of that value in the sorted order (a stable sort: the largest original index).
+fn mode_row<T: Real>(r: &[T]) -> (T, i64) {
+    let mut idx: Vec<usize> = (0..r.len()).collect();
+    idx.sort_by(|&a, &b| r[a].partial_cmp(&r[b]).unwrap_or(std::cmp::Ordering::Equal));
+    let (mut best, mut best_i, mut best_freq, mut freq) = (T::zero(), 0i64, 0usize, 0usize);
+    for (k, &i) in idx.iter().enumerate() {
+        freq += 1;
+        let group_ends = idx.get(k + 1).is_none_or(|&j| r[j] != r[i]);
+        if group_ends {
+            if freq > best_freq {
+                (best, best_i, best_freq) = (r[i], i as i64, freq);
+            }
+            freq = 0;
+        }
+    }
+    (best, best_i)
+}
+fn mode(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let plan = ReducePlan::new(&x, Some(&[args.int(1)?]), args.bool(2)?)?;
+    if plan.reduced == 0 && x.numel() > 0 {
+        return Err(value_err(
+            "mode(): Expected reduction dim to have non-zero size.",
+        ));
+    }
+    let (v, i) = dispatch_real!(x.dtype(), "mode", |T| plan.rows2::<T, T, i64, _>(mode_row))?;
+    pair(v, i)
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::sum", sum);
     r.add("aten::sum.dim_IntList", sum_dim);
@@ -819,6 +1052,13 @@ pub(crate) fn register(r: &mut Registry) {
     });
     r.add("aten::nanmedian.dim_values", |a| {
         let r = nanmedian_d(a)?;
+        a.write_outs(3, r)
+    });
+    r.add_overloads("aten::quantile", &["", "scalar"], quantile);
+    r.add_overloads("aten::nanquantile", &["", "scalar"], nanquantile);
+    r.add("aten::mode", mode);
+    r.add("aten::mode.values", |a| {
+        let r = mode(a)?;
         a.write_outs(3, r)
     });
 }

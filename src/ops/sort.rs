@@ -1,6 +1,6 @@
 //! Kernels: sorting family — sort/argsort/msort (stable; NaN sorts as the largest value, as in
 //! PyTorch), topk, kthvalue, unique (+ consecutive and per-dim variants), searchsorted,
-//! bucketize, histc, bincount, cummax/cummin.
+//! bucketize, histc, bincount, cummax/cummin, isin.
 //!
 //! Row-wise ops move the reduced dim last and work on contiguous rows, then move it back.
 
@@ -548,7 +548,47 @@ fn scalar_tensor(a: &Args<'_>, i: usize) -> R<Tensor> {
     Tensor::from_scalar(s, s.default_dtype())
 }
 
+/// `isin` in all three forms: whether each element equals some test element, both compared in
+/// their promoted dtype (a Python number promotes as a wrapped scalar), as ATen's
+/// `isin_default_kernel_cpu`. NaN is never a member. `assume_unique` only selects ATen's
+/// algorithm, not the result.
+fn isin(a: &mut Args<'_>) -> R<IValue> {
+    use super::kernels::operand::{common_dtype, Operand};
+    let (elements, tests) = (Operand::arg(a, 0)?, Operand::arg(a, 1)?);
+    let invert = a.bool(3)?;
+    let dtype = common_dtype(&[&elements, &tests]);
+    if dtype.is_complex() {
+        return Err(value_err(format!(
+            "\"isin_default_cpu\" not implemented for '{}'",
+            dtype.name()
+        )));
+    }
+    let as_int = !dtype.is_floating_point();
+    let (et, tt) = (elements.as_tensor_of(dtype)?, tests.as_tensor_of(dtype)?);
+    // sorted without NaNs (which equal nothing), so membership is a binary search
+    let mut members: Vec<Key> = keys(&tt, as_int)?
+        .into_iter()
+        .filter(|k| k.partial_cmp(k).is_some())
+        .collect();
+    members.sort_by(|x, y| x.partial_cmp(y).unwrap_or(Ordering::Equal));
+    let found: Vec<bool> = keys(&et, as_int)?
+        .into_iter()
+        .map(|k| {
+            let member = members
+                .binary_search_by(|m| m.partial_cmp(&k).unwrap_or(Ordering::Less))
+                .is_ok();
+            member != invert
+        })
+        .collect();
+    Ok(IValue::Tensor(Tensor::from_vec(found, et.shape())?))
+}
+
 pub(crate) fn register(r: &mut Registry) {
+    r.add_overloads(
+        "aten::isin",
+        &["Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"],
+        isin,
+    );
     r.add("aten::sort", |a| {
         let (v, i) = sort(&a.tensor(0)?, a.int(1)?, a.bool(2)?)?;
         Ok(pair(v, i))

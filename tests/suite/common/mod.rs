@@ -319,6 +319,10 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
             (Err(e), None) => Err(format!("error: {e}")),
             (Ok(v), None) => {
                 let want = decode(&case["out"], &mut arrays);
+                let v = match case.get("sign_groups") {
+                    Some(groups) => align_signs(&v, &want, groups),
+                    None => v,
+                };
                 compare(
                     &v,
                     &want,
@@ -334,6 +338,99 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
         }
     }
     (passed, failures)
+}
+
+/// Singular vectors and eigenvectors are defined up to sign (PyTorch documents the signs as
+/// implementation-defined). `groups` (a case's `sign_groups`) lists, per group, tuple outputs as
+/// `[index, axis]`: axis -1 when the vectors are the matrix columns, -2 when they are its rows.
+/// Vector `j` of every member of a group gets one sign: the one that makes the first member
+/// having a vector `j` agree with PyTorch's (a non-negative dot product). Everything else about
+/// the result is then compared exactly as usual.
+pub fn align_signs(got: &IValue, want: &IValue, groups: &Value) -> IValue {
+    let (IValue::Tuple(g), IValue::Tuple(w)) = (got, want) else {
+        return got.clone();
+    };
+    let mut items: Vec<IValue> = g.items().to_vec();
+    for group in groups.as_array().into_iter().flatten() {
+        let members: Vec<(usize, i64)> = group
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| Some((m[0].as_u64()? as usize, m[1].as_i64()?)))
+            .collect();
+        // (data, rows, cols, batch) per member, or None when shapes differ from PyTorch's
+        let mut mats = Vec::new();
+        for &(i, _) in &members {
+            match (&items[i], &w.items()[i]) {
+                (IValue::Tensor(gt), IValue::Tensor(wt))
+                    if gt.shape() == wt.shape() && gt.dim() >= 2 =>
+                {
+                    let nd = gt.dim();
+                    let (r, c) = (gt.shape()[nd - 2], gt.shape()[nd - 1]);
+                    let batch = gt.numel() / (r * c).max(1);
+                    mats.push(Some((
+                        gt.to_vec::<f64>().expect("got"),
+                        wt.to_vec::<f64>().expect("want"),
+                        r,
+                        c,
+                        batch,
+                    )));
+                }
+                _ => mats.push(None),
+            }
+        }
+        if mats.iter().any(Option::is_none) {
+            continue;
+        }
+        let mut mats: Vec<_> = mats.into_iter().flatten().collect();
+        let batch = mats.first().map(|m| m.4).unwrap_or(0);
+        let vectors = |axis: i64, r: usize, c: usize| if axis == -1 { c } else { r };
+        let longest = members
+            .iter()
+            .zip(&mats)
+            .map(|(&(_, axis), m)| vectors(axis, m.2, m.3))
+            .max()
+            .unwrap_or(0);
+        for b in 0..batch {
+            for j in 0..longest {
+                let mut sign = None;
+                for (&(_, axis), m) in members.iter().zip(mats.iter_mut()) {
+                    let (r, c) = (m.2, m.3);
+                    if j >= vectors(axis, r, c) {
+                        continue;
+                    }
+                    let len = if axis == -1 { r } else { c };
+                    let at = |k: usize| {
+                        let (row, col) = if axis == -1 { (k, j) } else { (j, k) };
+                        b * r * c + row * c + col
+                    };
+                    let s = *sign.get_or_insert_with(|| {
+                        let dot: f64 = (0..len).map(|k| m.0[at(k)] * m.1[at(k)]).sum();
+                        if dot < 0.0 {
+                            -1.0
+                        } else {
+                            1.0
+                        }
+                    });
+                    for k in 0..len {
+                        let idx = at(k);
+                        m.0[idx] *= s;
+                    }
+                }
+            }
+        }
+        for (&(i, _), m) in members.iter().zip(mats.iter_mut()) {
+            let IValue::Tensor(gt) = &items[i] else {
+                continue;
+            };
+            let flipped = Tensor::from_vec(std::mem::take(&mut m.0), gt.shape())
+                .expect("tensor")
+                .to_dtype(gt.dtype())
+                .expect("dtype");
+            items[i] = IValue::Tensor(flipped);
+        }
+    }
+    IValue::Tuple(Tuple::new(items))
 }
 
 /// Assert every case of a family passes, printing the tally.
