@@ -553,6 +553,9 @@ pub(crate) fn linear(
     if let Some(out) = linear_packed_f32(x, w, bias)? {
         return Ok(out);
     }
+    if let Some(out) = linear_few_rows_f32(x, w, bias)? {
+        return Ok(out);
+    }
     let wt = permute(w, &[1, 0])?;
     let k = x.shape()[x.dim() - 1];
     let lead: Vec<usize> = x.shape()[..x.dim() - 1].to_vec();
@@ -633,6 +636,54 @@ fn linear_packed_f32(
         },
         true,
     )?;
+    Ok(Some(out))
+}
+
+/// `linear` for a few rows of float32 input (batch-1 inference): each output row is the
+/// row-major weight times the input row, with the bias as its starting value. No GEMM set-up,
+/// packing or temporary transposed view, which cost more than the arithmetic at this size.
+fn linear_few_rows_f32(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+) -> crate::Result<Option<Tensor>> {
+    let (out_f, k) = (w.shape()[0], w.shape()[1]);
+    let rows: usize = x.shape()[..x.dim() - 1].iter().product();
+    if x.dtype() != DType::Float32
+        || w.dtype() != DType::Float32
+        || !w.is_contiguous()
+        || !x.is_contiguous()
+        || x.shape()[x.dim() - 1] != k
+        || rows >= PACKED_LINEAR_MIN_ROWS
+        || bias.is_some_and(|b| b.dtype() != DType::Float32 || b.dim() != 1 || b.numel() != out_f)
+    {
+        return Ok(None);
+    }
+    let mut shape = x.shape()[..x.dim() - 1].to_vec();
+    shape.push(out_f);
+    let out = Tensor::zeros(&shape, DType::Float32)?;
+    if out_f == 0 {
+        return Ok(Some(out));
+    }
+    {
+        let wg = w.read::<f32>()?;
+        let ws = slice_of(&wg)?;
+        let xg = x.read::<f32>()?;
+        let xs = slice_of(&xg)?;
+        let bc = bias.map(|b| b.contiguous()).transpose()?;
+        let bg = bc.as_ref().map(|b| b.read::<f32>()).transpose()?;
+        let bs = bg.as_ref().map(slice_of).transpose()?;
+        let mut og = out.write::<f32>()?;
+        let os = slice_mut_of(&mut og)?;
+        for (r, o_row) in os.chunks_exact_mut(out_f).enumerate() {
+            if let Some(b) = bs {
+                o_row.copy_from_slice(b);
+            }
+            if let Some(x_row) = xs.get(r * k..(r + 1) * k) {
+                super::kernels::vmath::matvec(ws, out_f, k, x_row, o_row, true);
+            }
+        }
+    }
     Ok(Some(out))
 }
 
