@@ -598,6 +598,20 @@ fn depthwise_f32(
 ) {
     let (il, l, kvol) = (win.image_len(), win.grid_len(), win.kvol());
     let mult = cout / c;
+    let planar = win.grid[0] == 1 && win.kernel[0] == 1 && win.image[0] == 1;
+    if mult == 1
+        && planar
+        && win.grid[2] < DEPTHWISE_ROW_MIN
+        && matches!(isa, Isa::Avx512 | Isa::Avx2)
+    {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: both instruction sets include AVX2 and FMA, and the backend only names
+            // an instruction set the CPU supports (`Isa::is_supported`).
+            unsafe { depthwise_channels_last_fma(xs, ws, bias, os, win, c) };
+            return;
+        }
+    }
     let work = |acc: &mut Vec<f32>, (idx, dst): (usize, &mut [f32])| {
         let (img, oc) = (idx / cout, idx % cout);
         let src = &xs[(img * c + oc / mult) * il..][..il];
@@ -619,6 +633,109 @@ fn depthwise_f32(
     } else {
         let mut acc = Vec::new();
         os.chunks_mut(l).enumerate().for_each(|t| work(&mut acc, t));
+    }
+}
+
+/// Output rows narrower than this leave most of a vector idle in the row kernel (a 7-wide
+/// row with a 5-wide kernel is mostly edge handling); below it, channels are the vector axis.
+const DEPTHWISE_ROW_MIN: usize = 16;
+
+/// Depthwise 2-D convolution (one channel per group) with the channels as the vector axis:
+/// the images are transposed to channels-last, each output pixel accumulates its taps for
+/// all channels at once, and the result is transposed back. Taps are added in the row
+/// kernel's order, then the bias, so both paths give the same floats.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn depthwise_channels_last_fma(
+    xs: &[f32],
+    ws: &[f32],
+    bias: Option<&[f32]>,
+    os: &mut [f32],
+    win: &Window,
+    c: usize,
+) {
+    let [_, oh, ow] = win.grid;
+    let [_, kh, kw] = win.kernel;
+    let [_, ih, iw] = win.image;
+    let (il, l, kvol) = (ih * iw, oh * ow, kh * kw);
+    if c == 0 || l == 0 {
+        return;
+    }
+    // weights as [tap][channel]
+    let mut wt = vec![0.0f32; kvol * c];
+    for (ch, wk) in ws.chunks_exact(kvol).take(c).enumerate() {
+        for (tap, &v) in wk.iter().enumerate() {
+            wt[tap * c + ch] = v;
+        }
+    }
+    let mut xt = vec![0.0f32; il * c];
+    let mut ot = vec![0.0f32; l * c];
+    for (src, dst) in xs.chunks_exact(c * il).zip(os.chunks_exact_mut(c * l)) {
+        for (ch, plane) in src.chunks_exact(il).enumerate() {
+            for (p, &v) in plane.iter().enumerate() {
+                xt[p * c + ch] = v;
+            }
+        }
+        let (xt, wt) = (&xt[..], &wt[..]);
+        // SAFETY: this function's own contract (AVX2 and FMA are available).
+        let row = |(y, out_row): (usize, &mut [f32])| unsafe {
+            depthwise_channels_last_row(xt, wt, bias, out_row, win, c, y)
+        };
+        if l * c * kvol >= DEPTHWISE_PARALLEL_MACS {
+            ot.par_chunks_mut(ow * c).enumerate().for_each(row);
+        } else {
+            ot.chunks_mut(ow * c).enumerate().for_each(row);
+        }
+        for (ch, plane) in dst.chunks_exact_mut(l).enumerate() {
+            for (p, o) in plane.iter_mut().enumerate() {
+                *o = ot[p * c + ch];
+            }
+        }
+    }
+}
+
+/// Output row `y` of [`depthwise_channels_last_fma`], channels-last (`out_row[x * c + ch]`).
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn depthwise_channels_last_row(
+    xt: &[f32],
+    wt: &[f32],
+    bias: Option<&[f32]>,
+    out_row: &mut [f32],
+    win: &Window,
+    c: usize,
+    y: usize,
+) {
+    let [_, kh, kw] = win.kernel;
+    let iw = win.image[2];
+    for (x, acc) in out_row.chunks_exact_mut(c).enumerate() {
+        acc.fill(0.0);
+        for b in 0..kh {
+            let Some(iy) = win.coord(1, y, b) else {
+                continue;
+            };
+            for e in 0..kw {
+                let Some(ix) = win.coord(2, x, e) else {
+                    continue;
+                };
+                let px = &xt[(iy * iw + ix) * c..][..c];
+                let wv = &wt[(b * kw + e) * c..][..c];
+                for ((a, &w), &v) in acc.iter_mut().zip(wv).zip(px) {
+                    *a = w.mul_add(v, *a);
+                }
+            }
+        }
+        if let Some(bias) = bias {
+            for (a, &bv) in acc.iter_mut().zip(bias) {
+                *a += bv;
+            }
+        }
     }
 }
 

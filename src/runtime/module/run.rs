@@ -151,6 +151,23 @@ impl Module {
             .map_err(module_err)
     }
 
+    /// Compile `methods` of this module, and `forward` of every submodule, into their plans now
+    /// rather than on the first call, so that call runs at full speed (serving and benchmarks
+    /// load once and call many times). An error in a requested method is returned; one in a
+    /// submodule's `forward` is left for the call that reaches it, as without `prepare`.
+    pub fn prepare(&self, methods: &[&str]) -> Result<()> {
+        let interpreter = self.interpreter()?;
+        for name in methods {
+            interpreter.method_plan(self.object().class_name(), name)?;
+        }
+        self.state_effects(methods)?;
+        for sub in self.modules().iter().skip(1) {
+            // Unsupported code in a submodule fails the call that reaches it, not preparation.
+            let _ = interpreter.method_plan(sub.object().class_name(), "forward");
+        }
+        Ok(())
+    }
+
     /// `m.forward(*inputs)`: runs `forward` without hooks, with the process-wide generator.
     pub fn forward(&self, inputs: &[IValue]) -> Result<IValue> {
         self.run_method("forward", inputs)
