@@ -9,13 +9,14 @@ use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
     slice_of, value_err, Mat, Real,
 };
-use super::{Args, Registry};
+use super::{gemm, Args, Registry};
 use crate::runtime::{IValue, Tuple};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
 use crate::tensor::{DType, Tensor};
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
+use std::sync::Arc;
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Cell {
@@ -68,8 +69,26 @@ fn mm_wt<T: Real>(a: &[T], m: usize, k: usize, w: &[T], n: usize, out: &mut [T],
 trait CellMath: Real {
     fn sigmoid_inplace(xs: &mut [Self]);
     fn tanh_inplace(xs: &mut [Self]);
-    /// `out[b x n] += h[b x k] @ w[n x k]^T`.
-    fn recurrent(h: &[Self], b: usize, k: usize, w: &[Self], n: usize, out: &mut [Self]);
+    /// `out[b x n] += h[b x k] @ w[n x k]^T`, through `packed` (w^T packed) when given.
+    fn recurrent(
+        h: &[Self],
+        b: usize,
+        k: usize,
+        w: &[Self],
+        n: usize,
+        packed: Option<&gemm::PackedB>,
+        out: &mut [Self],
+    );
+    /// `w [n x k]` (the tensor `tensor`) transposed and packed once, cached on its storage,
+    /// where this dtype has a packed one-row product.
+    fn pack_recurrent(
+        _tensor: &Tensor,
+        _w: &[Self],
+        _k: usize,
+        _n: usize,
+    ) -> Option<Arc<gemm::PackedB>> {
+        None
+    }
 }
 
 impl CellMath for f32 {
@@ -79,19 +98,47 @@ impl CellMath for f32 {
     fn tanh_inplace(xs: &mut [f32]) {
         vmath::apply(VecFn::Tanh, xs)
     }
-    fn recurrent(h: &[f32], b: usize, k: usize, w: &[f32], n: usize, out: &mut [f32]) {
-        // A GEMM's packing costs more than a few matrix-vector products.
+    fn recurrent(
+        h: &[f32],
+        b: usize,
+        k: usize,
+        w: &[f32],
+        n: usize,
+        packed: Option<&gemm::PackedB>,
+        out: &mut [f32],
+    ) {
+        // A GEMM's tile set-up costs more than a few one-row products.
         if b <= 4 {
             for (hr, o) in h
                 .chunks_exact(k.max(1))
                 .zip(out.chunks_exact_mut(n.max(1)))
                 .take(b)
             {
-                vmath::matvec(w, n, k, hr, o, true);
+                match packed {
+                    Some(p) => gemm::gemv_packed_b(hr, p, o),
+                    None => vmath::matvec(w, n, k, hr, o, true),
+                }
             }
         } else {
             mm_wt(h, b, k, w, n, out, true)
         }
+    }
+    fn pack_recurrent(
+        tensor: &Tensor,
+        w: &[f32],
+        k: usize,
+        n: usize,
+    ) -> Option<Arc<gemm::PackedB>> {
+        let gemm::Backend::Packed(isa) = gemm::backend() else {
+            return None;
+        };
+        let wt = gemm::MatRef::new(w, k, n, 1, k)?;
+        Some(gemm::cached_packed_b(
+            isa,
+            tensor.storage(),
+            tensor.storage_offset(),
+            &wt,
+        ))
     }
 }
 
@@ -102,7 +149,15 @@ impl CellMath for f64 {
     fn tanh_inplace(xs: &mut [f64]) {
         xs.iter_mut().for_each(|x| *x = x.tanh());
     }
-    fn recurrent(h: &[f64], b: usize, k: usize, w: &[f64], n: usize, out: &mut [f64]) {
+    fn recurrent(
+        h: &[f64],
+        b: usize,
+        k: usize,
+        w: &[f64],
+        n: usize,
+        _packed: Option<&gemm::PackedB>,
+        out: &mut [f64],
+    ) {
         mm_wt(h, b, k, w, n, out, true)
     }
 }
@@ -244,6 +299,8 @@ fn layer_weights(
 /// The recurrent half of one layer and direction, borrowed for the steps.
 struct StepWeights<'a, T> {
     w_hh: &'a [T],
+    /// `w_hh^T` packed for one-row products (float32 with the packed GEMM backend).
+    w_hh_packed: Option<Arc<gemm::PackedB>>,
     /// `b_hh` where it is not folded into the input projection (GRU's candidate gate needs it
     /// apart from the input side).
     b_hh: Option<&'a [T]>,
@@ -276,7 +333,15 @@ fn step<T: CellMath>(
         Cell::Lstm | Cell::Tanh | Cell::Relu => {
             s.gates.clear();
             s.gates.extend_from_slice(&xg[..b * g]);
-            T::recurrent(h, b, sw.out, sw.w_hh, g, &mut s.gates);
+            T::recurrent(
+                h,
+                b,
+                sw.out,
+                sw.w_hh,
+                g,
+                sw.w_hh_packed.as_deref(),
+                &mut s.gates,
+            );
             for i in 0..b {
                 let gt = &mut s.gates[i * g..][..g];
                 let hn = &mut s.hnew[i * hs..][..hs];
@@ -314,7 +379,15 @@ fn step<T: CellMath>(
                 Some(bh) => (0..b).for_each(|_| s.hh.extend_from_slice(bh)),
                 None => s.hh.resize(b * g, T::zero()),
             }
-            T::recurrent(h, b, sw.out, sw.w_hh, g, &mut s.hh);
+            T::recurrent(
+                h,
+                b,
+                sw.out,
+                sw.w_hh,
+                g,
+                sw.w_hh_packed.as_deref(),
+                &mut s.hh,
+            );
             s.gates.resize(b * g, T::zero());
             for i in 0..b {
                 let x = &xg[i * g..][..g];
@@ -488,8 +561,14 @@ fn run_rnn(
                     &layer_in,
                     steps * b,
                 );
+                let w_hh = slice_of::<T>(&w_hh_g)?;
                 let sw = StepWeights {
-                    w_hh: slice_of::<T>(&w_hh_g)?,
+                    w_hh,
+                    w_hh_packed: if b <= 4 {
+                        T::pack_recurrent(&lw.w_hh, w_hh, osz, g)
+                    } else {
+                        None
+                    },
                     b_hh: if fold_b_hh { None } else { b_hh },
                     w_hr: w_hr_g.as_ref().map(slice_of::<T>).transpose()?,
                     hidden: hsz,

@@ -7,9 +7,11 @@
 //! so no im2col matrix is ever materialized: each `KC x NC` block is gathered into a packed
 //! panel that stays in cache.
 
+mod gemv;
 mod microkernel;
 mod pack;
 
+pub use gemv::gemv_packed_b;
 pub use pack::{cached_packed_a, cached_packed_b, ImageOperand, MatRef, PackedA, PackedB};
 
 use crate::tensor::TensorError;
