@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every fuzz target for SECONDS each (default 60), niced, with corpora seeded from the
-# committed fixtures. Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
+# committed fixtures. Needs cargo-fuzz (`cargo install cargo-fuzz`) and nightly flags: the
+# nightly toolchain where one is installed, else the stable one with RUSTC_BOOTSTRAP=1.
 # Crashes land in fuzz/artifacts/<target>/; each one found becomes a regression test in
 # tests/suite/hostile_archives.rs. Prints the executions of every target at the end.
 set -euo pipefail
@@ -45,6 +46,12 @@ for i in range(16):
     put("run_inputs", bytes([i, i * 7 % 6, 2, 2, 8, 3, 250, 1, 0, 5, 9]))
 PY
 mkdir -p logs
+if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    CARGO=(cargo +nightly)
+else
+    export RUSTC_BOOTSTRAP=1
+    CARGO=(cargo)
+fi
 for t in "${TARGETS[@]}"; do
     mkdir -p "corpus/$t"
     mkdir -p "artifacts/$t"
@@ -54,7 +61,7 @@ for t in "${TARGETS[@]}"; do
     if [ "${FUZZ_PREBUILT:-0}" = 1 ]; then
         cmd=(nice -n 19 "target/x86_64-unknown-linux-gnu/release/$t" "${flags[@]}" "corpus/$t" "seeds/$t")
     else
-        cmd=(nice -n 19 cargo +nightly fuzz run -O "$t" "corpus/$t" "seeds/$t" -- "${flags[@]}")
+        cmd=(nice -n 19 "${CARGO[@]}" fuzz run -O "$t" "corpus/$t" "seeds/$t" -- "${flags[@]}")
     fi
     "${cmd[@]}" >"logs/$t.log" 2>&1 || echo "$t: crashed (see fuzz/logs/$t.log, fuzz/artifacts/$t)"
 done

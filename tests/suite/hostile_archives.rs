@@ -406,8 +406,34 @@ fn archive_err(e: &Error) -> bool {
 fn pickle_err(e: &Error) -> bool {
     matches!(e, Error::Pickle(_)) || e.to_string().contains("data.pkl")
 }
-fn any_typed(_: &Error) -> bool {
-    true
+fn pickle_err_saying(e: &Error, what: &str) -> bool {
+    matches!(e, Error::Pickle(_)) && e.to_string().contains(what)
+}
+fn storage_count_overflow(e: &Error) -> bool {
+    pickle_err_saying(e, "elements of float32 overflow")
+}
+fn view_extent_overflow(e: &Error) -> bool {
+    pickle_err_saying(
+        e,
+        "tensor does not fit its storage: tensor view out of bounds: byte extent overflows",
+    )
+}
+fn view_out_of_bounds(e: &Error) -> bool {
+    pickle_err_saying(e, "tensor does not fit its storage")
+        && e.to_string().contains("storage has 16")
+}
+fn storage_beyond_record(e: &Error) -> bool {
+    pickle_err_saying(e, "has 16 bytes but the pickle declares 4096 elements")
+}
+fn forbidden_storage_class(e: &Error) -> bool {
+    pickle_err_saying(e, "global 'torch.QuadFloatStorage' is not allowed")
+}
+fn undeclared_class(e: &Error) -> bool {
+    matches!(e, Error::Module(_)) && e.to_string().contains("no code file declares it")
+}
+fn shape_numel_overflow(e: &Error) -> bool {
+    e.to_string()
+        .contains("numel of shape [4611686018427387904, 4611686018427387904] overflows")
 }
 fn limit_err(e: &Error) -> bool {
     e.limit().is_some()
@@ -505,6 +531,14 @@ fn with_tensor_constant(pkl: Vec<u8>) -> Vec<u8> {
     p.extend_from_slice(b"\x85.");
     let mut records = mlp();
     *record(&mut records, "/constants.pkl") = p;
+    // the storage record the tensor names (16 bytes: four floats), so the case reaches the
+    // tensor's own geometry rather than stopping at a missing record
+    let prefix = records
+        .iter()
+        .find_map(|(n, _)| n.strip_suffix("constants.pkl"))
+        .expect("constants.pkl")
+        .to_string();
+    records.push((format!("{prefix}constants/0"), vec![0u8; 16]));
     build_zip(&records)
 }
 
@@ -583,7 +617,7 @@ fn cases() -> Vec<Case> {
             size1,
             stride1,
         )),
-        any_typed,
+        storage_count_overflow,
     );
     add(
         "size overflow",
@@ -594,7 +628,7 @@ fn cases() -> Vec<Case> {
             b"\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x40\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x40\x86",
             b"K\x01K\x01\x86",
         )),
-        any_typed,
+        view_extent_overflow,
     );
     add(
         "stride overflow",
@@ -605,7 +639,7 @@ fn cases() -> Vec<Case> {
             b"K\x02\x85",
             b"\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x7f\x85",
         )),
-        any_typed,
+        view_extent_overflow,
     );
     add(
         "storage offset out of bounds",
@@ -616,7 +650,7 @@ fn cases() -> Vec<Case> {
             size1,
             stride1,
         )),
-        any_typed,
+        view_out_of_bounds,
     );
     add(
         "storage larger than its record",
@@ -627,7 +661,7 @@ fn cases() -> Vec<Case> {
             size1,
             stride1,
         )),
-        any_typed,
+        storage_beyond_record,
     );
     add(
         "unknown dtype (storage class)",
@@ -638,7 +672,7 @@ fn cases() -> Vec<Case> {
             size1,
             stride1,
         )),
-        any_typed,
+        forbidden_storage_class,
     );
     // pickle: unknown class, opcode and global; deep nesting; cycles
     add(
@@ -650,7 +684,7 @@ fn cases() -> Vec<Case> {
                 b"c__torch__.zoo_lang\nXYZ\n",
             )
         }),
-        any_typed,
+        undeclared_class,
     );
     add(
         "unknown opcode",
@@ -729,7 +763,7 @@ fn cases() -> Vec<Case> {
         mlp_with_forward(
             "    _0 = torch.zeros([4611686018427387904, 4611686018427387904], dtype=None, layout=None, device=None, pin_memory=None)\n    return _0",
         ),
-        any_typed,
+        shape_numel_overflow,
     );
     add(
         "gigantic torch.arange",
