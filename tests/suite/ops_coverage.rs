@@ -224,3 +224,23 @@ fn unsupported_overloads_are_listed_at_compile_time() {
         );
     }
 }
+
+/// `Module::prepare` compiles ahead of the first call: preparing reports the same missing
+/// overloads, an unknown method is named, and a supported model prepares.
+#[test]
+fn prepare_compiles_before_the_first_call() {
+    let models = fixtures_dir().join("models");
+    let m = tsrun::runtime::Module::load(models.join("unsupported_ops.pt")).expect("load");
+    let e = m
+        .prepare(&["forward"])
+        .expect_err("no kernels for these ops")
+        .to_string();
+    assert!(e.contains("aten::special_airy_ai"), "{e}");
+    let m = tsrun::runtime::Module::load(models.join("mlp.pt")).expect("load");
+    m.prepare(&["forward"]).expect("mlp prepares");
+    let e = m
+        .prepare(&["no_such_method"])
+        .expect_err("unknown method")
+        .to_string();
+    assert!(e.contains("no_such_method"), "{e}");
+}

@@ -158,7 +158,15 @@ impl Module {
     pub fn prepare(&self, methods: &[&str]) -> Result<()> {
         let interpreter = self.interpreter()?;
         for name in methods {
-            interpreter.method_plan(self.object().class_name(), name)?;
+            if interpreter
+                .method_plan(self.object().class_name(), name)?
+                .is_none()
+            {
+                return Err(module_err(format!(
+                    "'{}' object has no attribute or method '{name}'",
+                    super::short_name(self.class_name())
+                )));
+            }
         }
         self.state_effects(methods)?;
         for sub in self.modules().iter().skip(1) {
