@@ -214,3 +214,48 @@ fn cli_run_sets_flags_and_modes() {
         "{stderr}"
     );
 }
+
+#[test]
+fn cli_run_train_turns_batch_norm_training_back_on() {
+    let mut g = Golden::load();
+    let dir = std::env::temp_dir().join(format!("tsrun_train_cli_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let x = dir.join("x.npy");
+    let xt = g.tensor("x");
+    ndarray_npy::write_npy(&x, &xt.to_array::<f32>().expect("x array")).expect("write x");
+    // bn_net_eval.pt is saved in eval mode; --train makes batch norm use batch statistics
+    let model = crate::module_api::dir().join("bn_net_eval.pt");
+    let run = |mode: &str, out: &str| -> Tensor {
+        let out = dir.join(out);
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_tsrun"))
+            .arg("run")
+            .arg(&model)
+            .arg("-i")
+            .arg(&x)
+            .arg(mode)
+            .arg("-o")
+            .arg(&out)
+            .status()
+            .expect("run tsrun");
+        assert!(status.success(), "tsrun run {mode}");
+        let mut npz =
+            ndarray_npy::NpzReader::new(std::fs::File::open(&out).expect("open npz")).expect("npz");
+        let arr: ndarray::ArrayD<f32> = npz.by_name("out").expect("out array");
+        Tensor::from_array(arr).expect("tensor")
+    };
+    let train = run("--train", "train.npz");
+    assert_close(
+        &IValue::Tensor(train),
+        &g.value("bn_train_out"),
+        1e-5,
+        "--train",
+    );
+    // without the flag the archive's eval mode holds: running statistics, not batch ones
+    let eval = run("--eval", "eval.npz");
+    let want = g.tensor("bn_train_out").to_vec::<f32>().expect("values");
+    assert_ne!(
+        eval.to_vec::<f32>().expect("values"),
+        want,
+        "--eval differs"
+    );
+}
