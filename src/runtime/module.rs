@@ -19,7 +19,10 @@ pub use hooks::{
 pub use modify::MemoryFormat;
 pub use run::{manual_seed, set_num_threads};
 pub use sampling::{McSamples, MAX_MC_SAMPLES};
-pub use state_dict::{read_npz, read_safetensors, read_state_dict, IncompatibleKeys, StateDict};
+pub use state_dict::{
+    npz_bytes, read_npz, read_safetensors, read_state_dict, safetensors_bytes, write_state_dict,
+    IncompatibleKeys, StateDict,
+};
 
 use crate::archive::Archive;
 use crate::ir::types::Type;

@@ -262,7 +262,7 @@ impl Module {
     /// The arguments of method `name` bound as Python binds them: `inputs` by position, then
     /// `kwargs` by parameter name, then the declared defaults. A missing, unknown or doubly
     /// given argument is an error naming the parameter.
-    fn bind_arguments(
+    pub fn bind_arguments(
         &self,
         name: &str,
         mut inputs: Vec<IValue>,
