@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use crate::ir::source::Source;
 
-/// A syntax error, located in its code file.
-#[derive(Debug, thiserror::Error)]
+/// A syntax error, located in its code file. `Clone` because a module caches its parse result
+/// and replays a failure to every caller.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ParseError {
     #[error(
         "{file}:{line}:{col}: {message}{}",
