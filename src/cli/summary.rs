@@ -109,6 +109,10 @@ fn human_bytes(n: usize) -> String {
 }
 
 fn size_lines(out: &mut String, what: &str, tensors: &[(String, Tensor)]) {
+    if tensors.is_empty() {
+        let _ = writeln!(out, "{what}: none");
+        return;
+    }
     let by = sizes_by_dtype(tensors);
     let elements: usize = by.values().map(|s| s.elements).sum();
     let bytes: usize = by.values().map(|s| s.bytes).sum();
@@ -119,7 +123,7 @@ fn size_lines(out: &mut String, what: &str, tensors: &[(String, Tensor)]) {
         tensors.len(),
         human_bytes(bytes)
     );
-    if by.len() > 1 || tensors.is_empty() {
+    if by.len() > 1 {
         for (dtype, s) in &by {
             let _ = writeln!(
                 out,
