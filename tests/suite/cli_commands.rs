@@ -241,3 +241,64 @@ fn parse_graph_prints_back_and_runs_pytorch_ir() {
     assert_eq!(bad.code, Some(1));
     assert!(bad.stderr.contains("broken.txt:2:"), "{}", bad.stderr);
 }
+
+#[test]
+fn results_write_to_npy_and_safetensors() {
+    let dir = temp_dir("outputs");
+    let expected =
+        tsrun::runtime::module::read_npz(&fixtures_dir().join("cli").join("mlp_expected.npz"))
+            .expect("PyTorch's result");
+    let want = expected["out"].to_vec::<f32>().expect("f32");
+    for ext in ["npy", "safetensors", "npz"] {
+        let path = dir.join(format!("out.{ext}"));
+        let r = tsrun(&[
+            "run",
+            "fixtures/models/mlp.pt",
+            "-i",
+            "fixtures/cli/mlp_input.npy",
+            "-o",
+            &path.to_string_lossy(),
+        ]);
+        assert_eq!(r.code, Some(0), "{ext}: {}", r.stderr);
+        let got = match ext {
+            "npy" => tsrun::cli::inputs::read_npy(&path).expect("npy"),
+            _ => tsrun::runtime::module::read_state_dict(&path).expect("read back")["out"].clone(),
+        };
+        let got = got.to_vec::<f32>().expect("f32");
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-6, "{ext}: {got:?} vs {want:?}");
+        }
+    }
+    // a tuple result has no single array to put in a .npy
+    let tuple = tsrun(&[
+        "run",
+        "fixtures/cli/strings.pt",
+        "-i",
+        "a b",
+        "-o",
+        &dir.join("t.npy").to_string_lossy(),
+    ]);
+    assert_eq!(tuple.code, Some(1));
+    assert!(
+        tuple.stderr.contains("a .npy holds one tensor"),
+        "{}",
+        tuple.stderr
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn code_and_graph_print_json() {
+    let code = tsrun(&["code", "fixtures/models/mlp.pt", "--json"]);
+    let text = tsrun(&["code", "fixtures/models/mlp.pt"]);
+    let v: serde_json::Value = serde_json::from_str(&code.stdout).expect("json");
+    assert_eq!(v["code"].as_str(), Some(text.stdout.as_str()));
+    let graph = tsrun(&["graph", "fixtures/models/mlp.pt", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&graph.stdout).expect("json");
+    assert!(
+        v["graph"]
+            .as_str()
+            .is_some_and(|g| g.starts_with("graph(%self")),
+        "{v}"
+    );
+}

@@ -197,3 +197,22 @@ fn safetensors_inputs_by_name() {
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
 }
+
+#[test]
+fn a_bfloat16_npy_runs_a_bfloat16_model_bit_exactly() {
+    // mlp_input_bf16.npy is ml_dtypes' bfloat16 ('<V2'); PyTorch's result is exact in bfloat16
+    let r = tsrun(&[
+        "compare",
+        "fixtures/cli/mlp_bf16.pt",
+        "-i",
+        "fixtures/cli/mlp_input_bf16.npy",
+        "--expected",
+        "fixtures/cli/mlp_bf16_expected.npz",
+        "--rtol",
+        "0",
+        "--atol",
+        "0",
+    ]);
+    assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+}
