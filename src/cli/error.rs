@@ -32,11 +32,12 @@ impl CliError {
 }
 
 impl CliError {
-    /// The text `tsrun` prints for this error: syntax errors in an archive's code as rustc
-    /// shows them (location, source line, caret), the others on one `tsrun: ` line.
+    /// The text `tsrun` prints for this error: syntax errors and operators without a kernel
+    /// as rustc shows errors (location, source line, caret), the others on one `tsrun: ` line.
     pub fn render(&self) -> String {
         match self {
-            CliError::Model(crate::Error::Parse(p)) => p.render(),
+            CliError::Model(e) => crate::frontend::diagnostic::render_error(e)
+                .unwrap_or_else(|| format!("tsrun: {e}")),
             other => format!("tsrun: {other}"),
         }
     }

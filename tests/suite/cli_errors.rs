@@ -147,3 +147,32 @@ fn a_syntax_error_is_shown_with_its_line_and_a_caret() {
         + 1;
     assert!(listed <= 6, "{}", lines[4]);
 }
+
+#[test]
+fn operators_without_a_kernel_are_shown_with_carets() {
+    let r = tsrun(&[
+        "fixtures/models/unsupported_ops.pt",
+        "-i",
+        "fixtures/cli/mlp_input.npy",
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(
+        lines[0],
+        "error: __torch__.zoo_failures.Unsupported.forward uses operator overloads tsrun has no kernel for"
+    );
+    assert_eq!(lines[1], " --> code/__torch__/zoo_failures.py:8:9");
+    assert_eq!(lines[3], "8 |     y = torch.special_airy_ai(x)");
+    assert_eq!(
+        lines[4],
+        "  |         ^^^^^^^^^^^^^^^^^^^^^^^^ aten::special_airy_ai has no kernel"
+    );
+    // every missing operator at once, each under its own call
+    assert_eq!(
+        r.stderr.matches("has no kernel\n").count()
+            + usize::from(r.stderr.ends_with("has no kernel")),
+        3,
+        "{}",
+        r.stderr
+    );
+}
