@@ -129,7 +129,6 @@ enum Elements {
 
 /// `torch._tensor_str._Formatter`: one width and one mode for every printed element.
 struct Formatter {
-    floating: bool,
     int_mode: bool,
     sci_mode: bool,
     max_width: usize,
@@ -173,7 +172,6 @@ impl Formatter {
     /// Built from the elements at `indices` (all, or the summarized edges), as `_Formatter`.
     fn new(elements: &Elements, indices: &[usize]) -> Formatter {
         let mut f = Formatter {
-            floating: matches!(elements, Elements::Float(_)),
             int_mode: true,
             sci_mode: false,
             max_width: 1,
@@ -249,7 +247,6 @@ impl Formatter {
                 }
             }
         };
-        debug_assert!(self.floating || !matches!(elements, Elements::Float(_)));
         format!("{s:>width$}", width = self.max_width)
     }
 }

@@ -1,6 +1,7 @@
-//! `tsrun run MODEL [-m METHOD] [-i INPUT]... [-o OUT.npz] [--seed N] [--threads N]
-//! [--train|--eval] [--set PATH=VALUE]... [--timeout SECONDS] [--max-memory BYTES]`: call a
-//! method of a saved module and print its result or write it to an npz.
+//! `tsrun run MODEL [-m METHOD] [-i INPUT]... [--random SHAPE[:DTYPE]]... [--cast-inputs]
+//! [-o OUT.npz|.npy|.safetensors] [--json] [--seed N] [--threads N] [--train|--eval]
+//! [--set PATH=VALUE]... [--timeout SECONDS] [--max-memory BYTES]`: call a method of a saved
+//! module and print its result as Python's repr, or write it to a file.
 
 use super::error::{usage, CliResult};
 use super::inputs::parse_literal;
@@ -151,11 +152,6 @@ pub fn field_names(
         unit.class(class)
             .map(|c| c.fields.iter().map(|(n, _, _)| n.clone()).collect())
     })
-}
-
-/// Parse one `-i` argument that is not a file (see `inputs.rs`); kept for `--set` and callers.
-pub fn parse_input(text: &str) -> CliResult<IValue> {
-    parse_literal(text)
 }
 
 /// The printed form of a result, as Python's `print(repr(result))` (NamedTuples without their
