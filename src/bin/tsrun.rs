@@ -1,6 +1,6 @@
 //! The `tsrun` command line: each subcommand's arguments and logic live in `tsrun::cli`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tsrun::cli;
 
 #[derive(Parser)]
@@ -49,22 +49,16 @@ enum Command {
     ParseGraph(cli::parse_graph::ParseGraphArgs),
 }
 
-const SUBCOMMANDS: &[&str] = &[
-    "run",
-    "bench",
-    "ops",
-    "info",
-    "convert",
-    "code",
-    "graph",
-    "summary",
-    "average",
-    "load-state-dict",
-    "compare",
-    "state-dict",
-    "parse-graph",
-    "help",
-];
+/// The subcommand names, from clap's own definition (so a new subcommand needs no list), and
+/// `help`.
+fn subcommand_names() -> Vec<String> {
+    let mut names: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    names.push("help".into());
+    names
+}
 
 /// `tsrun MODEL [--json]` is short for `tsrun summary MODEL`, and `tsrun MODEL ARGS...` for
 /// `tsrun run MODEL ARGS...`. A first word that names no file but is close to a subcommand
@@ -75,11 +69,12 @@ fn with_default_subcommand(
     let Some(first) = args.get(1).and_then(|a| a.to_str()).map(str::to_string) else {
         return Ok(args);
     };
-    if first.starts_with('-') || SUBCOMMANDS.contains(&first.as_str()) {
+    let subcommands = subcommand_names();
+    if first.starts_with('-') || subcommands.contains(&first) {
         return Ok(args);
     }
     if !std::path::Path::new(&first).exists() {
-        if let Some(near) = nearest_subcommand(&first) {
+        if let Some(near) = nearest_subcommand(&first, &subcommands) {
             return Err(format!(
                 "`{first}` is neither a file nor a subcommand; did you mean `{near}`?"
             ));
@@ -93,10 +88,10 @@ fn with_default_subcommand(
 }
 
 /// The subcommand within two edits of `word`, if any (`inof` -> `info`).
-fn nearest_subcommand(word: &str) -> Option<&'static str> {
-    SUBCOMMANDS
+fn nearest_subcommand<'a>(word: &str, subcommands: &'a [String]) -> Option<&'a str> {
+    subcommands
         .iter()
-        .map(|s| (strsim::damerau_levenshtein(word, s), *s))
+        .map(|s| (strsim::damerau_levenshtein(word, s), s.as_str()))
         .filter(|(d, s)| *d <= 2 && *d < s.len())
         .min()
         .map(|(_, s)| s)
