@@ -26,7 +26,8 @@ pub struct InputArgs {
         short = 'i',
         long = "input",
         value_name = "INPUT",
-        allow_negative_numbers = true
+        // the value after -i is always an input: clap's negative-number test misses `-1e-3`
+        allow_hyphen_values = true
     )]
     pub inputs: Vec<String>,
     /// A standard-normal tensor input after the `-i` ones (`1x3x224x224`, `2,8:float16`), as

@@ -229,6 +229,18 @@ fn parse_graph_prints_back_and_runs_pytorch_ir() {
             "{got:?} vs {want:?}"
         );
     }
+    // an exponent is a number too, not a flag
+    let exponent = tsrun(&[
+        "parse-graph",
+        "fixtures/cli/graph.txt",
+        "-i",
+        "fixtures/cli/graph_x.npy",
+        "-i",
+        "fixtures/cli/graph_y.npy",
+        "-i",
+        "-1e-3",
+    ]);
+    assert_eq!(exponent.code, Some(0), "{}", exponent.stderr);
     let dir = temp_dir("parse-graph");
     let broken = dir.join("broken.txt");
     std::fs::write(
