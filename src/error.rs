@@ -30,8 +30,11 @@ pub enum Error {
     UnknownOp(String),
     /// Found when a function is compiled for execution (its first call): every operator overload
     /// of the function without a kernel, each with its TorchScript source line.
-    #[error("{function} uses operator overloads tsrun has no kernel for:\n  {}", .ops.join("\n  "))]
-    UnsupportedOps { function: String, ops: Vec<String> },
+    #[error("{function} uses operator overloads tsrun has no kernel for:{}", missing_list(.ops))]
+    UnsupportedOps {
+        function: String,
+        ops: Vec<MissingOp>,
+    },
     #[error("{0}")]
     Module(String),
     /// A limit of `LoadOptions` / `RunOptions` stopped the operation.
@@ -40,6 +43,50 @@ pub enum Error {
     /// The call was cancelled from another thread through its `CancelHandle`.
     #[error("the call was cancelled through its cancel handle")]
     Cancelled,
+}
+
+/// A place in an archive's code file, with what a caret under it needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeLocation {
+    /// `code/__torch__/model.py`.
+    pub file: String,
+    /// 1-based.
+    pub line: usize,
+    /// 1-based, in characters.
+    pub col: usize,
+    /// The text of the line.
+    pub source_line: String,
+    /// Characters the span covers on that line (at least 1).
+    pub width: usize,
+}
+
+/// An operator overload without a kernel, and where the code calls it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingOp {
+    /// `aten::special_airy_ai`.
+    pub op: String,
+    pub at: Option<CodeLocation>,
+}
+
+impl std::fmt::Display for MissingOp {
+    /// `aten::foo.bar at "code/__torch__.py", line 12: y = torch.foo(x)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.at {
+            Some(at) => write!(
+                f,
+                "{} at \"{}\", line {}: {}",
+                self.op,
+                at.file,
+                at.line,
+                at.source_line.trim()
+            ),
+            None => f.write_str(&self.op),
+        }
+    }
+}
+
+fn missing_list(ops: &[MissingOp]) -> String {
+    ops.iter().map(|o| format!("\n  {o}")).collect()
 }
 
 impl Error {

@@ -94,13 +94,23 @@ impl Archive {
         limits: &ArchiveLimits,
     ) -> Result<Archive> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(|e| {
+        // every I/O failure names the file: the caller may be opening several
+        let at_path = |e: std::io::Error| {
             ArchiveError::Io(std::io::Error::new(
                 e.kind(),
                 format!("{}: {e}", path.display()),
             ))
-        })?;
-        let len = file.metadata()?.len();
+        };
+        let file = std::fs::File::open(path).map_err(at_path)?;
+        let metadata = file.metadata().map_err(at_path)?;
+        if metadata.is_dir() {
+            // opening a folder succeeds on Unix; mapping it fails with a bare "No such device"
+            return Err(ArchiveError::Invalid(format!(
+                "{} is a folder, not a TorchScript archive (a .pt file that torch.jit.save wrote)",
+                path.display()
+            )));
+        }
+        let len = metadata.len();
         check_size(len, limits)?;
         let map = if len == 0 {
             memmap2::MmapMut::map_anon(0)?.make_read_only()?
@@ -108,7 +118,11 @@ impl Archive {
             // SAFETY: a read-only private mapping that tsrun never writes. Truncation or
             // modification of the file by another process while it is mapped is outside our
             // control, as for every mmap-based loader (documented in the README).
-            unsafe { memmap2::MmapOptions::new().map_copy_read_only(&file)? }
+            unsafe {
+                memmap2::MmapOptions::new()
+                    .map_copy_read_only(&file)
+                    .map_err(at_path)?
+            }
         };
         Archive::from_map(map, check_kind, limits)
     }

@@ -1,13 +1,18 @@
 //! The `tsrun` command line: each subcommand's arguments and logic live in `tsrun::cli`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tsrun::cli;
 
 #[derive(Parser)]
 #[command(
     name = "tsrun",
     version,
-    about = "Run, inspect and save TorchScript archives"
+    about = "Run, inspect and save TorchScript archives",
+    override_usage = "tsrun MODEL                 summary of the archive (class, modules, sizes, methods)\n       \
+                      tsrun MODEL -i INPUT...     run forward and print the result (= tsrun run MODEL ...)\n       \
+                      tsrun <COMMAND> ...",
+    after_help = "Exit codes: 0 success; 1 the model failed (load, compile, run), an input or output \
+                  file could not be read or written, or `compare` found a mismatch; 2 usage error."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -30,49 +35,94 @@ enum Command {
     Code(cli::code::CodeArgs),
     /// A method's graph, as `str(m.graph)` prints it.
     Graph(cli::code::GraphArgs),
+    /// What an archive is: class, top of the module tree, sizes by dtype, methods, extra files.
+    Summary(cli::summary::SummaryArgs),
     /// Average snapshots of one architecture (SWA or EMA, as AveragedModel) into an archive.
     Average(cli::average::AverageArgs),
     /// Load a state dict (safetensors, npz, archive) into an archive and save it.
     LoadStateDict(cli::load_state_dict::LoadStateDictArgs),
+    /// Run a method and check each leaf of the result against expected arrays (exit 1 if off).
+    Compare(cli::compare::CompareArgs),
+    /// Export the state dict (parameters and buffers) to a safetensors file or an npz.
+    StateDict(cli::state_dict::StateDictArgs),
+    /// Parse PyTorch IR text (`str(graph)`): print it back, or run it on inputs.
+    ParseGraph(cli::parse_graph::ParseGraphArgs),
 }
 
-/// `tsrun MODEL ...` is short for `tsrun run MODEL ...`: running a model is the main job.
-fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    const SUBCOMMANDS: &[&str] = &[
-        "run",
-        "bench",
-        "ops",
-        "info",
-        "convert",
-        "code",
-        "graph",
-        "average",
-        "load-state-dict",
-        "help",
-    ];
-    if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
-        if !first.starts_with('-') && !SUBCOMMANDS.contains(&first) {
-            args.insert(1, "run".into());
+/// The subcommand names, from clap's own definition (so a new subcommand needs no list), and
+/// `help`.
+fn subcommand_names() -> Vec<String> {
+    let mut names: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    names.push("help".into());
+    names
+}
+
+/// `tsrun MODEL [--json]` is short for `tsrun summary MODEL`, and `tsrun MODEL ARGS...` for
+/// `tsrun run MODEL ARGS...`. A first word that names no file but is close to a subcommand
+/// is a typo, reported as one rather than as a missing model.
+fn with_default_subcommand(
+    mut args: Vec<std::ffi::OsString>,
+) -> Result<Vec<std::ffi::OsString>, String> {
+    let Some(first) = args.get(1).and_then(|a| a.to_str()).map(str::to_string) else {
+        return Ok(args);
+    };
+    let subcommands = subcommand_names();
+    if first.starts_with('-') || subcommands.contains(&first) {
+        return Ok(args);
+    }
+    if !std::path::Path::new(&first).exists() {
+        if let Some(near) = nearest_subcommand(&first, &subcommands) {
+            return Err(format!(
+                "`{first}` is neither a file nor a subcommand; did you mean `{near}`?"
+            ));
         }
     }
-    args
+    // only flags the summary has: nothing to run with
+    let summary_only = args[2..].iter().all(|a| a == "--json");
+    let implied = if summary_only { "summary" } else { "run" };
+    args.insert(1, implied.into());
+    Ok(args)
+}
+
+/// The subcommand within two edits of `word`, if any (`inof` -> `info`).
+fn nearest_subcommand<'a>(word: &str, subcommands: &'a [String]) -> Option<&'a str> {
+    subcommands
+        .iter()
+        .map(|s| (strsim::damerau_levenshtein(word, s), s.as_str()))
+        .filter(|(d, s)| *d <= 2 && *d < s.len())
+        .min()
+        .map(|(_, s)| s)
 }
 
 fn main() {
-    let cli = Cli::parse_from(with_default_subcommand(std::env::args_os().collect()));
-    let result = match &cli.command {
+    let args = match with_default_subcommand(std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(msg) => {
+            eprintln!("tsrun: {msg}");
+            std::process::exit(cli::error::EXIT_USAGE);
+        }
+    };
+    let cli = Cli::parse_from(args);
+    let result: cli::error::CliResult = match &cli.command {
         Command::Run(a) => cli::run::run(a),
         Command::Bench(a) => cli::bench::run(a),
-        Command::Ops(a) => cli::ops::run(a),
-        Command::Info(a) => cli::info::run(a),
-        Command::Convert(a) => cli::convert::run(a),
-        Command::Code(a) => cli::code::run_code(a),
-        Command::Graph(a) => cli::code::run_graph(a),
-        Command::Average(a) => cli::average::run(a),
-        Command::LoadStateDict(a) => cli::load_state_dict::run(a),
+        Command::Ops(a) => cli::ops::run(a).map_err(Into::into),
+        Command::Info(a) => cli::info::run(a).map_err(Into::into),
+        Command::Summary(a) => cli::summary::run(a),
+        Command::Convert(a) => cli::convert::run(a).map_err(Into::into),
+        Command::Code(a) => cli::code::run_code(a).map_err(Into::into),
+        Command::Graph(a) => cli::code::run_graph(a).map_err(Into::into),
+        Command::Average(a) => cli::average::run(a).map_err(Into::into),
+        Command::LoadStateDict(a) => cli::load_state_dict::run(a).map_err(Into::into),
+        Command::Compare(a) => cli::compare::run(a),
+        Command::StateDict(a) => cli::state_dict::run(a),
+        Command::ParseGraph(a) => cli::parse_graph::run(a),
     };
     if let Err(e) = result {
-        eprintln!("tsrun: {e}");
-        std::process::exit(1);
+        eprintln!("{}", e.render());
+        std::process::exit(e.exit_code());
     }
 }

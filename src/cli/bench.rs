@@ -3,7 +3,6 @@
 //! scale; `--json` prints one object (the side-by-side script against libtorch and ONNX Runtime
 //! reads it).
 
-use super::run::parse_input;
 use crate::ops::OpContext;
 use crate::runtime::Module;
 use std::io::IsTerminal;
@@ -17,9 +16,8 @@ pub struct BenchArgs {
     /// The method to call (`forward` calls the module, with its hooks).
     #[arg(short = 'm', long = "method", default_value = "forward")]
     pub method: String,
-    /// An input: a `.npy` file or a literal, as for `tsrun run`.
-    #[arg(short = 'i', long = "input")]
-    pub inputs: Vec<String>,
+    #[command(flatten)]
+    pub inputs: super::inputs::InputArgs,
     /// Timed calls.
     #[arg(short = 'n', default_value_t = 30)]
     pub iterations: usize,
@@ -115,7 +113,7 @@ fn progress_bar(expected: Duration, n: usize) -> indicatif::ProgressBar {
     bar
 }
 
-pub fn measure(args: &BenchArgs) -> crate::Result<BenchReport> {
+pub fn measure(args: &BenchArgs) -> super::error::CliResult<BenchReport> {
     if let Some(n) = args.threads {
         crate::runtime::set_num_threads(n)?;
     }
@@ -134,13 +132,17 @@ pub fn measure(args: &BenchArgs) -> crate::Result<BenchReport> {
         load_times.push(t0.elapsed());
     }
     let Some(module) = module else {
-        return Err(crate::runtime::RuntimeError::Other("bench: nothing loaded".into()).into());
+        return Err(crate::Error::from(crate::runtime::RuntimeError::Other(
+            "bench: nothing loaded".into(),
+        ))
+        .into());
     };
-    let inputs = args
-        .inputs
-        .iter()
-        .map(|i| parse_input(i))
-        .collect::<crate::Result<Vec<_>>>()?;
+    let resolved = args.inputs.resolve(&module, &args.method, 0)?;
+    let inputs = if resolved.named.is_empty() {
+        resolved.positional
+    } else {
+        module.bind_arguments(&args.method, resolved.positional, resolved.named)?
+    };
     let ctx = OpContext::with_seed(0);
     let options = args.limits.run_options(Some(0))?;
     let call = || match (args.limits.any(), args.method == "forward") {
@@ -189,11 +191,12 @@ pub fn measure(args: &BenchArgs) -> crate::Result<BenchReport> {
     })
 }
 
-pub fn run(args: &BenchArgs) -> crate::Result<()> {
+pub fn run(args: &BenchArgs) -> super::error::CliResult {
     let r = measure(args)?;
     if args.json {
-        let text = serde_json::to_string(&r)
-            .map_err(|e| crate::runtime::RuntimeError::Other(format!("bench: {e}")))?;
+        let text = serde_json::to_string(&r).map_err(|e| {
+            crate::Error::from(crate::runtime::RuntimeError::Other(format!("bench: {e}")))
+        })?;
         println!("{text}");
         return Ok(());
     }

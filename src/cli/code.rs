@@ -20,6 +20,9 @@ pub struct CodeArgs {
     /// The method to print.
     #[arg(long, default_value = "forward")]
     pub method: String,
+    /// Print `{"method": ..., "code": ...}` instead of the text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `tsrun graph MODEL [--submodule PATH] [--method NAME] [--inlined]`
@@ -39,6 +42,16 @@ pub struct GraphArgs {
     /// Omit the `# file:line:col` source comments.
     #[arg(long)]
     pub no_source_locations: bool,
+    /// Print `{"method": ..., "graph": ...}` instead of the text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `text` as the JSON object `{"method": method, key: text}`.
+fn json_text(method: &str, key: &str, text: &str) -> crate::Result<String> {
+    let mut value = serde_json::json!({ "method": method });
+    value[key] = serde_json::Value::from(text);
+    super::output::pretty_json(&value)
 }
 
 /// The compiled method `method` of the module at `submodule` (dotted path) in `model`.
@@ -66,8 +79,12 @@ pub fn run_code(args: &CodeArgs) -> crate::Result<()> {
     let (_, function) = compiled_method(&args.model, args.submodule.as_deref(), &args.method)?;
     let printed = function_code(&function, true)
         .map_err(|e| crate::Error::Module(format!("{}: {e}", args.model.display())))?;
-    // the text of `m.code`, which ends in a newline
-    print!("{}", printed.code);
+    if args.json {
+        println!("{}", json_text(&args.method, "code", &printed.code)?);
+    } else {
+        // the text of `m.code`, which ends in a newline
+        print!("{}", printed.code);
+    }
     Ok(())
 }
 
@@ -82,6 +99,10 @@ pub fn run_graph(args: &GraphArgs) -> crate::Result<()> {
     } else {
         print_graph(&function.graph, options)
     };
-    print!("{text}");
+    if args.json {
+        println!("{}", json_text(&args.method, "graph", &text)?);
+    } else {
+        print!("{text}");
+    }
     Ok(())
 }

@@ -4,9 +4,16 @@
 pub mod average;
 pub mod bench;
 pub mod code;
+pub mod compare;
 pub mod convert;
+pub mod error;
 pub mod info;
+pub mod inputs;
 pub mod load_state_dict;
 pub mod ops;
 pub mod output;
+pub mod parse_graph;
+pub mod repr;
 pub mod run;
+pub mod state_dict;
+pub mod summary;

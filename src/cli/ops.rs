@@ -1,6 +1,7 @@
 //! `tsrun ops [--missing] [--registered] [FILTER]`: the operator overloads PyTorch defines (its
 //! schema list) and whether tsrun has a kernel registered for exactly that overload; a summary
-//! line counts them.
+//! line counts them. `tsrun ops MODEL [--json]`: every operator overload the model's
+//! compiled methods and functions use, with or without a kernel, all at once.
 
 use crate::ir::schema::SchemaRegistry;
 use crate::ops::Registry;
@@ -14,8 +15,110 @@ pub struct OpsArgs {
     /// (fixtures/gen_ops_coverage.py reads this list).
     #[arg(long, conflicts_with = "missing")]
     pub registered: bool,
-    /// Only operators whose qualified name contains this text (`aten::conv`).
+    /// Only operators whose qualified name contains this text (`aten::conv`); or a model file:
+    /// the operators that archive uses (every method and function compiled).
+    #[arg(value_name = "FILTER|MODEL")]
     pub filter: Option<String>,
+    /// With a model: print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One operator overload a model uses.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UsedOp {
+    /// `aten::add.Tensor`.
+    pub name: String,
+    pub supported: bool,
+    /// Nodes calling it across every compiled graph.
+    pub uses: usize,
+    /// The first call's TorchScript source (`code/__torch__.py:12`), when known.
+    pub first_use: Option<String>,
+}
+
+/// A method or function that failed to compile: `(qualified name, error)`.
+pub type CompileFailure = (String, String);
+
+/// Every operator overload the model's methods and free functions use (methods that fail to
+/// compile are reported and skipped).
+pub fn used_ops(
+    module: &crate::runtime::Module,
+) -> crate::Result<(Vec<UsedOp>, Vec<CompileFailure>)> {
+    use crate::runtime::interpreter::is_interpreter_op;
+    let unit = module.compilation_unit()?;
+    let mut graphs = Vec::new();
+    let mut failures = Vec::new();
+    for (class, decl) in &module.classes().classes {
+        for method in &decl.methods {
+            match unit.method(class, &method.name) {
+                Ok(f) => graphs.push(f),
+                Err(e) => failures.push((format!("{class}.{}", method.name), e.to_string())),
+            }
+        }
+    }
+    for name in unit.function_names() {
+        match unit.function(&name) {
+            Ok(f) => graphs.push(f),
+            Err(e) => failures.push((name, e.to_string())),
+        }
+    }
+    let mut ops: indexmap::IndexMap<String, UsedOp> = indexmap::IndexMap::new();
+    for f in &graphs {
+        let g = &f.graph;
+        g.walk(g.root, &mut |n| {
+            let node = g.node(n);
+            if is_interpreter_op(&node.kind) {
+                return;
+            }
+            let name = node.qualified_op();
+            let entry = ops.entry(name.clone()).or_insert_with(|| UsedOp {
+                supported: Registry::global()
+                    .lookup(&node.kind, node.overload.as_deref().unwrap_or(""))
+                    .is_some(),
+                name,
+                uses: 0,
+                first_use: node.source.as_ref().map(|s| {
+                    let (line, _) = s.source.line_col(s.start);
+                    format!("{}:{line}", s.source.name)
+                }),
+            });
+            entry.uses += 1;
+        });
+    }
+    let mut ops: Vec<UsedOp> = ops.into_values().collect();
+    ops.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((ops, failures))
+}
+
+fn run_model(path: &std::path::Path, json: bool) -> crate::Result<()> {
+    let module = crate::runtime::Module::load(path)?;
+    let (ops, failures) = used_ops(&module)?;
+    let missing = ops.iter().filter(|o| !o.supported).count();
+    if json {
+        let failures: Vec<serde_json::Value> = failures
+            .iter()
+            .map(|(g, e)| serde_json::json!({"graph": g, "error": e}))
+            .collect();
+        let value = serde_json::json!({"operators": ops, "compile_failures": failures});
+        println!("{}", super::output::pretty_json(&value)?);
+    } else {
+        for op in &ops {
+            let status = if op.supported { "yes" } else { "no " };
+            let at = match (&op.first_use, op.supported) {
+                (Some(at), false) => format!("  (first used at {at})"),
+                _ => String::new(),
+            };
+            println!("{status} {} x{}{at}", op.name, op.uses);
+        }
+        for (graph, error) in &failures {
+            println!("!   {graph} does not compile: {error}");
+        }
+        println!(
+            "# {} operator overloads used, {missing} without a kernel",
+            ops.len()
+        );
+    }
+    Ok(())
 }
 
 /// Overloads that never run in an inference graph: out= variants, autograd internals.
@@ -47,6 +150,12 @@ pub fn exact_coverage(filter: Option<&str>, mut each: impl FnMut(&str, bool)) ->
 }
 
 pub fn run(args: &OpsArgs) -> crate::Result<()> {
+    if let Some(model) = args.filter.as_deref().map(std::path::Path::new) {
+        // an operator filter (`aten::conv`) never names a file
+        if model.is_file() || model.extension().is_some_and(|e| e == "pt") {
+            return run_model(model, args.json);
+        }
+    }
     let filter = args.filter.as_deref();
     if args.registered {
         for name in Registry::global().names() {

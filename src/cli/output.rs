@@ -37,9 +37,16 @@ fn json_float(x: f64) -> Value {
     }
 }
 
+/// A leaf written as one array.
+enum Leaf {
+    Tensor(Tensor),
+    /// The `.npy` bytes of a numpy unicode array.
+    Str(Vec<u8>),
+}
+
 /// Arrays for the npz, keyed by leaf path, plus the structure that points at them.
 struct Collected {
-    arrays: Vec<(String, Vec<u8>)>,
+    arrays: Vec<(String, Leaf)>,
 }
 
 /// `.npy` bytes of a tensor (float16/bfloat16 widened to float32, as golden_io.py does).
@@ -100,31 +107,31 @@ impl Collected {
         Ok(match v {
             IValue::None => json!({ "none": null }),
             IValue::Tensor(t) => {
-                self.arrays.push((key.to_string(), tensor_npy(t, key)?));
+                self.arrays.push((key.to_string(), Leaf::Tensor(t.clone())));
                 json!({ "tensor": key, "key": key, "dtype": t.dtype().name(), "shape": t.shape() })
             }
             IValue::Bool(b) => {
                 self.arrays
-                    .push((key.to_string(), tensor_npy(&Tensor::scalar(*b), key)?));
+                    .push((key.to_string(), Leaf::Tensor(Tensor::scalar(*b))));
                 json!({ "bool": b, "key": key })
             }
             IValue::Int(i) => {
                 self.arrays
-                    .push((key.to_string(), tensor_npy(&Tensor::scalar(*i), key)?));
+                    .push((key.to_string(), Leaf::Tensor(Tensor::scalar(*i))));
                 json!({ "int": i, "key": key })
             }
             IValue::Double(d) => {
                 self.arrays
-                    .push((key.to_string(), tensor_npy(&Tensor::scalar(*d), key)?));
+                    .push((key.to_string(), Leaf::Tensor(Tensor::scalar(*d))));
                 json!({ "float": json_float(*d), "key": key })
             }
             IValue::Complex(c) => {
                 self.arrays
-                    .push((key.to_string(), tensor_npy(&Tensor::scalar(*c), key)?));
+                    .push((key.to_string(), Leaf::Tensor(Tensor::scalar(*c))));
                 json!({ "complex": [json_float(c.re), json_float(c.im)], "key": key })
             }
             IValue::String(s) => {
-                self.arrays.push((key.to_string(), str_npy(s)));
+                self.arrays.push((key.to_string(), Leaf::Str(str_npy(s))));
                 json!({ "str": s.as_ref(), "key": key })
             }
             IValue::Device(d) => json!({ "device": python_str(&IValue::Device(*d)) }),
@@ -175,17 +182,75 @@ impl Collected {
     }
 }
 
+/// Write `v` to `path` by its extension: `.npy` (a tensor result), `.safetensors` (every leaf
+/// a tensor or number; the structure in the `structure.json` metadata entry) or `.npz`.
+pub fn write_result(path: &Path, v: &IValue, fields: FieldNames) -> crate::Result<()> {
+    let bytes = match path.extension().and_then(|e| e.to_str()) {
+        Some("npy") => match v {
+            IValue::Tensor(t) => {
+                crate::tensor::npy::tensor_to_npy(&if t.dtype() == DType::BFloat16 {
+                    t.to_dtype(DType::Float32)?
+                } else {
+                    t.clone()
+                })?
+            }
+            other => {
+                return Err(out_err(format!(
+                    "{}: a .npy holds one tensor, the result is a {} (write an .npz)",
+                    path.display(),
+                    other.kind_name()
+                )))
+            }
+        },
+        Some("safetensors") => safetensors_result(v, fields)
+            .map_err(|e| out_err(format!("{}: {e}", path.display())))?,
+        _ => npz_result(v, fields)?,
+    };
+    crate::archive::write_atomically(path, |w| w.write_all(&bytes))?;
+    Ok(())
+}
+
 /// Write `v` to the npz at `path`: one array per leaf and `structure.json`.
 pub fn write_npz(path: &Path, v: &IValue, fields: FieldNames) -> crate::Result<()> {
+    let bytes = npz_result(v, fields)?;
+    crate::archive::write_atomically(path, |w| w.write_all(&bytes))?;
+    Ok(())
+}
+
+fn safetensors_result(v: &IValue, fields: FieldNames) -> crate::Result<Vec<u8>> {
     let mut c = Collected { arrays: Vec::new() };
     let structure = c.encode(v, "out", fields)?;
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(path)?);
+    let mut tensors = Vec::new();
+    for (key, leaf) in c.arrays {
+        match leaf {
+            Leaf::Tensor(t) => tensors.push((key, t)),
+            Leaf::Str(_) => {
+                return Err(out_err(format!(
+                    "safetensors cannot hold the string leaf {key} (write an .npz)"
+                )))
+            }
+        }
+    }
+    let bytes = crate::runtime::module::safetensors_bytes(&tensors)?;
+    // the metadata travels in the header: re-serialize with it
+    let file = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| out_err(format!("safetensors: {e}")))?;
+    let metadata =
+        std::collections::HashMap::from([("structure.json".to_string(), structure.to_string())]);
+    let views: Vec<(String, safetensors::tensor::TensorView)> = file.tensors();
+    safetensors::serialize(views, &Some(metadata)).map_err(|e| out_err(format!("safetensors: {e}")))
+}
+
+fn npz_result(v: &IValue, fields: FieldNames) -> crate::Result<Vec<u8>> {
+    let mut c = Collected { arrays: Vec::new() };
+    let structure = c.encode(v, "out", fields)?;
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let opts = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
         .large_file(true);
-    let zerr = |e: zip::result::ZipError| out_err(format!("writing {}: {e}", path.display()));
+    let zerr = |e: zip::result::ZipError| out_err(format!("writing the npz: {e}"));
     let mut seen = std::collections::HashSet::new();
-    for (key, bytes) in &c.arrays {
+    for (key, leaf) in &c.arrays {
         // dict keys may repeat a path another leaf already has (`{"0": a}` next to index 0)
         if !seen.insert(key.as_str()) {
             return Err(out_err(format!(
@@ -193,12 +258,34 @@ pub fn write_npz(path: &Path, v: &IValue, fields: FieldNames) -> crate::Result<(
             )));
         }
         zip.start_file(format!("{key}.npy"), opts).map_err(zerr)?;
-        zip.write_all(bytes)?;
+        match leaf {
+            Leaf::Tensor(t) => zip.write_all(&tensor_npy(t, key)?)?,
+            Leaf::Str(bytes) => zip.write_all(bytes)?,
+        }
     }
     zip.start_file("structure.json", opts).map_err(zerr)?;
     zip.write_all(structure.to_string().as_bytes())?;
-    zip.finish().map_err(zerr)?;
-    Ok(())
+    Ok(zip.finish().map_err(zerr)?.into_inner())
+}
+
+/// The numeric leaves of `v` as tensors, named as in the npz (`out`, `out.0`, `out.<key>`);
+/// numbers become 0-d tensors, strings and None are left out.
+pub fn leaf_tensors(v: &IValue, fields: FieldNames) -> crate::Result<Vec<(String, Tensor)>> {
+    let mut c = Collected { arrays: Vec::new() };
+    c.encode(v, "out", fields)?;
+    Ok(c.arrays
+        .into_iter()
+        .filter_map(|(key, leaf)| match leaf {
+            Leaf::Tensor(t) => Some((key, t)),
+            Leaf::Str(_) => None,
+        })
+        .collect())
+}
+
+/// `value` as indented JSON text.
+pub fn pretty_json(value: &Value) -> crate::Result<String> {
+    serde_json::to_string_pretty(value)
+        .map_err(|e| crate::Error::Module(format!("cannot encode JSON: {e}")))
 }
 
 /// The whole result as JSON (`tsrun run --json`): the structure encoding with every tensor's

@@ -1,16 +1,13 @@
-//! `tsrun run MODEL [-m METHOD] [-i INPUT]... [-o OUT.npz] [--seed N] [--threads N]
-//! [--train|--eval] [--set PATH=VALUE]... [--timeout SECONDS] [--max-memory BYTES]`: call a
-//! method of a saved module and print its result or write it to an npz.
+//! `tsrun run MODEL [-m METHOD] [-i INPUT]... [--random SHAPE[:DTYPE]]... [--cast-inputs]
+//! [-o OUT.npz|.npy|.safetensors] [--json] [--seed N] [--threads N] [--train|--eval]
+//! [--set PATH=VALUE]... [--timeout SECONDS] [--max-memory BYTES]`: call a method of a saved
+//! module and print its result as Python's repr, or write it to a file.
 
-use crate::ops::scalar::python_str;
-use crate::runtime::{IValue, RuntimeError};
-use crate::tensor::Tensor;
-use crate::Error;
-use ndarray::ArrayD;
-use ndarray_npy::{ReadNpyExt, ReadableElement};
-use num_complex::{Complex32, Complex64};
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use super::error::{usage, CliResult};
+use super::inputs::parse_literal;
+pub use super::inputs::read_npy;
+use crate::runtime::IValue;
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
@@ -19,9 +16,8 @@ pub struct RunArgs {
     /// The method to call (`forward` calls the module, running its forward hooks).
     #[arg(short = 'm', long = "method", default_value = "forward")]
     pub method: String,
-    /// An input: a `.npy` file, or a literal (`3`, `2.5`, `true`, `false`, `none`, `"text"`).
-    #[arg(short = 'i', long = "input")]
-    pub inputs: Vec<String>,
+    #[command(flatten)]
+    pub inputs: super::inputs::InputArgs,
     /// Write every leaf of the result to this `.npz` (`out`, `out.0`, `out.<key>`, ...; strings
     /// as `<U` arrays) with a `structure.json` entry describing the whole result (src/cli/output.rs).
     #[arg(short = 'o', long = "output")]
@@ -71,14 +67,14 @@ impl LimitArgs {
     }
 
     /// The options of one call with these limits and `seed`.
-    pub fn run_options(&self, seed: Option<u64>) -> crate::Result<crate::runtime::RunOptions> {
+    pub fn run_options(&self, seed: Option<u64>) -> CliResult<crate::runtime::RunOptions> {
         let mut o = crate::runtime::RunOptions {
             seed,
             ..Default::default()
         };
         if let Some(t) = self.timeout {
             o.timeout = Some(std::time::Duration::try_from_secs_f64(t).map_err(|_| {
-                cli_err(format!(
+                usage(format!(
                     "--timeout {t}: expected a non-negative number of seconds"
                 ))
             })?);
@@ -92,7 +88,7 @@ impl LimitArgs {
 }
 
 /// Run the command: load, call, then print the result or write it to the npz.
-pub fn run(args: &RunArgs) -> crate::Result<()> {
+pub fn run(args: &RunArgs) -> CliResult {
     if let Some(n) = args.threads {
         crate::runtime::set_num_threads(n)?;
     }
@@ -103,130 +99,63 @@ pub fn run(args: &RunArgs) -> crate::Result<()> {
     for spec in &args.set {
         let (path, value) = spec
             .split_once('=')
-            .ok_or_else(|| cli_err(format!("--set expects PATH=VALUE, got '{spec}'")))?;
-        root.set_attr(path.trim(), parse_input(value)?)?;
+            .ok_or_else(|| usage(format!("--set expects PATH=VALUE, got '{spec}'")))?;
+        root.set_attr(path.trim(), parse_literal(value)?)?;
     }
     let module = match &args.submodule {
         Some(path) => root.get_submodule(path)?,
         None => root,
     };
-    let inputs = args
-        .inputs
-        .iter()
-        .map(|i| parse_input(i))
-        .collect::<crate::Result<Vec<_>>>()?;
-    let options = args.limits.run_options(Some(args.seed.unwrap_or(0)))?;
-    let result = if args.method == "forward" {
-        module.call_opts(inputs, &options)?
-    } else {
-        module.run_method_opts(&args.method, inputs, &options)?
-    };
-    let unit = module.compilation_unit()?;
-    let fields = |class: &str| {
-        unit.class(class)
-            .map(|c| c.fields.iter().map(|(n, _, _)| n.clone()).collect())
-    };
+    let seed = args.seed.unwrap_or(0);
+    let result = call(&module, &args.method, &args.inputs, &args.limits, seed)?;
+    let fields = field_names(&module)?;
     if let Some(path) = &args.output {
-        super::output::write_npz(path, &result, &fields)?;
+        super::output::write_result(path, &result, &fields)?;
     }
     if args.json {
         println!("{}", super::output::to_json(&result, &fields)?);
     } else if args.output.is_none() {
-        println!("{}", describe(&result));
+        println!("{}", super::repr::python_repr(&result, &fields));
     }
     Ok(())
 }
 
-fn cli_err(msg: impl Into<String>) -> Error {
-    RuntimeError::Other(msg.into()).into()
+/// Call `method` of `module` on the inputs of `inputs` within `limits`; `seed` seeds the call's
+/// generator and `--random`.
+pub fn call(
+    module: &crate::runtime::Module,
+    method: &str,
+    inputs: &super::inputs::InputArgs,
+    limits: &LimitArgs,
+    seed: u64,
+) -> CliResult<IValue> {
+    let resolved = inputs.resolve(module, method, seed)?;
+    let positional = if resolved.named.is_empty() {
+        resolved.positional
+    } else {
+        module.bind_arguments(method, resolved.positional, resolved.named)?
+    };
+    let options = limits.run_options(Some(seed))?;
+    Ok(if method == "forward" {
+        module.call_opts(positional, &options)?
+    } else {
+        module.run_method_opts(method, positional, &options)?
+    })
 }
 
-/// Parse one `-i` argument.
-pub fn parse_input(text: &str) -> crate::Result<IValue> {
-    let t = text.trim();
-    if t.ends_with(".npy") || Path::new(t).is_file() {
-        return read_npy(Path::new(t)).map(IValue::Tensor);
-    }
-    match t {
-        "true" | "True" => return Ok(IValue::Bool(true)),
-        "false" | "False" => return Ok(IValue::Bool(false)),
-        "none" | "None" => return Ok(IValue::None),
-        _ => {}
-    }
-    if let Ok(i) = t.parse::<i64>() {
-        return Ok(IValue::Int(i));
-    }
-    if let Ok(f) = t.parse::<f64>() {
-        return Ok(IValue::Double(f));
-    }
-    for q in ['"', '\''] {
-        if let Some(inner) = t.strip_prefix(q).and_then(|s| s.strip_suffix(q)) {
-            return Ok(IValue::str(inner));
-        }
-    }
-    Err(cli_err(format!(
-        "input {text:?} is neither a .npy file nor a literal (int, float, true, false, none, \"string\")"
-    )))
+/// NamedTuple field names by class, from the module's compilation unit (for `--json`, `-o`).
+pub fn field_names(
+    module: &crate::runtime::Module,
+) -> crate::Result<impl Fn(&str) -> Option<Vec<String>>> {
+    let unit = module.compilation_unit()?;
+    Ok(move |class: &str| {
+        unit.class(class)
+            .map(|c| c.fields.iter().map(|(n, _, _)| n.clone()).collect())
+    })
 }
 
-fn try_read<T: ReadableElement + crate::tensor::Element>(path: &Path) -> Option<Tensor> {
-    let f = File::open(path).ok()?;
-    let a = ArrayD::<T>::read_npy(f).ok()?;
-    Tensor::from_array(a).ok()
-}
-
-/// Read a `.npy` file as a tensor of its own dtype.
-pub fn read_npy(path: &Path) -> crate::Result<Tensor> {
-    File::open(path)?;
-    try_read::<f32>(path)
-        .or_else(|| try_read::<f64>(path))
-        .or_else(|| try_read::<i64>(path))
-        .or_else(|| try_read::<i32>(path))
-        .or_else(|| try_read::<bool>(path))
-        .or_else(|| try_read::<u8>(path))
-        .or_else(|| try_read::<i8>(path))
-        .or_else(|| try_read::<i16>(path))
-        .or_else(|| try_read::<Complex32>(path))
-        .or_else(|| try_read::<Complex64>(path))
-        .ok_or_else(|| {
-            cli_err(format!(
-                "{}: not a .npy of a supported dtype (float32/64, int8/16/32/64, uint8, bool, complex)",
-                path.display()
-            ))
-        })
-}
-
-/// The printed form of a result: tensors as PyTorch's repr (with their shape), containers
-/// element by element.
+/// The printed form of a result, as Python's `print(repr(result))` (NamedTuples without their
+/// field names: `field_names` gives them).
 pub fn describe(v: &IValue) -> String {
-    match v {
-        IValue::Tensor(t) => format!(
-            "{} (shape {:?}, {})",
-            crate::ops::scalar::tensor_repr(t),
-            t.shape(),
-            t.dtype()
-        ),
-        IValue::Tuple(t) => {
-            let items: Vec<String> = t.items().iter().map(describe).collect();
-            if items.len() == 1 {
-                format!("({},)", items.join(", "))
-            } else {
-                format!("({})", items.join(",\n "))
-            }
-        }
-        IValue::List(l) if l.items().iter().any(|x| matches!(x, IValue::Tensor(_))) => {
-            let items: Vec<String> = l.items().iter().map(describe).collect();
-            format!("[{}]", items.join(",\n "))
-        }
-        IValue::Dict(d) => {
-            let items: Vec<String> = d
-                .entries()
-                .iter()
-                .map(|(k, x)| format!("{}: {}", python_str(k), describe(x)))
-                .collect();
-            format!("{{{}}}", items.join(",\n "))
-        }
-        IValue::String(s) => format!("{s:?}"),
-        other => python_str(other),
-    }
+    super::repr::python_repr(v, &|_| None)
 }

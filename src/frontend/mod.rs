@@ -1,6 +1,7 @@
 //! TorchScript source: lexer (logos), AST, and the lalrpop parser (grammar/).
 
 pub mod ast;
+pub mod diagnostic;
 pub mod lexer;
 pub mod parser;
 
@@ -8,15 +9,25 @@ use std::sync::Arc;
 
 use crate::ir::source::Source;
 
-/// A syntax error, located in its code file.
-#[derive(Debug, thiserror::Error)]
+/// A syntax error, located in its code file. `Clone` because a module caches its parse result
+/// and replays a failure to every caller.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ParseError {
-    #[error("{file}:{line}:{col}: {message}")]
+    #[error(
+        "{file}:{line}:{col}: {message}{}",
+        diagnostic::expected_suffix(expected)
+    )]
     Syntax {
         file: String,
         line: usize,
         col: usize,
         message: String,
+        /// The tokens the grammar would have accepted there (lalrpop's names, quoted).
+        expected: Vec<String>,
+        /// The text of the line, for a caret under the offending token.
+        source_line: String,
+        /// Characters the offending token spans (at least 1).
+        width: usize,
     },
     #[error("{file}:{line}:{col}: code nests deeper than {limit} levels (max_code_depth)")]
     TooDeep {
@@ -45,18 +56,28 @@ pub fn parse_source(source: Arc<Source>) -> Result<ast::File, ParseError> {
 /// [`parse_source`] rejecting code that nests deeper than `max_depth` levels, before any
 /// AST is built (the emitter, clones and drops of the AST recurse on it).
 pub fn parse_source_with(source: Arc<Source>, max_depth: usize) -> Result<ast::File, ParseError> {
-    let error_at = |offset: usize, message: String| {
-        let (line, col) = source.line_col(offset.min(source.text.len()));
+    let error_at = |offset: usize, end: usize, message: String, expected: Vec<String>| {
+        let offset = offset.min(source.text.len());
+        let (line, col) = source.line_col(offset);
+        let source_line = source.line_text(offset).to_string();
+        // the caret stays on the line even when the token runs past it (a string, a dedent)
+        let width = source.text[offset..end.clamp(offset, source.text.len())]
+            .lines()
+            .next()
+            .map_or(1, |t| t.chars().count().max(1));
         ParseError::Syntax {
             file: source.name.clone(),
             line,
             // 1-based, as editors count columns.
             col: col + 1,
             message,
+            expected,
+            source_line,
+            width,
         }
     };
-    let tokens =
-        lexer::tokenize(&source.text).map_err(|e| error_at(e.start, e.kind.to_string()))?;
+    let tokens = lexer::tokenize(&source.text)
+        .map_err(|e| error_at(e.start, e.start + 1, e.kind.to_string(), Vec::new()))?;
     if let Some(pos) = lexer::nesting_exceeds(&tokens, max_depth) {
         let (line, col) = source.line_col(pos.min(source.text.len()));
         return Err(ParseError::TooDeep {
@@ -71,22 +92,28 @@ pub fn parse_source_with(source: Arc<Source>, max_depth: usize) -> Result<ast::F
         .map_err(|e| {
             use lalrpop_util::ParseError as E;
             match e {
-                E::InvalidToken { location } => error_at(location, "invalid token".into()),
+                E::InvalidToken { location } => {
+                    error_at(location, location + 1, "invalid token".into(), Vec::new())
+                }
                 E::UnrecognizedEof { location, expected } => error_at(
                     location,
-                    format!("unexpected end of file; expected {}", expected.join(", ")),
+                    location + 1,
+                    "unexpected end of file".into(),
+                    expected,
                 ),
                 E::UnrecognizedToken {
-                    token: (start, tok, _),
+                    token: (start, tok, end),
                     expected,
-                } => error_at(
-                    start,
-                    format!("unexpected {tok}; expected one of {}", expected.join(", ")),
-                ),
+                } => error_at(start, end, format!("unexpected {tok}"), expected),
                 E::ExtraToken {
-                    token: (start, tok, _),
-                } => error_at(start, format!("unexpected extra {tok}")),
-                E::User { error } => error_at(error.start, error.kind.to_string()),
+                    token: (start, tok, end),
+                } => error_at(start, end, format!("unexpected extra {tok}"), Vec::new()),
+                E::User { error } => error_at(
+                    error.start,
+                    error.start + 1,
+                    error.kind.to_string(),
+                    Vec::new(),
+                ),
             }
         })?;
     Ok(ast::File { items, source })

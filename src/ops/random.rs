@@ -174,6 +174,14 @@ fn normal_fill_16(data: &mut [f64], mean: f64, std: f64) {
     }
 }
 
+/// `torch.manual_seed(seed); torch.randn(shape, dtype=dtype)`: standard normal samples drawn as
+/// PyTorch's CPU generator draws them (`tsrun run --random`).
+pub fn seeded_randn(shape: &[usize], dtype: DType, seed: u64) -> crate::Result<Tensor> {
+    let out = Tensor::zeros(shape, dtype)?;
+    fill_normal(&mut Generator::new(seed), &out, 0.0, 1.0)?;
+    Ok(out)
+}
+
 /// Fill `out` with normal samples as PyTorch's CPU `normal_` does.
 fn fill_normal(g: &mut Generator, out: &Tensor, mean: f64, std: f64) -> crate::Result<()> {
     let dt = out.dtype();

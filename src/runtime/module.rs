@@ -19,7 +19,10 @@ pub use hooks::{
 pub use modify::MemoryFormat;
 pub use run::{manual_seed, set_num_threads};
 pub use sampling::{McSamples, MAX_MC_SAMPLES};
-pub use state_dict::{read_npz, read_safetensors, read_state_dict, IncompatibleKeys, StateDict};
+pub use state_dict::{
+    npz_bytes, read_npz, read_safetensors, read_state_dict, safetensors_bytes, write_state_dict,
+    IncompatibleKeys, StateDict,
+};
 
 use crate::archive::Archive;
 use crate::ir::types::Type;
@@ -50,9 +53,9 @@ pub struct ModuleShared {
     /// `LoadOptions::max_code_depth`, applied when the code is parsed (on first use).
     max_code_depth: usize,
     /// The parsed code files, filled on first use by [`Module::program`].
-    program: OnceLock<std::result::Result<Arc<Vec<crate::frontend::ast::File>>, String>>,
+    program: OnceLock<std::result::Result<Arc<Vec<crate::frontend::ast::File>>, ParseError>>,
     /// The compiled program, filled on first use by the compiler (see `crate::ir::unit`).
-    compiled: OnceLock<std::result::Result<Arc<crate::ir::unit::CompilationUnit>, String>>,
+    compiled: OnceLock<std::result::Result<Arc<crate::ir::unit::CompilationUnit>, CodeError>>,
     /// The interpreter over the compiled program, built on first call (see `run.rs`).
     interpreter:
         OnceLock<std::result::Result<Arc<crate::runtime::interpreter::Interpreter>, String>>,
@@ -76,6 +79,25 @@ pub struct Module {
 impl std::fmt::Debug for Module {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Module({})", self.object.class_name())
+    }
+}
+
+use crate::frontend::ParseError;
+
+/// A cached failure to parse or compile an archive's code, replayed to every caller; a syntax
+/// error stays typed so it can be rendered with its source line.
+#[derive(Clone, Debug)]
+enum CodeError {
+    Parse(ParseError),
+    Other(String),
+}
+
+impl From<CodeError> for Error {
+    fn from(e: CodeError) -> Error {
+        match e {
+            CodeError::Parse(p) => Error::Parse(p),
+            CodeError::Other(msg) => module_err(msg),
+        }
     }
 }
 
@@ -210,13 +232,12 @@ impl Module {
                             None => crate::ir::source::Source::new(path.as_str(), text.as_ref(), 1),
                         };
                         crate::frontend::parse_source_with(source, self.shared.max_code_depth)
-                            .map_err(|e| e.to_string())
                     })
-                    .collect::<std::result::Result<Vec<_>, String>>()
+                    .collect::<std::result::Result<Vec<_>, ParseError>>()
                     .map(Arc::new)
             })
             .clone()
-            .map_err(module_err)
+            .map_err(Error::Parse)
     }
 
     /// The object this module denotes.

@@ -8,6 +8,7 @@ pub mod budget;
 mod dtype;
 pub mod element;
 mod identity;
+pub mod npy;
 pub mod promote;
 mod quantizer;
 mod scalar;
@@ -509,6 +510,20 @@ impl Tensor {
             return Ok(self.clone());
         }
         self.deep_clone()
+    }
+
+    /// The elements' bytes in row-major order (native little-endian), for writers of raw
+    /// formats (npy, safetensors).
+    pub fn to_contiguous_bytes(&self) -> crate::Result<Vec<u8>> {
+        let c = self.contiguous()?;
+        let size = c.dtype.size();
+        let start = c.offset * size;
+        let len = c.numel() * size;
+        let bytes = c.storage.read().map_err(TensorError::from)?;
+        Ok(bytes
+            .get(start..start + len)
+            .ok_or_else(|| TensorError::OutOfBounds("contiguous view past its storage".into()))?
+            .to_vec())
     }
 
     /// A contiguous copy with its own storage (`clone()` in PyTorch).

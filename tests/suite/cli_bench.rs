@@ -33,7 +33,10 @@ fn bench_reports_every_field() {
     let args = BenchArgs {
         model: fixtures_dir().join("models").join("mlp.pt"),
         method: "forward".into(),
-        inputs: vec![input.to_string_lossy().into_owned()],
+        inputs: tsrun::cli::inputs::InputArgs {
+            inputs: vec![input.to_string_lossy().into_owned()],
+            ..Default::default()
+        },
         iterations: 7,
         warmup: 2,
         threads: None,

@@ -51,7 +51,7 @@ pub(crate) enum Op {
     /// path fails `build_plan`): reached, it reports every missing operator of the function.
     Missing {
         function: Arc<str>,
-        all: Arc<std::sync::OnceLock<Vec<String>>>,
+        all: Arc<std::sync::OnceLock<Vec<crate::error::MissingOp>>>,
     },
     If {
         then_block: Block,
@@ -170,9 +170,9 @@ struct Builder<'g> {
     use_count: Vec<u32>,
     /// Operators without a kernel, with their TorchScript source lines: reported together;
     /// whether any lies on the straight path (outside every if / loop).
-    missing: Vec<String>,
+    missing: Vec<crate::error::MissingOp>,
     missing_unconditional: bool,
-    missing_all: Arc<std::sync::OnceLock<Vec<String>>>,
+    missing_all: Arc<std::sync::OnceLock<Vec<crate::error::MissingOp>>>,
     /// Nesting depth of the block being planned (1: the function body).
     depth: usize,
 }
@@ -508,8 +508,7 @@ impl Builder<'_> {
                 match Registry::global().lookup(kind, overload) {
                     Some(kernel) => Op::Kernel { kernel, name },
                     None => {
-                        self.missing
-                            .push(missing_op_text(&name, node.source.as_ref()));
+                        self.missing.push(missing_op(&name, node.source.as_ref()));
                         self.missing_unconditional |= self.depth <= 1;
                         Op::Missing {
                             function: fname.into(),
@@ -522,18 +521,28 @@ impl Builder<'_> {
     }
 }
 
-/// `aten::foo.bar at File "code/__torch__.py", line 12: y = torch.foo(x)`.
-fn missing_op_text(name: &str, src: Option<&SourceRange>) -> String {
-    match src {
-        Some(s) => {
-            let (line, _) = s.source.line_col(s.start);
-            format!(
-                "{name} at \"{}\", line {line}: {}",
-                s.source.name,
-                s.source.line_text(s.start).trim()
-            )
+/// The missing operator `name` and the code calling it (printed as `aten::foo.bar at
+/// "code/__torch__.py", line 12: y = torch.foo(x)`, rendered with a caret by the CLI).
+fn missing_op(name: &str, src: Option<&SourceRange>) -> crate::error::MissingOp {
+    let at = src.map(|s| {
+        let (line, col) = s.source.line_col(s.start);
+        let source_line = s.source.line_text(s.start).to_string();
+        let end = s.end.clamp(s.start, s.source.text.len());
+        let width = s.source.text[s.start.min(end)..end]
+            .lines()
+            .next()
+            .map_or(1, |t| t.chars().count().max(1));
+        crate::error::CodeLocation {
+            file: s.source.name.clone(),
+            line,
+            col: source_line.get(..col).map_or(col, |p| p.chars().count()) + 1,
+            source_line,
+            width,
         }
-        None => name.to_string(),
+    });
+    crate::error::MissingOp {
+        op: name.to_string(),
+        at,
     }
 }
 

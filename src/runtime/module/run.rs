@@ -116,13 +116,17 @@ impl Module {
         self.shared()
             .compiled
             .get_or_init(|| {
-                let files = self.program().map_err(|e| e.to_string())?;
-                let mut unit = CompilationUnit::from_files(&files).map_err(|e| e.to_string())?;
+                let files = self.program().map_err(|e| match e {
+                    crate::Error::Parse(p) => super::CodeError::Parse(p),
+                    other => super::CodeError::Other(other.to_string()),
+                })?;
+                let mut unit = CompilationUnit::from_files(&files)
+                    .map_err(|e| super::CodeError::Other(e.to_string()))?;
                 unit.set_tensor_constants(self.constants().to_vec());
                 Ok(Arc::new(unit))
             })
             .clone()
-            .map_err(module_err)
+            .map_err(crate::Error::from)
     }
 
     /// The interpreter that runs this archive's code; built once and shared by every handle
@@ -287,7 +291,7 @@ impl Module {
     /// The arguments of method `name` bound as Python binds them: `inputs` by position, then
     /// `kwargs` by parameter name, then the declared defaults. A missing, unknown or doubly
     /// given argument is an error naming the parameter.
-    fn bind_arguments(
+    pub fn bind_arguments(
         &self,
         name: &str,
         mut inputs: Vec<IValue>,

@@ -8,6 +8,7 @@ use crate::runtime::IValue;
 use crate::tensor::{DType, Storage, Tensor};
 use crate::{Error, Result};
 use indexmap::IndexMap;
+use std::io::Write;
 use std::path::Path;
 
 /// Named tensors in order, as `state_dict()` returns them.
@@ -250,38 +251,111 @@ pub fn read_safetensors(bytes: &[u8], what: &str) -> Result<StateDict> {
     Ok(out)
 }
 
-/// An npz's arrays in stored order (each `.npy` of a numeric or bool dtype).
+/// An npz's arrays in stored order (each `.npy` of any dtype `tensor::npy` reads: float16 and
+/// ml_dtypes' bfloat16 included).
 pub fn read_npz(path: &Path) -> Result<StateDict> {
-    use ndarray::{ArrayD, IxDyn, OwnedRepr};
-    use ndarray_npy::NpzReader;
+    use std::io::Read;
     let what = path.display().to_string();
-    let mut npz = NpzReader::new(std::fs::File::open(path)?).map_err(|e| weights_err(&what, e))?;
-    let names = npz.names().map_err(|e| weights_err(&what, e))?;
+    let file = std::fs::File::open(path)
+        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{what}: {e}"))))?;
+    let mut npz = zip::ZipArchive::new(file).map_err(|e| weights_err(&what, e))?;
     let mut out = StateDict::new();
-    for name in names {
-        macro_rules! try_types {
-            ($($t:ty),*) => {{
-                let mut found = None;
-                $(
-                    if found.is_none() {
-                        if let Ok(a) = npz.by_name::<OwnedRepr<$t>, IxDyn>(&name) {
-                            let a: ArrayD<$t> = a;
-                            found = Some(Tensor::from_array(a).map_err(|e| weights_err(&what, e))?);
-                        }
-                    }
-                )*
-                found
-            }};
-        }
-        let t = try_types!(f32, f64, i64, i32, i16, i8, u8, bool).ok_or_else(|| {
-            weights_err(
-                &what,
-                format!("array {name} has a dtype tsrun does not read (float32/64, int8/16/32/64, uint8, bool)"),
-            )
-        })?;
-        out.insert(name.trim_end_matches(".npy").to_string(), t);
+    for i in 0..npz.len() {
+        let mut member = npz.by_index(i).map_err(|e| weights_err(&what, e))?;
+        let Some(name) = member.name().strip_suffix(".npy").map(str::to_string) else {
+            // tsrun's own npz outputs carry a structure.json next to the arrays
+            continue;
+        };
+        let mut bytes = Vec::new();
+        member
+            .read_to_end(&mut bytes)
+            .map_err(|e| weights_err(&what, format!("array {name}: {e}")))?;
+        let t = crate::tensor::npy::tensor_from_npy(&bytes)
+            .map_err(|e| weights_err(&what, format!("array {name}: {e}")))?;
+        out.insert(name, t);
     }
     Ok(out)
+}
+
+/// Write named tensors to `path` by its extension: `.safetensors` (every dtype as is) or `.npz`
+/// (bfloat16, which numpy lacks, widened to float32). The file is replaced atomically.
+pub fn write_state_dict(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let what = path.display().to_string();
+    let bytes = match ext {
+        "safetensors" => safetensors_bytes(tensors).map_err(|e| weights_err(&what, e))?,
+        "npz" => npz_bytes(tensors)?,
+        _ => {
+            return Err(weights_err(
+                &what,
+                "the extension must be .safetensors or .npz",
+            ))
+        }
+    };
+    crate::archive::write_atomically(path, |w| w.write_all(&bytes))?;
+    Ok(())
+}
+
+/// The bytes of a safetensors file holding `tensors` in order.
+pub fn safetensors_bytes(tensors: &[(String, Tensor)]) -> Result<Vec<u8>> {
+    use safetensors::Dtype as S;
+    let mut data = Vec::with_capacity(tensors.len());
+    for (name, t) in tensors {
+        let dtype = match t.dtype() {
+            DType::Bool => S::BOOL,
+            DType::UInt8 => S::U8,
+            DType::Int8 => S::I8,
+            DType::Int16 => S::I16,
+            DType::UInt16 => S::U16,
+            DType::Int32 => S::I32,
+            DType::UInt32 => S::U32,
+            DType::Int64 => S::I64,
+            DType::UInt64 => S::U64,
+            DType::Float16 => S::F16,
+            DType::BFloat16 => S::BF16,
+            DType::Float32 => S::F32,
+            DType::Float64 => S::F64,
+            other => {
+                return Err(module_err(format!(
+                    "{name}: safetensors has no {other} dtype"
+                )))
+            }
+        };
+        data.push((
+            name.clone(),
+            dtype,
+            t.shape().to_vec(),
+            t.to_contiguous_bytes()?,
+        ));
+    }
+    let views = data
+        .iter()
+        .map(|(name, dtype, shape, bytes)| {
+            safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes)
+                .map(|v| (name.as_str(), v))
+                .map_err(|e| module_err(format!("{name}: {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    safetensors::serialize(views, &None).map_err(|e| module_err(format!("safetensors: {e}")))
+}
+
+/// The bytes of an npz (stored, one `.npy` per tensor) holding `tensors` in order.
+pub fn npz_bytes(tensors: &[(String, Tensor)]) -> Result<Vec<u8>> {
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .large_file(true);
+    let zerr = |e: zip::result::ZipError| module_err(format!("npz: {e}"));
+    for (name, t) in tensors {
+        let t = if t.dtype() == DType::BFloat16 {
+            t.to_dtype(DType::Float32)?
+        } else {
+            t.clone()
+        };
+        zip.start_file(format!("{name}.npy"), opts).map_err(zerr)?;
+        zip.write_all(&crate::tensor::npy::tensor_to_npy(&t)?)?;
+    }
+    Ok(zip.finish().map_err(zerr)?.into_inner())
 }
 
 /// A TorchScript archive's `state_dict()`, or the dict of tensors a `torch.save` file holds.

@@ -1,0 +1,178 @@
+//! How `tsrun` fails: every I/O error names its path, a subcommand typo gets a suggestion,
+//! documented exit codes (0 ok, 1 model error, 2 usage), `--help` shows the `tsrun MODEL` form,
+//! and a syntax error in an archive's code is rendered as rustc renders one.
+
+use crate::cli_common::{temp_dir, tsrun};
+use crate::common::fixtures_dir;
+use std::io::{Read, Write};
+
+#[test]
+fn io_errors_name_their_paths() {
+    let missing = tsrun(&["run", "fixtures/models/mlp.pt", "-i", "no/such/input.npy"]);
+    assert_eq!(missing.code, Some(1));
+    assert!(
+        missing.stderr.contains("no/such/input.npy: No such file"),
+        "{}",
+        missing.stderr
+    );
+    let out = tsrun(&[
+        "run",
+        "fixtures/models/mlp.pt",
+        "-i",
+        "fixtures/cli/mlp_input.npy",
+        "-o",
+        "no/such/dir/out.npz",
+    ]);
+    assert_eq!(out.code, Some(1));
+    assert!(
+        out.stderr
+            .contains("writing no/such/dir/out.npz: No such file"),
+        "{}",
+        out.stderr
+    );
+    let folder = tsrun(&["info", "fixtures/models"]);
+    assert_eq!(folder.code, Some(1));
+    assert!(
+        folder
+            .stderr
+            .contains("fixtures/models is a folder, not a TorchScript archive"),
+        "{}",
+        folder.stderr
+    );
+    let model = tsrun(&["no-such-model.pt", "-i", "1"]);
+    assert_eq!(model.code, Some(1));
+    assert!(
+        model.stderr.contains("no-such-model.pt: No such file"),
+        "{}",
+        model.stderr
+    );
+}
+
+#[test]
+fn a_subcommand_typo_gets_a_suggestion() {
+    let r = tsrun(&["inof", "fixtures/models/mlp.pt"]);
+    assert_eq!(r.code, Some(2));
+    assert!(r.stderr.contains("did you mean `info`?"), "{}", r.stderr);
+    let r = tsrun(&["compre", "x.pt"]);
+    assert!(r.stderr.contains("did you mean `compare`?"), "{}", r.stderr);
+}
+
+#[test]
+fn help_shows_the_model_form_and_exit_codes() {
+    let r = tsrun(&["--help"]);
+    assert_eq!(r.code, Some(0));
+    assert!(r.stdout.contains("tsrun MODEL "), "{}", r.stdout);
+    assert!(r.stdout.contains("Exit codes: 0"), "{}", r.stdout);
+    let usage = tsrun(&["run", "fixtures/models/mlp.pt", "--set", "nonsense"]);
+    assert_eq!(usage.code, Some(2), "{}", usage.stderr);
+    let bad_flag = tsrun(&["run", "fixtures/models/mlp.pt", "--no-such-flag"]);
+    assert_eq!(bad_flag.code, Some(2));
+}
+
+/// mlp.pt with one line of its code replaced.
+fn archive_with_code_line(
+    dir: &std::path::Path,
+    file_suffix: &str,
+    from: &str,
+    to: &str,
+) -> std::path::PathBuf {
+    let bytes = std::fs::read(fixtures_dir().join("models").join("mlp.pt")).expect("mlp.pt");
+    let mut zin = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("zip");
+    let path = dir.join("broken.pt");
+    let mut zout = zip::ZipWriter::new(std::fs::File::create(&path).expect("create"));
+    let opts =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for i in 0..zin.len() {
+        let mut f = zin.by_index(i).expect("member");
+        let name = f.name().to_string();
+        let mut data = Vec::new();
+        f.read_to_end(&mut data).expect("read");
+        if name.ends_with(file_suffix) {
+            let text = String::from_utf8(data).expect("code");
+            assert!(text.contains(from), "{text}");
+            data = text.replacen(from, to, 1).into_bytes();
+        }
+        zout.start_file(name, opts).expect("start");
+        zout.write_all(&data).expect("write");
+    }
+    zout.finish().expect("finish");
+    path
+}
+
+#[test]
+fn a_syntax_error_is_shown_with_its_line_and_a_caret() {
+    let dir = temp_dir("caret");
+    let path = archive_with_code_line(
+        &dir,
+        "code/__torch__/zoo_lang.py",
+        "_0 = (head).forward(",
+        "_0 = (head) bogus .forward(",
+    );
+    let r = tsrun(&[
+        "run",
+        &path.to_string_lossy(),
+        "-i",
+        "fixtures/cli/mlp_input.npy",
+    ]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(
+        lines[0], "error: unexpected identifier `bogus`",
+        "{}",
+        r.stderr
+    );
+    assert!(
+        lines[1].ends_with("--> code/__torch__/zoo_lang.py:12:17"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        lines[3], "12 |     _0 = (head) bogus .forward((net).forward(x, ), )",
+        "{}",
+        r.stderr
+    );
+    assert!(
+        lines[4].starts_with("   |                 ^^^^^ expected one of "),
+        "{}",
+        r.stderr
+    );
+    // at most 6 alternatives, the rest counted
+    let listed = lines[4]
+        .split(" and ")
+        .next()
+        .unwrap_or("")
+        .matches(", ")
+        .count()
+        + 1;
+    assert!(listed <= 6, "{}", lines[4]);
+}
+
+#[test]
+fn operators_without_a_kernel_are_shown_with_carets() {
+    let r = tsrun(&[
+        "fixtures/models/unsupported_ops.pt",
+        "-i",
+        "fixtures/cli/mlp_input.npy",
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(
+        lines[0],
+        "error: __torch__.zoo_failures.Unsupported.forward uses operator overloads tsrun has no kernel for"
+    );
+    assert_eq!(lines[1], " --> code/__torch__/zoo_failures.py:8:9");
+    assert_eq!(lines[3], "8 |     y = torch.special_airy_ai(x)");
+    assert_eq!(
+        lines[4],
+        "  |         ^^^^^^^^^^^^^^^^^^^^^^^^ aten::special_airy_ai has no kernel"
+    );
+    // every missing operator at once, each under its own call
+    assert_eq!(
+        r.stderr.matches("has no kernel\n").count()
+            + usize::from(r.stderr.ends_with("has no kernel")),
+        3,
+        "{}",
+        r.stderr
+    );
+}
