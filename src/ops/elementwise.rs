@@ -284,6 +284,26 @@ pub(crate) fn pow_op(a: &Operand, b: &Operand) -> crate::Result<Tensor> {
         },
     }
 }
+/// `float_power_` computes in double (complex double): `self` must already have that dtype.
+fn float_power_(args: &mut Args<'_>) -> R {
+    let (a, b) = operands(args)?;
+    let want = if common_dtype(&[&a, &b]).is_complex() {
+        DType::Complex128
+    } else {
+        DType::Float64
+    };
+    let base = args.tensor(0)?.dtype();
+    if base != want {
+        return Err(value_err(format!(
+            "the base given to float_power_ has dtype {} but the operation's result requires \
+             dtype {}",
+            base.c10_name(),
+            want.c10_name()
+        )));
+    }
+    let r = float_power(args)?;
+    inplace_result(args, r)
+}
 fn pow(args: &mut Args<'_>) -> R {
     let (a, b) = operands(args)?;
     t(pow_op(&a, &b)?)
@@ -472,15 +492,16 @@ fn bitwise_op(a: &Operand, b: &Operand, op: Bit) -> crate::Result<Tensor> {
         .into()),
         DType::Bool => apply::<bool>(&x, &y, op),
         d if d.is_integral(false) => dispatch_int!(d, "bitwise op", |T| apply::<T>(&x, &y, op)),
-        d if matches!(op, Bit::Shl | Bit::Shr) && d.is_floating_point() => {
-            // PyTorch still shifts floats as multiplication/division by powers of two.
-            let shl = matches!(op, Bit::Shl);
-            float_binary!(&x, &y, "shift", |p, q: F| if shl {
-                p * (2.0 as F).powf(q)
+        // PyTorch's shift kernels (lshift_cpu / rshift_cpu) are integral-only
+        d if matches!(op, Bit::Shl | Bit::Shr) => Err(value_err(format!(
+            "\"{}_cpu\" not implemented for '{}'",
+            if matches!(op, Bit::Shl) {
+                "lshift"
             } else {
-                p / (2.0 as F).powf(q)
-            })
-        }
+                "rshift"
+            },
+            d.c10_name()
+        ))),
         d => Err(TensorError::UnsupportedDType {
             what: "bitwise op (integral and bool tensors only)".into(),
             dtype: d,
@@ -1089,7 +1110,7 @@ macro_rules! inplace_of {
 }
 inplace_of! {
     add_ => add; sub_ => sub; mul_ => mul; div_ => div; floor_divide_ => floor_divide;
-    remainder_ => remainder; fmod_ => fmod; pow_ => pow; float_power_ => float_power;
+    remainder_ => remainder; fmod_ => fmod; pow_ => pow;
     atan2_ => atan2; hypot_ => hypot; copysign_ => copysign;
     logical_and_ => logical_and; logical_or_ => logical_or; logical_xor_ => logical_xor;
     logical_not_ => logical_not; bitwise_not_ => bitwise_not;

@@ -68,8 +68,7 @@ fn embedding(a: &mut Args) -> crate::Result<IValue> {
 
 /// embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
 /// per_sample_weights, include_last_offset[, padding_idx]) -> (out, offset2bag, bag_size,
-/// max_indices). Only the first output is computed exactly as PyTorch; the bookkeeping outputs
-/// follow PyTorch's CPU shapes.
+/// max_indices), the bookkeeping outputs as PyTorch's CPU kernel gives them.
 fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
     let (w, idx) = (a.tensor(0)?, a.tensor(1)?);
     let mode = a.int(4)?;
@@ -94,9 +93,20 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
         }
     }
     let iv = indices(a.op, &idx, rows)?;
-    let (flat, starts): (Vec<i64>, Vec<usize>) = if idx.dim() == 2 {
-        let (b, n) = (idx.shape()[0], idx.shape()[1]);
-        (iv, (0..b).map(|i| i * n).collect())
+    // PyTorch's CPU sum path (fbgemm) skips the bookkeeping outputs when no padding index is
+    // given; it is also the one path where `include_last_offset` ends the last bag at the last
+    // offset rather than at the end of the input
+    let padding_idx = padding_idx.filter(|&p| p >= 0);
+    let fast_sum = mode == 0 && padding_idx.is_none();
+    let n = iv.len();
+    // bag b covers flat[starts[b]..ends[b]]
+    let (flat, starts, ends): (Vec<i64>, Vec<usize>, Vec<usize>) = if idx.dim() == 2 {
+        let (b, m) = (idx.shape()[0], idx.shape()[1]);
+        (
+            iv,
+            (0..b).map(|i| i * m).collect(),
+            (0..b).map(|i| (i + 1) * m).collect(),
+        )
     } else {
         let offs = a.tensor(2)?.to_vec::<i64>()?;
         if let Some(&first) = offs.first() {
@@ -107,18 +117,28 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
             }
         }
         if let Some(&last) = offs.last() {
-            if last > iv.len() as i64 {
+            if last > n as i64 {
                 return Err(value_err(format!(
-                    "offsets[-1] can not be greater than input's length {} but got offsets[-1] of {last}",
-                    iv.len()
+                    "offsets[-1] can not be greater than input's length {n} but got offsets[-1] of {last}"
                 )));
             }
         }
-        let mut s: Vec<usize> = offs.iter().map(|&o| o.max(0) as usize).collect();
-        if include_last && !s.is_empty() {
-            s.pop();
-        }
-        (iv, s)
+        let offs: Vec<usize> = offs.iter().map(|&o| (o.max(0) as usize).min(n)).collect();
+        let nb = if include_last {
+            offs.len().saturating_sub(1)
+        } else {
+            offs.len()
+        };
+        let ends = (0..nb)
+            .map(|b| {
+                if b + 1 < nb || (include_last && fast_sum) {
+                    offs[b + 1].max(offs[b])
+                } else {
+                    n
+                }
+            })
+            .collect();
+        (iv, offs[..nb].to_vec(), ends)
     };
     let nb = starts.len();
     let weights = match &psw {
@@ -143,17 +163,17 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
     let wv = w.to_vec::<f64>()?;
     let mut out = vec![0f64; nb * d];
     let mut bag_size = vec![0i64; nb];
-    let mut max_idx = vec![-1i64; if mode == 2 { nb * d } else { 0 }];
+    let mut offset2bag = vec![0i64; if fast_sum { 0 } else { n }];
+    // an empty bag's max index is 0, as PyTorch's
+    let mut max_idx = vec![0i64; if mode == 2 { nb * d } else { 0 }];
     for b in 0..nb {
-        let s = starts[b].min(flat.len());
-        let e = if b + 1 < nb {
-            starts[b + 1].min(flat.len())
-        } else {
-            flat.len()
-        };
+        let (s, e) = (starts[b], ends[b]);
         let row = &mut out[b * d..(b + 1) * d];
         let mut count = 0;
-        for p in s..e.max(s) {
+        for p in s..e {
+            if !fast_sum {
+                offset2bag[p] = b as i64;
+            }
             let i = flat[p];
             if Some(i) == padding_idx {
                 continue;
@@ -175,25 +195,27 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
         if mode == 1 && count > 0 {
             row.iter_mut().for_each(|r| *r /= count as f64);
         }
-        bag_size[b] = count;
+        // the sum mode reports no bag sizes
+        bag_size[b] = if mode == 0 { 0 } else { count };
     }
     let out = Tensor::from_vec(out, &[nb, d])?.to_dtype(w.dtype())?;
-    let offset2bag = Tensor::zeros(
-        &[if mode == 0 && idx.dim() == 1 {
-            flat.len()
-        } else {
-            0
-        }],
-        DType::Int64,
-    )?;
+    let offset2bag_len = offset2bag.len();
+    // aten::embedding_bag's sum path sizes its (zero) bag sizes by the offsets, counting the
+    // last one that include_last_offset adds
+    if fast_sum && a.len() <= 8 && idx.dim() == 1 && include_last {
+        bag_size.push(0);
+    }
+    let bag_size_len = bag_size.len();
+    let bag_size = Tensor::from_vec(bag_size, &[bag_size_len])?;
     Ok(IValue::Tuple(Tuple::new(vec![
         IValue::Tensor(out),
-        IValue::Tensor(offset2bag),
-        IValue::Tensor(Tensor::from_vec(bag_size, &[nb])?),
+        IValue::Tensor(Tensor::from_vec(offset2bag, &[offset2bag_len])?),
+        IValue::Tensor(bag_size.clone()),
+        // PyTorch returns the bag sizes as max_indices outside the max mode
         IValue::Tensor(if mode == 2 {
             Tensor::from_vec(max_idx, &[nb, d])?
         } else {
-            Tensor::zeros(&[nb], DType::Int64)?
+            bag_size.deep_clone()?
         }),
     ])))
 }

@@ -819,7 +819,8 @@ fn nll_loss(args: &mut Args<'_>) -> R {
     if args.op.contains("forward") {
         return Ok(IValue::Tuple(crate::runtime::Tuple::new(vec![
             IValue::Tensor(out),
-            IValue::Tensor(build(vec![wsum], &[], dt)?),
+            // PyTorch leaves total_weight at 0 when nothing is reduced
+            IValue::Tensor(build(vec![if red == 0 { 0.0 } else { wsum }], &[], dt)?),
         ])));
     }
     t(out)

@@ -348,6 +348,15 @@ fn svd_batch(a: &Batch, full: bool) -> crate::Result<(Tensor, Tensor, Tensor)> {
     ))
 }
 
+/// The singular values of one row-major `m x n` matrix, descending.
+pub(crate) fn matrix_singular_values(a: &[f64], m: usize, n: usize) -> Vec<f64> {
+    if m >= n {
+        jacobi_svd_tall(a, m, n).1
+    } else {
+        jacobi_svd_tall(&transpose(a, m, n), n, m).1
+    }
+}
+
 fn singular_values(a: &Batch) -> Vec<f64> {
     let mut ss = Vec::new();
     for b in 0..a.count() {

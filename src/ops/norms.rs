@@ -130,6 +130,40 @@ fn matrix_norm(op: &str, x: &Tensor, ord: &str, dims: [usize; 2], keepdim: bool)
             let (v, s) = reduce_norm(&xv, &shape, &[r, c], keepdim, |it| pnorm(it, 2.0));
             return out(v, &s, dtype);
         }
+        // spectral norms: the largest / smallest singular value, or their sum
+        "2" | "-2" | "nuc" => {
+            let rest: Vec<usize> = (0..shape.len()).filter(|&d| d != r && d != c).collect();
+            let perm: Vec<i64> = rest.iter().chain(&[r, c]).map(|&d| d as i64).collect();
+            let xt = super::shape::permute(x, &perm)?
+                .contiguous()?
+                .to_vec::<f64>()?;
+            let (m, n) = (shape[r], shape[c]);
+            if m.min(n) == 0 && ord != "nuc" {
+                return Err(err(format!(
+                    "{op}: Expected a non-empty matrix to compute the norm of order {ord}"
+                )));
+            }
+            let v: Vec<f64> = xt
+                .chunks_exact((m * n).max(1))
+                .take(rest.iter().map(|&d| shape[d]).product::<usize>())
+                .map(|mat| {
+                    let s = super::linalg_decomp::matrix_singular_values(mat, m, n);
+                    match ord {
+                        "2" => s.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                        "-2" => s.iter().copied().fold(f64::INFINITY, f64::min),
+                        _ => s.iter().sum(),
+                    }
+                })
+                .collect();
+            let s: Vec<usize> = if keepdim {
+                (0..shape.len())
+                    .map(|d| if d == r || d == c { 1 } else { shape[d] })
+                    .collect()
+            } else {
+                rest.iter().map(|&d| shape[d]).collect()
+            };
+            return out(v, &s, dtype);
+        }
         "1" => (r, c, true),
         "-1" => (r, c, false),
         "inf" => (c, r, true),

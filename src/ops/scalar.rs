@@ -316,6 +316,32 @@ fn compare_nums(x: Num, y: Num) -> Option<Ordering> {
 }
 
 /// Deep equality as `==` on TorchScript values.
+/// Equality of tensors inside containers (`list.index`, `count`, `remove`, `in`, `==` of
+/// lists): as c10's `_fastEqualsForContainer`, the same tensor is equal to itself, otherwise
+/// `bool(a == b)`: the broadcast comparison must have exactly one element.
+fn tensors_equal(p: &crate::Tensor, q: &crate::Tensor) -> crate::Result<bool> {
+    if p.storage().id() == q.storage().id()
+        && p.storage_offset() == q.storage_offset()
+        && p.shape() == q.shape()
+        && p.strides() == q.strides()
+        && p.dtype() == q.dtype()
+    {
+        return Ok(true);
+    }
+    let shape = crate::tensor::broadcast_shapes(p.shape(), q.shape())?;
+    match shape.iter().product::<usize>() {
+        0 => Err(exception(
+            "RuntimeError",
+            "Boolean value of Tensor with no values is ambiguous",
+        )),
+        1 => Ok(p.item()?.to_c64() == q.item()?.to_c64()),
+        _ => Err(exception(
+            "RuntimeError",
+            "Boolean value of Tensor with more than one value is ambiguous",
+        )),
+    }
+}
+
 pub fn values_equal(x: &IValue, y: &IValue) -> crate::Result<bool> {
     Ok(match (x, y) {
         (IValue::None, IValue::None) => true,
@@ -335,14 +361,7 @@ pub fn values_equal(x: &IValue, y: &IValue) -> crate::Result<bool> {
                     )
                 })?
         }
-        (IValue::Tensor(p), IValue::Tensor(q)) => {
-            if p.shape() != q.shape() {
-                false
-            } else {
-                let (a, b) = (p.to_vec::<f64>()?, q.to_vec::<f64>()?);
-                a == b
-            }
-        }
+        (IValue::Tensor(p), IValue::Tensor(q)) => tensors_equal(p, q)?,
         (IValue::Object(p), IValue::Object(q)) => p.ptr_eq(q),
         (p, q) => match (num_of_plain(p), num_of_plain(q)) {
             (Some(Num::C(c)), Some(n)) | (Some(n), Some(Num::C(c))) => c == n.c(),
@@ -1007,7 +1026,7 @@ fn extend(a: &mut Args) -> R {
     let l = a.list(0)?;
     let other = a.list(1)?.to_vec();
     l.items_mut().extend(other);
-    Ok(IValue::List(l))
+    Ok(IValue::None)
 }
 fn clear(a: &mut Args) -> R {
     match a.get(0)? {
@@ -1052,8 +1071,10 @@ fn list_slice(a: &mut Args) -> R {
         other => Err(err(format!("cannot slice {}", other.kind_name()))),
     }
 }
+/// `l += m` returns the extended list (`extend` returns nothing).
 fn add_inplace(a: &mut Args) -> R {
-    extend(a)
+    extend(a)?;
+    Ok(IValue::List(a.list(0)?))
 }
 fn list_index(a: &mut Args) -> R {
     let l = a.list(0)?;
@@ -1277,8 +1298,9 @@ fn update(a: &mut Args) -> R {
 }
 fn popitem(a: &mut Args) -> R {
     let d = dict_of(a, 0)?;
-    let last = d.items_mut().pop();
-    match last {
+    // PyTorch's dictPopItem removes the first item (c10::Dict::begin), not the last
+    let first = d.items_mut().shift_remove_index(0);
+    match first {
         Some((_, (k, v))) => Ok(IValue::Tuple(Tuple::new(vec![k, v]))),
         None => Err(exception("KeyError", "popitem(): dictionary is empty")),
     }

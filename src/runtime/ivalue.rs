@@ -266,6 +266,8 @@ pub enum DictKey {
     Int(i64),
     /// f64 bits
     Double(u64),
+    /// real and imaginary f64 bits
+    Complex(u64, u64),
     Str(Arc<str>),
     /// Tensors hash by identity (storage id, offset, shape) as in PyTorch.
     Tensor(usize, usize, Vec<usize>),
@@ -341,6 +343,7 @@ pub fn dict_key(v: &IValue) -> Option<DictKey> {
         IValue::Bool(b) => DictKey::Bool(*b),
         IValue::Int(i) => DictKey::Int(*i),
         IValue::Double(d) => DictKey::Double(d.to_bits()),
+        IValue::Complex(c) => DictKey::Complex(c.re.to_bits(), c.im.to_bits()),
         IValue::String(s) => DictKey::Str(s.clone()),
         IValue::Tensor(t) => {
             DictKey::Tensor(t.storage().id(), t.storage_offset(), t.shape().to_vec())

@@ -110,6 +110,36 @@ impl DType {
         }
     }
 
+    /// c10's `toString(ScalarType)`, the name kernel errors use ("not implemented for 'Float'").
+    pub fn c10_name(self) -> &'static str {
+        use DType::*;
+        match self {
+            UInt8 => "Byte",
+            Int8 => "Char",
+            Int16 => "Short",
+            Int32 => "Int",
+            Int64 => "Long",
+            Float16 => "Half",
+            Float32 => "Float",
+            Float64 => "Double",
+            Complex32 => "ComplexHalf",
+            Complex64 => "ComplexFloat",
+            Complex128 => "ComplexDouble",
+            Bool => "Bool",
+            QInt8 => "QInt8",
+            QUInt8 => "QUInt8",
+            QInt32 => "QInt32",
+            BFloat16 => "BFloat16",
+            Float8E5M2 => "Float8_e5m2",
+            Float8E4M3FN => "Float8_e4m3fn",
+            Float8E5M2FNUZ => "Float8_e5m2fnuz",
+            Float8E4M3FNUZ => "Float8_e4m3fnuz",
+            UInt16 => "UInt16",
+            UInt32 => "UInt32",
+            UInt64 => "UInt64",
+        }
+    }
+
     /// Parse `float32`, `torch.float32`, and PyTorch aliases (`float`, `half`, `long`, ...).
     pub fn from_name(s: &str) -> Option<DType> {
         let s = s.strip_prefix("torch.").unwrap_or(s);

@@ -17,13 +17,18 @@ pub fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
-/// An open npz of golden tensors.
-pub struct Arrays(NpzReader<File>);
+/// An open npz of golden tensors. A key decoded again gives the same tensor (golden_io.py
+/// encodes one tensor object met twice in a case's arguments as one key: identity matters for
+/// tensors used as dict keys).
+pub struct Arrays(NpzReader<File>, std::collections::HashMap<String, Tensor>);
 
 impl Arrays {
     pub fn open(path: &Path) -> Arrays {
         let f = File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-        Arrays(NpzReader::new(f).unwrap_or_else(|e| panic!("npz {}: {e}", path.display())))
+        Arrays(
+            NpzReader::new(f).unwrap_or_else(|e| panic!("npz {}: {e}", path.display())),
+            Default::default(),
+        )
     }
 
     fn read<T: ndarray_npy::ReadableElement>(&mut self, key: &str) -> ArrayD<T> {
@@ -35,6 +40,9 @@ impl Arrays {
 
     /// The tensor stored under `key`, as `dtype` (float16/bfloat16 are stored as float32).
     pub fn tensor(&mut self, key: &str, dtype: DType) -> Tensor {
+        if let Some(t) = self.1.get(key) {
+            return t.clone();
+        }
         let t = match dtype {
             DType::Float32 | DType::Float16 | DType::BFloat16 => {
                 Tensor::from_array(self.read::<f32>(key))
@@ -54,7 +62,9 @@ impl Arrays {
             other => panic!("golden tensor dtype {other} not decodable"),
         }
         .expect("golden tensor");
-        t.to_dtype(dtype).expect("golden dtype conversion")
+        let t = t.to_dtype(dtype).expect("golden dtype conversion");
+        self.1.insert(key.to_string(), t.clone());
+        t
     }
 }
 
@@ -312,7 +322,13 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
             .iter()
             .map(|a| decode(a, &mut arrays))
             .collect();
+        // the caller's handles: tensors, lists and dicts the kernel writes are shared with them
+        let before = args.clone();
         let result = kernel(&mut Args::new(&name, &mut args, &ctx));
+        let (rtol, atol) = (
+            case["rtol"].as_f64().unwrap_or(1e-4),
+            case["atol"].as_f64().unwrap_or(1e-5),
+        );
         let outcome = match (result, case.get("error")) {
             (Err(_), Some(_)) => Ok(()),
             (Ok(v), Some(e)) => Err(format!("expected error {e}, got {v:?}")),
@@ -323,15 +339,28 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
                     Some(groups) => align_signs(&v, &want, groups),
                     None => v,
                 };
-                compare(
-                    &v,
-                    &want,
-                    case["rtol"].as_f64().unwrap_or(1e-4),
-                    case["atol"].as_f64().unwrap_or(1e-5),
-                    "out",
-                )
+                compare(&v, &want, rtol, atol, "out")
             }
         };
+        // `written`: what PyTorch left in the arguments the overload writes (out= and in-place
+        // tensors, mutated lists and dicts)
+        let outcome = outcome.and_then(|()| {
+            case["written"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .try_for_each(|w| {
+                    let j = w[0].as_u64().expect("argument index") as usize;
+                    let want = decode(&w[1], &mut arrays);
+                    compare(
+                        &before[j],
+                        &want,
+                        rtol,
+                        atol,
+                        &format!("argument {j} after"),
+                    )
+                })
+        });
         match outcome {
             Ok(()) => passed += 1,
             Err(e) => failures.push(format!("case {i} {name}: {e}")),
