@@ -34,6 +34,9 @@ enum Command {
     Average(cli::average::AverageArgs),
     /// Load a state dict (safetensors, npz, archive) into an archive and save it.
     LoadStateDict(cli::load_state_dict::LoadStateDictArgs),
+    /// Serve archives over the Open Inference Protocol (KServe v2 REST and gRPC).
+    #[cfg(feature = "serve")]
+    Serve(cli::serve::ServeArgs),
 }
 
 /// `tsrun MODEL ...` is short for `tsrun run MODEL ...`: running a model is the main job.
@@ -48,6 +51,7 @@ fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::O
         "graph",
         "average",
         "load-state-dict",
+        "serve",
         "help",
     ];
     if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
@@ -70,6 +74,8 @@ fn main() {
         Command::Graph(a) => cli::code::run_graph(a),
         Command::Average(a) => cli::average::run(a),
         Command::LoadStateDict(a) => cli::load_state_dict::run(a),
+        #[cfg(feature = "serve")]
+        Command::Serve(a) => cli::serve::run(a),
     };
     if let Err(e) = result {
         eprintln!("tsrun: {e}");

@@ -10,3 +10,5 @@ pub mod load_state_dict;
 pub mod ops;
 pub mod output;
 pub mod run;
+#[cfg(feature = "serve")]
+pub mod serve;
