@@ -70,6 +70,7 @@ impl ServeArgs {
             timeout: self.timeout.map(|t| seconds("--timeout", t)).transpose()?,
             max_body_bytes: self.max_body_bytes,
             io_threads: defaults.io_threads,
+            shutdown_grace: defaults.shutdown_grace,
         })
     }
 }

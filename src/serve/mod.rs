@@ -48,6 +48,8 @@ pub struct ServeConfig {
     pub max_body_bytes: usize,
     /// Threads of the async runtime that parses and answers requests.
     pub io_threads: usize,
+    /// How long shutdown waits for open connections to finish before closing them.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for ServeConfig {
@@ -63,6 +65,7 @@ impl Default for ServeConfig {
             timeout: None,
             max_body_bytes: 64 << 20,
             io_threads: 2,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
@@ -178,6 +181,7 @@ fn start_inner(config: &ServeConfig, handle_signals: bool) -> Result<ServerHandl
         .map_err(ServeError::Runtime)?;
     let (shutdown, stop) = watch::channel(false);
     let max_body = config.max_body_bytes;
+    let grace = config.shutdown_grace;
     let signals = handle_signals.then(|| shutdown.clone());
     let thread = std::thread::Builder::new()
         .name("tsrun-serve".into())
@@ -189,6 +193,7 @@ fn start_inner(config: &ServeConfig, handle_signals: bool) -> Result<ServerHandl
                 max_body,
                 stop,
                 signals,
+                grace,
             ));
             // every connection has drained: finish queued calls and join the workers
             engine.shutdown();
@@ -248,6 +253,7 @@ async fn run_servers(
     max_body: usize,
     stop: watch::Receiver<bool>,
     signals: Option<watch::Sender<bool>>,
+    grace: Duration,
 ) {
     if let Some(s) = signals {
         tokio::spawn(forward_signals(s));
@@ -296,10 +302,22 @@ async fn run_servers(
             }
         })
     });
-    if let Some(t) = http_task {
-        let _ = t.await;
-    }
-    if let Some(t) = grpc_task {
-        let _ = t.await;
+    let drained = async {
+        if let Some(t) = http_task {
+            let _ = t.await;
+        }
+        if let Some(t) = grpc_task {
+            let _ = t.await;
+        }
+    };
+    // an idle keep-alive connection (HTTP/2 especially) can stay open indefinitely: after the
+    // grace period the runtime is dropped, which closes whatever is left
+    let deadline = async {
+        stopped(stop).await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        _ = drained => {},
+        _ = deadline => tracing::warn!("shutdown grace period over: closing open connections"),
     }
 }

@@ -549,5 +549,7 @@ fn serve_grpc() {
             .unwrap_err();
         assert_eq!(missing.code(), tonic::Code::NotFound);
     });
+    // the channel's connection task lives on `rt`: close it, or the drain waits for it
+    drop(rt);
     srv.shutdown();
 }
