@@ -16,6 +16,8 @@ pub mod ir;
 pub mod ops;
 pub mod pickle;
 pub mod runtime;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod tensor;
 
 pub use error::{Error, Result};

@@ -47,6 +47,9 @@ enum Command {
     StateDict(cli::state_dict::StateDictArgs),
     /// Parse PyTorch IR text (`str(graph)`): print it back, or run it on inputs.
     ParseGraph(cli::parse_graph::ParseGraphArgs),
+    /// Serve archives over the Open Inference Protocol (KServe v2 REST and gRPC).
+    #[cfg(feature = "serve")]
+    Serve(cli::serve::ServeArgs),
 }
 
 /// The subcommand names, from clap's own definition (so a new subcommand needs no list), and
@@ -120,6 +123,8 @@ fn main() {
         Command::Compare(a) => cli::compare::run(a),
         Command::StateDict(a) => cli::state_dict::run(a),
         Command::ParseGraph(a) => cli::parse_graph::run(a),
+        #[cfg(feature = "serve")]
+        Command::Serve(a) => cli::serve::run(a).map_err(Into::into),
     };
     if let Err(e) = result {
         eprintln!("{}", e.render());

@@ -15,5 +15,7 @@ pub mod output;
 pub mod parse_graph;
 pub mod repr;
 pub mod run;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod state_dict;
 pub mod summary;

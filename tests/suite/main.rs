@@ -43,6 +43,8 @@ mod quantized;
 mod run_interpreter;
 mod run_models;
 mod save_roundtrip;
+#[cfg(feature = "serve")]
+mod serve;
 mod storage_soundness;
 mod swa;
 mod tensor_core;
