@@ -66,7 +66,10 @@ pub enum ServeError {
         source: std::io::Error,
     },
     #[error("loading model {path}: {source}")]
-    Load { path: PathBuf, source: crate::Error },
+    Load {
+        path: PathBuf,
+        source: Box<crate::Error>,
+    },
     #[error("{path}: {message}")]
     Config { path: PathBuf, message: String },
     #[error("two archives are both named '{0}' (models are named after their file stem)")]

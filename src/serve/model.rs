@@ -202,7 +202,7 @@ pub fn load_model(path: &Path, default_max_batch: usize) -> Result<ServedModel, 
     let config = read_config(path, &name)?;
     let load_err = |source| ServeError::Load {
         path: path.to_path_buf(),
-        source,
+        source: Box::new(source),
     };
     let module = Module::load(path).map_err(load_err)?;
     module.eval();
