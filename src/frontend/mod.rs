@@ -57,7 +57,17 @@ pub fn parse_source(source: Arc<Source>) -> Result<ast::File, ParseError> {
 /// AST is built (the emitter, clones and drops of the AST recurse on it).
 pub fn parse_source_with(source: Arc<Source>, max_depth: usize) -> Result<ast::File, ParseError> {
     let error_at = |offset: usize, end: usize, message: String, expected: Vec<String>| {
-        let offset = offset.min(source.text.len());
+        let text = &source.text;
+        // offsets from the lexer may fall inside a multi-byte character: step back to its start
+        let floor = |mut i: usize| {
+            i = i.min(text.len());
+            while !text.is_char_boundary(i) {
+                i -= 1;
+            }
+            i
+        };
+        let offset = floor(offset);
+        let end = floor(end.max(offset));
         let (line, col) = source.line_col(offset);
         let source_line = source.line_text(offset).to_string();
         // the caret stays on the line even when the token runs past it (a string, a dedent)

@@ -97,7 +97,12 @@ impl IrParser<'_> {
         if self.eat(lit) {
             Ok(())
         } else {
-            let got: String = self.text[self.i..].chars().take(20).collect();
+            // the cursor may sit inside a multi-byte character: show from that character on
+            let start = (0..=self.i.min(self.text.len()))
+                .rev()
+                .find(|&k| self.text.is_char_boundary(k))
+                .unwrap_or(0);
+            let got: String = self.text[start..].chars().take(20).collect();
             self.err(format!("expected `{lit}`, found `{got}`"))
         }
     }

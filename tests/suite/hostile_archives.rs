@@ -1063,3 +1063,25 @@ fn parse_errors_of_hostile_code_are_typed() {
         "{direct:?}"
     );
 }
+
+/// Inputs cargo-fuzz found (`fuzz/run.sh`): error messages sliced source text inside a
+/// multi-byte character and panicked. Each now ends in a typed error, or parses.
+#[test]
+fn fuzz_found_inputs_end_in_typed_errors() {
+    let dir = crate::common::fixtures_dir().join("hostile");
+    let read = |name: &str| {
+        let bytes = std::fs::read(dir.join(name)).expect("fuzz case");
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    let graph = read("fuzz_graph_text_char_boundary.bin");
+    let _ = tsrun::ir::parse_graph::parse_graph(&graph);
+    for name in [
+        "fuzz_parse_char_boundary.bin",
+        "fuzz_compile_char_boundary.bin",
+    ] {
+        let text = read(name);
+        if let Ok(file) = tsrun::frontend::parse_file("code/__torch__/fuzz.py", &text) {
+            let _ = tsrun::ir::unit::CompilationUnit::from_files(&[file]);
+        }
+    }
+}
