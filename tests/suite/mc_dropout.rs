@@ -161,23 +161,8 @@ fn cli_run_sets_flags_and_modes() {
     ndarray_npy::write_npy(&x, &xt.to_array::<f32>().expect("x array")).expect("write x");
     let model = crate::module_api::dir().join("net.pt");
     let run = |extra: &[&str], seed: &str, out: &str| -> Tensor {
-        let out = dir.join(out);
-        let status = std::process::Command::new(env!("CARGO_BIN_EXE_tsrun"))
-            .arg("run")
-            .arg(&model)
-            .arg("-i")
-            .arg(&x)
-            .args(["--seed", seed, "-o"])
-            .arg(&out)
-            .args(extra)
-            .status()
-            .expect("run tsrun");
-        assert!(status.success(), "tsrun run {extra:?}");
-        // the npz also holds `structure.json` (a string array): read just the output
-        let mut npz =
-            ndarray_npy::NpzReader::new(std::fs::File::open(&out).expect("open npz")).expect("npz");
-        let arr: ndarray::ArrayD<f32> = npz.by_name("out").expect("out array");
-        Tensor::from_array(arr).expect("tensor")
+        let args = [&["--seed", seed], extra].concat();
+        cli_run_npz(&model, &x, &args, &dir.join(out))
     };
     let on = ["--eval", "--set", "drop.mc_dropout_enabled=true"];
     let (a, b, c) = (
@@ -215,6 +200,31 @@ fn cli_run_sets_flags_and_modes() {
     );
 }
 
+/// `tsrun run MODEL -i X EXTRA... -o OUT` in `dir`; the `out` array of the written npz (which
+/// also holds `structure.json`).
+fn cli_run_npz(
+    model: &std::path::Path,
+    x: &std::path::Path,
+    extra: &[&str],
+    out: &std::path::Path,
+) -> Tensor {
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_tsrun"))
+        .arg("run")
+        .arg(model)
+        .arg("-i")
+        .arg(x)
+        .args(extra)
+        .arg("-o")
+        .arg(out)
+        .status()
+        .expect("run tsrun");
+    assert!(status.success(), "tsrun run {extra:?}");
+    let mut npz =
+        ndarray_npy::NpzReader::new(std::fs::File::open(out).expect("open npz")).expect("npz");
+    let arr: ndarray::ArrayD<f32> = npz.by_name("out").expect("out array");
+    Tensor::from_array(arr).expect("tensor")
+}
+
 #[test]
 fn cli_run_train_turns_batch_norm_training_back_on() {
     let mut g = Golden::load();
@@ -225,24 +235,7 @@ fn cli_run_train_turns_batch_norm_training_back_on() {
     ndarray_npy::write_npy(&x, &xt.to_array::<f32>().expect("x array")).expect("write x");
     // bn_net_eval.pt is saved in eval mode; --train makes batch norm use batch statistics
     let model = crate::module_api::dir().join("bn_net_eval.pt");
-    let run = |mode: &str, out: &str| -> Tensor {
-        let out = dir.join(out);
-        let status = std::process::Command::new(env!("CARGO_BIN_EXE_tsrun"))
-            .arg("run")
-            .arg(&model)
-            .arg("-i")
-            .arg(&x)
-            .arg(mode)
-            .arg("-o")
-            .arg(&out)
-            .status()
-            .expect("run tsrun");
-        assert!(status.success(), "tsrun run {mode}");
-        let mut npz =
-            ndarray_npy::NpzReader::new(std::fs::File::open(&out).expect("open npz")).expect("npz");
-        let arr: ndarray::ArrayD<f32> = npz.by_name("out").expect("out array");
-        Tensor::from_array(arr).expect("tensor")
-    };
+    let run = |mode: &str, out: &str| cli_run_npz(&model, &x, &[mode], &dir.join(out));
     let train = run("--train", "train.npz");
     assert_close(
         &IValue::Tensor(train),
