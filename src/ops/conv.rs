@@ -323,8 +323,14 @@ pub(crate) fn convolution(
             }
             osp[d] = (padded - span) / p.stride[d] + 1;
         }
-        let out = Tensor::zeros(&[&[n, cout][..], &osp[3 - nsp..]].concat(), cd)?;
+        let out_shape = [&[n, cout][..], &osp[3 - nsp..]].concat();
         if let (DType::Float32, gemm::Backend::Packed(isa)) = (cd, gemm::backend()) {
+            // The packed kernels assign every output element, unless the reduction is empty.
+            let out = if c > 0 && ksp.iter().all(|&k| k > 0) {
+                Tensor::empty(&out_shape, cd)?
+            } else {
+                Tensor::zeros(&out_shape, cd)?
+            };
             conv_forward_f32(
                 isa,
                 &xc,
@@ -345,6 +351,7 @@ pub(crate) fn convolution(
                 Ok(out)
             };
         }
+        let out = Tensor::zeros(&out_shape, cd)?;
         dispatch_real_compute!(cd, op, |T| conv_forward_t::<T>(
             &xc,
             &wc,

@@ -233,7 +233,7 @@ pub(crate) fn batched_matmul_t<T: Real>(
         crate::tensor::broadcast_shapes(&a.shape()[..ad - 2], &b.shape()[..bd - 2])?.to_vec();
     let mut out_shape = batch.clone();
     out_shape.extend([m, n]);
-    let out = Tensor::zeros(&out_shape, T::DTYPE)?;
+    let out = Tensor::empty(&out_shape, T::DTYPE)?;
     let mut init_scale = None;
     if let Some((c, s)) = init {
         if s != T::zero() {
@@ -619,7 +619,7 @@ fn linear_packed_f32(
     let bs = bg.as_ref().map(slice_of).transpose()?;
     let mut shape = lead;
     shape.push(out_f);
-    let out = Tensor::zeros(&shape, DType::Float32)?;
+    let out = Tensor::empty(&shape, DType::Float32)?;
     let mut og = out.write::<f32>()?;
     gemm::sgemm(
         isa,

@@ -354,7 +354,7 @@ fn batch_norm_impl(
     let shift: Vec<f64> = (0..c)
         .map(|ch| bv.as_ref().map_or(0.0, |b| b[ch]) - mean[ch] * scale[ch])
         .collect();
-    let out = Tensor::zeros(x.shape(), cd)?;
+    let out = Tensor::empty(x.shape(), cd)?;
     // Inference on float/double input: PyTorch's arithmetic, in the input's precision and
     // order (alpha = 1/sqrt(var + eps) * w, beta = b - mean * alpha, x * alpha + beta), so
     // every normalization of a deep network rounds as PyTorch's does and adds no drift.

@@ -9,6 +9,7 @@ mod dtype;
 pub mod element;
 mod identity;
 pub mod npy;
+mod pool;
 pub mod promote;
 mod quantizer;
 mod scalar;
@@ -173,11 +174,30 @@ impl Tensor {
 
     /// A zero-filled contiguous tensor.
     pub fn zeros(shape: &[usize], dtype: DType) -> TResult<Tensor> {
+        Tensor::contiguous_over(shape, dtype, Storage::zeroed)
+    }
+
+    /// A contiguous tensor whose elements are unspecified (`torch.empty`): for a kernel that
+    /// writes every element of its result, so zero-filling first would be wasted work. The
+    /// bytes are always initialized (a reused buffer keeps its old values).
+    pub fn empty(shape: &[usize], dtype: DType) -> TResult<Tensor> {
+        if dtype == DType::Bool {
+            // bool access checks every byte is 0 or 1, so reused bytes must be cleared
+            return Tensor::zeros(shape, dtype);
+        }
+        Tensor::contiguous_over(shape, dtype, Storage::for_overwrite)
+    }
+
+    fn contiguous_over(
+        shape: &[usize],
+        dtype: DType,
+        alloc: fn(usize) -> Result<Storage, AllocError>,
+    ) -> TResult<Tensor> {
         let n = checked_numel(shape)?;
         let nbytes = n
             .checked_mul(dtype.size())
             .ok_or_else(|| TensorError::Shape(format!("size of shape {shape:?} overflows")))?;
-        let storage = Storage::zeroed(nbytes)?;
+        let storage = alloc(nbytes)?;
         Ok(Tensor {
             storage,
             offset: 0,
@@ -528,6 +548,11 @@ impl Tensor {
 
     /// A contiguous copy with its own storage (`clone()` in PyTorch).
     pub fn deep_clone(&self) -> crate::Result<Tensor> {
+        if let Some(q) = self.quantizer() {
+            // the integers, copied row-major, under the same parameters
+            let ints = self.int_repr_view()?.deep_clone()?;
+            return Ok(Tensor::quantized_from_ints(&ints, (**q).clone())?);
+        }
         let out = Tensor::zeros(&self.shape, self.dtype)?;
         out.copy_from(self)?;
         let mut out = out;
@@ -547,6 +572,9 @@ impl Tensor {
 
     /// `self.copy_(src)`: broadcast `src` to this shape and write it, converting the dtype.
     pub fn copy_from(&self, src: &Tensor) -> crate::Result<()> {
+        if self.is_quantized() || src.is_quantized() {
+            return self.copy_quantized_from(src);
+        }
         let src = if src.shares_storage(self) {
             src.deep_clone()?
         } else {
@@ -571,6 +599,31 @@ impl Tensor {
                 Ok(())
             })
         })
+    }
+
+    /// `copy_` where either side is quantized: the integers are copied when both sides are
+    /// quantized alike. PyTorch would also replace the destination's parameters with the
+    /// source's; a tensor's parameters here are fixed, so differing ones are refused.
+    fn copy_quantized_from(&self, src: &Tensor) -> crate::Result<()> {
+        match (self.quantizer(), src.quantizer()) {
+            (Some(d), Some(s)) if self.dtype == src.dtype && d == s => {
+                self.int_repr_view()?.copy_from(&src.int_repr_view()?)
+            }
+            (Some(_), Some(_)) => Err(TensorError::Unsupported(format!(
+                "copy_ between quantized tensors of different dtypes or parameters ({} into {})",
+                src.dtype, self.dtype
+            ))
+            .into()),
+            (None, Some(_)) => Err(TensorError::Unsupported(
+                "Copying from quantized Tensor to non-quantized Tensor is not allowed, please use dequantize to get a float Tensor from a quantized Tensor".into(),
+            )
+            .into()),
+            _ => Err(TensorError::Unsupported(format!(
+                "copy_ of a {} tensor into a quantized tensor (quantize it first)",
+                src.dtype
+            ))
+            .into()),
+        }
     }
 
     /// Set every element to `s` (converted to this dtype).

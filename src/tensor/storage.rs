@@ -14,7 +14,7 @@
 //! (copy-on-write), so the mapping stays read-only, loading stays zero-copy, and the archive may
 //! hand out plain `&[u8]` of its records.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::alloc::{alloc_zeroed, Layout};
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -78,9 +78,10 @@ impl Drop for Inner {
             ..
         } = self.memory.get_mut()
         {
-            // SAFETY: allocated by `heap_zeroed` with this exact layout, and no guard can outlive
-            // the `Arc` that owns `Inner`.
-            unsafe { dealloc(ptr.as_ptr(), *layout) }
+            // SAFETY: allocated by `heap_alloc` from the global allocator with this exact layout,
+            // its bytes are initialized (zeroed or written since), and no guard can outlive the
+            // `Arc` that owns `Inner`, so nothing uses it after this.
+            unsafe { super::pool::give(*ptr, *layout) }
         }
     }
 }
@@ -120,7 +121,9 @@ impl std::fmt::Debug for Storage {
     }
 }
 
-fn heap_zeroed(nbytes: usize) -> Result<Memory, AllocError> {
+/// A heap buffer of `nbytes` initialized bytes: a cached buffer of the same size when this thread
+/// has one (its old contents unless `zero`), else a fresh zeroed allocation.
+fn heap_alloc(nbytes: usize, zero: bool) -> Result<Memory, AllocError> {
     if nbytes == 0 {
         return Ok(Memory::Heap {
             ptr: NonNull::dangling(),
@@ -131,9 +134,19 @@ fn heap_zeroed(nbytes: usize) -> Result<Memory, AllocError> {
     let charge = super::budget::charge(nbytes)?;
     let layout = Layout::from_size_align(nbytes, STORAGE_ALIGN)
         .map_err(|_| AllocError::OutOfMemory(nbytes))?;
-    // SAFETY: the layout has a non-zero size.
-    let ptr = unsafe { alloc_zeroed(layout) };
-    let ptr = NonNull::new(ptr).ok_or(AllocError::OutOfMemory(nbytes))?;
+    let ptr = match super::pool::take(layout) {
+        Some(ptr) => {
+            if zero {
+                // SAFETY: the cached buffer is exclusively ours and `nbytes` long.
+                unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, nbytes) };
+            }
+            ptr
+        }
+        // SAFETY: the layout has a non-zero size.
+        None => {
+            NonNull::new(unsafe { alloc_zeroed(layout) }).ok_or(AllocError::OutOfMemory(nbytes))?
+        }
+    };
     Ok(Memory::Heap {
         ptr,
         layout: Some(layout),
@@ -164,12 +177,18 @@ impl Storage {
 
     /// A zero-filled heap storage of `nbytes` bytes, aligned to [`STORAGE_ALIGN`].
     pub fn zeroed(nbytes: usize) -> Result<Storage, AllocError> {
-        Ok(Storage::with_memory(heap_zeroed(nbytes)?, nbytes))
+        Ok(Storage::with_memory(heap_alloc(nbytes, true)?, nbytes))
+    }
+
+    /// A heap storage of `nbytes` bytes whose contents are unspecified (but initialized): for a
+    /// result every byte of which is about to be written, so zeroing it first would be wasted.
+    pub fn for_overwrite(nbytes: usize) -> Result<Storage, AllocError> {
+        Ok(Storage::with_memory(heap_alloc(nbytes, false)?, nbytes))
     }
 
     /// A heap storage holding a copy of `bytes`.
     pub fn from_bytes(bytes: &[u8]) -> Result<Storage, AllocError> {
-        let memory = heap_zeroed(bytes.len())?;
+        let memory = heap_alloc(bytes.len(), false)?;
         // SAFETY: the allocation is fresh, exclusively owned, and `bytes.len()` long.
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), memory.ptr().as_ptr(), bytes.len())
@@ -272,7 +291,7 @@ impl Storage {
         // SAFETY: the write borrow is held: no other guard exists, so `memory` may be replaced.
         let memory = unsafe { &mut *self.inner.memory.get() };
         if let Memory::Mapped { ptr, .. } = memory {
-            let copy = heap_zeroed(self.inner.nbytes)?;
+            let copy = heap_alloc(self.inner.nbytes, false)?;
             // SAFETY: both regions are `nbytes` long and distinct (a fresh allocation).
             unsafe {
                 std::ptr::copy_nonoverlapping(ptr.as_ptr(), copy.ptr().as_ptr(), self.inner.nbytes)

@@ -15,3 +15,20 @@ fn views_share_storage_and_stay_in_bounds() {
     assert_eq!(c.to_vec::<f32>().unwrap()[..4], [0.0, 4.0, 8.0, 1.0]);
     assert_eq!(t.to_dtype(DType::Int64).unwrap().dtype(), DType::Int64);
 }
+
+#[test]
+fn freed_buffers_are_reused_and_zeros_stays_zero() {
+    let shape = [64 * 1024];
+    let ones = Tensor::from_vec(vec![1.0f32; shape[0]], &shape).unwrap();
+    let addr = ones.storage().read().unwrap().as_ptr() as usize;
+    drop(ones);
+    // the next buffer of that size on this thread is the freed one, old contents and all
+    let reused = Tensor::empty(&shape, DType::Float32).unwrap();
+    assert_eq!(reused.storage().read().unwrap().as_ptr() as usize, addr);
+    assert!(reused.to_vec::<f32>().unwrap().iter().all(|&v| v == 1.0));
+    drop(reused);
+    // `zeros` reuses it too, but clears it
+    let zeros = Tensor::zeros(&shape, DType::Float32).unwrap();
+    assert_eq!(zeros.storage().read().unwrap().as_ptr() as usize, addr);
+    assert!(zeros.to_vec::<f32>().unwrap().iter().all(|&v| v == 0.0));
+}

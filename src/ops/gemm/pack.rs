@@ -152,22 +152,47 @@ impl<'a> ImageOperand<'a> {
             match (self.coord(0, z, ta), self.coord(1, y, tb)) {
                 (Some(iz), Some(iy)) => {
                     let line = &src[(iz * self.image[1] + iy) * iw..][..iw];
-                    // x + i maps to ix = (x + i) * sx + off, valid for ix in [0, iw)
-                    let off = te * self.dilation[2];
-                    let pad = self.pad[2];
-                    for (i, d) in dst.iter_mut().enumerate() {
-                        let p = (x + i) * sx + off;
-                        *d = if p >= pad && p - pad < iw {
-                            line[p - pad]
-                        } else {
-                            0.0
-                        };
-                    }
+                    let first = (x * sx + te * self.dilation[2]) as isize - self.pad[2] as isize;
+                    gather_line(line, first, sx, dst);
                 }
                 _ => dst.fill(0.0),
             }
             j += span;
             out += span;
+        }
+    }
+}
+
+/// `dst[i] = line[first + i * step]`, zero where that index falls outside `line` (padding).
+/// The valid range is found first, so the copy itself has no per-element bounds test.
+fn gather_line(line: &[f32], first: isize, step: usize, dst: &mut [f32]) {
+    let (len, step_i) = (line.len() as isize, step as isize);
+    // first i with first + i * step >= 0, and first i with first + i * step >= len
+    let lo = if first >= 0 {
+        0
+    } else {
+        (-first + step_i - 1) / step_i
+    };
+    let hi = if first >= len {
+        0
+    } else {
+        (len - first + step_i - 1) / step_i
+    };
+    let span = dst.len();
+    let (lo, hi) = ((lo as usize).min(span), (hi as usize).min(span));
+    if lo >= hi {
+        dst.fill(0.0);
+        return;
+    }
+    dst[..lo].fill(0.0);
+    dst[hi..].fill(0.0);
+    let start = (first + lo as isize * step_i) as usize;
+    let out = &mut dst[lo..hi];
+    if step == 1 {
+        out.copy_from_slice(&line[start..start + out.len()]);
+    } else {
+        for (d, chunk) in out.iter_mut().zip(line[start..].chunks(step)) {
+            *d = chunk[0];
         }
     }
 }
@@ -187,7 +212,13 @@ pub(super) fn pack_a(
         let panel = &mut dst[p * kc * mr..(p + 1) * kc * mr];
         for i in 0..mr {
             let r = i0 + p * mr + i;
-            if r < a.rows && r < i0 + mc {
+            if r < a.rows && r < i0 + mc && a.cs == 1 {
+                // a row-major row is one slice: bounds-checked once, then a strided scatter
+                let src = &a.data[r * a.rs + k0..][..kc];
+                for (d, &v) in panel[i..].iter_mut().step_by(mr).zip(src) {
+                    *d = v;
+                }
+            } else if r < a.rows && r < i0 + mc {
                 for k in 0..kc {
                     panel[k * mr + i] = a.at(r, k0 + k);
                 }

@@ -19,7 +19,7 @@ pub(crate) fn map_unary<I: Element, O: Element, F>(x: &Tensor, f: F) -> crate::R
 where
     F: Fn(I) -> O + Sync + Send,
 {
-    let out = Tensor::zeros(x.shape(), O::DTYPE)?;
+    let out = Tensor::empty(x.shape(), O::DTYPE)?;
     let mut og = out.write::<O>()?;
     let xg = x.read::<I>()?;
     if let Some(src) = xg.as_slice() {
@@ -57,7 +57,7 @@ where
     F: Fn(A, B) -> O + Sync + Send,
 {
     let shape = broadcast_shapes(a.shape(), b.shape())?;
-    let out = Tensor::zeros(&shape, O::DTYPE)?;
+    let out = Tensor::empty(&shape, O::DTYPE)?;
     let n = out.numel();
     let mut og = out.write::<O>()?;
     let ag = a.read::<A>()?;
@@ -138,7 +138,7 @@ where
     F: Fn(A, B, C) -> O + Sync + Send,
 {
     let shape = broadcast_shapes(&broadcast_shapes(a.shape(), b.shape())?, c.shape())?;
-    let out = Tensor::zeros(&shape, O::DTYPE)?;
+    let out = Tensor::empty(&shape, O::DTYPE)?;
     let (ag, bg, cg) = (a.read::<A>()?, b.read::<B>()?, c.read::<C>()?);
     let av = ag.view();
     let av = av

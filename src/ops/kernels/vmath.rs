@@ -235,7 +235,7 @@ pub(crate) fn unary_f32(f: VecFn, x: &Tensor) -> crate::Result<Option<Tensor>> {
     let Some(src) = src_guard.as_slice() else {
         return Ok(None);
     };
-    let out = Tensor::zeros(x.shape(), DType::Float32)?;
+    let out = Tensor::empty(x.shape(), DType::Float32)?;
     let mut dst_guard = out.write::<f32>()?;
     let dst = dst_guard
         .as_slice_mut()
