@@ -24,6 +24,8 @@ const WRAPPED: &[&str] = &[
     "aten::relu_",
     "aten::max_pool2d",
     "aten::adaptive_avg_pool2d",
+    "aten::avg_pool2d",
+    "aten::hardsigmoid",
 ];
 
 pub fn register(r: &mut Registry) {
@@ -58,6 +60,8 @@ fn quantized_or_float(a: &mut Args<'_>) -> Result<IValue> {
         "aten::relu" | "aten::relu_" => qrelu(a),
         "aten::max_pool2d" => qmax_pool2d(a),
         "aten::adaptive_avg_pool2d" => qadaptive_avg_pool2d(a),
+        "aten::avg_pool2d" => qavg_pool2d(a),
+        "aten::hardsigmoid" => qhardsigmoid(a),
         other => Err(unsupported(other, "no quantized kernel")),
     }
 }
@@ -240,6 +244,54 @@ fn hardswish(x: &Tensor, scale: f64, zp: i64) -> Result<Tensor> {
     quantize_tensor(&Tensor::from_vec(v, x.shape())?, scale, zp, x.dtype())
 }
 
+/// ATen's `qhardsigmoid_kernel`: dequantize, `min(max(x + 3, 0), 6) / 6`, quantize into fixed
+/// output parameters that cover [0, 1]: scale 2^-8 (2^-32 for qint32), zero point 0 (-128
+/// for qint8). Vector steps dequantize with FMA, the tail with the scalar formula.
+fn qhardsigmoid(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let (scale, zp) = per_tensor_params(a.op, &x)?;
+    let dtype = x.dtype();
+    let range = dtype
+        .quantized_range()
+        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+    let out_scale: f64 = if dtype == crate::tensor::DType::QInt32 {
+        2.3283064365386963e-10
+    } else {
+        0.00390625
+    };
+    let out_zp = if dtype == crate::tensor::DType::QInt8 {
+        -128
+    } else {
+        0
+    };
+    let inv = 1.0f32 / out_scale as f32;
+    let xs = scale as f32;
+    let pre = xs * -(zp as f32);
+    let xv = int_values(&x)?;
+    let vec_end = xv.len() / (2 * VEC_ELEMS_U8) * (2 * VEC_ELEMS_U8);
+    let vals: Vec<i32> = xv
+        .iter()
+        .enumerate()
+        .map(|(i, &q)| {
+            let v = if i < vec_end {
+                dequantize_val_fma(q, xs, pre)
+            } else {
+                dequantize_val(q, xs, zp)
+            };
+            quantize_val((v + 3.0).clamp(0.0, 6.0) / 6.0, inv, out_zp, range)
+        })
+        .collect();
+    tensor_result(make_quantized(
+        &vals,
+        x.shape(),
+        dtype,
+        Quantizer::PerTensorAffine {
+            scale: out_scale,
+            zero_point: out_zp,
+        },
+    )?)
+}
+
 fn hardswish_requant(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     tensor_result(hardswish(&x, a.double(1)?, a.int(2)?)?)
@@ -367,4 +419,105 @@ fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
     oshape[nd - 2] = oh;
     oshape[nd - 1] = ow;
     tensor_result(same_params_as(&x, &out, &oshape)?)
+}
+
+/// `avg_pool2d` on a 4-d quantized tensor, output parameters those of the input. PyTorch's
+/// quantized convolutions and `cat` leave channels-last tensors, so this follows ATen's
+/// channels-last kernel (`_qavg_pool_nhwc_kernel`): per output pixel, the integer window sum
+/// minus `zp * size`; whole groups of 8 channels are requantized as its AVX2 body does,
+/// `round(acc * multiplier) + zp`, the remaining channels as its scalar tail,
+/// `quantize_val(1 / multiplier, zp, acc)`.
+fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let k = pair(&a.int_list(1)?, "kernel_size", a.op)?;
+    let s = a.int_list(2)?;
+    let s = if s.is_empty() {
+        k
+    } else {
+        pair(&s, "stride", a.op)?
+    };
+    let p = pair(&a.int_list(3)?, "padding", a.op)?;
+    let ceil = a.bool(4)?;
+    let count_include_pad = a.bool(5)?;
+    let divisor_override = a.opt_int(6)?;
+    let (_, zp) = per_tensor_params(a.op, &x)?;
+    let range = x
+        .dtype()
+        .quantized_range()
+        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+    let shape = x.shape().to_vec();
+    if shape.len() != 4 {
+        return Err(unsupported(a.op, "expects a 4-d quantized input"));
+    }
+    if k.iter().any(|&v| v <= 0) || s.iter().any(|&v| v <= 0) || p.iter().any(|&v| v < 0) {
+        return Err(unsupported(
+            a.op,
+            "kernel size and stride must be positive, padding non-negative",
+        ));
+    }
+    if p[0] * 2 > k[0] || p[1] * 2 > k[1] {
+        return Err(unsupported(
+            a.op,
+            "pad should be at most half of effective kernel size",
+        ));
+    }
+    if divisor_override == Some(0) {
+        return Err(unsupported(a.op, "divisor must be not zero"));
+    }
+    let (nb, c, h, w) = (shape[0], shape[1], shape[2] as i64, shape[3] as i64);
+    // ATen's pooling_output_shape
+    let out_len = |n: i64, i: usize| {
+        let num = n + 2 * p[i] - k[i];
+        let mut o = if ceil {
+            (num + s[i] - 1).div_euclid(s[i]) + 1
+        } else {
+            num.div_euclid(s[i]) + 1
+        };
+        if ceil && (o - 1) * s[i] >= n + p[i] {
+            o -= 1;
+        }
+        o
+    };
+    let (oh, ow) = (out_len(h, 0), out_len(w, 1));
+    if oh <= 0 || ow <= 0 {
+        return Err(unsupported(a.op, "the output would be empty"));
+    }
+    let xv = int_values(&x)?;
+    let (ohu, owu) = (oh as usize, ow as usize);
+    let mut out = vec![0i32; nb * c * ohu * owu];
+    let vec_channels = c / 8 * 8;
+    for b in 0..nb {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let (hs, ws) = (oy * s[0] - p[0], ox * s[1] - p[1]);
+                let (he, we) = ((hs + k[0]).min(h + p[0]), (ws + k[1]).min(w + p[1]));
+                let pool_size = (he - hs) * (we - ws);
+                let (hs, ws) = (hs.max(0), ws.max(0));
+                let (he, we) = (he.min(h), we.min(w));
+                let size = (he - hs) * (we - ws);
+                let divide =
+                    divisor_override.unwrap_or(if count_include_pad { pool_size } else { size });
+                // input_scale / output_scale / divide, the scales being equal
+                let multiplier = 1.0f32 / divide as i32 as f32;
+                let inv_tail = 1.0f32 / (1.0f32 / multiplier);
+                for ch in 0..c {
+                    let plane = (b * c + ch) * (h * w) as usize;
+                    let mut acc = -(zp as i32) * size as i32;
+                    for iy in hs..he {
+                        for ix in ws..we {
+                            acc += xv[plane + (iy * w + ix) as usize];
+                        }
+                    }
+                    let q = if ch < vec_channels {
+                        let t = (acc as f32 * multiplier).min((i32::MAX - 127) as f32);
+                        (t.round_ties_even() as i64 + zp).clamp(range.0, range.1) as i32
+                    } else {
+                        quantize_val(acc as f32, inv_tail, zp, range)
+                    };
+                    out[((b * c + ch) * ohu + oy as usize) * owu + ox as usize] = q;
+                }
+            }
+        }
+    }
+    tensor_result(same_params_as(&x, &out, &[nb, c, ohu, owu])?)
 }
