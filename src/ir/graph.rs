@@ -289,6 +289,27 @@ impl Graph {
         id
     }
 
+    /// PyTorch's `Node::replaceWithNewSymbol` followed by destroying the old node: `node`
+    /// becomes a `kind` node whose outputs are fresh values (new unique numbers) carrying the
+    /// old outputs' types, names and uses; the old outputs' names are freed.
+    pub fn replace_with_new_symbol(&mut self, node: NodeId, kind: &str, overload: Option<String>) {
+        for (i, old) in self.node(node).outputs.clone().into_iter().enumerate() {
+            let ty = self.value(old).ty.clone();
+            let name = self.value(old).debug_name.clone();
+            let new = self.new_value(ty, None, Def::Node(node, i));
+            if let Some(name) = name {
+                // takes the name over: the old value is renamed `name.N` first, as in PyTorch
+                self.set_debug_name(new, &name);
+            }
+            self.replace_all_uses(old, new);
+            self.free_value_name(old);
+            self.node_mut(node).outputs[i] = new;
+        }
+        let n = self.node_mut(node);
+        n.kind = kind.to_string();
+        n.overload = overload;
+    }
+
     /// Give `v` a specific unique number (the IR text parser keeps printed numbers).
     pub fn set_unique(&mut self, v: ValueId, unique: usize) {
         self.values[v.0 as usize].unique = unique;

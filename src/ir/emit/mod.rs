@@ -78,6 +78,7 @@ pub fn emit_function(
     let mut graph = e.b.graph;
     graph.class_spellings = spellings;
     graph.erase_transients();
+    passes::normalize_ops(&mut graph);
     passes::cleanup(&mut graph);
     Ok(graph)
 }

@@ -6,12 +6,14 @@ mod constprop;
 pub mod effects;
 mod inline;
 mod list_idioms;
+mod normalize;
 mod peephole;
 
 pub use canonicalize::canonicalize_outputs;
 pub(crate) use constprop::evaluate_if_constant;
 pub use constprop::{is_mutable_type, propagate_constants};
 pub use inline::{inline_calls, CalleeGraphs};
+pub use normalize::{canonical_alias, normalize_ops};
 pub use peephole::peephole_optimize;
 
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
