@@ -60,6 +60,7 @@ const KNOWN_GRAPH_GAPS: &[&str] = &[
     "q_convnet_traced [conv2] __setstate__",
     "q_convnet_traced [conv3] __setstate__",
     "q_activations_pooling [conv] __setstate__",
+    "q_activations_pooling [se_mul] forward",
     "q_mobilenet_v2 [features.0.0] __setstate__",
     "q_mobilenet_v2 [features.1.conv.1] __setstate__",
     "q_mobilenet_v2 [features.1.skip_add] forward",

@@ -139,13 +139,32 @@ fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     )?)
 }
 
-/// ATen's `qmul_kernel`: the integer product requantized with `xs * ys / scale`.
+/// The integers of quantized `t` broadcast to `shape` (row-major).
+fn broadcast_int_values(t: &Tensor, shape: &[usize]) -> Result<Vec<i32>> {
+    if t.shape() == shape {
+        return int_values(t);
+    }
+    let ints = t.int_repr_view()?;
+    let lead = shape.len() - t.dim();
+    let strides: Vec<isize> = (0..shape.len())
+        .map(|d| match d.checked_sub(lead) {
+            Some(i) if t.shape()[i] == shape[d] => ints.strides()[i],
+            _ => 0,
+        })
+        .collect();
+    ints.as_strided(shape, &strides, ints.storage_offset())?
+        .to_vec::<i32>()
+}
+
+/// ATen's `qmul_kernel`: the integer product requantized with `xs * ys / scale`, with
+/// broadcasting (the squeeze-excitation scale of mobilenet_v3 is `[N, C, 1, 1]`).
 fn mul(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let y = arg_qtensor(a, 1)?;
-    if x.shape() != y.shape() || x.dtype() != y.dtype() {
-        return Err(unsupported(a.op, "inputs of one shape and dtype expected"));
+    if x.dtype() != y.dtype() {
+        return Err(unsupported(a.op, "inputs of one dtype expected"));
     }
+    let shape = crate::tensor::broadcast_shapes(x.shape(), y.shape())?.to_vec();
     let (scale, zp) = (a.double(2)?, a.int(3)?);
     let (xs, xz) = per_tensor_params(a.op, &x)?;
     let (ys, yz) = per_tensor_params(a.op, &y)?;
@@ -154,8 +173,8 @@ fn mul(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         .quantized_range()
         .ok_or_else(|| unsupported(a.op, "not quantized"))?;
     let multiplier = xs as f32 * ys as f32 * (1.0f32 / scale as f32);
-    let xv = int_values(&x)?;
-    let yv = int_values(&y)?;
+    let xv = broadcast_int_values(&x, &shape)?;
+    let yv = broadcast_int_values(&y, &shape)?;
     let vals: Vec<i32> = xv
         .iter()
         .zip(&yv)
@@ -172,7 +191,7 @@ fn mul(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         .collect();
     tensor_result(make_quantized(
         &vals,
-        x.shape(),
+        &shape,
         x.dtype(),
         Quantizer::PerTensorAffine {
             scale,
