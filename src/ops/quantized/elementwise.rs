@@ -26,6 +26,7 @@ const WRAPPED: &[&str] = &[
     "aten::adaptive_avg_pool2d",
     "aten::avg_pool2d",
     "aten::hardsigmoid",
+    "aten::mean.dim",
 ];
 
 pub fn register(r: &mut Registry) {
@@ -52,7 +53,7 @@ fn quantized_or_float(a: &mut Args<'_>) -> Result<IValue> {
     if !quantized {
         let k = FLOAT_KERNELS
             .get()
-            .and_then(|m| m.get(name).copied())
+            .and_then(|m| m.get(a.op).or_else(|| m.get(name)).copied())
             .ok_or_else(|| crate::Error::UnknownOp(a.op.to_string()))?;
         return k(a);
     }
@@ -62,6 +63,7 @@ fn quantized_or_float(a: &mut Args<'_>) -> Result<IValue> {
         "aten::adaptive_avg_pool2d" => qadaptive_avg_pool2d(a),
         "aten::avg_pool2d" => qavg_pool2d(a),
         "aten::hardsigmoid" => qhardsigmoid(a),
+        "aten::mean" if a.op == "aten::mean.dim" => qmean_dim(a),
         other => Err(unsupported(other, "no quantized kernel")),
     }
 }
@@ -539,4 +541,24 @@ fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
         }
     }
     tensor_result(same_params_as(&x, &out, &[nb, c, ohu, owu])?)
+}
+
+/// `mean.dim` of a quantized tensor as ATen's `mean_quantized_cpu` computes it for the
+/// channels-last tensors quantized convolutions leave: dequantize, the float mean, quantize
+/// with the input's parameters.
+fn qmean_dim(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let (scale, zp) = per_tensor_params(a.op, &x)?;
+    let mut args: Vec<IValue> = (0..a.len())
+        .map(|i| a.get(i).cloned())
+        .collect::<Result<_>>()?;
+    args[0] = IValue::Tensor(dequantize_tensor(&x)?);
+    let float_mean = FLOAT_KERNELS
+        .get()
+        .and_then(|m| m.get("aten::mean.dim").copied())
+        .ok_or_else(|| crate::Error::UnknownOp("aten::mean.dim".into()))?;
+    let IValue::Tensor(m) = float_mean(&mut Args::new("aten::mean.dim", &mut args, a.ctx))? else {
+        return Err(unsupported(a.op, "aten::mean.dim returned a non-tensor"));
+    };
+    tensor_result(quantize_tensor(&m, scale, zp, x.dtype())?)
 }
