@@ -326,6 +326,24 @@ fn pair(v: &[i64], what: &str, op: &str) -> Result<[i64; 2]> {
     }
 }
 
+/// ATen's `pooling_output_shape` for one spatial dim; 0 (an empty output, refused by the
+/// callers) when the stride is not positive.
+fn pooling_output_len(n: i64, k: i64, s: i64, p: i64, d: i64, ceil: bool) -> i64 {
+    if s <= 0 {
+        return 0;
+    }
+    let num = n + 2 * p - (d * (k - 1) + 1);
+    let mut o = if ceil {
+        (num + s - 1).div_euclid(s) + 1
+    } else {
+        num.div_euclid(s) + 1
+    };
+    if ceil && (o - 1) * s >= n + p {
+        o -= 1;
+    }
+    o
+}
+
 /// `max_pool2d` on the integers of an NCHW / CHW quantized tensor (parameters kept).
 fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
@@ -345,21 +363,9 @@ fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
     }
     let (h, w) = (shape[shape.len() - 2] as i64, shape[shape.len() - 1] as i64);
     let planes: usize = shape[..shape.len() - 2].iter().product();
-    let out_len = |n: i64, i: usize| {
-        let eff = d[i] * (k[i] - 1) + 1;
-        let num = n + 2 * p[i] - eff;
-        let mut o = if ceil {
-            (num + s[i] - 1).div_euclid(s[i]) + 1
-        } else {
-            num.div_euclid(s[i]) + 1
-        };
-        if ceil && (o - 1) * s[i] >= n + p[i] {
-            o -= 1;
-        }
-        o
-    };
+    let out_len = |n: i64, i: usize| pooling_output_len(n, k[i], s[i], p[i], d[i], ceil);
     let (oh, ow) = (out_len(h, 0), out_len(w, 1));
-    if oh <= 0 || ow <= 0 || s.iter().any(|&v| v <= 0) {
+    if oh <= 0 || ow <= 0 {
         return Err(unsupported(a.op, "the output would be empty"));
     }
     let xv = int_values(&x)?;
@@ -486,19 +492,7 @@ fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
         return Err(unsupported(a.op, "divisor must be not zero"));
     }
     let (nb, c, h, w) = (shape[0], shape[1], shape[2] as i64, shape[3] as i64);
-    // ATen's pooling_output_shape
-    let out_len = |n: i64, i: usize| {
-        let num = n + 2 * p[i] - k[i];
-        let mut o = if ceil {
-            (num + s[i] - 1).div_euclid(s[i]) + 1
-        } else {
-            num.div_euclid(s[i]) + 1
-        };
-        if ceil && (o - 1) * s[i] >= n + p[i] {
-            o -= 1;
-        }
-        o
-    };
+    let out_len = |n: i64, i: usize| pooling_output_len(n, k[i], s[i], p[i], 1, ceil);
     let (oh, ow) = (out_len(h, 0), out_len(w, 1));
     if oh <= 0 || ow <= 0 {
         return Err(unsupported(a.op, "the output would be empty"));
