@@ -109,6 +109,19 @@ fn main() {
         }
     };
     let cli = Cli::parse_from(args);
+    // `run` and single-caller `bench` make every call from this thread: make it one of the
+    // pool's workers, so parallel kernels start in place rather than by waking the pool.
+    let this_thread_calls = match &cli.command {
+        Command::Run(a) => Some(a.threads),
+        Command::Bench(a) if a.callers <= 1 => Some(a.threads),
+        _ => None,
+    };
+    if let Some(threads) = this_thread_calls {
+        if let Err(e) = tsrun::runtime::set_num_threads_for_this_thread(threads) {
+            eprintln!("tsrun: {e}");
+            std::process::exit(cli::error::EXIT_MODEL);
+        }
+    }
     let result: cli::error::CliResult = match &cli.command {
         Command::Run(a) => cli::run::run(a),
         Command::Bench(a) => cli::bench::run(a),

@@ -234,7 +234,96 @@ fn max_pool_impl(a: &Args, nsp: usize) -> crate::Result<(Tensor, Tensor)> {
 
 fn max_pool_op(a: &mut Args) -> crate::Result<IValue> {
     let nsp = pool_rank(a.op);
+    let (x, np, g) = pool_geo(a, nsp, Some(4), 5)?;
+    if x.dtype() == DType::Float32 && g.d == [1, 1, 1] {
+        // no indices wanted: reduce whole rows at a time
+        let xc = contiguous_as(&x, DType::Float32)?;
+        let out = Tensor::empty(&out_shape(&x, nsp, &g.osp), DType::Float32)?;
+        {
+            let xs_guard = xc.read::<f32>()?;
+            let mut os_guard = out.write::<f32>()?;
+            max_pool_rows_f32(slice_of(&xs_guard)?, slice_mut_of(&mut os_guard)?, np, &g);
+        }
+        return Ok(IValue::Tensor(out));
+    }
     Ok(IValue::Tensor(max_pool_impl(a, nsp)?.0))
+}
+
+/// `a` unless `b` is larger or NaN: PyTorch's max-pool step (`val > max || isnan(val)`).
+#[inline(always)]
+fn nan_max(a: f32, b: f32) -> f32 {
+    if b > a || b.is_nan() {
+        b
+    } else {
+        a
+    }
+}
+
+/// Max pooling of float32 planes (dilation 1, no indices), a row of the output at a time: the
+/// valid input rows of its window are reduced elementwise into one row (a loop the compiler
+/// vectorizes), then each output takes the maximum of its columns of that row. A window with
+/// a NaN gives NaN, as PyTorch's kernel does; among equal values only the sign of a zero can
+/// differ from PyTorch's first-found choice.
+fn max_pool_rows_f32(xs: &[f32], os: &mut [f32], np: usize, g: &PoolGeo) {
+    let il: usize = g.isp.iter().product();
+    let ol: usize = g.osp.iter().product();
+    if ol == 0 || np == 0 || il == 0 {
+        return;
+    }
+    let [id, ih, iw] = g.isp;
+    let window = |o: usize, k: usize, s: usize, p: usize, len: usize| {
+        let start = (o * s) as isize - p as isize;
+        let lo = start.max(0) as usize;
+        let hi = ((start + k as isize).min(len as isize)).max(0) as usize;
+        (lo, hi.max(lo))
+    };
+    let plane = |row: &mut Vec<f32>, (src, dst): (&[f32], &mut [f32])| {
+        row.resize(iw, 0.0);
+        let mut out_rows = dst.chunks_exact_mut(g.osp[2]);
+        for z in 0..g.osp[0] {
+            let (z0, z1) = window(z, g.k[0], g.s[0], g.p[0], id);
+            for y in 0..g.osp[1] {
+                let (y0, y1) = window(y, g.k[1], g.s[1], g.p[1], ih);
+                let mut first = true;
+                for iz in z0..z1 {
+                    for iy in y0..y1 {
+                        let r = &src[(iz * ih + iy) * iw..][..iw];
+                        if first {
+                            row.copy_from_slice(r);
+                            first = false;
+                        } else {
+                            for (m, &v) in row.iter_mut().zip(r) {
+                                *m = nan_max(*m, v);
+                            }
+                        }
+                    }
+                }
+                let Some(out) = out_rows.next() else { return };
+                for (x, o) in out.iter_mut().enumerate() {
+                    let (x0, x1) = window(x, g.k[2], g.s[2], g.p[2], iw);
+                    *o = if first || x0 == x1 {
+                        // an empty window (PyTorch's shape checks rule it out)
+                        f32::NEG_INFINITY
+                    } else {
+                        row[x0 + 1..x1].iter().fold(row[x0], |m, &v| nan_max(m, v))
+                    };
+                }
+            }
+        }
+    };
+    let (Some(xs), Some(os)) = (xs.get(..np * il), os.get_mut(..np * ol)) else {
+        return;
+    };
+    if np * ol * g.k.iter().product::<usize>() >= 1 << 15 {
+        xs.par_chunks_exact(il)
+            .zip(os.par_chunks_exact_mut(ol))
+            .for_each_init(Vec::new, plane);
+    } else {
+        let mut row = Vec::new();
+        xs.chunks_exact(il)
+            .zip(os.chunks_exact_mut(ol))
+            .for_each(|p| plane(&mut row, p));
+    }
 }
 
 fn max_pool_with_indices(a: &mut Args) -> crate::Result<IValue> {

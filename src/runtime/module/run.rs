@@ -399,8 +399,37 @@ pub fn manual_seed(seed: u64) {
 /// `torch.set_num_threads(n)`: the size of the pool kernels run on. Only the first call in a
 /// process takes effect (rayon's global pool is built once); later calls report an error.
 pub fn set_num_threads(n: usize) -> Result<()> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(n.max(1))
+    build_pool(n.max(1), false)
+}
+
+/// The size the global pool was built with by [`set_num_threads`] or
+/// [`set_num_threads_for_this_thread`] (asking again for the same size is not an error).
+static POOL_THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+fn build_pool(n: usize, with_this_thread: bool) -> Result<()> {
+    if POOL_THREADS.get() == Some(&n) {
+        return Ok(());
+    }
+    let mut builder = rayon::ThreadPoolBuilder::new().num_threads(n);
+    if with_this_thread {
+        builder = builder.use_current_thread();
+    }
+    builder
         .build_global()
-        .map_err(|e| module_err(format!("set_num_threads({n}): {e}")))
+        .map_err(|e| module_err(format!("set_num_threads({n}): {e}")))?;
+    let _ = POOL_THREADS.set(n);
+    Ok(())
+}
+
+/// `set_num_threads(n)` for a program whose calls all come from this one thread (a CLI run, a
+/// benchmark loop): this thread becomes one of the `n` workers, so a parallel kernel it starts
+/// runs its share in place while the others help, instead of handing the whole kernel to the
+/// pool and sleeping until it is done. That saves two thread switches per parallel kernel,
+/// which dominate small convolutions (mobilenet). The other `n - 1` workers serve calls from
+/// other threads; with `n = 1` there are none, so no other thread may run a model afterwards.
+/// `n = None` takes the machine's available parallelism. Only the first pool setting in a
+/// process takes effect; later calls report an error.
+pub fn set_num_threads_for_this_thread(n: Option<usize>) -> Result<()> {
+    let n = n.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    build_pool(n.max(1), true)
 }
