@@ -542,18 +542,7 @@ fn conv_forward_f32(
         return Ok(());
     }
     let kdim = cg * kvol;
-    let packed: Vec<_> = (0..g)
-        .map(|grp| {
-            let wg = MatRef::new(&ws[grp * coutg * kdim..], coutg, kdim, kdim, 1)
-                .ok_or_else(|| shape_err(format!("conv: weight {:?} too small", w.shape())))?;
-            Ok(gemm::cached_packed_a(
-                isa,
-                w.storage(),
-                w.storage_offset() + grp * coutg * kdim,
-                &wg,
-            ))
-        })
-        .collect::<crate::Result<_>>()?;
+    let packed = packed_weight_groups(isa, w, ws, g, coutg, kdim)?;
     let task = |idx: usize, dst: &mut [f32], parallel: bool| -> crate::Result<()> {
         let (img, grp) = (idx / g, idx % g);
         let xg = &xs[(img * c + grp * cg) * il..][..cg * il];
@@ -587,6 +576,57 @@ fn conv_forward_f32(
             .enumerate()
             .try_for_each(|(i, dst)| task(i, dst, true))
     }
+}
+
+/// Each group's `coutg x kdim` block of the contiguous float32 weight `w` (elements `ws`)
+/// packed as the GEMM's A operand, from the cache on `w`'s storage when packed before.
+fn packed_weight_groups(
+    isa: Isa,
+    w: &Tensor,
+    ws: &[f32],
+    g: usize,
+    coutg: usize,
+    kdim: usize,
+) -> crate::Result<Vec<std::sync::Arc<gemm::PackedA>>> {
+    (0..g)
+        .map(|grp| {
+            let wg = ws
+                .get(grp * coutg * kdim..)
+                .and_then(|rest| MatRef::new(rest, coutg, kdim, kdim, 1))
+                .ok_or_else(|| shape_err(format!("conv: weight {:?} too small", w.shape())))?;
+            Ok(gemm::cached_packed_a(
+                isa,
+                w.storage(),
+                w.storage_offset() + grp * coutg * kdim,
+                &wg,
+            ))
+        })
+        .collect()
+}
+
+/// Pack the weight of a convolution with `groups` groups into the cache its float32 kernel
+/// reads, so the first call does not pay for it (a module's `prepare`). Weights the kernel
+/// would not pack (other dtypes, depthwise, transposed layouts it cannot be) are left alone.
+pub(crate) fn prepack_weight(w: &Tensor, groups: usize) -> crate::Result<()> {
+    let gemm::Backend::Packed(isa) = gemm::backend() else {
+        return Ok(());
+    };
+    if w.dtype() != DType::Float32 || !(3..=5).contains(&w.dim()) || groups == 0 {
+        return Ok(());
+    }
+    let (cout, cg) = (w.shape()[0], w.shape()[1]);
+    let kvol: usize = w.shape()[2..].iter().product();
+    if (cg == 1 && kvol > 1) || !cout.is_multiple_of(groups) || cout == 0 || kvol == 0 {
+        return Ok(());
+    }
+    // the kernel packs the weight as `contiguous_as` gives it: the same tensor when it is
+    // already contiguous float32, which is the only case worth packing ahead
+    if !w.is_contiguous() {
+        return Ok(());
+    }
+    let wg = w.read::<f32>()?;
+    packed_weight_groups(isa, w, slice_of(&wg)?, groups, cout / groups, cg * kvol)?;
+    Ok(())
 }
 
 /// Multiply-adds below which a depthwise convolution stays on one thread.

@@ -4,6 +4,7 @@
 pub mod decls;
 mod hooks;
 mod modify;
+mod prepack;
 mod repr;
 mod run;
 mod sampling;

@@ -380,3 +380,61 @@ fn packed_weight_cache_follows_writes() {
     assert!(!std::sync::Arc::ptr_eq(&a3, &a4));
     assert_eq!(other.dtype(), DType::Float32);
 }
+
+/// `Module::prepare` packs every convolution weight the float32 kernel would pack (scripted
+/// `conv2d` and traced `_convolution`), so the first call does not; depthwise weights, which
+/// that kernel reads unpacked, are left alone.
+#[test]
+fn prepare_packs_convolution_weights() {
+    let tsrun::ops::gemm::Backend::Packed(isa) = tsrun::ops::gemm::backend() else {
+        return; // TSRUN_GEMM selected the gemm crate: nothing is packed ahead
+    };
+    for name in ["mobilenet_v2_tiny.pt", "convnet_traced.pt"] {
+        let path = format!("{}/fixtures/models/{name}", env!("CARGO_MANIFEST_DIR"));
+        let m = tsrun::runtime::Module::load(&path).expect("load");
+        m.prepare(&["forward"]).expect("prepare");
+        let (mut packed, mut depthwise) = (0, 0);
+        // the weights of every Conv2d (not ConvTranspose2d, which the GEMM reads unpacked)
+        let convs = m
+            .named_modules("", true)
+            .into_iter()
+            .filter(|(_, sub)| sub.class_name().ends_with(".Conv2d"));
+        for (pname, sub) in convs {
+            let w = sub.get_parameter("weight").expect("weight");
+            let (cout, cg) = (w.shape()[0], w.shape()[1]);
+            let kvol: usize = w.shape()[2..].iter().product();
+            let guard = w.read::<f32>().expect("read");
+            let ws = guard.as_slice().expect("contiguous");
+            let kdim = cg * kvol;
+            // packed per group: each group's block of rows at its own offset
+            let cached = (1..=cout).filter(|g| cout % g == 0).any(|groups| {
+                let rows = cout / groups;
+                (0..groups).all(|grp| {
+                    let a =
+                        MatRef::new(&ws[grp * rows * kdim..], rows, kdim, kdim, 1).expect("matrix");
+                    tsrun::ops::gemm::is_packed_a_cached(
+                        isa,
+                        w.storage(),
+                        w.storage_offset() + grp * rows * kdim,
+                        &a,
+                    )
+                })
+            });
+            if cg == 1 && kvol > 1 {
+                depthwise += 1;
+                assert!(!cached, "{name}: depthwise {pname} was packed");
+            } else {
+                packed += 1;
+                assert!(
+                    cached,
+                    "{name}: {pname} {:?} not packed by prepare",
+                    w.shape()
+                );
+            }
+        }
+        assert!(packed > 0, "{name}: no convolution weight found");
+        if name.starts_with("mobilenet") {
+            assert!(depthwise > 0, "{name}: no depthwise weight found");
+        }
+    }
+}

@@ -12,7 +12,9 @@ mod microkernel;
 mod pack;
 
 pub use gemv::gemv_packed_b;
-pub use pack::{cached_packed_a, cached_packed_b, ImageOperand, MatRef, PackedA, PackedB};
+pub use pack::{
+    cached_packed_a, cached_packed_b, is_packed_a_cached, ImageOperand, MatRef, PackedA, PackedB,
+};
 
 use crate::tensor::TensorError;
 use pack::{pack_a, pack_b, BSource};

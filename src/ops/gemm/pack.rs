@@ -499,6 +499,13 @@ pub fn cached_packed_a(isa: Isa, storage: &Storage, offset: usize, a: &MatRef) -
     )
 }
 
+/// Whether `a` (at element `offset` of `storage`) is in the cache as an A operand, packed
+/// after the storage's last write: what [`cached_packed_a`] would return without packing.
+pub fn is_packed_a_cached(isa: Isa, storage: &Storage, offset: usize, a: &MatRef) -> bool {
+    let key = Key::new(isa, storage, offset, a, Side::A);
+    matches!(cache().lock().get(&key, storage), Some(Packed::A(_)))
+}
+
 /// `b` (at element `offset` of `storage`) packed as a B operand, cached as [`cached_packed_a`].
 pub fn cached_packed_b(isa: Isa, storage: &Storage, offset: usize, b: &MatRef) -> Arc<PackedB> {
     let key = Key::new(isa, storage, offset, b, Side::B);

@@ -1,0 +1,100 @@
+//! Weights packed when a module is prepared, so its first call runs as fast as later ones:
+//! each module class's `forward` (inlined) is searched for convolutions whose weight is an
+//! attribute of the module itself and whose group count is a constant, and those weights are
+//! packed into the cache the convolution kernel reads (keyed on storage and write version, so a
+//! weight changed later is simply packed again on its next use).
+
+use super::Module;
+use crate::ir::graph::{BlockId, Def, Graph, ValueId};
+use crate::ir::unit::CompilationUnit;
+use crate::runtime::IValue;
+use rayon::prelude::*;
+use std::collections::HashSet;
+
+/// Position of `groups` among each convolution overload's arguments, and of `transposed`
+/// where the overload has one.
+fn conv_layout(kind: &str) -> Option<(usize, Option<usize>)> {
+    match kind {
+        "aten::conv1d" | "aten::conv2d" | "aten::conv3d" | "aten::_convolution_mode" => {
+            Some((6, None))
+        }
+        "aten::_convolution" | "aten::convolution" => Some((8, Some(6))),
+        _ => None,
+    }
+}
+
+/// The constant a value is, if it is one.
+fn constant_of(g: &Graph, v: ValueId) -> Option<IValue> {
+    match g.value(v).def {
+        Def::Node(n, 0) if g.node(n).kind == "prim::Constant" => g.constant_value(n),
+        _ => None,
+    }
+}
+
+/// `(attribute, groups)` of every convolution in `g` whose weight is `self.<attribute>`.
+fn conv_weight_attributes(g: &Graph) -> Vec<(String, usize)> {
+    let Some(&this) = g.inputs().first() else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut blocks: Vec<BlockId> = vec![g.root];
+    while let Some(b) = blocks.pop() {
+        for &n in &g.block(b).nodes {
+            let node = g.node(n);
+            blocks.extend(node.blocks.iter().copied());
+            let Some((groups_at, transposed_at)) = conv_layout(&node.kind) else {
+                continue;
+            };
+            if let Some(t) = transposed_at {
+                match node.inputs.get(t).and_then(|&v| constant_of(g, v)) {
+                    Some(IValue::Bool(false)) => {}
+                    _ => continue,
+                }
+            }
+            let groups = match node.inputs.get(groups_at).and_then(|&v| constant_of(g, v)) {
+                Some(IValue::Int(k)) if k > 0 => k as usize,
+                _ => continue,
+            };
+            let Some(&w) = node.inputs.get(1) else {
+                continue;
+            };
+            if let Def::Node(get, 0) = g.value(w).def {
+                let get = g.node(get);
+                if get.kind == "prim::GetAttr" && get.inputs.first() == Some(&this) {
+                    if let Some(crate::ir::Attr::Str(name)) = get.attr("name") {
+                        found.push((name.clone(), groups));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Pack the convolution weights of `module` and all its submodules (in parallel). Failures
+/// are left for the call that reaches the convolution, which reports them.
+pub(super) fn prepack_conv_weights(module: &Module, unit: &CompilationUnit) {
+    let mut per_class = std::collections::HashMap::new();
+    let mut weights = Vec::new();
+    let mut seen = HashSet::new();
+    for sub in module.modules() {
+        let class = sub.object().class_name().clone();
+        let attrs = per_class.entry(class.clone()).or_insert_with(|| {
+            unit.method(&class, "forward")
+                .and_then(|f| unit.inlined_graph(&f))
+                .map(|g| conv_weight_attributes(&g))
+                .unwrap_or_default()
+        });
+        for (name, groups) in attrs.iter() {
+            if let Some(IValue::Tensor(w)) = sub.object().get(name) {
+                // a weight shared by several modules is packed once
+                if seen.insert((w.storage().id(), w.storage_offset())) {
+                    weights.push((w, *groups));
+                }
+            }
+        }
+    }
+    weights.par_iter().for_each(|(w, groups)| {
+        let _ = crate::ops::conv::prepack_weight(w, *groups);
+    });
+}
