@@ -579,6 +579,37 @@ pub(crate) fn linear(
 /// path (a packed register tile is at least this many rows tall).
 const PACKED_LINEAR_MIN_ROWS: usize = 4;
 
+/// The transposed `out_f x k` float32 weight of `linear` packed as the GEMM's B operand, from
+/// the cache on its storage when packed before.
+fn packed_linear_weight(
+    isa: gemm::Isa,
+    w: &Tensor,
+) -> crate::Result<std::sync::Arc<gemm::PackedB>> {
+    let (out_f, k) = (w.shape()[0], w.shape()[1]);
+    let wg = w.read::<f32>()?;
+    let ws = slice_of(&wg)?;
+    let wt = gemm::MatRef::new(ws, k, out_f, 1, k)
+        .ok_or_else(|| shape_err(format!("linear: weight {:?} too small", w.shape())))?;
+    Ok(gemm::cached_packed_b(
+        isa,
+        w.storage(),
+        w.storage_offset(),
+        &wt,
+    ))
+}
+
+/// Pack the weight of `linear` into the cache its float32 kernel reads (a module's
+/// `prepare`), for weights that kernel would pack: contiguous, float32, 2-D.
+pub(crate) fn prepack_linear_weight(w: &Tensor) -> crate::Result<()> {
+    let gemm::Backend::Packed(isa) = gemm::backend() else {
+        return Ok(());
+    };
+    if w.dtype() != DType::Float32 || w.dim() != 2 || !w.is_contiguous() || w.numel() == 0 {
+        return Ok(());
+    }
+    packed_linear_weight(isa, w).map(drop)
+}
+
 /// `linear` for float32 operands with a contiguous weight: the transposed weight packed once
 /// (cached on its storage) and the bias added in the GEMM's output pass. `None` when the
 /// operands do not have that form.
@@ -605,11 +636,7 @@ fn linear_packed_f32(
         return Ok(None);
     }
     let xc = reshape(x, &[rows, k])?;
-    let wg = w.read::<f32>()?;
-    let ws = slice_of(&wg)?;
-    let wt = gemm::MatRef::new(ws, k, out_f, 1, k)
-        .ok_or_else(|| shape_err(format!("linear: weight {:?} too small", w.shape())))?;
-    let packed = gemm::cached_packed_b(isa, w.storage(), w.storage_offset(), &wt);
+    let packed = packed_linear_weight(isa, w)?;
     let xg = xc.read::<f32>()?;
     let xs = slice_of(&xg)?;
     let xm = gemm::MatRef::new(xs, rows, k, k, 1)

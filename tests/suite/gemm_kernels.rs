@@ -438,3 +438,32 @@ fn prepare_packs_convolution_weights() {
         }
     }
 }
+
+/// `Module::prepare` packs the weight of every `Linear` as the transposed B operand the
+/// float32 `linear` kernel reads.
+#[test]
+fn prepare_packs_linear_weights() {
+    let tsrun::ops::gemm::Backend::Packed(isa) = tsrun::ops::gemm::backend() else {
+        return;
+    };
+    let path = format!("{}/fixtures/models/mlp.pt", env!("CARGO_MANIFEST_DIR"));
+    let m = tsrun::runtime::Module::load(&path).expect("load");
+    m.prepare(&["forward"]).expect("prepare");
+    let linears: Vec<_> = m
+        .named_modules("", true)
+        .into_iter()
+        .filter(|(_, sub)| sub.class_name().ends_with(".Linear"))
+        .collect();
+    assert!(linears.len() >= 2, "{} Linear modules", linears.len());
+    for (name, sub) in linears {
+        let w = sub.get_parameter("weight").expect("weight");
+        let (out_f, k) = (w.shape()[0], w.shape()[1]);
+        let guard = w.read::<f32>().expect("read");
+        let wt =
+            MatRef::new(guard.as_slice().expect("contiguous"), k, out_f, 1, k).expect("matrix");
+        assert!(
+            tsrun::ops::gemm::is_packed_b_cached(isa, w.storage(), w.storage_offset(), &wt),
+            "{name}.weight not packed by prepare"
+        );
+    }
+}

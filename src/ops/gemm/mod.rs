@@ -13,7 +13,8 @@ mod pack;
 
 pub use gemv::gemv_packed_b;
 pub use pack::{
-    cached_packed_a, cached_packed_b, is_packed_a_cached, ImageOperand, MatRef, PackedA, PackedB,
+    cached_packed_a, cached_packed_b, is_packed_a_cached, is_packed_b_cached, ImageOperand, MatRef,
+    PackedA, PackedB,
 };
 
 use crate::tensor::TensorError;

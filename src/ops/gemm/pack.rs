@@ -506,6 +506,12 @@ pub fn is_packed_a_cached(isa: Isa, storage: &Storage, offset: usize, a: &MatRef
     matches!(cache().lock().get(&key, storage), Some(Packed::A(_)))
 }
 
+/// Whether `b` (at element `offset` of `storage`) is in the cache as a B operand, current.
+pub fn is_packed_b_cached(isa: Isa, storage: &Storage, offset: usize, b: &MatRef) -> bool {
+    let key = Key::new(isa, storage, offset, b, Side::B);
+    matches!(cache().lock().get(&key, storage), Some(Packed::B(_)))
+}
+
 /// `b` (at element `offset` of `storage`) packed as a B operand, cached as [`cached_packed_a`].
 pub fn cached_packed_b(isa: Isa, storage: &Storage, offset: usize, b: &MatRef) -> Arc<PackedB> {
     let key = Key::new(isa, storage, offset, b, Side::B);

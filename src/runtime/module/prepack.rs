@@ -1,7 +1,7 @@
 //! Weights packed when a module is prepared, so its first call runs as fast as later ones:
-//! each module class's `forward` (inlined) is searched for convolutions whose weight is an
-//! attribute of the module itself and whose group count is a constant, and those weights are
-//! packed into the cache the convolution kernel reads (keyed on storage and write version, so a
+//! each module class's `forward` (inlined) is searched for convolutions (with a constant group
+//! count) and `linear`s whose weight is an attribute of the module itself, and those weights
+//! are packed into the cache their float32 kernels read (keyed on storage and write version, so a
 //! weight changed later is simply packed again on its next use).
 
 use super::Module;
@@ -31,8 +31,16 @@ fn constant_of(g: &Graph, v: ValueId) -> Option<IValue> {
     }
 }
 
-/// `(attribute, groups)` of every convolution in `g` whose weight is `self.<attribute>`.
-fn conv_weight_attributes(g: &Graph) -> Vec<(String, usize)> {
+/// How a weight is used, which decides its packed layout.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum WeightUse {
+    Conv { groups: usize },
+    Linear,
+}
+
+/// `(attribute, use)` of every convolution and `linear` in `g` whose weight is
+/// `self.<attribute>`.
+fn weight_attributes(g: &Graph) -> Vec<(String, WeightUse)> {
     let Some(&this) = g.inputs().first() else {
         return Vec::new();
     };
@@ -42,18 +50,22 @@ fn conv_weight_attributes(g: &Graph) -> Vec<(String, usize)> {
         for &n in &g.block(b).nodes {
             let node = g.node(n);
             blocks.extend(node.blocks.iter().copied());
-            let Some((groups_at, transposed_at)) = conv_layout(&node.kind) else {
-                continue;
-            };
-            if let Some(t) = transposed_at {
-                match node.inputs.get(t).and_then(|&v| constant_of(g, v)) {
-                    Some(IValue::Bool(false)) => {}
+            let how = if node.kind == "aten::linear" {
+                WeightUse::Linear
+            } else {
+                let Some((groups_at, transposed_at)) = conv_layout(&node.kind) else {
+                    continue;
+                };
+                if let Some(t) = transposed_at {
+                    match node.inputs.get(t).and_then(|&v| constant_of(g, v)) {
+                        Some(IValue::Bool(false)) => {}
+                        _ => continue,
+                    }
+                }
+                match node.inputs.get(groups_at).and_then(|&v| constant_of(g, v)) {
+                    Some(IValue::Int(k)) if k > 0 => WeightUse::Conv { groups: k as usize },
                     _ => continue,
                 }
-            }
-            let groups = match node.inputs.get(groups_at).and_then(|&v| constant_of(g, v)) {
-                Some(IValue::Int(k)) if k > 0 => k as usize,
-                _ => continue,
             };
             let Some(&w) = node.inputs.get(1) else {
                 continue;
@@ -62,7 +74,7 @@ fn conv_weight_attributes(g: &Graph) -> Vec<(String, usize)> {
                 let get = g.node(get);
                 if get.kind == "prim::GetAttr" && get.inputs.first() == Some(&this) {
                     if let Some(crate::ir::Attr::Str(name)) = get.attr("name") {
-                        found.push((name.clone(), groups));
+                        found.push((name.clone(), how));
                     }
                 }
             }
@@ -71,9 +83,9 @@ fn conv_weight_attributes(g: &Graph) -> Vec<(String, usize)> {
     found
 }
 
-/// Pack the convolution weights of `module` and all its submodules (in parallel). Failures
-/// are left for the call that reaches the convolution, which reports them.
-pub(super) fn prepack_conv_weights(module: &Module, unit: &CompilationUnit) {
+/// Pack the convolution and `linear` weights of `module` and all its submodules (in
+/// parallel). Failures are left for the call that reaches the operator, which reports them.
+pub(super) fn prepack_weights(module: &Module, unit: &CompilationUnit) {
     let mut per_class = std::collections::HashMap::new();
     let mut weights = Vec::new();
     let mut seen = HashSet::new();
@@ -82,19 +94,22 @@ pub(super) fn prepack_conv_weights(module: &Module, unit: &CompilationUnit) {
         let attrs = per_class.entry(class.clone()).or_insert_with(|| {
             unit.method(&class, "forward")
                 .and_then(|f| unit.inlined_graph(&f))
-                .map(|g| conv_weight_attributes(&g))
+                .map(|g| weight_attributes(&g))
                 .unwrap_or_default()
         });
-        for (name, groups) in attrs.iter() {
+        for (name, how) in attrs.iter() {
             if let Some(IValue::Tensor(w)) = sub.object().get(name) {
-                // a weight shared by several modules is packed once
-                if seen.insert((w.storage().id(), w.storage_offset())) {
-                    weights.push((w, *groups));
+                // a weight shared by several modules is packed once per use
+                if seen.insert((w.storage().id(), w.storage_offset(), *how)) {
+                    weights.push((w, *how));
                 }
             }
         }
     }
-    weights.par_iter().for_each(|(w, groups)| {
-        let _ = crate::ops::conv::prepack_weight(w, *groups);
+    weights.par_iter().for_each(|(w, how)| {
+        let _ = match how {
+            WeightUse::Conv { groups } => crate::ops::conv::prepack_weight(w, *groups),
+            WeightUse::Linear => crate::ops::linalg::prepack_linear_weight(w),
+        };
     });
 }

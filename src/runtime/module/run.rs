@@ -156,7 +156,7 @@ impl Module {
     }
 
     /// Compile `methods` of this module, and `forward` of every submodule, into their plans now
-    /// rather than on the first call, and pack convolution weights for the GEMM, so that call
+    /// rather than on the first call, and pack convolution and linear weights for the GEMM, so that call
     /// runs at full speed (serving and benchmarks
     /// load once and call many times). An error in a requested method is returned; one in a
     /// submodule's `forward` is left for the call that reaches it, as without `prepare`.
@@ -178,7 +178,7 @@ impl Module {
             // Unsupported code in a submodule fails the call that reaches it, not preparation.
             let _ = interpreter.method_plan(sub.object().class_name(), "forward");
         }
-        super::prepack::prepack_conv_weights(self, &*self.compilation_unit()?);
+        super::prepack::prepack_weights(self, &*self.compilation_unit()?);
         Ok(())
     }
 
