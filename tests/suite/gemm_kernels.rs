@@ -467,3 +467,36 @@ fn prepare_packs_linear_weights() {
         );
     }
 }
+
+/// `Module::prepare` packs each recurrent layer's `W_hh` as its one-row step product reads it.
+#[test]
+fn prepare_packs_recurrent_weights() {
+    let tsrun::ops::gemm::Backend::Packed(isa) = tsrun::ops::gemm::backend() else {
+        return;
+    };
+    let path = format!(
+        "{}/fixtures/models/lstm_tagger.pt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let m = tsrun::runtime::Module::load(&path).expect("load");
+    m.prepare(&["forward"]).expect("prepare");
+    let mut checked = 0;
+    for (name, w) in m.named_parameters("", true, true) {
+        if !name
+            .rsplit('.')
+            .next()
+            .is_some_and(|n| n.starts_with("weight_hh_l"))
+        {
+            continue;
+        }
+        let (n, k) = (w.shape()[0], w.shape()[1]);
+        let guard = w.read::<f32>().expect("read");
+        let wt = MatRef::new(guard.as_slice().expect("contiguous"), k, n, 1, k).expect("matrix");
+        assert!(
+            tsrun::ops::gemm::is_packed_b_cached(isa, w.storage(), w.storage_offset(), &wt),
+            "{name} not packed by prepare"
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no recurrent weight in the fixture");
+}

@@ -1,6 +1,7 @@
 //! Weights packed when a module is prepared, so its first call runs as fast as later ones:
-//! each module class's `forward` (inlined) is searched for convolutions (with a constant group
-//! count) and `linear`s whose weight is an attribute of the module itself, and those weights
+//! each module class's methods (inlined) are searched for convolutions (with a constant group
+//! count), `linear`s and recurrent layers (their `W_hh`) whose weight is an attribute of the
+//! module itself, and those weights
 //! are packed into the cache their float32 kernels read (keyed on storage and write version, so a
 //! weight changed later is simply packed again on its next use).
 
@@ -22,6 +23,17 @@ fn conv_layout(kind: &str) -> Option<(usize, Option<usize>)> {
         _ => None,
     }
 }
+
+/// Recurrent layers whose step multiplies by `W_hh^T` packed as `linear` packs its weight.
+const RECURRENT: &[&str] = &[
+    "aten::lstm",
+    "aten::gru",
+    "aten::rnn_tanh",
+    "aten::rnn_relu",
+];
+
+/// Stands for every `weight_hh_l<k>[_reverse]` attribute of a recurrent module.
+const RECURRENT_WEIGHTS: &str = "weight_hh_l*";
 
 /// The constant a value is, if it is one.
 fn constant_of(g: &Graph, v: ValueId) -> Option<IValue> {
@@ -50,6 +62,12 @@ fn weight_attributes(g: &Graph) -> Vec<(String, WeightUse)> {
         for &n in &g.block(b).nodes {
             let node = g.node(n);
             blocks.extend(node.blocks.iter().copied());
+            if RECURRENT.contains(&node.kind.as_str()) {
+                // the recurrent weights reach the kernel in a list (`_flat_weights`): take
+                // them by their parameter names, as nn.LSTM / GRU / RNN register them
+                found.push((RECURRENT_WEIGHTS.to_string(), WeightUse::Linear));
+                continue;
+            }
             let how = if node.kind == "aten::linear" {
                 WeightUse::Linear
             } else {
@@ -92,13 +110,34 @@ pub(super) fn prepack_weights(module: &Module, unit: &CompilationUnit) {
     for sub in module.modules() {
         let class = sub.object().class_name().clone();
         let attrs = per_class.entry(class.clone()).or_insert_with(|| {
-            unit.method(&class, "forward")
-                .and_then(|f| unit.inlined_graph(&f))
-                .map(|g| weight_attributes(&g))
-                .unwrap_or_default()
+            // every method: a parent may call an overload such as nn.LSTM's `forward__0`
+            let methods = unit
+                .class(&class)
+                .map(|c| c.method_names())
+                .unwrap_or_default();
+            let mut found: Vec<_> = methods
+                .iter()
+                .filter_map(|name| unit.method(&class, name).ok())
+                .filter_map(|f| unit.inlined_graph(&f).ok())
+                .flat_map(|g| weight_attributes(&g))
+                .collect();
+            found.sort_by(|a, b| a.0.cmp(&b.0));
+            found.dedup();
+            found
         });
         for (name, how) in attrs.iter() {
-            if let Some(IValue::Tensor(w)) = sub.object().get(name) {
+            let tensors = if name == RECURRENT_WEIGHTS {
+                let fields = sub.object().fields();
+                fields
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("weight_hh_l"))
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            } else {
+                sub.object().get(name).into_iter().collect::<Vec<_>>()
+            };
+            for w in tensors {
+                let IValue::Tensor(w) = w else { continue };
                 // a weight shared by several modules is packed once per use
                 if seen.insert((w.storage().id(), w.storage_offset(), *how)) {
                     weights.push((w, *how));
