@@ -45,9 +45,15 @@ impl LoadOptions {
     }
 }
 
-/// Bounds on one call (`Module::run_method_opts`, `Module::call_opts`). The defaults stop
-/// nothing a real model does: no deadline, no step budget, PyTorch-like recursion depth, and a
-/// single allocation of at most 8 GiB.
+/// Interpreter steps (instructions and loop iterations) a call may take by default: about a
+/// billion, far beyond any real model's call (resnet18's forward takes a few hundred), yet a
+/// `while True:` in a hostile archive stops within seconds to a minute instead of never.
+pub const DEFAULT_MAX_STEPS: u64 = 1 << 30;
+
+/// Bounds on one call (`Module::run_method_opts`, `Module::call_opts`; `forward`, `call` and
+/// `run_method` run under the defaults). The defaults stop nothing a real model does: no
+/// deadline, a step budget of [`DEFAULT_MAX_STEPS`] (`max_steps: None` lifts it),
+/// PyTorch-like recursion depth, and a single allocation of at most 8 GiB.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     /// Wall-clock time the call may take.
@@ -71,7 +77,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             timeout: None,
-            max_steps: None,
+            max_steps: Some(DEFAULT_MAX_STEPS),
             max_call_depth: MAX_CALL_DEPTH,
             max_alloc_bytes: DEFAULT_MAX_ALLOC_BYTES,
             max_live_bytes: None,

@@ -7,7 +7,7 @@ pub mod module;
 pub mod swa;
 
 pub use ivalue::{Device, DeviceKind, Dict, DictKey, EnumValue, IValue, List, Object, Tuple};
-pub use limits::{CancelHandle, LoadOptions, RunOptions};
+pub use limits::{CancelHandle, LoadOptions, RunOptions, DEFAULT_MAX_STEPS};
 pub use module::{manual_seed, set_num_threads, set_num_threads_for_this_thread, Module};
 
 /// An error raised while running TorchScript code.

@@ -213,6 +213,21 @@ fn while_true_stops_at_the_step_budget() {
     );
 }
 
+/// With no options at all a call still has a step budget: `forward`, `call` and `run_method`
+/// run under `RunOptions::default()`, whose budget bounds a runaway loop (checked here on the
+/// defaults, since a billion interpreter steps take too long for a debug-build test).
+#[test]
+fn default_options_bound_every_call_with_a_step_budget() {
+    assert_eq!(
+        RunOptions::default().max_steps,
+        Some(tsrun::runtime::DEFAULT_MAX_STEPS)
+    );
+    // a real model's call takes a few hundred steps: far below the default
+    let m = Module::load_from_bytes(&mlp_with_forward("    return torch.neg(x)")).unwrap();
+    m.forward(&x_input())
+        .expect("a bounded call runs under the defaults");
+}
+
 #[test]
 fn an_empty_infinite_loop_counts_steps_too() {
     // the loop's only effect is to never end, so nothing may remove it

@@ -182,14 +182,15 @@ impl Module {
         Ok(())
     }
 
-    /// `m.forward(*inputs)`: runs `forward` without hooks, with the process-wide generator.
+    /// `m.forward(*inputs)`: runs `forward` without hooks, with the process-wide generator,
+    /// under the default [`RunOptions`] (a step budget bounds a runaway loop).
     pub fn forward(&self, inputs: &[IValue]) -> Result<IValue> {
         self.run_method("forward", inputs)
     }
 
     /// `m.<name>(*inputs)` for any method of the module's class.
     pub fn run_method(&self, name: &str, inputs: &[IValue]) -> Result<IValue> {
-        self.run_method_with(name, inputs.to_vec(), default_context())
+        self.run_method_opts(name, inputs.to_vec(), &RunOptions::default())
     }
 
     /// `run_method` with an explicit operator context (its own random generator).
@@ -356,13 +357,17 @@ impl Module {
 
     /// `m(*inputs)`: forward pre-hooks, `forward`, then forward hooks, as `Module.__call__`.
     pub fn call(&self, inputs: &[IValue]) -> Result<IValue> {
-        self.call_with(inputs.to_vec(), default_context())
+        self.call_opts(inputs.to_vec(), &RunOptions::default())
     }
 
     /// `m(*inputs, **kwargs)`: keyword arguments bind to `forward`'s parameters by name;
     /// hooks registered `with_kwargs` see them.
     pub fn call_kwargs(&self, inputs: Vec<IValue>, kwargs: Kwargs) -> Result<IValue> {
-        self.call_kwargs_with(inputs, kwargs, default_context())
+        let options = RunOptions::default();
+        let ctx = options.context();
+        budget::with_budget(options.memory_budget(), || {
+            self.call_kwargs_with(inputs, kwargs, &ctx)
+        })
     }
 
     /// `call` with an explicit operator context.
