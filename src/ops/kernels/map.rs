@@ -109,6 +109,20 @@ where
             return Ok(out);
         }
     }
+    // One side full and contiguous, the other constant along trailing dims (a per-channel
+    // scale or bias: [C, 1, 1] against [N, C, H, W]): blocks of the full side against one value.
+    if let (true, Some(sa)) = (a_full, ag.as_slice()) {
+        if let (Some(sb), Some((inner, period))) = (bg.as_slice(), per_block(b.shape(), &shape)) {
+            blocks_against_values(dst, sa, sb, inner, period, par, &f);
+            return Ok(out);
+        }
+    }
+    if let (true, Some(sb)) = (b_full, bg.as_slice()) {
+        if let (Some(sa), Some((inner, period))) = (ag.as_slice(), per_block(a.shape(), &shape)) {
+            blocks_against_values(dst, sb, sa, inner, period, par, |y, x| f(x, y));
+            return Ok(out);
+        }
+    }
     let av = ag.view();
     let av = av
         .broadcast(IxDyn(&shape))
@@ -125,6 +139,63 @@ where
         z.for_each(|d, &x, &y| *d = f(x, y));
     }
     Ok(out)
+}
+
+/// When a contiguous operand of shape `small` broadcast to `full` is constant over blocks of
+/// `inner` consecutive output elements and block `k` takes its element `k % period`, returns
+/// `(inner, period)`: `small` (right-aligned) is ones over the trailing dims, equal to `full`
+/// over the dims just before them, and ones (or missing) over the leading ones.
+fn per_block(small: &[usize], full: &[usize]) -> Option<(usize, usize)> {
+    if small.len() > full.len() {
+        return None;
+    }
+    let padded: Vec<usize> = std::iter::repeat_n(1, full.len() - small.len())
+        .chain(small.iter().copied())
+        .collect();
+    // trailing ones: the block
+    let mut end = full.len();
+    while end > 0 && padded[end - 1] == 1 {
+        end -= 1;
+    }
+    // then dims equal to the output's: the period
+    let mut start = end;
+    while start > 0 && padded[start - 1] == full[start - 1] && padded[start - 1] != 1 {
+        start -= 1;
+    }
+    // then only ones
+    if padded[..start].iter().any(|&d| d != 1) {
+        return None;
+    }
+    let inner: usize = full[end..].iter().product();
+    let period: usize = full[start..end].iter().product();
+    (inner > 1 && period >= 1).then_some((inner, period))
+}
+
+/// `dst[i] = f(full[i], values[(i / inner) % period])` for `per_block`'s layout.
+fn blocks_against_values<X: Copy + Sync, Y: Copy + Sync, O: Send>(
+    dst: &mut [O],
+    full: &[X],
+    values: &[Y],
+    inner: usize,
+    period: usize,
+    par: bool,
+    f: impl Fn(X, Y) -> O + Sync,
+) {
+    let block = |k: usize, d: &mut [O], x: &[X]| {
+        let y = values[k % period];
+        d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y));
+    };
+    if par {
+        dst.par_chunks_mut(inner)
+            .zip(full.par_chunks(inner))
+            .enumerate()
+            .for_each(|(k, (d, x))| block(k, d, x));
+    } else {
+        dst.chunks_mut(inner)
+            .zip(full.chunks(inner))
+            .enumerate()
+            .for_each(|(k, (d, x))| block(k, d, x));
+    }
 }
 
 /// `out = f(a, b, c)` with broadcasting over all three.
