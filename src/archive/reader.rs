@@ -13,9 +13,10 @@ use std::sync::Arc;
 
 type Result<T> = std::result::Result<T, ArchiveError>;
 
-/// The archive's bytes: a read-only file mapping, or a read-only anonymous mapping holding a copy.
+/// The archive's bytes: a read-only file mapping (the flag is true), or a read-only anonymous
+/// mapping holding a copy (false; its pages must never be dropped: they would read as zeros).
 #[derive(Clone)]
-struct Bytes(Arc<memmap2::Mmap>);
+struct Bytes(Arc<memmap2::Mmap>, bool);
 
 impl AsRef<[u8]> for Bytes {
     fn as_ref(&self) -> &[u8] {
@@ -124,7 +125,7 @@ impl Archive {
                     .map_err(at_path)?
             }
         };
-        Archive::from_map(map, check_kind, limits)
+        Archive::from_map(map, len > 0, check_kind, limits)
     }
 
     /// Open an archive held in memory (copied once into an aligned buffer).
@@ -137,7 +138,7 @@ impl Archive {
         check_size(data.len() as u64, limits)?;
         let mut map = memmap2::MmapMut::map_anon(data.len())?;
         map.copy_from_slice(data);
-        Archive::from_map(map.make_read_only()?, true, limits)
+        Archive::from_map(map.make_read_only()?, false, true, limits)
     }
 
     /// Open an archive from any reader.
@@ -157,12 +158,17 @@ impl Archive {
             .map_err(|_| ArchiveError::Invalid(format!("archive of {end} bytes is too large")))?;
         let mut map = memmap2::MmapMut::map_anon(len)?;
         reader.read_exact(&mut map[..])?;
-        Archive::from_map(map.make_read_only()?, true, limits)
+        Archive::from_map(map.make_read_only()?, false, true, limits)
     }
 
     /// `check_kind`: refuse zips that are not TorchScript archives.
-    fn from_map(map: memmap2::Mmap, check_kind: bool, limits: &ArchiveLimits) -> Result<Archive> {
-        let bytes = Bytes(Arc::new(map));
+    fn from_map(
+        map: memmap2::Mmap,
+        file_backed: bool,
+        check_kind: bool,
+        limits: &ArchiveLimits,
+    ) -> Result<Archive> {
+        let bytes = Bytes(Arc::new(map), file_backed);
         detect_non_zip(bytes.as_ref())?;
         let declared_entries = eocd_entry_count(bytes.as_ref());
         if let Some(n) = declared_entries {
@@ -456,11 +462,16 @@ impl Archive {
         let aligned = (self.bytes.as_ref().as_ptr() as usize + entry.data_start)
             .is_multiple_of(elem.clamp(1, 8));
         if matches!(entry.method, Method::Stored) && !self.big_endian && aligned {
-            return Storage::from_mapping(self.bytes.0.clone(), entry.data_start, nbytes)
-                .ok_or_else(|| ArchiveError::BadRecord {
-                    name: name.into(),
-                    problem: "extends past the end of the archive".into(),
-                });
+            return Storage::from_mapping(
+                self.bytes.0.clone(),
+                self.bytes.1,
+                entry.data_start,
+                nbytes,
+            )
+            .ok_or_else(|| ArchiveError::BadRecord {
+                name: name.into(),
+                problem: "extends past the end of the archive".into(),
+            });
         }
         let raw = self.record(name)?;
         let payload = raw.get(..nbytes).ok_or_else(|| ArchiveError::BadRecord {

@@ -607,26 +607,27 @@ fn packed_weight_groups(
 /// Pack the weight of a convolution with `groups` groups into the cache its float32 kernel
 /// reads, so the first call does not pay for it (a module's `prepare`). Weights the kernel
 /// would not pack (other dtypes, depthwise, transposed layouts it cannot be) are left alone.
-pub(crate) fn prepack_weight(w: &Tensor, groups: usize) -> crate::Result<()> {
+/// Returns whether the weight was packed.
+pub(crate) fn prepack_weight(w: &Tensor, groups: usize) -> crate::Result<bool> {
     let gemm::Backend::Packed(isa) = gemm::backend() else {
-        return Ok(());
+        return Ok(false);
     };
     if w.dtype() != DType::Float32 || !(3..=5).contains(&w.dim()) || groups == 0 {
-        return Ok(());
+        return Ok(false);
     }
     let (cout, cg) = (w.shape()[0], w.shape()[1]);
     let kvol: usize = w.shape()[2..].iter().product();
     if (cg == 1 && kvol > 1) || !cout.is_multiple_of(groups) || cout == 0 || kvol == 0 {
-        return Ok(());
+        return Ok(false);
     }
     // the kernel packs the weight as `contiguous_as` gives it: the same tensor when it is
     // already contiguous float32, which is the only case worth packing ahead
     if !w.is_contiguous() {
-        return Ok(());
+        return Ok(false);
     }
     let wg = w.read::<f32>()?;
     packed_weight_groups(isa, w, slice_of(&wg)?, groups, cout / groups, cg * kvol)?;
-    Ok(())
+    Ok(true)
 }
 
 /// Multiply-adds below which a depthwise convolution stays on one thread.

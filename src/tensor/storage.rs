@@ -32,10 +32,12 @@ enum Memory {
         /// The memory budget this buffer is charged to (refunded when it is freed).
         _charge: Option<super::budget::Charge>,
     },
-    /// A region of a read-only mapping, kept alive by the `Arc`.
+    /// A region of a read-only mapping, kept alive by the `Arc`; `file_backed` when it maps
+    /// a file (whose pages can be dropped and read again), not an anonymous copy.
     Mapped {
         _map: Arc<memmap2::Mmap>,
         ptr: NonNull<u8>,
+        file_backed: bool,
     },
 }
 
@@ -196,9 +198,15 @@ impl Storage {
         Ok(Storage::with_memory(memory, bytes.len()))
     }
 
-    /// A storage over `len` bytes at `offset` of a read-only mapping (no copy).
+    /// A storage over `len` bytes at `offset` of a read-only mapping (no copy); `file_backed`
+    /// when `map` maps a file rather than anonymous memory.
     /// Returns `None` when the range is outside the mapping.
-    pub fn from_mapping(map: Arc<memmap2::Mmap>, offset: usize, len: usize) -> Option<Storage> {
+    pub fn from_mapping(
+        map: Arc<memmap2::Mmap>,
+        file_backed: bool,
+        offset: usize,
+        len: usize,
+    ) -> Option<Storage> {
         if offset.checked_add(len)? > map.len() {
             return None;
         }
@@ -208,7 +216,14 @@ impl Storage {
             // SAFETY: offset + len lies inside the mapping (checked above).
             NonNull::new(unsafe { map.as_ptr().add(offset) } as *mut u8)?
         };
-        Some(Storage::with_memory(Memory::Mapped { _map: map, ptr }, len))
+        Some(Storage::with_memory(
+            Memory::Mapped {
+                _map: map,
+                ptr,
+                file_backed,
+            },
+            len,
+        ))
     }
 
     pub fn nbytes(&self) -> usize {
@@ -218,6 +233,49 @@ impl Storage {
     /// Whether the bytes still live in the memory-mapped archive (no write has copied them yet).
     pub fn is_mapped(&self) -> bool {
         self.inner.mapped.load(Ordering::Acquire)
+    }
+
+    /// Let the OS drop the whole pages of the archive mapping that lie inside this storage
+    /// from the process's memory; they are read back from the file on the next access. For a
+    /// weight whose packed copy is what its kernel reads, so the archive's copy need not stay
+    /// resident beside it. A heap storage, or a mapping of an archive read from bytes (an
+    /// anonymous copy, which has no file to read back from), is left alone. Returns whether
+    /// pages were released.
+    pub fn release_mapped_pages(&self) -> bool {
+        /// The smallest page size of the platforms tsrun runs on; a larger real page size
+        /// makes `madvise` refuse the range, which only means nothing is released.
+        const PAGE: usize = 4096;
+        // the read guard keeps a writer from replacing the memory meanwhile
+        let Ok(guard) = self.read() else {
+            return false;
+        };
+        // SAFETY: the read borrow is held, so `memory` is not replaced while we look.
+        let Memory::Mapped {
+            _map: map,
+            ptr,
+            file_backed: true,
+        } = (unsafe { &*self.inner.memory.get() })
+        else {
+            // heap memory, or an anonymous mapping whose dropped pages would read back as zeros
+            return false;
+        };
+        let offset = ptr.as_ptr() as usize - map.as_ptr() as usize;
+        let start = offset.next_multiple_of(PAGE);
+        let end = (offset + self.inner.nbytes) / PAGE * PAGE;
+        let released = end > start && {
+            // SAFETY: MADV_DONTNEED on a private, read-only *file* mapping (`map_copy_read_only`;
+            // anonymous mappings were refused above)
+            // that nothing ever writes (a write copies the storage to the heap first): there
+            // are no private copies of its pages, so dropping them only means the next access
+            // reads the same file bytes again. References into the range stay valid and see
+            // the same values. The range lies inside the mapping (within this storage).
+            unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+            }
+            .is_ok()
+        };
+        drop(guard);
+        released
     }
 
     /// Whether two handles share the same buffer.

@@ -500,3 +500,25 @@ fn prepare_packs_recurrent_weights() {
     }
     assert!(checked > 0, "no recurrent weight in the fixture");
 }
+
+/// After `prepare` (weights packed, their archive pages released), resnet18 gives bit for bit
+/// the output of a module loaded and called without it.
+#[test]
+fn prepared_module_computes_what_an_unprepared_one_does() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let path = format!("{root}/fixtures/models/resnet18.pt");
+    let x = tsrun::cli::inputs::read_npy(std::path::Path::new(&format!(
+        "{root}/fixtures/inputs/image_1x3x224x224.npy"
+    )))
+    .expect("input");
+    let input = [tsrun::runtime::IValue::Tensor(x)];
+    let plain = tsrun::runtime::Module::load(&path).expect("load");
+    let want = plain.forward(&input).expect("forward");
+    let prepared = tsrun::runtime::Module::load(&path).expect("load");
+    prepared.prepare(&["forward"]).expect("prepare");
+    let got = prepared.forward(&input).expect("forward");
+    let (tsrun::runtime::IValue::Tensor(g), tsrun::runtime::IValue::Tensor(w)) = (got, want) else {
+        panic!("tensors expected");
+    };
+    assert_eq!(g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
+}

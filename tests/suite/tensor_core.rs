@@ -32,3 +32,31 @@ fn freed_buffers_are_reused_and_zeros_stays_zero() {
     assert_eq!(zeros.storage().read().unwrap().as_ptr() as usize, addr);
     assert!(zeros.to_vec::<f32>().unwrap().iter().all(|&v| v == 0.0));
 }
+
+/// Dropping a mapped weight's pages keeps its values (they are read back from the archive
+/// file); an archive loaded from bytes lives in anonymous memory, whose pages are never dropped.
+#[test]
+fn released_mapped_pages_read_back_the_same_values() {
+    let path = format!("{}/fixtures/models/resnet18.pt", env!("CARGO_MANIFEST_DIR"));
+    let from_file = tsrun::runtime::Module::load(&path).expect("load");
+    let w = from_file.get_parameter("fc.weight").expect("fc.weight");
+    assert!(
+        w.storage().is_mapped(),
+        "a stored, aligned record is mapped in place"
+    );
+    let before = w.to_vec::<f32>().expect("values");
+    assert!(
+        w.storage().release_mapped_pages(),
+        "2 MB of weight spans whole pages"
+    );
+    assert_eq!(w.to_vec::<f32>().expect("values"), before);
+
+    let bytes = std::fs::read(&path).expect("read");
+    let from_bytes = tsrun::runtime::Module::load_from_bytes(&bytes).expect("load");
+    let w = from_bytes.get_parameter("fc.weight").expect("fc.weight");
+    assert!(
+        !w.storage().release_mapped_pages(),
+        "anonymous pages must not be dropped"
+    );
+    assert_eq!(w.to_vec::<f32>().expect("values"), before);
+}

@@ -147,7 +147,15 @@ pub(super) fn prepack_weights(module: &Module, unit: &CompilationUnit) {
     }
     weights.par_iter().for_each(|(w, how)| {
         let _ = match how {
-            WeightUse::Conv { groups } => crate::ops::conv::prepack_weight(w, *groups),
+            WeightUse::Conv { groups } => {
+                crate::ops::conv::prepack_weight(w, *groups).map(|packed| {
+                    // the float32 kernel reads only the packed copy: the archive's pages of
+                    // this weight need not stay resident (RSS counts them)
+                    if packed {
+                        w.storage().release_mapped_pages();
+                    }
+                })
+            }
             WeightUse::Linear => crate::ops::linalg::prepack_linear_weight(w),
         };
     });
