@@ -1,7 +1,7 @@
 //! Activation functions, softmax / log_softmax and dropout.
 
 use super::elementwise::clamp_op;
-use super::kernels::map::{map_binary, map_unary};
+use super::kernels::map::{map_binary, map_inplace_f32, map_unary};
 use super::kernels::num::{Arith, Real};
 use super::kernels::operand::{inplace_result, Operand};
 use super::kernels::reduce::along_dim;
@@ -425,9 +425,29 @@ macro_rules! inplace_of {
     )*};
 }
 inplace_of! {
-    relu_ => relu; relu6_ => relu6; hardtanh_ => hardtanh; leaky_relu_ => leaky_relu; elu_ => elu;
+    relu6_ => relu6; hardtanh_ => hardtanh; leaky_relu_ => leaky_relu; elu_ => elu;
     selu_ => selu; celu_ => celu; gelu_ => gelu; silu_ => silu; mish_ => mish;
-    hardswish_ => hardswish; hardsigmoid_ => hardsigmoid; threshold_ => threshold; rrelu_ => rrelu;
+    threshold_ => threshold; rrelu_ => rrelu;
+}
+
+/// In-place activations that write a contiguous float32 tensor directly (the same float
+/// expression as the out-of-place kernel), else compute a result and copy it back.
+macro_rules! inplace_direct {
+    ($($inplace:ident => $op:ident, |$v:ident| $body:expr;)*) => {$(
+        fn $inplace(args: &mut Args<'_>) -> R {
+            let x = args.tensor(0)?;
+            if map_inplace_f32(&x, |$v: f32| $body)? {
+                return t(x);
+            }
+            let r = $op(args)?;
+            inplace_result(args, r)
+        }
+    )*};
+}
+inplace_direct! {
+    relu_ => relu, |v| if v.is_nan() || v > 0.0 { v } else { 0.0 };
+    hardswish_ => hardswish, |v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0;
+    hardsigmoid_ => hardsigmoid, |v| (v + 3.0).clamp(0.0, 6.0) / 6.0;
 }
 
 pub(crate) fn register(r: &mut Registry) {

@@ -1,7 +1,7 @@
 //! Elementwise arithmetic, comparison, logical, bitwise and math ops with PyTorch's type
 //! promotion and broadcasting. In-place variants (`add_`) cast back to self's dtype.
 
-use super::kernels::map::{map_binary, map_ternary, map_unary};
+use super::kernels::map::{map_binary, map_ternary, map_unary, zip_inplace_f32};
 use super::kernels::num::{scalar_as, Arith, IntOps, Real};
 use super::kernels::operand::{common_dtype, float_dtype, inplace_result, Operand};
 use super::kernels::special::SpecialFn;
@@ -1108,8 +1108,26 @@ macro_rules! inplace_of {
         }
     )*};
 }
+/// `add_` writes a contiguous float32 `self` directly when `other` is a float32 tensor of
+/// its shape and `alpha` is 1 (a residual connection); else the general kernel and a copy back.
+fn add_(args: &mut Args<'_>) -> R {
+    if let (Some(IValue::Tensor(x)), Some(IValue::Tensor(y))) =
+        (args.values.first(), args.values.get(1))
+    {
+        let unit = match args.scalar(2) {
+            Ok(Scalar::Int(1)) => true,
+            Ok(Scalar::Float(a)) => a == 1.0,
+            _ => false,
+        };
+        if unit && zip_inplace_f32(x, y, |p, q| p + q)? {
+            return Ok(IValue::Tensor(x.clone()));
+        }
+    }
+    let r = add(args)?;
+    inplace_result(args, r)
+}
 inplace_of! {
-    add_ => add; sub_ => sub; mul_ => mul; div_ => div; floor_divide_ => floor_divide;
+    sub_ => sub; mul_ => mul; div_ => div; floor_divide_ => floor_divide;
     remainder_ => remainder; fmod_ => fmod; pow_ => pow;
     atan2_ => atan2; hypot_ => hypot; copysign_ => copysign;
     logical_and_ => logical_and; logical_or_ => logical_or; logical_xor_ => logical_xor;

@@ -243,3 +243,57 @@ fn first_of<T: Element>(g: &TensorRead<T>) -> crate::Result<T> {
         .copied()
         .ok_or_else(|| TensorError::Value("empty tensor has no element".into()).into())
 }
+
+/// `x[i] = f(x[i])` written in place, for a contiguous float32 tensor: the in-place
+/// activations (`relu_`, `hardswish_` ...) without a fresh result copied back. `Ok(false)`
+/// (nothing done) for any other tensor, which the caller computes the general way.
+pub(crate) fn map_inplace_f32<F>(x: &Tensor, f: F) -> crate::Result<bool>
+where
+    F: Fn(f32) -> f32 + Sync + Send,
+{
+    if x.dtype() != crate::tensor::DType::Float32 || !x.is_contiguous() {
+        return Ok(false);
+    }
+    let mut g = x.write::<f32>()?;
+    let Some(d) = g.as_slice_mut() else {
+        return Ok(false);
+    };
+    if d.len() >= PARALLEL_THRESHOLD {
+        d.par_chunks_mut(CHUNK)
+            .for_each(|c| c.iter_mut().for_each(|v| *v = f(*v)));
+    } else {
+        d.iter_mut().for_each(|v| *v = f(*v));
+    }
+    Ok(true)
+}
+
+/// `x[i] = f(x[i], y[i])` written in place, for contiguous float32 tensors of one shape in
+/// different storages (`add_` of a residual). `Ok(false)` otherwise.
+pub(crate) fn zip_inplace_f32<F>(x: &Tensor, y: &Tensor, f: F) -> crate::Result<bool>
+where
+    F: Fn(f32, f32) -> f32 + Sync + Send,
+{
+    use crate::tensor::DType;
+    if x.dtype() != DType::Float32
+        || y.dtype() != DType::Float32
+        || x.shape() != y.shape()
+        || !x.is_contiguous()
+        || !y.is_contiguous()
+        || x.storage().same(y.storage())
+    {
+        return Ok(false);
+    }
+    let yg = y.read::<f32>()?;
+    let mut xg = x.write::<f32>()?;
+    let (Some(d), Some(s)) = (xg.as_slice_mut(), yg.as_slice()) else {
+        return Ok(false);
+    };
+    if d.len() >= PARALLEL_THRESHOLD {
+        d.par_chunks_mut(CHUNK)
+            .zip(s.par_chunks(CHUNK))
+            .for_each(|(d, s)| d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(*d, s)));
+    } else {
+        d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(*d, s));
+    }
+    Ok(true)
+}
