@@ -24,7 +24,8 @@ fn children(v: &IValue) -> Vec<IValue> {
             .values()
             .flat_map(|(k, v)| [k.clone(), v.clone()])
             .collect(),
-        IValue::Object(o) => o.fields().values().cloned().collect(),
+        // an object pickled through `__getstate__` holds its content as `state`
+        IValue::Object(o) => o.fields().values().cloned().chain(o.state()).collect(),
         _ => Vec::new(),
     }
 }
@@ -112,6 +113,7 @@ pub fn dismantle(values: Vec<IValue>) {
             IValue::Object(o) => {
                 let fields = std::mem::take(&mut *o.0.fields.write());
                 work.extend(fields.into_values());
+                work.extend(o.0.state.write().take());
             }
             IValue::Tuple(t) => {
                 if let Ok(inner) = std::sync::Arc::try_unwrap(t.0) {

@@ -66,3 +66,9 @@ pub fn metered<R>(f: impl FnOnce() -> R) -> (R, usize) {
     let peak = PEAK.with(|p| p.get());
     (r, (peak - base).max(0) as usize)
 }
+
+/// Bytes this thread has allocated and not freed (the difference across a scope is what the
+/// scope left behind).
+pub fn live_bytes() -> isize {
+    CURRENT.with(|c| c.get())
+}

@@ -1083,6 +1083,7 @@ fn parse_errors_of_hostile_code_are_typed() {
 /// multi-byte character and panicked. Each now ends in a typed error, or parses.
 #[test]
 fn fuzz_found_inputs_end_in_typed_errors() {
+    fuzz_found_pickle_frees_everything_it_built();
     let dir = crate::common::fixtures_dir().join("hostile");
     let read = |name: &str| {
         let bytes = std::fs::read(dir.join(name)).expect("fuzz case");
@@ -1099,4 +1100,30 @@ fn fuzz_found_inputs_end_in_typed_errors() {
             let _ = tsrun::ir::unit::CompilationUnit::from_files(&[file]);
         }
     }
+}
+
+/// A pickle the fuzzer mutated so that an object's `__getstate__` state contains the object
+/// itself: unpickling it must end in an error that frees everything it built (a cycle through
+/// `state` was neither detected nor broken, so each load leaked it).
+fn fuzz_found_pickle_frees_everything_it_built() {
+    use tsrun::pickle::{StorageLoader, Unpickler};
+    let path = crate::common::fixtures_dir()
+        .join("hostile")
+        .join("fuzz_unpickle_state_cycle_leak.bin");
+    let data = std::fs::read(path).expect("fuzz case");
+    let unpickle = || {
+        let mut load = |_: &str, dtype: tsrun::DType, numel: usize| {
+            tsrun::tensor::Storage::zeroed(numel * dtype.size()).map_err(|e| e.to_string())
+        };
+        let loader: &mut StorageLoader<'_> = &mut load;
+        Unpickler::new(&data, "data.pkl").with_storages(loader).load()
+    };
+    // the first load may fill lazily built tables; later ones must leave nothing behind
+    let _ = unpickle();
+    let before = crate::alloc_meter::live_bytes();
+    for _ in 0..4 {
+        let _ = unpickle();
+    }
+    let left = crate::alloc_meter::live_bytes() - before;
+    assert!(left <= 0, "4 loads of the fuzz pickle left {left} bytes allocated");
 }
