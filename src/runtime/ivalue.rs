@@ -405,6 +405,21 @@ impl Object {
     pub fn get(&self, name: &str) -> Option<IValue> {
         self.0.fields.read().get(name).cloned()
     }
+    /// `get(name)` through a remembered position: objects of one class keep their attributes
+    /// in one order, so a call site that saw `name` at position `slot` finds it there again
+    /// without hashing (checked by comparing the name; a miss looks it up and updates `slot`).
+    pub fn get_at_slot(&self, name: &str, slot: &std::sync::atomic::AtomicUsize) -> Option<IValue> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let fields = self.0.fields.read();
+        if let Some((k, v)) = fields.get_index(slot.load(Relaxed)) {
+            if &**k == name {
+                return Some(v.clone());
+            }
+        }
+        let (i, _, v) = fields.get_full(name)?;
+        slot.store(i, Relaxed);
+        Some(v.clone())
+    }
     pub fn get_index(&self, i: usize) -> Option<IValue> {
         self.0.fields.read().get_index(i).map(|(_, v)| v.clone())
     }

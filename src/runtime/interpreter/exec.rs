@@ -297,9 +297,9 @@ impl Frame<'_> {
                 let out = self.call(&plan, args)?;
                 self.set_outputs(instr, out)
             }
-            Op::GetAttr { name } => {
+            Op::GetAttr { name, slot } => {
                 let v = match instr.inputs.first().map(|&o| self.read(o)) {
-                    Some(IValue::Object(o)) => o.get(name).ok_or_else(|| {
+                    Some(IValue::Object(o)) => o.get_at_slot(name, slot).ok_or_else(|| {
                         rt(format!(
                             "object of class {} has no attribute {name}",
                             o.class_name()

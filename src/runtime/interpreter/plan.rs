@@ -70,6 +70,8 @@ pub(crate) enum Op {
     },
     GetAttr {
         name: Arc<str>,
+        /// Where the attribute was found last time (see `Object::get_at_slot`).
+        slot: std::sync::atomic::AtomicUsize,
     },
     SetAttr {
         name: Arc<str>,
@@ -440,6 +442,7 @@ impl Builder<'_> {
             "prim::GetAttr" => Op::GetAttr {
                 name: str_attr("name")
                     .ok_or_else(|| plan_error(fname, "prim::GetAttr without a name"))?,
+                slot: std::sync::atomic::AtomicUsize::new(0),
             },
             "prim::SetAttr" => Op::SetAttr {
                 name: str_attr("name")
