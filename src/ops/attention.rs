@@ -38,11 +38,9 @@ fn softmax_rows<T: Real>(buf: &mut [T], s: usize) {
     }
     buf.par_chunks_mut(s).for_each(|row| {
         let m = row.iter().copied().fold(T::neg_infinity(), T::max);
-        let mut sum = T::zero();
-        for v in row.iter_mut() {
-            *v = (*v - m).exp();
-            sum += *v;
-        }
+        row.iter_mut().for_each(|v| *v -= m);
+        T::exp_in_place(row);
+        let sum = row.iter().fold(T::zero(), |acc, &v| acc + v);
         for v in row.iter_mut() {
             *v /= sum;
         }

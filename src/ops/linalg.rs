@@ -30,8 +30,17 @@ pub(crate) trait Real:
     fn as_f64(self) -> f64 {
         Element::to_f64(self)
     }
+
+    /// `x = exp(x)` over a slice (float32: the vector kernel softmax uses).
+    fn exp_in_place(xs: &mut [Self]) {
+        xs.iter_mut().for_each(|v| *v = v.exp());
+    }
 }
-impl Real for f32 {}
+impl Real for f32 {
+    fn exp_in_place(xs: &mut [f32]) {
+        super::kernels::vmath::apply(super::kernels::vmath::VecFn::Exp, xs)
+    }
+}
 impl Real for f64 {}
 
 /// Run `$body` with `$T` = f32 or f64 for a compute dtype (see [`compute_dtype`]).
