@@ -1116,7 +1116,9 @@ fn fuzz_found_pickle_frees_everything_it_built() {
             tsrun::tensor::Storage::zeroed(numel * dtype.size()).map_err(|e| e.to_string())
         };
         let loader: &mut StorageLoader<'_> = &mut load;
-        Unpickler::new(&data, "data.pkl").with_storages(loader).load()
+        Unpickler::new(&data, "data.pkl")
+            .with_storages(loader)
+            .load()
     };
     // the first load may fill lazily built tables; later ones must leave nothing behind
     let _ = unpickle();
@@ -1125,5 +1127,8 @@ fn fuzz_found_pickle_frees_everything_it_built() {
         let _ = unpickle();
     }
     let left = crate::alloc_meter::live_bytes() - before;
-    assert!(left <= 0, "4 loads of the fuzz pickle left {left} bytes allocated");
+    assert!(
+        left <= 0,
+        "4 loads of the fuzz pickle left {left} bytes allocated"
+    );
 }

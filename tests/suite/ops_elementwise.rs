@@ -9,7 +9,7 @@ fn elementwise_ops_match_pytorch() {
 }
 
 /// A binary op whose one side is constant along trailing dims (a per-channel scale or bias,
-/// either operand, any batch) takes a block-wise path; it must give exactly what the same op
+/// either operand, any batch) or a row repeated along leading dims takes a block-wise path; it must give exactly what the same op
 /// gives on the operand materialized to the full shape.
 #[test]
 fn per_channel_broadcast_equals_the_materialized_operand() {
@@ -31,12 +31,16 @@ fn per_channel_broadcast_equals_the_materialized_operand() {
             .collect::<Vec<f32>>()
     };
     // (full shape, small shape)
-    let cases: [(&[usize], &[usize]); 5] = [
+    let cases: [(&[usize], &[usize]); 8] = [
         (&[2, 3, 4, 5], &[3, 1, 1]),
         (&[2, 3, 4, 5], &[1, 3, 1, 1]),
         (&[1, 6, 7, 7], &[1, 6, 1, 1]),
         (&[2, 3, 4, 5], &[4, 1]),
         (&[3, 8], &[8, 1][1..]),
+        // a row repeated along the leading dims: a bias, an attention mask over the heads
+        (&[2, 3, 4, 5], &[5]),
+        (&[2, 3, 4, 5], &[4, 5]),
+        (&[1, 4, 6, 6], &[1, 1, 1, 6]),
     ];
     for (full, small) in cases {
         let n: usize = full.iter().product();

@@ -168,10 +168,13 @@ fn per_block(small: &[usize], full: &[usize]) -> Option<(usize, usize)> {
     }
     let inner: usize = full[end..].iter().product();
     let period: usize = full[start..end].iter().product();
-    (inner > 1 && period >= 1).then_some((inner, period))
+    // inner 1: the small operand is a whole row repeated along the leading dims (a bias over
+    // the last dim, an attention mask over the heads)
+    (inner > 1 || period > 1).then_some((inner, period))
 }
 
-/// `dst[i] = f(full[i], values[(i / inner) % period])` for `per_block`'s layout.
+/// `dst[i] = f(full[i], values[(i / inner) % period])` for `per_block`'s layout (with
+/// `inner` 1, `values` is one row of `period` elements repeated).
 fn blocks_against_values<X: Copy + Sync, Y: Copy + Sync, O: Send>(
     dst: &mut [O],
     full: &[X],
@@ -181,6 +184,24 @@ fn blocks_against_values<X: Copy + Sync, Y: Copy + Sync, O: Send>(
     par: bool,
     f: impl Fn(X, Y) -> O + Sync,
 ) {
+    if inner == 1 {
+        // rows of `period` elements, each against the whole of `values`
+        let row = |d: &mut [O], x: &[X]| {
+            for ((d, &x), &y) in d.iter_mut().zip(x).zip(values) {
+                *d = f(x, y);
+            }
+        };
+        if par {
+            dst.par_chunks_mut(period)
+                .zip(full.par_chunks(period))
+                .for_each(|(d, x)| row(d, x));
+        } else {
+            dst.chunks_mut(period)
+                .zip(full.chunks(period))
+                .for_each(|(d, x)| row(d, x));
+        }
+        return;
+    }
     let block = |k: usize, d: &mut [O], x: &[X]| {
         let y = values[k % period];
         d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y));
