@@ -186,36 +186,39 @@ fn blocks_against_values<X: Copy + Sync, Y: Copy + Sync, O: Send>(
 ) {
     if inner == 1 {
         // rows of `period` elements, each against the whole of `values`
-        let row = |d: &mut [O], x: &[X]| {
+        zip_chunks(dst, full, period, par, |_, d, x| {
             for ((d, &x), &y) in d.iter_mut().zip(x).zip(values) {
                 *d = f(x, y);
             }
-        };
-        if par {
-            dst.par_chunks_mut(period)
-                .zip(full.par_chunks(period))
-                .for_each(|(d, x)| row(d, x));
-        } else {
-            dst.chunks_mut(period)
-                .zip(full.chunks(period))
-                .for_each(|(d, x)| row(d, x));
-        }
-        return;
-    }
-    let block = |k: usize, d: &mut [O], x: &[X]| {
-        let y = values[k % period];
-        d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y));
-    };
-    if par {
-        dst.par_chunks_mut(inner)
-            .zip(full.par_chunks(inner))
-            .enumerate()
-            .for_each(|(k, (d, x))| block(k, d, x));
+        });
     } else {
-        dst.chunks_mut(inner)
-            .zip(full.chunks(inner))
+        zip_chunks(dst, full, inner, par, |k, d, x| {
+            let y = values[k % period];
+            d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y));
+        });
+    }
+}
+
+/// `f(k, dst_k, src_k)` over the matching `chunk`-sized pieces of `dst` and `src` (piece `k`
+/// of each), on the kernel pool when `par`.
+pub(crate) fn zip_chunks<D: Send, S: Sync>(
+    dst: &mut [D],
+    src: &[S],
+    chunk: usize,
+    par: bool,
+    f: impl Fn(usize, &mut [D], &[S]) + Sync + Send,
+) {
+    let chunk = chunk.max(1);
+    if par {
+        dst.par_chunks_mut(chunk)
+            .zip(src.par_chunks(chunk))
             .enumerate()
-            .for_each(|(k, (d, x))| block(k, d, x));
+            .for_each(|(k, (d, s))| f(k, d, s));
+    } else {
+        dst.chunks_mut(chunk)
+            .zip(src.chunks(chunk))
+            .enumerate()
+            .for_each(|(k, (d, s))| f(k, d, s));
     }
 }
 

@@ -196,15 +196,8 @@ where
             .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
         let n = x.shape()[dim];
         if n > 0 && !src.is_empty() {
-            if src.len() >= PARALLEL_THRESHOLD {
-                dst.par_chunks_mut(n)
-                    .zip(src.par_chunks(n))
-                    .for_each(|(d, s)| f(s, d));
-            } else {
-                dst.chunks_mut(n)
-                    .zip(src.chunks(n))
-                    .for_each(|(d, s)| f(s, d));
-            }
+            let par = src.len() >= PARALLEL_THRESHOLD;
+            super::map::zip_chunks(dst, src, n, par, |_, d, s| f(s, d));
         }
     }
     restore_order(out, &order)
