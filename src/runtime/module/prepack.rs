@@ -1,9 +1,9 @@
 //! Weights packed when a module is prepared, so its first call runs as fast as later ones:
 //! each module class's methods (inlined) are searched for convolutions (with a constant group
 //! count), `linear`s and recurrent layers (their `W_hh`) whose weight is an attribute of the
-//! module itself, and those weights
-//! are packed into the cache their float32 kernels read (keyed on storage and write version, so a
-//! weight changed later is simply packed again on its next use).
+//! module itself, and those weights are packed into the cache their float32 kernels read
+//! (keyed on storage and write version, so a weight changed later is simply packed again on
+//! its next use).
 
 use super::Module;
 use crate::ir::graph::{BlockId, Def, Graph, ValueId};
@@ -51,7 +51,7 @@ enum WeightUse {
 }
 
 /// `(attribute, use)` of every convolution and `linear` in `g` whose weight is
-/// `self.<attribute>`.
+/// `self.<attribute>`, and [`RECURRENT_WEIGHTS`] where `g` runs a recurrent layer.
 fn weight_attributes(g: &Graph) -> Vec<(String, WeightUse)> {
     let Some(&this) = g.inputs().first() else {
         return Vec::new();
