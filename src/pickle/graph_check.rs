@@ -37,26 +37,31 @@ pub enum GraphProblem {
 }
 
 /// Verify that no value reachable from `roots` nests deeper than `max_depth` or contains itself.
-/// Iterative, linear in the number of distinct containers.
+/// Iterative, linear in the number of distinct containers. A shared container is walked once;
+/// its height (levels of containers from it down) is remembered, so the depth verdict does not
+/// depend on which path reaches it first.
 pub fn check(roots: &[IValue], max_depth: usize) -> Result<(), GraphProblem> {
     struct Frame {
         id: usize,
         children: Vec<IValue>,
         next: usize,
+        /// Tallest container below this one, in levels.
+        below: usize,
     }
-    let mut finished: HashSet<usize> = HashSet::new();
+    let mut height: HashMap<usize, usize> = HashMap::new();
     let mut on_path: HashSet<usize> = HashSet::new();
     for root in roots {
         let Some(id) = container_id(root) else {
             continue;
         };
-        if finished.contains(&id) {
+        if height.contains_key(&id) {
             continue;
         }
         let mut frames = vec![Frame {
             id,
             children: children(root),
             next: 0,
+            below: 0,
         }];
         on_path.insert(id);
         while let Some(top) = frames.last_mut() {
@@ -68,7 +73,11 @@ pub fn check(roots: &[IValue], max_depth: usize) -> Result<(), GraphProblem> {
                 if on_path.contains(&cid) {
                     return Err(GraphProblem::Cycle);
                 }
-                if finished.contains(&cid) {
+                if let Some(&h) = height.get(&cid) {
+                    top.below = top.below.max(h);
+                    if frames.len() + h > max_depth {
+                        return Err(GraphProblem::TooDeep);
+                    }
                     continue;
                 }
                 if frames.len() >= max_depth {
@@ -79,11 +88,16 @@ pub fn check(roots: &[IValue], max_depth: usize) -> Result<(), GraphProblem> {
                     id: cid,
                     children: children(&child),
                     next: 0,
+                    below: 0,
                 });
             } else {
+                let h = top.below + 1;
                 on_path.remove(&top.id);
-                finished.insert(top.id);
+                height.insert(top.id, h);
                 frames.pop();
+                if let Some(parent) = frames.last_mut() {
+                    parent.below = parent.below.max(h);
+                }
             }
         }
     }

@@ -427,3 +427,23 @@ fn garbage_debug_pkl_falls_back_to_code_locations() {
         "{printed}"
     );
 }
+
+/// Nesting depth is a property of the value, not of the order in which the check meets shared
+/// (memoized) containers: every container here is in the memo, so the check may start from the
+/// innermost one, and the outer list must still count three levels.
+#[test]
+fn pickle_depth_counts_levels_through_memoized_containers() {
+    // [[[]]] with every list memoized (BINPUT 0, 1, 2)
+    let pkl = b"\x80\x02]q\x00]q\x01]q\x02aa.";
+    for _ in 0..32 {
+        let e = tsrun::pickle::Unpickler::new(pkl, "nest.pkl")
+            .with_max_depth(2)
+            .load()
+            .expect_err("three levels accepted under a bound of two");
+        assert!(e.to_string().contains("deeper than 2 levels"), "{e}");
+        tsrun::pickle::Unpickler::new(pkl, "nest.pkl")
+            .with_max_depth(3)
+            .load()
+            .expect("three levels under a bound of three");
+    }
+}
