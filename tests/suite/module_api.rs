@@ -506,6 +506,17 @@ fn state_dict_hooks_and_registration() {
     let e = err_text(m.register_parameter("pp", None));
     assert_eq!(e, g.str("register_parameter_new"));
     let bn = m.get_submodule("bn").expect("bn");
+    // None and persistent=false are refused with PyTorch's messages, the buffer left as it was
+    let mean_before = bn.get_buffer("running_mean").expect("buffer");
+    let e = err_text(bn.register_buffer("running_mean", None, true));
+    assert!(e.starts_with(&g.str("register_buffer_none")), "{e}");
+    let ones = Tensor::from_vec(vec![1f32; 8], &[8]).expect("ones");
+    let e = err_text(bn.register_buffer("running_mean", Some(ones), false));
+    assert_eq!(e, g.str("register_buffer_non_persistent"));
+    assert!(bn
+        .get_buffer("running_mean")
+        .expect("buffer")
+        .shares_storage(&mean_before));
     let mean = Tensor::from_vec(vec![0.5f32; 8], &[8]).expect("mean");
     bn.register_buffer("running_mean", Some(mean.clone()), true)
         .expect("replace buffer");

@@ -349,8 +349,9 @@ impl Module {
         self.add_module(name, module)
     }
 
-    /// `register_buffer(name, tensor, persistent)`: replaces a declared buffer (every buffer of
-    /// a script module is persistent); a new name is PyTorch's error.
+    /// `register_buffer(name, tensor, persistent)`: replaces a declared buffer. A new name,
+    /// `None` and `persistent = false` are PyTorch's errors for a script module (its buffers are
+    /// all persistent, typed `Tensor`, and fixed by the class).
     pub fn register_buffer(
         &self,
         name: &str,
@@ -365,11 +366,19 @@ impl Module {
             )));
         }
         if !persistent {
-            return Err(module_err(format!(
-                "register_buffer('{name}', persistent=False): the buffers of a script module are all persistent"
-            )));
+            // PyTorch's message, verbatim
+            return Err(module_err(
+                "ScriptModule does not support non-persistent buffers",
+            ));
         }
-        self.set_attr(name, tensor.map(IValue::Tensor).unwrap_or_default())
+        let Some(tensor) = tensor else {
+            // PyTorch's message, verbatim: its setattr turns None into an undefined tensor,
+            // which the Tensor-typed attribute refuses
+            return Err(module_err(format!(
+                "strides() called on an undefined Tensor (register_buffer('{name}', None): a script module's buffer is typed Tensor and cannot hold None)"
+            )));
+        };
+        self.set_attr(name, IValue::Tensor(tensor))
     }
 
     /// `register_parameter(name, tensor)`: replaces a declared parameter; a new name is
