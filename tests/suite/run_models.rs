@@ -180,3 +180,52 @@ fn concurrent_calls_share_one_module() {
         }
     });
 }
+
+/// After `Module::prepare(["forward"])`, the first call compiles nothing: every method and
+/// function a fixture's golden forward calls reach was compiled ahead (the LSTM tagger's
+/// `lstm.forward__0` and its helpers, `_conv_forward`, free functions of `torch.nn.functional`).
+#[test]
+fn prepare_compiles_everything_the_first_call_runs() {
+    let mut late = Vec::new();
+    for name in fixture_names() {
+        let dir = fixtures_dir().join("golden").join(&name);
+        let Ok(text) = std::fs::read_to_string(dir.join("runs.json")) else {
+            continue;
+        };
+        let runs: Value = serde_json::from_str(&text).expect("runs.json");
+        let mut arrays = Arrays::open(&dir.join("runs.npz"));
+        let root = load_fixture(&name).expect("load");
+        let Some(first) = runs["calls"].as_array().and_then(|c| {
+            c.iter()
+                .find(|c| c["module"].as_str().unwrap_or_default().is_empty())
+        }) else {
+            continue;
+        };
+        let method = first["method"].as_str().unwrap_or("forward");
+        if root.prepare(&[method]).is_err() {
+            continue;
+        }
+        let interpreter = root.interpreter().expect("interpreter");
+        let before = interpreter.compiled_plans();
+        let inputs: Vec<IValue> = first["inputs"]
+            .as_array()
+            .expect("inputs")
+            .iter()
+            .map(|v| decode(v, &mut arrays))
+            .collect();
+        let ctx = OpContext::with_seed(0);
+        let _ = if method == "forward" {
+            root.call_with(inputs, &ctx)
+        } else {
+            root.run_method_with(method, inputs, &ctx)
+        };
+        let after = interpreter.compiled_plans();
+        if after != before {
+            late.push(format!(
+                "{name}.{method}: {} plans compiled late",
+                after - before
+            ));
+        }
+    }
+    assert!(late.is_empty(), "{late:#?}");
+}

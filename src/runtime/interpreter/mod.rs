@@ -50,6 +50,11 @@ impl Interpreter {
         &self.program
     }
 
+    /// How many method and function plans are compiled so far.
+    pub fn compiled_plans(&self) -> usize {
+        self.methods.read().len() + self.functions.read().len()
+    }
+
     /// The plan of `class.name`, compiled on first use; `None` if the class has no such method.
     pub fn method_plan(&self, class: &Arc<str>, name: &str) -> crate::Result<Option<Callee>> {
         let key: (Arc<str>, Arc<str>) = (class.clone(), name.into());

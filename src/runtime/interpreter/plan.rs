@@ -157,6 +157,35 @@ impl Plan {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// What this plan calls, for compiling it before the first call: the method names of its
+    /// `prim::CallMethod`s (the receiver's class is known only at run time) and the free
+    /// functions its `prim::CallFunction`s name through a constant.
+    pub fn callees(&self) -> (Vec<Arc<str>>, Vec<Arc<str>>) {
+        let (mut methods, mut functions) = (Vec::new(), Vec::new());
+        let mut blocks = vec![&self.body];
+        while let Some(block) = blocks.pop() {
+            for instr in block.instrs.iter() {
+                match &instr.op {
+                    Op::CallMethod { name, .. } => methods.push(name.clone()),
+                    Op::CallFunction { .. } => {
+                        if let Some(Operand::Const(i)) = instr.inputs.first() {
+                            if let Some(IValue::Function(q)) = self.consts.get(*i as usize) {
+                                functions.push(q.clone());
+                            }
+                        }
+                    }
+                    Op::If {
+                        then_block,
+                        else_block,
+                    } => blocks.extend([then_block, else_block]),
+                    Op::Loop { body } => blocks.push(body),
+                    _ => {}
+                }
+            }
+        }
+        (methods, functions)
+    }
 }
 
 struct Builder<'g> {

@@ -174,12 +174,51 @@ impl Module {
             }
         }
         self.state_effects(methods)?;
-        for sub in self.modules().iter().skip(1) {
-            // Unsupported code in a submodule fails the call that reaches it, not preparation.
-            let _ = interpreter.method_plan(sub.object().class_name(), "forward");
-        }
+        self.compile_reachable(&interpreter, methods);
         super::prepack::prepack_weights(self, &*self.compilation_unit()?);
         Ok(())
+    }
+
+    /// Compile every method and function the requested `methods` can reach: `forward` and the
+    /// hooks of every class, each method name any compiled plan calls, on every class that
+    /// declares it (the receiver's class is known only at run time: `lstm.forward__0`,
+    /// `conv._conv_forward`, a method of a scripted class held in an attribute), and each free
+    /// function called by name, so the first call compiles nothing. Unsupported code is left
+    /// for the call that reaches it, as without `prepare`.
+    fn compile_reachable(&self, interpreter: &Interpreter, methods: &[&str]) {
+        let classes = self.classes();
+        let program = interpreter.program();
+        let mut names: Vec<Arc<str>> = vec!["forward".into()];
+        for class in classes.classes.keys() {
+            names.extend(program.forward_pre_hooks(class).into_iter().map(Arc::from));
+            names.extend(program.forward_hooks(class).into_iter().map(Arc::from));
+        }
+        names.extend(methods.iter().map(|&m| Arc::from(m)));
+        let mut seen_names: HashSet<Arc<str>> = HashSet::new();
+        let mut seen_functions: HashSet<Arc<str>> = HashSet::new();
+        let mut plans: Vec<Arc<Plan>> = Vec::new();
+        loop {
+            for name in names.drain(..) {
+                if !seen_names.insert(name.clone()) {
+                    continue;
+                }
+                for (class, decl) in &classes.classes {
+                    if decl.methods.iter().any(|m| *m.name == *name) {
+                        plans.extend(interpreter.method_plan(class, &name).ok().flatten());
+                    }
+                }
+            }
+            let Some(plan) = plans.pop() else {
+                break;
+            };
+            let (called, functions) = plan.callees();
+            names.extend(called);
+            for f in functions {
+                if seen_functions.insert(f.clone()) {
+                    plans.extend(interpreter.function_plan(&f).ok());
+                }
+            }
+        }
     }
 
     /// `m.forward(*inputs)`: runs `forward` without hooks, with the process-wide generator,
