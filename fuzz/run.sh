@@ -4,6 +4,10 @@
 # nightly toolchain where one is installed, else the stable one with RUSTC_BOOTSTRAP=1.
 # Crashes land in fuzz/artifacts/<target>/; each one found becomes a regression test in
 # tests/suite/hostile_archives.rs. Prints the executions of every target at the end.
+# FUZZ_PREBUILT=1 runs binaries built beforehand with
+#   RUSTC_BOOTSTRAP=1 cargo fuzz build -O --codegen-units 16
+# (cargo-fuzz's default of one codegen unit needs over 21 GB of RAM for the instrumented tsrun
+# crate; 16 units peak near 16 GB). FUZZ_TARGETS="unpickle archive" picks targets.
 set -euo pipefail
 SECONDS_PER_TARGET="${1:-60}"
 cd "$(dirname "$0")"
