@@ -542,6 +542,45 @@ fn conv_forward_f32(
         return Ok(());
     }
     let kdim = cg * kvol;
+    if runs_wide(isa, g, cout) {
+        let packed = packed_weight_wide(w, ws, cout, kdim)?;
+        let epi = Epilogue {
+            bias: bs.map_or(Bias::None, Bias::PerColumn),
+            ..Epilogue::NONE
+        };
+        // C = image^T . weight^T is [l x cout]: scratch, copied channel-major into the output
+        let scratch = Tensor::empty(&[l, cout], DType::Float32)?;
+        let mut sg = scratch.write::<f32>()?;
+        let cs = slice_mut_of(&mut sg)?;
+        for (img, dst) in os.chunks_mut(cout * l).enumerate() {
+            let im = ImageOperand::new(
+                &xs[img * c * il..][..c * il],
+                c,
+                xsp,
+                ksp,
+                osp,
+                p.stride,
+                p.pad,
+                p.dilation,
+            )
+            .ok_or_else(|| shape_err("conv: inconsistent geometry"))?;
+            gemm::sgemm_transposed(
+                Isa::Avx512Wide,
+                l,
+                cout,
+                kdim,
+                AOperand::ImageT(im),
+                BOperand::Packed(&packed),
+                cs,
+                cout,
+                &epi,
+                dst,
+                l,
+                true,
+            )?;
+        }
+        return Ok(());
+    }
     let packed = packed_weight_groups(isa, w, ws, g, coutg, kdim)?;
     let task = |idx: usize, dst: &mut [f32], parallel: bool| -> crate::Result<()> {
         let (img, grp) = (idx / g, idx % g);
@@ -576,6 +615,33 @@ fn conv_forward_f32(
             .enumerate()
             .try_for_each(|(i, dst)| task(i, dst, true))
     }
+}
+
+/// Whether a float32 convolution runs as `image^T . weight^T` on the 7 x 64 AVX-512 tile
+/// (output channels along its 64 columns, output positions along its 7 rows) rather than as
+/// `weight . image` on the 12 x 32 one. With a multiple of 64 channels the wide tile wastes
+/// nothing on channels, and 7 divides the maps of 224-pixel networks, where the 12 x 32 tile
+/// computes 72 rows for 64 channels and 64 columns for a 7 x 7 map.
+fn runs_wide(isa: Isa, groups: usize, cout: usize) -> bool {
+    isa == Isa::Avx512 && groups == 1 && cout.is_multiple_of(gemm::Isa::Avx512Wide.nr())
+}
+
+/// The contiguous float32 weight `w` (`cout x kdim`, elements `ws`) transposed and packed as
+/// the wide tile's B operand, from the cache on `w`'s storage when packed before.
+fn packed_weight_wide(
+    w: &Tensor,
+    ws: &[f32],
+    cout: usize,
+    kdim: usize,
+) -> crate::Result<std::sync::Arc<gemm::PackedB>> {
+    let wt = MatRef::new(ws, kdim, cout, 1, kdim)
+        .ok_or_else(|| shape_err(format!("conv: weight {:?} too small", w.shape())))?;
+    Ok(gemm::cached_packed_b(
+        Isa::Avx512Wide,
+        w.storage(),
+        w.storage_offset(),
+        &wt,
+    ))
 }
 
 /// Each group's `coutg x kdim` block of the contiguous float32 weight `w` (elements `ws`)
@@ -626,7 +692,11 @@ pub(crate) fn prepack_weight(w: &Tensor, groups: usize) -> crate::Result<bool> {
         return Ok(false);
     }
     let wg = w.read::<f32>()?;
-    packed_weight_groups(isa, w, slice_of(&wg)?, groups, cout / groups, cg * kvol)?;
+    if runs_wide(isa, groups, cout) {
+        packed_weight_wide(w, slice_of(&wg)?, cout, cg * kvol)?;
+    } else {
+        packed_weight_groups(isa, w, slice_of(&wg)?, groups, cout / groups, cg * kvol)?;
+    }
     Ok(true)
 }
 

@@ -4,8 +4,8 @@
 //! invalidation when a weight is written.
 
 use tsrun::ops::gemm::{
-    cached_packed_a, cached_packed_b, sgemm, AOperand, Activation, BOperand, Bias, Epilogue,
-    ImageOperand, Isa, MatRef, PackedA, PackedB,
+    cached_packed_a, cached_packed_b, sgemm, sgemm_transposed, AOperand, Activation, BOperand,
+    Bias, Epilogue, ImageOperand, Isa, MatRef, PackedA, PackedB,
 };
 use tsrun::tensor::{DType, Tensor};
 
@@ -25,7 +25,7 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 }
 
 fn isas() -> Vec<Isa> {
-    let v: Vec<Isa> = [Isa::Avx512, Isa::Avx2, Isa::Portable]
+    let v: Vec<Isa> = [Isa::Avx512, Isa::Avx512Wide, Isa::Avx2, Isa::Portable]
         .into_iter()
         .filter(|i| i.is_supported())
         .collect();
@@ -260,6 +260,62 @@ fn image_operand_is_implicit_im2col() {
                 &fb,
                 &Epilogue::NONE,
             );
+            // the same convolution as image^T . weight^T with a per-channel bias, copied
+            // channel-major into the output as convolution's wide path runs it
+            let bias = values(cout, 11);
+            let wt = MatRef::new(&wts, kdim, cout, 1, kdim).unwrap();
+            let pb = PackedB::new(isa, &wt);
+            let mut scratch = vec![f32::NAN; l * cout];
+            let mut out = vec![f32::NAN; cout * l];
+            let epi_t = Epilogue {
+                bias: Bias::PerColumn(&bias),
+                ..Epilogue::NONE
+            };
+            sgemm_transposed(
+                isa,
+                l,
+                cout,
+                kdim,
+                AOperand::ImageT(im),
+                BOperand::Packed(&pb),
+                &mut scratch,
+                cout,
+                &epi_t,
+                &mut out,
+                l,
+                true,
+            )
+            .unwrap();
+            check(
+                &format!("{isa:?} transposed conv {ch}x{h}x{w} k{kh}x{kw}"),
+                &out,
+                l,
+                cout,
+                l,
+                kdim,
+                &fa,
+                &fb,
+                &Epilogue {
+                    bias: Bias::PerRow(&bias),
+                    ..Epilogue::NONE
+                },
+            );
+            let mut short = vec![0f32; cout * l - 1];
+            assert!(sgemm_transposed(
+                isa,
+                l,
+                cout,
+                kdim,
+                AOperand::ImageT(im),
+                BOperand::Packed(&pb),
+                &mut scratch,
+                cout,
+                &epi_t,
+                &mut short,
+                l,
+                true,
+            )
+            .is_err());
         }
     }
 }
@@ -382,8 +438,9 @@ fn packed_weight_cache_follows_writes() {
 }
 
 /// `Module::prepare` packs every convolution weight the float32 kernel would pack (scripted
-/// `conv2d` and traced `_convolution`), so the first call does not; depthwise weights, which
-/// that kernel reads unpacked, are left alone.
+/// `conv2d` and traced `_convolution`), in the layout its tile reads (as A, or transposed as B
+/// for the wide AVX-512 tile), so the first call does not; depthwise weights, which that
+/// kernel reads unpacked, are left alone.
 #[test]
 fn prepare_packs_convolution_weights() {
     let tsrun::ops::gemm::Backend::Packed(isa) = tsrun::ops::gemm::backend() else {
@@ -407,7 +464,16 @@ fn prepare_packs_convolution_weights() {
             let ws = guard.as_slice().expect("contiguous");
             let kdim = cg * kvol;
             // packed per group: each group's block of rows at its own offset
-            let cached = (1..=cout).filter(|g| cout % g == 0).any(|groups| {
+            // or, for the 7 x 64 AVX-512 tile, transposed as one B operand
+            let wide = MatRef::new(ws, kdim, cout, 1, kdim).is_some_and(|wt| {
+                tsrun::ops::gemm::is_packed_b_cached(
+                    Isa::Avx512Wide,
+                    w.storage(),
+                    w.storage_offset(),
+                    &wt,
+                )
+            });
+            let cached = wide || (1..=cout).filter(|g| cout % g == 0).any(|groups| {
                 let rows = cout / groups;
                 (0..groups).all(|grp| {
                     let a =

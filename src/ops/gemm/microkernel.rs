@@ -9,9 +9,11 @@ pub(super) const AVX2_MR: usize = 6;
 pub(super) const AVX2_NR: usize = 16;
 pub(super) const AVX512_MR: usize = 12;
 pub(super) const AVX512_NR: usize = 32;
+pub(super) const AVX512_WIDE_MR: usize = 7;
+pub(super) const AVX512_WIDE_NR: usize = 64;
 
-/// The widest tile of any kernel (sizes the stack tile used for partial edges).
-pub(super) const MAX_TILE: usize = AVX512_MR * AVX512_NR;
+/// The largest tile of any kernel (sizes the stack tile used for partial edges).
+pub(super) const MAX_TILE: usize = AVX512_WIDE_MR * AVX512_WIDE_NR;
 
 /// Portable kernel: plain loops the compiler vectorizes for the baseline target.
 ///
@@ -129,6 +131,58 @@ pub(super) unsafe fn avx512(
         } else {
             _mm512_storeu_ps(p, row[0]);
             _mm512_storeu_ps(p.add(16), row[1]);
+        }
+    }
+}
+
+/// AVX-512 kernel with a wide tile: 7 rows x 4 zmm (64 columns), 28 accumulators, the A value
+/// broadcast from memory. For convolution computed as `image^T . weight^T`: output channels
+/// run along the 64 columns and spatial positions along the 7 rows, and 7 divides the spatial
+/// sizes of 224-pixel networks (112^2, 56^2, 28^2, 14^2, 7^2), where the 12 x 32 tile wastes
+/// up to a third of its work on 7 x 7 maps and an eighth on 64-channel layers.
+///
+/// # Safety
+/// The CPU must support AVX-512F; buffer requirements as for [`portable`] with
+/// `AVX512_WIDE_MR` / `AVX512_WIDE_NR`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn avx512_wide(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    use std::arch::x86_64::*;
+    const MR: usize = AVX512_WIDE_MR;
+    const NR: usize = AVX512_WIDE_NR;
+    let mut acc = [[_mm512_setzero_ps(); 4]; MR];
+    for k in 0..kc {
+        let bp = b.add(k * NR);
+        let bv = [
+            _mm512_loadu_ps(bp),
+            _mm512_loadu_ps(bp.add(16)),
+            _mm512_loadu_ps(bp.add(32)),
+            _mm512_loadu_ps(bp.add(48)),
+        ];
+        let ap = a.add(k * MR);
+        for (i, row) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(*ap.add(i));
+            for (r, &b) in row.iter_mut().zip(&bv) {
+                *r = _mm512_fmadd_ps(av, b, *r);
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        let p = c.add(i * ldc);
+        for (q, &v) in row.iter().enumerate() {
+            let pq = p.add(16 * q);
+            if accumulate {
+                _mm512_storeu_ps(pq, _mm512_add_ps(_mm512_loadu_ps(pq), v));
+            } else {
+                _mm512_storeu_ps(pq, v);
+            }
         }
     }
 }

@@ -36,6 +36,9 @@ const PARALLEL_MACS: usize = 64 * 64 * 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isa {
     Avx512,
+    /// AVX-512 with the 7 x 64 tile (see `microkernel::avx512_wide`); never detected, chosen
+    /// by convolution when its shape fits that tile better.
+    Avx512Wide,
     Avx2,
     Portable,
 }
@@ -61,7 +64,7 @@ impl Isa {
             #[cfg(target_arch = "x86_64")]
             // AVX-512 here also means the AVX2 + FMA set (every such CPU has it; kernels
             // outside the GEMM rely on that)
-            Isa::Avx512 => {
+            Isa::Avx512 | Isa::Avx512Wide => {
                 is_x86_feature_detected!("avx512f")
                     && is_x86_feature_detected!("avx2")
                     && is_x86_feature_detected!("fma")
@@ -75,6 +78,7 @@ impl Isa {
     pub fn mr(self) -> usize {
         match self {
             Isa::Avx512 => microkernel::AVX512_MR,
+            Isa::Avx512Wide => microkernel::AVX512_WIDE_MR,
             Isa::Avx2 => microkernel::AVX2_MR,
             Isa::Portable => microkernel::PORTABLE_MR,
         }
@@ -84,6 +88,7 @@ impl Isa {
     pub fn nr(self) -> usize {
         match self {
             Isa::Avx512 => microkernel::AVX512_NR,
+            Isa::Avx512Wide => microkernel::AVX512_WIDE_NR,
             Isa::Avx2 => microkernel::AVX2_NR,
             Isa::Portable => microkernel::PORTABLE_NR,
         }
@@ -107,6 +112,8 @@ impl Isa {
         match self {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => microkernel::avx512(kc, a, b, c, ldc, acc),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Wide => microkernel::avx512_wide(kc, a, b, c, ldc, acc),
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => microkernel::avx2(kc, a, b, c, ldc, acc),
             _ => microkernel::portable(kc, a, b, c, ldc, acc),
@@ -198,11 +205,22 @@ impl Epilogue<'_> {
     };
 }
 
+/// Where a task copies its finished part of C transposed (`T[j * ld + i] = C[i * ldc + j]`),
+/// while the part is in cache; see [`sgemm_transposed`].
+#[derive(Clone, Copy)]
+struct TransposedOut {
+    ptr: OutPtr,
+    ld: usize,
+}
+
 /// The left operand.
 #[derive(Clone, Copy)]
 pub enum AOperand<'a> {
     Packed(&'a PackedA),
     Mat(MatRef<'a>),
+    /// The transposed im2col matrix of an image (`l x k`: a row per output position), read in
+    /// place as the B operand's image is.
+    ImageT(ImageOperand<'a>),
 }
 
 /// The right operand.
@@ -218,7 +236,7 @@ fn gemm_err(msg: String) -> crate::Error {
 }
 
 /// Raw output pointer shared by the tasks of one call; each task writes its own rectangle.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct OutPtr(*mut f32);
 // SAFETY: tasks of one call write disjoint rectangles of C (see `sgemm`), so sharing the
 // pointer across rayon threads creates no data race.
@@ -245,6 +263,59 @@ pub fn sgemm(
     epi: &Epilogue,
     parallel: bool,
 ) -> crate::Result<()> {
+    sgemm_impl(isa, m, n, k, a, b, c, ldc, epi, None, parallel)
+}
+
+/// [`sgemm`], and each finished part of C also copied transposed into `t` (`t[j * ldt + i] =
+/// C[i * ldc + j]`) by the task that computed it, while it is in cache: convolution computed
+/// as `image^T . weight^T` gets its channel-major output this way, C being scratch.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_transposed(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: AOperand,
+    b: BOperand,
+    c: &mut [f32],
+    ldc: usize,
+    epi: &Epilogue,
+    t: &mut [f32],
+    ldt: usize,
+    parallel: bool,
+) -> crate::Result<()> {
+    let need = n
+        .checked_sub(1)
+        .and_then(|r| r.checked_mul(ldt))
+        .and_then(|v| v.checked_add(m))
+        .filter(|_| ldt >= m);
+    if m > 0 && need.is_none_or(|need| t.len() < need) {
+        return Err(gemm_err(format!(
+            "transposed output of {} floats with stride {ldt} for {m}x{n}",
+            t.len()
+        )));
+    }
+    let t = TransposedOut {
+        ptr: OutPtr(t.as_mut_ptr()),
+        ld: ldt,
+    };
+    sgemm_impl(isa, m, n, k, a, b, c, ldc, epi, Some(t), parallel)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sgemm_impl(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: AOperand,
+    b: BOperand,
+    c: &mut [f32],
+    ldc: usize,
+    epi: &Epilogue,
+    transposed: Option<TransposedOut>,
+    parallel: bool,
+) -> crate::Result<()> {
     if !isa.is_supported() {
         return Err(gemm_err(format!("{isa:?} is not supported by this CPU")));
     }
@@ -257,6 +328,7 @@ pub fn sgemm(
         }
         AOperand::Packed(p) => (p.m, p.k),
         AOperand::Mat(mat) => (mat.rows(), mat.cols()),
+        AOperand::ImageT(im) => (im.cols(), im.rows()),
     };
     let b_dims = match b {
         BOperand::Packed(p) if p.isa != isa => {
@@ -344,6 +416,7 @@ pub fn sgemm(
                     out,
                     ldc,
                     epi,
+                    transposed,
                     (i0, i1, j0, j1),
                     abuf,
                     bbuf,
@@ -382,6 +455,7 @@ unsafe fn run_task(
     out: OutPtr,
     ldc: usize,
     epi: &Epilogue,
+    transposed: Option<TransposedOut>,
     (i0, i1, j0, j1): (usize, usize, usize, usize),
     abuf: &mut Vec<f32>,
     bbuf: &mut Vec<f32>,
@@ -393,7 +467,7 @@ unsafe fn run_task(
         for i in i0..i1 {
             std::slice::from_raw_parts_mut(c.add(i * ldc + j0), j1 - j0).fill(0.0);
         }
-        epilogue(epi, c, ldc, i0, i1, j0, j1);
+        epilogue(epi, transposed, c, ldc, (i0, i1, j0, j1));
         return;
     }
     let mut tile = [0f32; microkernel::MAX_TILE];
@@ -421,13 +495,24 @@ unsafe fn run_task(
             while ic < i1 {
                 let mc = match a {
                     AOperand::Packed(_) => i1 - ic,
-                    AOperand::Mat(_) => MC.min(i1 - ic),
+                    // whole panels, so only the last block of the task has a partial one
+                    AOperand::Mat(_) | AOperand::ImageT(_) => (MC / mr * mr).min(i1 - ic),
                 };
                 let ablock: &[f32] = match a {
                     AOperand::Packed(p) => p.block(pc, kc, ic),
                     AOperand::Mat(mat) => pack_into(abuf, mc.div_ceil(mr) * mr * kc, |dst| {
                         pack_a(&mat, mr, pc, kc, ic, mc, dst)
                     }),
+                    // A's panel layout (kc groups of MR rows) is B's (kc rows of NR columns)
+                    // for the transposed matrix
+                    AOperand::ImageT(im) => {
+                        if row.len() < mc {
+                            row.resize(mc, 0.0);
+                        }
+                        pack_into(abuf, mc.div_ceil(mr) * mr * kc, |dst| {
+                            pack_b(BSource::Image(im), mr, pc, kc, ic, mc, dst, row)
+                        })
+                    }
                 };
                 let mut jr = 0;
                 while jr < nc {
@@ -458,7 +543,7 @@ unsafe fn run_task(
                     jr += nr;
                 }
                 if pc + kc == k {
-                    epilogue(epi, c, ldc, ic, ic + mc, jc, jc + nc);
+                    epilogue(epi, transposed, c, ldc, (ic, ic + mc, jc, jc + nc));
                 }
                 ic += mc;
             }
@@ -477,11 +562,56 @@ fn pack_into(buf: &mut Vec<f32>, len: usize, fill: impl FnOnce(&mut [f32])) -> &
     &buf[..len]
 }
 
+/// The output pass over rows `[i0, i1)` x cols `[j0, j1)` of C, then the transposed copy.
+///
+/// # Safety
+/// The rectangle lies inside C (row stride `ldc`) and belongs to the caller's task; `t` was
+/// checked by [`sgemm_transposed`].
+unsafe fn epilogue(
+    epi: &Epilogue,
+    t: Option<TransposedOut>,
+    c: *mut f32,
+    ldc: usize,
+    (i0, i1, j0, j1): (usize, usize, usize, usize),
+) {
+    output_pass(epi, c, ldc, i0, i1, j0, j1);
+    if let Some(t) = t {
+        copy_transposed(t, c, ldc, (i0, i1, j0, j1));
+    }
+}
+
+/// `T[j * ld + i] = C[i * ldc + j]` over a rectangle, in 16 x 16 blocks so reads and writes
+/// both stay within a few cache lines.
+///
+/// # Safety
+/// The rectangle lies inside C and belongs to the caller's task; `sgemm_transposed` checked
+/// that T holds `(n - 1) * ld + m` floats and borrows it mutably for the call, so the
+/// transposed rectangle lies inside T and no other task or thread writes it.
+unsafe fn copy_transposed(
+    t: TransposedOut,
+    c: *const f32,
+    ldc: usize,
+    (i0, i1, j0, j1): (usize, usize, usize, usize),
+) {
+    const B: usize = 16;
+    let (dst, ld) = (t.ptr.0, t.ld);
+    for ib in (i0..i1).step_by(B) {
+        let ie = (ib + B).min(i1);
+        for jb in (j0..j1).step_by(B) {
+            for j in jb..(jb + B).min(j1) {
+                for i in ib..ie {
+                    *dst.add(j * ld + i) = *c.add(i * ldc + j);
+                }
+            }
+        }
+    }
+}
+
 /// Bias, residual and activation over rows `[i0, i1)` x cols `[j0, j1)` of C.
 ///
 /// # Safety
-/// The rectangle lies inside C (row stride `ldc`) and belongs to the caller's task.
-unsafe fn epilogue(
+/// As for [`epilogue`].
+unsafe fn output_pass(
     epi: &Epilogue,
     c: *mut f32,
     ldc: usize,
