@@ -473,19 +473,20 @@ fn prepare_packs_convolution_weights() {
                     &wt,
                 )
             });
-            let cached = wide || (1..=cout).filter(|g| cout % g == 0).any(|groups| {
-                let rows = cout / groups;
-                (0..groups).all(|grp| {
-                    let a =
-                        MatRef::new(&ws[grp * rows * kdim..], rows, kdim, kdim, 1).expect("matrix");
-                    tsrun::ops::gemm::is_packed_a_cached(
-                        isa,
-                        w.storage(),
-                        w.storage_offset() + grp * rows * kdim,
-                        &a,
-                    )
-                })
-            });
+            let cached = wide
+                || (1..=cout).filter(|g| cout % g == 0).any(|groups| {
+                    let rows = cout / groups;
+                    (0..groups).all(|grp| {
+                        let a = MatRef::new(&ws[grp * rows * kdim..], rows, kdim, kdim, 1)
+                            .expect("matrix");
+                        tsrun::ops::gemm::is_packed_a_cached(
+                            isa,
+                            w.storage(),
+                            w.storage_offset() + grp * rows * kdim,
+                            &a,
+                        )
+                    })
+                });
             if cg == 1 && kvol > 1 {
                 depthwise += 1;
                 assert!(!cached, "{name}: depthwise {pname} was packed");

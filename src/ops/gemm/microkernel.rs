@@ -143,7 +143,8 @@ pub(super) unsafe fn avx512(
 ///
 /// # Safety
 /// The CPU must support AVX-512F; buffer requirements as for [`portable`] with
-/// `AVX512_WIDE_MR` / `AVX512_WIDE_NR`.
+/// `AVX512_WIDE_MR` / `AVX512_WIDE_NR`: the asm loop reads exactly `kc * 64` floats of `b`
+/// and `kc * 7` of `a`, and writes nothing but its register operands.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn avx512_wide(
@@ -155,24 +156,90 @@ pub(super) unsafe fn avx512_wide(
     accumulate: bool,
 ) {
     use std::arch::x86_64::*;
-    const MR: usize = AVX512_WIDE_MR;
-    const NR: usize = AVX512_WIDE_NR;
-    let mut acc = [[_mm512_setzero_ps(); 4]; MR];
-    for k in 0..kc {
-        let bp = b.add(k * NR);
-        let bv = [
-            _mm512_loadu_ps(bp),
-            _mm512_loadu_ps(bp.add(16)),
-            _mm512_loadu_ps(bp.add(32)),
-            _mm512_loadu_ps(bp.add(48)),
-        ];
-        let ap = a.add(k * MR);
-        for (i, row) in acc.iter_mut().enumerate() {
-            let av = _mm512_set1_ps(*ap.add(i));
-            for (r, &b) in row.iter_mut().zip(&bv) {
-                *r = _mm512_fmadd_ps(av, b, *r);
-            }
-        }
+    let mut acc = [[_mm512_setzero_ps(); 4]; AVX512_WIDE_MR];
+    if kc > 0 {
+        let [[c00, c01, c02, c03], [c10, c11, c12, c13], [c20, c21, c22, c23], [c30, c31, c32, c33], [c40, c41, c42, c43], [c50, c51, c52, c53], [c60, c61, c62, c63]] =
+            &mut acc;
+        let (mut bp, mut ap, mut k) = (b, a, kc);
+        // One asm loop: 28 accumulators and 4 B vectors take all 32 zmm registers, so A is
+        // broadcast from memory inside each FMA ({1to16}); written in Rust, the compiler
+        // broadcasts into registers and spills accumulators on every step.
+        std::arch::asm!(
+            "2:",
+            "vmovups {b0}, zmmword ptr [{bp} + 0]",
+            "vmovups {b1}, zmmword ptr [{bp} + 64]",
+            "vmovups {b2}, zmmword ptr [{bp} + 128]",
+            "vmovups {b3}, zmmword ptr [{bp} + 192]",
+            "vfmadd231ps {c00}, {b0}, dword ptr [{ap} + 0]{{1to16}}",
+            "vfmadd231ps {c01}, {b1}, dword ptr [{ap} + 0]{{1to16}}",
+            "vfmadd231ps {c02}, {b2}, dword ptr [{ap} + 0]{{1to16}}",
+            "vfmadd231ps {c03}, {b3}, dword ptr [{ap} + 0]{{1to16}}",
+            "vfmadd231ps {c10}, {b0}, dword ptr [{ap} + 4]{{1to16}}",
+            "vfmadd231ps {c11}, {b1}, dword ptr [{ap} + 4]{{1to16}}",
+            "vfmadd231ps {c12}, {b2}, dword ptr [{ap} + 4]{{1to16}}",
+            "vfmadd231ps {c13}, {b3}, dword ptr [{ap} + 4]{{1to16}}",
+            "vfmadd231ps {c20}, {b0}, dword ptr [{ap} + 8]{{1to16}}",
+            "vfmadd231ps {c21}, {b1}, dword ptr [{ap} + 8]{{1to16}}",
+            "vfmadd231ps {c22}, {b2}, dword ptr [{ap} + 8]{{1to16}}",
+            "vfmadd231ps {c23}, {b3}, dword ptr [{ap} + 8]{{1to16}}",
+            "vfmadd231ps {c30}, {b0}, dword ptr [{ap} + 12]{{1to16}}",
+            "vfmadd231ps {c31}, {b1}, dword ptr [{ap} + 12]{{1to16}}",
+            "vfmadd231ps {c32}, {b2}, dword ptr [{ap} + 12]{{1to16}}",
+            "vfmadd231ps {c33}, {b3}, dword ptr [{ap} + 12]{{1to16}}",
+            "vfmadd231ps {c40}, {b0}, dword ptr [{ap} + 16]{{1to16}}",
+            "vfmadd231ps {c41}, {b1}, dword ptr [{ap} + 16]{{1to16}}",
+            "vfmadd231ps {c42}, {b2}, dword ptr [{ap} + 16]{{1to16}}",
+            "vfmadd231ps {c43}, {b3}, dword ptr [{ap} + 16]{{1to16}}",
+            "vfmadd231ps {c50}, {b0}, dword ptr [{ap} + 20]{{1to16}}",
+            "vfmadd231ps {c51}, {b1}, dword ptr [{ap} + 20]{{1to16}}",
+            "vfmadd231ps {c52}, {b2}, dword ptr [{ap} + 20]{{1to16}}",
+            "vfmadd231ps {c53}, {b3}, dword ptr [{ap} + 20]{{1to16}}",
+            "vfmadd231ps {c60}, {b0}, dword ptr [{ap} + 24]{{1to16}}",
+            "vfmadd231ps {c61}, {b1}, dword ptr [{ap} + 24]{{1to16}}",
+            "vfmadd231ps {c62}, {b2}, dword ptr [{ap} + 24]{{1to16}}",
+            "vfmadd231ps {c63}, {b3}, dword ptr [{ap} + 24]{{1to16}}",
+            "add {bp}, 256",
+            "add {ap}, 28",
+            "dec {k}",
+            "jnz 2b",
+            bp = inout(reg) bp,
+            ap = inout(reg) ap,
+            k = inout(reg) k,
+            b0 = out(zmm_reg) _,
+            b1 = out(zmm_reg) _,
+            b2 = out(zmm_reg) _,
+            b3 = out(zmm_reg) _,
+            c00 = inout(zmm_reg) *c00,
+            c01 = inout(zmm_reg) *c01,
+            c02 = inout(zmm_reg) *c02,
+            c03 = inout(zmm_reg) *c03,
+            c10 = inout(zmm_reg) *c10,
+            c11 = inout(zmm_reg) *c11,
+            c12 = inout(zmm_reg) *c12,
+            c13 = inout(zmm_reg) *c13,
+            c20 = inout(zmm_reg) *c20,
+            c21 = inout(zmm_reg) *c21,
+            c22 = inout(zmm_reg) *c22,
+            c23 = inout(zmm_reg) *c23,
+            c30 = inout(zmm_reg) *c30,
+            c31 = inout(zmm_reg) *c31,
+            c32 = inout(zmm_reg) *c32,
+            c33 = inout(zmm_reg) *c33,
+            c40 = inout(zmm_reg) *c40,
+            c41 = inout(zmm_reg) *c41,
+            c42 = inout(zmm_reg) *c42,
+            c43 = inout(zmm_reg) *c43,
+            c50 = inout(zmm_reg) *c50,
+            c51 = inout(zmm_reg) *c51,
+            c52 = inout(zmm_reg) *c52,
+            c53 = inout(zmm_reg) *c53,
+            c60 = inout(zmm_reg) *c60,
+            c61 = inout(zmm_reg) *c61,
+            c62 = inout(zmm_reg) *c62,
+            c63 = inout(zmm_reg) *c63,
+            options(nostack, readonly),
+        );
+        let _ = (bp, ap, k);
     }
     for (i, row) in acc.iter().enumerate() {
         let p = c.add(i * ldc);

@@ -211,6 +211,8 @@ impl Epilogue<'_> {
 struct TransposedOut {
     ptr: OutPtr,
     ld: usize,
+    /// The CPU has AVX2 (8 x 8 blocks transposed in registers).
+    avx2: bool,
 }
 
 /// The left operand.
@@ -298,6 +300,7 @@ pub fn sgemm_transposed(
     let t = TransposedOut {
         ptr: OutPtr(t.as_mut_ptr()),
         ld: ldt,
+        avx2: isa != Isa::Portable && isa.is_supported(),
     };
     sgemm_impl(isa, m, n, k, a, b, c, ldc, epi, Some(t), parallel)
 }
@@ -580,8 +583,8 @@ unsafe fn epilogue(
     }
 }
 
-/// `T[j * ld + i] = C[i * ldc + j]` over a rectangle, in 16 x 16 blocks so reads and writes
-/// both stay within a few cache lines.
+/// `T[j * ld + i] = C[i * ldc + j]` over a rectangle: 8 x 8 blocks in AVX2 registers where
+/// the CPU has it, the edges (and everything without AVX2) element by element.
 ///
 /// # Safety
 /// The rectangle lies inside C and belongs to the caller's task; `sgemm_transposed` checked
@@ -593,17 +596,67 @@ unsafe fn copy_transposed(
     ldc: usize,
     (i0, i1, j0, j1): (usize, usize, usize, usize),
 ) {
-    const B: usize = 16;
     let (dst, ld) = (t.ptr.0, t.ld);
-    for ib in (i0..i1).step_by(B) {
-        let ie = (ib + B).min(i1);
-        for jb in (j0..j1).step_by(B) {
-            for j in jb..(jb + B).min(j1) {
-                for i in ib..ie {
-                    *dst.add(j * ld + i) = *c.add(i * ldc + j);
-                }
+    let (mut i8_end, mut j8_end) = (i0, j0);
+    #[cfg(target_arch = "x86_64")]
+    if t.avx2 {
+        i8_end = i0 + (i1 - i0) / 8 * 8;
+        j8_end = j0 + (j1 - j0) / 8 * 8;
+        for i in (i0..i8_end).step_by(8) {
+            for j in (j0..j8_end).step_by(8) {
+                transpose8x8(c.add(i * ldc + j), ldc, dst.add(j * ld + i), ld);
             }
         }
+    }
+    let scalar = |(ia, ib): (usize, usize), (ja, jb): (usize, usize)| {
+        for i in ia..ib {
+            for j in ja..jb {
+                *dst.add(j * ld + i) = *c.add(i * ldc + j);
+            }
+        }
+    };
+    // the right strip of the 8 x 8 blocks' rows, then every row below them
+    scalar((i0, i8_end), (j8_end, j1));
+    scalar((i8_end, i1), (j0, j1));
+}
+
+/// One 8 x 8 block: `dst[j * ldd + i] = src[i * lds + j]`.
+///
+/// # Safety
+/// AVX2 is available; both blocks lie inside their buffers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose8x8(src: *const f32, lds: usize, dst: *mut f32, ldd: usize) {
+    use std::arch::x86_64::*;
+    let r: [__m256; 8] = std::array::from_fn(|i| _mm256_loadu_ps(src.add(i * lds)));
+    let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+    let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+    let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+    let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+    let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+    let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+    let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+    let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    let out = [
+        _mm256_permute2f128_ps::<0x20>(u0, u4),
+        _mm256_permute2f128_ps::<0x20>(u1, u5),
+        _mm256_permute2f128_ps::<0x20>(u2, u6),
+        _mm256_permute2f128_ps::<0x20>(u3, u7),
+        _mm256_permute2f128_ps::<0x31>(u0, u4),
+        _mm256_permute2f128_ps::<0x31>(u1, u5),
+        _mm256_permute2f128_ps::<0x31>(u2, u6),
+        _mm256_permute2f128_ps::<0x31>(u3, u7),
+    ];
+    for (j, v) in out.iter().enumerate() {
+        _mm256_storeu_ps(dst.add(j * ldd), *v);
     }
 }
 
