@@ -183,6 +183,42 @@ pub(crate) unsafe fn gemm_strided<T: Real>(
     );
 }
 
+/// Run one tiny product through the gemm crate, once per process: its first call reads the
+/// CPU's cache hierarchy (about a millisecond, measured on the LSTM tagger's first call), which
+/// `Module::prepare` pays here instead of the first call.
+pub(crate) fn warm_up_gemm_crate() {
+    static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        let (a, b) = ([1f32; 4], [1f32; 4]);
+        let mut c = [0f32; 4];
+        // SAFETY: 2 x 2 row-major matrices: every pointer addresses 4 floats, strides (1, 2)
+        // stay inside them, and `c` is not aliased by `a` or `b`.
+        unsafe {
+            ::gemm::gemm(
+                2,
+                2,
+                2,
+                c.as_mut_ptr(),
+                1,
+                2,
+                false,
+                a.as_ptr(),
+                1,
+                2,
+                b.as_ptr(),
+                1,
+                2,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                ::gemm::Parallelism::None,
+            )
+        };
+    });
+}
+
 /// Offsets (in elements) of every batch entry of `t`'s leading `batch.len()` dims broadcast to
 /// `batch`, in row-major order.
 fn batch_offsets(t: &Tensor, batch: &[usize]) -> Vec<isize> {

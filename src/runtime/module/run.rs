@@ -155,10 +155,10 @@ impl Module {
             .map_err(module_err)
     }
 
-    /// Compile `methods` of this module, and `forward` of every submodule, into their plans now
-    /// rather than on the first call, and pack convolution and linear weights for the GEMM, so that call
-    /// runs at full speed (serving and benchmarks
-    /// load once and call many times). An error in a requested method is returned; one in a
+    /// Compile `methods` of this module and everything they can reach into their plans now
+    /// rather than on the first call, pack convolution and linear weights for the GEMM, and
+    /// take the gemm crate's one-time CPU probe, so the first call runs at full speed (serving
+    /// and benchmarks load once and call many times). An error in a requested method is returned; one in a
     /// submodule's `forward` is left for the call that reaches it, as without `prepare`.
     pub fn prepare(&self, methods: &[&str]) -> Result<()> {
         let interpreter = self.interpreter()?;
@@ -176,6 +176,7 @@ impl Module {
         self.state_effects(methods)?;
         self.compile_reachable(&interpreter, methods);
         super::prepack::prepack_weights(self, &*self.compilation_unit()?);
+        crate::ops::linalg::warm_up_gemm_crate();
         Ok(())
     }
 
