@@ -183,31 +183,33 @@ pub(crate) unsafe fn gemm_strided<T: Real>(
     );
 }
 
-/// Run one tiny product through the gemm crate, once per process: its first call reads the
-/// CPU's cache hierarchy (about a millisecond, measured on the LSTM tagger's first call), which
-/// `Module::prepare` pays here instead of the first call.
+/// Run one small product through the gemm crate, once per process: its first blocked product
+/// reads the CPU's cache hierarchy from sysfs (about a millisecond, seen in the LSTM tagger's
+/// first call), which `Module::prepare` pays here instead. 64^3 takes the blocked path; tiny
+/// products do not, and would leave the probe to the first call.
 pub(crate) fn warm_up_gemm_crate() {
     static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     DONE.get_or_init(|| {
-        let (a, b) = ([1f32; 4], [1f32; 4]);
-        let mut c = [0f32; 4];
-        // SAFETY: 2 x 2 row-major matrices: every pointer addresses 4 floats, strides (1, 2)
-        // stay inside them, and `c` is not aliased by `a` or `b`.
+        const N: usize = 64;
+        let (a, b) = (vec![1f32; N * N], vec![1f32; N * N]);
+        let mut c = vec![0f32; N * N];
+        // SAFETY: N x N row-major matrices: every pointer addresses N * N floats, strides
+        // (1, N) stay inside them, and `c` is not aliased by `a` or `b`.
         unsafe {
             ::gemm::gemm(
-                2,
-                2,
-                2,
+                N,
+                N,
+                N,
                 c.as_mut_ptr(),
                 1,
-                2,
+                N as isize,
                 false,
                 a.as_ptr(),
                 1,
-                2,
+                N as isize,
                 b.as_ptr(),
                 1,
-                2,
+                N as isize,
                 0.0,
                 1.0,
                 false,
