@@ -60,3 +60,19 @@ fn released_mapped_pages_read_back_the_same_values() {
     );
     assert_eq!(w.to_vec::<f32>().expect("values"), before);
 }
+
+/// `Storage::populate_mapped_pages` maps a file-backed weight's pages ahead (what `prepare` does
+/// for the weights kernels read in place); the values are unchanged, and a heap storage has
+/// nothing to populate.
+#[test]
+fn populated_mapped_pages_read_the_same_values() {
+    let path = format!("{}/fixtures/models/resnet18.pt", env!("CARGO_MANIFEST_DIR"));
+    let m = tsrun::runtime::Module::load(&path).expect("load");
+    let w = m.get_parameter("fc.weight").expect("fc.weight");
+    let before = w.to_vec::<f32>().expect("values");
+    // kernels older than Linux 5.14 refuse the advice, which leaves the pages to fault in
+    let _ = w.storage().populate_mapped_pages();
+    assert_eq!(w.to_vec::<f32>().expect("values"), before);
+    let heap = tsrun::Tensor::from_vec(before.clone(), &[before.len()]).expect("tensor");
+    assert!(!heap.storage().populate_mapped_pages());
+}

@@ -145,18 +145,33 @@ pub(super) fn prepack_weights(module: &Module, unit: &CompilationUnit) {
             }
         }
     }
-    weights.par_iter().for_each(|(w, how)| {
-        let _ = match how {
+    let released: HashSet<usize> = weights
+        .par_iter()
+        .filter_map(|(w, how)| match how {
             WeightUse::Conv { groups } => {
-                crate::ops::conv::prepack_weight(w, *groups).map(|packed| {
-                    // the float32 kernel reads only the packed copy: the archive's pages of
-                    // this weight need not stay resident (RSS counts them)
-                    if packed {
-                        w.storage().release_mapped_pages();
-                    }
-                })
+                // the float32 kernel reads only the packed copy: the archive's pages of this
+                // weight need not stay resident (RSS counts them)
+                let packed = crate::ops::conv::prepack_weight(w, *groups).unwrap_or(false);
+                (packed && w.storage().release_mapped_pages()).then(|| w.storage().id())
             }
-            WeightUse::Linear => crate::ops::linalg::prepack_linear_weight(w),
-        };
-    });
+            WeightUse::Linear => {
+                let _ = crate::ops::linalg::prepack_linear_weight(w);
+                None
+            }
+        })
+        .collect();
+    // Every other parameter and buffer the kernels read in place gets its archive pages mapped
+    // now rather than by page faults on the first call; a very large one (an embedding table,
+    // of which a call reads a few rows) is left to fault in as it is read.
+    const POPULATE_AT_MOST: usize = 16 << 20;
+    let mut populated = HashSet::new();
+    for t in module.parameters().into_iter().chain(module.buffers()) {
+        let storage = t.storage();
+        if storage.nbytes() <= POPULATE_AT_MOST
+            && !released.contains(&storage.id())
+            && populated.insert(storage.id())
+        {
+            storage.populate_mapped_pages();
+        }
+    }
 }
