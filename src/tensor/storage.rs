@@ -259,9 +259,12 @@ impl Storage {
             // heap memory, or an anonymous mapping whose dropped pages would read back as zeros
             return false;
         };
-        let offset = ptr.as_ptr() as usize - map.as_ptr() as usize;
+        // an empty storage's pointer need not lie in the mapping
+        let Some(offset) = (ptr.as_ptr() as usize).checked_sub(map.as_ptr() as usize) else {
+            return false;
+        };
         let start = offset.next_multiple_of(PAGE);
-        let end = (offset + self.inner.nbytes) / PAGE * PAGE;
+        let end = offset.saturating_add(self.inner.nbytes) / PAGE * PAGE;
         let released = end > start && {
             // SAFETY: MADV_DONTNEED on a private, read-only *file* mapping (`map_copy_read_only`;
             // anonymous mappings were refused above)
@@ -297,10 +300,14 @@ impl Storage {
         else {
             return false;
         };
-        let offset = ptr.as_ptr() as usize - map.as_ptr() as usize;
+        // an empty storage's pointer need not lie in the mapping
+        let Some(offset) = (ptr.as_ptr() as usize).checked_sub(map.as_ptr() as usize) else {
+            return false;
+        };
         let start = offset / PAGE * PAGE;
-        let end = (offset + self.inner.nbytes).min(map.len());
-        let populated = end > start
+        let end = offset.saturating_add(self.inner.nbytes).min(map.len());
+        let populated = self.inner.nbytes > 0
+            && end > start
             && map
                 .advise_range(memmap2::Advice::PopulateRead, start, end - start)
                 .is_ok();

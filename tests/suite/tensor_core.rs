@@ -75,4 +75,12 @@ fn populated_mapped_pages_read_the_same_values() {
     assert_eq!(w.to_vec::<f32>().expect("values"), before);
     let heap = tsrun::Tensor::from_vec(before.clone(), &[before.len()]).expect("tensor");
     assert!(!heap.storage().populate_mapped_pages());
+    // an empty stored buffer (`zeros(0, 3)`): nothing to populate or release, and no panic
+    // (its pointer need not lie inside the mapping)
+    let path = format!("{}/fixtures/models/dtypes.pt", env!("CARGO_MANIFEST_DIR"));
+    let m = tsrun::runtime::Module::load(&path).expect("load");
+    let empty = m.get_buffer("empty").expect("empty buffer");
+    assert_eq!(empty.numel(), 0);
+    assert!(!empty.storage().populate_mapped_pages());
+    assert!(!empty.storage().release_mapped_pages());
 }
