@@ -156,6 +156,10 @@ fn heap_alloc(nbytes: usize, zero: bool) -> Result<Memory, AllocError> {
     })
 }
 
+/// The smallest page size of the platforms tsrun runs on; a larger real page size makes
+/// `madvise` refuse a range, which only means nothing is released or populated.
+const PAGE: usize = 4096;
+
 impl Storage {
     fn with_memory(memory: Memory, nbytes: usize) -> Storage {
         let align = if nbytes == 0 {
@@ -242,43 +246,26 @@ impl Storage {
     /// anonymous copy, which has no file to read back from), is left alone. Returns whether
     /// pages were released.
     pub fn release_mapped_pages(&self) -> bool {
-        /// The smallest page size of the platforms tsrun runs on; a larger real page size
-        /// makes `madvise` refuse the range, which only means nothing is released.
-        const PAGE: usize = 4096;
-        // the read guard keeps a writer from replacing the memory meanwhile
-        let Ok(guard) = self.read() else {
-            return false;
-        };
-        // SAFETY: the read borrow is held, so `memory` is not replaced while we look.
-        let Memory::Mapped {
-            _map: map,
-            ptr,
-            file_backed: true,
-        } = (unsafe { &*self.inner.memory.get() })
-        else {
-            // heap memory, or an anonymous mapping whose dropped pages would read back as zeros
-            return false;
-        };
-        // an empty storage's pointer need not lie in the mapping
-        let Some(offset) = (ptr.as_ptr() as usize).checked_sub(map.as_ptr() as usize) else {
-            return false;
-        };
-        let start = offset.next_multiple_of(PAGE);
-        let end = offset.saturating_add(self.inner.nbytes) / PAGE * PAGE;
-        let released = end > start && {
-            // SAFETY: MADV_DONTNEED on a private, read-only *file* mapping (`map_copy_read_only`;
-            // anonymous mappings were refused above)
-            // that nothing ever writes (a write copies the storage to the heap first): there
-            // are no private copies of its pages, so dropping them only means the next access
-            // reads the same file bytes again. References into the range stay valid and see
-            // the same values. The range lies inside the mapping (within this storage).
-            unsafe {
-                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+        self.with_file_mapping(|map, offset, nbytes| {
+            let start = offset.next_multiple_of(PAGE);
+            let end = offset.saturating_add(nbytes) / PAGE * PAGE;
+            end > start && {
+                // SAFETY: MADV_DONTNEED on a private, read-only *file* mapping
+                // (`map_copy_read_only`; `with_file_mapping` refuses anonymous ones) that nothing
+                // ever writes (a write copies the storage to the heap first): there are no
+                // private copies of its pages, so dropping them only means the next access
+                // reads the same file bytes again. References into the range stay valid and see
+                // the same values. The range lies inside the mapping (within this storage).
+                unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        start,
+                        end - start,
+                    )
+                }
+                .is_ok()
             }
-            .is_ok()
-        };
-        drop(guard);
-        released
+        })
     }
 
     /// Map the archive pages of a file-backed mapped storage into the page table now
@@ -287,7 +274,22 @@ impl Storage {
     /// most of the first call. Heap storages and anonymous mappings are resident already.
     /// Returns whether pages were populated (older kernels refuse the advice: nothing happens).
     pub fn populate_mapped_pages(&self) -> bool {
-        const PAGE: usize = 4096;
+        self.with_file_mapping(|map, offset, nbytes| {
+            let start = offset / PAGE * PAGE;
+            let end = offset.saturating_add(nbytes).min(map.len());
+            nbytes > 0
+                && end > start
+                && map
+                    .advise_range(memmap2::Advice::PopulateRead, start, end - start)
+                    .is_ok()
+        })
+    }
+
+    /// `advise(map, offset of this storage in it, its bytes)` for a storage mapped from an
+    /// archive file, under the read guard (no writer replaces the memory meanwhile); `false`
+    /// for heap memory, an anonymous mapping (whose dropped pages would read back as zeros) and
+    /// an empty storage whose pointer lies outside the mapping.
+    fn with_file_mapping(&self, advise: impl FnOnce(&memmap2::Mmap, usize, usize) -> bool) -> bool {
         let Ok(guard) = self.read() else {
             return false;
         };
@@ -300,19 +302,11 @@ impl Storage {
         else {
             return false;
         };
-        // an empty storage's pointer need not lie in the mapping
-        let Some(offset) = (ptr.as_ptr() as usize).checked_sub(map.as_ptr() as usize) else {
-            return false;
-        };
-        let start = offset / PAGE * PAGE;
-        let end = offset.saturating_add(self.inner.nbytes).min(map.len());
-        let populated = self.inner.nbytes > 0
-            && end > start
-            && map
-                .advise_range(memmap2::Advice::PopulateRead, start, end - start)
-                .is_ok();
+        let done = (ptr.as_ptr() as usize)
+            .checked_sub(map.as_ptr() as usize)
+            .is_some_and(|offset| advise(map, offset, self.inner.nbytes));
         drop(guard);
-        populated
+        done
     }
 
     /// Whether two handles share the same buffer.
