@@ -623,7 +623,7 @@ fn conv_forward_f32(
 /// nothing on channels, and 7 divides the maps of 224-pixel networks, where the 12 x 32 tile
 /// computes 72 rows for 64 channels and 64 columns for a 7 x 7 map.
 fn runs_wide(isa: Isa, groups: usize, cout: usize) -> bool {
-    isa == Isa::Avx512 && groups == 1 && cout.is_multiple_of(gemm::Isa::Avx512Wide.nr())
+    isa == Isa::Avx512 && groups == 1 && cout.is_multiple_of(Isa::Avx512Wide.nr())
 }
 
 /// The contiguous float32 weight `w` (`cout x kdim`, elements `ws`) transposed and packed as

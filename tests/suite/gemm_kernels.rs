@@ -271,21 +271,23 @@ fn image_operand_is_implicit_im2col() {
                 bias: Bias::PerColumn(&bias),
                 ..Epilogue::NONE
             };
-            sgemm_transposed(
-                isa,
-                l,
-                cout,
-                kdim,
-                AOperand::ImageT(im),
-                BOperand::Packed(&pb),
-                &mut scratch,
-                cout,
-                &epi_t,
-                &mut out,
-                l,
-                true,
-            )
-            .unwrap();
+            let mut transposed = |out: &mut [f32]| {
+                sgemm_transposed(
+                    isa,
+                    l,
+                    cout,
+                    kdim,
+                    AOperand::ImageT(im),
+                    BOperand::Packed(&pb),
+                    &mut scratch,
+                    cout,
+                    &epi_t,
+                    out,
+                    l,
+                    true,
+                )
+            };
+            transposed(&mut out).unwrap();
             check(
                 &format!("{isa:?} transposed conv {ch}x{h}x{w} k{kh}x{kw}"),
                 &out,
@@ -301,21 +303,7 @@ fn image_operand_is_implicit_im2col() {
                 },
             );
             let mut short = vec![0f32; cout * l - 1];
-            assert!(sgemm_transposed(
-                isa,
-                l,
-                cout,
-                kdim,
-                AOperand::ImageT(im),
-                BOperand::Packed(&pb),
-                &mut scratch,
-                cout,
-                &epi_t,
-                &mut short,
-                l,
-                true,
-            )
-            .is_err());
+            assert!(transposed(&mut short).is_err());
         }
     }
 }

@@ -286,16 +286,15 @@ pub fn sgemm_transposed(
     ldt: usize,
     parallel: bool,
 ) -> crate::Result<()> {
-    let need = n
-        .checked_sub(1)
-        .and_then(|r| r.checked_mul(ldt))
-        .and_then(|v| v.checked_add(m))
-        .filter(|_| ldt >= m);
-    if m > 0 && need.is_none_or(|need| t.len() < need) {
-        return Err(gemm_err(format!(
-            "transposed output of {} floats with stride {ldt} for {m}x{n}",
-            t.len()
-        )));
+    // an empty product writes nothing, so needs no room
+    if m > 0 && n > 0 {
+        let need = (n - 1).checked_mul(ldt).and_then(|v| v.checked_add(m));
+        if ldt < m || need.is_none_or(|need| t.len() < need) {
+            return Err(gemm_err(format!(
+                "transposed output of {} floats with stride {ldt} for {m}x{n}",
+                t.len()
+            )));
+        }
     }
     let t = TransposedOut {
         ptr: OutPtr(t.as_mut_ptr()),
