@@ -6,9 +6,9 @@
 //! memory bandwidth per core; results that fit in L2 run above that bandwidth.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tsrun::ir::types::Type;
-use tsrun::ops::{Args, OpContext, Registry};
-use tsrun::runtime::{IValue, List};
+use tsrun::internals::ir::types::Type;
+use tsrun::internals::ops::{Args, OpContext, Registry};
+use tsrun::internals::runtime::{IValue, List};
 use tsrun::{DType, Tensor};
 
 fn randn(shape: &[usize], seed: u32) -> Tensor {
@@ -122,7 +122,7 @@ fn kernels(c: &mut Criterion) {
     assert_eq!(x.dtype(), DType::Float32);
 
     // Where rayon starts to pay: the same elementwise add and exp inside a 1-thread and a
-    // 2-thread pool, around tsrun::tensor::PARALLEL_THRESHOLD.
+    // 2-thread pool, around tsrun::internals::tensor::PARALLEL_THRESHOLD.
     let pools = [1usize, 2].map(|n| {
         rayon::ThreadPoolBuilder::new()
             .num_threads(n)

@@ -3,7 +3,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::path::Path;
-use tsrun::runtime::Module;
+use tsrun::internals::runtime::Module;
 
 fn load_resnet18(c: &mut Criterion) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/resnet18.pt");

@@ -4,7 +4,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::path::{Path, PathBuf};
-use tsrun::runtime::Module;
+use tsrun::internals::runtime::Module;
 use tsrun::{IValue, Tensor};
 
 fn fixture(rel: &str) -> PathBuf {
@@ -22,7 +22,7 @@ fn bench_forward(c: &mut Criterion, name: &str, inputs: Vec<IValue>) {
 }
 
 fn models(c: &mut Criterion) {
-    let image = tsrun::cli::run::read_npy(&fixture("inputs/image_1x3x224x224.npy"))
+    let image = tsrun::internals::cli::run::read_npy(&fixture("inputs/image_1x3x224x224.npy"))
         .expect("fixtures/inputs/image_1x3x224x224.npy");
     bench_forward(c, "resnet18", vec![IValue::Tensor(image)]);
 

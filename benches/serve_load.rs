@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tsrun::serve::{start, ServeConfig};
+use tsrun::internals::serve::{start, ServeConfig};
 use tsrun::{IValue, Module, Tensor};
 
 fn fixture(name: &str) -> PathBuf {

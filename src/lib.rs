@@ -1,28 +1,43 @@
 //! tsrun: load, inspect, run and save TorchScript archives in pure Rust.
 //!
-//! Pipeline: [`archive`] (zip records) -> [`pickle`] (module state) -> [`frontend`] (code to AST)
-//! -> [`ir`] (SSA graphs, printers) -> [`runtime`] (interpreter, module API) -> [`ops`] (kernels)
-//! over [`tensor`]. See ARCHITECTURE.md.
+//! ```no_run
+//! use tsrun::prelude::*;
+//!
+//! # fn main() -> tsrun::Result<()> {
+//! let model = Module::load("model.pt")?;
+//! let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[1, 4])?;
+//! let y = model.forward(&[IValue::Tensor(x)])?;
+//! println!("{y}");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The crate root holds the whole supported surface: [`Module`] (load, inspect, change, save
+//! and run an archive), [`Tensor`], [`IValue`] (TorchScript values), [`DType`], [`Error`] and
+//! [`Result`], the load and call limits ([`LoadOptions`], [`RunOptions`]), weight averaging
+//! ([`swa`]) and grad-mode switches. Pipeline inside: archive (zip records) -> pickle (module
+//! state) -> frontend (code to AST) -> ir (SSA graphs, printers) -> runtime (interpreter, module
+//! API) -> ops (kernels) over tensor; see ARCHITECTURE.md. Those layers are reachable under
+//! [`internals`] for tests and the binary, with no stability promise.
 
+#![deny(missing_docs)]
 // Generic kernels are instantiated for every dtype by the `dispatch_*!` macros, bool included;
 // for bool these lints flag comparisons that are right for every other element type.
 #![allow(clippy::bool_comparison, clippy::neg_cmp_op_on_partial_ord)]
 
-pub mod archive;
-pub mod cli;
 pub mod error;
-pub mod frontend;
-pub mod ir;
-pub mod ops;
-pub mod pickle;
-pub mod runtime;
+#[doc(hidden)]
+pub mod internals;
+pub mod prelude;
+
+// The layers keep their crate paths (`crate::ops::...`) inside the crate.
 #[cfg(feature = "serve")]
-pub mod serve;
-pub mod tensor;
+pub(crate) use internals::serve;
+pub(crate) use internals::{archive, frontend, ir, ops, pickle, runtime, tensor};
 
 pub use error::{Error, Result};
 pub use ops::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled};
 pub use runtime::swa;
-pub use runtime::IValue;
-pub use runtime::{manual_seed, Module};
+pub use runtime::{manual_seed, set_num_threads, CancelHandle, LoadOptions, Module, RunOptions};
+pub use runtime::{Device, Dict, DictKey, IValue};
 pub use tensor::{DType, Scalar, Tensor};

@@ -1,7 +1,7 @@
 //! The archive loader on arbitrary bytes: open, unpickle the module, parse its code.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use tsrun::runtime::Module;
+use tsrun::internals::runtime::Module;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(m) = Module::load_from_bytes(data) {

@@ -2,14 +2,14 @@
 //! and the graph and inlined graph printed.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use tsrun::ir::printer::{print_graph, PrintOptions};
-use tsrun::ir::unit::CompilationUnit;
+use tsrun::internals::ir::printer::{print_graph, PrintOptions};
+use tsrun::internals::ir::unit::CompilationUnit;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(file) = tsrun::frontend::parse_file("code/__torch__/fuzz.py", text) else {
+    let Ok(file) = tsrun::internals::frontend::parse_file("code/__torch__/fuzz.py", text) else {
         return;
     };
     let Ok(unit) = CompilationUnit::from_files(&[file]) else {

@@ -1,12 +1,12 @@
 //! The unpickler on arbitrary bytes, with storages resolved to small zeroed buffers.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use tsrun::pickle::{StorageLoader, Unpickler};
-use tsrun::tensor::Storage;
+use tsrun::internals::pickle::{StorageLoader, Unpickler};
+use tsrun::internals::tensor::Storage;
 use tsrun::DType;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = tsrun::pickle::unpickle_data(data, "fuzz.pkl");
+    let _ = tsrun::internals::pickle::unpickle_data(data, "fuzz.pkl");
     let mut load = |_: &str, dtype: DType, numel: usize| {
         let nbytes = numel.checked_mul(dtype.size()).ok_or("overflow")?;
         if nbytes > 1 << 16 {

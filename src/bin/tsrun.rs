@@ -1,7 +1,7 @@
-//! The `tsrun` command line: each subcommand's arguments and logic live in `tsrun::cli`.
+//! The `tsrun` command line: each subcommand's arguments and logic live in `tsrun::internals::cli`.
 
 use clap::{CommandFactory, Parser, Subcommand};
-use tsrun::cli;
+use tsrun::internals::cli;
 
 #[derive(Parser)]
 #[command(
@@ -117,7 +117,7 @@ fn main() {
         _ => None,
     };
     if let Some(threads) = this_thread_calls {
-        if let Err(e) = tsrun::runtime::set_num_threads_for_this_thread(threads) {
+        if let Err(e) = tsrun::internals::runtime::set_num_threads_for_this_thread(threads) {
             eprintln!("tsrun: {e}");
             std::process::exit(cli::error::EXIT_MODEL);
         }

@@ -5,7 +5,7 @@
 use crate::load_common::model_path;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use tsrun::runtime::{IValue, Module};
+use tsrun::internals::runtime::{IValue, Module};
 use tsrun::Tensor;
 
 /// A writer that fails after `left` bytes, as a full disk or a killed process would.

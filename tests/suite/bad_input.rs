@@ -4,9 +4,9 @@
 use crate::load_common;
 
 use std::io::{Cursor, Read, Write};
-use tsrun::archive::ArchiveError;
-use tsrun::pickle::{unpickle_data, PickleError};
-use tsrun::runtime::Module;
+use tsrun::internals::archive::ArchiveError;
+use tsrun::internals::pickle::{unpickle_data, PickleError};
+use tsrun::internals::runtime::Module;
 use tsrun::Error;
 
 /// The records of the smallest fixture: (full name, bytes).
@@ -167,15 +167,15 @@ fn negative_and_absurd_strides() {
         p.extend_from_slice(b"\x85\x89}tR.");
         p
     };
-    let storage = tsrun::tensor::Storage::zeroed(16).expect("alloc");
+    let storage = tsrun::internals::tensor::Storage::zeroed(16).expect("alloc");
     for (stride, what) in [
         (&b"J\xff\xff\xff\xff"[..], "negative stride"),
         (&b"J\x00\x00\x00\x10"[..], "does not fit"),
     ] {
         let pkl = tensor_pkl(stride);
         let mut loader = |_: &str, _: tsrun::DType, _: usize| Ok(storage.clone());
-        let loader: &mut tsrun::pickle::StorageLoader<'_> = &mut loader;
-        let e = tsrun::pickle::Unpickler::new(&pkl, "t.pkl")
+        let loader: &mut tsrun::internals::pickle::StorageLoader<'_> = &mut loader;
+        let e = tsrun::internals::pickle::Unpickler::new(&pkl, "t.pkl")
             .with_storages(loader)
             .load()
             .expect_err("bad stride accepted");
@@ -361,10 +361,10 @@ fn duplicate_record_names_are_rejected() {
 /// panic.
 #[test]
 fn hostile_debug_pkl_never_panics() {
-    use tsrun::ir::debug_pkl::{decode, DebugPklError};
-    use tsrun::ir::Type;
-    use tsrun::pickle::Pickler;
-    use tsrun::runtime::{IValue, List, Tuple};
+    use tsrun::internals::ir::debug_pkl::{decode, DebugPklError};
+    use tsrun::internals::ir::Type;
+    use tsrun::internals::pickle::Pickler;
+    use tsrun::internals::runtime::{IValue, List, Tuple};
 
     let real = fixture_records()
         .into_iter()
@@ -416,7 +416,7 @@ fn hostile_debug_pkl_never_panics() {
 /// archive-code locations PyTorch would print without debug records.
 #[test]
 fn garbage_debug_pkl_falls_back_to_code_locations() {
-    use tsrun::ir::printer::{print_graph, PrintOptions};
+    use tsrun::internals::ir::printer::{print_graph, PrintOptions};
     let bytes = with_record("zoo_lang.py.debug_pkl", Some(b"\x80\x02garbage".to_vec()));
     let m = Module::load_from_bytes(&bytes).expect("loads");
     let unit = m.compilation_unit().expect("compiles");
@@ -436,12 +436,12 @@ fn pickle_depth_counts_levels_through_memoized_containers() {
     // [[[]]] with every list memoized (BINPUT 0, 1, 2)
     let pkl = b"\x80\x02]q\x00]q\x01]q\x02aa.";
     for _ in 0..32 {
-        let e = tsrun::pickle::Unpickler::new(pkl, "nest.pkl")
+        let e = tsrun::internals::pickle::Unpickler::new(pkl, "nest.pkl")
             .with_max_depth(2)
             .load()
             .expect_err("three levels accepted under a bound of two");
         assert!(e.to_string().contains("deeper than 2 levels"), "{e}");
-        tsrun::pickle::Unpickler::new(pkl, "nest.pkl")
+        tsrun::internals::pickle::Unpickler::new(pkl, "nest.pkl")
             .with_max_depth(3)
             .load()
             .expect("three levels under a bound of three");

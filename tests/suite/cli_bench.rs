@@ -1,7 +1,7 @@
 //! `tsrun bench`: the JSON report's fields and the three-significant-digit time format.
 
 use crate::common::fixtures_dir;
-use tsrun::cli::bench::{format_seconds, measure, BenchArgs};
+use tsrun::internals::cli::bench::{format_seconds, measure, BenchArgs};
 
 #[test]
 fn times_keep_three_significant_digits_at_every_scale() {
@@ -33,7 +33,7 @@ fn bench_reports_every_field() {
     let args = BenchArgs {
         model: fixtures_dir().join("models").join("mlp.pt"),
         method: "forward".into(),
-        inputs: tsrun::cli::inputs::InputArgs {
+        inputs: tsrun::internals::cli::inputs::InputArgs {
             inputs: vec![input.to_string_lossy().into_owned()],
             ..Default::default()
         },

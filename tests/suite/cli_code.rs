@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use tsrun::ir::printer::{print_graph, PrintOptions};
-use tsrun::ir::python_print::function_code;
-use tsrun::runtime::Module;
+use tsrun::internals::ir::printer::{print_graph, PrintOptions};
+use tsrun::internals::ir::python_print::function_code;
+use tsrun::internals::runtime::Module;
 
 use crate::common::{compiled_method, fixtures_dir, mask_warn_ids, printed_goldens};
 
@@ -314,7 +314,7 @@ fn code_with_constants_match_pytorch() {
                     .enumerate()
                     .map(|(i, c)| {
                         let summary = match c {
-                            tsrun::runtime::IValue::Tensor(t) => serde_json::json!({
+                            tsrun::internals::runtime::IValue::Tensor(t) => serde_json::json!({
                                 "dtype": t.dtype().name(),
                                 "shape": t.shape(),
                                 "fnv1a64": crate::load_common::fnv1a64(

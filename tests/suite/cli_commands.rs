@@ -115,15 +115,16 @@ fn compare_passes_and_fails_with_the_worst_element() {
 #[test]
 fn state_dict_exports_pytorch_weights() {
     let dir = temp_dir("state-dict");
-    let expected =
-        tsrun::runtime::module::read_npz(&fixtures_dir().join("cli").join("mlp_state_dict.npz"))
-            .expect("PyTorch's state dict");
+    let expected = tsrun::internals::runtime::module::read_npz(
+        &fixtures_dir().join("cli").join("mlp_state_dict.npz"),
+    )
+    .expect("PyTorch's state dict");
     for ext in ["safetensors", "npz"] {
         let path = dir.join(format!("w.{ext}"));
         let path_text = path.to_string_lossy().into_owned();
         let r = tsrun(&["state-dict", "fixtures/models/mlp.pt", "-o", &path_text]);
         assert_eq!(r.code, Some(0), "{}", r.stderr);
-        let got = tsrun::runtime::module::read_state_dict(&path).expect("read back");
+        let got = tsrun::internals::runtime::module::read_state_dict(&path).expect("read back");
         // safetensors stores its tensors sorted by name, npz in state_dict order
         let mut got_keys: Vec<&String> = got.keys().collect();
         let mut want_keys: Vec<&String> = expected.keys().collect();
@@ -257,9 +258,10 @@ fn parse_graph_prints_back_and_runs_pytorch_ir() {
 #[test]
 fn results_write_to_npy_and_safetensors() {
     let dir = temp_dir("outputs");
-    let expected =
-        tsrun::runtime::module::read_npz(&fixtures_dir().join("cli").join("mlp_expected.npz"))
-            .expect("PyTorch's result");
+    let expected = tsrun::internals::runtime::module::read_npz(
+        &fixtures_dir().join("cli").join("mlp_expected.npz"),
+    )
+    .expect("PyTorch's result");
     let want = expected["out"].to_vec::<f32>().expect("f32");
     for ext in ["npy", "safetensors", "npz"] {
         let path = dir.join(format!("out.{ext}"));
@@ -273,8 +275,10 @@ fn results_write_to_npy_and_safetensors() {
         ]);
         assert_eq!(r.code, Some(0), "{ext}: {}", r.stderr);
         let got = match ext {
-            "npy" => tsrun::cli::inputs::read_npy(&path).expect("npy"),
-            _ => tsrun::runtime::module::read_state_dict(&path).expect("read back")["out"].clone(),
+            "npy" => tsrun::internals::cli::inputs::read_npy(&path).expect("npy"),
+            _ => tsrun::internals::runtime::module::read_state_dict(&path).expect("read back")
+                ["out"]
+                .clone(),
         };
         let got = got.to_vec::<f32>().expect("f32");
         for (g, w) in got.iter().zip(&want) {

@@ -4,12 +4,12 @@
 
 use crate::cli_common::tsrun;
 use crate::common::fixtures_dir;
-use tsrun::cli::inputs::parse_literal;
+use tsrun::internals::cli::inputs::parse_literal;
 use tsrun::IValue;
 
 #[test]
 fn literals_parse_as_python_values() {
-    let repr = |text: &str| tsrun::cli::run::describe(&parse_literal(text).expect(text));
+    let repr = |text: &str| tsrun::internals::cli::run::describe(&parse_literal(text).expect(text));
     assert_eq!(repr("-0.5"), "-0.5");
     assert_eq!(repr("-3"), "-3");
     assert_eq!(repr("1e-3"), "0.001");
@@ -24,15 +24,15 @@ fn literals_parse_as_python_values() {
     assert_eq!(repr("True"), "True");
     assert!(matches!(
         parse_literal("[1, 'a']"),
-        Err(tsrun::cli::error::CliError::Usage(_))
+        Err(tsrun::internals::cli::error::CliError::Usage(_))
     ));
     assert!(matches!(
         parse_literal("[1, 2"),
-        Err(tsrun::cli::error::CliError::Usage(_))
+        Err(tsrun::internals::cli::error::CliError::Usage(_))
     ));
     assert!(matches!(
         parse_literal("'open"),
-        Err(tsrun::cli::error::CliError::Usage(_))
+        Err(tsrun::internals::cli::error::CliError::Usage(_))
     ));
 }
 
@@ -61,7 +61,8 @@ fn random_inputs_match_torch_randn() {
             .collect();
         let spec = shape.join("x");
         let values =
-            tsrun::cli::inputs::random_inputs(std::slice::from_ref(&spec), seed).expect("random");
+            tsrun::internals::cli::inputs::random_inputs(std::slice::from_ref(&spec), seed)
+                .expect("random");
         let IValue::Tensor(t) = &values[0] else {
             panic!("a tensor")
         };
@@ -83,8 +84,8 @@ fn random_inputs_match_torch_randn() {
             );
         }
     }
-    assert!(tsrun::cli::inputs::random_inputs(&["2x3:int64".into()], 0).is_err());
-    assert!(tsrun::cli::inputs::random_inputs(&["2xq".into()], 0).is_err());
+    assert!(tsrun::internals::cli::inputs::random_inputs(&["2x3:int64".into()], 0).is_err());
+    assert!(tsrun::internals::cli::inputs::random_inputs(&["2xq".into()], 0).is_err());
 }
 
 #[test]
@@ -180,10 +181,12 @@ fn npz_arrays_are_inputs_by_position() {
 fn safetensors_inputs_by_name() {
     // the state dict exported as safetensors, read back as the inputs of a second export's check
     let dir = crate::cli_common::temp_dir("safetensors-inputs");
-    let x = tsrun::cli::inputs::read_npy(&fixtures_dir().join("cli").join("mlp_input.npy"))
-        .expect("npy");
+    let x =
+        tsrun::internals::cli::inputs::read_npy(&fixtures_dir().join("cli").join("mlp_input.npy"))
+            .expect("npy");
     let path = dir.join("inputs.safetensors");
-    let bytes = tsrun::runtime::module::safetensors_bytes(&[("x".to_string(), x)]).expect("bytes");
+    let bytes = tsrun::internals::runtime::module::safetensors_bytes(&[("x".to_string(), x)])
+        .expect("bytes");
     std::fs::write(&path, bytes).expect("write");
     let path = path.to_string_lossy().into_owned();
     let r = tsrun(&[

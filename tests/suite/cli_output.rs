@@ -7,7 +7,7 @@ use crate::common::fixtures_dir;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Read;
-use tsrun::runtime::Module;
+use tsrun::internals::runtime::Module;
 use tsrun::IValue;
 
 /// `.npy` members of an npz: name -> (header dict text, data bytes).
@@ -39,7 +39,7 @@ fn npz_members(bytes: &[u8]) -> BTreeMap<String, (String, Vec<u8>)> {
 fn result_and_fields() -> (IValue, Module) {
     let dir = fixtures_dir().join("output");
     let m = Module::load(dir.join("structure.pt")).expect("load");
-    let x = tsrun::cli::run::read_npy(&dir.join("input.npy")).expect("input");
+    let x = tsrun::internals::cli::run::read_npy(&dir.join("input.npy")).expect("input");
     let r = m.forward(&[IValue::Tensor(x)]).expect("forward");
     (r, m)
 }
@@ -53,7 +53,7 @@ fn npz_keeps_every_leaf_and_the_structure() {
             .map(|c| c.fields.iter().map(|(n, _, _)| n.clone()).collect())
     };
     let path = std::env::temp_dir().join(format!("tsrun-output-{}.npz", std::process::id()));
-    tsrun::cli::output::write_npz(&path, &result, &fields).expect("write npz");
+    tsrun::internals::cli::output::write_npz(&path, &result, &fields).expect("write npz");
     let ours = npz_members(&std::fs::read(&path).expect("read npz"));
     let _ = std::fs::remove_file(&path);
     let dir = fixtures_dir().join("output");
@@ -88,7 +88,7 @@ fn json_output_holds_the_whole_result() {
         unit.class(c)
             .map(|c| c.fields.iter().map(|(n, _, _)| n.clone()).collect())
     };
-    let j = tsrun::cli::output::to_json(&result, &fields).expect("json");
+    let j = tsrun::internals::cli::output::to_json(&result, &fields).expect("json");
     let items = j["tuple"].as_array().expect("a tuple");
     assert_eq!(items.len(), 7);
     // out.0 is x * 2 for x = arange(6).reshape(2, 3), as PyTorch's expected.npz holds it

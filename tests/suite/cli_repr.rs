@@ -14,8 +14,9 @@ fn tensors_print_as_pytorch_repr() {
     .expect("json");
     let mut failures = Vec::new();
     for (name, want) in &expected {
-        let t = tsrun::cli::inputs::read_npy(&dir.join(format!("{name}.npy"))).expect("npy");
-        let got = tsrun::cli::repr::tensor_repr(&t);
+        let t =
+            tsrun::internals::cli::inputs::read_npy(&dir.join(format!("{name}.npy"))).expect("npy");
+        let got = tsrun::internals::cli::repr::tensor_repr(&t);
         if got != want.as_str().expect("a string") {
             failures.push(format!(
                 "{name}:\n--- tsrun\n{got}\n--- PyTorch\n{}",

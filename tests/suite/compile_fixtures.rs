@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tsrun::frontend;
-use tsrun::ir::unit::CompilationUnit;
-use tsrun::ir::{CompileError, Graph};
-use tsrun::runtime::Module;
+use tsrun::internals::frontend;
+use tsrun::internals::ir::unit::CompilationUnit;
+use tsrun::internals::ir::{CompileError, Graph};
+use tsrun::internals::runtime::Module;
 
 /// Archives to compile: every `.pt` under fixtures/, plus those under `$TSRUN_EXTRA_ARCHIVES`.
 fn archives() -> Vec<PathBuf> {

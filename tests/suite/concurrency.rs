@@ -6,7 +6,7 @@ use crate::common::{decode, fixtures_dir, Arrays};
 use crate::load_common::model_path;
 use serde_json::Value;
 use std::fs::File;
-use tsrun::runtime::{IValue, Module};
+use tsrun::internals::runtime::{IValue, Module};
 
 /// Every value's bits: tensors as (shape, element bits), containers flattened.
 fn bits(v: &IValue, out: &mut Vec<u64>) {

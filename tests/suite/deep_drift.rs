@@ -4,7 +4,7 @@
 //! result, the fidelity ONNX Runtime keeps on torchvision models.
 
 use crate::common::{fixtures_dir, Arrays};
-use tsrun::runtime::Module;
+use tsrun::internals::runtime::Module;
 use tsrun::{DType, IValue};
 
 #[test]

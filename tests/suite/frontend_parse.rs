@@ -4,8 +4,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use tsrun::frontend::ast::{ClassKind, ExprKind, Item, StmtKind, TypeExprKind};
-use tsrun::frontend::{module_qualname, parse_file};
+use tsrun::internals::frontend::ast::{ClassKind, ExprKind, Item, StmtKind, TypeExprKind};
+use tsrun::internals::frontend::{module_qualname, parse_file};
 
 fn fixture_archives() -> Vec<PathBuf> {
     let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models")];

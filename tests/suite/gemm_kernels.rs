@@ -1,13 +1,13 @@
-//! The packed float32 GEMM (`tsrun::ops::gemm`) against a float64 reference, for every
+//! The packed float32 GEMM (`tsrun::internals::ops::gemm`) against a float64 reference, for every
 //! instruction set this CPU supports: edge tiles, several K blocks, pre-packed operands, the
 //! implicit-im2col image operand, the fused epilogue, threading, and the packed-weight cache's
 //! invalidation when a weight is written.
 
-use tsrun::ops::gemm::{
+use tsrun::internals::ops::gemm::{
     cached_packed_a, cached_packed_b, sgemm, sgemm_transposed, AOperand, Activation, BOperand,
     Bias, Epilogue, ImageOperand, Isa, MatRef, PackedA, PackedB,
 };
-use tsrun::tensor::{DType, Tensor};
+use tsrun::internals::tensor::{DType, Tensor};
 
 /// Deterministic values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -431,12 +431,13 @@ fn packed_weight_cache_follows_writes() {
 /// kernel reads unpacked, are left alone.
 #[test]
 fn prepare_packs_convolution_weights() {
-    let tsrun::ops::gemm::Backend::Packed(isa) = tsrun::ops::gemm::backend() else {
+    let tsrun::internals::ops::gemm::Backend::Packed(isa) = tsrun::internals::ops::gemm::backend()
+    else {
         return; // TSRUN_GEMM selected the gemm crate: nothing is packed ahead
     };
     for name in ["mobilenet_v2_tiny.pt", "convnet_traced.pt"] {
         let path = format!("{}/fixtures/models/{name}", env!("CARGO_MANIFEST_DIR"));
-        let m = tsrun::runtime::Module::load(&path).expect("load");
+        let m = tsrun::internals::runtime::Module::load(&path).expect("load");
         m.prepare(&["forward"]).expect("prepare");
         let (mut packed, mut depthwise) = (0, 0);
         // the weights of every Conv2d (not ConvTranspose2d, which the GEMM reads unpacked)
@@ -454,7 +455,7 @@ fn prepare_packs_convolution_weights() {
             // packed per group: each group's block of rows at its own offset
             // or, for the 7 x 64 AVX-512 tile, transposed as one B operand
             let wide = MatRef::new(ws, kdim, cout, 1, kdim).is_some_and(|wt| {
-                tsrun::ops::gemm::is_packed_b_cached(
+                tsrun::internals::ops::gemm::is_packed_b_cached(
                     Isa::Avx512Wide,
                     w.storage(),
                     w.storage_offset(),
@@ -467,7 +468,7 @@ fn prepare_packs_convolution_weights() {
                     (0..groups).all(|grp| {
                         let a = MatRef::new(&ws[grp * rows * kdim..], rows, kdim, kdim, 1)
                             .expect("matrix");
-                        tsrun::ops::gemm::is_packed_a_cached(
+                        tsrun::internals::ops::gemm::is_packed_a_cached(
                             isa,
                             w.storage(),
                             w.storage_offset() + grp * rows * kdim,
@@ -498,11 +499,12 @@ fn prepare_packs_convolution_weights() {
 /// float32 `linear` kernel reads.
 #[test]
 fn prepare_packs_linear_weights() {
-    let tsrun::ops::gemm::Backend::Packed(isa) = tsrun::ops::gemm::backend() else {
+    let tsrun::internals::ops::gemm::Backend::Packed(isa) = tsrun::internals::ops::gemm::backend()
+    else {
         return;
     };
     let path = format!("{}/fixtures/models/mlp.pt", env!("CARGO_MANIFEST_DIR"));
-    let m = tsrun::runtime::Module::load(&path).expect("load");
+    let m = tsrun::internals::runtime::Module::load(&path).expect("load");
     m.prepare(&["forward"]).expect("prepare");
     let linears: Vec<_> = m
         .named_modules("", true)
@@ -517,7 +519,12 @@ fn prepare_packs_linear_weights() {
         let wt =
             MatRef::new(guard.as_slice().expect("contiguous"), k, out_f, 1, k).expect("matrix");
         assert!(
-            tsrun::ops::gemm::is_packed_b_cached(isa, w.storage(), w.storage_offset(), &wt),
+            tsrun::internals::ops::gemm::is_packed_b_cached(
+                isa,
+                w.storage(),
+                w.storage_offset(),
+                &wt
+            ),
             "{name}.weight not packed by prepare"
         );
     }
@@ -526,14 +533,15 @@ fn prepare_packs_linear_weights() {
 /// `Module::prepare` packs each recurrent layer's `W_hh` as its one-row step product reads it.
 #[test]
 fn prepare_packs_recurrent_weights() {
-    let tsrun::ops::gemm::Backend::Packed(isa) = tsrun::ops::gemm::backend() else {
+    let tsrun::internals::ops::gemm::Backend::Packed(isa) = tsrun::internals::ops::gemm::backend()
+    else {
         return;
     };
     let path = format!(
         "{}/fixtures/models/lstm_tagger.pt",
         env!("CARGO_MANIFEST_DIR")
     );
-    let m = tsrun::runtime::Module::load(&path).expect("load");
+    let m = tsrun::internals::runtime::Module::load(&path).expect("load");
     m.prepare(&["forward"]).expect("prepare");
     let mut checked = 0;
     for (name, w) in m.named_parameters("", true, true) {
@@ -548,7 +556,12 @@ fn prepare_packs_recurrent_weights() {
         let guard = w.read::<f32>().expect("read");
         let wt = MatRef::new(guard.as_slice().expect("contiguous"), k, n, 1, k).expect("matrix");
         assert!(
-            tsrun::ops::gemm::is_packed_b_cached(isa, w.storage(), w.storage_offset(), &wt),
+            tsrun::internals::ops::gemm::is_packed_b_cached(
+                isa,
+                w.storage(),
+                w.storage_offset(),
+                &wt
+            ),
             "{name} not packed by prepare"
         );
         checked += 1;
@@ -562,17 +575,21 @@ fn prepare_packs_recurrent_weights() {
 fn prepared_module_computes_what_an_unprepared_one_does() {
     let root = env!("CARGO_MANIFEST_DIR");
     let path = format!("{root}/fixtures/models/resnet18.pt");
-    let x = tsrun::cli::inputs::read_npy(std::path::Path::new(&format!(
+    let x = tsrun::internals::cli::inputs::read_npy(std::path::Path::new(&format!(
         "{root}/fixtures/inputs/image_1x3x224x224.npy"
     )))
     .expect("input");
-    let input = [tsrun::runtime::IValue::Tensor(x)];
-    let plain = tsrun::runtime::Module::load(&path).expect("load");
+    let input = [tsrun::internals::runtime::IValue::Tensor(x)];
+    let plain = tsrun::internals::runtime::Module::load(&path).expect("load");
     let want = plain.forward(&input).expect("forward");
-    let prepared = tsrun::runtime::Module::load(&path).expect("load");
+    let prepared = tsrun::internals::runtime::Module::load(&path).expect("load");
     prepared.prepare(&["forward"]).expect("prepare");
     let got = prepared.forward(&input).expect("forward");
-    let (tsrun::runtime::IValue::Tensor(g), tsrun::runtime::IValue::Tensor(w)) = (got, want) else {
+    let (
+        tsrun::internals::runtime::IValue::Tensor(g),
+        tsrun::internals::runtime::IValue::Tensor(w),
+    ) = (got, want)
+    else {
         panic!("tensors expected");
     };
     assert_eq!(g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());

@@ -9,12 +9,12 @@ use crate::load_common::model_path;
 use std::io::{Cursor, Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tsrun::archive::ArchiveError;
-use tsrun::frontend::ParseError;
-use tsrun::ir::CompileError;
-use tsrun::ops::{Args, OpContext, Registry};
-use tsrun::runtime::{CancelHandle, IValue, LoadOptions, Module, RunOptions};
-use tsrun::tensor::budget::{with_budget, MemoryBudget};
+use tsrun::internals::archive::ArchiveError;
+use tsrun::internals::frontend::ParseError;
+use tsrun::internals::ir::CompileError;
+use tsrun::internals::ops::{Args, OpContext, Registry};
+use tsrun::internals::runtime::{CancelHandle, IValue, LoadOptions, Module, RunOptions};
+use tsrun::internals::tensor::budget::{with_budget, MemoryBudget};
 use tsrun::{Error, Tensor};
 
 // ---- crafting --------------------------------------------------------------------------
@@ -220,7 +220,7 @@ fn while_true_stops_at_the_step_budget() {
 fn default_options_bound_every_call_with_a_step_budget() {
     assert_eq!(
         RunOptions::default().max_steps,
-        Some(tsrun::runtime::DEFAULT_MAX_STEPS)
+        Some(tsrun::internals::runtime::DEFAULT_MAX_STEPS)
     );
     // a real model's call takes a few hundred steps: far below the default
     let m = Module::load_from_bytes(&mlp_with_forward("    return torch.neg(x)")).unwrap();
@@ -1030,7 +1030,10 @@ fn short_rnn_parameter_lists_never_panic() {
         IValue::Tensor(Tensor::from_vec(vec![0.1f32; shape.iter().product()], shape).unwrap())
     };
     let list = |items: Vec<IValue>| {
-        IValue::List(tsrun::runtime::List::new(tsrun::ir::Type::Tensor, items))
+        IValue::List(tsrun::internals::runtime::List::new(
+            tsrun::internals::ir::Type::Tensor,
+            items,
+        ))
     };
     for n in 0..6 {
         for layers in [1i64, 2] {
@@ -1072,7 +1075,7 @@ fn parse_errors_of_hostile_code_are_typed() {
         panic!("deep code parsed")
     };
     assert!(e.to_string().contains("max_code_depth"), "{e}");
-    let direct = tsrun::frontend::parse_file("deep.py", &"(".repeat(3000));
+    let direct = tsrun::internals::frontend::parse_file("deep.py", &"(".repeat(3000));
     assert!(
         matches!(direct, Err(ParseError::TooDeep { limit: 1000, .. })),
         "{direct:?}"
@@ -1090,14 +1093,14 @@ fn fuzz_found_inputs_end_in_typed_errors() {
         String::from_utf8_lossy(&bytes).into_owned()
     };
     let graph = read("fuzz_graph_text_char_boundary.bin");
-    let _ = tsrun::ir::parse_graph::parse_graph(&graph);
+    let _ = tsrun::internals::ir::parse_graph::parse_graph(&graph);
     for name in [
         "fuzz_parse_char_boundary.bin",
         "fuzz_compile_char_boundary.bin",
     ] {
         let text = read(name);
-        if let Ok(file) = tsrun::frontend::parse_file("code/__torch__/fuzz.py", &text) {
-            let _ = tsrun::ir::unit::CompilationUnit::from_files(&[file]);
+        if let Ok(file) = tsrun::internals::frontend::parse_file("code/__torch__/fuzz.py", &text) {
+            let _ = tsrun::internals::ir::unit::CompilationUnit::from_files(&[file]);
         }
     }
 }
@@ -1106,14 +1109,15 @@ fn fuzz_found_inputs_end_in_typed_errors() {
 /// itself: unpickling it must end in an error that frees everything it built (a cycle through
 /// `state` was neither detected nor broken, so each load leaked it).
 fn fuzz_found_pickle_frees_everything_it_built() {
-    use tsrun::pickle::{StorageLoader, Unpickler};
+    use tsrun::internals::pickle::{StorageLoader, Unpickler};
     let path = crate::common::fixtures_dir()
         .join("hostile")
         .join("fuzz_unpickle_state_cycle_leak.bin");
     let data = std::fs::read(path).expect("fuzz case");
     let unpickle = || {
         let mut load = |_: &str, dtype: tsrun::DType, numel: usize| {
-            tsrun::tensor::Storage::zeroed(numel * dtype.size()).map_err(|e| e.to_string())
+            tsrun::internals::tensor::Storage::zeroed(numel * dtype.size())
+                .map_err(|e| e.to_string())
         };
         let loader: &mut StorageLoader<'_> = &mut load;
         Unpickler::new(&data, "data.pkl")

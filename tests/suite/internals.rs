@@ -2,7 +2,7 @@
 //! integration suite so the library needs no separate test harness (one build, not two).
 
 mod lexer {
-    use tsrun::frontend::lexer::*;
+    use tsrun::internals::frontend::lexer::*;
 
     fn kinds(text: &str) -> Vec<Tok> {
         tokenize(text)
@@ -40,7 +40,7 @@ mod lexer {
 }
 
 mod frontend {
-    use tsrun::frontend::*;
+    use tsrun::internals::frontend::*;
 
     #[test]
     fn qualnames() {
@@ -57,10 +57,10 @@ mod frontend {
 }
 
 mod parse_graph {
-    use tsrun::ir::parse_graph::*;
+    use tsrun::internals::ir::parse_graph::*;
 
-    use tsrun::ir::printer::print_graph;
-    use tsrun::ir::printer::PrintOptions;
+    use tsrun::internals::ir::printer::print_graph;
+    use tsrun::internals::ir::printer::PrintOptions;
 
     #[test]
     fn round_trip_small_graph() {
@@ -71,7 +71,7 @@ mod parse_graph {
 }
 
 mod printer {
-    use tsrun::ir::printer::*;
+    use tsrun::internals::ir::printer::*;
 
     #[test]
     fn doubles_as_pytorch_prints_them() {
@@ -88,7 +88,7 @@ mod printer {
 }
 
 mod types {
-    use tsrun::ir::types::*;
+    use tsrun::internals::ir::types::*;
 
     #[test]
     fn annotation_round_trip() {
@@ -109,8 +109,8 @@ mod types {
 }
 
 mod schema {
-    use tsrun::ir::schema::*;
-    use tsrun::ir::types::Type;
+    use tsrun::internals::ir::schema::*;
+    use tsrun::internals::ir::types::Type;
     use tsrun::IValue;
 
     #[test]
@@ -162,8 +162,8 @@ mod schema {
 /// ATen's tensor formatter for small tensor constants in graph text, against the texts PyTorch
 /// prints (`fixtures/gen_aten_format.py` -> `fixtures/printing/aten_format.json`).
 mod aten_format {
-    use tsrun::ir::aten_format::{format_tensor, parse_tensor};
-    use tsrun::tensor::{DType, Tensor};
+    use tsrun::internals::ir::aten_format::{format_tensor, parse_tensor};
+    use tsrun::internals::tensor::{DType, Tensor};
 
     fn dtype(name: &str) -> DType {
         match name {

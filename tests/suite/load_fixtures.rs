@@ -6,7 +6,7 @@ use crate::load_common;
 
 use crate::load_common::{attributes_json, fixture_names, load_fixture, state_entry, structure};
 use serde_json::{json, Value};
-use tsrun::runtime::Module;
+use tsrun::internals::runtime::Module;
 
 fn names_of(v: &[(String, Module)]) -> Value {
     json!(v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>())
@@ -203,14 +203,14 @@ fn submodules_share_the_loaded_state() {
 /// hooks, typed attributes, constants, methods and enum members, in order.
 #[test]
 fn declaration_scan_agrees_with_the_ast() {
-    use tsrun::frontend::ast::{ClassKind as AstKind, ExprKind};
-    use tsrun::runtime::module::ClassKind;
+    use tsrun::internals::frontend::ast::{ClassKind as AstKind, ExprKind};
+    use tsrun::internals::runtime::module::ClassKind;
     let mut classes = 0;
     for name in fixture_names() {
         let m = load_fixture(&name).expect("load");
         let program = m.program().expect("parse");
         for (file, (path, _)) in program.iter().zip(m.code_files()) {
-            let module = tsrun::frontend::module_qualname(path).expect("code path");
+            let module = tsrun::internals::frontend::module_qualname(path).expect("code path");
             for c in file.classes() {
                 let qualified = format!("{module}.{}", c.name.name);
                 let decl = m
@@ -249,7 +249,7 @@ fn declaration_scan_agrees_with_the_ast() {
                     strings("__forward_pre_hooks__"),
                     "{name}"
                 );
-                let attributes: Vec<(String, tsrun::ir::types::Type)> = c
+                let attributes: Vec<(String, tsrun::internals::ir::types::Type)> = c
                     .attributes
                     .iter()
                     .map(|a| (a.name.name.clone(), a.ty.to_type().expect("type")))

@@ -2,9 +2,9 @@
 //! `mc_dropout_enabled`) on a scripted module from fixtures/gen_module_api.py.
 
 use crate::module_api::{assert_close, load, reload, Golden};
-use tsrun::ops::OpContext;
-use tsrun::runtime::{IValue, Module};
-use tsrun::tensor::Tensor;
+use tsrun::internals::ops::OpContext;
+use tsrun::internals::runtime::{IValue, Module};
+use tsrun::internals::tensor::Tensor;
 
 const P: f64 = 0.3;
 

@@ -6,8 +6,8 @@
 use crate::common::{compare, decode, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::path::PathBuf;
-use tsrun::runtime::{IValue, Module};
-use tsrun::tensor::{DType, Tensor};
+use tsrun::internals::runtime::{IValue, Module};
+use tsrun::internals::tensor::{DType, Tensor};
 
 pub(crate) fn dir() -> PathBuf {
     fixtures_dir().join("module_api")
@@ -353,7 +353,10 @@ fn load_state_dict_from_every_source() {
         let keys = m
             .load_state_dict_from(dir().join(source), true, false)
             .unwrap_or_else(|e| panic!("{source}: {e}"));
-        assert_eq!(keys, tsrun::runtime::module::IncompatibleKeys::default());
+        assert_eq!(
+            keys,
+            tsrun::internals::runtime::module::IncompatibleKeys::default()
+        );
         let out = m.call(std::slice::from_ref(&x)).expect("forward");
         assert_close(&out, &want, 1e-5, source);
         let back = reload(&m, "net_loaded.pt");
@@ -366,7 +369,8 @@ fn load_state_dict_from_every_source() {
     let m = load("net.pt");
     m.eval();
     let state =
-        tsrun::runtime::module::read_state_dict(dir().join("weights.safetensors")).expect("read");
+        tsrun::internals::runtime::module::read_state_dict(dir().join("weights.safetensors"))
+            .expect("read");
     m.load_state_dict(&state, true, true).expect("assign");
     assert!(m
         .get_parameter("fc1.weight")
@@ -381,7 +385,8 @@ fn load_state_dict_errors_equal_pytorch() {
     let mut g = Golden::load();
     let x = g.value("x");
     let mut partial =
-        tsrun::runtime::module::read_state_dict(dir().join("weights.safetensors")).expect("read");
+        tsrun::internals::runtime::module::read_state_dict(dir().join("weights.safetensors"))
+            .expect("read");
     partial.shift_remove("fc2.bias");
     partial.insert(
         "extra.w".into(),
@@ -412,12 +417,12 @@ fn rust_forward_hooks_follow_pytorch_order_and_remove() {
     let m = load("net.pt");
     m.eval();
     let x = g.value("x");
-    let double: tsrun::runtime::module::ForwardPreHook = Arc::new(|_m, args| {
+    let double: tsrun::internals::runtime::module::ForwardPreHook = Arc::new(|_m, args| {
         let t = args[0].as_tensor().expect("tensor");
         let v: Vec<f32> = t.to_vec::<f32>()?.iter().map(|v| v * 2.0).collect();
         Ok(Some(vec![IValue::Tensor(Tensor::from_vec(v, t.shape())?)]))
     });
-    let affine = |scale: f32, shift: f32| -> tsrun::runtime::module::ForwardHook {
+    let affine = |scale: f32, shift: f32| -> tsrun::internals::runtime::module::ForwardHook {
         Arc::new(move |_m, _args, out| {
             let t = out.as_tensor().expect("tensor");
             let v: Vec<f32> = t
@@ -479,7 +484,8 @@ fn state_dict_hooks_and_registration() {
         .contains_key("fc2.bias"));
     // a post hook that accepts a missing key makes a strict load pass
     let mut partial =
-        tsrun::runtime::module::read_state_dict(dir().join("weights.safetensors")).expect("read");
+        tsrun::internals::runtime::module::read_state_dict(dir().join("weights.safetensors"))
+            .expect("read");
     partial.shift_remove("fc2.bias");
     let _h = m.register_load_state_dict_post_hook(Arc::new(|_m, keys| {
         keys.missing_keys.retain(|k| k != "fc2.bias");
@@ -610,7 +616,7 @@ fn extra_state_and_to_empty() {
 
 #[test]
 fn channels_last_equals_pytorch() {
-    use tsrun::runtime::module::MemoryFormat;
+    use tsrun::internals::runtime::module::MemoryFormat;
     let mut g = Golden::load();
     let m = load("conv.pt");
     m.eval();
@@ -656,7 +662,7 @@ fn channels_last_equals_pytorch() {
 #[test]
 fn kwargs_hooks_and_state_dict_pre_hooks_follow_pytorch() {
     use std::sync::Arc;
-    use tsrun::runtime::module::Kwargs;
+    use tsrun::internals::runtime::module::Kwargs;
     let mut g = Golden::load();
     let m = load("net.pt");
     m.eval();

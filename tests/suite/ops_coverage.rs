@@ -7,9 +7,9 @@ use crate::common::{compare, decode, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fs::File;
-use tsrun::ir::schema::SchemaRegistry;
-use tsrun::ops::{Args, OpContext, Registry};
-use tsrun::runtime::IValue;
+use tsrun::internals::ir::schema::SchemaRegistry;
+use tsrun::internals::ops::{Args, OpContext, Registry};
+use tsrun::internals::runtime::IValue;
 
 fn schema_names() -> BTreeSet<String> {
     SchemaRegistry::global()
@@ -77,14 +77,14 @@ fn every_registered_runtime_overload_has_a_pytorch_golden() {
     let registered: Vec<&str> = Registry::global()
         .names()
         .into_iter()
-        .filter(|n| tsrun::cli::ops::is_runtime_relevant(n))
+        .filter(|n| tsrun::internals::cli::ops::is_runtime_relevant(n))
         .collect();
     let without: BTreeSet<String> = registered
         .iter()
         .filter(|n| !goldens.contains(**n))
         .map(|n| n.to_string())
         .collect();
-    let (covered, total) = tsrun::cli::ops::exact_coverage(None, |_, _| {});
+    let (covered, total) = tsrun::internals::cli::ops::exact_coverage(None, |_, _| {});
     let with_golden = registered.len() - without.len();
     println!(
         "exact kernels: {covered} of {total} runtime overloads; {} registered runtime names, \
@@ -202,8 +202,10 @@ fn synthesized_goldens_match_pytorch() {
 /// naming every overload without a kernel (the one inside a branch too) with its source line.
 #[test]
 fn unsupported_overloads_are_listed_at_compile_time() {
-    let m = tsrun::runtime::Module::load(fixtures_dir().join("models").join("unsupported_ops.pt"))
-        .expect("load");
+    let m = tsrun::internals::runtime::Module::load(
+        fixtures_dir().join("models").join("unsupported_ops.pt"),
+    )
+    .expect("load");
     let x = tsrun::Tensor::from_vec(vec![0.5f32, 1.5], &[2]).expect("tensor");
     let e = m
         .forward(&[IValue::Tensor(x)])
@@ -230,13 +232,14 @@ fn unsupported_overloads_are_listed_at_compile_time() {
 #[test]
 fn prepare_compiles_before_the_first_call() {
     let models = fixtures_dir().join("models");
-    let m = tsrun::runtime::Module::load(models.join("unsupported_ops.pt")).expect("load");
+    let m =
+        tsrun::internals::runtime::Module::load(models.join("unsupported_ops.pt")).expect("load");
     let e = m
         .prepare(&["forward"])
         .expect_err("no kernels for these ops")
         .to_string();
     assert!(e.contains("aten::special_airy_ai"), "{e}");
-    let m = tsrun::runtime::Module::load(models.join("mlp.pt")).expect("load");
+    let m = tsrun::internals::runtime::Module::load(models.join("mlp.pt")).expect("load");
     m.prepare(&["forward"]).expect("mlp prepares");
     let e = m
         .prepare(&["no_such_method"])

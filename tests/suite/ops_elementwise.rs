@@ -13,9 +13,9 @@ fn elementwise_ops_match_pytorch() {
 /// gives on the operand materialized to the full shape.
 #[test]
 fn per_channel_broadcast_equals_the_materialized_operand() {
-    use tsrun::ops::{Args, OpContext, Registry};
-    use tsrun::runtime::IValue;
-    use tsrun::tensor::Tensor;
+    use tsrun::internals::ops::{Args, OpContext, Registry};
+    use tsrun::internals::runtime::IValue;
+    use tsrun::internals::tensor::Tensor;
     let ctx = OpContext::default();
     let run = |op: &str, overload: &str, args: Vec<IValue>| -> Tensor {
         let kernel = Registry::global().lookup(op, overload).expect("kernel");

@@ -7,9 +7,9 @@ use crate::common;
 use crate::common::{compare, decode, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::fs::File;
-use tsrun::ops::{Args, OpContext, Registry};
-use tsrun::runtime::IValue;
-use tsrun::tensor::Tensor;
+use tsrun::internals::ops::{Args, OpContext, Registry};
+use tsrun::internals::runtime::IValue;
+use tsrun::internals::tensor::Tensor;
 
 #[test]
 fn shape_op_cases() {
@@ -94,7 +94,7 @@ fn views_alias_like_pytorch() {
         let want = match (&got, want) {
             // tuple results are recorded as lists
             (IValue::Tuple(_), IValue::List(l)) => {
-                IValue::Tuple(tsrun::runtime::Tuple::new(l.to_vec()))
+                IValue::Tuple(tsrun::internals::runtime::Tuple::new(l.to_vec()))
             }
             (_, w) => w,
         };

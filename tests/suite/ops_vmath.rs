@@ -4,9 +4,9 @@
 //! vector path, a strided view of the same values the generic one.
 
 use crate::common::{fixtures_dir, Arrays};
-use tsrun::ops::{Args, OpContext, Registry};
-use tsrun::runtime::IValue;
-use tsrun::tensor::{DType, Tensor};
+use tsrun::internals::ops::{Args, OpContext, Registry};
+use tsrun::internals::runtime::IValue;
+use tsrun::internals::tensor::{DType, Tensor};
 
 /// One function under test: its golden key, operator, extra arguments and tolerances.
 struct Case {

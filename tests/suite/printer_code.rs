@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use tsrun::ir::graph::{Graph, NodeId};
-use tsrun::ir::parse_graph::parse_graph;
-use tsrun::ir::python_print::{print_code, OpArg, OpArgs, SchemaSource, Signature};
-use tsrun::ir::types::Type;
-use tsrun::runtime::ivalue::List;
+use tsrun::internals::ir::graph::{Graph, NodeId};
+use tsrun::internals::ir::parse_graph::parse_graph;
+use tsrun::internals::ir::python_print::{print_code, OpArg, OpArgs, SchemaSource, Signature};
+use tsrun::internals::ir::types::Type;
+use tsrun::internals::runtime::ivalue::List;
 use tsrun::IValue;
 
 /// Operator schemas from `torch._C._jit_get_all_schemas()` (fixtures/schemas.txt), reduced to

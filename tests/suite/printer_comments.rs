@@ -3,7 +3,7 @@
 //! elsewhere): PyTorch maps each node's range in the archive code through the code file's
 //! `debug_pkl` to the original Python source, and prints nothing for nodes without a range.
 
-use tsrun::ir::printer::{print_graph, PrintOptions};
+use tsrun::internals::ir::printer::{print_graph, PrintOptions};
 
 use crate::common::{compiled_method, printed_goldens};
 

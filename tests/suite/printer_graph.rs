@@ -4,8 +4,8 @@
 use crate::common::mask_warn_ids;
 use std::path::Path;
 
-use tsrun::ir::parse_graph::parse_graph;
-use tsrun::ir::printer::{print_graph, PrintOptions};
+use tsrun::internals::ir::parse_graph::parse_graph;
+use tsrun::internals::ir::printer::{print_graph, PrintOptions};
 
 /// (golden name, module path, method, "graph" or "inlined_graph", text)
 type GoldenGraph = (String, String, String, &'static str, String);

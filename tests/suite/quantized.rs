@@ -6,8 +6,8 @@
 use crate::common::{decode, Arrays};
 use crate::load_common::{fixtures_dir, load_fixture};
 use serde_json::Value;
-use tsrun::ops::OpContext;
-use tsrun::runtime::Module;
+use tsrun::internals::ops::OpContext;
+use tsrun::internals::runtime::Module;
 use tsrun::IValue;
 
 const QUANTIZED_FIXTURES: &[&str] = &[

@@ -4,11 +4,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use tsrun::ir::graph::Attr;
-use tsrun::ir::source::{Source, SourceRange};
-use tsrun::ir::{Graph, Type};
-use tsrun::runtime::interpreter::{default_context, Interpreter, Plan, PlanBuilder, Program};
-use tsrun::runtime::{IValue, Object};
+use tsrun::internals::ir::graph::Attr;
+use tsrun::internals::ir::source::{Source, SourceRange};
+use tsrun::internals::ir::{Graph, Type};
+use tsrun::internals::runtime::interpreter::{
+    default_context, Interpreter, Plan, PlanBuilder, Program,
+};
+use tsrun::internals::runtime::{IValue, Object};
 
 #[derive(Default)]
 struct Functions(HashMap<String, Graph>);

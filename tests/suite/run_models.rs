@@ -8,7 +8,7 @@
 use crate::common::{compare, decode, Arrays};
 use crate::load_common::{fixture_names, fixtures_dir, load_fixture};
 use serde_json::Value;
-use tsrun::ops::OpContext;
+use tsrun::internals::ops::OpContext;
 use tsrun::IValue;
 
 /// Fixtures whose calls do not all match PyTorch yet.
@@ -28,8 +28,8 @@ fn run_fixture(name: &str, resaved: bool) -> Result<usize, String> {
         let bytes = root
             .to_archive_bytes(&[])
             .map_err(|e| format!("save: {e}"))?;
-        root =
-            tsrun::runtime::Module::load_from_bytes(&bytes).map_err(|e| format!("reload: {e}"))?;
+        root = tsrun::internals::runtime::Module::load_from_bytes(&bytes)
+            .map_err(|e| format!("reload: {e}"))?;
     }
     let calls = runs["calls"].as_array().ok_or("runs.json without calls")?;
     for (i, call) in calls.iter().enumerate() {

@@ -5,7 +5,7 @@
 use crate::load_common::{attributes_json, fixture_names, load_fixture, state_entry, structure};
 use serde_json::{json, Value};
 use std::io::Cursor;
-use tsrun::runtime::Module;
+use tsrun::internals::runtime::Module;
 use tsrun::DType;
 
 fn snapshot(m: &Module) -> Value {

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::time::Duration;
-use tsrun::serve::{start, ServeConfig, ServerHandle};
+use tsrun::internals::serve::{start, ServeConfig, ServerHandle};
 use tsrun::DType;
 
 /// A tensor as flat f32 elements and its shape.
@@ -437,8 +437,8 @@ fn serve_http_concurrent_clients_with_batching() {
 
 #[test]
 fn serve_grpc() {
-    use tsrun::serve::grpc::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
-    use tsrun::serve::grpc::inference::*;
+    use tsrun::internals::serve::grpc::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
+    use tsrun::internals::serve::grpc::inference::*;
     let srv = server("grpc", 1);
     let addr = srv.grpc_addr.unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -7,8 +7,8 @@
 use crate::common::fixtures_dir;
 use serde_json::Value;
 use std::sync::Arc;
-use tsrun::runtime::{IValue, Module};
-use tsrun::tensor::{BorrowError, DType, Tensor, TensorError};
+use tsrun::internals::runtime::{IValue, Module};
+use tsrun::internals::tensor::{BorrowError, DType, Tensor, TensorError};
 
 fn golden() -> Value {
     let text = std::fs::read_to_string(fixtures_dir().join("soundness/storage_soundness.json"))
@@ -101,11 +101,15 @@ fn guards_exclude_writers_while_anyone_reads() {
 #[test]
 fn a_bool_view_never_sees_a_byte_other_than_0_or_1() {
     let bytes = Tensor::zeros(&[4], DType::UInt8).expect("zeros");
-    bytes.fill(tsrun::tensor::Scalar::Int(2)).expect("fill");
+    bytes
+        .fill(tsrun::internals::tensor::Scalar::Int(2))
+        .expect("fill");
     let as_bool = Tensor::from_parts(bytes.storage().clone(), 0, &[4], &[1], DType::Bool)
         .expect("bool view of the same storage");
     assert!(as_bool.read::<bool>().is_err());
-    bytes.fill(tsrun::tensor::Scalar::Int(1)).expect("fill");
+    bytes
+        .fill(tsrun::internals::tensor::Scalar::Int(1))
+        .expect("fill");
     assert_eq!(as_bool.to_vec::<bool>().expect("valid now"), vec![true; 4]);
 }
 
@@ -117,7 +121,8 @@ fn writes_to_mapped_parameters_copy_them_and_leave_the_archive_untouched() {
     let (name, p) = m.state_dict().into_iter().next().expect("a parameter");
     assert!(p.storage().is_mapped(), "{name} is loaded zero-copy");
     let first = p.to_vec::<f32>().expect("read")[0];
-    p.fill(tsrun::tensor::Scalar::Float(7.0)).expect("write");
+    p.fill(tsrun::internals::tensor::Scalar::Float(7.0))
+        .expect("write");
     assert!(!p.storage().is_mapped(), "the write copied the storage");
     assert_eq!(p.to_vec::<f32>().expect("read")[0], 7.0);
     assert_eq!(std::fs::read(&path).expect("archive bytes"), original);

@@ -3,9 +3,9 @@
 
 use crate::module_api::{assert_close, assert_named_close, dir, load, reload, Golden};
 use std::sync::Arc;
-use tsrun::runtime::{IValue, Module};
+use tsrun::internals::runtime::{IValue, Module};
+use tsrun::internals::tensor::Tensor;
 use tsrun::swa::{self, AveragedModel};
-use tsrun::tensor::Tensor;
 
 fn snapshots() -> Vec<Module> {
     (0..3).map(|k| load(&format!("snap{k}.pt"))).collect()
@@ -86,7 +86,8 @@ fn update_bn_equals_pytorch() {
     let avg = averaged("swa");
     let model = avg.module();
     model.eval();
-    let batches = tsrun::runtime::module::read_npz(&dir().join("bn_data.npz")).expect("batches");
+    let batches =
+        tsrun::internals::runtime::module::read_npz(&dir().join("bn_data.npz")).expect("batches");
     swa::update_bn(batches.into_values().map(IValue::Tensor), model).expect("update_bn");
     let want_training = g.json["update_bn"]["training_after"]
         .as_bool()

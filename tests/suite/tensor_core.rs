@@ -1,7 +1,7 @@
 //! Sanity checks of the shared tensor core (values come from PyTorch semantics verified by the
 //! op golden suites; these check structural invariants only).
 
-use tsrun::tensor::{DType, Tensor};
+use tsrun::internals::tensor::{DType, Tensor};
 
 #[test]
 fn views_share_storage_and_stay_in_bounds() {
@@ -38,7 +38,7 @@ fn freed_buffers_are_reused_and_zeros_stays_zero() {
 #[test]
 fn released_mapped_pages_read_back_the_same_values() {
     let path = format!("{}/fixtures/models/resnet18.pt", env!("CARGO_MANIFEST_DIR"));
-    let from_file = tsrun::runtime::Module::load(&path).expect("load");
+    let from_file = tsrun::internals::runtime::Module::load(&path).expect("load");
     let w = from_file.get_parameter("fc.weight").expect("fc.weight");
     assert!(
         w.storage().is_mapped(),
@@ -52,7 +52,7 @@ fn released_mapped_pages_read_back_the_same_values() {
     assert_eq!(w.to_vec::<f32>().expect("values"), before);
 
     let bytes = std::fs::read(&path).expect("read");
-    let from_bytes = tsrun::runtime::Module::load_from_bytes(&bytes).expect("load");
+    let from_bytes = tsrun::internals::runtime::Module::load_from_bytes(&bytes).expect("load");
     let w = from_bytes.get_parameter("fc.weight").expect("fc.weight");
     assert!(
         !w.storage().release_mapped_pages(),
@@ -67,7 +67,7 @@ fn released_mapped_pages_read_back_the_same_values() {
 #[test]
 fn populated_mapped_pages_read_the_same_values() {
     let path = format!("{}/fixtures/models/resnet18.pt", env!("CARGO_MANIFEST_DIR"));
-    let m = tsrun::runtime::Module::load(&path).expect("load");
+    let m = tsrun::internals::runtime::Module::load(&path).expect("load");
     let w = m.get_parameter("fc.weight").expect("fc.weight");
     let before = w.to_vec::<f32>().expect("values");
     // kernels older than Linux 5.14 refuse the advice, which leaves the pages to fault in
@@ -78,7 +78,7 @@ fn populated_mapped_pages_read_the_same_values() {
     // an empty stored buffer (`zeros(0, 3)`): nothing to populate or release, and no panic
     // (its pointer need not lie inside the mapping)
     let path = format!("{}/fixtures/models/dtypes.pt", env!("CARGO_MANIFEST_DIR"));
-    let m = tsrun::runtime::Module::load(&path).expect("load");
+    let m = tsrun::internals::runtime::Module::load(&path).expect("load");
     let empty = m.get_buffer("empty").expect("empty buffer");
     assert_eq!(empty.numel(), 0);
     assert!(!empty.storage().populate_mapped_pages());

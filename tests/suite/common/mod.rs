@@ -8,9 +8,9 @@ use num_complex::{Complex32, Complex64};
 use serde_json::Value;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use tsrun::ops::{Args, OpContext, Registry};
-use tsrun::runtime::{Device, Dict, EnumValue, IValue, List, Object, Tuple};
-use tsrun::tensor::{DType, Tensor};
+use tsrun::internals::ops::{Args, OpContext, Registry};
+use tsrun::internals::runtime::{Device, Dict, EnumValue, IValue, List, Object, Tuple};
+use tsrun::internals::tensor::{DType, Tensor};
 
 /// The repository's fixtures directory.
 pub fn fixtures_dir() -> PathBuf {
@@ -102,7 +102,7 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
                 let t = t.contiguous().expect("contiguous golden");
                 t.as_strided(
                     &shape,
-                    &tsrun::tensor::contiguous_strides(&shape),
+                    &tsrun::internals::tensor::contiguous_strides(&shape),
                     t.storage_offset(),
                 )
                 .expect("golden reshape")
@@ -125,7 +125,7 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
                 .iter()
                 .map(|x| decode(x, arrays))
                 .collect();
-            IValue::List(List::new(tsrun::ir::Type::Any, items))
+            IValue::List(List::new(tsrun::internals::ir::Type::Any, items))
         }
         "tuple" => IValue::Tuple(Tuple::new(
             body.as_array()
@@ -135,7 +135,10 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
                 .collect(),
         )),
         "dict" => {
-            let d = Dict::new(tsrun::ir::Type::Any, tsrun::ir::Type::Any);
+            let d = Dict::new(
+                tsrun::internals::ir::Type::Any,
+                tsrun::internals::ir::Type::Any,
+            );
             for kv in body.as_array().expect("dict") {
                 d.insert(decode(&kv[0], arrays), decode(&kv[1], arrays))
                     .expect("hashable key");
@@ -491,7 +494,7 @@ pub fn mask_warn_ids(s: &str) -> String {
 
 /// Every fixture with printed goldens (`fixtures/golden/<name>/printed.json`), sorted: its
 /// name, its loaded archive and the JSON (submodule path -> method -> printed forms).
-pub fn printed_goldens() -> Vec<(String, tsrun::runtime::Module, Value)> {
+pub fn printed_goldens() -> Vec<(String, tsrun::internals::runtime::Module, Value)> {
     let golden_root = fixtures_dir().join("golden");
     let mut names: Vec<String> = std::fs::read_dir(&golden_root)
         .expect("fixtures/golden")
@@ -504,7 +507,7 @@ pub fn printed_goldens() -> Vec<(String, tsrun::runtime::Module, Value)> {
         .into_iter()
         .map(|name| {
             let archive = fixtures_dir().join("models").join(format!("{name}.pt"));
-            let module = tsrun::runtime::Module::load(&archive).expect("load fixture");
+            let module = tsrun::internals::runtime::Module::load(&archive).expect("load fixture");
             let text = std::fs::read_to_string(golden_root.join(&name).join("printed.json"))
                 .expect("printed.json");
             let json: Value = serde_json::from_str(&text).expect("printed.json is JSON");
@@ -515,13 +518,13 @@ pub fn printed_goldens() -> Vec<(String, tsrun::runtime::Module, Value)> {
 
 /// A method of a submodule compiled by tsrun, with its compilation unit.
 pub fn compiled_method(
-    root: &tsrun::runtime::Module,
+    root: &tsrun::internals::runtime::Module,
     path: &str,
     method: &str,
 ) -> Result<
     (
-        std::sync::Arc<tsrun::ir::unit::CompilationUnit>,
-        std::sync::Arc<tsrun::ir::unit::Function>,
+        std::sync::Arc<tsrun::internals::ir::unit::CompilationUnit>,
+        std::sync::Arc<tsrun::internals::ir::unit::Function>,
     ),
     String,
 > {

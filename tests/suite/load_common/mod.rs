@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use tsrun::runtime::{IValue, Module};
+use tsrun::internals::runtime::{IValue, Module};
 use tsrun::Tensor;
 
 pub use crate::common::fixtures_dir;
