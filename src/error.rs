@@ -62,6 +62,14 @@ pub enum Error {
     /// submodule name, a value of the wrong type), with PyTorch's message.
     #[error("{0}")]
     Module(String),
+    /// An [`crate::IValue`] did not hold the Rust type asked for (`IValue::extract`, `TryFrom`).
+    #[error("expected {expected}, got a value of type {got}")]
+    Conversion {
+        /// What the conversion wanted (`a Tensor`, `a tuple of 2 elements`).
+        expected: String,
+        /// The kind of value it got (`int`, `List`).
+        got: &'static str,
+    },
     /// A limit of `LoadOptions` / `RunOptions` stopped the operation.
     #[error(transparent)]
     Limit(#[from] LimitExceeded),
@@ -156,7 +164,7 @@ impl Error {
             Error::Tensor(_) | Error::Runtime(_) | Error::BadArgument { .. } => ErrorKind::Run,
             Error::Limit(_) => ErrorKind::Limit,
             Error::Cancelled => ErrorKind::Cancelled,
-            Error::Module(_) => ErrorKind::Usage,
+            Error::Module(_) | Error::Conversion { .. } => ErrorKind::Usage,
         }
     }
 

@@ -35,9 +35,9 @@ pub mod prelude;
 pub(crate) use internals::serve;
 pub(crate) use internals::{archive, frontend, ir, ops, pickle, runtime, tensor};
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use ops::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled};
 pub use runtime::swa;
 pub use runtime::{manual_seed, set_num_threads, CancelHandle, LoadOptions, Module, RunOptions};
-pub use runtime::{Device, Dict, DictKey, IValue};
+pub use runtime::{Device, Dict, DictKey, IValue, List, Object, TorchType, Tuple};
 pub use tensor::{DType, Scalar, Tensor};

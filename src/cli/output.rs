@@ -54,21 +54,27 @@ fn tensor_npy(t: &Tensor, key: &str) -> crate::Result<Vec<u8>> {
     let mut buf = Vec::new();
     let e = |e: ndarray_npy::WriteNpyError| out_err(format!("writing {key}: {e}"));
     match t.dtype() {
-        DType::Float32 => t.to_array::<f32>()?.write_npy(&mut buf).map_err(e)?,
-        DType::Float64 => t.to_array::<f64>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Float32 => t.to_ndarray::<f32>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Float64 => t.to_ndarray::<f64>()?.write_npy(&mut buf).map_err(e)?,
         DType::Float16 | DType::BFloat16 => t
             .to_dtype(DType::Float32)?
-            .to_array::<f32>()?
+            .to_ndarray::<f32>()?
             .write_npy(&mut buf)
             .map_err(e)?,
-        DType::Int64 => t.to_array::<i64>()?.write_npy(&mut buf).map_err(e)?,
-        DType::Int32 => t.to_array::<i32>()?.write_npy(&mut buf).map_err(e)?,
-        DType::Int16 => t.to_array::<i16>()?.write_npy(&mut buf).map_err(e)?,
-        DType::Int8 => t.to_array::<i8>()?.write_npy(&mut buf).map_err(e)?,
-        DType::UInt8 => t.to_array::<u8>()?.write_npy(&mut buf).map_err(e)?,
-        DType::Bool => t.to_array::<bool>()?.write_npy(&mut buf).map_err(e)?,
-        DType::Complex64 => t.to_array::<Complex32>()?.write_npy(&mut buf).map_err(e)?,
-        DType::Complex128 => t.to_array::<Complex64>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Int64 => t.to_ndarray::<i64>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Int32 => t.to_ndarray::<i32>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Int16 => t.to_ndarray::<i16>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Int8 => t.to_ndarray::<i8>()?.write_npy(&mut buf).map_err(e)?,
+        DType::UInt8 => t.to_ndarray::<u8>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Bool => t.to_ndarray::<bool>()?.write_npy(&mut buf).map_err(e)?,
+        DType::Complex64 => t
+            .to_ndarray::<Complex32>()?
+            .write_npy(&mut buf)
+            .map_err(e)?,
+        DType::Complex128 => t
+            .to_ndarray::<Complex64>()?
+            .write_npy(&mut buf)
+            .map_err(e)?,
         other => return Err(out_err(format!("cannot write {other} tensors ({key})"))),
     }
     Ok(buf)

@@ -5,6 +5,8 @@
 //! `torch.set_grad_enabled(False)`). As in PyTorch it is thread-local and starts enabled; the
 //! interpreter runs a call on the calling thread, so a call sees the mode of its caller.
 
+#![deny(missing_docs)]
+
 use std::cell::Cell;
 
 thread_local! {

@@ -2,6 +2,8 @@
 //! Lists, dicts and objects are shared handles: a mutation through one alias is seen by all.
 //! Tensors share storage. Tuples and strings are immutable.
 
+#![deny(missing_docs)]
+
 use crate::ir::types::Type;
 use crate::tensor::{Scalar, Storage, Tensor};
 use indexmap::IndexMap;
@@ -10,22 +12,37 @@ use parking_lot::RwLock;
 use std::fmt;
 use std::sync::Arc;
 
+/// A TorchScript value: what methods take and return, and what module attributes hold.
 #[derive(Clone, Default)]
 pub enum IValue {
     #[default]
+    /// `None`.
     None,
+    /// `bool`.
     Bool(bool),
+    /// `int` (64-bit, as in TorchScript).
     Int(i64),
+    /// `float` (64-bit, as in TorchScript).
     Double(f64),
+    /// `complex`.
     Complex(Complex64),
+    /// `str`.
     String(Arc<str>),
+    /// `Tensor`.
     Tensor(Tensor),
+    /// `List[T]`, shared and mutable.
     List(List),
+    /// `Tuple[...]` or a NamedTuple.
     Tuple(Tuple),
+    /// `Dict[K, V]`, shared, mutable, insertion-ordered.
     Dict(Dict),
+    /// An instance of a module or script class.
     Object(Object),
+    /// `torch.device`.
     Device(Device),
+    /// A member of an `Enum` class.
     Enum(Arc<EnumValue>),
+    /// A `torch.UntypedStorage`.
     Storage(Storage),
     /// A first-class function reference (qualified name).
     Function(Arc<str>),
@@ -56,19 +73,23 @@ impl IValue {
         }
     }
 
+    /// A `str` value.
     pub fn str(s: impl Into<Arc<str>>) -> IValue {
         IValue::String(s.into())
     }
 
+    /// Whether this is `None`.
     pub fn is_none(&self) -> bool {
         matches!(self, IValue::None)
     }
+    /// The tensor, if this is one.
     pub fn as_tensor(&self) -> Option<&Tensor> {
         match self {
             IValue::Tensor(t) => Some(t),
             _ => None,
         }
     }
+    /// The integer, if this is an `int` (or a `bool`, as 0/1).
     pub fn as_int(&self) -> Option<i64> {
         match self {
             IValue::Int(i) => Some(*i),
@@ -76,6 +97,7 @@ impl IValue {
             _ => None,
         }
     }
+    /// The number, if this is a `float` (or an `int`, converted).
     pub fn as_double(&self) -> Option<f64> {
         match self {
             IValue::Double(d) => Some(*d),
@@ -83,36 +105,42 @@ impl IValue {
             _ => None,
         }
     }
+    /// The boolean, if this is a `bool`.
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             IValue::Bool(b) => Some(*b),
             _ => None,
         }
     }
+    /// The string, if this is a `str`.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             IValue::String(s) => Some(s),
             _ => None,
         }
     }
+    /// The list, if this is one.
     pub fn as_list(&self) -> Option<&List> {
         match self {
             IValue::List(l) => Some(l),
             _ => None,
         }
     }
+    /// The tuple, if this is one.
     pub fn as_tuple(&self) -> Option<&Tuple> {
         match self {
             IValue::Tuple(t) => Some(t),
             _ => None,
         }
     }
+    /// The dict, if this is one.
     pub fn as_dict(&self) -> Option<&Dict> {
         match self {
             IValue::Dict(d) => Some(d),
             _ => None,
         }
     }
+    /// The object, if this is one.
     pub fn as_object(&self) -> Option<&Object> {
         match self {
             IValue::Object(o) => Some(o),
@@ -191,27 +219,35 @@ impl From<Scalar> for IValue {
 #[derive(Clone)]
 pub struct List(pub Arc<ListInner>);
 
+/// The shared content of a [`List`].
 pub struct ListInner {
+    /// The element type `T` of `List[T]`.
     pub elem_type: Type,
+    /// The elements.
     pub items: RwLock<Vec<IValue>>,
 }
 
 impl List {
+    /// A new list of `elem_type` elements.
     pub fn new(elem_type: Type, items: Vec<IValue>) -> List {
         List(Arc::new(ListInner {
             elem_type,
             items: RwLock::new(items),
         }))
     }
+    /// The element type `T` of `List[T]`.
     pub fn elem_type(&self) -> &Type {
         &self.0.elem_type
     }
+    /// The number of elements.
     pub fn len(&self) -> usize {
         self.0.items.read().len()
     }
+    /// Whether the list has no element.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The element at `i`, if there is one.
     pub fn get(&self, i: usize) -> Option<IValue> {
         self.0.items.read().get(i).cloned()
     }
@@ -219,12 +255,15 @@ impl List {
     pub fn to_vec(&self) -> Vec<IValue> {
         self.0.items.read().clone()
     }
+    /// Append an element (seen by every alias of the list).
     pub fn push(&self, v: IValue) {
         self.0.items.write().push(v)
     }
+    /// The elements, read-locked for as long as the guard lives.
     pub fn items(&self) -> parking_lot::RwLockReadGuard<'_, Vec<IValue>> {
         self.0.items.read()
     }
+    /// The elements, write-locked for as long as the guard lives.
     pub fn items_mut(&self) -> parking_lot::RwLockWriteGuard<'_, Vec<IValue>> {
         self.0.items.write()
     }
@@ -234,24 +273,31 @@ impl List {
 #[derive(Clone)]
 pub struct Tuple(pub Arc<TupleInner>);
 
+/// The content of a [`Tuple`].
 pub struct TupleInner {
+    /// The elements.
     pub items: Vec<IValue>,
+    /// The NamedTuple class (qualified name), if it is one.
     pub class: Option<Arc<str>>,
 }
 
 impl Tuple {
+    /// A plain tuple.
     pub fn new(items: Vec<IValue>) -> Tuple {
         Tuple(Arc::new(TupleInner { items, class: None }))
     }
+    /// A NamedTuple of class `class` (qualified name).
     pub fn named(class: Arc<str>, items: Vec<IValue>) -> Tuple {
         Tuple(Arc::new(TupleInner {
             items,
             class: Some(class),
         }))
     }
+    /// The elements.
     pub fn items(&self) -> &[IValue] {
         &self.0.items
     }
+    /// The NamedTuple class, if this is one.
     pub fn class(&self) -> Option<&Arc<str>> {
         self.0.class.as_ref()
     }
@@ -261,17 +307,23 @@ impl Tuple {
 /// tuples/None/devices in some schemas.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum DictKey {
+    /// `None`.
     None,
+    /// A `bool` key.
     Bool(bool),
+    /// An `int` key.
     Int(i64),
     /// f64 bits
     Double(u64),
     /// real and imaginary f64 bits
     Complex(u64, u64),
+    /// A `str` key.
     Str(Arc<str>),
     /// Tensors hash by identity (storage id, offset, shape) as in PyTorch.
     Tensor(usize, usize, Vec<usize>),
+    /// A device key.
     Device(Device),
+    /// A tuple of hashable values.
     Tuple(Vec<DictKey>),
 }
 
@@ -280,13 +332,18 @@ pub enum DictKey {
 #[derive(Clone)]
 pub struct Dict(pub Arc<DictInner>);
 
+/// The shared content of a [`Dict`].
 pub struct DictInner {
+    /// The key type `K`.
     pub key_type: Type,
+    /// The value type `V`.
     pub value_type: Type,
+    /// The entries by hash key: the original key value and the value.
     pub items: RwLock<IndexMap<DictKey, (IValue, IValue)>>,
 }
 
 impl Dict {
+    /// A new empty `Dict[key_type, value_type]`.
     pub fn new(key_type: Type, value_type: Type) -> Dict {
         Dict(Arc::new(DictInner {
             key_type,
@@ -294,15 +351,19 @@ impl Dict {
             items: RwLock::new(IndexMap::new()),
         }))
     }
+    /// The key type `K` of `Dict[K, V]`.
     pub fn key_type(&self) -> &Type {
         &self.0.key_type
     }
+    /// The value type `V` of `Dict[K, V]`.
     pub fn value_type(&self) -> &Type {
         &self.0.value_type
     }
+    /// The number of entries.
     pub fn len(&self) -> usize {
         self.0.items.read().len()
     }
+    /// Whether the dict has no entry.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -318,6 +379,7 @@ impl Dict {
         }
         Some(())
     }
+    /// The value stored under `k`, if any.
     pub fn get(&self, k: &IValue) -> Option<IValue> {
         let hk = dict_key(k)?;
         self.0.items.read().get(&hk).map(|(_, v)| v.clone())
@@ -326,9 +388,11 @@ impl Dict {
     pub fn entries(&self) -> Vec<(IValue, IValue)> {
         self.0.items.read().values().cloned().collect()
     }
+    /// The entries by hash key, read-locked for as long as the guard lives.
     pub fn items(&self) -> parking_lot::RwLockReadGuard<'_, IndexMap<DictKey, (IValue, IValue)>> {
         self.0.items.read()
     }
+    /// The entries by hash key, write-locked for as long as the guard lives.
     pub fn items_mut(
         &self,
     ) -> parking_lot::RwLockWriteGuard<'_, IndexMap<DictKey, (IValue, IValue)>> {
@@ -365,9 +429,11 @@ pub fn is_torchbind_class(qualname: &str) -> bool {
     qualname.starts_with("__torch__.torch.classes.")
 }
 
+/// The shared content of an [`Object`].
 pub struct ObjectInner {
     /// Qualified class name, e.g. `__torch__.torch.nn.modules.linear.Linear`.
     pub class: Arc<str>,
+    /// The attributes, in declaration order.
     pub fields: RwLock<IndexMap<Arc<str>, IValue>>,
     /// The state a class with `__getstate__`/`__setstate__` was pickled with (a torchbind
     /// object's whole content, e.g. packed quantized weights); `None` for dict-state objects.
@@ -375,6 +441,7 @@ pub struct ObjectInner {
 }
 
 impl Object {
+    /// An object of class `class` (qualified name) with these attributes, in declaration order.
     pub fn new(class: Arc<str>, fields: IndexMap<Arc<str>, IValue>) -> Object {
         Object(Arc::new(ObjectInner {
             class,
@@ -392,6 +459,7 @@ impl Object {
     pub fn state(&self) -> Option<IValue> {
         self.0.state.read().clone()
     }
+    /// Replace the `__setstate__` state.
     pub fn set_state(&self, state: IValue) {
         *self.0.state.write() = Some(state);
     }
@@ -399,9 +467,11 @@ impl Object {
     pub fn is_torchbind(&self) -> bool {
         is_torchbind_class(&self.0.class)
     }
+    /// The qualified class name (`__torch__.Net`).
     pub fn class_name(&self) -> &Arc<str> {
         &self.0.class
     }
+    /// The attribute `name`, if the object has it.
     pub fn get(&self, name: &str) -> Option<IValue> {
         self.0.fields.read().get(name).cloned()
     }
@@ -420,6 +490,7 @@ impl Object {
         slot.store(i, Relaxed);
         Some(v.clone())
     }
+    /// The attribute at position `i` of the declaration order.
     pub fn get_index(&self, i: usize) -> Option<IValue> {
         self.0.fields.read().get_index(i).map(|(_, v)| v.clone())
     }
@@ -433,35 +504,48 @@ impl Object {
             }
         }
     }
+    /// The attribute names, in declaration order.
     pub fn field_names(&self) -> Vec<Arc<str>> {
         self.0.fields.read().keys().cloned().collect()
     }
+    /// The attributes, read-locked for as long as the guard lives.
     pub fn fields(&self) -> parking_lot::RwLockReadGuard<'_, IndexMap<Arc<str>, IValue>> {
         self.0.fields.read()
     }
+    /// Whether both handles denote the same object (Python's `is`).
     pub fn ptr_eq(&self, other: &Object) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
+/// The device type of a [`Device`] (tsrun computes on the CPU; other kinds are kept as archives name them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DeviceKind {
+    /// `cpu`.
     Cpu,
+    /// `cuda`.
     Cuda,
+    /// `mps`.
     Mps,
+    /// `meta`.
     Meta,
+    /// `xpu`.
     Xpu,
+    /// `hip`.
     Hip,
 }
 
 /// `torch.device`; `index` -1 means "no index".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Device {
+    /// The device type.
     pub kind: DeviceKind,
+    /// The device index, -1 when none is given.
     pub index: i64,
 }
 
 impl Device {
+    /// `torch.device('cpu')`.
     pub const CPU: Device = Device {
         kind: DeviceKind::Cpu,
         index: -1,
@@ -514,8 +598,11 @@ impl fmt::Display for Device {
 /// A member of a TorchScript Enum class.
 #[derive(Clone)]
 pub struct EnumValue {
+    /// The Enum class (qualified name).
     pub class: Arc<str>,
+    /// The member's name.
     pub name: Arc<str>,
+    /// The member's value.
     pub value: IValue,
 }
 

@@ -2,6 +2,8 @@
 //! safe defaults: a model file is untrusted input, so every size, depth and duration it can
 //! drive is bounded, and the error names the limit that stopped it.
 
+#![deny(missing_docs)]
+
 use crate::archive::ArchiveLimits;
 use crate::ops::call_limits::CallLimits;
 pub use crate::ops::call_limits::CancelHandle;
@@ -37,6 +39,7 @@ impl Default for LoadOptions {
 }
 
 impl LoadOptions {
+    /// The archive-level part of these options, for the archive reader.
     pub fn archive_limits(&self) -> ArchiveLimits {
         ArchiveLimits {
             max_archive_bytes: self.max_archive_bytes,

@@ -2,11 +2,13 @@
 
 pub mod interpreter;
 pub mod ivalue;
+pub mod ivalue_convert;
 pub mod limits;
 pub mod module;
 pub mod swa;
 
 pub use ivalue::{Device, DeviceKind, Dict, DictKey, EnumValue, IValue, List, Object, Tuple};
+pub use ivalue_convert::TorchType;
 pub use limits::{CancelHandle, LoadOptions, RunOptions, DEFAULT_MAX_STEPS};
 pub use module::{manual_seed, set_num_threads, set_num_threads_for_this_thread, Module};
 

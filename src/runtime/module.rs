@@ -1,6 +1,8 @@
 //! `Module`: a loaded TorchScript module, as a cheap handle (shared loaded state + the object it
 //! denotes), with PyTorch's tree API (`named_parameters`, `state_dict`, `get_submodule`, ...).
 
+#![deny(missing_docs)]
+
 pub mod decls;
 mod hooks;
 mod modify;
@@ -381,6 +383,7 @@ impl Module {
             .collect()
     }
 
+    /// `children()`: the direct submodules, in registration order.
     pub fn children(&self) -> Vec<Module> {
         self.named_children().into_iter().map(|(_, m)| m).collect()
     }
@@ -412,6 +415,7 @@ impl Module {
         out
     }
 
+    /// `modules()`: this module and every submodule, pre-order, each once.
     pub fn modules(&self) -> Vec<Module> {
         self.named_modules("", true)
             .into_iter()
@@ -473,6 +477,7 @@ impl Module {
         self.named_tensors(false, prefix, recurse, remove_duplicate)
     }
 
+    /// `parameters()`: every parameter of the tree, each shared tensor once.
     pub fn parameters(&self) -> Vec<Tensor> {
         self.named_parameters("", true, true)
             .into_iter()
@@ -480,6 +485,7 @@ impl Module {
             .collect()
     }
 
+    /// `buffers()`: every buffer of the tree, each shared tensor once.
     pub fn buffers(&self) -> Vec<Tensor> {
         self.named_buffers("", true, true)
             .into_iter()

@@ -7,6 +7,8 @@
 //! PyTorch's: `torch._foreach_lerp_` in the tensor's compute type (float for float32, half and
 //! bfloat16; double for float64) for floating tensors, and its integer fallbacks otherwise.
 
+#![deny(missing_docs)]
+
 use crate::ops::grad_mode;
 use crate::runtime::module::decls::parse_literal;
 use crate::runtime::{IValue, Module};

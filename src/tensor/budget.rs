@@ -20,7 +20,9 @@ pub const DEFAULT_MAX_ALLOC_BYTES: usize = 8 << 30;
 pub struct LimitExceeded {
     /// The option that set the limit (`max_alloc_bytes`, `timeout`, ...).
     pub which: &'static str,
+    /// The limit's value.
     pub limit: u64,
+    /// What the operation asked for.
     pub requested: u64,
     /// What the numbers count (`bytes`, `ms`, `steps`, ...).
     pub unit: &'static str,
@@ -35,6 +37,7 @@ pub struct MemoryBudget {
 }
 
 impl MemoryBudget {
+    /// A budget refusing single allocations over `max_single` bytes and, if given, more than `max_live` bytes alive at once.
     pub fn new(max_single: usize, max_live: Option<usize>) -> MemoryBudget {
         MemoryBudget {
             max_single,

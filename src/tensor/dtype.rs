@@ -6,32 +6,56 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum DType {
+    /// `torch.uint8`.
     UInt8 = 0,
+    /// `torch.int8`.
     Int8 = 1,
+    /// `torch.int16`.
     Int16 = 2,
+    /// `torch.int32`.
     Int32 = 3,
+    /// `torch.int64`.
     Int64 = 4,
+    /// `torch.float16`.
     Float16 = 5,
+    /// `torch.float32`.
     Float32 = 6,
+    /// `torch.float64`.
     Float64 = 7,
+    /// `torch.complex32` (two float16).
     Complex32 = 8,
+    /// `torch.complex64` (two float32).
     Complex64 = 9,
+    /// `torch.complex128` (two float64).
     Complex128 = 10,
+    /// `torch.bool`.
     Bool = 11,
+    /// `torch.qint8`.
     QInt8 = 12,
+    /// `torch.quint8`.
     QUInt8 = 13,
+    /// `torch.qint32`.
     QInt32 = 14,
+    /// `torch.bfloat16`.
     BFloat16 = 15,
+    /// `torch.float8_e5m2`.
     Float8E5M2 = 23,
+    /// `torch.float8_e4m3fn`.
     Float8E4M3FN = 24,
+    /// `torch.float8_e5m2fnuz`.
     Float8E5M2FNUZ = 25,
+    /// `torch.float8_e4m3fnuz`.
     Float8E4M3FNUZ = 26,
+    /// `torch.uint16`.
     UInt16 = 27,
+    /// `torch.uint32`.
     UInt32 = 28,
+    /// `torch.uint64`.
     UInt64 = 29,
 }
 
 impl DType {
+    /// Every dtype, in `ScalarType` order.
     pub const ALL: [DType; 23] = [
         DType::UInt8,
         DType::Int8,
@@ -63,6 +87,7 @@ impl DType {
         self as u8 as i64
     }
 
+    /// The dtype with PyTorch's `ScalarType` number `n` (how TorchScript passes dtypes).
     pub fn from_scalar_type(n: i64) -> Option<DType> {
         DType::ALL.iter().copied().find(|d| d.to_scalar_type() == n)
     }
@@ -188,10 +213,12 @@ impl DType {
         }
     }
 
+    /// The dtype of a pickled storage class (`FloatStorage`, `HalfStorage`, ...).
     pub fn from_storage_class(s: &str) -> Option<DType> {
         DType::ALL.iter().copied().find(|d| d.storage_class() == s)
     }
 
+    /// `dtype.is_floating_point` (float8, half, bfloat16, float, double).
     pub fn is_floating_point(self) -> bool {
         use DType::*;
         matches!(
@@ -207,6 +234,7 @@ impl DType {
         )
     }
 
+    /// `dtype.is_complex`.
     pub fn is_complex(self) -> bool {
         matches!(
             self,
@@ -224,6 +252,7 @@ impl DType {
         }
     }
 
+    /// `dtype.is_signed`.
     pub fn is_signed(self) -> bool {
         !matches!(
             self,

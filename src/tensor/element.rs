@@ -11,18 +11,27 @@ use num_complex::{Complex32, Complex64};
 /// int to narrower int wraps, anything to bool is `!= 0`, complex to real takes the real part,
 /// double to half/bfloat16 rounds through float (as c10 does).
 pub trait Element: Copy + Send + Sync + Default + PartialEq + std::fmt::Debug + 'static {
+    /// The dtype this Rust type stores.
     const DTYPE: DType;
+    /// `static_cast<double>`.
     fn to_f64(self) -> f64;
+    /// `static_cast<T>` from a double.
     fn from_f64(v: f64) -> Self;
+    /// `static_cast<int64_t>`.
     fn to_i64(self) -> i64;
+    /// `static_cast<T>` from an int64.
     fn from_i64(v: i64) -> Self;
+    /// As a complex number (real types have a zero imaginary part).
     fn to_c64(self) -> Complex64 {
         Complex64::new(self.to_f64(), 0.0)
     }
+    /// From a complex number (real types take the real part).
     fn from_c64(v: Complex64) -> Self {
         Self::from_f64(v.re)
     }
+    /// `!= 0`.
     fn to_bool(self) -> bool;
+    /// `true` as 1, `false` as 0.
     fn from_bool(v: bool) -> Self {
         Self::from_i64(v as i64)
     }

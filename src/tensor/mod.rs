@@ -4,6 +4,8 @@
 //! through a view change the base. Kernels read and write through ndarray views
 //! ([`Tensor::view`], [`Tensor::view_mut`]).
 
+#![deny(missing_docs)]
+
 pub mod budget;
 mod dtype;
 pub mod element;
@@ -27,30 +29,52 @@ pub use storage::{
 use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
 use smallvec::SmallVec;
 
+/// A tensor's sizes (inline up to 6 dimensions).
 pub type Shape = SmallVec<[usize; 6]>;
+/// A tensor's strides in elements (inline up to 6 dimensions).
 pub type Strides = SmallVec<[isize; 6]>;
 
 /// Errors from tensor construction and kernels.
 #[derive(Debug, thiserror::Error)]
 pub enum TensorError {
+    /// An operation does not support this dtype.
     #[error("{what}: unsupported dtype {dtype}")]
-    UnsupportedDType { what: String, dtype: DType },
+    UnsupportedDType {
+        /// The operation.
+        what: String,
+        /// The dtype it got.
+        dtype: DType,
+    },
+    /// A tensor of another dtype was required.
     #[error("expected dtype {expected}, got {got}")]
-    DTypeMismatch { expected: DType, got: DType },
+    DTypeMismatch {
+        /// The dtype required.
+        expected: DType,
+        /// The dtype given.
+        got: DType,
+    },
+    /// Incompatible or invalid shapes.
     #[error("shape error: {0}")]
     Shape(String),
+    /// An index out of range.
     #[error("index error: {0}")]
     Index(String),
+    /// An invalid argument value.
     #[error("value error: {0}")]
     Value(String),
+    /// A view whose elements would lie outside its storage.
     #[error("tensor view out of bounds: {0}")]
     OutOfBounds(String),
+    /// An operation tsrun does not implement for these arguments.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// A write to a tensor whose elements overlap, or that partially overlaps an input.
     #[error("{0}")]
     InternalOverlap(String),
+    /// The storage is borrowed in a conflicting mode.
     #[error(transparent)]
     Borrow(#[from] BorrowError),
+    /// The storage could not be allocated.
     #[error(transparent)]
     Alloc(#[from] AllocError),
 }
@@ -241,8 +265,10 @@ impl Tensor {
         })
     }
 
-    /// A contiguous tensor from an ndarray (copied into row-major order).
-    pub fn from_array<T: Element>(a: ArrayD<T>) -> TResult<Tensor> {
+    /// A contiguous tensor from an ndarray of any dimension (copied into row-major order).
+    pub fn from_ndarray<T: Element, D: ndarray::Dimension>(
+        a: ndarray::Array<T, D>,
+    ) -> TResult<Tensor> {
         let shape: Vec<usize> = a.shape().to_vec();
         match a.as_slice() {
             Some(s) => Tensor::from_slice(s, &shape),
@@ -266,30 +292,39 @@ impl Tensor {
         Ok(t)
     }
 
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
+    /// The sizes (`tensor.shape`).
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
+    /// The strides, in elements (`tensor.stride()`).
     pub fn strides(&self) -> &[isize] {
         &self.strides
     }
+    /// The offset of the first element in the storage, in elements.
     pub fn storage_offset(&self) -> usize {
         self.offset
     }
+    /// The storage the tensor views.
     pub fn storage(&self) -> &Storage {
         &self.storage
     }
+    /// The number of dimensions.
     pub fn dim(&self) -> usize {
         self.shape.len()
     }
+    /// The number of elements.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
+    /// Whether the tensor is marked as requiring grad (tsrun keeps the flag; it has no autograd).
     pub fn requires_grad(&self) -> bool {
         self.requires_grad
     }
+    /// Mark or unmark the tensor as requiring grad.
     pub fn set_requires_grad(&mut self, r: bool) {
         self.requires_grad = r;
     }
@@ -507,8 +542,9 @@ impl Tensor {
         Ok(())
     }
 
-    /// An owned row-major copy of the elements.
-    pub fn to_array<T: Element>(&self) -> TResult<ArrayD<T>> {
+    /// An owned row-major copy of the elements; `T` must be the tensor's element type (see
+    /// [`Tensor::to_vec`] for a converting copy, and [`Tensor::read`] for a zero-copy view).
+    pub fn to_ndarray<T: Element>(&self) -> TResult<ArrayD<T>> {
         Ok(self.read::<T>()?.view().to_owned())
     }
 

@@ -113,7 +113,9 @@ pub fn promote_types(a: DType, b: DType) -> DType {
 /// or a Python number ("wrapped number", weakest of all).
 #[derive(Clone, Copy)]
 pub enum Operand<'a> {
+    /// A tensor operand.
     Tensor(&'a Tensor),
+    /// A Python number (a wrapped number).
     Scalar(Scalar),
 }
 

@@ -9,11 +9,19 @@ use std::sync::Arc;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Quantizer {
     /// `torch.per_tensor_affine`: one scale and zero point.
-    PerTensorAffine { scale: f64, zero_point: i64 },
+    PerTensorAffine {
+        /// The step between representable reals.
+        scale: f64,
+        /// The integer that represents 0.0.
+        zero_point: i64,
+    },
     /// `torch.per_channel_affine`: a scale and zero point per index of dimension `axis`.
     PerChannelAffine {
+        /// The scale of each channel.
         scales: Arc<[f64]>,
+        /// The zero point of each channel.
         zero_points: Arc<[i64]>,
+        /// The channel dimension.
         axis: usize,
     },
 }
@@ -94,6 +102,7 @@ impl Tensor {
         self.quantizer.as_ref()
     }
 
+    /// Whether this dtype holds quantized integers.
     pub fn is_quantized(&self) -> bool {
         self.quantizer.is_some()
     }

@@ -3,15 +3,21 @@
 use super::DType;
 use num_complex::Complex64;
 
+/// A Python number: `bool`, `int`, `float` or `complex` (a `Scalar` in ATen).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Scalar {
+    /// `bool`.
     Bool(bool),
+    /// `int`.
     Int(i64),
+    /// `float`.
     Float(f64),
+    /// `complex`.
     Complex(Complex64),
 }
 
 impl Scalar {
+    /// As a double (complex: the real part; bool: 0 or 1).
     pub fn to_f64(self) -> f64 {
         match self {
             Scalar::Bool(b) => b as i64 as f64,
@@ -21,6 +27,7 @@ impl Scalar {
         }
     }
 
+    /// As an int64 (floats truncate toward zero).
     pub fn to_i64(self) -> i64 {
         match self {
             Scalar::Bool(b) => b as i64,
@@ -30,6 +37,7 @@ impl Scalar {
         }
     }
 
+    /// `!= 0`.
     pub fn to_bool(self) -> bool {
         match self {
             Scalar::Bool(b) => b,
@@ -39,6 +47,7 @@ impl Scalar {
         }
     }
 
+    /// As a complex number.
     pub fn to_c64(self) -> Complex64 {
         match self {
             Scalar::Complex(c) => c,
@@ -66,6 +75,7 @@ impl Scalar {
         }
     }
 
+    /// Whether this is a `float` or `complex` (not a `bool` or `int`).
     pub fn is_floating_point(self) -> bool {
         matches!(self, Scalar::Float(_))
     }

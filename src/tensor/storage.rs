@@ -91,6 +91,7 @@ impl Drop for Inner {
 /// Why a storage could not be allocated.
 #[derive(Debug, thiserror::Error)]
 pub enum AllocError {
+    /// The allocator refused this many bytes.
     #[error("cannot allocate a storage of {0} bytes")]
     OutOfMemory(usize),
     /// A memory limit of the call refused it (see `tensor::budget`).
@@ -104,9 +105,12 @@ pub enum BorrowError {
     #[error(
         "a tensor's memory is being written while it is read (an operation reads and writes one storage, or two threads share a tensor one of them writes)"
     )]
+    /// A write was asked while a read guard is alive.
     WriteWhileRead,
+    /// A read or write was asked while a write guard is alive.
     #[error("a tensor's memory is being read or written while another write to it is in progress")]
     AlreadyWriting,
+    /// The copy made on first write could not be allocated.
     #[error(transparent)]
     Alloc(#[from] AllocError),
 }
@@ -230,6 +234,7 @@ impl Storage {
         ))
     }
 
+    /// The storage's size in bytes.
     pub fn nbytes(&self) -> usize {
         self.inner.nbytes
     }

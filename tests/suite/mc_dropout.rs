@@ -158,7 +158,7 @@ fn cli_run_sets_flags_and_modes() {
     std::fs::create_dir_all(&dir).expect("dir");
     let x = dir.join("x.npy");
     let xt = g.tensor("x");
-    ndarray_npy::write_npy(&x, &xt.to_array::<f32>().expect("x array")).expect("write x");
+    ndarray_npy::write_npy(&x, &xt.to_ndarray::<f32>().expect("x array")).expect("write x");
     let model = crate::module_api::dir().join("net.pt");
     let run = |extra: &[&str], seed: &str, out: &str| -> Tensor {
         let args = [&["--seed", seed], extra].concat();
@@ -222,7 +222,7 @@ fn cli_run_npz(
     let mut npz =
         ndarray_npy::NpzReader::new(std::fs::File::open(out).expect("open npz")).expect("npz");
     let arr: ndarray::ArrayD<f32> = npz.by_name("out").expect("out array");
-    Tensor::from_array(arr).expect("tensor")
+    Tensor::from_ndarray(arr).expect("tensor")
 }
 
 #[test]
@@ -232,7 +232,7 @@ fn cli_run_train_turns_batch_norm_training_back_on() {
     std::fs::create_dir_all(&dir).expect("dir");
     let x = dir.join("x.npy");
     let xt = g.tensor("x");
-    ndarray_npy::write_npy(&x, &xt.to_array::<f32>().expect("x array")).expect("write x");
+    ndarray_npy::write_npy(&x, &xt.to_ndarray::<f32>().expect("x array")).expect("write x");
     // bn_net_eval.pt is saved in eval mode; --train makes batch norm use batch statistics
     let model = crate::module_api::dir().join("bn_net_eval.pt");
     let run = |mode: &str, out: &str| cli_run_npz(&model, &x, &[mode], &dir.join(out));

@@ -21,17 +21,24 @@ use std::sync::Arc;
 /// What kind of class a declaration is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClassKind {
+    /// An `nn.Module` subclass.
     Module,
+    /// A script class.
     Class,
+    /// A NamedTuple type.
     NamedTuple,
+    /// An `Enum` class.
     Enum,
+    /// A module interface (`@torch.jit.interface`).
     Interface,
 }
 
 /// A method's name and its signature as printed (`(self, x: Tensor) -> Tensor`).
 #[derive(Clone, Debug)]
 pub struct MethodDecl {
+    /// The method's name.
     pub name: String,
+    /// Its signature as printed.
     pub signature: String,
 }
 
@@ -40,16 +47,21 @@ pub struct MethodDecl {
 pub struct ClassDecl {
     /// Qualified name, e.g. `__torch__.torch.nn.modules.linear.Linear`.
     pub name: Arc<str>,
+    /// What kind of class it is.
     pub kind: ClassKind,
+    /// Attribute names that are parameters, in declaration order.
     pub parameters: Vec<String>,
+    /// Attribute names that are buffers, in declaration order.
     pub buffers: Vec<String>,
     /// Methods registered as forward hooks / pre-hooks (`__forward_hooks__`), in call order.
     pub forward_hooks: Vec<String>,
+    /// Methods registered as forward pre-hooks, in call order.
     pub forward_pre_hooks: Vec<String>,
     /// Typed attributes in declaration order (NamedTuple fields for NamedTuples).
     pub attributes: Vec<(String, Type)>,
     /// `Final` constants: name, type, value text.
     pub constants: Vec<(String, String, String)>,
+    /// The methods the class defines, in source order.
     pub methods: Vec<MethodDecl>,
     /// Enum members: name and value.
     pub enum_members: Vec<(Arc<str>, IValue)>,
@@ -58,15 +70,18 @@ pub struct ClassDecl {
 }
 
 impl ClassDecl {
+    /// The declared type of attribute `name`.
     pub fn attribute_type(&self, name: &str) -> Option<&Type> {
         self.attributes
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, t)| t)
     }
+    /// Whether `name` is a parameter.
     pub fn is_parameter(&self, name: &str) -> bool {
         self.parameters.iter().any(|p| p == name)
     }
+    /// Whether `name` is a buffer.
     pub fn is_buffer(&self, name: &str) -> bool {
         self.buffers.iter().any(|p| p == name)
     }
@@ -75,14 +90,17 @@ impl ClassDecl {
 /// Every class declared in a program, by qualified name.
 #[derive(Clone, Debug, Default)]
 pub struct ClassTable {
+    /// Every class by qualified name.
     pub classes: IndexMap<Arc<str>, ClassDecl>,
 }
 
 impl ClassTable {
+    /// The class with qualified name `name`.
     pub fn get(&self, name: &str) -> Option<&ClassDecl> {
         self.classes.get(name)
     }
 
+    /// Whether `name` is a module class.
     pub fn is_module(&self, name: &str) -> bool {
         self.get(name).is_some_and(|c| c.kind == ClassKind::Module)
     }

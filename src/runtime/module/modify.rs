@@ -398,8 +398,11 @@ impl Module {
 /// The layouts `Module.to(memory_format=...)` takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemoryFormat {
+    /// `torch.contiguous_format`.
     Contiguous,
+    /// `torch.channels_last` (4-D tensors).
     ChannelsLast,
+    /// `torch.channels_last_3d` (5-D tensors).
     ChannelsLast3d,
 }
 

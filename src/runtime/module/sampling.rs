@@ -13,8 +13,11 @@ use rayon::prelude::*;
 /// `mean` and `variance` (unbiased, as `torch.var`) reduce over it. All in the output's dtype.
 #[derive(Clone, Debug)]
 pub struct McSamples {
+    /// Every pass's output, stacked on a new first dimension.
     pub samples: Tensor,
+    /// The mean over the passes.
     pub mean: Tensor,
+    /// The unbiased variance over the passes.
     pub variance: Tensor,
 }
 

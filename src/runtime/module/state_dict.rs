@@ -18,7 +18,9 @@ pub type StateDict = IndexMap<String, Tensor>;
 /// lacks, and keys of the state the module does not have.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IncompatibleKeys {
+    /// Keys the module has and the state dict lacked.
     pub missing_keys: Vec<String>,
+    /// Keys the state dict has and the module lacks.
     pub unexpected_keys: Vec<String>,
 }
 

@@ -45,20 +45,20 @@ impl Arrays {
         }
         let t = match dtype {
             DType::Float32 | DType::Float16 | DType::BFloat16 => {
-                Tensor::from_array(self.read::<f32>(key))
+                Tensor::from_ndarray(self.read::<f32>(key))
             }
-            DType::Float64 => Tensor::from_array(self.read::<f64>(key)),
-            DType::Int64 => Tensor::from_array(self.read::<i64>(key)),
-            DType::Int32 => Tensor::from_array(self.read::<i32>(key)),
-            DType::Int16 => Tensor::from_array(self.read::<i16>(key)),
-            DType::Int8 => Tensor::from_array(self.read::<i8>(key)),
-            DType::UInt8 => Tensor::from_array(self.read::<u8>(key)),
-            DType::UInt16 => Tensor::from_array(self.read::<u16>(key)),
-            DType::UInt32 => Tensor::from_array(self.read::<u32>(key)),
-            DType::UInt64 => Tensor::from_array(self.read::<u64>(key)),
-            DType::Bool => Tensor::from_array(self.read::<bool>(key)),
-            DType::Complex64 => Tensor::from_array(self.read::<Complex32>(key)),
-            DType::Complex128 => Tensor::from_array(self.read::<Complex64>(key)),
+            DType::Float64 => Tensor::from_ndarray(self.read::<f64>(key)),
+            DType::Int64 => Tensor::from_ndarray(self.read::<i64>(key)),
+            DType::Int32 => Tensor::from_ndarray(self.read::<i32>(key)),
+            DType::Int16 => Tensor::from_ndarray(self.read::<i16>(key)),
+            DType::Int8 => Tensor::from_ndarray(self.read::<i8>(key)),
+            DType::UInt8 => Tensor::from_ndarray(self.read::<u8>(key)),
+            DType::UInt16 => Tensor::from_ndarray(self.read::<u16>(key)),
+            DType::UInt32 => Tensor::from_ndarray(self.read::<u32>(key)),
+            DType::UInt64 => Tensor::from_ndarray(self.read::<u64>(key)),
+            DType::Bool => Tensor::from_ndarray(self.read::<bool>(key)),
+            DType::Complex64 => Tensor::from_ndarray(self.read::<Complex32>(key)),
+            DType::Complex128 => Tensor::from_ndarray(self.read::<Complex64>(key)),
             other => panic!("golden tensor dtype {other} not decodable"),
         }
         .expect("golden tensor");
