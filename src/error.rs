@@ -37,6 +37,32 @@ pub enum Error {
     },
     #[error("{0}")]
     Module(String),
+    /// A schema string given to [`crate::register_op`] does not parse.
+    #[error("invalid operator schema: {0}")]
+    InvalidSchema(#[from] crate::ir::schema::SchemaError),
+    /// [`crate::register_op`] for an overload that already has a kernel: one built into tsrun
+    /// (`builtin`) or registered before. Registrations are never replaced, as PyTorch refuses a
+    /// second `define` of an operator.
+    #[error(
+        "operator {op} already has a {} kernel; registrations cannot replace a kernel",
+        if *.builtin { "built-in" } else { "registered" }
+    )]
+    OpAlreadyRegistered { op: String, builtin: bool },
+    /// [`crate::register_op`] for an overload PyTorch's operator table declares differently.
+    #[error("schema `{given}` differs from the declared schema of {op}: `{known}`")]
+    SchemaMismatch {
+        op: String,
+        given: String,
+        known: String,
+    },
+    /// The kernel of a custom operator (registered with [`crate::register_op`]) failed, or
+    /// returned a value its schema does not declare.
+    #[error("{op}: {source}")]
+    CustomKernelFailed { op: String, source: Box<Error> },
+    /// An operator kernel's own failure, with its message: what a kernel registered with
+    /// [`crate::register_op`] returns for an input it cannot handle.
+    #[error("{0}")]
+    Kernel(String),
     /// A limit of `LoadOptions` / `RunOptions` stopped the operation.
     #[error(transparent)]
     Limit(#[from] LimitExceeded),

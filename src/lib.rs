@@ -21,6 +21,7 @@ pub mod serve;
 pub mod tensor;
 
 pub use error::{Error, Result};
+pub use ops::custom::{register_op, CustomKernel};
 pub use ops::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled};
 pub use runtime::swa;
 pub use runtime::IValue;
