@@ -91,10 +91,12 @@ fn registered() -> &'static RwLock<HashMap<String, CustomOp>> {
 /// operator. The schema uses PyTorch's syntax (`torch.library.define`'s, with the qualified name
 /// in front; an overload is named as in `myops::f.Scalar(...)`).
 ///
-/// Register before the first call (or `prepare`, `graph`, `code`) of a method that uses the
-/// operator; loading the module may come before or after. A method compiled while the operator
-/// was unknown fails with [`Error::UnsupportedOps`] naming it and its source line, and compiles
-/// afresh on its next call.
+/// Kernels are resolved once, when a method is first compiled for running, so register before
+/// the first call (or `Module::prepare`) of a method that uses the operator; loading the module
+/// may come before or after. A call that fails because the operator is not registered
+/// ([`Error::UnsupportedOps`], naming it and its source line) leaves nothing compiled, so the
+/// next call after registering runs; a method compiled while the operator sat unregistered in
+/// a branch it did not take keeps reporting it missing when the branch is reached.
 ///
 /// The kernel receives the inputs in schema order with defaults filled in, and returns one
 /// value, or an `IValue::Tuple` for several outputs; its error reaches the caller inside the
@@ -116,9 +118,9 @@ fn registered() -> &'static RwLock<HashMap<String, CustomOp>> {
 /// ```no_run
 /// use tsrun::{IValue, Tensor};
 /// tsrun::register_op("myops::double_it(Tensor x) -> Tensor", |args: &[IValue]| {
-///     let x: Vec<f32> = match &args[0] {
-///         IValue::Tensor(t) => t.to_vec()?,
-///         other => return Err(tsrun::Error::Kernel(format!("x is {}", other.kind_name()))),
+///     let x: Vec<f32> = match args.first() {
+///         Some(IValue::Tensor(t)) => t.to_vec()?,
+///         _ => return Err(tsrun::Error::Kernel("x must be a Tensor".into())),
 ///     };
 ///     let doubled: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
 ///     let n = doubled.len();
