@@ -352,6 +352,17 @@ fn registrations_are_never_replaced() {
         }
         other => panic!("{other:?}"),
     }
+    // ... and takes it spelled differently (`int` for `SymInt`, other spacing)
+    tsrun::register_op(
+        "torchvision::_ps_roi_align_backward( Tensor grad, Tensor rois, Tensor channel_mapping, \
+         float spatial_scale, int pooled_height, int pooled_width, int sampling_ratio, \
+         int batch_size, int channels, int height, int width ) -> Tensor",
+        first,
+    )
+    .expect("the declared schema, spelled otherwise");
+    assert!(tsrun::ops::custom::is_registered(
+        "torchvision::_ps_roi_align_backward"
+    ));
 }
 
 #[test]

@@ -539,19 +539,18 @@ impl Builder<'_> {
             kind => {
                 let overload = node.overload.as_deref().unwrap_or("");
                 let name: Arc<str> = node.qualified_op().into();
-                // Resolved here, once: a call runs the kernel the plan holds, without a lookup.
-                let builtin = Registry::global().lookup(kind, overload);
-                let custom = || crate::ops::custom::lookup(&name);
-                match (builtin, builtin.is_none().then(custom).flatten()) {
-                    (Some(kernel), _) => Op::Kernel { kernel, name },
-                    (None, Some(op)) => Op::Custom(op),
-                    (None, None) => {
-                        self.missing.push(missing_op(&name, node.source.as_ref()));
-                        self.missing_unconditional |= self.depth <= 1;
-                        Op::Missing {
-                            function: fname.into(),
-                            all: self.missing_all.clone(),
-                        }
+                // Resolved here, once: a call runs the kernel the plan holds, without a lookup
+                // (a custom operator's table is read under its lock only now).
+                if let Some(kernel) = Registry::global().lookup(kind, overload) {
+                    Op::Kernel { kernel, name }
+                } else if let Some(custom) = crate::ops::custom::lookup(&name) {
+                    Op::Custom(custom)
+                } else {
+                    self.missing.push(missing_op(&name, node.source.as_ref()));
+                    self.missing_unconditional |= self.depth <= 1;
+                    Op::Missing {
+                        function: fname.into(),
+                        all: self.missing_all.clone(),
                     }
                 }
             }
