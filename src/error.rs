@@ -70,6 +70,45 @@ pub enum Error {
         /// The kind of value it got (`int`, `List`).
         got: &'static str,
     },
+    /// A schema string given to [`crate::register_op`] does not parse.
+    #[error("invalid operator schema: {0}")]
+    InvalidSchema(#[from] crate::ir::schema::SchemaError),
+    /// [`crate::register_op`] for an overload that already has a kernel: one built into tsrun
+    /// (`builtin`) or registered before. Registrations are never replaced, as PyTorch refuses a
+    /// second `define` of an operator.
+    #[error(
+        "operator {op} already has a {} kernel; registrations cannot replace a kernel",
+        if *.builtin { "built-in" } else { "registered" }
+    )]
+    OpAlreadyRegistered {
+        /// The overload (`myops::f`).
+        op: String,
+        /// Whether the kernel it has is built into tsrun.
+        builtin: bool,
+    },
+    /// [`crate::register_op`] for an overload PyTorch's operator table declares differently.
+    #[error("schema `{given}` differs from the declared schema of {op}: `{known}`")]
+    SchemaMismatch {
+        /// The overload.
+        op: String,
+        /// The schema given to `register_op`.
+        given: String,
+        /// The schema PyTorch declares.
+        known: String,
+    },
+    /// The kernel of a custom operator (registered with [`crate::register_op`]) failed, or
+    /// returned a value its schema does not declare.
+    #[error("{op}: {source}")]
+    CustomKernelFailed {
+        /// The custom operator.
+        op: String,
+        /// What its kernel returned.
+        source: Box<Error>,
+    },
+    /// An operator kernel's own failure, with its message: what a kernel registered with
+    /// [`crate::register_op`] returns for an input it cannot handle.
+    #[error("{0}")]
+    Kernel(String),
     /// A limit of `LoadOptions` / `RunOptions` stopped the operation.
     #[error(transparent)]
     Limit(#[from] LimitExceeded),
@@ -165,6 +204,10 @@ impl Error {
             Error::Limit(_) => ErrorKind::Limit,
             Error::Cancelled => ErrorKind::Cancelled,
             Error::Module(_) | Error::Conversion { .. } => ErrorKind::Usage,
+            Error::InvalidSchema(_)
+            | Error::OpAlreadyRegistered { .. }
+            | Error::SchemaMismatch { .. } => ErrorKind::Usage,
+            Error::CustomKernelFailed { .. } | Error::Kernel(_) => ErrorKind::Run,
         }
     }
 
@@ -183,6 +226,7 @@ impl Error {
             Error::BadArgument { op, .. } => Some(op),
             Error::UnknownOp(op) => Some(op),
             Error::UnsupportedOps { ops, .. } => ops.first().map(|m| m.op.as_str()),
+            Error::CustomKernelFailed { op, .. } => Some(op),
             _ => None,
         }
     }

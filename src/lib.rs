@@ -36,6 +36,7 @@ pub(crate) use internals::serve;
 pub(crate) use internals::{archive, frontend, ir, ops, pickle, runtime, tensor};
 
 pub use error::{Error, ErrorKind, Result};
+pub use ops::custom::{register_op, CustomKernel};
 pub use ops::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled};
 pub use runtime::swa;
 pub use runtime::{manual_seed, set_num_threads, CancelHandle, LoadOptions, Module, RunOptions};

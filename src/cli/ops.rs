@@ -1,7 +1,8 @@
 //! `tsrun ops [--missing] [--registered] [FILTER]`: the operator overloads PyTorch defines (its
 //! schema list) and whether tsrun has a kernel registered for exactly that overload; a summary
 //! line counts them. `tsrun ops MODEL [--json]`: every operator overload the model's
-//! compiled methods and functions use, with or without a kernel, all at once.
+//! compiled methods and functions use, with or without a kernel (built in, or registered with
+//! `tsrun::register_op` by a library user), all at once.
 
 use crate::ir::schema::SchemaRegistry;
 use crate::ops::Registry;
@@ -48,21 +49,40 @@ pub fn used_ops(
     let unit = module.compilation_unit()?;
     let mut graphs = Vec::new();
     let mut failures = Vec::new();
+    // Operators whose schema the compiler does not know (a custom operator not registered with
+    // `register_op`): the calling method does not compile, but the operator is one the model
+    // uses and tsrun cannot run.
+    let mut unknown: Vec<(String, String)> = Vec::new();
+    let mut failed = |name: String, e: crate::ir::CompileError| {
+        if let crate::ir::CompileError::UnknownOperator { op, at, .. } = &e {
+            unknown.push((op.clone(), format!("{}:{}", at.file, at.line)));
+        }
+        failures.push((name, e.to_string()));
+    };
     for (class, decl) in &module.classes().classes {
         for method in &decl.methods {
             match unit.method(class, &method.name) {
                 Ok(f) => graphs.push(f),
-                Err(e) => failures.push((format!("{class}.{}", method.name), e.to_string())),
+                Err(e) => failed(format!("{class}.{}", method.name), e),
             }
         }
     }
     for name in unit.function_names() {
         match unit.function(&name) {
             Ok(f) => graphs.push(f),
-            Err(e) => failures.push((name, e.to_string())),
+            Err(e) => failed(name, e),
         }
     }
     let mut ops: indexmap::IndexMap<String, UsedOp> = indexmap::IndexMap::new();
+    for (name, at) in unknown {
+        let entry = ops.entry(name.clone()).or_insert_with(|| UsedOp {
+            name,
+            supported: false,
+            uses: 0,
+            first_use: Some(at),
+        });
+        entry.uses += 1;
+    }
     for f in &graphs {
         let g = &f.graph;
         g.walk(g.root, &mut |n| {
@@ -72,9 +92,10 @@ pub fn used_ops(
             }
             let name = node.qualified_op();
             let entry = ops.entry(name.clone()).or_insert_with(|| UsedOp {
-                supported: Registry::global()
-                    .lookup(&node.kind, node.overload.as_deref().unwrap_or(""))
-                    .is_some(),
+                supported: crate::ops::has_kernel(
+                    &node.kind,
+                    node.overload.as_deref().unwrap_or(""),
+                ),
                 name,
                 uses: 0,
                 first_use: node.source.as_ref().map(|s| {

@@ -73,7 +73,8 @@ fn resolve_overloads(graph: &mut Graph) {
             .iter()
             .map(|&v| graph.value(v).ty.clone())
             .collect();
-        let chosen = registry.overloads(&node.kind).iter().find(|s| {
+        let overloads = registry.overloads(&node.kind);
+        let chosen = overloads.iter().find(|s| {
             let positional: Vec<_> = s.arguments.iter().filter(|a| !a.kwarg_only).collect();
             let arity_ok = if s.is_vararg {
                 types.len() >= positional.len()

@@ -24,6 +24,16 @@ pub enum CompileError {
     At { location: String, message: String },
     #[error("{0}")]
     Other(String),
+    /// A call of an operator no schema is known for: a custom operator not registered (yet)
+    /// with `tsrun::register_op`, or one PyTorch's operator table lacks. The run path reports it
+    /// as an operator without a kernel (`Error::UnsupportedOps`).
+    #[error("{location}: unknown operator {op}")]
+    UnknownOperator {
+        location: String,
+        /// `myops::fused_gelu`.
+        op: String,
+        at: Box<crate::error::CodeLocation>,
+    },
     /// A method or function that calls itself, directly or through others (TorchScript
     /// rejects recursion when it compiles).
     #[error("{location}: {message}")]

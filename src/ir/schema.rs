@@ -4,6 +4,8 @@
 
 use super::types::Type;
 use crate::runtime::{IValue, List};
+use parking_lot::RwLock;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
@@ -65,6 +67,32 @@ impl FunctionSchema {
     /// Whether any argument is mutated in place.
     pub fn is_mutable(&self) -> bool {
         self.arguments.iter().any(|a| a.is_write)
+    }
+
+    /// Whether `self` and `other` declare the same operator overload with the same arguments
+    /// (names, types, defaults, keyword-only marks, alias annotations) and return types:
+    /// spelling and spacing of the schema text aside.
+    pub fn same_signature(&self, other: &FunctionSchema) -> bool {
+        fn same_args(a: &[Argument], b: &[Argument], with_names: bool) -> bool {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(x, y)| {
+                    (!with_names || x.name == y.name)
+                        && x.ty == y.ty
+                        && x.fixed_len == y.fixed_len
+                        && x.kwarg_only == y.kwarg_only
+                        && x.is_write == y.is_write
+                        && x.alias == y.alias
+                        // defaults are plain values (numbers, lists, strings): their debug text
+                        // is their identity
+                        && format!("{:?}", x.default) == format!("{:?}", y.default)
+                })
+        }
+        self.name == other.name
+            && self.overload == other.overload
+            && self.is_vararg == other.is_vararg
+            && self.is_varret == other.is_varret
+            && same_args(&self.arguments, &other.arguments, true)
+            && same_args(&self.returns, &other.returns, false)
     }
 }
 
@@ -505,9 +533,17 @@ fn base_type(name: &str) -> Type {
 /// PyTorch's table holds thousands of schemas and a program uses a few dozen, so the global
 /// table keeps each line as text and parses an operator's overloads the first time that
 /// operator is looked up: the first call of a model no longer pays for parsing all of them.
+///
+/// Besides PyTorch's table, the global registry holds the schemas of custom operators defined at
+/// run time ([`crate::ops::custom::register_op`]), each operator's after PyTorch's overloads of
+/// the same name, so overload resolution tries them in the order PyTorch would have registered
+/// them.
 #[derive(Default)]
 pub struct SchemaRegistry {
     by_name: HashMap<String, SchemaFamily>,
+    /// Schemas defined at run time, by operator name, in definition order. Behind a lock
+    /// because the table itself is a process-wide static shared by every compiling thread.
+    defined: RwLock<HashMap<String, Vec<Arc<FunctionSchema>>>>,
 }
 
 /// The overloads of one operator name: lines not parsed yet, parsed on first use.
@@ -532,6 +568,13 @@ impl SchemaFamily {
 }
 
 static ALL_SCHEMAS: &str = include_str!("../../fixtures/schemas.txt");
+
+/// `aten::add.Tensor` -> (`aten::add`, `Tensor`); `aten::relu` -> (`aten::relu`, ``).
+fn split_qualified(qualified: &str) -> Option<(String, &str)> {
+    let (ns, rest) = qualified.split_once("::")?;
+    let (base, overload) = rest.split_once('.').unwrap_or((rest, ""));
+    Some((format!("{ns}::{base}"), overload))
+}
 
 /// `aten::add.Tensor(Tensor self, ...) -> Tensor` -> (`aten::add`, `Tensor`), without parsing.
 fn schema_line_name(line: &str) -> Option<(&str, &str)> {
@@ -578,7 +621,8 @@ impl SchemaRegistry {
         }
     }
 
-    /// Every schema, grouped by operator name (sorted) in registration order.
+    /// Every schema of PyTorch's table (operators defined at run time are not included),
+    /// grouped by operator name (sorted) in registration order.
     pub fn all(&self) -> Vec<&Arc<FunctionSchema>> {
         let mut names: Vec<&String> = self.by_name.keys().collect();
         names.sort();
@@ -588,42 +632,77 @@ impl SchemaRegistry {
             .collect()
     }
 
-    /// All overloads of `name` (`aten::add`).
-    pub fn overloads(&self, name: &str) -> &[Arc<FunctionSchema>] {
-        self.by_name
+    /// All overloads of `name` (`aten::add`): PyTorch's, then those defined at run time.
+    pub fn overloads(&self, name: &str) -> Cow<'_, [Arc<FunctionSchema>]> {
+        let known: &[Arc<FunctionSchema>] = self
+            .by_name
             .get(name)
             .map(|f| f.schemas().as_slice())
-            .unwrap_or(&[])
-    }
-
-    /// The schema of one exact overload (`aten::add.Tensor`, or `aten::relu`).
-    pub fn find(&self, qualified: &str) -> Option<&Arc<FunctionSchema>> {
-        let (ns, rest) = qualified.split_once("::")?;
-        let (base, overload) = rest.split_once('.').unwrap_or((rest, ""));
-        self.overloads(&format!("{ns}::{base}"))
-            .iter()
-            .find(|s| s.overload == overload)
-    }
-
-    /// Whether PyTorch defines the exact overload `qualified`, without parsing its schema:
-    /// registration asks this for every member of generic kernel families.
-    pub fn contains(&self, qualified: &str) -> bool {
-        let Some((ns, rest)) = qualified.split_once("::") else {
-            return false;
-        };
-        let (base, overload) = rest.split_once('.').unwrap_or((rest, ""));
-        let Some(family) = self.by_name.get(&format!("{ns}::{base}")) else {
-            return false;
-        };
-        match family.parsed.get() {
-            Some(parsed) => parsed.iter().any(|s| s.overload == overload),
-            None => family.unparsed.iter().any(|(o, _)| *o == overload),
+            .unwrap_or(&[]);
+        match self.defined.read().get(name) {
+            Some(defined) if !defined.is_empty() => {
+                Cow::Owned(known.iter().chain(defined).cloned().collect())
+            }
+            _ => Cow::Borrowed(known),
         }
     }
 
+    /// The schema of one exact overload (`aten::add.Tensor`, or `aten::relu`).
+    pub fn find(&self, qualified: &str) -> Option<Arc<FunctionSchema>> {
+        let (name, overload) = split_qualified(qualified)?;
+        self.overloads(&name)
+            .iter()
+            .find(|s| s.overload == overload)
+            .cloned()
+    }
+
+    /// Whether the exact overload `qualified` is defined (by PyTorch, or at run time), without
+    /// parsing its schema: registration asks this for every member of generic kernel families.
+    pub fn contains(&self, qualified: &str) -> bool {
+        let Some((name, overload)) = split_qualified(qualified) else {
+            return false;
+        };
+        let known = self
+            .by_name
+            .get(&name)
+            .is_some_and(|family| match family.parsed.get() {
+                Some(parsed) => parsed.iter().any(|s| s.overload == overload),
+                None => family.unparsed.iter().any(|(o, _)| *o == overload),
+            });
+        known
+            || self
+                .defined
+                .read()
+                .get(&name)
+                .is_some_and(|d| d.iter().any(|s| s.overload == overload))
+    }
+
+    /// The line of PyTorch's table declaring the exact overload `qualified`, as PyTorch wrote it.
+    pub fn schema_line(&self, qualified: &str) -> Option<&'static str> {
+        let (name, overload) = split_qualified(qualified)?;
+        self.by_name
+            .get(&name)?
+            .unparsed
+            .iter()
+            .find(|(o, _)| *o == overload)
+            .map(|(_, line)| *line)
+    }
+
+    /// Define `schema` at run time, after every overload already known; the caller checked
+    /// that its exact overload is not defined yet (`ops::custom` does, under its lock).
+    pub(crate) fn define(&self, schema: Arc<FunctionSchema>) {
+        self.defined
+            .write()
+            .entry(schema.name.clone())
+            .or_default()
+            .push(schema);
+    }
+
+    /// How many schemas PyTorch's table holds (operators defined at run time not counted).
     pub fn len(&self) -> usize {
         self.by_name.values().map(|f| f.schemas().len()).sum()
     }
+    /// Whether PyTorch's table is empty.
     pub fn is_empty(&self) -> bool {
         self.by_name.is_empty()
     }

@@ -117,6 +117,24 @@ impl SourceRange {
         SourceRange { source, start, end }
     }
 
+    /// Where this range is, with the text a caret under it needs (errors that point at code).
+    pub fn code_location(&self) -> crate::error::CodeLocation {
+        let (line, col) = self.source.line_col(self.start);
+        let source_line = self.source.line_text(self.start).to_string();
+        let end = self.end.clamp(self.start, self.source.text.len());
+        let width = self.source.text[self.start.min(end)..end]
+            .lines()
+            .next()
+            .map_or(1, |t| t.chars().count().max(1));
+        crate::error::CodeLocation {
+            file: self.source.name.clone(),
+            line,
+            col: source_line.get(..col).map_or(col, |p| p.chars().count()) + 1,
+            source_line,
+            width,
+        }
+    }
+
     /// `file:line:col` of this range itself.
     pub fn location(&self) -> String {
         let (l, c) = self.source.line_col(self.start);

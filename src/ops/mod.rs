@@ -16,6 +16,7 @@ pub mod attention;
 pub mod call_limits;
 pub mod conv;
 pub mod creation;
+pub mod custom;
 pub mod elementwise;
 pub mod embedding;
 pub mod extra;
@@ -44,6 +45,7 @@ pub mod sort;
 pub mod vision;
 
 pub use args::{Args, OpContext};
+pub use custom::{register_op, CustomKernel};
 
 use crate::runtime::IValue;
 use std::collections::HashMap;
@@ -52,7 +54,19 @@ use std::sync::OnceLock;
 /// A kernel: reads its arguments, returns its result.
 pub type Kernel = fn(&mut Args<'_>) -> crate::Result<IValue>;
 
-/// Name -> kernel table.
+/// Whether the exact overload `op` + `overload` (`aten::add` + `Tensor`; empty for the default
+/// one) has a kernel: a built-in one, or one registered at run time ([`register_op`]).
+pub fn has_kernel(op: &str, overload: &str) -> bool {
+    Registry::global().lookup(op, overload).is_some()
+        || custom::is_registered(&if overload.is_empty() {
+            op.to_string()
+        } else {
+            format!("{op}.{overload}")
+        })
+}
+
+/// Name -> kernel table of the built-in kernels (custom operators registered at run time live
+/// in [`custom`]).
 #[derive(Default)]
 pub struct Registry {
     kernels: HashMap<String, Kernel>,

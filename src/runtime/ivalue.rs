@@ -78,6 +78,12 @@ impl IValue {
         IValue::String(s.into())
     }
 
+    /// A tuple of `items`: what an operator with several outputs returns (a kernel registered
+    /// with `tsrun::register_op` for `-> (Tensor, Tensor)` returns a tuple of two tensors).
+    pub fn tuple(items: Vec<IValue>) -> IValue {
+        IValue::Tuple(Tuple::new(items))
+    }
+
     /// Whether this is `None`.
     pub fn is_none(&self) -> bool {
         matches!(self, IValue::None)

@@ -17,6 +17,7 @@ mod cli_output;
 mod cli_repr;
 mod compile_fixtures;
 mod concurrency;
+mod custom_op;
 mod deep_drift;
 mod frontend_parse;
 mod gemm_kernels;

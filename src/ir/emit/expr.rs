@@ -478,9 +478,14 @@ impl Emitter<'_> {
     ) -> Result<ValueId, CompileError> {
         let schemas = SchemaRegistry::global().overloads(name);
         if schemas.is_empty() {
-            return Err(self.err(span, format!("unknown operator {name}")));
+            let range = self.file.range(span);
+            return Err(CompileError::UnknownOperator {
+                location: range.location(),
+                op: name.to_string(),
+                at: Box::new(range.code_location()),
+            });
         }
-        let m = match_schemas(&mut self.b, schemas, self_value, args, kwargs)
+        let m = match_schemas(&mut self.b, &schemas, self_value, args, kwargs)
             .map_err(|e| self.err(span, e))?;
         let n = self.b.insert(
             &m.schema.name,

@@ -339,7 +339,8 @@ impl Analysis<'_> {
                 }
             }
         }
-        if RUNNING_STATS_OPS.contains(&node.kind.as_str()) && !self.constant_false(schema, inputs) {
+        if RUNNING_STATS_OPS.contains(&node.kind.as_str()) && !self.constant_false(&schema, inputs)
+        {
             for (arg, &v) in schema.arguments.iter().zip(inputs) {
                 if arg.name == "running_mean" || arg.name == "running_var" {
                     self.fx.writes_if_training |= self.get(v);

@@ -209,6 +209,12 @@ impl Frame<'_> {
                 drop(args);
                 self.set_outputs(instr, out)
             }
+            Op::Custom(op) => {
+                let args = self.inputs(instr);
+                let out = op.call(&args)?;
+                drop(args);
+                self.set_outputs(instr, out)
+            }
             Op::Missing { function, all } => Err(Error::UnsupportedOps {
                 function: function.to_string(),
                 ops: all.get().cloned().unwrap_or_default(),

@@ -47,6 +47,8 @@ pub(crate) enum Op {
         kernel: Kernel,
         name: Arc<str>,
     },
+    /// An operator whose kernel was registered at run time (`tsrun::register_op`).
+    Custom(crate::ops::custom::CustomOp),
     /// An operator with no kernel inside a branch or loop body (one on the function's straight
     /// path fails `build_plan`): reached, it reports every missing operator of the function.
     Missing {
@@ -537,15 +539,18 @@ impl Builder<'_> {
             kind => {
                 let overload = node.overload.as_deref().unwrap_or("");
                 let name: Arc<str> = node.qualified_op().into();
-                match Registry::global().lookup(kind, overload) {
-                    Some(kernel) => Op::Kernel { kernel, name },
-                    None => {
-                        self.missing.push(missing_op(&name, node.source.as_ref()));
-                        self.missing_unconditional |= self.depth <= 1;
-                        Op::Missing {
-                            function: fname.into(),
-                            all: self.missing_all.clone(),
-                        }
+                // Resolved here, once: a call runs the kernel the plan holds, without a lookup
+                // (a custom operator's table is read under its lock only now).
+                if let Some(kernel) = Registry::global().lookup(kind, overload) {
+                    Op::Kernel { kernel, name }
+                } else if let Some(custom) = crate::ops::custom::lookup(&name) {
+                    Op::Custom(custom)
+                } else {
+                    self.missing.push(missing_op(&name, node.source.as_ref()));
+                    self.missing_unconditional |= self.depth <= 1;
+                    Op::Missing {
+                        function: fname.into(),
+                        all: self.missing_all.clone(),
                     }
                 }
             }
@@ -556,25 +561,9 @@ impl Builder<'_> {
 /// The missing operator `name` and the code calling it (printed as `aten::foo.bar at
 /// "code/__torch__.py", line 12: y = torch.foo(x)`, rendered with a caret by the CLI).
 fn missing_op(name: &str, src: Option<&SourceRange>) -> crate::error::MissingOp {
-    let at = src.map(|s| {
-        let (line, col) = s.source.line_col(s.start);
-        let source_line = s.source.line_text(s.start).to_string();
-        let end = s.end.clamp(s.start, s.source.text.len());
-        let width = s.source.text[s.start.min(end)..end]
-            .lines()
-            .next()
-            .map_or(1, |t| t.chars().count().max(1));
-        crate::error::CodeLocation {
-            file: s.source.name.clone(),
-            line,
-            col: source_line.get(..col).map_or(col, |p| p.chars().count()) + 1,
-            source_line,
-            width,
-        }
-    });
     crate::error::MissingOp {
         op: name.to_string(),
-        at,
+        at: src.map(SourceRange::code_location),
     }
 }
 

@@ -4,6 +4,7 @@
 use super::{module_err, Kwargs, Module};
 use crate::ir::passes::effects::{effects, Callee, Effects};
 use crate::ir::unit::CompilationUnit;
+use crate::ir::CompileError;
 use crate::ops::OpContext;
 use crate::runtime::interpreter::{default_context, Interpreter, Plan, PlanBuilder, Program};
 use crate::runtime::{IValue, RunOptions};
@@ -45,27 +46,60 @@ fn summarize(
     visiting: &mut HashSet<String>,
     callee: Callee<'_>,
 ) -> Effects {
+    summarize_checked(unit, memo, visiting, callee).0
+}
+
+/// [`summarize`], and whether the summary is final: false when it counted a callee that did
+/// not compile. Only final summaries are remembered, because such a callee may compile later
+/// (an operator registered with `register_op` after this call) and then its real summary counts.
+fn summarize_checked(
+    unit: &CompilationUnit,
+    memo: &mut HashMap<String, Effects>,
+    visiting: &mut HashSet<String>,
+    callee: Callee<'_>,
+) -> (Effects, bool) {
     let key = match callee {
         Callee::Method { class, name } => format!("{class}::{name}"),
         Callee::Function(q) => q.to_string(),
     };
     if let Some(e) = memo.get(&key) {
-        return *e;
+        return (*e, true);
     }
     if !visiting.insert(key.clone()) {
-        return Effects::UNKNOWN;
+        return (Effects::UNKNOWN, true);
     }
     let function = match callee {
         Callee::Method { class, name } => unit.method(class, name),
         Callee::Function(q) => unit.function(q),
     };
+    let mut is_final = function.is_ok();
     let e = match function {
-        Ok(f) => effects(&f.graph, &mut |c| Some(summarize(unit, memo, visiting, c))),
+        Ok(f) => effects(&f.graph, &mut |c| {
+            let (e, callee_final) = summarize_checked(unit, memo, visiting, c);
+            is_final &= callee_final;
+            Some(e)
+        }),
         Err(_) => Effects::UNKNOWN,
     };
     visiting.remove(&key);
-    memo.insert(key, e);
-    e
+    if is_final {
+        memo.insert(key, e);
+    }
+    (e, is_final)
+}
+
+/// The error of `function`'s failed compilation as its first call reports it. An operator the
+/// compiler knows no schema for is reported as one without a kernel, with its source line, as
+/// plan building reports a known operator without one: from the caller's side both are an
+/// operator tsrun cannot run (often a custom operator not registered yet).
+fn compile_failure(function: &str, e: CompileError) -> crate::Error {
+    match e {
+        CompileError::UnknownOperator { op, at, .. } => crate::Error::UnsupportedOps {
+            function: function.to_string(),
+            ops: vec![crate::error::MissingOp { op, at: Some(*at) }],
+        },
+        other => other.into(),
+    }
 }
 
 /// The compilation unit of an archive as the interpreter sees it. Hook lists are copied out of
@@ -82,7 +116,10 @@ impl Program for UnitProgram {
             Some(info) if info.has_method(name) => {}
             _ => return Ok(None),
         }
-        let function = self.unit.method(class, name)?;
+        let function = self
+            .unit
+            .method(class, name)
+            .map_err(|e| compile_failure(&format!("{class}.{name}"), e))?;
         build(&function.graph).map(Some)
     }
 
@@ -90,7 +127,10 @@ impl Program for UnitProgram {
         if self.unit.function_signature(qualname).is_none() {
             return Ok(None);
         }
-        let function = self.unit.function(qualname)?;
+        let function = self
+            .unit
+            .function(qualname)
+            .map_err(|e| compile_failure(qualname, e))?;
         build(&function.graph).map(Some)
     }
 
