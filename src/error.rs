@@ -43,6 +43,9 @@ pub enum Error {
     /// The call was cancelled from another thread through its `CancelHandle`.
     #[error("the call was cancelled through its cancel handle")]
     Cancelled,
+    /// A golden-case folder is malformed or a result cannot be compared (`tsrun::golden`).
+    #[error(transparent)]
+    Golden(#[from] crate::golden::GoldenError),
 }
 
 /// A place in an archive's code file, with what a caret under it needs.

@@ -2,7 +2,7 @@
 //!
 //! Pipeline: [`archive`] (zip records) -> [`pickle`] (module state) -> [`frontend`] (code to AST)
 //! -> [`ir`] (SSA graphs, printers) -> [`runtime`] (interpreter, module API) -> [`ops`] (kernels)
-//! over [`tensor`]. See ARCHITECTURE.md.
+//! over [`tensor`]; [`golden`] checks results against PyTorch's golden files. See ARCHITECTURE.md.
 
 // Generic kernels are instantiated for every dtype by the `dispatch_*!` macros, bool included;
 // for bool these lints flag comparisons that are right for every other element type.
@@ -12,6 +12,7 @@ pub mod archive;
 pub mod cli;
 pub mod error;
 pub mod frontend;
+pub mod golden;
 pub mod ir;
 pub mod ops;
 pub mod pickle;
