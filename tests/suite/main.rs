@@ -20,6 +20,7 @@ mod concurrency;
 mod deep_drift;
 mod frontend_parse;
 mod gemm_kernels;
+mod golden_cases;
 mod golden_decode;
 mod hostile_archives;
 mod internals;
