@@ -23,6 +23,8 @@
 //! A float16 or bfloat16 leaf may be expected as float32 (numpy has no bfloat16, and
 //! golden writers widen both); any other dtype difference fails the leaf.
 
+#![deny(missing_docs)]
+
 use crate::ops::scalar::python_str;
 use crate::runtime::{IValue, Module, RunOptions};
 use crate::tensor::{DType, Tensor};

@@ -40,11 +40,32 @@ enum Outcome {
     Error(String),
 }
 
+/// A case's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+enum Status {
+    Pass,
+    /// A leaf outside the tolerance, or missing or extra.
+    Fail,
+    /// The case could not be loaded or run.
+    Error,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::Error => "ERROR",
+        }
+    }
+}
+
 /// One case's result.
 #[derive(Debug, Serialize)]
 struct CaseResult {
     name: String,
-    status: &'static str,
+    status: Status,
     /// Why it failed or erred, in one line (empty when it passed).
     reason: String,
     seconds: f64,
@@ -60,10 +81,13 @@ impl CaseResult {
             Err(e) => Outcome::Error(e.to_string()),
         };
         let (status, reason) = match &outcome {
-            Outcome::Checked(r) if r.passed() => ("PASS", String::new()),
-            Outcome::Checked(r) => ("FAIL", r.failure_summary()),
+            Outcome::Checked(r) if r.passed() => (Status::Pass, String::new()),
+            Outcome::Checked(r) => (Status::Fail, r.failure_summary()),
             // the first line: a traceback's last line is in the JUnit file and the JSON
-            Outcome::Error(e) => ("ERROR", e.lines().next().unwrap_or_default().to_string()),
+            Outcome::Error(e) => (
+                Status::Error,
+                e.lines().next().unwrap_or_default().to_string(),
+            ),
         };
         CaseResult {
             name: golden::case_name(dir),
@@ -116,7 +140,13 @@ fn table(results: &[CaseResult]) -> String {
                 ),
                 Outcome::Error(_) => ("-".into(), "-".into(), "-".into()),
             };
-            [r.name.clone(), leaves, abs, rel, r.status.to_string()]
+            [
+                r.name.clone(),
+                leaves,
+                abs,
+                rel,
+                r.status.as_str().to_string(),
+            ]
         })
         .collect();
     let mut widths = header.map(str::len);
@@ -154,10 +184,11 @@ fn table(results: &[CaseResult]) -> String {
     out
 }
 
-/// `text` escaped for XML character data or a double-quoted attribute: markup characters as
-/// entities, line breaks and tabs as character references (an attribute would fold them into
-/// spaces), and characters XML 1.0 cannot hold at all as U+FFFD.
-fn xml_escape(text: &str) -> String {
+/// `text` escaped for a double-quoted XML attribute (`in_attribute`) or for character data:
+/// markup characters as entities, characters XML 1.0 cannot hold at all as U+FFFD, and in an
+/// attribute line breaks and tabs as character references (a parser would fold them into
+/// spaces there; in character data they stay as they are, readable in the file).
+fn xml_escape(text: &str, in_attribute: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -166,9 +197,10 @@ fn xml_escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            '\n' | '\t' if !in_attribute => out.push(c),
             '\n' => out.push_str("&#10;"),
-            '\r' => out.push_str("&#13;"),
             '\t' => out.push_str("&#9;"),
+            '\r' => out.push_str("&#13;"),
             c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
             c => out.push(c),
         }
@@ -179,8 +211,8 @@ fn xml_escape(text: &str) -> String {
 /// The results as JUnit XML: one `<testsuite>` with a `<testcase>` per case, a `<failure>`
 /// (the full report) for a failing case and an `<error>` for one that could not be checked.
 fn junit_xml(results: &[CaseResult], classname: &str) -> String {
-    let failures = results.iter().filter(|r| r.status == "FAIL").count();
-    let errors = results.iter().filter(|r| r.status == "ERROR").count();
+    let failures = results.iter().filter(|r| r.status == Status::Fail).count();
+    let errors = results.iter().filter(|r| r.status == Status::Error).count();
     let seconds: f64 = results.iter().map(|r| r.seconds).sum();
     let counts = format!(
         "tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{seconds:.3}\"",
@@ -196,8 +228,8 @@ fn junit_xml(results: &[CaseResult], classname: &str) -> String {
     for r in results {
         let open = format!(
             "    <testcase name=\"{}\" classname=\"{}\" time=\"{:.3}\"",
-            xml_escape(&r.name),
-            xml_escape(classname),
+            xml_escape(&r.name, true),
+            xml_escape(classname, true),
             r.seconds
         );
         let (element, kind, body) = match &r.outcome {
@@ -211,8 +243,8 @@ fn junit_xml(results: &[CaseResult], classname: &str) -> String {
         let _ = writeln!(
             xml,
             "{open}>\n      <{element} message=\"{}\" type=\"{kind}\">{}</{element}>\n    </testcase>",
-            xml_escape(&r.reason),
-            xml_escape(&body)
+            xml_escape(&r.reason, true),
+            xml_escape(&body, false)
         );
     }
     xml.push_str("  </testsuite>\n</testsuites>\n");
@@ -229,14 +261,8 @@ pub fn run(args: &CompareDirArgs) -> CliResult {
         .iter()
         .map(|dir| CaseResult::check(dir, tol))
         .collect();
-    if let Some(path) = &args.junit {
-        let xml = junit_xml(&results, &golden::case_name(&args.dir));
-        // the error names the file
-        crate::archive::write_atomically(path, |w| w.write_all(xml.as_bytes()))
-            .map_err(crate::Error::from)?;
-    }
-    let failed = results.iter().filter(|r| r.status == "FAIL").count();
-    let errors = results.iter().filter(|r| r.status == "ERROR").count();
+    let failed = results.iter().filter(|r| r.status == Status::Fail).count();
+    let errors = results.iter().filter(|r| r.status == Status::Error).count();
     if args.json {
         let value = serde_json::json!({
             "ok": failed + errors == 0, "rtol": args.rtol, "atol": args.atol, "cases": results,
@@ -244,6 +270,13 @@ pub fn run(args: &CompareDirArgs) -> CliResult {
         println!("{}", super::output::pretty_json(&value)?);
     } else {
         print!("{}", table(&results));
+    }
+    // after the table, so a JUnit path that cannot be written still leaves the results shown
+    if let Some(path) = &args.junit {
+        let xml = junit_xml(&results, &golden::case_name(&args.dir));
+        // the error names the file
+        crate::archive::write_atomically(path, |w| w.write_all(xml.as_bytes()))
+            .map_err(crate::Error::from)?;
     }
     if failed + errors > 0 {
         return Err(CliError::Mismatch(format!(
