@@ -115,6 +115,9 @@ pub enum Error {
     /// The call was cancelled from another thread through its `CancelHandle`.
     #[error("the call was cancelled through its cancel handle")]
     Cancelled,
+    /// A golden-case folder is malformed or a result cannot be compared (`tsrun::golden`).
+    #[error(transparent)]
+    Golden(#[from] crate::golden::GoldenError),
 }
 
 /// A place in an archive's code file, with what a caret under it needs.
@@ -198,6 +201,8 @@ impl Error {
                 ArchiveError::LegacyFormat(..) | ArchiveError::UnsupportedVersion { .. },
             ) => ErrorKind::Unsupported,
             Error::Archive(_) | Error::Pickle(_) => ErrorKind::Load,
+            // a golden-case folder that lacks a file or holds inputs tsrun cannot feed
+            Error::Golden(_) => ErrorKind::Load,
             Error::Parse(_) | Error::Compile(_) => ErrorKind::Compile,
             Error::UnknownOp(_) | Error::UnsupportedOps { .. } => ErrorKind::Unsupported,
             Error::Tensor(_) | Error::Runtime(_) | Error::BadArgument { .. } => ErrorKind::Run,

@@ -15,7 +15,8 @@
 //! The crate root holds the whole supported surface: [`Module`] (load, inspect, change, save
 //! and run an archive), [`Tensor`], [`IValue`] (TorchScript values), [`DType`], [`Error`] and
 //! [`Result`], the load and call limits ([`LoadOptions`], [`RunOptions`]), weight averaging
-//! ([`swa`]) and grad-mode switches. Pipeline inside: archive (zip records) -> pickle (module
+//! ([`swa`]), grad-mode switches, custom operators ([`register_op`]) and golden-file checks
+//! against PyTorch's outputs ([`golden`]). Pipeline inside: archive (zip records) -> pickle (module
 //! state) -> frontend (code to AST) -> ir (SSA graphs, printers) -> runtime (interpreter, module
 //! API) -> ops (kernels) over tensor; see ARCHITECTURE.md. Those layers are reachable under
 //! [`internals`] for tests and the binary, with no stability promise.
@@ -26,6 +27,7 @@
 #![allow(clippy::bool_comparison, clippy::neg_cmp_op_on_partial_ord)]
 
 pub mod error;
+pub mod golden;
 #[doc(hidden)]
 pub mod internals;
 pub mod prelude;

@@ -12,7 +12,7 @@ use tsrun::internals::cli;
                       tsrun MODEL -i INPUT...     run forward and print the result (= tsrun run MODEL ...)\n       \
                       tsrun <COMMAND> ...",
     after_help = "Exit codes: 0 success; 1 the model failed (load, compile, run), an input or output \
-                  file could not be read or written, or `compare` found a mismatch; 2 usage error."
+                  file could not be read or written, or `compare` / `compare-dir` found a mismatch; 2 usage error."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -43,6 +43,8 @@ enum Command {
     LoadStateDict(cli::load_state_dict::LoadStateDictArgs),
     /// Run a method and check each leaf of the result against expected arrays (exit 1 if off).
     Compare(cli::compare::CompareArgs),
+    /// Check every golden case (a subfolder with model.pt, inputs, expected.npz) of a folder.
+    CompareDir(cli::compare_dir::CompareDirArgs),
     /// Export the state dict (parameters and buffers) to a safetensors file or an npz.
     StateDict(cli::state_dict::StateDictArgs),
     /// Parse PyTorch IR text (`str(graph)`): print it back, or run it on inputs.
@@ -134,6 +136,7 @@ fn main() {
         Command::Average(a) => cli::average::run(a).map_err(Into::into),
         Command::LoadStateDict(a) => cli::load_state_dict::run(a).map_err(Into::into),
         Command::Compare(a) => cli::compare::run(a),
+        Command::CompareDir(a) => cli::compare_dir::run(a),
         Command::StateDict(a) => cli::state_dict::run(a),
         Command::ParseGraph(a) => cli::parse_graph::run(a),
         #[cfg(feature = "serve")]

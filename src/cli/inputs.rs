@@ -11,7 +11,7 @@ use super::error::{usage, CliResult};
 use crate::ir::types::Type;
 use crate::runtime::ivalue::{List, Tuple};
 use crate::runtime::{IValue, Module};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::DType;
 use crate::Error;
 use indexmap::IndexMap;
 use std::path::Path;
@@ -241,10 +241,7 @@ pub fn io_at(path: &Path, e: std::io::Error) -> Error {
 }
 
 /// Read a `.npy` file as a tensor of its own dtype (float16 and ml_dtypes' bfloat16 included).
-pub fn read_npy(path: &Path) -> crate::Result<Tensor> {
-    crate::tensor::npy::tensor_from_npy(&read_file(path)?)
-        .map_err(|e| Error::Module(format!("{}: {e}", path.display())))
-}
+pub use crate::tensor::npy::read_npy_file as read_npy;
 
 /// `1x3x224x224`, `2,8` or `[]` (a 0-d tensor), optionally followed by `:DTYPE`.
 fn parse_random_spec(spec: &str) -> CliResult<(Vec<usize>, DType)> {

@@ -5,6 +5,7 @@ pub mod average;
 pub mod bench;
 pub mod code;
 pub mod compare;
+pub mod compare_dir;
 pub mod convert;
 pub mod error;
 pub mod info;

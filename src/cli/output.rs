@@ -9,6 +9,7 @@
 //! recoverable. `--json` prints the same encoding with each tensor's data inline (`"data"`: the
 //! elements in row-major order, floats that are not finite as "nan" / "inf" / "-inf").
 
+use crate::golden::{entry_leaf_name, item_leaf_name, RESULT_LEAF};
 use crate::ops::scalar::python_str;
 use crate::runtime::{IValue, RuntimeError};
 use crate::tensor::{DType, Tensor};
@@ -145,14 +146,14 @@ impl Collected {
                 let items = l.to_vec();
                 let mut enc = Vec::with_capacity(items.len());
                 for (i, x) in items.iter().enumerate() {
-                    enc.push(self.encode(x, &format!("{key}.{i}"), fields)?);
+                    enc.push(self.encode(x, &item_leaf_name(key, i), fields)?);
                 }
                 json!({ "list": enc })
             }
             IValue::Tuple(t) => {
                 let mut enc = Vec::with_capacity(t.items().len());
                 for (i, x) in t.items().iter().enumerate() {
-                    enc.push(self.encode(x, &format!("{key}.{i}"), fields)?);
+                    enc.push(self.encode(x, &item_leaf_name(key, i), fields)?);
                 }
                 match t.class() {
                     Some(class) => {
@@ -166,7 +167,7 @@ impl Collected {
             IValue::Dict(d) => {
                 let mut enc = Vec::new();
                 for (k, x) in d.entries() {
-                    let sub = format!("{key}.{}", python_str(&k));
+                    let sub = entry_leaf_name(key, &k);
                     let kenc = match &k {
                         IValue::String(s) => json!({ "str": s.as_ref() }),
                         IValue::Int(i) => json!({ "int": i }),
@@ -225,7 +226,7 @@ pub fn write_npz(path: &Path, v: &IValue, fields: FieldNames) -> crate::Result<(
 
 fn safetensors_result(v: &IValue, fields: FieldNames) -> crate::Result<Vec<u8>> {
     let mut c = Collected { arrays: Vec::new() };
-    let structure = c.encode(v, "out", fields)?;
+    let structure = c.encode(v, RESULT_LEAF, fields)?;
     let mut tensors = Vec::new();
     for (key, leaf) in c.arrays {
         match leaf {
@@ -249,7 +250,7 @@ fn safetensors_result(v: &IValue, fields: FieldNames) -> crate::Result<Vec<u8>> 
 
 fn npz_result(v: &IValue, fields: FieldNames) -> crate::Result<Vec<u8>> {
     let mut c = Collected { arrays: Vec::new() };
-    let structure = c.encode(v, "out", fields)?;
+    let structure = c.encode(v, RESULT_LEAF, fields)?;
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let opts = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
@@ -272,20 +273,6 @@ fn npz_result(v: &IValue, fields: FieldNames) -> crate::Result<Vec<u8>> {
     zip.start_file("structure.json", opts).map_err(zerr)?;
     zip.write_all(structure.to_string().as_bytes())?;
     Ok(zip.finish().map_err(zerr)?.into_inner())
-}
-
-/// The numeric leaves of `v` as tensors, named as in the npz (`out`, `out.0`, `out.<key>`);
-/// numbers become 0-d tensors, strings and None are left out.
-pub fn leaf_tensors(v: &IValue, fields: FieldNames) -> crate::Result<Vec<(String, Tensor)>> {
-    let mut c = Collected { arrays: Vec::new() };
-    c.encode(v, "out", fields)?;
-    Ok(c.arrays
-        .into_iter()
-        .filter_map(|(key, leaf)| match leaf {
-            Leaf::Tensor(t) => Some((key, t)),
-            Leaf::Str(_) => None,
-        })
-        .collect())
 }
 
 /// `value` as indented JSON text.

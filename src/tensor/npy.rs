@@ -192,3 +192,14 @@ pub fn tensor_to_npy(t: &Tensor) -> crate::Result<Vec<u8>> {
     out.extend_from_slice(&data);
     Ok(out)
 }
+
+/// Read a `.npy` file as a tensor of its own dtype; errors name the path.
+pub fn read_npy_file(path: &std::path::Path) -> crate::Result<Tensor> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        crate::Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("{}: {e}", path.display()),
+        ))
+    })?;
+    tensor_from_npy(&bytes).map_err(|e| crate::Error::Module(format!("{}: {e}", path.display())))
+}

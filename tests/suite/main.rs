@@ -21,6 +21,7 @@ mod custom_op;
 mod deep_drift;
 mod frontend_parse;
 mod gemm_kernels;
+mod golden_cases;
 mod golden_decode;
 mod hostile_archives;
 mod internals;
