@@ -549,10 +549,12 @@ pub fn compare_result(
 /// ```no_run
 /// use tsrun::golden::{self, Tolerance};
 /// let model = tsrun::Module::load("golden/mlp/model.pt")?;
-/// let x = tsrun::tensor::npy::read_npy_file("golden/mlp/in_0.npy".as_ref())?;
-/// let expected = tsrun::runtime::module::read_npz("golden/mlp/expected.npz".as_ref())?;
-/// let expected: Vec<_> = expected.into_iter().collect();
-/// let report = golden::check(&model, &[tsrun::IValue::Tensor(x)], &expected, Tolerance::default())?;
+/// let inputs: Vec<tsrun::IValue> = tsrun::read_state_dict("golden/mlp/inputs.npz")?
+///     .into_values()
+///     .map(Into::into)
+///     .collect();
+/// let expected: Vec<_> = tsrun::read_state_dict("golden/mlp/expected.npz")?.into_iter().collect();
+/// let report = golden::check(&model, &inputs, &expected, Tolerance::default())?;
 /// assert!(report.passed(), "{report}");
 /// # Ok::<(), tsrun::Error>(())
 /// ```

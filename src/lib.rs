@@ -7,7 +7,7 @@
 //! let model = Module::load("model.pt")?;
 //! let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[1, 4])?;
 //! let y = model.forward(&[IValue::Tensor(x)])?;
-//! println!("{y}");
+//! println!("{y:?}");
 //! # Ok(())
 //! # }
 //! ```
@@ -28,6 +28,11 @@
 
 pub mod error;
 pub mod golden;
+
+// The README's Rust snippets compile as doc tests, so the documented API cannot drift.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod internals;
 pub mod prelude;
@@ -40,6 +45,10 @@ pub(crate) use internals::{archive, frontend, ir, ops, pickle, runtime, tensor};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::custom::{register_op, CustomKernel};
 pub use ops::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled};
+pub use runtime::module::{
+    read_state_dict, write_state_dict, HookHandle, IncompatibleKeys, McSamples, MemoryFormat,
+    StateDict,
+};
 pub use runtime::swa;
 pub use runtime::{manual_seed, set_num_threads, CancelHandle, LoadOptions, Module, RunOptions};
 pub use runtime::{Device, Dict, DictKey, IValue, List, Object, TorchType, Tuple};

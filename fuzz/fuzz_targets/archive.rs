@@ -4,7 +4,7 @@ use libfuzzer_sys::fuzz_target;
 use tsrun::internals::runtime::Module;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(m) = Module::load_from_bytes(data) {
+    if let Ok(m) = Module::load_bytes(data) {
         let _ = m.program();
         let _ = m.state_dict();
     }

@@ -253,7 +253,7 @@ fn vec_sizes(
     }
 }
 
-/// upsample_<mode><n>d(self, output_size, [align_corners,] scales...)
+/// `upsample_<mode><n>d(self, output_size, [align_corners,] scales...)`
 fn upsample(a: &mut Args) -> crate::Result<IValue> {
     let (mode, nsp) = mode_of(a.op);
     let x = a.tensor(0)?;

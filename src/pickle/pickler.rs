@@ -15,7 +15,7 @@ type Result<T> = std::result::Result<T, PickleError>;
 pub type Pickled = (Vec<u8>, Vec<(Storage, DType)>);
 
 /// One pickle being written. Storages met along the way are numbered in order of first
-/// appearance; [`Pickler::storages`] lists them for the archive writer.
+/// appearance; `Pickler::storages` lists them for the archive writer.
 pub struct Pickler {
     out: Vec<u8>,
     next_memo: u32,

@@ -126,18 +126,18 @@ impl Module {
     }
 
     /// Load an archive held in memory.
-    pub fn load_from_bytes(data: &[u8]) -> Result<Module> {
-        Module::load_from_bytes_with(data, &LoadOptions::default())
+    pub fn load_bytes(data: &[u8]) -> Result<Module> {
+        Module::load_bytes_with(data, &LoadOptions::default())
     }
 
-    /// [`Module::load_from_bytes`] within `options`.
-    pub fn load_from_bytes_with(data: &[u8], options: &LoadOptions) -> Result<Module> {
+    /// [`Module::load_bytes`] within `options`.
+    pub fn load_bytes_with(data: &[u8], options: &LoadOptions) -> Result<Module> {
         let archive = Archive::from_bytes_with(data, &options.archive_limits())?;
         Module::from_archive_with(&archive, options)
     }
 
     /// Load an archive from any seekable reader.
-    pub fn load_from_reader<R: Read + Seek>(reader: R) -> Result<Module> {
+    pub fn load_reader<R: Read + Seek>(reader: R) -> Result<Module> {
         let options = LoadOptions::default();
         let archive = Archive::from_reader_with(reader, &options.archive_limits())?;
         Module::from_archive_with(&archive, &options)

@@ -48,7 +48,7 @@ pub struct AveragedModel {
 impl AveragedModel {
     /// `AveragedModel(model)`: equal-weight averaging (SWA), parameters only.
     pub fn new(model: &Module) -> Result<AveragedModel> {
-        let copy = Module::load_from_bytes(&model.to_archive_bytes(&[])?)?;
+        let copy = Module::load_bytes(&model.to_archive_bytes(&[])?)?;
         Ok(AveragedModel {
             module: copy,
             n_averaged: 0,

@@ -1,8 +1,8 @@
 //! Tensors: a dtype, a shape, strides and an offset over a shared [`Storage`], as in PyTorch.
 //!
 //! Views (`as_strided`, and every shape op built on it) share the storage, so in-place writes
-//! through a view change the base. Kernels read and write through ndarray views
-//! ([`Tensor::view`], [`Tensor::view_mut`]).
+//! through a view change the base. Kernels read and write through ndarray views borrowed from
+//! the guards of [`Tensor::read`] and [`Tensor::write`].
 
 #![deny(missing_docs)]
 

@@ -53,7 +53,7 @@ fn with_record(suffix: &str, data: Option<Vec<u8>>) -> Vec<u8> {
 }
 
 fn load_err(bytes: &[u8]) -> Error {
-    match Module::load_from_bytes(bytes) {
+    match Module::load_bytes(bytes) {
         Ok(_) => panic!("corrupt archive loaded"),
         Err(e) => e,
     }
@@ -79,7 +79,7 @@ fn replace(hay: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
 #[test]
 fn the_unmodified_rebuilt_fixture_loads() {
     // Control: the rebuilding itself is sound, so failures below come from the corruption.
-    Module::load_from_bytes(&build_zip(&fixture_records())).expect("rebuilt fixture loads");
+    Module::load_bytes(&build_zip(&fixture_records())).expect("rebuilt fixture loads");
 }
 
 #[test]
@@ -418,7 +418,7 @@ fn hostile_debug_pkl_never_panics() {
 fn garbage_debug_pkl_falls_back_to_code_locations() {
     use tsrun::internals::ir::printer::{print_graph, PrintOptions};
     let bytes = with_record("zoo_lang.py.debug_pkl", Some(b"\x80\x02garbage".to_vec()));
-    let m = Module::load_from_bytes(&bytes).expect("loads");
+    let m = Module::load_bytes(&bytes).expect("loads");
     let unit = m.compilation_unit().expect("compiles");
     let f = unit.method(m.class_name(), "forward").expect("forward");
     let printed = print_graph(&f.graph, PrintOptions::default());

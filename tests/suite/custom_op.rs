@@ -253,7 +253,7 @@ fn unregistered_op_fails_the_first_call_naming_it_and_its_line() {
 #[test]
 fn registering_after_load_and_a_failed_call_works() {
     let mut golden = Golden::load();
-    let module = Module::load_from_bytes(&archive_calling("gelu_later")).expect("load");
+    let module = Module::load_bytes(&archive_calling("gelu_later")).expect("load");
     let e = module
         .forward(&[golden.value("x")])
         .expect_err("myops::gelu_later is not registered yet");
@@ -288,7 +288,7 @@ fn closures_are_kernels() {
         },
     )
     .expect("register");
-    let module = Module::load_from_bytes(&archive_calling("gelu_count")).expect("load");
+    let module = Module::load_bytes(&archive_calling("gelu_count")).expect("load");
     assert_matches_pytorch(&module, &mut golden);
     assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
 }
@@ -374,7 +374,7 @@ fn a_failing_kernel_is_a_runtime_error_with_the_traceback() {
     .expect("register");
     register_fixture_ops();
     let mut golden = Golden::load();
-    let module = Module::load_from_bytes(&archive_calling("gelu_fails")).expect("load");
+    let module = Module::load_bytes(&archive_calling("gelu_fails")).expect("load");
     let e = module
         .forward(&[golden.value("x")])
         .expect_err("the kernel fails");
@@ -406,7 +406,7 @@ fn a_result_of_the_wrong_type_is_an_error_naming_the_op() {
     .expect("register");
     register_fixture_ops();
     let mut golden = Golden::load();
-    let module = Module::load_from_bytes(&archive_calling("gelu_wrong")).expect("load");
+    let module = Module::load_bytes(&archive_calling("gelu_wrong")).expect("load");
     let e = module
         .forward(&[golden.value("x")])
         .expect_err("an int is not a Tensor");

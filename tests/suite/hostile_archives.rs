@@ -71,7 +71,7 @@ fn x_input() -> Vec<IValue> {
 /// The outcome of loading `bytes`, compiling and running `forward` on `inputs`, under a
 /// memory budget: every step must end in Ok or a typed error.
 fn load_and_run(bytes: &[u8], options: &RunOptions) -> Result<IValue, Error> {
-    let m = Module::load_from_bytes(bytes)?;
+    let m = Module::load_bytes(bytes)?;
     m.call_opts(x_input(), options)
 }
 
@@ -133,7 +133,7 @@ fn a_method_calling_itself_is_rejected_at_compile_time() {
     let bytes = mlp_with_forward(
         "    if bool(torch.gt(torch.sum(x), 0.)):\n      _0 = (self).forward(x, )\n    else:\n      _0 = (head).forward((net).forward(x, ), )\n    return _0",
     );
-    let m = Module::load_from_bytes(&bytes).expect("loads (compiling is lazy)");
+    let m = Module::load_bytes(&bytes).expect("loads (compiling is lazy)");
     let unit = m.compilation_unit().expect("registers");
     let e = match unit.method(m.class_name(), "forward") {
         Ok(_) => panic!("recursive method compiled"),
@@ -157,7 +157,7 @@ fn mutual_recursion_through_a_submodule_is_rejected() {
         "{head}  def forward(self: __torch__.torch.nn.modules.container.Sequential,\n    input: Tensor) -> Tensor:\n    return (self).forward(input, )\n"
     )
     .into_bytes();
-    let m = Module::load_from_bytes(&build_zip(&records)).expect("loads");
+    let m = Module::load_bytes(&build_zip(&records)).expect("loads");
     let e = m.call(&x_input()).expect_err("recursion ran");
     assert!(e.to_string().contains("is called recursively"), "{e}");
 }
@@ -185,7 +185,7 @@ const WHILE_TRUE: &str = "    _0 = x\n    while True:\n      _0 = torch.add(_0, 
 
 #[test]
 fn while_true_stops_at_the_deadline() {
-    let m = Module::load_from_bytes(&mlp_with_forward(WHILE_TRUE)).unwrap();
+    let m = Module::load_bytes(&mlp_with_forward(WHILE_TRUE)).unwrap();
     let options = RunOptions {
         timeout: Some(Duration::from_millis(300)),
         ..Default::default()
@@ -200,7 +200,7 @@ fn while_true_stops_at_the_deadline() {
 
 #[test]
 fn while_true_stops_at_the_step_budget() {
-    let m = Module::load_from_bytes(&mlp_with_forward(WHILE_TRUE)).unwrap();
+    let m = Module::load_bytes(&mlp_with_forward(WHILE_TRUE)).unwrap();
     let options = RunOptions {
         max_steps: Some(10_000),
         ..Default::default()
@@ -223,7 +223,7 @@ fn default_options_bound_every_call_with_a_step_budget() {
         Some(tsrun::internals::runtime::DEFAULT_MAX_STEPS)
     );
     // a real model's call takes a few hundred steps: far below the default
-    let m = Module::load_from_bytes(&mlp_with_forward("    return torch.neg(x)")).unwrap();
+    let m = Module::load_bytes(&mlp_with_forward("    return torch.neg(x)")).unwrap();
     m.forward(&x_input())
         .expect("a bounded call runs under the defaults");
 }
@@ -232,7 +232,7 @@ fn default_options_bound_every_call_with_a_step_budget() {
 fn an_empty_infinite_loop_counts_steps_too() {
     // the loop's only effect is to never end, so nothing may remove it
     let body = "    _0 = x\n    while True:\n      pass\n    return torch.neg(_0)";
-    let m = Module::load_from_bytes(&mlp_with_forward(body)).unwrap();
+    let m = Module::load_bytes(&mlp_with_forward(body)).unwrap();
     let options = RunOptions {
         max_steps: Some(1000),
         ..Default::default()
@@ -243,7 +243,7 @@ fn an_empty_infinite_loop_counts_steps_too() {
 
 #[test]
 fn while_true_is_cancelled_from_another_thread() {
-    let m = Module::load_from_bytes(&mlp_with_forward(WHILE_TRUE)).unwrap();
+    let m = Module::load_bytes(&mlp_with_forward(WHILE_TRUE)).unwrap();
     let cancel = CancelHandle::new();
     let options = RunOptions {
         cancel: Some(cancel.clone()),
@@ -314,7 +314,7 @@ fn nested_calls(depth: usize) -> String {
 }
 
 fn parse_error(bytes: &[u8], options: &LoadOptions) -> Error {
-    let m = Module::load_from_bytes_with(bytes, options).expect("loads");
+    let m = Module::load_bytes_with(bytes, options).expect("loads");
     match m.program() {
         Ok(_) => panic!("deep code parsed"),
         Err(e) => e,
@@ -360,7 +360,7 @@ fn deeply_nested_blocks_are_a_typed_error() {
 fn code_within_the_depth_limit_compiles_and_runs() {
     // 200 nested calls: deep, but within the default limit; the emitter must not overflow
     // the test thread's 2 MiB stack.
-    let m = Module::load_from_bytes(&mlp_with_forward(&nested_calls(200))).unwrap();
+    let m = Module::load_bytes(&mlp_with_forward(&nested_calls(200))).unwrap();
     let out = m.call(&x_input()).expect("runs");
     let (IValue::Tensor(out), IValue::Tensor(x)) = (out, x_input().remove(0)) else {
         panic!()
@@ -387,22 +387,22 @@ fn load_options_bound_archive_bytes_records_and_pickle_depth() {
         max_archive_bytes: 1000,
         ..Default::default()
     };
-    let e = Module::load_from_bytes_with(&bytes, &small).expect_err("too big");
+    let e = Module::load_bytes_with(&bytes, &small).expect_err("too big");
     assert_eq!(e.limit().map(|l| l.which), Some("max_archive_bytes"), "{e}");
     let few = LoadOptions {
         max_records: 5,
         ..Default::default()
     };
-    let e = Module::load_from_bytes_with(&bytes, &few).expect_err("too many records");
+    let e = Module::load_bytes_with(&bytes, &few).expect_err("too many records");
     let l = e.limit().unwrap_or_else(|| panic!("{e}"));
     assert_eq!((l.which, l.limit, l.requested), ("max_records", 5, 25));
     let shallow = LoadOptions {
         max_pickle_depth: 1,
         ..Default::default()
     };
-    let e = Module::load_from_bytes_with(&bytes, &shallow).expect_err("too deep");
+    let e = Module::load_bytes_with(&bytes, &shallow).expect_err("too deep");
     assert!(e.to_string().contains("max_pickle_depth"), "{e}");
-    Module::load_from_bytes_with(&bytes, &LoadOptions::default()).expect("defaults load it");
+    Module::load_bytes_with(&bytes, &LoadOptions::default()).expect("defaults load it");
 }
 
 // ---- crafted archives: each must end in a typed error -----------------------------------
@@ -1069,7 +1069,7 @@ fn short_rnn_parameter_lists_never_panic() {
 #[test]
 fn parse_errors_of_hostile_code_are_typed() {
     let bytes = mlp_with_forward(&nested_calls(5000));
-    let m = Module::load_from_bytes(&bytes).unwrap();
+    let m = Module::load_bytes(&bytes).unwrap();
     // the module's parse cache keeps the frontend's typed error
     let Err(Error::Parse(e @ ParseError::TooDeep { .. })) = m.program() else {
         panic!("deep code parsed")

@@ -152,13 +152,13 @@ fn every_fixture_matches_pytorch_structure() {
 }
 
 #[test]
-fn load_from_bytes_and_reader_match_load_from_path() {
+fn load_bytes_and_reader_match_load_from_path() {
     let name = &fixture_names()[0];
     let path = load_common::model_path(name);
     let bytes = std::fs::read(&path).expect("read fixture");
     let a = Module::load(&path).expect("load path");
-    let b = Module::load_from_bytes(&bytes).expect("load bytes");
-    let c = Module::load_from_reader(std::io::Cursor::new(bytes)).expect("load reader");
+    let b = Module::load_bytes(&bytes).expect("load bytes");
+    let c = Module::load_reader(std::io::Cursor::new(bytes)).expect("load reader");
     let sd = |m: &Module| {
         m.state_dict()
             .iter()

@@ -25,6 +25,7 @@ mod golden_cases;
 mod golden_decode;
 mod hostile_archives;
 mod internals;
+mod library_api;
 mod load_fixtures;
 mod mc_dropout;
 mod module_api;

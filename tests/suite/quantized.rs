@@ -100,7 +100,7 @@ fn quantized_archives_resave_with_their_weights() {
     for name in QUANTIZED_FIXTURES {
         let m = load_fixture(name).expect("load");
         let bytes = m.to_archive_bytes(&[]).expect("save");
-        let again = Module::load_from_bytes(&bytes).expect("reload");
+        let again = Module::load_bytes(&bytes).expect("reload");
         let (e1, t1, _) = exact_count(&m, name);
         let (e2, t2, _) = exact_count(&again, name);
         assert_eq!((e1, t1), (e2, t2), "{name}: outputs change after a save");

@@ -28,7 +28,7 @@ fn run_fixture(name: &str, resaved: bool) -> Result<usize, String> {
         let bytes = root
             .to_archive_bytes(&[])
             .map_err(|e| format!("save: {e}"))?;
-        root = tsrun::internals::runtime::Module::load_from_bytes(&bytes)
+        root = tsrun::internals::runtime::Module::load_bytes(&bytes)
             .map_err(|e| format!("reload: {e}"))?;
     }
     let calls = runs["calls"].as_array().ok_or("runs.json without calls")?;

@@ -52,7 +52,7 @@ fn every_fixture_round_trips() {
     for name in fixture_names() {
         let m = load_fixture(&name).expect("load");
         let bytes = m.to_archive_bytes(&[]).expect("save");
-        let again = Module::load_from_bytes(&bytes).expect("reload");
+        let again = Module::load_bytes(&bytes).expect("reload");
         if snapshot(&m) != snapshot(&again) {
             failures.push(name.clone());
         }
@@ -88,7 +88,7 @@ fn saving_twice_gives_identical_bytes() {
         let a = m.to_archive_bytes(&[]).expect("save");
         let b = m.to_archive_bytes(&[]).expect("save");
         assert!(a == b, "{name}: saves differ");
-        let again = Module::load_from_bytes(&a).expect("reload");
+        let again = Module::load_bytes(&a).expect("reload");
         let c = again.to_archive_bytes(&[]).expect("save reloaded");
         assert!(a == c, "{name}: save of the reloaded module differs");
     }
@@ -133,8 +133,7 @@ fn shared_storages_stay_shared_after_saving() {
     for name in fixture_names() {
         let groups = structure(&name)["shared_storage_groups"].clone();
         let m = load_fixture(&name).expect("load");
-        let again =
-            Module::load_from_bytes(&m.to_archive_bytes(&[]).expect("save")).expect("reload");
+        let again = Module::load_bytes(&m.to_archive_bytes(&[]).expect("save")).expect("reload");
         let sd = again.state_dict();
         for group in groups.as_array().expect("groups") {
             let names: Vec<&str> = group
@@ -167,7 +166,7 @@ fn extra_files_can_be_added() {
     let bytes = m
         .to_archive_bytes(&[("notes.txt".into(), b"hello".to_vec())])
         .expect("save");
-    let again = Module::load_from_bytes(&bytes).expect("reload");
+    let again = Module::load_bytes(&bytes).expect("reload");
     assert_eq!(
         again.extra_files().get("notes.txt").map(|v| v.as_slice()),
         Some(&b"hello"[..])
@@ -193,8 +192,7 @@ fn to_dtype_casts_floating_parameters_and_buffers() {
             assert_eq!(a.shape(), b.shape(), "{name}: {n}");
         }
         // Survives saving.
-        let again =
-            Module::load_from_bytes(&m.to_archive_bytes(&[]).expect("save")).expect("reload");
+        let again = Module::load_bytes(&m.to_archive_bytes(&[]).expect("save")).expect("reload");
         let dtypes =
             |sd: &[(String, tsrun::Tensor)]| sd.iter().map(|(_, t)| t.dtype()).collect::<Vec<_>>();
         assert_eq!(dtypes(&again.state_dict()), dtypes(&after), "{name}");
@@ -210,7 +208,7 @@ fn to_dtype_reaches_every_reference_to_a_parameter() {
         let m = load_fixture(name).expect("load");
         m.to_dtype(DType::Float16).expect("to float16");
         let bytes = m.to_archive_bytes(&[]).expect("save");
-        for module in [m.clone(), Module::load_from_bytes(&bytes).expect("reload")] {
+        for module in [m.clone(), Module::load_bytes(&bytes).expect("reload")] {
             let mut checked = 0;
             for (path, sub) in module.named_modules("", true) {
                 let Some(flat) = sub.attr("_flat_weights") else {

@@ -52,7 +52,7 @@ fn released_mapped_pages_read_back_the_same_values() {
     assert_eq!(w.to_vec::<f32>().expect("values"), before);
 
     let bytes = std::fs::read(&path).expect("read");
-    let from_bytes = tsrun::internals::runtime::Module::load_from_bytes(&bytes).expect("load");
+    let from_bytes = tsrun::internals::runtime::Module::load_bytes(&bytes).expect("load");
     let w = from_bytes.get_parameter("fc.weight").expect("fc.weight");
     assert!(
         !w.storage().release_mapped_pages(),
