@@ -4,7 +4,7 @@
 use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
 use crate::dispatch_all;
-use crate::runtime::{DeviceKind, IValue};
+use crate::runtime::{Device, DeviceKind, IValue};
 use crate::tensor::{checked_numel, DType, Element, Scalar, Tensor};
 
 type R = crate::Result<IValue>;
@@ -13,21 +13,47 @@ fn t(x: Tensor) -> R {
     Ok(IValue::Tensor(x))
 }
 
-/// Fail unless argument `i` (a `Device?`) is absent or the CPU.
+/// Fail unless argument `i` (a `Device?`) is absent, the CPU, or an accelerator remapped to it.
 pub(crate) fn check_device(args: &Args<'_>, i: usize) -> crate::Result<()> {
-    match args.get(i) {
-        Err(_) | Ok(IValue::None) => Ok(()),
-        Ok(IValue::Device(d)) if d.kind == DeviceKind::Cpu => Ok(()),
-        Ok(IValue::Device(d)) => Err(unsupported(format!(
-            "{}: device '{d}' is not available; tsrun runs on the CPU only",
+    let device = match args.get(i) {
+        Err(_) | Ok(IValue::None) => return Ok(()),
+        Ok(IValue::Device(d)) => *d,
+        Ok(IValue::String(s)) => match Device::parse(s) {
+            Some(d) => d,
+            None => return Err(unsupported(format!("{}: unknown device '{s}'", args.op))),
+        },
+        Ok(other) => {
+            return Err(unsupported(format!(
+                "{}: device {other:?} is not available; tsrun runs on the CPU only",
+                args.op
+            )))
+        }
+    };
+    match device.kind {
+        DeviceKind::Cpu => Ok(()),
+        // meta tensors have no data: computing them on the CPU would invent values
+        DeviceKind::Meta => Err(unsupported(format!(
+            "{}: device '{device}' is not available; tsrun runs on the CPU only",
             args.op
         ))),
-        Ok(IValue::String(s)) if s.starts_with("cpu") => Ok(()),
-        Ok(other) => Err(unsupported(format!(
-            "{}: device {other:?} is not available; tsrun runs on the CPU only",
-            args.op
-        ))),
+        DeviceKind::Cuda | DeviceKind::Mps | DeviceKind::Xpu | DeviceKind::Hip => {
+            warn_accelerator_remapped(device);
+            Ok(())
+        }
     }
+}
+
+/// Archives traced or scripted on a GPU name its device in their code (`x.to(torch.device(
+/// "cuda:0"))`, factories with `device=`). tsrun runs them on the CPU, as `torch.jit.load(f,
+/// map_location="cpu")` would place the weights, and says so once per process.
+fn warn_accelerator_remapped(device: Device) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        eprintln!(
+            "UserWarning: the archive's code asks for device '{device}'; tsrun runs on the CPU \
+             only, so tensors are placed on the CPU instead (this warning is shown once)"
+        )
+    });
 }
 
 /// Fail unless argument `i` (a `Layout?`) is absent or strided (0).

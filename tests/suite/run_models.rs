@@ -229,3 +229,26 @@ fn prepare_compiles_everything_the_first_call_runs() {
     }
     assert!(late.is_empty(), "{late:#?}");
 }
+
+/// An archive whose code names CUDA devices (as one scripted or traced on a GPU does) runs on
+/// the CPU with the devices remapped, and gives what PyTorch computes with the CPU named instead.
+#[test]
+fn accelerator_devices_in_archive_code_are_remapped_to_the_cpu() {
+    let dir = crate::common::fixtures_dir().join("device_remap");
+    let golden = tsrun::read_state_dict(dir.join("golden.npz")).expect("golden");
+    let m = tsrun::Module::load(dir.join("cuda_net.pt")).expect("load");
+    let out: tsrun::Tensor = m
+        .forward(&[golden["x"].clone().into()])
+        .expect("runs on the CPU")
+        .extract()
+        .expect("a tensor");
+    let want = golden["out"].to_vec::<f32>().unwrap();
+    let got = out.to_vec::<f32>().unwrap();
+    assert_eq!(out.shape(), golden["out"].shape());
+    for (g, w) in got.iter().zip(&want) {
+        assert!(
+            (g - w).abs() <= 1e-6 * (1.0 + w.abs()),
+            "{got:?} vs {want:?}"
+        );
+    }
+}
