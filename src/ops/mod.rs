@@ -32,6 +32,7 @@ pub mod linalg_dense;
 pub mod matrix_build;
 pub mod norm;
 pub mod norms;
+pub mod orthogonal_polynomials;
 pub mod packed;
 pub mod pool;
 pub mod quantized;
@@ -154,6 +155,7 @@ impl Registry {
             linalg_decomp::register(&mut r);
             scalar::register(&mut r);
             extra::register(&mut r);
+            orthogonal_polynomials::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

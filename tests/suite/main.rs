@@ -32,6 +32,7 @@ mod ops_creation;
 mod ops_elementwise;
 mod ops_index;
 mod ops_linalg_fft;
+mod ops_orthogonal_polynomials;
 mod ops_reduce;
 mod ops_scalar;
 mod ops_shape;
