@@ -42,6 +42,7 @@ pub mod rnn;
 pub mod scalar;
 pub mod shape;
 pub mod sort;
+pub mod view_copy;
 pub mod vision;
 
 pub use args::{Args, OpContext};
@@ -149,6 +150,7 @@ impl Registry {
             interpolate::register(&mut r);
             index::register(&mut r);
             shape::register(&mut r);
+            view_copy::register(&mut r);
             sort::register(&mut r);
             fft::register(&mut r);
             linalg_dense::register(&mut r);

@@ -207,7 +207,7 @@ pub(crate) fn transpose(t: &Tensor, d0: i64, d1: i64) -> R<Tensor> {
     Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
 }
 
-fn t_op(t: &Tensor) -> R<Tensor> {
+pub(crate) fn t_op(t: &Tensor) -> R<Tensor> {
     if t.dim() > 2 {
         return Err(shape_err(format!(
             "t() expects a tensor with <= 2 dimensions, but self is {}D",
@@ -249,12 +249,12 @@ pub(crate) fn squeeze_dims(t: &Tensor, dims: &[usize]) -> R<Tensor> {
     Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
 }
 
-fn squeeze_all(t: &Tensor) -> R<Tensor> {
+pub(crate) fn squeeze_all(t: &Tensor) -> R<Tensor> {
     let all: Vec<usize> = (0..t.dim()).collect();
     squeeze_dims(t, &all)
 }
 
-fn squeeze_list(t: &Tensor, dims: &[i64]) -> R<Tensor> {
+pub(crate) fn squeeze_list(t: &Tensor, dims: &[i64]) -> R<Tensor> {
     let n = t.dim();
     let ds = dims.iter().map(|&d| wdim(d, n)).collect::<R<Vec<_>>>()?;
     squeeze_dims(t, &ds)
@@ -481,7 +481,7 @@ fn unflatten(t: &Tensor, dim: i64, sizes: &[i64]) -> R<Tensor> {
     view(t, &size)
 }
 
-fn unfold(t: &Tensor, dim: i64, size: i64, step: i64) -> R<Tensor> {
+pub(crate) fn unfold(t: &Tensor, dim: i64, size: i64, step: i64) -> R<Tensor> {
     let n = t.dim();
     let d = wdim(dim, n)?;
     let dim_size = if n == 0 { 1 } else { t.shape()[d] } as i64;
@@ -508,7 +508,12 @@ fn unfold(t: &Tensor, dim: i64, size: i64, step: i64) -> R<Tensor> {
     Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
 }
 
-fn as_strided_op(t: &Tensor, size: &[i64], stride: &[i64], offset: Option<i64>) -> R<Tensor> {
+pub(crate) fn as_strided_op(
+    t: &Tensor,
+    size: &[i64],
+    stride: &[i64],
+    offset: Option<i64>,
+) -> R<Tensor> {
     let shape = size
         .iter()
         .map(|&s| to_usize(s, "as_strided size"))
@@ -525,7 +530,7 @@ fn as_strided_op(t: &Tensor, size: &[i64], stride: &[i64], offset: Option<i64>) 
 }
 
 /// `view.dtype`: reinterpret the bytes as another dtype (same storage).
-fn view_dtype(t: &Tensor, dtype: DType) -> R<Tensor> {
+pub(crate) fn view_dtype(t: &Tensor, dtype: DType) -> R<Tensor> {
     let (old, new) = (t.dtype().size(), dtype.size());
     if old == new {
         return Ok(Tensor::from_parts(
@@ -596,7 +601,7 @@ pub(crate) fn split_with_sizes(t: &Tensor, sizes: &[i64], dim: i64) -> R<Vec<Ten
     Ok(out)
 }
 
-fn split(t: &Tensor, split_size: i64, dim: i64) -> R<Vec<Tensor>> {
+pub(crate) fn split(t: &Tensor, split_size: i64, dim: i64) -> R<Vec<Tensor>> {
     if t.dim() == 0 {
         return Err(shape_err("split expects at least a 1-dimensional tensor"));
     }
@@ -636,7 +641,7 @@ fn chunk(t: &Tensor, chunks: i64, dim: i64) -> R<Vec<Tensor>> {
     split(t, split_size, d as i64)
 }
 
-fn unbind(t: &Tensor, dim: i64) -> R<Vec<Tensor>> {
+pub(crate) fn unbind(t: &Tensor, dim: i64) -> R<Vec<Tensor>> {
     if t.dim() == 0 {
         return Err(index_err(
             "Dimension specified as 0 but tensor has no dimensions",
