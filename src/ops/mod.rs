@@ -13,6 +13,7 @@
 pub mod activation;
 pub mod args;
 pub mod attention;
+pub mod calculus;
 pub mod call_limits;
 pub mod conv;
 pub mod creation;
@@ -134,6 +135,7 @@ impl Registry {
             elementwise::register(&mut r);
             activation::register(&mut r);
             reduce::register(&mut r);
+            calculus::register(&mut r);
             creation::register(&mut r);
             random::register(&mut r);
             linalg::register(&mut r);

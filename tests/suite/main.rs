@@ -27,6 +27,7 @@ mod load_fixtures;
 mod mc_dropout;
 mod module_api;
 mod ops_b_nn;
+mod ops_calculus;
 mod ops_coverage;
 mod ops_creation;
 mod ops_elementwise;
