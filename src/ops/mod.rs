@@ -30,6 +30,7 @@ pub(crate) mod kernels;
 pub mod linalg;
 pub mod linalg_decomp;
 pub mod linalg_dense;
+pub mod linalg_products;
 pub mod matrix_build;
 pub mod norm;
 pub mod norms;
@@ -139,6 +140,7 @@ impl Registry {
             creation::register(&mut r);
             random::register(&mut r);
             linalg::register(&mut r);
+            linalg_products::register(&mut r);
             conv::register(&mut r);
             pool::register(&mut r);
             norm::register(&mut r);

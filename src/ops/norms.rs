@@ -434,6 +434,28 @@ fn pairwise_distance(a: &mut Args) -> R {
     Ok(IValue::Tensor(out(r, &s, dtype)?))
 }
 
+/// `dist(self, other, p)`: the p-norm of `self - other` (broadcast, promoted).
+fn dist(a: &mut Args) -> R {
+    use super::kernels::operand::Operand;
+    let diff = super::elementwise::add_sub(
+        &Operand::Tensor(a.tensor(0)?),
+        &Operand::Tensor(a.tensor(1)?),
+        crate::tensor::Scalar::Int(1),
+        true,
+    )?;
+    let p = a.scalar(2)?;
+    if matches!(p, crate::tensor::Scalar::Complex(_)) {
+        return Err(err("dist: p must be a real number"));
+    }
+    Ok(IValue::Tensor(super::reduce::vector_norm(
+        &diff,
+        p.to_f64(),
+        None,
+        false,
+        None,
+    )?))
+}
+
 /// `nuclear_norm(self, keepdim)`: the nuclear norm of the matrices in the last two dims.
 fn nuclear_norm(a: &mut Args) -> R {
     let x = a.tensor(0)?;
@@ -477,6 +499,7 @@ fn nuclear_norm_dim(a: &mut Args) -> R {
 
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::nuclear_norm", nuclear_norm);
+    r.add("aten::dist", dist);
     r.add("aten::nuclear_norm.dim", nuclear_norm_dim);
     r.add_overloads("aten::linalg_norm", &["", "ord_str"], linalg_norm);
     r.add_overloads(

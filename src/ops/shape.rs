@@ -1008,7 +1008,7 @@ fn repeat_interleave_self(
     gather_dim(&input, d, &idx)
 }
 
-fn flip(t: &Tensor, dims: &[i64]) -> R<Tensor> {
+pub(crate) fn flip(t: &Tensor, dims: &[i64]) -> R<Tensor> {
     let n = t.dim();
     let mut ds = Vec::with_capacity(dims.len());
     for &d in dims {
@@ -1256,7 +1256,7 @@ fn tri(t: &Tensor, k: i64, lower: bool) -> R<Tensor> {
     Ok(out)
 }
 
-fn diag(t: &Tensor, k: i64) -> R<Tensor> {
+pub(crate) fn diag(t: &Tensor, k: i64) -> R<Tensor> {
     match t.dim() {
         1 => {
             let n = t.shape()[0] + k.unsigned_abs() as usize;
@@ -1428,7 +1428,8 @@ pub(crate) fn register(r: &mut Registry) {
         )?
         .into())
     });
-    r.add("aten::diagonal", |a| {
+    // `linalg_diagonal(A, *, offset, dim1=-2, dim2=-1)`: the same view, other defaults
+    r.add_all(&["aten::diagonal", "aten::linalg_diagonal"], |a| {
         Ok(diagonal(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.int(3)?)?.into())
     });
     r.add_all(&["aten::movedim.int", "aten::moveaxis.int"], |a| {
@@ -1762,6 +1763,11 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(t.into())
     });
     r.add("aten::diag", |a| Ok(diag(&a.tensor(0)?, a.int(1)?)?.into()));
+    // `diagflat(self, offset)`: the flattened input on a diagonal
+    r.add("aten::diagflat", |a| {
+        let flat = reshape(&a.tensor(0)?, &[-1])?;
+        Ok(diag(&flat, a.int(1)?)?.into())
+    });
     r.add("aten::diag_embed", |a| {
         Ok(diag_embed(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.int(3)?)?.into())
     });

@@ -33,6 +33,7 @@ mod ops_creation;
 mod ops_elementwise;
 mod ops_index;
 mod ops_linalg_fft;
+mod ops_linalg_products;
 mod ops_orthogonal_polynomials;
 mod ops_reduce;
 mod ops_scalar;
