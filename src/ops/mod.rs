@@ -44,6 +44,7 @@ pub mod rnn;
 pub mod scalar;
 pub mod shape;
 pub mod sort;
+pub mod type_queries;
 pub mod view_copy;
 pub mod vision;
 
@@ -156,6 +157,7 @@ impl Registry {
             shape::register(&mut r);
             view_copy::register(&mut r);
             sort::register(&mut r);
+            type_queries::register(&mut r);
             fft::register(&mut r);
             linalg_dense::register(&mut r);
             linalg_decomp::register(&mut r);
