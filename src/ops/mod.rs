@@ -44,6 +44,7 @@ pub mod rnn;
 pub mod scalar;
 pub mod shape;
 pub mod sort;
+pub mod statistics;
 pub mod type_queries;
 pub mod view_copy;
 pub mod vision;
@@ -138,6 +139,7 @@ impl Registry {
             activation::register(&mut r);
             reduce::register(&mut r);
             calculus::register(&mut r);
+            statistics::register(&mut r);
             creation::register(&mut r);
             random::register(&mut r);
             linalg::register(&mut r);

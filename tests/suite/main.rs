@@ -38,6 +38,7 @@ mod ops_orthogonal_polynomials;
 mod ops_reduce;
 mod ops_scalar;
 mod ops_shape;
+mod ops_statistics;
 mod ops_type_queries;
 mod ops_view_copy;
 mod ops_vmath;
