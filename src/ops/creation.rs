@@ -535,6 +535,29 @@ fn fill_(args: &mut Args<'_>) -> R {
     x.fill(v)?;
     t(x)
 }
+/// `fill.Scalar(self, value)` / `fill.Tensor(self, value)`: the functional `fill_`, a new tensor
+/// of `self`'s shape and dtype holding `value` (a tensor value must be 0-d).
+fn fill(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let v = match args.get(1)? {
+        IValue::Tensor(v) => {
+            if v.dim() != 0 {
+                return Err(value_err(format!(
+                    "fill_ only supports 0-dimension value tensor but got tensor with {} dimensions.",
+                    v.dim()
+                )));
+            }
+            v.item()?
+        }
+        _ => args.scalar(1)?,
+    };
+    t(full_tensor(x.shape(), v, x.dtype())?)
+}
+/// `zero(self)`: the functional `zero_`.
+fn zero(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    t(Tensor::zeros(x.shape(), x.dtype())?)
+}
 fn zero_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     x.fill(Scalar::Int(0))?;
@@ -644,6 +667,8 @@ pub(crate) fn register(r: &mut Registry) {
     );
     r.add_all(&["aten::fill_.Scalar", "aten::fill_.Tensor"], fill_);
     r.add("aten::zero_", zero_);
+    r.add_all(&["aten::fill.Scalar", "aten::fill.Tensor"], fill);
+    r.add("aten::zero", zero);
     r.add("aten::fill_diagonal_", fill_diagonal_);
 }
 

@@ -1228,6 +1228,10 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::logical_or_", logical_or_);
     r.add("aten::logical_xor_", logical_xor_);
     r.add("aten::logical_not_", logical_not_);
+    // `.Scalar_Tensor(Scalar self, Tensor other)`: the scalar promotes as a wrapped number
+    r.add("aten::bitwise_and.Scalar_Tensor", bitwise_and);
+    r.add("aten::bitwise_or.Scalar_Tensor", bitwise_or);
+    r.add("aten::bitwise_xor.Scalar_Tensor", bitwise_xor);
     both(r, "bitwise_and", bitwise_and, bitwise_and_);
     both(r, "bitwise_or", bitwise_or, bitwise_or_);
     both(r, "bitwise_xor", bitwise_xor, bitwise_xor_);

@@ -2,7 +2,8 @@
 //! LAPACK's `geqrf` reflector convention, so Q and R match PyTorch's signs), `linalg_svd` / `svd`
 //! / `linalg_svdvals` (one-sided Jacobi), `linalg_eigh` / `linalg_eigvalsh` (cyclic Jacobi),
 //! `linalg_pinv` / `pinverse` (through the SVD or, for Hermitian input, the eigendecomposition,
-//! with ATen's tolerance rules) and `matrix_exp` (scaling and squaring). Batched over leading
+//! with ATen's tolerance rules), `linalg_matrix_rank` (the same tolerance rules over the singular
+//! values or |eigenvalues|) and `matrix_exp` (scaling and squaring). Batched over leading
 //! dimensions; float32/float64, computed in f64 and rounded once to the dtype.
 //!
 //! The signs of singular vectors and eigenvectors are implementation-defined (PyTorch documents
@@ -633,6 +634,108 @@ fn linalg_pinv_rcond(args: &mut Args<'_>) -> R {
     )?))
 }
 
+/// `linalg_matrix_rank` as ATen's `matrix_rank_impl`: per matrix, the count of singular values
+/// (|eigenvalues| when `hermitian`) above `max(atol, rtol * largest)`, as int64 over the batch.
+/// Tolerances follow `pinv`'s defaults: `atol` 0, `rtol` `eps * max(m, n)` unless `atol > 0`.
+fn matrix_rank(
+    x: &Tensor,
+    atol: Option<Vec<f64>>,
+    rtol: Option<Vec<f64>>,
+    hermitian: bool,
+) -> crate::Result<Tensor> {
+    let a = matrices("torch.linalg.matrix_rank", x, hermitian)?;
+    let count = a.count();
+    if x.numel() == 0 {
+        return Ok(Tensor::zeros(&a.batch, DType::Int64)?);
+    }
+    let eps = if a.dtype == DType::Float32 {
+        f32::EPSILON as f64
+    } else {
+        f64::EPSILON
+    };
+    let default_rtol = eps * a.m.max(a.n) as f64;
+    let atols = atol.clone().unwrap_or_else(|| vec![0.0; count]);
+    let rtols = rtol.unwrap_or_else(|| {
+        atols
+            .iter()
+            .map(|&at| {
+                if atol.is_some() && at > 0.0 {
+                    0.0
+                } else {
+                    default_rtol
+                }
+            })
+            .collect()
+    });
+    let mut ranks = Vec::with_capacity(count);
+    for b in 0..count {
+        let values: Vec<f64> = if hermitian {
+            jacobi_eigh(a.mat(b), a.n, false)
+                .0
+                .iter()
+                .map(|v| v.abs())
+                .collect()
+        } else {
+            matrix_singular_values(a.mat(b), a.m, a.n)
+        };
+        let largest = values.iter().copied().fold(0.0f64, f64::max);
+        let tol = atols[b].max(rtols[b] * largest);
+        ranks.push(values.iter().filter(|&&v| v > tol).count() as i64);
+    }
+    Ok(Tensor::from_vec(ranks, &a.batch)?)
+}
+
+/// `linalg_matrix_rank.atol_rtol_tensor(input, *, atol, rtol, hermitian)`.
+fn matrix_rank_tolerance_tensors(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let batch = &x.shape()[..x.dim().saturating_sub(2)];
+    let atol = args
+        .opt_tensor(1)?
+        .map(|t| tolerance(Some(t), batch, 0.0))
+        .transpose()?;
+    let rtol = args
+        .opt_tensor(2)?
+        .map(|t| tolerance(Some(t), batch, 0.0))
+        .transpose()?;
+    Ok(IValue::Tensor(matrix_rank(&x, atol, rtol, args.bool(3)?)?))
+}
+
+/// `linalg_matrix_rank.atol_rtol_float(self, *, atol, rtol, hermitian)`.
+fn matrix_rank_tolerance_floats(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let count: usize = x.shape()[..x.dim().saturating_sub(2)].iter().product();
+    let atol = args.opt_double(1)?.map(|v| vec![v; count]);
+    let rtol = args.opt_double(2)?.map(|v| vec![v; count]);
+    Ok(IValue::Tensor(matrix_rank(&x, atol, rtol, args.bool(3)?)?))
+}
+
+/// `linalg_matrix_rank(self, float tol, hermitian)`: `tol` is an absolute tolerance (NumPy's).
+fn matrix_rank_tol_float(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let count: usize = x.shape()[..x.dim().saturating_sub(2)].iter().product();
+    let atol = vec![args.double(1)?; count];
+    Ok(IValue::Tensor(matrix_rank(
+        &x,
+        Some(atol),
+        Some(vec![0.0; count]),
+        args.bool(2)?,
+    )?))
+}
+
+/// `linalg_matrix_rank.tol_tensor(input, Tensor tol, hermitian)`: an absolute tolerance per matrix.
+fn matrix_rank_tol_tensor(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let batch = &x.shape()[..x.dim().saturating_sub(2)];
+    let atol = tolerance(Some(args.tensor(1)?), batch, 0.0)?;
+    let rtol = vec![0.0; atol.len()];
+    Ok(IValue::Tensor(matrix_rank(
+        &x,
+        Some(atol),
+        Some(rtol),
+        args.bool(2)?,
+    )?))
+}
+
 fn matmul(a: &[f64], b: &[f64], n: usize) -> Vec<f64> {
     let mut c = vec![0.0; n * n];
     for i in 0..n {
@@ -695,6 +798,23 @@ fn matrix_exp(args: &mut Args<'_>) -> R {
 
 pub fn register(r: &mut Registry) {
     r.add("aten::linalg_qr", linalg_qr);
+    r.add(
+        "aten::linalg_matrix_rank.atol_rtol_tensor",
+        matrix_rank_tolerance_tensors,
+    );
+    r.add(
+        "aten::linalg_matrix_rank.atol_rtol_float",
+        matrix_rank_tolerance_floats,
+    );
+    r.add("aten::linalg_matrix_rank", matrix_rank_tol_float);
+    r.add(
+        "aten::linalg_matrix_rank.tol_tensor",
+        matrix_rank_tol_tensor,
+    );
+    r.add("aten::linalg_matrix_rank.out_tol_tensor", |a| {
+        let rank = matrix_rank_tol_tensor(a)?;
+        a.write_outs(3, rank)
+    });
     r.add("aten::linalg_svd", linalg_svd);
     r.add("aten::linalg_svd.U", |a| {
         let r = linalg_svd(a)?;

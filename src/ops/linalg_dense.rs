@@ -1,6 +1,6 @@
 //! Kernels: dense matrix decompositions and what is built on them — determinants (`det`,
-//! `slogdet`, `logdet`), inverses (`inverse`, `linalg_inv`), `linalg_solve`, `linalg_cholesky`
-//! and `matrix_power`. Batched over leading dimensions; float32/float64, computed in f64 with
+//! `slogdet`, `logdet`), inverses (`inverse`, `linalg_inv`, `linalg_inv_ex`), `linalg_solve`,
+//! `linalg_cholesky` / `linalg_cholesky_ex` and `matrix_power`. Batched over leading dimensions; float32/float64, computed in f64 with
 //! LU factorization under partial pivoting (as LAPACK's getrf) and rounded once to the dtype.
 
 use super::linalg::{shape_err, value_err};
@@ -492,7 +492,62 @@ fn matrix_power(args: &mut Args<'_>) -> R {
     Ok(IValue::Tensor(out(res, x.shape(), m.dtype)?))
 }
 
+/// The `_ex` variants (`linalg_inv_ex`, `linalg_cholesky_ex`): `factor`'s result with an int32
+/// `info` of zeros over the batch. Shape and dtype errors are raised as by the plain op; a
+/// numerical failure (a singular or non-positive-definite matrix) is PyTorch's error with
+/// `check_errors`, and without it a typed unsupported error: PyTorch then returns LAPACK's
+/// partial factorization and the failing order in `info`, which tsrun does not reproduce.
+fn with_info(args: &mut Args<'_>, check_errors_at: usize, factor: fn(&mut Args<'_>) -> R) -> R {
+    let x = args.tensor(0)?;
+    let m = square(args.op, &x)?;
+    let check_errors = args.bool(check_errors_at)?;
+    let result = match factor(args) {
+        Ok(IValue::Tensor(t)) => t,
+        Ok(other) => {
+            return Err(value_err(format!(
+                "{}: expected a tensor result, got {}",
+                args.op,
+                other.kind_name()
+            )))
+        }
+        Err(e) if check_errors => return Err(e),
+        Err(e) => {
+            return Err(crate::tensor::TensorError::Unsupported(format!(
+                "{}: {e}; tsrun does not return LAPACK's partial result with a nonzero info \
+                 (check_errors=True raises PyTorch's error)",
+                args.op
+            ))
+            .into())
+        }
+    };
+    let info = Tensor::zeros(&m.batch, DType::Int32)?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(result),
+        IValue::Tensor(info),
+    ])))
+}
+
+/// `linalg_inv_ex(A, *, check_errors)`.
+fn linalg_inv_ex(args: &mut Args<'_>) -> R {
+    with_info(args, 1, inverse)
+}
+
+/// `linalg_cholesky_ex(self, *, upper, check_errors)`.
+fn linalg_cholesky_ex(args: &mut Args<'_>) -> R {
+    with_info(args, 2, linalg_cholesky)
+}
+
 pub fn register(r: &mut Registry) {
+    r.add("aten::linalg_inv_ex", linalg_inv_ex);
+    r.add("aten::linalg_inv_ex.inverse", |a| {
+        let r = linalg_inv_ex(a)?;
+        a.write_outs(2, r)
+    });
+    r.add("aten::linalg_cholesky_ex", linalg_cholesky_ex);
+    r.add("aten::linalg_cholesky_ex.L", |a| {
+        let r = linalg_cholesky_ex(a)?;
+        a.write_outs(3, r)
+    });
     r.add_all(&["aten::det", "aten::linalg_det"], det);
     r.add_all(&["aten::slogdet", "aten::linalg_slogdet"], slogdet);
     r.add("aten::logdet", logdet);

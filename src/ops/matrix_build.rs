@@ -1,5 +1,6 @@
 //! Operators that build matrices from others or enumerate their positions: `kron`,
-//! `block_diag`, `tril_indices` / `triu_indices`; and elementwise integer and exponent
+//! `block_diag`, `tril_indices` / `triu_indices`, the Vandermonde matrices `vander` /
+//! `linalg_vander`; and elementwise integer and exponent
 //! functions PyTorch groups with them in real archives: `gcd` / `lcm`, `ldexp`, `frexp`,
 //! `logcumsumexp`.
 
@@ -262,7 +263,78 @@ fn tri_indices(a: &mut Args, upper: bool) -> R {
     ))
 }
 
+/// The powers `x^1 .. x^(count)` of every element along a new last dim: ATen's `cumprod` of
+/// `x` repeated (integral inputs multiply in int64, as `cumprod` promotes them).
+fn powers(x: &Tensor, count: usize) -> R<Tensor> {
+    let mut shape: Vec<i64> = x.shape().iter().map(|&s| s as i64).collect();
+    shape.push(count as i64);
+    let repeated = super::shape::expand(&super::shape::unsqueeze(x, -1)?, &shape)?;
+    super::reduce::cumulative(&repeated, -1, None, true)
+}
+
+/// `x^0` followed by `powers` up to `x^(n-1)`, along a new last dim, as `dtype`.
+fn with_ones(x: &Tensor, n: usize, dtype: DType) -> R<Tensor> {
+    let mut ones_shape = x.shape().to_vec();
+    ones_shape.push(n.min(1));
+    let ones = super::creation::full_tensor(&ones_shape, crate::tensor::Scalar::Int(1), dtype)?;
+    if n <= 1 {
+        return Ok(ones);
+    }
+    super::shape::cat(&[ones, powers(x, n - 1)?.to_dtype(dtype)?], -1)
+}
+
+/// `vander(x, N=None, increasing=False)`: columns `x^(N-1) .. x^0` (or increasing) of a 1-D `x`.
+fn vander(a: &mut Args) -> R {
+    let x = a.tensor(0)?;
+    if x.dim() != 1 {
+        return Err(err("x must be a one-dimensional tensor."));
+    }
+    let n = match a.opt_int(1)? {
+        Some(n) if n < 0 => return Err(err("N must be non-negative.")),
+        Some(n) => n as usize,
+        None => x.shape()[0],
+    };
+    // integral (and bool) inputs give int64, as the cumprod PyTorch builds it with
+    let dtype = promote_types(x.dtype(), DType::Int64);
+    let increasing = with_ones(&x.to_dtype(dtype)?, n, dtype)?;
+    if a.bool(2)? {
+        return Ok(IValue::Tensor(increasing));
+    }
+    Ok(IValue::Tensor(super::shape::flip(&increasing, &[1])?))
+}
+
+/// `linalg_vander(x, *, N=None)`: increasing powers along a new last dim, `N > 1`.
+fn linalg_vander(a: &mut Args) -> R {
+    let x = a.tensor(0)?;
+    let dtype = x.dtype();
+    let supported = matches!(dtype, DType::Float32 | DType::Float64)
+        || (is_integral(dtype) && dtype != DType::Bool);
+    if !supported {
+        return Err(err(format!(
+            "linalg.vander supports floating point, complex, and integer tensors, but got {}",
+            dtype.c10_name()
+        )));
+    }
+    let x = if x.dim() == 0 {
+        super::shape::unsqueeze(&x, -1)?
+    } else {
+        x
+    };
+    let n = a.opt_int(1)?.unwrap_or(x.shape()[x.dim() - 1] as i64);
+    if n <= 1 {
+        return Err(err("N must be greater than 1."));
+    }
+    let result_dtype = if is_integral(dtype) {
+        DType::Int64
+    } else {
+        dtype
+    };
+    Ok(IValue::Tensor(with_ones(&x, n as usize, result_dtype)?))
+}
+
 pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::vander", vander);
+    r.add("aten::linalg_vander", linalg_vander);
     r.add_all(&["aten::gcd", "aten::gcd_"], |a| gcd_lcm(a, false));
     r.add_all(&["aten::lcm", "aten::lcm_"], |a| gcd_lcm(a, true));
     r.add_all(&["aten::ldexp.Tensor", "aten::ldexp_"], ldexp);

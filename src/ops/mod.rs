@@ -13,6 +13,7 @@
 pub mod activation;
 pub mod args;
 pub mod attention;
+pub mod calculus;
 pub mod call_limits;
 pub mod conv;
 pub mod creation;
@@ -30,9 +31,11 @@ pub(crate) mod kernels;
 pub mod linalg;
 pub mod linalg_decomp;
 pub mod linalg_dense;
+pub mod linalg_products;
 pub mod matrix_build;
 pub mod norm;
 pub mod norms;
+pub mod orthogonal_polynomials;
 pub mod packed;
 pub mod pool;
 pub mod quantized;
@@ -42,6 +45,9 @@ pub mod rnn;
 pub mod scalar;
 pub mod shape;
 pub mod sort;
+pub mod statistics;
+pub mod type_queries;
+pub mod view_copy;
 pub mod vision;
 
 pub use args::{Args, OpContext};
@@ -146,9 +152,12 @@ impl Registry {
             elementwise::register(&mut r);
             activation::register(&mut r);
             reduce::register(&mut r);
+            calculus::register(&mut r);
+            statistics::register(&mut r);
             creation::register(&mut r);
             random::register(&mut r);
             linalg::register(&mut r);
+            linalg_products::register(&mut r);
             conv::register(&mut r);
             pool::register(&mut r);
             norm::register(&mut r);
@@ -162,12 +171,15 @@ impl Registry {
             interpolate::register(&mut r);
             index::register(&mut r);
             shape::register(&mut r);
+            view_copy::register(&mut r);
             sort::register(&mut r);
+            type_queries::register(&mut r);
             fft::register(&mut r);
             linalg_dense::register(&mut r);
             linalg_decomp::register(&mut r);
             scalar::register(&mut r);
             extra::register(&mut r);
+            orthogonal_polynomials::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

@@ -143,10 +143,14 @@ fn matrix_norm(op: &str, x: &Tensor, ord: &str, dims: [usize; 2], keepdim: bool)
                     "{op}: Expected a non-empty matrix to compute the norm of order {ord}"
                 )));
             }
-            let v: Vec<f64> = xt
-                .chunks_exact((m * n).max(1))
-                .take(rest.iter().map(|&d| shape[d]).product::<usize>())
-                .map(|mat| {
+            let count = rest.iter().map(|&d| shape[d]).product::<usize>();
+            let v: Vec<f64> = (0..count)
+                .map(|b| {
+                    // an empty matrix has no singular values: its nuclear norm is 0
+                    if m * n == 0 {
+                        return 0.0;
+                    }
+                    let mat = &xt[b * m * n..(b + 1) * m * n];
                     let s = super::linalg_decomp::matrix_singular_values(mat, m, n);
                     match ord {
                         "2" => s.iter().copied().fold(f64::NEG_INFINITY, f64::max),
@@ -430,7 +434,73 @@ fn pairwise_distance(a: &mut Args) -> R {
     Ok(IValue::Tensor(out(r, &s, dtype)?))
 }
 
+/// `dist(self, other, p)`: the p-norm of `self - other` (broadcast, promoted).
+fn dist(a: &mut Args) -> R {
+    use super::kernels::operand::Operand;
+    let diff = super::elementwise::add_sub(
+        &Operand::Tensor(a.tensor(0)?),
+        &Operand::Tensor(a.tensor(1)?),
+        crate::tensor::Scalar::Int(1),
+        true,
+    )?;
+    let p = a.scalar(2)?;
+    if matches!(p, crate::tensor::Scalar::Complex(_)) {
+        return Err(err("dist: p must be a real number"));
+    }
+    Ok(IValue::Tensor(super::reduce::vector_norm(
+        &diff,
+        p.to_f64(),
+        None,
+        false,
+        None,
+    )?))
+}
+
+/// `nuclear_norm(self, keepdim)`: the nuclear norm of the matrices in the last two dims.
+fn nuclear_norm(a: &mut Args) -> R {
+    let x = a.tensor(0)?;
+    if x.dim() < 2 {
+        return Err(err(
+            "linalg.matrix_norm: The input tensor A must have at least 2 dimensions.",
+        ));
+    }
+    let dims = [x.dim() - 2, x.dim() - 1];
+    Ok(IValue::Tensor(matrix_norm(
+        a.op,
+        &x,
+        "nuc",
+        dims,
+        a.bool(1)?,
+    )?))
+}
+
+/// `nuclear_norm.dim(self, int[2] dim, keepdim)`.
+fn nuclear_norm_dim(a: &mut Args) -> R {
+    let x = a.tensor(0)?;
+    let d = a.int_list(1)?;
+    if d.len() != 2 {
+        return Err(err("nuclear norm requires a 'dim' argument of size 2"));
+    }
+    let dims = [wrap(a.op, d[0], x.dim())?, wrap(a.op, d[1], x.dim())?];
+    if dims[0] == dims[1] {
+        return Err(err(format!(
+            "linalg.matrix_norm: dims must be different. Got ({}, {})",
+            d[0], d[1]
+        )));
+    }
+    Ok(IValue::Tensor(matrix_norm(
+        a.op,
+        &x,
+        "nuc",
+        dims,
+        a.bool(2)?,
+    )?))
+}
+
 pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::nuclear_norm", nuclear_norm);
+    r.add("aten::dist", dist);
+    r.add("aten::nuclear_norm.dim", nuclear_norm_dim);
     r.add_overloads("aten::linalg_norm", &["", "ord_str"], linalg_norm);
     r.add_overloads(
         "aten::linalg_matrix_norm",

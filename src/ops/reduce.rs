@@ -627,7 +627,12 @@ fn logsumexp(args: &mut Args<'_>) -> R {
 }
 
 /// cumsum (`product`: cumprod) along `dim`, in `dtype` (ints default to int64).
-fn cumulative(x: &Tensor, dim: i64, dtype: Option<DType>, product: bool) -> crate::Result<Tensor> {
+pub(crate) fn cumulative(
+    x: &Tensor,
+    dim: i64,
+    dtype: Option<DType>,
+    product: bool,
+) -> crate::Result<Tensor> {
     let out = sum_dtype(x.dtype(), dtype);
     let dim = wrap_dim(dim, x.dim())?;
     let compute = match out {

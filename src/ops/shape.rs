@@ -207,7 +207,7 @@ pub(crate) fn transpose(t: &Tensor, d0: i64, d1: i64) -> R<Tensor> {
     Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
 }
 
-fn t_op(t: &Tensor) -> R<Tensor> {
+pub(crate) fn t_op(t: &Tensor) -> R<Tensor> {
     if t.dim() > 2 {
         return Err(shape_err(format!(
             "t() expects a tensor with <= 2 dimensions, but self is {}D",
@@ -249,12 +249,12 @@ pub(crate) fn squeeze_dims(t: &Tensor, dims: &[usize]) -> R<Tensor> {
     Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
 }
 
-fn squeeze_all(t: &Tensor) -> R<Tensor> {
+pub(crate) fn squeeze_all(t: &Tensor) -> R<Tensor> {
     let all: Vec<usize> = (0..t.dim()).collect();
     squeeze_dims(t, &all)
 }
 
-fn squeeze_list(t: &Tensor, dims: &[i64]) -> R<Tensor> {
+pub(crate) fn squeeze_list(t: &Tensor, dims: &[i64]) -> R<Tensor> {
     let n = t.dim();
     let ds = dims.iter().map(|&d| wdim(d, n)).collect::<R<Vec<_>>>()?;
     squeeze_dims(t, &ds)
@@ -481,7 +481,7 @@ fn unflatten(t: &Tensor, dim: i64, sizes: &[i64]) -> R<Tensor> {
     view(t, &size)
 }
 
-fn unfold(t: &Tensor, dim: i64, size: i64, step: i64) -> R<Tensor> {
+pub(crate) fn unfold(t: &Tensor, dim: i64, size: i64, step: i64) -> R<Tensor> {
     let n = t.dim();
     let d = wdim(dim, n)?;
     let dim_size = if n == 0 { 1 } else { t.shape()[d] } as i64;
@@ -508,7 +508,12 @@ fn unfold(t: &Tensor, dim: i64, size: i64, step: i64) -> R<Tensor> {
     Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
 }
 
-fn as_strided_op(t: &Tensor, size: &[i64], stride: &[i64], offset: Option<i64>) -> R<Tensor> {
+pub(crate) fn as_strided_op(
+    t: &Tensor,
+    size: &[i64],
+    stride: &[i64],
+    offset: Option<i64>,
+) -> R<Tensor> {
     let shape = size
         .iter()
         .map(|&s| to_usize(s, "as_strided size"))
@@ -525,7 +530,7 @@ fn as_strided_op(t: &Tensor, size: &[i64], stride: &[i64], offset: Option<i64>) 
 }
 
 /// `view.dtype`: reinterpret the bytes as another dtype (same storage).
-fn view_dtype(t: &Tensor, dtype: DType) -> R<Tensor> {
+pub(crate) fn view_dtype(t: &Tensor, dtype: DType) -> R<Tensor> {
     let (old, new) = (t.dtype().size(), dtype.size());
     if old == new {
         return Ok(Tensor::from_parts(
@@ -596,7 +601,7 @@ pub(crate) fn split_with_sizes(t: &Tensor, sizes: &[i64], dim: i64) -> R<Vec<Ten
     Ok(out)
 }
 
-fn split(t: &Tensor, split_size: i64, dim: i64) -> R<Vec<Tensor>> {
+pub(crate) fn split(t: &Tensor, split_size: i64, dim: i64) -> R<Vec<Tensor>> {
     if t.dim() == 0 {
         return Err(shape_err("split expects at least a 1-dimensional tensor"));
     }
@@ -636,7 +641,7 @@ fn chunk(t: &Tensor, chunks: i64, dim: i64) -> R<Vec<Tensor>> {
     split(t, split_size, d as i64)
 }
 
-fn unbind(t: &Tensor, dim: i64) -> R<Vec<Tensor>> {
+pub(crate) fn unbind(t: &Tensor, dim: i64) -> R<Vec<Tensor>> {
     if t.dim() == 0 {
         return Err(index_err(
             "Dimension specified as 0 but tensor has no dimensions",
@@ -1003,7 +1008,7 @@ fn repeat_interleave_self(
     gather_dim(&input, d, &idx)
 }
 
-fn flip(t: &Tensor, dims: &[i64]) -> R<Tensor> {
+pub(crate) fn flip(t: &Tensor, dims: &[i64]) -> R<Tensor> {
     let n = t.dim();
     let mut ds = Vec::with_capacity(dims.len());
     for &d in dims {
@@ -1251,7 +1256,7 @@ fn tri(t: &Tensor, k: i64, lower: bool) -> R<Tensor> {
     Ok(out)
 }
 
-fn diag(t: &Tensor, k: i64) -> R<Tensor> {
+pub(crate) fn diag(t: &Tensor, k: i64) -> R<Tensor> {
     match t.dim() {
         1 => {
             let n = t.shape()[0] + k.unsigned_abs() as usize;
@@ -1423,7 +1428,8 @@ pub(crate) fn register(r: &mut Registry) {
         )?
         .into())
     });
-    r.add("aten::diagonal", |a| {
+    // `linalg_diagonal(A, *, offset, dim1=-2, dim2=-1)`: the same view, other defaults
+    r.add_all(&["aten::diagonal", "aten::linalg_diagonal"], |a| {
         Ok(diagonal(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.int(3)?)?.into())
     });
     r.add_all(&["aten::movedim.int", "aten::moveaxis.int"], |a| {
@@ -1757,6 +1763,11 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(t.into())
     });
     r.add("aten::diag", |a| Ok(diag(&a.tensor(0)?, a.int(1)?)?.into()));
+    // `diagflat(self, offset)`: the flattened input on a diagonal
+    r.add("aten::diagflat", |a| {
+        let flat = reshape(&a.tensor(0)?, &[-1])?;
+        Ok(diag(&flat, a.int(1)?)?.into())
+    });
     r.add("aten::diag_embed", |a| {
         Ok(diag_embed(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.int(3)?)?.into())
     });

@@ -40,11 +40,18 @@ fn tensors_of(v: &IValue) -> Vec<Tensor> {
 
 #[test]
 fn views_alias_like_pytorch() {
+    assert_view_cases("shape_views");
+}
+
+/// Runs fixtures/ops/<family>.json as written by `ops_c_common.ViewCases`: each case's input is
+/// built by applying its `prep` view chain to a contiguous base (so it can be non-contiguous),
+/// and the result must match PyTorch's values, strides, storage offset and aliasing of the base.
+pub(crate) fn assert_view_cases(family: &str) {
     let dir = fixtures_dir().join("ops");
     let json: Value =
-        serde_json::from_reader(File::open(dir.join("shape_views.json")).expect("json"))
+        serde_json::from_reader(File::open(dir.join(format!("{family}.json"))).expect("json"))
             .expect("valid");
-    let mut arrays = Arrays::open(&dir.join("shape_views.npz"));
+    let mut arrays = Arrays::open(&dir.join(format!("{family}.npz")));
     let ctx = OpContext::default();
     let mut failures = Vec::new();
     let cases = json["cases"].as_array().expect("cases");
@@ -143,7 +150,7 @@ fn views_alias_like_pytorch() {
         }
     }
     println!(
-        "shape_views: {} passed, {} failed",
+        "{family}: {} passed, {} failed",
         cases.len() - failures.len(),
         failures.len()
     );

@@ -1,0 +1,223 @@
+//! Products built on the matrix multiply: `linalg_vecdot` (dot products along a dim), `inner`
+//! (contraction over the last dims), `linalg_matmul` (`matmul`'s linalg spelling), and the
+//! chains `linalg_multi_dot` / `chain_matmul`, multiplied in the order of fewest scalar
+//! multiplications, as ATen chooses it.
+
+use super::elementwise::mul_op;
+use super::kernels::operand::Operand;
+use super::linalg::{matmul, matmul_nd, shape_err, value_err};
+use super::reduce::sum_op;
+use super::shape::{reshape, squeeze_list, transpose, unsqueeze};
+use super::{Args, Registry};
+use crate::runtime::IValue;
+use crate::tensor::Tensor;
+
+type R = crate::Result<IValue>;
+
+/// `linalg_vecdot(x, y, *, dim)`: `(x * y).sum(dim)` for same-dtype floating inputs.
+fn linalg_vecdot(args: &mut Args<'_>) -> R {
+    let (x, y) = (args.tensor(0)?, args.tensor(1)?);
+    let dtype = x.dtype();
+    if !dtype.is_floating_point() {
+        return Err(value_err(format!(
+            "linalg.vecdot: Expected a floating point or complex tensor as input. Got {}",
+            dtype.c10_name()
+        )));
+    }
+    if y.dtype() != dtype {
+        return Err(value_err(format!(
+            "linalg.vecdot: Expected x and y to have the same dtype, but found x of type {} and \
+             y of type {} instead",
+            dtype.c10_name(),
+            y.dtype().c10_name()
+        )));
+    }
+    let products = mul_op(&Operand::Tensor(x), &Operand::Tensor(y))?;
+    Ok(IValue::Tensor(sum_op(
+        &products,
+        Some(&[args.int(2)?]),
+        false,
+        None,
+        false,
+    )?))
+}
+
+/// `inner(self, other)`: a product with a 0-d operand, else the contraction of both last dims
+/// (`self.shape[:-1] ++ other.shape[:-1]`).
+fn inner(args: &mut Args<'_>) -> R {
+    let (a, b) = (args.tensor(0)?, args.tensor(1)?);
+    if a.dim() == 0 || b.dim() == 0 {
+        return Ok(IValue::Tensor(mul_op(
+            &Operand::Tensor(a),
+            &Operand::Tensor(b),
+        )?));
+    }
+    let (k, kb) = (a.shape()[a.dim() - 1], b.shape()[b.dim() - 1]);
+    if k != kb {
+        return Err(shape_err(format!(
+            "inner() the last dimension must match on both input tensors but got shapes {:?} and \
+             {:?}",
+            a.shape(),
+            b.shape()
+        )));
+    }
+    let rows: usize = a.shape()[..a.dim() - 1].iter().product();
+    let cols: usize = b.shape()[..b.dim() - 1].iter().product();
+    let a2 = reshape(&a, &[rows as i64, k as i64])?;
+    let b2 = reshape(&b, &[cols as i64, k as i64])?;
+    let product = matmul_nd(args.op, &a2, &transpose(&b2, 0, 1)?, None, 1.0)?;
+    let shape: Vec<i64> = a.shape()[..a.dim() - 1]
+        .iter()
+        .chain(&b.shape()[..b.dim() - 1])
+        .map(|&s| s as i64)
+        .collect();
+    Ok(IValue::Tensor(reshape(&product, &shape)?))
+}
+
+fn linalg_matmul(args: &mut Args<'_>) -> R {
+    Ok(IValue::Tensor(matmul(
+        args.op,
+        &args.tensor(0)?,
+        &args.tensor(1)?,
+    )?))
+}
+
+/// The cheapest parenthesization of a chain of matrices with `dims[i] x dims[i+1]` shapes
+/// (the textbook dynamic program ATen's `multi_dot` uses): `split[i][j]` is where `i..=j` splits.
+fn chain_order(dims: &[usize]) -> Vec<Vec<usize>> {
+    let n = dims.len() - 1;
+    let mut cost = vec![vec![0u128; n]; n];
+    let mut split = vec![vec![0usize; n]; n];
+    for len in 1..n {
+        for i in 0..n - len {
+            let j = i + len;
+            cost[i][j] = u128::MAX;
+            for k in i..j {
+                let c = cost[i][k]
+                    + cost[k + 1][j]
+                    + (dims[i] as u128) * (dims[k + 1] as u128) * (dims[j + 1] as u128);
+                if c < cost[i][j] {
+                    cost[i][j] = c;
+                    split[i][j] = k;
+                }
+            }
+        }
+    }
+    split
+}
+
+fn chain_product(
+    op: &str,
+    ms: &[Tensor],
+    split: &[Vec<usize>],
+    i: usize,
+    j: usize,
+) -> crate::Result<Tensor> {
+    if i == j {
+        return Ok(ms[i].clone());
+    }
+    let k = split[i][j];
+    let left = chain_product(op, ms, split, i, k)?;
+    let right = chain_product(op, ms, split, k + 1, j)?;
+    matmul_nd(op, &left, &right, None, 1.0)
+}
+
+/// ATen's `multi_dot`: 1-D ends become a row / column vector (and are squeezed from the
+/// result), every tensor between must be 2-D, all of one dtype, with matching inner sizes.
+fn multi_dot(op: &str, tensors: &[Tensor]) -> crate::Result<Tensor> {
+    let n = tensors.len();
+    if n < 2 {
+        return Err(value_err(format!(
+            "multi_dot(): expected at least 2 tensors but got {n}"
+        )));
+    }
+    let mut ms = tensors.to_vec();
+    let first_is_vector = ms[0].dim() == 1;
+    let last_is_vector = ms[n - 1].dim() == 1;
+    match ms[0].dim() {
+        1 => ms[0] = unsqueeze(&ms[0], 0)?,
+        2 => {}
+        d => {
+            return Err(shape_err(format!(
+                "multi_dot(): the first tensor must be 1D or 2D but got {d}D"
+            )))
+        }
+    }
+    match ms[n - 1].dim() {
+        1 => ms[n - 1] = unsqueeze(&ms[n - 1], -1)?,
+        2 => {}
+        d => {
+            return Err(shape_err(format!(
+                "multi_dot(): the last tensor must be 1D or 2D but got {d}D"
+            )))
+        }
+    }
+    for (i, m) in ms.iter().enumerate().take(n - 1).skip(1) {
+        if m.dim() != 2 {
+            return Err(shape_err(format!(
+                "multi_dot(): tensor {i} must be 2D but got {}D",
+                m.dim()
+            )));
+        }
+    }
+    let dtype = ms[0].dtype();
+    for (i, m) in ms.iter().enumerate().skip(1) {
+        if m.dtype() != dtype {
+            return Err(value_err(format!(
+                "multi_dot(): all tensors must have be the same dtype but tensor 0 is {} and \
+                 tensor {i} is {}",
+                dtype.c10_name(),
+                m.dtype().c10_name()
+            )));
+        }
+        if ms[i - 1].shape()[1] != m.shape()[0] {
+            return Err(shape_err(format!(
+                "multi_dot(): tensors {} and {i} with shapes {:?} and {:?} cannot be multiplied",
+                i - 1,
+                tensors[i - 1].shape(),
+                tensors[i].shape()
+            )));
+        }
+    }
+    let mut dims: Vec<usize> = ms.iter().map(|m| m.shape()[0]).collect();
+    dims.push(ms[n - 1].shape()[1]);
+    let split = chain_order(&dims);
+    let mut result = chain_product(op, &ms, &split, 0, n - 1)?;
+    if first_is_vector {
+        result = squeeze_list(&result, &[0])?;
+    }
+    if last_is_vector {
+        result = squeeze_list(&result, &[-1])?;
+    }
+    Ok(result)
+}
+
+fn linalg_multi_dot(args: &mut Args<'_>) -> R {
+    Ok(IValue::Tensor(multi_dot(args.op, &args.tensor_list(0)?)?))
+}
+
+/// `chain_matmul(matrices)`: 2-D matrices only; one matrix is returned as a copy.
+fn chain_matmul(args: &mut Args<'_>) -> R {
+    let ms = args.tensor_list(0)?;
+    if ms.is_empty() {
+        return Err(value_err("chain_matmul(): Expected one or more matrices"));
+    }
+    if let Some(m) = ms.iter().find(|m| m.dim() != 2) {
+        return Err(shape_err(format!(
+            "Tensor dimension is {}, expected 2 instead.",
+            m.dim()
+        )));
+    }
+    if ms.len() == 1 {
+        return Ok(IValue::Tensor(ms[0].deep_clone()?));
+    }
+    Ok(IValue::Tensor(multi_dot(args.op, &ms)?))
+}
+
+pub fn register(r: &mut Registry) {
+    r.add("aten::linalg_vecdot", linalg_vecdot);
+    r.add("aten::inner", inner);
+    r.add("aten::linalg_matmul", linalg_matmul);
+    r.add("aten::linalg_multi_dot", linalg_multi_dot);
+    r.add("aten::chain_matmul", chain_matmul);
+}
