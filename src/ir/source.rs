@@ -147,6 +147,18 @@ impl SourceRange {
         self.source.generated_by.as_ref()?.find(self.start)
     }
 
+    /// Where in the original Python source this range was generated from (its code file's
+    /// `debug_pkl` record), with the text a caret under it needs. `None` without records, and
+    /// for records PyTorch prints nothing for: a source without a file name, or an empty one
+    /// (the sentinel records of class headers and call targets, whose frame PyTorch's
+    /// "original code" traceback leaves out).
+    pub fn original_location(&self) -> Option<crate::error::CodeLocation> {
+        let original = self.generated_by()?;
+        let source = &original.source;
+        (source.named && !source.name.is_empty() && !source.text.is_empty())
+            .then(|| original.code_location())
+    }
+
     /// The `file:line:col` comment PyTorch's `Node::print` writes: the location of the
     /// original range when the debug records have one, else of this range; nothing when that
     /// source has no file name.

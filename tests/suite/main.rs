@@ -50,3 +50,4 @@ mod serve;
 mod storage_soundness;
 mod swa;
 mod tensor_core;
+mod traceback;
