@@ -15,6 +15,7 @@ mod cli_errors;
 mod cli_inputs;
 mod cli_output;
 mod cli_repr;
+mod cli_traceback;
 mod compile_fixtures;
 mod concurrency;
 mod custom_op;
