@@ -223,3 +223,29 @@ fn without_debug_records_frames_have_no_original_line() {
     );
     assert!(!text.contains("original code"), "{text}");
 }
+
+/// A frame's original location comes from `debug_pkl` ranges, which are input: bounds past the
+/// text, inside a character, reversed, and a huge starting line give a location, never a panic.
+#[test]
+fn hostile_original_ranges_give_a_location() {
+    use tsrun::internals::ir::source::{Source, SourceRange};
+    let text = "def f(x):\n    return é + x\n";
+    for first_line in [1, usize::MAX] {
+        let source = Source::original(Some("f.py".into()), text.into(), first_line);
+        let e_acute = text.find('é').expect("é");
+        for (start, end) in [
+            (e_acute + 1, e_acute + 1), // inside é
+            (e_acute, e_acute + 1),
+            (text.len() + 5, text.len() + 50), // past the end
+            (14, 3),                           // reversed
+            (usize::MAX, usize::MAX),
+            (0, usize::MAX),
+        ] {
+            let at = SourceRange::new(source.clone(), start, end).code_location();
+            assert!(at.width >= 1 && at.col >= 1, "{start}..{end}: {at:?}");
+            assert!(text.contains(&at.source_line), "{start}..{end}: {at:?}");
+        }
+        let at = SourceRange::new(source.clone(), e_acute, e_acute + 2).code_location();
+        assert_eq!((at.col, at.width), (12, 1), "{at:?}");
+    }
+}
