@@ -61,11 +61,11 @@ fn render_model_error(e: &crate::Error) -> String {
 /// traceback), a snippet per frame with its original Python line under it:
 ///
 /// ```text
-/// error: mm: mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3)
+/// error: shape error: mm: mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3)
 ///   --> code/__torch__/model.py:11:12
 ///    |
 /// 11 |     return (block).project(h, )
-///    |            ^^^^^^^^^^^^^^^ in forward
+///    |            ^^^^^^^^^^^^^^^^^^^^ called in forward
 ///   ::: model.py:30:16
 ///    |
 /// 30 |         return self.block.project(h)
