@@ -26,7 +26,7 @@ pub struct TracebackFrame {
 
 impl TracebackFrame {
     /// The frame of `function` at `source` (the failing node's range).
-    pub fn new(function: &str, source: Option<&SourceRange>) -> TracebackFrame {
+    pub(crate) fn new(function: &str, source: Option<&SourceRange>) -> TracebackFrame {
         TracebackFrame {
             function: function.to_string(),
             at: source.map(SourceRange::code_location),
