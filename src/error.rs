@@ -5,7 +5,7 @@ pub use crate::archive::ArchiveError;
 pub use crate::frontend::ParseError;
 pub use crate::ir::CompileError;
 pub use crate::pickle::PickleError;
-pub use crate::runtime::RuntimeError;
+pub use crate::runtime::{RuntimeError, TracebackFrame};
 pub use crate::tensor::budget::LimitExceeded;
 use crate::tensor::AllocError;
 pub use crate::tensor::TensorError;
@@ -244,6 +244,16 @@ impl Error {
             Error::Tensor(TensorError::Alloc(AllocError::Limit(l))) => Some(l),
             Error::Archive(ArchiveError::Limit(l)) => Some(l),
             Error::Runtime(RuntimeError::Traceback { cause, .. }) => cause.limit(),
+            _ => None,
+        }
+    }
+
+    /// The TorchScript call stack of a failed call, outermost frame first: for each function,
+    /// the failing call or operation in the archive's code and, when its `debug_pkl` records
+    /// name one, in the original Python. `None` for errors raised outside TorchScript code.
+    pub fn traceback(&self) -> Option<&[TracebackFrame]> {
+        match self {
+            Error::Runtime(RuntimeError::Traceback { frames, .. }) => Some(frames),
             _ => None,
         }
     }

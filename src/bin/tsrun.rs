@@ -17,6 +17,13 @@ use tsrun::internals::cli;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Print errors only: no warnings (before or after the subcommand).
+    #[arg(short = 'q', long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Say more: load and call timings, the thread count; -vv adds debugging details
+    /// (qualified function names in tracebacks).
+    #[arg(short = 'v', long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
 }
 
 #[derive(Subcommand)]
@@ -67,11 +74,15 @@ fn subcommand_names() -> Vec<String> {
 
 /// `tsrun MODEL [--json]` is short for `tsrun summary MODEL`, and `tsrun MODEL ARGS...` for
 /// `tsrun run MODEL ARGS...`. A first word that names no file but is close to a subcommand
-/// is a typo, reported as one rather than as a missing model.
+/// is a typo, reported as one rather than as a missing model. Global flags (`--quiet`, `-v`)
+/// may come before the model.
 fn with_default_subcommand(
     mut args: Vec<std::ffi::OsString>,
 ) -> Result<Vec<std::ffi::OsString>, String> {
-    let Some(first) = args.get(1).and_then(|a| a.to_str()).map(str::to_string) else {
+    let Some(at) = (1..args.len()).find(|&i| !is_global_flag(&args[i])) else {
+        return Ok(args);
+    };
+    let Some(first) = args[at].to_str().map(str::to_string) else {
         return Ok(args);
     };
     let subcommands = subcommand_names();
@@ -86,10 +97,21 @@ fn with_default_subcommand(
         }
     }
     // only flags the summary has: nothing to run with
-    let summary_only = args[2..].iter().all(|a| a == "--json");
+    let summary_only = args[at + 1..]
+        .iter()
+        .all(|a| a == "--json" || is_global_flag(a));
     let implied = if summary_only { "summary" } else { "run" };
-    args.insert(1, implied.into());
+    args.insert(at, implied.into());
     Ok(args)
+}
+
+/// `--quiet`, `-q`, `--verbose`, `-v`, `-vv`...: the flags every subcommand takes.
+fn is_global_flag(arg: &std::ffi::OsStr) -> bool {
+    match arg.to_str() {
+        Some("--quiet" | "-q" | "--verbose") => true,
+        Some(a) => a.len() > 1 && a.starts_with('-') && a[1..].chars().all(|c| c == 'v'),
+        None => false,
+    }
 }
 
 /// The subcommand within two edits of `word`, if any (`inof` -> `info`).
@@ -111,6 +133,7 @@ fn main() {
         }
     };
     let cli = Cli::parse_from(args);
+    cli::log::set_verbosity(cli::log::Verbosity::from_flags(cli.quiet, cli.verbose));
     // `run` and single-caller `bench` make every call from this thread: make it one of the
     // pool's workers, so parallel kernels start in place rather than by waking the pool.
     let this_thread_calls = match &cli.command {

@@ -98,11 +98,12 @@ fn peak_rss_bytes() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// Runs longer than this get a progress bar on a terminal.
+/// Runs longer than this get a progress bar on a terminal (not with `--quiet`).
 const PROGRESS_AFTER: Duration = Duration::from_secs(2);
 
 fn progress_bar(expected: Duration, n: usize) -> indicatif::ProgressBar {
-    if expected < PROGRESS_AFTER || !std::io::stderr().is_terminal() {
+    let quiet = super::log::verbosity() == super::log::Verbosity::Quiet;
+    if quiet || expected < PROGRESS_AFTER || !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(n as u64);

@@ -9,7 +9,6 @@
 use super::error::{usage, CliError, CliResult};
 use super::inputs::InputArgs;
 use crate::golden::{Report, Tolerance};
-use crate::runtime::Module;
 use std::path::PathBuf;
 
 /// Arguments of `tsrun compare`.
@@ -46,7 +45,7 @@ pub fn run(args: &CompareArgs) -> CliResult {
     if !(args.rtol >= 0.0 && args.atol >= 0.0) {
         return Err(usage("--rtol and --atol must be non-negative"));
     }
-    let module = Module::load(&args.model)?;
+    let module = super::run::load_module(&args.model)?;
     let expected = crate::runtime::module::read_state_dict(&args.expected)?;
     let result = super::run::call(&module, &args.method, &args.inputs, &args.limits, args.seed)?;
     let expected: Vec<_> = expected.into_iter().collect();

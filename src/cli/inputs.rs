@@ -91,12 +91,12 @@ impl InputArgs {
         }
         if !self.cast_inputs && !cast_from.is_empty() {
             let from: Vec<&str> = cast_from.iter().map(|d| d.name()).collect();
-            eprintln!(
-                "tsrun: warning: casting {} inputs to {}, the dtype of the model's parameters \
+            super::log::warn(format_args!(
+                "casting {} inputs to {}, the dtype of the model's parameters \
                  (--cast-inputs does this silently)",
                 from.join(" and "),
                 model_dtype.name()
-            );
+            ));
         }
         Ok(())
     }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod info;
 pub mod inputs;
 pub mod load_state_dict;
+pub mod log;
 pub mod ops;
 pub mod output;
 pub mod parse_graph;

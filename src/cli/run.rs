@@ -6,8 +6,10 @@
 use super::error::{usage, CliResult};
 use super::inputs::parse_literal;
 pub use super::inputs::read_npy;
+use super::log;
 use crate::runtime::IValue;
 use std::path::PathBuf;
+use std::time::Instant;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
@@ -92,7 +94,7 @@ pub fn run(args: &RunArgs) -> CliResult {
     if let Some(n) = args.threads {
         crate::runtime::set_num_threads(n)?;
     }
-    let root = crate::runtime::Module::load(&args.model)?;
+    let root = load_module(&args.model)?;
     if args.train || args.eval {
         root.train(args.train);
     }
@@ -120,6 +122,22 @@ pub fn run(args: &RunArgs) -> CliResult {
     Ok(())
 }
 
+/// Load the archive at `path`; with `-v`, say how long that took and how many threads kernels
+/// use.
+pub fn load_module(path: &std::path::Path) -> crate::Result<crate::runtime::Module> {
+    let started = Instant::now();
+    let module = crate::runtime::Module::load(path)?;
+    log::info(|| {
+        format!(
+            "loaded {} in {}; kernels use {} threads",
+            path.display(),
+            log::elapsed(started.elapsed()),
+            rayon::current_num_threads()
+        )
+    });
+    Ok(module)
+}
+
 /// Call `method` of `module` on the inputs of `inputs` within `limits`; `seed` seeds the call's
 /// generator and `--random`.
 pub fn call(
@@ -136,11 +154,21 @@ pub fn call(
         module.bind_arguments(method, resolved.positional, resolved.named)?
     };
     let options = limits.run_options(Some(seed))?;
-    Ok(if method == "forward" {
-        module.call_opts(positional, &options)?
+    let started = Instant::now();
+    let result = if method == "forward" {
+        module.call_opts(positional, &options)
     } else {
-        module.run_method_opts(method, positional, &options)?
-    })
+        module.run_method_opts(method, positional, &options)
+    };
+    // the first call of a method compiles it (and what it calls) before running it
+    log::info(|| {
+        format!(
+            "{method} {} in {} (compilation included)",
+            if result.is_ok() { "ran" } else { "failed" },
+            log::elapsed(started.elapsed())
+        )
+    });
+    Ok(result?)
 }
 
 /// NamedTuple field names by class, from the module's compilation unit (for `--json`, `-o`).

@@ -82,19 +82,27 @@ impl Source {
     /// 1-based line and 0-based column (as PyTorch prints `file:line:col`) of a byte offset.
     /// An offset past the end (a hostile debug_pkl range) counts from the last line start.
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
-        let line = match self.line_starts.binary_search(&offset) {
-            Ok(i) => i,
-            Err(i) => i.saturating_sub(1),
-        };
-        let start = self.line_starts.get(line).copied().unwrap_or(0);
-        (line + self.first_line, offset.saturating_sub(start))
+        let index = self.line_index(offset);
+        let start = self.line_starts.get(index).copied().unwrap_or(0);
+        // a debug_pkl record's starting line is input: saturate rather than overflow
+        (
+            index.saturating_add(self.first_line),
+            offset.saturating_sub(start),
+        )
     }
 
-    /// The text of the (1-based, relative to `first_line`) line containing `offset`.
+    /// Index in `line_starts` (0 for the text's first line) of the line containing `offset`.
+    fn line_index(&self, offset: usize) -> usize {
+        match self.line_starts.binary_search(&offset) {
+            Ok(i) => i,
+            Err(i) => i.saturating_sub(1),
+        }
+    }
+
+    /// The text of the line containing `offset`.
     pub fn line_text(&self, offset: usize) -> &str {
-        let (line, _) = self.line_col(offset);
-        let idx = line - self.first_line;
-        let start = self.line_starts[idx];
+        let idx = self.line_index(offset);
+        let start = self.line_starts.get(idx).copied().unwrap_or(0);
         let end = self
             .line_starts
             .get(idx + 1)
@@ -102,6 +110,16 @@ impl Source {
             .unwrap_or(self.text.len());
         &self.text[start..end]
     }
+}
+
+/// The largest character boundary of `text` not after `offset` (the text's length past it).
+fn char_boundary_at_or_before(text: &str, offset: usize) -> usize {
+    let mut at = offset.min(text.len());
+    // 0 is a boundary, so this stops
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
 /// A byte range in a [`Source`].
@@ -118,11 +136,15 @@ impl SourceRange {
     }
 
     /// Where this range is, with the text a caret under it needs (errors that point at code).
+    /// Bounds from a `debug_pkl` record are input: past the end or inside a character, they
+    /// are moved back onto the text, never a panic.
     pub fn code_location(&self) -> crate::error::CodeLocation {
-        let (line, col) = self.source.line_col(self.start);
-        let source_line = self.source.line_text(self.start).to_string();
-        let end = self.end.clamp(self.start, self.source.text.len());
-        let width = self.source.text[self.start.min(end)..end]
+        let text = &self.source.text;
+        let start = char_boundary_at_or_before(text, self.start);
+        let end = char_boundary_at_or_before(text, self.end.max(start));
+        let (line, col) = self.source.line_col(start);
+        let source_line = self.source.line_text(start).to_string();
+        let width = text[start..end]
             .lines()
             .next()
             .map_or(1, |t| t.chars().count().max(1));
@@ -145,6 +167,18 @@ impl SourceRange {
     /// file with debug records (`SourceRange::findSourceRangeThatGenerated`).
     pub fn generated_by(&self) -> Option<SourceRange> {
         self.source.generated_by.as_ref()?.find(self.start)
+    }
+
+    /// Where in the original Python source this range was generated from (its code file's
+    /// `debug_pkl` record), with the text a caret under it needs. `None` without records, and
+    /// for records PyTorch prints nothing for: a source without a file name, or an empty one
+    /// (the sentinel records of class headers and call targets, whose frame PyTorch's
+    /// "original code" traceback leaves out).
+    pub fn original_location(&self) -> Option<crate::error::CodeLocation> {
+        let original = self.generated_by()?;
+        let source = &original.source;
+        (source.named && !source.name.is_empty() && !source.text.is_empty())
+            .then(|| original.code_location())
     }
 
     /// The `file:line:col` comment PyTorch's `Node::print` writes: the location of the

@@ -6,7 +6,7 @@ use crate::ir::source::SourceRange;
 use crate::ir::types::Type;
 use crate::ops::call_limits::Stop;
 use crate::ops::{scalar::python_str, Args, OpContext};
-use crate::runtime::{Dict, IValue, List, Object, RuntimeError, Tuple};
+use crate::runtime::{Dict, IValue, List, Object, RuntimeError, TracebackFrame, Tuple};
 use crate::tensor::budget::LimitExceeded;
 use crate::Error;
 use parking_lot::RwLock;
@@ -98,23 +98,9 @@ fn run_plan_here(
     })
 }
 
-fn frame_text(func: &str, src: Option<&SourceRange>) -> String {
-    match src {
-        Some(s) => {
-            let (line, _) = s.source.line_col(s.start);
-            format!(
-                "  File \"{}\", line {line}, in {func}\n    {}\n",
-                s.source.name,
-                s.source.line_text(s.start).trim()
-            )
-        }
-        None => format!("  In {func}\n"),
-    }
-}
-
 /// Add the frame of `func` at `src` to `e`'s TorchScript traceback.
 fn with_frame(e: Error, func: &str, src: Option<&SourceRange>) -> Error {
-    let frame = frame_text(func, src);
+    let frame = TracebackFrame::new(func, src);
     match e {
         Error::Runtime(RuntimeError::Traceback { mut frames, cause }) => {
             frames.insert(0, frame);
