@@ -206,7 +206,7 @@ fn without_debug_records_frames_have_no_original_line() {
         out.write_all(&data).expect("write");
     }
     let bytes = out.finish().expect("zip").into_inner();
-    let module = Module::load_from_bytes(&bytes).expect("load");
+    let module = Module::load_bytes(&bytes).expect("load");
     let x = tsrun::Tensor::from_slice(&[1.0f32; 10], &[2, 5]).expect("x");
     let e = module
         .forward(&[IValue::Tensor(x)])
