@@ -19,6 +19,12 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_dynamic_bert",
     "q_ops_scripted",
     "q_dynamic_lstm_tagger",
+    "q_dynamic_gru_tagger",
+    "q_dynamic_packed_gru",
+    "q_dynamic_packed_lstm",
+    "q_fp16_lstm_tagger",
+    "q_fp16_packed_gru",
+    "q_fp16_mlp",
 ];
 
 /// Every tensor in a (nested) result, in order.
