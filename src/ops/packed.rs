@@ -16,7 +16,8 @@ fn err(msg: impl Into<String>) -> crate::Error {
     crate::runtime::RuntimeError::Other(msg.into()).into()
 }
 
-fn batch_sizes(op: &str, t: &Tensor) -> R<Vec<usize>> {
+/// A PackedSequence's `batch_sizes`, checked positive and non-increasing.
+pub(crate) fn batch_sizes(op: &str, t: &Tensor) -> R<Vec<usize>> {
     if t.dim() != 1 {
         return Err(err(format!("{op}: batch_sizes must be 1-D")));
     }

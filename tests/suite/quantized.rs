@@ -6,7 +6,8 @@
 use crate::common::{decode, Arrays};
 use crate::load_common::{fixtures_dir, load_fixture};
 use serde_json::Value;
-use tsrun::internals::ops::OpContext;
+use tsrun::internals::ir::types::Type;
+use tsrun::internals::ops::{Args, OpContext, Registry};
 use tsrun::internals::runtime::Module;
 use tsrun::IValue;
 
@@ -19,6 +20,12 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_dynamic_bert",
     "q_ops_scripted",
     "q_dynamic_lstm_tagger",
+    "q_dynamic_gru_tagger",
+    "q_dynamic_packed_gru",
+    "q_dynamic_packed_lstm",
+    "q_fp16_lstm_tagger",
+    "q_fp16_packed_gru",
+    "q_fp16_mlp",
 ];
 
 /// Every tensor in a (nested) result, in order.
@@ -104,5 +111,146 @@ fn quantized_archives_resave_with_their_weights() {
         let (e1, t1, _) = exact_count(&m, name);
         let (e2, t2, _) = exact_count(&again, name);
         assert_eq!((e1, t1), (e2, t2), "{name}: outputs change after a save");
+    }
+}
+
+/// Runs the built-in kernel `op.overload` on `args`.
+fn call_kernel(op: &str, overload: &str, mut args: Vec<IValue>) -> tsrun::Result<IValue> {
+    let kernel = Registry::global()
+        .lookup(op, overload)
+        .unwrap_or_else(|| panic!("{op}.{overload} is registered"));
+    let ctx = OpContext::default();
+    kernel(&mut Args::new(op, &mut args, &ctx))
+}
+
+fn tensor(values: Vec<f32>, shape: &[usize]) -> IValue {
+    IValue::Tensor(tsrun::Tensor::from_vec(values, shape).expect("tensor"))
+}
+
+fn floats(v: &IValue) -> Vec<f32> {
+    v.as_tensor()
+        .expect("tensor")
+        .to_vec::<f32>()
+        .expect("floats")
+}
+
+/// fp16 packed weights are saturated to the half range before rounding, as fbgemm's prepack
+/// does (a weight of 1e6 acts as 65504, not infinity), and the fused ReLU variant clamps.
+#[test]
+fn fp16_linear_saturates_and_rounds_weights_to_half() {
+    let weight = tensor(vec![1e6, 0.1, -3.0, -1e6], &[2, 2]);
+    let bias = tensor(vec![0.5, 0.0], &[2]);
+    let packed =
+        call_kernel("quantized::linear_prepack_fp16", "", vec![weight, bias]).expect("prepack");
+    let x = tensor(vec![1.0, 1.0], &[1, 2]);
+    let out = call_kernel(
+        "quantized::linear_dynamic_fp16",
+        "",
+        vec![x.clone(), packed.clone()],
+    )
+    .expect("linear_dynamic_fp16");
+    let half_tenth = half::f16::from_f32(0.1).to_f32();
+    assert_eq!(
+        floats(&out),
+        vec![(65504.0f32 + half_tenth) + 0.5, -3.0 - 65504.0]
+    );
+    let relu = call_kernel("quantized::linear_relu_dynamic_fp16", "", vec![x, packed])
+        .expect("linear_relu_dynamic_fp16");
+    assert_eq!(floats(&relu), vec![(65504.0f32 + half_tenth) + 0.5, 0.0]);
+}
+
+/// The cells of `q_dynamic_packed_gru` (2 layers x 2 directions, input 6, hidden 8).
+fn packed_gru_cells() -> IValue {
+    let m = load_fixture("q_dynamic_packed_gru").expect("load");
+    let Some(IValue::Object(gru)) = m.attr("gru") else {
+        panic!("no gru submodule")
+    };
+    let Some(IValue::Object(weights)) = gru.get("_all_weight_values") else {
+        panic!("no _all_weight_values")
+    };
+    let cells: Vec<IValue> = (0..4)
+        .map(|i| match weights.get(&i.to_string()) {
+            Some(IValue::Object(p)) => p.get("param").expect("param"),
+            _ => panic!("no packed parameter {i}"),
+        })
+        .collect();
+    let class = Type::Class("__torch__.torch.classes.rnn.CellParamsBase".into());
+    IValue::List(tsrun::List::new(class, cells))
+}
+
+fn gru_data_args(data: IValue, sizes: &[i64], hx: IValue, cells: &IValue) -> Vec<IValue> {
+    let sizes = tsrun::Tensor::from_vec(sizes.to_vec(), &[sizes.len()]).expect("sizes");
+    vec![
+        data,
+        IValue::Tensor(sizes),
+        hx,
+        cells.clone(),
+        IValue::Bool(true),
+        IValue::Int(2),
+        IValue::Double(0.0),
+        IValue::Bool(false),
+        IValue::Bool(true),
+    ]
+}
+
+/// One sequence packed (every step one row wide) runs exactly as the padded overload, and
+/// inconsistent packed arguments are errors, not panics.
+#[test]
+fn quantized_gru_data_matches_input_and_checks_its_arguments() {
+    let cells = packed_gru_cells();
+    let (t, f, h) = (5usize, 6usize, 8usize);
+    let xs: Vec<f32> = (0..t * f)
+        .map(|i| ((i * 7 % 11) as f32 - 5.0) / 4.0)
+        .collect();
+    let hx = tensor(vec![0.0; 4 * h], &[4, 1, h]);
+    let packed = call_kernel(
+        "aten::quantized_gru",
+        "data",
+        gru_data_args(tensor(xs.clone(), &[t, f]), &[1; 5], hx.clone(), &cells),
+    )
+    .expect("quantized_gru.data");
+    let padded = call_kernel(
+        "aten::quantized_gru",
+        "input",
+        vec![
+            tensor(xs.clone(), &[t, 1, f]),
+            hx.clone(),
+            cells.clone(),
+            IValue::Bool(true),
+            IValue::Int(2),
+            IValue::Double(0.0),
+            IValue::Bool(false),
+            IValue::Bool(true),
+            IValue::Bool(false),
+        ],
+    )
+    .expect("quantized_gru.input");
+    let (IValue::Tuple(p), IValue::Tuple(q)) = (&packed, &padded) else {
+        panic!("tuples expected")
+    };
+    assert_eq!(floats(&p.items()[0]), floats(&q.items()[0]), "outputs");
+    assert_eq!(floats(&p.items()[1]), floats(&q.items()[1]), "h_n");
+    assert_eq!(p.items()[0].as_tensor().expect("out").shape(), [t, 2 * h]);
+
+    let data = tensor(xs, &[t, f]);
+    for (sizes, hx, what) in [
+        (
+            &[2i64, 2][..],
+            hx.clone(),
+            "batch sizes not covering the rows",
+        ),
+        (
+            &[1, 2, 2][..],
+            tensor(vec![0.0; 8 * h], &[4, 2, h]),
+            "increasing batch sizes",
+        ),
+        (&[2, 2, 1][..], hx, "hx batch not the first batch size"),
+    ] {
+        let r = call_kernel(
+            "aten::quantized_gru",
+            "data",
+            gru_data_args(data.clone(), sizes, hx, &cells),
+        );
+        assert!(r.is_err(), "{what} accepted");
     }
 }

@@ -26,7 +26,12 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::linear_relu_dynamic", |a| {
         linear_dynamic(a, true)
     });
-    r.add("quantized::linear_dynamic_fp16", linear_dynamic_fp16);
+    r.add("quantized::linear_dynamic_fp16", |a| {
+        linear_dynamic_fp16(a, false)
+    });
+    r.add("quantized::linear_relu_dynamic_fp16", |a| {
+        linear_dynamic_fp16(a, true)
+    });
 }
 
 fn linear_prepack(a: &mut Args<'_>) -> Result<IValue> {
@@ -380,34 +385,78 @@ pub(crate) fn dynamic_matmul(
     Ok(out)
 }
 
-/// fbgemm's fp16 GEMM: weights rounded to half, float accumulation.
-fn linear_dynamic_fp16(a: &mut Args<'_>) -> Result<IValue> {
+/// `quantized::linear_dynamic_fp16` / `linear_relu_dynamic_fp16`: fbgemm's fp16 GEMM (weights
+/// rounded to half, float accumulation), then the bias added as a separate step.
+fn linear_dynamic_fp16(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let x = a.tensor(0)?;
     let p = LinearParams::from_object(&packed_arg(a, 1)?)?;
     if !p.is_fp16() {
         return Err(unsupported(a.op, "expects fp16 packed weights"));
     }
     let (m, k, n) = dims(a.op, &x, &p.weight)?;
-    let xs = x.to_vec::<f32>()?;
-    let w: Vec<f32> = p
-        .weight
-        .to_vec::<f32>()?
-        .iter()
-        .map(|&v| half::f16::from_f32(v).to_f32())
-        .collect();
-    let bias = match &p.bias {
-        Some(b) => Some(b.to_vec::<f32>()?),
-        None => None,
-    };
-    let mut out = vec![0f32; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            let mut s = 0f32;
-            for t in 0..k {
-                s = xs[i * k + t].mul_add(w[j * k + t], s);
-            }
-            out[i * n + j] = s + bias.as_ref().map_or(0.0, |b| b[j]);
-        }
+    let weights = Fp16Weights::new(&p)?;
+    let mut out = weights.matmul(&x.to_vec::<f32>()?, m, k, n)?;
+    if relu {
+        out.iter_mut().for_each(|v| *v = v.max(0.0));
     }
     tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
+}
+
+/// fp16 packed linear weights as fbgemm's `PackedGemmMatrixFP16` holds them: each float weight
+/// saturated to the half range (`HandleWeightsSaturation`, +-65504) and rounded to the nearest
+/// half, widened back to float for the product; the bias stays float.
+pub(crate) struct Fp16Weights {
+    /// `[n, k]` row-major, each value exactly representable in half precision.
+    weight: Vec<f32>,
+    bias: Option<Vec<f32>>,
+}
+
+impl Fp16Weights {
+    pub(crate) fn new(p: &LinearParams) -> Result<Fp16Weights> {
+        if !p.is_fp16() || p.weight.dim() != 2 {
+            return Err(unsupported(
+                "quantized::linear_dynamic_fp16",
+                "fp16 packed weights must be a 2-d float32 tensor",
+            ));
+        }
+        const HALF_MAX: f32 = 65504.0;
+        let weight = p
+            .weight
+            .to_vec::<f32>()?
+            .into_iter()
+            .map(|v| half::f16::from_f32(v.clamp(-HALF_MAX, HALF_MAX)).to_f32())
+            .collect();
+        let bias = match &p.bias {
+            Some(b) => Some(b.to_vec::<f32>()?),
+            None => None,
+        };
+        Ok(Fp16Weights { weight, bias })
+    }
+
+    /// `xs` (`m` rows of `k`) times the weights (`n` outputs): fbgemm's fp16 kernels
+    /// accumulate each output from zero with one FMA per `k` in order, then `output.add_(bias)`.
+    pub(crate) fn matmul(&self, xs: &[f32], m: usize, k: usize, n: usize) -> Result<Vec<f32>> {
+        if self.weight.len() != n * k
+            || xs.len() != m * k
+            || self.bias.as_ref().is_some_and(|b| b.len() != n)
+        {
+            return Err(unsupported(
+                "quantized::linear_dynamic_fp16",
+                format!("input of {k} features does not fit the fp16 weights"),
+            ));
+        }
+        let mut out = vec![0f32; m * n];
+        for i in 0..m {
+            let x_row = &xs[i * k..(i + 1) * k];
+            for (j, o) in out[i * n..(i + 1) * n].iter_mut().enumerate() {
+                let w_row = &self.weight[j * k..(j + 1) * k];
+                let dot = x_row
+                    .iter()
+                    .zip(w_row)
+                    .fold(0f32, |acc, (&x, &w)| x.mul_add(w, acc));
+                *o = dot + self.bias.as_ref().map_or(0.0, |b| b[j]);
+            }
+        }
+        Ok(out)
+    }
 }

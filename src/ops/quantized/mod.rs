@@ -1,7 +1,8 @@
 //! Quantized operators with the arithmetic of PyTorch's x86 (fbgemm) engine: `quantize_per_tensor`
 //! / `dequantize` and friends (`tensors.rs`), `quantized::conv*` (`conv.rs`), `quantized::linear*`
-//! static and dynamic (`linear.rs`), the dynamic LSTM (`rnn.rs`), elementwise ops and the aten ops quantized models apply to
-//! quantized tensors (`elementwise.rs`), and the packed-weight torchbind classes
+//! static, dynamic and fp16 (`linear.rs`), the dynamic LSTM and GRU (`rnn.rs`), elementwise
+//! ops and the aten ops quantized models apply to quantized tensors (`elementwise.rs`), and the
+//! packed-weight torchbind classes
 //! (`torchbind.rs`).
 //!
 //! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization

@@ -1,13 +1,19 @@
 //! Dynamic quantized LSTM and GRU (`aten::quantized_lstm` with `use_dynamic=True` and
-//! `aten::quantized_gru`, what `quantize_dynamic` makes of `nn.LSTM` / `nn.GRU`): ATen's CPU
-//! `FullLayer` computes the input projection of the whole sequence with one dynamic linear
-//! (one set of activation parameters), then per step the hidden projection, `sigmoid`/`tanh`
-//! gates in float, in the order of ATen's `LSTMCell` / `GRUCell`.
-//! The cell parameters are `__torch__.torch.classes.rnn.CellParamsBase` objects with the
-//! state `("quantized_dynamic", [b_ih, b_hh], [], [reduce_range], [w_ih, w_hh])`, the packed
-//! weights carrying their biases.
+//! `aten::quantized_gru`, what `quantize_dynamic` makes of `nn.LSTM` / `nn.GRU`), over a padded
+//! input (`.input`) or a PackedSequence (`.data`).
+//!
+//! ATen's CPU layers compute the input projection of the whole sequence with one dynamic
+//! linear (one set of activation parameters), then per step the hidden projection of the batch
+//! entries still running and the `sigmoid`/`tanh` gates in float, in the order of ATen's
+//! `LSTMCell` / `GRUCell`. The padded input is the packed case with every step as wide as
+//! the batch, so both overloads share one recurrence (`PackedLayer` / `ReversedPackedLayer`).
+//!
+//! The cell parameters are `__torch__.torch.classes.rnn.CellParamsBase` objects whose state is
+//! `("quantized_dynamic", [b_ih, b_hh], [], [reduce_range], [w_ih, w_hh])` for int8 weights or
+//! `("quantized_fp16", [], [], [], [w_ih, w_hh])` for fp16 ones, the packed weights
+//! (`LinearPackedParamsBase`) carrying their biases.
 
-use super::linear::dynamic_matmul;
+use super::linear::{dynamic_matmul, Fp16Weights};
 use super::torchbind::LinearParams;
 use super::unsupported;
 use crate::ops::{Args, Registry};
@@ -16,8 +22,18 @@ use crate::tensor::Tensor;
 use crate::Result;
 
 pub fn register(r: &mut Registry) {
-    r.add("aten::quantized_lstm.input", quantized_lstm);
-    r.add("aten::quantized_gru.input", quantized_gru);
+    r.add("aten::quantized_lstm.input", |a| {
+        quantized_rnn_op(a, CellKind::Lstm, Layout::Padded)
+    });
+    r.add("aten::quantized_lstm.data", |a| {
+        quantized_rnn_op(a, CellKind::Lstm, Layout::Packed)
+    });
+    r.add("aten::quantized_gru.input", |a| {
+        quantized_rnn_op(a, CellKind::Gru, Layout::Padded)
+    });
+    r.add("aten::quantized_gru.data", |a| {
+        quantized_rnn_op(a, CellKind::Gru, Layout::Packed)
+    });
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -35,17 +51,49 @@ impl CellKind {
     }
 }
 
+/// How the sequence argument is laid out: `.input` takes `[T, B, F]` (or `[B, T, F]`),
+/// `.data` a PackedSequence's `(data [N, F], batch_sizes [T])`.
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    Padded,
+    Packed,
+}
+
+/// One linear projection of a cell, as its `CellParamsBase` kind computes it.
+enum Projection {
+    /// `quantized_dynamic`: the input quantized to quint8 from its own min/max per call.
+    Int8 {
+        // boxed: a tensor's handle is large next to the fp16 variant
+        params: Box<LinearParams>,
+        reduce_range: bool,
+    },
+    /// `quantized_fp16`: half-rounded weights, float arithmetic.
+    Fp16(Fp16Weights),
+}
+
+impl Projection {
+    /// `xs` (`m` rows of `k`) projected to `n` outputs, bias included.
+    fn apply(&self, xs: &[f32], m: usize, k: usize, n: usize) -> Result<Vec<f32>> {
+        match self {
+            Projection::Int8 {
+                params,
+                reduce_range,
+            } => dynamic_matmul(xs, m, k, n, params, *reduce_range, false),
+            Projection::Fp16(w) => w.matmul(xs, m, k, n),
+        }
+    }
+}
+
 struct Cell {
-    w_ih: LinearParams,
-    w_hh: LinearParams,
-    reduce_range: bool,
+    ih: Projection,
+    hh: Projection,
 }
 
 fn cell_of(op: &str, v: &IValue) -> Result<Cell> {
     let bad = || {
         unsupported(
             op,
-            "cell parameters are not quantized_dynamic CellParamsBase objects",
+            "cell parameters are not quantized_dynamic or quantized_fp16 CellParamsBase objects",
         )
     };
     let IValue::Object(o) = v else {
@@ -55,13 +103,10 @@ fn cell_of(op: &str, v: &IValue) -> Result<Cell> {
         return Err(bad());
     };
     let items = state.items();
-    match items.first() {
-        Some(IValue::String(kind)) if &**kind == "quantized_dynamic" => {}
+    let fp16 = match items.first() {
+        Some(IValue::String(kind)) if &**kind == "quantized_dynamic" => false,
+        Some(IValue::String(kind)) if &**kind == "quantized_fp16" => true,
         _ => return Err(bad()),
-    }
-    let reduce_range = match items.get(3) {
-        Some(IValue::List(l)) => matches!(l.to_vec().first(), Some(IValue::Int(1))),
-        _ => false,
     };
     let packed: Vec<Object> = match items.get(4) {
         Some(IValue::List(l)) => l
@@ -77,10 +122,29 @@ fn cell_of(op: &str, v: &IValue) -> Result<Cell> {
     let [w_ih, w_hh] = packed.as_slice() else {
         return Err(bad());
     };
+    let (w_ih, w_hh) = (
+        LinearParams::from_object(w_ih)?,
+        LinearParams::from_object(w_hh)?,
+    );
+    if fp16 {
+        return Ok(Cell {
+            ih: Projection::Fp16(Fp16Weights::new(&w_ih)?),
+            hh: Projection::Fp16(Fp16Weights::new(&w_hh)?),
+        });
+    }
+    let reduce_range = match items.get(3) {
+        Some(IValue::List(l)) => matches!(l.to_vec().first(), Some(IValue::Int(1))),
+        _ => false,
+    };
     Ok(Cell {
-        w_ih: LinearParams::from_object(w_ih)?,
-        w_hh: LinearParams::from_object(w_hh)?,
-        reduce_range,
+        ih: Projection::Int8 {
+            params: Box::new(w_ih),
+            reduce_range,
+        },
+        hh: Projection::Int8 {
+            params: Box::new(w_hh),
+            reduce_range,
+        },
     })
 }
 
@@ -88,40 +152,70 @@ fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// One direction of one layer over `xs` (`t` steps of `b` x `f`); returns the outputs
-/// (`t` x `b` x `hsz`) and the final h (and c for an LSTM; `c0` is empty for a GRU).
+/// Packed rows: step `i` holds `sizes[i]` rows (the first `sizes[i]` batch entries, sorted
+/// longest first), `feat` values each.
+struct Packed<'a> {
+    rows: &'a [f32],
+    sizes: &'a [usize],
+    feat: usize,
+}
+
+/// The recurrent state of one direction: `h` (and `c` for an LSTM, empty for a GRU), one
+/// `hsz` row per batch entry.
+struct State {
+    h: Vec<f32>,
+    c: Vec<f32>,
+}
+
+/// One direction of one layer over packed `input`; returns the output rows (`hsz` each) and
+/// the final state.
+///
+/// Entry `k`'s row is updated only at the steps it runs, so the first `sizes[i]` rows of the
+/// state are exactly ATen's sliced hidden: forwards the finished entries keep their last
+/// state (`PackedLayer` saves them as the batch shrinks), backwards an entry starts from its
+/// `h0` row when it joins (`ReversedPackedLayer` concatenates it as the batch grows).
 fn run_direction(
     kind: CellKind,
-    xs: &[f32],
-    (t, b, f): (usize, usize, usize),
+    input: &Packed<'_>,
     cell: &Cell,
-    h0: &[f32],
-    c0: &[f32],
+    mut state: State,
+    hsz: usize,
     reverse: bool,
-) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
-    let hsz = h0.len() / b.max(1);
+) -> Result<(Vec<f32>, State)> {
+    let total_rows = input.sizes.iter().sum::<usize>();
     let g = kind.gates() * hsz;
-    let pre = dynamic_matmul(xs, t * b, f, g, &cell.w_ih, cell.reduce_range, false)?;
-    let (mut h, mut c) = (h0.to_vec(), c0.to_vec());
-    let mut out = vec![0f32; t * b * hsz];
-    for step in 0..t {
-        let ti = if reverse { t - 1 - step } else { step };
-        let hh = dynamic_matmul(&h, b, hsz, g, &cell.w_hh, cell.reduce_range, false)?;
-        for bi in 0..b {
+    let pre = cell.ih.apply(input.rows, total_rows, input.feat, g)?;
+    let mut offsets = Vec::with_capacity(input.sizes.len());
+    let mut acc = 0;
+    for &s in input.sizes {
+        offsets.push(acc);
+        acc += s;
+    }
+    let mut out = vec![0f32; total_rows * hsz];
+    let steps: Box<dyn Iterator<Item = usize>> = if reverse {
+        Box::new((0..input.sizes.len()).rev())
+    } else {
+        Box::new(0..input.sizes.len())
+    };
+    for step in steps {
+        let (bs, off) = (input.sizes[step], offsets[step]);
+        let hh = cell.hh.apply(&state.h[..bs * hsz], bs, hsz, g)?;
+        for bi in 0..bs {
             let hg = &hh[bi * g..(bi + 1) * g];
-            let ig = &pre[(ti * b + bi) * g..(ti * b + bi + 1) * g];
+            let ig = &pre[(off + bi) * g..(off + bi + 1) * g];
             for j in 0..hsz {
                 let k = bi * hsz + j;
                 match kind {
                     CellKind::Lstm => {
+                        // gates = linear_hh(h) + linear_ih(x), chunked i, f, g, o
                         let gate = |q: usize| hg[q * hsz + j] + ig[q * hsz + j];
                         let i_g = sigmoid(gate(0));
                         let f_g = sigmoid(gate(1));
                         let c_g = gate(2).tanh();
                         let o_g = sigmoid(gate(3));
-                        let cy = f_g * c[k] + i_g * c_g;
-                        c[k] = cy;
-                        h[k] = o_g * cy.tanh();
+                        let cy = f_g * state.c[k] + i_g * c_g;
+                        state.c[k] = cy;
+                        state.h[k] = o_g * cy.tanh();
                     }
                     CellKind::Gru => {
                         // reset = sigmoid(hh_r + ih_r), update = sigmoid(hh_z + ih_z),
@@ -129,59 +223,92 @@ fn run_direction(
                         let r_g = sigmoid(hg[j] + ig[j]);
                         let z_g = sigmoid(hg[hsz + j] + ig[hsz + j]);
                         let n_g = (ig[2 * hsz + j] + hg[2 * hsz + j] * r_g).tanh();
-                        h[k] = (h[k] - n_g) * z_g + n_g;
+                        state.h[k] = (state.h[k] - n_g) * z_g + n_g;
                     }
                 }
             }
         }
-        out[ti * b * hsz..(ti + 1) * b * hsz].copy_from_slice(&h);
+        out[off * hsz..(off + bs) * hsz].copy_from_slice(&state.h[..bs * hsz]);
     }
-    Ok((out, h, c))
+    Ok((out, state))
 }
 
-fn quantized_lstm(a: &mut Args<'_>) -> Result<IValue> {
-    // (input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-    //  batch_first, dtype, use_dynamic)
-    if !a.bool(10)? {
-        return Err(unsupported(
-            a.op,
-            "only use_dynamic=True (dynamic quantization) is supported",
-        ));
-    }
-    let hx = a.tensor_list(1)?;
-    if hx.len() != 2 {
-        return Err(unsupported(a.op, "hx = [h0, c0] expected"));
-    }
-    quantized_rnn(a, CellKind::Lstm, &hx)
+/// Arguments both layouts share, from `num_layers` on: (num_layers, dropout, train,
+/// bidirectional), at `first` (after `has_biases`).
+struct LayerArgs {
+    num_layers: usize,
+    bidirectional: bool,
 }
 
-fn quantized_gru(a: &mut Args<'_>) -> Result<IValue> {
-    // (input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
-    let hx = vec![a.tensor(1)?];
-    quantized_rnn(a, CellKind::Gru, &hx)
-}
-
-/// The layers of a dynamic quantized LSTM (hx = [h0, c0]; returns (output, h_n, c_n)) or
-/// GRU (hx = [h0]; returns (output, h_n)). Arguments 2..=8 are laid out alike in both ops.
-fn quantized_rnn(a: &mut Args<'_>, kind: CellKind, hx: &[Tensor]) -> Result<IValue> {
-    let input = a.tensor(0)?;
-    let params = a.list(2)?.to_vec();
-    let num_layers = usize::try_from(a.int(4)?).map_err(|_| unsupported(a.op, "num_layers"))?;
-    let train = a.bool(6)?;
-    let bidirectional = a.bool(7)?;
-    let batch_first = a.bool(8)?;
-    if train && a.double(5)? > 0.0 {
+fn layer_args(a: &Args<'_>, first: usize) -> Result<LayerArgs> {
+    let num_layers = usize::try_from(a.int(first)?).map_err(|_| unsupported(a.op, "num_layers"))?;
+    if a.bool(first + 2)? && a.double(first + 1)? > 0.0 {
         return Err(unsupported(a.op, "dropout in training mode"));
     }
-    let dirs = if bidirectional { 2 } else { 1 };
-    if params.len() != num_layers * dirs {
-        return Err(unsupported(
-            a.op,
-            "one cell per layer and direction expected",
-        ));
+    Ok(LayerArgs {
+        num_layers,
+        bidirectional: a.bool(first + 3)?,
+    })
+}
+
+/// `aten::quantized_lstm.input(input, hx, params, has_biases, num_layers, dropout, train,
+/// bidirectional, batch_first, *, dtype, use_dynamic)`, `.data(data, batch_sizes, hx, params,
+/// has_biases, num_layers, dropout, train, bidirectional, *, dtype, use_dynamic)` and the GRU
+/// overloads (same without `dtype` / `use_dynamic`, `hx` one tensor): returns (output, h_n)
+/// and c_n for an LSTM.
+fn quantized_rnn_op(a: &mut Args<'_>, kind: CellKind, layout: Layout) -> Result<IValue> {
+    // the packed overloads insert batch_sizes after the sequence
+    let shift = usize::from(layout == Layout::Packed);
+    let hx_index = 1 + shift;
+    let hx = match kind {
+        CellKind::Lstm => {
+            // ATen types `dtype` only; the cell objects decide int8 or fp16 arithmetic
+            if !a.bool(10)? {
+                return Err(unsupported(
+                    a.op,
+                    "only use_dynamic=True (dynamic quantization) is supported",
+                ));
+            }
+            let hx = a.tensor_list(hx_index)?;
+            if hx.len() != 2 {
+                return Err(unsupported(a.op, "hx = [h0, c0] expected"));
+            }
+            hx
+        }
+        CellKind::Gru => vec![a.tensor(hx_index)?],
+    };
+    let params = a.list(hx_index + 1)?.to_vec();
+    let layers = layer_args(a, hx_index + 3)?;
+    let cells = params
+        .iter()
+        .map(|p| cell_of(a.op, p))
+        .collect::<Result<Vec<_>>>()?;
+    let input = a.tensor(0)?;
+    match layout {
+        Layout::Padded => {
+            let batch_first = a.bool(8)?;
+            padded_rnn(a.op, kind, &input, batch_first, &hx, &cells, &layers)
+        }
+        Layout::Packed => {
+            let sizes = crate::ops::packed::batch_sizes(a.op, &a.tensor(1)?)?;
+            packed_rnn(a.op, kind, &input, &sizes, &hx, &cells, &layers)
+        }
     }
+}
+
+/// `.input`: a `[T, B, F]` (`[B, T, F]` batch first) sequence run as packed data with `T`
+/// steps of `B` rows.
+fn padded_rnn(
+    op: &str,
+    kind: CellKind,
+    input: &Tensor,
+    batch_first: bool,
+    hx: &[Tensor],
+    cells: &[Cell],
+    layers: &LayerArgs,
+) -> Result<IValue> {
     if input.dim() != 3 {
-        return Err(unsupported(a.op, "expects a 3-d input"));
+        return Err(unsupported(op, "expects a 3-d input"));
     }
     let s = input.shape();
     let (t, b, f) = if batch_first {
@@ -189,83 +316,183 @@ fn quantized_rnn(a: &mut Args<'_>, kind: CellKind, hx: &[Tensor]) -> Result<IVal
     } else {
         (s[0], s[1], s[2])
     };
-    // time-major copy of the input
     let raw = input.to_vec::<f32>()?;
-    let mut xs = vec![0f32; t * b * f];
-    for ti in 0..t {
-        for bi in 0..b {
-            let src = if batch_first {
-                (bi * t + ti) * f
-            } else {
-                (ti * b + bi) * f
-            };
-            xs[(ti * b + bi) * f..(ti * b + bi + 1) * f].copy_from_slice(&raw[src..src + f]);
+    let rows = if batch_first {
+        swap_time_batch(&raw, b, t, f)
+    } else {
+        raw
+    };
+    let sizes = vec![b; t];
+    let (out, feat, finals) = run_layers(
+        op,
+        kind,
+        Packed {
+            rows: &rows,
+            sizes: &sizes,
+            feat: f,
+        },
+        b,
+        hx,
+        cells,
+        layers,
+    )?;
+    let out = if batch_first {
+        Tensor::from_vec(swap_time_batch(&out, t, b, feat), &[b, t, feat])?
+    } else {
+        Tensor::from_vec(out, &[t, b, feat])?
+    };
+    results(out, finals)
+}
+
+/// `.data`: packed rows `[N, F]` with their `batch_sizes`.
+fn packed_rnn(
+    op: &str,
+    kind: CellKind,
+    data: &Tensor,
+    sizes: &[usize],
+    hx: &[Tensor],
+    cells: &[Cell],
+    layers: &LayerArgs,
+) -> Result<IValue> {
+    if data.dim() != 2 {
+        return Err(unsupported(op, "packed data must be 2-d"));
+    }
+    let (n, f) = (data.shape()[0], data.shape()[1]);
+    if sizes.iter().sum::<usize>() != n {
+        return Err(unsupported(
+            op,
+            format!(
+                "batch_sizes sum to {}, data has {n} rows",
+                sizes.iter().sum::<usize>()
+            ),
+        ));
+    }
+    let rows = data.to_vec::<f32>()?;
+    let batch = sizes.first().copied().unwrap_or(0);
+    let (out, feat, finals) = run_layers(
+        op,
+        kind,
+        Packed {
+            rows: &rows,
+            sizes,
+            feat: f,
+        },
+        batch,
+        hx,
+        cells,
+        layers,
+    )?;
+    results(Tensor::from_vec(out, &[n, feat])?, finals)
+}
+
+/// `[outer, inner, f]` rows reordered as `[inner, outer, f]`.
+fn swap_time_batch(xs: &[f32], outer: usize, inner: usize, f: usize) -> Vec<f32> {
+    let mut out = vec![0f32; xs.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let src = (o * inner + i) * f;
+            let dst = (i * outer + o) * f;
+            out[dst..dst + f].copy_from_slice(&xs[src..src + f]);
         }
     }
+    out
+}
+
+/// The final states: h_n (and c_n) with their `[L * D, B, H]` shape.
+struct Finals {
+    h: Vec<f32>,
+    c: Vec<f32>,
+    shape: Vec<usize>,
+    lstm: bool,
+}
+
+fn results(out: Tensor, finals: Finals) -> Result<IValue> {
+    let mut items = vec![
+        IValue::Tensor(out),
+        IValue::Tensor(Tensor::from_vec(finals.h, &finals.shape)?),
+    ];
+    if finals.lstm {
+        items.push(IValue::Tensor(Tensor::from_vec(finals.c, &finals.shape)?));
+    }
+    Ok(IValue::Tuple(Tuple::new(items)))
+}
+
+/// The layer stack over packed `input` (`batch` entries); returns the last layer's output
+/// rows, their width (`D * H`) and the final states.
+fn run_layers(
+    op: &str,
+    kind: CellKind,
+    input: Packed<'_>,
+    batch: usize,
+    hx: &[Tensor],
+    cells: &[Cell],
+    layers: &LayerArgs,
+) -> Result<(Vec<f32>, usize, Finals)> {
+    let dirs = if layers.bidirectional { 2 } else { 1 };
+    if cells.len() != layers.num_layers * dirs {
+        return Err(unsupported(op, "one cell per layer and direction expected"));
+    }
+    let hshape = hx[0].shape().to_vec();
+    let hsz = match hshape.as_slice() {
+        [_, _, h] => *h,
+        _ => {
+            return Err(unsupported(
+                op,
+                "hx must be 3-d [layers * directions, batch, hidden]",
+            ))
+        }
+    };
     let h0 = hx[0].to_vec::<f32>()?;
     let c0 = match hx.get(1) {
         Some(c) => c.to_vec::<f32>()?,
         None => Vec::new(),
     };
-    let hsz = *hx[0].shape().last().unwrap_or(&0);
-    let state_len = b * hsz;
-    if h0.len() != num_layers * dirs * state_len || (kind == CellKind::Lstm && c0.len() != h0.len())
+    let state_len = batch * hsz;
+    if hshape != [layers.num_layers * dirs, batch, hsz]
+        || (kind == CellKind::Lstm && hx.get(1).map(|c| c.shape()) != Some(hshape.as_slice()))
     {
-        return Err(unsupported(a.op, "hx shapes do not match the layers"));
+        return Err(unsupported(op, "hx shapes do not match the layers"));
     }
-    let (mut hn, mut cn) = (Vec::new(), Vec::new());
-    let mut layer_in = xs;
-    let mut feat = f;
-    for layer in 0..num_layers {
-        let mut outs = Vec::new();
+    let sizes = input.sizes;
+    let mut finals = Finals {
+        h: Vec::with_capacity(h0.len()),
+        c: Vec::with_capacity(c0.len()),
+        shape: hshape,
+        lstm: kind == CellKind::Lstm,
+    };
+    let total_rows = sizes.iter().sum::<usize>();
+    let mut layer_in = input.rows.to_vec();
+    let mut feat = input.feat;
+    for layer in 0..layers.num_layers {
+        let mut outs = Vec::with_capacity(dirs);
         for d in 0..dirs {
             let idx = layer * dirs + d;
-            let cell = cell_of(a.op, &params[idx])?;
             let range = idx * state_len..(idx + 1) * state_len;
-            let c_init = c0.get(range.clone()).unwrap_or(&[]);
-            let (o, h, c) = run_direction(
-                kind,
-                &layer_in,
-                (t, b, feat),
-                &cell,
-                &h0[range],
-                c_init,
-                d == 1,
-            )?;
+            let state = State {
+                h: h0[range.clone()].to_vec(),
+                c: c0.get(range).map(<[f32]>::to_vec).unwrap_or_default(),
+            };
+            let packed = Packed {
+                rows: &layer_in,
+                sizes,
+                feat,
+            };
+            let (o, last) = run_direction(kind, &packed, &cells[idx], state, hsz, d == 1)?;
             outs.push(o);
-            hn.extend(h);
-            cn.extend(c);
+            finals.h.extend(last.h);
+            finals.c.extend(last.c);
         }
-        // concatenate directions on the feature axis
-        let mut next = vec![0f32; t * b * hsz * dirs];
+        // the directions side by side on the feature axis
+        let width = hsz * dirs;
+        let mut next = vec![0f32; total_rows * width];
         for (d, o) in outs.iter().enumerate() {
-            for r in 0..t * b {
-                next[r * hsz * dirs + d * hsz..r * hsz * dirs + (d + 1) * hsz]
+            for r in 0..total_rows {
+                next[r * width + d * hsz..r * width + (d + 1) * hsz]
                     .copy_from_slice(&o[r * hsz..(r + 1) * hsz]);
             }
         }
         layer_in = next;
-        feat = hsz * dirs;
+        feat = width;
     }
-    let out = if batch_first {
-        let mut o = vec![0f32; t * b * feat];
-        for ti in 0..t {
-            for bi in 0..b {
-                o[(bi * t + ti) * feat..(bi * t + ti + 1) * feat]
-                    .copy_from_slice(&layer_in[(ti * b + bi) * feat..(ti * b + bi + 1) * feat]);
-            }
-        }
-        Tensor::from_vec(o, &[b, t, feat])?
-    } else {
-        Tensor::from_vec(layer_in, &[t, b, feat])?
-    };
-    let hshape = hx[0].shape().to_vec();
-    let mut results = vec![
-        IValue::Tensor(out),
-        IValue::Tensor(Tensor::from_vec(hn, &hshape)?),
-    ];
-    if kind == CellKind::Lstm {
-        results.push(IValue::Tensor(Tensor::from_vec(cn, &hshape)?));
-    }
-    Ok(IValue::Tuple(Tuple::new(results)))
+    Ok((layer_in, feat, finals))
 }
