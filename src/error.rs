@@ -5,7 +5,6 @@ pub use crate::archive::ArchiveError;
 pub use crate::frontend::ParseError;
 pub use crate::ir::CompileError;
 pub use crate::pickle::PickleError;
-pub use crate::runtime::RuntimeError;
 pub use crate::tensor::budget::LimitExceeded;
 use crate::tensor::AllocError;
 pub use crate::tensor::TensorError;
@@ -68,6 +67,31 @@ pub enum Error {
     /// The call was cancelled from another thread through its `CancelHandle`.
     #[error("the call was cancelled through its cancel handle")]
     Cancelled,
+}
+
+/// An error raised while running TorchScript code.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// A failure with its message.
+    #[error("{0}")]
+    Other(String),
+    /// An exception raised by the program itself (`raise ValueError(...)`); `kind` is the
+    /// exception class as TorchScript names it (`builtins.ValueError`).
+    #[error("{kind}: {message}")]
+    Exception {
+        /// `builtins.ValueError`.
+        kind: String,
+        /// The message the program raised.
+        message: String,
+    },
+    /// An error with the TorchScript call stack that led to it, outermost frame first.
+    #[error("The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript (most recent call last):\n{}{cause}", .frames.concat())]
+    Traceback {
+        /// One line per frame, outermost first.
+        frames: Vec<String>,
+        /// The error the innermost frame raised.
+        cause: Box<crate::Error>,
+    },
 }
 
 /// A place in an archive's code file, with what a caret under it needs.

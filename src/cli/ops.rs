@@ -3,7 +3,7 @@
 //! line counts them. `tsrun ops MODEL [--json]`: every operator overload the model's
 //! compiled methods and functions use, with or without a kernel, all at once.
 
-use crate::ir::schema::SchemaRegistry;
+use crate::ops::schema::SchemaRegistry;
 use crate::ops::Registry;
 
 #[derive(clap::Args, Debug, Clone)]

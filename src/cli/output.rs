@@ -9,9 +9,10 @@
 //! recoverable. `--json` prints the same encoding with each tensor's data inline (`"data"`: the
 //! elements in row-major order, floats that are not finite as "nan" / "inf" / "-inf").
 
-use crate::ops::scalar::python_str;
-use crate::runtime::{IValue, RuntimeError};
+use crate::error::RuntimeError;
 use crate::tensor::{DType, Tensor};
+use crate::values::python_str;
+use crate::values::IValue;
 use crate::Error;
 use ndarray_npy::WriteNpyExt;
 use num_complex::{Complex32, Complex64};

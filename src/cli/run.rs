@@ -6,7 +6,7 @@
 use super::error::{usage, CliResult};
 use super::inputs::parse_literal;
 pub use super::inputs::read_npy;
-use crate::runtime::IValue;
+use crate::values::IValue;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone)]

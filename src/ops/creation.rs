@@ -4,8 +4,8 @@
 use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
 use crate::dispatch_all;
-use crate::runtime::{DeviceKind, IValue};
 use crate::tensor::{checked_numel, DType, Element, Scalar, Tensor};
+use crate::values::{DeviceKind, IValue};
 
 type R = crate::Result<IValue>;
 

@@ -10,8 +10,8 @@ use super::kernels::special::SpecialFn;
 use super::kernels::value_err;
 use super::{Args, Registry};
 use crate::float_unary;
-use crate::runtime::IValue;
 use crate::tensor::{broadcast_shapes, DType, Tensor};
+use crate::values::IValue;
 
 type R = crate::Result<IValue>;
 
@@ -817,7 +817,7 @@ fn nll_loss(args: &mut Args<'_>) -> R {
     let dt = float_dtype(x.dtype());
     let out = nll_reduce(loss, wsum, target.shape(), red, dt)?;
     if args.op.contains("forward") {
-        return Ok(IValue::Tuple(crate::runtime::Tuple::new(vec![
+        return Ok(IValue::Tuple(crate::values::Tuple::new(vec![
             IValue::Tensor(out),
             // PyTorch leaves total_weight at 0 when nothing is reduced
             IValue::Tensor(build(vec![if red == 0 { 0.0 } else { wsum }], &[], dt)?),

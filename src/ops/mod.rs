@@ -21,6 +21,7 @@ pub mod embedding;
 pub mod extra;
 pub mod fft;
 pub mod gemm;
+pub mod generator;
 pub mod grad_mode;
 pub mod index;
 pub mod int_matmul;
@@ -39,13 +40,14 @@ pub mod random;
 pub mod reduce;
 pub mod rnn;
 pub mod scalar;
+pub mod schema;
 pub mod shape;
 pub mod sort;
 pub mod vision;
 
 pub use args::{Args, OpContext};
 
-use crate::runtime::IValue;
+use crate::values::IValue;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -87,7 +89,7 @@ impl Registry {
     /// (every math function lists `int`/`float`/`complex`/`bool` number overloads, in-place
     /// twins of every unary function) where not every member exists.
     pub fn add_if_defined(&mut self, name: &str, kernel: Kernel) {
-        if crate::ir::schema::SchemaRegistry::global().contains(name) {
+        if crate::ops::schema::SchemaRegistry::global().contains(name) {
             self.add(name, kernel);
         }
     }

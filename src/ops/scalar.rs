@@ -8,9 +8,10 @@
 //! also have tensor overloads are registered only when no other family has claimed them.
 
 use super::{Args, Registry};
-use crate::ir::types::Type;
-use crate::runtime::{Device, Dict, IValue, List, RuntimeError, Tuple};
+use crate::error::RuntimeError;
 use crate::tensor::{DType, Scalar, Tensor};
+use crate::values::types::Type;
+use crate::values::{python_str, Device, Dict, IValue, List, Tuple};
 use crate::Error;
 use num_complex::Complex64;
 use std::cmp::Ordering;
@@ -991,7 +992,7 @@ fn pop(a: &mut Args) -> R {
         }
         IValue::Dict(d) => {
             let key = a.get(1)?;
-            let hk = crate::runtime::ivalue::dict_key(key).ok_or_else(|| err("unhashable key"))?;
+            let hk = crate::values::ivalue::dict_key(key).ok_or_else(|| err("unhashable key"))?;
             match d.items_mut().shift_remove(&hk) {
                 Some((_, v)) => Ok(v),
                 None if a.len() > 2 => Ok(a.get(2)?.clone()),
@@ -1013,7 +1014,7 @@ fn delete(a: &mut Args) -> R {
         }
         IValue::Dict(d) => {
             let key = a.get(1)?;
-            let hk = crate::runtime::ivalue::dict_key(key).ok_or_else(|| err("unhashable key"))?;
+            let hk = crate::values::ivalue::dict_key(key).ok_or_else(|| err("unhashable key"))?;
             d.items_mut()
                 .shift_remove(&hk)
                 .map(|_| IValue::None)
@@ -1668,252 +1669,6 @@ fn format(a: &mut Args) -> R {
     Ok(IValue::str(out))
 }
 
-/// The text of `str(v)` in TorchScript (PyTorch's IValue printing: `1.` for integral floats,
-/// 17 significant digits otherwise, strings unquoted inside containers).
-pub fn python_str(v: &IValue) -> String {
-    let mut s = String::new();
-    write_value(&mut s, v);
-    s
-}
-
-/// `%.17g`, as C++ streams print doubles with `setprecision(17)`.
-fn format_g17(d: f64) -> String {
-    let e = format!("{d:.16e}");
-    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if (-4..17).contains(&exp) {
-        let decimals = (16 - exp).max(0) as usize;
-        let s = format!("{d:.decimals$}");
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s
-        }
-    } else {
-        let m = if mant.contains('.') {
-            mant.trim_end_matches('0').trim_end_matches('.')
-        } else {
-            mant
-        };
-        format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
-    }
-}
-
-/// A float as TorchScript prints it.
-pub fn format_double(d: f64) -> String {
-    if d.is_nan() {
-        return "nan".into();
-    }
-    if d.is_infinite() {
-        return if d > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if d.abs() < 1e10 && d == d.trunc() {
-        return format!("{}.", d as i64);
-    }
-    let s = format_g17(d);
-    if s.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
-        s + "."
-    } else {
-        s
-    }
-}
-
-fn write_value(out: &mut String, v: &IValue) {
-    use std::fmt::Write;
-    match v {
-        IValue::None => out.push_str("None"),
-        IValue::Bool(b) => out.push_str(if *b { "True" } else { "False" }),
-        IValue::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
-        IValue::Double(d) => out.push_str(&format_double(*d)),
-        IValue::Complex(c) => {
-            let _ = write!(
-                out,
-                "{}{}{}j",
-                format_double(c.re),
-                if c.im < 0.0 { "-" } else { "+" },
-                format_double(c.im.abs())
-            );
-        }
-        IValue::String(s) => out.push_str(s),
-        IValue::Tensor(t) => out.push_str(&tensor_repr(t)),
-        IValue::List(l) => {
-            out.push('[');
-            for (i, x) in l.items().iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_value(out, x);
-            }
-            out.push(']');
-        }
-        IValue::Tuple(t) => {
-            out.push('(');
-            for (i, x) in t.items().iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_value(out, x);
-            }
-            if t.items().len() == 1 {
-                out.push(',');
-            }
-            out.push(')');
-        }
-        IValue::Dict(d) => {
-            out.push('{');
-            for (i, (k, x)) in d.items().values().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_value(out, k);
-                out.push_str(": ");
-                write_value(out, x);
-            }
-            out.push('}');
-        }
-        IValue::Device(d) => {
-            let _ = write!(out, "{d}");
-        }
-        other => {
-            let _ = write!(out, "{other:?}");
-        }
-    }
-}
-
-/// A tensor printed the way Python's `repr(tensor)` looks (values with 4 decimals for floats,
-/// long dimensions summarized with `...` once the tensor has more than 1000 elements).
-pub fn tensor_repr(t: &Tensor) -> String {
-    let summarize = t.numel() > 1000;
-    let floating = t.dtype().is_floating_point();
-    let Ok(vals) = t.to_vec::<f64>() else {
-        return format!("tensor(<{} {:?}>)", t.dtype(), t.shape());
-    };
-    let finite: Vec<f64> = vals.iter().copied().filter(|v| v.is_finite()).collect();
-    let all_int = finite.iter().all(|v| *v == v.trunc());
-    let max_abs = finite.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    let min_abs = finite
-        .iter()
-        .filter(|v| **v != 0.0)
-        .fold(f64::INFINITY, |m, v| m.min(v.abs()));
-    let sci = floating
-        && !all_int
-        && (max_abs >= 1e8
-            || (min_abs.is_finite() && (max_abs / min_abs > 1000.0 || min_abs < 1e-4)));
-    let fmt = |v: f64| -> String {
-        if t.dtype() == DType::Bool {
-            return if v != 0.0 {
-                "True".into()
-            } else {
-                "False".into()
-            };
-        }
-        if !floating {
-            return format!("{}", v as i64);
-        }
-        if v.is_nan() {
-            "nan".into()
-        } else if v.is_infinite() {
-            if v > 0.0 {
-                "inf".into()
-            } else {
-                "-inf".into()
-            }
-        } else if sci {
-            let s = format!("{v:.4e}");
-            match s.split_once('e') {
-                Some((m, e)) => {
-                    let e: i32 = e.parse().unwrap_or(0);
-                    format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
-                }
-                None => s,
-            }
-        } else if all_int {
-            format!("{}.", v as i64)
-        } else {
-            format!("{v:.4}")
-        }
-    };
-    let strs: Vec<String> = vals.iter().map(|&v| fmt(v)).collect();
-    let width = strs.iter().map(|s| s.len()).max().unwrap_or(0);
-    let shape = t.shape().to_vec();
-    let mut out = String::from("tensor(");
-    if shape.is_empty() {
-        out.push_str(strs.first().map(|s| s.as_str()).unwrap_or(""));
-    } else {
-        write_nested(&mut out, &strs, &shape, 0, 0, width, summarize, 8);
-    }
-    let default = matches!(t.dtype(), DType::Float32 | DType::Int64 | DType::Bool);
-    if !default {
-        out.push_str(&format!(", dtype=torch.{}", t.dtype().name()));
-    }
-    if t.numel() == 0 && shape.len() > 1 {
-        out.push_str(
-            &format!(", size={shape:?}")
-                .replace('[', "(")
-                .replace(']', ")"),
-        );
-    }
-    out.push(')');
-    out
-}
-
-#[allow(clippy::too_many_arguments)]
-fn write_nested(
-    out: &mut String,
-    strs: &[String],
-    shape: &[usize],
-    dim: usize,
-    offset: usize,
-    width: usize,
-    summarize: bool,
-    indent: usize,
-) {
-    let n = shape.get(dim).copied().unwrap_or(0);
-    let inner: usize = shape.iter().skip(dim + 1).product();
-    let idx: Vec<Option<usize>> = if summarize && n > 6 {
-        (0..3)
-            .map(Some)
-            .chain([None])
-            .chain((n - 3..n).map(Some))
-            .collect()
-    } else {
-        (0..n).map(Some).collect()
-    };
-    out.push('[');
-    let last = dim + 1 == shape.len();
-    for (k, i) in idx.iter().enumerate() {
-        if k > 0 {
-            if last {
-                out.push_str(", ");
-            } else {
-                out.push(',');
-                out.push_str(&"\n".repeat(shape.len() - dim - 1));
-                out.push_str(&" ".repeat(indent + dim + 1));
-            }
-        }
-        match i {
-            None => out.push_str("..."),
-            Some(i) if last => {
-                let s = strs.get(offset + i).map(|s| s.as_str()).unwrap_or("");
-                out.push_str(&format!("{s:>width$}"));
-            }
-            Some(i) => write_nested(
-                out,
-                strs,
-                shape,
-                dim + 1,
-                offset + i * inner,
-                width,
-                summarize,
-                indent,
-            ),
-        }
-    }
-    out.push(']');
-}
-
 // ---------------------------------------------------------------------------------------------
 // tensor queries and misc prims
 
@@ -2088,7 +1843,7 @@ fn enum_value(a: &mut Args) -> R {
 }
 fn hash(a: &mut Args) -> R {
     use std::hash::{Hash, Hasher};
-    let k = crate::runtime::ivalue::dict_key(a.get(0)?).ok_or_else(|| err("unhashable value"))?;
+    let k = crate::values::ivalue::dict_key(a.get(0)?).ok_or_else(|| err("unhashable value"))?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     k.hash(&mut h);
     Ok(IValue::Int(h.finish() as i64))

@@ -23,6 +23,7 @@ mod gemm_kernels;
 mod golden_decode;
 mod hostile_archives;
 mod internals;
+mod layering;
 mod load_fixtures;
 mod mc_dropout;
 mod module_api;

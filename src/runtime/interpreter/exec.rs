@@ -2,12 +2,14 @@
 
 use super::plan::{Block, Instr, Op, Operand, Plan};
 use super::{Callee, Interpreter, MAX_CALL_DEPTH};
-use crate::ir::source::SourceRange;
-use crate::ir::types::Type;
+use crate::error::RuntimeError;
+use crate::frontend::source::SourceRange;
 use crate::ops::call_limits::Stop;
-use crate::ops::{scalar::python_str, Args, OpContext};
-use crate::runtime::{Dict, IValue, List, Object, RuntimeError, Tuple};
+use crate::ops::{Args, OpContext};
 use crate::tensor::budget::LimitExceeded;
+use crate::values::python_str;
+use crate::values::types::Type;
+use crate::values::{Dict, IValue, List, Object, Tuple};
 use crate::Error;
 use parking_lot::RwLock;
 use smallvec::SmallVec;

@@ -3,12 +3,12 @@
 //! and last-use information so values are moved into their last consumer or dropped as soon as
 //! they are dead.
 
-use super::program::Callee;
+use crate::error::RuntimeError;
+use crate::frontend::source::SourceRange;
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
-use crate::ir::source::SourceRange;
-use crate::ir::types::{parse_annotation, Type};
 use crate::ops::{Kernel, Registry};
-use crate::runtime::{IValue, List, RuntimeError};
+use crate::values::types::{parse_annotation, Type};
+use crate::values::{IValue, List};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -143,6 +143,9 @@ pub fn is_interpreter_op(kind: &str) -> bool {
             | "aten::warn"
     )
 }
+
+/// A compiled function ready to run.
+pub type Callee = Arc<Plan>;
 
 /// A compiled function.
 pub struct Plan {

@@ -2,8 +2,8 @@
 //! Lists, dicts and objects are shared handles: a mutation through one alias is seen by all.
 //! Tensors share storage. Tuples and strings are immutable.
 
-use crate::ir::types::Type;
 use crate::tensor::{Scalar, Storage, Tensor};
+use crate::values::types::Type;
 use indexmap::IndexMap;
 use num_complex::Complex64;
 use parking_lot::RwLock;

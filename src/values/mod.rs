@@ -1,0 +1,11 @@
+//! The values every layer passes around: [`IValue`] (TorchScript's values with PyTorch's
+//! reference semantics) and its companion types, the TorchScript [`Type`], and the text of
+//! numbers and values as PyTorch prints them. Only `tensor` sits below.
+
+pub mod format;
+pub mod ivalue;
+pub mod types;
+
+pub use format::python_str;
+pub use ivalue::{Device, DeviceKind, Dict, DictKey, EnumValue, IValue, List, Object, Tuple};
+pub use types::Type;
