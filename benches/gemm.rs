@@ -12,10 +12,10 @@
 //! convolution groups on the earlier gemm-crate + im2col path for a side-by-side comparison.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tsrun::internals::ir::Type;
 use tsrun::internals::ops::gemm::{sgemm, AOperand, BOperand, Epilogue, Isa, MatRef, PackedA};
 use tsrun::internals::ops::{Args, OpContext, Registry};
-use tsrun::internals::runtime::List;
+use tsrun::internals::values::List;
+use tsrun::internals::values::Type;
 use tsrun::{IValue, Tensor};
 
 fn values(n: usize, seed: u64) -> Vec<f32> {

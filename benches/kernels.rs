@@ -6,9 +6,9 @@
 //! memory bandwidth per core; results that fit in L2 run above that bandwidth.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tsrun::internals::ir::types::Type;
 use tsrun::internals::ops::{Args, OpContext, Registry};
-use tsrun::internals::runtime::{IValue, List};
+use tsrun::internals::values::types::Type;
+use tsrun::internals::values::{IValue, List};
 use tsrun::{DType, Tensor};
 
 fn randn(shape: &[usize], seed: u32) -> Tensor {

@@ -5,7 +5,6 @@ pub use crate::archive::ArchiveError;
 pub use crate::frontend::ParseError;
 pub use crate::ir::CompileError;
 pub use crate::pickle::PickleError;
-pub use crate::runtime::{RuntimeError, TracebackFrame};
 pub use crate::tensor::budget::LimitExceeded;
 use crate::tensor::AllocError;
 pub use crate::tensor::TensorError;
@@ -72,7 +71,7 @@ pub enum Error {
     },
     /// A schema string given to [`crate::register_op`] does not parse.
     #[error("invalid operator schema: {0}")]
-    InvalidSchema(#[from] crate::ir::schema::SchemaError),
+    InvalidSchema(#[from] crate::ops::schema::SchemaError),
     /// [`crate::register_op`] for an overload that already has a kernel: one built into tsrun
     /// (`builtin`) or registered before. Registrations are never replaced, as PyTorch refuses a
     /// second `define` of an operator.
@@ -118,6 +117,47 @@ pub enum Error {
     /// A golden-case folder is malformed or a result cannot be compared (`tsrun::golden`).
     #[error(transparent)]
     Golden(#[from] crate::golden::GoldenError),
+}
+
+/// An error raised while running TorchScript code.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// A failure of the interpreter itself (a call with the wrong number of arguments, an
+    /// attribute the object lacks), with its message.
+    #[error("{0}")]
+    Other(String),
+    /// An exception raised by the program itself (`raise ValueError(...)`); `kind` is the
+    /// exception class as TorchScript names it (`builtins.ValueError`).
+    #[error("{kind}: {message}")]
+    Exception {
+        /// `builtins.ValueError`.
+        kind: String,
+        /// The exception's message.
+        message: String,
+    },
+    /// An error with the TorchScript call stack that led to it. `Display` writes it as
+    /// PyTorch's interpreter does: "Traceback of TorchScript, serialized code (most recent call
+    /// last)", each frame's code line with `~~~ <--- HERE` under the failing span, the same for
+    /// the original Python lines when the archive has `debug_pkl` records, then the error.
+    #[error("{}", DisplayTraceback { frames, cause })]
+    Traceback {
+        /// The calls, outermost first; the last frame holds the operation that failed.
+        frames: Vec<TracebackFrame>,
+        /// The error that stopped the innermost frame (never itself a traceback).
+        cause: Box<Error>,
+    },
+}
+
+/// `RuntimeError::Traceback`'s text, built by [`write_traceback`].
+struct DisplayTraceback<'a> {
+    frames: &'a [TracebackFrame],
+    cause: &'a Error,
+}
+
+impl std::fmt::Display for DisplayTraceback<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write_traceback(f, self.frames, self.cause)
+    }
 }
 
 /// A place in an archive's code file, with what a caret under it needs.
@@ -270,3 +310,102 @@ impl Error {
 
 /// `Result` with tsrun's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+// ---- TorchScript tracebacks: the call stack of a failed call as data, and PyTorch's text ----
+
+/// One frame of a TorchScript call stack: a function and the call or operation in it that
+/// failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TracebackFrame {
+    /// The function or method, qualified as the compilation unit names it
+    /// (`__torch__.model.Block.project`).
+    pub function: String,
+    /// The failing call or operation in the archive's code (`code/__torch__/model.py`); `None`
+    /// for a graph without source text (IR text) or a call refused before it ran (the call
+    /// depth limit).
+    pub at: Option<CodeLocation>,
+    /// The original Python that code was generated from, when the code file has `debug_pkl`
+    /// records naming it (`model.py`, line 12).
+    pub original: Option<CodeLocation>,
+}
+
+impl TracebackFrame {
+    /// The function's own name, as PyTorch's traceback prints it (`project`).
+    pub fn function_name(&self) -> &str {
+        self.function
+            .rsplit_once('.')
+            .map_or(self.function.as_str(), |(_, name)| name)
+    }
+}
+
+/// The tildes PyTorch's `SourceRange::print_with_context` draws under a range.
+const HIGHLIGHT: char = '~';
+
+/// `  File "code/__torch__/model.py", line 30, in check_and_project`, the line and
+/// `~~~~ <--- HERE` under the span.
+fn write_frame(
+    f: &mut std::fmt::Formatter<'_>,
+    function: &str,
+    at: &CodeLocation,
+) -> std::fmt::Result {
+    writeln!(f, "  File \"{}\", line {}, in {function}", at.file, at.line)?;
+    let pad: String = at
+        .source_line
+        .chars()
+        .take(at.col.saturating_sub(1))
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    writeln!(f, "{}", at.source_line.trim_end())?;
+    writeln!(
+        f,
+        "{pad}{} <--- HERE",
+        HIGHLIGHT.to_string().repeat(at.width.max(1))
+    )
+}
+
+/// PyTorch's text for an error raised under `frames` (outermost first): the serialized-code
+/// traceback, the original-code one when any frame has an original location, then the error
+/// as `builtins.ValueError: ...` for an exception the program raised, `RuntimeError: ...` for
+/// anything else.
+pub(crate) fn write_traceback(
+    f: &mut std::fmt::Formatter<'_>,
+    frames: &[TracebackFrame],
+    cause: &crate::Error,
+) -> std::fmt::Result {
+    let has_original = frames.iter().any(|fr| fr.original.is_some());
+    writeln!(
+        f,
+        "The following operation failed in the TorchScript interpreter."
+    )?;
+    writeln!(
+        f,
+        "Traceback of TorchScript{} (most recent call last):",
+        if has_original {
+            ", serialized code"
+        } else {
+            ""
+        }
+    )?;
+    for frame in frames {
+        match &frame.at {
+            Some(at) => write_frame(f, frame.function_name(), at)?,
+            None => writeln!(f, "  In {}", frame.function_name())?,
+        }
+    }
+    if has_original {
+        writeln!(
+            f,
+            "\nTraceback of TorchScript, original code (most recent call last):"
+        )?;
+        // as PyTorch, frames without an original range are left out here
+        for frame in frames {
+            if let Some(original) = &frame.original {
+                write_frame(f, frame.function_name(), original)?;
+            }
+        }
+    }
+    match cause {
+        crate::Error::Runtime(RuntimeError::Exception { .. }) => write!(f, "{cause}"),
+        other => write!(f, "RuntimeError: {other}"),
+    }
+}

@@ -25,9 +25,9 @@
 
 #![deny(missing_docs)]
 
-use crate::ops::scalar::python_str;
 use crate::runtime::{IValue, Module, RunOptions};
 use crate::tensor::{DType, Tensor};
+use crate::values::python_str;
 use crate::Result;
 use indexmap::IndexMap;
 use serde::Serialize;

@@ -22,3 +22,5 @@ pub mod runtime;
 pub mod serve;
 #[path = "tensor/mod.rs"]
 pub mod tensor;
+#[path = "values/mod.rs"]
+pub mod values;

@@ -16,10 +16,11 @@
 //! and run an archive), [`Tensor`], [`IValue`] (TorchScript values), [`DType`], [`Error`] and
 //! [`Result`], the load and call limits ([`LoadOptions`], [`RunOptions`]), weight averaging
 //! ([`swa`]), grad-mode switches, custom operators ([`register_op`]) and golden-file checks
-//! against PyTorch's outputs ([`golden`]). Pipeline inside: archive (zip records) -> pickle (module
-//! state) -> frontend (code to AST) -> ir (SSA graphs, printers) -> runtime (interpreter, module
-//! API) -> ops (kernels) over tensor; see ARCHITECTURE.md. Those layers are reachable under
-//! [`internals`] for tests and the binary, with no stability promise.
+//! against PyTorch's outputs ([`golden`]). Layers inside, lowest first (imports only go down): error,
+//! tensor, values (TorchScript values and types), archive (zip records), pickle (module state),
+//! frontend (code to AST), ops (schemas, kernels), ir (SSA graphs, passes, printers), runtime
+//! (interpreter, module API), then cli and serve; see ARCHITECTURE.md. Those layers are
+//! reachable under [`internals`] for tests and the binary, with no stability promise.
 
 #![deny(missing_docs)]
 // Generic kernels are instantiated for every dtype by the `dispatch_*!` macros, bool included;
@@ -40,7 +41,7 @@ pub mod prelude;
 // The layers keep their crate paths (`crate::ops::...`) inside the crate.
 #[cfg(feature = "serve")]
 pub(crate) use internals::serve;
-pub(crate) use internals::{archive, frontend, ir, ops, pickle, runtime, tensor};
+pub(crate) use internals::{archive, frontend, ir, ops, pickle, runtime, tensor, values};
 
 pub use error::{Error, ErrorKind, Result};
 pub use ops::custom::{register_op, CustomKernel};
@@ -51,5 +52,5 @@ pub use runtime::module::{
 };
 pub use runtime::swa;
 pub use runtime::{manual_seed, set_num_threads, CancelHandle, LoadOptions, Module, RunOptions};
-pub use runtime::{Device, Dict, DictKey, IValue, List, Object, TorchType, Tuple};
 pub use tensor::{DType, Scalar, Tensor};
+pub use values::{Device, Dict, DictKey, IValue, List, Object, TorchType, Tuple};

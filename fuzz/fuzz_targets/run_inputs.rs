@@ -3,7 +3,8 @@
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 use std::time::Duration;
-use tsrun::internals::runtime::{IValue, Module, RunOptions};
+use tsrun::internals::values::IValue;
+use tsrun::internals::runtime::{Module, RunOptions};
 use tsrun::{DType, Tensor};
 
 const FIXTURES: [&str; 4] = ["mlp", "convnet", "lstm_tagger", "lang_control_flow"];

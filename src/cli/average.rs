@@ -3,8 +3,9 @@
 //! default) and save the average as an archive of that architecture.
 
 use crate::runtime::module::read_npz;
-use crate::runtime::{IValue, Module};
+use crate::runtime::Module;
 use crate::swa::{update_bn, AveragedModel};
+use crate::values::IValue;
 use crate::{Error, Result};
 use std::path::PathBuf;
 

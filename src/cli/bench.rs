@@ -133,7 +133,7 @@ pub fn measure(args: &BenchArgs) -> super::error::CliResult<BenchReport> {
         load_times.push(t0.elapsed());
     }
     let Some(module) = module else {
-        return Err(crate::Error::from(crate::runtime::RuntimeError::Other(
+        return Err(crate::Error::from(crate::error::RuntimeError::Other(
             "bench: nothing loaded".into(),
         ))
         .into());
@@ -196,7 +196,7 @@ pub fn run(args: &BenchArgs) -> super::error::CliResult {
     let r = measure(args)?;
     if args.json {
         let text = serde_json::to_string(&r).map_err(|e| {
-            crate::Error::from(crate::runtime::RuntimeError::Other(format!("bench: {e}")))
+            crate::Error::from(crate::error::RuntimeError::Other(format!("bench: {e}")))
         })?;
         println!("{text}");
         return Ok(());
@@ -231,7 +231,7 @@ pub fn run(args: &BenchArgs) -> super::error::CliResult {
 fn bench_callers(
     callers: usize,
     n: usize,
-    call: &(dyn Fn() -> crate::Result<crate::runtime::IValue> + Sync),
+    call: &(dyn Fn() -> crate::Result<crate::values::IValue> + Sync),
 ) -> crate::Result<(Vec<Duration>, Duration)> {
     let reference = fingerprint(&call()?);
     let t0 = Instant::now();
@@ -273,8 +273,8 @@ fn bench_callers(
 
 /// A hash of a result's values, bit for bit (tensor elements as f64 bits, anything else as
 /// Python prints it).
-fn fingerprint(v: &crate::runtime::IValue) -> u64 {
-    use crate::runtime::IValue;
+fn fingerprint(v: &crate::values::IValue) -> u64 {
+    use crate::values::IValue;
     use std::hash::{Hash, Hasher};
     fn feed(v: &IValue, h: &mut std::collections::hash_map::DefaultHasher) {
         match v {
@@ -287,7 +287,7 @@ fn fingerprint(v: &crate::runtime::IValue) -> u64 {
             }
             IValue::Tuple(t) => t.items().iter().for_each(|x| feed(x, h)),
             IValue::List(l) => l.items().iter().for_each(|x| feed(x, h)),
-            other => crate::ops::scalar::python_str(other).hash(h),
+            other => crate::values::python_str(other).hash(h),
         }
     }
     let mut h = std::collections::hash_map::DefaultHasher::new();

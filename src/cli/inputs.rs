@@ -8,10 +8,11 @@
 //! names are parameters of the method are passed by name; the others by position, in file order.
 
 use super::error::{usage, CliResult};
-use crate::ir::types::Type;
-use crate::runtime::ivalue::{List, Tuple};
-use crate::runtime::{IValue, Module};
+use crate::runtime::Module;
 use crate::tensor::DType;
+use crate::values::ivalue::{List, Tuple};
+use crate::values::types::Type;
+use crate::values::IValue;
 use crate::Error;
 use indexmap::IndexMap;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! compiled methods and functions use, with or without a kernel (built in, or registered with
 //! `tsrun::register_op` by a library user), all at once.
 
-use crate::ir::schema::SchemaRegistry;
+use crate::ops::schema::SchemaRegistry;
 use crate::ops::Registry;
 
 #[derive(clap::Args, Debug, Clone)]

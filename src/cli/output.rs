@@ -9,10 +9,11 @@
 //! recoverable. `--json` prints the same encoding with each tensor's data inline (`"data"`: the
 //! elements in row-major order, floats that are not finite as "nan" / "inf" / "-inf").
 
+use crate::error::RuntimeError;
 use crate::golden::{entry_leaf_name, item_leaf_name, RESULT_LEAF};
-use crate::ops::scalar::python_str;
-use crate::runtime::{IValue, RuntimeError};
 use crate::tensor::{DType, Tensor};
+use crate::values::python_str;
+use crate::values::IValue;
 use crate::Error;
 use ndarray_npy::WriteNpyExt;
 use num_complex::{Complex32, Complex64};

@@ -9,7 +9,7 @@ use super::error::{usage, CliResult};
 use super::inputs::InputArgs;
 use crate::ir::graph::Graph;
 use crate::ir::printer::{print_graph, PrintOptions};
-use crate::ir::schema::{is_subtype, SchemaRegistry};
+use crate::ops::schema::{is_subtype, SchemaRegistry};
 use crate::runtime::interpreter::{
     build_plan, is_interpreter_op, Interpreter, Plan, PlanBuilder, Program,
 };
@@ -103,7 +103,7 @@ pub fn run(args: &ParseGraphArgs) -> CliResult {
         .map_err(|_| usage(format!("{}: not UTF-8 text", args.file.display())))?;
     let mut graph = crate::ir::parse_graph::parse_graph(&text).map_err(|e| {
         let source =
-            crate::ir::source::Source::new(args.file.display().to_string(), text.clone(), 1);
+            crate::frontend::source::Source::new(args.file.display().to_string(), text.clone(), 1);
         let (line, col) = source.line_col(e.offset.min(text.len()));
         crate::Error::Module(format!(
             "{}:{line}:{}: {}",

@@ -6,9 +6,9 @@
 //! different format, libtorch's, and stays as it is.
 
 use super::output::FieldNames;
-use crate::ops::scalar::python_str;
-use crate::runtime::IValue;
 use crate::tensor::{DType, Tensor};
+use crate::values::python_str;
+use crate::values::IValue;
 
 /// `torch._tensor_str.PRINT_OPTS` defaults.
 const PRECISION: usize = 4;
@@ -339,7 +339,7 @@ fn elements_of(t: &Tensor) -> Option<Elements> {
 /// `repr(tensor)` as Python prints it (complex and quantized tensors: libtorch's form).
 pub fn tensor_repr(t: &Tensor) -> String {
     let Some(elements) = elements_of(t) else {
-        return crate::ops::scalar::tensor_repr(t);
+        return crate::values::format::tensor_repr(t);
     };
     let prefix = "tensor(";
     let indent = prefix.len();

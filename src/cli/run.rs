@@ -7,7 +7,7 @@ use super::error::{usage, CliResult};
 use super::inputs::parse_literal;
 pub use super::inputs::read_npy;
 use super::log;
-use crate::runtime::IValue;
+use crate::values::IValue;
 use std::path::PathBuf;
 use std::time::Instant;
 

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::ir::source::{Source, SourceRange};
-use crate::ir::types::Type;
+use crate::frontend::source::{Source, SourceRange};
+use crate::values::types::Type;
 
 /// A byte range in the file's source text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

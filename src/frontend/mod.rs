@@ -1,13 +1,15 @@
 //! TorchScript source: lexer (logos), AST, and the lalrpop parser (grammar/).
 
 pub mod ast;
+pub mod debug_pkl;
 pub mod diagnostic;
 pub mod lexer;
 pub mod parser;
+pub mod source;
 
 use std::sync::Arc;
 
-use crate::ir::source::Source;
+use crate::frontend::source::Source;
 
 /// A syntax error, located in its code file. `Clone` because a module caches its parse result
 /// and replays a failure to every caller.

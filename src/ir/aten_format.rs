@@ -61,7 +61,7 @@ pub fn format_tensor(t: &Tensor) -> Option<String> {
         0 => {
             // numel 1: printAttrValue prints it as `{v}` before reaching here
             s.out
-                .push_str(&crate::ir::printer::fmt_g(*values.first()?, 6));
+                .push_str(&crate::values::format::fmt_g(*values.first()?, 6));
             s.out.push('\n');
         }
         1 => {
@@ -162,10 +162,10 @@ fn print_format(s: &mut Stream, values: &[f64]) -> (f64, usize, Style) {
 fn number(s: &Stream, style: Style, v: f64) -> String {
     if !v.is_finite() {
         // iostreams write `inf`, `-inf`, `nan`, `-nan` in every notation
-        return crate::ir::printer::fmt_g(v, 6);
+        return crate::values::format::fmt_g(v, 6);
     }
     match style {
-        Style::General => crate::ir::printer::fmt_g(v, s.precision),
+        Style::General => crate::values::format::fmt_g(v, s.precision),
         Style::Fixed => format!("{v:.4}"),
         Style::Scientific => {
             // `%.4e`: the exponent signed and at least two digits
@@ -187,7 +187,7 @@ fn number(s: &Stream, style: Style, v: f64) -> String {
 /// `printScale`: `defaultfloat` at the stream's default precision (6, as PyTorch prints
 /// `100000 *`), then ` *` and a newline.
 fn print_scale(s: &mut Stream, scale: f64) {
-    let text = crate::ir::printer::fmt_g(scale, 6);
+    let text = crate::values::format::fmt_g(scale, 6);
     s.out.push_str(&format!("{text} *\n"));
 }
 

@@ -2,9 +2,9 @@
 //! `torch::jit::Graph`. A node has inputs, outputs, attributes and nested blocks (`prim::If`,
 //! `prim::Loop`); a block has parameters, an ordered node list and returns.
 
-use super::source::SourceRange;
-use super::types::Type;
-use crate::runtime::IValue;
+use crate::frontend::source::SourceRange;
+use crate::values::types::Type;
+use crate::values::IValue;
 use std::collections::HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -574,5 +574,41 @@ impl Graph {
             Some(Attr::Value(v)) => v.clone(),
             Some(_) => return None,
         })
+    }
+}
+
+/// The attribute a `prim::Constant` carries for `value` (`None` for the None constant).
+pub fn constant_attr(value: IValue) -> Option<Attr> {
+    match value {
+        IValue::None => None,
+        IValue::Int(i) => Some(Attr::Int(i)),
+        IValue::Double(f) => Some(Attr::Float(f)),
+        IValue::String(s) => Some(Attr::Str(s.to_string())),
+        other => Some(Attr::Value(other)),
+    }
+}
+
+/// The type PyTorch gives a constant of this value (`insertConstant`).
+pub fn constant_type(value: &IValue) -> Type {
+    match value {
+        IValue::None => Type::NoneType,
+        IValue::Bool(_) => Type::Bool,
+        IValue::Int(_) => Type::Int,
+        IValue::Double(_) => Type::Float,
+        IValue::Complex(_) => Type::Complex,
+        IValue::String(_) => Type::Str,
+        IValue::Tensor(_) => Type::Tensor,
+        IValue::Device(_) => Type::Device,
+        IValue::List(l) => Type::list(l.elem_type().clone()),
+        IValue::Tuple(t) => match t.class() {
+            Some(c) => Type::Class(c.clone()),
+            None => Type::Tuple(t.items().iter().map(constant_type).collect()),
+        },
+        IValue::Dict(d) => Type::dict(d.key_type().clone(), d.value_type().clone()),
+        IValue::Object(o) => Type::Class(o.class_name().clone()),
+        IValue::Enum(e) => Type::Class(e.class.clone()),
+        IValue::Function(f) => Type::Function(f.clone()),
+        IValue::Storage(_) => Type::Storage,
+        IValue::Uninitialized => Type::Any,
     }
 }

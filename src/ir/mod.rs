@@ -1,21 +1,17 @@
-//! The intermediate representation: types, SSA graphs, schemas, printers and passes.
+//! The intermediate representation: SSA graphs, schemas, printers and passes.
 
 pub mod aten_format;
-pub mod debug_pkl;
+pub mod decls;
 pub mod emit;
 pub mod graph;
 pub mod parse_graph;
 pub mod passes;
 pub mod printer;
 pub mod python_print;
-pub mod schema;
-pub mod source;
 pub mod torchbind;
-pub mod types;
 pub mod unit;
 
 pub use graph::{Attr, BlockId, Graph, NodeId, ValueId};
-pub use types::Type;
 
 /// An error compiling TorchScript source to IR, naming the construct and its source line.
 #[derive(Debug, thiserror::Error)]

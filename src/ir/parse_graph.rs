@@ -9,11 +9,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::graph::{Attr, BlockId, Graph, ValueId};
-use super::source::{Source, SourceRange};
-use super::types::Type;
-use crate::runtime::ivalue::{Device, List, Tuple};
-use crate::runtime::IValue;
+use crate::frontend::source::{Source, SourceRange};
 use crate::tensor::Tensor;
+use crate::values::ivalue::{Device, List, Tuple};
+use crate::values::types::Type;
+use crate::values::IValue;
 
 /// A malformed graph text, with the byte offset where parsing stopped.
 #[derive(Debug, thiserror::Error)]
@@ -411,7 +411,7 @@ impl IrParser<'_> {
                 "AnyEnumType" => Type::AnyEnum,
                 "AnyList" => Type::AnyList,
                 "AnyTuple" => Type::AnyTuple,
-                other => match super::types::parse_annotation(other) {
+                other => match crate::values::types::parse_annotation(other) {
                     Some(t) => t,
                     None => return self.err(format!("unknown type `{other}`")),
                 },
@@ -505,7 +505,7 @@ impl IrParser<'_> {
             self.expect(",")?;
             let value = self.ivalue()?;
             self.expect(")")?;
-            return match (super::types::parse_annotation(&annotation), value) {
+            return match (crate::values::types::parse_annotation(&annotation), value) {
                 (Some(Type::List(elem)), IValue::List(l)) => {
                     Ok(IValue::List(List::new(*elem, l.items().to_vec())))
                 }
@@ -593,7 +593,7 @@ impl IrParser<'_> {
                         return self.err(format!("unsupported attribute value `{qualified}`"));
                     };
                     return Ok(IValue::Enum(std::sync::Arc::new(
-                        crate::runtime::ivalue::EnumValue {
+                        crate::values::ivalue::EnumValue {
                             class: class.into(),
                             name: name.into(),
                             value: IValue::None,

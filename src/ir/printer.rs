@@ -4,9 +4,10 @@
 use std::fmt::{self, Write};
 
 use super::graph::{Attr, BlockId, Graph, NodeId, ValueId};
-use super::types::Type;
-use crate::runtime::IValue;
 use crate::tensor::{DType, Scalar, Tensor};
+use crate::values::format::{fmt_double, fmt_g};
+use crate::values::types::Type;
+use crate::values::IValue;
 
 /// What to include when printing a graph.
 #[derive(Clone, Copy, Debug)]
@@ -246,52 +247,6 @@ pub fn attr_text(a: &Attr) -> String {
         Attr::Value(IValue::Device(d)) => quoted_string(&d.to_string()),
         Attr::Value(IValue::Tensor(t)) => tensor_attr_text(t),
         Attr::Value(v) => ivalue_text(v),
-    }
-}
-
-/// A double as c10's `IValue` printer writes it: integral values as `2.`, others with 17
-/// significant digits (`0.10000000000000001`, `1e-08`), `inf`, `nan`, `-nan`.
-pub fn fmt_double(d: f64) -> String {
-    if d.is_finite() && d.abs() < 1e10 && d == d.trunc() {
-        // -0.0 prints as `-0.`
-        if d == 0.0 && d.is_sign_negative() {
-            return "-0.".to_string();
-        }
-        return format!("{}.", d as i64);
-    }
-    fmt_g(d, 17)
-}
-
-/// C's `%.{precision}g` (what `std::ostream << double` does at that precision).
-pub fn fmt_g(d: f64, precision: usize) -> String {
-    if d.is_nan() {
-        return if d.is_sign_negative() { "-nan" } else { "nan" }.to_string();
-    }
-    if d.is_infinite() {
-        return if d < 0.0 { "-inf" } else { "inf" }.to_string();
-    }
-    let p = precision.max(1);
-    if d == 0.0 {
-        return if d.is_sign_negative() { "-0" } else { "0" }.to_string();
-    }
-    let sci = format!("{:.*e}", p - 1, d);
-    let (mantissa, exp) = match sci.split_once('e') {
-        Some((m, e)) => (m.to_string(), e.parse::<i32>().unwrap_or(0)),
-        None => (sci.clone(), 0),
-    };
-    let strip = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if exp < -4 || exp >= p as i32 {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{}{:02}", strip(&mantissa), sign, exp.abs())
-    } else {
-        let decimals = (p as i32 - 1 - exp).max(0) as usize;
-        strip(&format!("{:.*}", decimals, d))
     }
 }
 

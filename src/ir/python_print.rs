@@ -5,11 +5,12 @@
 use std::collections::{HashMap, HashSet};
 
 use super::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
-use super::printer::{fmt_double, quoted_string};
-use super::schema::{FunctionSchema, SchemaRegistry};
-use super::types::Type;
+use super::printer::quoted_string;
 use super::unit::Function;
-use crate::runtime::IValue;
+use crate::ops::schema::{FunctionSchema, SchemaRegistry};
+use crate::values::format::fmt_double;
+use crate::values::types::Type;
+use crate::values::IValue;
 
 /// Why a graph could not be printed as code.
 #[derive(Debug, thiserror::Error)]
@@ -1174,7 +1175,7 @@ impl<'a> CodePrinter<'a> {
         Some(match (ty, v) {
             (Some(Type::Bool), IValue::Int(i)) => IValue::Bool(i != 0),
             (Some(Type::Device), IValue::String(s)) => {
-                match crate::runtime::ivalue::Device::parse(&s) {
+                match crate::values::ivalue::Device::parse(&s) {
                     Some(d) => IValue::Device(d),
                     None => IValue::String(s),
                 }

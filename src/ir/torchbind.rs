@@ -5,8 +5,8 @@
 //! themselves run natively (`ops::quantized::torchbind`); like PyTorch, `inlined_graph` keeps
 //! them as `prim::CallMethod`.
 
-use super::types::Type;
-use super::unit::{Param, Signature};
+use super::decls::{Param, Signature};
+use crate::values::types::Type;
 
 fn tensor_and_optional_bias() -> Type {
     Type::Tuple(vec![Type::Tensor, Type::Optional(Box::new(Type::Tensor))])

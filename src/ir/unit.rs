@@ -2,11 +2,12 @@
 //! and free function of a program, with their methods compiled to graphs on first use.
 
 use crate::frontend::ast::{self, ClassKind, ExprKind, UnaryOp};
+use crate::ir::decls::{ClassInfo, Declarations, MethodDecl, Param, Signature};
 use crate::ir::graph::Graph;
 use crate::ir::passes::{self, CalleeGraphs};
-use crate::ir::types::Type;
 use crate::ir::{CompileError, NodeId};
-use crate::runtime::{EnumValue, IValue, List, Tuple};
+use crate::values::types::Type;
+use crate::values::{EnumValue, IValue, List, Tuple};
 use indexmap::IndexMap;
 use parking_lot::RwLock;
 use std::cell::RefCell;
@@ -35,22 +36,6 @@ impl Drop for Compiling {
     }
 }
 
-/// One declared parameter of a function or method.
-#[derive(Clone, Debug)]
-pub struct Param {
-    pub name: String,
-    pub ty: Type,
-    pub default: Option<IValue>,
-    pub kwarg_only: bool,
-}
-
-/// A function's signature, from its fully typed `def`.
-#[derive(Clone, Debug)]
-pub struct Signature {
-    pub params: Vec<Param>,
-    pub return_type: Type,
-}
-
 /// A compiled function or method.
 pub struct Function {
     pub name: String,
@@ -72,55 +57,6 @@ impl Function {
             inlined: OnceLock::new(),
             optimized: OnceLock::new(),
         }
-    }
-}
-
-/// A method's definition: where its source is.
-struct MethodDecl {
-    def: ast::FunctionDef,
-    file: Arc<ast::File>,
-    signature: Signature,
-}
-
-/// A class of the program.
-pub struct ClassInfo {
-    pub qualname: Arc<str>,
-    pub kind: ClassKind,
-    /// Declared attributes with their types, in declaration order (parameters and buffers
-    /// included).
-    pub attributes: Vec<(String, Type)>,
-    pub parameters: Vec<String>,
-    pub buffers: Vec<String>,
-    /// `Final` constants with their values.
-    pub constants: Vec<(String, IValue)>,
-    /// NamedTuple fields with their defaults.
-    pub fields: Vec<(String, Type, Option<IValue>)>,
-    /// Enum members and their values.
-    pub enum_values: Vec<(String, IValue)>,
-    methods: IndexMap<String, MethodDecl>,
-}
-
-impl ClassInfo {
-    pub fn attribute_type(&self, name: &str) -> Option<&Type> {
-        self.attributes
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, t)| t)
-    }
-    pub fn constant(&self, name: &str) -> Option<&IValue> {
-        self.constants
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v)
-    }
-    pub fn method_names(&self) -> Vec<String> {
-        self.methods.keys().cloned().collect()
-    }
-    pub fn method_signature(&self, name: &str) -> Option<&Signature> {
-        self.methods.get(name).map(|m| &m.signature)
-    }
-    pub fn has_method(&self, name: &str) -> bool {
-        self.methods.contains_key(name)
     }
 }
 
@@ -477,13 +413,25 @@ impl CompilationUnit {
     }
 }
 
+impl Declarations for CompilationUnit {
+    fn class(&self, qualname: &str) -> Option<&Arc<ClassInfo>> {
+        CompilationUnit::class(self, qualname)
+    }
+    fn function_signature(&self, qualname: &str) -> Option<&Signature> {
+        CompilationUnit::function_signature(self, qualname)
+    }
+    fn tensor_constant(&self, index: usize) -> Option<IValue> {
+        CompilationUnit::tensor_constant(self, index)
+    }
+}
+
 impl CalleeGraphs for CompilationUnit {
     fn callee(&self, graph: &Graph, call: NodeId) -> Result<Option<Arc<Graph>>, CompileError> {
         // a call through an interface is bound at run time and stays a call
         let receiver = graph.node(call).inputs.first().map(|&v| &graph.value(v).ty);
         if let Some(Type::Class(c)) = receiver {
             // torchbind methods are native: PyTorch keeps them as calls too
-            if self.class(c).is_none() && crate::runtime::ivalue::is_torchbind_class(c) {
+            if self.class(c).is_none() && crate::values::ivalue::is_torchbind_class(c) {
                 return Ok(None);
             }
             if self.class(c).is_some_and(|cl| {
@@ -564,7 +512,7 @@ pub fn literal_value(
             let vals: Vec<IValue> = items.iter().map(literal).collect::<Result<_, _>>()?;
             let elem = vals
                 .first()
-                .map(super::emit::builder::constant_type)
+                .map(crate::ir::graph::constant_type)
                 .unwrap_or(Type::Tensor);
             IValue::List(List::new(elem, vals))
         }

@@ -9,8 +9,8 @@ use super::kernels::special::SpecialFn;
 use super::kernels::vmath::{self, VecFn};
 use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::{wrap_dim, DType, Scalar, Tensor};
+use crate::values::IValue;
 use crate::{dispatch_numeric, float_unary};
 use half::{bf16, f16};
 

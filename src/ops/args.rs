@@ -1,8 +1,8 @@
 //! Typed access to a kernel's positional arguments.
 
-use crate::ops::random::Generator;
-use crate::runtime::{IValue, List};
+use crate::ops::generator::Generator;
 use crate::tensor::{DType, Scalar, Tensor};
+use crate::values::{IValue, List};
 use crate::Error;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -323,7 +323,7 @@ impl<'a> Args<'a> {
         }
         Ok(match outs.len() {
             1 => outs.pop().unwrap_or_default(),
-            _ => IValue::Tuple(crate::runtime::Tuple::new(outs)),
+            _ => IValue::Tuple(crate::values::Tuple::new(outs)),
         })
     }
 }

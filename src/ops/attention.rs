@@ -5,10 +5,10 @@ use super::linalg::{
     slice_mut_of, value_err, Real,
 };
 use super::{Args, Registry};
-use crate::runtime::IValue;
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
 use crate::tensor::{DType, Tensor};
+use crate::values::IValue;
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
 use rayon::prelude::*;
@@ -391,7 +391,7 @@ fn native_mha(a: &mut Args) -> crate::Result<IValue> {
     } else {
         IValue::Tensor(w)
     };
-    Ok(IValue::Tuple(crate::runtime::Tuple::new(vec![
+    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
         IValue::Tensor(out),
         weights,
     ])))

@@ -13,8 +13,8 @@ use super::kernels::operand::Operand;
 use super::reduce::{cumulative, sum_op};
 use super::shape::{cat, reshape, select, slice, tensor_list, value_err, wdim};
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::{DType, Scalar, Tensor};
+use crate::values::IValue;
 
 type R = crate::Result<IValue>;
 

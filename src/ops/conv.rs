@@ -7,10 +7,10 @@ use super::linalg::{
     slice_mut_of, slice_of, value_err, Mat, Real, SendPtr,
 };
 use super::{Args, Registry};
-use crate::runtime::IValue;
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
 use crate::tensor::{DType, Tensor};
+use crate::values::IValue;
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
 use rayon::prelude::*;

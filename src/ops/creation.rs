@@ -4,8 +4,8 @@
 use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
 use crate::dispatch_all;
-use crate::runtime::{Device, DeviceKind, IValue};
 use crate::tensor::{checked_numel, DType, Element, Scalar, Tensor};
+use crate::values::{Device, DeviceKind, IValue};
 
 type R = crate::Result<IValue>;
 

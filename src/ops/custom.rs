@@ -13,10 +13,11 @@
 //! leave two kernels answering for one operator.
 
 use super::Registry;
-use crate::ir::schema::{has_type_vars, parse_schema, FunctionSchema, SchemaRegistry};
-use crate::ir::Type;
-use crate::runtime::interpreter::{is_interpreter_op, matches_type};
-use crate::runtime::IValue;
+use crate::ops::is_interpreter_op;
+use crate::ops::schema::{has_type_vars, parse_schema, FunctionSchema, SchemaRegistry};
+use crate::values::matches_type;
+use crate::values::IValue;
+use crate::values::Type;
 use crate::{Error, Result};
 use parking_lot::RwLock;
 use std::collections::HashMap;

@@ -8,8 +8,8 @@ use super::kernels::special::SpecialFn;
 use super::kernels::vmath::{self, VecFn};
 use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::{DType, Element, Scalar, Tensor, TensorError};
+use crate::values::IValue;
 use crate::{dispatch_all, dispatch_int, dispatch_real, float_binary, float_unary};
 use num_complex::{Complex32, Complex64};
 

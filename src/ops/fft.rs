@@ -8,8 +8,8 @@
 use super::creation::factory_dtype;
 use super::linalg::{shape_err, value_err};
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::{wrap_dim, DType, Tensor};
+use crate::values::IValue;
 use num_complex::Complex64 as C;
 use std::f64::consts::PI;
 

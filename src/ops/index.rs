@@ -13,9 +13,9 @@ use super::shape::{
     tensor_list, value_err, wdim,
 };
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::promote::{result_type, Operand};
 use crate::tensor::{broadcast_shapes, DType, Element, Scalar, Shape, Tensor};
+use crate::values::IValue;
 use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
 

@@ -5,7 +5,7 @@
 use crate::tensor::{broadcast_shapes, DType, Tensor};
 
 fn err(msg: impl Into<String>) -> crate::Error {
-    crate::runtime::RuntimeError::Other(msg.into()).into()
+    crate::error::RuntimeError::Other(msg.into()).into()
 }
 
 /// Whether `matmul_nd` should come here.

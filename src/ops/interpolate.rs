@@ -9,10 +9,10 @@ use super::linalg::{
     Real,
 };
 use super::{Args, Registry};
-use crate::runtime::IValue;
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
 use crate::tensor::Tensor;
+use crate::values::IValue;
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
 use rayon::prelude::*;

@@ -5,12 +5,12 @@
 //! kernels accumulate them in float.
 
 use super::{gemm, Args, Registry};
-use crate::runtime::IValue;
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
 use crate::tensor::{
     contiguous_strides, DType, Element, Scalar, Tensor, TensorError, TensorRead, TensorWrite,
 };
+use crate::values::IValue;
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
 use rayon::prelude::*;

@@ -12,8 +12,8 @@
 
 use super::linalg::{shape_err, value_err};
 use super::{Args, Registry};
-use crate::runtime::{IValue, Tuple};
 use crate::tensor::{DType, Tensor};
+use crate::values::{IValue, Tuple};
 
 type R = crate::Result<IValue>;
 

@@ -9,8 +9,8 @@ use super::linalg::{matmul, matmul_nd, shape_err, value_err};
 use super::reduce::sum_op;
 use super::shape::{reshape, squeeze_list, transpose, unsqueeze};
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::Tensor;
+use crate::values::IValue;
 
 type R = crate::Result<IValue>;
 

@@ -5,14 +5,14 @@
 //! `logcumsumexp`.
 
 use super::{Args, Registry};
-use crate::runtime::{IValue, Tuple};
 use crate::tensor::promote::promote_types;
 use crate::tensor::{DType, Tensor};
+use crate::values::{IValue, Tuple};
 
 type R<T = IValue> = crate::Result<T>;
 
 fn err(msg: impl Into<String>) -> crate::Error {
-    crate::runtime::RuntimeError::Other(msg.into()).into()
+    crate::error::RuntimeError::Other(msg.into()).into()
 }
 
 fn is_integral(d: DType) -> bool {

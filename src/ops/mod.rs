@@ -23,6 +23,7 @@ pub mod embedding;
 pub mod extra;
 pub mod fft;
 pub mod gemm;
+pub mod generator;
 pub mod grad_mode;
 pub mod index;
 pub mod int_matmul;
@@ -43,6 +44,7 @@ pub mod random;
 pub mod reduce;
 pub mod rnn;
 pub mod scalar;
+pub mod schema;
 pub mod shape;
 pub mod sort;
 pub mod statistics;
@@ -53,7 +55,7 @@ pub mod vision;
 pub use args::{Args, OpContext};
 pub use custom::{register_op, CustomKernel};
 
-use crate::runtime::IValue;
+use crate::values::IValue;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -107,7 +109,7 @@ impl Registry {
     /// (every math function lists `int`/`float`/`complex`/`bool` number overloads, in-place
     /// twins of every unary function) where not every member exists.
     pub fn add_if_defined(&mut self, name: &str, kernel: Kernel) {
-        if crate::ir::schema::SchemaRegistry::global().contains(name) {
+        if crate::ops::schema::SchemaRegistry::global().contains(name) {
             self.add(name, kernel);
         }
     }
@@ -185,4 +187,36 @@ impl Registry {
             r
         })
     }
+}
+
+/// Operators the interpreter executes itself rather than through a kernel.
+pub fn is_interpreter_op(kind: &str) -> bool {
+    matches!(
+        kind,
+        "prim::Constant"
+            | "prim::If"
+            | "prim::Loop"
+            | "prim::CallMethod"
+            | "prim::CallFunction"
+            | "prim::GetAttr"
+            | "prim::SetAttr"
+            | "prim::TupleConstruct"
+            | "prim::TupleUnpack"
+            | "prim::TupleIndex"
+            | "prim::TupleSlice"
+            | "prim::ListConstruct"
+            | "prim::ListUnpack"
+            | "prim::DictConstruct"
+            | "prim::RaiseException"
+            | "prim::Uninitialized"
+            | "prim::unchecked_cast"
+            | "prim::unchecked_unwrap_optional"
+            | "prim::data"
+            | "prim::isinstance"
+            | "prim::CreateObject"
+            | "prim::Enter"
+            | "prim::Exit"
+            | "prim::Print"
+            | "aten::warn"
+    )
 }

@@ -5,13 +5,13 @@
 //! rounding.
 
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::{DType, Tensor};
+use crate::values::IValue;
 
 type R<T = IValue> = crate::Result<T>;
 
 fn err(msg: impl Into<String>) -> crate::Error {
-    crate::runtime::RuntimeError::Other(msg.into()).into()
+    crate::error::RuntimeError::Other(msg.into()).into()
 }
 
 fn float_dtype(op: &str, t: &Tensor) -> R<DType> {

@@ -13,8 +13,8 @@ use super::kernels::map::map_binary;
 use super::kernels::operand::{common_dtype, float_dtype, Operand};
 use super::kernels::unsupported;
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::{DType, Element};
+use crate::values::IValue;
 use num_traits::Float;
 
 /// The float types the polynomials are defined for (ATen dispatches float and double only).

@@ -7,13 +7,13 @@
 //! sequence starts and ends its recurrence (both directions) at its own length.
 
 use super::{Args, Registry};
-use crate::runtime::{IValue, List, Tuple};
 use crate::tensor::Tensor;
+use crate::values::{IValue, List, Tuple};
 
 type R<T = IValue> = crate::Result<T>;
 
 fn err(msg: impl Into<String>) -> crate::Error {
-    crate::runtime::RuntimeError::Other(msg.into()).into()
+    crate::error::RuntimeError::Other(msg.into()).into()
 }
 
 /// A PackedSequence's `batch_sizes`, checked positive and non-increasing.
@@ -218,7 +218,10 @@ fn rnn_data(a: &mut Args) -> R {
             .collect::<R<_>>()?;
         let mut args = vec![IValue::Tensor(xk)];
         if lstm {
-            args.push(IValue::List(List::new(crate::ir::types::Type::Tensor, hk)));
+            args.push(IValue::List(List::new(
+                crate::values::types::Type::Tensor,
+                hk,
+            )));
         } else {
             args.extend(hk);
         }

@@ -5,117 +5,13 @@
 //! multinomial.
 
 use super::creation::{factory_dtype, size_arg};
+use super::generator::Generator;
 use super::kernels::map::map_unary;
 use super::kernels::{unsupported, value_err};
 use super::{Args, OpContext, Registry};
-use crate::runtime::IValue;
 use crate::tensor::{DType, Tensor};
+use crate::values::IValue;
 use half::{bf16, f16};
-
-const MT_N: usize = 624;
-const MT_M: usize = 397;
-
-/// The random generator behind `torch.manual_seed`, dropout and `rand*` ops.
-pub struct Generator {
-    seed: u64,
-    state: Box<[u32; MT_N]>,
-    index: usize,
-    /// Box-Muller's second sample, cached as PyTorch's generator does.
-    next_double_normal: Option<f64>,
-}
-
-impl Generator {
-    /// PyTorch's default CPU seed.
-    pub const DEFAULT_SEED: u64 = 67280421310721;
-
-    pub fn new(seed: u64) -> Generator {
-        let mut state = Box::new([0u32; MT_N]);
-        // PyTorch's mt19937 takes the low 32 bits of the seed.
-        state[0] = seed as u32;
-        for i in 1..MT_N {
-            let prev = state[i - 1];
-            state[i] = 1_812_433_253u32
-                .wrapping_mul(prev ^ (prev >> 30))
-                .wrapping_add(i as u32);
-        }
-        Generator {
-            seed,
-            state,
-            index: MT_N,
-            next_double_normal: None,
-        }
-    }
-
-    pub fn seed(&self) -> u64 {
-        self.seed
-    }
-
-    /// Reset to `seed` (`torch.manual_seed`).
-    pub fn manual_seed(&mut self, seed: u64) {
-        *self = Generator::new(seed);
-    }
-
-    fn twist(&mut self) {
-        const UPPER: u32 = 0x8000_0000;
-        const LOWER: u32 = 0x7fff_ffff;
-        const MATRIX_A: u32 = 0x9908_b0df;
-        for i in 0..MT_N {
-            let y = (self.state[i] & UPPER) | (self.state[(i + 1) % MT_N] & LOWER);
-            let mut v = self.state[(i + MT_M) % MT_N] ^ (y >> 1);
-            if y & 1 != 0 {
-                v ^= MATRIX_A;
-            }
-            self.state[i] = v;
-        }
-        self.index = 0;
-    }
-
-    /// 32 random bits (`CPUGeneratorImpl::random`).
-    pub fn random_u32(&mut self) -> u32 {
-        if self.index >= MT_N {
-            self.twist();
-        }
-        let mut y = self.state[self.index];
-        self.index += 1;
-        y ^= y >> 11;
-        y ^= (y << 7) & 0x9d2c_5680;
-        y ^= (y << 15) & 0xefc6_0000;
-        y ^= y >> 18;
-        y
-    }
-
-    /// 64 random bits: the first draw is the high word (`CPUGeneratorImpl::random64`).
-    pub fn random_u64(&mut self) -> u64 {
-        let hi = self.random_u32() as u64;
-        let lo = self.random_u32() as u64;
-        (hi << 32) | lo
-    }
-
-    /// `uniform_real_distribution<double>(0, 1)`: 53 random bits.
-    pub fn uniform_f64(&mut self) -> f64 {
-        let v = self.random_u64() & ((1u64 << 53) - 1);
-        v as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// `uniform_real_distribution<T>(0, 1)` for a type with `digits` mantissa bits (< 32).
-    fn uniform_bits(&mut self, digits: u32) -> f64 {
-        let v = self.random_u32() & ((1u32 << digits) - 1);
-        v as f64 / (1u64 << digits) as f64
-    }
-
-    /// `normal_distribution<double>`: Box-Muller with the second sample cached.
-    pub fn normal_f64(&mut self) -> f64 {
-        if let Some(v) = self.next_double_normal.take() {
-            return v;
-        }
-        let u1 = self.uniform_f64();
-        let u2 = self.uniform_f64();
-        let r = (-2.0 * (-u2).ln_1p()).sqrt();
-        let theta = 2.0 * std::f64::consts::PI * u1;
-        self.next_double_normal = Some(r * theta.sin());
-        r * theta.cos()
-    }
-}
 
 /// Mantissa digits of PyTorch's `opmath_type` for `dtype`, which its uniform transform draws
 /// in: double for float64, float for float32, float16 and bfloat16.

@@ -10,10 +10,10 @@ use super::linalg::{
     slice_of, value_err, Mat, Real,
 };
 use super::{gemm, Args, Registry};
-use crate::runtime::{IValue, Tuple};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
 use crate::tensor::{DType, Tensor};
+use crate::values::{IValue, Tuple};
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
 use std::sync::Arc;

@@ -8,12 +8,12 @@
 //! compiled, naming the op, rather than computing with the old shape.
 
 use super::{Args, Registry};
-use crate::ir::Type;
-use crate::runtime::{IValue, List};
 use crate::tensor::{
     broadcast_shapes, checked_numel, contiguous_strides, promote::promote_types, wrap_dim, DType,
     Scalar, Shape, Strides, Tensor, TensorError,
 };
+use crate::values::Type;
+use crate::values::{IValue, List};
 use ndarray::Axis;
 
 type R<T> = crate::Result<T>;

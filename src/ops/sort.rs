@@ -7,8 +7,8 @@
 use super::index::Numeric;
 use super::shape::{movedim, reshape, shape_err, value_err, wdim};
 use super::{Args, Registry};
-use crate::runtime::{IValue, Tuple};
 use crate::tensor::{DType, Scalar, Tensor};
+use crate::values::{IValue, Tuple};
 use std::cmp::Ordering;
 
 type R<T> = crate::Result<T>;

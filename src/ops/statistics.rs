@@ -11,8 +11,8 @@ use super::linalg::matmul_nd;
 use super::reduce::sum_op;
 use super::shape::{diagonal, reshape, squeeze_all, transpose, unsqueeze, value_err};
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::{DType, Scalar, Tensor};
+use crate::values::IValue;
 
 type R = crate::Result<IValue>;
 

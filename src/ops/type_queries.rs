@@ -5,9 +5,9 @@
 use super::kernels::operand::{can_cast, common_dtype, Operand};
 use super::kernels::unsupported;
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::promote::promote_types;
 use crate::tensor::{DType, Scalar};
+use crate::values::IValue;
 
 type R = crate::Result<IValue>;
 

@@ -12,8 +12,8 @@ use super::shape::{
     unsqueeze, view_dtype,
 };
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::Tensor;
+use crate::values::IValue;
 
 type R = crate::Result<IValue>;
 

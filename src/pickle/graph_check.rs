@@ -1,7 +1,7 @@
 //! Checks on unpickled value graphs (nesting depth, cycles) and a drop that cannot overflow
 //! the stack, for rejecting hostile pickles safely.
 
-use crate::runtime::IValue;
+use crate::values::IValue;
 use std::collections::{HashMap, HashSet};
 
 /// Identity of a container value, `None` for leaves.

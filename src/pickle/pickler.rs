@@ -3,9 +3,9 @@
 //! `restore_type_tag`, tensors via `_rebuild_tensor_v2` and storage persistent ids).
 
 use super::PickleError;
-use crate::ir::types::Type;
-use crate::runtime::IValue;
 use crate::tensor::{DType, Quantizer, Storage, Tensor, TensorIdentity};
+use crate::values::types::Type;
+use crate::values::IValue;
 use std::collections::HashMap;
 use std::sync::Arc;
 

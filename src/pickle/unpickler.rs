@@ -2,9 +2,9 @@
 
 use super::graph_check::{self, GraphProblem};
 use super::{PickleError, MAX_NESTING};
-use crate::ir::types::{parse_annotation, Type};
-use crate::runtime::{Device, Dict, EnumValue, IValue, List, Object, Tuple};
 use crate::tensor::{DType, Quantizer, Storage, Tensor};
+use crate::values::types::{parse_annotation, Type};
+use crate::values::{Device, Dict, EnumValue, IValue, List, Object, Tuple};
 use indexmap::IndexMap;
 use num_complex::Complex64;
 use std::collections::HashMap;

@@ -28,10 +28,11 @@ pub use state_dict::{
 };
 
 use crate::archive::Archive;
-use crate::ir::types::Type;
 use crate::pickle::{EnumResolver, StorageLoader, Unpickler};
-use crate::runtime::{EnumValue, IValue, LoadOptions, Object, Tuple};
+use crate::runtime::LoadOptions;
 use crate::tensor::{DType, Tensor, TensorIdentity};
+use crate::values::types::Type;
+use crate::values::{EnumValue, IValue, Object, Tuple};
 use crate::{Error, Result};
 pub use decls::{ClassDecl, ClassKind, ClassTable, MethodDecl};
 use indexmap::IndexMap;
@@ -227,12 +228,16 @@ impl Module {
                         // is printed), as PyTorch's importer attaches them to the Source.
                         let debug = format!("{path}.debug_pkl");
                         let source = match self.shared.raw_records.get(&debug) {
-                            Some(raw) => crate::ir::source::Source::with_debug_records(
+                            Some(raw) => crate::frontend::source::Source::with_debug_records(
                                 path.as_str(),
                                 text.as_ref(),
-                                crate::ir::debug_pkl::DebugRecords::new(debug, raw.clone()),
+                                crate::frontend::debug_pkl::DebugRecords::new(debug, raw.clone()),
                             ),
-                            None => crate::ir::source::Source::new(path.as_str(), text.as_ref(), 1),
+                            None => crate::frontend::source::Source::new(
+                                path.as_str(),
+                                text.as_ref(),
+                                1,
+                            ),
                         };
                         crate::frontend::parse_source_with(source, self.shared.max_code_depth)
                     })

@@ -11,8 +11,9 @@
 
 use crate::ops::grad_mode;
 use crate::runtime::module::decls::parse_literal;
-use crate::runtime::{IValue, Module};
+use crate::runtime::Module;
 use crate::tensor::{DType, Scalar, Tensor};
+use crate::values::IValue;
 use crate::{Error, Result};
 use rayon::prelude::*;
 use std::sync::Arc;

@@ -15,8 +15,9 @@
 
 use super::error::{InferError, ServeError};
 use super::tensor::{DataType, WireTensor};
-use crate::ir::types::Type;
-use crate::runtime::{IValue, Module};
+use crate::runtime::Module;
+use crate::values::types::Type;
+use crate::values::IValue;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 

@@ -4,8 +4,8 @@
 //! form whatever the transport.
 
 use super::error::InferError;
-use crate::runtime::IValue;
 use crate::tensor::{contiguous_strides, DType, Tensor};
+use crate::values::IValue;
 use half::{bf16, f16};
 
 /// Dimensions a tensor from the network may have (PyTorch's own limit is 64).

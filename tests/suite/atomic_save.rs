@@ -5,7 +5,8 @@
 use crate::load_common::model_path;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use tsrun::internals::runtime::{IValue, Module};
+use tsrun::internals::runtime::Module;
+use tsrun::internals::values::IValue;
 use tsrun::Tensor;
 
 /// A writer that fails after `left` bytes, as a full disk or a killed process would.

@@ -361,10 +361,10 @@ fn duplicate_record_names_are_rejected() {
 /// panic.
 #[test]
 fn hostile_debug_pkl_never_panics() {
-    use tsrun::internals::ir::debug_pkl::{decode, DebugPklError};
-    use tsrun::internals::ir::Type;
+    use tsrun::internals::frontend::debug_pkl::{decode, DebugPklError};
     use tsrun::internals::pickle::Pickler;
-    use tsrun::internals::runtime::{IValue, List, Tuple};
+    use tsrun::internals::values::Type;
+    use tsrun::internals::values::{IValue, List, Tuple};
 
     let real = fixture_records()
         .into_iter()

@@ -314,7 +314,7 @@ fn code_with_constants_match_pytorch() {
                     .enumerate()
                     .map(|(i, c)| {
                         let summary = match c {
-                            tsrun::internals::runtime::IValue::Tensor(t) => serde_json::json!({
+                            tsrun::internals::values::IValue::Tensor(t) => serde_json::json!({
                                 "dtype": t.dtype().name(),
                                 "shape": t.shape(),
                                 "fnv1a64": crate::load_common::fnv1a64(

@@ -6,7 +6,8 @@ use crate::common::{decode, fixtures_dir, Arrays};
 use crate::load_common::model_path;
 use serde_json::Value;
 use std::fs::File;
-use tsrun::internals::runtime::{IValue, Module};
+use tsrun::internals::runtime::Module;
+use tsrun::internals::values::IValue;
 
 /// Every value's bits: tensors as (shape, element bits), containers flattened.
 fn bits(v: &IValue, out: &mut Vec<u64>) {

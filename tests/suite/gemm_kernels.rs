@@ -579,16 +579,14 @@ fn prepared_module_computes_what_an_unprepared_one_does() {
         "{root}/fixtures/inputs/image_1x3x224x224.npy"
     )))
     .expect("input");
-    let input = [tsrun::internals::runtime::IValue::Tensor(x)];
+    let input = [tsrun::internals::values::IValue::Tensor(x)];
     let plain = tsrun::internals::runtime::Module::load(&path).expect("load");
     let want = plain.forward(&input).expect("forward");
     let prepared = tsrun::internals::runtime::Module::load(&path).expect("load");
     prepared.prepare(&["forward"]).expect("prepare");
     let got = prepared.forward(&input).expect("forward");
-    let (
-        tsrun::internals::runtime::IValue::Tensor(g),
-        tsrun::internals::runtime::IValue::Tensor(w),
-    ) = (got, want)
+    let (tsrun::internals::values::IValue::Tensor(g), tsrun::internals::values::IValue::Tensor(w)) =
+        (got, want)
     else {
         panic!("tensors expected");
     };

@@ -13,8 +13,9 @@ use tsrun::internals::archive::ArchiveError;
 use tsrun::internals::frontend::ParseError;
 use tsrun::internals::ir::CompileError;
 use tsrun::internals::ops::{Args, OpContext, Registry};
-use tsrun::internals::runtime::{CancelHandle, IValue, LoadOptions, Module, RunOptions};
+use tsrun::internals::runtime::{CancelHandle, LoadOptions, Module, RunOptions};
 use tsrun::internals::tensor::budget::{with_budget, MemoryBudget};
+use tsrun::internals::values::IValue;
 use tsrun::{Error, Tensor};
 
 // ---- crafting --------------------------------------------------------------------------
@@ -1030,8 +1031,8 @@ fn short_rnn_parameter_lists_never_panic() {
         IValue::Tensor(Tensor::from_vec(vec![0.1f32; shape.iter().product()], shape).unwrap())
     };
     let list = |items: Vec<IValue>| {
-        IValue::List(tsrun::internals::runtime::List::new(
-            tsrun::internals::ir::Type::Tensor,
+        IValue::List(tsrun::internals::values::List::new(
+            tsrun::internals::values::Type::Tensor,
             items,
         ))
     };

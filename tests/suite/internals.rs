@@ -71,7 +71,8 @@ mod parse_graph {
 }
 
 mod printer {
-    use tsrun::internals::ir::printer::*;
+    use tsrun::internals::ir::printer::quoted_string;
+    use tsrun::internals::values::format::*;
 
     #[test]
     fn doubles_as_pytorch_prints_them() {
@@ -88,7 +89,7 @@ mod printer {
 }
 
 mod types {
-    use tsrun::internals::ir::types::*;
+    use tsrun::internals::values::types::*;
 
     #[test]
     fn annotation_round_trip() {
@@ -109,8 +110,8 @@ mod types {
 }
 
 mod schema {
-    use tsrun::internals::ir::schema::*;
-    use tsrun::internals::ir::types::Type;
+    use tsrun::internals::ops::schema::*;
+    use tsrun::internals::values::types::Type;
     use tsrun::IValue;
 
     #[test]

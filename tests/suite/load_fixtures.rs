@@ -249,7 +249,7 @@ fn declaration_scan_agrees_with_the_ast() {
                     strings("__forward_pre_hooks__"),
                     "{name}"
                 );
-                let attributes: Vec<(String, tsrun::internals::ir::types::Type)> = c
+                let attributes: Vec<(String, tsrun::internals::values::types::Type)> = c
                     .attributes
                     .iter()
                     .map(|a| (a.name.name.clone(), a.ty.to_type().expect("type")))

@@ -26,6 +26,7 @@ mod golden_cases;
 mod golden_decode;
 mod hostile_archives;
 mod internals;
+mod layering;
 mod library_api;
 mod load_fixtures;
 mod mc_dropout;

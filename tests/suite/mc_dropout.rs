@@ -3,8 +3,9 @@
 
 use crate::module_api::{assert_close, load, reload, Golden};
 use tsrun::internals::ops::OpContext;
-use tsrun::internals::runtime::{IValue, Module};
+use tsrun::internals::runtime::Module;
 use tsrun::internals::tensor::Tensor;
+use tsrun::internals::values::IValue;
 
 const P: f64 = 0.3;
 

@@ -6,8 +6,9 @@
 use crate::common::{compare, decode, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::path::PathBuf;
-use tsrun::internals::runtime::{IValue, Module};
+use tsrun::internals::runtime::Module;
 use tsrun::internals::tensor::{DType, Tensor};
+use tsrun::internals::values::IValue;
 
 pub(crate) fn dir() -> PathBuf {
     fixtures_dir().join("module_api")

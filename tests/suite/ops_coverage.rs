@@ -7,9 +7,9 @@ use crate::common::{compare, decode, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fs::File;
-use tsrun::internals::ir::schema::SchemaRegistry;
+use tsrun::internals::ops::schema::SchemaRegistry;
 use tsrun::internals::ops::{Args, OpContext, Registry};
-use tsrun::internals::runtime::IValue;
+use tsrun::internals::values::IValue;
 
 fn schema_names() -> BTreeSet<String> {
     SchemaRegistry::global()

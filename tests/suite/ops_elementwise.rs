@@ -14,8 +14,8 @@ fn elementwise_ops_match_pytorch() {
 #[test]
 fn per_channel_broadcast_equals_the_materialized_operand() {
     use tsrun::internals::ops::{Args, OpContext, Registry};
-    use tsrun::internals::runtime::IValue;
     use tsrun::internals::tensor::Tensor;
+    use tsrun::internals::values::IValue;
     let ctx = OpContext::default();
     let run = |op: &str, overload: &str, args: Vec<IValue>| -> Tensor {
         let kernel = Registry::global().lookup(op, overload).expect("kernel");

@@ -8,8 +8,8 @@ use crate::common::{compare, decode, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::fs::File;
 use tsrun::internals::ops::{Args, OpContext, Registry};
-use tsrun::internals::runtime::IValue;
 use tsrun::internals::tensor::Tensor;
+use tsrun::internals::values::IValue;
 
 #[test]
 fn shape_op_cases() {
@@ -101,7 +101,7 @@ pub(crate) fn assert_view_cases(family: &str) {
         let want = match (&got, want) {
             // tuple results are recorded as lists
             (IValue::Tuple(_), IValue::List(l)) => {
-                IValue::Tuple(tsrun::internals::runtime::Tuple::new(l.to_vec()))
+                IValue::Tuple(tsrun::internals::values::Tuple::new(l.to_vec()))
             }
             (_, w) => w,
         };

@@ -5,8 +5,8 @@
 
 use crate::common::{fixtures_dir, Arrays};
 use tsrun::internals::ops::{Args, OpContext, Registry};
-use tsrun::internals::runtime::IValue;
 use tsrun::internals::tensor::{DType, Tensor};
+use tsrun::internals::values::IValue;
 
 /// One function under test: its golden key, operator, extra arguments and tolerances.
 struct Case {

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use tsrun::internals::ir::graph::{Graph, NodeId};
 use tsrun::internals::ir::parse_graph::parse_graph;
 use tsrun::internals::ir::python_print::{print_code, OpArg, OpArgs, SchemaSource, Signature};
-use tsrun::internals::ir::types::Type;
-use tsrun::internals::runtime::ivalue::List;
+use tsrun::internals::values::ivalue::List;
+use tsrun::internals::values::types::Type;
 use tsrun::IValue;
 
 /// Operator schemas from `torch._C._jit_get_all_schemas()` (fixtures/schemas.txt), reduced to

@@ -6,9 +6,9 @@
 use crate::common::{decode, Arrays};
 use crate::load_common::{fixtures_dir, load_fixture};
 use serde_json::Value;
-use tsrun::internals::ir::types::Type;
 use tsrun::internals::ops::{Args, OpContext, Registry};
 use tsrun::internals::runtime::Module;
+use tsrun::internals::values::types::Type;
 use tsrun::IValue;
 
 const QUANTIZED_FIXTURES: &[&str] = &[

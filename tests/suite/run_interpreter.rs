@@ -4,13 +4,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use tsrun::internals::frontend::source::{Source, SourceRange};
 use tsrun::internals::ir::graph::Attr;
-use tsrun::internals::ir::source::{Source, SourceRange};
-use tsrun::internals::ir::{Graph, Type};
+use tsrun::internals::ir::Graph;
 use tsrun::internals::runtime::interpreter::{
     default_context, Interpreter, Plan, PlanBuilder, Program,
 };
-use tsrun::internals::runtime::{IValue, Object};
+use tsrun::internals::values::Type;
+use tsrun::internals::values::{IValue, Object};
 
 #[derive(Default)]
 struct Functions(HashMap<String, Graph>);

@@ -7,8 +7,9 @@
 use crate::common::fixtures_dir;
 use serde_json::Value;
 use std::sync::Arc;
-use tsrun::internals::runtime::{IValue, Module};
+use tsrun::internals::runtime::Module;
 use tsrun::internals::tensor::{BorrowError, DType, Tensor, TensorError};
+use tsrun::internals::values::IValue;
 
 fn golden() -> Value {
     let text = std::fs::read_to_string(fixtures_dir().join("soundness/storage_soundness.json"))

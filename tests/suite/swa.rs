@@ -3,8 +3,9 @@
 
 use crate::module_api::{assert_close, assert_named_close, dir, load, reload, Golden};
 use std::sync::Arc;
-use tsrun::internals::runtime::{IValue, Module};
+use tsrun::internals::runtime::Module;
 use tsrun::internals::tensor::Tensor;
+use tsrun::internals::values::IValue;
 use tsrun::swa::{self, AveragedModel};
 
 fn snapshots() -> Vec<Module> {

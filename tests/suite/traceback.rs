@@ -228,7 +228,7 @@ fn without_debug_records_frames_have_no_original_line() {
 /// text, inside a character, reversed, and a huge starting line give a location, never a panic.
 #[test]
 fn hostile_original_ranges_give_a_location() {
-    use tsrun::internals::ir::source::{Source, SourceRange};
+    use tsrun::internals::frontend::source::{Source, SourceRange};
     let text = "def f(x):\n    return é + x\n";
     for first_line in [1, usize::MAX] {
         let source = Source::original(Some("f.py".into()), text.into(), first_line);

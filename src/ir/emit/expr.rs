@@ -4,12 +4,12 @@
 use super::matching::match_schemas;
 use super::Emitter;
 use crate::frontend::ast::{self, BinOp, ClassKind, Expr, ExprKind, UnaryOp};
+use crate::ir::decls::Signature;
 use crate::ir::graph::{Attr, ValueId};
-use crate::ir::schema::{is_subtype, unify_types, Argument, FunctionSchema, SchemaRegistry};
-use crate::ir::types::Type;
-use crate::ir::unit::Signature;
 use crate::ir::CompileError;
-use crate::runtime::{EnumValue, IValue};
+use crate::ops::schema::{is_subtype, unify_types, Argument, FunctionSchema, SchemaRegistry};
+use crate::values::types::Type;
+use crate::values::{EnumValue, IValue};
 use num_complex::Complex64;
 use std::sync::Arc;
 
@@ -141,7 +141,7 @@ impl Emitter<'_> {
         let zero = self.b.constant(IValue::Int(0));
         self.b.source = saved;
         let ty = self.b.ty(v).clone();
-        if crate::ir::schema::is_subtype(&ty, &target) {
+        if crate::ops::schema::is_subtype(&ty, &target) {
             return Ok(v);
         }
         if target == Type::Bool && matches!(ty, Type::List(_) | Type::Str | Type::Dict(..)) {
@@ -611,7 +611,7 @@ impl Emitter<'_> {
             let torchbind;
             let class;
             let sig = if self.unit.class(&c).is_none()
-                && crate::runtime::ivalue::is_torchbind_class(&c)
+                && crate::values::ivalue::is_torchbind_class(&c)
             {
                 torchbind = crate::ir::torchbind::method_signature(&c, name).ok_or_else(|| {
                     self.err(
@@ -855,7 +855,7 @@ impl Emitter<'_> {
     /// `Class(args)`: a NamedTuple, or an object (`prim::CreateObject` + `__init__`).
     fn construct(
         &mut self,
-        class: &Arc<crate::ir::unit::ClassInfo>,
+        class: &Arc<crate::ir::decls::ClassInfo>,
         args: &[ValueId],
         kwargs: &[(String, ValueId)],
         span: ast::Span,
@@ -867,7 +867,7 @@ impl Emitter<'_> {
                     params: class
                         .fields
                         .iter()
-                        .map(|(n, t, d)| crate::ir::unit::Param {
+                        .map(|(n, t, d)| crate::ir::decls::Param {
                             name: n.clone(),
                             ty: t.clone(),
                             default: d.clone(),
@@ -950,7 +950,7 @@ impl Emitter<'_> {
         let ty = self.b.ty(obj).clone();
         if let Type::Class(c) = &ty {
             if self.unit.class(c).is_none()
-                && crate::runtime::ivalue::is_torchbind_class(c)
+                && crate::values::ivalue::is_torchbind_class(c)
                 && crate::ir::torchbind::method_signature(c, name).is_some()
             {
                 return Ok(Sugared::Method {

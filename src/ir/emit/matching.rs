@@ -4,10 +4,10 @@
 
 use super::builder::Builder;
 use crate::ir::graph::ValueId;
-use crate::ir::schema::{
+use crate::ops::schema::{
     eval_type_vars, is_subtype, match_type_vars, Argument, FunctionSchema, TypeEnv,
 };
-use crate::ir::types::Type;
+use crate::values::types::Type;
 use std::sync::Arc;
 
 /// A successful match: the inputs in schema order (defaults filled) and the return types.

@@ -11,12 +11,12 @@ pub mod matching;
 mod stmt;
 
 use crate::frontend::ast;
+use crate::ir::decls::{ClassInfo, Declarations, Signature};
 use crate::ir::graph::{Def, Graph, NodeId, ValueId};
 use crate::ir::passes;
-use crate::ir::types::Type;
-use crate::ir::unit::{ClassInfo, CompilationUnit, Signature};
 use crate::ir::CompileError;
-use crate::runtime::IValue;
+use crate::values::types::Type;
+use crate::values::IValue;
 use builder::Builder;
 use indexmap::IndexMap;
 use std::collections::HashMap;
@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 /// Compile one function or method body to a graph (cleaned up as PyTorch does after emission).
 pub fn emit_function(
-    unit: &CompilationUnit,
+    unit: &dyn Declarations,
     file: &ast::File,
     def: &ast::FunctionDef,
     signature: &Signature,
@@ -139,7 +139,7 @@ fn number_ssa_values(
 /// How the graph printer spells the enum, interface and NamedTuple classes the graph's values
 /// mention (PyTorch's `EnumType::str`, `InterfaceType::str`, `TupleType::str`).
 fn class_spellings(
-    unit: &CompilationUnit,
+    unit: &dyn Declarations,
     graph: &Graph,
 ) -> std::collections::BTreeMap<String, String> {
     let mut names = Vec::new();
@@ -210,7 +210,7 @@ struct Frame {
 }
 
 struct Emitter<'a> {
-    unit: &'a CompilationUnit,
+    unit: &'a dyn Declarations,
     file: &'a ast::File,
     b: Builder,
     frames: Vec<Frame>,

@@ -5,10 +5,10 @@ use super::matching::tuple_elements;
 use super::Emitter;
 use crate::frontend::ast::{self, Expr, ExprKind, Stmt, StmtKind};
 use crate::ir::graph::{Attr, NodeId, ValueId};
-use crate::ir::schema::unify_types;
-use crate::ir::types::Type;
 use crate::ir::CompileError;
-use crate::runtime::IValue;
+use crate::ops::schema::unify_types;
+use crate::values::types::Type;
+use crate::values::IValue;
 
 /// What a `for` loop iterates over.
 enum Iterable {

@@ -6,12 +6,12 @@
 //! them; the printed graphs show its results (and the numbers of the constants it creates).
 
 use super::{eliminate_dead_code, has_side_effects, insert_constant_before};
-use crate::ir::emit::builder::{constant_attr, constant_type};
+use crate::ir::graph::{constant_attr, constant_type};
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
-use crate::ir::schema::SchemaRegistry;
-use crate::ir::types::Type;
+use crate::ops::schema::SchemaRegistry;
 use crate::ops::{Args, OpContext, Registry};
-use crate::runtime::{IValue, Tuple};
+use crate::values::types::Type;
+use crate::values::{IValue, Tuple};
 
 /// Run the pass; dead code is eliminated when anything changed. Returns whether it did.
 pub fn propagate_constants(graph: &mut Graph) -> bool {

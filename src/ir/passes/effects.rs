@@ -7,9 +7,9 @@
 //! alone, in PyTorch's sequential semantics) or only reads it (then calls run concurrently).
 
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
-use crate::ir::schema::SchemaRegistry;
-use crate::ir::types::Type;
-use crate::runtime::IValue;
+use crate::ops::schema::SchemaRegistry;
+use crate::values::types::Type;
+use crate::values::IValue;
 
 /// A set of a graph's parameters, one bit each (`self` is bit 0). Parameters past 63 share bit 63,
 /// which only makes the analysis more conservative.
@@ -371,7 +371,7 @@ impl Analysis<'_> {
     /// Whether batch norm's `training` (instance norm's `use_input_stats`) is a constant false.
     fn constant_false(
         &self,
-        schema: &crate::ir::schema::FunctionSchema,
+        schema: &crate::ops::schema::FunctionSchema,
         inputs: &[ValueId],
     ) -> bool {
         schema

@@ -5,9 +5,9 @@
 
 use super::{insert_constant_before, producer};
 use crate::ir::graph::{BlockId, Graph, NodeId, ValueId};
-use crate::ir::schema::SchemaRegistry;
-use crate::ir::types::Type;
-use crate::runtime::IValue;
+use crate::ops::schema::SchemaRegistry;
+use crate::values::types::Type;
+use crate::values::IValue;
 use std::collections::HashSet;
 
 /// Run the pass; returns whether it changed the graph (the caller eliminates dead code).

@@ -17,9 +17,9 @@ pub use normalize::{canonical_alias, normalize_ops};
 pub use peephole::peephole_optimize;
 
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
-use crate::ir::schema::SchemaRegistry;
-use crate::ir::types::Type;
-use crate::runtime::IValue;
+use crate::ops::schema::SchemaRegistry;
+use crate::values::types::Type;
+use crate::values::IValue;
 use std::collections::HashSet;
 
 /// Node kinds that act on the world (or on objects) and are kept even when their outputs are
@@ -204,7 +204,7 @@ fn constant_key(graph: &Graph, node: NodeId) -> Option<String> {
         Some(Attr::Str(s)) => format!("s{s:?}"),
         Some(Attr::Value(v)) => match v {
             // equal tensors (dtype, shape, values: `tensorEqual`) are pooled
-            crate::runtime::IValue::Tensor(t) => {
+            crate::values::IValue::Tensor(t) => {
                 let values = t.to_vec::<f64>().ok()?;
                 if values.iter().any(|x| x.is_nan()) {
                     return None;
@@ -215,7 +215,7 @@ fn constant_key(graph: &Graph, node: NodeId) -> Option<String> {
                     .collect();
                 format!("t{:?}{:?}{bits:?}", t.dtype(), t.shape())
             }
-            crate::runtime::IValue::Object(_) => return None,
+            crate::values::IValue::Object(_) => return None,
             other => format!("v{other:?}"),
         },
         Some(other) => format!("{other:?}"),
@@ -273,7 +273,7 @@ pub(crate) fn insert_constant_before(
     ty: Type,
 ) -> ValueId {
     let c = g.create_node("prim::Constant", Vec::new(), vec![ty]);
-    if let Some(attr) = crate::ir::emit::builder::constant_attr(value) {
+    if let Some(attr) = crate::ir::graph::constant_attr(value) {
         g.node_mut(c).attrs.push(("value".to_string(), attr));
     }
     g.insert_before(c, before);

@@ -5,8 +5,8 @@
 //! interpreter sees one spelling per operation.
 
 use crate::ir::graph::{BlockId, Graph, NodeId};
-use crate::ir::schema::SchemaRegistry;
-use crate::ir::types::Type;
+use crate::ops::schema::SchemaRegistry;
+use crate::values::types::Type;
 
 /// `getOperatorAliasMap`: alias -> canonical operator.
 const ALIASES: &[(&str, &str)] = &[
@@ -158,12 +158,12 @@ fn normalize_is_bool(graph: &mut Graph, node: NodeId) -> bool {
 fn matching_overload(alias: &str, target: &str) -> Option<String> {
     let reg = SchemaRegistry::global();
     let from = reg.find(alias)?;
-    let types = |args: &[crate::ir::schema::Argument]| {
+    let types = |args: &[crate::ops::schema::Argument]| {
         args.iter()
             .map(|a| (a.ty.clone(), a.kwarg_only))
             .collect::<Vec<_>>()
     };
-    let same_types = |s: &&std::sync::Arc<crate::ir::schema::FunctionSchema>| {
+    let same_types = |s: &&std::sync::Arc<crate::ops::schema::FunctionSchema>| {
         types(&s.arguments) == types(&from.arguments) && types(&s.returns) == types(&from.returns)
     };
     let candidates = reg.overloads(target);

@@ -5,9 +5,9 @@
 
 use super::{eliminate_dead_code, insert_constant_before};
 use crate::ir::graph::{BlockId, Def, Graph, NodeId, ValueId};
-use crate::ir::schema::{is_subtype, unify_types, SchemaRegistry};
-use crate::ir::types::Type;
-use crate::runtime::IValue;
+use crate::ops::schema::{is_subtype, unify_types, SchemaRegistry};
+use crate::values::types::Type;
+use crate::values::IValue;
 use std::collections::HashSet;
 
 /// Run the pass; dead code is eliminated when anything changed. Returns whether it did.

@@ -1,9 +1,9 @@
 //! Operands of promoting ops (tensors or wrapped numbers) and in-place write-back.
 
 use crate::ops::Args;
-use crate::runtime::IValue;
 use crate::tensor::promote::{self, result_type};
 use crate::tensor::{broadcast_shapes, DType, Scalar, Tensor, TensorError};
+use crate::values::IValue;
 
 /// An argument that may be a tensor or a Python number (a "wrapped number" in promotion).
 #[derive(Clone)]

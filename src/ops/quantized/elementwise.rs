@@ -10,8 +10,8 @@ use super::{
     quantize_val, tensor_result, unsupported, VEC_ELEMS_U8,
 };
 use crate::ops::{Args, Kernel, Registry};
-use crate::runtime::IValue;
 use crate::tensor::{Quantizer, Tensor};
+use crate::values::IValue;
 use crate::Result;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -221,8 +221,8 @@ fn cat(a: &mut Args<'_>) -> Result<IValue> {
         .into_iter()
         .map(IValue::Tensor)
         .collect::<Vec<IValue>>();
-    let list = IValue::List(crate::runtime::List::new(
-        crate::ir::types::Type::Tensor,
+    let list = IValue::List(crate::values::List::new(
+        crate::values::types::Type::Tensor,
         std::mem::take(&mut inner),
     ));
     let cat_kernel = crate::ops::Registry::global()

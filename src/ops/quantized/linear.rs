@@ -9,8 +9,8 @@ use super::{
     arg_qtensor, int_values, make_quantized, per_tensor_params, tensor_result, unsupported,
 };
 use crate::ops::{Args, Registry};
-use crate::runtime::{IValue, Tuple};
 use crate::tensor::{DType, Quantizer, Tensor};
+use crate::values::{IValue, Tuple};
 use crate::Result;
 
 pub fn register(r: &mut Registry) {

@@ -18,8 +18,8 @@ pub mod tensors;
 pub mod torchbind;
 
 use super::{Args, Registry};
-use crate::runtime::IValue;
 use crate::tensor::{DType, Quantizer, Tensor};
+use crate::values::IValue;
 use crate::Error;
 
 pub fn register(r: &mut Registry) {

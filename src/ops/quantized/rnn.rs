@@ -17,8 +17,8 @@ use super::linear::{dynamic_matmul, Fp16Weights};
 use super::torchbind::LinearParams;
 use super::unsupported;
 use crate::ops::{Args, Registry};
-use crate::runtime::{IValue, Object, Tuple};
 use crate::tensor::Tensor;
+use crate::values::{IValue, Object, Tuple};
 use crate::Result;
 
 pub fn register(r: &mut Registry) {

@@ -6,10 +6,10 @@ use super::{
     arg_qtensor, dequantize_val, int_values, make_quantized, quantize_val, tensor_result,
     unsupported,
 };
-use crate::ir::types::Type;
 use crate::ops::{Args, Registry};
-use crate::runtime::{IValue, List};
 use crate::tensor::{DType, Quantizer, Tensor};
+use crate::values::types::Type;
+use crate::values::{IValue, List};
 use crate::Result;
 use std::sync::Arc;
 

@@ -7,9 +7,9 @@
 //!   weight for `linear_prepack_fp16`.
 
 use super::unsupported;
-use crate::ir::types::Type;
-use crate::runtime::{IValue, List, Object, Tuple};
 use crate::tensor::{DType, Tensor};
+use crate::values::types::Type;
+use crate::values::{IValue, List, Object, Tuple};
 use crate::Result;
 
 pub const CONV2D_CLASS: &str = "__torch__.torch.classes.quantized.Conv2dPackedParamsBase";

@@ -2,12 +2,14 @@
 
 use super::plan::{Block, Instr, Op, Operand, Plan};
 use super::{Callee, Interpreter, MAX_CALL_DEPTH};
-use crate::ir::source::SourceRange;
-use crate::ir::types::Type;
+use crate::error::{RuntimeError, TracebackFrame};
+use crate::frontend::source::SourceRange;
 use crate::ops::call_limits::Stop;
-use crate::ops::{scalar::python_str, Args, OpContext};
-use crate::runtime::{Dict, IValue, List, Object, RuntimeError, TracebackFrame, Tuple};
+use crate::ops::{Args, OpContext};
 use crate::tensor::budget::LimitExceeded;
+pub use crate::values::matches_type;
+use crate::values::python_str;
+use crate::values::{Dict, IValue, List, Object, Tuple};
 use crate::Error;
 use parking_lot::RwLock;
 use smallvec::SmallVec;
@@ -100,7 +102,11 @@ fn run_plan_here(
 
 /// Add the frame of `func` at `src` to `e`'s TorchScript traceback.
 fn with_frame(e: Error, func: &str, src: Option<&SourceRange>) -> Error {
-    let frame = TracebackFrame::new(func, src);
+    let frame = TracebackFrame {
+        function: func.to_string(),
+        at: src.map(SourceRange::code_location),
+        original: src.and_then(SourceRange::original_location),
+    };
     match e {
         Error::Runtime(RuntimeError::Traceback { mut frames, cause }) => {
             frames.insert(0, frame);
@@ -528,47 +534,5 @@ fn cached(cache: &RwLock<Option<(Arc<str>, Callee)>>, key: &Arc<str>) -> Option<
     match &*cache.read() {
         Some((k, p)) if Arc::ptr_eq(k, key) || **k == **key => Some(p.clone()),
         _ => None,
-    }
-}
-
-/// Whether `v` is an instance of `t` (as `isinstance` checks at run time).
-pub fn matches_type(v: &IValue, t: &Type) -> bool {
-    match (t, v) {
-        (Type::Any, _) => true,
-        (Type::Optional(_), IValue::None) => true,
-        (Type::Optional(inner), v) => matches_type(v, inner),
-        (Type::Union(ts), v) => ts.iter().any(|t| matches_type(v, t)),
-        (Type::Tensor, IValue::Tensor(_)) => true,
-        (Type::Int, IValue::Int(_)) => true,
-        (Type::Float, IValue::Double(_)) => true,
-        (Type::Bool, IValue::Bool(_)) => true,
-        (Type::Str, IValue::String(_)) => true,
-        (Type::Complex, IValue::Complex(_)) => true,
-        (Type::Number, IValue::Int(_) | IValue::Double(_) | IValue::Complex(_)) => true,
-        (Type::NoneType, IValue::None) => true,
-        (Type::Device, IValue::Device(_)) => true,
-        (Type::Storage, IValue::Storage(_)) => true,
-        (Type::AnyList, IValue::List(_)) => true,
-        (Type::AnyTuple, IValue::Tuple(_)) => true,
-        (Type::AnyClass, IValue::Object(_)) => true,
-        (Type::AnyEnum, IValue::Enum(_)) => true,
-        (Type::List(elem), IValue::List(l)) => {
-            l.elem_type() == &**elem || l.items().iter().all(|x| matches_type(x, elem))
-        }
-        (Type::Dict(k, val), IValue::Dict(d)) => {
-            (d.key_type() == &**k && d.value_type() == &**val)
-                || d.items()
-                    .values()
-                    .all(|(a, b)| matches_type(a, k) && matches_type(b, val))
-        }
-        (Type::Tuple(ts), IValue::Tuple(tu)) => {
-            ts.len() == tu.items().len()
-                && ts.iter().zip(tu.items()).all(|(t, x)| matches_type(x, t))
-        }
-        (Type::Class(c), IValue::Object(o)) => o.class_name() == c,
-        (Type::Class(c), IValue::Tuple(tu)) => tu.class() == Some(c),
-        (Type::Class(c), IValue::Enum(e)) => &e.class == c,
-        (Type::Function(_), IValue::Function(_)) => true,
-        _ => false,
     }
 }

@@ -8,11 +8,13 @@ mod plan;
 mod program;
 
 pub use exec::matches_type;
+pub use plan::Callee;
 pub use plan::{build_plan, is_interpreter_op, Plan};
-pub use program::{Callee, PlanBuilder, Program};
+pub use program::{PlanBuilder, Program};
 
+use crate::error::RuntimeError;
 use crate::ops::OpContext;
-use crate::runtime::{IValue, Object, RuntimeError, Tuple};
+use crate::values::{IValue, Object, Tuple};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};

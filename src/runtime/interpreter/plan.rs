@@ -3,12 +3,12 @@
 //! and last-use information so values are moved into their last consumer or dropped as soon as
 //! they are dead.
 
-use super::program::Callee;
+use crate::error::RuntimeError;
+use crate::frontend::source::SourceRange;
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
-use crate::ir::source::SourceRange;
-use crate::ir::types::{parse_annotation, Type};
 use crate::ops::{Kernel, Registry};
-use crate::runtime::{IValue, List, RuntimeError};
+use crate::values::types::{parse_annotation, Type};
+use crate::values::{IValue, List};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -114,37 +114,10 @@ pub(crate) enum Op {
     },
 }
 
-/// Operators the interpreter executes itself rather than through a kernel.
-pub fn is_interpreter_op(kind: &str) -> bool {
-    matches!(
-        kind,
-        "prim::Constant"
-            | "prim::If"
-            | "prim::Loop"
-            | "prim::CallMethod"
-            | "prim::CallFunction"
-            | "prim::GetAttr"
-            | "prim::SetAttr"
-            | "prim::TupleConstruct"
-            | "prim::TupleUnpack"
-            | "prim::TupleIndex"
-            | "prim::TupleSlice"
-            | "prim::ListConstruct"
-            | "prim::ListUnpack"
-            | "prim::DictConstruct"
-            | "prim::RaiseException"
-            | "prim::Uninitialized"
-            | "prim::unchecked_cast"
-            | "prim::unchecked_unwrap_optional"
-            | "prim::data"
-            | "prim::isinstance"
-            | "prim::CreateObject"
-            | "prim::Enter"
-            | "prim::Exit"
-            | "prim::Print"
-            | "aten::warn"
-    )
-}
+pub use crate::ops::is_interpreter_op;
+
+/// A compiled function ready to run.
+pub type Callee = Arc<Plan>;
 
 /// A compiled function.
 pub struct Plan {

@@ -3,10 +3,6 @@
 
 use super::plan::Plan;
 use crate::ir::Graph;
-use std::sync::Arc;
-
-/// A compiled function ready to run.
-pub type Callee = Arc<Plan>;
 
 /// Builds a plan from a graph; handed to [`Program`] so graphs need not outlive the call.
 pub type PlanBuilder<'a> = &'a mut dyn FnMut(&Graph) -> crate::Result<Plan>;

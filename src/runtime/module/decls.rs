@@ -13,8 +13,8 @@
 //! not pay for it. tests/suite/load_fixtures.rs checks that this scan and the AST agree on every
 //! fixture's class declarations.
 
-use crate::ir::types::{parse_annotation, Type};
-use crate::runtime::IValue;
+use crate::values::types::{parse_annotation, Type};
+use crate::values::IValue;
 use indexmap::IndexMap;
 use std::sync::Arc;
 

@@ -11,7 +11,7 @@
 
 use super::state_dict::{IncompatibleKeys, StateDict};
 use super::{module_err, Module};
-use crate::runtime::IValue;
+use crate::values::IValue;
 use crate::Result;
 use indexmap::IndexMap;
 use parking_lot::RwLock;

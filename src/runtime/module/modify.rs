@@ -5,10 +5,10 @@
 //! the saved archive shows it.
 
 use super::{module_err, replace_tensors, short_name, Module};
-use crate::ir::types::Type;
 use crate::runtime::interpreter::matches_type;
-use crate::runtime::IValue;
 use crate::tensor::{DType, Tensor, TensorIdentity};
+use crate::values::types::Type;
+use crate::values::IValue;
 use crate::Result;
 use std::collections::{HashMap, HashSet};
 

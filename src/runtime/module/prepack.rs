@@ -8,7 +8,7 @@
 use super::Module;
 use crate::ir::graph::{BlockId, Def, Graph, ValueId};
 use crate::ir::unit::CompilationUnit;
-use crate::runtime::IValue;
+use crate::values::IValue;
 use rayon::prelude::*;
 use std::collections::HashSet;
 

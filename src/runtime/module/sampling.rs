@@ -4,8 +4,8 @@
 
 use super::{module_err, Module};
 use crate::ops::{grad_mode, OpContext};
-use crate::runtime::IValue;
 use crate::tensor::Tensor;
+use crate::values::IValue;
 use crate::Result;
 use rayon::prelude::*;
 

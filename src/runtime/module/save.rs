@@ -4,8 +4,8 @@
 use super::Module;
 use crate::archive::ArchiveWriter;
 use crate::pickle::Pickler;
-use crate::runtime::{IValue, Tuple};
 use crate::tensor::{DType, Storage};
+use crate::values::{IValue, Tuple};
 use crate::Result;
 use std::io::Write;
 use std::path::Path;

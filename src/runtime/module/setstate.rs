@@ -6,7 +6,7 @@
 //! content; their methods are native (`ops::quantized::torchbind`).
 
 use super::{module_err, Module};
-use crate::runtime::{IValue, Object};
+use crate::values::{IValue, Object};
 use crate::Result;
 use std::collections::HashSet;
 use std::sync::Arc;

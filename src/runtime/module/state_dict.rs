@@ -4,8 +4,8 @@
 
 use super::{module_err, unpickle_record, Module};
 use crate::archive::Archive;
-use crate::runtime::IValue;
 use crate::tensor::{DType, Storage, Tensor};
+use crate::values::IValue;
 use crate::{Error, Result};
 use indexmap::IndexMap;
 use std::io::Write;
@@ -371,7 +371,7 @@ fn read_torch_zip(path: &Path) -> Result<StateDict> {
     }
     let no_enums = |class: &str,
                     _: &IValue|
-     -> std::result::Result<std::sync::Arc<crate::runtime::EnumValue>, String> {
+     -> std::result::Result<std::sync::Arc<crate::values::EnumValue>, String> {
         Err(format!("a state dict holds no enums, found {class}"))
     };
     let value = unpickle_record(

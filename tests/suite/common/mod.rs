@@ -9,8 +9,8 @@ use serde_json::Value;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use tsrun::internals::ops::{Args, OpContext, Registry};
-use tsrun::internals::runtime::{Device, Dict, EnumValue, IValue, List, Object, Tuple};
 use tsrun::internals::tensor::{DType, Tensor};
+use tsrun::internals::values::{Device, Dict, EnumValue, IValue, List, Object, Tuple};
 
 /// The repository's fixtures directory.
 pub fn fixtures_dir() -> PathBuf {
@@ -125,7 +125,7 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
                 .iter()
                 .map(|x| decode(x, arrays))
                 .collect();
-            IValue::List(List::new(tsrun::internals::ir::Type::Any, items))
+            IValue::List(List::new(tsrun::internals::values::Type::Any, items))
         }
         "tuple" => IValue::Tuple(Tuple::new(
             body.as_array()
@@ -136,8 +136,8 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
         )),
         "dict" => {
             let d = Dict::new(
-                tsrun::internals::ir::Type::Any,
-                tsrun::internals::ir::Type::Any,
+                tsrun::internals::values::Type::Any,
+                tsrun::internals::values::Type::Any,
             );
             for kv in body.as_array().expect("dict") {
                 d.insert(decode(&kv[0], arrays), decode(&kv[1], arrays))

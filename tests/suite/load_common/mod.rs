@@ -4,7 +4,8 @@
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use tsrun::internals::runtime::{IValue, Module};
+use tsrun::internals::runtime::Module;
+use tsrun::internals::values::IValue;
 use tsrun::Tensor;
 
 pub use crate::common::fixtures_dir;

@@ -2,8 +2,8 @@
 //! parsing, the registry of every operator PyTorch knows (`fixtures/schemas.txt`, from
 //! `torch._C._jit_get_all_schemas()`), and type-variable matching used by overload resolution.
 
-use super::types::Type;
-use crate::runtime::{IValue, List};
+use crate::values::types::Type;
+use crate::values::{IValue, List};
 use parking_lot::RwLock;
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -9,8 +9,8 @@
 #![deny(missing_docs)]
 
 use super::ivalue::{Dict, IValue, List, Tuple};
+use super::types::Type;
 use crate::error::Error;
-use crate::ir::types::Type;
 use crate::tensor::{Element, Tensor};
 use num_complex::Complex64;
 use std::collections::HashMap;

@@ -4,8 +4,8 @@
 
 #![deny(missing_docs)]
 
-use crate::ir::types::Type;
 use crate::tensor::{Scalar, Storage, Tensor};
+use crate::values::types::Type;
 use indexmap::IndexMap;
 use num_complex::Complex64;
 use parking_lot::RwLock;
@@ -647,5 +647,47 @@ impl fmt::Debug for IValue {
             IValue::Function(n) => write!(f, "<function {n}>"),
             IValue::Uninitialized => f.write_str("<uninitialized>"),
         }
+    }
+}
+
+/// Whether `v` is an instance of `t` (as `isinstance` checks at run time).
+pub fn matches_type(v: &IValue, t: &Type) -> bool {
+    match (t, v) {
+        (Type::Any, _) => true,
+        (Type::Optional(_), IValue::None) => true,
+        (Type::Optional(inner), v) => matches_type(v, inner),
+        (Type::Union(ts), v) => ts.iter().any(|t| matches_type(v, t)),
+        (Type::Tensor, IValue::Tensor(_)) => true,
+        (Type::Int, IValue::Int(_)) => true,
+        (Type::Float, IValue::Double(_)) => true,
+        (Type::Bool, IValue::Bool(_)) => true,
+        (Type::Str, IValue::String(_)) => true,
+        (Type::Complex, IValue::Complex(_)) => true,
+        (Type::Number, IValue::Int(_) | IValue::Double(_) | IValue::Complex(_)) => true,
+        (Type::NoneType, IValue::None) => true,
+        (Type::Device, IValue::Device(_)) => true,
+        (Type::Storage, IValue::Storage(_)) => true,
+        (Type::AnyList, IValue::List(_)) => true,
+        (Type::AnyTuple, IValue::Tuple(_)) => true,
+        (Type::AnyClass, IValue::Object(_)) => true,
+        (Type::AnyEnum, IValue::Enum(_)) => true,
+        (Type::List(elem), IValue::List(l)) => {
+            l.elem_type() == &**elem || l.items().iter().all(|x| matches_type(x, elem))
+        }
+        (Type::Dict(k, val), IValue::Dict(d)) => {
+            (d.key_type() == &**k && d.value_type() == &**val)
+                || d.items()
+                    .values()
+                    .all(|(a, b)| matches_type(a, k) && matches_type(b, val))
+        }
+        (Type::Tuple(ts), IValue::Tuple(tu)) => {
+            ts.len() == tu.items().len()
+                && ts.iter().zip(tu.items()).all(|(t, x)| matches_type(x, t))
+        }
+        (Type::Class(c), IValue::Object(o)) => o.class_name() == c,
+        (Type::Class(c), IValue::Tuple(tu)) => tu.class() == Some(c),
+        (Type::Class(c), IValue::Enum(e)) => &e.class == c,
+        (Type::Function(_), IValue::Function(_)) => true,
+        _ => false,
     }
 }

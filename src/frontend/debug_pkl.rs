@@ -16,8 +16,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use super::source::{Source, SourceRange};
-use crate::runtime::IValue;
+use crate::frontend::source::{GeneratedRanges, Source, SourceRange};
+use crate::values::IValue;
 
 const STRING_TABLE_TAG: &str = "FORMAT_WITH_STRING_TABLE";
 
@@ -75,6 +75,12 @@ impl DebugRecords {
         // point is still some record, never a panic.
         let after = records.partition_point(|r| r.offset <= offset);
         after.checked_sub(1).map(|i| records[i].range.clone())
+    }
+}
+
+impl GeneratedRanges for DebugRecords {
+    fn find(&self, offset: usize) -> Option<SourceRange> {
+        DebugRecords::find(self, offset)
     }
 }
 

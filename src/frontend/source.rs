@@ -3,7 +3,13 @@
 
 use std::sync::Arc;
 
-use super::debug_pkl::DebugRecords;
+/// Maps byte offsets of a generated code file to the original ranges that generated them: an
+/// archive code file's `debug_pkl` records ([`super::debug_pkl::DebugRecords`]). A trait so
+/// that a [`Source`] holds the records without this module depending on their decoder.
+pub trait GeneratedRanges: std::fmt::Debug + Send + Sync {
+    /// The original range that generated the code at byte `offset`, if any.
+    fn find(&self, offset: usize) -> Option<SourceRange>;
+}
 
 /// A named piece of source text with precomputed line starts.
 #[derive(Debug)]
@@ -18,7 +24,7 @@ pub struct Source {
     /// `None`): PyTorch prints no location for it.
     named: bool,
     /// For an archive code file, the original ranges that generated it (its `debug_pkl`).
-    generated_by: Option<DebugRecords>,
+    generated_by: Option<Box<dyn GeneratedRanges>>,
 }
 
 impl Source {
@@ -36,14 +42,14 @@ impl Source {
     pub fn with_debug_records(
         name: impl Into<String>,
         text: impl Into<String>,
-        records: DebugRecords,
+        records: impl GeneratedRanges + 'static,
     ) -> Arc<Source> {
         Arc::new(Source::build(
             name.into(),
             text.into(),
             1,
             true,
-            Some(records),
+            Some(Box::new(records)),
         ))
     }
 
@@ -65,7 +71,7 @@ impl Source {
         text: String,
         first_line: usize,
         named: bool,
-        generated_by: Option<DebugRecords>,
+        generated_by: Option<Box<dyn GeneratedRanges>>,
     ) -> Source {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));

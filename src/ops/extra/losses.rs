@@ -1,0 +1,516 @@
+//! Loss functions (`aten::*_loss` and their backward-free forms), computed in f64.
+
+use super::*;
+
+/// Reduce an f64 loss tensor: 0 none, 1 mean, 2 sum; cast to `dt`.
+pub(super) fn reduce_loss(loss: Tensor, reduction: i64, dt: DType) -> crate::Result<Tensor> {
+    match reduction {
+        0 => loss.to_dtype(dt),
+        1 | 2 => {
+            let v = vals(&loss)?;
+            let s: f64 = v.iter().sum();
+            let r = if reduction == 1 {
+                s / v.len() as f64
+            } else {
+                s
+            };
+            build(vec![r], &[], dt)
+        }
+        other => Err(value_err(format!(
+            "{other} is not a valid value for reduction"
+        ))),
+    }
+}
+
+/// A pointwise loss `f(input, target)` with broadcasting and reduction argument `red_idx`.
+pub(super) fn pointwise_loss(
+    args: &Args<'_>,
+    red_idx: usize,
+    f: impl Fn(f64, f64) -> f64 + Sync + Send,
+) -> R {
+    let (a, b) = (Operand::arg(args, 0)?, Operand::arg(args, 1)?);
+    let dt = float_common(&a, &b)?;
+    let (x, y) = (
+        a.as_tensor_of(DType::Float64)?,
+        b.as_tensor_of(DType::Float64)?,
+    );
+    let loss = map_binary::<f64, f64, f64, _>(&x, &y, f)?;
+    t(reduce_loss(loss, args.int(red_idx)?, dt)?)
+}
+
+pub(super) fn mse_loss(args: &mut Args<'_>) -> R {
+    pointwise_loss(args, 2, |x, y| (x - y) * (x - y))
+}
+pub(super) fn l1_loss(args: &mut Args<'_>) -> R {
+    pointwise_loss(args, 2, |x, y| (x - y).abs())
+}
+pub(super) fn smooth_l1_loss(args: &mut Args<'_>) -> R {
+    let beta = args.double(3)?;
+    if beta < 0.0 {
+        return Err(value_err(
+            "smooth_l1_loss does not support negative values for beta.",
+        ));
+    }
+    pointwise_loss(args, 2, move |x, y| {
+        let d = (x - y).abs();
+        if d < beta {
+            0.5 * d * d / beta
+        } else {
+            d - 0.5 * beta
+        }
+    })
+}
+pub(super) fn huber_loss(args: &mut Args<'_>) -> R {
+    let delta = args.double(3)?;
+    if delta <= 0.0 {
+        return Err(value_err(
+            "huber_loss does not support non-positive values for delta.",
+        ));
+    }
+    pointwise_loss(args, 2, move |x, y| {
+        let d = (x - y).abs();
+        if d < delta {
+            0.5 * d * d
+        } else {
+            delta * (d - 0.5 * delta)
+        }
+    })
+}
+pub(super) fn soft_margin_loss(args: &mut Args<'_>) -> R {
+    pointwise_loss(args, 2, |x, y| (-x * y).exp().ln_1p())
+}
+pub(super) fn kl_div(args: &mut Args<'_>) -> R {
+    let log_target = args.bool(3)?;
+    let red = args.int(2)?;
+    let (a, b) = (Operand::arg(args, 0)?, Operand::arg(args, 1)?);
+    let dt = float_common(&a, &b)?;
+    let (x, y) = (
+        a.as_tensor_of(DType::Float64)?,
+        b.as_tensor_of(DType::Float64)?,
+    );
+    let loss = if log_target {
+        map_binary::<f64, f64, f64, _>(&x, &y, |x, y| y.exp() * (y - x))?
+    } else {
+        map_binary::<f64, f64, f64, _>(&x, &y, |x, y| xlogy_f(y, y) - y * x)?
+    };
+    t(reduce_loss(loss, red, dt)?)
+}
+
+/// Same-shape check of input and target (losses that do not broadcast).
+pub(super) fn same_shape(op: &str, a: &Tensor, b: &Tensor) -> crate::Result<()> {
+    if a.shape() != b.shape() {
+        return Err(value_err(format!(
+            "{op}: Using a target size ({:?}) that is different to the input size ({:?}) is deprecated. Please ensure they have the same size.",
+            b.shape(),
+            a.shape()
+        )));
+    }
+    Ok(())
+}
+
+/// Broadcast `w` (optional) to `shape` as f64 values.
+pub(super) fn weights_to(w: Option<Tensor>, shape: &[usize]) -> crate::Result<Option<Vec<f64>>> {
+    match w {
+        None => Ok(None),
+        Some(w) => {
+            let b = broadcast_shapes(w.shape(), shape)?;
+            if b.as_slice() != shape {
+                return Err(value_err(format!(
+                    "weight of shape {:?} cannot broadcast to {shape:?}",
+                    w.shape()
+                )));
+            }
+            Ok(Some(vals(&crate::ops::shape::expand_to(&w, shape)?)?))
+        }
+    }
+}
+
+pub(super) fn binary_cross_entropy(args: &mut Args<'_>) -> R {
+    let (x, y) = (args.tensor(0)?, args.tensor(1)?);
+    same_shape("binary_cross_entropy", &x, &y)?;
+    let w = weights_to(args.opt_tensor(2)?, x.shape())?;
+    let red = args.int(3)?;
+    let (xv, yv) = (vals(&x)?, vals(&y)?);
+    if xv.iter().any(|&p| !(0.0..=1.0).contains(&p)) {
+        return Err(value_err("all elements of input should be between 0 and 1"));
+    }
+    let loss: Vec<f64> = xv
+        .iter()
+        .zip(&yv)
+        .enumerate()
+        .map(|(i, (&p, &t))| {
+            let l = -(t * p.ln().max(-100.0) + (1.0 - t) * (1.0 - p).ln().max(-100.0));
+            w.as_ref().map_or(l, |w| l * w[i])
+        })
+        .collect();
+    let dt = float_dtype(x.dtype());
+    t(reduce_loss(Tensor::from_vec(loss, x.shape())?, red, dt)?)
+}
+
+pub(super) fn bce_with_logits(args: &mut Args<'_>) -> R {
+    let (x, y) = (args.tensor(0)?, args.tensor(1)?);
+    same_shape("binary_cross_entropy_with_logits", &x, &y)?;
+    let w = weights_to(args.opt_tensor(2)?, x.shape())?;
+    let pw = weights_to(args.opt_tensor(3)?, x.shape())?;
+    let red = args.int(4)?;
+    let (xv, yv) = (vals(&x)?, vals(&y)?);
+    let loss: Vec<f64> = xv
+        .iter()
+        .zip(&yv)
+        .enumerate()
+        .map(|(i, (&x, &t))| {
+            // (1 - t) x + (1 + (pw - 1) t) * log(1 + exp(-x)), with a stable log1p(exp(-x)).
+            let log_sig_neg = (-x).max(0.0) + (-x.abs()).exp().ln_1p();
+            let l = match &pw {
+                Some(pw) => (1.0 - t) * x + (1.0 + (pw[i] - 1.0) * t) * log_sig_neg,
+                None => (1.0 - t) * x + log_sig_neg,
+            };
+            w.as_ref().map_or(l, |w| l * w[i])
+        })
+        .collect();
+    let dt = float_dtype(common_dtype(&[
+        &Operand::Tensor(x.clone()),
+        &Operand::Tensor(y),
+    ]));
+    t(reduce_loss(Tensor::from_vec(loss, x.shape())?, red, dt)?)
+}
+
+pub(super) fn margin_ranking_loss(args: &mut Args<'_>) -> R {
+    let (a, b, y) = (args.tensor(0)?, args.tensor(1)?, args.tensor(2)?);
+    let margin = args.double(3)?;
+    let red = args.int(4)?;
+    let dt = float_dtype(a.dtype());
+    let d = map_binary::<f64, f64, f64, _>(
+        &a.to_dtype(DType::Float64)?,
+        &b.to_dtype(DType::Float64)?,
+        |a, b| a - b,
+    )?;
+    let loss = map_binary::<f64, f64, f64, _>(&d, &y.to_dtype(DType::Float64)?, move |d, y| {
+        (-y * d + margin).max(0.0)
+    })?;
+    t(reduce_loss(loss, red, dt)?)
+}
+
+pub(super) fn hinge_embedding_loss(args: &mut Args<'_>) -> R {
+    let margin = args.double(2)?;
+    pointwise_loss(args, 3, move |x, y| {
+        // ATen: where(y != 1, clamp_min(margin - x, 0), 0) + where(y != -1, x, 0)
+        let pos = if y != -1.0 { x } else { 0.0 };
+        let neg = if y != 1.0 { (margin - x).max(0.0) } else { 0.0 };
+        pos + neg
+    })
+}
+
+pub(super) fn poisson_nll_loss(args: &mut Args<'_>) -> R {
+    let log_input = args.bool(2)?;
+    let full = args.bool(3)?;
+    let eps = args.double(4)?;
+    pointwise_loss(args, 5, move |x, y| {
+        let mut l = if log_input {
+            x.exp() - y * x
+        } else {
+            x - y * (x + eps).ln()
+        };
+        if full && y > 1.0 {
+            l += y * y.ln() - y + 0.5 * (2.0 * std::f64::consts::PI * y).ln();
+        }
+        l
+    })
+}
+
+/// Rows of a tensor viewed as `[rows, last]` (a 1-d tensor is one row).
+pub(super) fn rows(x: &Tensor) -> crate::Result<(Vec<f64>, usize)> {
+    let d = x.shape().last().copied().unwrap_or(1);
+    Ok((vals(x)?, d.max(1)))
+}
+
+pub(super) fn cosine_embedding_loss(args: &mut Args<'_>) -> R {
+    let (a, b, y) = (args.tensor(0)?, args.tensor(1)?, args.tensor(2)?);
+    let margin = args.double(3)?;
+    let red = args.int(4)?;
+    same_shape("cosine_embedding_loss", &a, &b)?;
+    if a.dim() == 0 || a.dim() > 2 || y.dim() + 1 != a.dim() {
+        return Err(value_err(format!(
+            "cosine_embedding_loss: expected 1D or 2D input and a target of one dimension less, got {:?} and {:?}",
+            a.shape(),
+            y.shape()
+        )));
+    }
+    let (av, d) = rows(&a)?;
+    let bv = vals(&b)?;
+    let yv = vals(&y)?;
+    const EPS: f64 = 1e-12;
+    let n = yv.len();
+    let mut loss = Vec::with_capacity(n);
+    for (i, &yi) in yv.iter().enumerate() {
+        let (ra, rb) = (&av[i * d..(i + 1) * d], &bv[i * d..(i + 1) * d]);
+        let prod: f64 = ra.iter().zip(rb).map(|(p, q)| p * q).sum();
+        let m1: f64 = ra.iter().map(|p| p * p).sum::<f64>() + EPS;
+        let m2: f64 = rb.iter().map(|p| p * p).sum::<f64>() + EPS;
+        let cos = prod / (m1 * m2).sqrt();
+        loss.push(if yi == 1.0 {
+            1.0 - cos
+        } else if yi == -1.0 {
+            (cos - margin).max(0.0)
+        } else {
+            0.0
+        });
+    }
+    t(reduce_loss(
+        Tensor::from_vec(loss, y.shape())?,
+        red,
+        float_dtype(a.dtype()),
+    )?)
+}
+
+/// `||a - b + eps||_p` over the last dim, per row.
+pub(super) fn row_dist(a: &[f64], b: &[f64], p: f64, eps: f64) -> f64 {
+    let it = a.iter().zip(b).map(|(x, y)| (x - y + eps).abs());
+    if p == f64::INFINITY {
+        it.fold(0.0, f64::max)
+    } else if p == 0.0 {
+        it.filter(|v| *v != 0.0).count() as f64
+    } else {
+        it.map(|v| v.powf(p)).sum::<f64>().powf(1.0 / p)
+    }
+}
+
+pub(super) fn triplet_margin_loss(args: &mut Args<'_>) -> R {
+    let (a, p, n) = (args.tensor(0)?, args.tensor(1)?, args.tensor(2)?);
+    let margin = args.double(3)?;
+    let pn = args.double(4)?;
+    let eps = args.double(5)?;
+    let swap = args.bool(6)?;
+    let red = args.int(7)?;
+    same_shape("triplet_margin_loss", &a, &p)?;
+    same_shape("triplet_margin_loss", &a, &n)?;
+    if a.dim() == 0 || a.dim() > 2 {
+        return Err(value_err(format!(
+            "triplet_margin_loss: expected 1D or 2D inputs, got {:?}",
+            a.shape()
+        )));
+    }
+    let (av, d) = rows(&a)?;
+    let (pv, nv) = (vals(&p)?, vals(&n)?);
+    let count = av.len() / d;
+    let loss: Vec<f64> = (0..count)
+        .map(|i| {
+            let r = i * d..(i + 1) * d;
+            let dp = row_dist(&av[r.clone()], &pv[r.clone()], pn, eps);
+            let mut dn = row_dist(&av[r.clone()], &nv[r.clone()], pn, eps);
+            if swap {
+                dn = dn.min(row_dist(&pv[r.clone()], &nv[r], pn, eps));
+            }
+            (margin + dp - dn).max(0.0)
+        })
+        .collect();
+    let shape = &a.shape()[..a.dim() - 1];
+    t(reduce_loss(
+        Tensor::from_vec(loss, shape)?,
+        red,
+        float_dtype(a.dtype()),
+    )?)
+}
+
+/// Input `[N, C, S...]` (or `[C]`) as (N, C, S) with the target's expected shape.
+pub(super) fn nll_layout(x: &Tensor, target: &Tensor) -> crate::Result<(usize, usize, usize)> {
+    let s = x.shape();
+    let (n, c, sp, tshape): (usize, usize, usize, Vec<usize>) = match s.len() {
+        0 => return Err(value_err("nll_loss: input tensor should be 1D or more")),
+        1 => (1, s[0], 1, vec![]),
+        _ => {
+            let mut ts = vec![s[0]];
+            ts.extend_from_slice(&s[2..]);
+            (s[0], s[1], s[2..].iter().product(), ts)
+        }
+    };
+    if target.shape() != tshape.as_slice() {
+        return Err(value_err(format!(
+            "nll_loss: expected target of shape {tshape:?} for input of shape {s:?}, got {:?}",
+            target.shape()
+        )));
+    }
+    Ok((n, c, sp))
+}
+
+/// The shared core of nll_loss and cross_entropy: `logp` is `[N, C, S]` row-major. Returns
+/// (per-element losses shaped like the target, sum of weights of non-ignored targets).
+pub(super) fn nll_core(
+    logp: &[f64],
+    target: &Tensor,
+    weight: Option<&[f64]>,
+    ignore_index: i64,
+    (n, c, sp): (usize, usize, usize),
+) -> crate::Result<(Vec<f64>, f64)> {
+    if target.dtype().is_floating_point() || target.dtype().is_complex() {
+        return Err(value_err(format!(
+            "nll_loss: expected target of an integer dtype, got {}",
+            target.dtype()
+        )));
+    }
+    let tv = target.to_vec::<i64>()?;
+    let mut loss = vec![0.0; n * sp];
+    let mut wsum = 0.0;
+    for i in 0..n {
+        for s in 0..sp {
+            let k = tv[i * sp + s];
+            if k == ignore_index {
+                continue;
+            }
+            if k < 0 || k as usize >= c {
+                return Err(value_err(format!("Target {k} is out of bounds.")));
+            }
+            let w = weight.map_or(1.0, |w| w[k as usize]);
+            loss[i * sp + s] = -w * logp[(i * c + k as usize) * sp + s];
+            wsum += w;
+        }
+    }
+    Ok((loss, wsum))
+}
+
+pub(super) fn class_weights(w: Option<Tensor>, c: usize) -> crate::Result<Option<Vec<f64>>> {
+    match w {
+        None => Ok(None),
+        Some(w) => {
+            if w.numel() != c {
+                return Err(value_err(format!(
+                    "weight tensor should be defined either for all {c} classes or no classes but got weight tensor of shape: {:?}",
+                    w.shape()
+                )));
+            }
+            Ok(Some(vals(&w)?))
+        }
+    }
+}
+
+/// Reduce nll losses: mean divides by the weight sum of counted targets.
+pub(super) fn nll_reduce(
+    loss: Vec<f64>,
+    wsum: f64,
+    tshape: &[usize],
+    red: i64,
+    dt: DType,
+) -> crate::Result<Tensor> {
+    match red {
+        0 => build(loss, tshape, dt),
+        1 => build(vec![loss.iter().sum::<f64>() / wsum], &[], dt),
+        2 => build(vec![loss.iter().sum::<f64>()], &[], dt),
+        other => Err(value_err(format!(
+            "{other} is not a valid value for reduction"
+        ))),
+    }
+}
+
+pub(super) fn nll_loss(args: &mut Args<'_>) -> R {
+    let (x, target) = (args.tensor(0)?, args.tensor(1)?);
+    let layout = nll_layout(&x, &target)?;
+    let w = class_weights(args.opt_tensor(2)?, layout.1)?;
+    let red = args.int(3)?;
+    let ignore = args.int(4)?;
+    let (loss, wsum) = nll_core(&vals(&x)?, &target, w.as_deref(), ignore, layout)?;
+    let dt = float_dtype(x.dtype());
+    let out = nll_reduce(loss, wsum, target.shape(), red, dt)?;
+    if args.op.contains("forward") {
+        return Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+            IValue::Tensor(out),
+            // PyTorch leaves total_weight at 0 when nothing is reduced
+            IValue::Tensor(build(vec![if red == 0 { 0.0 } else { wsum }], &[], dt)?),
+        ])));
+    }
+    t(out)
+}
+
+/// log_softmax over the class axis of a `[N, C, S]` buffer.
+pub(super) fn log_softmax_classes(v: &mut [f64], (n, c, sp): (usize, usize, usize)) {
+    for i in 0..n {
+        for s in 0..sp {
+            let idx = |k: usize| (i * c + k) * sp + s;
+            let m = (0..c).map(|k| v[idx(k)]).fold(f64::NEG_INFINITY, f64::max);
+            let lse = m + (0..c).map(|k| (v[idx(k)] - m).exp()).sum::<f64>().ln();
+            for k in 0..c {
+                v[idx(k)] -= lse;
+            }
+        }
+    }
+}
+
+pub(super) fn cross_entropy_loss(args: &mut Args<'_>) -> R {
+    let (x, target) = (args.tensor(0)?, args.tensor(1)?);
+    let wt = args.opt_tensor(2)?;
+    let red = args.int(3)?;
+    let ignore = args.int(4)?;
+    let ls = args.double(5)?;
+    if !(0.0..=1.0).contains(&ls) {
+        return Err(value_err(format!(
+            "label_smoothing must be between 0.0 and 1.0. Got: {ls}"
+        )));
+    }
+    let dt = float_dtype(x.dtype());
+    let s = x.shape();
+    let layout = match s.len() {
+        0 => {
+            return Err(value_err(
+                "cross_entropy: input tensor should be 1D or more",
+            ))
+        }
+        1 => (1, s[0], 1),
+        _ => (s[0], s[1], s[2..].iter().product()),
+    };
+    let (n, c, sp) = layout;
+    let w = class_weights(wt, c)?;
+    let mut logp = vals(&x)?;
+    log_softmax_classes(&mut logp, layout);
+    let wk = |k: usize| w.as_ref().map_or(1.0, |w| w[k]);
+
+    if target.dtype().is_floating_point() {
+        // Class probabilities: loss = -sum_c w_c t_c logp_c; mean divides by the sample count.
+        same_shape("cross_entropy", &x, &target)?;
+        let tv = vals(&target)?;
+        let mut loss = vec![0.0; n * sp];
+        for i in 0..n {
+            for si in 0..sp {
+                let mut acc = 0.0;
+                for k in 0..c {
+                    let j = (i * c + k) * sp + si;
+                    let tk = tv[j] * (1.0 - ls) + ls / c as f64;
+                    acc -= wk(k) * tk * logp[j];
+                }
+                loss[i * sp + si] = acc;
+            }
+        }
+        let mut tshape = vec![];
+        if s.len() > 1 {
+            tshape.push(s[0]);
+            tshape.extend_from_slice(&s[2..]);
+        }
+        return t(nll_reduce(loss, (n * sp) as f64, &tshape, red, dt)?);
+    }
+
+    nll_layout(&x, &target)?;
+    let (nll, wsum) = nll_core(&logp, &target, w.as_deref(), ignore, layout)?;
+    let nll_t = nll_reduce(nll, wsum, target.shape(), red, DType::Float64)?;
+    if ls == 0.0 {
+        return t(nll_t.to_dtype(dt)?);
+    }
+    // Label smoothing: add ls/C * (-sum_c w_c logp_c), zero at ignored targets.
+    let tv = target.to_vec::<i64>()?;
+    let mut smooth = vec![0.0; n * sp];
+    let mut counted = 0.0;
+    for i in 0..n {
+        for si in 0..sp {
+            if tv[i * sp + si] == ignore {
+                continue;
+            }
+            counted += 1.0;
+            smooth[i * sp + si] = -(0..c)
+                .map(|k| wk(k) * logp[(i * c + k) * sp + si])
+                .sum::<f64>();
+        }
+    }
+    let smooth_denom = if w.is_some() { wsum } else { counted };
+    let smooth_t = nll_reduce(smooth, smooth_denom, target.shape(), red, DType::Float64)?;
+    let scale = ls / c as f64;
+    let out =
+        map_binary::<f64, f64, f64, _>(&nll_t, &smooth_t, move |a, b| (1.0 - ls) * a + scale * b)?;
+    t(out.to_dtype(dt)?)
+}

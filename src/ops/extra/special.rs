@@ -1,0 +1,360 @@
+//! Special functions (gamma family, Bessel, erf variants, polygamma, ...) and their
+//! `special_*` aliases, computed in f64.
+
+use super::*;
+
+/// Digamma (psi) by recurrence up to x >= 6 and the asymptotic series; reflection for x < 0.
+pub(super) fn digamma(mut x: f64) -> f64 {
+    if x == 0.0 {
+        return if x.is_sign_negative() {
+            f64::INFINITY
+        } else {
+            f64::NEG_INFINITY
+        };
+    }
+    if x < 0.0 {
+        if x == x.floor() {
+            return f64::NAN;
+        }
+        let pi = std::f64::consts::PI;
+        return digamma(1.0 - x) - pi / (pi * x).tan();
+    }
+    let mut r = 0.0;
+    while x < 6.0 {
+        r -= 1.0 / x;
+        x += 1.0;
+    }
+    let f = 1.0 / (x * x);
+    let t = f
+        * (-1.0 / 12.0
+            + f * (1.0 / 120.0 + f * (-1.0 / 252.0 + f * (1.0 / 240.0 + f * (-1.0 / 132.0)))));
+    r + x.ln() - 0.5 / x + t
+}
+
+/// Power series of the modified Bessel functions I0 (order 0) and I1 (order 1).
+pub(super) fn bessel_i(order: u32, x: f64) -> f64 {
+    let q = x * x / 4.0;
+    let mut term = if order == 0 { 1.0 } else { x / 2.0 };
+    let mut sum = term;
+    let mut k = 1.0f64;
+    while term.abs() > sum.abs() * 1e-17 && k < 1000.0 {
+        term *= q / (k * (k + order as f64));
+        sum += term;
+        k += 1.0;
+    }
+    sum
+}
+
+/// Scaled Bessel `exp(-|x|) I_n(x)`; the asymptotic expansion for large |x|.
+pub(super) fn bessel_ie(order: u32, x: f64) -> f64 {
+    let a = x.abs();
+    if a < 30.0 {
+        return (-a).exp() * bessel_i(order, x);
+    }
+    let mu = 4.0 * (order * order) as f64;
+    let (mut term, mut sum) = (1.0f64, 1.0f64);
+    for k in 1..30 {
+        let kk = (2 * k - 1) as f64;
+        term *= -(mu - kk * kk) / (k as f64 * 8.0 * a);
+        sum += term;
+    }
+    let v = sum / (2.0 * std::f64::consts::PI * a).sqrt();
+    if order == 1 && x < 0.0 {
+        -v
+    } else {
+        v
+    }
+}
+
+/// `exp(x^2) erfc(x)`, with the continued-fraction tail for large x.
+pub(super) fn erfcx(x: f64) -> f64 {
+    if x < 25.0 {
+        return (x * x).exp() * libm::erfc(x);
+    }
+    // Asymptotic series: 1/(x sqrt(pi)) * (1 - 1/(2x^2) + 3/(4x^4) - 15/(8x^6)).
+    let x2 = x * x;
+    (1.0 - 0.5 / x2 + 0.75 / (x2 * x2) - 1.875 / (x2 * x2 * x2)) / (x * std::f64::consts::PI.sqrt())
+}
+
+pub(super) fn ndtr(x: f64) -> f64 {
+    0.5 * libm::erfc(-x / std::f64::consts::SQRT_2)
+}
+
+pub(super) fn log_ndtr(x: f64) -> f64 {
+    let t = x / std::f64::consts::SQRT_2;
+    if x < -1.0 {
+        // log(erfc(-t)/2) = log(erfcx(-t)/2) - t^2, stable in the far tail.
+        (erfcx(-t) / 2.0).ln() - t * t
+    } else {
+        (-0.5 * libm::erfc(t)).ln_1p()
+    }
+}
+
+pub(super) fn ndtri(p: f64) -> f64 {
+    if p == 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if p == 1.0 {
+        return f64::INFINITY;
+    }
+    if !(0.0..=1.0).contains(&p) {
+        return f64::NAN;
+    }
+    // Initial guess from erfinv, then Newton steps on ndtr for full precision in the tails.
+    let mut x = std::f64::consts::SQRT_2 * (2.0 * p - 1.0).erfinv_();
+    for _ in 0..3 {
+        let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+        if pdf == 0.0 || !x.is_finite() {
+            break;
+        }
+        x -= (ndtr(x) - p) / pdf;
+    }
+    x
+}
+
+pub(super) fn entr(x: f64) -> f64 {
+    if x.is_nan() {
+        x
+    } else if x > 0.0 {
+        -x * x.ln()
+    } else if x == 0.0 {
+        0.0
+    } else {
+        f64::NEG_INFINITY
+    }
+}
+
+macro_rules! unary_f64_kernels {
+    ($($name:ident, $inplace:ident, $op:literal => $f:expr;)*) => {
+        $(
+            pub(super) fn $name(args: &mut Args<'_>) -> R {
+                let x = args.tensor(0)?;
+                let f: fn(f64) -> f64 = $f;
+                t(float_unary!(&x, $op, |v: F| f(v as f64) as F)?)
+            }
+            pub(super) fn $inplace(args: &mut Args<'_>) -> R {
+                let r = $name(args)?;
+                inplace_result(args, r)
+            }
+        )*
+        pub(super) fn register_unary(r: &mut Registry) {
+            $(
+                r.add(concat!("aten::", $op), $name);
+                // the `special_*` names have no in-place twin
+                r.add_if_defined(concat!("aten::", $op, "_"), $inplace);
+            )*
+        }
+    };
+}
+unary_f64_kernels! {
+    lgamma, lgamma_, "lgamma" => libm::lgamma;
+    digamma_k, digamma_, "digamma" => digamma;
+    i0e, i0e_, "special_i0e" => |v| bessel_ie(0, v);
+    i1, i1_, "special_i1" => |v| bessel_i(1, v);
+    i1e, i1e_, "special_i1e" => |v| bessel_ie(1, v);
+    erfcx_k, erfcx_, "special_erfcx" => erfcx;
+    ndtr_k, ndtr_, "special_ndtr" => ndtr;
+    log_ndtr_k, log_ndtr_, "special_log_ndtr" => log_ndtr;
+    ndtri_k, ndtri_, "special_ndtri" => ndtri;
+    entr_k, entr_, "special_entr" => entr;
+}
+
+/// `polygamma(n, self)`: digamma for n = 0, otherwise `(-1)^(n+1) n! zeta(n+1, x)`.
+pub(super) fn polygamma(args: &mut Args<'_>) -> R {
+    let n = args.int(0)?;
+    let x = args.tensor(1)?;
+    polygamma_of(n, &x)
+}
+pub(super) fn polygamma_of(n: i64, x: &Tensor) -> R {
+    if n < 0 {
+        return Err(value_err("polygamma(n, x) does not support negative n."));
+    }
+    if n == 0 {
+        return t(float_unary!(x, "polygamma", |v: F| digamma(v as f64) as F)?);
+    }
+    let nf = n as f64;
+    let fact = libm::tgamma(nf + 1.0);
+    let sign = if n % 2 == 1 { 1.0 } else { -1.0 };
+    t(float_unary!(
+        x,
+        "polygamma",
+        |v: F| (sign * fact * hurwitz_zeta(nf + 1.0, v as f64)) as F
+    )?)
+}
+/// `polygamma_(self, n)`.
+pub(super) fn polygamma_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let n = args.int(1)?;
+    let r = polygamma_of(n, &x)?;
+    inplace_result(args, r)
+}
+
+/// Hurwitz zeta `sum_k (k + q)^-s` by direct summation plus Euler-Maclaurin tail (s > 1).
+pub(super) fn hurwitz_zeta(s: f64, q: f64) -> f64 {
+    if q <= 0.0 && q == q.floor() {
+        return f64::INFINITY;
+    }
+    if q < 0.0 {
+        // Shift q positive: zeta(s, q) = sum_{k<m} (q+k)^-s + zeta(s, q+m).
+        let m = (-q).ceil() as i64 + 1;
+        let head: f64 = (0..m).map(|k| (q + k as f64).powf(-s)).sum();
+        return head + hurwitz_zeta(s, q + m as f64);
+    }
+    const N: usize = 12;
+    let mut sum = 0.0;
+    for k in 0..N {
+        sum += (q + k as f64).powf(-s);
+    }
+    let a = q + N as f64;
+    sum += a.powf(1.0 - s) / (s - 1.0) + 0.5 * a.powf(-s);
+    // Bernoulli terms B2k/(2k)! * s(s+1)...(s+2k-2) a^(-s-2k+1).
+    const B: [f64; 6] = [
+        1.0 / 6.0,
+        -1.0 / 30.0,
+        1.0 / 42.0,
+        -1.0 / 30.0,
+        5.0 / 66.0,
+        -691.0 / 2730.0,
+    ];
+    let mut fac = 1.0; // (2k)!
+    let mut poch = s; // s(s+1)...(s+2k-2)
+    let mut apow = a.powf(-s - 1.0);
+    for (k, b) in B.iter().enumerate() {
+        let k2 = 2 * (k + 1);
+        fac *= ((k2 - 1) * k2) as f64;
+        sum += b / fac * poch * apow;
+        poch *= (s + k2 as f64 - 1.0) * (s + k2 as f64);
+        apow /= a * a;
+    }
+    sum
+}
+
+/// `mvlgamma(self, p)`: `sum_{i<p} lgamma(x - i/2) + p(p-1)/4 log(pi)` (no domain check, as PyTorch).
+pub(super) fn mvlgamma(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let p = args.int(1)?;
+    if p < 1 {
+        return Err(value_err("p has to be greater than or equal to 1"));
+    }
+    if !x.dtype().is_floating_point() {
+        return Err(value_err(
+            "mvlgamma is not implemented for integral tensors",
+        ));
+    }
+    let c = (p * (p - 1)) as f64 / 4.0 * std::f64::consts::PI.ln();
+    t(float_unary!(&x, "mvlgamma", |v: F| {
+        let v = v as f64;
+        (c + (0..p)
+            .map(|i| libm::lgamma(v - i as f64 / 2.0))
+            .sum::<f64>()) as F
+    })?)
+}
+pub(super) fn mvlgamma_(args: &mut Args<'_>) -> R {
+    let r = mvlgamma(args)?;
+    inplace_result(args, r)
+}
+
+/// `positive(self)`: self, except that bool tensors are refused as in PyTorch.
+pub(super) fn positive(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    if x.dtype() == DType::Bool {
+        return Err(value_err(
+            "The `+` operator, on a bool tensor is not supported.",
+        ));
+    }
+    t(x)
+}
+
+pub(super) fn signbit(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    if x.dtype().is_complex() {
+        return Err(value_err("signbit is not implemented for complex tensors."));
+    }
+    let v: Vec<bool> = vals(&x)?.iter().map(|v| v.is_sign_negative()).collect();
+    t(Tensor::from_vec(v, x.shape())?)
+}
+
+pub(super) fn binary_kernel(
+    args: &Args<'_>,
+    f: impl Fn(f64, f64) -> f64 + Sync + Send,
+) -> crate::Result<Tensor> {
+    let (a, b) = (Operand::arg(args, 0)?, Operand::arg(args, 1)?);
+    float_binary_op(&a, &b, f)
+}
+
+pub(super) fn logaddexp_f(a: f64, b: f64) -> f64 {
+    if a.is_infinite() && a == b {
+        return a;
+    }
+    let m = a.max(b);
+    m + (-(a - b).abs()).exp().ln_1p()
+}
+pub(super) fn logaddexp(args: &mut Args<'_>) -> R {
+    t(binary_kernel(args, logaddexp_f)?)
+}
+pub(super) fn logaddexp2(args: &mut Args<'_>) -> R {
+    let ln2 = std::f64::consts::LN_2;
+    t(binary_kernel(args, |a, b| {
+        logaddexp_f(a * ln2, b * ln2) / ln2
+    })?)
+}
+pub(super) fn xlogy_f(x: f64, y: f64) -> f64 {
+    if y.is_nan() {
+        f64::NAN
+    } else if x == 0.0 {
+        0.0
+    } else {
+        x * y.ln()
+    }
+}
+pub(super) fn xlogy(args: &mut Args<'_>) -> R {
+    t(binary_kernel(args, xlogy_f)?)
+}
+pub(super) fn xlogy_(args: &mut Args<'_>) -> R {
+    let r = xlogy(args)?;
+    inplace_result(args, r)
+}
+/// `special_xlog1py(self, other)`: `x * log1p(y)`, 0 where x == 0.
+pub(super) fn xlog1py(args: &mut Args<'_>) -> R {
+    t(binary_kernel(args, |x, y| {
+        if y.is_nan() {
+            f64::NAN
+        } else if x == 0.0 {
+            0.0
+        } else {
+            x * y.ln_1p()
+        }
+    })?)
+}
+
+/// `heaviside(self, values)`: both operands must have the same dtype (PyTorch refuses mixing).
+pub(super) fn heaviside(args: &mut Args<'_>) -> R {
+    let (x, v) = (args.tensor(0)?, args.tensor(1)?);
+    if x.dtype() != v.dtype() {
+        return Err(value_err(
+            "heaviside is not yet implemented for tensors with different dtypes",
+        ));
+    }
+    if x.dtype().is_complex() {
+        return Err(value_err(
+            "heaviside is not yet implemented for complex tensors.",
+        ));
+    }
+    let (a, b) = (x.to_dtype(DType::Float64)?, v.to_dtype(DType::Float64)?);
+    let out = map_binary::<f64, f64, f64, _>(&a, &b, |x, v| {
+        if x == 0.0 {
+            v
+        } else if x > 0.0 {
+            1.0
+        } else if x.is_nan() {
+            x
+        } else {
+            0.0
+        }
+    })?;
+    t(out.to_dtype(x.dtype())?)
+}
+pub(super) fn heaviside_(args: &mut Args<'_>) -> R {
+    let r = heaviside(args)?;
+    inplace_result(args, r)
+}

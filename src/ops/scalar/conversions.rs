@@ -1,0 +1,136 @@
+//! Conversions between numbers, strings and tensors (`int(x)`, `float(x)`, `aten::Int`, ...).
+
+use super::*;
+
+pub(super) fn to_int(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::String(s) => s
+            .trim()
+            .parse::<i64>()
+            .map(IValue::Int)
+            .map_err(|_| err(format!("invalid literal for int() with base 10: '{s}'"))),
+        IValue::Tensor(t) => {
+            if t.numel() != 1 {
+                return Err(err(format!(
+                    "a Tensor with {} elements cannot be converted to Scalar",
+                    t.numel()
+                )));
+            }
+            Ok(IValue::Int(match t.item()? {
+                Scalar::Float(f) => float_to_int(f)?,
+                s => s.to_i64(),
+            }))
+        }
+        _ => match num(a, 0)? {
+            Num::I(i) => Ok(IValue::Int(i)),
+            n => Ok(IValue::Int(float_to_int(n.f())?)),
+        },
+    }
+}
+pub(super) fn to_float(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::String(s) => parse_python_float(s)
+            .map(IValue::Double)
+            .ok_or_else(|| err(format!("could not convert string to float: '{s}'"))),
+        _ => Ok(IValue::Double(num(a, 0)?.f())),
+    }
+}
+pub(super) fn parse_python_float(s: &str) -> Option<f64> {
+    let t = s.trim().to_ascii_lowercase();
+    match t.as_str() {
+        "inf" | "+inf" | "infinity" => Some(f64::INFINITY),
+        "-inf" | "-infinity" => Some(f64::NEG_INFINITY),
+        "nan" | "+nan" | "-nan" => Some(f64::NAN),
+        _ => t.parse().ok(),
+    }
+}
+pub(super) fn to_bool(a: &mut Args) -> R {
+    Ok(IValue::Bool(match num(a, 0)? {
+        Num::I(i) => i != 0,
+        Num::F(f) => f != 0.0,
+        Num::C(c) => c.re != 0.0 || c.im != 0.0,
+    }))
+}
+pub(super) fn to_complex(a: &mut Args) -> R {
+    let re = num(a, 0)?.c();
+    if a.len() > 1 {
+        let im = num(a, 1)?.c();
+        return Ok(IValue::Complex(re + Complex64::i() * im));
+    }
+    Ok(IValue::Complex(re))
+}
+/// `aten::ScalarImplicit` / `prim::ImplicitTensorToNum`: the number in a 0-dim tensor.
+pub(super) fn scalar_implicit(a: &mut Args) -> R {
+    let t = a.tensor(0)?;
+    if t.dim() != 0 {
+        return Err(err(format!(
+            "{}: expected a 0-dim tensor, got one of shape {:?}",
+            a.op,
+            t.shape()
+        )));
+    }
+    Ok(IValue::from(t.item()?))
+}
+/// `prim::ModuleContainerIndex`: the submodule of a ModuleDict (by key) or ModuleList (by
+/// index; its children are named `0`, `1`, ...).
+pub(super) fn module_container_index(a: &mut Args) -> R {
+    let IValue::Object(o) = a.get(0)? else {
+        return Err(err(format!("{}: not a module container", a.op)));
+    };
+    let key = match a.get(1)? {
+        IValue::String(s) => s.to_string(),
+        IValue::Int(i) => {
+            let n = o
+                .field_names()
+                .iter()
+                .filter(|f| f.bytes().all(|b| b.is_ascii_digit()))
+                .count() as i64;
+            (if *i < 0 { i + n } else { *i }).to_string()
+        }
+        other => return Err(err(format!("{}: bad key {}", a.op, other.kind_name()))),
+    };
+    o.get(&key)
+        .filter(|v| matches!(v, IValue::Object(_)))
+        .ok_or_else(|| exception("KeyError", key))
+}
+
+/// c10's `toString(ScalarType)` for the floating and complex dtypes (`Float`, `Double`).
+pub(super) fn scalar_type_name(d: DType) -> &'static str {
+    match d {
+        DType::Float16 => "Half",
+        DType::Float32 => "Float",
+        DType::Float64 => "Double",
+        DType::BFloat16 => "BFloat16",
+        DType::Complex32 => "ComplexHalf",
+        DType::Complex64 => "ComplexFloat",
+        DType::Complex128 => "ComplexDouble",
+        other => other.name(),
+    }
+}
+
+/// `aten::IntImplicit` / `FloatImplicit` / `ComplexImplicit`: a 0-dim tensor passed where a
+/// number is expected, as PyTorch's checkImplicitTensorToNum (integral dtype for int).
+pub(super) fn implicit_number(a: &Args, kind: char) -> R {
+    let t = a.tensor(0)?;
+    if t.dim() != 0 {
+        return Err(err(
+            "Cannot input a tensor of dimension other than 0 as a scalar argument",
+        ));
+    }
+    if kind == 'i' && (t.dtype().is_floating_point() || t.dtype().is_complex()) {
+        return Err(err(format!(
+            "Cannot input a tensor of type {} as an integral argument",
+            scalar_type_name(t.dtype())
+        )));
+    }
+    let s = t.item()?;
+    Ok(match kind {
+        'i' => IValue::Int(s.to_i64()),
+        'f' => IValue::Double(s.to_f64()),
+        _ => IValue::Complex(s.to_c64()),
+    })
+}
+pub(super) fn num_to_tensor(a: &mut Args) -> R {
+    let s = a.scalar(0)?;
+    Ok(IValue::Tensor(Tensor::from_scalar(s, s.wrapped_dtype())?))
+}

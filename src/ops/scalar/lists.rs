@@ -1,0 +1,400 @@
+//! Lists: indexing and slicing with Python semantics, mutation, sorting, search and the
+//! list idioms TorchScript code calls as operators.
+
+use super::*;
+
+/// Normalize a Python index for a sequence of `len`; `None` when out of range.
+pub(super) fn py_index(i: i64, len: usize) -> Option<usize> {
+    let n = len as i64;
+    let k = if i < 0 { i + n } else { i };
+    (0..n).contains(&k).then_some(k as usize)
+}
+
+/// Python slice bounds → the selected indices.
+pub(super) fn slice_indices(
+    len: usize,
+    start: Option<i64>,
+    end: Option<i64>,
+    step: i64,
+) -> crate::Result<Vec<usize>> {
+    if step == 0 {
+        return Err(exception("ValueError", "slice step cannot be zero"));
+    }
+    let n = len as i64;
+    let norm = |x: i64, lo: i64, hi: i64| {
+        let x = if x < 0 { x + n } else { x };
+        x.clamp(lo, hi)
+    };
+    let mut out = Vec::new();
+    if step > 0 {
+        let s = start.map(|x| norm(x, 0, n)).unwrap_or(0);
+        let e = end.map(|x| norm(x, 0, n)).unwrap_or(n);
+        let mut i = s;
+        while i < e {
+            out.push(i as usize);
+            i += step;
+        }
+    } else {
+        let s = start.map(|x| norm(x, -1, n - 1)).unwrap_or(n - 1);
+        let e = end.map(|x| norm(x, -1, n - 1)).unwrap_or(-1);
+        let mut i = s;
+        while i > e {
+            out.push(i as usize);
+            i += step;
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn len(a: &mut Args) -> R {
+    Ok(IValue::Int(match a.get(0)? {
+        IValue::List(l) => l.len() as i64,
+        IValue::Dict(d) => d.len() as i64,
+        // TorchScript strings are byte strings: len() counts UTF-8 bytes
+        IValue::String(s) => s.len() as i64,
+        IValue::Tuple(t) => t.items().len() as i64,
+        IValue::Tensor(t) => match t.shape().first() {
+            Some(&n) => n as i64,
+            None => return Err(err("len() of a 0-d tensor")),
+        },
+        other => {
+            return Err(err(format!(
+                "object of type {} has no len()",
+                other.kind_name()
+            )))
+        }
+    }))
+}
+
+pub(super) fn getitem(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::List(l) => {
+            let i = a.int(1)?;
+            let items = l.items();
+            py_index(i, items.len())
+                .and_then(|k| items.get(k))
+                .cloned()
+                .ok_or_else(|| exception("IndexError", "list index out of range"))
+        }
+        IValue::Dict(d) => {
+            let k = a.get(1)?;
+            d.get(k).ok_or_else(|| exception("KeyError", python_str(k)))
+        }
+        IValue::String(s) => {
+            let i = a.int(1)?;
+            let chars: Vec<char> = s.chars().collect();
+            py_index(i, chars.len())
+                .and_then(|k| chars.get(k))
+                .map(|c| IValue::str(c.to_string()))
+                .ok_or_else(|| exception("IndexError", "string index out of range"))
+        }
+        IValue::Tuple(t) => {
+            let i = a.int(1)?;
+            py_index(i, t.items().len())
+                .and_then(|k| t.items().get(k))
+                .cloned()
+                .ok_or_else(|| exception("IndexError", "tuple index out of range"))
+        }
+        other => Err(err(format!("{} is not subscriptable", other.kind_name()))),
+    }
+}
+
+pub(super) fn set_item(a: &mut Args) -> R {
+    let v = a.take(2)?;
+    match a.get(0)? {
+        IValue::List(l) => {
+            let i = a.int(1)?;
+            let mut items = l.items_mut();
+            let n = items.len();
+            let slot = py_index(i, n)
+                .and_then(|k| items.get_mut(k))
+                .ok_or_else(|| exception("IndexError", "list assignment index out of range"))?;
+            *slot = v;
+            Ok(IValue::List(l.clone()))
+        }
+        IValue::Dict(d) => {
+            d.insert(a.get(1)?.clone(), v)
+                .ok_or_else(|| err("unhashable dict key"))?;
+            Ok(IValue::None)
+        }
+        other => Err(err(format!("cannot assign items of {}", other.kind_name()))),
+    }
+}
+
+pub(super) fn append(a: &mut Args) -> R {
+    let l = a.list(0)?;
+    let v = a.take(1)?;
+    l.push(v);
+    Ok(IValue::List(l))
+}
+pub(super) fn insert(a: &mut Args) -> R {
+    let l = a.list(0)?;
+    let i = a.int(1)?;
+    let v = a.take(2)?;
+    let mut items = l.items_mut();
+    let n = items.len() as i64;
+    let k = if i < 0 { (i + n).max(0) } else { i.min(n) };
+    items.insert(k as usize, v);
+    Ok(IValue::None)
+}
+pub(super) fn pop(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::List(l) => {
+            let i = if a.len() > 1 { a.int(1)? } else { -1 };
+            let mut items = l.items_mut();
+            let k = py_index(i, items.len()).ok_or_else(|| {
+                exception(
+                    "IndexError",
+                    if items.is_empty() {
+                        "pop from empty list"
+                    } else {
+                        "pop index out of range"
+                    },
+                )
+            })?;
+            Ok(items.remove(k))
+        }
+        IValue::Dict(d) => {
+            let key = a.get(1)?;
+            let hk = crate::values::ivalue::dict_key(key).ok_or_else(|| err("unhashable key"))?;
+            match d.items_mut().shift_remove(&hk) {
+                Some((_, v)) => Ok(v),
+                None if a.len() > 2 => Ok(a.get(2)?.clone()),
+                None => Err(exception("KeyError", python_str(key))),
+            }
+        }
+        other => Err(err(format!("cannot pop from {}", other.kind_name()))),
+    }
+}
+pub(super) fn delete(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::List(l) => {
+            let i = a.int(1)?;
+            let mut items = l.items_mut();
+            let k = py_index(i, items.len())
+                .ok_or_else(|| exception("IndexError", "list assignment index out of range"))?;
+            items.remove(k);
+            Ok(IValue::None)
+        }
+        IValue::Dict(d) => {
+            let key = a.get(1)?;
+            let hk = crate::values::ivalue::dict_key(key).ok_or_else(|| err("unhashable key"))?;
+            d.items_mut()
+                .shift_remove(&hk)
+                .map(|_| IValue::None)
+                .ok_or_else(|| exception("KeyError", python_str(key)))
+        }
+        other => Err(err(format!("cannot delete from {}", other.kind_name()))),
+    }
+}
+pub(super) fn extend(a: &mut Args) -> R {
+    let l = a.list(0)?;
+    let other = a.list(1)?.to_vec();
+    l.items_mut().extend(other);
+    Ok(IValue::None)
+}
+pub(super) fn clear(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::List(l) => l.items_mut().clear(),
+        IValue::Dict(d) => d.items_mut().clear(),
+        other => return Err(err(format!("cannot clear {}", other.kind_name()))),
+    }
+    Ok(IValue::None)
+}
+pub(super) fn copy(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::List(l) => Ok(IValue::List(List::new(l.elem_type().clone(), l.to_vec()))),
+        IValue::Dict(d) => Ok(IValue::Dict(copy_dict(d))),
+        IValue::String(s) => Ok(IValue::List(List::new(
+            Type::Str,
+            s.chars().map(|c| IValue::str(c.to_string())).collect(),
+        ))),
+        other => Err(err(format!("cannot copy {}", other.kind_name()))),
+    }
+}
+pub(super) fn copy_dict(d: &Dict) -> Dict {
+    let out = Dict::new(d.key_type().clone(), d.value_type().clone());
+    *out.items_mut() = d.items().clone();
+    out
+}
+pub(super) fn list_slice(a: &mut Args) -> R {
+    let (start, end, step) = (a.opt_int(1)?, a.opt_int(2)?, a.opt_int(3)?.unwrap_or(1));
+    match a.get(0)? {
+        IValue::List(l) => {
+            let items = l.items();
+            let idx = slice_indices(items.len(), start, end, step)?;
+            let out = idx.iter().filter_map(|&i| items.get(i).cloned()).collect();
+            Ok(IValue::List(List::new(l.elem_type().clone(), out)))
+        }
+        IValue::String(s) => {
+            let chars: Vec<char> = s.chars().collect();
+            let idx = slice_indices(chars.len(), start, end, step)?;
+            Ok(IValue::str(
+                idx.iter().filter_map(|&i| chars.get(i)).collect::<String>(),
+            ))
+        }
+        other => Err(err(format!("cannot slice {}", other.kind_name()))),
+    }
+}
+/// `l += m` returns the extended list (`extend` returns nothing).
+pub(super) fn add_inplace(a: &mut Args) -> R {
+    extend(a)?;
+    Ok(IValue::List(a.list(0)?))
+}
+pub(super) fn list_index(a: &mut Args) -> R {
+    let l = a.list(0)?;
+    let x = a.get(1)?;
+    for (i, y) in l.items().iter().enumerate() {
+        if values_equal(y, x)? {
+            return Ok(IValue::Int(i as i64));
+        }
+    }
+    Err(exception("ValueError", "'list.index(x)': x not in list"))
+}
+pub(super) fn count(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::List(l) => {
+            let x = a.get(1)?;
+            let mut n = 0;
+            for y in l.items().iter() {
+                if values_equal(y, x)? {
+                    n += 1;
+                }
+            }
+            Ok(IValue::Int(n))
+        }
+        IValue::String(_) => {
+            let (s, sub) = str_range(a)?;
+            Ok(IValue::Int(if sub.is_empty() {
+                s.chars().count() as i64 + 1
+            } else {
+                s.matches(sub.as_str()).count() as i64
+            }))
+        }
+        other => Err(err(format!("cannot count in {}", other.kind_name()))),
+    }
+}
+pub(super) fn remove(a: &mut Args) -> R {
+    let l = a.list(0)?;
+    let x = a.get(1)?;
+    let mut items = l.items_mut();
+    let mut pos = None;
+    for (i, y) in items.iter().enumerate() {
+        if values_equal(y, x)? {
+            pos = Some(i);
+            break;
+        }
+    }
+    match pos {
+        Some(i) => {
+            items.remove(i);
+            Ok(IValue::None)
+        }
+        None => Err(exception("ValueError", "list.remove(x): x not in list")),
+    }
+}
+pub(super) fn reverse(a: &mut Args) -> R {
+    a.list(0)?.items_mut().reverse();
+    Ok(IValue::None)
+}
+pub(super) fn sort_values(items: &mut [IValue], reverse: bool) -> crate::Result<()> {
+    let mut failure = None;
+    items.sort_by(|x, y| match order(x, y) {
+        Ok(o) => {
+            if reverse {
+                o.reverse()
+            } else {
+                o
+            }
+        }
+        Err(e) => {
+            failure.get_or_insert(e);
+            Ordering::Equal
+        }
+    });
+    failure.map_or(Ok(()), Err)
+}
+pub(super) fn sort(a: &mut Args) -> R {
+    let l = a.list(0)?;
+    let reverse = if a.len() > 1 { a.bool(1)? } else { false };
+    sort_values(&mut l.items_mut(), reverse)?;
+    Ok(IValue::None)
+}
+pub(super) fn sorted(a: &mut Args) -> R {
+    let l = a.list(0)?;
+    let mut items = l.to_vec();
+    sort_values(&mut items, false)?;
+    Ok(IValue::List(List::new(l.elem_type().clone(), items)))
+}
+pub(super) fn contains(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::List(l) => {
+            let x = a.get(1)?;
+            for y in l.items().iter() {
+                if values_equal(y, x)? {
+                    return Ok(IValue::Bool(true));
+                }
+            }
+            Ok(IValue::Bool(false))
+        }
+        IValue::Dict(d) => Ok(IValue::Bool(d.get(a.get(1)?).is_some())),
+        IValue::String(s) => Ok(IValue::Bool(s.contains(&*a.str(1)?))),
+        other => Err(err(format!(
+            "'in' is not supported on {}",
+            other.kind_name()
+        ))),
+    }
+}
+pub(super) fn sum(a: &mut Args) -> R {
+    let l = a.list(0)?;
+    let mut acc = Num::I(0);
+    for v in l.items().iter() {
+        let n = num_of(v).ok_or_else(|| err("sum() of non-numbers"))?;
+        acc = match (acc, n) {
+            (Num::I(p), Num::I(q)) => Num::I(p.wrapping_add(q)),
+            (Num::C(_), _) | (_, Num::C(_)) => Num::C(acc.c() + n.c()),
+            _ => Num::F(acc.f() + n.f()),
+        };
+    }
+    if a.op.ends_with(".float") {
+        return Ok(IValue::Double(acc.f()));
+    }
+    Ok(acc.value())
+}
+pub(super) fn any_all(a: &Args, want: bool) -> R {
+    let l = a.list(0)?;
+    for v in l.items().iter() {
+        let truthy = match v {
+            IValue::String(s) => !s.is_empty(),
+            v => num_of(v)
+                .map(|n| n.f() != 0.0 || n.c().im != 0.0)
+                .unwrap_or(false),
+        };
+        if truthy == want {
+            return Ok(IValue::Bool(want));
+        }
+    }
+    Ok(IValue::Bool(!want))
+}
+pub(super) fn any(a: &mut Args) -> R {
+    any_all(a, true)
+}
+pub(super) fn all(a: &mut Args) -> R {
+    any_all(a, false)
+}
+pub(super) fn range_length(a: &mut Args) -> R {
+    let (lo, hi, step) = (a.int(0)?, a.int(1)?, a.int(2)?);
+    if step == 0 {
+        return Err(exception("ValueError", "range() arg 3 must not be zero"));
+    }
+    Ok(IValue::Int(if step > 0 && lo < hi {
+        1 + (hi - 1 - lo) / step
+    } else if step < 0 && lo > hi {
+        1 + (lo - 1 - hi) / (-step)
+    } else {
+        0
+    }))
+}
+pub(super) fn derive_index(a: &mut Args) -> R {
+    Ok(IValue::Int(a.int(1)? + a.int(0)? * a.int(2)?))
+}

@@ -1,0 +1,225 @@
+//! `prim::` queries on tensors and devices (`prim::dtype`, `prim::device`, sizes, `tolist`)
+//! and the remaining small prims.
+
+use super::*;
+
+pub(super) fn tensor_size(a: &mut Args) -> R {
+    let t = a.tensor(0)?;
+    if a.len() > 1 {
+        return Ok(IValue::Int(t.size(a.int(1)?)? as i64));
+    }
+    Ok(IValue::List(List::new(
+        Type::Int,
+        t.shape().iter().map(|&d| IValue::Int(d as i64)).collect(),
+    )))
+}
+pub(super) fn tensor_dim(a: &mut Args) -> R {
+    Ok(IValue::Int(a.tensor(0)?.dim() as i64))
+}
+pub(super) fn tensor_numel(a: &mut Args) -> R {
+    Ok(IValue::Int(a.tensor(0)?.numel() as i64))
+}
+pub(super) fn tensor_dtype(a: &mut Args) -> R {
+    Ok(IValue::Int(a.tensor(0)?.dtype().to_scalar_type()))
+}
+/// `prim::tolist(tensor, dim, elem)`: nested lists of `dim` levels; elem 0 int, 1 float,
+/// 2 bool, 3 complex (the annotation the compiler saw; it must match the tensor).
+pub(super) fn tolist(a: &mut Args) -> R {
+    let t = a.tensor(0)?;
+    let dim = a.int(1)?;
+    let code = a.int(2)?;
+    if dim != t.dim() as i64 {
+        return Err(err(format!(
+            "Output annotation list dimension and runtime tensor dimension must match for tolist() ({dim} vs {})",
+            t.dim()
+        )));
+    }
+    let (elem_type, dtype_ok) = match code {
+        0 => (Type::Int, t.dtype().is_integral(false)),
+        1 => (Type::Float, t.dtype().is_floating_point()),
+        2 => (Type::Bool, t.dtype() == DType::Bool),
+        3 => (Type::Complex, t.dtype().is_complex()),
+        other => return Err(err(format!("prim::tolist: unknown element code {other}"))),
+    };
+    if !dtype_ok {
+        return Err(err(format!(
+            "Output annotation element type and runtime tensor element type must match for tolist(): {elem_type} vs {}",
+            t.dtype()
+        )));
+    }
+    let flat: Vec<IValue> = match code {
+        0 => t.to_vec::<i64>()?.into_iter().map(IValue::Int).collect(),
+        1 => t.to_vec::<f64>()?.into_iter().map(IValue::Double).collect(),
+        2 => t.to_vec::<bool>()?.into_iter().map(IValue::Bool).collect(),
+        _ => t
+            .to_vec::<num_complex::Complex64>()?
+            .into_iter()
+            .map(IValue::Complex)
+            .collect(),
+    };
+    Ok(nest_list(&flat, t.shape(), elem_type))
+}
+
+/// `flat` (row-major) as nested lists of `shape`.
+pub(super) fn nest_list(flat: &[IValue], shape: &[usize], elem_type: Type) -> IValue {
+    match shape {
+        [] => flat.first().cloned().unwrap_or_default(),
+        [_] => IValue::List(List::new(elem_type, flat.to_vec())),
+        [n, rest @ ..] => {
+            let inner_type = rest.iter().fold(elem_type.clone(), |t, _| Type::list(t));
+            let chunk = rest.iter().product::<usize>();
+            let items = (0..*n)
+                .map(|i| nest_list(&flat[i * chunk..(i + 1) * chunk], rest, elem_type.clone()))
+                .collect();
+            IValue::List(List::new(inner_type, items))
+        }
+    }
+}
+
+/// `device.type`: `cpu`, `cuda`, ...
+pub(super) fn device_type(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::Device(d) => Ok(IValue::str(d.type_name())),
+        other => Err(err(format!("prim::type of {}", other.kind_name()))),
+    }
+}
+
+/// `device.index`: None when the device has no index.
+pub(super) fn device_index(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::Device(d) if d.index >= 0 => Ok(IValue::Int(d.index)),
+        IValue::Device(_) => Ok(IValue::None),
+        other => Err(err(format!("prim::index of {}", other.kind_name()))),
+    }
+}
+
+pub(super) fn tensor_device(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::Tensor(_) => Ok(IValue::Device(Device::CPU)),
+        IValue::String(s) => Device::parse(s).map(IValue::Device).ok_or_else(|| {
+            err(format!(
+                "Expected one of cpu, cuda, ... device type at start of device string: {s}"
+            ))
+        }),
+        other => Err(err(format!("device() of {}", other.kind_name()))),
+    }
+}
+pub(super) fn device_with_index(a: &mut Args) -> R {
+    let kind = a.str(0)?;
+    let idx = a.int(1)?;
+    Device::parse(&kind)
+        .map(|d| {
+            IValue::Device(Device {
+                kind: d.kind,
+                index: idx,
+            })
+        })
+        .ok_or_else(|| err(format!("unknown device type {kind}")))
+}
+pub(super) fn tensor_layout(a: &mut Args) -> R {
+    a.tensor(0)?;
+    Ok(IValue::Int(0))
+}
+pub(super) fn is_false(a: &mut Args) -> R {
+    a.tensor(0)?;
+    Ok(IValue::Bool(false))
+}
+pub(super) fn is_true(a: &mut Args) -> R {
+    a.tensor(0)?;
+    Ok(IValue::Bool(true))
+}
+pub(super) fn requires_grad(a: &mut Args) -> R {
+    Ok(IValue::Bool(a.tensor(0)?.requires_grad()))
+}
+pub(super) fn itemsize(a: &mut Args) -> R {
+    Ok(IValue::Int(a.tensor(0)?.dtype().size() as i64))
+}
+pub(super) fn nbytes(a: &mut Args) -> R {
+    let t = a.tensor(0)?;
+    Ok(IValue::Int((t.numel() * t.dtype().size()) as i64))
+}
+pub(super) fn prim_name(_a: &mut Args) -> R {
+    Ok(IValue::None)
+}
+pub(super) fn constant_true(_a: &mut Args) -> R {
+    Ok(IValue::Bool(true))
+}
+pub(super) fn constant_false(_a: &mut Args) -> R {
+    Ok(IValue::Bool(false))
+}
+pub(super) fn is_grad_enabled(_a: &mut Args) -> R {
+    Ok(IValue::Bool(crate::ops::grad_mode::is_grad_enabled()))
+}
+pub(super) fn set_grad_enabled(a: &mut Args) -> R {
+    crate::ops::grad_mode::set_grad_enabled(a.bool(0)?);
+    Ok(IValue::None)
+}
+pub(super) fn unwrap_optional(a: &mut Args) -> R {
+    match a.take(0)? {
+        IValue::None => Err(err("Unwrapping null optional")),
+        v => Ok(v),
+    }
+}
+pub(super) fn enum_name(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::Enum(e) => Ok(IValue::String(e.name.clone())),
+        other => Err(err(format!("prim::EnumName of {}", other.kind_name()))),
+    }
+}
+pub(super) fn enum_value(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::Enum(e) => Ok(e.value.clone()),
+        other => Err(err(format!("prim::EnumValue of {}", other.kind_name()))),
+    }
+}
+pub(super) fn hash(a: &mut Args) -> R {
+    use std::hash::{Hash, Hasher};
+    let k = crate::values::ivalue::dict_key(a.get(0)?).ok_or_else(|| err("unhashable value"))?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    k.hash(&mut h);
+    Ok(IValue::Int(h.finish() as i64))
+}
+pub(super) fn assert_scalar(a: &mut Args) -> R {
+    if num(a, 0)?.f() == 0.0 {
+        return Err(err(python_str(a.get(1)?).to_string()));
+    }
+    Ok(IValue::None)
+}
+pub(super) fn tuple_index_kernel(a: &mut Args) -> R {
+    getitem(a)
+}
+pub(super) fn string_index(a: &mut Args) -> R {
+    getitem(a)
+}
+pub(super) fn bin_hex_oct(a: &Args, radix: u32) -> R {
+    let i = a.int(0)?;
+    let (sign, v) = if i < 0 {
+        ("-", i.unsigned_abs())
+    } else {
+        ("", i as u64)
+    };
+    Ok(IValue::str(match radix {
+        2 => format!("{sign}0b{v:b}"),
+        8 => format!("{sign}0o{v:o}"),
+        _ => format!("{sign}0x{v:x}"),
+    }))
+}
+pub(super) fn bin(a: &mut Args) -> R {
+    bin_hex_oct(a, 2)
+}
+pub(super) fn oct(a: &mut Args) -> R {
+    bin_hex_oct(a, 8)
+}
+pub(super) fn hex(a: &mut Args) -> R {
+    bin_hex_oct(a, 16)
+}
+pub(super) fn rangelist(a: &mut Args) -> R {
+    let n = a.int(0)?;
+    if n > (1 << 28) {
+        return Err(err("range is too large"));
+    }
+    Ok(IValue::List(List::new(
+        Type::Int,
+        (0..n.max(0)).map(IValue::Int).collect(),
+    )))
+}

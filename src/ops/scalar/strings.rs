@@ -1,0 +1,333 @@
+//! Strings: the `str` methods TorchScript supports, formatting and `str(v)`.
+
+use super::*;
+
+/// `(self[start:end], substr)` for the `str` methods taking `substr, start=0, end=-1`.
+pub(super) fn str_range(a: &Args) -> crate::Result<(String, String)> {
+    let s = a.str(0)?;
+    let sub = a.str(1)?.to_string();
+    let chars: Vec<char> = s.chars().collect();
+    let n = chars.len() as i64;
+    let start = if a.len() > 2 { a.int(2)? } else { 0 };
+    let end = if a.len() > 3 { a.int(3)? } else { -1 };
+    let norm = |x: i64| (if x < 0 { x + n } else { x }).clamp(0, n) as usize;
+    let (b, e) = (norm(start), if end == -1 { n as usize } else { norm(end) });
+    let text: String = chars.get(b..e.max(b)).unwrap_or(&[]).iter().collect();
+    Ok((text, sub))
+}
+pub(super) fn str_start(a: &Args) -> crate::Result<usize> {
+    let s = a.str(0)?;
+    let n = s.chars().count() as i64;
+    let start = if a.len() > 2 { a.int(2)? } else { 0 };
+    Ok((if start < 0 { start + n } else { start }).clamp(0, n) as usize)
+}
+pub(super) fn startswith(a: &mut Args) -> R {
+    let (s, sub) = str_range(a)?;
+    Ok(IValue::Bool(s.starts_with(&sub)))
+}
+pub(super) fn endswith(a: &mut Args) -> R {
+    let (s, sub) = str_range(a)?;
+    Ok(IValue::Bool(s.ends_with(&sub)))
+}
+pub(super) fn char_index(s: &str, byte: usize) -> i64 {
+    s.get(..byte).map(|p| p.chars().count() as i64).unwrap_or(0)
+}
+pub(super) fn find(a: &mut Args) -> R {
+    let (s, sub) = str_range(a)?;
+    let off = str_start(a)? as i64;
+    Ok(IValue::Int(
+        s.find(&sub).map(|b| char_index(&s, b) + off).unwrap_or(-1),
+    ))
+}
+pub(super) fn rfind(a: &mut Args) -> R {
+    let (s, sub) = str_range(a)?;
+    let off = str_start(a)? as i64;
+    Ok(IValue::Int(
+        s.rfind(&sub).map(|b| char_index(&s, b) + off).unwrap_or(-1),
+    ))
+}
+pub(super) fn str_index(a: &mut Args) -> R {
+    match find(a)? {
+        IValue::Int(-1) => Err(exception("ValueError", "substring not found")),
+        v => Ok(v),
+    }
+}
+pub(super) fn rindex(a: &mut Args) -> R {
+    match rfind(a)? {
+        IValue::Int(-1) => Err(exception("ValueError", "substring not found")),
+        v => Ok(v),
+    }
+}
+pub(super) fn join(a: &mut Args) -> R {
+    let sep = a.str(0)?;
+    let l = a.list(1)?;
+    let parts: Vec<String> = l.items().iter().map(python_str).collect();
+    Ok(IValue::str(parts.join(&sep)))
+}
+pub(super) fn str_list(items: Vec<String>) -> IValue {
+    IValue::List(List::new(
+        Type::Str,
+        items.into_iter().map(IValue::str).collect(),
+    ))
+}
+pub(super) fn split(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    let sep = a.opt_str(1)?;
+    let max = if a.len() > 2 { a.int(2)? } else { -1 };
+    let parts: Vec<String> = match sep {
+        None => {
+            let mut out = Vec::new();
+            let mut rest = s.trim_start();
+            while !rest.is_empty() {
+                if max >= 0 && out.len() as i64 == max {
+                    out.push(rest.to_string());
+                    break;
+                }
+                let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+                out.push(rest[..end].to_string());
+                rest = rest[end..].trim_start();
+            }
+            out
+        }
+        Some(sep) if sep.is_empty() => return Err(exception("ValueError", "empty separator")),
+        Some(sep) => {
+            if max < 0 {
+                s.split(&*sep).map(str::to_string).collect()
+            } else {
+                s.splitn(max as usize + 1, &*sep)
+                    .map(str::to_string)
+                    .collect()
+            }
+        }
+    };
+    Ok(str_list(parts))
+}
+pub(super) fn rsplit(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    let sep = a.str(1)?;
+    let max = if a.len() > 2 { a.int(2)? } else { -1 };
+    let mut parts: Vec<String> = if max < 0 {
+        s.rsplit(&*sep).map(str::to_string).collect()
+    } else {
+        s.rsplitn(max as usize + 1, &*sep)
+            .map(str::to_string)
+            .collect()
+    };
+    parts.reverse();
+    Ok(str_list(parts))
+}
+pub(super) fn strip_chars(a: &Args) -> crate::Result<Vec<char>> {
+    Ok(if a.len() > 1 {
+        a.str(1)?.chars().collect()
+    } else {
+        vec![' ', '\n', '\t', '\x0c', '\x0b']
+    })
+}
+pub(super) fn strip(a: &mut Args) -> R {
+    let cs = strip_chars(a)?;
+    Ok(IValue::str(a.str(0)?.trim_matches(|c| cs.contains(&c))))
+}
+pub(super) fn lstrip(a: &mut Args) -> R {
+    let cs = strip_chars(a)?;
+    Ok(IValue::str(
+        a.str(0)?.trim_start_matches(|c| cs.contains(&c)),
+    ))
+}
+pub(super) fn rstrip(a: &mut Args) -> R {
+    let cs = strip_chars(a)?;
+    Ok(IValue::str(a.str(0)?.trim_end_matches(|c| cs.contains(&c))))
+}
+pub(super) fn lower(a: &mut Args) -> R {
+    Ok(IValue::str(a.str(0)?.to_lowercase()))
+}
+pub(super) fn upper(a: &mut Args) -> R {
+    Ok(IValue::str(a.str(0)?.to_uppercase()))
+}
+pub(super) fn swapcase(a: &mut Args) -> R {
+    Ok(IValue::str(
+        a.str(0)?
+            .chars()
+            .map(|c| {
+                if c.is_uppercase() {
+                    c.to_lowercase().collect::<String>()
+                } else {
+                    c.to_uppercase().collect()
+                }
+            })
+            .collect::<String>(),
+    ))
+}
+pub(super) fn capitalize(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    let mut cs = s.chars();
+    Ok(IValue::str(match cs.next() {
+        Some(c) => c.to_uppercase().collect::<String>() + &cs.as_str().to_lowercase(),
+        None => String::new(),
+    }))
+}
+pub(super) fn title(a: &mut Args) -> R {
+    let mut out = String::new();
+    let mut prev_cased = false;
+    for c in a.str(0)?.chars() {
+        if c.is_alphabetic() {
+            if prev_cased {
+                out.extend(c.to_lowercase());
+            } else {
+                out.extend(c.to_uppercase());
+            }
+            prev_cased = true;
+        } else {
+            out.push(c);
+            prev_cased = false;
+        }
+    }
+    Ok(IValue::str(out))
+}
+pub(super) fn replace(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    let (old, new) = (a.str(1)?, a.str(2)?);
+    let max = if a.len() > 3 { a.int(3)? } else { -1 };
+    Ok(IValue::str(if max < 0 {
+        s.replace(&*old, &new)
+    } else {
+        s.replacen(&*old, &new, max as usize)
+    }))
+}
+pub(super) fn char_pred(a: &Args, f: fn(char) -> bool) -> R {
+    let s = a.str(0)?;
+    Ok(IValue::Bool(!s.is_empty() && s.chars().all(f)))
+}
+pub(super) fn isdigit(a: &mut Args) -> R {
+    char_pred(a, |c| c.is_ascii_digit())
+}
+pub(super) fn isalpha(a: &mut Args) -> R {
+    char_pred(a, char::is_alphabetic)
+}
+pub(super) fn isalnum(a: &mut Args) -> R {
+    char_pred(a, char::is_alphanumeric)
+}
+pub(super) fn isspace(a: &mut Args) -> R {
+    char_pred(a, char::is_whitespace)
+}
+pub(super) fn islower(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    Ok(IValue::Bool(
+        s.chars().any(char::is_lowercase) && !s.chars().any(char::is_uppercase),
+    ))
+}
+pub(super) fn isupper(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    Ok(IValue::Bool(
+        s.chars().any(char::is_uppercase) && !s.chars().any(char::is_lowercase),
+    ))
+}
+/// Longest string a padding method builds (a hostile width must not exhaust memory).
+pub(super) const MAX_PADDED_LEN: usize = 1 << 28;
+
+pub(super) fn zfill(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    let width = a.int(1)?.max(0) as usize;
+    if width > MAX_PADDED_LEN {
+        return Err(err("zfill width is too large"));
+    }
+    let n = s.chars().count();
+    if n >= width {
+        return Ok(IValue::String(s));
+    }
+    // unlike CPython, TorchScript pads in front of a sign too
+    Ok(IValue::str(format!("{}{s}", "0".repeat(width - n))))
+}
+pub(super) fn justify(a: &Args, left: f64) -> R {
+    let s = a.str(0)?;
+    let width = a.int(1)?.max(0) as usize;
+    if width > MAX_PADDED_LEN {
+        return Err(err("padding width is too large"));
+    }
+    let fill = if a.len() > 2 {
+        a.str(2)?.chars().next().unwrap_or(' ')
+    } else {
+        ' '
+    };
+    let n = s.chars().count();
+    if n >= width {
+        return Ok(IValue::String(s));
+    }
+    let total = width - n;
+    // center puts the extra pad on the right unless the width is odd (CPython's rule)
+    let l = if left == 0.5 {
+        total / 2 + (total & width & 1)
+    } else {
+        (total as f64 * left) as usize
+    };
+    let r = total - l;
+    Ok(IValue::str(format!(
+        "{}{s}{}",
+        fill.to_string().repeat(l),
+        fill.to_string().repeat(r)
+    )))
+}
+pub(super) fn ljust(a: &mut Args) -> R {
+    justify(a, 0.0)
+}
+pub(super) fn rjust(a: &mut Args) -> R {
+    justify(a, 1.0)
+}
+pub(super) fn center(a: &mut Args) -> R {
+    justify(a, 0.5)
+}
+pub(super) fn ord(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    let mut cs = s.chars();
+    match (cs.next(), cs.next()) {
+        (Some(c), None) => Ok(IValue::Int(c as i64)),
+        _ => Err(err("ord() expected a character")),
+    }
+}
+pub(super) fn chr(a: &mut Args) -> R {
+    let i = a.int(0)?;
+    u32::try_from(i)
+        .ok()
+        .and_then(char::from_u32)
+        .map(|c| IValue::str(c.to_string()))
+        .ok_or_else(|| exception("ValueError", "chr() arg not in range"))
+}
+pub(super) fn splitlines(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    let keep = if a.len() > 1 { a.bool(1)? } else { false };
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for c in s.chars() {
+        if c == '\n' || c == '\r' {
+            if keep {
+                cur.push(c);
+            }
+            out.push(std::mem::take(&mut cur));
+        } else {
+            cur.push(c);
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    Ok(str_list(out))
+}
+pub(super) fn to_str(a: &mut Args) -> R {
+    Ok(IValue::str(python_str(a.get(0)?)))
+}
+pub(super) fn format(a: &mut Args) -> R {
+    let fmt = a.str(0)?;
+    let mut out = String::new();
+    let mut next = 1;
+    let mut rest = &*fmt;
+    while let Some(p) = rest.find("{}") {
+        out.push_str(&rest[..p]);
+        match a.values.get(next) {
+            Some(v) => out.push_str(&python_str(v)),
+            None => return Err(err("format(): too few arguments for the format string")),
+        }
+        next += 1;
+        rest = &rest[p + 2..];
+    }
+    out.push_str(rest);
+    Ok(IValue::str(out))
+}
