@@ -308,6 +308,23 @@ impl Error {
     }
 }
 
+// Warnings the archive's code or the runtime raise while running (`warnings.warn` in
+// TorchScript, an accelerator device remapped to the CPU) go to stderr as PyTorch's do; a
+// process embedding tsrun, or `tsrun --quiet`, can turn them off.
+static WARNINGS_ENABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Turn the runtime's warnings on stderr (`UserWarning: ...`) on or off for the whole process.
+pub fn set_warnings_enabled(enabled: bool) {
+    WARNINGS_ENABLED.store(enabled, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Print `UserWarning: {message}` on stderr unless warnings are off.
+pub(crate) fn warn(message: impl std::fmt::Display) {
+    if WARNINGS_ENABLED.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("UserWarning: {message}");
+    }
+}
+
 /// `Result` with tsrun's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

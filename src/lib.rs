@@ -43,7 +43,7 @@ pub mod prelude;
 pub(crate) use internals::serve;
 pub(crate) use internals::{archive, frontend, ir, ops, pickle, runtime, tensor, values};
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{set_warnings_enabled, Error, ErrorKind, Result};
 pub use ops::custom::{register_op, CustomKernel};
 pub use ops::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled};
 pub use runtime::module::{

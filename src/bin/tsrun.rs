@@ -134,6 +134,8 @@ fn main() {
     };
     let cli = Cli::parse_from(args);
     cli::log::set_verbosity(cli::log::Verbosity::from_flags(cli.quiet, cli.verbose));
+    // --quiet silences the runtime's own warnings too (warnings.warn in archive code, ...)
+    tsrun::set_warnings_enabled(!cli.quiet);
     // `run` and single-caller `bench` make every call from this thread: make it one of the
     // pool's workers, so parallel kernels start in place rather than by waking the pool.
     let this_thread_calls = match &cli.command {

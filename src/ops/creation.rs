@@ -49,10 +49,10 @@ pub(crate) fn check_device(args: &Args<'_>, i: usize) -> crate::Result<()> {
 fn warn_accelerator_remapped(device: Device) {
     static WARNED: std::sync::Once = std::sync::Once::new();
     WARNED.call_once(|| {
-        eprintln!(
-            "UserWarning: the archive's code asks for device '{device}'; tsrun runs on the CPU \
-             only, so tensors are placed on the CPU instead (this warning is shown once)"
-        )
+        crate::error::warn(format!(
+            "the archive's code asks for device '{device}'; tsrun runs on the CPU only, so \
+             tensors are placed on the CPU instead (this warning is shown once)"
+        ))
     });
 }
 
@@ -518,9 +518,9 @@ fn copy_(args: &mut Args<'_>) -> R {
     }
     t(x)
 }
-fn fill_(args: &mut Args<'_>) -> R {
-    let x = args.tensor(0)?;
-    let v = match args.get(1)? {
+/// The value of `fill_` / `fill`: a number, or a 0-d tensor's element (PyTorch's check).
+fn fill_value(args: &Args<'_>) -> crate::Result<Scalar> {
+    Ok(match args.get(1)? {
         IValue::Tensor(v) => {
             if v.dim() != 0 {
                 return Err(value_err(format!(
@@ -531,7 +531,11 @@ fn fill_(args: &mut Args<'_>) -> R {
             v.item()?
         }
         _ => args.scalar(1)?,
-    };
+    })
+}
+fn fill_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let v = fill_value(args)?;
     x.fill(v)?;
     t(x)
 }
@@ -539,18 +543,7 @@ fn fill_(args: &mut Args<'_>) -> R {
 /// of `self`'s shape and dtype holding `value` (a tensor value must be 0-d).
 fn fill(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    let v = match args.get(1)? {
-        IValue::Tensor(v) => {
-            if v.dim() != 0 {
-                return Err(value_err(format!(
-                    "fill_ only supports 0-dimension value tensor but got tensor with {} dimensions.",
-                    v.dim()
-                )));
-            }
-            v.item()?
-        }
-        _ => args.scalar(1)?,
-    };
+    let v = fill_value(args)?;
     t(full_tensor(x.shape(), v, x.dtype())?)
 }
 /// `zero(self)`: the functional `zero_`.

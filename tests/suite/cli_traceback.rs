@@ -165,3 +165,45 @@ fn quiet_and_verbose_together_are_a_usage_error() {
     let r = tsrun(&["--quiet", "-v", "run", "fixtures/models/mlp.pt"]);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
 }
+
+/// The runtime's own warnings (here: an archive naming a CUDA device, run on the CPU) print as
+/// PyTorch's `UserWarning`s by default; `--quiet` silences them and leaves the result.
+#[test]
+fn quiet_silences_runtime_warnings_too() {
+    let dir = crate::common::fixtures_dir().join("device_remap");
+    let golden = tsrun::read_state_dict(dir.join("golden.npz")).expect("golden");
+    let input = crate::cli_common::temp_dir("quiet_runtime_warnings").join("x.npy");
+    tsrun::write_state_dict(
+        &input.with_extension("npz"),
+        &[("x".into(), golden["x"].clone())],
+    )
+    .expect("write");
+    let model = dir.join("cuda_net.pt");
+    let args = |quiet: bool| {
+        let mut a = vec![];
+        if quiet {
+            a.push("--quiet".to_string());
+        }
+        a.extend([
+            "run".to_string(),
+            model.display().to_string(),
+            "-i".to_string(),
+            input.with_extension("npz").display().to_string(),
+        ]);
+        a
+    };
+    let loud = args(false);
+    let loud = crate::cli_common::tsrun(&loud.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(loud.code, Some(0), "{}", loud.stderr);
+    assert!(
+        loud.stderr
+            .contains("UserWarning: the archive's code asks for device 'cuda:0'"),
+        "{}",
+        loud.stderr
+    );
+    let quiet = args(true);
+    let quiet = crate::cli_common::tsrun(&quiet.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(quiet.code, Some(0), "{}", quiet.stderr);
+    assert!(!quiet.stderr.contains("UserWarning"), "{}", quiet.stderr);
+    assert_eq!(quiet.stdout, loud.stdout);
+}

@@ -469,7 +469,7 @@ impl Frame<'_> {
                 let a = self.inputs(instr);
                 if !warned.swap(true, Ordering::Relaxed) {
                     let msg = a.first().map(python_str).unwrap_or_default();
-                    eprintln!("UserWarning: {msg}");
+                    crate::error::warn(msg);
                 }
                 Ok(())
             }
