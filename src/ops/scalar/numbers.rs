@@ -532,69 +532,13 @@ math_fns! {
     fabs => f64::abs, None;
     degrees => f64::to_degrees, None;
     radians => f64::to_radians, None;
-    erf => erf_f64, None;
-    erfc => |x| 1.0 - erf_f64(x), None;
-    gamma => gamma_f64, None;
-    lgamma => |x| gamma_f64(x).abs().ln(), None;
-}
-
-/// erf with about 1e-15 relative accuracy (Abramowitz-Stegun 7.1.26 is too coarse for goldens).
-pub(super) fn erf_f64(x: f64) -> f64 {
-    if x.is_nan() {
-        return x;
-    }
-    if x.abs() < 2.0 {
-        // Maclaurin series
-        let mut sum = x;
-        let mut term = x;
-        let x2 = x * x;
-        let mut n = 0.0;
-        loop {
-            n += 1.0;
-            term *= -x2 / n;
-            let add = term / (2.0 * n + 1.0);
-            sum += add;
-            if add.abs() < 1e-17 * sum.abs() {
-                break;
-            }
-        }
-        sum * 2.0 / std::f64::consts::PI.sqrt()
-    } else {
-        // continued fraction for erfc
-        let ax = x.abs();
-        let mut f = 0.0;
-        for k in (1..60).rev() {
-            f = (k as f64 / 2.0) / (ax + f);
-        }
-        let erfc = (-ax * ax).exp() / (std::f64::consts::PI.sqrt() * (ax + f));
-        (1.0 - erfc).copysign(x)
-    }
-}
-
-/// Gamma via the Lanczos approximation (g = 7, n = 9).
-pub(super) fn gamma_f64(x: f64) -> f64 {
-    const G: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        std::f64::consts::PI / ((std::f64::consts::PI * x).sin() * gamma_f64(1.0 - x))
-    } else {
-        let x = x - 1.0;
-        let mut s = G[0];
-        for (i, g) in G.iter().enumerate().skip(1) {
-            s += g / (x + i as f64);
-        }
-        let t = x + 7.5;
-        (2.0 * std::f64::consts::PI).sqrt() * t.powf(x + 0.5) * (-t).exp() * s
-    }
+    // PyTorch's math builtins call the C library's; libm is a port of musl's, so large
+    // arguments keep their precision (erfc(10) is 2e-45, not 1 - erf(10) = 0; lgamma(200) is
+    // finite where the gamma function itself overflows).
+    erf => libm::erf, None;
+    erfc => libm::erfc, None;
+    gamma => libm::tgamma, None;
+    lgamma => libm::lgamma, None;
 }
 
 pub(super) fn log(a: &mut Args) -> R {
