@@ -30,7 +30,6 @@ use crate::tensor::{DType, Tensor};
 use crate::values::python_str;
 use crate::Result;
 use indexmap::IndexMap;
-use serde::Serialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -82,7 +81,8 @@ pub enum GoldenError {
 
 /// How close an actual element must be to its expected one: `|actual - expected| <= atol +
 /// rtol * |expected|`, as `torch.allclose`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "cli", derive(serde::Serialize))]
 pub struct Tolerance {
     /// Relative tolerance.
     pub rtol: f64,
@@ -126,7 +126,8 @@ impl fmt::Display for Tolerance {
 }
 
 /// How one result leaf compares with its expected array.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "cli", derive(serde::Serialize))]
 pub struct LeafReport {
     /// The result leaf (`out.0`).
     pub leaf: String,
@@ -195,8 +196,8 @@ impl fmt::Display for LeafReport {
 }
 
 /// How result leaves were paired with expected arrays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(serde::Serialize), serde(rename_all = "snake_case"))]
 pub enum Pairing {
     /// By leaf name (`out.0` with `out.0`).
     ByName,
@@ -205,7 +206,8 @@ pub enum Pairing {
 }
 
 /// The comparison of a whole result with its expected arrays.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "cli", derive(serde::Serialize))]
 pub struct Report {
     /// The tolerance the elements were held to.
     pub tolerance: Tolerance,
