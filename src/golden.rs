@@ -197,7 +197,11 @@ impl fmt::Display for LeafReport {
 
 /// How result leaves were paired with expected arrays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(serde::Serialize), serde(rename_all = "snake_case"))]
+#[cfg_attr(
+    feature = "cli",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum Pairing {
     /// By leaf name (`out.0` with `out.0`).
     ByName,
