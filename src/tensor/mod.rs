@@ -737,6 +737,29 @@ impl<T: Element> TensorRead<T> {
     pub fn as_ptr(&self) -> *const T {
         self.ptr
     }
+
+    /// Every element from the first addressed one to the last, as one slice, for kernels that
+    /// walk strides themselves: element `(i0, i1, ...)` is `span()[i0 * strides[0] + i1 *
+    /// strides[1] + ...]`. Elements in between that the view does not address are included.
+    /// Empty for an empty tensor.
+    pub fn span(&self) -> &[T] {
+        let t = &self.tensor;
+        let len = if t.numel() == 0 {
+            0
+        } else {
+            1 + t
+                .shape
+                .iter()
+                .zip(&t.strides)
+                .map(|(&s, &st)| (s - 1) * st.unsigned_abs())
+                .sum::<usize>()
+        };
+        // SAFETY: `from_parts` checked that the offset plus this extent (strides are
+        // non-negative) lies inside the storage; the read borrow covers the whole storage, whose
+        // bool bytes `read` checked, so every element of the span is valid; the slice borrows the
+        // guard. An empty tensor gives a dangling pointer with length 0.
+        unsafe { std::slice::from_raw_parts(self.ptr, len) }
+    }
 }
 
 /// An exclusive borrow of a tensor's elements as `T` ([`Tensor::write`]); see [`TensorRead`].

@@ -1,10 +1,9 @@
 //! Elementwise maps into fresh contiguous outputs.
 
+use super::parallel::{for_each_chunk_mut, Rows};
 use crate::tensor::{
     broadcast_shapes, Element, Tensor, TensorError, TensorRead, TensorWrite, PARALLEL_THRESHOLD,
 };
-use ndarray::{IxDyn, Zip};
-use rayon::prelude::*;
 
 /// Elements per rayon task for contiguous maps.
 const CHUNK: usize = 8 * 1024;
@@ -22,29 +21,31 @@ where
     let out = Tensor::empty(x.shape(), O::DTYPE)?;
     let mut og = out.write::<O>()?;
     let xg = x.read::<I>()?;
+    let dst = fresh_slice(&mut og)?;
+    let par = dst.len() >= PARALLEL_THRESHOLD;
     if let Some(src) = xg.as_slice() {
-        let dst = fresh_slice(&mut og)?;
-        if src.len() >= PARALLEL_THRESHOLD {
-            dst.par_chunks_mut(CHUNK)
-                .zip(src.par_chunks(CHUNK))
-                .for_each(|(d, s)| d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(s)));
-        } else {
-            dst.iter_mut().zip(src).for_each(|(d, &s)| *d = f(s));
-        }
+        for_each_chunk_mut(dst, CHUNK, par, &|k, d| {
+            let s = &src[k * CHUNK..][..d.len()];
+            d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(s));
+        });
     } else {
-        let src = xg.view();
-        let mut dv = og.view_mut();
-        if src.len() >= PARALLEL_THRESHOLD {
-            Zip::from(&mut dv).and(&src).par_for_each(|d, &s| *d = f(s));
-        } else {
-            Zip::from(&mut dv).and(&src).for_each(|d, &s| *d = f(s));
-        }
+        let rows = Rows::new(x.shape(), [x])?;
+        let (src, [sx]) = (xg.span(), rows.strides);
+        let per = rows.rows_per_task(CHUNK);
+        for_each_chunk_mut(dst, per * rows.len, par, &|k, d| {
+            rows.walk(k * per, d.len() / rows.len, &mut |r, [ox]| {
+                let d = &mut d[r * rows.len..][..rows.len];
+                if sx == 1 {
+                    d.iter_mut().zip(&src[ox..]).for_each(|(d, &s)| *d = f(s));
+                } else {
+                    for (i, d) in d.iter_mut().enumerate() {
+                        *d = f(src[ox + i * sx]);
+                    }
+                }
+            });
+        });
     }
     Ok(out)
-}
-
-fn broadcast_err(a: &[usize], b: &[usize]) -> crate::Error {
-    TensorError::Shape(format!("cannot broadcast shape {a:?} to {b:?}")).into()
 }
 
 /// `out = f(a, b)` with NumPy broadcasting. Both inputs must already have element types `A`, `B`.
@@ -69,43 +70,30 @@ where
     // Fast paths: same-shape contiguous operands, or one side a single element.
     if let (true, Some(sa)) = (a_full, ag.as_slice()) {
         if let (true, Some(sb)) = (b_full, bg.as_slice()) {
-            if par {
-                dst.par_chunks_mut(CHUNK)
-                    .zip(sa.par_chunks(CHUNK).zip(sb.par_chunks(CHUNK)))
-                    .for_each(|(d, (x, y))| {
-                        for ((d, &x), &y) in d.iter_mut().zip(x).zip(y) {
-                            *d = f(x, y)
-                        }
-                    });
-            } else {
-                for ((d, &x), &y) in dst.iter_mut().zip(sa).zip(sb) {
+            for_each_chunk_mut(dst, CHUNK, par, &|k, d| {
+                let (x, y) = (&sa[k * CHUNK..], &sb[k * CHUNK..]);
+                for ((d, &x), &y) in d.iter_mut().zip(x).zip(y) {
                     *d = f(x, y)
                 }
-            }
+            });
             return Ok(out);
         }
         if b.numel() == 1 {
             let y = first_of(&bg)?;
-            if par {
-                dst.par_chunks_mut(CHUNK)
-                    .zip(sa.par_chunks(CHUNK))
-                    .for_each(|(d, x)| d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y)));
-            } else {
-                dst.iter_mut().zip(sa).for_each(|(d, &x)| *d = f(x, y));
-            }
+            for_each_chunk_mut(dst, CHUNK, par, &|k, d| {
+                let x = &sa[k * CHUNK..];
+                d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y));
+            });
             return Ok(out);
         }
     }
     if let (true, Some(sb)) = (b_full, bg.as_slice()) {
         if a.numel() == 1 {
             let x = first_of(&ag)?;
-            if par {
-                dst.par_chunks_mut(CHUNK)
-                    .zip(sb.par_chunks(CHUNK))
-                    .for_each(|(d, y)| d.iter_mut().zip(y).for_each(|(d, &y)| *d = f(x, y)));
-            } else {
-                dst.iter_mut().zip(sb).for_each(|(d, &y)| *d = f(x, y));
-            }
+            for_each_chunk_mut(dst, CHUNK, par, &|k, d| {
+                let y = &sb[k * CHUNK..];
+                d.iter_mut().zip(y).for_each(|(d, &y)| *d = f(x, y));
+            });
             return Ok(out);
         }
     }
@@ -123,21 +111,25 @@ where
             return Ok(out);
         }
     }
-    let av = ag.view();
-    let av = av
-        .broadcast(IxDyn(&shape))
-        .ok_or_else(|| broadcast_err(a.shape(), &shape))?;
-    let bv = bg.view();
-    let bv = bv
-        .broadcast(IxDyn(&shape))
-        .ok_or_else(|| broadcast_err(b.shape(), &shape))?;
-    let mut dv = og.view_mut();
-    let z = Zip::from(&mut dv).and(&av).and(&bv);
-    if par {
-        z.par_for_each(|d, &x, &y| *d = f(x, y));
-    } else {
-        z.for_each(|d, &x, &y| *d = f(x, y));
-    }
+    // Any strides: rows of the merged layout.
+    let rows = Rows::new(&shape, [a, b])?;
+    let (pa, pb) = (ag.span(), bg.span());
+    let ([sa, sb], len) = (rows.strides, rows.len);
+    let per = rows.rows_per_task(CHUNK);
+    for_each_chunk_mut(dst, per * len, par, &|k, d| {
+        rows.walk(k * per, d.len() / len, &mut |r, [oa, ob]| {
+            let d = &mut d[r * len..][..len];
+            if sa == 1 && sb == 1 {
+                for ((d, &x), &y) in d.iter_mut().zip(&pa[oa..]).zip(&pb[ob..]) {
+                    *d = f(x, y)
+                }
+            } else {
+                for (i, d) in d.iter_mut().enumerate() {
+                    *d = f(pa[oa + i * sa], pb[ob + i * sb]);
+                }
+            }
+        });
+    });
     Ok(out)
 }
 
@@ -186,15 +178,21 @@ fn blocks_against_values<X: Copy + Sync, Y: Copy + Sync, O: Send>(
 ) {
     if inner == 1 {
         // rows of `period` elements, each against the whole of `values`
-        zip_chunks(dst, full, period, par, |_, d, x| {
-            for ((d, &x), &y) in d.iter_mut().zip(x).zip(values) {
-                *d = f(x, y);
+        let rows = (CHUNK / period.max(1)).max(1);
+        zip_chunks(dst, full, rows * period, par, |_, d, x| {
+            for (d, x) in d.chunks_mut(period).zip(x.chunks(period)) {
+                for ((d, &x), &y) in d.iter_mut().zip(x).zip(values) {
+                    *d = f(x, y);
+                }
             }
         });
     } else {
-        zip_chunks(dst, full, inner, par, |k, d, x| {
-            let y = values[k % period];
-            d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y));
+        let blocks = (CHUNK / inner).max(1);
+        zip_chunks(dst, full, blocks * inner, par, |k, d, x| {
+            for (j, (d, x)) in d.chunks_mut(inner).zip(x.chunks(inner)).enumerate() {
+                let y = values[(k * blocks + j) % period];
+                d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y));
+            }
         });
     }
 }
@@ -209,17 +207,11 @@ pub(crate) fn zip_chunks<D: Send, S: Sync>(
     f: impl Fn(usize, &mut [D], &[S]) + Sync + Send,
 ) {
     let chunk = chunk.max(1);
-    if par {
-        dst.par_chunks_mut(chunk)
-            .zip(src.par_chunks(chunk))
-            .enumerate()
-            .for_each(|(k, (d, s))| f(k, d, s));
-    } else {
-        dst.chunks_mut(chunk)
-            .zip(src.chunks(chunk))
-            .enumerate()
-            .for_each(|(k, (d, s))| f(k, d, s));
-    }
+    for_each_chunk_mut(dst, chunk, par, &|k, d| {
+        if let Some(s) = src.get(k * chunk..) {
+            f(k, d, &s[..d.len().min(s.len())]);
+        }
+    });
 }
 
 /// `out = f(a, b, c)` with broadcasting over all three.
@@ -235,27 +227,28 @@ where
     let shape = broadcast_shapes(&broadcast_shapes(a.shape(), b.shape())?, c.shape())?;
     let out = Tensor::empty(&shape, O::DTYPE)?;
     let (ag, bg, cg) = (a.read::<A>()?, b.read::<B>()?, c.read::<C>()?);
-    let av = ag.view();
-    let av = av
-        .broadcast(IxDyn(&shape))
-        .ok_or_else(|| broadcast_err(a.shape(), &shape))?;
-    let bv = bg.view();
-    let bv = bv
-        .broadcast(IxDyn(&shape))
-        .ok_or_else(|| broadcast_err(b.shape(), &shape))?;
-    let cv = cg.view();
-    let cv = cv
-        .broadcast(IxDyn(&shape))
-        .ok_or_else(|| broadcast_err(c.shape(), &shape))?;
     let par = out.numel() >= PARALLEL_THRESHOLD;
     let mut og = out.write::<O>()?;
-    let mut dv = og.view_mut();
-    let z = Zip::from(&mut dv).and(&av).and(&bv).and(&cv);
-    if par {
-        z.par_for_each(|d, &x, &y, &w| *d = f(x, y, w));
-    } else {
-        z.for_each(|d, &x, &y, &w| *d = f(x, y, w));
-    }
+    let dst = fresh_slice(&mut og)?;
+    let rows = Rows::new(&shape, [a, b, c])?;
+    let (pa, pb, pc) = (ag.span(), bg.span(), cg.span());
+    let ([sa, sb, sc], len) = (rows.strides, rows.len);
+    let per = rows.rows_per_task(CHUNK);
+    for_each_chunk_mut(dst, per * len, par, &|k, d| {
+        rows.walk(k * per, d.len() / len, &mut |r, [oa, ob, oc]| {
+            let d = &mut d[r * len..][..len];
+            if sa == 1 && sb == 1 && sc == 1 {
+                let abc = pa[oa..].iter().zip(&pb[ob..]).zip(&pc[oc..]);
+                for (d, ((&x, &y), &w)) in d.iter_mut().zip(abc) {
+                    *d = f(x, y, w);
+                }
+            } else {
+                for (i, d) in d.iter_mut().enumerate() {
+                    *d = f(pa[oa + i * sa], pb[ob + i * sb], pc[oc + i * sc]);
+                }
+            }
+        });
+    });
     Ok(out)
 }
 
@@ -282,12 +275,8 @@ where
     let Some(d) = g.as_slice_mut() else {
         return Ok(false);
     };
-    if d.len() >= PARALLEL_THRESHOLD {
-        d.par_chunks_mut(CHUNK)
-            .for_each(|c| c.iter_mut().for_each(|v| *v = f(*v)));
-    } else {
-        d.iter_mut().for_each(|v| *v = f(*v));
-    }
+    let par = d.len() >= PARALLEL_THRESHOLD;
+    for_each_chunk_mut(d, CHUNK, par, &|_, c| c.iter_mut().for_each(|v| *v = f(*v)));
     Ok(true)
 }
 
@@ -312,12 +301,9 @@ where
     let (Some(d), Some(s)) = (xg.as_slice_mut(), yg.as_slice()) else {
         return Ok(false);
     };
-    if d.len() >= PARALLEL_THRESHOLD {
-        d.par_chunks_mut(CHUNK)
-            .zip(s.par_chunks(CHUNK))
-            .for_each(|(d, s)| d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(*d, s)));
-    } else {
-        d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(*d, s));
-    }
+    let par = d.len() >= PARALLEL_THRESHOLD;
+    zip_chunks(d, s, CHUNK, par, |_, d, s| {
+        d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(*d, s))
+    });
     Ok(true)
 }

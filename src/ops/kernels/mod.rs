@@ -3,7 +3,11 @@
 //!
 //! Every op family reuses these instead of writing its own loops:
 //! - [`map::map_unary`], [`map::map_binary`], [`map::map_ternary`]: apply a closure elementwise
-//!   into a fresh contiguous output (contiguous fast paths; rayon above `PARALLEL_THRESHOLD`).
+//!   into a fresh contiguous output (contiguous fast paths, one strided fallback over merged
+//!   rows; parallel above `PARALLEL_THRESHOLD`).
+//! - [`parallel`]: the one rayon driver these kernels share (`for_each_chunk_mut`: the work per
+//!   chunk is a `&dyn Fn`, so rayon is instantiated per element type, not per kernel closure)
+//!   and the broadcast row walk (`Rows`) of the strided paths.
 //! - [`operand::Operand`]: a tensor or a wrapped number, with [`operand::common_dtype`] and
 //!   [`operand::Operand::as_tensor_of`] for PyTorch's type promotion.
 //! - [`operand::write_inplace`]: PyTorch's `op_` semantics (cast back to self's dtype, error if
@@ -16,6 +20,7 @@
 pub(crate) mod map;
 pub(crate) mod num;
 pub(crate) mod operand;
+pub(crate) mod parallel;
 pub(crate) mod reduce;
 pub(crate) mod special;
 pub(crate) mod vmath;

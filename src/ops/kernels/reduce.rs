@@ -3,8 +3,8 @@
 //! A reduction permutes the reduced dims to the end and makes the input contiguous, so every
 //! output element reduces one contiguous row of `reduced` elements; rows run in parallel.
 
+use super::parallel::{for_each_chunk_mut, for_each_chunk_mut2};
 use crate::tensor::{wrap_dim, Element, Tensor, TensorError, PARALLEL_THRESHOLD};
-use rayon::prelude::*;
 use std::ops::Add;
 
 /// The layout of a reduction: `input` is contiguous `[outer, reduced]` in row-major order.
@@ -104,15 +104,12 @@ impl ReducePlan {
             dst.iter_mut().for_each(|d| *d = v);
             return Ok(out);
         }
-        if self.outer > 1 && self.outer * red >= PARALLEL_THRESHOLD {
-            dst.par_iter_mut()
-                .zip(src.par_chunks(red))
-                .for_each(|(d, row)| *d = f(row));
-        } else {
-            dst.iter_mut()
-                .zip(src.chunks(red))
-                .for_each(|(d, row)| *d = f(row));
-        }
+        let par = self.outer > 1 && self.outer * red >= PARALLEL_THRESHOLD;
+        let per = (PARALLEL_THRESHOLD / 4 / red).max(1);
+        for_each_chunk_mut(dst, per, par, &|k, d| {
+            let rows = src[k * per * red..].chunks(red);
+            d.iter_mut().zip(rows).for_each(|(d, row)| *d = f(row));
+        });
         Ok(out)
     }
 
@@ -139,15 +136,15 @@ impl ReducePlan {
             .as_slice_mut()
             .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
         let red = self.reduced.max(1);
-        d1.par_iter_mut()
-            .zip(d2.par_iter_mut())
-            .zip(src.par_chunks(red))
-            .with_min_len((PARALLEL_THRESHOLD / red).max(1))
-            .for_each(|((a, b), row)| {
+        let per = (PARALLEL_THRESHOLD / red).max(1);
+        for_each_chunk_mut2(d1, d2, (per, per), true, &|k, d1, d2| {
+            let rows = src[(k * per * red).min(src.len())..].chunks(red);
+            for ((a, b), row) in d1.iter_mut().zip(d2.iter_mut()).zip(rows) {
                 let (x, y) = f(row);
                 *a = x;
                 *b = y;
-            });
+            }
+        });
         Ok((o1, o2))
     }
 }

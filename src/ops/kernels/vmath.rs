@@ -9,7 +9,6 @@
 //! exp underflows through the subnormals to 0.
 
 use crate::tensor::{DType, Tensor, TensorError, PARALLEL_THRESHOLD};
-use rayon::prelude::*;
 use std::sync::OnceLock;
 
 /// A vectorized elementwise function.
@@ -240,13 +239,8 @@ pub(crate) fn unary_f32(f: VecFn, x: &Tensor) -> crate::Result<Option<Tensor>> {
     let dst = dst_guard
         .as_slice_mut()
         .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
-    if src.len() >= PARALLEL_THRESHOLD {
-        dst.par_chunks_mut(CHUNK)
-            .zip(src.par_chunks(CHUNK))
-            .for_each(|(d, s)| map(f, s, d));
-    } else {
-        map(f, src, dst);
-    }
+    let par = src.len() >= PARALLEL_THRESHOLD;
+    super::map::zip_chunks(dst, src, CHUNK, par, |_, d, s| map(f, s, d));
     Ok(Some(out))
 }
 
