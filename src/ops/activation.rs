@@ -211,11 +211,15 @@ fn hardshrink(args: &mut Args<'_>) -> R {
 fn threshold(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (th, val) = (args.scalar(1)?, args.scalar(2)?);
-    t(dispatch_numeric!(x.dtype(), "threshold", |T| {
-        let th: T = super::kernels::num::scalar_as(th);
-        let val: T = super::kernels::num::scalar_as(val);
-        map_unary::<T, T, _>(&x, |v| if v <= th { val } else { v })
-    })?)
+    t(crate::dispatch_standard_numeric!(
+        x.dtype(),
+        "threshold",
+        |T| {
+            let th: T = super::kernels::num::scalar_as(th);
+            let val: T = super::kernels::num::scalar_as(val);
+            map_unary::<T, T, _>(&x, |v| if v <= th { val } else { v })
+        }
+    )?)
 }
 
 fn prelu(args: &mut Args<'_>) -> R {

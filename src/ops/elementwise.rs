@@ -10,7 +10,10 @@ use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
 use crate::tensor::{DType, Element, Scalar, Tensor, TensorError};
 use crate::values::IValue;
-use crate::{dispatch_all, dispatch_int, dispatch_real, float_binary, float_unary};
+use crate::{
+    dispatch_all, dispatch_int, dispatch_real, dispatch_standard, dispatch_standard_int,
+    dispatch_standard_real, float_binary, float_unary,
+};
 use num_complex::{Complex32, Complex64};
 
 type R = crate::Result<IValue>;
@@ -44,7 +47,7 @@ pub(crate) fn add_sub(
     }
     let (x, y) = (a.as_tensor_of(dt)?, b.as_tensor_of(dt)?);
     let unit = alpha.to_c64() == Complex64::new(1.0, 0.0);
-    dispatch_all!(dt, "add", |T| {
+    dispatch_standard!(dt, "add", |T| {
         let al: T = scalar_as::<T>(alpha);
         match (unit, negate) {
             (true, false) => map_binary::<T, T, T, _>(&x, &y, |p, q| p.add(q)),
@@ -182,7 +185,7 @@ pub(crate) fn div_op(a: &Operand, b: &Operand, mode: Option<&str>) -> crate::Res
                         p.div_trunc(q).unwrap_or(p)
                     });
                 }
-                dispatch_int!(dt, "div", |T| {
+                dispatch_standard_int!(dt, "div", |T| {
                     check_no_zero::<T>(&y)?;
                     if floor {
                         map_binary::<T, T, T, _>(&x, &y, |p, q| p.floor_div(q).unwrap_or(p))
@@ -220,7 +223,7 @@ fn remainder_op(a: &Operand, b: &Operand, python: bool) -> crate::Result<Tensor>
     let dt = common_dtype(&[a, b]);
     let (x, y) = (a.as_tensor_of(dt)?, b.as_tensor_of(dt)?);
     if dt.is_integral(false) {
-        return dispatch_int!(dt, "remainder", |T| {
+        return dispatch_standard_int!(dt, "remainder", |T| {
             check_no_zero::<T>(&y)?;
             if python {
                 map_binary::<T, T, T, _>(&x, &y, |p, q| p.rem_floor(q).unwrap_or(p))
@@ -273,7 +276,7 @@ pub(crate) fn pow_op(a: &Operand, b: &Operand) -> crate::Result<Tensor> {
             map_binary::<Complex64, Complex64, Complex64, _>(&x, &y, |p, q| p.powc(q))
         }
         d if d.is_integral(false) => {
-            dispatch_int!(d, "pow", |T| map_binary::<T, T, T, _>(&x, &y, |p, q| p
+            dispatch_standard_int!(d, "pow", |T| map_binary::<T, T, T, _>(&x, &y, |p, q| p
                 .pow_int(q)))
         }
         _ => match b {
@@ -410,14 +413,22 @@ fn compare_op(a: &Operand, b: &Operand, cmp: Cmp) -> crate::Result<Tensor> {
             == q)),
         Cmp::Ne => dispatch_all!(dt, "ne", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
             != q)),
-        Cmp::Lt => dispatch_real!(dt, "lt", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
-            < q)),
-        Cmp::Le => dispatch_real!(dt, "le", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
-            <= q)),
-        Cmp::Gt => dispatch_real!(dt, "gt", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
-            > q)),
-        Cmp::Ge => dispatch_real!(dt, "ge", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
-            >= q)),
+        Cmp::Lt => {
+            dispatch_standard_real!(dt, "lt", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
+                < q))
+        }
+        Cmp::Le => {
+            dispatch_standard_real!(dt, "le", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
+                <= q))
+        }
+        Cmp::Gt => {
+            dispatch_standard_real!(dt, "gt", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
+                > q))
+        }
+        Cmp::Ge => {
+            dispatch_standard_real!(dt, "ge", |T| map_binary::<T, T, bool, _>(&x, &y, |p, q| p
+                >= q))
+        }
     }
 }
 
@@ -534,7 +545,11 @@ fn bitwise_not(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     match x.dtype() {
         DType::Bool => t(map_unary::<bool, bool, _>(&x, |v| !v)?),
-        d => t(dispatch_int!(d, "bitwise_not", |T| map_unary::<T, T, _>(
+        d => t(dispatch_standard_int!(d, "bitwise_not", |T| map_unary::<
+            T,
+            T,
+            _,
+        >(
             &x,
             |v| v.bit_not()
         ))?),
@@ -549,7 +564,7 @@ pub(crate) fn neg_tensor(x: &Tensor) -> crate::Result<Tensor> {
         DType::Bool => Err(value_err("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")),
         DType::Complex64 => map_unary::<Complex32, Complex32, _>(x, |v| -v),
         DType::Complex128 => map_unary::<Complex64, Complex64, _>(x, |v| -v),
-        d => dispatch_real!(d, "neg", |T| map_unary::<T, T, _>(x, |v| v.neg_val())),
+        d => dispatch_standard_real!(d, "neg", |T| map_unary::<T, T, _>(x, |v| v.neg_val())),
     }
 }
 fn neg(args: &mut Args<'_>) -> R {
@@ -560,12 +575,12 @@ pub(crate) fn abs(args: &mut Args<'_>) -> R {
     t(match x.dtype() {
         DType::Complex64 => map_unary::<Complex32, f32, _>(&x, |v| v.norm())?,
         DType::Complex128 => map_unary::<Complex64, f64, _>(&x, |v| v.norm())?,
-        d => dispatch_real!(d, "abs", |T| map_unary::<T, T, _>(&x, |v| v.abs_val()))?,
+        d => dispatch_standard_real!(d, "abs", |T| map_unary::<T, T, _>(&x, |v| v.abs_val()))?,
     })
 }
 fn sign(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    t(dispatch_real!(
+    t(dispatch_standard_real!(
         x.dtype(),
         "sign",
         |T| map_unary::<T, T, _>(&x, |v| {
@@ -1002,7 +1017,7 @@ fn addc(args: &Args<'_>, divide: bool) -> crate::Result<Tensor> {
         b.as_tensor_of(dt)?,
     );
     if divide {
-        return dispatch_all!(dt, "addcdiv", |T| {
+        return dispatch_standard!(dt, "addcdiv", |T| {
             let v = Tensor::scalar::<T>(scalar_as::<T>(value));
             let ratio = div_op(
                 &Operand::Tensor(p.clone()),
@@ -1013,7 +1028,7 @@ fn addc(args: &Args<'_>, divide: bool) -> crate::Result<Tensor> {
             map_binary::<T, T, T, _>(&x, &scaled, |x, s| x.add(s))
         });
     }
-    dispatch_all!(dt, "addcmul", |T| {
+    dispatch_standard!(dt, "addcmul", |T| {
         let v: T = scalar_as::<T>(value);
         let prod = map_binary::<T, T, T, _>(&p, &q, |a, b| a.mul(b))?;
         map_binary::<T, T, T, _>(&x, &prod, |x, m| x.add(v.mul(m)))

@@ -10,7 +10,7 @@ use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
 use crate::tensor::{wrap_dim, DType, Tensor};
 use crate::values::{IValue, Tuple};
-use crate::{dispatch_all, dispatch_int, dispatch_real};
+use crate::{dispatch_all, dispatch_int};
 use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
 
@@ -238,7 +238,7 @@ pub(crate) fn extreme_op(
             "max(): Expected reduction dim to be specified for input.numel() == 0.",
         ));
     }
-    dispatch_real!(x.dtype(), "max", |T| plan.rows::<T, T, _>(|r| {
+    crate::dispatch_standard_real!(x.dtype(), "max", |T| plan.rows::<T, T, _>(|r| {
         if is_max {
             r.iter().fold(T::lowest(), |a, &b| a.max_nan(b))
         } else {
@@ -311,7 +311,7 @@ pub(crate) fn extreme_dim(
             "max(): Expected reduction dim to have non-zero size.",
         ));
     }
-    dispatch_real!(x.dtype(), "max.dim", |T| plan
+    crate::dispatch_standard_real!(x.dtype(), "max.dim", |T| plan
         .rows2::<T, T, i64, _>(|r| arg_extreme(r, is_max)))
 }
 fn max_dim(args: &mut Args<'_>) -> R {
@@ -335,8 +335,9 @@ fn argext(args: &Args<'_>, is_max: bool) -> R {
             "argmax(): Expected reduction dim to be specified for input.numel() == 0.",
         ));
     }
-    t(dispatch_real!(x.dtype(), "argmax", |T| plan
-        .rows::<T, i64, _>(|r| arg_extreme(r, is_max).1))?)
+    t(crate::dispatch_standard_real!(x.dtype(), "argmax", |T| {
+        plan.rows::<T, i64, _>(|r| arg_extreme(r, is_max).1)
+    })?)
 }
 fn argmax(args: &mut Args<'_>) -> R {
     argext(args, true)
@@ -728,8 +729,9 @@ fn median_all(args: &Args<'_>, skip_nan: bool) -> R {
         return Err(value_err("median() input tensor cannot be empty"));
     }
     let plan = ReducePlan::new(&x, None, false)?;
-    t(dispatch_real!(x.dtype(), "median", |T| plan
-        .rows::<T, T, _>(|r| median_row(r, skip_nan).0))?)
+    t(crate::dispatch_standard_real!(x.dtype(), "median", |T| {
+        plan.rows::<T, T, _>(|r| median_row(r, skip_nan).0)
+    })?)
 }
 fn median_dim(args: &Args<'_>, skip_nan: bool) -> R {
     let x = args.tensor(0)?;
@@ -739,7 +741,7 @@ fn median_dim(args: &Args<'_>, skip_nan: bool) -> R {
             "median(): Expected reduction dim to have non-zero size.",
         ));
     }
-    let (v, i) = dispatch_real!(x.dtype(), "median", |T| plan
+    let (v, i) = crate::dispatch_standard_real!(x.dtype(), "median", |T| plan
         .rows2::<T, T, i64, _>(|r| median_row(r, skip_nan)))?;
     pair(v, i)
 }
@@ -985,7 +987,8 @@ fn mode(args: &mut Args<'_>) -> R {
             "mode(): Expected reduction dim to have non-zero size.",
         ));
     }
-    let (v, i) = dispatch_real!(x.dtype(), "mode", |T| plan.rows2::<T, T, i64, _>(mode_row))?;
+    let (v, i) = crate::dispatch_standard_real!(x.dtype(), "mode", |T| plan
+        .rows2::<T, T, i64, _>(mode_row))?;
     pair(v, i)
 }
 

@@ -1235,7 +1235,7 @@ fn tri(t: &Tensor, k: i64, lower: bool) -> R<Tensor> {
     if out.numel() == 0 {
         return Ok(out);
     }
-    crate::dispatch_all!(t.dtype(), "tril/triu", |T| {
+    crate::dispatch_standard!(t.dtype(), "tril/triu", |T| {
         let mut data_guard = out.write::<T>()?;
         let data = data_guard
             .as_slice_mut()

@@ -491,7 +491,7 @@ fn cum_extreme(t: &Tensor, dim: i64, max: bool) -> R<(Tensor, Tensor)> {
     let values = Tensor::zeros(m.shape(), t.dtype())?;
     let indices = Tensor::zeros(m.shape(), DType::Int64)?;
     if m.numel() > 0 {
-        crate::dispatch_real!(t.dtype(), "cummax", |T| {
+        crate::dispatch_standard_real!(t.dtype(), "cummax", |T| {
             let src_guard = m.read::<T>()?;
             let src = src_guard
                 .as_slice()

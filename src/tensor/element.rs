@@ -287,6 +287,59 @@ macro_rules! dispatch_int {
     };
 }
 
+// PyTorch's own kernels cover only some dtypes per op (the `AT_DISPATCH_*` macro of each
+// kernel): most arithmetic, comparisons and reductions leave out the "barebones" unsigned
+// types uint16/uint32/uint64 (`AT_BAREBONES_UNSIGNED_TYPES`), which only copies, `mul`, `div`,
+// `eq`/`ne`, `maximum`/`minimum`, bitwise and/or/xor, `sum`/`prod`, sorting and a few more
+// support. A generic kernel is instantiated once per dtype it dispatches over, so the narrower
+// macros below keep the binary to the dtypes PyTorch accepts; any other dtype is PyTorch's
+// "not implemented for" as a typed `UnsupportedDType` error
+// (`fixtures/gen_ops_dtype_support.py` records which op accepts which).
+
+/// Like [`dispatch_all!`] without uint16/uint32/uint64: PyTorch's
+/// `AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(Bool, Half, BFloat16)` (`add`, `sub`, `addcmul`).
+#[macro_export]
+macro_rules! dispatch_standard {
+    ($dtype:expr, $what:expr, |$T:ident| $body:expr) => {
+        $crate::__dispatch!($dtype, $what, $T, $body,
+            UInt8 => u8, Int8 => i8, Int16 => i16, Int32 => i32, Int64 => i64, Bool => bool,
+            Float16 => ::half::f16, BFloat16 => ::half::bf16, Float32 => f32, Float64 => f64,
+            Complex64 => ::num_complex::Complex32, Complex128 => ::num_complex::Complex64)
+    };
+}
+
+/// Like [`dispatch_real!`] without uint16/uint32/uint64: PyTorch's
+/// `AT_DISPATCH_ALL_TYPES_AND3(Bool, Half, BFloat16)` (comparisons, `max`, `argmax`, `neg`).
+#[macro_export]
+macro_rules! dispatch_standard_real {
+    ($dtype:expr, $what:expr, |$T:ident| $body:expr) => {
+        $crate::__dispatch!($dtype, $what, $T, $body,
+            UInt8 => u8, Int8 => i8, Int16 => i16, Int32 => i32, Int64 => i64, Bool => bool,
+            Float16 => ::half::f16, BFloat16 => ::half::bf16, Float32 => f32, Float64 => f64)
+    };
+}
+
+/// Like [`dispatch_numeric!`] without uint16/uint32/uint64: PyTorch's
+/// `AT_DISPATCH_ALL_TYPES_AND2(Half, BFloat16)` (`threshold`).
+#[macro_export]
+macro_rules! dispatch_standard_numeric {
+    ($dtype:expr, $what:expr, |$T:ident| $body:expr) => {
+        $crate::__dispatch!($dtype, $what, $T, $body,
+            UInt8 => u8, Int8 => i8, Int16 => i16, Int32 => i32, Int64 => i64,
+            Float16 => ::half::f16, BFloat16 => ::half::bf16, Float32 => f32, Float64 => f64)
+    };
+}
+
+/// Like [`dispatch_int!`] without uint16/uint32/uint64: PyTorch's `AT_DISPATCH_INTEGRAL_TYPES`
+/// (`remainder`, `pow`, floor and trunc division, shifts and `bitwise_not` of integers).
+#[macro_export]
+macro_rules! dispatch_standard_int {
+    ($dtype:expr, $what:expr, |$T:ident| $body:expr) => {
+        $crate::__dispatch!($dtype, $what, $T, $body,
+            UInt8 => u8, Int8 => i8, Int16 => i16, Int32 => i32, Int64 => i64)
+    };
+}
+
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __dispatch {

@@ -35,6 +35,7 @@ mod ops_b_nn;
 mod ops_calculus;
 mod ops_coverage;
 mod ops_creation;
+mod ops_dtype_support;
 mod ops_elementwise;
 mod ops_index;
 mod ops_linalg_fft;
