@@ -30,6 +30,9 @@ pub(crate) fn for_each_chunk_mut<T: Send>(
     }
 }
 
+/// The work on piece `k` of two outputs, for [`for_each_chunk_mut2`].
+type PairChunkFn<'a, T, U> = dyn Fn(usize, &mut [T], &mut [U]) + Sync + 'a;
+
 /// [`for_each_chunk_mut`] over two outputs split alike: `f(k, a_k, b_k)` with `a_k` the
 /// `chunk_a`-sized piece `k` of `a` and `b_k` the `chunk_b`-sized piece `k` of `b`, for as many
 /// pieces as both have.
@@ -38,7 +41,7 @@ pub(crate) fn for_each_chunk_mut2<T: Send, U: Send>(
     b: &mut [U],
     (chunk_a, chunk_b): (usize, usize),
     par: bool,
-    f: &(dyn Fn(usize, &mut [T], &mut [U]) + Sync),
+    f: &PairChunkFn<'_, T, U>,
 ) {
     let (chunk_a, chunk_b) = (chunk_a.max(1), chunk_b.max(1));
     if par && a.len() > chunk_a {
