@@ -62,11 +62,14 @@ pub(crate) struct ConvChain {
     pub(crate) stages: Box<[Instr]>,
     /// The receivers' classes this chain's constants were read for, and those constants
     /// (`None`: the callees are not torch's code; always run unfused).
-    spec: RwLock<Option<(Vec<Arc<str>>, Option<Arc<Spec>>)>>,
+    spec: RwLock<Option<SpecFor>>,
     /// Folded weights, one entry per conv weight seen here (a class's plan serves every
     /// instance of the class).
     folded: Mutex<Vec<Folded>>,
 }
+
+/// The receivers' classes a spec was read for, and the spec (`None`: not fusable).
+type SpecFor = (Vec<Arc<str>>, Option<Arc<Spec>>);
 
 /// Instances of one class sharing a chain keep at most this many folded weights.
 const MAX_FOLDED: usize = 64;
@@ -401,7 +404,7 @@ fn fold(
         return Ok(None);
     };
     let wv = w.to_vec::<f32>()?;
-    let per = if cout == 0 { 0 } else { wv.len() / cout };
+    let per = wv.len().checked_div(cout).unwrap_or(0);
     let scale: Vec<f64> = (0..cout)
         .map(|c| gamma[c] as f64 / (var[c] as f64 + eps).sqrt())
         .collect();
