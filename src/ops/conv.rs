@@ -1,7 +1,9 @@
 //! Kernels: convolution and transposed convolution (1-d, 2-d, 3-d) by im2col + GEMM, with a
 //! direct kernel for depthwise convolution. Every rank is lifted to 3 spatial dims internally.
 
-use super::gemm::{self, AOperand, BOperand, Bias, Epilogue, ImageOperand, Isa, MatRef};
+use super::gemm::{
+    self, AOperand, Activation, BOperand, Bias, Epilogue, ImageOperand, Isa, MatRef,
+};
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
     slice_mut_of, slice_of, value_err, Mat, Real, SendPtr,
@@ -155,6 +157,33 @@ pub(crate) struct ConvParams {
     pub transposed: bool,
 }
 
+impl ConvParams {
+    /// The parameters of `aten::conv2d(x, w, b, stride, padding, dilation, groups)` with
+    /// integer padding, checked as the operator checks them.
+    pub(crate) fn conv2d(
+        stride: &[i64],
+        padding: &[i64],
+        dilation: &[i64],
+        groups: i64,
+    ) -> crate::Result<ConvParams> {
+        let op = "aten::conv2d";
+        if groups < 1 {
+            return Err(value_err(format!(
+                "{op}: non-positive groups is not supported"
+            )));
+        }
+        Ok(ConvParams {
+            stride: lift(&spatial(op, "stride", stride, 2, 1)?, 1),
+            pad: lift(&spatial(op, "padding", padding, 2, 0)?, 0),
+            pad_extra: [0; 3],
+            dilation: lift(&spatial(op, "dilation", dilation, 2, 1)?, 1),
+            output_padding: [0; 3],
+            groups: groups as usize,
+            transposed: false,
+        })
+    }
+}
+
 /// Expand an `int[N]` argument to `n` spatial values (one value broadcasts), checking bounds.
 fn spatial(op: &str, what: &str, v: &[i64], n: usize, min: i64) -> crate::Result<Vec<usize>> {
     let v: Vec<i64> = if v.len() == 1 {
@@ -196,6 +225,26 @@ pub(crate) fn convolution(
     bias: Option<&Tensor>,
     p: &ConvParams,
 ) -> crate::Result<Tensor> {
+    convolution_act(op, x, w, bias, p, Activation::Identity)
+}
+
+/// [`convolution`] followed by `act`, which the float32 kernels apply in their output pass
+/// while the block is in cache. `act` other than the identity needs a float32 forward
+/// convolution (the fused operators of the runtime call it only then).
+pub(crate) fn convolution_act(
+    op: &str,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    p: &ConvParams,
+    act: Activation,
+) -> crate::Result<Tensor> {
+    if act != Activation::Identity && (x.dtype() != DType::Float32 || p.transposed) {
+        return Err(value_err(format!(
+            "{op}: a fused activation needs a float32 forward convolution, got {}",
+            x.dtype()
+        )));
+    }
     let nsp = w.dim().saturating_sub(2);
     if !(1..=3).contains(&nsp) {
         return Err(value_err(format!(
@@ -336,6 +385,7 @@ pub(crate) fn convolution(
                 &xc,
                 &wc,
                 bc.as_ref(),
+                act,
                 &out,
                 p,
                 [n, c, cout],
@@ -363,6 +413,10 @@ pub(crate) fn convolution(
             ksp,
             osp
         ))?;
+        if act != Activation::Identity {
+            let mut og = out.write::<f32>()?;
+            act.apply_slice(slice_mut_of(&mut og)?);
+        }
         out
     };
     let out = out.to_dtype(dtype)?;
@@ -491,6 +545,7 @@ fn conv_forward_f32(
     x: &Tensor,
     w: &Tensor,
     bias: Option<&Tensor>,
+    act: Activation,
     out: &Tensor,
     p: &ConvParams,
     [n, c, cout]: [usize; 3],
@@ -538,7 +593,7 @@ fn conv_forward_f32(
         dilation: p.dilation,
     };
     if cg == 1 && kvol > 1 {
-        depthwise_f32(isa, xs, ws, bs, os, &win, [n, c, cout]);
+        depthwise_f32(isa, xs, ws, bs, act, os, &win, [n, c, cout]);
         return Ok(());
     }
     let kdim = cg * kvol;
@@ -546,6 +601,7 @@ fn conv_forward_f32(
         let packed = packed_weight_wide(w, ws, cout, kdim)?;
         let epi = Epilogue {
             bias: bs.map_or(Bias::None, Bias::PerColumn),
+            activation: act,
             ..Epilogue::NONE
         };
         // C = image^T . weight^T is [l x cout]: scratch, copied channel-major into the output
@@ -589,6 +645,7 @@ fn conv_forward_f32(
             .ok_or_else(|| shape_err("conv: inconsistent geometry"))?;
         let epi = Epilogue {
             bias: bs.map_or(Bias::None, |b| Bias::PerRow(&b[grp * coutg..][..coutg])),
+            activation: act,
             ..Epilogue::NONE
         };
         gemm::sgemm(
@@ -705,11 +762,13 @@ const DEPTHWISE_PARALLEL_MACS: usize = 1 << 16;
 
 /// Depthwise convolution (one input channel per group), vectorized along output rows: each
 /// kernel tap adds `w * input_row` to a row accumulator, in the scalar kernel's tap order.
+#[allow(clippy::too_many_arguments)]
 fn depthwise_f32(
     isa: Isa,
     xs: &[f32],
     ws: &[f32],
     bias: Option<&[f32]>,
+    act: Activation,
     os: &mut [f32],
     win: &Window,
     [_n, c, cout]: [usize; 3],
@@ -726,7 +785,7 @@ fn depthwise_f32(
         {
             // SAFETY: both instruction sets include AVX2 and FMA, and the backend only names
             // an instruction set the CPU supports (`Isa::is_supported`).
-            unsafe { depthwise_channels_last_fma(xs, ws, bias, os, win, c) };
+            unsafe { depthwise_channels_last_fma(xs, ws, bias, act, os, win, c) };
             return;
         }
     }
@@ -735,14 +794,20 @@ fn depthwise_f32(
         let src = &xs[(img * c + oc / mult) * il..][..il];
         let wk = &ws[oc * kvol..][..kvol];
         let b = bias.map_or(0.0, |b| b[oc]);
-        acc.resize(win.grid[2], 0.0);
+        // one output row, then (stride 2) the plane split into even and odd columns
+        let split = if win.stride[2] == 2 { il } else { 0 };
+        acc.resize(win.grid[2] + split, 0.0);
         match isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: both instruction sets include AVX2 and FMA, and the backend only names
-            // an instruction set the CPU supports (`Isa::is_supported`).
-            Isa::Avx512 | Isa::Avx2 => unsafe { depthwise_plane_fma(src, wk, b, dst, win, acc) },
+            // SAFETY: the backend only names an instruction set the CPU supports
+            // (`Isa::is_supported`), and AVX-512 there includes AVX2 and FMA.
+            Isa::Avx512 => unsafe { depthwise_plane_avx512(src, wk, b, dst, win, acc) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above; AVX2 there includes FMA.
+            Isa::Avx2 => unsafe { depthwise_plane_fma(src, wk, b, dst, win, acc) },
             _ => depthwise_plane::<false>(src, wk, b, dst, win, acc),
         }
+        act.apply_slice(dst);
     };
     if os.len() * kvol >= DEPTHWISE_PARALLEL_MACS {
         os.par_chunks_mut(l)
@@ -771,6 +836,7 @@ unsafe fn depthwise_channels_last_fma(
     xs: &[f32],
     ws: &[f32],
     bias: Option<&[f32]>,
+    act: Activation,
     os: &mut [f32],
     win: &Window,
     c: usize,
@@ -798,9 +864,10 @@ unsafe fn depthwise_channels_last_fma(
             }
         }
         let (xt, wt) = (&xt[..], &wt[..]);
-        // SAFETY: this function's own contract (AVX2 and FMA are available).
-        let row = |(y, out_row): (usize, &mut [f32])| unsafe {
-            depthwise_channels_last_row(xt, wt, bias, out_row, win, c, y)
+        let row = |(y, out_row): (usize, &mut [f32])| {
+            // SAFETY: this function's own contract (AVX2 and FMA are available).
+            unsafe { depthwise_channels_last_row(xt, wt, bias, out_row, win, c, y) };
+            act.apply_slice(out_row);
         };
         if l * c * kvol >= DEPTHWISE_PARALLEL_MACS {
             ot.par_chunks_mut(ow * c).enumerate().for_each(row);
@@ -857,6 +924,23 @@ unsafe fn depthwise_channels_last_row(
     }
 }
 
+/// [`depthwise_plane`] compiled for AVX-512 (16-float rows).
+///
+/// # Safety
+/// The CPU must support AVX-512F, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn depthwise_plane_avx512(
+    src: &[f32],
+    wk: &[f32],
+    bias: f32,
+    dst: &mut [f32],
+    win: &Window,
+    acc: &mut [f32],
+) {
+    depthwise_plane::<true>(src, wk, bias, dst, win, acc)
+}
+
 /// [`depthwise_plane`] compiled with FMA.
 ///
 /// # Safety
@@ -874,7 +958,8 @@ unsafe fn depthwise_plane_fma(
     depthwise_plane::<true>(src, wk, bias, dst, win, acc)
 }
 
-/// One output plane of a depthwise convolution; `acc` holds one output row.
+/// One output plane of a depthwise convolution; `acc` holds one output row, then for stride 2
+/// room for the plane (split by column parity).
 #[inline(always)]
 fn depthwise_plane<const FMA: bool>(
     src: &[f32],
@@ -888,7 +973,22 @@ fn depthwise_plane<const FMA: bool>(
     let [kd, kh, kw] = win.kernel;
     let [_, ih, iw] = win.image;
     let (sx, dx, px) = (win.stride[2], win.dilation[2], win.pad[2]);
-    let acc = &mut acc[..ow];
+    let (acc, phases) = acc.split_at_mut(ow);
+    // stride 2: each input row split into its even and odd columns, so every tap reads a
+    // contiguous run (output x reads column 2x + q: phase q mod 2, index x + q div 2)
+    let halves = sx == 2 && phases.len() >= src.len();
+    let even = iw.div_ceil(2);
+    if halves {
+        for (row, out) in src.chunks_exact(iw).zip(phases.chunks_exact_mut(iw)) {
+            let (e_half, o_half) = out.split_at_mut(even);
+            for (k, pair) in row.chunks(2).enumerate() {
+                e_half[k] = pair[0];
+                if let Some(&v) = pair.get(1) {
+                    o_half[k] = v;
+                }
+            }
+        }
+    }
     for z in 0..od {
         for y in 0..oh {
             acc.fill(0.0);
@@ -900,9 +1000,31 @@ fn depthwise_plane<const FMA: bool>(
                     let Some(iy) = win.coord(1, y, b) else {
                         continue;
                     };
-                    let line = &src[(iz * ih + iy) * iw..][..iw];
+                    let row_at = (iz * ih + iy) * iw;
+                    let line = &src[row_at..][..iw];
                     for e in 0..kw {
                         let wv = wk[(a * kh + b) * kw + e];
+                        if halves {
+                            let q = (e * dx) as isize - px as isize;
+                            let row = &phases[row_at..][..iw];
+                            let part = if q.rem_euclid(2) == 0 {
+                                &row[..even]
+                            } else {
+                                &row[even..]
+                            };
+                            let shift = q.div_euclid(2);
+                            let x0 = (-shift).max(0) as usize;
+                            let x1 = (part.len() as isize - shift).clamp(0, ow as isize) as usize;
+                            if x0 >= x1 {
+                                continue;
+                            }
+                            let start = (x0 as isize + shift) as usize;
+                            let span = &mut acc[x0..x1];
+                            for (s, &v) in span.iter_mut().zip(&part[start..start + (x1 - x0)]) {
+                                *s = if FMA { wv.mul_add(v, *s) } else { *s + wv * v };
+                            }
+                            continue;
+                        }
                         // output x reads ix = x * sx + off - px, inside [0, iw) for x in [x0, x1)
                         let off = e * dx;
                         let x0 = if off >= px {

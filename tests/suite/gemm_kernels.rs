@@ -39,6 +39,7 @@ fn act(a: Activation, v: f64) -> f64 {
         Activation::Relu => v.max(0.0),
         Activation::Clamp(lo, hi) => v.max(lo as f64).min(hi as f64),
         Activation::Hardswish => v * (v + 3.0).clamp(0.0, 6.0) / 6.0,
+        Activation::Hardsigmoid => (v + 3.0).clamp(0.0, 6.0) / 6.0,
         Activation::Silu => v / (1.0 + (-v).exp()),
     }
 }

@@ -18,6 +18,7 @@ mod cli_repr;
 mod cli_traceback;
 mod compile_fixtures;
 mod concurrency;
+mod conv_fusion;
 mod custom_op;
 mod deep_drift;
 mod frontend_parse;

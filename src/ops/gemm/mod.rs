@@ -152,15 +152,19 @@ pub fn backend() -> Backend {
     })
 }
 
-/// The activation applied last in the output pass.
+/// The activation applied last in the output pass (each computed as the unfused activation
+/// kernel computes it, in float32, so fusing it changes no result).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Activation {
     Identity,
+    /// `relu(x)` (NaN propagates, as `aten::relu`).
     Relu,
     /// `clamp(x, lo, hi)` (relu6 is `Clamp(0, 6)`, hardtanh in general).
     Clamp(f32, f32),
     /// `x * relu6(x + 3) / 6`.
     Hardswish,
+    /// `relu6(x + 3) / 6`.
+    Hardsigmoid,
     /// `x * sigmoid(x)`.
     Silu,
 }
@@ -170,11 +174,49 @@ impl Activation {
     fn apply(self, v: f32) -> f32 {
         match self {
             Activation::Identity => v,
-            Activation::Relu => v.max(0.0),
-            Activation::Clamp(lo, hi) => v.max(lo).min(hi),
+            Activation::Relu => relu(v),
+            Activation::Clamp(lo, hi) => clamp(v, lo, hi),
             Activation::Hardswish => v * (v + 3.0).clamp(0.0, 6.0) / 6.0,
+            Activation::Hardsigmoid => (v + 3.0).clamp(0.0, 6.0) / 6.0,
             Activation::Silu => v / (1.0 + (-v).exp()),
         }
+    }
+
+    /// Apply to every element of `xs` (one branch per slice, so each loop vectorizes).
+    #[inline]
+    pub fn apply_slice(self, xs: &mut [f32]) {
+        match self {
+            Activation::Identity => {}
+            Activation::Relu => xs.iter_mut().for_each(|v| *v = relu(*v)),
+            Activation::Clamp(lo, hi) => xs.iter_mut().for_each(|v| *v = clamp(*v, lo, hi)),
+            Activation::Hardswish => xs
+                .iter_mut()
+                .for_each(|v| *v = Activation::Hardswish.apply(*v)),
+            Activation::Hardsigmoid => xs
+                .iter_mut()
+                .for_each(|v| *v = Activation::Hardsigmoid.apply(*v)),
+            Activation::Silu => xs.iter_mut().for_each(|v| *v = Activation::Silu.apply(*v)),
+        }
+    }
+}
+
+/// `relu` as `aten::relu` computes it: NaN stays NaN.
+#[inline(always)]
+fn relu(v: f32) -> f32 {
+    if v > 0.0 || v.is_nan() {
+        v
+    } else {
+        0.0
+    }
+}
+
+/// `clamp(v, lo, hi)` as `aten::clamp` computes it: NaN stays NaN.
+#[inline(always)]
+fn clamp(v: f32, lo: f32, hi: f32) -> f32 {
+    if v.is_nan() {
+        v
+    } else {
+        v.max(lo).min(hi)
     }
 }
 
@@ -693,8 +735,6 @@ unsafe fn output_pass(
                 .zip(&r[i * ldc + j0..i * ldc + j1])
                 .for_each(|(d, &v)| *d += v);
         }
-        if epi.activation != Activation::Identity {
-            dst.iter_mut().for_each(|d| *d = epi.activation.apply(*d));
-        }
+        epi.activation.apply_slice(dst);
     }
 }
