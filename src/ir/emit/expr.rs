@@ -371,7 +371,21 @@ impl Emitter<'_> {
         hint: Option<&Type>,
         span: ast::Span,
     ) -> Result<ValueId, CompileError> {
-        let (kh, vh) = match hint {
+        // as for lists: a union hint is refined to its dict member and the literal cast to
+        // the union (`emitDictLiteral`)
+        let union_members: &[Type] = match hint {
+            Some(Type::Optional(o)) => std::slice::from_ref(&**o),
+            Some(Type::Union(members)) => members,
+            _ => &[],
+        };
+        let union_dict = union_members
+            .iter()
+            .find(|t| matches!(t, Type::Dict(..)))
+            .cloned();
+        let (kh, vh) = match hint
+            .filter(|_| union_dict.is_none())
+            .or(union_dict.as_ref())
+        {
             Some(Type::Dict(k, v)) => (Some((**k).clone()), Some((**v).clone())),
             _ => (None, None),
         };
@@ -387,12 +401,20 @@ impl Emitter<'_> {
             .or_else(|| vals.get(1).map(|v| self.b.ty(*v).clone()))
             .unwrap_or(Type::Tensor);
         let _ = span;
-        Ok(self.b.insert1(
+        let dict = self.b.insert1(
             "prim::DictConstruct",
             None,
             vals,
             Type::dict(key_ty, val_ty),
-        ))
+        );
+        match (union_dict, hint) {
+            (Some(_), Some(union)) => {
+                Ok(self
+                    .b
+                    .insert1("prim::unchecked_cast", None, vec![dict], union.clone()))
+            }
+            _ => Ok(dict),
+        }
     }
 
     /// `cond ? then : orelse` as a one-output `prim::If`.
