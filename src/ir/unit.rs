@@ -11,7 +11,7 @@ use crate::values::{EnumValue, IValue, List, Tuple};
 use indexmap::IndexMap;
 use parking_lot::RwLock;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 thread_local! {
@@ -77,6 +77,8 @@ pub struct CompilationUnit {
     enum_members: HashMap<String, IValue>,
     /// The archive's `constants.pkl` tuple, referenced from code as `CONSTANTS.c<i>`.
     tensor_constants: Vec<IValue>,
+    /// Qualnames of the functions loading runs (see `runs_at_load`), found on first use.
+    load_time: OnceLock<HashSet<String>>,
 }
 
 fn err_at(file: &ast::File, span: ast::Span, message: impl Into<String>) -> CompileError {
@@ -385,6 +387,13 @@ impl CompilationUnit {
         if let Some(g) = function.optimized.get() {
             return Ok(g.clone());
         }
+        if self.runs_at_load(function) {
+            // PyTorch's loading ran it (through `__setstate__`) before anything asked for
+            // its graph, and that first run cached an unoptimized copy: calls stay calls,
+            // constants stay where its graph has them
+            let g = function.graph.clone();
+            return Ok(function.optimized.get_or_init(|| Arc::new(g)).clone());
+        }
         let mut g = (*self.inlined_graph(function)?).clone();
         // `preoptimizeGraph`: peephole, constant propagation on immutable types (each
         // eliminating dead code only when it changed something), constant pooling
@@ -392,6 +401,57 @@ impl CompilationUnit {
         passes::propagate_constants(&mut g);
         passes::pool_constants(&mut g);
         Ok(function.optimized.get_or_init(|| Arc::new(g)).clone())
+    }
+
+    /// Whether loading the archive runs `function`: objects pickled through `__getstate__`
+    /// run their class's `__setstate__` at load, and with it what it calls. Taken statically
+    /// as every `__setstate__` and the calls its body makes unconditionally (outside any
+    /// `if` or loop), transitively; a call in a branch is taken as not run.
+    fn runs_at_load(&self, function: &Function) -> bool {
+        self.load_time
+            .get_or_init(|| {
+                let mut found = HashSet::new();
+                let mut pending: Vec<Arc<Function>> = self
+                    .classes
+                    .values()
+                    .filter(|c| c.has_method("__setstate__") && c.has_method("__getstate__"))
+                    .filter_map(|c| self.method(&c.qualname, "__setstate__").ok())
+                    .collect();
+                while let Some(f) = pending.pop() {
+                    if !found.insert(f.qualname.clone()) {
+                        continue;
+                    }
+                    for &n in &f.graph.block(f.graph.root).nodes {
+                        let kind = f.graph.node(n).kind.as_str();
+                        if kind == "prim::CallMethod" || kind == "prim::CallFunction" {
+                            if self.stays_a_call(&f.graph, n) {
+                                continue;
+                            }
+                            if let Ok(callee) = self.callee_of(&f.graph, n) {
+                                pending.push(callee);
+                            }
+                        }
+                    }
+                }
+                found
+            })
+            .contains(&function.qualname)
+    }
+
+    /// Whether a call node is never inlined: a call through an interface is bound at run
+    /// time, and torchbind methods are native (PyTorch keeps both as calls).
+    fn stays_a_call(&self, graph: &Graph, call: NodeId) -> bool {
+        let receiver = graph.node(call).inputs.first().map(|&v| &graph.value(v).ty);
+        let Some(Type::Class(c)) = receiver else {
+            return false;
+        };
+        match self.class(c) {
+            None => crate::values::ivalue::is_torchbind_class(c),
+            Some(cl) => matches!(
+                cl.kind,
+                ast::ClassKind::Interface | ast::ClassKind::ModuleInterface
+            ),
+        }
     }
 
     /// The function a `prim::CallMethod` / `prim::CallFunction` node invokes.
@@ -427,21 +487,8 @@ impl Declarations for CompilationUnit {
 
 impl CalleeGraphs for CompilationUnit {
     fn callee(&self, graph: &Graph, call: NodeId) -> Result<Option<Arc<Graph>>, CompileError> {
-        // a call through an interface is bound at run time and stays a call
-        let receiver = graph.node(call).inputs.first().map(|&v| &graph.value(v).ty);
-        if let Some(Type::Class(c)) = receiver {
-            // torchbind methods are native: PyTorch keeps them as calls too
-            if self.class(c).is_none() && crate::values::ivalue::is_torchbind_class(c) {
-                return Ok(None);
-            }
-            if self.class(c).is_some_and(|cl| {
-                matches!(
-                    cl.kind,
-                    ast::ClassKind::Interface | ast::ClassKind::ModuleInterface
-                )
-            }) {
-                return Ok(None);
-            }
+        if self.stays_a_call(graph, call) {
+            return Ok(None);
         }
         let f = self.callee_of(graph, call)?;
         self.optimized_graph(&f).map(Some)

@@ -47,66 +47,18 @@ fn first_difference(ours: &str, theirs: &str) -> String {
         .unwrap_or_else(|| "\n    (one is a prefix of the other)".to_string())
 }
 
-/// Methods of the quantized fixtures whose graph numbering still differs from PyTorch's
-/// (their `code` is identical): the conv modules' `__setstate__` (PyTorch's numbers run one
-/// lower around the `set_weight_bias` call) and `QFunctional.forward` (PyTorch numbers the
-/// `prim::Uninitialized` returned after a `raise` as created by its exit transform, `%13`).
-/// A listed method that starts printing identically fails the test, so the list only shrinks.
-const KNOWN_GRAPH_GAPS: &[&str] = &[
-    "q_convnet_scripted [conv1] __setstate__",
-    "q_convnet_scripted [conv2] __setstate__",
-    "q_convnet_scripted [skip] forward",
-    "q_convnet_traced [conv1] __setstate__",
-    "q_convnet_traced [conv2] __setstate__",
-    "q_convnet_traced [conv3] __setstate__",
-    "q_activations_pooling [conv] __setstate__",
-    "q_activations_pooling [se_mul] forward",
-    "q_mobilenet_v2 [features.0.0] __setstate__",
-    "q_mobilenet_v2 [features.1.conv.1] __setstate__",
-    "q_mobilenet_v2 [features.1.skip_add] forward",
-    "q_ops_scripted [c1] __setstate__",
-    "q_ops_scripted [c3] __setstate__",
-    "q_ops_scripted [ct] __setstate__",
-    "q_ops_scripted [ff] forward",
-    "q_resnet18 [conv1] __setstate__",
-    "q_resnet18 [layer1.0.add_relu] forward",
-    "q_resnet18 [layer1.0.conv2] __setstate__",
-];
-
 #[derive(Default)]
 struct Tally {
     total: usize,
     same: usize,
     differing: Vec<String>,
-    /// Differing methods listed in `KNOWN_GRAPH_GAPS` (graphs only).
-    known: Vec<String>,
-    /// `KNOWN_GRAPH_GAPS` entries met that print identically.
-    known_but_same: Vec<String>,
-    /// A tally of graphs (`KNOWN_GRAPH_GAPS` applies).
-    graphs: bool,
-}
-
-impl Tally {
-    fn of_graphs() -> Tally {
-        Tally {
-            graphs: true,
-            ..Tally::default()
-        }
-    }
 }
 
 impl Tally {
     fn check(&mut self, label: &str, ours: Result<String, String>, theirs: &str) {
         self.total += 1;
-        let known = self.graphs && KNOWN_GRAPH_GAPS.contains(&label);
         match ours {
-            Ok(o) if mask_warn_ids(&o) == mask_warn_ids(theirs) => {
-                self.same += 1;
-                if known {
-                    self.known_but_same.push(label.to_string());
-                }
-            }
-            Ok(_) if known => self.known.push(label.to_string()),
+            Ok(o) if mask_warn_ids(&o) == mask_warn_ids(theirs) => self.same += 1,
             Ok(o) => self
                 .differing
                 .push(format!("{label}{}", first_difference(&o, theirs))),
@@ -122,9 +74,8 @@ impl Tally {
 /// only go up).
 #[test]
 fn compiled_methods_print_like_pytorch() {
-    let (mut code, mut graph, mut inlined) =
-        (Tally::default(), Tally::of_graphs(), Tally::of_graphs());
-    let (mut graph_bare, mut inlined_bare) = (Tally::of_graphs(), Tally::of_graphs());
+    let (mut code, mut graph, mut inlined) = (Tally::default(), Tally::default(), Tally::default());
+    let (mut graph_bare, mut inlined_bare) = (Tally::default(), Tally::default());
     for (fixture, root, json) in &printed_goldens() {
         for (path, methods) in json.as_object().into_iter().flatten() {
             for (method, printed) in methods.as_object().into_iter().flatten() {
@@ -194,19 +145,13 @@ fn compiled_methods_print_like_pytorch() {
     // emitter replays them) and their source comments (from debug_pkl).
     for (name, t) in tallies {
         assert_eq!(
-            t.same + t.known.len(),
+            t.same,
             t.total,
             "{name}: {} methods differ, first: {:?}",
             t.differing.len(),
             t.differing.first()
         );
-        println!("{name}: known gaps {:?}", t.known);
     }
-    assert!(
-        graph.known_but_same.is_empty(),
-        "now printing like PyTorch, remove from KNOWN_GRAPH_GAPS: {:?}",
-        graph.known_but_same
-    );
 }
 
 /// `tsrun code` prints `m.code` of the root and of a submodule's method byte for byte.

@@ -317,13 +317,20 @@ impl Emitter<'_> {
         hint: Option<&Type>,
         span: ast::Span,
     ) -> Result<ValueId, CompileError> {
+        // a union hint (`Optional[List[T]]`) is refined to its list member, and the literal is
+        // then cast to the annotated union (`emitListLiteral`'s `annotated_union_type`)
+        let union_members: &[Type] = match hint {
+            Some(Type::Optional(o)) => std::slice::from_ref(&**o),
+            Some(Type::Union(members)) => members,
+            _ => &[],
+        };
+        let union_list = union_members.iter().find_map(|t| match t {
+            Type::List(e) => Some((**e).clone()),
+            _ => None,
+        });
         let elem_hint = match hint {
             Some(Type::List(e)) => Some((**e).clone()),
-            Some(Type::Optional(o)) => match &**o {
-                Type::List(e) => Some((**e).clone()),
-                _ => None,
-            },
-            _ => None,
+            _ => union_list.clone(),
         };
         let mut vals = Vec::new();
         for item in items {
@@ -345,9 +352,17 @@ impl Emitter<'_> {
                 t.unwrap_or(Type::Tensor)
             }
         };
-        Ok(self
+        let list = self
             .b
-            .insert1("prim::ListConstruct", None, vals, Type::list(elem)))
+            .insert1("prim::ListConstruct", None, vals, Type::list(elem));
+        match (union_list, hint) {
+            (Some(_), Some(union)) => {
+                Ok(self
+                    .b
+                    .insert1("prim::unchecked_cast", None, vec![list], union.clone()))
+            }
+            _ => Ok(list),
+        }
     }
 
     fn emit_dict(
@@ -356,7 +371,21 @@ impl Emitter<'_> {
         hint: Option<&Type>,
         span: ast::Span,
     ) -> Result<ValueId, CompileError> {
-        let (kh, vh) = match hint {
+        // as for lists: a union hint is refined to its dict member and the literal cast to
+        // the union (`emitDictLiteral`)
+        let union_members: &[Type] = match hint {
+            Some(Type::Optional(o)) => std::slice::from_ref(&**o),
+            Some(Type::Union(members)) => members,
+            _ => &[],
+        };
+        let union_dict = union_members
+            .iter()
+            .find(|t| matches!(t, Type::Dict(..)))
+            .cloned();
+        let (kh, vh) = match hint
+            .filter(|_| union_dict.is_none())
+            .or(union_dict.as_ref())
+        {
             Some(Type::Dict(k, v)) => (Some((**k).clone()), Some((**v).clone())),
             _ => (None, None),
         };
@@ -372,12 +401,20 @@ impl Emitter<'_> {
             .or_else(|| vals.get(1).map(|v| self.b.ty(*v).clone()))
             .unwrap_or(Type::Tensor);
         let _ = span;
-        Ok(self.b.insert1(
+        let dict = self.b.insert1(
             "prim::DictConstruct",
             None,
             vals,
             Type::dict(key_ty, val_ty),
-        ))
+        );
+        match (union_dict, hint) {
+            (Some(_), Some(union)) => {
+                Ok(self
+                    .b
+                    .insert1("prim::unchecked_cast", None, vec![dict], union.clone()))
+            }
+            _ => Ok(dict),
+        }
     }
 
     /// `cond ? then : orelse` as a one-output `prim::If`.

@@ -69,10 +69,34 @@ pub fn emit_function(
     e.b.graph.transient_value(None);
     number_loop_conditions(&mut e.b.graph, root, &e.loop_conditions);
     // `TransformExits` runs two exit transformers, each inserting `true`, `false` and an
-    // Uninitialized unit value, and lowering the final return takes one more number
-    // (observed: constants folded afterwards are numbered 7 higher)
-    for _ in 0..7 {
+    // Uninitialized unit value: first the one lowering loop continuations
+    for _ in 0..3 {
         e.b.graph.transient_value(None);
+    }
+    let root = e.b.graph.root;
+    if let Some(at) = throwing_node(&e.b.graph, root) {
+        // the body always throws: the loop-continuation transformer already deletes what
+        // follows (the return statement among it) and returns a fresh unit value
+        // (numbered before the return transformer's three values, which then has no final
+        // return left to lower)
+        let unit = e.b.graph.create_node(
+            "prim::Uninitialized",
+            vec![],
+            vec![signature.return_type.clone()],
+        );
+        e.b.graph.block_mut(root).returns = vec![e.b.graph.node(unit).outputs[0]];
+        delete_after(&mut e.b.graph, root, at);
+        e.b.graph.insert_at(root, 0, unit);
+        for _ in 0..3 {
+            e.b.graph.transient_value(None);
+        }
+    } else {
+        // then the return transformer, whose lowering of the final return replaces the
+        // placeholder return with one more unit value (observed: constants folded afterwards
+        // are numbered 7 higher)
+        for _ in 0..4 {
+            e.b.graph.transient_value(None);
+        }
     }
     let spellings = class_spellings(unit, &e.b.graph);
     let mut graph = e.b.graph;
@@ -133,6 +157,35 @@ fn number_ssa_values(
                 }
             }
         }
+    }
+}
+
+/// The position of the first node of `block` that always throws, as `ExitTransformer`
+/// classifies them: a `prim::RaiseException`, or a `prim::If` both of whose branches throw
+/// (a loop may not run, so it never throws).
+fn throwing_node(graph: &Graph, block: crate::ir::graph::BlockId) -> Option<usize> {
+    graph.block(block).nodes.iter().position(|&n| {
+        let node = graph.node(n);
+        match node.kind.as_str() {
+            "prim::RaiseException" => true,
+            "prim::If" => {
+                !node.blocks.is_empty()
+                    && node
+                        .blocks
+                        .iter()
+                        .all(|&b| throwing_node(graph, b).is_some())
+            }
+            _ => false,
+        }
+    })
+}
+
+/// `deleteAfterExitNodes`: remove the nodes of `block` after position `at`, last first (so
+/// none is removed while a later node still uses it).
+fn delete_after(graph: &mut Graph, block: crate::ir::graph::BlockId, at: usize) {
+    let later: Vec<NodeId> = graph.block(block).nodes[at + 1..].to_vec();
+    for n in later.into_iter().rev() {
+        graph.remove_node(n);
     }
 }
 

@@ -10,6 +10,12 @@ use crate::ops::schema::unify_types;
 use crate::values::types::Type;
 use crate::values::IValue;
 
+/// An attribute or item assignment target whose object (and index) is already emitted.
+enum StoreTarget {
+    Attr(ValueId, String),
+    Item(ValueId, ValueId),
+}
+
 /// What a `for` loop iterates over.
 enum Iterable {
     /// `range(...)`: the trip count and, for `range(start, end, step)`, start and step.
@@ -71,6 +77,14 @@ impl Emitter<'_> {
                             }
                         }
                         return Ok(());
+                    }
+                }
+                // `emitSelectAssign` / `emitSubscriptAssign`: a single attribute or item
+                // target emits its object (and index) before the value
+                if let [target] = targets.as_slice() {
+                    if let Some(pending) = self.emit_store_target(target)? {
+                        let v = self.emit_value(value, None)?;
+                        return self.store(pending, v, target.span);
                     }
                 }
                 let hint = match targets.as_slice() {
@@ -207,37 +221,57 @@ impl Emitter<'_> {
                 }
                 Ok(())
             }
+            ExprKind::Attribute { .. } | ExprKind::Subscript { .. } => {
+                match self.emit_store_target(target)? {
+                    Some(pending) => self.store(pending, v, target.span),
+                    None => Err(self.err(target.span, "unsupported assignment target")),
+                }
+            }
+            _ => Err(self.err(target.span, "unsupported assignment target")),
+        }
+    }
+
+    /// The object (and index) of an attribute or item assignment target, emitted now; `None`
+    /// for other targets.
+    fn emit_store_target(&mut self, target: &Expr) -> Result<Option<StoreTarget>, CompileError> {
+        match &target.kind {
             ExprKind::Attribute { value, attr } => {
                 let obj = self.emit_value(value, None)?;
+                Ok(Some(StoreTarget::Attr(obj, attr.name.clone())))
+            }
+            ExprKind::Subscript { value, indices } if indices.len() == 1 => {
+                let container = self.emit_value(value, None)?;
+                let index = self.emit_value(&indices[0], None)?;
+                Ok(Some(StoreTarget::Item(container, index)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Store `v` into a target whose object was emitted by `emit_store_target`.
+    fn store(
+        &mut self,
+        target: StoreTarget,
+        v: ValueId,
+        span: ast::Span,
+    ) -> Result<(), CompileError> {
+        match target {
+            StoreTarget::Attr(obj, name) => {
                 let n = self.b.insert("prim::SetAttr", None, vec![obj, v], vec![]);
                 self.b
                     .graph
                     .node_mut(n)
                     .attrs
-                    .push(("name".into(), Attr::Str(attr.name.clone())));
+                    .push(("name".into(), Attr::Str(name)));
                 Ok(())
             }
-            ExprKind::Subscript { value, indices } if indices.len() == 1 => {
-                let container = self.emit_value(value, None)?;
-                let index = self.emit_value(&indices[0], None)?;
-                match self.b.ty(container) {
-                    Type::List(_) | Type::Dict(..) => {
-                        self.call_op(
-                            "aten::_set_item",
-                            None,
-                            &[container, index, v],
-                            &[],
-                            target.span,
-                        )?;
-                        Ok(())
-                    }
-                    t => Err(self.err(
-                        target.span,
-                        format!("item assignment on {t} is not supported"),
-                    )),
+            StoreTarget::Item(container, index) => match self.b.ty(container) {
+                Type::List(_) | Type::Dict(..) => {
+                    self.call_op("aten::_set_item", None, &[container, index, v], &[], span)?;
+                    Ok(())
                 }
-            }
-            _ => Err(self.err(target.span, "unsupported assignment target")),
+                t => Err(self.err(span, format!("item assignment on {t} is not supported"))),
+            },
         }
     }
 

@@ -86,7 +86,9 @@ fn inline_block(
                 graph.replace_all_uses(*o, *r);
             }
             graph.remove_node(n);
-            // the inserted nodes are scanned next, inlining their calls too
+            // as `inlineCalls`, the inserted nodes are not scanned again: a callee's
+            // optimized graph is inlined already, and one left unoptimized keeps its calls
+            i += callee.block(callee.root).nodes.len();
             continue;
         }
         let blocks = graph.node(n).blocks.clone();
