@@ -1,7 +1,8 @@
 //! The `prims::` operators (PyTorch's primitive set, `torch/_prims`) that take the same
 //! arguments as an aten overload and compute the same values: each is registered as an alias
 //! of that overload's kernel. Primitives whose semantics differ (`prims::div` truncates
-//! integers, `prims::add`/`sub` have no `alpha`) are left out rather than aliased.
+//! integers, `prims::add`/`sub` have no `alpha`, `prims::bessel_i0`/`bessel_i1` are NaN at
+//! infinity where `aten::i0`/`special_i1` are infinite) are left out rather than aliased.
 
 use super::Registry;
 
@@ -15,9 +16,7 @@ const SAME_AS_ATEN: &[(&str, &str)] = &[
     ("prims::asinh", "aten::asinh"),
     ("prims::atan", "aten::atan"),
     ("prims::atanh", "aten::atanh"),
-    ("prims::bessel_i0", "aten::i0"),
     ("prims::bessel_i0e", "aten::special_i0e"),
-    ("prims::bessel_i1", "aten::special_i1"),
     ("prims::bessel_i1e", "aten::special_i1e"),
     ("prims::bitwise_not", "aten::bitwise_not"),
     ("prims::ceil", "aten::ceil"),
@@ -73,6 +72,7 @@ const SAME_AS_ATEN: &[(&str, &str)] = &[
     ("prims::pow", "aten::pow.Tensor_Tensor"),
     ("prims::remainder", "aten::remainder.Tensor"),
     ("prims::shift_left", "aten::bitwise_left_shift.Tensor"),
+    ("prims::zeta", "aten::special_zeta"),
     (
         "prims::shift_right_arithmetic",
         "aten::bitwise_right_shift.Tensor",

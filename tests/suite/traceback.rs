@@ -146,9 +146,9 @@ fn display_follows_pytorchs_traceback_text() {
     };
     assert_eq!(headers(&text), headers(pytorch), "{text}");
     assert!(text.starts_with("The following operation failed in the TorchScript interpreter.\n"));
-    // each frame's line, then the tildes under its span
+    // each frame's line, then the tildes under its span: the callee, as PyTorch marks it
     assert!(
-        text.contains("  return torch.matmul(x, w)\n         ~~~~~~~~~~~~~~~~~~ <--- HERE\n"),
+        text.contains("  return torch.matmul(x, w)\n         ~~~~~~~~~~~~ <--- HERE\n"),
         "{text}"
     );
     assert!(
