@@ -3,6 +3,7 @@
 
 use super::log;
 use crate::frontend::diagnostic;
+use crate::ir::CompileError;
 use crate::runtime::{RuntimeError, TracebackFrame};
 
 /// An error of a `tsrun` subcommand.
@@ -53,7 +54,19 @@ fn render_model_error(e: &crate::Error) -> String {
         crate::Error::Runtime(RuntimeError::Traceback { frames, cause }) => {
             render_traceback(frames, cause)
         }
-        e => diagnostic::render_error(e).unwrap_or_else(|| format!("tsrun: {e}")),
+        e => render_located(e).unwrap_or_else(|| format!("tsrun: {e}")),
+    }
+}
+
+/// `error` as rustc shows errors when it points into the archive's code: a syntax error, an
+/// operator without a kernel, a construct the compiler rejects (marked where PyTorch's own
+/// compile error marks it); else `None`.
+fn render_located(error: &crate::Error) -> Option<String> {
+    match error {
+        crate::Error::Compile(CompileError::At { message, at, .. }) => {
+            Some(format!("error: {message}\n{}", diagnostic::snippet(at, "")))
+        }
+        e => diagnostic::render_error(e),
     }
 }
 
@@ -73,7 +86,7 @@ fn render_model_error(e: &crate::Error) -> String {
 /// ...
 /// ```
 fn render_traceback(frames: &[TracebackFrame], cause: &crate::Error) -> String {
-    let mut out = diagnostic::render_error(cause).unwrap_or_else(|| format!("error: {cause}"));
+    let mut out = render_located(cause).unwrap_or_else(|| format!("error: {cause}"));
     let debug = log::verbosity() >= log::Verbosity::Debug;
     let innermost = frames.len().saturating_sub(1);
     for (i, frame) in frames.iter().enumerate() {

@@ -89,6 +89,21 @@ pub enum ClassKind {
     ModuleInterface,
 }
 
+impl ClassKind {
+    /// The kind a base class name (its last dotted segment: `Module`, `NamedTuple`, `Enum`,
+    /// `Interface`, `ModuleInterface`) declares; `None` for any other base.
+    pub fn from_base(name: &str) -> Option<ClassKind> {
+        match name.rsplit('.').next().unwrap_or(name) {
+            "Module" => Some(ClassKind::Module),
+            "NamedTuple" => Some(ClassKind::NamedTuple),
+            "Enum" => Some(ClassKind::Enum),
+            "Interface" => Some(ClassKind::Interface),
+            "ModuleInterface" => Some(ClassKind::ModuleInterface),
+            _ => None,
+        }
+    }
+}
+
 /// `name : Type` in a class body (module attributes, NamedTuple fields with optional default).
 #[derive(Clone, Debug)]
 pub struct AttributeDecl {

@@ -167,19 +167,10 @@ fn string_list(e: &Expr) -> Option<Vec<String>> {
 }
 
 fn class_kind(bases: &[Expr]) -> ClassKind {
-    for b in bases {
-        let name = b.dotted_name().unwrap_or_default();
-        let last = name.rsplit('.').next().unwrap_or("");
-        match last {
-            "Module" => return ClassKind::Module,
-            "NamedTuple" => return ClassKind::NamedTuple,
-            "Enum" => return ClassKind::Enum,
-            "Interface" => return ClassKind::Interface,
-            "ModuleInterface" => return ClassKind::ModuleInterface,
-            _ => {}
-        }
-    }
-    ClassKind::Class
+    bases
+        .iter()
+        .find_map(|b| ClassKind::from_base(&b.dotted_name().unwrap_or_default()))
+        .unwrap_or(ClassKind::Class)
 }
 
 pub fn class_def(

@@ -16,8 +16,15 @@ pub use graph::{Attr, BlockId, Graph, NodeId, ValueId};
 /// An error compiling TorchScript source to IR, naming the construct and its source line.
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
+    /// A construct the compiler rejects, at the code it is in (for a call, its callee, as
+    /// PyTorch's `ErrorReport` marks it).
     #[error("{location}: {message}")]
-    At { location: String, message: String },
+    At {
+        location: String,
+        message: String,
+        /// The code the error points at, for a caret under it.
+        at: Box<crate::error::CodeLocation>,
+    },
     #[error("{0}")]
     Other(String),
     /// A call of an operator no schema is known for: a custom operator not registered (yet)

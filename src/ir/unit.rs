@@ -82,9 +82,11 @@ pub struct CompilationUnit {
 }
 
 fn err_at(file: &ast::File, span: ast::Span, message: impl Into<String>) -> CompileError {
+    let range = file.range(span);
     CompileError::At {
-        location: file.range(span).location(),
+        location: range.location(),
         message: message.into(),
+        at: Box::new(range.code_location()),
     }
 }
 

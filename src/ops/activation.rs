@@ -3,7 +3,7 @@
 use super::elementwise::clamp_op;
 use super::kernels::map::{map_binary, map_inplace_f32, map_unary};
 use super::kernels::num::{Arith, Real};
-use super::kernels::operand::{inplace_result, Operand};
+use super::kernels::operand::{inplace_of, inplace_result, Operand};
 use super::kernels::reduce::along_dim;
 use super::kernels::special::SpecialFn;
 use super::kernels::vmath::{self, VecFn};
@@ -420,14 +420,6 @@ dropouts! {
     feature_alpha_dropout, feature_alpha_dropout_ => (true, true);
 }
 
-macro_rules! inplace_of {
-    ($($inplace:ident => $op:ident;)*) => {$(
-        fn $inplace(args: &mut Args<'_>) -> R {
-            let r = $op(args)?;
-            inplace_result(args, r)
-        }
-    )*};
-}
 inplace_of! {
     relu6_ => relu6; hardtanh_ => hardtanh; leaky_relu_ => leaky_relu; elu_ => elu;
     selu_ => selu; celu_ => celu; gelu_ => gelu; silu_ => silu; mish_ => mish;

@@ -1,5 +1,6 @@
 //! Kernels: scaled dot-product attention (masks, causal, scale, grouped-query heads).
 
+use super::kernels::special::SpecialFn as _;
 use super::linalg::{
     batched_matmul_t, compute_dtype, dispatch_real_compute, permute, reshape, shape_err,
     slice_mut_of, value_err, Real,
@@ -397,39 +398,6 @@ fn native_mha(a: &mut Args) -> crate::Result<IValue> {
     ])))
 }
 
-/// The error function (series / continued fraction; |error| < 1e-13).
-fn erf(x: f64) -> f64 {
-    let sign = if x < 0.0 { -1.0 } else { 1.0 };
-    let x = x.abs();
-    if x > 6.0 {
-        return sign;
-    }
-    sign * erf_series_or_cf(x)
-}
-
-/// erf via its Taylor series for small x and erfc continued fraction for large x.
-fn erf_series_or_cf(x: f64) -> f64 {
-    if x < 2.5 {
-        let mut sum = x;
-        let mut term = x;
-        let x2 = x * x;
-        let mut n = 0.0;
-        while term.abs() > 1e-17 * sum.abs() {
-            n += 1.0;
-            term *= -x2 / n;
-            sum += term / (2.0 * n + 1.0);
-        }
-        sum * 2.0 / std::f64::consts::PI.sqrt()
-    } else {
-        // Lentz continued fraction for erfc.
-        let mut f = x;
-        for k in (1..60).rev() {
-            f = x + (k as f64 / 2.0) / f;
-        }
-        1.0 - (-x * x).exp() / (f * std::f64::consts::PI.sqrt())
-    }
-}
-
 /// `t + f(t)` elementwise-add helper in the compute dtype.
 fn add(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tensor> {
     let cd = compute_dtype(op, x.dtype())?;
@@ -497,7 +465,7 @@ fn transformer_encoder_layer(a: &mut Args) -> crate::Result<IValue> {
             for v in slice_mut_of(&mut h.write::<T>()?)?.iter_mut() {
                 let f = v.as_f64();
                 *v = T::from_f64(if gelu {
-                    0.5 * f * (1.0 + erf(f / std::f64::consts::SQRT_2))
+                    0.5 * f * (1.0 + (f / std::f64::consts::SQRT_2).erf_())
                 } else {
                     f.max(0.0)
                 });

@@ -3,7 +3,9 @@
 
 use super::kernels::map::{map_binary, map_ternary, map_unary, zip_inplace_f32};
 use super::kernels::num::{scalar_as, Arith, IntOps, Real};
-use super::kernels::operand::{common_dtype, float_dtype, inplace_result, Operand};
+use super::kernels::operand::{
+    common_dtype, float_dtype, float_unary_kernels, inplace_of, inplace_result, Operand,
+};
 use super::kernels::special::SpecialFn;
 use super::kernels::vmath::{self, VecFn};
 use super::kernels::{unsupported, value_err};
@@ -665,10 +667,7 @@ fn round_decimals(args: &mut Args<'_>) -> R {
         }
     })?)
 }
-fn round_decimals_(args: &mut Args<'_>) -> R {
-    let r = round_decimals(args)?;
-    inplace_result(args, r)
-}
+inplace_of! { round_decimals_ => round_decimals; }
 
 fn frac(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
@@ -683,27 +682,8 @@ fn frac(args: &mut Args<'_>) -> R {
 
 // ---------------------------------------------------------------- floating unary math
 
-macro_rules! float_unary_kernels {
-    ($($name:ident, $inplace:ident, $op:literal => |$v:ident| $body:expr;)*) => {
-        $(
-            fn $name(args: &mut Args<'_>) -> R {
-                let x = args.tensor(0)?;
-                t(float_unary!(&x, $op, |$v: F| $body)?)
-            }
-            fn $inplace(args: &mut Args<'_>) -> R {
-                let r = $name(args)?;
-                inplace_result(args, r)
-            }
-        )*
-        fn register_float_unary(r: &mut Registry) {
-            $(
-                r.add(concat!("aten::", $op), $name);
-                r.add(concat!("aten::", $op, "_"), $inplace);
-            )*
-        }
-    };
-}
 float_unary_kernels! {
+    register_float_unary, add;
     exp2, exp2_, "exp2" => |v| v.exp2();
     expm1, expm1_, "expm1" => |v| v.exp_m1();
     log, log_, "log" => |v| v.ln();
@@ -800,10 +780,7 @@ fn logit(args: &mut Args<'_>) -> R {
         None => float_unary!(&x, "logit", |v: F| (v / (1.0 - v)).ln())?,
     })
 }
-fn logit_(args: &mut Args<'_>) -> R {
-    let r = logit(args)?;
-    inplace_result(args, r)
-}
+inplace_of! { logit_ => logit; }
 
 fn isnan(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
@@ -890,10 +867,7 @@ fn nan_to_num(args: &mut Args<'_>) -> R {
         }
     })?)
 }
-fn nan_to_num_(args: &mut Args<'_>) -> R {
-    let r = nan_to_num(args)?;
-    inplace_result(args, r)
-}
+inplace_of! { nan_to_num_ => nan_to_num; }
 
 // ---------------------------------------------------------------- clamp, lerp, addcmul
 
@@ -1114,15 +1088,6 @@ fn complex(args: &mut Args<'_>) -> R {
 
 // ---------------------------------------------------------------- registration
 
-/// Register `op` (out-of-place) and wrap it in an in-place kernel for each `op_` name.
-macro_rules! inplace_of {
-    ($($inplace:ident => $op:ident;)*) => {$(
-        fn $inplace(args: &mut Args<'_>) -> R {
-            let r = $op(args)?;
-            inplace_result(args, r)
-        }
-    )*};
-}
 /// `add_` writes a contiguous float32 `self` directly when `other` is a float32 tensor of
 /// its shape and `alpha` is 1 (a residual connection); else the general kernel and a copy back.
 fn add_(args: &mut Args<'_>) -> R {

@@ -40,9 +40,12 @@ pub(crate) fn integer_matmul(
     let (n, k) = (a.shape()[ad - 2], a.shape()[ad - 1]);
     let (k2, m) = (b.shape()[bd - 2], b.shape()[bd - 1]);
     if k != k2 {
-        return Err(err(format!(
-            "{op}: mat1 and mat2 shapes cannot be multiplied ({n}x{k} and {k2}x{m})"
-        )));
+        return Err(crate::tensor::TensorError::MatmulShapes {
+            op: op.to_string(),
+            mat1: [n, k],
+            mat2: [k2, m],
+        }
+        .into());
     }
     let batch = broadcast_shapes(&a.shape()[..ad - 2], &b.shape()[..bd - 2])?.to_vec();
     let full = |t: &Tensor, r: usize, c: usize| -> crate::Result<Vec<i64>> {

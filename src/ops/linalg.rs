@@ -272,9 +272,12 @@ pub(crate) fn batched_matmul_t<T: Real>(
     let (m, k) = (a.shape()[ad - 2], a.shape()[ad - 1]);
     let (k2, n) = (b.shape()[bd - 2], b.shape()[bd - 1]);
     if k != k2 {
-        return Err(shape_err(format!(
-            "mm: mat1 and mat2 shapes cannot be multiplied ({m}x{k} and {k2}x{n})"
-        )));
+        return Err(TensorError::MatmulShapes {
+            op: "mm".into(),
+            mat1: [m, k],
+            mat2: [k2, n],
+        }
+        .into());
     }
     let batch =
         crate::tensor::broadcast_shapes(&a.shape()[..ad - 2], &b.shape()[..bd - 2])?.to_vec();

@@ -39,6 +39,7 @@ pub mod norms;
 pub mod orthogonal_polynomials;
 pub mod packed;
 pub mod pool;
+pub mod prims;
 pub mod quantized;
 pub mod random;
 pub mod reduce;
@@ -135,6 +136,15 @@ impl Registry {
         }
     }
 
+    /// Register under `new` the kernel registered as `old` (an operator PyTorch defines with
+    /// the same arguments and results: `aten::special_i0` for `aten::i0`); nothing if `old` has
+    /// no kernel.
+    pub fn alias(&mut self, new: &str, old: &str) {
+        if let Some(k) = self.kernels.get(old).copied() {
+            self.add(new, k);
+        }
+    }
+
     pub fn contains(&self, name: &str) -> bool {
         self.kernels.contains_key(name)
     }
@@ -182,6 +192,7 @@ impl Registry {
             scalar::register(&mut r);
             extra::register(&mut r);
             orthogonal_polynomials::register(&mut r);
+            prims::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

@@ -4,7 +4,7 @@
 
 use super::kernels::map::map_unary;
 use super::kernels::num::{Arith, Real};
-use super::kernels::operand::inplace_result;
+use super::kernels::operand::inplace_of;
 use super::kernels::reduce::{along_dim, pairwise_sum, ReducePlan};
 use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
@@ -670,14 +670,8 @@ fn cumprod(args: &mut Args<'_>) -> R {
         true,
     )?)
 }
-fn cumsum_(args: &mut Args<'_>) -> R {
-    let r = cumsum(args)?;
-    inplace_result(args, r)
-}
-fn cumprod_(args: &mut Args<'_>) -> R {
-    let r = cumprod(args)?;
-    inplace_result(args, r)
-}
+inplace_of! { cumsum_ => cumsum; }
+inplace_of! { cumprod_ => cumprod; }
 
 fn count_nonzero_op(x: &Tensor, dims: Option<&[i64]>) -> crate::Result<Tensor> {
     let xb = x.to_dtype(DType::Bool)?;

@@ -180,9 +180,12 @@ struct LayerWeights {
 /// transposed weight).
 fn mm_shape_err(prefix: &str, rows: usize, cols: usize, w: &Tensor) -> crate::Error {
     let (w0, w1) = (w.shape()[0], w.shape()[1]);
-    shape_err(format!(
-        "{prefix}: mat1 and mat2 shapes cannot be multiplied ({rows}x{cols} and {w1}x{w0})"
-    ))
+    crate::tensor::TensorError::MatmulShapes {
+        op: prefix.to_string(),
+        mat1: [rows, cols],
+        mat2: [w1, w0],
+    }
+    .into()
 }
 
 /// What the weights of one layer and direction are multiplied with: the input rows

@@ -56,6 +56,37 @@ pub enum TensorError {
     /// Incompatible or invalid shapes.
     #[error("shape error: {0}")]
     Shape(String),
+    /// Two shapes that do not broadcast: `a` and `b` are their sizes at dimension `dim` of the
+    /// broadcast result (PyTorch's message).
+    #[error(
+        "shape error: The size of tensor a ({a}) must match the size of tensor b ({b}) at \
+         non-singleton dimension {dim}"
+    )]
+    Broadcast {
+        /// The first operand's size at `dim`.
+        a: usize,
+        /// The second operand's size at `dim`.
+        b: usize,
+        /// The dimension of the broadcast shape.
+        dim: usize,
+    },
+    /// A matrix product whose inner sizes differ (`mat1` is rows x cols of the left operand,
+    /// `mat2` of the right), as PyTorch's mm/addmm report it.
+    #[error(
+        "shape error: {op}: mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})",
+        mat1[0],
+        mat1[1],
+        mat2[0],
+        mat2[1]
+    )]
+    MatmulShapes {
+        /// The operation PyTorch names (`mm`, `addmm`).
+        op: String,
+        /// The left operand's rows and columns.
+        mat1: [usize; 2],
+        /// The right operand's rows and columns.
+        mat2: [usize; 2],
+    },
     /// An index out of range.
     #[error("index error: {0}")]
     Index(String),
@@ -868,9 +899,11 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> TResult<Shape> {
         } else if da == 1 {
             db
         } else {
-            return Err(TensorError::Shape(format!(
-                "The size of tensor a ({da}) must match the size of tensor b ({db}) at non-singleton dimension {i}"
-            )));
+            return Err(TensorError::Broadcast {
+                a: da,
+                b: db,
+                dim: i,
+            });
         };
     }
     Ok(out)

@@ -1,6 +1,7 @@
 //! How `tsrun` fails: every I/O error names its path, a subcommand typo gets a suggestion,
 //! documented exit codes (0 ok, 1 model error, 2 usage), `--help` shows the `tsrun MODEL` form,
-//! and a syntax error in an archive's code is rendered as rustc renders one.
+//! and a syntax error in an archive's code is rendered as rustc renders one; compile errors
+//! point where PyTorch's own compile errors point.
 
 use crate::cli_common::{temp_dir, tsrun};
 use crate::common::fixtures_dir;
@@ -165,7 +166,7 @@ fn operators_without_a_kernel_are_shown_with_carets() {
     assert_eq!(lines[3], "8 |     y = torch.special_airy_ai(x)");
     assert_eq!(
         lines[4],
-        "  |         ^^^^^^^^^^^^^^^^^^^^^^^^ aten::special_airy_ai has no kernel"
+        "  |         ^^^^^^^^^^^^^^^^^^^^^ aten::special_airy_ai has no kernel"
     );
     // every missing operator at once, each under its own call
     assert_eq!(
@@ -175,4 +176,66 @@ fn operators_without_a_kernel_are_shown_with_carets() {
         "{}",
         r.stderr
     );
+}
+
+/// fixtures/gen_compile_errors.py patches a module's code once per error class and records
+/// where PyTorch's compile error marks it (the callee of a call, a name, `receiver.method`):
+/// tsrun's caret goes on the same line, at the same column, as wide.
+#[test]
+fn compile_errors_are_marked_where_pytorch_marks_them() {
+    let dir = fixtures_dir().join("compile_errors");
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("expected.json")).expect("expected.json"),
+    )
+    .expect("json");
+    let input = dir.join("x.npy");
+    let cases = expected.as_object().expect("cases");
+    assert_eq!(cases.len(), 5);
+    for (name, golden) in cases {
+        let model = dir.join(format!("{name}.pt"));
+        let r = tsrun(&[
+            "run",
+            model.to_str().expect("path"),
+            "-i",
+            input.to_str().expect("path"),
+        ]);
+        assert_eq!(r.code, Some(1), "{name}: {}", r.stderr);
+        let lines: Vec<&str> = r.stderr.lines().collect();
+        assert!(lines[0].starts_with("error: "), "{name}: {}", r.stderr);
+        let line = golden["line"].as_u64().expect("line");
+        let col = golden["col"].as_u64().expect("col");
+        // a message may take several lines (the overloads a call matched none of)
+        let at = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with("--> "))
+            .unwrap_or_else(|| panic!("{name}: {}", r.stderr));
+        let file = golden["file"].as_str().expect("file");
+        assert_eq!(
+            lines[at].trim_start(),
+            format!("--> {file}:{line}:{}", col + 1),
+            "{name}: {}",
+            r.stderr
+        );
+        let gutter = format!("{line} | ");
+        assert_eq!(
+            lines[at + 2],
+            format!(
+                "{gutter}{}",
+                golden["source_line"].as_str().expect("source line")
+            ),
+            "{name}"
+        );
+        let caret = lines[at + 3]
+            .split_once(" | ")
+            .map(|(_, c)| c)
+            .unwrap_or_else(|| panic!("{name}: {}", r.stderr));
+        let pad = caret.len() - caret.trim_start().len();
+        let width = caret.trim_start().chars().take_while(|&c| c == '^').count();
+        assert_eq!(
+            (pad as u64, width as u64),
+            (col, golden["width"].as_u64().expect("width")),
+            "{name}: {}",
+            r.stderr
+        );
+    }
 }

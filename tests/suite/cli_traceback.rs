@@ -1,6 +1,7 @@
 //! `tsrun run` on a model whose forward fails three calls deep renders the call stack as rustc
-//! renders errors: a snippet per frame with a caret under the failing call and the original
-//! Python line under it; the global `--quiet` and `-v` flags; exit codes unchanged.
+//! renders errors: a snippet per frame with a caret where PyTorch marks the failing call (its
+//! callee) and the original Python line under it; the global `--quiet` and `-v` flags; exit
+//! codes unchanged.
 
 use crate::cli_common::tsrun;
 
@@ -14,10 +15,10 @@ fn a_runtime_error_renders_every_frame_with_a_caret_and_its_python_line() {
     assert_eq!(r.stdout, "");
     let want = "\
 error: shape error: mm: mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3)
-  --> code/__torch__/traceback_model.py:11:12
+  --> code/__torch__/traceback_model.py:11:13
    |
 11 |     return (block).project(h, )
-   |            ^^^^^^^^^^^^^^^^^^^^ called in forward
+   |             ^^^^^^^^^^^^^^ called in forward
   ::: fixtures/traceback_model.py:30:16
    |
 30 |         return self.block.project(h)
@@ -25,7 +26,7 @@ error: shape error: mm: mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3)
   --> code/__torch__/traceback_model.py:23:12
    |
 23 |     return _0(y, w, )
-   |            ^^^^^^^^^^ called in project
+   |            ^^ called in project
   ::: fixtures/traceback_model.py:20:16
    |
 20 |         return check_and_project(y, self.w)
@@ -33,7 +34,7 @@ error: shape error: mm: mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3)
   --> code/__torch__/traceback_model.py:30:10
    |
 30 |   return torch.matmul(x, w)
-   |          ^^^^^^^^^^^^^^^^^^ failed in check_and_project
+   |          ^^^^^^^^^^^^ failed in check_and_project
   ::: fixtures/traceback_model.py:10:12
    |
 10 |     return torch.matmul(x, w)

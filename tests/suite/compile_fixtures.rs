@@ -17,8 +17,12 @@ fn archives() -> Vec<PathBuf> {
         for e in entries.flatten() {
             let p = e.path();
             // fixtures/custom_op calls operators that exist only once a test registers them
-            // (tests/suite/custom_op.rs compiles it)
-            if p.is_dir() && p.file_name().is_some_and(|n| n == "custom_op") {
+            // (tests/suite/custom_op.rs compiles it); fixtures/compile_errors fail to compile
+            // on purpose (tests/suite/cli_errors.rs)
+            if p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n == "custom_op" || n == "compile_errors")
+            {
                 continue;
             }
             if p.is_dir() {

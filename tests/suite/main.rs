@@ -42,6 +42,7 @@ mod ops_index;
 mod ops_linalg_fft;
 mod ops_linalg_products;
 mod ops_orthogonal_polynomials;
+mod ops_prims;
 mod ops_reduce;
 mod ops_scalar;
 mod ops_shape;

@@ -89,6 +89,22 @@ fn a_shape_error_three_calls_deep_has_pytorchs_frames() {
         .map(golden_frame)
         .collect();
     assert_eq!(original_frames(frames), want);
+    // the serialized-code spans are the emitter's, marking what PyTorch marks: a call's
+    // callee (`torch.matmul`, `block).project` of `(block).project(h, )`), not the whole call
+    for (frame, golden) in frames
+        .iter()
+        .zip(golden["serialized"].as_array().expect("frames"))
+    {
+        let at = frame.at.as_ref().expect("a code location");
+        assert_eq!(
+            (at.col - 1, at.width),
+            (
+                golden["col"].as_u64().expect("col") as usize,
+                golden["width"].as_u64().expect("width") as usize
+            ),
+            "{at:?}"
+        );
+    }
     // the original spans come from PyTorch's own records: the same columns and widths
     for (frame, golden) in frames
         .iter()
@@ -130,9 +146,9 @@ fn display_follows_pytorchs_traceback_text() {
     };
     assert_eq!(headers(&text), headers(pytorch), "{text}");
     assert!(text.starts_with("The following operation failed in the TorchScript interpreter.\n"));
-    // each frame's line, then the tildes under its span
+    // each frame's line, then the tildes under its span: the callee, as PyTorch marks it
     assert!(
-        text.contains("  return torch.matmul(x, w)\n         ~~~~~~~~~~~~~~~~~~ <--- HERE\n"),
+        text.contains("  return torch.matmul(x, w)\n         ~~~~~~~~~~~~ <--- HERE\n"),
         "{text}"
     );
     assert!(

@@ -250,9 +250,13 @@ impl Emitter<'_> {
                 return self.emit_attribute(base, &attr.name, e.span);
             }
             ExprKind::Call { func, args, kwargs } => {
+                // PyTorch's emitApplyExpr locates a call's nodes and errors at its callee
+                // (`apply.callee().range()`): tracebacks mark `torch.matmul`, not the whole call
+                // (`emit_sugared` restores the enclosing range afterwards)
+                self.b.source = Some(self.file.range(func.span));
                 return self
-                    .emit_call(func, args, kwargs, e.span, hint)
-                    .map(Sugared::Value)
+                    .emit_call(func, args, kwargs, func.span, hint)
+                    .map(Sugared::Value);
             }
             ExprKind::List(items) => self.emit_list(items, hint, e.span)?,
             ExprKind::Tuple(items) => {

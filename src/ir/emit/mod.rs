@@ -296,9 +296,11 @@ fn meaningful_name(name: &str) -> bool {
 
 impl Emitter<'_> {
     fn err(&self, span: ast::Span, message: impl Into<String>) -> CompileError {
+        let range = self.file.range(span);
         CompileError::At {
-            location: self.file.range(span).location(),
+            location: range.location(),
             message: message.into(),
+            at: Box::new(range.code_location()),
         }
     }
 

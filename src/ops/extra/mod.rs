@@ -90,6 +90,14 @@ pub(crate) fn register(r: &mut Registry) {
     ] {
         r.add(n, xlogy);
     }
+    r.add_all(
+        &[
+            "aten::special_zeta",
+            "aten::special_zeta.self_scalar",
+            "aten::special_zeta.other_scalar",
+        ],
+        special_zeta,
+    );
     r.add("aten::xlogy_.Tensor", xlogy_);
     r.add("aten::xlogy_.Scalar_Other", xlogy_);
     for n in [
@@ -156,6 +164,6 @@ pub(crate) fn register(r: &mut Registry) {
         ("aten::special_log_softmax", "aten::log_softmax.int"),
         ("aten::special_softmax", "aten::softmax.int"),
     ] {
-        alias(r, new, old);
+        r.alias(new, old);
     }
 }

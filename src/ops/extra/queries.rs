@@ -142,10 +142,3 @@ pub(super) fn cross(args: &mut Args<'_>) -> R {
     }
     t(build(out, &shape, dt)?)
 }
-
-/// Register `new` as another name of an already registered kernel.
-pub(super) fn alias(r: &mut Registry, new: &str, old: &str) {
-    if let Some(k) = r.lookup(old, "") {
-        r.add(new, k);
-    }
-}

@@ -2,6 +2,7 @@
 //! `special_*` aliases, computed in f64.
 
 use super::*;
+use crate::ops::kernels::operand::{float_unary_kernels, inplace_of};
 
 /// Digamma (psi) by recurrence up to x >= 6 and the asymptotic series; reflection for x < 0.
 pub(super) fn digamma(mut x: f64) -> f64 {
@@ -124,39 +125,19 @@ pub(super) fn entr(x: f64) -> f64 {
     }
 }
 
-macro_rules! unary_f64_kernels {
-    ($($name:ident, $inplace:ident, $op:literal => $f:expr;)*) => {
-        $(
-            pub(super) fn $name(args: &mut Args<'_>) -> R {
-                let x = args.tensor(0)?;
-                let f: fn(f64) -> f64 = $f;
-                t(float_unary!(&x, $op, |v: F| f(v as f64) as F)?)
-            }
-            pub(super) fn $inplace(args: &mut Args<'_>) -> R {
-                let r = $name(args)?;
-                inplace_result(args, r)
-            }
-        )*
-        pub(super) fn register_unary(r: &mut Registry) {
-            $(
-                r.add(concat!("aten::", $op), $name);
-                // the `special_*` names have no in-place twin
-                r.add_if_defined(concat!("aten::", $op, "_"), $inplace);
-            )*
-        }
-    };
-}
-unary_f64_kernels! {
-    lgamma, lgamma_, "lgamma" => libm::lgamma;
-    digamma_k, digamma_, "digamma" => digamma;
-    i0e, i0e_, "special_i0e" => |v| bessel_ie(0, v);
-    i1, i1_, "special_i1" => |v| bessel_i(1, v);
-    i1e, i1e_, "special_i1e" => |v| bessel_ie(1, v);
-    erfcx_k, erfcx_, "special_erfcx" => erfcx;
-    ndtr_k, ndtr_, "special_ndtr" => ndtr;
-    log_ndtr_k, log_ndtr_, "special_log_ndtr" => log_ndtr;
-    ndtri_k, ndtri_, "special_ndtri" => ndtri;
-    entr_k, entr_, "special_entr" => entr;
+// The `special_*` names have no in-place twin: their `_` registrations are skipped.
+float_unary_kernels! {
+    pub(super) register_unary, add_if_defined;
+    pub(super) lgamma, lgamma_, "lgamma" => |v| libm::lgamma(v as f64) as F;
+    pub(super) digamma_k, digamma_, "digamma" => |v| digamma(v as f64) as F;
+    pub(super) i0e, i0e_, "special_i0e" => |v| bessel_ie(0, v as f64) as F;
+    pub(super) i1, i1_, "special_i1" => |v| bessel_i(1, v as f64) as F;
+    pub(super) i1e, i1e_, "special_i1e" => |v| bessel_ie(1, v as f64) as F;
+    pub(super) erfcx_k, erfcx_, "special_erfcx" => |v| erfcx(v as f64) as F;
+    pub(super) ndtr_k, ndtr_, "special_ndtr" => |v| ndtr(v as f64) as F;
+    pub(super) log_ndtr_k, log_ndtr_, "special_log_ndtr" => |v| log_ndtr(v as f64) as F;
+    pub(super) ndtri_k, ndtri_, "special_ndtri" => |v| ndtri(v as f64) as F;
+    pub(super) entr_k, entr_, "special_entr" => |v| entr(v as f64) as F;
 }
 
 /// `polygamma(n, self)`: digamma for n = 0, otherwise `(-1)^(n+1) n! zeta(n+1, x)`.
@@ -178,7 +159,7 @@ pub(super) fn polygamma_of(n: i64, x: &Tensor) -> R {
     t(float_unary!(
         x,
         "polygamma",
-        |v: F| (sign * fact * hurwitz_zeta(nf + 1.0, v as f64)) as F
+        |v: F| (sign * fact * zeta(nf + 1.0, v as f64)) as F
     )?)
 }
 /// `polygamma_(self, n)`.
@@ -189,44 +170,78 @@ pub(super) fn polygamma_(args: &mut Args<'_>) -> R {
     inplace_result(args, r)
 }
 
-/// Hurwitz zeta `sum_k (k + q)^-s` by direct summation plus Euler-Maclaurin tail (s > 1).
-pub(super) fn hurwitz_zeta(s: f64, q: f64) -> f64 {
-    if q <= 0.0 && q == q.floor() {
+/// The Hurwitz zeta function `sum_k (k + q)^-x`, ported from ATen's `zeta` (Math.h, after
+/// Cephes): direct summation until the terms drop below machine epsilon, else an
+/// Euler-Maclaurin tail. Infinite at x = 1 and at non-positive integral q; NaN for x < 1 and
+/// for negative q with non-integral x. Computed in f64, as ATen's CPU kernels accumulate.
+pub(super) fn zeta(x: f64, q: f64) -> f64 {
+    const MACHEP: f64 = 1.110_223_024_625_156_5e-16;
+    // (2k)! / B_2k
+    const A: [f64; 12] = [
+        12.0,
+        -720.0,
+        30240.0,
+        -1209600.0,
+        47900160.0,
+        -1.892_437_580_318_379_2e9,
+        7.472_424_96e10,
+        -2.950_130_727_918_164e12,
+        1.164_678_281_435_006_7e14,
+        -4.597_978_722_407_473e15,
+        1.815_210_540_194_354_7e17,
+        -7.166_165_256_175_667e18,
+    ];
+    if x == 1.0 {
         return f64::INFINITY;
     }
-    if q < 0.0 {
-        // Shift q positive: zeta(s, q) = sum_{k<m} (q+k)^-s + zeta(s, q+m).
-        let m = (-q).ceil() as i64 + 1;
-        let head: f64 = (0..m).map(|k| (q + k as f64).powf(-s)).sum();
-        return head + hurwitz_zeta(s, q + m as f64);
+    if x < 1.0 {
+        return f64::NAN;
     }
-    const N: usize = 12;
-    let mut sum = 0.0;
-    for k in 0..N {
-        sum += (q + k as f64).powf(-s);
+    if q <= 0.0 {
+        if q == q.floor() {
+            return f64::INFINITY;
+        }
+        if x != x.floor() {
+            return f64::NAN;
+        }
     }
-    let a = q + N as f64;
-    sum += a.powf(1.0 - s) / (s - 1.0) + 0.5 * a.powf(-s);
-    // Bernoulli terms B2k/(2k)! * s(s+1)...(s+2k-2) a^(-s-2k+1).
-    const B: [f64; 6] = [
-        1.0 / 6.0,
-        -1.0 / 30.0,
-        1.0 / 42.0,
-        -1.0 / 30.0,
-        5.0 / 66.0,
-        -691.0 / 2730.0,
-    ];
-    let mut fac = 1.0; // (2k)!
-    let mut poch = s; // s(s+1)...(s+2k-2)
-    let mut apow = a.powf(-s - 1.0);
-    for (k, b) in B.iter().enumerate() {
-        let k2 = 2 * (k + 1);
-        fac *= ((k2 - 1) * k2) as f64;
-        sum += b / fac * poch * apow;
-        poch *= (s + k2 as f64 - 1.0) * (s + k2 as f64);
-        apow /= a * a;
+    let mut s = q.powf(-x);
+    let mut a = q;
+    let mut i = 0;
+    let mut b = 0.0;
+    while i < 9 || a <= 9.0 {
+        i += 1;
+        a += 1.0;
+        b = a.powf(-x);
+        s += b;
+        if -MACHEP * s < b && b < MACHEP * s {
+            return s;
+        }
     }
-    sum
+    let w = a;
+    s += b * w / (x - 1.0);
+    s -= 0.5 * b;
+    let mut a = 1.0;
+    let mut k = 0.0;
+    for div in A {
+        a *= x + k;
+        b /= w;
+        let t = a * b / div;
+        s += t;
+        if (t / s).abs() < MACHEP {
+            return s;
+        }
+        k += 1.0;
+        a *= x + k;
+        b /= w;
+        k += 1.0;
+    }
+    s
+}
+
+/// `special_zeta(self, other)`: [`zeta`] of `x = self`, `q = other` (either may be a number).
+pub(super) fn special_zeta(args: &mut Args<'_>) -> R {
+    t(binary_kernel(args, zeta)?)
 }
 
 /// `mvlgamma(self, p)`: `sum_{i<p} lgamma(x - i/2) + p(p-1)/4 log(pi)` (no domain check, as PyTorch).
@@ -249,10 +264,7 @@ pub(super) fn mvlgamma(args: &mut Args<'_>) -> R {
             .sum::<f64>()) as F
     })?)
 }
-pub(super) fn mvlgamma_(args: &mut Args<'_>) -> R {
-    let r = mvlgamma(args)?;
-    inplace_result(args, r)
-}
+inplace_of! { pub(super) mvlgamma_ => mvlgamma; }
 
 /// `positive(self)`: self, except that bool tensors are refused as in PyTorch.
 pub(super) fn positive(args: &mut Args<'_>) -> R {
@@ -310,10 +322,7 @@ pub(super) fn xlogy_f(x: f64, y: f64) -> f64 {
 pub(super) fn xlogy(args: &mut Args<'_>) -> R {
     t(binary_kernel(args, xlogy_f)?)
 }
-pub(super) fn xlogy_(args: &mut Args<'_>) -> R {
-    let r = xlogy(args)?;
-    inplace_result(args, r)
-}
+inplace_of! { pub(super) xlogy_ => xlogy; }
 /// `special_xlog1py(self, other)`: `x * log1p(y)`, 0 where x == 0.
 pub(super) fn xlog1py(args: &mut Args<'_>) -> R {
     t(binary_kernel(args, |x, y| {
@@ -354,7 +363,4 @@ pub(super) fn heaviside(args: &mut Args<'_>) -> R {
     })?;
     t(out.to_dtype(x.dtype())?)
 }
-pub(super) fn heaviside_(args: &mut Args<'_>) -> R {
-    let r = heaviside(args)?;
-    inplace_result(args, r)
-}
+inplace_of! { pub(super) heaviside_ => heaviside; }

@@ -136,3 +136,47 @@ pub(crate) fn check_inputs_overlap(
     }
     Ok(())
 }
+
+/// In-place twins of out-of-place kernels: `name_ => name;` defines
+/// `fn name_(args) -> Result<IValue>` that runs `name` and writes its result into argument 0
+/// ([`inplace_result`]). An optional visibility goes before each in-place name.
+macro_rules! inplace_of {
+    ($($vis:vis $inplace:ident => $op:ident;)*) => {$(
+        $vis fn $inplace(
+            args: &mut $crate::ops::Args<'_>,
+        ) -> $crate::Result<$crate::values::IValue> {
+            let r = $op(args)?;
+            $crate::ops::kernels::operand::inplace_result(args, r)
+        }
+    )*};
+}
+pub(crate) use inplace_of;
+
+/// Floating unary kernels over [`float_unary!`](crate::float_unary), their in-place twins and
+/// one registration function: `vis register_fn, add_inplace;` then
+/// `vis name, name_, "op" => |v| body;` (`F` is the compute float type in `body`). Each
+/// `aten::op` is registered with `Registry::add`, each `aten::op_` with `add_inplace`
+/// (`add`, or `add_if_defined` where some names have no in-place schema).
+macro_rules! float_unary_kernels {
+    (
+        $rvis:vis $register:ident, $add_inplace:ident;
+        $($vis:vis $name:ident, $inplace:ident, $op:literal => |$v:ident| $body:expr;)*
+    ) => {
+        $(
+            $vis fn $name(
+                args: &mut $crate::ops::Args<'_>,
+            ) -> $crate::Result<$crate::values::IValue> {
+                let x = args.tensor(0)?;
+                Ok($crate::values::IValue::Tensor($crate::float_unary!(&x, $op, |$v: F| $body)?))
+            }
+            $crate::ops::kernels::operand::inplace_of! { $vis $inplace => $name; }
+        )*
+        $rvis fn $register(r: &mut $crate::ops::Registry) {
+            $(
+                r.add(concat!("aten::", $op), $name);
+                r.$add_inplace(concat!("aten::", $op, "_"), $inplace);
+            )*
+        }
+    };
+}
+pub(crate) use float_unary_kernels;

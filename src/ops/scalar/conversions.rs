@@ -134,3 +134,73 @@ pub(super) fn num_to_tensor(a: &mut Args) -> R {
     let s = a.scalar(0)?;
     Ok(IValue::Tensor(Tensor::from_scalar(s, s.wrapped_dtype())?))
 }
+
+/// Conversions between numbers, strings and tensors (`int()`, `float()`, `aten::ScalarImplicit`, ...).
+pub(super) fn register(r: &mut Registry) {
+    add_overloads(
+        r,
+        "aten::Int",
+        &["Tensor", "Scalar", "bool", "float", "str", "int"],
+        to_int,
+    );
+    add_overloads(
+        r,
+        "aten::Float",
+        &["Tensor", "Scalar", "bool", "int", "str", "float"],
+        to_float,
+    );
+    add_overloads(
+        r,
+        "aten::Bool",
+        &["Tensor", "int", "float", "Scalar", "bool"],
+        to_bool,
+    );
+    add_overloads(
+        r,
+        "aten::Complex",
+        &[
+            "Scalar",
+            "Tensor_bool",
+            "Tensor_float",
+            "Tensor_int",
+            "bool_Tensor",
+            "bool_bool",
+            "bool_float",
+            "bool_int",
+            "float_Tensor",
+            "float_bool",
+            "float_float",
+            "float_int",
+            "int_Tensor",
+            "int_bool",
+            "int_float",
+            "int_int",
+        ],
+        to_complex,
+    );
+    r.add_overloads(
+        "prim::ModuleContainerIndex",
+        &["dict", "list"],
+        module_container_index,
+    );
+    r.add("aten::ScalarImplicit", scalar_implicit);
+    r.add("aten::IntImplicit", |a| implicit_number(a, 'i'));
+    r.add("aten::FloatImplicit", |a| implicit_number(a, 'f'));
+    r.add("aten::ComplexImplicit", |a| implicit_number(a, 'c'));
+    add_if_absent(r, "aten::item", scalar_implicit_any);
+    r.add_all(
+        &["prim::NumToTensor.Scalar", "prim::NumToTensor.bool"],
+        num_to_tensor,
+    );
+}
+
+pub(super) fn scalar_implicit_any(a: &mut Args) -> R {
+    let t = a.tensor(0)?;
+    if t.numel() != 1 {
+        return Err(err(format!(
+            "a Tensor with {} elements cannot be converted to Scalar",
+            t.numel()
+        )));
+    }
+    Ok(IValue::from(t.item()?))
+}

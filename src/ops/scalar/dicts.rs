@@ -2,6 +2,8 @@
 
 use super::*;
 
+const DICT_KEYS: &[&str] = &["str", "int", "float", "bool", "complex", "Tensor"];
+
 pub(super) fn dict_of(a: &Args, i: usize) -> crate::Result<Dict> {
     match a.get(i)? {
         IValue::Dict(d) => Ok(d.clone()),
@@ -98,4 +100,30 @@ pub(super) fn dict(a: &mut Args) -> R {
             other.kind_name()
         ))),
     }
+}
+
+/// Dict builtins, every key type.
+pub(super) fn register(r: &mut Registry) {
+    for key in DICT_KEYS {
+        r.add(&format!("aten::__getitem__.Dict_{key}"), getitem);
+        r.add(&format!("aten::_set_item.{key}"), set_item);
+        r.add(&format!("aten::keys.{key}"), keys);
+        r.add(&format!("aten::values.{key}"), values);
+        r.add(&format!("aten::items.{key}"), items);
+        r.add(&format!("aten::get.{key}"), get);
+        r.add(&format!("aten::get.default_{key}"), get);
+        r.add(&format!("aten::__contains__.{key}"), contains);
+        r.add(&format!("aten::len.Dict_{key}"), len);
+        r.add(&format!("aten::pop.Dict_{key}"), pop);
+        r.add(&format!("aten::pop.Dict_default_{key}"), pop);
+        r.add(&format!("aten::Delete.Dict_{key}"), delete);
+        r.add(&format!("aten::setdefault.{key}"), setdefault);
+        r.add(&format!("aten::update.{key}"), update);
+        r.add(&format!("aten::popitem.{key}"), popitem);
+        r.add(&format!("aten::clear.{key}"), clear);
+        r.add(&format!("aten::copy.Dict_{key}"), copy);
+        r.add(&format!("aten::dict.Dict_{key}"), dict);
+        r.add(&format!("aten::dict.{key}"), dict);
+    }
+    r.add("aten::dict", dict);
 }

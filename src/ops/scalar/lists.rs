@@ -398,3 +398,76 @@ pub(super) fn range_length(a: &mut Args) -> R {
 pub(super) fn derive_index(a: &mut Args) -> R {
     Ok(IValue::Int(a.int(1)? + a.int(0)? * a.int(2)?))
 }
+
+/// List builtins (kernels dispatch on list / dict / str / tuple at run time).
+pub(super) fn register(r: &mut Registry) {
+    add_overloads(r, "aten::len", &["t", "any", "str", "Tensor"], len);
+    add_overloads(r, "aten::__getitem__", &["t", "str"], getitem);
+    r.add("aten::select.t", getitem);
+    r.add("prim::TupleIndex", tuple_index_kernel);
+    r.add("prim::StringIndex", string_index);
+    r.add("aten::_set_item.t", set_item);
+    r.add("aten::append.t", append);
+    r.add("aten::insert.t", insert);
+    r.add("aten::pop.t", pop);
+    r.add("aten::Delete.t", delete);
+    r.add("aten::extend.t", extend);
+    r.add("aten::add_.t", add_inplace);
+    r.add("aten::clear.t", clear);
+    r.add("aten::copy.t", copy);
+    r.add("aten::list.t", copy);
+    r.add("aten::list", copy);
+    r.add("aten::slice.t", list_slice);
+    r.add("aten::slice.str", list_slice);
+    add_overloads(
+        r,
+        "aten::index",
+        &[
+            "list_int",
+            "list_float",
+            "list_bool",
+            "list_str",
+            "list_Tensor",
+        ],
+        list_index,
+    );
+    r.add("aten::index.str", str_index);
+    r.add("aten::count", count);
+    add_overloads(
+        r,
+        "aten::count",
+        &["int", "float", "bool", "str", "Tensor"],
+        count,
+    );
+    add_overloads(
+        r,
+        "aten::remove",
+        &["int", "float", "bool", "str", "Tensor"],
+        remove,
+    );
+    r.add("aten::reverse.t", reverse);
+    add_overloads(
+        r,
+        "aten::sort",
+        &["int", "float", "bool", "str", "any"],
+        sort,
+    );
+    add_overloads(
+        r,
+        "aten::sorted",
+        &["int", "float", "bool", "str", "any"],
+        sorted,
+    );
+    add_overloads(
+        r,
+        "aten::__contains__",
+        &["int_list", "float_list", "str_list"],
+        contains,
+    );
+    add_overloads(r, "aten::sum", &["int", "float", "bool", "complex"], sum);
+    add_overloads(r, "aten::any", &["int", "float", "bool", "str"], any);
+    add_overloads(r, "aten::all", &["int", "float", "bool"], all);
+    r.add("aten::__range_length", range_length);
+    r.add("aten::__derive_index", derive_index);
+    r.add("prim::rangelist", rangelist);
+}

@@ -3,6 +3,21 @@
 
 use super::*;
 
+const NUM2: &[&str] = &[
+    "int",
+    "float",
+    "int_float",
+    "float_int",
+    "complex",
+    "complex_float",
+    "complex_int",
+    "float_complex",
+    "int_complex",
+    // `.Scalar` is not listed: for these names it is the tensor overload
+    // (`aten::add.Scalar(Tensor self, Scalar other, ...)`), registered by the tensor families.
+    "Scalar_Scalar",
+];
+
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Num {
     I(i64),
@@ -604,6 +619,18 @@ pub(super) fn gcd(a: &mut Args) -> R {
     }
     Ok(IValue::Int(x as i64))
 }
+/// `math.ldexp(x, i)`: `x * 2**i` as C's `ldexp` (PyTorch passes `i` as a C `int`).
+pub(super) fn ldexp(a: &mut Args) -> R {
+    Ok(IValue::Double(libm::ldexp(a.double(0)?, a.int(1)? as i32)))
+}
+/// `math.frexp(x)`: the mantissa in [0.5, 1) and the exponent, as C's `frexp`.
+pub(super) fn frexp(a: &mut Args) -> R {
+    let (m, e) = libm::frexp(a.double(0)?);
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Double(m),
+        IValue::Int(i64::from(e)),
+    ])))
+}
 pub(super) fn factorial(a: &mut Args) -> R {
     let n = a.int(0)?;
     if n < 0 {
@@ -615,4 +642,136 @@ pub(super) fn factorial(a: &mut Args) -> R {
     Ok(IValue::Int(
         (1..=n).fold(1i64, |acc, k| acc.wrapping_mul(k)),
     ))
+}
+
+/// Number arithmetic, comparisons and math (and str/list concatenation and repetition, which share the operator names).
+pub(super) fn register(r: &mut Registry) {
+    for (op, k) in [
+        ("aten::add", add as crate::ops::Kernel),
+        ("aten::sub", sub),
+        ("aten::mul", mul),
+        ("aten::div", div),
+        ("aten::floordiv", floordiv),
+        ("aten::remainder", remainder),
+        ("aten::fmod", fmod),
+        ("aten::pow", pow),
+        ("aten::eq", eq),
+        ("aten::ne", ne),
+        ("aten::lt", lt),
+        ("aten::le", le),
+        ("aten::gt", gt),
+        ("aten::ge", ge),
+        ("aten::atan2", atan2),
+        ("aten::copysign", copysign),
+        ("aten::log", log),
+        ("prim::min", min),
+        ("prim::max", max),
+        ("aten::mathremainder", math_remainder),
+        ("aten::divmod", divmod),
+    ] {
+        add_overloads(r, op, NUM2, k);
+        add_if_absent(r, op, k);
+    }
+    r.add_all(&["aten::add.str", "aten::add.t"], add);
+    r.add_all(&["aten::mul.left_t", "aten::mul.right_"], mul);
+    r.add("aten::pow.int_to_int", pow);
+    add_overloads(
+        r,
+        "aten::log",
+        &[
+            "Scalar",
+            "int_int",
+            "float_float",
+            "int_float",
+            "float_int",
+            "complex_complex",
+        ],
+        log,
+    );
+    for suffix in [
+        "bool",
+        "str",
+        "device",
+        "enum",
+        "int_list",
+        "float_list",
+        "bool_list",
+        "str_list",
+        "Tensor_list",
+    ] {
+        r.add(&format!("aten::eq.{suffix}"), eq);
+        r.add(&format!("aten::ne.{suffix}"), ne);
+    }
+    r.add("aten::lt.str", lt);
+    r.add("aten::le.str", le);
+    r.add("aten::gt.str", gt);
+    r.add("aten::ge.str", ge);
+    for suffix in [
+        "int_list",
+        "float_list",
+        "bool_list",
+        "self_int",
+        "self_float",
+        "self_bool",
+    ] {
+        r.add(&format!("prim::min.{suffix}"), min);
+        r.add(&format!("prim::max.{suffix}"), max);
+    }
+    for (op, k) in [
+        ("aten::neg", neg as crate::ops::Kernel),
+        ("prim::abs", abs),
+        ("aten::sqrt", sqrt),
+        ("aten::exp", exp),
+        ("aten::log1p", log1p),
+        ("aten::expm1", expm1),
+        ("aten::log10", log10),
+        ("aten::sin", sin),
+        ("aten::cos", cos),
+        ("aten::tan", tan),
+        ("aten::asin", asin),
+        ("aten::acos", acos),
+        ("aten::atan", atan),
+        ("aten::sinh", sinh),
+        ("aten::cosh", cosh),
+        ("aten::tanh", tanh),
+        ("aten::asinh", asinh),
+        ("aten::acosh", acosh),
+        ("aten::atanh", atanh),
+        ("aten::fabs", fabs),
+        ("aten::degrees", degrees),
+        ("aten::radians", radians),
+        ("aten::erf", erf),
+        ("aten::erfc", erfc),
+        ("aten::gamma", gamma),
+        ("aten::lgamma", lgamma),
+        ("aten::floor", floor),
+        ("aten::ceil", ceil),
+        ("aten::round", round),
+        ("aten::isnan", isnan),
+        ("aten::isinf", isinf),
+        ("aten::isfinite", isfinite),
+    ] {
+        add_overloads(r, op, &["int", "float", "Scalar", "complex", "bool"], k);
+    }
+    // `prim::abs(Tensor x)` (Python's `abs()` on a tensor) is the tensor kernel
+    r.add("prim::abs", crate::ops::elementwise::abs);
+    r.add("aten::gcd.int", gcd);
+    r.add("aten::factorial.int", factorial);
+    r.add("aten::ldexp", ldexp);
+    r.add("aten::frexp", frexp);
+    r.add_all(&["aten::__and__.bool", "aten::__and__.int"], and);
+    r.add_all(&["aten::__or__.bool", "aten::__or__.int"], or);
+    r.add_all(&["aten::__xor__.bool", "aten::__xor__.int"], xor);
+    r.add("aten::__lshift__.int", lshift);
+    r.add("aten::__rshift__.int", rshift);
+    r.add("aten::__not__", not);
+    r.add("aten::__is__", is);
+    r.add("aten::__isnot__", isnot);
+    r.add("aten::__round_to_zero_floordiv.int", |a| {
+        let (p, q) = (a.int(0)?, a.int(1)?);
+        if q == 0 {
+            return Err(exception("ZeroDivisionError", "integer division by zero"));
+        }
+        Ok(IValue::Int(p.wrapping_div(q)))
+    });
 }

@@ -223,3 +223,61 @@ pub(super) fn rangelist(a: &mut Args) -> R {
         (0..n.max(0)).map(IValue::Int).collect(),
     )))
 }
+
+/// Tensor queries (the shape family may already provide the tensor ones), device and dtype prims, and the scripting/tracing/grad-mode constants.
+pub(super) fn register(r: &mut Registry) {
+    for (name, k) in [
+        ("aten::size", tensor_size as crate::ops::Kernel),
+        ("aten::size.int", tensor_size),
+        ("aten::dim", tensor_dim),
+        ("aten::numel", tensor_numel),
+        ("aten::sym_size", tensor_size),
+        ("aten::sym_size.int", tensor_size),
+        ("aten::sym_numel", tensor_numel),
+    ] {
+        add_if_absent(r, name, k);
+    }
+    r.add("prim::dtype", tensor_dtype);
+    r.add("prim::device", tensor_device);
+    r.add("aten::device", tensor_device);
+    r.add("aten::device.with_index", device_with_index);
+    r.add("prim::layout", tensor_layout);
+    r.add("prim::type", device_type);
+    r.add("prim::tolist", tolist);
+    r.add("prim::index", device_index);
+    for name in [
+        "prim::is_cuda",
+        "prim::is_xpu",
+        "prim::is_mps",
+        "prim::is_meta",
+        "prim::is_sparse",
+        "prim::is_sparse_csr",
+        "prim::is_quantized",
+        "prim::is_mkldnn",
+        "prim::is_vulkan",
+        "prim::is_ipu",
+        "prim::is_maia",
+        "prim::is_mtia",
+        "prim::is_nested",
+        "prim::is_xla",
+    ] {
+        r.add(name, is_false);
+    }
+    r.add("prim::is_cpu", is_true);
+    r.add("prim::requires_grad", requires_grad);
+    r.add("prim::itemsize", itemsize);
+    r.add("prim::nbytes", nbytes);
+    r.add("prim::name", prim_name);
+    r.add("prim::EnumName", enum_name);
+    add_overloads(r, "prim::EnumValue", &["int", "float", "str"], enum_value);
+    r.add("aten::_unwrap_optional", unwrap_optional);
+    r.add("aten::is_scripting", constant_true);
+    r.add("aten::_get_tracing_state", constant_false);
+    r.add("aten::_is_tracing", constant_false);
+    r.add("aten::is_grad_enabled", is_grad_enabled);
+    r.add("aten::has_torch_function", constant_false);
+    r.add("aten::is_autocast_enabled", constant_false);
+    r.add("aten::is_autocast_cpu_enabled", constant_false);
+    r.add("aten::set_grad_enabled", set_grad_enabled);
+    r.add("aten::_assert_scalar", assert_scalar);
+}

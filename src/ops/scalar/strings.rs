@@ -331,3 +331,46 @@ pub(super) fn format(a: &mut Args) -> R {
     out.push_str(rest);
     Ok(IValue::str(out))
 }
+
+/// String methods and builtins.
+pub(super) fn register(r: &mut Registry) {
+    r.add("aten::str", to_str);
+    r.add("aten::format", format);
+    r.add("aten::join", join);
+    r.add("aten::split.str", split);
+    r.add("aten::rsplit", rsplit);
+    r.add("aten::strip", strip);
+    r.add("aten::lstrip", lstrip);
+    r.add("aten::rstrip", rstrip);
+    r.add("aten::lower", lower);
+    r.add("aten::upper", upper);
+    r.add("aten::swapcase", swapcase);
+    r.add("aten::capitalize", capitalize);
+    r.add("aten::title", title);
+    r.add("aten::replace", replace);
+    r.add("aten::startswith", startswith);
+    r.add("aten::endswith", endswith);
+    r.add("aten::find", find);
+    r.add("aten::rfind", rfind);
+    r.add("aten::rindex", rindex);
+    r.add("aten::isdigit", isdigit);
+    r.add("aten::isdecimal", isdigit);
+    r.add("aten::isnumeric", isdigit);
+    r.add("aten::isalpha", isalpha);
+    r.add("aten::isalnum", isalnum);
+    r.add("aten::isspace", isspace);
+    r.add("aten::islower", islower);
+    r.add("aten::isupper", isupper);
+    r.add("aten::zfill", zfill);
+    r.add("aten::ljust", ljust);
+    r.add("aten::rjust", rjust);
+    r.add("aten::center", center);
+    r.add("aten::ord", ord);
+    r.add("aten::chr", chr);
+    r.add("aten::bin", bin);
+    r.add("aten::oct", oct);
+    r.add("aten::hex", hex);
+    r.add("aten::splitlines", splitlines);
+    r.add("aten::__contains__.str", contains);
+    r.add("aten::hash.generic", hash);
+}

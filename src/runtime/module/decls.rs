@@ -13,25 +13,11 @@
 //! not pay for it. tests/suite/load_fixtures.rs checks that this scan and the AST agree on every
 //! fixture's class declarations.
 
+pub use crate::frontend::ast::ClassKind;
 use crate::values::types::{parse_annotation, Type};
 use crate::values::IValue;
 use indexmap::IndexMap;
 use std::sync::Arc;
-
-/// What kind of class a declaration is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClassKind {
-    /// An `nn.Module` subclass.
-    Module,
-    /// A script class.
-    Class,
-    /// A NamedTuple type.
-    NamedTuple,
-    /// An `Enum` class.
-    Enum,
-    /// A module interface (`@torch.jit.interface`).
-    Interface,
-}
 
 /// A method's name and its signature as printed (`(self, x: Tensor) -> Tensor`).
 #[derive(Clone, Debug)]
@@ -205,13 +191,7 @@ fn scan_file(table: &mut ClassTable, module: &str, path: &str, text: &str) -> Re
                     Some((n, b)) => (n.trim(), b.trim_end_matches(')').trim()),
                     None => (rest.trim(), ""),
                 };
-                let kind = match base {
-                    "Module" => ClassKind::Module,
-                    "NamedTuple" => ClassKind::NamedTuple,
-                    "Enum" => ClassKind::Enum,
-                    "ModuleInterface" | "Interface" => ClassKind::Interface,
-                    _ => ClassKind::Class,
-                };
+                let kind = ClassKind::from_base(base).unwrap_or(ClassKind::Class);
                 current = Some(ClassDecl {
                     name: Arc::from(format!("{module}.{name}")),
                     kind,
