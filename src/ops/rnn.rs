@@ -650,7 +650,7 @@ fn check_eval(a: &Args, dropout_i: usize, train_i: usize) -> crate::Result<()> {
 
 /// lstm.input(input, hx[], params[], has_biases, num_layers, dropout, train, bidirectional,
 /// batch_first) -> (output, h_n, c_n)
-fn lstm(a: &mut Args) -> crate::Result<IValue> {
+pub(crate) fn lstm(a: &mut Args) -> crate::Result<IValue> {
     if matches!(a.get(1)?, IValue::Tensor(_)) {
         return Err(value_err(format!(
             "{}: packed sequences (lstm.data) are not supported",
@@ -784,13 +784,13 @@ fn cell_op(a: &mut Args, cell: Cell) -> crate::Result<IValue> {
 }
 
 // One kernel per operator: the cell kind is fixed at registration, not read from the name.
-fn gru(a: &mut Args) -> crate::Result<IValue> {
+pub(crate) fn gru(a: &mut Args) -> crate::Result<IValue> {
     gru_like(a, Cell::Gru)
 }
-fn rnn_tanh(a: &mut Args) -> crate::Result<IValue> {
+pub(crate) fn rnn_tanh(a: &mut Args) -> crate::Result<IValue> {
     gru_like(a, Cell::Tanh)
 }
-fn rnn_relu(a: &mut Args) -> crate::Result<IValue> {
+pub(crate) fn rnn_relu(a: &mut Args) -> crate::Result<IValue> {
     gru_like(a, Cell::Relu)
 }
 fn lstm_cell(a: &mut Args) -> crate::Result<IValue> {

@@ -108,7 +108,7 @@ pub(crate) fn register(r: &mut Registry) {
     }
     r.add_all(&["aten::add.str", "aten::add.t"], add);
     r.add_all(&["aten::mul.left_t", "aten::mul.right_"], mul);
-    r.add("aten::pow.int_to_int", pow);
+    r.add("aten::pow.int_to_int", pow_int_to_int);
     add_overloads(
         r,
         "aten::log",
@@ -328,7 +328,8 @@ pub(crate) fn register(r: &mut Registry) {
         &["int_list", "float_list", "str_list"],
         contains,
     );
-    add_overloads(r, "aten::sum", &["int", "float", "bool", "complex"], sum);
+    add_overloads(r, "aten::sum", &["int", "bool", "complex"], sum);
+    add_overloads(r, "aten::sum", &["float"], sum_float);
     add_overloads(r, "aten::any", &["int", "float", "bool", "str"], any);
     add_overloads(r, "aten::all", &["int", "float", "bool"], all);
     r.add("aten::__range_length", range_length);
