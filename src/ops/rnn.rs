@@ -89,9 +89,77 @@ trait CellMath: Real {
     ) -> Option<Arc<gemm::PackedB>> {
         None
     }
+    /// `x [rows, input] @ W_ih^T + biases` for the whole sequence (`w_ih` is the tensor
+    /// `tensor`, `[g, input]`).
+    fn input_proj(
+        _tensor: &Tensor,
+        w_ih: &[Self],
+        biases: &[&[Self]],
+        g: usize,
+        input: usize,
+        x: &[Self],
+        rows: usize,
+    ) -> crate::Result<Vec<Self>> {
+        Ok(input_proj(w_ih, biases, g, input, x, rows))
+    }
 }
 
 impl CellMath for f32 {
+    fn input_proj(
+        tensor: &Tensor,
+        w_ih: &[f32],
+        biases: &[&[f32]],
+        g: usize,
+        input: usize,
+        x: &[f32],
+        rows: usize,
+    ) -> crate::Result<Vec<f32>> {
+        // The packed GEMM with `W_ih^T` packed once (cached on its storage, as `linear`'s
+        // weight; `Module::prepare` packs it ahead) and the biases added in its output pass.
+        let gemm::Backend::Packed(isa) = gemm::backend() else {
+            return Ok(input_proj(w_ih, biases, g, input, x, rows));
+        };
+        let (Some(wt), Some(xm)) = (
+            gemm::MatRef::new(w_ih, input, g, 1, input),
+            gemm::MatRef::new(x, rows, input, input, 1),
+        ) else {
+            return Ok(input_proj(w_ih, biases, g, input, x, rows));
+        };
+        if rows == 0 || g == 0 || input == 0 {
+            return Ok(input_proj(w_ih, biases, g, input, x, rows));
+        }
+        let packed = gemm::cached_packed_b(isa, tensor.storage(), tensor.storage_offset(), &wt);
+        let bias: Option<Vec<f32>> = match biases {
+            [] => None,
+            [b] => Some(b.to_vec()),
+            [first, rest @ ..] => {
+                let mut sum = first.to_vec();
+                for b in rest {
+                    sum.iter_mut().zip(b.iter()).for_each(|(s, &v)| *s += v);
+                }
+                Some(sum)
+            }
+        };
+        let mut xg = vec![0.0f32; rows * g];
+        gemm::sgemm(
+            isa,
+            rows,
+            g,
+            input,
+            gemm::AOperand::Mat(xm),
+            gemm::BOperand::Packed(&packed),
+            &mut xg,
+            g,
+            &gemm::Epilogue {
+                bias: bias
+                    .as_deref()
+                    .map_or(gemm::Bias::None, gemm::Bias::PerColumn),
+                ..gemm::Epilogue::NONE
+            },
+            true,
+        )?;
+        Ok(xg)
+    }
     fn sigmoid_inplace(xs: &mut [f32]) {
         vmath::apply(VecFn::Sigmoid, xs)
     }
@@ -553,14 +621,15 @@ fn run_rnn(
                 if fold_b_hh {
                     biases.extend(b_hh);
                 }
-                let xg = input_proj(
+                let xg = T::input_proj(
+                    &lw.w_ih,
                     slice_of::<T>(&w_ih_g)?,
                     &biases,
                     g,
                     lw.input,
                     &layer_in,
                     steps * b,
-                );
+                )?;
                 let w_hh = slice_of::<T>(&w_hh_g)?;
                 let sw = StepWeights {
                     w_hh,
