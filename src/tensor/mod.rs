@@ -29,10 +29,13 @@ pub use storage::{
 use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
 use smallvec::SmallVec;
 
-/// A tensor's sizes (inline up to 6 dimensions).
-pub type Shape = SmallVec<[usize; 6]>;
-/// A tensor's strides in elements (inline up to 6 dimensions).
-pub type Strides = SmallVec<[isize; 6]>;
+/// A tensor's sizes (inline up to 4 dimensions). Four, not more: with smallvec's `union`
+/// layout a `Tensor` stays small enough that an `IValue` (which holds one by value and is
+/// moved at every interpreter instruction) is at most 128 bytes, moved by a few vector
+/// stores instead of a `memcpy` call (a third of a batch-1 MLP's time before).
+pub type Shape = SmallVec<[usize; 4]>;
+/// A tensor's strides in elements (inline up to 4 dimensions, as [`Shape`]).
+pub type Strides = SmallVec<[isize; 4]>;
 
 /// Errors from tensor construction and kernels.
 #[derive(Debug, thiserror::Error)]
