@@ -192,16 +192,22 @@ fn new_empty_strided(args: &mut Args<'_>) -> R {
     t(Tensor::zeros(&size, factory_dtype(args, 3, x.dtype())?)?)
 }
 
+/// The overloads of `arange`, told apart when the kernel is registered.
+const ARANGE_END: u8 = 0;
+const ARANGE_START: u8 = 1;
+const ARANGE_START_STEP: u8 = 2;
+
 /// `arange`: float if any bound is a float (default dtype), else int64; values are computed
 /// as `start + i * step` in double precision like PyTorch's CPU kernel.
-fn arange(args: &mut Args<'_>) -> R {
-    let op = args.op;
-    let (start, end, step, first) = if op.ends_with(".start_step") {
-        (args.scalar(0)?, args.scalar(1)?, args.scalar(2)?, 3)
-    } else if op.ends_with(".start") {
-        (args.scalar(0)?, args.scalar(1)?, Scalar::Int(1), 2)
-    } else {
-        (Scalar::Int(0), args.scalar(0)?, Scalar::Int(1), 1)
+fn arange<const FORM: u8>(args: &mut Args<'_>) -> R {
+    arange_as(args, FORM)
+}
+
+fn arange_as(args: &mut Args<'_>, form: u8) -> R {
+    let (start, end, step, first) = match form {
+        ARANGE_START_STEP => (args.scalar(0)?, args.scalar(1)?, args.scalar(2)?, 3),
+        ARANGE_START => (args.scalar(0)?, args.scalar(1)?, Scalar::Int(1), 2),
+        _ => (Scalar::Int(0), args.scalar(0)?, Scalar::Int(1), 1),
     };
     let any_float = [start, end, step]
         .iter()
@@ -322,10 +328,11 @@ fn logspace(args: &mut Args<'_>) -> R {
     t(Tensor::from_vec(v, &[steps])?.to_dtype(dtype)?)
 }
 
-fn eye(args: &mut Args<'_>) -> R {
+/// `eye` (`WITH_M = false`) and `eye.m`.
+fn eye<const WITH_M: bool>(args: &mut Args<'_>) -> R {
     let n =
         usize::try_from(args.int(0)?).map_err(|_| value_err("n must be greater or equal to 0"))?;
-    let (m, first) = if args.op.ends_with(".m") {
+    let (m, first) = if WITH_M {
         (
             usize::try_from(args.int(1)?)
                 .map_err(|_| value_err("m must be greater or equal to 0"))?,
@@ -447,29 +454,35 @@ fn to_impl(x: &Tensor, dtype: Option<DType>, copy: bool) -> crate::Result<Tensor
     }
     x.to_dtype(dtype)
 }
-fn to(args: &mut Args<'_>) -> R {
+/// The overloads of `aten::to`, told apart when the kernel is registered.
+const TO_DTYPE: u8 = 0;
+const TO_DEVICE: u8 = 1;
+const TO_OTHER: u8 = 2;
+const TO_DTYPE_LAYOUT: u8 = 3;
+const TO_PRIM_DEVICE: u8 = 4;
+const TO_PRIM_DTYPE: u8 = 5;
+const TO_PRIM_OTHER: u8 = 6;
+
+fn to<const FORM: u8>(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    let op = args.op;
-    let (dtype, copy) = if op.ends_with(".dtype_layout") {
-        check_layout(args, 2)?;
-        check_device(args, 3)?;
-        (args.opt_dtype(1)?, args.bool(6)?)
-    } else if op.ends_with(".dtype") {
-        (Some(args.dtype(1)?), args.bool(3)?)
-    } else if op.ends_with(".device") {
-        check_device(args, 1)?;
-        (Some(args.dtype(2)?), args.bool(4)?)
-    } else if op.ends_with(".other") {
-        (Some(args.tensor(1)?.dtype()), args.bool(3)?)
-    } else if op.ends_with(".prim_Device") {
-        check_device(args, 1)?;
-        (args.opt_dtype(2)?, args.bool(4)?)
-    } else if op.ends_with(".prim_dtype") {
-        (args.opt_dtype(1)?, args.bool(3)?)
-    } else if op.ends_with(".prim_other") {
-        (None, args.bool(2)?)
-    } else {
-        return Err(unsupported(format!("{op}: unknown overload of aten::to")));
+    let (dtype, copy) = match FORM {
+        TO_DTYPE_LAYOUT => {
+            check_layout(args, 2)?;
+            check_device(args, 3)?;
+            (args.opt_dtype(1)?, args.bool(6)?)
+        }
+        TO_DTYPE => (Some(args.dtype(1)?), args.bool(3)?),
+        TO_DEVICE => {
+            check_device(args, 1)?;
+            (Some(args.dtype(2)?), args.bool(4)?)
+        }
+        TO_OTHER => (Some(args.tensor(1)?.dtype()), args.bool(3)?),
+        TO_PRIM_DEVICE => {
+            check_device(args, 1)?;
+            (args.opt_dtype(2)?, args.bool(4)?)
+        }
+        TO_PRIM_DTYPE => (args.opt_dtype(1)?, args.bool(3)?),
+        _ => (None, args.bool(2)?),
     };
     t(to_impl(&x, dtype, copy)?)
 }
@@ -572,14 +585,9 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::new_empty", new_zeros);
     r.add("aten::new_full", new_full);
     r.add("aten::new_empty_strided", new_empty_strided);
-    r.add_all(
-        &[
-            "aten::arange",
-            "aten::arange.start",
-            "aten::arange.start_step",
-        ],
-        arange,
-    );
+    r.add("aten::arange", arange::<ARANGE_END>);
+    r.add("aten::arange.start", arange::<ARANGE_START>);
+    r.add("aten::arange.start_step", arange::<ARANGE_START_STEP>);
     r.add_all(
         &[
             "aten::linspace",
@@ -598,7 +606,8 @@ pub(crate) fn register(r: &mut Registry) {
         ],
         logspace,
     );
-    r.add_all(&["aten::eye", "aten::eye.m"], eye);
+    r.add("aten::eye", eye::<false>);
+    r.add("aten::eye.m", eye::<true>);
     r.add_all(
         &[
             "aten::tensor",
@@ -621,18 +630,13 @@ pub(crate) fn register(r: &mut Registry) {
         as_tensor,
     );
     r.add("aten::scalar_tensor", scalar_tensor);
-    r.add_all(
-        &[
-            "aten::to.dtype",
-            "aten::to.device",
-            "aten::to.other",
-            "aten::to.dtype_layout",
-            "aten::to.prim_Device",
-            "aten::to.prim_dtype",
-            "aten::to.prim_other",
-        ],
-        to,
-    );
+    r.add("aten::to.dtype", to::<TO_DTYPE>);
+    r.add("aten::to.device", to::<TO_DEVICE>);
+    r.add("aten::to.other", to::<TO_OTHER>);
+    r.add("aten::to.dtype_layout", to::<TO_DTYPE_LAYOUT>);
+    r.add("aten::to.prim_Device", to::<TO_PRIM_DEVICE>);
+    r.add("aten::to.prim_dtype", to::<TO_PRIM_DTYPE>);
+    r.add("aten::to.prim_other", to::<TO_PRIM_OTHER>);
     r.add("aten::_to_copy", to_copy);
     r.add("aten::type_as", type_as);
     r.add_all(

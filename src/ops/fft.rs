@@ -600,7 +600,8 @@ fn fft_rfftfreq(args: &mut Args<'_>) -> R {
 
 // ---------------------------------------------------------------- complex views
 
-fn view_as_real(args: &mut Args<'_>) -> R {
+/// `view_as_real` (`COPY = false`) and `view_as_real_copy`.
+fn view_as_real<const COPY: bool>(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     if !x.dtype().is_complex() {
         return Err(value_err(format!(
@@ -620,13 +621,14 @@ fn view_as_real(args: &mut Args<'_>) -> R {
         &strides,
         x.dtype().to_real(),
     )?;
-    if args.op.ends_with("_copy") {
+    if COPY {
         return t(v.deep_clone()?);
     }
     t(v)
 }
 
-fn view_as_complex(args: &mut Args<'_>) -> R {
+/// `view_as_complex` (`COPY = false`) and `view_as_complex_copy`.
+fn view_as_complex<const COPY: bool>(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let op = args.op;
     let cd = match x.dtype() {
@@ -664,7 +666,7 @@ fn view_as_complex(args: &mut Args<'_>) -> R {
         &cs,
         cd,
     )?;
-    if op.ends_with("_copy") {
+    if COPY {
         return t(v.deep_clone()?);
     }
     t(v)
@@ -945,7 +947,7 @@ fn stft(args: &mut Args<'_>) -> R {
         return t(res);
     }
     let mut a = vec![IValue::Tensor(res)];
-    view_as_real(&mut Args::new("aten::view_as_real", &mut a, args.ctx))
+    view_as_real::<false>(&mut Args::new("aten::view_as_real", &mut a, args.ctx))
 }
 
 fn istft(args: &mut Args<'_>) -> R {
@@ -1125,14 +1127,10 @@ pub fn register(r: &mut Registry) {
     r.add("aten::fft_ifftshift", fft_ifftshift);
     r.add("aten::fft_fftfreq", fft_fftfreq);
     r.add("aten::fft_rfftfreq", fft_rfftfreq);
-    r.add_all(
-        &["aten::view_as_real", "aten::view_as_real_copy"],
-        view_as_real,
-    );
-    r.add_all(
-        &["aten::view_as_complex", "aten::view_as_complex_copy"],
-        view_as_complex,
-    );
+    r.add("aten::view_as_real", view_as_real::<false>);
+    r.add("aten::view_as_real_copy", view_as_real::<true>);
+    r.add("aten::view_as_complex", view_as_complex::<false>);
+    r.add("aten::view_as_complex_copy", view_as_complex::<true>);
     r.add_all(
         &["aten::hann_window", "aten::hann_window.periodic"],
         hann_window,

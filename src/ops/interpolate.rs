@@ -196,24 +196,19 @@ fn interpolate(
     out.to_dtype(dtype)
 }
 
-fn mode_of(op: &str) -> (Mode, usize) {
-    let nsp = if op.contains("3d") {
-        3
-    } else if op.contains("2d") {
-        2
-    } else {
-        1
-    };
-    let mode = if op.contains("nearest_exact") {
-        Mode::NearestExact
-    } else if op.contains("nearest") {
-        Mode::Nearest
-    } else if op.contains("bicubic") {
-        Mode::Cubic
-    } else {
-        Mode::Linear
-    };
-    (mode, nsp)
+/// The modes of the `upsample_*` kernels as const parameters (one kernel per overload).
+const NEAREST: u8 = 0;
+const NEAREST_EXACT: u8 = 1;
+const LINEAR: u8 = 2;
+const CUBIC: u8 = 3;
+
+fn mode_of(mode: u8) -> Mode {
+    match mode {
+        NEAREST => Mode::Nearest,
+        NEAREST_EXACT => Mode::NearestExact,
+        CUBIC => Mode::Cubic,
+        _ => Mode::Linear,
+    }
 }
 
 /// Output sizes and per-dim scales of a `.vec` overload (output_size? , scale_factors?).
@@ -253,15 +248,21 @@ fn vec_sizes(
     }
 }
 
-/// `upsample_<mode><n>d(self, output_size, [align_corners,] scales...)`
-fn upsample(a: &mut Args) -> crate::Result<IValue> {
-    let (mode, nsp) = mode_of(a.op);
+/// `upsample_<mode><n>d(self, output_size, [align_corners,] scales...)`, and its `.vec`
+/// overload when `VEC`.
+fn upsample<const MODE: u8, const NSP: usize, const VEC: bool>(
+    a: &mut Args,
+) -> crate::Result<IValue> {
+    upsample_as(a, mode_of(MODE), NSP, VEC)
+}
+
+fn upsample_as(a: &mut Args, mode: Mode, nsp: usize, vec: bool) -> crate::Result<IValue> {
     let x = a.tensor(0)?;
     let has_align = matches!(mode, Mode::Linear | Mode::Cubic);
     // The `.vec` overload (input, output_size?, [align_corners,] scale_factors?) is told apart
     // by its arity and its last argument (a list or None), in case the overload name is absent.
     let vec_len = if has_align { 4 } else { 3 };
-    let is_vec = a.op.ends_with(".vec")
+    let is_vec = vec
         || (a.len() == vec_len && matches!(a.get(vec_len - 1)?, IValue::List(_) | IValue::None));
     if is_vec {
         let size = a.opt_int_list(1)?;
@@ -374,21 +375,47 @@ fn channel_shuffle(a: &mut Args) -> crate::Result<IValue> {
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    for base in [
-        "upsample_nearest1d",
-        "upsample_nearest2d",
-        "upsample_nearest3d",
-        "_upsample_nearest_exact1d",
-        "_upsample_nearest_exact2d",
-        "_upsample_nearest_exact3d",
-        "upsample_linear1d",
-        "upsample_bilinear2d",
-        "upsample_trilinear3d",
-        "upsample_bicubic2d",
-    ] {
-        r.add(&format!("aten::{base}"), upsample);
-        r.add(&format!("aten::{base}.vec"), upsample);
-    }
+    r.add("aten::upsample_nearest1d", upsample::<NEAREST, 1, false>);
+    r.add("aten::upsample_nearest1d.vec", upsample::<NEAREST, 1, true>);
+    r.add("aten::upsample_nearest2d", upsample::<NEAREST, 2, false>);
+    r.add("aten::upsample_nearest2d.vec", upsample::<NEAREST, 2, true>);
+    r.add("aten::upsample_nearest3d", upsample::<NEAREST, 3, false>);
+    r.add("aten::upsample_nearest3d.vec", upsample::<NEAREST, 3, true>);
+    r.add(
+        "aten::_upsample_nearest_exact1d",
+        upsample::<NEAREST_EXACT, 1, false>,
+    );
+    r.add(
+        "aten::_upsample_nearest_exact1d.vec",
+        upsample::<NEAREST_EXACT, 1, true>,
+    );
+    r.add(
+        "aten::_upsample_nearest_exact2d",
+        upsample::<NEAREST_EXACT, 2, false>,
+    );
+    r.add(
+        "aten::_upsample_nearest_exact2d.vec",
+        upsample::<NEAREST_EXACT, 2, true>,
+    );
+    r.add(
+        "aten::_upsample_nearest_exact3d",
+        upsample::<NEAREST_EXACT, 3, false>,
+    );
+    r.add(
+        "aten::_upsample_nearest_exact3d.vec",
+        upsample::<NEAREST_EXACT, 3, true>,
+    );
+    r.add("aten::upsample_linear1d", upsample::<LINEAR, 1, false>);
+    r.add("aten::upsample_linear1d.vec", upsample::<LINEAR, 1, true>);
+    r.add("aten::upsample_bilinear2d", upsample::<LINEAR, 2, false>);
+    r.add("aten::upsample_bilinear2d.vec", upsample::<LINEAR, 2, true>);
+    r.add("aten::upsample_trilinear3d", upsample::<LINEAR, 3, false>);
+    r.add(
+        "aten::upsample_trilinear3d.vec",
+        upsample::<LINEAR, 3, true>,
+    );
+    r.add("aten::upsample_bicubic2d", upsample::<CUBIC, 2, false>);
+    r.add("aten::upsample_bicubic2d.vec", upsample::<CUBIC, 2, true>);
     r.add("aten::pixel_shuffle", pixel_shuffle);
     r.add("aten::pixel_unshuffle", pixel_unshuffle);
     r.add_all(

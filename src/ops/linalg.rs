@@ -110,9 +110,6 @@ pub(crate) fn reshape(t: &Tensor, shape: &[usize]) -> crate::Result<Tensor> {
     Ok(c.as_strided(shape, &contiguous_strides(shape), c.storage_offset())?)
 }
 
-/// Flop count above which a single GEMM is split across threads.
-const GEMM_PARALLEL_FLOPS: usize = 48 * 48 * 48;
-
 /// Raw pointer that may cross rayon threads: every user writes disjoint regions.
 #[derive(Clone, Copy)]
 pub(crate) struct SendPtr<T>(pub *mut T);
@@ -168,7 +165,8 @@ pub(crate) unsafe fn gemm_strided<T: Real>(
         }
         return;
     }
-    let par = if parallel && m.saturating_mul(n).saturating_mul(k) >= GEMM_PARALLEL_FLOPS {
+    let macs = m.saturating_mul(n).saturating_mul(k);
+    let par = if parallel && crate::tensor::split_work(macs, crate::tensor::PARALLEL_MACS) {
         ::gemm::Parallelism::Rayon(rayon::current_num_threads())
     } else {
         ::gemm::Parallelism::None

@@ -40,7 +40,8 @@ fn gcd_i(mut a: i64, mut b: i64) -> i64 {
 }
 
 /// gcd / lcm of integer tensors (broadcast), in the promoted dtype; `_` forms write `self`.
-fn gcd_lcm(a: &mut Args, lcm: bool) -> R {
+/// `gcd`/`lcm`, written back into `self` when `inplace` (`gcd_`, `lcm_`).
+fn gcd_lcm(a: &mut Args, lcm: bool, inplace: bool) -> R {
     let (x, y) = (a.tensor(0)?, a.tensor(1)?);
     let dtype = promote_types(x.dtype(), y.dtype());
     if !is_integral(dtype) || dtype == DType::Bool {
@@ -69,14 +70,14 @@ fn gcd_lcm(a: &mut Args, lcm: bool) -> R {
         })
         .collect();
     let r = Tensor::from_vec(v, &shape)?.to_dtype(dtype)?;
-    if a.op.contains("_.") || a.op.ends_with('_') {
+    if inplace {
         return a.write_outs(0, IValue::Tensor(r));
     }
     Ok(IValue::Tensor(r))
 }
 
 /// `ldexp(self, other)` = `self * 2 ** other` (ATen: `mul(self, pow(2.0, other))`).
-fn ldexp(a: &mut Args) -> R {
+fn ldexp(a: &mut Args, inplace: bool) -> R {
     let (x, e) = (a.tensor(0)?, a.tensor(1)?);
     let pow_dtype = if e.dtype().is_floating_point() {
         e.dtype()
@@ -92,7 +93,7 @@ fn ldexp(a: &mut Args) -> R {
         .map(|(&m, &p)| m * 2f64.powf(p))
         .collect();
     let r = Tensor::from_vec(v, &shape)?.to_dtype(dtype)?;
-    if a.op.starts_with("aten::ldexp_") {
+    if inplace {
         return a.write_outs(0, IValue::Tensor(r));
     }
     Ok(IValue::Tensor(r))
@@ -335,9 +336,12 @@ fn linalg_vander(a: &mut Args) -> R {
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::vander", vander);
     r.add("aten::linalg_vander", linalg_vander);
-    r.add_all(&["aten::gcd", "aten::gcd_"], |a| gcd_lcm(a, false));
-    r.add_all(&["aten::lcm", "aten::lcm_"], |a| gcd_lcm(a, true));
-    r.add_all(&["aten::ldexp.Tensor", "aten::ldexp_"], ldexp);
+    r.add("aten::gcd", |a| gcd_lcm(a, false, false));
+    r.add("aten::gcd_", |a| gcd_lcm(a, false, true));
+    r.add("aten::lcm", |a| gcd_lcm(a, true, false));
+    r.add("aten::lcm_", |a| gcd_lcm(a, true, true));
+    r.add("aten::ldexp.Tensor", |a| ldexp(a, false));
+    r.add("aten::ldexp_", |a| ldexp(a, true));
     r.add("aten::frexp.Tensor", frexp);
     r.add("aten::logcumsumexp", logcumsumexp);
     r.add("aten::kron", kron);

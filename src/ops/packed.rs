@@ -6,7 +6,7 @@
 //! overloads run each sequence on its own through the padded (`.input`) kernel, so every
 //! sequence starts and ends its recurrence (both directions) at its own length.
 
-use super::{Args, Registry};
+use super::{Args, Kernel, Registry};
 use crate::tensor::Tensor;
 use crate::values::{IValue, List, Tuple};
 
@@ -175,19 +175,7 @@ fn state_of(h: &Tensor, b: usize) -> R<Tensor> {
 
 /// lstm.data / gru.data / rnn_tanh.data / rnn_relu.data: (data, batch_sizes, hx, params,
 /// has_biases, num_layers, dropout, train, bidirectional).
-fn rnn_data(a: &mut Args) -> R {
-    let (name, lstm) = if a.op.starts_with("aten::lstm") {
-        ("aten::lstm", true)
-    } else if a.op.starts_with("aten::gru") {
-        ("aten::gru", false)
-    } else if a.op.starts_with("aten::rnn_relu") {
-        ("aten::rnn_relu", false)
-    } else {
-        ("aten::rnn_tanh", false)
-    };
-    let input_kernel = Registry::global()
-        .lookup(name, "input")
-        .ok_or_else(|| err(format!("{}: no {name}.input kernel", a.op)))?;
+fn rnn_data(a: &mut Args, name: &str, input_kernel: Kernel, lstm: bool) -> R {
     let data = a.tensor(0)?;
     let sizes = batch_sizes(a.op, &a.tensor(1)?)?;
     let states: Vec<Tensor> = if lstm {
@@ -260,16 +248,25 @@ fn rnn_data(a: &mut Args) -> R {
     Ok(IValue::Tuple(Tuple::new(result)))
 }
 
+// One kernel per overload: the `.input` kernel each runs is fixed at registration.
+fn lstm_data(a: &mut Args) -> R {
+    rnn_data(a, "aten::lstm", super::rnn::lstm, true)
+}
+fn gru_data(a: &mut Args) -> R {
+    rnn_data(a, "aten::gru", super::rnn::gru, false)
+}
+fn rnn_tanh_data(a: &mut Args) -> R {
+    rnn_data(a, "aten::rnn_tanh", super::rnn::rnn_tanh, false)
+}
+fn rnn_relu_data(a: &mut Args) -> R {
+    rnn_data(a, "aten::rnn_relu", super::rnn::rnn_relu, false)
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::_pack_padded_sequence", pack);
     r.add("aten::_pad_packed_sequence", pad);
-    r.add_all(
-        &[
-            "aten::lstm.data",
-            "aten::gru.data",
-            "aten::rnn_tanh.data",
-            "aten::rnn_relu.data",
-        ],
-        rnn_data,
-    );
+    r.add("aten::lstm.data", lstm_data);
+    r.add("aten::gru.data", gru_data);
+    r.add("aten::rnn_tanh.data", rnn_tanh_data);
+    r.add("aten::rnn_relu.data", rnn_relu_data);
 }

@@ -232,8 +232,7 @@ fn max_pool_impl(a: &Args, nsp: usize) -> crate::Result<(Tensor, Tensor)> {
     Ok((out.to_dtype(dtype)?, idx))
 }
 
-fn max_pool_op(a: &mut Args) -> crate::Result<IValue> {
-    let nsp = pool_rank(a.op);
+fn max_pool_op(a: &mut Args, nsp: usize) -> crate::Result<IValue> {
     let (x, np, g) = pool_geo(a, nsp, Some(4), 5)?;
     if x.dtype() == DType::Float32 && g.d == [1, 1, 1] {
         // no indices wanted: reduce whole rows at a time
@@ -326,24 +325,12 @@ fn max_pool_rows_f32(xs: &[f32], os: &mut [f32], np: usize, g: &PoolGeo) {
     }
 }
 
-fn max_pool_with_indices(a: &mut Args) -> crate::Result<IValue> {
-    let nsp = pool_rank(a.op);
+fn max_pool_with_indices(a: &mut Args, nsp: usize) -> crate::Result<IValue> {
     let (o, i) = max_pool_impl(a, nsp)?;
     Ok(IValue::Tuple(Tuple::new(vec![
         IValue::Tensor(o),
         IValue::Tensor(i),
     ])))
-}
-
-/// Spatial rank from an op name (`max_pool2d` -> 2).
-fn pool_rank(op: &str) -> usize {
-    if op.contains("3d") {
-        3
-    } else if op.contains("2d") {
-        2
-    } else {
-        1
-    }
 }
 
 fn avg_pool_t<T: Real>(
@@ -408,8 +395,7 @@ fn avg_pool_t<T: Real>(
 
 /// avg_pool1d: (self, kernel, stride, padding, ceil_mode, count_include_pad);
 /// avg_pool2d/3d add divisor_override.
-fn avg_pool_op(a: &mut Args) -> crate::Result<IValue> {
-    let nsp = pool_rank(a.op);
+fn avg_pool_op(a: &mut Args, nsp: usize) -> crate::Result<IValue> {
     let (x, np, g) = pool_geo(a, nsp, None, 4)?;
     let include_pad = a.bool(5)?;
     let divisor = if nsp > 1 { a.opt_int(6)? } else { None };
@@ -512,8 +498,7 @@ fn adaptive_t<T: Real>(
     Ok(())
 }
 
-fn adaptive_impl(a: &Args, want_max: bool) -> crate::Result<(Tensor, Option<Tensor>)> {
-    let nsp = pool_rank(a.op);
+fn adaptive_impl(a: &Args, nsp: usize, want_max: bool) -> crate::Result<(Tensor, Option<Tensor>)> {
     let x = a.tensor(0)?;
     let (np, sp) = planes(a.op, &x, nsp)?;
     let size = a.int_list(1)?;
@@ -558,12 +543,12 @@ fn adaptive_impl(a: &Args, want_max: bool) -> crate::Result<(Tensor, Option<Tens
     Ok((out.to_dtype(dtype)?, idx))
 }
 
-fn adaptive_avg_op(a: &mut Args) -> crate::Result<IValue> {
-    Ok(IValue::Tensor(adaptive_impl(a, false)?.0))
+fn adaptive_avg_op(a: &mut Args, nsp: usize) -> crate::Result<IValue> {
+    Ok(IValue::Tensor(adaptive_impl(a, nsp, false)?.0))
 }
 
-fn adaptive_max_op(a: &mut Args) -> crate::Result<IValue> {
-    let (o, i) = adaptive_impl(a, true)?;
+fn adaptive_max_op(a: &mut Args, nsp: usize) -> crate::Result<IValue> {
+    let (o, i) = adaptive_impl(a, nsp, true)?;
     let i = i.ok_or_else(|| value_err("adaptive_max_pool: indices missing"))?;
     Ok(IValue::Tuple(Tuple::new(vec![
         IValue::Tensor(o),
@@ -571,39 +556,33 @@ fn adaptive_max_op(a: &mut Args) -> crate::Result<IValue> {
     ])))
 }
 
+/// One kernel per operator: the spatial rank is fixed at registration, not read from the name.
 pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::max_pool1d", |a| max_pool_op(a, 1));
+    r.add("aten::max_pool2d", |a| max_pool_op(a, 2));
+    r.add("aten::max_pool3d", |a| max_pool_op(a, 3));
+    r.add("aten::max_pool1d_with_indices", |a| {
+        max_pool_with_indices(a, 1)
+    });
+    r.add("aten::max_pool2d_with_indices", |a| {
+        max_pool_with_indices(a, 2)
+    });
+    r.add("aten::max_pool3d_with_indices", |a| {
+        max_pool_with_indices(a, 3)
+    });
+    r.add("aten::avg_pool1d", |a| avg_pool_op(a, 1));
+    r.add("aten::avg_pool2d", |a| avg_pool_op(a, 2));
+    r.add("aten::avg_pool3d", |a| avg_pool_op(a, 3));
+    r.add("aten::adaptive_avg_pool1d", |a| adaptive_avg_op(a, 1));
     r.add_all(
-        &["aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d"],
-        max_pool_op,
+        &["aten::adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d"],
+        |a| adaptive_avg_op(a, 2),
     );
     r.add_all(
-        &[
-            "aten::max_pool1d_with_indices",
-            "aten::max_pool2d_with_indices",
-            "aten::max_pool3d_with_indices",
-        ],
-        max_pool_with_indices,
+        &["aten::adaptive_avg_pool3d", "aten::_adaptive_avg_pool3d"],
+        |a| adaptive_avg_op(a, 3),
     );
-    r.add_all(
-        &["aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d"],
-        avg_pool_op,
-    );
-    r.add_all(
-        &[
-            "aten::adaptive_avg_pool1d",
-            "aten::adaptive_avg_pool2d",
-            "aten::adaptive_avg_pool3d",
-            "aten::_adaptive_avg_pool2d",
-            "aten::_adaptive_avg_pool3d",
-        ],
-        adaptive_avg_op,
-    );
-    r.add_all(
-        &[
-            "aten::adaptive_max_pool1d",
-            "aten::adaptive_max_pool2d",
-            "aten::adaptive_max_pool3d",
-        ],
-        adaptive_max_op,
-    );
+    r.add("aten::adaptive_max_pool1d", |a| adaptive_max_op(a, 1));
+    r.add("aten::adaptive_max_pool2d", |a| adaptive_max_op(a, 2));
+    r.add("aten::adaptive_max_pool3d", |a| adaptive_max_op(a, 3));
 }

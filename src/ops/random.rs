@@ -255,9 +255,8 @@ fn check_generator(args: &Args<'_>, i: usize) -> crate::Result<()> {
 }
 
 /// `rand`/`randn` and their `.generator` overloads: `size` at 0, factory args after.
-fn rand_impl(args: &Args<'_>, normal: bool) -> crate::Result<Tensor> {
+fn rand_impl(args: &Args<'_>, normal: bool, gen_overload: bool) -> crate::Result<Tensor> {
     let size = size_arg(args, 0)?;
-    let gen_overload = args.op.ends_with(".generator");
     let first = if gen_overload {
         check_generator(args, 1)?;
         2
@@ -280,15 +279,17 @@ fn rand_impl(args: &Args<'_>, normal: bool) -> crate::Result<Tensor> {
     }
     Ok(out)
 }
-fn rand(args: &mut Args<'_>) -> R {
-    Ok(IValue::Tensor(rand_impl(args, false)?))
+// One kernel per overload: `GEN` is the `.generator` overload (a Generator argument after the
+// size), fixed at registration rather than read from the name.
+fn rand<const GEN: bool>(args: &mut Args<'_>) -> R {
+    Ok(IValue::Tensor(rand_impl(args, false, GEN)?))
 }
-fn randn(args: &mut Args<'_>) -> R {
-    Ok(IValue::Tensor(rand_impl(args, true)?))
+fn randn<const GEN: bool>(args: &mut Args<'_>) -> R {
+    Ok(IValue::Tensor(rand_impl(args, true, GEN)?))
 }
-fn like_impl(args: &Args<'_>, normal: bool) -> crate::Result<Tensor> {
+fn like_impl(args: &Args<'_>, normal: bool, gen_overload: bool) -> crate::Result<Tensor> {
     let x = args.tensor(0)?;
-    let first = if args.op.ends_with(".generator") {
+    let first = if gen_overload {
         check_generator(args, 1)?;
         2
     } else {
@@ -304,15 +305,19 @@ fn like_impl(args: &Args<'_>, normal: bool) -> crate::Result<Tensor> {
     }
     Ok(out)
 }
-fn rand_like(args: &mut Args<'_>) -> R {
-    Ok(IValue::Tensor(like_impl(args, false)?))
+fn rand_like<const GEN: bool>(args: &mut Args<'_>) -> R {
+    Ok(IValue::Tensor(like_impl(args, false, GEN)?))
 }
-fn randn_like(args: &mut Args<'_>) -> R {
-    Ok(IValue::Tensor(like_impl(args, true)?))
+fn randn_like<const GEN: bool>(args: &mut Args<'_>) -> R {
+    Ok(IValue::Tensor(like_impl(args, true, GEN)?))
 }
 
-fn randint(args: &mut Args<'_>) -> R {
-    let low_form = args.op.contains(".low");
+/// `randint` (`LOW`: the `.low` overloads with a lower bound; `GEN`: with a Generator).
+fn randint<const LOW: bool, const GEN: bool>(args: &mut Args<'_>) -> R {
+    randint_as(args, LOW, GEN)
+}
+
+fn randint_as(args: &mut Args<'_>, low_form: bool, gen_overload: bool) -> R {
     let (low, high, size_at) = if low_form {
         (args.int(0)?, args.int(1)?, 2)
     } else {
@@ -320,7 +325,7 @@ fn randint(args: &mut Args<'_>) -> R {
     };
     let size = size_arg(args, size_at)?;
     let mut first = size_at + 1;
-    if args.op.ends_with("generator") {
+    if gen_overload {
         check_generator(args, first)?;
         first += 1;
     }
@@ -331,14 +336,19 @@ fn randint(args: &mut Args<'_>) -> R {
     Ok(IValue::Tensor(out))
 }
 
-fn randint_like(args: &mut Args<'_>) -> R {
+/// `randint_like` (`LOW`: the `.low_*` overloads; `GEN`: with a Generator).
+fn randint_like<const LOW: bool, const GEN: bool>(args: &mut Args<'_>) -> R {
+    randint_like_as(args, LOW, GEN)
+}
+
+fn randint_like_as(args: &mut Args<'_>, low_form: bool, gen_overload: bool) -> R {
     let x = args.tensor(0)?;
-    let (low, high, first) = if args.op.contains("low") {
+    let (low, high, first) = if low_form {
         (args.int(1)?, args.int(2)?, 3)
     } else {
         (0, args.int(1)?, 2)
     };
-    let first = if args.op.contains("generator") {
+    let first = if gen_overload {
         check_generator(args, first)?;
         first + 1
     } else {
@@ -350,12 +360,16 @@ fn randint_like(args: &mut Args<'_>) -> R {
     Ok(IValue::Tensor(out))
 }
 
-fn randperm(args: &mut Args<'_>) -> R {
+fn randperm<const GEN: bool>(args: &mut Args<'_>) -> R {
+    randperm_as(args, GEN)
+}
+
+fn randperm_as(args: &mut Args<'_>, gen_overload: bool) -> R {
     let n = args.int(0)?;
     if n < 0 {
         return Err(value_err(format!("n must be non-negative, got{n}")));
     }
-    let first = if args.op.ends_with(".generator") {
+    let first = if gen_overload {
         check_generator(args, 1)?;
         2
     } else {
@@ -419,8 +433,12 @@ fn normal_float_float(args: &mut Args<'_>) -> R {
 /// normal.Tensor_Tensor / Tensor_float / float_Tensor: as ATen's normal_out_impl, standard
 /// normal samples (`normal(0, std)` when std is a float) in the result dtype, then `* std` and
 /// `+ mean`, each step rounded to that dtype.
-fn normal_tensors(args: &mut Args<'_>) -> R {
-    let ov = args.op.rsplit('.').next().unwrap_or("");
+/// `FLOAT_STD` is the `Tensor_float` overload.
+fn normal_tensors<const FLOAT_STD: bool>(args: &mut Args<'_>) -> R {
+    normal_tensors_as(args, FLOAT_STD)
+}
+
+fn normal_tensors_as(args: &mut Args<'_>, float_std: bool) -> R {
     let (mean, std) = (args.get(0)?.clone(), args.get(1)?.clone());
     check_generator(args, 2)?;
     let as_tensor = |v: &IValue| -> crate::Result<Option<Tensor>> {
@@ -459,7 +477,6 @@ fn normal_tensors(args: &mut Args<'_>) -> R {
     }
     let mv = values(&mt, &mean)?;
     let out = Tensor::zeros(&shape, dtype)?;
-    let float_std = ov == "Tensor_float";
     let base_std = if float_std {
         sv.first().copied().unwrap_or(1.0)
     } else {
@@ -751,17 +768,16 @@ fn multinomial(args: &mut Args<'_>) -> R {
     Ok(IValue::Tensor(Tensor::from_vec(out, &shape)?))
 }
 
-fn random_(args: &mut Args<'_>) -> R {
+/// `random_.from` (`FROM`) and `random_.to`.
+fn random_<const FROM: bool>(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    let (low, high) = if args.op.ends_with(".from") {
+    let (low, high) = if FROM {
         let to = args
             .opt_int(2)?
             .ok_or_else(|| unsupported("random_ with to=None"))?;
         (args.int(1)?, to)
-    } else if args.op.ends_with(".to") {
-        (0, args.int(1)?)
     } else {
-        return Err(unsupported("random_ without bounds"));
+        (0, args.int(1)?)
     };
     let tmp = Tensor::zeros(x.shape(), DType::Int64)?;
     fill_randint(&mut args.ctx.generator.lock(), &tmp, x.dtype(), low, high)?;
@@ -770,16 +786,27 @@ fn random_(args: &mut Args<'_>) -> R {
 }
 
 /// `bernoulli(p)` draws: not bit-identical to PyTorch (its CPU path uses MKL's generator).
-fn bernoulli_p(args: &mut Args<'_>) -> R {
+/// Where `bernoulli` reads its probabilities: the input itself, a float, a tensor.
+const PROBS_SELF: u8 = 0;
+const PROBS_FLOAT: u8 = 1;
+const PROBS_TENSOR: u8 = 2;
+
+/// `bernoulli` / `bernoulli.p` / `bernoulli.Tensor`, and in place (`INPLACE`) `bernoulli_.float`
+/// / `bernoulli_.Tensor`.
+fn bernoulli_p<const PROBS: u8, const INPLACE: bool>(args: &mut Args<'_>) -> R {
+    bernoulli_as(args, PROBS, INPLACE)
+}
+
+fn bernoulli_as(args: &mut Args<'_>, probs_from: u8, inplace: bool) -> R {
     let x = args.tensor(0)?;
     let out = Tensor::zeros(x.shape(), x.dtype())?;
-    let probs = if args.op.contains(".p") || args.op.contains(".float") {
-        let p = args.double(1)?;
-        Tensor::from_vec(vec![p; x.numel()], x.shape())?
-    } else if args.op.contains(".Tensor") {
-        args.tensor(1)?.to_dtype(DType::Float64)?.contiguous()?
-    } else {
-        x.to_dtype(DType::Float64)?
+    let probs = match probs_from {
+        PROBS_FLOAT => {
+            let p = args.double(1)?;
+            Tensor::from_vec(vec![p; x.numel()], x.shape())?
+        }
+        PROBS_TENSOR => args.tensor(1)?.to_dtype(DType::Float64)?.contiguous()?,
+        _ => x.to_dtype(DType::Float64)?,
     };
     let mut g = args.ctx.generator.lock();
     let probs = probs.to_dtype(DType::Float64)?;
@@ -792,7 +819,7 @@ fn bernoulli_p(args: &mut Args<'_>) -> R {
     }
     drop(g);
     out.copy_from(&draws)?;
-    if args.op.starts_with("aten::bernoulli_") {
+    if inplace {
         x.copy_from(&out)?;
         return Ok(IValue::Tensor(x));
     }
@@ -806,56 +833,45 @@ fn manual_seed(args: &mut Args<'_>) -> R {
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    r.add_all(&["aten::rand", "aten::rand.generator"], rand);
-    r.add_all(&["aten::randn", "aten::randn.generator"], randn);
-    r.add_all(&["aten::rand_like", "aten::rand_like.generator"], rand_like);
-    r.add_all(
-        &["aten::randn_like", "aten::randn_like.generator"],
-        randn_like,
+    r.add("aten::rand", rand::<false>);
+    r.add("aten::rand.generator", rand::<true>);
+    r.add("aten::randn", randn::<false>);
+    r.add("aten::randn.generator", randn::<true>);
+    r.add("aten::rand_like", rand_like::<false>);
+    r.add("aten::rand_like.generator", rand_like::<true>);
+    r.add("aten::randn_like", randn_like::<false>);
+    r.add("aten::randn_like.generator", randn_like::<true>);
+    r.add("aten::randint", randint::<false, false>);
+    r.add("aten::randint.generator", randint::<false, true>);
+    r.add("aten::randint.low", randint::<true, false>);
+    r.add("aten::randint.low_generator", randint::<true, true>);
+    r.add("aten::randint_like", randint_like::<false, false>);
+    r.add("aten::randint_like.generator", randint_like::<false, true>);
+    r.add("aten::randint_like.low_dtype", randint_like::<true, false>);
+    r.add(
+        "aten::randint_like.low_generator_dtype",
+        randint_like::<true, true>,
     );
-    r.add_all(
-        &[
-            "aten::randint",
-            "aten::randint.generator",
-            "aten::randint.low",
-            "aten::randint.low_generator",
-        ],
-        randint,
-    );
-    r.add_all(
-        &[
-            "aten::randint_like",
-            "aten::randint_like.generator",
-            "aten::randint_like.low_dtype",
-            "aten::randint_like.low_generator_dtype",
-        ],
-        randint_like,
-    );
-    r.add_all(&["aten::randperm", "aten::randperm.generator"], randperm);
+    r.add("aten::randperm", randperm::<false>);
+    r.add("aten::randperm.generator", randperm::<true>);
     r.add("aten::uniform_", uniform_);
     r.add("aten::normal_", normal_);
     r.add("aten::normal.float_float", normal_float_float);
-    r.add_overloads(
-        "aten::normal",
-        &["Tensor_Tensor", "Tensor_float", "float_Tensor"],
-        normal_tensors,
-    );
+    r.add("aten::normal.Tensor_Tensor", normal_tensors::<false>);
+    r.add("aten::normal.Tensor_float", normal_tensors::<true>);
+    r.add("aten::normal.float_Tensor", normal_tensors::<false>);
     r.add("aten::exponential_", exponential_);
     r.add("aten::cauchy_", cauchy_);
     r.add("aten::log_normal_", log_normal_);
     r.add("aten::geometric_", geometric_);
     r.add("aten::poisson", poisson);
     r.add("aten::multinomial", multinomial);
-    r.add_all(&["aten::random_.from", "aten::random_.to"], random_);
-    r.add_all(
-        &[
-            "aten::bernoulli",
-            "aten::bernoulli.p",
-            "aten::bernoulli.Tensor",
-            "aten::bernoulli_.float",
-            "aten::bernoulli_.Tensor",
-        ],
-        bernoulli_p,
-    );
+    r.add("aten::random_.from", random_::<true>);
+    r.add("aten::random_.to", random_::<false>);
+    r.add("aten::bernoulli", bernoulli_p::<PROBS_SELF, false>);
+    r.add("aten::bernoulli.p", bernoulli_p::<PROBS_FLOAT, false>);
+    r.add("aten::bernoulli.Tensor", bernoulli_p::<PROBS_TENSOR, false>);
+    r.add("aten::bernoulli_.float", bernoulli_p::<PROBS_FLOAT, true>);
+    r.add("aten::bernoulli_.Tensor", bernoulli_p::<PROBS_TENSOR, true>);
     r.add("aten::manual_seed", manual_seed);
 }

@@ -89,9 +89,77 @@ trait CellMath: Real {
     ) -> Option<Arc<gemm::PackedB>> {
         None
     }
+    /// `x [rows, input] @ W_ih^T + biases` for the whole sequence (`w_ih` is the tensor
+    /// `tensor`, `[g, input]`).
+    fn input_proj(
+        _tensor: &Tensor,
+        w_ih: &[Self],
+        biases: &[&[Self]],
+        g: usize,
+        input: usize,
+        x: &[Self],
+        rows: usize,
+    ) -> crate::Result<Vec<Self>> {
+        Ok(input_proj(w_ih, biases, g, input, x, rows))
+    }
 }
 
 impl CellMath for f32 {
+    fn input_proj(
+        tensor: &Tensor,
+        w_ih: &[f32],
+        biases: &[&[f32]],
+        g: usize,
+        input: usize,
+        x: &[f32],
+        rows: usize,
+    ) -> crate::Result<Vec<f32>> {
+        // The packed GEMM with `W_ih^T` packed once (cached on its storage, as `linear`'s
+        // weight; `Module::prepare` packs it ahead) and the biases added in its output pass.
+        let gemm::Backend::Packed(isa) = gemm::backend() else {
+            return Ok(input_proj(w_ih, biases, g, input, x, rows));
+        };
+        let (Some(wt), Some(xm)) = (
+            gemm::MatRef::new(w_ih, input, g, 1, input),
+            gemm::MatRef::new(x, rows, input, input, 1),
+        ) else {
+            return Ok(input_proj(w_ih, biases, g, input, x, rows));
+        };
+        if rows == 0 || g == 0 || input == 0 {
+            return Ok(input_proj(w_ih, biases, g, input, x, rows));
+        }
+        let packed = gemm::cached_packed_b(isa, tensor.storage(), tensor.storage_offset(), &wt);
+        let bias: Option<Vec<f32>> = match biases {
+            [] => None,
+            [b] => Some(b.to_vec()),
+            [first, rest @ ..] => {
+                let mut sum = first.to_vec();
+                for b in rest {
+                    sum.iter_mut().zip(b.iter()).for_each(|(s, &v)| *s += v);
+                }
+                Some(sum)
+            }
+        };
+        let mut xg = vec![0.0f32; rows * g];
+        gemm::sgemm(
+            isa,
+            rows,
+            g,
+            input,
+            gemm::AOperand::Mat(xm),
+            gemm::BOperand::Packed(&packed),
+            &mut xg,
+            g,
+            &gemm::Epilogue {
+                bias: bias
+                    .as_deref()
+                    .map_or(gemm::Bias::None, gemm::Bias::PerColumn),
+                ..gemm::Epilogue::NONE
+            },
+            true,
+        )?;
+        Ok(xg)
+    }
     fn sigmoid_inplace(xs: &mut [f32]) {
         vmath::apply(VecFn::Sigmoid, xs)
     }
@@ -556,14 +624,15 @@ fn run_rnn(
                 if fold_b_hh {
                     biases.extend(b_hh);
                 }
-                let xg = input_proj(
+                let xg = T::input_proj(
+                    &lw.w_ih,
                     slice_of::<T>(&w_ih_g)?,
                     &biases,
                     g,
                     lw.input,
                     &layer_in,
                     steps * b,
-                );
+                )?;
                 let w_hh = slice_of::<T>(&w_hh_g)?;
                 let sw = StepWeights {
                     w_hh,
@@ -653,7 +722,7 @@ fn check_eval(a: &Args, dropout_i: usize, train_i: usize) -> crate::Result<()> {
 
 /// lstm.input(input, hx[], params[], has_biases, num_layers, dropout, train, bidirectional,
 /// batch_first) -> (output, h_n, c_n)
-fn lstm(a: &mut Args) -> crate::Result<IValue> {
+pub(crate) fn lstm(a: &mut Args) -> crate::Result<IValue> {
     if matches!(a.get(1)?, IValue::Tensor(_)) {
         return Err(value_err(format!(
             "{}: packed sequences (lstm.data) are not supported",
@@ -787,13 +856,13 @@ fn cell_op(a: &mut Args, cell: Cell) -> crate::Result<IValue> {
 }
 
 // One kernel per operator: the cell kind is fixed at registration, not read from the name.
-fn gru(a: &mut Args) -> crate::Result<IValue> {
+pub(crate) fn gru(a: &mut Args) -> crate::Result<IValue> {
     gru_like(a, Cell::Gru)
 }
-fn rnn_tanh(a: &mut Args) -> crate::Result<IValue> {
+pub(crate) fn rnn_tanh(a: &mut Args) -> crate::Result<IValue> {
     gru_like(a, Cell::Tanh)
 }
-fn rnn_relu(a: &mut Args) -> crate::Result<IValue> {
+pub(crate) fn rnn_relu(a: &mut Args) -> crate::Result<IValue> {
     gru_like(a, Cell::Relu)
 }
 fn lstm_cell(a: &mut Args) -> crate::Result<IValue> {

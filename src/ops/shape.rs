@@ -719,6 +719,24 @@ fn split_axis_sections(t: &Tensor, sections: i64, dim: usize, name: &str) -> R<V
     tensor_split_sections(t, sections, dim as i64)
 }
 
+/// `hsplit`/`vsplit`/`dsplit` (`name`) into equal sections.
+fn split_axis_int(a: &mut Args, name: &str) -> R<IValue> {
+    let t = a.tensor(0)?;
+    let d = hsv_dim(&t, name)?;
+    Ok(tensor_list(split_axis_sections(&t, a.int(1)?, d, name)?))
+}
+
+/// `hsplit`/`vsplit`/`dsplit` (`name`) at indices.
+fn split_axis_array(a: &mut Args, name: &str) -> R<IValue> {
+    let t = a.tensor(0)?;
+    let d = hsv_dim(&t, name)?;
+    Ok(tensor_list(tensor_split_indices(
+        &t,
+        &a.int_list(1)?,
+        d as i64,
+    )?))
+}
+
 fn hsv_dim(t: &Tensor, name: &str) -> R<usize> {
     let (min, dim) = match name {
         "hsplit" => (1, if t.dim() == 1 { 0 } else { 1 }),
@@ -1319,6 +1337,23 @@ fn tlist(a: &Args<'_>, i: usize) -> R<Vec<Tensor>> {
     a.tensor_list(i)
 }
 
+/// `mT` (and, with `conjugate`, `mH` / `adjoint`): the last two dims swapped.
+fn matrix_transpose(a: &mut Args, conjugate: bool) -> crate::Result<IValue> {
+    let t = a.tensor(0)?;
+    if t.dim() < 2 {
+        return Err(shape_err(format!(
+            "tensor.mT is only supported on matrices or batches of matrices. Got {}-D tensor.",
+            t.dim()
+        )));
+    }
+    if t.dtype().is_complex() && conjugate {
+        return Err(
+            TensorError::Unsupported(format!("{}: conjugation of complex tensors", a.op)).into(),
+        );
+    }
+    Ok(transpose(&t, -2, -1)?.into())
+}
+
 pub(crate) fn register(r: &mut Registry) {
     // views
     r.add("aten::view", |a| {
@@ -1355,33 +1390,12 @@ pub(crate) fn register(r: &mut Registry) {
         let dims: Vec<i64> = (0..t.dim() as i64).rev().collect();
         Ok(permute(&t, &dims)?.into())
     });
-    // `.a` overloads: the attribute spellings (`x.mT`), same arguments
-    r.add_all(
-        &[
-            "aten::mT",
-            "aten::mT.a",
-            "aten::adjoint",
-            "aten::mH",
-            "aten::mH.a",
-        ],
-        |a| {
-            let t = a.tensor(0)?;
-            if t.dim() < 2 {
-                return Err(shape_err(format!(
-                "tensor.mT is only supported on matrices or batches of matrices. Got {}-D tensor.",
-                t.dim()
-            )));
-            }
-            if t.dtype().is_complex() && !a.op.starts_with("aten::mT") {
-                return Err(TensorError::Unsupported(format!(
-                    "{}: conjugation of complex tensors",
-                    a.op
-                ))
-                .into());
-            }
-            Ok(transpose(&t, -2, -1)?.into())
-        },
-    );
+    // `.a` overloads: the attribute spellings (`x.mT`), same arguments; `mH` / `adjoint`
+    // conjugate, which tsrun does not do for complex tensors
+    r.add_all(&["aten::mT", "aten::mT.a"], |a| matrix_transpose(a, false));
+    r.add_all(&["aten::adjoint", "aten::mH", "aten::mH.a"], |a| {
+        matrix_transpose(a, true)
+    });
     r.add("aten::expand", |a| {
         Ok(expand(&a.tensor(0)?, &a.int_list(1)?)?.into())
     });
@@ -1506,32 +1520,13 @@ pub(crate) fn register(r: &mut Registry) {
             a.int(2)?,
         )?))
     });
-    r.add_all(
-        &["aten::hsplit.int", "aten::vsplit.int", "aten::dsplit.int"],
-        |a| {
-            let name = a.op.trim_start_matches("aten::").trim_end_matches(".int");
-            let t = a.tensor(0)?;
-            let d = hsv_dim(&t, name)?;
-            Ok(tensor_list(split_axis_sections(&t, a.int(1)?, d, name)?))
-        },
-    );
-    r.add_all(
-        &[
-            "aten::hsplit.array",
-            "aten::vsplit.array",
-            "aten::dsplit.array",
-        ],
-        |a| {
-            let name = a.op.trim_start_matches("aten::").trim_end_matches(".array");
-            let t = a.tensor(0)?;
-            let d = hsv_dim(&t, name)?;
-            Ok(tensor_list(tensor_split_indices(
-                &t,
-                &a.int_list(1)?,
-                d as i64,
-            )?))
-        },
-    );
+    // one kernel per overload: which split (the dim and the error's name) is fixed here
+    r.add("aten::hsplit.int", |a| split_axis_int(a, "hsplit"));
+    r.add("aten::vsplit.int", |a| split_axis_int(a, "vsplit"));
+    r.add("aten::dsplit.int", |a| split_axis_int(a, "dsplit"));
+    r.add("aten::hsplit.array", |a| split_axis_array(a, "hsplit"));
+    r.add("aten::vsplit.array", |a| split_axis_array(a, "vsplit"));
+    r.add("aten::dsplit.array", |a| split_axis_array(a, "dsplit"));
     r.add(
         "aten::atleast_1d",
         |a| Ok(atleast(&a.tensor(0)?, 1)?.into()),

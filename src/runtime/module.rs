@@ -13,6 +13,7 @@ mod sampling;
 mod save;
 mod setstate;
 mod state_dict;
+mod warm;
 
 pub use hooks::{
     ForwardHook, ForwardHookWithKwargs, ForwardPreHook, ForwardPreHookWithKwargs, HookHandle,

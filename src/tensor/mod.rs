@@ -29,10 +29,13 @@ pub use storage::{
 use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
 use smallvec::SmallVec;
 
-/// A tensor's sizes (inline up to 6 dimensions).
-pub type Shape = SmallVec<[usize; 6]>;
-/// A tensor's strides in elements (inline up to 6 dimensions).
-pub type Strides = SmallVec<[isize; 6]>;
+/// A tensor's sizes (inline up to 4 dimensions). Four, not more: with smallvec's `union`
+/// layout a `Tensor` stays small enough that an `IValue` (which holds one by value and is
+/// moved at every interpreter instruction) is at most 128 bytes, moved by a few vector
+/// stores instead of a `memcpy` call (a third of a batch-1 MLP's time before).
+pub type Shape = SmallVec<[usize; 4]>;
+/// A tensor's strides in elements (inline up to 4 dimensions, as [`Shape`]).
+pub type Strides = SmallVec<[isize; 4]>;
 
 /// Errors from tensor construction and kernels.
 #[derive(Debug, thiserror::Error)]
@@ -878,6 +881,19 @@ fn storage_extent(offset: usize, shape: &[usize], strides: &[isize]) -> TResult<
 
 /// Element count above which kernels split work across rayon threads.
 pub const PARALLEL_THRESHOLD: usize = 32 * 1024;
+
+/// Multiply-adds below which a matrix product (the packed GEMM, the gemm crate's) stays on the
+/// calling thread: handing part of it to a pool thread (a wake-up, a join) costs more than
+/// the work saved. A batch-1 `linear` or a recurrent step is far below; a 224-pixel
+/// convolution far above.
+pub const PARALLEL_MACS: usize = 64 * 64 * 64;
+
+/// The parallelism policy, in one place: whether `work` (elements for a map or reduction,
+/// multiply-adds for a product) at or above `min` ([`PARALLEL_THRESHOLD`], [`PARALLEL_MACS`])
+/// is split across the rayon pool. Never with one thread, where a split only adds overhead.
+pub fn split_work(work: usize, min: usize) -> bool {
+    work >= min && rayon::current_num_threads() > 1
+}
 
 /// The broadcast shape of two shapes (NumPy/PyTorch rules), or a shape error.
 pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> TResult<Shape> {

@@ -401,7 +401,9 @@ pub(super) fn nll_reduce(
     }
 }
 
-pub(super) fn nll_loss(args: &mut Args<'_>) -> R {
+/// `nll_loss` and its spellings; `with_total_weight`: the `_forward` overloads, which return
+/// `(loss, total_weight)`.
+pub(super) fn nll_loss(args: &mut Args<'_>, with_total_weight: bool) -> R {
     let (x, target) = (args.tensor(0)?, args.tensor(1)?);
     let layout = nll_layout(&x, &target)?;
     let w = class_weights(args.opt_tensor(2)?, layout.1)?;
@@ -410,7 +412,7 @@ pub(super) fn nll_loss(args: &mut Args<'_>) -> R {
     let (loss, wsum) = nll_core(&vals(&x)?, &target, w.as_deref(), ignore, layout)?;
     let dt = float_dtype(x.dtype());
     let out = nll_reduce(loss, wsum, target.shape(), red, dt)?;
-    if args.op.contains("forward") {
+    if with_total_weight {
         return Ok(IValue::Tuple(crate::values::Tuple::new(vec![
             IValue::Tensor(out),
             // PyTorch leaves total_weight at 0 when nothing is reduced

@@ -124,14 +124,13 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::cosine_embedding_loss", cosine_embedding_loss);
     r.add("aten::triplet_margin_loss", triplet_margin_loss);
     r.add_all(
-        &[
-            "aten::nll_loss",
-            "aten::nll_loss_nd",
-            "aten::nll_loss2d",
-            "aten::nll_loss_forward",
-            "aten::nll_loss2d_forward",
-        ],
-        nll_loss,
+        &["aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d"],
+        |a| nll_loss(a, false),
+    );
+    // the `_forward` twins also return the total weight
+    r.add_all(
+        &["aten::nll_loss_forward", "aten::nll_loss2d_forward"],
+        |a| nll_loss(a, true),
     );
     r.add("aten::cross_entropy_loss", cross_entropy_loss);
 

@@ -29,8 +29,6 @@ pub(crate) const KC: usize = 256;
 const NC: usize = 512;
 /// Rows of A packed at once when A is not pre-packed.
 const MC: usize = 120;
-/// Multiply-adds below which one call stays on one thread.
-const PARALLEL_MACS: usize = 64 * 64 * 64;
 
 /// The instruction set a GEMM runs with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -426,7 +424,8 @@ fn sgemm_impl(
     }
     let (mr, nr) = (isa.mr(), isa.nr());
     // tasks: split the larger side in whole tiles, one task per thread
-    let threads = if parallel && m * n * k >= PARALLEL_MACS {
+    let macs = m.saturating_mul(n).saturating_mul(k);
+    let threads = if parallel && crate::tensor::split_work(macs, crate::tensor::PARALLEL_MACS) {
         rayon::current_num_threads().max(1)
     } else {
         1

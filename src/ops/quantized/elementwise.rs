@@ -13,21 +13,32 @@ use crate::ops::{Args, Kernel, Registry};
 use crate::tensor::{Quantizer, Tensor};
 use crate::values::IValue;
 use crate::Result;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
-/// aten ops with a quantized path here, and the float kernel each wraps.
-static FLOAT_KERNELS: OnceLock<HashMap<&'static str, Kernel>> = OnceLock::new();
-
-const WRAPPED: &[&str] = &[
-    "aten::relu",
-    "aten::relu_",
-    "aten::max_pool2d",
-    "aten::adaptive_avg_pool2d",
-    "aten::avg_pool2d",
-    "aten::hardsigmoid",
-    "aten::mean.dim",
+/// aten ops with a quantized path here, each with its wrapping kernel (one per overload, so a
+/// call finds its float kernel by index, not by name).
+const WRAPPED: [(&str, Kernel); 7] = [
+    ("aten::relu", quantized_or_float::<RELU>),
+    ("aten::relu_", quantized_or_float::<RELU_>),
+    ("aten::max_pool2d", quantized_or_float::<MAX_POOL2D>),
+    (
+        "aten::adaptive_avg_pool2d",
+        quantized_or_float::<ADAPTIVE_AVG_POOL2D>,
+    ),
+    ("aten::avg_pool2d", quantized_or_float::<AVG_POOL2D>),
+    ("aten::hardsigmoid", quantized_or_float::<HARDSIGMOID>),
+    ("aten::mean.dim", quantized_or_float::<MEAN_DIM>),
 ];
+const RELU: usize = 0;
+const RELU_: usize = 1;
+const MAX_POOL2D: usize = 2;
+const ADAPTIVE_AVG_POOL2D: usize = 3;
+const AVG_POOL2D: usize = 4;
+const HARDSIGMOID: usize = 5;
+const MEAN_DIM: usize = 6;
+
+/// The float kernel each entry of [`WRAPPED`] replaced, by the same index.
+static FLOAT_KERNELS: [OnceLock<Kernel>; WRAPPED.len()] = [const { OnceLock::new() }; 7];
 
 pub fn register(r: &mut Registry) {
     r.add("quantized::add", |a| add(a, false));
@@ -36,35 +47,33 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::cat", cat);
     r.add("quantized::add_scalar", add_scalar);
     r.add("quantized::hardswish", hardswish_requant);
-    let mut previous = HashMap::new();
-    for &name in WRAPPED {
+    for (i, (name, kernel)) in WRAPPED.into_iter().enumerate() {
         if let Some(k) = r.lookup(name, "") {
-            previous.insert(name, k);
+            // the registry is built once per process: a second build finds them set
+            let _ = FLOAT_KERNELS[i].set(k);
         }
-        r.add(name, quantized_or_float);
+        r.add(name, kernel);
     }
-    // the registry is built once per process: a second build finds the map already set
-    let _ = FLOAT_KERNELS.set(previous);
 }
 
-fn quantized_or_float(a: &mut Args<'_>) -> Result<IValue> {
+/// The wrapped op `WRAPPED[OP]`: the quantized kernel on a quantized input, else the float
+/// kernel registered before.
+fn quantized_or_float<const OP: usize>(a: &mut Args<'_>) -> Result<IValue> {
     let quantized = matches!(a.get(0)?, IValue::Tensor(t) if t.is_quantized());
-    let name = a.op.split_once('.').map_or(a.op, |(n, _)| n);
     if !quantized {
-        let k = FLOAT_KERNELS
+        let k = FLOAT_KERNELS[OP]
             .get()
-            .and_then(|m| m.get(a.op).or_else(|| m.get(name)).copied())
             .ok_or_else(|| crate::Error::UnknownOp(a.op.to_string()))?;
         return k(a);
     }
-    match name {
-        "aten::relu" | "aten::relu_" => qrelu(a),
-        "aten::max_pool2d" => qmax_pool2d(a),
-        "aten::adaptive_avg_pool2d" => qadaptive_avg_pool2d(a),
-        "aten::avg_pool2d" => qavg_pool2d(a),
-        "aten::hardsigmoid" => qhardsigmoid(a),
-        "aten::mean" if a.op == "aten::mean.dim" => qmean_dim(a),
-        other => Err(unsupported(other, "no quantized kernel")),
+    match OP {
+        RELU => qrelu(a, false),
+        RELU_ => qrelu(a, true),
+        MAX_POOL2D => qmax_pool2d(a),
+        ADAPTIVE_AVG_POOL2D => qadaptive_avg_pool2d(a),
+        AVG_POOL2D => qavg_pool2d(a),
+        HARDSIGMOID => qhardsigmoid(a),
+        _ => qmean_dim(a),
     }
 }
 
@@ -77,12 +86,12 @@ fn same_params_as(x: &Tensor, vals: &[i32], shape: &[usize]) -> Result<Tensor> {
 }
 
 /// `qrelu`: `max(q, zero_point)` on the integers, parameters kept.
-fn qrelu(a: &mut Args<'_>) -> Result<IValue> {
+fn qrelu(a: &mut Args<'_>, inplace: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let (_, zp) = per_tensor_params(a.op, &x)?;
     let vals: Vec<i32> = int_values(&x)?.iter().map(|&v| v.max(zp as i32)).collect();
     let out = same_params_as(&x, &vals, x.shape())?;
-    if a.op.starts_with("aten::relu_") {
+    if inplace {
         x.int_repr_view()?.copy_from(&out.int_repr_view()?)?;
         return tensor_result(x);
     }
@@ -547,9 +556,9 @@ fn qmean_dim(a: &mut Args<'_>) -> Result<IValue> {
         .map(|i| a.get(i).cloned())
         .collect::<Result<_>>()?;
     args[0] = IValue::Tensor(dequantize_tensor(&x)?);
-    let float_mean = FLOAT_KERNELS
+    let float_mean = FLOAT_KERNELS[MEAN_DIM]
         .get()
-        .and_then(|m| m.get("aten::mean.dim").copied())
+        .copied()
         .ok_or_else(|| crate::Error::UnknownOp("aten::mean.dim".into()))?;
     let IValue::Tensor(m) = float_mean(&mut Args::new("aten::mean.dim", &mut args, a.ctx))? else {
         return Err(unsupported(a.op, "aten::mean.dim returned a non-tensor"));

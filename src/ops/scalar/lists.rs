@@ -346,6 +346,13 @@ pub(super) fn contains(a: &mut Args) -> R {
     }
 }
 pub(super) fn sum(a: &mut Args) -> R {
+    sum_as(a, false)
+}
+/// `sum.float`: the sum as a float whatever the items are.
+pub(super) fn sum_float(a: &mut Args) -> R {
+    sum_as(a, true)
+}
+fn sum_as(a: &mut Args, float: bool) -> R {
     let l = a.list(0)?;
     let mut acc = Num::I(0);
     for v in l.items().iter() {
@@ -356,7 +363,7 @@ pub(super) fn sum(a: &mut Args) -> R {
             _ => Num::F(acc.f() + n.f()),
         };
     }
-    if a.op.ends_with(".float") {
+    if float {
         return Ok(IValue::Double(acc.f()));
     }
     Ok(acc.value())
@@ -464,7 +471,8 @@ pub(super) fn register(r: &mut Registry) {
         &["int_list", "float_list", "str_list"],
         contains,
     );
-    add_overloads(r, "aten::sum", &["int", "float", "bool", "complex"], sum);
+    add_overloads(r, "aten::sum", &["int", "bool", "complex"], sum);
+    add_overloads(r, "aten::sum", &["float"], sum_float);
     add_overloads(r, "aten::any", &["int", "float", "bool", "str"], any);
     add_overloads(r, "aten::all", &["int", "float", "bool"], all);
     r.add("aten::__range_length", range_length);

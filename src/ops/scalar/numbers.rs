@@ -263,7 +263,13 @@ pub(super) fn divmod(a: &mut Args) -> R {
     })))
 }
 pub(super) fn pow(a: &mut Args) -> R {
-    let int_result = a.op.ends_with("int_to_int");
+    pow_as(a, false)
+}
+/// `pow.int_to_int`: integer operands, a float result.
+pub(super) fn pow_int_to_int(a: &mut Args) -> R {
+    pow_as(a, true)
+}
+fn pow_as(a: &mut Args, int_result: bool) -> R {
     binary(
         a,
         |p, q| {
@@ -674,7 +680,7 @@ pub(super) fn register(r: &mut Registry) {
     }
     r.add_all(&["aten::add.str", "aten::add.t"], add);
     r.add_all(&["aten::mul.left_t", "aten::mul.right_"], mul);
-    r.add("aten::pow.int_to_int", pow);
+    r.add("aten::pow.int_to_int", pow_int_to_int);
     add_overloads(
         r,
         "aten::log",

@@ -78,12 +78,16 @@ fn run_plan_here(
         ))
         .into());
     }
+    // `resize_with` writes each register's tag; `vec![None; n]` would clone (copy) a whole
+    // value into each
+    let mut regs = Vec::with_capacity(plan.n_regs);
+    regs.resize_with(plan.n_regs, || IValue::None);
     let mut frame = Frame {
         interp,
         plan,
         ctx,
         depth,
-        regs: vec![IValue::None; plan.n_regs],
+        regs,
     };
     for (&r, v) in plan.body.params.iter().zip(inputs) {
         frame.regs[r as usize] = v;

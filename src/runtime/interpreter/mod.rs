@@ -102,6 +102,18 @@ impl Interpreter {
             .clone())
     }
 
+    /// The code addresses of the interpreter's own per-call functions (`Module::prepare` maps
+    /// their pages before the first call).
+    pub fn code_addresses() -> [usize; 5] {
+        [
+            Self::call_method as *const () as usize,
+            Self::call_module as *const () as usize,
+            exec::run_plan as *const () as usize,
+            std::ptr::drop_in_place::<IValue> as *const () as usize,
+            std::ptr::drop_in_place::<crate::tensor::Tensor> as *const () as usize,
+        ]
+    }
+
     /// Call method `name` of `object` with `inputs` (without `self`).
     pub fn call_method(
         &self,

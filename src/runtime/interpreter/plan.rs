@@ -171,6 +171,27 @@ impl Plan {
         }
         (methods, functions)
     }
+
+    /// The code addresses of the kernels this plan calls (nested blocks included), for
+    /// mapping their code before the first call (`Module::prepare`).
+    pub fn kernel_addresses(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut blocks = vec![&self.body];
+        while let Some(block) = blocks.pop() {
+            for instr in block.instrs.iter() {
+                match &instr.op {
+                    Op::Kernel { kernel, .. } => out.push(*kernel as usize),
+                    Op::If {
+                        then_block,
+                        else_block,
+                    } => blocks.extend([then_block, else_block]),
+                    Op::Loop { body } => blocks.push(body),
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
 }
 
 struct Builder<'g> {

@@ -1,6 +1,6 @@
 //! Weights packed when a module is prepared, so its first call runs as fast as later ones:
 //! each module class's methods (inlined) are searched for convolutions (with a constant group
-//! count), `linear`s and recurrent layers (their `W_hh`) whose weight is an attribute of the
+//! count), `linear`s and recurrent layers (their `W_ih` and `W_hh`) whose weight is an attribute of the
 //! module itself, and those weights are packed into the cache their float32 kernels read
 //! (keyed on storage and write version, so a weight changed later is simply packed again on
 //! its next use).
@@ -24,7 +24,8 @@ fn conv_layout(kind: &str) -> Option<(usize, Option<usize>)> {
     }
 }
 
-/// Recurrent layers whose step multiplies by `W_hh^T` packed as `linear` packs its weight.
+/// Recurrent layers whose input projection (`W_ih^T`) and step (`W_hh^T`) multiply by a weight
+/// packed as `linear` packs its weight.
 const RECURRENT: &[&str] = &[
     "aten::lstm",
     "aten::gru",
@@ -32,8 +33,9 @@ const RECURRENT: &[&str] = &[
     "aten::rnn_relu",
 ];
 
-/// Stands for every `weight_hh_l<k>[_reverse]` attribute of a recurrent module.
-const RECURRENT_WEIGHTS: &str = "weight_hh_l*";
+/// Stands for every `weight_ih_l<k>[_reverse]` and `weight_hh_l<k>[_reverse]` attribute of a
+/// recurrent module.
+const RECURRENT_WEIGHTS: &str = "weight_?h_l*";
 
 /// The constant a value is, if it is one.
 fn constant_of(g: &Graph, v: ValueId) -> Option<IValue> {
@@ -130,7 +132,7 @@ pub(super) fn prepack_weights(module: &Module, unit: &CompilationUnit) {
                 let fields = sub.object().fields();
                 fields
                     .iter()
-                    .filter(|(k, _)| k.starts_with("weight_hh_l"))
+                    .filter(|(k, _)| k.starts_with("weight_hh_l") || k.starts_with("weight_ih_l"))
                     .map(|(_, v)| v.clone())
                     .collect()
             } else {

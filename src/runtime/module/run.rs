@@ -215,9 +215,25 @@ impl Module {
             }
         }
         self.state_effects(methods)?;
-        self.compile_reachable(&interpreter, methods);
+        let plans = self.compile_reachable(&interpreter, methods);
         super::prepack::prepack_weights(self, &*self.compilation_unit()?);
         crate::ops::linalg::warm_up_gemm_crate();
+        // The first call's code: the state lock once (its thread-local and effects memo), and
+        // the pages of the call path and of every kernel the plans call, which the first call
+        // would otherwise fault in (a few microseconds each, most of a 10 us model's first call).
+        drop(self.lock_state(methods)?);
+        let call_path = [
+            Self::call_kwargs_with as *const () as usize,
+            Self::bind_arguments as *const () as usize,
+            Self::lock_state as *const () as usize,
+        ];
+        super::warm::map_code(
+            plans
+                .iter()
+                .flat_map(|p| p.kernel_addresses())
+                .chain(Interpreter::code_addresses())
+                .chain(call_path),
+        );
         Ok(())
     }
 
@@ -227,7 +243,8 @@ impl Module {
     /// `conv._conv_forward`, a method of a scripted class held in an attribute), and each free
     /// function called by name, so the first call compiles nothing. Unsupported code is left
     /// for the call that reaches it, as without `prepare`.
-    fn compile_reachable(&self, interpreter: &Interpreter, methods: &[&str]) {
+    /// Returns the plans compiled.
+    fn compile_reachable(&self, interpreter: &Interpreter, methods: &[&str]) -> Vec<Arc<Plan>> {
         let classes = self.classes();
         let program = interpreter.program();
         let mut names: Vec<Arc<str>> = vec!["forward".into()];
@@ -239,6 +256,7 @@ impl Module {
         let mut seen_names: HashSet<Arc<str>> = HashSet::new();
         let mut seen_functions: HashSet<Arc<str>> = HashSet::new();
         let mut plans: Vec<Arc<Plan>> = Vec::new();
+        let mut compiled: Vec<Arc<Plan>> = Vec::new();
         loop {
             for name in names.drain(..) {
                 if !seen_names.insert(name.clone()) {
@@ -253,6 +271,7 @@ impl Module {
             let Some(plan) = plans.pop() else {
                 break;
             };
+            compiled.push(plan.clone());
             let (called, functions) = plan.callees();
             names.extend(called);
             for f in functions {
@@ -261,6 +280,7 @@ impl Module {
                 }
             }
         }
+        compiled
     }
 
     /// `m.forward(*inputs)`: runs `forward` without hooks, with the process-wide generator,
