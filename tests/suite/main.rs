@@ -41,6 +41,7 @@ mod ops_linalg_fft;
 mod ops_linalg_products;
 mod ops_orthogonal_polynomials;
 mod ops_reduce;
+mod ops_rowwise;
 mod ops_scalar;
 mod ops_shape;
 mod ops_statistics;
