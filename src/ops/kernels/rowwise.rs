@@ -20,6 +20,9 @@ fn rows_per_task(rows: usize, len: usize) -> usize {
     rows.div_ceil(threads).max(min_rows).max(1)
 }
 
+/// One task's rows of layer norm: output, input, (mean, rstd) per row.
+type RowTask<'a> = (&'a mut [f32], (&'a [f32], &'a mut [(f64, f64)]));
+
 /// Layer norm of each `len`-element row of `x` into `out` (same length, a multiple of `len`),
 /// with optional per-element `weight` and `bias` of `len` elements; `stats[r]` receives row
 /// r's (mean, rstd). Rows beyond the shortest of `x`, `out` and `stats` are left alone.
@@ -36,7 +39,7 @@ pub(crate) fn layer_norm_f32(
         return;
     }
     let per = rows_per_task(x.len() / len, len);
-    let run = |(o, (xs, st)): (&mut [f32], (&[f32], &mut [(f64, f64)]))| {
+    let run = |(o, (xs, st)): RowTask| {
         for ((orow, xrow), s) in o
             .chunks_exact_mut(len)
             .zip(xs.chunks_exact(len))
