@@ -5,7 +5,7 @@ use super::linalg::{
     batched_matmul_t, compute_dtype, dispatch_real_compute, permute, reshape, shape_err,
     slice_mut_of, value_err, Real,
 };
-use super::{Args, Registry};
+use super::{gemm, Args, Registry};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
 use crate::tensor::{DType, Tensor};
@@ -37,15 +37,7 @@ fn softmax_rows<T: Real>(buf: &mut [T], s: usize) {
     if s == 0 {
         return;
     }
-    buf.par_chunks_mut(s).for_each(|row| {
-        let m = row.iter().copied().fold(T::neg_infinity(), T::max);
-        row.iter_mut().for_each(|v| *v -= m);
-        T::exp_in_place(row);
-        let sum = row.iter().fold(T::zero(), |acc, &v| acc + v);
-        for v in row.iter_mut() {
-            *v /= sum;
-        }
-    });
+    buf.par_chunks_mut(s).for_each(T::softmax_in_place);
 }
 
 /// `softmax(q @ k^T * scale + mask) @ v` over `[..., L, E]` operands.
@@ -97,6 +89,11 @@ pub(crate) fn sdpa(
         v = repeat_heads(&v, hq / hv)?;
     }
     let scale = scale.unwrap_or(1.0 / (e as f64).sqrt());
+    if mask.is_none() && !causal {
+        if let Some(out) = sdpa_f32(&q, &k, &v, scale)? {
+            return out.to_dtype(dtype);
+        }
+    }
     let mut perm: Vec<usize> = (0..k.dim()).collect();
     perm.swap(k.dim() - 1, k.dim() - 2);
     let kt = permute(&k, &perm)?;
@@ -157,6 +154,126 @@ pub(crate) fn sdpa(
         batched_matmul_t::<T>(&scores, &v, None, T::one())
     })?;
     out.to_dtype(dtype)
+}
+
+/// `softmax(q @ k^T * scale) @ v` for float32 `[B, H, L, E]` operands of one shape (but the
+/// value's length), without mask, on the packed GEMM: per head, the scores `[L, S]` (operands
+/// read in place through their strides), a vectorized softmax per row, and the product with
+/// the value. The result is laid out `[B, L, H, E]` and returned as its `[B, H, L, E]`
+/// transpose, as PyTorch's CPU flash attention returns it, so the usual `transpose(1, 2)
+/// .contiguous()` that follows is a view. `None` for any other form (the generic path).
+fn sdpa_f32(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> crate::Result<Option<Tensor>> {
+    let gemm::Backend::Packed(isa) = gemm::backend() else {
+        return Ok(None);
+    };
+    if q.dtype() != DType::Float32
+        || q.dim() != 4
+        || k.dim() != 4
+        || v.dim() != 4
+        || q.shape()[..2] != k.shape()[..2]
+        || q.shape()[..2] != v.shape()[..2]
+        || k.shape()[2] != v.shape()[2]
+        || q.numel() == 0
+        || k.numel() == 0
+        || v.numel() == 0
+    {
+        return Ok(None);
+    }
+    let (b, h, l, e) = (q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]);
+    let (s, ev) = (k.shape()[2], v.shape()[3]);
+    let (qg, kg, vg) = (q.read::<f32>()?, k.read::<f32>()?, v.read::<f32>()?);
+    let (qv, kv, vv) = (qg.view(), kg.view(), vg.view());
+    // the elements from the first one on (strides are non-negative, so it is the lowest)
+    let (Some(qs), Some(ks), Some(vs)) = (
+        qv.as_slice_memory_order(),
+        kv.as_slice_memory_order(),
+        vv.as_slice_memory_order(),
+    ) else {
+        return Ok(None);
+    };
+    let st = |t: &Tensor| -> [usize; 4] {
+        let s = t.strides();
+        [s[0], s[1], s[2], s[3]].map(|x| x.unsigned_abs())
+    };
+    let (sq, sk, sv) = (st(q), st(k), st(v));
+    let scale = scale as f32;
+    let head = |i: usize| -> crate::Result<Vec<f32>> {
+        let (bi, hi) = (i / h, i % h);
+        let qm = head_operand(qs, sq, (bi, hi), (l, e), (sq[2], sq[3]))?;
+        let ktm = head_operand(ks, sk, (bi, hi), (e, s), (sk[3], sk[2]))?;
+        let vm = head_operand(vs, sv, (bi, hi), (s, ev), (sv[2], sv[3]))?;
+        let mut scores = vec![0f32; l * s];
+        gemm::sgemm(
+            isa,
+            l,
+            s,
+            e,
+            gemm::AOperand::Mat(qm),
+            gemm::BOperand::Mat(ktm),
+            &mut scores,
+            s,
+            &gemm::Epilogue::NONE,
+            false,
+        )?;
+        for row in scores.chunks_exact_mut(s) {
+            row.iter_mut().for_each(|x| *x *= scale);
+            f32::softmax_in_place(row);
+        }
+        let sm = gemm::MatRef::new(&scores, l, s, s, 1)
+            .ok_or_else(|| shape_err("sdpa: scores out of range"))?;
+        let mut out = vec![0f32; l * ev];
+        gemm::sgemm(
+            isa,
+            l,
+            ev,
+            s,
+            gemm::AOperand::Mat(sm),
+            gemm::BOperand::Mat(vm),
+            &mut out,
+            ev,
+            &gemm::Epilogue::NONE,
+            false,
+        )?;
+        Ok(out)
+    };
+    let heads: Vec<Vec<f32>> = if b * h > 1 && l * s * (e + ev) >= 32 * 1024 {
+        (0..b * h)
+            .into_par_iter()
+            .map(head)
+            .collect::<crate::Result<_>>()?
+    } else {
+        (0..b * h).map(head).collect::<crate::Result<_>>()?
+    };
+    // [B, L, H, Ev] memory, seen as [B, H, L, Ev]
+    let out = Tensor::empty(&[b, l, h, ev], DType::Float32)?;
+    {
+        let mut og = out.write::<f32>()?;
+        let os = slice_mut_of(&mut og)?;
+        for (i, hv) in heads.iter().enumerate() {
+            let (bi, hi) = (i / h, i % h);
+            for (li, src) in hv.chunks_exact(ev).enumerate() {
+                let at = ((bi * l + li) * h + hi) * ev;
+                if let Some(dst) = os.get_mut(at..at + ev) {
+                    dst.copy_from_slice(src);
+                }
+            }
+        }
+    }
+    Ok(Some(permute(&out, &[0, 2, 1, 3])?))
+}
+
+/// The `(rows, cols)` matrix of head `(b, h)` of a `[B, H, ., .]` operand whose elements start
+/// at `xs` with strides `sx`, rows and columns `(rs, cs)` apart.
+fn head_operand(
+    xs: &[f32],
+    sx: [usize; 4],
+    (b, h): (usize, usize),
+    (rows, cols): (usize, usize),
+    (rs, cs): (usize, usize),
+) -> crate::Result<gemm::MatRef<'_>> {
+    xs.get(b * sx[0] + h * sx[1]..)
+        .and_then(|part| gemm::MatRef::new(part, rows, cols, rs, cs))
+        .ok_or_else(|| shape_err("sdpa: operand view out of range"))
 }
 
 /// scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, *, scale,

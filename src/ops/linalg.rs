@@ -35,10 +35,28 @@ pub(crate) trait Real:
     fn exp_in_place(xs: &mut [Self]) {
         xs.iter_mut().for_each(|v| *v = v.exp());
     }
+
+    /// `row = softmax(row)` in place (float32: the vectorized row kernel).
+    fn softmax_in_place(row: &mut [Self]) {
+        if row.is_empty() {
+            return;
+        }
+        let m = row.iter().copied().fold(Self::neg_infinity(), Self::max);
+        row.iter_mut().for_each(|v| *v -= m);
+        Self::exp_in_place(row);
+        let sum = row.iter().fold(Self::zero(), |acc, &v| acc + v);
+        for v in row.iter_mut() {
+            *v /= sum;
+        }
+    }
 }
 impl Real for f32 {
     fn exp_in_place(xs: &mut [f32]) {
         super::kernels::vmath::apply(super::kernels::vmath::VecFn::Exp, xs)
+    }
+
+    fn softmax_in_place(row: &mut [f32]) {
+        super::kernels::rowwise::softmax_row_f32(row)
     }
 }
 impl Real for f64 {}

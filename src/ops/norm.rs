@@ -1,6 +1,7 @@
 //! Kernels: batch / layer / group / instance / RMS normalization. Statistics accumulate in f64;
 //! half and bfloat16 inputs compute in f32 and round once.
 
+use super::kernels::rowwise;
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, shape_err, slice_mut_of, slice_of,
     value_err, Real,
@@ -107,6 +108,41 @@ fn stats_tensor(v: Vec<f64>, shape: &[usize], dtype: DType) -> crate::Result<Ten
     Tensor::from_vec(v, shape)?.to_dtype(dtype)
 }
 
+/// Layer norm of a contiguous float32 input with float32 (or no) weight and bias of `inner`
+/// elements: the vectorized row kernel. `None` for any other form (the generic path).
+#[allow(clippy::type_complexity)]
+fn layer_norm_f32(
+    x: &Tensor,
+    inner: usize,
+    w: Option<&Tensor>,
+    b: Option<&Tensor>,
+    eps: f64,
+) -> crate::Result<Option<(Tensor, Vec<f64>, Vec<f64>)>> {
+    let param_ok = |p: Option<&Tensor>| {
+        p.is_none_or(|p| p.dtype() == DType::Float32 && p.numel() == inner && p.is_contiguous())
+    };
+    if x.dtype() != DType::Float32 || inner == 0 || !param_ok(w) || !param_ok(b) {
+        return Ok(None);
+    }
+    let xg = x.read::<f32>()?;
+    let Some(xs) = xg.as_slice() else {
+        return Ok(None);
+    };
+    let wg = w.map(|w| w.read::<f32>()).transpose()?;
+    let ws = wg.as_ref().map(slice_of).transpose()?;
+    let bg = b.map(|b| b.read::<f32>()).transpose()?;
+    let bs = bg.as_ref().map(slice_of).transpose()?;
+    let out = Tensor::empty(x.shape(), DType::Float32)?;
+    let mut stats = vec![(0.0f64, 0.0f64); xs.len() / inner];
+    {
+        let mut og = out.write::<f32>()?;
+        let os = slice_mut_of(&mut og)?;
+        rowwise::layer_norm_f32(xs, inner, ws, bs, eps, os, &mut stats);
+    }
+    let (means, rstds) = stats.into_iter().unzip();
+    Ok(Some((out, means, rstds)))
+}
+
 fn layer_norm_impl(a: &Args, rms: bool) -> crate::Result<(Tensor, Vec<f64>, Vec<f64>, usize)> {
     let x = a.tensor(0)?;
     let shape = a.int_list(1)?;
@@ -126,6 +162,17 @@ fn layer_norm_impl(a: &Args, rms: bool) -> crate::Result<(Tensor, Vec<f64>, Vec<
         )));
     }
     let inner: usize = x.shape()[x.dim() - nd..].iter().product();
+    if !rms {
+        if let Some((o, m, r)) = layer_norm_f32(
+            &x,
+            inner,
+            a.opt_tensor(2)?.as_ref(),
+            a.opt_tensor(3)?.as_ref(),
+            a.double(4)?,
+        )? {
+            return Ok((o, m, r, nd));
+        }
+    }
     let w = param_vec(a.op, a.opt_tensor(2)?.as_ref(), inner, "weight")?;
     let (b, eps) = if rms {
         let eps = match a.opt_double(3)? {

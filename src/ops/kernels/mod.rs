@@ -16,12 +16,15 @@
 //!   `keepdim` shapes; [`reduce::pairwise_sum`] for accurate float sums.
 //! - [`num`]: `Arith`/`Real` traits (wrapping integer arithmetic, NaN-propagating min/max) and
 //!   the [`float_unary!`](crate::float_unary) macro (half types computed in f32 as PyTorch does).
+//! - [`vmath`]: vectorized float32 exp/tanh/sigmoid/erf/gelu/silu and a matrix-vector product;
+//!   [`rowwise`]: vectorized float32 layer norm and softmax over the rows of a matrix.
 
 pub(crate) mod map;
 pub(crate) mod num;
 pub(crate) mod operand;
 pub(crate) mod parallel;
 pub(crate) mod reduce;
+pub(crate) mod rowwise;
 pub(crate) mod special;
 pub(crate) mod vmath;
 

@@ -46,8 +46,9 @@ pub(crate) fn map(f: VecFn, src: &[f32], dst: &mut [f32]) {
     apply(f, &mut dst[..n]);
 }
 
+/// The widest SIMD level of this CPU the vector kernels are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Level {
+pub(crate) enum Level {
     Baseline,
     #[cfg(target_arch = "x86_64")]
     Avx2,
@@ -55,7 +56,8 @@ enum Level {
     Avx512,
 }
 
-fn level() -> Level {
+/// The level the kernels run at (detected once).
+pub(crate) fn level() -> Level {
     static LEVEL: OnceLock<Level> = OnceLock::new();
     *LEVEL.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
@@ -87,24 +89,27 @@ unsafe fn apply_avx2(f: VecFn, xs: &mut [f32]) {
     apply_inline(f, xs)
 }
 
-/// The loops, inlined into each target-feature wrapper so each gets its own vector code.
+/// The loops, inlined into each target-feature wrapper so each gets its own vector code. The
+/// functions are called by name inside the loop (not passed as `impl Fn` values): a function
+/// item passed as a value is called through its `Fn::call` shim, which LLVM left out of line,
+/// compiled without the wrapper's features, one scalar call per element.
 #[inline(always)]
 fn apply_inline(f: VecFn, xs: &mut [f32]) {
-    match f {
-        VecFn::Exp => each(xs, exp),
-        VecFn::Tanh => each(xs, tanh),
-        VecFn::Sigmoid => each(xs, sigmoid),
-        VecFn::Erf => each(xs, erf),
-        VecFn::Gelu => each(xs, gelu),
-        VecFn::GeluTanh => each(xs, gelu_tanh),
-        VecFn::Silu => each(xs, silu),
+    macro_rules! each {
+        ($g:ident) => {
+            for x in xs.iter_mut() {
+                *x = $g(*x);
+            }
+        };
     }
-}
-
-#[inline(always)]
-fn each(xs: &mut [f32], g: impl Fn(f32) -> f32) {
-    for x in xs.iter_mut() {
-        *x = g(*x);
+    match f {
+        VecFn::Exp => each!(exp),
+        VecFn::Tanh => each!(tanh),
+        VecFn::Sigmoid => each!(sigmoid),
+        VecFn::Erf => each!(erf),
+        VecFn::Gelu => each!(gelu),
+        VecFn::GeluTanh => each!(gelu_tanh),
+        VecFn::Silu => each!(silu),
     }
 }
 
