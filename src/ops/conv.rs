@@ -157,33 +157,6 @@ pub(crate) struct ConvParams {
     pub transposed: bool,
 }
 
-impl ConvParams {
-    /// The parameters of `aten::conv2d(x, w, b, stride, padding, dilation, groups)` with
-    /// integer padding, checked as the operator checks them.
-    pub(crate) fn conv2d(
-        stride: &[i64],
-        padding: &[i64],
-        dilation: &[i64],
-        groups: i64,
-    ) -> crate::Result<ConvParams> {
-        let op = "aten::conv2d";
-        if groups < 1 {
-            return Err(value_err(format!(
-                "{op}: non-positive groups is not supported"
-            )));
-        }
-        Ok(ConvParams {
-            stride: lift(&spatial(op, "stride", stride, 2, 1)?, 1),
-            pad: lift(&spatial(op, "padding", padding, 2, 0)?, 0),
-            pad_extra: [0; 3],
-            dilation: lift(&spatial(op, "dilation", dilation, 2, 1)?, 1),
-            output_padding: [0; 3],
-            groups: groups as usize,
-            transposed: false,
-        })
-    }
-}
-
 /// Expand an `int[N]` argument to `n` spatial values (one value broadcasts), checking bounds.
 fn spatial(op: &str, what: &str, v: &[i64], n: usize, min: i64) -> crate::Result<Vec<usize>> {
     let v: Vec<i64> = if v.len() == 1 {
@@ -230,7 +203,7 @@ pub(crate) fn convolution(
 
 /// [`convolution`] followed by `act`, which the float32 kernels apply in their output pass
 /// while the block is in cache. `act` other than the identity needs a float32 forward
-/// convolution (the fused operators of the runtime call it only then).
+/// convolution.
 pub(crate) fn convolution_act(
     op: &str,
     x: &Tensor,

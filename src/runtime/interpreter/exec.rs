@@ -155,8 +155,8 @@ impl Frame<'_> {
             self.step()?;
             if let Err(e) = self.run_instr(instr) {
                 return Err(match instr.op {
-                    // errors inside nested blocks (and fused calls) already carry this frame
-                    Op::If { .. } | Op::Loop { .. } | Op::ConvChain(_) => e,
+                    // errors inside nested blocks already carry this frame
+                    Op::If { .. } | Op::Loop { .. } => e,
                     _ => with_frame(e, &self.plan.name, instr.source.as_ref()),
                 });
             }
@@ -249,26 +249,33 @@ impl Frame<'_> {
             }),
             Op::CallMethod { name, cache } => {
                 let args = self.inputs(instr);
-                let out = self.call_method(name, cache, args)?;
-                self.set_outputs(instr, out)
-            }
-            Op::ConvChain(chain) => {
-                let mut args = self.inputs(instr);
-                let x = args.pop().unwrap_or(IValue::None);
-                if let Some(out) = chain.run_fused(self.interp, &args, &x)? {
+                let obj = match args.first() {
+                    Some(IValue::Object(o)) => o.clone(),
+                    other => {
+                        return Err(rt(format!(
+                            "cannot call method {name} on {}",
+                            other.map(|v| v.kind_name()).unwrap_or("nothing")
+                        )))
+                    }
+                };
+                if obj.is_torchbind() {
+                    let out = crate::ops::quantized::torchbind::call_method(&obj, name, &args[..])?;
                     return self.set_outputs(instr, out);
                 }
-                // not fusable here: the calls as planned, each with its own frame
-                let mut value = x;
-                for (stage, recv) in chain.stages.iter().zip(args) {
-                    let Op::CallMethod { name, cache } = &stage.op else {
-                        return Err(rt("a fused chain stage is not a method call"));
-                    };
-                    value = self
-                        .call_method(name, cache, Inputs::from_vec(vec![recv, value]))
-                        .map_err(|e| with_frame(e, &self.plan.name, stage.source.as_ref()))?;
-                }
-                self.set_outputs(instr, value)
+                let class = obj.class_name();
+                let plan = match cached(cache, class) {
+                    Some(p) => p,
+                    None => {
+                        let p = self
+                            .interp
+                            .method_plan(class, name)?
+                            .ok_or_else(|| rt(format!("class {class} has no method {name}")))?;
+                        *cache.write() = Some((class.clone(), p.clone()));
+                        p
+                    }
+                };
+                let out = self.call(&plan, args.into_vec())?;
+                self.set_outputs(instr, out)
             }
             Op::CallFunction { cache } => {
                 let mut args = self.inputs(instr).into_vec();
@@ -471,40 +478,6 @@ impl Frame<'_> {
                 Ok(())
             }
         }
-    }
-
-    /// `prim::CallMethod`: method `name` of the object `args[0]`, its plan cached in `cache`.
-    fn call_method(
-        &mut self,
-        name: &Arc<str>,
-        cache: &RwLock<Option<(Arc<str>, Callee)>>,
-        args: Inputs,
-    ) -> crate::Result<IValue> {
-        let obj = match args.first() {
-            Some(IValue::Object(o)) => o.clone(),
-            other => {
-                return Err(rt(format!(
-                    "cannot call method {name} on {}",
-                    other.map(|v| v.kind_name()).unwrap_or("nothing")
-                )))
-            }
-        };
-        if obj.is_torchbind() {
-            return crate::ops::quantized::torchbind::call_method(&obj, name, &args[..]);
-        }
-        let class = obj.class_name();
-        let plan = match cached(cache, class) {
-            Some(p) => p,
-            None => {
-                let p = self
-                    .interp
-                    .method_plan(class, name)?
-                    .ok_or_else(|| rt(format!("class {class} has no method {name}")))?;
-                *cache.write() = Some((class.clone(), p.clone()));
-                p
-            }
-        };
-        self.call(&plan, args.into_vec())
     }
 
     fn call(&mut self, plan: &Callee, args: Vec<IValue>) -> crate::Result<IValue> {

@@ -4,7 +4,6 @@
 //! needs only a register file per call, so one [`Interpreter`] serves many threads at once.
 
 mod exec;
-mod fuse;
 mod plan;
 mod program;
 

@@ -70,9 +70,6 @@ pub(crate) enum Op {
     CallFunction {
         cache: RwLock<Option<(Arc<str>, Callee)>>,
     },
-    /// Calls of `forward` on a convolution and the batch norm and/or activation after it,
-    /// fused (`fuse.rs`). Inputs: the receivers, then the convolution's input.
-    ConvChain(Box<super::fuse::ConvChain>),
     GetAttr {
         name: Arc<str>,
         /// Where the attribute was found last time (see `Object::get_at_slot`).
@@ -146,13 +143,6 @@ impl Plan {
             for instr in block.instrs.iter() {
                 match &instr.op {
                     Op::CallMethod { name, .. } => methods.push(name.clone()),
-                    Op::ConvChain(chain) => {
-                        for stage in chain.stages.iter() {
-                            if let Op::CallMethod { name, .. } = &stage.op {
-                                methods.push(name.clone());
-                            }
-                        }
-                    }
                     Op::CallFunction { .. } => {
                         if let Some(Operand::Const(i)) = instr.inputs.first() {
                             if let Some(IValue::Function(q)) = self.consts.get(*i as usize) {
@@ -364,8 +354,6 @@ impl Builder<'_> {
         }
         let params: Box<[Reg]> = data.params.iter().map(|&v| self.reg(v)).collect();
         let mut instrs = Vec::with_capacity(nodes.len());
-        // the receiver class of each `forward` call with one argument, for `fuse.rs`
-        let mut receivers = Vec::with_capacity(nodes.len());
         for (p, &n) in nodes.iter().enumerate() {
             let node = graph.node(n);
             if node.kind == "prim::Constant" {
@@ -420,15 +408,6 @@ impl Builder<'_> {
                 }
             }
             let op = self.op(fname, n)?;
-            receivers.push(match (&op, node.inputs.as_slice()) {
-                (Op::CallMethod { name, .. }, [recv, _]) if &**name == "forward" => {
-                    match &graph.value(*recv).ty {
-                        Type::Class(c) => Some(c.clone()),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            });
             instrs.push(Instr {
                 op,
                 inputs: inputs.into(),
@@ -446,7 +425,6 @@ impl Builder<'_> {
                 self.operand(v, take)
             })
             .collect();
-        let instrs = super::fuse::fuse_block(instrs, &receivers);
         Ok(Block {
             params,
             instrs: instrs.into(),
