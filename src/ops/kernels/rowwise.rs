@@ -107,18 +107,6 @@ unsafe fn layer_norm_row_avx2(
 const LANES64: usize = 8;
 
 #[inline(always)]
-fn sum_lanes64(mut acc: [f64; LANES64]) -> f64 {
-    let mut width = LANES64;
-    while width > 1 {
-        width /= 2;
-        for j in 0..width {
-            acc[j] += acc[j + width];
-        }
-    }
-    acc[0]
-}
-
-#[inline(always)]
 fn layer_norm_row_inline(
     x: &[f32],
     w: Option<&[f32]>,
@@ -135,7 +123,7 @@ fn layer_norm_row_inline(
             acc[j] += c[j] as f64;
         }
     }
-    let mean = (sum_lanes64(acc) + tail.iter().map(|&v| v as f64).sum::<f64>()) / n;
+    let mean = (super::vmath::reduce_lanes(acc) + tail.iter().map(|&v| v as f64).sum::<f64>()) / n;
     let mut acc = [0f64; LANES64];
     for c in chunks {
         for j in 0..LANES64 {
@@ -150,7 +138,7 @@ fn layer_norm_row_inline(
             d * d
         })
         .sum::<f64>();
-    let var = (sum_lanes64(acc) + tail_sq) / n;
+    let var = (super::vmath::reduce_lanes(acc) + tail_sq) / n;
     let rstd = 1.0 / (var + eps).sqrt();
     let (scale, shift) = (rstd as f32, (-mean * rstd) as f32);
     let out = &mut out[..x.len()];

@@ -311,10 +311,11 @@ fn matvec_inline(w: &[f32], n: usize, k: usize, x: &[f32], out: &mut [f32], acc:
 /// Lanes per partial-sum vector: one AVX-512 register of f32 (two AVX2 registers).
 const LANES: usize = 16;
 
-/// Sum of the lanes by halving (a tree of vector adds, not a chain of `LANES` scalar adds).
+/// Sum of the lanes by halving (a tree of vector adds, not a chain of `N` scalar adds); `N` a
+/// power of two. Shared by the f32 dot products here and `rowwise`'s f64 statistics.
 #[inline(always)]
-fn reduce_lanes(mut acc: [f32; LANES]) -> f32 {
-    let mut width = LANES;
+pub(crate) fn reduce_lanes<T: Copy + std::ops::AddAssign, const N: usize>(mut acc: [T; N]) -> T {
+    let mut width = N;
     while width > 1 {
         width /= 2;
         for j in 0..width {
