@@ -190,7 +190,7 @@ fn compile_errors_are_marked_where_pytorch_marks_them() {
     .expect("json");
     let input = dir.join("x.npy");
     let cases = expected.as_object().expect("cases");
-    assert_eq!(cases.len(), 5);
+    assert_eq!(cases.len(), 6);
     for (name, golden) in cases {
         let model = dir.join(format!("{name}.pt"));
         let r = tsrun(&[
@@ -202,6 +202,26 @@ fn compile_errors_are_marked_where_pytorch_marks_them() {
         assert_eq!(r.code, Some(1), "{name}: {}", r.stderr);
         let lines: Vec<&str> = r.stderr.lines().collect();
         assert!(lines[0].starts_with("error: "), "{name}: {}", r.stderr);
+        // The overloads tried, each listed once in PyTorch's order (PyTorch also lists Python
+        // builtin functions of the same name, which are not `aten::` schemas).
+        if let Some(variants) = golden.get("variants").and_then(|v| v.as_array()) {
+            let pytorch: Vec<&str> = variants
+                .iter()
+                .filter_map(|v| v.as_str())
+                .filter(|v| v.starts_with("aten::"))
+                .collect();
+            let listed: Vec<&str> = lines
+                .iter()
+                .filter_map(|l| l.strip_prefix("  aten::"))
+                .filter_map(|l| l.split_once(':'))
+                .map(|(name, _)| name)
+                .collect();
+            let pytorch: Vec<&str> = pytorch
+                .iter()
+                .map(|v| v.trim_start_matches("aten::"))
+                .collect();
+            assert_eq!(listed, pytorch, "{name}: {}", r.stderr);
+        }
         let line = golden["line"].as_u64().expect("line");
         let col = golden["col"].as_u64().expect("col");
         // a message may take several lines (the overloads a call matched none of)

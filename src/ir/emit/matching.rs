@@ -41,7 +41,9 @@ pub fn match_schemas(
                     // drop conversions and constants inserted by the failed attempt
                     let block = b.block;
                     b.graph.truncate_block(block, mark);
-                    if allow_conversions || schemas.len() > 1 && failures.len() < schemas.len() {
+                    // As PyTorch's `matchSchemas`: the reasons come from the last pass
+                    // (conversions allowed), one line per overload.
+                    if allow_conversions {
                         failures.push(format!("  {}: {e}", schema.qualified_name()));
                     }
                 }
@@ -54,7 +56,6 @@ pub fn match_schemas(
         .map(|v| b.ty(*v).to_string())
         .chain(kwargs.iter().map(|(k, v)| format!("{k}={}", b.ty(*v))))
         .collect();
-    failures.dedup();
     Err(format!(
         "no overload of {} matches arguments ({}):\n{}",
         schemas.first().map(|s| s.name.as_str()).unwrap_or("?"),
