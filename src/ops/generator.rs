@@ -1,15 +1,13 @@
-//! PyTorch's CPU random generator: an mt19937 seeded like `torch.manual_seed`, with the
-//! uniform and normal draws its distribution kernels (`random.rs`) build on. Its own module so
+//! PyTorch's CPU random generator: an mt19937 (from `rand_mt`) seeded like `torch.manual_seed`,
+//! with the uniform and normal draws its distribution kernels (`random.rs`) build on. Its own module so
 //! that the call context (`args.rs`) can hold one without depending on the kernels.
-
-const MT_N: usize = 624;
-const MT_M: usize = 397;
 
 /// The random generator behind `torch.manual_seed`, dropout and `rand*` ops.
 pub struct Generator {
     seed: u64,
-    state: Box<[u32; MT_N]>,
-    index: usize,
+    /// The mt19937 core (`rand_mt`'s reference Mersenne Twister: `init_genrand` seeding and the
+    /// same tempering as PyTorch's `mt19937`); boxed, as its state is 2.5 KB.
+    core: Box<rand_mt::Mt>,
     /// Box-Muller's second sample, cached as PyTorch's generator does.
     next_double_normal: Option<f64>,
 }
@@ -19,19 +17,10 @@ impl Generator {
     pub const DEFAULT_SEED: u64 = 67280421310721;
 
     pub fn new(seed: u64) -> Generator {
-        let mut state = Box::new([0u32; MT_N]);
-        // PyTorch's mt19937 takes the low 32 bits of the seed.
-        state[0] = seed as u32;
-        for i in 1..MT_N {
-            let prev = state[i - 1];
-            state[i] = 1_812_433_253u32
-                .wrapping_mul(prev ^ (prev >> 30))
-                .wrapping_add(i as u32);
-        }
         Generator {
             seed,
-            state,
-            index: MT_N,
+            // PyTorch's mt19937 takes the low 32 bits of the seed.
+            core: Box::new(rand_mt::Mt::new(seed as u32)),
             next_double_normal: None,
         }
     }
@@ -45,33 +34,9 @@ impl Generator {
         *self = Generator::new(seed);
     }
 
-    fn twist(&mut self) {
-        const UPPER: u32 = 0x8000_0000;
-        const LOWER: u32 = 0x7fff_ffff;
-        const MATRIX_A: u32 = 0x9908_b0df;
-        for i in 0..MT_N {
-            let y = (self.state[i] & UPPER) | (self.state[(i + 1) % MT_N] & LOWER);
-            let mut v = self.state[(i + MT_M) % MT_N] ^ (y >> 1);
-            if y & 1 != 0 {
-                v ^= MATRIX_A;
-            }
-            self.state[i] = v;
-        }
-        self.index = 0;
-    }
-
     /// 32 random bits (`CPUGeneratorImpl::random`).
     pub fn random_u32(&mut self) -> u32 {
-        if self.index >= MT_N {
-            self.twist();
-        }
-        let mut y = self.state[self.index];
-        self.index += 1;
-        y ^= y >> 11;
-        y ^= (y << 7) & 0x9d2c_5680;
-        y ^= (y << 15) & 0xefc6_0000;
-        y ^= y >> 18;
-        y
+        self.core.next_u32()
     }
 
     /// 64 random bits: the first draw is the high word (`CPUGeneratorImpl::random64`).
