@@ -343,7 +343,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::ldexp.Tensor", |a| ldexp(a, false));
     r.add("aten::ldexp_", |a| ldexp(a, true));
     r.add("aten::frexp.Tensor", frexp);
-    r.add("aten::logcumsumexp", logcumsumexp);
+    r.add_all(&["aten::logcumsumexp", "aten::_logcumsumexp"], logcumsumexp);
     r.add("aten::kron", kron);
     r.add("aten::block_diag", block_diag);
     r.add("aten::tril_indices", |a| tri_indices(a, false));
