@@ -1025,8 +1025,8 @@ pub(crate) fn register(r: &mut Registry) {
     // `_aminmax.dim(self, dim, keepdim)` has aminmax's argument layout
     r.add("aten::_aminmax.dim", aminmax);
     r.add("aten::_aminmax", aminmax_all);
-    r.add("aten::all", all);
-    r.add("aten::any", any);
+    r.add_all(&["aten::all", "aten::_is_all_true"], all);
+    r.add_all(&["aten::any", "aten::_is_any_true"], any);
     r.add("aten::all.dim", all_dim);
     r.add("aten::any.dim", any_dim);
     r.add("aten::all.dims", all_dims);

@@ -1730,6 +1730,15 @@ pub(crate) fn register(r: &mut Registry) {
         let n = t.size(a.int(1)?)?;
         Ok(Tensor::from_vec((0..n as i64).collect::<Vec<_>>(), &[n])?.into())
     });
+    // `_infer_size(a, b)`: the broadcast shape of two size lists
+    r.add("aten::_infer_size", |a| {
+        let (x, y) = (a.int_list(0)?, a.int_list(1)?);
+        let to_sizes = |v: &[i64]| -> R<Vec<usize>> {
+            v.iter().map(|&d| to_usize(d, "_infer_size size")).collect()
+        };
+        let shape = crate::tensor::broadcast_shapes(&to_sizes(&x)?, &to_sizes(&y)?)?;
+        Ok(int_list_value(shape.iter().map(|&d| d as i64)))
+    });
     r.add("aten::sum_to_size", |a| {
         Ok(sum_to_size(&a.tensor(0)?, &a.int_list(1)?)?.into())
     });
