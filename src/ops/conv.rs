@@ -1317,7 +1317,6 @@ const TRANSPOSED: Legacy = Legacy {
     dilation: Some(7),
     output_padding: Some(6),
     transposed: true,
-    ..SLOW
 };
 
 /// The backend-named convolutions (`thnn_conv2d`, `slow_conv3d`, `slow_conv_dilated2d`,

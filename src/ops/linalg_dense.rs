@@ -378,7 +378,7 @@ fn solve_triangular(
     unit: bool,
 ) -> crate::Result<Tensor> {
     let mut a = square(op, a_t)?;
-    let dtype = match (a.dtype, float_dtype(op, &b_t)?) {
+    let dtype = match (a.dtype, float_dtype(op, b_t)?) {
         (DType::Float32, DType::Float32) => DType::Float32,
         _ => DType::Float64,
     };
@@ -987,8 +987,8 @@ fn linalg_cond<const STR: bool>(args: &mut Args<'_>) -> R {
     for b in 0..m.count() {
         let a = m.mat(b);
         res.push(match order {
-            CondOrder::Num(p) if p == 2.0 => svd_order(a, n, true),
-            CondOrder::Num(p) if p == -2.0 => svd_order(a, n, false),
+            CondOrder::Num(2.0) => svd_order(a, n, true),
+            CondOrder::Num(-2.0) => svd_order(a, n, false),
             ref other => {
                 let mut f = a.to_vec();
                 let (perm, _, singular) = lu(&mut f, n);

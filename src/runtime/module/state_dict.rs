@@ -266,9 +266,12 @@ pub fn read_npz(path: &Path) -> Result<StateDict> {
     Ok(tensors)
 }
 
+/// Named string arrays: each array's name and elements (row-major).
+pub type StringArrays = Vec<(String, Vec<String>)>;
+
 /// An `.npz`'s numeric arrays as tensors and its numpy unicode string arrays (`<U`, as
 /// `np.savez` stores `str` values) as their elements, each in file order.
-pub fn read_npz_with_strings(path: &Path) -> Result<(StateDict, Vec<(String, Vec<String>)>)> {
+pub fn read_npz_with_strings(path: &Path) -> Result<(StateDict, StringArrays)> {
     use std::io::Read;
     let what = path.display().to_string();
     let file = std::fs::File::open(path)
