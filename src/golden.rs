@@ -4,7 +4,8 @@
 //! A result is flattened into named leaves as `tsrun run -o` writes them: `out` for a tensor or
 //! number result, `out.0`, `out.1` for the items of a tuple or list, `out.<key>` for the
 //! entries of a dict, nested as deep as the result is (`out.0.logits`). Strings and None carry
-//! no numbers and are left out. Expected arrays pair with leaves by name; when no expected
+//! no numbers and are left out of the numeric leaves; [`compare_result_with_strings`] checks
+//! string leaves against numpy unicode (`<U`) arrays of the same name. Expected arrays pair with leaves by name; when no expected
 //! array carries a leaf's name (`np.savez(p, logits)` writes `arr_0`), by position.
 //!
 //! # Golden-case folder
@@ -158,6 +159,8 @@ pub struct LeafReport {
     pub worst_actual: Option<f64>,
     /// The expected value at `worst_index`.
     pub worst_expected: Option<f64>,
+    /// For a string leaf: its text and the expected array's (then no number is compared).
+    pub strings: Option<(String, String)>,
 }
 
 impl fmt::Display for LeafReport {
@@ -171,6 +174,9 @@ impl fmt::Display for LeafReport {
         }
         if let Some((actual, expected)) = &self.shape_mismatch {
             return write!(f, ": shape {actual:?}, expected {expected:?}");
+        }
+        if let Some((actual, expected)) = &self.strings {
+            return write!(f, ": {actual:?} vs {expected:?}");
         }
         write!(
             f,
@@ -295,6 +301,9 @@ impl LeafReport {
         if let Some((actual, expected)) = &self.shape_mismatch {
             return format!("{}: shape {actual:?}, expected {expected:?}", self.leaf);
         }
+        if let Some((actual, expected)) = &self.strings {
+            return format!("{}: {actual:?}, expected {expected:?}", self.leaf);
+        }
         if self.mismatched == 0 && self.dtype_mismatch {
             return format!(
                 "{}: dtype {}, expected {}",
@@ -398,6 +407,68 @@ fn collect_leaves(value: &IValue, name: &str, leaves: &mut Vec<(String, Tensor)>
     Ok(())
 }
 
+/// The string leaves of a result, named as [`result_leaves`] names leaves (`out.1`, `out.label`).
+pub fn string_leaves(result: &IValue) -> Vec<(String, String)> {
+    fn collect(value: &IValue, name: &str, out: &mut Vec<(String, String)>) {
+        match value {
+            IValue::String(s) => out.push((name.to_string(), s.to_string())),
+            IValue::List(list) => {
+                for (i, item) in list.to_vec().iter().enumerate() {
+                    collect(item, &item_leaf_name(name, i), out);
+                }
+            }
+            IValue::Tuple(tuple) => {
+                for (i, item) in tuple.items().iter().enumerate() {
+                    collect(item, &item_leaf_name(name, i), out);
+                }
+            }
+            IValue::Dict(dict) => {
+                for (key, item) in dict.entries() {
+                    collect(&item, &entry_leaf_name(name, &key), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    collect(result, RESULT_LEAF, &mut out);
+    out
+}
+
+/// Compare a string leaf with an expected numpy unicode array (one element, as `np.savez`
+/// stores a `str`): equal text passes.
+pub fn compare_string_leaf(leaf: &str, actual: &str, expected: &[String]) -> LeafReport {
+    let mut report = LeafReport {
+        leaf: leaf.to_string(),
+        expected: leaf.to_string(),
+        ok: false,
+        shape_mismatch: None,
+        actual_dtype: "str".to_string(),
+        expected_dtype: "str".to_string(),
+        dtype_mismatch: false,
+        max_abs_error: 0.0,
+        max_rel_error: 0.0,
+        mismatched: 1,
+        numel: 1,
+        worst_index: None,
+        worst_actual: None,
+        worst_expected: None,
+        strings: None,
+    };
+    match expected {
+        [one] => {
+            report.ok = actual == one;
+            report.mismatched = usize::from(!report.ok);
+            report.strings = Some((actual.to_string(), one.clone()));
+        }
+        more => {
+            report.numel = more.len();
+            report.shape_mismatch = Some((Vec::new(), vec![more.len()]));
+        }
+    }
+    report
+}
+
 /// The multi-dimensional index of row-major position `flat` in `shape`.
 fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
     let mut index = vec![0; shape.len()];
@@ -442,6 +513,7 @@ pub fn compare_leaf(
         worst_index: None,
         worst_actual: None,
         worst_expected: None,
+        strings: None,
     };
     if actual.shape() != expected.shape() {
         report.ok = false;
@@ -547,6 +619,26 @@ pub fn compare_result(
     tol: Tolerance,
 ) -> Result<Report> {
     compare_leaves(&result_leaves(result)?, expected, tol)
+}
+
+/// [`compare_result`], and the expected string arrays (numpy `<U` arrays: name and elements,
+/// as [`crate::runtime::module::read_npz_with_strings`] reads them) checked by name against the
+/// result's string leaves; an expected string with no such leaf is missing.
+pub fn compare_result_with_strings(
+    result: &IValue,
+    expected: &[(String, Tensor)],
+    strings: &[(String, Vec<String>)],
+    tol: Tolerance,
+) -> Result<Report> {
+    let mut report = compare_result(result, expected, tol)?;
+    let actual = string_leaves(result);
+    for (name, want) in strings {
+        match actual.iter().find(|(leaf, _)| leaf == name) {
+            Some((leaf, got)) => report.leaves.push(compare_string_leaf(leaf, got, want)),
+            None => report.missing.push(name.clone()),
+        }
+    }
+    Ok(report)
 }
 
 /// Run `module(*inputs)` (forward with its hooks, seeded as `torch.manual_seed(0)`) and compare

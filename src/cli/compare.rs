@@ -4,7 +4,8 @@
 //!
 //! The comparison is `tsrun::golden`'s: leaves pair by name (`out`, `out.0`, `out.<key>`, as
 //! `tsrun run -o` writes them), else by position; an element matches as `torch.allclose`
-//! checks it, with NaN matching NaN; a missing or extra leaf fails.
+//! checks it, with NaN matching NaN; a string leaf matches a numpy unicode (`<U`) array of the
+//! same name holding its text; a missing or extra leaf fails.
 
 use super::error::{usage, CliError, CliResult};
 use super::inputs::InputArgs;
@@ -46,11 +47,23 @@ pub fn run(args: &CompareArgs) -> CliResult {
         return Err(usage("--rtol and --atol must be non-negative"));
     }
     let module = super::run::load_module(&args.model)?;
-    let expected = crate::runtime::module::read_state_dict(&args.expected)?;
+    // an npz may hold string leaves too (numpy `<U` arrays, as `np.savez` stores a `str`)
+    let (expected, strings) = if args.expected.extension().is_some_and(|e| e == "npz") {
+        crate::runtime::module::read_npz_with_strings(&args.expected)?
+    } else {
+        (
+            crate::runtime::module::read_state_dict(&args.expected)?,
+            Vec::new(),
+        )
+    };
     let result = super::run::call(&module, &args.method, &args.inputs, &args.limits, args.seed)?;
     let expected: Vec<_> = expected.into_iter().collect();
-    let report =
-        crate::golden::compare_result(&result, &expected, Tolerance::new(args.rtol, args.atol))?;
+    let report = crate::golden::compare_result_with_strings(
+        &result,
+        &expected,
+        &strings,
+        Tolerance::new(args.rtol, args.atol),
+    )?;
     if args.json {
         let value = serde_json::json!({
             "ok": report.passed(), "rtol": args.rtol, "atol": args.atol, "pairing": report.pairing,

@@ -82,33 +82,6 @@ fn tensor_npy(t: &Tensor, key: &str) -> crate::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// `.npy` bytes of a 0-d numpy unicode array (`<U{n}`: n UTF-32LE code units, n >= 1 as numpy
-/// writes `np.array("")`), format version 1.0 with the header padded to 64 bytes.
-fn str_npy(s: &str) -> Vec<u8> {
-    let n = s.chars().count().max(1);
-    let mut header =
-        format!("{{'descr': '<U{n}', 'fortran_order': False, 'shape': (), }}").into_bytes();
-    // magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut out = Vec::with_capacity(10 + header.len() + 4 * n);
-    out.extend_from_slice(b"\x93NUMPY\x01\x00");
-    // the header is under 100 bytes plus the digits of n: it fits the 16-bit length
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(&header);
-    let mut written = 0;
-    for c in s.chars() {
-        out.extend_from_slice(&(c as u32).to_le_bytes());
-        written += 1;
-    }
-    for _ in written..n {
-        out.extend_from_slice(&0u32.to_le_bytes());
-    }
-    out
-}
-
 impl Collected {
     /// The structure of `v` (golden_io.py's encoding); leaves written to the npz carry `key`.
     fn encode(&mut self, v: &IValue, key: &str, fields: FieldNames) -> crate::Result<Value> {
@@ -139,7 +112,10 @@ impl Collected {
                 json!({ "complex": [json_float(c.re), json_float(c.im)], "key": key })
             }
             IValue::String(s) => {
-                self.arrays.push((key.to_string(), Leaf::Str(str_npy(s))));
+                self.arrays.push((
+                    key.to_string(),
+                    Leaf::Str(crate::tensor::npy::string_to_npy(s)),
+                ));
                 json!({ "str": s.as_ref(), "key": key })
             }
             IValue::Device(d) => json!({ "device": python_str(&IValue::Device(*d)) }),

@@ -30,6 +30,68 @@ pub(crate) fn relu_tensor(x: &Tensor) -> crate::Result<Tensor> {
         }
     }))
 }
+/// `_add_relu(self, other, alpha)` (`.Tensor` and `.Scalar`): `relu(self + alpha * other)`
+/// in the add's promoted dtype.
+fn add_relu(args: &mut Args<'_>) -> R {
+    let sum = super::elementwise::add(args)?;
+    let sum = sum
+        .as_tensor()
+        .ok_or_else(|| value_err("_add_relu: add returned a non-tensor"))?;
+    t(relu_tensor(sum)?)
+}
+inplace_of! { add_relu_ => add_relu; }
+
+/// `log_sigmoid_forward(self)`: (log_sigmoid, buffer) where ATen's CPU kernel leaves
+/// `exp(-|x|)` in the buffer.
+fn log_sigmoid_forward(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    require_float(&x, "log_sigmoid_forward")?;
+    let out = log_sigmoid(args)?;
+    let buffer = float_unary!(&x, "log_sigmoid_forward", |v: F| (-v.abs()).exp())?;
+    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+        out,
+        IValue::Tensor(buffer),
+    ])))
+}
+
+/// `_safe_softmax(self, dim, dtype)`: softmax, with rows whose inputs are all -inf giving 0
+/// instead of NaN (ATen's `where(all(self == -inf, dim), 0, softmax)`).
+fn safe_softmax(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let out = softmax_op(&x, args.int(1)?, args.opt_dtype(2)?, false)?;
+    if x.numel() == 0 {
+        return t(out);
+    }
+    let nd = x.dim().max(1);
+    let d = wrap_dim(args.int(1)?, nd)? as i64;
+    let last = nd as i64 - 1;
+    let to_last = |v: &Tensor| -> crate::Result<Tensor> {
+        let v = if v.dim() == 0 {
+            v.as_strided(&[1], &[1], v.storage_offset())?
+        } else {
+            v.clone()
+        };
+        super::shape::movedim(&v, &[d], &[last])
+    };
+    let xs = to_last(&x)?.to_dtype(DType::Float64)?.to_vec::<f64>()?;
+    let moved = to_last(&out)?;
+    let moved_shape = moved.shape().to_vec();
+    let mut os = moved.to_dtype(DType::Float64)?.to_vec::<f64>()?;
+    let n = moved_shape[moved_shape.len() - 1].max(1);
+    for (xr, or) in xs.chunks(n).zip(os.chunks_mut(n)) {
+        if xr.iter().all(|&v| v == f64::NEG_INFINITY) {
+            or.fill(0.0);
+        }
+    }
+    let back = Tensor::from_vec(os, &moved_shape)?.to_dtype(out.dtype())?;
+    let back = super::shape::movedim(&back, &[last], &[d])?;
+    t(super::shape::reshape(
+        &back,
+        &out.shape().iter().map(|&s| s as i64).collect::<Vec<_>>(),
+    )?
+    .contiguous()?)
+}
+
 fn relu(args: &mut Args<'_>) -> R {
     t(relu_tensor(&args.tensor(0)?)?)
 }
@@ -468,6 +530,16 @@ pub(crate) fn register(r: &mut Registry) {
         r.add(&format!("aten::{name}_"), kin);
     }
     r.add("aten::log_sigmoid", log_sigmoid);
+    r.add("aten::log_sigmoid_forward", log_sigmoid_forward);
+    r.add("aten::log_sigmoid_forward.output", |a| {
+        let r = log_sigmoid_forward(a)?;
+        a.write_outs(1, r)
+    });
+    r.add("aten::_safe_softmax", safe_softmax);
+    r.add("aten::_add_relu.Tensor", add_relu);
+    r.add("aten::_add_relu.Scalar", add_relu);
+    r.add("aten::_add_relu_.Tensor", add_relu_);
+    r.add("aten::_add_relu_.Scalar", add_relu_);
     r.add("aten::softplus", softplus);
     r.add("aten::softshrink", softshrink);
     r.add("aten::hardshrink", hardshrink);

@@ -1293,7 +1293,140 @@ fn conv_transpose_nd(a: &mut Args) -> crate::Result<IValue> {
     Ok(IValue::Tensor(convolution(a.op, &x, &w, b.as_ref(), &p)?))
 }
 
+/// Where a legacy convolution overload keeps its arguments after (self, weight, kernel_size,
+/// bias, stride, padding): its dilation and output padding (`None`: the default), and whether
+/// it is transposed. (The depthwise ones, `_conv_depthwise2d` / `conv_depthwise3d`, have CUDA
+/// kernels only: PyTorch refuses them on the CPU, and so does tsrun.)
+#[derive(Clone, Copy)]
+struct Legacy {
+    dilation: Option<usize>,
+    output_padding: Option<usize>,
+    transposed: bool,
+}
+
+const SLOW: Legacy = Legacy {
+    dilation: None,
+    output_padding: None,
+    transposed: false,
+};
+const DILATED: Legacy = Legacy {
+    dilation: Some(6),
+    ..SLOW
+};
+const TRANSPOSED: Legacy = Legacy {
+    dilation: Some(7),
+    output_padding: Some(6),
+    transposed: true,
+};
+
+/// The backend-named convolutions (`thnn_conv2d`, `slow_conv3d`, `slow_conv_dilated2d`,
+/// `slow_conv_transpose2d`, ...: self, weight, kernel_size, bias, stride,
+/// padding, ...) as `convolution` with their arguments; `kernel_size` must be the weight's.
+fn legacy_conv(a: &mut Args, form: Legacy) -> crate::Result<IValue> {
+    let (x, w) = (a.tensor(0)?, a.tensor(1)?);
+    let kernel = a.int_list(2)?;
+    let nsp = w.dim().saturating_sub(2);
+    let w_kernel: Vec<i64> = w.shape()[2.min(w.dim())..]
+        .iter()
+        .map(|&d| d as i64)
+        .collect();
+    if kernel != w_kernel {
+        return Err(value_err(format!(
+            "{}: kernel_size {kernel:?} is not the weight's spatial size {w_kernel:?}",
+            a.op
+        )));
+    }
+    let ints = |v: Vec<i64>| {
+        IValue::List(crate::values::List::new(
+            crate::values::Type::Int,
+            v.into_iter().map(IValue::Int).collect(),
+        ))
+    };
+    let or_default = |i: Option<usize>, fill: i64| -> crate::Result<IValue> {
+        Ok(match i {
+            Some(i) => a.get(i)?.clone(),
+            None => ints(vec![fill; nsp]),
+        })
+    };
+    let mut v = vec![
+        IValue::Tensor(x),
+        IValue::Tensor(w),
+        a.get(3)?.clone(),
+        a.get(4)?.clone(),
+        a.get(5)?.clone(),
+        or_default(form.dilation, 1)?,
+        IValue::Bool(form.transposed),
+        or_default(form.output_padding, 0)?,
+        IValue::Int(1),
+    ];
+    convolution_op(&mut Args::new(a.op, &mut v, a.ctx))
+}
+
+/// `conv_tbc(self, weight, bias, pad)`: a 1-d convolution over time-batch-channel input
+/// (weight `(k, in, out)`), as `conv1d` on the permuted operands.
+fn conv_tbc(a: &mut Args) -> crate::Result<IValue> {
+    let (x, w, b) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
+    let pad = a.int(3)?;
+    if x.dim() != 3 || w.dim() != 3 || b.dim() != 1 {
+        return Err(value_err(format!(
+            "{}: expected a 3-d input and weight and a 1-d bias, got {:?}, {:?}, {:?}",
+            a.op,
+            x.shape(),
+            w.shape(),
+            b.shape()
+        )));
+    }
+    let xs = super::shape::permute(&x, &[1, 2, 0])?.contiguous()?;
+    let ws = super::shape::permute(&w, &[2, 1, 0])?.contiguous()?;
+    let p = ConvParams {
+        stride: [1; 3],
+        // spatial parameters are right-aligned: a 1-d convolution's sit in the last slot
+        pad: lift(
+            &[usize::try_from(pad)
+                .map_err(|_| value_err(format!("{}: negative pad {pad}", a.op)))?],
+            0,
+        ),
+        pad_extra: [0; 3],
+        dilation: [1; 3],
+        output_padding: [0; 3],
+        groups: 1,
+        transposed: false,
+    };
+    let y = convolution(a.op, &xs, &ws, Some(&b), &p)?;
+    Ok(IValue::Tensor(
+        super::shape::permute(&y, &[2, 0, 1])?.contiguous()?,
+    ))
+}
+
 pub(crate) fn register(r: &mut Registry) {
+    r.add_all(
+        &[
+            "aten::thnn_conv2d",
+            "aten::_slow_conv2d_forward",
+            "aten::slow_conv3d",
+            "aten::slow_conv3d_forward",
+        ],
+        |a| legacy_conv(a, SLOW),
+    );
+    r.add_all(
+        &[
+            "aten::_slow_conv2d_forward.output",
+            "aten::slow_conv3d_forward.output",
+        ],
+        |a| {
+            let r = legacy_conv(a, SLOW)?;
+            a.write_outs(6, r)
+        },
+    );
+    r.add_all(
+        &["aten::slow_conv_dilated2d", "aten::slow_conv_dilated3d"],
+        |a| legacy_conv(a, DILATED),
+    );
+    r.add_all(
+        &["aten::slow_conv_transpose2d", "aten::slow_conv_transpose3d"],
+        |a| legacy_conv(a, TRANSPOSED),
+    );
+    r.add("aten::conv_tbc", conv_tbc);
     // `.padding` and `_convolution_mode` (padding given as a string) share conv_nd's argument
     // layout; conv_nd reads either form of padding
     r.add_all(

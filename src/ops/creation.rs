@@ -259,6 +259,54 @@ fn arange_as(args: &mut Args<'_>, form: u8) -> R {
     t(Tensor::from_vec(v, &[n])?.to_dtype(dtype)?)
 }
 
+/// The deprecated `range(start, end, step)` (`range` has step 1): `end` included, the default
+/// dtype float32 whatever the scalars, `floor((end - start) / step) + 1` values `start + i * step`
+/// computed in double.
+fn range<const STEP: bool>(args: &mut Args<'_>) -> R {
+    let (s, e) = (args.scalar(0)?.to_f64(), args.scalar(1)?.to_f64());
+    let (st, first) = if STEP {
+        (args.scalar(2)?.to_f64(), 3)
+    } else {
+        (1.0, 2)
+    };
+    let dtype = factory_dtype(args, first, DType::Float32)?;
+    if st == 0.0 {
+        return Err(value_err("step must be nonzero"));
+    }
+    if !(s.is_finite() && e.is_finite()) {
+        return Err(value_err(format!("unsupported range: {s} -> {e}")));
+    }
+    if (st > 0.0 && e < s) || (st < 0.0 && e > s) {
+        return Err(value_err(
+            "upper bound and larger bound inconsistent with step sign",
+        ));
+    }
+    let n = ((e - s) / st).floor() + 1.0;
+    if !(0.0..=(isize::MAX as f64)).contains(&n) {
+        return Err(value_err(format!("range: invalid number of elements {n}")));
+    }
+    let n = n as usize;
+    crate::tensor::budget::check_alloc(checked_numel(&[n, 8])?)?;
+    let v: Vec<f64> = (0..n).map(|i| s + st * i as f64).collect();
+    t(Tensor::from_vec(v, &[n])?.to_dtype(dtype)?)
+}
+
+/// `_cast_<Type>(self, non_blocking)`: a converted copy, or `self` when the dtype matches.
+fn cast_to<const DT: i64>(args: &mut Args<'_>) -> R {
+    let dtype =
+        DType::from_scalar_type(DT).ok_or_else(|| value_err(format!("unknown dtype code {DT}")))?;
+    t(args.tensor(0)?.to_dtype(dtype)?)
+}
+
+/// `copy(self, src, non_blocking)`: the functional `copy_`, a fresh tensor of `self`'s shape
+/// and dtype holding `src` broadcast.
+fn copy(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let out = Tensor::zeros(x.shape(), x.dtype())?;
+    args.values[0] = IValue::Tensor(out);
+    copy_(args)
+}
+
 fn scalar_or_tensor(args: &Args<'_>, i: usize) -> crate::Result<f64> {
     match args.get(i)? {
         IValue::Tensor(x) => Ok(x.item()?.to_f64()),
@@ -588,6 +636,29 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::arange", arange::<ARANGE_END>);
     r.add("aten::arange.start", arange::<ARANGE_START>);
     r.add("aten::arange.start_step", arange::<ARANGE_START_STEP>);
+    r.add("aten::range", range::<false>);
+    r.add("aten::range.step", range::<true>);
+    // c10's ScalarType codes: Byte 0, Char 1, Short 2, Int 3, Long 4, Half 5, Float 6, Double 7
+    r.add("aten::_cast_Byte", cast_to::<0>);
+    r.add("aten::_cast_Char", cast_to::<1>);
+    r.add("aten::_cast_Short", cast_to::<2>);
+    r.add("aten::_cast_Int", cast_to::<3>);
+    r.add("aten::_cast_Long", cast_to::<4>);
+    r.add("aten::_cast_Half", cast_to::<5>);
+    r.add("aten::_cast_Float", cast_to::<6>);
+    r.add("aten::_cast_Double", cast_to::<7>);
+    r.add("aten::copy", copy);
+    r.add("aten::_lazy_clone", clone);
+    // `requires_grad_(self, requires_grad)`: the flag set on self (there is no autograd)
+    r.add("aten::requires_grad_", |a| {
+        let mut x = a.tensor(0)?;
+        x.set_requires_grad(a.bool(1)?);
+        t(x)
+    });
+    // `_to_cpu(tensors)`: every tensor already lives on the CPU
+    r.add("aten::_to_cpu", |a| {
+        Ok(crate::ops::shape::tensor_list(a.tensor_list(0)?))
+    });
     r.add_all(
         &[
             "aten::linspace",
@@ -651,7 +722,8 @@ pub(crate) fn register(r: &mut Registry) {
     );
     // tensors live on the CPU: `.cpu()` is the tensor itself, as in PyTorch
     r.add_all(&["aten::alias", "aten::lift_fresh", "aten::cpu"], identity);
-    r.add_all(&["aten::detach", "aten::detach_"], detach);
+    // `data` is the detached tensor itself
+    r.add_all(&["aten::detach", "aten::detach_", "aten::data"], detach);
     r.add("aten::contiguous", contiguous);
     r.add_all(
         &[

@@ -105,7 +105,7 @@ fn diff(args: &mut Args<'_>) -> R {
     t(cur)
 }
 
-fn add(args: &mut Args<'_>) -> R {
+pub(crate) fn add(args: &mut Args<'_>) -> R {
     let (a, b) = operands(args)?;
     t(add_sub(&a, &b, args.scalar(2)?, false)?)
 }
@@ -1055,6 +1055,66 @@ fn conj(args: &mut Args<'_>) -> R {
         _ => x,
     })
 }
+/// `isreal(self)`: true everywhere for real dtypes, where the imaginary part is 0 for complex.
+fn isreal(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    t(match x.dtype() {
+        DType::Complex64 => map_unary::<Complex32, bool, _>(&x, |v| v.im == 0.0)?,
+        DType::Complex128 => map_unary::<Complex64, bool, _>(&x, |v| v.im == 0.0)?,
+        _ => full_bool(x.shape(), true)?,
+    })
+}
+fn full_bool(shape: &[usize], v: bool) -> crate::Result<Tensor> {
+    let out = Tensor::zeros(shape, DType::Bool)?;
+    out.fill(Scalar::Bool(v))?;
+    Ok(out)
+}
+/// `nextafter(self, other)`: the next representable value of `self` towards `other`, in the
+/// promoted floating dtype (float32 or float64, as PyTorch's CPU kernel).
+fn nextafter(args: &mut Args<'_>) -> R {
+    let (a, b) = operands(args)?;
+    let dt = common_dtype(&[&a, &b]);
+    let (x, y) = (a.as_tensor_of(dt)?, b.as_tensor_of(dt)?);
+    t(match dt {
+        DType::Float32 => map_binary::<f32, f32, f32, _>(&x, &y, libm::nextafterf)?,
+        DType::Float64 => map_binary::<f64, f64, f64, _>(&x, &y, libm::nextafter)?,
+        d => {
+            return Err(unsupported(format!(
+                "nextafter is not implemented for {d} (PyTorch's CPU kernel takes float and double)"
+            )))
+        }
+    })
+}
+inplace_of! { nextafter_ => nextafter; }
+/// `conj_physical_(self)`: a real tensor is its own conjugate.
+fn conj_physical_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    if !x.dtype().is_complex() {
+        return t(x);
+    }
+    let r = conj(args)?;
+    inplace_result(args, r)
+}
+/// `_neg_view_copy(self)`: the negation (tsrun has no lazy negation bit), owning its storage.
+fn neg_copy(args: &mut Args<'_>) -> R {
+    t(neg(args)?
+        .as_tensor()
+        .ok_or_else(|| value_err("neg returned a non-tensor"))?
+        .deep_clone()?)
+}
+/// `_conj(self)` / `_conj_copy(self)`: the conjugate of a complex tensor (a fresh one: tsrun
+/// has no lazy conjugation bit); PyTorch asserts on real tensors, tsrun refuses them.
+fn conj_complex(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    if !x.dtype().is_complex() {
+        return Err(value_err(format!(
+            "{}: expects a complex tensor, got {}",
+            args.op,
+            x.dtype()
+        )));
+    }
+    conj(args)
+}
 fn angle(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     t(match x.dtype() {
@@ -1172,7 +1232,7 @@ pub(crate) fn register(r: &mut Registry) {
     );
     r.add_all(&["aten::rsub.Tensor", "aten::rsub.Scalar"], rsub);
     r.add("aten::atan2", atan2);
-    r.add("aten::atan2_", atan2_);
+    r.add_all(&["aten::atan2_", "aten::arctan2_"], atan2_);
     r.add("aten::arctan2", atan2);
     r.add("aten::hypot", hypot);
     r.add("aten::hypot_", hypot_);
@@ -1242,7 +1302,10 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::negative_", neg_);
     r.add("aten::abs", abs);
     r.add("aten::absolute", abs);
-    r.add("aten::abs_", abs_);
+    r.add_all(&["aten::abs_", "aten::absolute_"], abs_);
+    // tsrun has no lazy negation bit: `_neg_view` is the negation
+    r.add("aten::_neg_view", neg);
+    r.add("aten::_neg_view_copy", neg_copy);
     r.add("aten::sign", sign);
     r.add("aten::sign_", sign_);
     r.add("aten::sgn", sgn);
@@ -1310,6 +1373,12 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::imag", imag);
     r.add("aten::conj", conj);
     r.add("aten::conj_physical", conj);
+    r.add("aten::_conj_physical", conj);
+    r.add_all(&["aten::_conj", "aten::_conj_copy"], conj_complex);
+    r.add("aten::conj_physical_", conj_physical_);
+    r.add("aten::isreal", isreal);
+    r.add("aten::nextafter", nextafter);
+    r.add("aten::nextafter_", nextafter_);
     r.add("aten::resolve_conj", real_or_self);
     r.add("aten::resolve_neg", real_or_self);
     r.add("aten::angle", angle);

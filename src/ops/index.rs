@@ -1245,7 +1245,13 @@ fn index_reduce_kernel(a: &mut Args<'_>, in_place: bool) -> R<IValue> {
 
 pub(crate) fn register(r: &mut Registry) {
     r.add_all(
-        &["aten::index.Tensor", "aten::index.Tensor_hacked_twin"],
+        &[
+            "aten::index.Tensor",
+            "aten::index.Tensor_hacked_twin",
+            // the "unsafe" twins skip bounds checks in ATen; tsrun checks anyway
+            "aten::_unsafe_index.Tensor",
+            "aten::_unsafe_index.Tensor_hacked_twin",
+        ],
         |a| Ok(index(&a.tensor(0)?, &opt_tensors(a, 1)?)?.into()),
     );
     r.add_all(
@@ -1266,6 +1272,8 @@ pub(crate) fn register(r: &mut Registry) {
             "aten::index_put",
             "aten::index_put.hacked_twin",
             "aten::_index_put_impl",
+            "aten::_unsafe_index_put",
+            "aten::_unsafe_index_put.hacked_twin",
         ],
         |a| {
             let t = a.tensor(0)?.deep_clone()?;

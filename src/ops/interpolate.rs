@@ -295,6 +295,122 @@ fn upsample_as(a: &mut Args, mode: Mode, nsp: usize, vec: bool) -> crate::Result
     )?))
 }
 
+/// A legacy size or scale argument (`int?`, `int[]?`, `float?`, `float[]?`): one value per
+/// spatial dim (a single number repeated), or None.
+fn per_dim(a: &Args, i: usize, nsp: usize) -> crate::Result<Option<Vec<f64>>> {
+    Ok(match a.get(i)? {
+        IValue::None => None,
+        IValue::Int(v) => Some(vec![*v as f64; nsp]),
+        IValue::Double(v) => Some(vec![*v; nsp]),
+        _ => Some(a.double_list(i)?),
+    })
+}
+
+/// TorchScript's builtin `interpolate` (`aten::__interpolate` and the legacy `__upsample*`
+/// builtins, torch/csrc/jit/runtime/register_prim_ops_fulljit.cpp): the `upsample_*` kernel of
+/// `mode` for the input's dimensionality, the output size given or `floor(in * scale)`; the
+/// kernel gets no scale (it recomputes it from the sizes, as `recompute_scale_factor=True`).
+fn legacy_interpolate(a: &Args, mode: &str, align_corners: Option<bool>) -> crate::Result<IValue> {
+    let x = a.tensor(0)?;
+    let op = a.op;
+    let nsp = x.dim().saturating_sub(2);
+    if !(1..=3).contains(&nsp) {
+        return Err(value_err(format!(
+            "{op}: Input Error: Only 3D, 4D and 5D input Tensors supported (got {}D) for the modes: nearest | linear | bilinear | bicubic | trilinear (got {mode})",
+            x.dim()
+        )));
+    }
+    let m = match (mode, nsp) {
+        ("nearest", _) => Mode::Nearest,
+        ("linear", 1) | ("bilinear", 2) | ("trilinear", 3) => Mode::Linear,
+        ("bicubic", 2) => Mode::Cubic,
+        ("area", _) | ("nearest-exact", _) => {
+            return Err(crate::ops::kernels::unsupported(format!(
+                "{op}: mode {mode} of the legacy interpolate builtin"
+            )))
+        }
+        _ => {
+            return Err(value_err(format!(
+                "{op}: Input Error: Only 3D, 4D and 5D input Tensors supported (got {}D) for the modes: nearest | linear | bilinear | bicubic | trilinear (got {mode})",
+                x.dim()
+            )))
+        }
+    };
+    if m == Mode::Nearest && align_corners.is_some() {
+        return Err(value_err(format!(
+            "{op}: align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | trilinear"
+        )));
+    }
+    let size = per_dim(a, 1, nsp)?;
+    let factors = per_dim(a, 2, nsp)?;
+    // a size, when given, wins over a scale factor (which then reaches no kernel)
+    let (sizes, scales) = match (size, factors) {
+        (Some(s), _) => {
+            if s.len() != nsp || s.iter().any(|&v| v < 0.0) {
+                return Err(value_err(format!("{op}: invalid output size {s:?}")));
+            }
+            (s.iter().map(|&v| v as usize).collect(), vec![None; nsp])
+        }
+        (None, Some(f)) => {
+            if f.len() != nsp {
+                return Err(value_err(format!(
+                    "{op}: scale_factor shape must match input shape. Input is {}D, scale_factor size is {}",
+                    nsp,
+                    f.len()
+                )));
+            }
+            let sizes: Vec<usize> = (0..nsp)
+                .map(|d| (x.shape()[2 + d] as f64 * f[d]).floor().max(0.0) as usize)
+                .collect();
+            (sizes, vec![None; nsp])
+        }
+        (None, None) => {
+            return Err(value_err(format!(
+                "{op}: either size or scale_factor should be defined"
+            )))
+        }
+    };
+    Ok(IValue::Tensor(interpolate(
+        op,
+        &x,
+        m,
+        &sizes,
+        align_corners.unwrap_or(false),
+        &scales,
+    )?))
+}
+
+/// `__interpolate(input, size, scale_factor, mode, align_corners, recompute_scale_factor,
+/// antialias)` in its four size/scale spellings (`recompute_scale_factor` changes nothing: the
+/// builtin always recomputes).
+fn dunder_interpolate(a: &mut Args) -> crate::Result<IValue> {
+    if a.bool(6)? {
+        return Err(crate::ops::kernels::unsupported(format!(
+            "{}: antialias=True",
+            a.op
+        )));
+    }
+    let mode = a.str(3)?;
+    legacy_interpolate(a, &mode, a.opt_bool(4)?)
+}
+
+/// `__upsample(input, size, scale_factor, mode, align_corners)`.
+fn dunder_upsample(a: &mut Args) -> crate::Result<IValue> {
+    let mode = a.str(3)?;
+    legacy_interpolate(a, &mode, a.opt_bool(4)?)
+}
+
+/// `__upsample_nearest(input, size, scale_factor)`.
+fn dunder_upsample_nearest(a: &mut Args) -> crate::Result<IValue> {
+    legacy_interpolate(a, "nearest", None)
+}
+
+/// `__upsample_bilinear(input, size, scale_factor)`: bilinear with corners aligned, as the
+/// deprecated `F.upsample_bilinear`.
+fn dunder_upsample_bilinear(a: &mut Args) -> crate::Result<IValue> {
+    legacy_interpolate(a, "bilinear", Some(true))
+}
+
 fn shuffle_factor(a: &Args, i: usize) -> crate::Result<usize> {
     let r = a.int(i)?;
     usize::try_from(r)
@@ -416,6 +532,22 @@ pub(crate) fn register(r: &mut Registry) {
     );
     r.add("aten::upsample_bicubic2d", upsample::<CUBIC, 2, false>);
     r.add("aten::upsample_bicubic2d.vec", upsample::<CUBIC, 2, true>);
+    r.add_overloads(
+        "aten::__interpolate",
+        &["", "size_list", "scale_list", "size_list_scale_list"],
+        dunder_interpolate,
+    );
+    r.add_overloads("aten::__upsample", &["", "size_list"], dunder_upsample);
+    r.add_overloads(
+        "aten::__upsample_nearest",
+        &["", "size_list"],
+        dunder_upsample_nearest,
+    );
+    r.add_overloads(
+        "aten::__upsample_bilinear",
+        &["", "size_list", "scale_list", "size_list_scale_list"],
+        dunder_upsample_bilinear,
+    );
     r.add("aten::pixel_shuffle", pixel_shuffle);
     r.add("aten::pixel_unshuffle", pixel_unshuffle);
     r.add_all(

@@ -543,6 +543,23 @@ fn addmv(a: &mut Args) -> crate::Result<IValue> {
     Ok(IValue::Tensor(reshape(&out, &[x.shape()[0]])?))
 }
 
+/// `addr(self, vec1, vec2, beta, alpha)`: `beta * self + alpha * outer(vec1, vec2)`.
+fn addr(a: &mut Args) -> crate::Result<IValue> {
+    let (c, x, y) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
+    let (beta, alpha) = (scalar_f64(a.scalar(3)?), scalar_f64(a.scalar(4)?));
+    check_dim(a.op, &x, 1, "vec1")?;
+    check_dim(a.op, &y, 1, "vec2")?;
+    let x2 = x.as_strided(&[x.shape()[0], 1], &[x.strides()[0], 0], x.storage_offset())?;
+    let y2 = y.as_strided(&[1, y.shape()[0]], &[0, y.strides()[0]], y.storage_offset())?;
+    Ok(IValue::Tensor(matmul_nd(
+        a.op,
+        &x2,
+        &y2,
+        Some((&c, beta)),
+        alpha,
+    )?))
+}
+
 fn mv(a: &mut Args) -> crate::Result<IValue> {
     let (x, v) = (a.tensor(0)?, a.tensor(1)?);
     check_dim(a.op, &x, 2, "self")?;
@@ -1215,6 +1232,24 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::baddbmm", baddbmm);
     r.add("aten::addbmm", addbmm);
     r.add("aten::addmv", addmv);
+    r.add("aten::addr", addr);
+    // the in-place twins: the result written into self (whose shape it must have)
+    r.add("aten::baddbmm_", |a| {
+        let r = baddbmm(a)?;
+        a.write_outs(0, r)
+    });
+    r.add("aten::addbmm_", |a| {
+        let r = addbmm(a)?;
+        a.write_outs(0, r)
+    });
+    r.add("aten::addmv_", |a| {
+        let r = addmv(a)?;
+        a.write_outs(0, r)
+    });
+    r.add("aten::addr_", |a| {
+        let r = addr(a)?;
+        a.write_outs(0, r)
+    });
     r.add("aten::mv", mv);
     r.add_all(&["aten::dot", "aten::vdot"], dot);
     r.add_all(&["aten::outer", "aten::ger"], outer);

@@ -379,6 +379,21 @@ fn linalg_svd(args: &mut Args<'_>) -> R {
     Ok(tuple(vec![u, s, vh]))
 }
 
+/// `_linalg_svd(A, full_matrices, compute_uv, *, driver)`: (U, S, Vh), U and Vh empty without
+/// `compute_uv`.
+fn linalg_svd_impl(args: &mut Args<'_>) -> R {
+    check_cpu_driver(args, 3, "torch.linalg.svd")?;
+    let a = matrices("linalg.svd", &args.tensor(0)?, false)?;
+    if args.bool(2)? {
+        let (u, s, vh) = svd_batch(&a, args.bool(1)?)?;
+        return Ok(tuple(vec![u, s, vh]));
+    }
+    let k = a.m.min(a.n);
+    let s = tensor(singular_values(&a), &a.shape(&[k]), a.dtype)?;
+    let empty = || Tensor::zeros(&[0], a.dtype);
+    Ok(tuple(vec![empty()?, s, empty()?]))
+}
+
 fn linalg_svdvals(args: &mut Args<'_>) -> R {
     check_cpu_driver(args, 1, "torch.linalg.svd")?;
     let a = matrices("linalg.svdvals", &args.tensor(0)?, false)?;
@@ -502,6 +517,20 @@ fn linalg_eigh(args: &mut Args<'_>) -> R {
         tensor(l, &a.shape(&[n]), a.dtype)?,
         tensor(q, &a.shape(&[n, n]), a.dtype)?,
     ]))
+}
+
+/// `_linalg_eigh(A, UPLO, compute_v)`: (eigenvalues, eigenvectors), the vectors empty without
+/// `compute_v`.
+fn linalg_eigh_impl(args: &mut Args<'_>) -> R {
+    let a = matrices("linalg.eigh", &args.tensor(0)?, true)?;
+    let (l, q) = eigh_batch(&a, uplo(args, 1)?);
+    let n = a.n;
+    let vectors = if args.bool(2)? {
+        tensor(q, &a.shape(&[n, n]), a.dtype)?
+    } else {
+        Tensor::zeros(&[0], a.dtype)?
+    };
+    Ok(tuple(vec![tensor(l, &a.shape(&[n]), a.dtype)?, vectors]))
 }
 
 fn linalg_eigvalsh(args: &mut Args<'_>) -> R {
@@ -826,6 +855,10 @@ pub fn register(r: &mut Registry) {
         a.write_outs(3, r)
     });
     r.add("aten::linalg_svdvals", linalg_svdvals);
+    r.add("aten::_linalg_svd", linalg_svd_impl);
+
+    r.add("aten::_linalg_eigh", linalg_eigh_impl);
+
     r.add("aten::linalg_eigh", linalg_eigh);
     r.add("aten::linalg_eigh.eigvals", |a| {
         let r = linalg_eigh(a)?;

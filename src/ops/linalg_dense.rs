@@ -64,15 +64,28 @@ fn out(data: Vec<f64>, shape: &[usize], dtype: DType) -> crate::Result<Tensor> {
 }
 
 /// In-place LU with partial pivoting of an n x n matrix: returns the row permutation and its
-/// sign, or `Err(k)` (1-based) at the first exactly-zero pivot.
+/// sign, or `Err(k)` (1-based) at the first exactly-zero pivot. The pivot is the first row of
+/// largest magnitude (BLAS `idamax`), as LAPACK's getrf picks it.
 fn lu(a: &mut [f64], n: usize) -> (Vec<usize>, f64, Option<usize>) {
+    let (perm, _, sign, singular) = lu_ipiv(a, n);
+    (perm, sign, singular)
+}
+
+/// [`lu`], also returning getrf's `ipiv`: the 1-based row swapped with row `k` at step `k`.
+fn lu_ipiv(a: &mut [f64], n: usize) -> (Vec<usize>, Vec<i32>, f64, Option<usize>) {
     let mut perm: Vec<usize> = (0..n).collect();
+    let mut ipiv: Vec<i32> = Vec::with_capacity(n);
     let mut sign = 1.0;
     let mut singular = None;
     for k in 0..n {
-        let p = (k..n)
-            .max_by(|&i, &j| a[i * n + k].abs().total_cmp(&a[j * n + k].abs()))
-            .unwrap_or(k);
+        let p = (k..n).fold(k, |best, i| {
+            if a[i * n + k].abs() > a[best * n + k].abs() {
+                i
+            } else {
+                best
+            }
+        });
+        ipiv.push(p as i32 + 1);
         if a[p * n + k] == 0.0 {
             singular.get_or_insert(k + 1);
             continue;
@@ -93,7 +106,7 @@ fn lu(a: &mut [f64], n: usize) -> (Vec<usize>, f64, Option<usize>) {
             }
         }
     }
-    (perm, sign, singular)
+    (perm, ipiv, sign, singular)
 }
 
 /// Solves `A X = B` for an LU-factored `A` (n x n) and `B` (n x k), in place in `b`.
@@ -347,12 +360,25 @@ fn triangular_solve(t: &[f64], n: usize, b: &[f64], k: usize, upper: bool, unit:
 /// linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False): batched, batch
 /// dims broadcast; only the triangle `upper` names is read.
 fn linalg_solve_triangular(args: &mut Args<'_>) -> R {
-    let op = args.op;
-    let a_t = args.tensor(0)?;
-    let b_t = args.tensor(1)?;
+    let (a_t, b_t) = (args.tensor(0)?, args.tensor(1)?);
     let (upper, left, unit) = (args.bool(2)?, args.bool(3)?, args.bool(4)?);
-    let mut a = square(op, &a_t)?;
-    let dtype = match (a.dtype, float_dtype(op, &b_t)?) {
+    Ok(IValue::Tensor(solve_triangular(
+        args.op, &a_t, &b_t, upper, left, unit,
+    )?))
+}
+
+/// `A X = B` (or `X A = B` without `left`) for triangular `A` (the `upper` triangle read, a
+/// unit diagonal assumed with `unit`), batch dims broadcast; float32 only if both are.
+fn solve_triangular(
+    op: &str,
+    a_t: &Tensor,
+    b_t: &Tensor,
+    upper: bool,
+    left: bool,
+    unit: bool,
+) -> crate::Result<Tensor> {
+    let mut a = square(op, a_t)?;
+    let dtype = match (a.dtype, float_dtype(op, b_t)?) {
         (DType::Float32, DType::Float32) => DType::Float32,
         _ => DType::Float64,
     };
@@ -406,7 +432,7 @@ fn linalg_solve_triangular(args: &mut Args<'_>) -> R {
         res = transpose_last2(&res, count, n, cols);
         shape.extend([cols, n]);
     }
-    Ok(IValue::Tensor(out(res, &shape, dtype)?))
+    out(res, &shape, dtype)
 }
 
 fn linalg_cholesky(args: &mut Args<'_>) -> R {
@@ -537,6 +563,451 @@ fn linalg_cholesky_ex(args: &mut Args<'_>) -> R {
     with_info(args, 2, linalg_cholesky)
 }
 
+/// A tuple result.
+fn tuple(items: Vec<Tensor>) -> IValue {
+    IValue::Tuple(Tuple::new(items.into_iter().map(IValue::Tensor).collect()))
+}
+
+/// Each matrix's LU factorization as LAPACK's getrf leaves it: (LU row-major, 1-based pivots,
+/// info = the first zero pivot or 0), over the batch.
+fn lu_factor_batch(m: &Mats) -> (Vec<f64>, Vec<i32>, Vec<i32>) {
+    let n = m.n;
+    let (mut lu_data, mut pivots, mut info) =
+        (Vec::with_capacity(m.data.len()), Vec::new(), Vec::new());
+    for b in 0..m.count() {
+        let mut a = m.mat(b).to_vec();
+        let (_, ipiv, _, singular) = lu_ipiv(&mut a, n);
+        lu_data.extend(a);
+        pivots.extend(ipiv);
+        info.push(singular.map_or(0, |k| k as i32));
+    }
+    (lu_data, pivots, info)
+}
+
+/// The square input of an LU overload with `pivot` (PyTorch's CPU kernels only pivot).
+fn lu_input(args: &Args<'_>, pivot_at: Option<usize>) -> crate::Result<Mats> {
+    if let Some(i) = pivot_at {
+        if !args.bool(i)? {
+            return Err(crate::tensor::TensorError::Unsupported(format!(
+                "{}: LU without pivoting is not implemented on the CPU",
+                args.op
+            ))
+            .into());
+        }
+    }
+    let x = args.tensor(0)?;
+    if x.dim() >= 2 && x.shape()[x.dim() - 1] != x.shape()[x.dim() - 2] {
+        return Err(crate::tensor::TensorError::Unsupported(format!(
+            "{}: LU of non-square matrices ({:?})",
+            args.op,
+            x.shape()
+        ))
+        .into());
+    }
+    square(args.op, &x)
+}
+
+/// (LU, pivots int32, info int32) tensors of a batch.
+fn lu_tensors(m: &Mats) -> crate::Result<(Tensor, Tensor, Vec<i32>)> {
+    let (lu_data, pivots, info) = lu_factor_batch(m);
+    let mut shape = m.batch.clone();
+    shape.extend([m.n, m.n]);
+    let mut pshape = m.batch.clone();
+    pshape.push(m.n);
+    Ok((
+        out(lu_data, &shape, m.dtype)?,
+        Tensor::from_vec(pivots, &pshape)?,
+        info,
+    ))
+}
+
+/// `linalg_lu_factor_ex(A, *, pivot, check_errors)`: (LU, pivots, info); `info` names the first
+/// zero pivot of a singular matrix (an error with `check_errors`).
+fn linalg_lu_factor_ex(args: &mut Args<'_>) -> R {
+    let m = lu_input(args, Some(1))?;
+    let (lu_t, piv, info) = lu_tensors(&m)?;
+    if args.bool(2)? {
+        check_lu_info(args.op, &info)?;
+    }
+    let info_t = Tensor::from_vec(info, &m.batch)?;
+    Ok(tuple(vec![lu_t, piv, info_t]))
+}
+
+fn check_lu_info(op: &str, info: &[i32]) -> crate::Result<()> {
+    match info.iter().find(|&&k| k > 0) {
+        Some(k) => Err(value_err(format!(
+            "{op}: U[{k},{k}] is zero and using it on lu_solve would result in a division by zero. If you still want to perform the factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `linalg_lu_factor(A, *, pivot)`: (LU, pivots); a singular matrix is an error.
+fn linalg_lu_factor(args: &mut Args<'_>) -> R {
+    let m = lu_input(args, Some(1))?;
+    let (lu_t, piv, info) = lu_tensors(&m)?;
+    check_lu_info(args.op, &info)?;
+    Ok(tuple(vec![lu_t, piv]))
+}
+
+/// P, L, U of packed LU data (row-major n x n matrices) and 1-based pivots: `A = P L U`.
+fn unpack_lu(
+    lu_data: &[f64],
+    pivots: &[i32],
+    count: usize,
+    n: usize,
+) -> crate::Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let (mut p, mut l, mut u) = (Vec::new(), Vec::new(), Vec::new());
+    for b in 0..count {
+        let a = &lu_data[b * n * n..(b + 1) * n * n];
+        let mut perm: Vec<usize> = (0..n).collect();
+        for (k, &piv) in pivots[b * n..(b + 1) * n].iter().enumerate() {
+            let j = usize::try_from(piv - 1)
+                .ok()
+                .filter(|&j| j < n)
+                .ok_or_else(|| value_err(format!("lu_unpack: pivot {piv} out of range 1..={n}")))?;
+            perm.swap(k, j);
+        }
+        let mut pm = vec![0.0; n * n];
+        for (i, &r) in perm.iter().enumerate() {
+            pm[r * n + i] = 1.0;
+        }
+        p.extend(pm);
+        for i in 0..n {
+            for j in 0..n {
+                l.push(match j.cmp(&i) {
+                    std::cmp::Ordering::Less => a[i * n + j],
+                    std::cmp::Ordering::Equal => 1.0,
+                    std::cmp::Ordering::Greater => 0.0,
+                });
+                u.push(if j >= i { a[i * n + j] } else { 0.0 });
+            }
+        }
+    }
+    Ok((p, l, u))
+}
+
+/// `linalg_lu(A, *, pivot)`: (P, L, U) with `A = P L U`.
+fn linalg_lu(args: &mut Args<'_>) -> R {
+    let m = lu_input(args, Some(1))?;
+    let (lu_data, pivots, _) = lu_factor_batch(&m);
+    let (p, l, u) = unpack_lu(&lu_data, &pivots, m.count(), m.n)?;
+    let mut shape = m.batch.clone();
+    shape.extend([m.n, m.n]);
+    Ok(tuple(vec![
+        out(p, &shape, m.dtype)?,
+        out(l, &shape, m.dtype)?,
+        out(u, &shape, m.dtype)?,
+    ]))
+}
+
+/// `lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)`: (P, L, U); the parts not
+/// unpacked are empty tensors, as PyTorch returns them.
+fn lu_unpack(args: &mut Args<'_>) -> R {
+    let m = square(args.op, &args.tensor(0)?)?;
+    let piv_t = args.tensor(1)?;
+    let mut pshape = m.batch.clone();
+    pshape.push(m.n);
+    if piv_t.shape() != pshape.as_slice() || !piv_t.dtype().is_integral(false) {
+        return Err(shape_err(format!(
+            "{}: LU_pivots must be an integer tensor of shape {pshape:?}, got {:?} {}",
+            args.op,
+            piv_t.shape(),
+            piv_t.dtype()
+        )));
+    }
+    let pivots: Vec<i32> = piv_t
+        .to_vec::<i64>()?
+        .into_iter()
+        .map(|v| v as i32)
+        .collect();
+    let (p, l, u) = unpack_lu(&m.data, &pivots, m.count(), m.n)?;
+    let mut shape = m.batch.clone();
+    shape.extend([m.n, m.n]);
+    let empty = || Tensor::zeros(&[0], m.dtype);
+    let (l, u) = if args.bool(2)? {
+        (out(l, &shape, m.dtype)?, out(u, &shape, m.dtype)?)
+    } else {
+        (empty()?, empty()?)
+    };
+    let p = if args.bool(3)? {
+        out(p, &shape, m.dtype)?
+    } else {
+        empty()?
+    };
+    Ok(tuple(vec![p, l, u]))
+}
+
+/// `linalg_lu_solve(LU, pivots, B, *, left, adjoint)`: solves `A X = B` (`A^T X = B` with
+/// `adjoint`; `X A = B` without `left`) for `A = P L U`.
+fn linalg_lu_solve(args: &mut Args<'_>) -> R {
+    let op = args.op;
+    let lu_t = args.tensor(0)?;
+    let (left, adjoint) = (args.bool(3)?, args.bool(4)?);
+    let m = square(op, &lu_t)?;
+    let n = m.n;
+    let pivots: Vec<i32> = args
+        .tensor(1)?
+        .to_vec::<i64>()?
+        .into_iter()
+        .map(|v| v as i32)
+        .collect();
+    if pivots.len() != m.count() * n {
+        return Err(shape_err(format!("{op}: pivots do not match LU")));
+    }
+    let (p, l, u) = unpack_lu(&m.data, &pivots, m.count(), n)?;
+    let mut shape = m.batch.clone();
+    shape.extend([n, n]);
+    let (p, l, u) = (
+        out(p, &shape, DType::Float64)?,
+        out(l, &shape, DType::Float64)?,
+        out(u, &shape, DType::Float64)?,
+    );
+    let b = args.tensor(2)?;
+    let dtype = match (m.dtype, float_dtype(op, &b)?) {
+        (DType::Float32, DType::Float32) => DType::Float32,
+        _ => DType::Float64,
+    };
+    let b = b.to_dtype(DType::Float64)?;
+    let t = |x: &Tensor| super::shape::transpose(x, -2, -1);
+    let matmul = |x: &Tensor, y: &Tensor| super::linalg::matmul_nd(op, x, y, None, 1.0);
+    // A = P L U: A X = B is L U X = P^T B; A^T X = B is U^T L^T P^T X = B
+    let x = match (left, adjoint) {
+        (true, false) => {
+            let y = solve_triangular(op, &l, &matmul(&t(&p)?, &b)?, false, true, true)?;
+            solve_triangular(op, &u, &y, true, true, false)?
+        }
+        (true, true) => {
+            let y = solve_triangular(op, &t(&u)?, &b, false, true, false)?;
+            let z = solve_triangular(op, &t(&l)?, &y, true, true, true)?;
+            matmul(&p, &z)?
+        }
+        // X A = B: X P L U = B, so Y = X P solves Y L U = B
+        (false, false) => {
+            let y = solve_triangular(op, &u, &b, true, false, false)?;
+            let y = solve_triangular(op, &l, &y, false, false, true)?;
+            matmul(&y, &t(&p)?)?
+        }
+        // X A^T = B: X U^T L^T P^T = B, so W = X U^T L^T = B P
+        (false, true) => {
+            let w = matmul(&b, &p)?;
+            let y = solve_triangular(op, &t(&l)?, &w, true, false, true)?;
+            solve_triangular(op, &t(&u)?, &y, false, false, false)?
+        }
+    };
+    Ok(IValue::Tensor(x.to_dtype(dtype)?))
+}
+
+/// The batch of transposed matrices: ATen factors `A.mT` in `_linalg_det` / `_linalg_slogdet`
+/// (LAPACK's column-major view of the row-major input), so their LU and pivots are those of
+/// `A^T`.
+fn transposed(m: &Mats) -> Mats {
+    Mats {
+        data: transpose_last2(&m.data, m.count(), m.n, m.n),
+        batch: m.batch.clone(),
+        n: m.n,
+        dtype: m.dtype,
+    }
+}
+
+/// `_linalg_det(A)`: (det, LU, pivots), the LU of `A^T` as ATen returns it.
+fn linalg_det_lu(args: &mut Args<'_>) -> R {
+    let m = transposed(&square(args.op, &args.tensor(0)?)?);
+    let (s, l) = slogdet_of(&m);
+    let d = s.iter().zip(&l).map(|(s, l)| s * l.exp()).collect();
+    let (lu_t, piv, _) = lu_tensors(&m)?;
+    Ok(tuple(vec![out(d, &m.batch, m.dtype)?, lu_t, piv]))
+}
+
+/// `_linalg_slogdet(A)`: (sign, logabsdet, LU, pivots), the LU of `A^T` as ATen returns it.
+fn linalg_slogdet_lu(args: &mut Args<'_>) -> R {
+    let m = transposed(&square(args.op, &args.tensor(0)?)?);
+    let (s, l) = slogdet_of(&m);
+    let (lu_t, piv, _) = lu_tensors(&m)?;
+    Ok(tuple(vec![
+        out(s, &m.batch, m.dtype)?,
+        out(l, &m.batch, m.dtype)?,
+        lu_t,
+        piv,
+    ]))
+}
+
+/// `linalg_solve_ex(A, B, *, left, check_errors)` (`LU`: `_linalg_solve_ex`, which also
+/// returns A's LU and pivots): the solution and an int32 `info` of zeros. A singular `A` is
+/// PyTorch's error with `check_errors`; without it PyTorch returns LAPACK's partial result,
+/// which tsrun does not reproduce (a typed unsupported error).
+fn linalg_solve_ex<const LU: bool>(args: &mut Args<'_>) -> R {
+    let check_errors = args.bool(3)?;
+    let a_t = args.tensor(0)?;
+    let m = square(args.op, &a_t)?;
+    let result = match linalg_solve(args) {
+        Ok(IValue::Tensor(t)) => t,
+        Ok(other) => {
+            return Err(value_err(format!(
+                "{}: expected a tensor result, got {}",
+                args.op,
+                other.kind_name()
+            )))
+        }
+        Err(e) if check_errors => return Err(e),
+        Err(e) => {
+            return Err(crate::tensor::TensorError::Unsupported(format!(
+                "{}: {e}; tsrun does not return LAPACK's partial result with a nonzero info",
+                args.op
+            ))
+            .into())
+        }
+    };
+    let info = Tensor::zeros(&m.batch, DType::Int32)?;
+    if LU {
+        let (lu_t, piv, _) = lu_tensors(&m)?;
+        return Ok(tuple(vec![result, lu_t, piv, info]));
+    }
+    Ok(tuple(vec![result, info]))
+}
+
+/// `triangular_solve(self=B, A, upper, transpose, unitriangular)`: (X solving `op(A) X = B`,
+/// a copy of `A`).
+fn triangular_solve_op(args: &mut Args<'_>) -> R {
+    let (b, a) = (args.tensor(0)?, args.tensor(1)?);
+    let (upper, transpose, unit) = (args.bool(2)?, args.bool(3)?, args.bool(4)?);
+    let x = if transpose {
+        let at = super::shape::transpose(&a, -2, -1)?;
+        solve_triangular(args.op, &at, &b, !upper, true, unit)?
+    } else {
+        solve_triangular(args.op, &a, &b, upper, true, unit)?
+    };
+    Ok(tuple(vec![x, a.deep_clone()?]))
+}
+
+/// `X` solving `A X = B` for `A = L L^T` (or `U^T U` with `upper`) given its Cholesky factor.
+fn cholesky_solve_with(
+    op: &str,
+    b: &Tensor,
+    factor: &Tensor,
+    upper: bool,
+) -> crate::Result<Tensor> {
+    let ft = super::shape::transpose(factor, -2, -1)?;
+    let (first, second) = if upper { (&ft, factor) } else { (factor, &ft) };
+    let y = solve_triangular(op, first, b, false, true, false)?;
+    solve_triangular(op, second, &y, true, true, false)
+}
+
+/// `cholesky_solve(self=B, input2=L, upper)`.
+fn cholesky_solve(args: &mut Args<'_>) -> R {
+    let (b, factor) = (args.tensor(0)?, args.tensor(1)?);
+    Ok(IValue::Tensor(cholesky_solve_with(
+        args.op,
+        &b,
+        &factor,
+        args.bool(2)?,
+    )?))
+}
+
+/// `cholesky_inverse(L, upper)`: the inverse of `L L^T` (`U^T U`).
+fn cholesky_inverse(args: &mut Args<'_>) -> R {
+    let factor = args.tensor(0)?;
+    let m = square(args.op, &factor)?;
+    let n = m.n;
+    let eye: Vec<f64> = (0..n * n)
+        .map(|i| if i / n == i % n { 1.0 } else { 0.0 })
+        .collect();
+    let eye = out(eye, &[n, n], m.dtype)?;
+    Ok(IValue::Tensor(cholesky_solve_with(
+        args.op,
+        &eye,
+        &factor,
+        args.bool(1)?,
+    )?))
+}
+
+/// A matrix norm of one n x n matrix for `linalg_cond`: `fro`, `nuc` (from `singular`), or the
+/// max/min absolute column (`1`, `-1`) or row (`inf`, `-inf`) sums.
+fn cond_norm(a: &[f64], n: usize, p: &CondOrder, singular: impl Fn(&[f64]) -> Vec<f64>) -> f64 {
+    let col = |j: usize| (0..n).map(|i| a[i * n + j].abs()).sum::<f64>();
+    let row = |i: usize| (0..n).map(|j| a[i * n + j].abs()).sum::<f64>();
+    let fold_max = |v: Vec<f64>| v.into_iter().fold(f64::NEG_INFINITY, f64::max);
+    let fold_min = |v: Vec<f64>| v.into_iter().fold(f64::INFINITY, f64::min);
+    match p {
+        CondOrder::Fro => a.iter().map(|v| v * v).sum::<f64>().sqrt(),
+        CondOrder::Nuc => singular(a).iter().sum(),
+        CondOrder::Num(x) if *x == 1.0 => fold_max((0..n).map(col).collect()),
+        CondOrder::Num(x) if *x == -1.0 => fold_min((0..n).map(col).collect()),
+        CondOrder::Num(x) if *x > 0.0 => fold_max((0..n).map(row).collect()),
+        CondOrder::Num(_) => fold_min((0..n).map(row).collect()),
+    }
+}
+
+enum CondOrder {
+    Fro,
+    Nuc,
+    Num(f64),
+}
+
+/// `linalg_cond(A, p)` (`p_str`: `'fro'` / `'nuc'`): for p None, 2 and -2 the ratio of the
+/// extreme singular values; for the other orders `norm(A) * norm(inv(A))`, with inf for a
+/// singular matrix as PyTorch.
+fn linalg_cond<const STR: bool>(args: &mut Args<'_>) -> R {
+    let op = args.op;
+    let x = args.tensor(0)?;
+    let svd_order = |a: &[f64], n: usize, hi_over_lo: bool| {
+        let s = super::linalg_decomp::matrix_singular_values(a, n, n);
+        let hi = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let lo = s.iter().copied().fold(f64::INFINITY, f64::min);
+        if hi_over_lo {
+            hi / lo
+        } else {
+            lo / hi
+        }
+    };
+    let order = if STR {
+        match &*args.str(1)? {
+            "fro" => CondOrder::Fro,
+            "nuc" => CondOrder::Nuc,
+            other => {
+                return Err(value_err(format!(
+                    "{op}: got an invalid norm type: {other}"
+                )))
+            }
+        }
+    } else {
+        match args.opt_scalar(1)? {
+            None => CondOrder::Num(2.0),
+            Some(p) => CondOrder::Num(p.to_f64()),
+        }
+    };
+    if let CondOrder::Num(p) = order {
+        if ![1.0, -1.0, 2.0, -2.0, f64::INFINITY, f64::NEG_INFINITY].contains(&p) {
+            return Err(value_err(format!("{op}: got an invalid norm type: {p}")));
+        }
+    }
+    let m = square(op, &x)?;
+    let n = m.n;
+    let mut res = Vec::with_capacity(m.count());
+    for b in 0..m.count() {
+        let a = m.mat(b);
+        res.push(match order {
+            CondOrder::Num(2.0) => svd_order(a, n, true),
+            CondOrder::Num(-2.0) => svd_order(a, n, false),
+            ref other => {
+                let mut f = a.to_vec();
+                let (perm, _, singular) = lu(&mut f, n);
+                if singular.is_some() {
+                    f64::INFINITY
+                } else {
+                    let eye: Vec<f64> = (0..n * n)
+                        .map(|i| if i / n == i % n { 1.0 } else { 0.0 })
+                        .collect();
+                    let inv = lu_solve(&f, &perm, n, &eye, n);
+                    let sv = |v: &[f64]| super::linalg_decomp::matrix_singular_values(v, n, n);
+                    cond_norm(a, n, other, sv) * cond_norm(&inv, n, other, sv)
+                }
+            }
+        });
+    }
+    Ok(IValue::Tensor(out(res, &m.batch, m.dtype)?))
+}
+
 pub fn register(r: &mut Registry) {
     r.add("aten::linalg_inv_ex", linalg_inv_ex);
     r.add("aten::linalg_inv_ex.inverse", |a| {
@@ -555,6 +1026,36 @@ pub fn register(r: &mut Registry) {
     r.add("aten::linalg_solve", linalg_solve);
     r.add("aten::linalg_solve_triangular", linalg_solve_triangular);
     r.add("aten::linalg_cholesky", linalg_cholesky);
+    r.add("aten::linalg_lu_factor_ex", linalg_lu_factor_ex);
+    r.add("aten::linalg_lu_factor", linalg_lu_factor);
+    r.add("aten::linalg_lu", linalg_lu);
+    r.add("aten::lu_unpack", lu_unpack);
+    r.add("aten::linalg_lu_solve", linalg_lu_solve);
+    r.add("aten::_linalg_det", linalg_det_lu);
+    r.add("aten::_linalg_det.result", |a| {
+        let r = linalg_det_lu(a)?;
+        a.write_outs(1, r)
+    });
+    r.add("aten::_linalg_slogdet", linalg_slogdet_lu);
+    r.add("aten::_linalg_slogdet.sign", |a| {
+        let r = linalg_slogdet_lu(a)?;
+        a.write_outs(1, r)
+    });
+    r.add("aten::linalg_solve_ex", linalg_solve_ex::<false>);
+    r.add("aten::_linalg_solve_ex", linalg_solve_ex::<true>);
+    r.add("aten::_linalg_solve_ex.result", |a| {
+        let r = linalg_solve_ex::<true>(a)?;
+        a.write_outs(4, r)
+    });
+    r.add("aten::triangular_solve", triangular_solve_op);
+    r.add("aten::triangular_solve.X", |a| {
+        let r = triangular_solve_op(a)?;
+        a.write_outs(5, r)
+    });
+    r.add("aten::cholesky_solve", cholesky_solve);
+    r.add("aten::cholesky_inverse", cholesky_inverse);
+    r.add("aten::linalg_cond", linalg_cond::<false>);
+    r.add("aten::linalg_cond.p_str", linalg_cond::<true>);
     r.add_all(
         &["aten::matrix_power", "aten::linalg_matrix_power"],
         matrix_power,

@@ -4,6 +4,7 @@
 //! functions PyTorch groups with them in real archives: `gcd` / `lcm`, `ldexp`, `frexp`,
 //! `logcumsumexp`.
 
+use super::kernels::value_err;
 use super::{Args, Registry};
 use crate::tensor::promote::promote_types;
 use crate::tensor::{DType, Tensor};
@@ -333,7 +334,133 @@ fn linalg_vander(a: &mut Args) -> R {
     Ok(IValue::Tensor(with_ones(&x, n as usize, result_dtype)?))
 }
 
+/// `combinations(self, r, with_replacement)`: the `r`-element combinations of a 1-d tensor's
+/// elements in `itertools.combinations` (or `combinations_with_replacement`) order, one per
+/// row; empty for `r == 0`.
+fn combinations(a: &mut Args) -> R {
+    let x = a.tensor(0)?;
+    let (r, with_replacement) = (a.int(1)?, a.bool(2)?);
+    if x.dim() != 1 {
+        return Err(value_err(format!(
+            "Expect a 1D vector, but got shape {:?}",
+            x.shape()
+        )));
+    }
+    if r < 0 {
+        return Err(value_err(format!(
+            "Expect a non-negative number, but got {r}"
+        )));
+    }
+    let (n, r) = (x.shape()[0], r as usize);
+    if r == 0 {
+        return Ok(IValue::Tensor(Tensor::zeros(&[0], x.dtype())?));
+    }
+    let mut rows: Vec<i64> = Vec::new();
+    let mut idx: Vec<usize> = if with_replacement {
+        vec![0; r]
+    } else {
+        (0..r).collect()
+    };
+    let valid = |idx: &[usize]| idx.iter().all(|&i| i < n);
+    if valid(&idx) {
+        loop {
+            crate::tensor::budget::check_alloc((rows.len() + r) * 8)?;
+            rows.extend(idx.iter().map(|&i| i as i64));
+            // the rightmost index that can still advance
+            let limit = |k: usize| if with_replacement { n - 1 } else { n - r + k };
+            let Some(k) = (0..r).rev().find(|&k| idx[k] < limit(k)) else {
+                break;
+            };
+            idx[k] += 1;
+            for j in k + 1..r {
+                idx[j] = if with_replacement {
+                    idx[k]
+                } else {
+                    idx[j - 1] + 1
+                };
+            }
+        }
+    }
+    let count = rows.len() / r;
+    let index = Tensor::from_vec(rows, &[count * r])?;
+    let picked = super::shape::gather_dim(
+        &x,
+        0,
+        &index
+            .to_vec::<i64>()?
+            .iter()
+            .map(|&i| i as usize)
+            .collect::<Vec<_>>(),
+    )?;
+    Ok(IValue::Tensor(super::shape::reshape(
+        &picked,
+        &[count as i64, r as i64],
+    )?))
+}
+
+/// `renorm(self, p, dim, maxnorm)`: each slice along `dim` whose p-norm exceeds `maxnorm`
+/// scaled by `maxnorm / (norm + 1e-7)`, as ATen's renorm; the others kept.
+fn renorm(a: &mut Args) -> R {
+    let x = a.tensor(0)?;
+    let p = a.scalar(1)?.to_f64();
+    let maxnorm = a.scalar(3)?.to_f64();
+    if !x.dtype().is_floating_point() {
+        return Err(value_err(format!(
+            "renorm: expected a floating point tensor, got {}",
+            x.dtype()
+        )));
+    }
+    if p <= 0.0 {
+        return Err(value_err(format!(
+            "renorm: non-positive-norm not supported (p = {p})"
+        )));
+    }
+    if maxnorm < 0.0 {
+        return Err(value_err(format!(
+            "renorm: expected maxnorm to be >= 0 but got {maxnorm}"
+        )));
+    }
+    if x.dim() <= 1 {
+        return Err(value_err(format!(
+            "renorm: input needs at least 2 dimensions, got {} dimensions",
+            x.dim()
+        )));
+    }
+    let d = crate::tensor::wrap_dim(a.int(2)?, x.dim())?;
+    let moved = super::shape::movedim(&x, &[d as i64], &[0])?.contiguous()?;
+    let shape = moved.shape().to_vec();
+    let mut v = moved.to_dtype(DType::Float64)?.to_vec::<f64>()?;
+    let per = v.len() / shape[0].max(1);
+    if per > 0 {
+        for slice in v.chunks_mut(per) {
+            let norm = if p.is_infinite() {
+                slice.iter().fold(0.0f64, |m, e| m.max(e.abs()))
+            } else {
+                slice
+                    .iter()
+                    .map(|e| e.abs().powf(p))
+                    .sum::<f64>()
+                    .powf(1.0 / p)
+            };
+            if norm > maxnorm {
+                let factor = maxnorm / (norm + 1e-7);
+                slice.iter_mut().for_each(|e| *e *= factor);
+            }
+        }
+    }
+    let back = Tensor::from_vec(v, &shape)?.to_dtype(x.dtype())?;
+    Ok(IValue::Tensor(
+        super::shape::movedim(&back, &[0], &[d as i64])?.contiguous()?,
+    ))
+}
+
 pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::combinations", combinations);
+    r.add("aten::renorm", renorm);
+    r.add("aten::renorm_", |a| {
+        let r = renorm(a)?;
+        a.write_outs(0, r)
+    });
     r.add("aten::vander", vander);
     r.add("aten::linalg_vander", linalg_vander);
     r.add("aten::gcd", |a| gcd_lcm(a, false, false));
@@ -343,7 +470,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::ldexp.Tensor", |a| ldexp(a, false));
     r.add("aten::ldexp_", |a| ldexp(a, true));
     r.add("aten::frexp.Tensor", frexp);
-    r.add("aten::logcumsumexp", logcumsumexp);
+    r.add_all(&["aten::logcumsumexp", "aten::_logcumsumexp"], logcumsumexp);
     r.add("aten::kron", kron);
     r.add("aten::block_diag", block_diag);
     r.add("aten::tril_indices", |a| tri_indices(a, false));

@@ -826,6 +826,28 @@ fn bernoulli_as(args: &mut Args<'_>, probs_from: u8, inplace: bool) -> R {
     Ok(IValue::Tensor(out))
 }
 
+/// The functional twin of an in-place draw (`uniform` of `uniform_`, `random.from` of
+/// `random_.from`, ...): the same arguments, drawn into a fresh copy of `self` (same shape and
+/// dtype, the same stream of draws).
+fn on_fresh_copy(args: &mut Args<'_>, inplace: fn(&mut Args<'_>) -> R) -> R {
+    let fresh = args.tensor(0)?.deep_clone()?;
+    args.values[0] = IValue::Tensor(fresh);
+    inplace(args)
+}
+
+/// `randint_like.Tensor` / `.Tensor_generator`: `high` given as a one-element tensor.
+fn randint_like_tensor<const GEN: bool>(args: &mut Args<'_>) -> R {
+    let high = args.tensor(1)?;
+    if high.numel() != 1 {
+        return Err(value_err(format!(
+            "randint_like: high must be a one-element tensor, got shape {:?}",
+            high.shape()
+        )));
+    }
+    args.values[1] = IValue::Int(high.item()?.to_i64());
+    randint_like_as(args, false, GEN)
+}
+
 fn manual_seed(args: &mut Args<'_>) -> R {
     let seed = args.int(0)?;
     args.ctx.generator.lock().manual_seed(seed as u64);
@@ -874,4 +896,17 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::bernoulli_.float", bernoulli_p::<PROBS_FLOAT, true>);
     r.add("aten::bernoulli_.Tensor", bernoulli_p::<PROBS_TENSOR, true>);
     r.add("aten::manual_seed", manual_seed);
+    r.add("aten::randint_like.Tensor", randint_like_tensor::<false>);
+    r.add(
+        "aten::randint_like.Tensor_generator",
+        randint_like_tensor::<true>,
+    );
+    r.add("aten::uniform", |a| on_fresh_copy(a, uniform_));
+    r.add("aten::normal_functional", |a| on_fresh_copy(a, normal_));
+    r.add("aten::exponential", |a| on_fresh_copy(a, exponential_));
+    r.add("aten::cauchy", |a| on_fresh_copy(a, cauchy_));
+    r.add("aten::log_normal", |a| on_fresh_copy(a, log_normal_));
+    r.add("aten::geometric", |a| on_fresh_copy(a, geometric_));
+    r.add("aten::random.from", |a| on_fresh_copy(a, random_::<true>));
+    r.add("aten::random.to", |a| on_fresh_copy(a, random_::<false>));
 }

@@ -345,6 +345,16 @@ fn argmax(args: &mut Args<'_>) -> R {
 fn argmin(args: &mut Args<'_>) -> R {
     argext(args, false)
 }
+/// The deprecated `_aminmax(self)`: `aminmax` over every element.
+fn aminmax_all(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    empty_check(&x, "_aminmax")?;
+    pair(
+        extreme_op(&x, None, false, false)?,
+        extreme_op(&x, None, false, true)?,
+    )
+}
+
 fn aminmax(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let dim = args.opt_int(1)?;
@@ -1012,8 +1022,11 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::argmax", argmax);
     r.add("aten::argmin", argmin);
     r.add("aten::aminmax", aminmax);
-    r.add("aten::all", all);
-    r.add("aten::any", any);
+    // `_aminmax.dim(self, dim, keepdim)` has aminmax's argument layout
+    r.add("aten::_aminmax.dim", aminmax);
+    r.add("aten::_aminmax", aminmax_all);
+    r.add_all(&["aten::all", "aten::_is_all_true"], all);
+    r.add_all(&["aten::any", "aten::_is_any_true"], any);
     r.add("aten::all.dim", all_dim);
     r.add("aten::any.dim", any_dim);
     r.add("aten::all.dims", all_dims);

@@ -1333,6 +1333,66 @@ fn cartesian_prod(ts: &[Tensor]) -> R<Tensor> {
 // Registration
 // ---------------------------------------------------------------------------------------------
 
+/// `is_contiguous(memory_format=...)`: c10's `MemoryFormat` codes 0 (contiguous), 2
+/// (channels_last, 4-d: strides dense in N, H, W, C order) and 3 (channels_last_3d, 5-d);
+/// `preserve` (1) is refused as PyTorch refuses it.
+fn contiguous_as(t: &Tensor, format: i64) -> R<bool> {
+    let order: &[usize] = match format {
+        0 => return Ok(t.is_contiguous()),
+        2 if t.dim() == 4 => &[1, 3, 2, 0],
+        3 if t.dim() == 5 => &[1, 4, 3, 2, 0],
+        2 | 3 => return Ok(false),
+        1 => {
+            return Err(value_err(
+                "memory format preserve is not a contiguity layout".to_string(),
+            ))
+        }
+        f => return Err(value_err(format!("unknown memory format {f}"))),
+    };
+    let mut expected: isize = 1;
+    for &d in order {
+        let size = t.shape()[d];
+        if size != 1 {
+            if t.strides()[d] != expected {
+                return Ok(false);
+            }
+            expected *= size as isize;
+        }
+    }
+    Ok(true)
+}
+
+/// `sum_to_size(size)`: sums over the leading dims `size` lacks and the dims it has as 1,
+/// so the result has `size` (which `self` must broadcast to).
+fn sum_to_size(t: &Tensor, size: &[i64]) -> crate::Result<Tensor> {
+    let nd = t.dim();
+    let shape: Vec<usize> = size
+        .iter()
+        .map(|&s| to_usize(s, "sum_to_size size"))
+        .collect::<R<_>>()?;
+    let expandable = shape.len() <= nd
+        && shape
+            .iter()
+            .zip(&t.shape()[nd - shape.len()..])
+            .all(|(&want, &have)| want == have || want == 1);
+    if !expandable {
+        return Err(shape_err(format!(
+            "size {size:?} is not expandable to size {:?}",
+            t.shape()
+        )));
+    }
+    if t.shape() == shape.as_slice() {
+        return Ok(t.clone());
+    }
+    let lead = nd - shape.len();
+    let dims: Vec<i64> = (0..nd)
+        .filter(|&d| d < lead || (shape[d - lead] == 1 && t.shape()[d] != 1))
+        .map(|d| d as i64)
+        .collect();
+    let summed = crate::ops::reduce::sum_op(t, Some(&dims), true, None, false)?;
+    reshape(&summed, size)
+}
+
 fn tlist(a: &Args<'_>, i: usize) -> R<Vec<Tensor>> {
     a.tensor_list(i)
 }
@@ -1365,6 +1425,31 @@ pub(crate) fn register(r: &mut Registry) {
     r.add_all(&["aten::reshape", "aten::_reshape_alias"], |a| {
         Ok(reshape(&a.tensor(0)?, &a.int_list(1)?)?.into())
     });
+    // the `_copy` twins own their storage
+    r.add("aten::_reshape_copy", |a| {
+        Ok(reshape(&a.tensor(0)?, &a.int_list(1)?)?
+            .deep_clone()?
+            .into())
+    });
+    r.add("aten::_reshape_alias_copy", |a| {
+        Ok(
+            as_strided_op(&a.tensor(0)?, &a.int_list(1)?, &a.int_list(2)?, None)?
+                .deep_clone()?
+                .into(),
+        )
+    });
+    // `_reshape_from_tensor(self, shape)`: the sizes read from a 1-d integer tensor
+    r.add("aten::_reshape_from_tensor", |a| {
+        let shape = a.tensor(1)?;
+        if shape.dim() != 1 || !shape.dtype().is_integral(false) {
+            return Err(shape_err(format!(
+                "_reshape_from_tensor: shape must be a 1-d integer tensor, got {:?} {}",
+                shape.shape(),
+                shape.dtype()
+            )));
+        }
+        Ok(reshape(&a.tensor(0)?, &shape.to_vec::<i64>()?)?.into())
+    });
     r.add("aten::_unsafe_view", |a| {
         Ok(reshape(&a.tensor(0)?, &a.int_list(1)?)?.into())
     });
@@ -1393,9 +1478,16 @@ pub(crate) fn register(r: &mut Registry) {
     // `.a` overloads: the attribute spellings (`x.mT`), same arguments; `mH` / `adjoint`
     // conjugate, which tsrun does not do for complex tensors
     r.add_all(&["aten::mT", "aten::mT.a"], |a| matrix_transpose(a, false));
-    r.add_all(&["aten::adjoint", "aten::mH", "aten::mH.a"], |a| {
-        matrix_transpose(a, true)
-    });
+    r.add_all(
+        &[
+            "aten::adjoint",
+            "aten::mH",
+            "aten::mH.a",
+            "aten::matrix_H",
+            "aten::matrix_H.a",
+        ],
+        |a| matrix_transpose(a, true),
+    );
     r.add("aten::expand", |a| {
         Ok(expand(&a.tensor(0)?, &a.int_list(1)?)?.into())
     });
@@ -1603,6 +1695,53 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::is_contiguous", |a| {
         Ok(IValue::Bool(a.tensor(0)?.is_contiguous()))
     });
+    r.add_all(
+        &[
+            "aten::is_contiguous.memory_format",
+            "aten::sym_is_contiguous",
+        ],
+        |a| Ok(IValue::Bool(contiguous_as(&a.tensor(0)?, a.int(1)?)?)),
+    );
+    r.add("aten::is_non_overlapping_and_dense", |a| {
+        Ok(IValue::Bool(a.tensor(0)?.is_non_overlapping_and_dense()))
+    });
+    r.add("aten::sym_storage_offset", |a| {
+        Ok(IValue::Int(a.tensor(0)?.storage_offset() as i64))
+    });
+    r.add("aten::sym_stride", |a| {
+        Ok(int_list_value(
+            a.tensor(0)?.strides().iter().map(|&s| s as i64),
+        ))
+    });
+    r.add("aten::sym_stride.int", |a| {
+        let t = a.tensor(0)?;
+        let d = wdim(a.int(1)?, t.dim())?;
+        Ok(IValue::Int(t.strides().get(d).copied().unwrap_or(1) as i64))
+    });
+    // `_shape_as_tensor(self)`: the sizes as an int64 vector
+    r.add("aten::_shape_as_tensor", |a| {
+        let t = a.tensor(0)?;
+        let dims: Vec<i64> = t.shape().iter().map(|&d| d as i64).collect();
+        Ok(Tensor::from_vec(dims, &[t.dim()])?.into())
+    });
+    // `_dim_arange(like, dim)`: arange(like.size(dim)) as int64
+    r.add("aten::_dim_arange", |a| {
+        let t = a.tensor(0)?;
+        let n = t.size(a.int(1)?)?;
+        Ok(Tensor::from_vec((0..n as i64).collect::<Vec<_>>(), &[n])?.into())
+    });
+    // `_infer_size(a, b)`: the broadcast shape of two size lists
+    r.add("aten::_infer_size", |a| {
+        let (x, y) = (a.int_list(0)?, a.int_list(1)?);
+        let to_sizes = |v: &[i64]| -> R<Vec<usize>> {
+            v.iter().map(|&d| to_usize(d, "_infer_size size")).collect()
+        };
+        let shape = crate::tensor::broadcast_shapes(&to_sizes(&x)?, &to_sizes(&y)?)?;
+        Ok(int_list_value(shape.iter().map(|&d| d as i64)))
+    });
+    r.add("aten::sum_to_size", |a| {
+        Ok(sum_to_size(&a.tensor(0)?, &a.int_list(1)?)?.into())
+    });
     r.add("aten::is_floating_point", |a| {
         Ok(IValue::Bool(a.tensor(0)?.dtype().is_floating_point()))
     });
@@ -1629,7 +1768,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add_all(&["aten::cat", "aten::concat", "aten::concatenate"], |a| {
         Ok(cat(&tlist(a, 0)?, a.int(1)?)?.into())
     });
-    r.add("aten::stack", |a| {
+    r.add_all(&["aten::stack", "aten::_stack"], |a| {
         Ok(stack(&tlist(a, 0)?, a.int(1)?)?.into())
     });
     r.add("aten::hstack", |a| {
@@ -1738,6 +1877,17 @@ pub(crate) fn register(r: &mut Registry) {
         ],
         |a| Ok(index_pad(&a.tensor(0)?, &a.int_list(1)?, PadMode::Replicate)?.into()),
     );
+    // `_pad_enum(self, pad, mode, value)`: `pad` with at::padding_mode's codes (PadNd.h's order)
+    r.add("aten::_pad_enum", |a| {
+        let mode = match a.int(2)? {
+            0 => "reflect",
+            1 => "replicate",
+            2 => "circular",
+            3 => "constant",
+            m => return Err(value_err(format!("_pad_enum: unknown padding mode {m}"))),
+        };
+        Ok(pad_op(&a.tensor(0)?, &a.int_list(1)?, mode, a.opt_double(3)?)?.into())
+    });
     r.add("aten::_pad_circular", |a| {
         Ok(index_pad(&a.tensor(0)?, &a.int_list(1)?, PadMode::Circular)?.into())
     });

@@ -24,8 +24,8 @@ pub use modify::MemoryFormat;
 pub use run::{manual_seed, set_num_threads, set_num_threads_for_this_thread};
 pub use sampling::{McSamples, MAX_MC_SAMPLES};
 pub use state_dict::{
-    npz_bytes, read_npz, read_safetensors, read_state_dict, safetensors_bytes, write_state_dict,
-    IncompatibleKeys, StateDict,
+    npz_bytes, read_npz, read_npz_with_strings, read_safetensors, read_state_dict,
+    safetensors_bytes, write_state_dict, IncompatibleKeys, StateDict,
 };
 
 use crate::archive::Archive;

@@ -74,8 +74,8 @@ fn parse_shape(text: &str) -> NpyResult<Vec<usize>> {
         .collect()
 }
 
-/// A tensor from the bytes of a `.npy` file (format versions 1 to 3).
-pub fn tensor_from_npy(bytes: &[u8]) -> NpyResult<Tensor> {
+/// The header text of a `.npy` file (format versions 1 to 3) and where its data starts.
+fn split_header(bytes: &[u8]) -> NpyResult<(&str, usize)> {
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(npy_err("not a .npy file (no \\x93NUMPY magic)"));
     }
@@ -93,7 +93,102 @@ pub fn tensor_from_npy(bytes: &[u8]) -> NpyResult<Tensor> {
         .ok_or_else(|| npy_err("npy header runs past the end of the file"))?;
     let header = std::str::from_utf8(&bytes[header_start..data_start])
         .map_err(|_| npy_err("npy header is not text"))?;
+    Ok((header, data_start))
+}
+
+/// Whether the bytes of a `.npy` file hold a numpy unicode string array (`<U{n}`).
+pub fn is_string_npy(bytes: &[u8]) -> bool {
+    split_header(bytes)
+        .and_then(|(header, _)| header_field(header, "descr"))
+        .is_ok_and(|d| string_width(d.trim_matches(['\'', '"'])).is_some())
+}
+
+/// The code units per element of a little-endian or byte-order-free unicode `descr` (`<U5`).
+fn string_width(descr: &str) -> Option<usize> {
+    descr
+        .strip_prefix("<U")
+        .or_else(|| descr.strip_prefix("|U"))
+        .and_then(|n| n.parse().ok())
+}
+
+/// The shape and elements (row-major) of a numpy unicode string array (`<U{n}`: n UTF-32LE
+/// code units per element, NUL-padded, as `np.array("text")` and `np.savez` write strings).
+pub fn strings_from_npy(bytes: &[u8]) -> NpyResult<(Vec<usize>, Vec<String>)> {
+    let (header, data_start) = split_header(bytes)?;
     let descr = header_field(header, "descr")?.trim_matches(['\'', '"']);
+    let width = string_width(descr)
+        .ok_or_else(|| npy_err(format!("npy dtype {descr} is not a unicode string array")))?;
+    if header_field(header, "fortran_order")? == "True" {
+        return Err(npy_err("column-major string arrays are not supported"));
+    }
+    let shape = parse_shape(header_field(header, "shape")?)?;
+    let numel = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| npy_err(format!("npy shape {shape:?} overflows")))?;
+    let nbytes = numel
+        .checked_mul(width)
+        .and_then(|n| n.checked_mul(4))
+        .ok_or_else(|| npy_err(format!("npy shape {shape:?} overflows")))?;
+    let data = bytes
+        .get(data_start..data_start + nbytes)
+        .ok_or_else(|| npy_err(format!("npy data is truncated: {shape:?} {descr}")))?;
+    let mut out = Vec::with_capacity(numel);
+    for element in data.chunks_exact(4 * width.max(1)).take(numel) {
+        let mut s = String::with_capacity(width);
+        for unit in element.chunks_exact(4) {
+            let code = u32::from_le_bytes([unit[0], unit[1], unit[2], unit[3]]);
+            // numpy pads with NULs and strips them on reading
+            if code == 0 {
+                break;
+            }
+            s.push(char::from_u32(code).ok_or_else(|| {
+                npy_err(format!("npy string holds an invalid code point {code:#x}"))
+            })?);
+        }
+        out.push(s);
+    }
+    // `<U0` elements are empty strings with no bytes
+    out.resize(numel, String::new());
+    Ok((shape, out))
+}
+
+/// `.npy` bytes of a 0-d numpy unicode array (`<U{n}`: n UTF-32LE code units, n >= 1 as numpy
+/// writes `np.array("")`), format version 1.0 with the header padded to 64 bytes.
+pub fn string_to_npy(s: &str) -> Vec<u8> {
+    let n = s.chars().count().max(1);
+    let mut header =
+        format!("{{'descr': '<U{n}', 'fortran_order': False, 'shape': (), }}").into_bytes();
+    // magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(b' ');
+    }
+    header.push(b'\n');
+    let mut out = Vec::with_capacity(10 + header.len() + 4 * n);
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    // the header is under 100 bytes plus the digits of n: it fits the 16-bit length
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(&header);
+    let mut written = 0;
+    for c in s.chars() {
+        out.extend_from_slice(&(c as u32).to_le_bytes());
+        written += 1;
+    }
+    for _ in written..n {
+        out.extend_from_slice(&0u32.to_le_bytes());
+    }
+    out
+}
+
+/// A tensor from the bytes of a `.npy` file (format versions 1 to 3).
+pub fn tensor_from_npy(bytes: &[u8]) -> NpyResult<Tensor> {
+    let (header, data_start) = split_header(bytes)?;
+    let descr = header_field(header, "descr")?.trim_matches(['\'', '"']);
+    if string_width(descr).is_some() {
+        return Err(npy_err(format!(
+            "the array holds strings ({descr}), not numbers"
+        )));
+    }
     let dtype = dtype_of_descr(descr)?;
     let fortran = match header_field(header, "fortran_order")? {
         "True" => true,

@@ -116,3 +116,60 @@ fn json_output_holds_the_whole_result() {
     );
     assert_eq!(items[6], serde_json::json!({ "bool": true }));
 }
+
+/// `tsrun compare` reads expected npz files whose string leaves numpy stored as `<U` arrays
+/// (fixtures/output/expected.npz, numpy's `np.savez` of PyTorch's result): the string leaves
+/// pair by name and match; a differing string fails its leaf and names both texts.
+#[test]
+fn compare_reads_numpy_string_arrays() {
+    let run = |expected: &str| {
+        crate::cli_common::tsrun(&[
+            "compare",
+            "fixtures/output/structure.pt",
+            "-i",
+            "fixtures/output/input.npy",
+            "--expected",
+            expected,
+        ])
+    };
+    let ok = run("fixtures/output/expected.npz");
+    assert_eq!(ok.code, Some(0), "{}\n{}", ok.stdout, ok.stderr);
+    assert!(
+        ok.stdout.contains("ok   out.1: \"héllo\" vs \"héllo\""),
+        "{}",
+        ok.stdout
+    );
+    assert!(
+        ok.stdout.contains("ok   out.5.1: \"cat\" vs \"cat\""),
+        "{}",
+        ok.stdout
+    );
+    // PyTorch's result with out.1 stored as "hello"
+    let bad = run("fixtures/output/expected_other_label.npz");
+    assert_eq!(bad.code, Some(1), "{}\n{}", bad.stdout, bad.stderr);
+    assert!(
+        bad.stdout.contains("FAIL out.1: \"héllo\" vs \"hello\""),
+        "{}",
+        bad.stdout
+    );
+    assert!(bad.stderr.contains("1 of "), "{}", bad.stderr);
+}
+
+/// The npz reader keeps numpy's string arrays apart from the numeric ones, and a state-dict
+/// read refuses them by name rather than misreading them.
+#[test]
+fn npz_string_arrays_read_as_text() {
+    let path = fixtures_dir().join("output").join("expected.npz");
+    let (tensors, strings) =
+        tsrun::internals::runtime::module::read_npz_with_strings(&path).expect("read");
+    assert_eq!(
+        strings,
+        vec![
+            ("out.1".to_string(), vec!["héllo".to_string()]),
+            ("out.5.1".to_string(), vec!["cat".to_string()]),
+        ]
+    );
+    assert!(tensors.contains_key("out.0"));
+    let e = tsrun::internals::runtime::module::read_npz(&path).expect_err("strings");
+    assert!(e.to_string().contains("out.1 holds strings"), "{e}");
+}

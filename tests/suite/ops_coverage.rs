@@ -115,7 +115,18 @@ fn every_registered_runtime_overload_has_a_pytorch_golden() {
 /// Runs fixtures/ops/coverage.json: results, and the arguments the schema marks as written.
 #[test]
 fn synthesized_goldens_match_pytorch() {
-    let (cases, failures) = run_coverage_cases(|name| name.to_string());
+    synthesized_family_matches_pytorch("coverage");
+}
+
+/// fixtures/ops/coverage_aten.json: the synthesized goldens of the overloads added for issue
+/// 12's coverage (`gen_ops_coverage.py LIST coverage_aten`).
+#[test]
+fn synthesized_goldens_of_added_overloads_match_pytorch() {
+    synthesized_family_matches_pytorch("coverage_aten");
+}
+
+fn synthesized_family_matches_pytorch(family: &str) {
+    let (cases, failures) = run_coverage_cases(family, |name| name.to_string());
     println!("coverage: {cases} cases, {} failed", failures.len());
     for f in &failures {
         println!("  {f}");
@@ -132,7 +143,12 @@ fn synthesized_goldens_match_pytorch() {
 /// So every coverage case gives PyTorch's result with the name replaced by a neutral one.
 #[test]
 fn kernels_do_not_choose_their_overload_by_name() {
-    let (cases, failures) = run_coverage_cases(|_| "aten::_renamed".to_string());
+    let (mut cases, mut failures) =
+        run_coverage_cases("coverage", |_| "aten::_renamed".to_string());
+    let (more, more_failures) =
+        run_coverage_cases("coverage_aten", |_| "aten::_renamed".to_string());
+    cases += more;
+    failures.extend(more_failures);
     for f in &failures {
         println!("  {f}");
     }
@@ -143,14 +159,15 @@ fn kernels_do_not_choose_their_overload_by_name() {
     );
 }
 
-/// Every coverage case, the kernel called with `op_name(name)` as its operator name: the
-/// number of cases and the failures.
-fn run_coverage_cases(op_name: impl Fn(&str) -> String) -> (usize, Vec<String>) {
+/// Every case of a synthesized family (`coverage`, `coverage_aten`), the kernel called with
+/// `op_name(name)` as its operator name: the number of cases and the failures.
+fn run_coverage_cases(family: &str, op_name: impl Fn(&str) -> String) -> (usize, Vec<String>) {
     let dir = fixtures_dir().join("ops");
-    let json: Value =
-        serde_json::from_reader(File::open(dir.join("coverage.json")).expect("coverage.json"))
-            .expect("json");
-    let mut arrays = Arrays::open(&dir.join("coverage.npz"));
+    let json: Value = serde_json::from_reader(
+        File::open(dir.join(format!("{family}.json"))).expect("synthesized family json"),
+    )
+    .expect("json");
+    let mut arrays = Arrays::open(&dir.join(format!("{family}.npz")));
     let registry = Registry::global();
     let ctx = OpContext::default();
     let mut failures = Vec::new();

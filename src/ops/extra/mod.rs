@@ -132,6 +132,16 @@ pub(crate) fn register(r: &mut Registry) {
         &["aten::nll_loss_forward", "aten::nll_loss2d_forward"],
         |a| nll_loss(a, true),
     );
+    r.add_all(
+        &[
+            "aten::nll_loss_forward.output",
+            "aten::nll_loss2d_forward.output",
+        ],
+        |a| {
+            let r = nll_loss(a, true)?;
+            a.write_outs(5, r)
+        },
+    );
     r.add("aten::cross_entropy_loss", cross_entropy_loss);
 
     r.add("aten::affine_grid_generator", affine_grid_generator);
@@ -142,6 +152,64 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::col2im", col2im);
 
     r.add("aten::element_size", element_size);
+    r.add_all(
+        &[
+            "aten::_is_zerotensor",
+            "aten::cudnn_is_acceptable",
+            "aten::is_pinned",
+        ],
+        no_tensor_feature,
+    );
+    r.add_all(
+        // (`_nnpack_available` and `_use_cudnn_rnn_flatten_weight` answer for PyTorch's build,
+        // true on its CPU wheels: a graph branching on them would then call kernels tsrun
+        // lacks, so they stay unsupported)
+        &["aten::is_vulkan_available"],
+        no_backend,
+    );
+    r.add("aten::_has_same_storage_numel", has_same_storage_numel);
+    r.add(
+        "aten::_has_compatible_shallow_copy_type",
+        compatible_shallow_copy,
+    );
+    r.add("aten::is_set_to", is_set_to);
+    r.add(
+        "aten::_debug_has_internal_overlap",
+        debug_has_internal_overlap,
+    );
+    r.add("aten::get_autocast_dtype", get_autocast_dtype);
+    r.add("aten::_autocast_to_reduced_precision", autocast_to_reduced);
+    r.add("aten::_autocast_to_full_precision", autocast_to_full);
+    r.add_all(
+        &["aten::_assert_async", "aten::_assert_async.msg"],
+        assert_async,
+    );
+    r.add(
+        "aten::_functional_assert_async.msg",
+        functional_assert_async,
+    );
+    r.add("aten::_make_dep_token", make_dep_token);
+    r.add_all(
+        &[
+            "aten::_functional_sym_constrain_range",
+            "aten::_functional_sym_constrain_range_for_size",
+        ],
+        functional_constrain_range,
+    );
+    r.add("aten::_assert_tensor_metadata", assert_tensor_metadata);
+    // the CPU fallback computes what grid_sampler_2d does
+    r.alias(
+        "aten::_grid_sampler_2d_cpu_fallback",
+        "aten::grid_sampler_2d",
+    );
+    r.alias("aten::_embedding_bag_forward_only", "aten::_embedding_bag");
+    // out= twins whose names do not end in `out`
+    r.add_all(&["aten::div.out_mode", "aten::divide.out_mode"], |a| {
+        let r = crate::ops::Registry::global()
+            .lookup("aten::div", "Tensor_mode")
+            .ok_or_else(|| value_err("div.Tensor_mode has no kernel"))?(a)?;
+        a.write_outs(3, r)
+    });
     r.add("aten::get_device", get_device);
     r.add("aten::is_nonzero", is_nonzero);
     r.add("aten::is_same_size", is_same_size);

@@ -142,3 +142,154 @@ pub(super) fn cross(args: &mut Args<'_>) -> R {
     }
     t(build(out, &shape, dt)?)
 }
+
+/// Backend and layout queries with a fixed answer on tsrun's CPU tensors (no zero tensors, no
+/// pinned memory, no cuDNN or Vulkan), each still checking its tensor argument.
+pub(super) fn no_tensor_feature(args: &mut Args<'_>) -> R {
+    args.tensor(0)?;
+    Ok(IValue::Bool(false))
+}
+pub(super) fn no_backend(_args: &mut Args<'_>) -> R {
+    Ok(IValue::Bool(false))
+}
+/// `_has_same_storage_numel(self, other)`: whether both storages hold as many elements of
+/// `self`'s dtype.
+pub(super) fn has_same_storage_numel(args: &mut Args<'_>) -> R {
+    let (x, y) = (args.tensor(0)?, args.tensor(1)?);
+    let size = x.dtype().size().max(1);
+    Ok(IValue::Bool(
+        x.storage().nbytes() / size == y.storage().nbytes() / y.dtype().size().max(1),
+    ))
+}
+/// `_has_compatible_shallow_copy_type(self, from)`: dense CPU tensors always are.
+pub(super) fn compatible_shallow_copy(args: &mut Args<'_>) -> R {
+    args.tensor(0)?;
+    args.tensor(1)?;
+    Ok(IValue::Bool(true))
+}
+/// `is_set_to(self, tensor)`: the same storage, offset, sizes and strides.
+pub(super) fn is_set_to(args: &mut Args<'_>) -> R {
+    let (x, y) = (args.tensor(0)?, args.tensor(1)?);
+    Ok(IValue::Bool(
+        x.storage().same(y.storage())
+            && x.storage_offset() == y.storage_offset()
+            && x.shape() == y.shape()
+            && x.strides() == y.strides(),
+    ))
+}
+/// `_debug_has_internal_overlap(self)`: ATen's MemOverlap code (0 no, 1 yes, 2 too hard to
+/// tell), by its rule: dense tensors do not overlap, a zero stride on a dim of size > 1 does.
+pub(super) fn debug_has_internal_overlap(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let code = if x.is_non_overlapping_and_dense() {
+        0
+    } else if x
+        .shape()
+        .iter()
+        .zip(x.strides())
+        .any(|(&d, &s)| d > 1 && s == 0)
+    {
+        1
+    } else {
+        2
+    };
+    Ok(IValue::Int(code))
+}
+/// `get_autocast_dtype(device_type)`: PyTorch's defaults, bfloat16 on the CPU and float16
+/// elsewhere.
+pub(super) fn get_autocast_dtype(args: &mut Args<'_>) -> R {
+    let device = args.str(0)?;
+    let dtype = if &*device == "cpu" {
+        DType::BFloat16
+    } else {
+        DType::Float16
+    };
+    Ok(IValue::Int(dtype.to_scalar_type()))
+}
+/// `_autocast_to_reduced_precision(self, cuda_enabled, cpu_enabled, cuda_dtype, cpu_dtype)`:
+/// a floating tensor other than float64 cast to `cpu_dtype` when CPU autocast is enabled.
+pub(super) fn autocast_to_reduced(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let cpu_enabled = args.bool(2)?;
+    let dtype = args.dtype(4)?;
+    if cpu_enabled && x.dtype().is_floating_point() && x.dtype() != DType::Float64 {
+        return t(x.to_dtype(dtype)?);
+    }
+    t(x)
+}
+/// `_autocast_to_full_precision(self, cuda_enabled, cpu_enabled)`: a float16 or bfloat16
+/// tensor widened to float32 when CPU autocast is enabled.
+pub(super) fn autocast_to_full(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    if args.bool(2)? && matches!(x.dtype(), DType::Float16 | DType::BFloat16) {
+        return t(x.to_dtype(DType::Float32)?);
+    }
+    t(x)
+}
+/// `_assert_async(self)` / `.msg`: fails unless the one-element tensor is nonzero.
+pub(super) fn assert_async(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    if x.numel() != 1 {
+        return Err(value_err(
+            "Boolean value of Tensor with more than one value is ambiguous",
+        ));
+    }
+    if x.item()?.to_c64() == num_complex::Complex64::new(0.0, 0.0) {
+        let msg = if args.len() > 1 {
+            args.str(1)?.to_string()
+        } else {
+            "Expected Tensor with single nonzero value, but got zero".to_string()
+        };
+        return Err(crate::error::RuntimeError::Exception {
+            kind: "RuntimeError".into(),
+            message: msg,
+        }
+        .into());
+    }
+    Ok(IValue::None)
+}
+/// `_functional_assert_async.msg(self, msg, dep_token)`: the assertion, then the token.
+pub(super) fn functional_assert_async(args: &mut Args<'_>) -> R {
+    assert_async(args)?;
+    t(args.tensor(2)?)
+}
+/// `_make_dep_token(...)`: a 0-d tensor that orders functionalized assertions.
+pub(super) fn make_dep_token(_args: &mut Args<'_>) -> R {
+    t(Tensor::zeros(&[], DType::Float32)?)
+}
+/// `_functional_sym_constrain_range(_for_size)(size, min, max, dep_token)`: the token (there
+/// are no symbolic sizes to constrain).
+pub(super) fn functional_constrain_range(args: &mut Args<'_>) -> R {
+    args.scalar(0)?;
+    t(args.tensor(3)?)
+}
+/// `_assert_tensor_metadata(a, size, stride, dtype, *, device, layout)`: the given properties
+/// must be the tensor's.
+pub(super) fn assert_tensor_metadata(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let fail = |what: &str| value_err(format!("{}: tensor metadata mismatch: {what}", args.op));
+    if let Some(size) = args.opt_int_list(1)? {
+        if size
+            .iter()
+            .map(|&d| d as usize)
+            .ne(x.shape().iter().copied())
+        {
+            return Err(fail(&format!("size {size:?} vs {:?}", x.shape())));
+        }
+    }
+    if let Some(stride) = args.opt_int_list(2)? {
+        if stride
+            .iter()
+            .map(|&d| d as isize)
+            .ne(x.strides().iter().copied())
+        {
+            return Err(fail(&format!("stride {stride:?} vs {:?}", x.strides())));
+        }
+    }
+    if let Some(dtype) = args.opt_dtype(3)? {
+        if dtype != x.dtype() {
+            return Err(fail(&format!("dtype {dtype} vs {}", x.dtype())));
+        }
+    }
+    Ok(IValue::None)
+}

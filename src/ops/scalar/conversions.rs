@@ -188,6 +188,23 @@ pub(super) fn register(r: &mut Registry) {
     r.add("aten::FloatImplicit", |a| implicit_number(a, 'f'));
     r.add("aten::ComplexImplicit", |a| implicit_number(a, 'c'));
     add_if_absent(r, "aten::item", scalar_implicit_any);
+    // `_local_scalar_dense(self)`: the element at the storage offset (the first one), whatever
+    // the tensor's size
+    r.add("aten::_local_scalar_dense", |a| {
+        let t = a.tensor(0)?;
+        if t.numel() == 0 {
+            return Err(err(
+                "_local_scalar_dense: cannot read an element of an empty tensor",
+            ));
+        }
+        let first = t.as_strided(&[], &[], t.storage_offset())?;
+        Ok(match first.item()? {
+            Scalar::Bool(b) => IValue::Bool(b),
+            Scalar::Int(i) => IValue::Int(i),
+            Scalar::Float(f) => IValue::Double(f),
+            Scalar::Complex(c) => IValue::Complex(c),
+        })
+    });
     r.add_all(
         &["prim::NumToTensor.Scalar", "prim::NumToTensor.bool"],
         num_to_tensor,

@@ -637,6 +637,41 @@ pub(super) fn frexp(a: &mut Args) -> R {
         IValue::Int(i64::from(e)),
     ])))
 }
+/// `angle` of a number as TorchScript computes it: pi for a negative real, else 0 (NaN
+/// included), the argument of a complex; a float in every case.
+fn angle_of(n: Num) -> f64 {
+    match n {
+        Num::C(c) => c.arg(),
+        n if n.f() < 0.0 => std::f64::consts::PI,
+        _ => 0.0,
+    }
+}
+pub(super) fn angle(a: &mut Args) -> R {
+    Ok(IValue::Double(angle_of(num(a, 0)?)))
+}
+/// `angle.Scalar`: the same angle rounded through float32, as PyTorch returns it.
+pub(super) fn angle_scalar(a: &mut Args) -> R {
+    Ok(IValue::Double(angle_of(num(a, 0)?) as f32 as f64))
+}
+/// `polar(abs, angle)`: the complex `abs * (cos angle + i sin angle)`.
+pub(super) fn polar(a: &mut Args) -> R {
+    let (r, theta) = (num(a, 0)?.f(), num(a, 1)?.f());
+    Ok(IValue::Complex(Complex64::from_polar(r, theta)))
+}
+/// `math.modf(x)`: (fractional part, integral part), both with the sign of `x`.
+pub(super) fn modf(a: &mut Args) -> R {
+    let x = a.double(0)?;
+    let integral = x.trunc();
+    let frac = if x.is_infinite() {
+        0.0f64.copysign(x)
+    } else {
+        x - integral
+    };
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Double(frac),
+        IValue::Double(integral),
+    ])))
+}
 pub(super) fn factorial(a: &mut Args) -> R {
     let n = a.int(0)?;
     if n < 0 {
@@ -765,6 +800,15 @@ pub(super) fn register(r: &mut Registry) {
     r.add("aten::factorial.int", factorial);
     r.add("aten::ldexp", ldexp);
     r.add("aten::frexp", frexp);
+    r.add("aten::modf", modf);
+    add_overloads(r, "aten::angle", &["int", "float", "complex"], angle);
+    r.add("aten::angle.Scalar", angle_scalar);
+    add_overloads(
+        r,
+        "aten::polar",
+        &["int", "float", "int_float", "float_int", "Scalar_Scalar"],
+        polar,
+    );
     r.add_all(&["aten::__and__.bool", "aten::__and__.int"], and);
     r.add_all(&["aten::__or__.bool", "aten::__or__.int"], or);
     r.add_all(&["aten::__xor__.bool", "aten::__xor__.int"], xor);

@@ -280,4 +280,20 @@ pub(super) fn register(r: &mut Registry) {
     r.add("aten::is_autocast_cpu_enabled", constant_false);
     r.add("aten::set_grad_enabled", set_grad_enabled);
     r.add("aten::_assert_scalar", assert_scalar);
+    // shape-guard hints for symbolic sizes: nothing to check on concrete numbers
+    r.add_all(
+        &[
+            "aten::sym_constrain_range",
+            "aten::sym_constrain_range_for_size",
+        ],
+        |a| {
+            a.scalar(0)?;
+            Ok(IValue::None)
+        },
+    );
+    // every tensor here is the first output of its node as far as autograd would know
+    r.add("aten::output_nr", |a| {
+        a.tensor(0)?;
+        Ok(IValue::Int(0))
+    });
 }

@@ -224,6 +224,102 @@ pub(super) fn isupper(a: &mut Args) -> R {
 /// Longest string a padding method builds (a hostile width must not exhaust memory).
 pub(super) const MAX_PADDED_LEN: usize = 1 << 28;
 
+/// `isidentifier`: TorchScript's Python 2 rule (non-empty, no leading digit, ASCII letters and
+/// digits only: `_` does not count).
+pub(super) fn isidentifier(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    let b = s.as_bytes();
+    Ok(IValue::Bool(
+        !b.is_empty() && !b[0].is_ascii_digit() && b.iter().all(u8::is_ascii_alphanumeric),
+    ))
+}
+/// `isprintable`: every byte printable ASCII (C's `isprint`); true for "".
+pub(super) fn isprintable(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    Ok(IValue::Bool(s.bytes().all(|c| (0x20..0x7f).contains(&c))))
+}
+/// `istitle` as TorchScript's byte loop: an uppercase (or caseless) byte after a non-letter, a
+/// lowercase one after a letter, and at least one letter starting a word.
+pub(super) fn istitle(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    let mut result = false;
+    let mut prev_alpha = false;
+    for c in s.bytes() {
+        if prev_alpha {
+            if c != c.to_ascii_lowercase() {
+                result = false;
+                break;
+            }
+        } else {
+            if c != c.to_ascii_uppercase() {
+                result = false;
+                break;
+            }
+            if c.is_ascii_alphabetic() {
+                result = true;
+            }
+        }
+        prev_alpha = c.is_ascii_alphabetic();
+    }
+    Ok(IValue::Bool(result))
+}
+fn str_triple(a: &str, b: &str, c: &str) -> R {
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::str(a.to_string()),
+        IValue::str(b.to_string()),
+        IValue::str(c.to_string()),
+    ])))
+}
+/// `partition(sep)`: around the first `sep`; (s, "", "") without one.
+pub(super) fn partition(a: &mut Args) -> R {
+    let (s, sep) = (a.str(0)?, a.str(1)?);
+    match s.find(&*sep) {
+        Some(i) => str_triple(&s[..i], &sep, &s[i + sep.len()..]),
+        None => str_triple(&s, "", ""),
+    }
+}
+/// `rpartition(sep)`: around the last `sep` (TorchScript steps one byte past each match, so
+/// overlapping matches count); ("", "", s) without one.
+pub(super) fn rpartition(a: &mut Args) -> R {
+    let (s, sep) = (a.str(0)?, a.str(1)?);
+    let Some(mut pos) = s.find(&*sep) else {
+        return str_triple("", "", &s);
+    };
+    while let Some(next) = s
+        .get(pos + 1..)
+        .and_then(|rest| rest.find(&*sep))
+        .map(|j| pos + 1 + j)
+    {
+        pos = next;
+    }
+    str_triple(&s[..pos], &sep, &s[pos + sep.len()..])
+}
+/// `expandtabs(tabsize)`: each tab padded with spaces to the next multiple of `tabsize`
+/// (counted in characters from the start of the string); a tab vanishes for `tabsize <= 0`.
+pub(super) fn expandtabs(a: &mut Args) -> R {
+    let s = a.str(0)?;
+    let tab = a.int(1)?;
+    if tab > MAX_PADDED_LEN as i64 {
+        return Err(err("expandtabs tabsize is too large"));
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut index = 0i64;
+    for c in s.chars() {
+        if c != '\t' {
+            out.push(c);
+            index += 1;
+        } else if tab > 0 {
+            loop {
+                out.push(' ');
+                index += 1;
+                if index % tab == 0 {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(IValue::str(out))
+}
 pub(super) fn zfill(a: &mut Args) -> R {
     let s = a.str(0)?;
     let width = a.int(1)?.max(0) as usize;
@@ -362,6 +458,12 @@ pub(super) fn register(r: &mut Registry) {
     r.add("aten::islower", islower);
     r.add("aten::isupper", isupper);
     r.add("aten::zfill", zfill);
+    r.add("aten::isidentifier", isidentifier);
+    r.add("aten::isprintable", isprintable);
+    r.add("aten::istitle", istitle);
+    r.add("aten::partition", partition);
+    r.add("aten::rpartition", rpartition);
+    r.add("aten::expandtabs", expandtabs);
     r.add("aten::ljust", ljust);
     r.add("aten::rjust", rjust);
     r.add("aten::center", center);

@@ -256,12 +256,29 @@ pub fn read_safetensors(bytes: &[u8], what: &str) -> Result<StateDict> {
 /// An npz's arrays in stored order (each `.npy` of any dtype `tensor::npy` reads: float16 and
 /// ml_dtypes' bfloat16 included).
 pub fn read_npz(path: &Path) -> Result<StateDict> {
+    let (tensors, strings) = read_npz_with_strings(path)?;
+    if let Some((name, _)) = strings.first() {
+        return Err(weights_err(
+            &path.display().to_string(),
+            format!("array {name} holds strings, not numbers"),
+        ));
+    }
+    Ok(tensors)
+}
+
+/// Named string arrays: each array's name and elements (row-major).
+pub type StringArrays = Vec<(String, Vec<String>)>;
+
+/// An `.npz`'s numeric arrays as tensors and its numpy unicode string arrays (`<U`, as
+/// `np.savez` stores `str` values) as their elements, each in file order.
+pub fn read_npz_with_strings(path: &Path) -> Result<(StateDict, StringArrays)> {
     use std::io::Read;
     let what = path.display().to_string();
     let file = std::fs::File::open(path)
         .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{what}: {e}"))))?;
     let mut npz = zip::ZipArchive::new(file).map_err(|e| weights_err(&what, e))?;
     let mut out = StateDict::new();
+    let mut strings = Vec::new();
     for i in 0..npz.len() {
         let mut member = npz.by_index(i).map_err(|e| weights_err(&what, e))?;
         let Some(name) = member.name().strip_suffix(".npy").map(str::to_string) else {
@@ -272,11 +289,16 @@ pub fn read_npz(path: &Path) -> Result<StateDict> {
         member
             .read_to_end(&mut bytes)
             .map_err(|e| weights_err(&what, format!("array {name}: {e}")))?;
-        let t = crate::tensor::npy::tensor_from_npy(&bytes)
-            .map_err(|e| weights_err(&what, format!("array {name}: {e}")))?;
+        let array_err = |e| weights_err(&what, format!("array {name}: {e}"));
+        if crate::tensor::npy::is_string_npy(&bytes) {
+            let (_, values) = crate::tensor::npy::strings_from_npy(&bytes).map_err(array_err)?;
+            strings.push((name, values));
+            continue;
+        }
+        let t = crate::tensor::npy::tensor_from_npy(&bytes).map_err(array_err)?;
         out.insert(name, t);
     }
-    Ok(out)
+    Ok((out, strings))
 }
 
 /// Write named tensors to `path` by its extension: `.safetensors` (every dtype as is) or `.npz`
