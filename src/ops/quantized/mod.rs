@@ -10,9 +10,11 @@
 //! float multiplier `act_scale * w_scale / out_scale`, round half to even, zero point,
 //! saturation), so outputs can be bit-exact.
 
+pub mod activation;
 pub mod conv;
 pub mod elementwise;
 pub mod linear;
+pub mod norm;
 pub mod rnn;
 pub mod tensors;
 pub mod torchbind;
@@ -28,6 +30,8 @@ pub fn register(r: &mut Registry) {
     linear::register(r);
     rnn::register(r);
     elementwise::register(r);
+    activation::register(r);
+    norm::register(r);
 }
 
 fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
@@ -49,6 +53,31 @@ pub(crate) fn per_tensor_params(op: &str, t: &Tensor) -> crate::Result<(f64, i64
             format!("expects a quantized tensor, got {}", t.dtype()),
         )),
     }
+}
+
+/// `w` with its scales rounded to float, as fbgemm's packed weights hold them (`unpack` gives
+/// them back that way); `w` itself when they already are (archives PyTorch saved).
+pub(crate) fn with_f32_scales(w: &Tensor) -> crate::Result<Tensor> {
+    let round = |s: f64| s as f32 as f64;
+    let q = match w.quantizer().map(|q| &**q) {
+        Some(Quantizer::PerTensorAffine { scale, zero_point }) if round(*scale) != *scale => {
+            Quantizer::PerTensorAffine {
+                scale: round(*scale),
+                zero_point: *zero_point,
+            }
+        }
+        Some(Quantizer::PerChannelAffine {
+            scales,
+            zero_points,
+            axis,
+        }) if scales.iter().any(|&s| round(s) != s) => Quantizer::PerChannelAffine {
+            scales: scales.iter().map(|&s| round(s)).collect(),
+            zero_points: zero_points.clone(),
+            axis: *axis,
+        },
+        _ => return Ok(w.clone()),
+    };
+    Ok(Tensor::quantized_from_ints(&w.int_repr_view()?, q)?)
 }
 
 /// The integer values of quantized `t` in row-major order.

@@ -177,7 +177,7 @@ fn quantize_per_tensor_dynamic(a: &mut Args<'_>) -> Result<IValue> {
     let v = x.to_vec::<f32>()?;
     let (lo, hi) = super::linear::min_max(&v);
     let (scale, zp) = super::linear::choose_qparams(lo, hi, qmin, qmax, reduce_range);
-    tensor_result(quantize_tensor(&x, scale as f64, zp as i64, dtype)?)
+    tensor_result(quantize_tensor(&x, scale, zp as i64, dtype)?)
 }
 
 fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
