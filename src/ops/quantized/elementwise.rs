@@ -79,6 +79,8 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::mul_scalar_relu.Tensor", |a| {
         mul_scalar(a, 0, 1, true)
     });
+    r.add("quantized::matmul", matmul);
+    r.add("quantized::softmax", softmax);
     r.add("quantized::max_pool2d", qmax_pool2d);
     r.add("quantized::max_pool1d", qmax_pool1d);
     for (i, (name, kernel)) in WRAPPED.into_iter().enumerate() {
@@ -287,6 +289,53 @@ fn cat(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         joined
     };
     tensor_result(quantize_tensor(&joined, scale, zp, first.dtype())?)
+}
+
+/// The float kernel `name` (an exact overload) called on `args`, its tensor result.
+fn float_kernel(a: &Args<'_>, name: &str, mut args: Vec<IValue>) -> Result<Tensor> {
+    let (op, overload) = name.split_once('.').unwrap_or((name, ""));
+    let kernel = crate::ops::Registry::global()
+        .lookup(op, overload)
+        .ok_or_else(|| crate::Error::UnknownOp(name.into()))?;
+    match kernel(&mut Args::new(name, &mut args, a.ctx))? {
+        IValue::Tensor(t) => Ok(t),
+        _ => Err(unsupported(a.op, format!("{name} returned a non-tensor"))),
+    }
+}
+
+/// `quantized::matmul` (ATen's `qmatmul` without ruy): both inputs dequantized, the float
+/// matmul, quantized into (`scale`, `zero_point`) as the first input's dtype.
+fn matmul(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let y = arg_qtensor(a, 1)?;
+    per_tensor_params(a.op, &x)?;
+    per_tensor_params(a.op, &y)?;
+    if x.dtype() != y.dtype() {
+        return Err(unsupported(a.op, "inputs of one dtype expected"));
+    }
+    let (scale, zp) = (a.double(2)?, a.int(3)?);
+    let args = vec![
+        IValue::Tensor(dequantize_tensor(&x)?),
+        IValue::Tensor(dequantize_tensor(&y)?),
+    ];
+    let prod = float_kernel(a, "aten::matmul", args)?;
+    tensor_result(quantize_tensor(&prod, scale, zp, x.dtype())?)
+}
+
+/// `quantized::softmax` (ATen's `qsoftmax` without QNNPACK): dequantize, the float softmax
+/// over `dim`, quantize into (`output_scale`, `output_zero_point`).
+fn softmax(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    per_tensor_params(a.op, &x)?;
+    let dim = a.int(1)?;
+    let (scale, zp) = (a.double(2)?, a.int(3)?);
+    let args = vec![
+        IValue::Tensor(dequantize_tensor(&x)?),
+        IValue::Int(dim),
+        IValue::None,
+    ];
+    let y = float_kernel(a, "aten::softmax.int", args)?;
+    tensor_result(quantize_tensor(&y, scale, zp, x.dtype())?)
 }
 
 /// The scalar operand of the scalar add/mul overloads: argument `i`, a number or (the

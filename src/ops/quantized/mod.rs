@@ -13,6 +13,7 @@
 pub mod activation;
 pub mod conv;
 pub mod elementwise;
+pub mod embedding;
 pub mod linear;
 pub mod norm;
 pub mod rnn;
@@ -32,6 +33,7 @@ pub fn register(r: &mut Registry) {
     elementwise::register(r);
     activation::register(r);
     norm::register(r);
+    embedding::register(r);
 }
 
 fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
