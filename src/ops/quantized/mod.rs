@@ -1,9 +1,10 @@
 //! Quantized operators with the arithmetic of PyTorch's x86 (fbgemm) engine: `quantize_per_tensor`
-//! / `dequantize` and friends (`tensors.rs`), `quantized::conv*` (`conv.rs`), `quantized::linear*`
-//! static, dynamic and fp16 (`linear.rs`), the dynamic LSTM and GRU (`rnn.rs`), elementwise
-//! ops and the aten ops quantized models apply to quantized tensors (`elementwise.rs`), and the
-//! packed-weight torchbind classes
-//! (`torchbind.rs`).
+//! / `dequantize` and friends (`tensors.rs`), `quantized::conv*` and the packed-parameter
+//! accessors (`conv.rs`), `quantized::linear*` static, dynamic and fp16 (`linear.rs`), the
+//! dynamic LSTM and GRU (`rnn.rs`), elementwise ops, pooling and the aten ops quantized models
+//! apply to quantized tensors (`elementwise.rs`), activations (`activation.rs`), batch, layer,
+//! group and instance norm (`norm.rs`), 8-bit row-wise embedding bags (`embedding.rs`), and the
+//! packed-weight torchbind classes (`torchbind.rs`).
 //!
 //! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization
 //! repeats fbgemm's float steps in its order (float bias divided by `act_scale * w_scale`, the
