@@ -64,7 +64,7 @@ fn nbit_prepack(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
         ));
     }
     let values = w.to_vec::<f32>()?;
-    let rows = if cols == 0 { 0 } else { values.len() / cols };
+    let rows = values.len().checked_div(cols).unwrap_or(0);
     let packed_cols = cols / per_byte;
     let width = packed_cols + 4;
     let max_q = ((1 << bits) - 1) as f32;
@@ -115,7 +115,7 @@ fn byte_prepack(a: &mut Args<'_>) -> Result<IValue> {
     }
     let cols = w.shape()[w.dim() - 1];
     let values = w.to_vec::<f32>()?;
-    let rows = if cols == 0 { 0 } else { values.len() / cols };
+    let rows = values.len().checked_div(cols).unwrap_or(0);
     let width = cols + SCALE_BIAS_BYTES;
     let mut out = vec![0u8; rows * width];
     for (row, dst) in values.chunks(cols.max(1)).zip(out.chunks_mut(width)) {

@@ -197,7 +197,7 @@ fn group_norm_of(
         return Err(unsupported(op, "expects an input of at least 2 dimensions"));
     }
     let channels = x.shape()[1];
-    if groups == 0 || channels % groups != 0 {
+    if groups == 0 || !channels.is_multiple_of(groups) {
         return Err(unsupported(
             op,
             format!("{channels} channels cannot form {groups} groups"),
