@@ -44,6 +44,7 @@ mod ops_linalg_fft;
 mod ops_linalg_products;
 mod ops_orthogonal_polynomials;
 mod ops_prims;
+mod ops_quantized;
 mod ops_reduce;
 mod ops_rowwise;
 mod ops_scalar;

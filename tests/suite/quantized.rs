@@ -26,6 +26,8 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_fp16_lstm_tagger",
     "q_fp16_packed_gru",
     "q_fp16_mlp",
+    "q_norm_act_scripted",
+    "q_norm_act_traced",
 ];
 
 /// Every tensor in a (nested) result, in order.

@@ -9,7 +9,8 @@ use super::{
 };
 use crate::ops::{Args, Registry};
 use crate::tensor::{DType, Quantizer, Tensor};
-use crate::values::{IValue, Tuple};
+use crate::values::types::Type;
+use crate::values::{IValue, List, Tuple};
 use crate::Result;
 
 pub fn register(r: &mut Registry) {
@@ -22,14 +23,46 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::conv_transpose2d_prepack", |a| {
         prepack(a, 2, true)
     });
+    r.add("quantized::conv_transpose3d_prepack", |a| {
+        prepack(a, 3, true)
+    });
     r.add_all(
         &[
             "quantized::conv2d_unpack",
             "quantized::conv3d_unpack",
+            "quantized::conv_unpack",
             "quantized::conv_transpose2d_unpack",
+            "quantized::conv_transpose3d_unpack",
         ],
-        unpack,
+        |a| unpack(a, false),
     );
+    r.add_all(
+        &[
+            "quantized::conv1d_unpack",
+            "quantized::conv_transpose1d_unpack",
+        ],
+        |a| unpack(a, true),
+    );
+    for prefix in ["conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d"] {
+        r.add(&format!("quantized::{prefix}_stride"), |a| {
+            accessor(a, |p| int_list(&p.stride))
+        });
+        r.add(&format!("quantized::{prefix}_padding"), |a| {
+            accessor(a, |p| int_list(&p.padding))
+        });
+        r.add(&format!("quantized::{prefix}_dilation"), |a| {
+            accessor(a, |p| int_list(&p.dilation))
+        });
+        r.add(&format!("quantized::{prefix}_output_padding"), |a| {
+            accessor(a, |p| int_list(&p.output_padding))
+        });
+        r.add(&format!("quantized::{prefix}_groups"), |a| {
+            accessor(a, |p| IValue::Int(p.groups))
+        });
+        r.add(&format!("quantized::{prefix}_transpose"), |a| {
+            accessor(a, |p| IValue::Int(i64::from(p.transpose)))
+        });
+    }
     r.add("quantized::conv1d", |a| conv_packed(a, 1, false));
     r.add("quantized::conv1d_relu", |a| conv_packed(a, 1, true));
     r.add("quantized::conv2d.new", |a| conv_packed(a, 2, false));
@@ -42,6 +75,21 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::conv3d_relu", |a| conv_legacy(a, true));
     r.add("quantized::conv_transpose1d", |a| conv_packed(a, 1, false));
     r.add("quantized::conv_transpose2d", |a| conv_packed(a, 2, false));
+    r.add("quantized::conv_transpose3d", |a| conv_packed(a, 3, false));
+}
+
+/// The packed-parameter accessors (`quantized::conv2d_stride`, ...): what `f` reads of the
+/// packed object. A 1-d convolution is packed as 2-d of unit height, so its lists have two
+/// values, as PyTorch's.
+fn accessor(a: &mut Args<'_>, f: impl Fn(&ConvParams) -> IValue) -> Result<IValue> {
+    Ok(f(&ConvParams::from_object(&packed_arg(a, 0)?)?))
+}
+
+fn int_list(v: &[i64]) -> IValue {
+    IValue::List(List::new(
+        Type::Int,
+        v.iter().map(|&x| IValue::Int(x)).collect(),
+    ))
 }
 
 fn prepack(a: &mut Args<'_>, spatial: usize, transpose: bool) -> Result<IValue> {
@@ -97,16 +145,29 @@ fn prepack(a: &mut Args<'_>, spatial: usize, transpose: bool) -> Result<IValue> 
         output_padding,
         groups,
         transpose,
-        weight,
+        weight: super::with_f32_scales(&weight)?,
         bias,
     };
     Ok(IValue::Object(p.to_object()?))
 }
 
-fn unpack(a: &mut Args<'_>) -> Result<IValue> {
+/// The weight and bias; `squeeze`: the 1-d overloads drop the unit height a 1-d convolution
+/// is packed with (`conv1d_unpack` gives `[out, in/groups, k]`).
+fn unpack(a: &mut Args<'_>, squeeze: bool) -> Result<IValue> {
     let p = ConvParams::from_object(&packed_arg(a, 0)?)?;
+    let w = p.weight;
+    let w = if squeeze && w.dim() == 4 && w.shape()[2] == 1 {
+        let (shape, strides) = (w.shape().to_vec(), w.strides().to_vec());
+        w.as_strided(
+            &[shape[0], shape[1], shape[3]],
+            &[strides[0], strides[1], strides[3]],
+            w.storage_offset(),
+        )?
+    } else {
+        w
+    };
     Ok(IValue::Tuple(Tuple::new(vec![
-        IValue::Tensor(p.weight),
+        IValue::Tensor(w),
         p.bias.map(IValue::Tensor).unwrap_or(IValue::None),
     ])))
 }

@@ -44,9 +44,45 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::add", |a| add(a, false));
     r.add("quantized::add_relu", |a| add(a, true));
     r.add("quantized::mul", |a| mul(a, false));
-    r.add("quantized::cat", cat);
-    r.add("quantized::add_scalar", add_scalar);
-    r.add("quantized::hardswish", hardswish_requant);
+    r.add("quantized::mul_relu", |a| mul(a, true));
+    r.add("quantized::cat", |a| cat(a, false));
+    r.add("quantized::cat_relu", |a| cat(a, true));
+    r.add_all(&["quantized::add.Scalar", "quantized::add_scalar"], |a| {
+        add_scalar(a, 0, 1, false)
+    });
+    r.add_all(
+        &["quantized::add_relu.Scalar", "quantized::add_scalar_relu"],
+        |a| add_scalar(a, 0, 1, true),
+    );
+    r.add("quantized::add.Scalar2", |a| add_scalar(a, 1, 0, false));
+    r.add("quantized::add_relu.Scalar2", |a| add_scalar(a, 1, 0, true));
+    r.add("quantized::add_scalar.Tensor", |a| {
+        add_scalar(a, 0, 1, false)
+    });
+    // ATen's `qadd_scalar_tensor<true>` calls `qadd_scalar` without its ReLU flag: PyTorch's
+    // result is the plain sum
+    r.add("quantized::add_scalar_relu.Tensor", |a| {
+        add_scalar(a, 0, 1, false)
+    });
+    r.add_all(&["quantized::mul.Scalar", "quantized::mul_scalar"], |a| {
+        mul_scalar(a, 0, 1, false)
+    });
+    r.add_all(
+        &["quantized::mul_relu.Scalar", "quantized::mul_scalar_relu"],
+        |a| mul_scalar(a, 0, 1, true),
+    );
+    r.add("quantized::mul.Scalar2", |a| mul_scalar(a, 1, 0, false));
+    r.add("quantized::mul_relu.Scalar2", |a| mul_scalar(a, 1, 0, true));
+    r.add("quantized::mul_scalar.Tensor", |a| {
+        mul_scalar(a, 0, 1, false)
+    });
+    r.add("quantized::mul_scalar_relu.Tensor", |a| {
+        mul_scalar(a, 0, 1, true)
+    });
+    r.add("quantized::matmul", matmul);
+    r.add("quantized::softmax", softmax);
+    r.add("quantized::max_pool2d", qmax_pool2d);
+    r.add("quantized::max_pool1d", qmax_pool1d);
     for (i, (name, kernel)) in WRAPPED.into_iter().enumerate() {
         if let Some(k) = r.lookup(name, "") {
             // the registry is built once per process: a second build finds them set
@@ -213,7 +249,7 @@ fn mul(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
 
 /// `quantized::cat`: dequantize, concatenate, quantize (with the first input's parameters
 /// when none are given).
-fn cat(a: &mut Args<'_>) -> Result<IValue> {
+fn cat(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let xs = a.tensor_list(0)?;
     let first = xs
         .first()
@@ -242,36 +278,188 @@ fn cat(a: &mut Args<'_>) -> Result<IValue> {
     let IValue::Tensor(joined) = joined else {
         return Err(unsupported(a.op, "aten::cat returned a non-tensor"));
     };
+    let joined = if relu {
+        let v: Vec<f32> = joined
+            .to_vec::<f32>()?
+            .iter()
+            .map(|&x| x.max(0.0))
+            .collect();
+        Tensor::from_vec(v, joined.shape())?
+    } else {
+        joined
+    };
     tensor_result(quantize_tensor(&joined, scale, zp, first.dtype())?)
 }
 
-/// `quantized::add_scalar`: ATen's `qadd_scalar` shifts the integers by `round(b / scale)`
-/// and keeps the parameters, clamping to the range.
-fn add_scalar(a: &mut Args<'_>) -> Result<IValue> {
+/// The float kernel `name` (an exact overload) called on `args`, its tensor result.
+fn float_kernel(a: &Args<'_>, name: &str, mut args: Vec<IValue>) -> Result<Tensor> {
+    let (op, overload) = name.split_once('.').unwrap_or((name, ""));
+    let kernel = crate::ops::Registry::global()
+        .lookup(op, overload)
+        .ok_or_else(|| crate::Error::UnknownOp(name.into()))?;
+    match kernel(&mut Args::new(name, &mut args, a.ctx))? {
+        IValue::Tensor(t) => Ok(t),
+        _ => Err(unsupported(a.op, format!("{name} returned a non-tensor"))),
+    }
+}
+
+/// `quantized::matmul` (ATen's `qmatmul` without ruy): both inputs dequantized, the float
+/// matmul, quantized into (`scale`, `zero_point`) as the first input's dtype.
+fn matmul(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
-    let (scale, _) = per_tensor_params(a.op, &x)?;
-    let b = a.scalar(1)?.to_f64();
-    let range = x
+    let y = arg_qtensor(a, 1)?;
+    per_tensor_params(a.op, &x)?;
+    per_tensor_params(a.op, &y)?;
+    if x.dtype() != y.dtype() {
+        return Err(unsupported(a.op, "inputs of one dtype expected"));
+    }
+    let (scale, zp) = (a.double(2)?, a.int(3)?);
+    let args = vec![
+        IValue::Tensor(dequantize_tensor(&x)?),
+        IValue::Tensor(dequantize_tensor(&y)?),
+    ];
+    let prod = float_kernel(a, "aten::matmul", args)?;
+    tensor_result(quantize_tensor(&prod, scale, zp, x.dtype())?)
+}
+
+/// `quantized::softmax` (ATen's `qsoftmax` without QNNPACK): dequantize, the float softmax
+/// over `dim`, quantize into (`output_scale`, `output_zero_point`).
+fn softmax(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    per_tensor_params(a.op, &x)?;
+    let dim = a.int(1)?;
+    let (scale, zp) = (a.double(2)?, a.int(3)?);
+    let args = vec![
+        IValue::Tensor(dequantize_tensor(&x)?),
+        IValue::Int(dim),
+        IValue::None,
+    ];
+    let y = float_kernel(a, "aten::softmax.int", args)?;
+    tensor_result(quantize_tensor(&y, scale, zp, x.dtype())?)
+}
+
+/// The scalar operand of the scalar add/mul overloads: argument `i`, a number or (the
+/// `.Tensor` overloads traced code calls) a one-element tensor.
+fn scalar_operand(a: &Args<'_>, i: usize) -> Result<f64> {
+    match a.get(i)? {
+        IValue::Tensor(t) => {
+            if t.numel() != 1 {
+                return Err(unsupported(
+                    a.op,
+                    "a tensor with one element expected for the scalar",
+                ));
+            }
+            Ok(t.to_vec::<f64>()?[0])
+        }
+        _ => Ok(a.scalar(i)?.to_f64()),
+    }
+}
+
+/// ATen's `_add_scalar_out` (`quantized::add.Scalar` and friends; the qtensor is argument
+/// `xi`, the scalar `bi`): with `c_q = round(b / scale)`, the integers stay and the zero point
+/// becomes `z - c_q` while that is in range; otherwise the output takes the range's end as zero
+/// point and a widened scale, and `qadd_scalar_kernel` requantizes `q - z + c_q` into it.
+fn add_scalar(a: &mut Args<'_>, xi: usize, bi: usize, relu: bool) -> Result<IValue> {
+    let x = arg_qtensor(a, xi)?;
+    let (s, z) = per_tensor_params(a.op, &x)?;
+    let c = scalar_operand(a, bi)?;
+    let (qmin, qmax) = x
         .dtype()
         .quantized_range()
         .ok_or_else(|| unsupported(a.op, "not quantized"))?;
-    let shift = (b / scale).round_ties_even() as i64;
-    let vals: Vec<i32> = int_values(&x)?
-        .iter()
-        .map(|&v| (v as i64 + shift).clamp(range.0, range.1) as i32)
-        .collect();
-    tensor_result(same_params_as(&x, &vals, x.shape())?)
+    let c_q = (c / s).round_ties_even() as i64;
+    let shifted = z - c_q;
+    let xv = int_values(&x)?;
+    let (scale, zp, vals) = if qmin <= shifted && shifted <= qmax {
+        let vals: Vec<i32> = if relu {
+            xv.iter().map(|&v| v.max(shifted as i32)).collect()
+        } else {
+            xv
+        };
+        (s, shifted, vals)
+    } else {
+        let (s2, z2) = if qmin > shifted {
+            (
+                (qmax as f64 - shifted as f64) / (qmax as f64 - qmin as f64) * s,
+                qmin,
+            )
+        } else {
+            (
+                (shifted as f64 - qmin as f64) / (qmax as f64 - qmin as f64) * s,
+                qmax,
+            )
+        };
+        let multiplier = s as f32 * (1.0f32 / s2 as f32);
+        let vals = xv
+            .iter()
+            .map(|&v| {
+                let cv = (v - z as i32).wrapping_add(c_q as i32);
+                let r = (z2 + (cv as f32 * multiplier).round_ties_even() as i64).clamp(qmin, qmax);
+                if relu {
+                    r.max(z2) as i32
+                } else {
+                    r as i32
+                }
+            })
+            .collect();
+        (s2, z2, vals)
+    };
+    tensor_result(make_quantized(
+        &vals,
+        x.shape(),
+        x.dtype(),
+        Quantizer::PerTensorAffine {
+            scale,
+            zero_point: zp,
+        },
+    )?)
 }
 
-/// Dequantize, `x * relu6(x + 3) / 6` in float, quantize with (`scale`, `zp`).
-fn hardswish(x: &Tensor, scale: f64, zp: i64) -> Result<Tensor> {
-    let f = dequantize_tensor(x)?;
-    let v: Vec<f32> = f
-        .to_vec::<f32>()?
-        .iter()
-        .map(|&t| t * (t + 3.0).clamp(0.0, 6.0) / 6.0)
-        .collect();
-    quantize_tensor(&Tensor::from_vec(v, x.shape())?, scale, zp, x.dtype())
+/// ATen's `_mul_scalar_out`: a positive `b` keeps the integers (relu: clamped at the zero
+/// point) and scales the scale; zero gives zeros with scale 1, zero point 0; a negative `b`
+/// mirrors the integers (`qmax + qmin - q`) with zero point `qmax - (z - qmin)`.
+fn mul_scalar(a: &mut Args<'_>, xi: usize, bi: usize, relu: bool) -> Result<IValue> {
+    let x = arg_qtensor(a, xi)?;
+    let (s, z) = per_tensor_params(a.op, &x)?;
+    let b = scalar_operand(a, bi)?;
+    let (qmin, qmax) = x
+        .dtype()
+        .quantized_range()
+        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+    let xv = int_values(&x)?;
+    let (scale, zp, vals): (f64, i64, Vec<i32>) = if b > 0.0 {
+        let vals = if relu {
+            xv.iter().map(|&v| v.max(z as i32)).collect()
+        } else {
+            xv
+        };
+        (b * s, z, vals)
+    } else if b == 0.0 {
+        (1.0, 0, vec![0; xv.len()])
+    } else {
+        let zp = qmax - (z - qmin);
+        let vals = xv
+            .iter()
+            .map(|&v| {
+                let m = (qmax + qmin - v as i64) as i32;
+                if relu {
+                    m.max(zp as i32)
+                } else {
+                    m
+                }
+            })
+            .collect();
+        (b.abs() * s, zp, vals)
+    };
+    tensor_result(make_quantized(
+        &vals,
+        x.shape(),
+        x.dtype(),
+        Quantizer::PerTensorAffine {
+            scale,
+            zero_point: zp,
+        },
+    )?)
 }
 
 /// ATen's `qhardsigmoid_kernel`: dequantize, `min(max(x + 3, 0), 6) / 6`, quantize into fixed
@@ -320,11 +508,6 @@ fn qhardsigmoid(a: &mut Args<'_>) -> Result<IValue> {
             zero_point: out_zp,
         },
     )?)
-}
-
-fn hardswish_requant(a: &mut Args<'_>) -> Result<IValue> {
-    let x = arg_qtensor(a, 0)?;
-    tensor_result(hardswish(&x, a.double(1)?, a.int(2)?)?)
 }
 
 fn pair(v: &[i64], what: &str, op: &str) -> Result<[i64; 2]> {
@@ -406,6 +589,53 @@ fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
     oshape[nd - 2] = oh as usize;
     oshape[nd - 1] = ow as usize;
     tensor_result(same_params_as(&x, &out, &oshape)?)
+}
+
+/// `quantized::max_pool1d`: the 2-d pooling over a unit height.
+fn qmax_pool1d(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    if x.dim() != 2 && x.dim() != 3 {
+        return Err(unsupported(a.op, "expects a 2-d or 3-d input"));
+    }
+    let one = |i: usize, a: &Args<'_>, fill: i64| -> Result<IValue> {
+        let v = a.int_list(i)?;
+        let mut out = vec![fill];
+        out.extend(v);
+        Ok(IValue::List(crate::values::List::new(
+            crate::values::types::Type::Int,
+            out.into_iter().map(IValue::Int).collect(),
+        )))
+    };
+    let stride = if a.int_list(2)?.is_empty() {
+        IValue::List(crate::values::List::new(
+            crate::values::types::Type::Int,
+            vec![],
+        ))
+    } else {
+        one(2, a, 1)?
+    };
+    let mut shape = x.shape().to_vec();
+    let mut strides = x.strides().to_vec();
+    let nd = shape.len();
+    shape.insert(nd - 1, 1);
+    strides.insert(nd - 1, 0);
+    let x4 = x.as_strided(&shape, &strides, x.storage_offset())?;
+    let mut args = vec![
+        IValue::Tensor(x4),
+        one(1, a, 1)?,
+        stride,
+        one(3, a, 0)?,
+        one(4, a, 1)?,
+        IValue::Bool(a.bool(5)?),
+    ];
+    let IValue::Tensor(y) = qmax_pool2d(&mut Args::new(a.op, &mut args, a.ctx))? else {
+        return Err(unsupported(a.op, "pooling returned a non-tensor"));
+    };
+    let mut shape = y.shape().to_vec();
+    let mut strides = y.strides().to_vec();
+    shape.remove(nd - 1);
+    strides.remove(nd - 1);
+    tensor_result(y.as_strided(&shape, &strides, y.storage_offset())?)
 }
 
 /// `adaptive_avg_pool2d` on quantized NCHW input (ATen's `qadaptive_avg_pool2d` scalar path:

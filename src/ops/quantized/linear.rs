@@ -40,7 +40,7 @@ fn linear_prepack(a: &mut Args<'_>) -> Result<IValue> {
         return Err(unsupported(a.op, "weights must be a 2-d qint8 tensor"));
     }
     let p = LinearParams {
-        weight: w,
+        weight: super::with_f32_scales(&w)?,
         bias: a.opt_tensor(1)?,
     };
     Ok(IValue::Object(p.to_object()))
@@ -51,11 +51,32 @@ fn linear_prepack_fp16(a: &mut Args<'_>) -> Result<IValue> {
     if w.dtype() != DType::Float32 || w.dim() != 2 {
         return Err(unsupported(a.op, "weights must be a 2-d float32 tensor"));
     }
+    // fbgemm keeps the weights as half: unpack gives them back rounded (archives PyTorch
+    // saved hold them so already, and keep their tensor)
+    let halves = round_to_half(&w.to_vec::<f32>()?);
+    let weight = if halves
+        .iter()
+        .zip(w.to_vec::<f32>()?)
+        .all(|(a, b)| a.to_bits() == b.to_bits())
+    {
+        w
+    } else {
+        Tensor::from_vec(halves, w.shape())?
+    };
     let p = LinearParams {
-        weight: w,
+        weight,
         bias: a.opt_tensor(1)?,
     };
     Ok(IValue::Object(p.to_object()))
+}
+
+/// fbgemm's `PackedGemmMatrixFP16` weights: each float saturated to the half range
+/// (`HandleWeightsSaturation`, +-65504) and rounded to the nearest half, widened back.
+fn round_to_half(v: &[f32]) -> Vec<f32> {
+    const HALF_MAX: f32 = 65504.0;
+    v.iter()
+        .map(|&x| half::f16::from_f32(x.clamp(-HALF_MAX, HALF_MAX)).to_f32())
+        .collect()
 }
 
 fn linear_unpack(a: &mut Args<'_>) -> Result<IValue> {
@@ -235,14 +256,15 @@ pub(crate) fn min_max(v: &[f32]) -> (f32, f32) {
 }
 
 /// ATen's `quant_utils::ChooseQuantizationParams` (no sparsity preservation, no power-of-two
-/// scale): the scale fbgemm uses (float) and the nudged zero point.
+/// scale): the scale (double, as `TensorQuantizationParams` holds it; fbgemm's kernels take it
+/// as float) and the nudged zero point.
 pub(crate) fn choose_qparams(
     min: f32,
     max: f32,
     qmin: i32,
     qmax: i32,
     reduce_range: bool,
-) -> (f32, i32) {
+) -> (f64, i32) {
     const SMALL_SCALE_THRESHOLD: f32 = 6.1e-5;
     let (qmin, qmax) = if reduce_range {
         (qmin / 2, qmax / 2)
@@ -284,7 +306,7 @@ pub(crate) fn choose_qparams(
     } else {
         initial.round_ties_even() as i32
     };
-    (scale as f32, zp)
+    (scale, zp)
 }
 
 /// fbgemm's legacy `Quantize` of one row as `PackAWithQuantRowOffset` runs it: AVX2 lanes of 8
@@ -346,6 +368,7 @@ pub(crate) fn dynamic_matmul(
     }
     let (lo, hi) = min_max(xs);
     let (a_scale, a_zp) = choose_qparams(lo, hi, 0, 255, reduce_range);
+    let a_scale = a_scale as f32;
     let mut xq = Vec::with_capacity(xs.len());
     for i in 0..m {
         quantize_row_legacy(&xs[i * k..(i + 1) * k], a_scale, a_zp, &mut xq);
@@ -419,13 +442,7 @@ impl Fp16Weights {
                 "fp16 packed weights must be a 2-d float32 tensor",
             ));
         }
-        const HALF_MAX: f32 = 65504.0;
-        let weight = p
-            .weight
-            .to_vec::<f32>()?
-            .into_iter()
-            .map(|v| half::f16::from_f32(v.clamp(-HALF_MAX, HALF_MAX)).to_f32())
-            .collect();
+        let weight = round_to_half(&p.weight.to_vec::<f32>()?);
         let bias = match &p.bias {
             Some(b) => Some(b.to_vec::<f32>()?),
             None => None,

@@ -1,18 +1,22 @@
 //! Quantized operators with the arithmetic of PyTorch's x86 (fbgemm) engine: `quantize_per_tensor`
-//! / `dequantize` and friends (`tensors.rs`), `quantized::conv*` (`conv.rs`), `quantized::linear*`
-//! static, dynamic and fp16 (`linear.rs`), the dynamic LSTM and GRU (`rnn.rs`), elementwise
-//! ops and the aten ops quantized models apply to quantized tensors (`elementwise.rs`), and the
-//! packed-weight torchbind classes
-//! (`torchbind.rs`).
+//! / `dequantize` and friends (`tensors.rs`), `quantized::conv*` and the packed-parameter
+//! accessors (`conv.rs`), `quantized::linear*` static, dynamic and fp16 (`linear.rs`), the
+//! dynamic LSTM and GRU (`rnn.rs`), elementwise ops, pooling and the aten ops quantized models
+//! apply to quantized tensors (`elementwise.rs`), activations (`activation.rs`), batch, layer,
+//! group and instance norm (`norm.rs`), 8-bit row-wise embedding bags (`embedding.rs`), and the
+//! packed-weight torchbind classes (`torchbind.rs`).
 //!
 //! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization
 //! repeats fbgemm's float steps in its order (float bias divided by `act_scale * w_scale`, the
 //! float multiplier `act_scale * w_scale / out_scale`, round half to even, zero point,
 //! saturation), so outputs can be bit-exact.
 
+pub mod activation;
 pub mod conv;
 pub mod elementwise;
+pub mod embedding;
 pub mod linear;
+pub mod norm;
 pub mod rnn;
 pub mod tensors;
 pub mod torchbind;
@@ -28,6 +32,9 @@ pub fn register(r: &mut Registry) {
     linear::register(r);
     rnn::register(r);
     elementwise::register(r);
+    activation::register(r);
+    norm::register(r);
+    embedding::register(r);
 }
 
 fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
@@ -49,6 +56,31 @@ pub(crate) fn per_tensor_params(op: &str, t: &Tensor) -> crate::Result<(f64, i64
             format!("expects a quantized tensor, got {}", t.dtype()),
         )),
     }
+}
+
+/// `w` with its scales rounded to float, as fbgemm's packed weights hold them (`unpack` gives
+/// them back that way); `w` itself when they already are (archives PyTorch saved).
+pub(crate) fn with_f32_scales(w: &Tensor) -> crate::Result<Tensor> {
+    let round = |s: f64| s as f32 as f64;
+    let q = match w.quantizer().map(|q| &**q) {
+        Some(Quantizer::PerTensorAffine { scale, zero_point }) if round(*scale) != *scale => {
+            Quantizer::PerTensorAffine {
+                scale: round(*scale),
+                zero_point: *zero_point,
+            }
+        }
+        Some(Quantizer::PerChannelAffine {
+            scales,
+            zero_points,
+            axis,
+        }) if scales.iter().any(|&s| round(s) != s) => Quantizer::PerChannelAffine {
+            scales: scales.iter().map(|&s| round(s)).collect(),
+            zero_points: zero_points.clone(),
+            axis: *axis,
+        },
+        _ => return Ok(w.clone()),
+    };
+    Ok(Tensor::quantized_from_ints(&w.int_repr_view()?, q)?)
 }
 
 /// The integer values of quantized `t` in row-major order.

@@ -11,10 +11,12 @@
 //! The cell parameters are `__torch__.torch.classes.rnn.CellParamsBase` objects whose state is
 //! `("quantized_dynamic", [b_ih, b_hh], [], [reduce_range], [w_ih, w_hh])` for int8 weights or
 //! `("quantized_fp16", [], [], [], [w_ih, w_hh])` for fp16 ones, the packed weights
-//! (`LinearPackedParamsBase`) carrying their biases.
+//! (`LinearPackedParamsBase`) carrying their biases. The single-step cells
+//! (`quantized::quantized_*_cell_dynamic`, `nn.quantized.dynamic.LSTMCell` and friends) share
+//! the gate arithmetic.
 
 use super::linear::{dynamic_matmul, Fp16Weights};
-use super::torchbind::LinearParams;
+use super::torchbind::{packed_arg, LinearParams};
 use super::unsupported;
 use crate::ops::{Args, Registry};
 use crate::tensor::Tensor;
@@ -34,6 +36,114 @@ pub fn register(r: &mut Registry) {
     r.add("aten::quantized_gru.data", |a| {
         quantized_rnn_op(a, CellKind::Gru, Layout::Packed)
     });
+    r.add("quantized::quantized_lstm_cell_dynamic", |a| {
+        cell_dynamic(a, CellOp::Lstm)
+    });
+    r.add("quantized::quantized_gru_cell_dynamic", |a| {
+        cell_dynamic(a, CellOp::Gru)
+    });
+    r.add("quantized::quantized_rnn_tanh_cell_dynamic", |a| {
+        cell_dynamic(a, CellOp::Tanh)
+    });
+    r.add("quantized::quantized_rnn_relu_cell_dynamic", |a| {
+        cell_dynamic(a, CellOp::Relu)
+    });
+}
+
+/// The single-step cells `quantized::quantized_*_cell_dynamic` compute.
+#[derive(Clone, Copy, PartialEq)]
+enum CellOp {
+    Lstm,
+    Gru,
+    Tanh,
+    Relu,
+}
+
+/// `quantized::quantized_{lstm,gru,rnn_tanh,rnn_relu}_cell_dynamic(input, hx, w_ih, w_hh,
+/// b_ih, b_hh)`: one step of ATen's cell over `QuantizedCellParamsDynamic` with
+/// `reduce_range` true; the projections take their biases from the packed weights (as
+/// PyTorch's do: `b_ih`/`b_hh` are only held).
+fn cell_dynamic(a: &mut Args<'_>, op: CellOp) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    if x.dim() != 2 {
+        return Err(unsupported(a.op, "expects a 2-d input [batch, features]"));
+    }
+    let (h, c) = if op == CellOp::Lstm {
+        let hx = a.tensor_list(1)?;
+        let [h, c] = hx.as_slice() else {
+            return Err(unsupported(a.op, "hx must be [h, c]"));
+        };
+        (h.clone(), Some(c.clone()))
+    } else {
+        (a.tensor(1)?, None)
+    };
+    let w_ih = LinearParams::from_object(&packed_arg(a, 2)?)?;
+    let w_hh = LinearParams::from_object(&packed_arg(a, 3)?)?;
+    let (b, f) = (x.shape()[0], x.shape()[1]);
+    let hsz = h.shape().last().copied().unwrap_or(0);
+    if h.numel() != b * hsz || c.as_ref().is_some_and(|c| c.numel() != b * hsz) {
+        return Err(unsupported(a.op, "hidden state of the wrong size"));
+    }
+    let gates = match op {
+        CellOp::Lstm => 4,
+        CellOp::Gru => 3,
+        _ => 1,
+    };
+    let g = gates * hsz;
+    let hs = h.to_vec::<f32>()?;
+    let ig = dynamic_matmul(&x.to_vec::<f32>()?, b, f, g, &w_ih, true, false)?;
+    let hg = dynamic_matmul(&hs, b, hsz, g, &w_hh, true, false)?;
+    let mut h_out = vec![0f32; b * hsz];
+    let mut c_out = match &c {
+        Some(c) => c.to_vec::<f32>()?,
+        None => Vec::new(),
+    };
+    for bi in 0..b {
+        let (hgr, igr) = (&hg[bi * g..(bi + 1) * g], &ig[bi * g..(bi + 1) * g]);
+        for j in 0..hsz {
+            let k = bi * hsz + j;
+            h_out[k] = match op {
+                CellOp::Lstm => {
+                    let (hy, cy) = lstm_gates(hgr, igr, hsz, j, c_out[k]);
+                    c_out[k] = cy;
+                    hy
+                }
+                CellOp::Gru => gru_gates(hgr, igr, hsz, j, hs[k]),
+                // SimpleCell: nonlinearity(linear_ih(x) + linear_hh(h))
+                CellOp::Tanh => (igr[j] + hgr[j]).tanh(),
+                CellOp::Relu => (igr[j] + hgr[j]).max(0.0),
+            };
+        }
+    }
+    let h_out = Tensor::from_vec(h_out, h.shape())?;
+    match c {
+        Some(c) => Ok(IValue::Tuple(Tuple::new(vec![
+            IValue::Tensor(h_out),
+            IValue::Tensor(Tensor::from_vec(c_out, c.shape())?),
+        ]))),
+        None => Ok(IValue::Tensor(h_out)),
+    }
+}
+
+/// ATen's `LSTMCell` for hidden unit `j`: `gates = linear_hh(h) + linear_ih(x)` chunked i, f,
+/// g, o; the new (h, c) from the old `c`.
+fn lstm_gates(hg: &[f32], ig: &[f32], hsz: usize, j: usize, c: f32) -> (f32, f32) {
+    let gate = |q: usize| hg[q * hsz + j] + ig[q * hsz + j];
+    let i_g = sigmoid(gate(0));
+    let f_g = sigmoid(gate(1));
+    let c_g = gate(2).tanh();
+    let o_g = sigmoid(gate(3));
+    let cy = f_g * c + i_g * c_g;
+    (o_g * cy.tanh(), cy)
+}
+
+/// ATen's `GRUCell` for hidden unit `j`: reset = sigmoid(hh_r + ih_r), update =
+/// sigmoid(hh_z + ih_z), new = tanh(ih_n + hh_n * reset), h' = (h - new) * update + new.
+fn gru_gates(hg: &[f32], ig: &[f32], hsz: usize, j: usize, h: f32) -> f32 {
+    let r_g = sigmoid(hg[j] + ig[j]);
+    let z_g = sigmoid(hg[hsz + j] + ig[hsz + j]);
+    let n_g = (ig[2 * hsz + j] + hg[2 * hsz + j] * r_g).tanh();
+    (h - n_g) * z_g + n_g
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -207,24 +317,11 @@ fn run_direction(
                 let k = bi * hsz + j;
                 match kind {
                     CellKind::Lstm => {
-                        // gates = linear_hh(h) + linear_ih(x), chunked i, f, g, o
-                        let gate = |q: usize| hg[q * hsz + j] + ig[q * hsz + j];
-                        let i_g = sigmoid(gate(0));
-                        let f_g = sigmoid(gate(1));
-                        let c_g = gate(2).tanh();
-                        let o_g = sigmoid(gate(3));
-                        let cy = f_g * state.c[k] + i_g * c_g;
+                        let (hy, cy) = lstm_gates(hg, ig, hsz, j, state.c[k]);
                         state.c[k] = cy;
-                        state.h[k] = o_g * cy.tanh();
+                        state.h[k] = hy;
                     }
-                    CellKind::Gru => {
-                        // reset = sigmoid(hh_r + ih_r), update = sigmoid(hh_z + ih_z),
-                        // new = tanh(ih_n + hh_n * reset), h' = (h - new) * update + new
-                        let r_g = sigmoid(hg[j] + ig[j]);
-                        let z_g = sigmoid(hg[hsz + j] + ig[hsz + j]);
-                        let n_g = (ig[2 * hsz + j] + hg[2 * hsz + j] * r_g).tanh();
-                        state.h[k] = (state.h[k] - n_g) * z_g + n_g;
-                    }
+                    CellKind::Gru => state.h[k] = gru_gates(hg, ig, hsz, j, state.h[k]),
                 }
             }
         }

@@ -38,6 +38,8 @@ pub fn register(r: &mut Registry) {
         dequantize_list,
     );
     r.add("aten::int_repr", int_repr);
+    // (registered after the device queries, which answer false for every tensor)
+    r.add("prim::is_quantized", is_quantized);
     r.add("aten::q_scale", q_scale);
     r.add("aten::q_zero_point", q_zero_point);
     r.add("aten::q_per_channel_scales", q_per_channel_scales);
@@ -177,7 +179,12 @@ fn quantize_per_tensor_dynamic(a: &mut Args<'_>) -> Result<IValue> {
     let v = x.to_vec::<f32>()?;
     let (lo, hi) = super::linear::min_max(&v);
     let (scale, zp) = super::linear::choose_qparams(lo, hi, qmin, qmax, reduce_range);
-    tensor_result(quantize_tensor(&x, scale as f64, zp as i64, dtype)?)
+    tensor_result(quantize_tensor(&x, scale, zp as i64, dtype)?)
+}
+
+/// `Tensor.is_quantized` (`quantized::elu` and friends check their input with it).
+fn is_quantized(a: &mut Args<'_>) -> Result<IValue> {
+    Ok(IValue::Bool(a.tensor(0)?.is_quantized()))
 }
 
 fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {

@@ -80,6 +80,9 @@ fn json_f64(v: &Value) -> f64 {
 /// Decode one encoded value (see fixtures/golden_io.py).
 pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
     let obj = v.as_object().expect("encoded value is an object");
+    if obj.contains_key("qtensor") {
+        return IValue::Tensor(decode_qtensor(obj, arrays));
+    }
     // serde_json maps are sorted: a tensor's "dtype"/"shape" keys sort before its "tensor" tag.
     let (tag, body) = obj
         .iter()
@@ -165,11 +168,92 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
             name: body["name"].as_str().expect("enum member name").into(),
             value: decode(&body["value"], arrays),
         })),
+        "packed" => {
+            // a packed-parameters argument: the prepack call that makes it, run by tsrun
+            let op = body["op"].as_str().expect("prepack op");
+            let (name, overload) = op.split_once('.').unwrap_or((op, ""));
+            let kernel = Registry::global()
+                .lookup(name, overload)
+                .unwrap_or_else(|| panic!("no kernel {op} for a packed argument"));
+            let mut args: Vec<IValue> = body["args"]
+                .as_array()
+                .expect("prepack args")
+                .iter()
+                .map(|a| decode(a, arrays))
+                .collect();
+            let ctx = OpContext::default();
+            kernel(&mut Args::new(op, &mut args, &ctx))
+                .unwrap_or_else(|e| panic!("{op} for a packed argument: {e}"))
+        }
         "tensor_meta" => {
             panic!("tensor_meta (attribute goldens) carries no data: compare dtype/shape")
         }
         other => panic!("unknown golden tag {other}"),
     }
+}
+
+/// A quantized tensor (golden_io.py `_encode_quantized`): its integers and quantizer.
+fn decode_qtensor(obj: &serde_json::Map<String, Value>, arrays: &mut Arrays) -> Tensor {
+    use tsrun::internals::tensor::Quantizer;
+    let qdtype = DType::from_name(obj["dtype"].as_str().expect("dtype")).expect("known dtype");
+    let int_dtype = qdtype.underlying_int().expect("a quantized dtype");
+    let key = obj["qtensor"].as_str().expect("key");
+    let shape: Vec<usize> = obj["shape"]
+        .as_array()
+        .expect("shape")
+        .iter()
+        .map(|d| d.as_u64().expect("dim") as usize)
+        .collect();
+    let ints = arrays
+        .tensor(key, int_dtype)
+        .contiguous()
+        .expect("contiguous");
+    // numpy stores 0-d arrays as shape [1]: the JSON's shape
+    let ints = ints
+        .as_strided(
+            &shape,
+            &tsrun::internals::tensor::contiguous_strides(&shape),
+            ints.storage_offset(),
+        )
+        .expect("golden reshape");
+    let quantizer = if let Some(scale) = obj.get("scale") {
+        Quantizer::PerTensorAffine {
+            scale: json_f64(scale),
+            zero_point: obj["zero_point"].as_i64().expect("zero point"),
+        }
+    } else {
+        let scales = arrays
+            .tensor(obj["scales"].as_str().expect("scales"), DType::Float64)
+            .to_vec::<f64>()
+            .expect("scales");
+        let zero_points = arrays
+            .tensor(
+                obj["zero_points"].as_str().expect("zero points"),
+                DType::Int64,
+            )
+            .to_vec::<i64>()
+            .expect("zero points");
+        Quantizer::PerChannelAffine {
+            scales: scales.into(),
+            zero_points: zero_points.into(),
+            axis: obj["axis"].as_u64().expect("axis") as usize,
+        }
+    };
+    Tensor::quantized_from_ints(&ints, quantizer).expect("quantized golden")
+}
+
+/// A quantized result against PyTorch's: the same quantizer (scales exactly) and integers.
+fn compare_quantized(g: &Tensor, w: &Tensor, path: &str) -> Result<(), String> {
+    if g.quantizer() != w.quantizer() {
+        return Err(format!(
+            "{path}: quantizer {:?}, want {:?}",
+            g.quantizer(),
+            w.quantizer()
+        ));
+    }
+    let gi = g.int_repr_view().map_err(|e| e.to_string())?;
+    let wi = w.int_repr_view().map_err(|e| e.to_string())?;
+    compare_tensors(&gi, &wi, 0.0, 0.0, &format!("{path}.int_repr"))
 }
 
 /// Compare `got` with PyTorch's `want`; `Err` describes the first difference. Floating tensors
@@ -254,6 +338,9 @@ pub fn compare_tensors(
             w.shape()
         ));
     }
+    if w.is_quantized() || g.is_quantized() {
+        return compare_quantized(g, w, path);
+    }
     if w.dtype().is_complex() {
         let gv = g.to_vec::<Complex64>().map_err(|e| e.to_string())?;
         let wv = w.to_vec::<Complex64>().map_err(|e| e.to_string())?;
@@ -337,7 +424,7 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
             (Ok(v), Some(e)) => Err(format!("expected error {e}, got {v:?}")),
             (Err(e), None) => Err(format!("error: {e}")),
             (Ok(v), None) => {
-                let want = decode(&case["out"], &mut arrays);
+                let (v, want) = unpack_if_packed(v, &case["out"], &mut arrays);
                 let v = match case.get("sign_groups") {
                     Some(groups) => align_signs(&v, &want, groups),
                     None => v,
@@ -370,6 +457,26 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
         }
     }
     (passed, failures)
+}
+
+/// A packed-parameters result (golden_io.py's "unpacked" encoding: PyTorch's object went
+/// through an unpack op): `got` through tsrun's kernel of that op, and PyTorch's unpacked value;
+/// anything else as it is, with `want` decoded.
+pub fn unpack_if_packed(got: IValue, want: &Value, arrays: &mut Arrays) -> (IValue, IValue) {
+    let Some(body) = want.get("unpacked") else {
+        return (got, decode(want, arrays));
+    };
+    let op = body["op"].as_str().expect("unpack op");
+    let kernel = Registry::global()
+        .lookup(op, "")
+        .unwrap_or_else(|| panic!("no kernel {op}"));
+    let ctx = OpContext::default();
+    let mut args = vec![got];
+    let got = match kernel(&mut Args::new(op, &mut args, &ctx)) {
+        Ok(v) => v,
+        Err(e) => IValue::str(format!("{op} failed: {e}")),
+    };
+    (got, decode(&body["value"], arrays))
 }
 
 /// Singular vectors and eigenvectors are defined up to sign (PyTorch documents the signs as
