@@ -582,32 +582,39 @@ fn conv_forward_f32(
         let mut sg = scratch.write::<f32>()?;
         let cs = slice_mut_of(&mut sg)?;
         let direct = DirectGeometry::new(c, xsp, ksp, osp, p);
-        let mut padded = Vec::new();
-        for (img, dst) in os.chunks_mut(cout * l).enumerate() {
-            let x_img = &xs[img * c * il..][..c * il];
-            let a = match &direct {
-                Some(d) => AOperand::Direct(d.operand(x_img, &mut padded)?),
-                None => AOperand::ImageT(
-                    ImageOperand::new(x_img, c, xsp, ksp, osp, p.stride, p.pad, p.dilation)
-                        .ok_or_else(|| shape_err("conv: inconsistent geometry"))?,
-                ),
-            };
-            gemm::sgemm_transposed(
-                Isa::Avx512Wide,
-                l,
-                cout,
-                kdim,
-                a,
-                BOperand::Packed(&packed),
-                cs,
-                cout,
-                &epi,
-                dst,
-                l,
-                true,
-            )?;
-        }
-        return Ok(());
+        let mut run = |padded: &mut Vec<f32>| -> crate::Result<()> {
+            for (img, dst) in os.chunks_mut(cout * l).enumerate() {
+                let x_img = &xs[img * c * il..][..c * il];
+                let a = match &direct {
+                    Some(d) => AOperand::Direct(d.operand(x_img, padded)?),
+                    None => AOperand::ImageT(
+                        ImageOperand::new(x_img, c, xsp, ksp, osp, p.stride, p.pad, p.dilation)
+                            .ok_or_else(|| shape_err("conv: inconsistent geometry"))?,
+                    ),
+                };
+                gemm::sgemm_transposed(
+                    Isa::Avx512Wide,
+                    l,
+                    cout,
+                    kdim,
+                    a,
+                    BOperand::Packed(&packed),
+                    cs,
+                    cout,
+                    &epi,
+                    dst,
+                    l,
+                    true,
+                )?;
+            }
+            Ok(())
+        };
+        // the padded image in this thread's buffer, kept across calls (no allocation or page
+        // faults per call); a nested call on this thread (rayon work stealing) gets its own
+        return PADDED.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buf) => run(&mut buf),
+            Err(_) => run(&mut Vec::new()),
+        });
     }
     let packed = packed_weight_groups(isa, w, ws, g, coutg, kdim)?;
     let task = |idx: usize, dst: &mut [f32], parallel: bool| -> crate::Result<()> {
@@ -644,6 +651,11 @@ fn conv_forward_f32(
             .enumerate()
             .try_for_each(|(i, dst)| task(i, dst, true))
     }
+}
+
+thread_local! {
+    /// Per-thread buffer for the zero-padded image of [`DirectGeometry::operand`].
+    static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// How a 2-d (or 1-d) convolution on the wide tile reads its image in place
@@ -755,18 +767,30 @@ impl DirectGeometry {
         }
         // a partial last tile reads up to `mr` columns past the plane's end
         let len = self.channels * hp * wp + 2 * mr * self.col_step;
-        buf.clear();
-        buf.resize(len, 0.0);
+        if buf.len() < len {
+            buf.resize(len, 0.0);
+        }
+        // every element written (the buffer holds the last call's image): zero borders
         let [ph, pw] = self.pad;
-        for (src, dst) in x.chunks_exact(ih * iw).zip(buf.chunks_exact_mut(hp * wp)) {
-            for (line, out) in src
-                .chunks_exact(iw)
-                .zip(dst[ph * wp..].chunks_exact_mut(wp))
-            {
-                out[pw..pw + iw].copy_from_slice(line);
+        let (planes, tail) = buf[..len].split_at_mut(self.channels * hp * wp);
+        tail.fill(0.0);
+        for (src, dst) in x
+            .chunks_exact(ih * iw)
+            .zip(planes.chunks_exact_mut(hp * wp))
+        {
+            let (top, rest) = dst.split_at_mut(ph * wp);
+            let (rows, bottom) = rest.split_at_mut(ih * wp);
+            top.fill(0.0);
+            bottom.fill(0.0);
+            for (line, out) in src.chunks_exact(iw).zip(rows.chunks_exact_mut(wp)) {
+                let (left, rest) = out.split_at_mut(pw);
+                let (mid, right) = rest.split_at_mut(iw);
+                left.fill(0.0);
+                mid.copy_from_slice(line);
+                right.fill(0.0);
             }
         }
-        let filled: &'a Vec<f32> = buf;
+        let filled: &'a [f32] = &buf[..len];
         make(filled).ok_or_else(|| shape_err("conv: inconsistent geometry"))
     }
 }
