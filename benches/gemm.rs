@@ -179,6 +179,18 @@ fn conv_bench(c: &mut Criterion) {
     );
     conv_group(
         c,
+        "conv7x7 f32",
+        &[(
+            "resnet stem 3x224x224 s2",
+            [1, 3, 224, 224],
+            [64, 3, 7, 7],
+            2,
+            3,
+            1,
+        )],
+    );
+    conv_group(
+        c,
         "conv1x1 f32",
         &[
             (

@@ -581,34 +581,40 @@ fn conv_forward_f32(
         let scratch = Tensor::empty(&[l, cout], DType::Float32)?;
         let mut sg = scratch.write::<f32>()?;
         let cs = slice_mut_of(&mut sg)?;
-        for (img, dst) in os.chunks_mut(cout * l).enumerate() {
-            let im = ImageOperand::new(
-                &xs[img * c * il..][..c * il],
-                c,
-                xsp,
-                ksp,
-                osp,
-                p.stride,
-                p.pad,
-                p.dilation,
-            )
-            .ok_or_else(|| shape_err("conv: inconsistent geometry"))?;
-            gemm::sgemm_transposed(
-                Isa::Avx512Wide,
-                l,
-                cout,
-                kdim,
-                AOperand::ImageT(im),
-                BOperand::Packed(&packed),
-                cs,
-                cout,
-                &epi,
-                dst,
-                l,
-                true,
-            )?;
-        }
-        return Ok(());
+        let direct = DirectGeometry::new(c, xsp, ksp, osp, p);
+        let mut run = |padded: &mut Vec<f32>| -> crate::Result<()> {
+            for (img, dst) in os.chunks_mut(cout * l).enumerate() {
+                let x_img = &xs[img * c * il..][..c * il];
+                let a = match &direct {
+                    Some(d) => AOperand::Direct(d.operand(x_img, padded)?),
+                    None => AOperand::ImageT(
+                        ImageOperand::new(x_img, c, xsp, ksp, osp, p.stride, p.pad, p.dilation)
+                            .ok_or_else(|| shape_err("conv: inconsistent geometry"))?,
+                    ),
+                };
+                gemm::sgemm_transposed(
+                    Isa::Avx512Wide,
+                    l,
+                    cout,
+                    kdim,
+                    a,
+                    BOperand::Packed(&packed),
+                    cs,
+                    cout,
+                    &epi,
+                    dst,
+                    l,
+                    true,
+                )?;
+            }
+            Ok(())
+        };
+        // the padded image in this thread's buffer, kept across calls (no allocation or page
+        // faults per call); a nested call on this thread (rayon work stealing) gets its own
+        return PADDED.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buf) => run(&mut buf),
+            Err(_) => run(&mut Vec::new()),
+        });
     }
     let packed = packed_weight_groups(isa, w, ws, g, coutg, kdim)?;
     let task = |idx: usize, dst: &mut [f32], parallel: bool| -> crate::Result<()> {
@@ -644,6 +650,148 @@ fn conv_forward_f32(
         os.chunks_mut(per)
             .enumerate()
             .try_for_each(|(i, dst)| task(i, dst, true))
+    }
+}
+
+thread_local! {
+    /// Per-thread buffer for the zero-padded image of [`DirectGeometry::operand`].
+    static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// How a 2-d (or 1-d) convolution on the wide tile reads its image in place
+/// ([`gemm::DirectImage`]): the image copied into a zero-padded `[c, hp, wp]` buffer when it
+/// has padding, and each tap `(channel, ky, kx)` an offset into it. A 1x1 convolution with
+/// stride 1 and no padding is read as one long output row.
+struct DirectGeometry {
+    channels: usize,
+    /// Image rows and columns, and where they start inside the padded plane.
+    image: [usize; 2],
+    pad: [usize; 2],
+    /// The padded plane (equal to the image when nothing is padded).
+    plane: [usize; 2],
+    offsets: Vec<usize>,
+    rows: usize,
+    ow: usize,
+    row_step: usize,
+    col_step: usize,
+}
+
+impl DirectGeometry {
+    /// The direct form of this convolution, or `None` when it has none (3-d, a column stride
+    /// other than 1 or 2, or output rows that are not whole 7-position tiles).
+    fn new(
+        c: usize,
+        xsp: [usize; 3],
+        ksp: [usize; 3],
+        osp: [usize; 3],
+        p: &ConvParams,
+    ) -> Option<DirectGeometry> {
+        let mr = Isa::Avx512Wide.mr();
+        if xsp[0] != 1 || ksp[0] != 1 || osp[0] != 1 || p.pad[0] != 0 || p.pad_extra != [0; 3] {
+            return None;
+        }
+        let pointwise =
+            ksp[1..] == [1, 1] && p.stride[1..] == [1, 1] && p.pad[1..] == [0, 0] && osp == xsp;
+        // (image, kernel, grid, stride, pad, dilation) per planar dim
+        let (ih, iw, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw) = if pointwise {
+            let l = xsp[1] * xsp[2];
+            (1, l, 1, 1, 1, l, 1, 1, 0, 0, 1, 1)
+        } else {
+            (
+                xsp[1],
+                xsp[2],
+                ksp[1],
+                ksp[2],
+                osp[1],
+                osp[2],
+                p.stride[1],
+                p.stride[2],
+                p.pad[1],
+                p.pad[2],
+                p.dilation[1],
+                p.dilation[2],
+            )
+        };
+        if !(1..=2).contains(&sw) || !(ow.is_multiple_of(mr) || oh == 1) {
+            return None;
+        }
+        // every tap of every output position inside the plane
+        let hp = (ih + ph).max((oh - 1) * sh + (kh - 1) * dh + 1);
+        let wp = (iw + pw).max((ow - 1) * sw + (kw - 1) * dw + 1);
+        let mut offsets = Vec::with_capacity(c * kh * kw);
+        for ch in 0..c {
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    offsets.push(ch * hp * wp + ky * dh * wp + kx * dw);
+                }
+            }
+        }
+        Some(DirectGeometry {
+            channels: c,
+            image: [ih, iw],
+            pad: [ph, pw],
+            plane: [hp, wp],
+            offsets,
+            rows: oh * ow,
+            ow,
+            row_step: sh * wp,
+            col_step: sw,
+        })
+    }
+
+    /// The operand over image `x` (`[c, ih, iw]`): `x` itself when it needs no padding and
+    /// holds every element a tile reads, else a padded copy in `buf`.
+    fn operand<'a>(
+        &'a self,
+        x: &'a [f32],
+        buf: &'a mut Vec<f32>,
+    ) -> crate::Result<gemm::DirectImage<'a>> {
+        let mr = Isa::Avx512Wide.mr();
+        let [ih, iw] = self.image;
+        let [hp, wp] = self.plane;
+        let make = |src: &'a [f32]| {
+            gemm::DirectImage::new(
+                src,
+                &self.offsets,
+                self.rows,
+                self.ow,
+                self.row_step,
+                self.col_step,
+                mr,
+            )
+        };
+        if self.plane == self.image {
+            if let Some(d) = make(x) {
+                return Ok(d);
+            }
+        }
+        // a partial last tile reads up to `mr` columns past the plane's end
+        let len = self.channels * hp * wp + 2 * mr * self.col_step;
+        if buf.len() < len {
+            buf.resize(len, 0.0);
+        }
+        // every element written (the buffer holds the last call's image): zero borders
+        let [ph, pw] = self.pad;
+        let (planes, tail) = buf[..len].split_at_mut(self.channels * hp * wp);
+        tail.fill(0.0);
+        for (src, dst) in x
+            .chunks_exact(ih * iw)
+            .zip(planes.chunks_exact_mut(hp * wp))
+        {
+            let (top, rest) = dst.split_at_mut(ph * wp);
+            let (rows, bottom) = rest.split_at_mut(ih * wp);
+            top.fill(0.0);
+            bottom.fill(0.0);
+            for (line, out) in src.chunks_exact(iw).zip(rows.chunks_exact_mut(wp)) {
+                let (left, rest) = out.split_at_mut(pw);
+                let (mid, right) = rest.split_at_mut(iw);
+                left.fill(0.0);
+                mid.copy_from_slice(line);
+                right.fill(0.0);
+            }
+        }
+        let filled: &'a [f32] = &buf[..len];
+        make(filled).ok_or_else(|| shape_err("conv: inconsistent geometry"))
     }
 }
 

@@ -67,6 +67,15 @@ const CASES: &[&str] = &[
     "no_affine_silu",
     "squeeze_excitation",
     "basic_block",
+    // the wide tile's direct image path (and its packed fallback)
+    "wide_3x3_s1",
+    "wide_3x3_s2_batch",
+    "wide_stem_7x7_s2",
+    "wide_1x1_s2",
+    "wide_dilated",
+    "wide_1x1_partial_tile",
+    "wide_1d",
+    "wide_rows_not_tiles",
 ];
 
 #[test]

@@ -5,7 +5,7 @@
 
 use tsrun::internals::ops::gemm::{
     cached_packed_a, cached_packed_b, sgemm, sgemm_transposed, AOperand, Activation, BOperand,
-    Bias, Epilogue, ImageOperand, Isa, MatRef, PackedA, PackedB,
+    Bias, DirectImage, Epilogue, ImageOperand, Isa, MatRef, PackedA, PackedB,
 };
 use tsrun::internals::tensor::{DType, Tensor};
 
@@ -306,6 +306,110 @@ fn image_operand_is_implicit_im2col() {
             let mut short = vec![0f32; cout * l - 1];
             assert!(transposed(&mut short).is_err());
         }
+    }
+}
+
+/// The wide tile reading A in place from a zero-padded image (`DirectImage`) computes the
+/// convolution: stride 1 and 2, dilation, several K blocks, a one-row map with a partial tile;
+/// geometry that would read outside the image is refused.
+#[test]
+fn direct_image_operand_is_the_convolution() {
+    // (channels, image hw, kernel hw, stride, pad, dilation)
+    let cases = [
+        (3, [9, 14], [3, 3], [1, 1], [1, 1], [1, 1]),
+        (30, [13, 27], [3, 3], [2, 2], [1, 1], [1, 1]),
+        (4, [12, 21], [3, 3], [1, 1], [2, 2], [2, 2]),
+        (5, [1, 19], [1, 3], [1, 1], [0, 1], [1, 1]),
+    ];
+    let cout = 128;
+    let isa = Isa::Avx512Wide;
+    if !isa.is_supported() {
+        return;
+    }
+    for &(ch, [h, w], [kh, kw], [sh, sw], [ph, pw], [dh, dw]) in &cases {
+        let oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+        let ow = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+        let (hp, wp) = (h + 2 * ph, w + 2 * pw);
+        let img = values(ch * h * w, 12);
+        let mut padded = vec![0f32; ch * hp * wp + 16];
+        for c0 in 0..ch {
+            for y in 0..h {
+                let at = (c0 * hp + y + ph) * wp + pw;
+                padded[at..at + w].copy_from_slice(&img[(c0 * h + y) * w..][..w]);
+            }
+        }
+        let mut offsets = vec![];
+        for c0 in 0..ch {
+            for ty in 0..kh {
+                for tx in 0..kw {
+                    offsets.push(c0 * hp * wp + ty * dh * wp + tx * dw);
+                }
+            }
+        }
+        let l = oh * ow;
+        let d = DirectImage::new(&padded, &offsets, l, ow, sh * wp, sw, 7).unwrap();
+        // reading one float less than the last tile needs is refused
+        let far = (l - 1) / 7 * 7;
+        let need = (far / ow) * sh * wp + (far % ow) * sw + 6 * sw + offsets.iter().max().unwrap();
+        assert!(DirectImage::new(&padded[..need], &offsets, l, ow, sh * wp, sw, 7).is_none());
+        let kdim = ch * kh * kw;
+        let wts = values(cout * kdim, 13);
+        let pb = PackedB::new(isa, &MatRef::new(&wts, kdim, cout, 1, kdim).unwrap());
+        let mut c = vec![f32::NAN; l * cout];
+        sgemm(
+            isa,
+            l,
+            cout,
+            kdim,
+            AOperand::Direct(d),
+            BOperand::Packed(&pb),
+            &mut c,
+            cout,
+            &Epilogue::NONE,
+            true,
+        )
+        .unwrap();
+        let fa = |j: usize, p: usize| {
+            let (c0, t) = (p / (kh * kw), p % (kh * kw));
+            let (ty, tx) = (t / kw, t % kw);
+            let (y, x) = (j / ow, j % ow);
+            let iy = (y * sh + ty * dh) as isize - ph as isize;
+            let ix = (x * sw + tx * dw) as isize - pw as isize;
+            if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                0.0
+            } else {
+                img[(c0 * h + iy as usize) * w + ix as usize]
+            }
+        };
+        let fb = |p: usize, i: usize| wts[i * kdim + p];
+        check(
+            &format!("direct conv {ch}x{h}x{w} k{kh}x{kw} s{sw}"),
+            &c,
+            cout,
+            l,
+            cout,
+            kdim,
+            &fa,
+            &fb,
+            &Epilogue::NONE,
+        );
+        // only the wide tile reads a direct operand
+        assert!(sgemm(
+            Isa::Avx512,
+            l,
+            cout,
+            kdim,
+            AOperand::Direct(d),
+            BOperand::Packed(&PackedB::new(
+                Isa::Avx512,
+                &MatRef::new(&wts, kdim, cout, 1, kdim).unwrap()
+            )),
+            &mut c,
+            cout,
+            &Epilogue::NONE,
+            true,
+        )
+        .is_err());
     }
 }
 

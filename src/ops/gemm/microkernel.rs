@@ -241,6 +241,22 @@ pub(super) unsafe fn avx512_wide(
         );
         let _ = (bp, ap, k);
     }
+    store_wide(&acc, c, ldc, accumulate);
+}
+
+/// The wide tile's accumulators into C (added to it when `accumulate`).
+///
+/// # Safety
+/// AVX-512F is available; `c` addresses a `7 x 64` tile with row stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn store_wide(
+    acc: &[[std::arch::x86_64::__m512; 4]; AVX512_WIDE_MR],
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    use std::arch::x86_64::*;
     for (i, row) in acc.iter().enumerate() {
         let p = c.add(i * ldc);
         for (q, &v) in row.iter().enumerate() {
@@ -252,4 +268,121 @@ pub(super) unsafe fn avx512_wide(
             }
         }
     }
+}
+
+/// [`avx512_wide`] with A read in place from an image instead of a packed panel: row `i`,
+/// depth `k` of the tile is `a[offsets[k] + i * S]` (a convolution's 7 neighbouring output
+/// positions of one output row read tap `k` at input columns `S` apart, `S` the stride), so
+/// the image is never unfolded or packed.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `offsets` holds `kc` values and, for each of them,
+/// `a + offsets[k] + i * S` for `i < 7` lies inside one allocation; `b` holds `kc * 64` floats
+/// and `c` addresses a `7 x 64` tile with row stride `ldc`. The asm loop reads exactly those
+/// and writes nothing but its register operands.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn avx512_wide_direct<const S: usize>(
+    kc: usize,
+    a: *const f32,
+    offsets: *const usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_ps(); 4]; AVX512_WIDE_MR];
+    if kc > 0 {
+        let [[c00, c01, c02, c03], [c10, c11, c12, c13], [c20, c21, c22, c23], [c30, c31, c32, c33], [c40, c41, c42, c43], [c50, c51, c52, c53], [c60, c61, c62, c63]] =
+            &mut acc;
+        let (mut bp, mut op, mut k) = (b, offsets, kc);
+        std::arch::asm!(
+            "2:",
+            "mov {t}, qword ptr [{op}]",
+            "vmovups {b0}, zmmword ptr [{bp} + 0]",
+            "vmovups {b1}, zmmword ptr [{bp} + 64]",
+            "vmovups {b2}, zmmword ptr [{bp} + 128]",
+            "vmovups {b3}, zmmword ptr [{bp} + 192]",
+            "lea {t}, [{ab} + {t} * 4]",
+            "vfmadd231ps {c00}, {b0}, dword ptr [{t}]{{1to16}}",
+            "vfmadd231ps {c01}, {b1}, dword ptr [{t}]{{1to16}}",
+            "vfmadd231ps {c02}, {b2}, dword ptr [{t}]{{1to16}}",
+            "vfmadd231ps {c03}, {b3}, dword ptr [{t}]{{1to16}}",
+            "vfmadd231ps {c10}, {b0}, dword ptr [{t} + {d1}]{{1to16}}",
+            "vfmadd231ps {c11}, {b1}, dword ptr [{t} + {d1}]{{1to16}}",
+            "vfmadd231ps {c12}, {b2}, dword ptr [{t} + {d1}]{{1to16}}",
+            "vfmadd231ps {c13}, {b3}, dword ptr [{t} + {d1}]{{1to16}}",
+            "vfmadd231ps {c20}, {b0}, dword ptr [{t} + {d2}]{{1to16}}",
+            "vfmadd231ps {c21}, {b1}, dword ptr [{t} + {d2}]{{1to16}}",
+            "vfmadd231ps {c22}, {b2}, dword ptr [{t} + {d2}]{{1to16}}",
+            "vfmadd231ps {c23}, {b3}, dword ptr [{t} + {d2}]{{1to16}}",
+            "vfmadd231ps {c30}, {b0}, dword ptr [{t} + {d3}]{{1to16}}",
+            "vfmadd231ps {c31}, {b1}, dword ptr [{t} + {d3}]{{1to16}}",
+            "vfmadd231ps {c32}, {b2}, dword ptr [{t} + {d3}]{{1to16}}",
+            "vfmadd231ps {c33}, {b3}, dword ptr [{t} + {d3}]{{1to16}}",
+            "vfmadd231ps {c40}, {b0}, dword ptr [{t} + {d4}]{{1to16}}",
+            "vfmadd231ps {c41}, {b1}, dword ptr [{t} + {d4}]{{1to16}}",
+            "vfmadd231ps {c42}, {b2}, dword ptr [{t} + {d4}]{{1to16}}",
+            "vfmadd231ps {c43}, {b3}, dword ptr [{t} + {d4}]{{1to16}}",
+            "vfmadd231ps {c50}, {b0}, dword ptr [{t} + {d5}]{{1to16}}",
+            "vfmadd231ps {c51}, {b1}, dword ptr [{t} + {d5}]{{1to16}}",
+            "vfmadd231ps {c52}, {b2}, dword ptr [{t} + {d5}]{{1to16}}",
+            "vfmadd231ps {c53}, {b3}, dword ptr [{t} + {d5}]{{1to16}}",
+            "vfmadd231ps {c60}, {b0}, dword ptr [{t} + {d6}]{{1to16}}",
+            "vfmadd231ps {c61}, {b1}, dword ptr [{t} + {d6}]{{1to16}}",
+            "vfmadd231ps {c62}, {b2}, dword ptr [{t} + {d6}]{{1to16}}",
+            "vfmadd231ps {c63}, {b3}, dword ptr [{t} + {d6}]{{1to16}}",
+            "add {bp}, 256",
+            "add {op}, 8",
+            "dec {k}",
+            "jnz 2b",
+            d1 = const 4 * S,
+            d2 = const 8 * S,
+            d3 = const 12 * S,
+            d4 = const 16 * S,
+            d5 = const 20 * S,
+            d6 = const 24 * S,
+            ab = in(reg) a,
+            t = out(reg) _,
+            bp = inout(reg) bp,
+            op = inout(reg) op,
+            k = inout(reg) k,
+            b0 = out(zmm_reg) _,
+            b1 = out(zmm_reg) _,
+            b2 = out(zmm_reg) _,
+            b3 = out(zmm_reg) _,
+            c00 = inout(zmm_reg) *c00,
+            c01 = inout(zmm_reg) *c01,
+            c02 = inout(zmm_reg) *c02,
+            c03 = inout(zmm_reg) *c03,
+            c10 = inout(zmm_reg) *c10,
+            c11 = inout(zmm_reg) *c11,
+            c12 = inout(zmm_reg) *c12,
+            c13 = inout(zmm_reg) *c13,
+            c20 = inout(zmm_reg) *c20,
+            c21 = inout(zmm_reg) *c21,
+            c22 = inout(zmm_reg) *c22,
+            c23 = inout(zmm_reg) *c23,
+            c30 = inout(zmm_reg) *c30,
+            c31 = inout(zmm_reg) *c31,
+            c32 = inout(zmm_reg) *c32,
+            c33 = inout(zmm_reg) *c33,
+            c40 = inout(zmm_reg) *c40,
+            c41 = inout(zmm_reg) *c41,
+            c42 = inout(zmm_reg) *c42,
+            c43 = inout(zmm_reg) *c43,
+            c50 = inout(zmm_reg) *c50,
+            c51 = inout(zmm_reg) *c51,
+            c52 = inout(zmm_reg) *c52,
+            c53 = inout(zmm_reg) *c53,
+            c60 = inout(zmm_reg) *c60,
+            c61 = inout(zmm_reg) *c61,
+            c62 = inout(zmm_reg) *c62,
+            c63 = inout(zmm_reg) *c63,
+            options(nostack, readonly),
+        );
+        let _ = (bp, op, k);
+    }
+    store_wide(&acc, c, ldc, accumulate);
 }

@@ -13,8 +13,8 @@ mod pack;
 
 pub use gemv::gemv_packed_b;
 pub use pack::{
-    cached_packed_a, cached_packed_b, is_packed_a_cached, is_packed_b_cached, ImageOperand, MatRef,
-    PackedA, PackedB,
+    cached_packed_a, cached_packed_b, is_packed_a_cached, is_packed_b_cached, DirectImage,
+    ImageOperand, MatRef, PackedA, PackedB,
 };
 
 use crate::tensor::TensorError;
@@ -263,6 +263,9 @@ pub enum AOperand<'a> {
     /// The transposed im2col matrix of an image (`l x k`: a row per output position), read in
     /// place as the B operand's image is.
     ImageT(ImageOperand<'a>),
+    /// The same matrix read by the wide tile straight from a padded image, never packed
+    /// (only with [`Isa::Avx512Wide`]).
+    Direct(DirectImage<'a>),
 }
 
 /// The right operand.
@@ -371,6 +374,10 @@ fn sgemm_impl(
         AOperand::Packed(p) => (p.m, p.k),
         AOperand::Mat(mat) => (mat.rows(), mat.cols()),
         AOperand::ImageT(im) => (im.cols(), im.rows()),
+        AOperand::Direct(_) if isa != Isa::Avx512Wide => {
+            return Err(gemm_err(format!("a direct image operand run with {isa:?}")))
+        }
+        AOperand::Direct(d) => (d.rows(), d.cols()),
     };
     let b_dims = match b {
         BOperand::Packed(p) if p.isa != isa => {
@@ -539,7 +546,9 @@ unsafe fn run_task(
                 let mc = match a {
                     AOperand::Packed(_) => i1 - ic,
                     // whole panels, so only the last block of the task has a partial one
-                    AOperand::Mat(_) | AOperand::ImageT(_) => (MC / mr * mr).min(i1 - ic),
+                    AOperand::Mat(_) | AOperand::ImageT(_) | AOperand::Direct(_) => {
+                        (MC / mr * mr).min(i1 - ic)
+                    }
                 };
                 let ablock: &[f32] = match a {
                     AOperand::Packed(p) => p.block(pc, kc, ic),
@@ -556,6 +565,7 @@ unsafe fn run_task(
                             pack_b(BSource::Image(im), mr, pc, kc, ic, mc, dst, row)
                         })
                     }
+                    AOperand::Direct(_) => &[],
                 };
                 let mut jr = 0;
                 while jr < nc {
@@ -564,13 +574,21 @@ unsafe fn run_task(
                     let mut ir = 0;
                     while ir < mc {
                         let rows = mr.min(mc - ir);
-                        let ap = ablock.as_ptr().add(ir * kc);
                         let cp = c.add((ic + ir) * ldc + jc + jr);
-                        if rows == mr && cols == nr {
-                            isa.tile(kc, ap, bp, cp, ldc, pc > 0);
+                        let full = rows == mr && cols == nr;
+                        let (dst, ld) = if full {
+                            (cp, ldc)
                         } else {
-                            // edge tile: compute into the stack tile, then add the valid part
-                            isa.tile(kc, ap, bp, tile.as_mut_ptr(), nr, false);
+                            (tile.as_mut_ptr(), nr)
+                        };
+                        if let AOperand::Direct(d) = a {
+                            direct_tile(&d, ic + ir, pc, kc, bp, dst, ld, full && pc > 0);
+                        } else {
+                            let ap = ablock.as_ptr().add(ir * kc);
+                            isa.tile(kc, ap, bp, dst, ld, full && pc > 0);
+                        }
+                        if !full {
+                            // edge tile: computed into the stack tile, now add the valid part
                             for r in 0..rows {
                                 let dst = std::slice::from_raw_parts_mut(cp.add(r * ldc), cols);
                                 let src = &tile[r * nr..r * nr + cols];
@@ -594,6 +612,41 @@ unsafe fn run_task(
         }
         jc += nc;
     }
+}
+
+/// One wide tile of a direct image operand: positions `[i, i + 7)` (one output row, checked by
+/// [`DirectImage::new`]), depth `[k0, k0 + kc)`.
+///
+/// # Safety
+/// AVX-512F is available (`sgemm` accepts a direct operand only with [`Isa::Avx512Wide`]);
+/// `i` is a multiple of 7 below the operand's rows and `[k0, k0 + kc)` lies within its depth;
+/// `b` holds `kc * 64` floats and `c` addresses a `7 x 64` tile with row stride `ldc`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+unsafe fn direct_tile(
+    d: &DirectImage,
+    i: usize,
+    k0: usize,
+    kc: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    acc: bool,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // DirectImage::new checked that every tap of every tile (a partial last one included)
+        // lies inside src, so the kernel's reads stay in that one allocation
+        let a = d.src().as_ptr().add(d.base(i));
+        let offsets = d.offsets()[k0..k0 + kc].as_ptr();
+        if d.col_step() == 1 {
+            microkernel::avx512_wide_direct::<1>(kc, a, offsets, b, c, ldc, acc);
+        } else {
+            microkernel::avx512_wide_direct::<2>(kc, a, offsets, b, c, ldc, acc);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (d, i, k0, kc, b, c, ldc, acc);
 }
 
 /// `buf` grown to `len`, filled by `fill`, returned as the filled part.

@@ -163,6 +163,94 @@ impl<'a> ImageOperand<'a> {
     }
 }
 
+/// The transposed im2col matrix of a 2-d convolution (`l x k`: a row per output position,
+/// output row-major over an `oh x ow` grid) read in place from its image, for the wide tile's
+/// direct kernel: element `(i, k)` is `src[base(i) + offsets[k]]` with
+/// `base(i) = (i / ow) * row_step + (i % ow) * col_step`. The image must be zero-padded so that
+/// every tap of every position is an element (the caller pads a copy; see `conv.rs`).
+#[derive(Clone, Copy, Debug)]
+pub struct DirectImage<'a> {
+    src: &'a [f32],
+    offsets: &'a [usize],
+    rows: usize,
+    ow: usize,
+    row_step: usize,
+    /// The convolution's column stride, 1 or 2 (the kernel's row spacing).
+    col_step: usize,
+}
+
+impl<'a> DirectImage<'a> {
+    /// `rows` positions over output rows of `ow`, depth `offsets.len()`. `None` unless
+    /// `col_step` is 1 or 2, a tile of `mr` positions starting at a multiple of `mr` never
+    /// spans two output rows (`ow` a multiple of `mr`, or one output row), and every element
+    /// a tile reads, including the positions of a partial last tile, lies inside `src`
+    /// (`row_step` at least `ow * col_step`).
+    pub fn new(
+        src: &'a [f32],
+        offsets: &'a [usize],
+        rows: usize,
+        ow: usize,
+        row_step: usize,
+        col_step: usize,
+        mr: usize,
+    ) -> Option<Self> {
+        // row_step >= ow * col_step: bases grow with i
+        if !(1..=2).contains(&col_step) || ow == 0 || mr == 0 || row_step < ow * col_step {
+            return None;
+        }
+        if !(ow.is_multiple_of(mr) || rows <= ow) {
+            return None;
+        }
+        if rows > 0 && !offsets.is_empty() {
+            // bases grow with i, so the last tile's last row reads the farthest
+            let last_tile = (rows - 1) / mr * mr;
+            let base = (last_tile / ow)
+                .checked_mul(row_step)?
+                .checked_add((last_tile % ow).checked_mul(col_step)?)?;
+            let far = base
+                .checked_add((mr - 1) * col_step)?
+                .checked_add(*offsets.iter().max()?)?;
+            if far >= src.len() {
+                return None;
+            }
+        }
+        Some(DirectImage {
+            src,
+            offsets,
+            rows,
+            ow,
+            row_step,
+            col_step,
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// Element offset in `src` of position `i`'s first tap.
+    #[inline]
+    pub(super) fn base(&self, i: usize) -> usize {
+        (i / self.ow) * self.row_step + (i % self.ow) * self.col_step
+    }
+
+    pub(super) fn src(&self) -> &'a [f32] {
+        self.src
+    }
+
+    pub(super) fn offsets(&self) -> &'a [usize] {
+        self.offsets
+    }
+
+    pub(super) fn col_step(&self) -> usize {
+        self.col_step
+    }
+}
+
 /// `dst[i] = line[first + i * step]`, zero where that index falls outside `line` (padding).
 /// The valid range is found first, so the copy itself has no per-element bounds test.
 fn gather_line(line: &[f32], first: isize, step: usize, dst: &mut [f32]) {
