@@ -33,7 +33,6 @@ pub mod linalg;
 pub mod linalg_decomp;
 pub mod linalg_dense;
 pub mod linalg_products;
-mod lstm_split;
 pub mod matrix_build;
 pub mod norm;
 pub mod norms;

@@ -9,7 +9,7 @@ use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
     slice_of, value_err, Mat, Real,
 };
-use super::{gemm, lstm_split, Args, Registry};
+use super::{gemm, Args, Registry};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
 use crate::tensor::{DType, Tensor};
@@ -89,17 +89,6 @@ trait CellMath: Real {
     ) -> Option<Arc<gemm::PackedB>> {
         None
     }
-    /// Every step of an LSTM layer without projection, shared by the pool's threads
-    /// (`ops/lstm_split.rs`) where this dtype and the sizes allow; false when not taken (the
-    /// caller then runs the steps).
-    fn lstm_steps_split(
-        _seq: &SplitInput<'_, Self>,
-        _h: &mut [Self],
-        _c: &mut [Self],
-        _out: &mut [Self],
-    ) -> bool {
-        false
-    }
     /// `x [rows, input] @ W_ih^T + biases` for the whole sequence (`w_ih` is the tensor
     /// `tensor`, `[g, input]`).
     fn input_proj(
@@ -116,29 +105,6 @@ trait CellMath: Real {
 }
 
 impl CellMath for f32 {
-    fn lstm_steps_split(
-        seq: &SplitInput<'_, f32>,
-        h: &mut [f32],
-        c: &mut [f32],
-        out: &mut [f32],
-    ) -> bool {
-        let Some(w_hh) = seq.w_hh_packed else {
-            return false;
-        };
-        lstm_split::run(
-            &lstm_split::Sequence {
-                w_hh,
-                xg: seq.xg,
-                steps: seq.steps,
-                batch: seq.batch,
-                hidden: seq.hidden,
-                reverse: seq.reverse,
-            },
-            h,
-            c,
-            out,
-        )
-    }
     fn input_proj(
         tensor: &Tensor,
         w_ih: &[f32],
@@ -414,17 +380,6 @@ struct StepWeights<'a, T> {
     out: usize,
 }
 
-/// The steps of one LSTM layer and direction, for [`CellMath::lstm_steps_split`].
-struct SplitInput<'a, T> {
-    w_hh_packed: Option<&'a gemm::PackedB>,
-    /// The input projections with both biases, `[steps, batch, 4 * hidden]`.
-    xg: &'a [T],
-    steps: usize,
-    batch: usize,
-    hidden: usize,
-    reverse: bool,
-}
-
 /// Buffers reused across the steps of a sequence.
 struct StepScratch<T> {
     gates: Vec<T>,
@@ -697,22 +652,7 @@ fn run_rnn(
                     hh: Vec::new(),
                     hnew: Vec::new(),
                 };
-                let split = cfg.cell == Cell::Lstm
-                    && sw.w_hr.is_none()
-                    && T::lstm_steps_split(
-                        &SplitInput {
-                            w_hh_packed: sw.w_hh_packed.as_deref(),
-                            xg: &xg,
-                            steps,
-                            batch: b,
-                            hidden: hsz,
-                            reverse: d == 1,
-                        },
-                        &mut h,
-                        &mut c,
-                        &mut out,
-                    );
-                for s in (0..steps).filter(|_| !split) {
+                for s in 0..steps {
                     let t = if d == 0 { s } else { steps - 1 - s };
                     step(
                         cfg.cell,

@@ -94,20 +94,6 @@ fn eight_threads_share_one_lstm_tagger() {
     shared_module_matches_serial("lstm_tagger", 8, 200);
 }
 
-/// Large LSTM layers share their steps with free pool threads (`ops/lstm_split.rs`); with
-/// more callers than pool threads, each sequence must still finish with PyTorch's results
-/// (a part left unclaimed by a busy pool is run by its own caller).
-#[test]
-fn four_threads_run_the_rnn_cases_at_once() {
-    let runs: Vec<_> = (0..4)
-        .map(|_| std::thread::spawn(|| crate::common::run_op_cases("rnn")))
-        .collect();
-    for r in runs {
-        let (passed, failures) = r.join().unwrap();
-        assert!(failures.is_empty() && passed > 0, "{failures:?}");
-    }
-}
-
 #[test]
 fn eight_threads_share_one_convnet() {
     shared_module_matches_serial("convnet", 8, 25);

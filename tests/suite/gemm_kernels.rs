@@ -4,8 +4,8 @@
 //! invalidation when a weight is written.
 
 use tsrun::internals::ops::gemm::{
-    cached_packed_a, cached_packed_b, gemv_packed_b, gemv_packed_b_panels, sgemm, sgemm_transposed,
-    AOperand, Activation, BOperand, Bias, Epilogue, ImageOperand, Isa, MatRef, PackedA, PackedB,
+    cached_packed_a, cached_packed_b, sgemm, sgemm_transposed, AOperand, Activation, BOperand,
+    Bias, Epilogue, ImageOperand, Isa, MatRef, PackedA, PackedB,
 };
 use tsrun::internals::tensor::{DType, Tensor};
 
@@ -128,55 +128,6 @@ fn strided_and_packed_operands_match_reference() {
                         &fb,
                         &Epilogue::NONE,
                     );
-                }
-            }
-        }
-    }
-}
-
-/// The one-row product over chosen column panels (a thread's share of a recurrent step) gives,
-/// panel by panel, exactly the columns of the whole one-row product, which matches the
-/// reference; panels past B's width are skipped.
-#[test]
-fn gemv_over_listed_panels_matches_whole_row_product() {
-    for isa in isas().into_iter().filter(|&i| i != Isa::Avx512Wide) {
-        let nr = isa.nr();
-        for (k, n) in [(1, 1), (128, 512), (300, 5 * nr + 3), (7, 2 * nr)] {
-            let (xv, bv) = (values(k, 3), values(k * n, 4));
-            let b = MatRef::new(&bv, k, n, n, 1).unwrap();
-            let pb = PackedB::new(isa, &b);
-            assert_eq!(pb.panel_width(), nr);
-            let mut whole = vec![0.5f32; n];
-            gemv_packed_b(&xv, &pb, &mut whole);
-            check(
-                &format!("{isa:?} gemv k={k} n={n}"),
-                &whole.iter().map(|v| v - 0.5).collect::<Vec<_>>(),
-                n,
-                1,
-                n,
-                k,
-                &|_, p| xv[p],
-                &|p, j| bv[p * n + j],
-                &Epilogue::NONE,
-            );
-            let panels = n.div_ceil(nr);
-            // every panel in reverse, then a gapped selection, then one past the end
-            let reversed: Vec<usize> = (0..panels).rev().collect();
-            let gapped: Vec<usize> = (0..panels).step_by(2).chain([panels]).collect();
-            for list in [reversed, gapped] {
-                let mut part = vec![0.5f32; list.len() * nr];
-                gemv_packed_b_panels(&xv, &pb, &list, &mut part);
-                for (i, &p) in list.iter().enumerate() {
-                    for j in 0..nr {
-                        let (col, got) = (p * nr + j, part[i * nr + j]);
-                        if p >= panels {
-                            assert_eq!(got, 0.5, "{isa:?}: panel {p} past the width written");
-                        } else if col < n {
-                            assert_eq!(got, whole[col], "{isa:?} k={k} n={n} column {col}");
-                        } else {
-                            assert_eq!(got, 0.5, "{isa:?}: padding column {col} not zero");
-                        }
-                    }
                 }
             }
         }

@@ -6,58 +6,31 @@
 use super::microkernel::{AVX2_NR, AVX512_NR, PORTABLE_NR};
 use super::{Isa, PackedB, KC};
 
-/// Which panels of B a product computes, and where their columns go in `out`.
-#[derive(Clone, Copy)]
-enum Panels<'a> {
-    /// Every panel, column `j` of B to `out[j]` (columns past `n` dropped).
-    All,
-    /// The listed panels, panel `sel[i]` to `out[i * NR..(i + 1) * NR]` (padding included).
-    Listed(&'a [usize]),
-}
-
 /// `out[j] += sum_k x[k] * B[k, j]` for `j < min(n, out.len())`. `x` shorter than B's depth
 /// is treated as zero-padded.
 pub fn gemv_packed_b(x: &[f32], b: &PackedB, out: &mut [f32]) {
-    gemv(x, b, Panels::All, out)
-}
-
-/// The NR-column panels of B listed in `panels` (panel `p` is columns `[p * NR, (p + 1) * NR)`):
-/// `out[i * NR + j] += sum_k x[k] * B[k, panels[i] * NR + j]`, columns past B's width counting
-/// as zero. A part of a product's columns (one thread's share of a recurrent step) without
-/// copying B. Panels past B's width, or past `out`'s room, are skipped.
-pub fn gemv_packed_b_panels(x: &[f32], b: &PackedB, panels: &[usize], out: &mut [f32]) {
-    let (nr, n_panels) = (b.isa.nr(), b.n.div_ceil(b.isa.nr()));
-    let fit = panels
-        .iter()
-        .take(out.len() / nr)
-        .take_while(|&&p| p < n_panels)
-        .count();
-    gemv(x, b, Panels::Listed(&panels[..fit]), out)
-}
-
-fn gemv(x: &[f32], b: &PackedB, sel: Panels<'_>, out: &mut [f32]) {
     match b.isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a PackedB is only built for an instruction set the CPU supports
         // (`Isa::detected` / `backend`), and AVX-512 implies these features here.
-        Isa::Avx512 => unsafe { gemv_avx512(x, b, sel, out) },
+        Isa::Avx512 => unsafe { gemv_avx512(x, b, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above, for AVX2 and FMA.
-        Isa::Avx2 => unsafe { gemv_avx2(x, b, sel, out) },
-        _ => gemv_inline::<PORTABLE_NR, false>(x, b, sel, out),
+        Isa::Avx2 => unsafe { gemv_avx2(x, b, out) },
+        _ => gemv_inline::<PORTABLE_NR, false>(x, b, out),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
-unsafe fn gemv_avx512(x: &[f32], b: &PackedB, sel: Panels<'_>, out: &mut [f32]) {
-    gemv_inline::<AVX512_NR, true>(x, b, sel, out)
+unsafe fn gemv_avx512(x: &[f32], b: &PackedB, out: &mut [f32]) {
+    gemv_inline::<AVX512_NR, true>(x, b, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn gemv_avx2(x: &[f32], b: &PackedB, sel: Panels<'_>, out: &mut [f32]) {
-    gemv_inline::<AVX2_NR, true>(x, b, sel, out)
+unsafe fn gemv_avx2(x: &[f32], b: &PackedB, out: &mut [f32]) {
+    gemv_inline::<AVX2_NR, true>(x, b, out)
 }
 
 #[inline(always)]
@@ -70,38 +43,19 @@ fn fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
 }
 
 #[inline(always)]
-fn gemv_inline<const NR: usize, const FMA: bool>(
-    x: &[f32],
-    b: &PackedB,
-    sel: Panels<'_>,
-    out: &mut [f32],
-) {
-    let k = b.k.min(x.len());
-    // (panels computed, the width of `out` that receives columns)
-    let (panels, n) = match sel {
-        Panels::All => {
-            let n = b.n.min(out.len());
-            (n.div_ceil(NR), n)
-        }
-        Panels::Listed(list) => (list.len(), out.len()),
-    };
+fn gemv_inline<const NR: usize, const FMA: bool>(x: &[f32], b: &PackedB, out: &mut [f32]) {
+    let (k, n) = (b.k.min(x.len()), b.n.min(out.len()));
     if NR != b.isa.nr() || n == 0 {
         return;
     }
-    let panel_of = |q: usize| match sel {
-        Panels::All => q,
-        Panels::Listed(list) => list[q],
-    };
+    let panels = n.div_ceil(NR);
     let mut k0 = 0;
     while k0 < k {
         let kc = KC.min(b.k - k0);
         let used = KC.min(k - k0);
         let xs = &x[k0..k0 + used];
         let block = b.block(k0, kc, 0);
-        let panel = |q: usize| {
-            let p = panel_of(q);
-            &block[p * kc * NR..(p + 1) * kc * NR]
-        };
+        let panel = |q: usize| &block[q * kc * NR..(q + 1) * kc * NR];
         let mut q = 0;
         while q + 4 <= panels {
             let (p0, p1, p2, p3) = (panel(q), panel(q + 1), panel(q + 2), panel(q + 3));

@@ -404,12 +404,6 @@ impl PackedB {
     fn bytes(&self) -> usize {
         self.data.len() * 4
     }
-
-    /// The width of its column panels (the instruction set's NR): the unit of
-    /// [`super::gemv_packed_b_panels`].
-    pub fn panel_width(&self) -> usize {
-        self.isa.nr()
-    }
 }
 
 /// Which operand a cached packing is for (a weight matrix may be packed either way).
