@@ -64,6 +64,14 @@ fn mm_wt<T: Real>(a: &[T], m: usize, k: usize, w: &[T], n: usize, out: &mut [T],
     }
 }
 
+/// Multiply-adds below which a layer's input projection stays on the calling thread. It runs
+/// once per call, right before the steps, and the pool's threads are asleep by then (the last
+/// call ended a whole sequence ago), so a split pays a wake-up (tens of microseconds on a
+/// virtual machine) to save half of a GEMM that takes about as long (the reference tagger's,
+/// 64 x 64 x 512, is 2 Mi multiply-adds, ~40 us on one AVX-512 core): it ran slower on 2
+/// threads than on 1.
+const INPUT_PROJ_PARALLEL_MACS: usize = 1 << 24;
+
 /// The cell arithmetic per compute dtype: gate nonlinearities over contiguous slices and the
 /// recurrent product `h @ W_hh^T`. float32 uses the vectorized kernels; float64 stays scalar.
 trait CellMath: Real {
@@ -141,6 +149,7 @@ impl CellMath for f32 {
             }
         };
         let mut xg = vec![0.0f32; rows * g];
+        let parallel = rows * g * input >= INPUT_PROJ_PARALLEL_MACS;
         gemm::sgemm(
             isa,
             rows,
@@ -156,7 +165,7 @@ impl CellMath for f32 {
                     .map_or(gemm::Bias::None, gemm::Bias::PerColumn),
                 ..gemm::Epilogue::NONE
             },
-            true,
+            parallel,
         )?;
         Ok(xg)
     }
