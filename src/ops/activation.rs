@@ -47,7 +47,13 @@ fn log_sigmoid_forward(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     require_float(&x, "log_sigmoid_forward")?;
     let out = log_sigmoid(args)?;
-    let buffer = float_unary!(&x, "log_sigmoid_forward", |v: F| (-v.abs()).exp())?;
+    // (an f64 pass: no typed map per float dtype for this rarely used twin)
+    let buffer: Vec<f64> = x
+        .to_vec::<f64>()?
+        .into_iter()
+        .map(|v| (-v.abs()).exp())
+        .collect();
+    let buffer = Tensor::from_vec(buffer, x.shape())?.to_dtype(x.dtype())?;
     Ok(IValue::Tuple(crate::values::Tuple::new(vec![
         out,
         IValue::Tensor(buffer),

@@ -1056,34 +1056,47 @@ fn conj(args: &mut Args<'_>) -> R {
     })
 }
 /// `isreal(self)`: true everywhere for real dtypes, where the imaginary part is 0 for complex.
+/// (One f64 pass, not a typed map per complex dtype: this query is rare and the maps are
+/// large.)
 fn isreal(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    t(match x.dtype() {
-        DType::Complex64 => map_unary::<Complex32, bool, _>(&x, |v| v.im == 0.0)?,
-        DType::Complex128 => map_unary::<Complex64, bool, _>(&x, |v| v.im == 0.0)?,
-        _ => full_bool(x.shape(), true)?,
-    })
-}
-fn full_bool(shape: &[usize], v: bool) -> crate::Result<Tensor> {
-    let out = Tensor::zeros(shape, DType::Bool)?;
-    out.fill(Scalar::Bool(v))?;
-    Ok(out)
+    let v: Vec<bool> = if x.dtype().is_complex() {
+        x.to_vec::<Complex64>()?
+            .iter()
+            .map(|c| c.im == 0.0)
+            .collect()
+    } else {
+        vec![true; x.numel()]
+    };
+    t(Tensor::from_vec(v, x.shape())?)
 }
 /// `nextafter(self, other)`: the next representable value of `self` towards `other`, in the
-/// promoted floating dtype (float32 or float64, as PyTorch's CPU kernel).
+/// promoted floating dtype (float32 or float64, as PyTorch's CPU kernel), computed on f64
+/// copies of the broadcast operands (no typed map instantiated for this rare op).
 fn nextafter(args: &mut Args<'_>) -> R {
     let (a, b) = operands(args)?;
     let dt = common_dtype(&[&a, &b]);
+    if !matches!(dt, DType::Float32 | DType::Float64) {
+        return Err(unsupported(format!(
+            "nextafter is not implemented for {dt} (PyTorch's CPU kernel takes float and double)"
+        )));
+    }
     let (x, y) = (a.as_tensor_of(dt)?, b.as_tensor_of(dt)?);
-    t(match dt {
-        DType::Float32 => map_binary::<f32, f32, f32, _>(&x, &y, libm::nextafterf)?,
-        DType::Float64 => map_binary::<f64, f64, f64, _>(&x, &y, libm::nextafter)?,
-        d => {
-            return Err(unsupported(format!(
-                "nextafter is not implemented for {d} (PyTorch's CPU kernel takes float and double)"
-            )))
-        }
-    })
+    let shape = crate::tensor::broadcast_shapes(x.shape(), y.shape())?;
+    let xs = super::shape::expand_to(&x, &shape)?.to_vec::<f64>()?;
+    let ys = super::shape::expand_to(&y, &shape)?.to_vec::<f64>()?;
+    let out: Vec<f64> = xs
+        .iter()
+        .zip(&ys)
+        .map(|(&p, &q)| {
+            if dt == DType::Float32 {
+                f64::from(libm::nextafterf(p as f32, q as f32))
+            } else {
+                libm::nextafter(p, q)
+            }
+        })
+        .collect();
+    t(Tensor::from_vec(out, &shape)?.to_dtype(dt)?)
 }
 inplace_of! { nextafter_ => nextafter; }
 /// `conj_physical_(self)`: a real tensor is its own conjugate.
