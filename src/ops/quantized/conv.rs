@@ -76,6 +76,44 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::conv_transpose1d", |a| conv_packed(a, 1, false));
     r.add("quantized::conv_transpose2d", |a| conv_packed(a, 2, false));
     r.add("quantized::conv_transpose3d", |a| conv_packed(a, 3, false));
+    r.add_all(
+        &[
+            "quantized::conv1d_dynamic",
+            "quantized::conv_transpose1d_dynamic",
+        ],
+        |a| conv_dynamic(a, 1),
+    );
+    r.add_all(
+        &[
+            "quantized::conv2d_dynamic",
+            "quantized::conv_transpose2d_dynamic",
+        ],
+        |a| conv_dynamic(a, 2),
+    );
+    r.add_all(
+        &[
+            "quantized::conv3d_dynamic",
+            "quantized::conv_transpose3d_dynamic",
+        ],
+        |a| conv_dynamic(a, 3),
+    );
+}
+
+/// `quantized::conv*_dynamic(input, packed, reduce_range)` (fbgemm's
+/// `PackedConvWeight::apply_dynamic`): the float input quantized to quint8 with
+/// `ChooseQuantizationParams` of its min and max, the quantized convolution requantized into
+/// those same parameters, dequantized.
+fn conv_dynamic(a: &mut Args<'_>, spatial: usize) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    if !x.dtype().is_floating_point() {
+        return Err(unsupported(a.op, "expects a float input"));
+    }
+    let p = ConvParams::from_object(&packed_arg(a, 1)?)?;
+    let (lo, hi) = super::linear::min_max(&x.to_vec::<f32>()?);
+    let (scale, zp) = super::linear::choose_qparams(lo, hi, 0, 255, a.bool(2)?);
+    let q = super::tensors::quantize_tensor(&x, scale, zp as i64, DType::QUInt8)?;
+    let out = run_conv(a.op, &q, &p, spatial, scale, zp as i64, false)?;
+    tensor_result(super::tensors::dequantize_tensor(&out)?)
 }
 
 /// The packed-parameter accessors (`quantized::conv2d_stride`, ...): what `f` reads of the
