@@ -564,11 +564,8 @@ fn plane_means_f32(x: &Tensor, shape: &[usize], il: usize) -> crate::Result<Tens
         let mean = |(o, plane): (&mut f32, &[f32])| {
             *o = pairwise_sum(plane, &|v: f32| v) / il as f32;
         };
-        if crate::tensor::split_work(xs.len(), crate::tensor::PARALLEL_THRESHOLD) {
-            os.par_iter_mut().zip(xs.par_chunks(il)).for_each(mean);
-        } else {
-            os.iter_mut().zip(xs.chunks(il)).for_each(mean);
-        }
+        // on the calling thread: a squeeze reads a few thousand elements
+        os.iter_mut().zip(xs.chunks(il)).for_each(mean);
     }
     Ok(out)
 }

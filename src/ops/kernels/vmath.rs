@@ -8,8 +8,7 @@
 //! tanh within 3 ulp, erf within 2e-7 relative; NaN propagates, infinities saturate as in libm,
 //! exp underflows through the subnormals to 0.
 
-use crate::tensor::{split_work, DType, Tensor, TensorError, PARALLEL_MACS, PARALLEL_THRESHOLD};
-use rayon::prelude::*;
+use crate::tensor::{DType, Tensor, TensorError, PARALLEL_THRESHOLD};
 use std::sync::OnceLock;
 
 /// A vectorized elementwise function.
@@ -253,26 +252,8 @@ pub(crate) fn unary_f32(f: VecFn, x: &Tensor) -> crate::Result<Option<Tensor>> {
 /// `out[i] (+)= dot(w[i*k .. (i+1)*k], x)` for `i < n`: a row-major `[n, k]` matrix times a
 /// vector, without a GEMM's packing and blocking (a recurrent step multiplies a few thousand
 /// elements, where that set-up costs more than the arithmetic). Panics-free: rows are bounded by
-/// the slices' lengths. A product of [`PARALLEL_MACS`] or more (a classifier's weight, read
-/// from memory once per call) is split by rows across the pool, each part streaming its own
-/// rows; each row's sum is the same either way.
+/// the slices' lengths.
 pub(crate) fn matvec(w: &[f32], n: usize, k: usize, x: &[f32], out: &mut [f32], accumulate: bool) {
-    let n = n.min(out.len());
-    if k > 0 && split_work(n.saturating_mul(k), PARALLEL_MACS) {
-        // parts of a multiple of 4 rows (the four-row blocks stay whole), two per thread
-        let parts = 2 * rayon::current_num_threads();
-        let rows = n.div_ceil(parts).next_multiple_of(4);
-        out[..n]
-            .par_chunks_mut(rows)
-            .zip(w.par_chunks(rows * k))
-            .for_each(|(o, wp)| matvec_rows(wp, o.len(), k, x, o, accumulate));
-        return;
-    }
-    matvec_rows(w, n, k, x, out, accumulate)
-}
-
-/// [`matvec`] on the calling thread.
-fn matvec_rows(w: &[f32], n: usize, k: usize, x: &[f32], out: &mut [f32], accumulate: bool) {
     #[cfg(target_arch = "x86_64")]
     match level() {
         // SAFETY: `level` reported that the CPU supports the features these functions enable.
