@@ -4,6 +4,7 @@
 use super::gemm::{
     self, AOperand, Activation, BOperand, Bias, Epilogue, ImageOperand, Isa, MatRef,
 };
+use super::kernels::vmath;
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
     slice_mut_of, slice_of, value_err, Mat, Real, SendPtr,
@@ -569,6 +570,19 @@ fn conv_forward_f32(
         depthwise_f32(isa, xs, ws, bs, act, os, &win, [n, c, cout]);
         return Ok(());
     }
+    if g == 1 && kvol == 1 && il == 1 && l == 1 && p.pad == [0; 3] && p.pad_extra == [0; 3] {
+        // a 1x1 convolution of a 1x1 map (the fully connected layers of a squeeze-excitation
+        // block): one matrix-vector product per image, without packing the weight into GEMM
+        // tiles that would compute a single useful column
+        for (img, dst) in os.chunks_exact_mut(cout).enumerate() {
+            vmath::matvec(ws, cout, c, &xs[img * c..][..c], dst, false);
+            if let Some(bs) = bs {
+                dst.iter_mut().zip(bs).for_each(|(d, &b)| *d += b);
+            }
+            act.apply_slice(dst);
+        }
+        return Ok(());
+    }
     let kdim = cg * kvol;
     if runs_wide(isa, g, cout) {
         let packed = packed_weight_wide(w, ws, cout, kdim)?;
@@ -910,14 +924,18 @@ fn depthwise_f32(
             return;
         }
     }
-    let work = |acc: &mut Vec<f32>, (idx, dst): (usize, &mut [f32])| {
+    let plane = |buf: &mut Vec<f32>, idx: usize, dst: &mut [f32]| {
         let (img, oc) = (idx / cout, idx % cout);
         let src = &xs[(img * c + oc / mult) * il..][..il];
         let wk = &ws[oc * kvol..][..kvol];
         let b = bias.map_or(0.0, |b| b[oc]);
         // one output row, then (stride 2) the plane split into even and odd columns
         let split = if win.stride[2] == 2 { il } else { 0 };
-        acc.resize(win.grid[2] + split, 0.0);
+        let need = win.grid[2] + split;
+        if buf.len() < need {
+            buf.resize(need, 0.0);
+        }
+        let acc = &mut buf[..need];
         match isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the backend only names an instruction set the CPU supports
@@ -930,13 +948,17 @@ fn depthwise_f32(
         }
         act.apply_slice(dst);
     };
-    if os.len() * kvol >= DEPTHWISE_PARALLEL_MACS {
-        os.par_chunks_mut(l)
-            .enumerate()
-            .for_each_init(Vec::new, work);
+    // the row buffers are per-thread scratch, reused across planes and calls
+    let work = |(idx, dst): (usize, &mut [f32])| {
+        DEPTHWISE_SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut buf) => plane(&mut buf, idx, dst),
+            Err(_) => plane(&mut Vec::new(), idx, dst),
+        })
+    };
+    if crate::tensor::split_work(os.len() * kvol, DEPTHWISE_PARALLEL_MACS) {
+        os.par_chunks_mut(l).enumerate().for_each(work);
     } else {
-        let mut acc = Vec::new();
-        os.chunks_mut(l).enumerate().for_each(|t| work(&mut acc, t));
+        os.chunks_mut(l).enumerate().for_each(work);
     }
 }
 
@@ -945,9 +967,11 @@ fn depthwise_f32(
 const DEPTHWISE_ROW_MIN: usize = 16;
 
 /// Depthwise 2-D convolution (one channel per group) with the channels as the vector axis:
-/// the images are transposed to channels-last, each output pixel accumulates its taps for
-/// all channels at once, and the result is transposed back. Taps are added in the row
-/// kernel's order, then the bias, so both paths give the same floats.
+/// each block of channels of an image is transposed to channels-last, each output pixel
+/// accumulates its taps for all the block's channels at once, and the result is transposed
+/// back. Taps are added in the row kernel's order, then the bias, so both paths give the same
+/// floats. Blocks are the parallel tasks (transposes included, so no serial pass remains
+/// between them), and their buffers are per-thread scratch reused across calls.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA.
@@ -962,43 +986,103 @@ unsafe fn depthwise_channels_last_fma(
     win: &Window,
     c: usize,
 ) {
-    let [_, oh, ow] = win.grid;
-    let [_, kh, kw] = win.kernel;
-    let [_, ih, iw] = win.image;
-    let (il, l, kvol) = (ih * iw, oh * ow, kh * kw);
-    if c == 0 || l == 0 {
+    let (il, l, kvol) = (win.image_len(), win.grid_len(), win.kvol());
+    if c == 0 || l == 0 || il == 0 {
         return;
     }
-    // weights as [tap][channel]
-    let mut wt = vec![0.0f32; kvol * c];
-    for (ch, wk) in ws.chunks_exact(kvol).take(c).enumerate() {
+    // about four blocks per thread when the work is worth splitting (so the threads' shares
+    // stay even); widths a multiple of 16 channels, which the row kernel's vector loop covers
+    // without a scalar tail
+    let parallel = crate::tensor::split_work(os.len() * kvol, DEPTHWISE_PARALLEL_MACS);
+    let blocks = if parallel {
+        4 * rayon::current_num_threads()
+    } else {
+        1
+    };
+    let width = c.div_ceil(blocks).next_multiple_of(16).min(c);
+    let per_image = c.div_ceil(width);
+    let task = |(i, (dst, src)): (usize, (&mut [f32], &[f32]))| {
+        let c0 = (i % per_image) * width;
+        let cb = dst.len() / l;
+        let wb = &ws[c0 * kvol..][..cb * kvol];
+        let bb = bias.map(|b| &b[c0..][..cb]);
+        DEPTHWISE_SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            // SAFETY: this function's own contract (AVX2 and FMA are available).
+            Ok(mut buf) => unsafe { depthwise_block(src, wb, bb, act, dst, win, cb, &mut buf) },
+            // SAFETY: as above.
+            Err(_) => unsafe { depthwise_block(src, wb, bb, act, dst, win, cb, &mut Vec::new()) },
+        });
+    };
+    // blocks of `width` channels of each image: channel planes are contiguous, so a block is a
+    // contiguous run of input and of output planes
+    let dsts: Vec<&mut [f32]> = os
+        .chunks_exact_mut(c * l)
+        .flat_map(|img| img.chunks_mut(width * l))
+        .collect();
+    let srcs: Vec<&[f32]> = xs
+        .chunks_exact(c * il)
+        .flat_map(|img| img.chunks(width * il))
+        .collect();
+    if parallel {
+        dsts.into_par_iter().zip(srcs).enumerate().for_each(task);
+    } else {
+        dsts.into_iter().zip(srcs).enumerate().for_each(task);
+    }
+}
+
+thread_local! {
+    /// Per-thread buffers of the depthwise kernels ([`depthwise_block`]'s weights, input and
+    /// output, channels-last; [`depthwise_plane`]'s rows), grown to the largest seen and
+    /// reused, so no call allocates or zero-fills them.
+    static DEPTHWISE_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// One block of `cb` channels of [`depthwise_channels_last_fma`]: `src` holds their input
+/// planes, `dst` their output planes, `wb` their weights and `bias` their biases.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn depthwise_block(
+    src: &[f32],
+    wb: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    dst: &mut [f32],
+    win: &Window,
+    cb: usize,
+    buf: &mut Vec<f32>,
+) {
+    let [_, _, ow] = win.grid;
+    let (il, l, kvol) = (win.image_len(), win.grid_len(), win.kvol());
+    let need = (kvol + il + l) * cb;
+    if buf.len() < need {
+        buf.resize(need, 0.0);
+    }
+    let (wt, rest) = buf.split_at_mut(kvol * cb);
+    let (xt, rest) = rest.split_at_mut(il * cb);
+    let ot = &mut rest[..l * cb];
+    // weights as [tap][channel], input as [pixel][channel]: every element is written
+    for (ch, wk) in wb.chunks_exact(kvol).enumerate() {
         for (tap, &v) in wk.iter().enumerate() {
-            wt[tap * c + ch] = v;
+            wt[tap * cb + ch] = v;
         }
     }
-    let mut xt = vec![0.0f32; il * c];
-    let mut ot = vec![0.0f32; l * c];
-    for (src, dst) in xs.chunks_exact(c * il).zip(os.chunks_exact_mut(c * l)) {
-        for (ch, plane) in src.chunks_exact(il).enumerate() {
-            for (p, &v) in plane.iter().enumerate() {
-                xt[p * c + ch] = v;
-            }
+    for (ch, plane) in src.chunks_exact(il).enumerate() {
+        for (p, &v) in plane.iter().enumerate() {
+            xt[p * cb + ch] = v;
         }
-        let (xt, wt) = (&xt[..], &wt[..]);
-        let row = |(y, out_row): (usize, &mut [f32])| {
-            // SAFETY: this function's own contract (AVX2 and FMA are available).
-            unsafe { depthwise_channels_last_row(xt, wt, bias, out_row, win, c, y) };
-            act.apply_slice(out_row);
-        };
-        if l * c * kvol >= DEPTHWISE_PARALLEL_MACS {
-            ot.par_chunks_mut(ow * c).enumerate().for_each(row);
-        } else {
-            ot.chunks_mut(ow * c).enumerate().for_each(row);
-        }
-        for (ch, plane) in dst.chunks_exact_mut(l).enumerate() {
-            for (p, o) in plane.iter_mut().enumerate() {
-                *o = ot[p * c + ch];
-            }
+    }
+    for (y, out_row) in ot.chunks_exact_mut(ow * cb).enumerate() {
+        // SAFETY: this function's own contract (AVX2 and FMA are available).
+        unsafe { depthwise_channels_last_row(xt, wt, bias, out_row, win, cb, y) };
+        act.apply_slice(out_row);
+    }
+    for (ch, plane) in dst.chunks_exact_mut(l).enumerate() {
+        for (p, o) in plane.iter_mut().enumerate() {
+            *o = ot[p * cb + ch];
         }
     }
 }

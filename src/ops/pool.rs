@@ -1,6 +1,7 @@
 //! Kernels: max / average / adaptive pooling over 1, 2 or 3 spatial dims. Leading dims (batch,
 //! channels) are flattened into independent planes; spatial dims are lifted to 3.
 
+use super::kernels::reduce::pairwise_sum;
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, slice_mut_of, slice_of, value_err, Real,
 };
@@ -526,6 +527,12 @@ fn adaptive_impl(a: &Args, nsp: usize, want_max: bool) -> crate::Result<(Tensor,
     let cd = compute_dtype(a.op, dtype)?;
     let xc = contiguous_as(&x, cd)?;
     let shape = out_shape(&x, nsp, &osp3);
+    if !want_max && nsp <= 2 && cd == DType::Float32 && osp.iter().all(|&s| s == 1) {
+        return Ok((
+            plane_means_f32(&xc, &shape, sp.iter().product())?.to_dtype(dtype)?,
+            None,
+        ));
+    }
     let out = Tensor::zeros(&shape, cd)?;
     let idx = if want_max {
         Some(Tensor::zeros(&shape, DType::Int64)?)
@@ -541,6 +548,26 @@ fn adaptive_impl(a: &Args, nsp: usize, want_max: bool) -> crate::Result<(Tensor,
         idx.as_ref()
     ))?;
     Ok((out.to_dtype(dtype)?, idx))
+}
+
+/// Adaptive average pooling of contiguous float32 planes of `il` elements to one value each
+/// (the squeeze of a squeeze-excitation block), as PyTorch computes it: `mean` over the
+/// spatial dims, a cascade sum divided by the count.
+fn plane_means_f32(x: &Tensor, shape: &[usize], il: usize) -> crate::Result<Tensor> {
+    let out = Tensor::empty(shape, DType::Float32)?;
+    {
+        let xg = x.read::<f32>()?;
+        let xs = slice_of(&xg)?;
+        let mut og = out.write::<f32>()?;
+        let os = slice_mut_of(&mut og)?;
+        let il = il.max(1);
+        let mean = |(o, plane): (&mut f32, &[f32])| {
+            *o = pairwise_sum(plane, &|v: f32| v) / il as f32;
+        };
+        // on the calling thread: a squeeze reads a few thousand elements
+        os.iter_mut().zip(xs.chunks(il)).for_each(mean);
+    }
+    Ok(out)
 }
 
 fn adaptive_avg_op(a: &mut Args, nsp: usize) -> crate::Result<IValue> {

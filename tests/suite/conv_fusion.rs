@@ -1,9 +1,10 @@
 //! Convolution chains (conv -> batch norm -> activation modules: depthwise 3x3/5x5 at stride 1
-//! and 2, grouped, dilated, 1x1 wide, squeeze-excitation, BasicBlock) against PyTorch's outputs
-//! from fixtures/gen_conv_fusion.py, including a module changed after its first call. They guard
-//! the depthwise and epilogue kernels, and any future folding of batch norm into the convolution
-//! (a plan-time fusion was tried and taken out: it folded on the first call and kept a second
-//! copy of the weights, raising resnet18's peak memory from +48 to +180 MiB).
+//! and 2, grouped, dilated, 1x1 wide, squeeze-excitation, BasicBlock, 1x1 convolutions of 1x1
+//! maps) against PyTorch's outputs from fixtures/gen_conv_fusion.py, including a module changed
+//! after its first call. They guard the depthwise, matrix-vector and epilogue kernels, and any
+//! future folding of batch norm into the convolution (a plan-time fusion was tried and taken
+//! out: it folded on the first call and kept a second copy of the weights, raising resnet18's
+//! peak memory from +48 to +180 MiB).
 
 use crate::common::{fixtures_dir, Arrays};
 use tsrun::internals::runtime::Module;
@@ -76,6 +77,11 @@ const CASES: &[&str] = &[
     "wide_1x1_partial_tile",
     "wide_1d",
     "wide_rows_not_tiles",
+    // 1x1 convolutions of 1x1 maps: the matrix-vector path, and a padded one that is not
+    "se_batch2_odd",
+    "se_192",
+    "pointwise_1x1_map_s2",
+    "pointwise_1x1_map_pad",
 ];
 
 #[test]
