@@ -524,33 +524,38 @@ fn matrix_power(args: &mut Args<'_>) -> R {
 /// `check_errors`, and without it a typed unsupported error: PyTorch then returns LAPACK's
 /// partial factorization and the failing order in `info`, which tsrun does not reproduce.
 fn with_info(args: &mut Args<'_>, check_errors_at: usize, factor: fn(&mut Args<'_>) -> R) -> R {
+    let (result, m) = checked_factor(args, check_errors_at, factor)?;
+    let info = Tensor::zeros(&m.batch, DType::Int32)?;
+    Ok(tuple(vec![result, info]))
+}
+
+/// `factor`'s tensor result for an `_ex` overload (argument 0 the square input,
+/// `check_errors_at` its flag), and the input's matrices: a numerical failure is `factor`'s own
+/// error with `check_errors`, else a typed unsupported error (PyTorch would return LAPACK's
+/// partial result and a nonzero `info`).
+fn checked_factor(
+    args: &mut Args<'_>,
+    check_errors_at: usize,
+    factor: fn(&mut Args<'_>) -> R,
+) -> crate::Result<(Tensor, Mats)> {
     let x = args.tensor(0)?;
     let m = square(args.op, &x)?;
     let check_errors = args.bool(check_errors_at)?;
-    let result = match factor(args) {
-        Ok(IValue::Tensor(t)) => t,
-        Ok(other) => {
-            return Err(value_err(format!(
-                "{}: expected a tensor result, got {}",
-                args.op,
-                other.kind_name()
-            )))
-        }
-        Err(e) if check_errors => return Err(e),
-        Err(e) => {
-            return Err(crate::tensor::TensorError::Unsupported(format!(
-                "{}: {e}; tsrun does not return LAPACK's partial result with a nonzero info \
-                 (check_errors=True raises PyTorch's error)",
-                args.op
-            ))
-            .into())
-        }
-    };
-    let info = Tensor::zeros(&m.batch, DType::Int32)?;
-    Ok(IValue::Tuple(Tuple::new(vec![
-        IValue::Tensor(result),
-        IValue::Tensor(info),
-    ])))
+    match factor(args) {
+        Ok(IValue::Tensor(t)) => Ok((t, m)),
+        Ok(other) => Err(value_err(format!(
+            "{}: expected a tensor result, got {}",
+            args.op,
+            other.kind_name()
+        ))),
+        Err(e) if check_errors => Err(e),
+        Err(e) => Err(crate::tensor::TensorError::Unsupported(format!(
+            "{}: {e}; tsrun does not return LAPACK's partial result with a nonzero info \
+             (check_errors=True raises PyTorch's error)",
+            args.op
+        ))
+        .into()),
+    }
 }
 
 /// `linalg_inv_ex(A, *, check_errors)`.
@@ -837,27 +842,7 @@ fn linalg_slogdet_lu(args: &mut Args<'_>) -> R {
 /// PyTorch's error with `check_errors`; without it PyTorch returns LAPACK's partial result,
 /// which tsrun does not reproduce (a typed unsupported error).
 fn linalg_solve_ex<const LU: bool>(args: &mut Args<'_>) -> R {
-    let check_errors = args.bool(3)?;
-    let a_t = args.tensor(0)?;
-    let m = square(args.op, &a_t)?;
-    let result = match linalg_solve(args) {
-        Ok(IValue::Tensor(t)) => t,
-        Ok(other) => {
-            return Err(value_err(format!(
-                "{}: expected a tensor result, got {}",
-                args.op,
-                other.kind_name()
-            )))
-        }
-        Err(e) if check_errors => return Err(e),
-        Err(e) => {
-            return Err(crate::tensor::TensorError::Unsupported(format!(
-                "{}: {e}; tsrun does not return LAPACK's partial result with a nonzero info",
-                args.op
-            ))
-            .into())
-        }
-    };
+    let (result, m) = checked_factor(args, 3, linalg_solve)?;
     let info = Tensor::zeros(&m.batch, DType::Int32)?;
     if LU {
         let (lu_t, piv, _) = lu_tensors(&m)?;
