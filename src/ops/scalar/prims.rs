@@ -252,7 +252,6 @@ pub(super) fn register(r: &mut Registry) {
         "prim::is_meta",
         "prim::is_sparse",
         "prim::is_sparse_csr",
-        "prim::is_quantized",
         "prim::is_mkldnn",
         "prim::is_vulkan",
         "prim::is_ipu",
