@@ -596,7 +596,7 @@ fn conv_forward_f32(
         let mut sg = scratch.write::<f32>()?;
         let cs = slice_mut_of(&mut sg)?;
         let direct = DirectGeometry::new(c, xsp, ksp, osp, p);
-        let mut run = |padded: &mut Vec<f32>| -> crate::Result<()> {
+        let run = |padded: &mut Vec<f32>| -> crate::Result<()> {
             for (img, dst) in os.chunks_mut(cout * l).enumerate() {
                 let x_img = &xs[img * c * il..][..c * il];
                 let a = match &direct {
@@ -625,10 +625,7 @@ fn conv_forward_f32(
         };
         // the padded image in this thread's buffer, kept across calls (no allocation or page
         // faults per call); a nested call on this thread (rayon work stealing) gets its own
-        return PADDED.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut buf) => run(&mut buf),
-            Err(_) => run(&mut Vec::new()),
-        });
+        return with_scratch(run);
     }
     let packed = packed_weight_groups(isa, w, ws, g, coutg, kdim)?;
     let task = |idx: usize, dst: &mut [f32], parallel: bool| -> crate::Result<()> {
@@ -668,8 +665,19 @@ fn conv_forward_f32(
 }
 
 thread_local! {
-    /// Per-thread buffer for the zero-padded image of [`DirectGeometry::operand`].
-    static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Per-thread scratch of the convolution kernels (the zero-padded image of
+    /// [`DirectGeometry::operand`], the depthwise kernels' channels-last blocks and rows), grown
+    /// to the largest seen and reused, so no call allocates or zero-fills it.
+    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `f` with this thread's scratch buffer; a nested use on the same thread (rayon work stealing
+/// inside `f`) gets a fresh buffer of its own.
+fn with_scratch<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => f(&mut buf),
+        Err(_) => f(&mut Vec::new()),
+    })
 }
 
 /// How a 2-d (or 1-d) convolution on the wide tile reads its image in place
@@ -949,12 +957,7 @@ fn depthwise_f32(
         act.apply_slice(dst);
     };
     // the row buffers are per-thread scratch, reused across planes and calls
-    let work = |(idx, dst): (usize, &mut [f32])| {
-        DEPTHWISE_SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
-            Ok(mut buf) => plane(&mut buf, idx, dst),
-            Err(_) => plane(&mut Vec::new(), idx, dst),
-        })
-    };
+    let work = |(idx, dst): (usize, &mut [f32])| with_scratch(|buf| plane(buf, idx, dst));
     if crate::tensor::split_work(os.len() * kvol, DEPTHWISE_PARALLEL_MACS) {
         os.par_chunks_mut(l).enumerate().for_each(work);
     } else {
@@ -1006,12 +1009,8 @@ unsafe fn depthwise_channels_last_fma(
         let cb = dst.len() / l;
         let wb = &ws[c0 * kvol..][..cb * kvol];
         let bb = bias.map(|b| &b[c0..][..cb]);
-        DEPTHWISE_SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
-            // SAFETY: this function's own contract (AVX2 and FMA are available).
-            Ok(mut buf) => unsafe { depthwise_block(src, wb, bb, act, dst, win, cb, &mut buf) },
-            // SAFETY: as above.
-            Err(_) => unsafe { depthwise_block(src, wb, bb, act, dst, win, cb, &mut Vec::new()) },
-        });
+        // SAFETY: this function's own contract (AVX2 and FMA are available).
+        with_scratch(|buf| unsafe { depthwise_block(src, wb, bb, act, dst, win, cb, buf) });
     };
     // blocks of `width` channels of each image: channel planes are contiguous, so a block is a
     // contiguous run of input and of output planes
@@ -1028,13 +1027,6 @@ unsafe fn depthwise_channels_last_fma(
     } else {
         dsts.into_iter().zip(srcs).enumerate().for_each(task);
     }
-}
-
-thread_local! {
-    /// Per-thread buffers of the depthwise kernels ([`depthwise_block`]'s weights, input and
-    /// output, channels-last; [`depthwise_plane`]'s rows), grown to the largest seen and
-    /// reused, so no call allocates or zero-fills them.
-    static DEPTHWISE_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// One block of `cb` channels of [`depthwise_channels_last_fma`]: `src` holds their input
