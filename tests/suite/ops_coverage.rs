@@ -112,30 +112,41 @@ fn every_registered_runtime_overload_has_a_pytorch_golden() {
     );
 }
 
-/// Runs fixtures/ops/coverage.json: results, and the arguments the schema marks as written.
+/// The synthesized golden families: fixtures/ops/coverage.json (as first generated) and every
+/// `coverage_<family>.json` written by `gen_ops_coverage.py LIST coverage_<family>` for the
+/// overloads a later change added.
+fn synthesized_families() -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(fixtures_dir().join("ops"))
+        .expect("fixtures/ops")
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let stem = name.strip_suffix(".json")?;
+            (stem == "coverage" || stem.starts_with("coverage_")).then(|| stem.to_string())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Runs every synthesized family: results, and the arguments the schema marks as written.
 #[test]
 fn synthesized_goldens_match_pytorch() {
-    synthesized_family_matches_pytorch("coverage");
-}
-
-/// fixtures/ops/coverage_aten.json: the synthesized goldens of the overloads added for issue
-/// 12's coverage (`gen_ops_coverage.py LIST coverage_aten`).
-#[test]
-fn synthesized_goldens_of_added_overloads_match_pytorch() {
-    synthesized_family_matches_pytorch("coverage_aten");
-}
-
-fn synthesized_family_matches_pytorch(family: &str) {
-    let (cases, failures) = run_coverage_cases(family, |name| name.to_string());
-    println!("coverage: {cases} cases, {} failed", failures.len());
-    for f in &failures {
-        println!("  {f}");
-    }
+    let families = synthesized_families();
     assert!(
-        failures.is_empty(),
-        "{} coverage cases failed",
-        failures.len()
+        families.iter().any(|f| f == "coverage"),
+        "fixtures/ops/coverage.json is missing"
     );
+    let mut failed = 0;
+    for family in &families {
+        let (cases, failures) = run_coverage_cases(family, |name| name.to_string());
+        println!("{family}: {cases} cases, {} failed", failures.len());
+        for f in &failures {
+            println!("  {f}");
+        }
+        failed += failures.len();
+    }
+    assert_eq!(failed, 0, "{failed} synthesized coverage cases failed");
 }
 
 /// A kernel is chosen for its exact overload when the plan is built; it never re-reads the
@@ -143,12 +154,13 @@ fn synthesized_family_matches_pytorch(family: &str) {
 /// So every coverage case gives PyTorch's result with the name replaced by a neutral one.
 #[test]
 fn kernels_do_not_choose_their_overload_by_name() {
-    let (mut cases, mut failures) =
-        run_coverage_cases("coverage", |_| "aten::_renamed".to_string());
-    let (more, more_failures) =
-        run_coverage_cases("coverage_aten", |_| "aten::_renamed".to_string());
-    cases += more;
-    failures.extend(more_failures);
+    let (mut cases, mut failures) = (0, Vec::new());
+    for family in synthesized_families() {
+        let (more, more_failures) =
+            run_coverage_cases(&family, |_| "aten::_renamed".to_string());
+        cases += more;
+        failures.extend(more_failures);
+    }
     for f in &failures {
         println!("  {f}");
     }
@@ -159,7 +171,7 @@ fn kernels_do_not_choose_their_overload_by_name() {
     );
 }
 
-/// Every case of a synthesized family (`coverage`, `coverage_aten`), the kernel called with
+/// Every case of a synthesized family (`coverage`, `coverage_aten`, ...), the kernel called with
 /// `op_name(name)` as its operator name: the number of cases and the failures.
 fn run_coverage_cases(family: &str, op_name: impl Fn(&str) -> String) -> (usize, Vec<String>) {
     let dir = fixtures_dir().join("ops");
