@@ -1215,6 +1215,11 @@ pub(crate) fn register(r: &mut Registry) {
         r.add(&format!("aten::divide.{ov}"), div);
         r.add(&format!("aten::divide_.{ov}"), div_);
     }
+    // the out= twins whose names do not end in `out`
+    r.add_all(&["aten::div.out_mode", "aten::divide.out_mode"], |a| {
+        let r = div(a)?;
+        a.write_outs(3, r)
+    });
     r.add("aten::floor_divide", floor_divide);
     r.add("aten::floor_divide.Scalar", floor_divide);
     r.add("aten::floor_divide_.Tensor", floor_divide_);

@@ -272,6 +272,7 @@ pub(crate) fn register(r: &mut Registry) {
             "aten::embedding_bag",
             "aten::embedding_bag.padding_idx",
             "aten::_embedding_bag",
+            "aten::_embedding_bag_forward_only",
         ],
         embedding_bag,
     );

@@ -1,15 +1,16 @@
 //! Products built on the matrix multiply: `linalg_vecdot` (dot products along a dim), `inner`
 //! (contraction over the last dims), `linalg_matmul` (`matmul`'s linalg spelling), and the
 //! chains `linalg_multi_dot` / `chain_matmul`, multiplied in the order of fewest scalar
-//! multiplications, as ATen chooses it.
+//! multiplications, as ATen chooses it; the cross product (`cross`, `linalg_cross`) and `trace`.
 
 use super::elementwise::mul_op;
-use super::kernels::operand::Operand;
+use super::kernels::operand::{common_dtype, Operand};
+use super::kernels::via_f64::{build, t, vals};
 use super::linalg::{matmul, matmul_nd, shape_err, value_err};
 use super::reduce::sum_op;
 use super::shape::{reshape, squeeze_list, transpose, unsqueeze};
 use super::{Args, Registry};
-use crate::tensor::Tensor;
+use crate::tensor::{broadcast_shapes, DType, Tensor};
 use crate::values::IValue;
 
 type R = crate::Result<IValue>;
@@ -214,7 +215,69 @@ fn chain_matmul(args: &mut Args<'_>) -> R {
     Ok(IValue::Tensor(multi_dot(args.op, &ms)?))
 }
 
+/// `trace(self)`: the sum of a matrix's diagonal (integral inputs sum to int64).
+fn trace(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    if x.dim() != 2 {
+        return Err(value_err(format!(
+            "trace: expected a matrix, but got tensor with dim {}",
+            x.dim()
+        )));
+    }
+    let d = crate::ops::shape::diagonal(&x, 0, 0, 1)?;
+    let dt = if x.dtype().is_integral(true) {
+        DType::Int64
+    } else {
+        x.dtype()
+    };
+    crate::ops::reduce::sum_op(&d, None, false, Some(dt), false).map(IValue::Tensor)
+}
+
+/// `cross(self, other, dim)` / `linalg_cross`: 3-vectors along `dim` (default: first of size 3).
+fn cross(args: &mut Args<'_>) -> R {
+    let (a, b) = (args.tensor(0)?, args.tensor(1)?);
+    let shape = broadcast_shapes(a.shape(), b.shape())?;
+    let dim = match args.opt_int(2)? {
+        Some(d) => crate::ops::shape::wdim(d, shape.len())?,
+        None => shape.iter().position(|&s| s == 3).ok_or_else(|| {
+            value_err(format!(
+                "no dimension of size 3 in input of shape {shape:?}"
+            ))
+        })?,
+    };
+    if shape.get(dim) != Some(&3) || a.dim() != b.dim() {
+        return Err(value_err(format!(
+            "linalg.cross: inputs must have the same number of dimensions and size 3 at dim {dim}, got {:?} and {:?}",
+            a.shape(),
+            b.shape()
+        )));
+    }
+    let dt = common_dtype(&[&Operand::Tensor(a.clone()), &Operand::Tensor(b.clone())]);
+    if dt.is_complex() || dt == DType::Bool {
+        return Err(value_err(format!("cross is not implemented for {dt}")));
+    }
+    let av = vals(&crate::ops::shape::expand_to(&a, &shape)?)?;
+    let bv = vals(&crate::ops::shape::expand_to(&b, &shape)?)?;
+    let inner: usize = shape[dim + 1..].iter().product();
+    let outer: usize = shape[..dim].iter().product();
+    let mut out = vec![0.0; av.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |v: &[f64], k: usize| v[(o * 3 + k) * inner + i];
+            for k in 0..3 {
+                let (k1, k2) = ((k + 1) % 3, (k + 2) % 3);
+                out[(o * 3 + k) * inner + i] =
+                    at(&av, k1) * at(&bv, k2) - at(&av, k2) * at(&bv, k1);
+            }
+        }
+    }
+    t(build(out, &shape, dt)?)
+}
+
 pub fn register(r: &mut Registry) {
+    r.add("aten::trace", trace);
+    r.add("aten::cross", cross);
+    r.add("aten::linalg_cross", cross);
     r.add("aten::linalg_vecdot", linalg_vecdot);
     r.add("aten::inner", inner);
     r.add("aten::linalg_matmul", linalg_matmul);

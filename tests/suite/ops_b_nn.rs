@@ -38,8 +38,8 @@ fn vision_ops() {
 }
 
 /// Losses, grid sampling, im2col/col2im, special functions and tensor queries
-/// (fixtures/gen_ops_extra.py).
+/// (fixtures/gen_ops_special_losses.py).
 #[test]
-fn extra_ops() {
-    common::assert_op_cases("extra");
+fn special_function_loss_grid_and_query_ops() {
+    common::assert_op_cases("special_losses");
 }

@@ -156,8 +156,7 @@ fn synthesized_goldens_match_pytorch() {
 fn kernels_do_not_choose_their_overload_by_name() {
     let (mut cases, mut failures) = (0, Vec::new());
     for family in synthesized_families() {
-        let (more, more_failures) =
-            run_coverage_cases(&family, |_| "aten::_renamed".to_string());
+        let (more, more_failures) = run_coverage_cases(&family, |_| "aten::_renamed".to_string());
         cases += more;
         failures.extend(more_failures);
     }

@@ -1,7 +1,17 @@
 //! Special functions (gamma family, Bessel, erf variants, polygamma, ...) and their
 //! `special_*` aliases, computed in f64.
 
-use super::*;
+use super::kernels::map::map_binary;
+use super::kernels::operand::{inplace_result, Operand};
+use super::kernels::special::SpecialFn;
+use super::kernels::value_err;
+use super::kernels::via_f64::{float_binary_op, t, vals};
+use super::{Args, Registry};
+use crate::float_unary;
+use crate::tensor::{DType, Tensor};
+use crate::values::IValue;
+
+type R = crate::Result<IValue>;
 use crate::ops::kernels::operand::{float_unary_kernels, inplace_of};
 
 /// Digamma (psi) by recurrence up to x >= 6 and the asymptotic series; reflection for x < 0.
@@ -310,7 +320,7 @@ pub(super) fn logaddexp2(args: &mut Args<'_>) -> R {
         logaddexp_f(a * ln2, b * ln2) / ln2
     })?)
 }
-pub(super) fn xlogy_f(x: f64, y: f64) -> f64 {
+pub(crate) fn xlogy_f(x: f64, y: f64) -> f64 {
     if y.is_nan() {
         f64::NAN
     } else if x == 0.0 {
@@ -364,3 +374,64 @@ pub(super) fn heaviside(args: &mut Args<'_>) -> R {
     t(out.to_dtype(x.dtype())?)
 }
 inplace_of! { pub(super) heaviside_ => heaviside; }
+
+/// Registered after the elementwise families: the `special_*` aliases copy their kernels.
+pub(crate) fn register(r: &mut Registry) {
+    register_unary(r);
+    r.add("aten::special_psi", digamma_k);
+    r.add("aten::special_digamma", digamma_k);
+    r.add("aten::special_gammaln", lgamma);
+    r.add("aten::polygamma", polygamma);
+    r.add("aten::special_polygamma", polygamma);
+    r.add("aten::polygamma_", polygamma_);
+    r.add("aten::mvlgamma", mvlgamma);
+    r.add("aten::mvlgamma_", mvlgamma_);
+    r.add("aten::special_multigammaln", mvlgamma);
+    r.add("aten::positive", positive);
+    r.add("aten::signbit", signbit);
+    r.add("aten::logaddexp", logaddexp);
+    r.add("aten::logaddexp2", logaddexp2);
+    for n in [
+        "aten::xlogy.Tensor",
+        "aten::xlogy.Scalar_Self",
+        "aten::xlogy.Scalar_Other",
+        "aten::special_xlogy",
+        "aten::special_xlogy.self_scalar",
+        "aten::special_xlogy.other_scalar",
+    ] {
+        r.add(n, xlogy);
+    }
+    r.add_all(
+        &[
+            "aten::special_zeta",
+            "aten::special_zeta.self_scalar",
+            "aten::special_zeta.other_scalar",
+        ],
+        special_zeta,
+    );
+    r.add("aten::xlogy_.Tensor", xlogy_);
+    r.add("aten::xlogy_.Scalar_Other", xlogy_);
+    for n in [
+        "aten::special_xlog1py",
+        "aten::special_xlog1py.self_scalar",
+        "aten::special_xlog1py.other_scalar",
+    ] {
+        r.add(n, xlog1py);
+    }
+    r.add("aten::heaviside", heaviside);
+    r.add("aten::heaviside_", heaviside_);
+
+    for (new, old) in [
+        ("aten::special_expm1", "aten::expm1"),
+        ("aten::special_log1p", "aten::log1p"),
+        ("aten::special_exp2", "aten::exp2"),
+        ("aten::special_logit", "aten::logit"),
+        ("aten::special_round", "aten::round.decimals"),
+        ("aten::special_sinc", "aten::sinc"),
+        ("aten::special_i0", "aten::i0"),
+        ("aten::special_log_softmax", "aten::log_softmax.int"),
+        ("aten::special_softmax", "aten::softmax.int"),
+    ] {
+        r.alias(new, old);
+    }
+}

@@ -1,7 +1,12 @@
 //! Sampling grids (`grid_sampler_2d`/`_3d`, `affine_grid_generator`) and patches
 //! (`im2col`/`col2im`).
 
-use super::*;
+use super::kernels::value_err;
+use super::kernels::via_f64::{build, t, vals};
+use super::{Args, Registry};
+use crate::values::IValue;
+
+type R = crate::Result<IValue>;
 
 /// `affine_grid_generator(theta, size, align_corners)`: theta `[N, k, k+1]`, size `[N, C, *k]`,
 /// output `[N, *k, k]` of (x, y[, z]) sampling coordinates.
@@ -424,4 +429,19 @@ pub(super) fn col2im(args: &mut Args<'_>) -> R {
         vec![c, h, w]
     };
     t(build(out, &shape, x.dtype())?)
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::affine_grid_generator", affine_grid_generator);
+    r.add("aten::grid_sampler", grid_sampler);
+    r.add("aten::grid_sampler_3d", grid_sampler_3d);
+    r.add("aten::grid_sampler_2d", grid_sampler_2d);
+    r.add("aten::im2col", im2col);
+    r.add("aten::col2im", col2im);
+
+    // the CPU fallback computes what grid_sampler_2d does
+    r.alias(
+        "aten::_grid_sampler_2d_cpu_fallback",
+        "aten::grid_sampler_2d",
+    );
 }

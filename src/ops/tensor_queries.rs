@@ -1,6 +1,15 @@
-//! Small tensor queries and helpers registered with the extra families.
+//! Tensor and backend queries (`element_size`, `is_nonzero`, `equal`, `isclose`, storage and
+//! autocast queries) and the runtime assertions (`_assert_async`, `_assert_tensor_metadata`).
 
-use super::*;
+use super::kernels::map::map_binary;
+use super::kernels::operand::{common_dtype, Operand};
+use super::kernels::value_err;
+use super::kernels::via_f64::{t, vals};
+use super::{Args, Registry};
+use crate::tensor::{DType, Tensor};
+use crate::values::IValue;
+
+type R = crate::Result<IValue>;
 
 pub(super) fn element_size(args: &mut Args<'_>) -> R {
     Ok(IValue::Int(args.tensor(0)?.dtype().size() as i64))
@@ -82,65 +91,6 @@ pub(super) fn isclose(args: &mut Args<'_>) -> R {
 pub(super) fn allclose(args: &mut Args<'_>) -> R {
     let c = isclose_tensor(args)?;
     Ok(IValue::Bool(c.to_vec::<bool>()?.iter().all(|&v| v)))
-}
-
-/// `trace(self)`: the sum of a matrix's diagonal (integral inputs sum to int64).
-pub(super) fn trace(args: &mut Args<'_>) -> R {
-    let x = args.tensor(0)?;
-    if x.dim() != 2 {
-        return Err(value_err(format!(
-            "trace: expected a matrix, but got tensor with dim {}",
-            x.dim()
-        )));
-    }
-    let d = crate::ops::shape::diagonal(&x, 0, 0, 1)?;
-    let dt = if x.dtype().is_integral(true) {
-        DType::Int64
-    } else {
-        x.dtype()
-    };
-    crate::ops::reduce::sum_op(&d, None, false, Some(dt), false).map(IValue::Tensor)
-}
-
-/// `cross(self, other, dim)` / `linalg_cross`: 3-vectors along `dim` (default: first of size 3).
-pub(super) fn cross(args: &mut Args<'_>) -> R {
-    let (a, b) = (args.tensor(0)?, args.tensor(1)?);
-    let shape = broadcast_shapes(a.shape(), b.shape())?;
-    let dim = match args.opt_int(2)? {
-        Some(d) => crate::ops::shape::wdim(d, shape.len())?,
-        None => shape.iter().position(|&s| s == 3).ok_or_else(|| {
-            value_err(format!(
-                "no dimension of size 3 in input of shape {shape:?}"
-            ))
-        })?,
-    };
-    if shape.get(dim) != Some(&3) || a.dim() != b.dim() {
-        return Err(value_err(format!(
-            "linalg.cross: inputs must have the same number of dimensions and size 3 at dim {dim}, got {:?} and {:?}",
-            a.shape(),
-            b.shape()
-        )));
-    }
-    let dt = common_dtype(&[&Operand::Tensor(a.clone()), &Operand::Tensor(b.clone())]);
-    if dt.is_complex() || dt == DType::Bool {
-        return Err(value_err(format!("cross is not implemented for {dt}")));
-    }
-    let av = vals(&crate::ops::shape::expand_to(&a, &shape)?)?;
-    let bv = vals(&crate::ops::shape::expand_to(&b, &shape)?)?;
-    let inner: usize = shape[dim + 1..].iter().product();
-    let outer: usize = shape[..dim].iter().product();
-    let mut out = vec![0.0; av.len()];
-    for o in 0..outer {
-        for i in 0..inner {
-            let at = |v: &[f64], k: usize| v[(o * 3 + k) * inner + i];
-            for k in 0..3 {
-                let (k1, k2) = ((k + 1) % 3, (k + 2) % 3);
-                out[(o * 3 + k) * inner + i] =
-                    at(&av, k1) * at(&bv, k2) - at(&av, k2) * at(&bv, k1);
-            }
-        }
-    }
-    t(build(out, &shape, dt)?)
 }
 
 /// Backend and layout queries with a fixed answer on tsrun's CPU tensors (no zero tensors, no
@@ -292,4 +242,59 @@ pub(super) fn assert_tensor_metadata(args: &mut Args<'_>) -> R {
         }
     }
     Ok(IValue::None)
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::element_size", element_size);
+    r.add_all(
+        &[
+            "aten::_is_zerotensor",
+            "aten::cudnn_is_acceptable",
+            "aten::is_pinned",
+        ],
+        no_tensor_feature,
+    );
+    r.add_all(
+        // (`_nnpack_available` and `_use_cudnn_rnn_flatten_weight` answer for PyTorch's build,
+        // true on its CPU wheels: a graph branching on them would then call kernels tsrun
+        // lacks, so they stay unsupported)
+        &["aten::is_vulkan_available"],
+        no_backend,
+    );
+    r.add("aten::_has_same_storage_numel", has_same_storage_numel);
+    r.add(
+        "aten::_has_compatible_shallow_copy_type",
+        compatible_shallow_copy,
+    );
+    r.add("aten::is_set_to", is_set_to);
+    r.add(
+        "aten::_debug_has_internal_overlap",
+        debug_has_internal_overlap,
+    );
+    r.add("aten::get_autocast_dtype", get_autocast_dtype);
+    r.add("aten::_autocast_to_reduced_precision", autocast_to_reduced);
+    r.add("aten::_autocast_to_full_precision", autocast_to_full);
+    r.add_all(
+        &["aten::_assert_async", "aten::_assert_async.msg"],
+        assert_async,
+    );
+    r.add(
+        "aten::_functional_assert_async.msg",
+        functional_assert_async,
+    );
+    r.add("aten::_make_dep_token", make_dep_token);
+    r.add_all(
+        &[
+            "aten::_functional_sym_constrain_range",
+            "aten::_functional_sym_constrain_range_for_size",
+        ],
+        functional_constrain_range,
+    );
+    r.add("aten::_assert_tensor_metadata", assert_tensor_metadata);
+    r.add("aten::get_device", get_device);
+    r.add("aten::is_nonzero", is_nonzero);
+    r.add("aten::is_same_size", is_same_size);
+    r.add("aten::equal", equal);
+    r.add("aten::isclose", isclose);
+    r.add("aten::allclose", allclose);
 }

@@ -1,6 +1,15 @@
 //! Loss functions (`aten::*_loss` and their backward-free forms), computed in f64.
 
-use super::*;
+use super::kernels::map::map_binary;
+use super::kernels::operand::{common_dtype, float_dtype, Operand};
+use super::kernels::value_err;
+use super::kernels::via_f64::{build, float_common, t, vals};
+use super::special::xlogy_f;
+use super::{Args, Registry};
+use crate::tensor::{broadcast_shapes, DType, Tensor};
+use crate::values::IValue;
+
+type R = crate::Result<IValue>;
 
 /// Reduce an f64 loss tensor: 0 none, 1 mean, 2 sum; cast to `dt`.
 pub(super) fn reduce_loss(loss: Tensor, reduction: i64, dt: DType) -> crate::Result<Tensor> {
@@ -515,4 +524,40 @@ pub(super) fn cross_entropy_loss(args: &mut Args<'_>) -> R {
     let out =
         map_binary::<f64, f64, f64, _>(&nll_t, &smooth_t, move |a, b| (1.0 - ls) * a + scale * b)?;
     t(out.to_dtype(dt)?)
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::mse_loss", mse_loss);
+    r.add("aten::l1_loss", l1_loss);
+    r.add("aten::smooth_l1_loss", smooth_l1_loss);
+    r.add("aten::huber_loss", huber_loss);
+    r.add("aten::soft_margin_loss", soft_margin_loss);
+    r.add("aten::kl_div", kl_div);
+    r.add("aten::binary_cross_entropy", binary_cross_entropy);
+    r.add("aten::binary_cross_entropy_with_logits", bce_with_logits);
+    r.add("aten::margin_ranking_loss", margin_ranking_loss);
+    r.add("aten::hinge_embedding_loss", hinge_embedding_loss);
+    r.add("aten::poisson_nll_loss", poisson_nll_loss);
+    r.add("aten::cosine_embedding_loss", cosine_embedding_loss);
+    r.add("aten::triplet_margin_loss", triplet_margin_loss);
+    r.add_all(
+        &["aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d"],
+        |a| nll_loss(a, false),
+    );
+    // the `_forward` twins also return the total weight
+    r.add_all(
+        &["aten::nll_loss_forward", "aten::nll_loss2d_forward"],
+        |a| nll_loss(a, true),
+    );
+    r.add_all(
+        &[
+            "aten::nll_loss_forward.output",
+            "aten::nll_loss2d_forward.output",
+        ],
+        |a| {
+            let r = nll_loss(a, true)?;
+            a.write_outs(5, r)
+        },
+    );
+    r.add("aten::cross_entropy_loss", cross_entropy_loss);
 }
