@@ -101,13 +101,8 @@ pub(crate) fn slice_mut_of<T: Element>(t: &mut TensorWrite<T>) -> crate::Result<
         .ok_or_else(|| TensorError::Value("internal: tensor is not contiguous".into()).into())
 }
 
-pub(crate) fn shape_err(msg: impl Into<String>) -> crate::Error {
-    TensorError::Shape(msg.into()).into()
-}
-
-pub(crate) fn value_err(msg: impl Into<String>) -> crate::Error {
-    TensorError::Value(msg.into()).into()
-}
+// one definition each, in kernels; re-exported for the many kernels that import them from here
+pub(crate) use super::kernels::{shape_err, value_err};
 
 /// A view with dims reordered (`permute`).
 pub(crate) fn permute(t: &Tensor, perm: &[usize]) -> crate::Result<Tensor> {

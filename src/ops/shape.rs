@@ -18,15 +18,8 @@ use ndarray::Axis;
 
 type R<T> = crate::Result<T>;
 
-pub(crate) fn shape_err(msg: impl Into<String>) -> crate::Error {
-    TensorError::Shape(msg.into()).into()
-}
-pub(crate) fn index_err(msg: impl Into<String>) -> crate::Error {
-    TensorError::Index(msg.into()).into()
-}
-pub(crate) fn value_err(msg: impl Into<String>) -> crate::Error {
-    TensorError::Value(msg.into()).into()
-}
+// one definition each, in kernels; re-exported for the many kernels that import them from here
+pub(crate) use super::kernels::{index_err, shape_err, value_err};
 
 /// A `Tensor[]` result.
 pub(crate) fn tensor_list(items: Vec<Tensor>) -> IValue {

@@ -36,6 +36,16 @@ pub(crate) fn value_err(msg: impl Into<String>) -> crate::Error {
     TensorError::Value(msg.into()).into()
 }
 
+/// A `TensorError::Shape` as a crate error.
+pub(crate) fn shape_err(msg: impl Into<String>) -> crate::Error {
+    TensorError::Shape(msg.into()).into()
+}
+
+/// A `TensorError::Index` as a crate error.
+pub(crate) fn index_err(msg: impl Into<String>) -> crate::Error {
+    TensorError::Index(msg.into()).into()
+}
+
 /// A `TensorError::Unsupported` as a crate error.
 pub(crate) fn unsupported(msg: impl Into<String>) -> crate::Error {
     TensorError::Unsupported(msg.into()).into()
