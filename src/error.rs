@@ -272,8 +272,26 @@ impl Error {
             Error::UnknownOp(op) => Some(op),
             Error::UnsupportedOps { ops, .. } => ops.first().map(|m| m.op.as_str()),
             Error::CustomKernelFailed { op, .. } => Some(op),
+            // any other failure of an operator kernel: the innermost frame records the call
+            _ => self.innermost_frame().and_then(|f| f.op.as_deref()),
+        }
+    }
+
+    /// The innermost TorchScript frame of this error's traceback: the function that was running
+    /// and the operation in it that failed (`None` when the error did not come from running code).
+    pub fn innermost_frame(&self) -> Option<&TracebackFrame> {
+        match self {
+            Error::Runtime(RuntimeError::Traceback { frames, cause }) => {
+                cause.innermost_frame().or(frames.last())
+            }
             _ => None,
         }
+    }
+
+    /// Where in the archive's code the failing operation is (file, line, column, source line),
+    /// when the error came from running code with source text.
+    pub fn location(&self) -> Option<&CodeLocation> {
+        self.innermost_frame().and_then(|f| f.at.as_ref())
     }
 
     /// The limit that stopped this operation, looking through TorchScript tracebacks and the
@@ -344,6 +362,9 @@ pub struct TracebackFrame {
     /// The original Python that code was generated from, when the code file has `debug_pkl`
     /// records naming it (`model.py`, line 12).
     pub original: Option<CodeLocation>,
+    /// The operator overload the failing operation called (`aten::conv2d`), when it was an
+    /// operator call rather than a method call or control flow.
+    pub op: Option<String>,
 }
 
 impl TracebackFrame {

@@ -93,6 +93,19 @@ pub enum TensorError {
     /// An index out of range.
     #[error("index error: {0}")]
     Index(String),
+    /// A dimension index outside `[-ndim, ndim)` (a 0-d tensor takes -1 and 0), with PyTorch's
+    /// message.
+    #[error(
+        "index error: Dimension out of range (expected to be in range of [{}, {}], but got {dim})",
+        -(ndim.max(&1).to_owned() as i64),
+        ndim.max(&1).to_owned() as i64 - 1
+    )]
+    DimOutOfRange {
+        /// The dimension asked for, as given (negative counts from the end).
+        dim: i64,
+        /// The tensor's number of dimensions.
+        ndim: usize,
+    },
     /// An invalid argument value.
     #[error("value error: {0}")]
     Value(String),
@@ -132,12 +145,7 @@ pub fn wrap_dim(dim: i64, ndim: usize) -> TResult<usize> {
     let n = ndim.max(1) as i64;
     let d = if dim < 0 { dim + n } else { dim };
     if d < 0 || d >= n {
-        return Err(TensorError::Index(format!(
-            "Dimension out of range (expected to be in range of [{}, {}], but got {})",
-            -n,
-            n - 1,
-            dim
-        )));
+        return Err(TensorError::DimOutOfRange { dim, ndim });
     }
     Ok(d as usize)
 }

@@ -4,6 +4,7 @@
 mod alloc_meter;
 mod atomic_save;
 mod common;
+mod error_data;
 mod load_common;
 
 mod bad_input;

@@ -6,7 +6,7 @@
 use crate::common::fixtures_dir;
 use serde_json::Value;
 use std::io::{Read, Write};
-use tsrun::error::{CodeLocation, RuntimeError, TracebackFrame};
+use tsrun::error::{CodeLocation, RuntimeError, TensorError, TracebackFrame};
 use tsrun::{Error, ErrorKind, IValue, Module};
 
 fn expected() -> Value {
@@ -128,6 +128,29 @@ fn a_shape_error_three_calls_deep_has_pytorchs_frames() {
     let pytorch_error = golden["error"].as_str().expect("error");
     let message = pytorch_error.trim_start_matches("RuntimeError: ");
     assert!(cause.to_string().contains(message), "{cause} vs {message}");
+    // the same as data: the failing operator, where the code calls it, and the shapes
+    assert_eq!(e.op(), Some("aten::matmul"));
+    let at = e.location().expect("the failing operation's location");
+    assert_eq!(
+        (at.file.as_str(), at.line),
+        ("code/__torch__/traceback_model.py", 30)
+    );
+    assert_eq!(
+        frames.iter().map(|f| f.op.as_deref()).collect::<Vec<_>>(),
+        [None, None, Some("aten::matmul")],
+        "only the operator call's frame names an operator"
+    );
+    assert!(
+        matches!(
+            **cause,
+            Error::Tensor(TensorError::MatmulShapes {
+                mat1: [2, 5],
+                mat2: [4, 3],
+                ..
+            })
+        ),
+        "{cause:?}"
+    );
 }
 
 /// PyTorch's text, line by line, without the context lines it prints around each highlighted
@@ -174,6 +197,8 @@ fn a_raised_exception_names_its_class_and_the_raising_line() {
     assert_eq!(e.kind(), ErrorKind::Run);
     let frames = e.traceback().expect("a TorchScript traceback");
     assert_eq!(frames.len(), 3);
+    // a `raise` is no operator call
+    assert_eq!(e.op(), None);
     let innermost = frames.last().expect("a frame");
     let (file, line, _, source_line) = golden_frame(&golden["serialized"][0]);
     let at = innermost.at.as_ref().expect("a code location");

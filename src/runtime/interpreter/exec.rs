@@ -48,6 +48,7 @@ pub(super) fn run_plan(
             }),
             &plan.name,
             None,
+            None,
         ));
     }
     // Nested TorchScript calls recurse on the native stack; grow it on the heap when it runs
@@ -105,11 +106,12 @@ fn run_plan_here(
 }
 
 /// Add the frame of `func` at `src` to `e`'s TorchScript traceback.
-fn with_frame(e: Error, func: &str, src: Option<&SourceRange>) -> Error {
+fn with_frame(e: Error, func: &str, src: Option<&SourceRange>, op: Option<&str>) -> Error {
     let frame = TracebackFrame {
         function: func.to_string(),
         at: src.map(SourceRange::code_location),
         original: src.and_then(SourceRange::original_location),
+        op: op.map(str::to_string),
     };
     match e {
         Error::Runtime(RuntimeError::Traceback { mut frames, cause }) => {
@@ -157,7 +159,7 @@ impl Frame<'_> {
                 return Err(match instr.op {
                     // errors inside nested blocks already carry this frame
                     Op::If { .. } | Op::Loop { .. } => e,
-                    _ => with_frame(e, &self.plan.name, instr.source.as_ref()),
+                    _ => with_frame(e, &self.plan.name, instr.source.as_ref(), instr.op_name()),
                 });
             }
             for &r in instr.drops.iter() {
@@ -230,6 +232,7 @@ impl Frame<'_> {
                             )),
                             &self.plan.name,
                             instr.source.as_ref(),
+                            None,
                         ))
                     }
                 };
@@ -245,7 +248,7 @@ impl Frame<'_> {
             }
             Op::Loop { body } => self.run_loop(instr, body).map_err(|e| match e {
                 Error::Runtime(RuntimeError::Traceback { .. }) => e,
-                e => with_frame(e, &self.plan.name, instr.source.as_ref()),
+                e => with_frame(e, &self.plan.name, instr.source.as_ref(), None),
             }),
             Op::CallMethod { name, cache } => {
                 let args = self.inputs(instr);

@@ -42,6 +42,16 @@ pub(crate) struct Instr {
     pub source: Option<SourceRange>,
 }
 
+impl Instr {
+    /// The operator overload this instruction calls, for error reports.
+    pub fn op_name(&self) -> Option<&str> {
+        match &self.op {
+            Op::Kernel { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}
+
 pub(crate) enum Op {
     Kernel {
         kernel: Kernel,
