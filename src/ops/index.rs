@@ -8,9 +8,10 @@
 //! keeps every dtype on one code path. In-place variants write through the input's storage, so
 //! every view of it sees the change, and return the input handle.
 
+use super::kernels::unsupported;
 use super::shape::{
-    broadcast_all, diagonal, expand_to, gather_dim, index_err, reshape, select, shape_err, slice,
-    tensor_list, value_err, wdim,
+    as_strided_op, broadcast_all, diagonal, expand_to, gather_dim, index_err, reshape, select,
+    shape_err, slice, tensor_list, value_err, wdim,
 };
 use super::{Args, Registry};
 use crate::tensor::promote::{result_type, Operand};
@@ -1082,6 +1083,35 @@ fn view_scatter(t: &Tensor, src: &Tensor, make_view: impl Fn(&Tensor) -> R<Tenso
     Ok(out)
 }
 
+/// `as_strided_scatter(self, src, size, stride, storage_offset)` (aten's offset is optional,
+/// prims' required): a copy of `self` with the strided view of it overwritten by `src`. The view
+/// addresses the copy's storage, which is laid out as `self`'s only when `self` is contiguous.
+pub(crate) fn as_strided_scatter(a: &mut Args<'_>) -> R<IValue> {
+    let x = a.tensor(0)?;
+    if !x.is_contiguous() {
+        return Err(unsupported(format!(
+            "{}: a non-contiguous self (the strides address its storage)",
+            a.op
+        )));
+    }
+    let (size, stride, offset) = (a.int_list(2)?, a.int_list(3)?, a.opt_int(4)?);
+    // (the offset addresses the copy's own storage, as in PyTorch)
+    Ok(view_scatter(&x, &a.tensor(1)?, |o| {
+        as_strided_op(o, &size, &stride, offset)
+    })?
+    .into())
+}
+
+/// `slice_inverse(self, src, dim, start, end, step)`: `self` (a slice of `src`) viewed with
+/// `src`'s sizes, strides and storage offset: the base the slice was taken from.
+fn slice_inverse(a: &mut Args<'_>) -> R<IValue> {
+    let (x, base) = (a.tensor(0)?, a.tensor(1)?);
+    Ok(
+        x.as_strided(base.shape(), base.strides(), base.storage_offset())?
+            .into(),
+    )
+}
+
 fn opt_tensors(a: &Args<'_>, i: usize) -> R<Vec<Option<Tensor>>> {
     match a.get(i)? {
         IValue::List(_) => a.opt_tensor_list(i),
@@ -1440,6 +1470,8 @@ pub(crate) fn register(r: &mut Registry) {
         let (dim, index) = (a.int(2)?, a.int(3)?);
         Ok(view_scatter(&a.tensor(0)?, &a.tensor(1)?, |o| select(o, dim, index))?.into())
     });
+    r.add("aten::as_strided_scatter", as_strided_scatter);
+    r.add("aten::slice_inverse", slice_inverse);
     r.add("aten::slice_scatter", |a| {
         let (dim, start, end, step) = (a.int(2)?, a.opt_int(3)?, a.opt_int(4)?, a.int(5)?);
         Ok(view_scatter(&a.tensor(0)?, &a.tensor(1)?, |o| {

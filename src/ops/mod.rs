@@ -24,6 +24,7 @@ pub mod fft;
 pub mod gemm;
 pub mod generator;
 pub mod grad_mode;
+pub mod graph_pass_prims;
 pub mod grids;
 pub mod index;
 pub mod int_matmul;
@@ -35,6 +36,7 @@ pub mod linalg_dense;
 pub mod linalg_products;
 pub mod losses;
 pub mod matrix_build;
+pub mod no_autograd;
 pub mod norm;
 pub mod norms;
 pub mod orthogonal_polynomials;
@@ -50,6 +52,7 @@ pub mod schema;
 pub mod shape;
 pub mod sort;
 pub mod special;
+pub mod static_runtime;
 pub mod statistics;
 pub mod tensor_queries;
 pub mod type_queries;
@@ -199,6 +202,9 @@ impl Registry {
             tensor_queries::register(&mut r);
             orthogonal_polynomials::register(&mut r);
             prims::register(&mut r);
+            static_runtime::register(&mut r);
+            graph_pass_prims::register(&mut r);
+            no_autograd::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

@@ -203,6 +203,18 @@ pub(super) fn functional_assert_async(args: &mut Args<'_>) -> R {
     assert_async(args)?;
     t(args.tensor(2)?)
 }
+/// `_functional_assert_scalar(self, assert_msg, dep_token)`: `self` must be true (nonzero),
+/// then a copy of the token.
+pub(super) fn functional_assert_scalar(args: &mut Args<'_>) -> R {
+    if args.scalar(0)?.to_c64() == num_complex::Complex64::new(0.0, 0.0) {
+        return Err(crate::error::RuntimeError::Exception {
+            kind: "RuntimeError".into(),
+            message: args.str(1)?.to_string(),
+        }
+        .into());
+    }
+    t(args.tensor(2)?.deep_clone()?)
+}
 /// `_make_dep_token(...)`: a 0-d tensor that orders functionalized assertions.
 pub(super) fn make_dep_token(_args: &mut Args<'_>) -> R {
     t(Tensor::zeros(&[], DType::Float32)?)
@@ -251,6 +263,9 @@ pub(crate) fn register(r: &mut Registry) {
             "aten::_is_zerotensor",
             "aten::cudnn_is_acceptable",
             "aten::is_pinned",
+            // tensors are never distributed, and there is no autograd to retain gradients
+            "aten::is_distributed",
+            "aten::retains_grad",
         ],
         no_tensor_feature,
     );
@@ -283,6 +298,7 @@ pub(crate) fn register(r: &mut Registry) {
         functional_assert_async,
     );
     r.add("aten::_make_dep_token", make_dep_token);
+    r.add("aten::_functional_assert_scalar", functional_assert_scalar);
     r.add_all(
         &[
             "aten::_functional_sym_constrain_range",
