@@ -1112,6 +1112,69 @@ fn slice_inverse(a: &mut Args<'_>) -> R<IValue> {
     )
 }
 
+/// The indices of `_unsafe_masked_index*` clamped into `[-size, size)` of the dim each indexes,
+/// so that entries the mask hides may be out of bounds.
+fn clamp_masked_indices(a: &Args<'_>, x: &Tensor) -> R<IValue> {
+    let indices = opt_tensors(a, 2)?;
+    if indices.len() > x.dim() {
+        return Err(index_err(format!(
+            "too many indices for tensor of dimension {}",
+            x.dim()
+        )));
+    }
+    let mut clamped = Vec::with_capacity(indices.len());
+    for (d, index) in indices.into_iter().enumerate() {
+        clamped.push(match index {
+            None => IValue::None,
+            Some(i) => {
+                let size = x.shape()[d] as i64;
+                crate::ops::prims::via_aten(
+                    a,
+                    "aten::clamp",
+                    vec![i.into(), IValue::Int(-size), IValue::Int(size - 1)],
+                )?
+            }
+        });
+    }
+    Ok(IValue::List(crate::values::List::new(
+        crate::values::Type::Optional(Box::new(crate::values::Type::Tensor)),
+        clamped,
+    )))
+}
+
+/// `_unsafe_masked_index(self, mask, indices, fill)`: `where(mask, self[indices], fill)`, with
+/// the indices clamped (entries the mask hides are never read).
+fn unsafe_masked_index(a: &mut Args<'_>) -> R<IValue> {
+    let x = a.tensor(0)?;
+    let indices = clamp_masked_indices(a, &x)?;
+    let gathered =
+        crate::ops::prims::via_aten(a, "aten::_unsafe_index.Tensor", vec![x.into(), indices])?;
+    let hidden = crate::ops::prims::via_aten(a, "aten::logical_not", vec![a.get(1)?.clone()])?;
+    crate::ops::prims::via_aten(
+        a,
+        "aten::masked_fill.Scalar",
+        vec![gathered, hidden, a.get(3)?.clone()],
+    )
+}
+
+/// `_unsafe_masked_index_put_accumulate(self, mask, indices, values)`:
+/// `index_put(self, indices, values.masked_fill(!mask, 0), accumulate=True)`, indices clamped.
+fn unsafe_masked_index_put_accumulate(a: &mut Args<'_>) -> R<IValue> {
+    let x = a.tensor(0)?;
+    let indices = clamp_masked_indices(a, &x)?;
+    let hidden = crate::ops::prims::via_aten(a, "aten::logical_not", vec![a.get(1)?.clone()])?;
+    let values = crate::ops::prims::via_aten(
+        a,
+        "aten::masked_fill.Scalar",
+        vec![a.get(3)?.clone(), hidden, IValue::Int(0)],
+    )?;
+    crate::ops::prims::via_aten(
+        a,
+        "aten::_unsafe_index_put",
+        vec![x.into(), indices, values, IValue::Bool(true)],
+    )
+}
+
 fn opt_tensors(a: &Args<'_>, i: usize) -> R<Vec<Option<Tensor>>> {
     match a.get(i)? {
         IValue::List(_) => a.opt_tensor_list(i),
@@ -1471,6 +1534,11 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(view_scatter(&a.tensor(0)?, &a.tensor(1)?, |o| select(o, dim, index))?.into())
     });
     r.add("aten::as_strided_scatter", as_strided_scatter);
+    r.add("aten::_unsafe_masked_index", unsafe_masked_index);
+    r.add(
+        "aten::_unsafe_masked_index_put_accumulate",
+        unsafe_masked_index_put_accumulate,
+    );
     r.add("aten::slice_inverse", slice_inverse);
     r.add("aten::slice_scatter", |a| {
         let (dim, start, end, step) = (a.int(2)?, a.opt_int(3)?, a.opt_int(4)?, a.int(5)?);

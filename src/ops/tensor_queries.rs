@@ -3,8 +3,9 @@
 
 use super::kernels::map::map_binary;
 use super::kernels::operand::{common_dtype, Operand};
-use super::kernels::value_err;
+use super::kernels::reduce::ReducePlan;
 use super::kernels::via_f64::{t, vals};
+use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
@@ -256,6 +257,42 @@ pub(super) fn assert_tensor_metadata(args: &mut Args<'_>) -> R {
     Ok(IValue::None)
 }
 
+/// `hash_tensor(self, dim, *, keepdim, mode)`: mode 0 XORs the 64-bit patterns of the elements
+/// over `dim` (all dims for `[]`), floats widened to double and integers sign-extended to int64
+/// first, into a uint64 tensor.
+pub(super) fn hash_tensor(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let dims = args.int_list(1)?;
+    let keepdim = args.bool(2)?;
+    let mode = args.int(3)?;
+    if mode != 0 {
+        return Err(value_err(format!("{}: unknown hash mode {mode}", args.op)));
+    }
+    if dims.is_empty() && x.numel() == 0 {
+        return Err(value_err(
+            "hash_tensor: Expected reduction dim to be specified for input.numel() == 0. \
+             Specify the reduction dim with the 'dim' argument.",
+        ));
+    }
+    let dims = (!dims.is_empty()).then_some(dims.as_slice());
+    let reduced = super::kernels::reduce::reduce_dims(dims, x.dim())?;
+    if let Some(d) = (0..x.dim()).find(|&d| reduced[d] && x.shape()[d] == 0) {
+        return Err(crate::ops::kernels::index_err(format!(
+            "hash_tensor: Expected reduction dim {d} to have non-zero size."
+        )));
+    }
+    let dtype = x.dtype();
+    if dtype.is_floating_point() {
+        let plan = ReducePlan::new(&x.to_dtype(DType::Float64)?, dims, keepdim)?;
+        t(plan.rows::<f64, u64, _>(|row| row.iter().fold(0u64, |h, v| h ^ v.to_bits()))?)
+    } else if dtype.is_integral(true) {
+        let plan = ReducePlan::new(&x.to_dtype(DType::Int64)?, dims, keepdim)?;
+        t(plan.rows::<i64, u64, _>(|row| row.iter().fold(0u64, |h, &v| h ^ v as u64))?)
+    } else {
+        Err(unsupported(format!("{}: hash_tensor of {dtype}", args.op)))
+    }
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::element_size", element_size);
     r.add_all(
@@ -298,6 +335,7 @@ pub(crate) fn register(r: &mut Registry) {
         functional_assert_async,
     );
     r.add("aten::_make_dep_token", make_dep_token);
+    r.add("aten::hash_tensor", hash_tensor);
     r.add("aten::_functional_assert_scalar", functional_assert_scalar);
     r.add_all(
         &[
