@@ -11,6 +11,7 @@
 //! arguments (tests/suite/ops_coverage.rs checks every name against `fixtures/schemas.txt`).
 
 pub mod activation;
+pub mod amp;
 pub mod args;
 pub mod attention;
 pub mod calculus;
@@ -29,6 +30,7 @@ pub mod grids;
 pub mod index;
 pub mod int_matmul;
 pub mod interpolate;
+pub mod jit_builtins;
 pub(crate) mod kernels;
 pub mod linalg;
 pub mod linalg_decomp;
@@ -205,6 +207,8 @@ impl Registry {
             static_runtime::register(&mut r);
             graph_pass_prims::register(&mut r);
             no_autograd::register(&mut r);
+            jit_builtins::register(&mut r);
+            amp::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r
