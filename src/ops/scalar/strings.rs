@@ -428,10 +428,125 @@ pub(super) fn format(a: &mut Args) -> R {
     Ok(IValue::str(out))
 }
 
+/// C++ `std::scientific` with 6 digits (`1.500000e+00`; at least two exponent digits).
+fn c_scientific(v: f32, upper: bool) -> String {
+    let s = if v.is_finite() {
+        let r = format!("{:.6e}", f64::from(v));
+        match r.split_once('e') {
+            Some((m, e)) => {
+                let (sign, digits) = e.strip_prefix('-').map_or(("+", e), |d| ("-", d));
+                format!("{m}e{sign}{digits:0>2}")
+            }
+            None => r,
+        }
+    } else {
+        c_non_finite(v)
+    };
+    if upper {
+        s.to_uppercase()
+    } else {
+        s
+    }
+}
+fn c_non_finite(v: f32) -> String {
+    if v.is_nan() {
+        "nan".into()
+    } else if v > 0.0 {
+        "inf".into()
+    } else {
+        "-inf".into()
+    }
+}
+/// One `%<key>` of `percentFormat` (TorchScript's `addFormattedArg`): numbers print as float32
+/// for `%e` / `%f`, `%d` truncates floats to a C int.
+fn percent_arg(key: char, v: &IValue, out: &mut String) -> crate::Result<()> {
+    let number = |v: &IValue| -> crate::Result<f64> {
+        match v {
+            IValue::Int(i) => Ok(*i as f64),
+            IValue::Double(d) => Ok(*d),
+            other => Err(err(format!(
+                "%{key} requires a number for formatting, but got {}",
+                other.kind_name()
+            ))),
+        }
+    };
+    match key {
+        'd' | 'i' => match v {
+            IValue::Int(i) => out.push_str(&i.to_string()),
+            other => out.push_str(&(number(other)? as i32).to_string()),
+        },
+        'e' | 'E' => out.push_str(&c_scientific(number(v)? as f32, key == 'E')),
+        'f' | 'F' => {
+            let x = number(v)? as f32;
+            if x.is_finite() {
+                out.push_str(&format!("{:.6}", f64::from(x)));
+            } else {
+                out.push_str(&c_non_finite(x));
+            }
+        }
+        'c' => match v {
+            IValue::Int(i) => out.push(char::from(*i as u8)),
+            IValue::String(s) if s.len() == 1 => out.push_str(s),
+            other => {
+                return Err(err(format!(
+                    "%c requires an int or char for formatting, but got {}",
+                    other.kind_name()
+                )))
+            }
+        },
+        's' => match v {
+            IValue::String(s) => out.push_str(s),
+            other => out.push_str(&python_str(other)),
+        },
+        other => {
+            return Err(err(format!(
+                "The specifier %{other} is not supported in TorchScript format strings"
+            )))
+        }
+    }
+    Ok(())
+}
+/// `percentFormat(fmt, args)`: Python's `fmt % args` (one value or a tuple of them) with the
+/// specifiers TorchScript supports (`%d %i %e %E %f %F %c %s %%`, no flags or widths).
+pub(super) fn percent_format(a: &mut Args) -> R {
+    let fmt = a.str(0)?;
+    let arg = a.get(1)?.clone();
+    let args: Vec<IValue> = match &arg {
+        IValue::Tuple(t) => t.items().to_vec(),
+        v => vec![v.clone()],
+    };
+    let mut out = String::new();
+    let mut used = 0;
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let key = chars
+            .next()
+            .ok_or_else(|| err("Incomplete format specifier"))?;
+        if key == '%' {
+            out.push('%');
+            continue;
+        }
+        let v = args
+            .get(used)
+            .ok_or_else(|| err("Too few arguments for format string"))?;
+        percent_arg(key, v, &mut out)?;
+        used += 1;
+    }
+    if used != args.len() {
+        return Err(err("Too many arguments for format string"));
+    }
+    Ok(IValue::str(out))
+}
+
 /// String methods and builtins.
 pub(super) fn register(r: &mut Registry) {
     r.add("aten::str", to_str);
     r.add("aten::format", format);
+    r.add("aten::percentFormat", percent_format);
     r.add("aten::join", join);
     r.add("aten::split.str", split);
     r.add("aten::rsplit", rsplit);
