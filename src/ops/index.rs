@@ -1086,7 +1086,7 @@ fn view_scatter(t: &Tensor, src: &Tensor, make_view: impl Fn(&Tensor) -> R<Tenso
 /// `as_strided_scatter(self, src, size, stride, storage_offset)` (aten's offset is optional,
 /// prims' required): a copy of `self` with the strided view of it overwritten by `src`. The view
 /// addresses the copy's storage, which is laid out as `self`'s only when `self` is contiguous.
-pub(crate) fn as_strided_scatter(a: &mut Args<'_>) -> R<IValue> {
+fn as_strided_scatter(a: &mut Args<'_>) -> R<IValue> {
     let x = a.tensor(0)?;
     if !x.is_contiguous() {
         return Err(unsupported(format!(
@@ -1533,7 +1533,11 @@ pub(crate) fn register(r: &mut Registry) {
         let (dim, index) = (a.int(2)?, a.int(3)?);
         Ok(view_scatter(&a.tensor(0)?, &a.tensor(1)?, |o| select(o, dim, index))?.into())
     });
-    r.add("aten::as_strided_scatter", as_strided_scatter);
+    // (prims' storage_offset is required, aten's optional: one kernel reads either)
+    r.add_all(
+        &["aten::as_strided_scatter", "prims::as_strided_scatter"],
+        as_strided_scatter,
+    );
     r.add("aten::_unsafe_masked_index", unsafe_masked_index);
     r.add(
         "aten::_unsafe_masked_index_put_accumulate",

@@ -368,17 +368,7 @@ fn full_like(a: &mut Args<'_>) -> R {
 
 /// `prims::scalar_tensor(s, *, dtype, device)`.
 fn scalar_tensor(a: &mut Args<'_>) -> R {
-    via_aten(
-        a,
-        "aten::scalar_tensor",
-        vec![
-            a.get(0)?.clone(),
-            a.get(1)?.clone(),
-            IValue::None,
-            a.get(2)?.clone(),
-            IValue::None,
-        ],
-    )
+    factory_via_aten(a, "aten::scalar_tensor", 1)
 }
 
 /// `prims::iota(length, *, start, step, dtype, device, requires_grad)`: `start + i * step`.
@@ -464,52 +454,35 @@ fn cbrt(a: &mut Args<'_>) -> R {
 }
 
 /// Register every alias; runs after the families that register the aten kernels.
+/// A factory primitive (`leading` arguments, then `dtype`, `device`[, `requires_grad`]) run as
+/// the aten factory `name` (same leading arguments, then `dtype, layout, device, pin_memory`).
+fn factory_via_aten(a: &Args<'_>, name: &str, leading: usize) -> R {
+    let mut values = (0..leading)
+        .map(|i| a.get(i).cloned())
+        .collect::<crate::Result<Vec<_>>>()?;
+    values.extend([
+        a.get(leading)?.clone(),
+        IValue::None,
+        a.get(leading + 1)?.clone(),
+        IValue::None,
+    ]);
+    via_aten(a, name, values)
+}
+
 /// `prims::empty(shape, *, dtype, device, requires_grad)`: a new tensor (zeroed: PyTorch leaves
 /// its values unspecified).
 fn empty(a: &mut Args<'_>) -> R {
-    via_aten(
-        a,
-        "aten::zeros",
-        vec![
-            a.get(0)?.clone(),
-            a.get(1)?.clone(),
-            IValue::None,
-            a.get(2)?.clone(),
-            IValue::None,
-        ],
-    )
+    factory_via_aten(a, "aten::zeros", 1)
 }
 
 /// `prims::empty_strided(shape, strides, *, dtype, device, requires_grad)`.
 fn empty_strided(a: &mut Args<'_>) -> R {
-    via_aten(
-        a,
-        "aten::empty_strided",
-        vec![
-            a.get(0)?.clone(),
-            a.get(1)?.clone(),
-            a.get(2)?.clone(),
-            IValue::None,
-            a.get(3)?.clone(),
-            IValue::None,
-        ],
-    )
+    factory_via_aten(a, "aten::empty_strided", 2)
 }
 
 /// `prims::empty_permuted(shape, physical_layout, *, dtype, device, requires_grad)`.
 fn empty_permuted(a: &mut Args<'_>) -> R {
-    via_aten(
-        a,
-        "aten::empty_permuted",
-        vec![
-            a.get(0)?.clone(),
-            a.get(1)?.clone(),
-            a.get(2)?.clone(),
-            IValue::None,
-            a.get(3)?.clone(),
-            IValue::None,
-        ],
-    )
+    factory_via_aten(a, "aten::empty_permuted", 2)
 }
 
 /// `prims::copy_strided(a, stride)`: a copy of `a` in new storage laid out with `stride`.
@@ -595,8 +568,4 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("prims::copy_strided", copy_strided);
     r.add("prims::_make_token", make_token);
     r.add("prims::_sink_tokens", sink_tokens);
-    r.add(
-        "prims::as_strided_scatter",
-        crate::ops::index::as_strided_scatter,
-    );
 }

@@ -298,15 +298,18 @@ pub(super) fn reverse(a: &mut Args) -> R {
     Ok(IValue::None)
 }
 pub(super) fn sort_values(items: &mut [IValue], reverse: bool) -> crate::Result<()> {
+    sort_by_order(items, reverse, order)
+}
+/// Sorts by `order` (reversed for `reverse`); the first comparison error is the result.
+fn sort_by_order(
+    items: &mut [IValue],
+    reverse: bool,
+    order: impl Fn(&IValue, &IValue) -> crate::Result<Ordering>,
+) -> crate::Result<()> {
     let mut failure = None;
     items.sort_by(|x, y| match order(x, y) {
-        Ok(o) => {
-            if reverse {
-                o.reverse()
-            } else {
-                o
-            }
-        }
+        Ok(o) if reverse => o.reverse(),
+        Ok(o) => o,
         Err(e) => {
             failure.get_or_insert(e);
             Ordering::Equal
@@ -344,16 +347,7 @@ fn tensor_order(x: &IValue, y: &IValue) -> crate::Result<Ordering> {
     Ok(value(x)?.partial_cmp(&value(y)?).unwrap_or(Ordering::Equal))
 }
 fn sort_tensors(items: &mut [IValue], reverse: bool) -> crate::Result<()> {
-    let mut failure = None;
-    items.sort_by(|x, y| match tensor_order(x, y) {
-        Ok(o) if reverse => o.reverse(),
-        Ok(o) => o,
-        Err(e) => {
-            failure.get_or_insert(e);
-            Ordering::Equal
-        }
-    });
-    failure.map_or(Ok(()), Err)
+    sort_by_order(items, reverse, tensor_order)
 }
 /// `sort.Tensor(Tensor[] self, bool reverse)`: in place.
 pub(super) fn sort_tensor_list(a: &mut Args) -> R {

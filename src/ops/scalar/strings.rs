@@ -1,6 +1,7 @@
 //! Strings: the `str` methods TorchScript supports, formatting and `str(v)`.
 
 use super::*;
+use crate::values::format::{fmt_e, fmt_nonfinite};
 
 /// `(self[start:end], substr)` for the `str` methods taking `substr, start=0, end=-1`.
 pub(super) fn str_range(a: &Args) -> crate::Result<(String, String)> {
@@ -428,35 +429,6 @@ pub(super) fn format(a: &mut Args) -> R {
     Ok(IValue::str(out))
 }
 
-/// C++ `std::scientific` with 6 digits (`1.500000e+00`; at least two exponent digits).
-fn c_scientific(v: f32, upper: bool) -> String {
-    let s = if v.is_finite() {
-        let r = format!("{:.6e}", f64::from(v));
-        match r.split_once('e') {
-            Some((m, e)) => {
-                let (sign, digits) = e.strip_prefix('-').map_or(("+", e), |d| ("-", d));
-                format!("{m}e{sign}{digits:0>2}")
-            }
-            None => r,
-        }
-    } else {
-        c_non_finite(v)
-    };
-    if upper {
-        s.to_uppercase()
-    } else {
-        s
-    }
-}
-fn c_non_finite(v: f32) -> String {
-    if v.is_nan() {
-        "nan".into()
-    } else if v > 0.0 {
-        "inf".into()
-    } else {
-        "-inf".into()
-    }
-}
 /// One `%<key>` of `percentFormat` (TorchScript's `addFormattedArg`): numbers print as float32
 /// for `%e` / `%f`, `%d` truncates floats to a C int.
 fn percent_arg(key: char, v: &IValue, out: &mut String) -> crate::Result<()> {
@@ -475,13 +447,17 @@ fn percent_arg(key: char, v: &IValue, out: &mut String) -> crate::Result<()> {
             IValue::Int(i) => out.push_str(&i.to_string()),
             other => out.push_str(&(number(other)? as i32).to_string()),
         },
-        'e' | 'E' => out.push_str(&c_scientific(number(v)? as f32, key == 'E')),
+        // C++ `std::scientific`: 6 digits, at least two exponent digits
+        'e' | 'E' => {
+            let s = fmt_e(f64::from(number(v)? as f32), 6);
+            out.push_str(&if key == 'E' { s.to_uppercase() } else { s });
+        }
         'f' | 'F' => {
             let x = number(v)? as f32;
             if x.is_finite() {
                 out.push_str(&format!("{:.6}", f64::from(x)));
             } else {
-                out.push_str(&c_non_finite(x));
+                out.push_str(&fmt_nonfinite(f64::from(x)));
             }
         }
         'c' => match v {
