@@ -293,6 +293,39 @@ pub(super) fn hash_tensor(args: &mut Args<'_>) -> R {
     }
 }
 
+/// c10's `is_channels_last_strides_2d` / `_3d` test: walking the dims in channels-last order
+/// (C, then the spatial dims innermost-first, then N), each stride is at least the extent of the
+/// previous dim; ambiguous layouts (a zero channel stride, N equal to C's stride) count as
+/// contiguous.
+fn strides_like_channels_last(sizes: &[usize], strides: &[isize], order: &[usize]) -> bool {
+    if strides[1] == 0 {
+        return false;
+    }
+    let mut min = 0isize;
+    for &d in order {
+        if sizes[d] == 0 || strides[d] < min || (d == 0 && min == strides[1]) {
+            return false;
+        }
+        min = strides[d];
+        if sizes[d] > 1 {
+            min = min.saturating_mul(sizes[d] as isize);
+        }
+    }
+    true
+}
+/// `is_strides_like_format(self, memory_format)`: whether the strides are channels-last (2 for
+/// 4-d tensors, 3 for 5-d ones); false for every other format, as c10's default answers.
+pub(super) fn is_strides_like_format(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    // MemoryFormat codes: Contiguous 0, Preserve 1, ChannelsLast 2, ChannelsLast3d 3
+    let like = match (args.int(1)?, x.dim()) {
+        (2, 4) => strides_like_channels_last(x.shape(), x.strides(), &[1, 3, 2, 0]),
+        (3, 5) => strides_like_channels_last(x.shape(), x.strides(), &[1, 4, 3, 2, 0]),
+        _ => false,
+    };
+    Ok(IValue::Bool(like))
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::element_size", element_size);
     r.add_all(
@@ -336,6 +369,7 @@ pub(crate) fn register(r: &mut Registry) {
     );
     r.add("aten::_make_dep_token", make_dep_token);
     r.add("aten::hash_tensor", hash_tensor);
+    r.add("aten::is_strides_like_format", is_strides_like_format);
     r.add("aten::_functional_assert_scalar", functional_assert_scalar);
     r.add_all(
         &[

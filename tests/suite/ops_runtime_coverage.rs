@@ -10,3 +10,10 @@ use crate::common;
 fn runtime_coverage_ops_match_pytorch() {
     common::assert_op_cases("runtime_coverage");
 }
+
+/// `is_strides_like_format` on channels-last, ambiguous and sliced layouts made by view ops
+/// (fixtures/ops/runtime_coverage_views.json): PyTorch's answers.
+#[test]
+fn strides_like_format_of_strided_views_matches_pytorch() {
+    crate::ops_shape::assert_view_cases("runtime_coverage_views");
+}

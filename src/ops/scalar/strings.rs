@@ -523,6 +523,11 @@ pub(super) fn register(r: &mut Registry) {
     r.add("aten::str", to_str);
     r.add("aten::format", format);
     r.add("aten::percentFormat", percent_format);
+    // `_print(s)`: the string and a newline on stdout, as ATen's `_print`
+    r.add("aten::_print", |a| {
+        println!("{}", a.str(0)?);
+        Ok(IValue::None)
+    });
     r.add("aten::join", join);
     r.add("aten::split.str", split);
     r.add("aten::rsplit", rsplit);
