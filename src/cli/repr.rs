@@ -136,27 +136,7 @@ struct Formatter {
 
 /// `f"{v:.{p}e}"`: Rust writes `1.2346e0`, Python `1.2346e+00`.
 fn sci(v: f64) -> String {
-    if !v.is_finite() {
-        return nonfinite(v);
-    }
-    let s = format!("{v:.PRECISION$e}");
-    match s.split_once('e') {
-        Some((m, e)) => {
-            let e: i32 = e.parse().unwrap_or(0);
-            format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
-        }
-        None => s,
-    }
-}
-
-fn nonfinite(v: f64) -> String {
-    if v.is_nan() {
-        "nan".into()
-    } else if v > 0.0 {
-        "inf".into()
-    } else {
-        "-inf".into()
-    }
+    crate::values::format::fmt_e(v, PRECISION)
 }
 
 /// `f"{v:.{p}f}"` (Python writes `inf` / `nan` for those).
@@ -164,7 +144,7 @@ fn fixed(v: f64, precision: usize) -> String {
     if v.is_finite() {
         format!("{v:.precision$}")
     } else {
-        nonfinite(v)
+        crate::values::format::fmt_nonfinite(v)
     }
 }
 

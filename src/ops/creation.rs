@@ -618,12 +618,147 @@ fn zero_(args: &mut Args<'_>) -> R {
     t(x)
 }
 
+/// `empty_permuted(size, physical_layout, ...)`: a new tensor of `size` whose memory holds the
+/// dims in `physical_layout` order (zeroed: PyTorch leaves the values unspecified).
+fn empty_permuted(args: &mut Args<'_>) -> R {
+    let size = size_arg(args, 0)?;
+    let layout = args.int_list(1)?;
+    let dtype = factory_dtype(args, 2, DType::Float32)?;
+    let mut seen = vec![false; size.len()];
+    let mut physical = Vec::with_capacity(size.len());
+    for &d in &layout {
+        match usize::try_from(d).ok().filter(|&d| d < size.len()) {
+            Some(d) if !seen[d] => {
+                seen[d] = true;
+                physical.push(d);
+            }
+            _ => {
+                return Err(value_err(format!(
+                    "{}: physical_layout {layout:?} is not a permutation of the {} dims",
+                    args.op,
+                    size.len()
+                )))
+            }
+        }
+    }
+    if physical.len() != size.len() {
+        return Err(value_err(format!(
+            "{}: physical_layout {layout:?} is not a permutation of the {} dims",
+            args.op,
+            size.len()
+        )));
+    }
+    let memory = Tensor::zeros(
+        &physical.iter().map(|&d| size[d]).collect::<Vec<_>>(),
+        dtype,
+    )?;
+    // dim d of the result is memory dim `position of d in physical`
+    let mut strides = vec![0isize; size.len()];
+    for (m, &d) in physical.iter().enumerate() {
+        strides[d] = memory.strides()[m];
+    }
+    t(memory.as_strided(&size, &strides, 0)?)
+}
+
+/// `range.out_(start, end, *, out)`: `range(start, end)` (step 1, end included) written to `out`.
+fn range_out(args: &mut Args<'_>) -> R {
+    let out = args.tensor(2)?;
+    let mut values = vec![
+        args.get(0)?.clone(),
+        args.get(1)?.clone(),
+        IValue::Int(DType::Float64.to_scalar_type()),
+        IValue::None,
+        IValue::None,
+        IValue::None,
+    ];
+    let r = range::<false>(&mut Args::new(args.op, &mut values, args.ctx))?;
+    let r = match r {
+        IValue::Tensor(x) => x.to_dtype(out.dtype())?,
+        other => return Ok(other),
+    };
+    args.write_outs(2, r.into())
+}
+
+/// `_new_zeros_with_same_feature_meta(self, other, *, self_num_batch_dims)`: zeros of `other`'s
+/// dtype, shaped as `self`'s first `self_num_batch_dims` dims followed by `other`'s.
+fn new_zeros_with_same_feature_meta(args: &mut Args<'_>) -> R {
+    let (x, other) = (args.tensor(0)?, args.tensor(1)?);
+    let batch = usize::try_from(args.int(2)?)
+        .ok()
+        .filter(|&n| n <= x.dim())
+        .ok_or_else(|| value_err(format!("{}: invalid self_num_batch_dims", args.op)))?;
+    let shape: Vec<usize> = x.shape()[..batch]
+        .iter()
+        .chain(other.shape())
+        .copied()
+        .collect();
+    t(Tensor::zeros(&shape, other.dtype())?)
+}
+
+/// `_list_to_tensor(ints)`: an int32 tensor of the list.
+fn list_to_tensor(args: &mut Args<'_>) -> R {
+    let v = args.int_list(0)?;
+    let n = v.len();
+    let ints = v
+        .into_iter()
+        .map(|x| {
+            i32::try_from(x).map_err(|_| value_err(format!("{}: {x} overflows int32", args.op)))
+        })
+        .collect::<crate::Result<Vec<i32>>>()?;
+    t(Tensor::from_vec(ints, &[n])?)
+}
+
+/// `resize(self, size, *, memory_format)`: `self.clone().resize_(size)`: the first elements of
+/// `self` in row-major order, reshaped; elements past `self`'s are unspecified in PyTorch (zero
+/// here).
+fn resize_to(args: &Args<'_>, x: &Tensor, size: &[usize]) -> R {
+    match args.opt_int(2)? {
+        // MemoryFormat: Contiguous 0, Preserve 1
+        None | Some(0) | Some(1) => {}
+        Some(f) => {
+            return Err(unsupported(format!(
+                "{}: memory_format {f} (only contiguous)",
+                args.op
+            )))
+        }
+    }
+    crate::tensor::budget::check_alloc(checked_numel(size)?)?;
+    let out = Tensor::zeros(size, x.dtype())?;
+    let n = out.numel().min(x.numel());
+    if n > 0 {
+        // both contiguous: their first n elements as flat views
+        let x = x.contiguous()?;
+        let src = x.as_strided(&[n], &[1], x.storage_offset())?;
+        out.as_strided(&[n], &[1], out.storage_offset())?
+            .copy_from(&src)?;
+    }
+    t(out)
+}
+fn resize(args: &mut Args<'_>) -> R {
+    let size = size_arg(args, 1)?;
+    resize_to(args, &args.tensor(0)?, &size)
+}
+/// `resize_as(self, the_template, *, memory_format)`: `resize` to the template's shape.
+fn resize_as(args: &mut Args<'_>) -> R {
+    let size = args.tensor(1)?.shape().to_vec();
+    resize_to(args, &args.tensor(0)?, &size)
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::zeros", zeros);
     r.add("aten::ones", ones);
     r.add("aten::full", full);
     r.add("aten::empty.memory_format", zeros);
     r.add("aten::empty_strided", empty_strided);
+    r.add("aten::empty_permuted", empty_permuted);
+    r.add("aten::range.out_", range_out);
+    r.add(
+        "aten::_new_zeros_with_same_feature_meta",
+        new_zeros_with_same_feature_meta,
+    );
+    r.add("aten::_list_to_tensor", list_to_tensor);
+    r.add("aten::resize", resize);
+    r.add("aten::resize_as", resize_as);
     r.add("aten::zeros_like", zeros_like);
     r.add("aten::ones_like", ones_like);
     r.add("aten::empty_like", zeros_like);

@@ -8,9 +8,10 @@
 //! keeps every dtype on one code path. In-place variants write through the input's storage, so
 //! every view of it sees the change, and return the input handle.
 
+use super::kernels::unsupported;
 use super::shape::{
-    broadcast_all, diagonal, expand_to, gather_dim, index_err, reshape, select, shape_err, slice,
-    tensor_list, value_err, wdim,
+    as_strided_op, broadcast_all, diagonal, expand_to, gather_dim, index_err, reshape, select,
+    shape_err, slice, tensor_list, value_err, wdim,
 };
 use super::{Args, Registry};
 use crate::tensor::promote::{result_type, Operand};
@@ -1082,6 +1083,98 @@ fn view_scatter(t: &Tensor, src: &Tensor, make_view: impl Fn(&Tensor) -> R<Tenso
     Ok(out)
 }
 
+/// `as_strided_scatter(self, src, size, stride, storage_offset)` (aten's offset is optional,
+/// prims' required): a copy of `self` with the strided view of it overwritten by `src`. The view
+/// addresses the copy's storage, which is laid out as `self`'s only when `self` is contiguous.
+fn as_strided_scatter(a: &mut Args<'_>) -> R<IValue> {
+    let x = a.tensor(0)?;
+    if !x.is_contiguous() {
+        return Err(unsupported(format!(
+            "{}: a non-contiguous self (the strides address its storage)",
+            a.op
+        )));
+    }
+    let (size, stride, offset) = (a.int_list(2)?, a.int_list(3)?, a.opt_int(4)?);
+    // (the offset addresses the copy's own storage, as in PyTorch)
+    Ok(view_scatter(&x, &a.tensor(1)?, |o| {
+        as_strided_op(o, &size, &stride, offset)
+    })?
+    .into())
+}
+
+/// `slice_inverse(self, src, dim, start, end, step)`: `self` (a slice of `src`) viewed with
+/// `src`'s sizes, strides and storage offset: the base the slice was taken from.
+fn slice_inverse(a: &mut Args<'_>) -> R<IValue> {
+    let (x, base) = (a.tensor(0)?, a.tensor(1)?);
+    Ok(
+        x.as_strided(base.shape(), base.strides(), base.storage_offset())?
+            .into(),
+    )
+}
+
+/// The indices of `_unsafe_masked_index*` clamped into `[-size, size)` of the dim each indexes,
+/// so that entries the mask hides may be out of bounds.
+fn clamp_masked_indices(a: &Args<'_>, x: &Tensor) -> R<IValue> {
+    let indices = opt_tensors(a, 2)?;
+    if indices.len() > x.dim() {
+        return Err(index_err(format!(
+            "too many indices for tensor of dimension {}",
+            x.dim()
+        )));
+    }
+    let mut clamped = Vec::with_capacity(indices.len());
+    for (d, index) in indices.into_iter().enumerate() {
+        clamped.push(match index {
+            None => IValue::None,
+            Some(i) => {
+                let size = x.shape()[d] as i64;
+                crate::ops::prims::via_aten(
+                    a,
+                    "aten::clamp",
+                    vec![i.into(), IValue::Int(-size), IValue::Int(size - 1)],
+                )?
+            }
+        });
+    }
+    Ok(IValue::List(crate::values::List::new(
+        crate::values::Type::Optional(Box::new(crate::values::Type::Tensor)),
+        clamped,
+    )))
+}
+
+/// `_unsafe_masked_index(self, mask, indices, fill)`: `where(mask, self[indices], fill)`, with
+/// the indices clamped (entries the mask hides are never read).
+fn unsafe_masked_index(a: &mut Args<'_>) -> R<IValue> {
+    let x = a.tensor(0)?;
+    let indices = clamp_masked_indices(a, &x)?;
+    let gathered =
+        crate::ops::prims::via_aten(a, "aten::_unsafe_index.Tensor", vec![x.into(), indices])?;
+    let hidden = crate::ops::prims::via_aten(a, "aten::logical_not", vec![a.get(1)?.clone()])?;
+    crate::ops::prims::via_aten(
+        a,
+        "aten::masked_fill.Scalar",
+        vec![gathered, hidden, a.get(3)?.clone()],
+    )
+}
+
+/// `_unsafe_masked_index_put_accumulate(self, mask, indices, values)`:
+/// `index_put(self, indices, values.masked_fill(!mask, 0), accumulate=True)`, indices clamped.
+fn unsafe_masked_index_put_accumulate(a: &mut Args<'_>) -> R<IValue> {
+    let x = a.tensor(0)?;
+    let indices = clamp_masked_indices(a, &x)?;
+    let hidden = crate::ops::prims::via_aten(a, "aten::logical_not", vec![a.get(1)?.clone()])?;
+    let values = crate::ops::prims::via_aten(
+        a,
+        "aten::masked_fill.Scalar",
+        vec![a.get(3)?.clone(), hidden, IValue::Int(0)],
+    )?;
+    crate::ops::prims::via_aten(
+        a,
+        "aten::_unsafe_index_put",
+        vec![x.into(), indices, values, IValue::Bool(true)],
+    )
+}
+
 fn opt_tensors(a: &Args<'_>, i: usize) -> R<Vec<Option<Tensor>>> {
     match a.get(i)? {
         IValue::List(_) => a.opt_tensor_list(i),
@@ -1440,6 +1533,17 @@ pub(crate) fn register(r: &mut Registry) {
         let (dim, index) = (a.int(2)?, a.int(3)?);
         Ok(view_scatter(&a.tensor(0)?, &a.tensor(1)?, |o| select(o, dim, index))?.into())
     });
+    // (prims' storage_offset is required, aten's optional: one kernel reads either)
+    r.add_all(
+        &["aten::as_strided_scatter", "prims::as_strided_scatter"],
+        as_strided_scatter,
+    );
+    r.add("aten::_unsafe_masked_index", unsafe_masked_index);
+    r.add(
+        "aten::_unsafe_masked_index_put_accumulate",
+        unsafe_masked_index_put_accumulate,
+    );
+    r.add("aten::slice_inverse", slice_inverse);
     r.add("aten::slice_scatter", |a| {
         let (dim, start, end, step) = (a.int(2)?, a.opt_int(3)?, a.opt_int(4)?, a.int(5)?);
         Ok(view_scatter(&a.tensor(0)?, &a.tensor(1)?, |o| {

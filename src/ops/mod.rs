@@ -11,6 +11,7 @@
 //! arguments (tests/suite/ops_coverage.rs checks every name against `fixtures/schemas.txt`).
 
 pub mod activation;
+pub mod amp;
 pub mod args;
 pub mod attention;
 pub mod calculus;
@@ -24,10 +25,12 @@ pub mod fft;
 pub mod gemm;
 pub mod generator;
 pub mod grad_mode;
+pub mod graph_pass_prims;
 pub mod grids;
 pub mod index;
 pub mod int_matmul;
 pub mod interpolate;
+pub mod jit_builtins;
 pub(crate) mod kernels;
 pub mod linalg;
 pub mod linalg_decomp;
@@ -35,6 +38,7 @@ pub mod linalg_dense;
 pub mod linalg_products;
 pub mod losses;
 pub mod matrix_build;
+pub mod no_autograd;
 pub mod norm;
 pub mod norms;
 pub mod orthogonal_polynomials;
@@ -50,6 +54,7 @@ pub mod schema;
 pub mod shape;
 pub mod sort;
 pub mod special;
+pub mod static_runtime;
 pub mod statistics;
 pub mod tensor_queries;
 pub mod type_queries;
@@ -199,6 +204,11 @@ impl Registry {
             tensor_queries::register(&mut r);
             orthogonal_polynomials::register(&mut r);
             prims::register(&mut r);
+            static_runtime::register(&mut r);
+            graph_pass_prims::register(&mut r);
+            no_autograd::register(&mut r);
+            jit_builtins::register(&mut r);
+            amp::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

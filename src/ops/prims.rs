@@ -109,7 +109,7 @@ const SAME_AS_ATEN: &[(&str, &str)] = &[
 
 /// Run the aten overload `name` (`aten::add.Tensor`) on `values`: a primitive's arguments in
 /// that overload's schema order.
-fn via_aten(a: &Args<'_>, name: &str, mut values: Vec<IValue>) -> R {
+pub(crate) fn via_aten(a: &Args<'_>, name: &str, mut values: Vec<IValue>) -> R {
     let (op, overload) = name.split_once('.').unwrap_or((name, ""));
     let kernel = Registry::global()
         .lookup(op, overload)
@@ -368,17 +368,7 @@ fn full_like(a: &mut Args<'_>) -> R {
 
 /// `prims::scalar_tensor(s, *, dtype, device)`.
 fn scalar_tensor(a: &mut Args<'_>) -> R {
-    via_aten(
-        a,
-        "aten::scalar_tensor",
-        vec![
-            a.get(0)?.clone(),
-            a.get(1)?.clone(),
-            IValue::None,
-            a.get(2)?.clone(),
-            IValue::None,
-        ],
-    )
+    factory_via_aten(a, "aten::scalar_tensor", 1)
 }
 
 /// `prims::iota(length, *, start, step, dtype, device, requires_grad)`: `start + i * step`.
@@ -464,6 +454,88 @@ fn cbrt(a: &mut Args<'_>) -> R {
 }
 
 /// Register every alias; runs after the families that register the aten kernels.
+/// A factory primitive (`leading` arguments, then `dtype`, `device`[, `requires_grad`]) run as
+/// the aten factory `name` (same leading arguments, then `dtype, layout, device, pin_memory`).
+fn factory_via_aten(a: &Args<'_>, name: &str, leading: usize) -> R {
+    let mut values = (0..leading)
+        .map(|i| a.get(i).cloned())
+        .collect::<crate::Result<Vec<_>>>()?;
+    values.extend([
+        a.get(leading)?.clone(),
+        IValue::None,
+        a.get(leading + 1)?.clone(),
+        IValue::None,
+    ]);
+    via_aten(a, name, values)
+}
+
+/// `prims::empty(shape, *, dtype, device, requires_grad)`: a new tensor (zeroed: PyTorch leaves
+/// its values unspecified).
+fn empty(a: &mut Args<'_>) -> R {
+    factory_via_aten(a, "aten::zeros", 1)
+}
+
+/// `prims::empty_strided(shape, strides, *, dtype, device, requires_grad)`.
+fn empty_strided(a: &mut Args<'_>) -> R {
+    factory_via_aten(a, "aten::empty_strided", 2)
+}
+
+/// `prims::empty_permuted(shape, physical_layout, *, dtype, device, requires_grad)`.
+fn empty_permuted(a: &mut Args<'_>) -> R {
+    factory_via_aten(a, "aten::empty_permuted", 2)
+}
+
+/// `prims::copy_strided(a, stride)`: a copy of `a` in new storage laid out with `stride`.
+fn copy_strided(a: &mut Args<'_>) -> R {
+    let x = a.tensor(0)?;
+    let stride = a.int_list(1)?;
+    if stride.len() != x.dim() {
+        return Err(value_err(format!(
+            "{}: {} strides for a {}-d tensor",
+            a.op,
+            stride.len(),
+            x.dim()
+        )));
+    }
+    let strides = stride
+        .iter()
+        .map(|&s| {
+            isize::try_from(s)
+                .ok()
+                .filter(|&s| s >= 0)
+                .ok_or_else(|| value_err(format!("{}: invalid stride {s}", a.op)))
+        })
+        .collect::<crate::Result<Vec<isize>>>()?;
+    // the storage a strided view of this shape reaches: 1 + sum((size - 1) * stride)
+    let extent = if x.numel() == 0 {
+        0
+    } else {
+        x.shape()
+            .iter()
+            .zip(&strides)
+            .try_fold(1usize, |acc, (&n, &s)| {
+                (n - 1)
+                    .checked_mul(s as usize)
+                    .and_then(|v| acc.checked_add(v))
+            })
+            .ok_or_else(|| value_err(format!("{}: strides overflow", a.op)))?
+    };
+    let out = Tensor::zeros(&[extent], x.dtype())?.as_strided(x.shape(), &strides, 0)?;
+    out.copy_from(&x)?;
+    Ok(out.into())
+}
+
+/// `prims::_make_token()`: the empty float tensor effectful ops thread through a graph.
+fn make_token(_: &mut Args<'_>) -> R {
+    Ok(Tensor::zeros(&[0], DType::Float32)?.into())
+}
+
+/// `prims::_sink_tokens(tokens)`: consumes the tokens.
+fn sink_tokens(a: &mut Args<'_>) -> R {
+    a.tensor_list(0)?;
+    Ok(IValue::None)
+}
+
 pub(crate) fn register(r: &mut Registry) {
     for &(prim, aten) in SAME_AS_ATEN {
         r.alias(prim, aten);
@@ -490,4 +562,10 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("prims::copy_to", copy_to);
     r.add("prims::device_put", device_put);
     r.add("prims::cbrt", cbrt);
+    r.add("prims::empty", empty);
+    r.add("prims::empty_strided", empty_strided);
+    r.add("prims::empty_permuted", empty_permuted);
+    r.add("prims::copy_strided", copy_strided);
+    r.add("prims::_make_token", make_token);
+    r.add("prims::_sink_tokens", sink_tokens);
 }

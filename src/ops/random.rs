@@ -785,6 +785,44 @@ fn random_<const FROM: bool>(args: &mut Args<'_>) -> R {
     Ok(IValue::Tensor(x))
 }
 
+/// `random_(self)` without bounds: PyTorch's `uniform_int_distribution<T>` of the dtype, one
+/// 64-bit draw for int64 and double, one 32-bit draw otherwise, reduced modulo the dtype's range
+/// (`[0, max]` for integers, `[0, 2^digits]` for floats, the low bit for bool).
+fn random_default_(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    check_generator(args, 1)?;
+    let dtype = x.dtype();
+    // (draws 64 bits, modulus)
+    let (wide, modulus): (bool, u64) = match dtype {
+        DType::Bool => (false, 2),
+        DType::UInt8 => (false, 1 << 8),
+        DType::Int8 => (false, 1 << 7),
+        DType::Int16 => (false, 1 << 15),
+        DType::Int32 => (false, 1 << 31),
+        DType::Int64 => (true, 1 << 63),
+        DType::BFloat16 => (false, (1 << 8) + 1),
+        DType::Float16 => (false, (1 << 11) + 1),
+        DType::Float32 => (false, (1 << 24) + 1),
+        DType::Float64 => (true, (1 << 53) + 1),
+        other => return Err(unsupported(format!("{}: random_ of {other}", args.op))),
+    };
+    let mut g = args.ctx.generator.lock();
+    let vals: Vec<i64> = (0..x.numel())
+        .map(|_| {
+            let bits = if wide {
+                g.random_u64()
+            } else {
+                g.random_u32() as u64
+            };
+            // (bool takes the low bit: `val & 1`, the same as modulo 2)
+            (bits % modulus) as i64
+        })
+        .collect();
+    drop(g);
+    x.copy_from(&Tensor::from_vec(vals, x.shape())?)?;
+    Ok(IValue::Tensor(x))
+}
+
 /// `bernoulli(p)` draws: not bit-identical to PyTorch (its CPU path uses MKL's generator).
 /// Where `bernoulli` reads its probabilities: the input itself, a float, a tensor.
 const PROBS_SELF: u8 = 0;
@@ -909,4 +947,9 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::geometric", |a| on_fresh_copy(a, geometric_));
     r.add("aten::random.from", |a| on_fresh_copy(a, random_::<true>));
     r.add("aten::random.to", |a| on_fresh_copy(a, random_::<false>));
+    r.add("aten::random_", random_default_);
+    r.add("aten::random", |a| on_fresh_copy(a, random_default_));
+    // the initializers torch.nn.init runs under no_grad: the in-place draws themselves
+    r.add("aten::_no_grad_uniform_", uniform_);
+    r.add("aten::_no_grad_normal_", normal_);
 }

@@ -3,8 +3,9 @@
 
 use super::kernels::map::map_binary;
 use super::kernels::operand::{common_dtype, Operand};
-use super::kernels::value_err;
+use super::kernels::reduce::ReducePlan;
 use super::kernels::via_f64::{t, vals};
+use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
@@ -203,6 +204,18 @@ pub(super) fn functional_assert_async(args: &mut Args<'_>) -> R {
     assert_async(args)?;
     t(args.tensor(2)?)
 }
+/// `_functional_assert_scalar(self, assert_msg, dep_token)`: `self` must be true (nonzero),
+/// then a copy of the token.
+pub(super) fn functional_assert_scalar(args: &mut Args<'_>) -> R {
+    if args.scalar(0)?.to_c64() == num_complex::Complex64::new(0.0, 0.0) {
+        return Err(crate::error::RuntimeError::Exception {
+            kind: "RuntimeError".into(),
+            message: args.str(1)?.to_string(),
+        }
+        .into());
+    }
+    t(args.tensor(2)?.deep_clone()?)
+}
 /// `_make_dep_token(...)`: a 0-d tensor that orders functionalized assertions.
 pub(super) fn make_dep_token(_args: &mut Args<'_>) -> R {
     t(Tensor::zeros(&[], DType::Float32)?)
@@ -244,6 +257,75 @@ pub(super) fn assert_tensor_metadata(args: &mut Args<'_>) -> R {
     Ok(IValue::None)
 }
 
+/// `hash_tensor(self, dim, *, keepdim, mode)`: mode 0 XORs the 64-bit patterns of the elements
+/// over `dim` (all dims for `[]`), floats widened to double and integers sign-extended to int64
+/// first, into a uint64 tensor.
+pub(super) fn hash_tensor(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let dims = args.int_list(1)?;
+    let keepdim = args.bool(2)?;
+    let mode = args.int(3)?;
+    if mode != 0 {
+        return Err(value_err(format!("{}: unknown hash mode {mode}", args.op)));
+    }
+    if dims.is_empty() && x.numel() == 0 {
+        return Err(value_err(
+            "hash_tensor: Expected reduction dim to be specified for input.numel() == 0. \
+             Specify the reduction dim with the 'dim' argument.",
+        ));
+    }
+    let dims = (!dims.is_empty()).then_some(dims.as_slice());
+    let reduced = super::kernels::reduce::reduce_dims(dims, x.dim())?;
+    if let Some(d) = (0..x.dim()).find(|&d| reduced[d] && x.shape()[d] == 0) {
+        return Err(crate::ops::kernels::index_err(format!(
+            "hash_tensor: Expected reduction dim {d} to have non-zero size."
+        )));
+    }
+    let dtype = x.dtype();
+    if dtype.is_floating_point() {
+        let plan = ReducePlan::new(&x.to_dtype(DType::Float64)?, dims, keepdim)?;
+        t(plan.rows::<f64, u64, _>(|row| row.iter().fold(0u64, |h, v| h ^ v.to_bits()))?)
+    } else if dtype.is_integral(true) {
+        let plan = ReducePlan::new(&x.to_dtype(DType::Int64)?, dims, keepdim)?;
+        t(plan.rows::<i64, u64, _>(|row| row.iter().fold(0u64, |h, &v| h ^ v as u64))?)
+    } else {
+        Err(unsupported(format!("{}: hash_tensor of {dtype}", args.op)))
+    }
+}
+
+/// c10's `is_channels_last_strides_2d` / `_3d` test: walking the dims in channels-last order
+/// (C, then the spatial dims innermost-first, then N), each stride is at least the extent of the
+/// previous dim; ambiguous layouts (a zero channel stride, N equal to C's stride) count as
+/// contiguous.
+fn strides_like_channels_last(sizes: &[usize], strides: &[isize], order: &[usize]) -> bool {
+    if strides[1] == 0 {
+        return false;
+    }
+    let mut min = 0isize;
+    for &d in order {
+        if sizes[d] == 0 || strides[d] < min || (d == 0 && min == strides[1]) {
+            return false;
+        }
+        min = strides[d];
+        if sizes[d] > 1 {
+            min = min.saturating_mul(sizes[d] as isize);
+        }
+    }
+    true
+}
+/// `is_strides_like_format(self, memory_format)`: whether the strides are channels-last (2 for
+/// 4-d tensors, 3 for 5-d ones); false for every other format, as c10's default answers.
+pub(super) fn is_strides_like_format(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    // MemoryFormat codes: Contiguous 0, Preserve 1, ChannelsLast 2, ChannelsLast3d 3
+    let like = match (args.int(1)?, x.dim()) {
+        (2, 4) => strides_like_channels_last(x.shape(), x.strides(), &[1, 3, 2, 0]),
+        (3, 5) => strides_like_channels_last(x.shape(), x.strides(), &[1, 4, 3, 2, 0]),
+        _ => false,
+    };
+    Ok(IValue::Bool(like))
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::element_size", element_size);
     r.add_all(
@@ -251,6 +333,9 @@ pub(crate) fn register(r: &mut Registry) {
             "aten::_is_zerotensor",
             "aten::cudnn_is_acceptable",
             "aten::is_pinned",
+            // tensors are never distributed, and there is no autograd to retain gradients
+            "aten::is_distributed",
+            "aten::retains_grad",
         ],
         no_tensor_feature,
     );
@@ -283,6 +368,9 @@ pub(crate) fn register(r: &mut Registry) {
         functional_assert_async,
     );
     r.add("aten::_make_dep_token", make_dep_token);
+    r.add("aten::hash_tensor", hash_tensor);
+    r.add("aten::is_strides_like_format", is_strides_like_format);
+    r.add("aten::_functional_assert_scalar", functional_assert_scalar);
     r.add_all(
         &[
             "aten::_functional_sym_constrain_range",

@@ -18,6 +18,33 @@ pub fn fmt_double(d: f64) -> String {
     fmt_g(d, 17)
 }
 
+/// C's `%.{precision}e` (Python's `f"{v:.{p}e}"`): `1.5000e+00`, at least two exponent digits;
+/// `inf`, `-inf`, `nan`.
+pub fn fmt_e(d: f64, precision: usize) -> String {
+    if !d.is_finite() {
+        return fmt_nonfinite(d);
+    }
+    let s = format!("{d:.precision$e}");
+    match s.split_once('e') {
+        Some((m, e)) => {
+            let e: i32 = e.parse().unwrap_or(0);
+            format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
+        }
+        None => s,
+    }
+}
+
+/// `inf`, `-inf` or `nan`, as C and Python print a non-finite number.
+pub fn fmt_nonfinite(d: f64) -> String {
+    if d.is_nan() {
+        "nan".into()
+    } else if d > 0.0 {
+        "inf".into()
+    } else {
+        "-inf".into()
+    }
+}
+
 /// C's `%.{precision}g` (what `std::ostream << double` does at that precision).
 pub fn fmt_g(d: f64, precision: usize) -> String {
     if d.is_nan() {
@@ -172,23 +199,10 @@ pub fn tensor_repr(t: &Tensor) -> String {
         if !floating {
             return format!("{}", v as i64);
         }
-        if v.is_nan() {
-            "nan".into()
-        } else if v.is_infinite() {
-            if v > 0.0 {
-                "inf".into()
-            } else {
-                "-inf".into()
-            }
+        if !v.is_finite() {
+            fmt_nonfinite(v)
         } else if sci {
-            let s = format!("{v:.4e}");
-            match s.split_once('e') {
-                Some((m, e)) => {
-                    let e: i32 = e.parse().unwrap_or(0);
-                    format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
-                }
-                None => s,
-            }
+            fmt_e(v, 4)
         } else if all_int {
             format!("{}.", v as i64)
         } else {

@@ -48,6 +48,7 @@ mod ops_prims;
 mod ops_quantized;
 mod ops_reduce;
 mod ops_rowwise;
+mod ops_runtime_coverage;
 mod ops_scalar;
 mod ops_shape;
 mod ops_statistics;

@@ -160,6 +160,7 @@ pub(super) fn register(r: &mut Registry) {
         "aten::Complex",
         &[
             "Scalar",
+            "Tensor_Tensor",
             "Tensor_bool",
             "Tensor_float",
             "Tensor_int",

@@ -298,15 +298,18 @@ pub(super) fn reverse(a: &mut Args) -> R {
     Ok(IValue::None)
 }
 pub(super) fn sort_values(items: &mut [IValue], reverse: bool) -> crate::Result<()> {
+    sort_by_order(items, reverse, order)
+}
+/// Sorts by `order` (reversed for `reverse`); the first comparison error is the result.
+fn sort_by_order(
+    items: &mut [IValue],
+    reverse: bool,
+    order: impl Fn(&IValue, &IValue) -> crate::Result<Ordering>,
+) -> crate::Result<()> {
     let mut failure = None;
     items.sort_by(|x, y| match order(x, y) {
-        Ok(o) => {
-            if reverse {
-                o.reverse()
-            } else {
-                o
-            }
-        }
+        Ok(o) if reverse => o.reverse(),
+        Ok(o) => o,
         Err(e) => {
             failure.get_or_insert(e);
             Ordering::Equal
@@ -325,6 +328,83 @@ pub(super) fn sorted(a: &mut Args) -> R {
     let mut items = l.to_vec();
     sort_values(&mut items, false)?;
     Ok(IValue::List(List::new(l.elem_type().clone(), items)))
+}
+/// The order of two one-element tensors by value (`a.lt(b)` in PyTorch's list sort, which
+/// needs the comparison to be a single bool).
+fn tensor_order(x: &IValue, y: &IValue) -> crate::Result<Ordering> {
+    let value = |v: &IValue| -> crate::Result<f64> {
+        match v {
+            IValue::Tensor(t) => match t.item()? {
+                Scalar::Complex(_) => Err(err("sort: complex tensors have no order")),
+                s => Ok(s.to_f64()),
+            },
+            other => Err(err(format!(
+                "sort: expected a tensor, got {}",
+                other.kind_name()
+            ))),
+        }
+    };
+    Ok(value(x)?.partial_cmp(&value(y)?).unwrap_or(Ordering::Equal))
+}
+fn sort_tensors(items: &mut [IValue], reverse: bool) -> crate::Result<()> {
+    sort_by_order(items, reverse, tensor_order)
+}
+/// `sort.Tensor(Tensor[] self, bool reverse)`: in place.
+pub(super) fn sort_tensor_list(a: &mut Args) -> R {
+    let l = a.list(0)?;
+    sort_tensors(&mut l.items_mut(), a.bool(1)?)?;
+    Ok(IValue::None)
+}
+/// `sorted.Tensor(Tensor[] input)`: a sorted copy.
+pub(super) fn sorted_tensor_list(a: &mut Args) -> R {
+    let l = a.list(0)?;
+    let mut items = l.to_vec();
+    sort_tensors(&mut items, false)?;
+    Ok(IValue::List(List::new(l.elem_type().clone(), items)))
+}
+/// `mul_.t(l, n)`: the list repeated `n` times, in place (`l *= n`; empty for `n <= 0`).
+pub(super) fn repeat_list_inplace(a: &mut Args) -> R {
+    let l = a.list(0)?;
+    let n = usize::try_from(a.int(1)?).unwrap_or(0);
+    {
+        let mut items = l.items_mut();
+        let len = items.len();
+        let total = len.saturating_mul(n);
+        crate::tensor::budget::check_alloc(total.saturating_mul(std::mem::size_of::<IValue>()))?;
+        let copy = items.clone();
+        items.clear();
+        items.reserve(total);
+        for _ in 0..n {
+            items.extend(copy.iter().cloned());
+        }
+    }
+    Ok(IValue::List(l))
+}
+/// `_size_if_not_equal(self_size, other_size)`: None when equal, else `self_size`.
+pub(super) fn size_if_not_equal(a: &mut Args) -> R {
+    let (s, o) = (a.int_list(0)?, a.int_list(1)?);
+    if s == o {
+        Ok(IValue::None)
+    } else {
+        Ok(int_list(s))
+    }
+}
+fn int_list(v: Vec<i64>) -> IValue {
+    IValue::List(List::new(
+        Type::Int,
+        v.into_iter().map(IValue::Int).collect(),
+    ))
+}
+/// `broadcast_shapes(a, b)`: the shape both broadcast to.
+pub(super) fn broadcast_two_shapes(a: &mut Args) -> R {
+    let dims = |i: usize| -> crate::Result<Vec<usize>> {
+        a.int_list(i)?
+            .into_iter()
+            .map(|d| usize::try_from(d).map_err(|_| err(format!("negative size {d}"))))
+            .collect()
+    };
+    let shape = crate::tensor::broadcast_shapes(&dims(0)?, &dims(1)?)?;
+    Ok(int_list(shape.into_iter().map(|d| d as i64).collect()))
 }
 pub(super) fn contains(a: &mut Args) -> R {
     match a.get(0)? {
@@ -478,4 +558,11 @@ pub(super) fn register(r: &mut Registry) {
     r.add("aten::__range_length", range_length);
     r.add("aten::__derive_index", derive_index);
     r.add("prim::rangelist", rangelist);
+    r.add("aten::sort.Tensor", sort_tensor_list);
+    r.add("aten::sorted.Tensor", sorted_tensor_list);
+    r.add("aten::mul_.t", repeat_list_inplace);
+    r.add("aten::_size_if_not_equal", size_if_not_equal);
+    r.add("aten::broadcast_shapes", broadcast_two_shapes);
+    // `Size(sizes)`: torch.Size of a list is the list
+    r.add("aten::Size", copy);
 }

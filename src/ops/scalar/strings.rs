@@ -1,6 +1,7 @@
 //! Strings: the `str` methods TorchScript supports, formatting and `str(v)`.
 
 use super::*;
+use crate::values::format::{fmt_e, fmt_nonfinite};
 
 /// `(self[start:end], substr)` for the `str` methods taking `substr, start=0, end=-1`.
 pub(super) fn str_range(a: &Args) -> crate::Result<(String, String)> {
@@ -428,10 +429,105 @@ pub(super) fn format(a: &mut Args) -> R {
     Ok(IValue::str(out))
 }
 
+/// One `%<key>` of `percentFormat` (TorchScript's `addFormattedArg`): numbers print as float32
+/// for `%e` / `%f`, `%d` truncates floats to a C int.
+fn percent_arg(key: char, v: &IValue, out: &mut String) -> crate::Result<()> {
+    let number = |v: &IValue| -> crate::Result<f64> {
+        match v {
+            IValue::Int(i) => Ok(*i as f64),
+            IValue::Double(d) => Ok(*d),
+            other => Err(err(format!(
+                "%{key} requires a number for formatting, but got {}",
+                other.kind_name()
+            ))),
+        }
+    };
+    match key {
+        'd' | 'i' => match v {
+            IValue::Int(i) => out.push_str(&i.to_string()),
+            other => out.push_str(&(number(other)? as i32).to_string()),
+        },
+        // C++ `std::scientific`: 6 digits, at least two exponent digits
+        'e' | 'E' => {
+            let s = fmt_e(f64::from(number(v)? as f32), 6);
+            out.push_str(&if key == 'E' { s.to_uppercase() } else { s });
+        }
+        'f' | 'F' => {
+            let x = number(v)? as f32;
+            if x.is_finite() {
+                out.push_str(&format!("{:.6}", f64::from(x)));
+            } else {
+                out.push_str(&fmt_nonfinite(f64::from(x)));
+            }
+        }
+        'c' => match v {
+            IValue::Int(i) => out.push(char::from(*i as u8)),
+            IValue::String(s) if s.len() == 1 => out.push_str(s),
+            other => {
+                return Err(err(format!(
+                    "%c requires an int or char for formatting, but got {}",
+                    other.kind_name()
+                )))
+            }
+        },
+        's' => match v {
+            IValue::String(s) => out.push_str(s),
+            other => out.push_str(&python_str(other)),
+        },
+        other => {
+            return Err(err(format!(
+                "The specifier %{other} is not supported in TorchScript format strings"
+            )))
+        }
+    }
+    Ok(())
+}
+/// `percentFormat(fmt, args)`: Python's `fmt % args` (one value or a tuple of them) with the
+/// specifiers TorchScript supports (`%d %i %e %E %f %F %c %s %%`, no flags or widths).
+pub(super) fn percent_format(a: &mut Args) -> R {
+    let fmt = a.str(0)?;
+    let arg = a.get(1)?.clone();
+    let args: Vec<IValue> = match &arg {
+        IValue::Tuple(t) => t.items().to_vec(),
+        v => vec![v.clone()],
+    };
+    let mut out = String::new();
+    let mut used = 0;
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let key = chars
+            .next()
+            .ok_or_else(|| err("Incomplete format specifier"))?;
+        if key == '%' {
+            out.push('%');
+            continue;
+        }
+        let v = args
+            .get(used)
+            .ok_or_else(|| err("Too few arguments for format string"))?;
+        percent_arg(key, v, &mut out)?;
+        used += 1;
+    }
+    if used != args.len() {
+        return Err(err("Too many arguments for format string"));
+    }
+    Ok(IValue::str(out))
+}
+
 /// String methods and builtins.
 pub(super) fn register(r: &mut Registry) {
     r.add("aten::str", to_str);
     r.add("aten::format", format);
+    r.add("aten::percentFormat", percent_format);
+    // `_print(s)`: the string and a newline on stdout, as ATen's `_print`
+    r.add("aten::_print", |a| {
+        println!("{}", a.str(0)?);
+        Ok(IValue::None)
+    });
     r.add("aten::join", join);
     r.add("aten::split.str", split);
     r.add("aten::rsplit", rsplit);

@@ -1,0 +1,200 @@
+//! `aten::` operators that TorchScript's runtime registers itself rather than ATen
+//! (torch/csrc/jit/runtime/register_prim_ops*.cpp, register_special_ops.cpp): the batch-norm
+//! reshapes `_ncf_unsqueeze` / `_ncf_view`, `_pack_sequence`, the sublist form of `einsum`,
+//! `_tensor_to_list`; and the composite tensor-list utilities scripted code calls
+//! (`flatten_dense_tensors` / `unflatten_dense_tensors`, `to_dense` of a dense tensor).
+
+use super::kernels::value_err;
+use super::prims::via_aten;
+use super::{Args, Registry};
+use crate::tensor::DType;
+use crate::values::{IValue, List, Type};
+
+type R = crate::Result<IValue>;
+
+fn int_list(v: impl IntoIterator<Item = i64>) -> IValue {
+    IValue::List(List::new(
+        Type::Int,
+        v.into_iter().map(IValue::Int).collect(),
+    ))
+}
+
+/// `_ncf_unsqueeze(self, ndim)`: a 1-d tensor of C values reshaped to `[1, C, 1, ...]` (`ndim`
+/// dims), to broadcast per-channel statistics.
+fn ncf_unsqueeze(a: &mut Args<'_>) -> R {
+    let x = a.tensor(0)?;
+    let ndim = usize::try_from(a.int(1)?)
+        .ok()
+        .filter(|&n| n >= 2)
+        .ok_or_else(|| value_err(format!("{}: ndim must be at least 2", a.op)))?;
+    if x.dim() != 1 {
+        return Err(value_err(format!(
+            "{}: expected a 1-d tensor, got {}-d",
+            a.op,
+            x.dim()
+        )));
+    }
+    let mut sizes = vec![1i64; ndim];
+    sizes[1] = x.shape()[0] as i64;
+    via_aten(a, "aten::reshape", vec![x.into(), int_list(sizes)])
+}
+
+/// `_ncf_view(self, input_shape, normalized_ndim)`: `self` reshaped to `input_shape`'s leading
+/// dims followed by `normalized_ndim` ones.
+fn ncf_view(a: &mut Args<'_>) -> R {
+    let input_shape = a.int_list(1)?;
+    let normalized = usize::try_from(a.int(2)?)
+        .ok()
+        .filter(|&n| n <= input_shape.len())
+        .ok_or_else(|| value_err(format!("{}: invalid normalized_ndim", a.op)))?;
+    let kept = input_shape.len() - normalized;
+    let sizes = input_shape[..kept]
+        .iter()
+        .copied()
+        .chain(std::iter::repeat_n(1, normalized));
+    via_aten(a, "aten::reshape", vec![a.get(0)?.clone(), int_list(sizes)])
+}
+
+/// `_pack_sequence(output, batch_sizes, sorted_indices, unsorted_indices)`: the PackedSequence
+/// fields, as given.
+fn pack_sequence(a: &mut Args<'_>) -> R {
+    let fields = vec![
+        a.tensor(0)?.into(),
+        a.tensor(1)?.into(),
+        a.opt_tensor(2)?.map_or(IValue::None, IValue::Tensor),
+        a.opt_tensor(3)?.map_or(IValue::None, IValue::Tensor),
+    ];
+    Ok(IValue::tuple(fields))
+}
+
+/// `einsum.sublist(a, sublist_a, b, sublist_b, ..., [sublist_out])`: `einsum` of the equation
+/// the sublists spell (subscripts 0-25 are `A`-`Z`, 26-51 `a`-`z`).
+fn einsum_sublist(a: &mut Args<'_>) -> R {
+    let n = a.len();
+    if n < 2 {
+        return Err(value_err(
+            "einsum(): must specify at least one operand and its subscripts list",
+        ));
+    }
+    let spell = |i: usize| -> crate::Result<String> {
+        a.int_list(i)?
+            .iter()
+            .enumerate()
+            .map(|(k, &s)| match s {
+                0..=25 => Ok(char::from(b'A' + s as u8)),
+                26..=51 => Ok(char::from(b'a' + (s - 26) as u8)),
+                _ => Err(value_err(format!(
+                    "einsum(): expected subscript {k} in argument {i} to be within the range \
+                     [0, 52), but got {s}"
+                ))),
+            })
+            .collect()
+    };
+    let mut inputs = Vec::new();
+    let mut operands = Vec::new();
+    let mut i = 0;
+    while i + 1 < n {
+        operands.push(IValue::Tensor(a.tensor(i)?));
+        inputs.push(spell(i + 1)?);
+        i += 2;
+    }
+    let mut equation = inputs.join(",");
+    if n % 2 == 1 {
+        equation.push_str("->");
+        equation.push_str(&spell(n - 1)?);
+    }
+    via_aten(
+        a,
+        "aten::einsum",
+        vec![
+            IValue::String(equation.into()),
+            IValue::List(List::new(Type::Tensor, operands)),
+            IValue::None,
+        ],
+    )
+}
+
+/// `_tensor_to_list(self)`: the int32 elements of a 1-d tensor as ints.
+fn tensor_to_list(a: &mut Args<'_>) -> R {
+    let x = a.tensor(0)?;
+    if x.dtype() != DType::Int32 {
+        return Err(value_err(format!(
+            "expected scalar type Int but found {}",
+            x.dtype()
+        )));
+    }
+    if x.dim() != 1 {
+        return Err(value_err(format!(
+            "{}: expected a 1-d tensor, got {}-d",
+            a.op,
+            x.dim()
+        )));
+    }
+    Ok(int_list(x.to_vec::<i32>()?.into_iter().map(i64::from)))
+}
+
+/// `flatten_dense_tensors(tensors)`: every tensor flattened, concatenated.
+fn flatten_dense_tensors(a: &mut Args<'_>) -> R {
+    let tensors = a.tensor_list(0)?;
+    if tensors.is_empty() {
+        return Ok(crate::tensor::Tensor::zeros(&[0], DType::Float32)?.into());
+    }
+    let flat = tensors
+        .into_iter()
+        .map(|t| {
+            let n = t.numel() as i64;
+            via_aten(a, "aten::reshape", vec![t.into(), int_list([n])])
+        })
+        .collect::<crate::Result<Vec<_>>>()?;
+    via_aten(
+        a,
+        "aten::cat",
+        vec![IValue::List(List::new(Type::Tensor, flat)), IValue::Int(0)],
+    )
+}
+
+/// `unflatten_dense_tensors(flat, tensors)`: consecutive pieces of `flat`, each viewed with the
+/// shape of the matching tensor.
+fn unflatten_dense_tensors(a: &mut Args<'_>) -> R {
+    let flat = a.tensor(0)?;
+    let shapes = a.tensor_list(1)?;
+    let mut offset = 0i64;
+    let mut out = Vec::with_capacity(shapes.len());
+    for t in shapes {
+        let n = t.numel() as i64;
+        let piece = via_aten(
+            a,
+            "aten::narrow",
+            vec![
+                flat.clone().into(),
+                IValue::Int(0),
+                IValue::Int(offset),
+                IValue::Int(n),
+            ],
+        )?;
+        let dims = t.shape().iter().map(|&d| d as i64);
+        out.push(via_aten(a, "aten::view", vec![piece, int_list(dims)])?);
+        offset += n;
+    }
+    Ok(IValue::List(List::new(Type::Tensor, out)))
+}
+
+/// `to_dense(self, dtype, *, masked_grad)` of a dense tensor: itself, converted to `dtype`.
+fn to_dense(a: &mut Args<'_>) -> R {
+    let x = a.tensor(0)?;
+    match a.opt_dtype(1)? {
+        Some(d) => Ok(x.to_dtype(d)?.into()),
+        None => Ok(x.into()),
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::_ncf_unsqueeze", ncf_unsqueeze);
+    r.add("aten::_ncf_view", ncf_view);
+    r.add("aten::_pack_sequence", pack_sequence);
+    r.add("aten::einsum.sublist", einsum_sublist);
+    r.add("aten::_tensor_to_list", tensor_to_list);
+    r.add("aten::flatten_dense_tensors", flatten_dense_tensors);
+    r.add("aten::unflatten_dense_tensors", unflatten_dense_tensors);
+    r.add("aten::to_dense", to_dense);
+}
