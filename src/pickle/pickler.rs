@@ -378,7 +378,8 @@ impl Pickler {
 
     /// `_rebuild_qtensor`'s quantizer tuple, as PyTorch writes it:
     /// `(torch.per_tensor_affine, scale, zero_point)` or
-    /// `(torch.per_channel_affine, scales (float64), zero_points (int64), axis)`.
+    /// `(torch.per_channel_affine, scales (float64), zero_points (int64), axis)` or
+    /// `(torch.per_channel_affine_float_qparams, scales (float32), zero_points (float32), axis)`.
     fn quantizer_params(&mut self, q: &Quantizer) -> Result<()> {
         self.out.push(b'(');
         self.global("torch", q.qscheme_name());
@@ -388,6 +389,19 @@ impl Pickler {
                 self.int(*zero_point);
             }
             Quantizer::PerChannelAffine {
+                scales,
+                zero_points,
+                axis,
+            } => {
+                let s = Tensor::from_slice(scales, &[scales.len()])
+                    .map_err(|e| PickleError::Unpicklable(e.to_string()))?;
+                let z = Tensor::from_slice(zero_points, &[zero_points.len()])
+                    .map_err(|e| PickleError::Unpicklable(e.to_string()))?;
+                self.tensor(&s)?;
+                self.tensor(&z)?;
+                self.int(*axis as i64);
+            }
+            Quantizer::PerChannelAffineFloatQParams {
                 scales,
                 zero_points,
                 axis,

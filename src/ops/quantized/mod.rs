@@ -47,7 +47,9 @@ fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
 pub(crate) fn per_tensor_params(op: &str, t: &Tensor) -> crate::Result<(f64, i64)> {
     match t.quantizer().map(|q| &**q) {
         Some(Quantizer::PerTensorAffine { scale, zero_point }) => Ok((*scale, *zero_point)),
-        Some(Quantizer::PerChannelAffine { .. }) => Err(unsupported(
+        Some(
+            Quantizer::PerChannelAffine { .. } | Quantizer::PerChannelAffineFloatQParams { .. },
+        ) => Err(unsupported(
             op,
             "per-channel quantized input (per-tensor expected)",
         )),

@@ -11,7 +11,6 @@ use crate::tensor::{DType, Quantizer, Tensor};
 use crate::values::types::Type;
 use crate::values::{IValue, List};
 use crate::Result;
-use std::sync::Arc;
 
 pub fn register(r: &mut Registry) {
     r.add("aten::quantize_per_tensor", quantize_per_tensor);
@@ -159,11 +158,77 @@ pub(crate) fn quantize_channels(
 
 fn quantize_per_channel(a: &mut Args<'_>) -> Result<IValue> {
     let x = a.tensor(0)?;
-    let scales = a.tensor(1)?.to_vec::<f64>()?;
-    let zps = a.tensor(2)?.to_vec::<i64>()?;
+    let zps_t = a.tensor(2)?;
     let axis = crate::tensor::wrap_dim(a.int(3)?, x.dim())?;
     let dtype = quantized_dtype(a.op, a.dtype(4)?)?;
+    if zps_t.dtype().is_floating_point() {
+        // float zero points make a per_channel_affine_float_qparams tensor (float32 parameters)
+        let scales = a.tensor(1)?.to_vec::<f32>()?;
+        let zps = zps_t.to_vec::<f32>()?;
+        return tensor_result(quantize_channels_float_qparams(
+            &x, &scales, &zps, axis, dtype,
+        )?);
+    }
+    let scales = a.tensor(1)?.to_vec::<f64>()?;
+    let zps = zps_t.to_vec::<i64>()?;
     tensor_result(quantize_channels(&x, &scales, &zps, axis, dtype)?)
+}
+
+/// ATen's `quantize_val_float_qparams` per channel of `axis`:
+/// `clamp(nearbyint(x * (1 / scale) + zero_point), qmin, qmax)` in float (inverse 1 for a zero
+/// scale).
+pub(crate) fn quantize_channels_float_qparams(
+    x: &Tensor,
+    scales: &[f32],
+    zero_points: &[f32],
+    axis: usize,
+    dtype: DType,
+) -> Result<Tensor> {
+    let op = "quantize_per_channel";
+    let range = dtype
+        .quantized_range()
+        .ok_or_else(|| unsupported(op, format!("{dtype} is not quantized")))?;
+    let shape = x.shape();
+    let channels = *shape
+        .get(axis)
+        .ok_or_else(|| unsupported(op, format!("axis {axis} of a {}-d tensor", x.dim())))?;
+    if scales.len() != channels || zero_points.len() != channels {
+        return Err(unsupported(
+            op,
+            "one scale and zero point per channel expected",
+        ));
+    }
+    let inner: usize = shape[axis + 1..].iter().product();
+    let inv: Vec<f32> = scales
+        .iter()
+        .map(|&s| if s == 0.0 { 1.0 } else { 1.0f32 / s })
+        .collect();
+    let (qmin, qmax) = (range.0 as f32, range.1 as f32);
+    let vals: Vec<i32> = x
+        .to_vec::<f32>()?
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let c = (i / inner.max(1)) % channels.max(1);
+            // lrintf of NaN is unspecified in C; x86 gives INT_MIN, clamped to qmin
+            let r = (v * inv[c] + zero_points[c]).round_ties_even();
+            if r.is_nan() {
+                range.0 as i32
+            } else {
+                r.clamp(qmin, qmax) as i32
+            }
+        })
+        .collect();
+    make_quantized(
+        &vals,
+        shape,
+        dtype,
+        Quantizer::PerChannelAffineFloatQParams {
+            scales: scales.into(),
+            zero_points: zero_points.into(),
+            axis,
+        },
+    )
 }
 
 /// ATen's `choose_qparams` as `quantize_per_tensor_dynamic` uses it (min/max including 0).
@@ -234,6 +299,23 @@ pub(crate) fn dequantize_tensor(t: &Tensor) -> Result<Tensor> {
                 })
                 .collect()
         }
+        Quantizer::PerChannelAffineFloatQParams {
+            scales,
+            zero_points,
+            axis,
+        } => {
+            // ATen's float-qparams dequantize: `(float(q) - zero_point) * scale`
+            let shape = t.shape();
+            let channels = shape.get(*axis).copied().unwrap_or(1).max(1);
+            let inner: usize = shape[(*axis + 1).min(shape.len())..].iter().product();
+            vals.iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let c = (i / inner.max(1)) % channels;
+                    (v as f32 - zero_points[c]) * scales[c]
+                })
+                .collect()
+        }
     };
     Ok(Tensor::from_vec(out, t.shape())?)
 }
@@ -277,29 +359,39 @@ fn q_zero_point(a: &mut Args<'_>) -> Result<IValue> {
     Ok(IValue::Int(super::per_tensor_params(a.op, &t)?.1))
 }
 
-/// A per-channel tensor's scales, zero points and axis.
-type ChannelParams = (Arc<[f64]>, Arc<[i64]>, usize);
-
-fn per_channel(a: &Args<'_>) -> Result<ChannelParams> {
+/// A per-channel tensor's scales, zero points (float32 for float qparams, else float64 and
+/// int64, as PyTorch's quantizers hold them) and axis.
+fn per_channel(a: &Args<'_>) -> Result<(Tensor, Tensor, usize)> {
     let t = arg_qtensor(a, 0)?;
     match t.quantizer().map(|q| &**q) {
         Some(Quantizer::PerChannelAffine {
             scales,
             zero_points,
             axis,
-        }) => Ok((scales.clone(), zero_points.clone(), *axis)),
+        }) => Ok((
+            Tensor::from_slice(scales, &[scales.len()])?,
+            Tensor::from_slice(zero_points, &[zero_points.len()])?,
+            *axis,
+        )),
+        Some(Quantizer::PerChannelAffineFloatQParams {
+            scales,
+            zero_points,
+            axis,
+        }) => Ok((
+            Tensor::from_slice(scales, &[scales.len()])?,
+            Tensor::from_slice(zero_points, &[zero_points.len()])?,
+            *axis,
+        )),
         _ => Err(unsupported(a.op, "expects a per-channel quantized tensor")),
     }
 }
 
 fn q_per_channel_scales(a: &mut Args<'_>) -> Result<IValue> {
-    let (s, _, _) = per_channel(a)?;
-    tensor_result(Tensor::from_slice(&s, &[s.len()])?)
+    tensor_result(per_channel(a)?.0)
 }
 
 fn q_per_channel_zero_points(a: &mut Args<'_>) -> Result<IValue> {
-    let (_, z, _) = per_channel(a)?;
-    tensor_result(Tensor::from_slice(&z, &[z.len()])?)
+    tensor_result(per_channel(a)?.1)
 }
 
 fn q_per_channel_axis(a: &mut Args<'_>) -> Result<IValue> {
