@@ -161,6 +161,9 @@ fn nbit_prepack(a: &mut Args<'_>, bits: usize, min_max_arg: Option<usize>) -> Re
 
 const SCALE_BIAS_BYTES: usize = 8;
 
+/// The columns fbgemm's vectorized 8-bit row quantizer handles per step.
+const AVX2_BLOCK: usize = 32;
+
 /// fbgemm's `FloatToFused8BitRowwiseQuantizedSBFloat`: per row `scale = (max - min) / 255`,
 /// `bias = min`, values `lrint((x - min) * (255 / (range + 1e-8)))`; leading dimensions kept.
 /// The row minimum and maximum are the row's own, or argument `min_max_arg`'s.
@@ -185,8 +188,16 @@ fn byte_prepack(a: &mut Args<'_>, min_max_arg: Option<usize>) -> Result<IValue> 
     {
         let range = hi - lo;
         let inv = 255.0f32 / (range + 1e-8);
-        for (d, &x) in dst.iter_mut().zip(row) {
-            *d = ((x - lo) * inv).round_ties_even().clamp(0.0, 255.0) as u8;
+        // values outside a given (min, max): fbgemm's AVX2 blocks of 32 columns saturate, its
+        // scalar tail stores `lrintf(..)` into a uint8 (wrapping modulo 256)
+        let blocked = cols - cols % AVX2_BLOCK;
+        for (c, (d, &x)) in dst.iter_mut().zip(row).enumerate() {
+            let q = ((x - lo) * inv).round_ties_even();
+            *d = if c < blocked {
+                q.clamp(0.0, 255.0) as u8
+            } else {
+                (q as i64).rem_euclid(256) as u8
+            };
         }
         dst[cols..cols + 4].copy_from_slice(&(range / 255.0).to_le_bytes());
         dst[cols + 4..].copy_from_slice(&lo.to_le_bytes());
