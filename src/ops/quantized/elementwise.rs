@@ -81,8 +81,14 @@ pub fn register(r: &mut Registry) {
     });
     r.add("quantized::matmul", matmul);
     r.add("quantized::softmax", softmax);
-    r.add("quantized::max_pool2d", qmax_pool2d);
-    r.add("quantized::max_pool1d", qmax_pool1d);
+    r.add_all(
+        &["quantized::max_pool2d", "aten::quantized_max_pool2d"],
+        qmax_pool2d,
+    );
+    r.add_all(
+        &["quantized::max_pool1d", "aten::quantized_max_pool1d"],
+        qmax_pool1d,
+    );
     for (i, (name, kernel)) in WRAPPED.into_iter().enumerate() {
         if let Some(k) = r.lookup(name, "") {
             // the registry is built once per process: a second build finds them set

@@ -28,6 +28,16 @@ pub fn register(r: &mut Registry) {
         quantize_per_tensor_dynamic,
     );
     r.add("aten::_make_per_tensor_quantized_tensor", make_per_tensor);
+    r.add("aten::_make_per_channel_quantized_tensor", make_per_channel);
+    r.add("aten::qscheme", qscheme);
+    r.add(
+        "quantization::_FloatToBfloat16Quantized",
+        float_to_bfloat16_quantized,
+    );
+    r.add(
+        "quantization::_Bfloat16QuantizedToFloat",
+        bfloat16_quantized_to_float,
+    );
     r.add_all(
         &["aten::dequantize.self", "aten::dequantize.tensor"],
         dequantize,
@@ -268,6 +278,101 @@ fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
             zero_point: a.int(2)?,
         },
     )?)
+}
+
+/// `_make_per_channel_quantized_tensor(self, scale, zero_point, axis)`: the integers of `self`
+/// under per-channel parameters (float zero points give float32 `float_qparams` ones, integer
+/// ones float64 scales and int64 zero points, as ATen's quantizer factory converts them).
+fn make_per_channel(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    if !matches!(x.dtype(), DType::UInt8 | DType::Int8 | DType::Int32) {
+        return Err(unsupported(
+            a.op,
+            format!("int8, uint8 or int32 input, got {}", x.dtype()),
+        ));
+    }
+    let (scales, zero_points) = (a.tensor(1)?, a.tensor(2)?);
+    if !scales.dtype().is_floating_point() {
+        return Err(unsupported(a.op, "scale tensor must be floating point"));
+    }
+    if scales.dim() != 1 || zero_points.dim() != 1 || scales.numel() != zero_points.numel() {
+        return Err(unsupported(
+            a.op,
+            "scales and zero points must be 1-d tensors of one length",
+        ));
+    }
+    let axis = crate::tensor::wrap_dim(a.int(3)?, x.dim())?;
+    let ints = x.contiguous()?.deep_clone()?;
+    let quantizer = if zero_points.dtype().is_floating_point() {
+        Quantizer::PerChannelAffineFloatQParams {
+            scales: scales.to_vec::<f32>()?.into(),
+            zero_points: zero_points.to_vec::<f32>()?.into(),
+            axis,
+        }
+    } else {
+        Quantizer::PerChannelAffine {
+            scales: scales.to_vec::<f64>()?.into(),
+            zero_points: zero_points.to_vec::<i64>()?.into(),
+            axis,
+        }
+    };
+    tensor_result(Tensor::quantized_from_ints(&ints, quantizer)?)
+}
+
+/// `Tensor.qscheme()`: the `QScheme` number TorchScript passes as an int.
+fn qscheme(a: &mut Args<'_>) -> Result<IValue> {
+    let t = arg_qtensor(a, 0)?;
+    let q = t
+        .quantizer()
+        .ok_or_else(|| unsupported(a.op, "not a quantized tensor"))?;
+    Ok(IValue::Int(q.qscheme_number()))
+}
+
+/// A 2-d tensor argument `i` of `dtype` (the bfloat16 row conversions).
+fn matrix_arg(a: &Args<'_>, i: usize, dtype: DType) -> Result<Tensor> {
+    let t = a.tensor(i)?;
+    if t.dim() != 2 {
+        return Err(unsupported(
+            a.op,
+            format!("Tensor 'input' must have 2 dimension(s). Found {}", t.dim()),
+        ));
+    }
+    if t.dtype() != dtype {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "expected scalar type {} but found {}",
+                dtype.c10_name(),
+                t.dtype().c10_name()
+            ),
+        ));
+    }
+    Ok(t)
+}
+
+/// `quantization::_FloatToBfloat16Quantized(input)`: fbgemm's `FloatToBfloat16_ref`, the float
+/// bits `(bits + 0x8000) >> 16` (ties away from zero), stored in a float16 tensor's storage.
+fn float_to_bfloat16_quantized(a: &mut Args<'_>) -> Result<IValue> {
+    let x = matrix_arg(a, 0, DType::Float32)?;
+    let halves: Vec<half::f16> = x
+        .to_vec::<f32>()?
+        .iter()
+        .map(|v| half::f16::from_bits((v.to_bits().wrapping_add(1 << 15) >> 16) as u16))
+        .collect();
+    tensor_result(Tensor::from_vec(halves, x.shape())?)
+}
+
+/// `quantization::_Bfloat16QuantizedToFloat(input)`: the float16 tensor's 16-bit patterns read
+/// as bfloat16 (`bits << 16`).
+fn bfloat16_quantized_to_float(a: &mut Args<'_>) -> Result<IValue> {
+    let x = matrix_arg(a, 0, DType::Float16)?;
+    // the raw 16-bit patterns (a converting read could quiet NaN payloads)
+    let floats: Vec<f32> = x
+        .to_ndarray::<half::f16>()?
+        .iter()
+        .map(|h| f32::from_bits((h.to_bits() as u32) << 16))
+        .collect();
+    tensor_result(Tensor::from_vec(floats, x.shape())?)
 }
 
 /// A quantized tensor's real values (float32).
