@@ -246,7 +246,7 @@ fn fused_rows(p: &EmbeddingParams) -> Result<FusedRows> {
     {
         bytes.extend_from_slice(row);
         bytes.extend_from_slice(&scale.to_le_bytes());
-        bytes.extend_from_slice(&(zp * scale * -1.0).to_le_bytes());
+        bytes.extend_from_slice(&(-(zp * scale)).to_le_bytes());
     }
     Ok(FusedRows {
         bytes,
