@@ -121,14 +121,15 @@ fn quantize_per_tensor_tensors(a: &mut Args<'_>) -> Result<IValue> {
     Ok(IValue::List(List::new(Type::Tensor, out)))
 }
 
-/// `x` quantized with a scale and zero point per index of `axis`.
-pub(crate) fn quantize_channels(
+/// The integers of `x` quantized per index of `axis`, after checking there is one of each of
+/// `params` (scale and zero point counts) per channel: `quantize(value, channel, range)`.
+fn quantize_by_channel(
     x: &Tensor,
-    scales: &[f64],
-    zero_points: &[i64],
+    params: (usize, usize),
     axis: usize,
     dtype: DType,
-) -> Result<Tensor> {
+    quantize: impl Fn(f32, usize, (i64, i64)) -> i32,
+) -> Result<Vec<i32>> {
     let op = "quantize_per_channel";
     let range = dtype
         .quantized_range()
@@ -137,26 +138,39 @@ pub(crate) fn quantize_channels(
     let channels = *shape
         .get(axis)
         .ok_or_else(|| unsupported(op, format!("axis {axis} of a {}-d tensor", x.dim())))?;
-    if scales.len() != channels || zero_points.len() != channels {
+    if params.0 != channels || params.1 != channels {
         return Err(unsupported(
             op,
             "one scale and zero point per channel expected",
         ));
     }
     let inner: usize = shape[axis + 1..].iter().product();
-    let inv: Vec<f32> = scales.iter().map(|&s| 1.0f32 / s as f32).collect();
-    let vals: Vec<i32> = x
-        .to_vec::<f32>()?
+    Ok(x.to_vec::<f32>()?
         .iter()
         .enumerate()
-        .map(|(i, &v)| {
-            let c = (i / inner.max(1)) % channels.max(1);
-            quantize_val(v, inv[c], zero_points[c], range)
-        })
-        .collect();
+        .map(|(i, &v)| quantize(v, (i / inner.max(1)) % channels.max(1), range))
+        .collect())
+}
+
+/// `x` quantized with a scale and zero point per index of `axis`.
+pub(crate) fn quantize_channels(
+    x: &Tensor,
+    scales: &[f64],
+    zero_points: &[i64],
+    axis: usize,
+    dtype: DType,
+) -> Result<Tensor> {
+    let inv: Vec<f32> = scales.iter().map(|&s| 1.0f32 / s as f32).collect();
+    let vals = quantize_by_channel(
+        x,
+        (scales.len(), zero_points.len()),
+        axis,
+        dtype,
+        |v, c, range| quantize_val(v, inv[c], zero_points[c], range),
+    )?;
     make_quantized(
         &vals,
-        shape,
+        x.shape(),
         dtype,
         Quantizer::PerChannelAffine {
             scales: scales.into(),
@@ -194,44 +208,28 @@ pub(crate) fn quantize_channels_float_qparams(
     axis: usize,
     dtype: DType,
 ) -> Result<Tensor> {
-    let op = "quantize_per_channel";
-    let range = dtype
-        .quantized_range()
-        .ok_or_else(|| unsupported(op, format!("{dtype} is not quantized")))?;
-    let shape = x.shape();
-    let channels = *shape
-        .get(axis)
-        .ok_or_else(|| unsupported(op, format!("axis {axis} of a {}-d tensor", x.dim())))?;
-    if scales.len() != channels || zero_points.len() != channels {
-        return Err(unsupported(
-            op,
-            "one scale and zero point per channel expected",
-        ));
-    }
-    let inner: usize = shape[axis + 1..].iter().product();
     let inv: Vec<f32> = scales
         .iter()
         .map(|&s| if s == 0.0 { 1.0 } else { 1.0f32 / s })
         .collect();
-    let (qmin, qmax) = (range.0 as f32, range.1 as f32);
-    let vals: Vec<i32> = x
-        .to_vec::<f32>()?
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let c = (i / inner.max(1)) % channels.max(1);
+    let vals = quantize_by_channel(
+        x,
+        (scales.len(), zero_points.len()),
+        axis,
+        dtype,
+        |v, c, range| {
             // lrintf of NaN is unspecified in C; x86 gives INT_MIN, clamped to qmin
             let r = (v * inv[c] + zero_points[c]).round_ties_even();
             if r.is_nan() {
                 range.0 as i32
             } else {
-                r.clamp(qmin, qmax) as i32
+                r.clamp(range.0 as f32, range.1 as f32) as i32
             }
-        })
-        .collect();
+        },
+    )?;
     make_quantized(
         &vals,
-        shape,
+        x.shape(),
         dtype,
         Quantizer::PerChannelAffineFloatQParams {
             scales: scales.into(),
