@@ -7,7 +7,7 @@ use super::{
     unsupported,
 };
 use crate::ops::{Args, Registry};
-use crate::tensor::{DType, Quantizer, Tensor};
+use crate::tensor::{DType, Element, Quantizer, Tensor};
 use crate::values::types::Type;
 use crate::values::{IValue, List};
 use crate::Result;
@@ -260,7 +260,8 @@ fn is_quantized(a: &mut Args<'_>) -> Result<IValue> {
     Ok(IValue::Bool(a.tensor(0)?.is_quantized()))
 }
 
-fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
+/// Argument 0 of the `_make_per_*_quantized_tensor` ops: int8, uint8 or int32 values.
+fn integer_arg(a: &Args<'_>) -> Result<Tensor> {
     let x = a.tensor(0)?;
     if !matches!(x.dtype(), DType::UInt8 | DType::Int8 | DType::Int32) {
         return Err(unsupported(
@@ -268,6 +269,11 @@ fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
             format!("int8, uint8 or int32 input, got {}", x.dtype()),
         ));
     }
+    Ok(x)
+}
+
+fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
+    let x = integer_arg(a)?;
     let ints = x.contiguous()?.deep_clone()?;
     tensor_result(Tensor::quantized_from_ints(
         &ints,
@@ -282,13 +288,7 @@ fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
 /// under per-channel parameters (float zero points give float32 `float_qparams` ones, integer
 /// ones float64 scales and int64 zero points, as ATen's quantizer factory converts them).
 fn make_per_channel(a: &mut Args<'_>) -> Result<IValue> {
-    let x = a.tensor(0)?;
-    if !matches!(x.dtype(), DType::UInt8 | DType::Int8 | DType::Int32) {
-        return Err(unsupported(
-            a.op,
-            format!("int8, uint8 or int32 input, got {}", x.dtype()),
-        ));
-    }
+    let x = integer_arg(a)?;
     let (scales, zero_points) = (a.tensor(1)?, a.tensor(2)?);
     if !scales.dtype().is_floating_point() {
         return Err(unsupported(a.op, "scale tensor must be floating point"));
@@ -373,6 +373,21 @@ fn bfloat16_quantized_to_float(a: &mut Args<'_>) -> Result<IValue> {
     tensor_result(Tensor::from_vec(floats, x.shape())?)
 }
 
+/// `real(q, channel)` of each of `vals` (row-major over `shape`), its channel along `axis`.
+fn by_channel(
+    shape: &[usize],
+    axis: usize,
+    vals: &[i32],
+    real: impl Fn(i32, usize) -> f32,
+) -> Vec<f32> {
+    let channels = shape.get(axis).copied().unwrap_or(1).max(1);
+    let inner: usize = shape[(axis + 1).min(shape.len())..].iter().product();
+    vals.iter()
+        .enumerate()
+        .map(|(i, &v)| real(v, (i / inner.max(1)) % channels))
+        .collect()
+}
+
 /// A quantized tensor's real values (float32).
 pub(crate) fn dequantize_tensor(t: &Tensor) -> Result<Tensor> {
     let q = t
@@ -390,35 +405,17 @@ pub(crate) fn dequantize_tensor(t: &Tensor) -> Result<Tensor> {
             scales,
             zero_points,
             axis,
-        } => {
-            let shape = t.shape();
-            let channels = shape.get(*axis).copied().unwrap_or(1).max(1);
-            let inner: usize = shape[(*axis + 1).min(shape.len())..].iter().product();
-            vals.iter()
-                .enumerate()
-                .map(|(i, &v)| {
-                    let c = (i / inner.max(1)) % channels;
-                    ((v as i64 - zero_points[c]) as f32) * scales[c] as f32
-                })
-                .collect()
-        }
+        } => by_channel(t.shape(), *axis, &vals, |v, c| {
+            ((v as i64 - zero_points[c]) as f32) * scales[c] as f32
+        }),
+        // ATen's float-qparams dequantize: `(float(q) - zero_point) * scale`
         Quantizer::PerChannelAffineFloatQParams {
             scales,
             zero_points,
             axis,
-        } => {
-            // ATen's float-qparams dequantize: `(float(q) - zero_point) * scale`
-            let shape = t.shape();
-            let channels = shape.get(*axis).copied().unwrap_or(1).max(1);
-            let inner: usize = shape[(*axis + 1).min(shape.len())..].iter().product();
-            vals.iter()
-                .enumerate()
-                .map(|(i, &v)| {
-                    let c = (i / inner.max(1)) % channels;
-                    (v as f32 - zero_points[c]) * scales[c]
-                })
-                .collect()
-        }
+        } => by_channel(t.shape(), *axis, &vals, |v, c| {
+            (v as f32 - zero_points[c]) * scales[c]
+        }),
     };
     Ok(Tensor::from_vec(out, t.shape())?)
 }
@@ -471,22 +468,26 @@ fn per_channel(a: &Args<'_>) -> Result<(Tensor, Tensor, usize)> {
             scales,
             zero_points,
             axis,
-        }) => Ok((
-            Tensor::from_slice(scales, &[scales.len()])?,
-            Tensor::from_slice(zero_points, &[zero_points.len()])?,
-            *axis,
-        )),
+        }) => channel_tensors(scales, zero_points, *axis),
         Some(Quantizer::PerChannelAffineFloatQParams {
             scales,
             zero_points,
             axis,
-        }) => Ok((
-            Tensor::from_slice(scales, &[scales.len()])?,
-            Tensor::from_slice(zero_points, &[zero_points.len()])?,
-            *axis,
-        )),
+        }) => channel_tensors(scales, zero_points, *axis),
         _ => Err(unsupported(a.op, "expects a per-channel quantized tensor")),
     }
+}
+
+fn channel_tensors<S: Element, Z: Element>(
+    scales: &[S],
+    zero_points: &[Z],
+    axis: usize,
+) -> Result<(Tensor, Tensor, usize)> {
+    Ok((
+        Tensor::from_slice(scales, &[scales.len()])?,
+        Tensor::from_slice(zero_points, &[zero_points.len()])?,
+        axis,
+    ))
 }
 
 fn q_per_channel_scales(a: &mut Args<'_>) -> Result<IValue> {
