@@ -395,9 +395,17 @@ fn bag_sums(op: &str, w: &FusedRows, bag: BagArgs) -> Result<Tensor> {
             ),
         ));
     }
-    if bag.pruned_weights || bag.compressed_indices_mapping.is_some() {
-        return Err(unsupported(op, "pruned weights are not supported"));
-    }
+    // pruned weights: each index goes through the mapping to a kept row, -1 dropping it (the
+    // mapping is ignored otherwise)
+    let mapping = if bag.pruned_weights {
+        let m = bag
+            .compressed_indices_mapping
+            .as_ref()
+            .ok_or_else(|| unsupported(op, "pruned weights need a compressed_indices_mapping"))?;
+        Some(m.to_vec::<i64>()?)
+    } else {
+        None
+    };
     let indices = indices_t.to_vec::<i64>()?;
     let mut offsets = if indices_t.dim() == 2 && !bag.is_embedding_op {
         if bag.offsets.is_some() {
@@ -447,10 +455,25 @@ fn bag_sums(op: &str, w: &FusedRows, bag: BagArgs) -> Result<Tensor> {
             return Err(unsupported(op, "offsets out of order or out of range"));
         }
         for k in start as usize..end as usize {
-            let idx = usize::try_from(indices[k])
+            let mut idx = indices[k];
+            if let Some(m) = &mapping {
+                idx = *usize::try_from(idx)
+                    .ok()
+                    .and_then(|i| m.get(i))
+                    .ok_or_else(|| {
+                        unsupported(
+                            op,
+                            format!("Index {k} is out of bounds: {idx}, range 0 to {}", m.len()),
+                        )
+                    })?;
+                if idx == -1 {
+                    continue;
+                }
+            }
+            let idx = usize::try_from(idx)
                 .ok()
                 .filter(|&i| i < rows)
-                .ok_or_else(|| unsupported(op, format!("index {} out of range", indices[k])))?;
+                .ok_or_else(|| unsupported(op, format!("index {idx} out of range")))?;
             let (vals, scale, bias) =
                 split_row(&w.bytes[idx * w.width..(idx + 1) * w.width], w.bits);
             let pw = weights.as_ref().map_or(1.0, |v| v[k]);
