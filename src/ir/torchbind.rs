@@ -29,6 +29,8 @@ pub fn method_signature(class: &str, name: &str) -> Option<Signature> {
             _ => return None,
         },
         ("LinearPackedParamsBase", "bias") => Type::Optional(Box::new(Type::Tensor)),
+        ("EmbeddingPackedParamsBase", "unpack") => Type::Tensor,
+        ("EmbeddingPackedParamsBase", "bit_rate" | "version") => Type::Int,
         _ => return None,
     };
     Some(Signature {

@@ -3,7 +3,7 @@
 //! `restore_type_tag`, tensors via `_rebuild_tensor_v2` and storage persistent ids).
 
 use super::PickleError;
-use crate::tensor::{DType, Quantizer, Storage, Tensor, TensorIdentity};
+use crate::tensor::{DType, Element, Quantizer, Storage, Tensor, TensorIdentity};
 use crate::values::types::Type;
 use crate::values::IValue;
 use std::collections::HashMap;
@@ -378,7 +378,8 @@ impl Pickler {
 
     /// `_rebuild_qtensor`'s quantizer tuple, as PyTorch writes it:
     /// `(torch.per_tensor_affine, scale, zero_point)` or
-    /// `(torch.per_channel_affine, scales (float64), zero_points (int64), axis)`.
+    /// `(torch.per_channel_affine, scales (float64), zero_points (int64), axis)` or
+    /// `(torch.per_channel_affine_float_qparams, scales (float32), zero_points (float32), axis)`.
     fn quantizer_params(&mut self, q: &Quantizer) -> Result<()> {
         self.out.push(b'(');
         self.global("torch", q.qscheme_name());
@@ -391,17 +392,31 @@ impl Pickler {
                 scales,
                 zero_points,
                 axis,
-            } => {
-                let s = Tensor::from_slice(scales, &[scales.len()])
-                    .map_err(|e| PickleError::Unpicklable(e.to_string()))?;
-                let z = Tensor::from_slice(zero_points, &[zero_points.len()])
-                    .map_err(|e| PickleError::Unpicklable(e.to_string()))?;
-                self.tensor(&s)?;
-                self.tensor(&z)?;
-                self.int(*axis as i64);
-            }
+            } => self.channel_params(scales, zero_points, *axis)?,
+            Quantizer::PerChannelAffineFloatQParams {
+                scales,
+                zero_points,
+                axis,
+            } => self.channel_params(scales, zero_points, *axis)?,
         }
         self.out.push(b't');
+        Ok(())
+    }
+
+    /// A per-channel quantizer's `scales, zero_points, axis` (1-d tensors of their own types).
+    fn channel_params<S: Element, Z: Element>(
+        &mut self,
+        scales: &[S],
+        zero_points: &[Z],
+        axis: usize,
+    ) -> Result<()> {
+        let s = Tensor::from_slice(scales, &[scales.len()])
+            .map_err(|e| PickleError::Unpicklable(e.to_string()))?;
+        let z = Tensor::from_slice(zero_points, &[zero_points.len()])
+            .map_err(|e| PickleError::Unpicklable(e.to_string()))?;
+        self.tensor(&s)?;
+        self.tensor(&z)?;
+        self.int(axis as i64);
         Ok(())
     }
 

@@ -677,6 +677,9 @@ impl<'a> Unpickler<'a> {
             ("torch._utils", "_rebuild_qtensor") => Global::RebuildQTensor,
             ("torch", "per_tensor_affine") => Global::QScheme("per_tensor_affine"),
             ("torch", "per_channel_affine") => Global::QScheme("per_channel_affine"),
+            ("torch", "per_channel_affine_float_qparams") => {
+                Global::QScheme("per_channel_affine_float_qparams")
+            }
             ("torch.jit._pickle", "restore_type_tag") => Global::RestoreTypeTag,
             ("torch.jit._pickle", "build_intlist") => Global::BuildList(Type::Int),
             ("torch.jit._pickle", "build_doublelist") => Global::BuildList(Type::Float),
@@ -862,7 +865,7 @@ impl<'a> Unpickler<'a> {
 
     /// `_rebuild_qtensor(storage, offset, size, stride, quantizer_params, requires_grad,
     /// backward_hooks)` with `quantizer_params` `(torch.per_tensor_affine, scale, zero_point)`
-    /// or `(torch.per_channel_affine, scales, zero_points, axis)`.
+    /// or `(torch.per_channel_affine(_float_qparams), scales, zero_points, axis)`.
     fn rebuild_qtensor(&self, a: &[Item]) -> Result<Tensor> {
         let stored = self.rebuild_tensor(a)?;
         if !stored.dtype().is_quantized() {
@@ -903,11 +906,31 @@ impl<'a> Unpickler<'a> {
                     axis,
                 }
             }
+            (
+                Some(Item::Global(Global::QScheme("per_channel_affine_float_qparams"))),
+                Some(Item::Val(IValue::Tensor(scales))),
+                Some(Item::Val(IValue::Tensor(zero_points))),
+                Some(Item::Val(IValue::Int(axis))),
+            ) => {
+                let scales: Vec<f32> = scales
+                    .to_vec::<f32>()
+                    .map_err(|e| self.malformed(format!("per-channel scales: {e}")))?;
+                let zero_points: Vec<f32> = zero_points
+                    .to_vec::<f32>()
+                    .map_err(|e| self.malformed(format!("per-channel zero points: {e}")))?;
+                let axis = usize::try_from(*axis)
+                    .map_err(|_| self.malformed(format!("negative per-channel axis {axis}")))?;
+                Quantizer::PerChannelAffineFloatQParams {
+                    scales: scales.into(),
+                    zero_points: zero_points.into(),
+                    axis,
+                }
+            }
             _ => {
                 return Err(self.malformed(
                     "_rebuild_qtensor: quantizer parameters are neither per_tensor_affine \
-                     (scheme, scale, zero_point) nor per_channel_affine (scheme, scales, \
-                     zero_points, axis)",
+                     (scheme, scale, zero_point) nor per_channel_affine(_float_qparams) \
+                     (scheme, scales, zero_points, axis)",
                 ))
             }
         };

@@ -24,6 +24,16 @@ pub enum Quantizer {
         /// The channel dimension.
         axis: usize,
     },
+    /// `torch.per_channel_affine_float_qparams` (quantized embedding weights): a float32 scale
+    /// and a float32 zero point per index of `axis`, `real = (q - zero_point) * scale`.
+    PerChannelAffineFloatQParams {
+        /// The scale of each channel.
+        scales: Arc<[f32]>,
+        /// The (fractional) zero point of each channel.
+        zero_points: Arc<[f32]>,
+        /// The channel dimension.
+        axis: usize,
+    },
 }
 
 impl Quantizer {
@@ -32,29 +42,17 @@ impl Quantizer {
         match self {
             Quantizer::PerTensorAffine { .. } => "per_tensor_affine",
             Quantizer::PerChannelAffine { .. } => "per_channel_affine",
+            Quantizer::PerChannelAffineFloatQParams { .. } => "per_channel_affine_float_qparams",
         }
     }
 
-    /// PyTorch's `QScheme` number (`at::kPerTensorAffine` = 0, `kPerChannelAffine` = 1).
+    /// PyTorch's `QScheme` number (`at::kPerTensorAffine` = 0, `kPerChannelAffine` = 1,
+    /// `kPerChannelAffineFloatQParams` = 4).
     pub fn qscheme_number(&self) -> i64 {
         match self {
             Quantizer::PerTensorAffine { .. } => 0,
             Quantizer::PerChannelAffine { .. } => 1,
-        }
-    }
-
-    /// The scale and zero point of channel `c` (every channel for per-tensor quantizers).
-    pub fn params_of(&self, c: usize) -> (f64, i64) {
-        match self {
-            Quantizer::PerTensorAffine { scale, zero_point } => (*scale, *zero_point),
-            Quantizer::PerChannelAffine {
-                scales,
-                zero_points,
-                ..
-            } => (
-                scales.get(c).copied().unwrap_or(1.0),
-                zero_points.get(c).copied().unwrap_or(0),
-            ),
+            Quantizer::PerChannelAffineFloatQParams { .. } => 4,
         }
     }
 }
@@ -116,23 +114,29 @@ impl Tensor {
                 ints.dtype()
             ))
         })?;
-        if let Quantizer::PerChannelAffine {
-            scales,
-            zero_points,
-            axis,
-        } = &quantizer
-        {
-            let n = ints.shape().get(*axis).copied().ok_or_else(|| {
+        let channel_params = match &quantizer {
+            Quantizer::PerTensorAffine { .. } => None,
+            Quantizer::PerChannelAffine {
+                scales,
+                zero_points,
+                axis,
+            } => Some((scales.len(), zero_points.len(), *axis)),
+            Quantizer::PerChannelAffineFloatQParams {
+                scales,
+                zero_points,
+                axis,
+            } => Some((scales.len(), zero_points.len(), *axis)),
+        };
+        if let Some((n_scales, n_zero_points, axis)) = channel_params {
+            let n = ints.shape().get(axis).copied().ok_or_else(|| {
                 TensorError::Shape(format!(
                     "per-channel axis {axis} of a {}-d tensor",
                     ints.dim()
                 ))
             })?;
-            if scales.len() != n || zero_points.len() != n {
+            if n_scales != n || n_zero_points != n {
                 return Err(TensorError::Shape(format!(
-                    "{} scales and {} zero points for {n} channels",
-                    scales.len(),
-                    zero_points.len()
+                    "{n_scales} scales and {n_zero_points} zero points for {n} channels"
                 )));
             }
         }

@@ -28,6 +28,7 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_fp16_mlp",
     "q_norm_act_scripted",
     "q_norm_act_traced",
+    "q_embeddings",
 ];
 
 /// Every tensor in a (nested) result, in order.

@@ -81,8 +81,15 @@ pub fn register(r: &mut Registry) {
     });
     r.add("quantized::matmul", matmul);
     r.add("quantized::softmax", softmax);
-    r.add("quantized::max_pool2d", qmax_pool2d);
-    r.add("quantized::max_pool1d", qmax_pool1d);
+    r.add_all(
+        &["quantized::max_pool2d", "aten::quantized_max_pool2d"],
+        qmax_pool2d,
+    );
+    r.add_all(
+        &["quantized::max_pool1d", "aten::quantized_max_pool1d"],
+        qmax_pool1d,
+    );
+    r.add("aten::quantized_max_pool3d", qmax_pool3d);
     for (i, (name, kernel)) in WRAPPED.into_iter().enumerate() {
         if let Some(k) = r.lookup(name, "") {
             // the registry is built once per process: a second build finds them set
@@ -588,6 +595,81 @@ fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
     let nd = oshape.len();
     oshape[nd - 2] = oh as usize;
     oshape[nd - 1] = ow as usize;
+    tensor_result(same_params_as(&x, &out, &oshape)?)
+}
+
+/// Three values of a 3-d pooling parameter (one value stands for all three).
+fn triple(v: &[i64], what: &str, op: &str) -> Result<[i64; 3]> {
+    match v {
+        [a] => Ok([*a; 3]),
+        [a, b, c] => Ok([*a, *b, *c]),
+        _ => Err(unsupported(op, format!("{what} must have 1 or 3 values"))),
+    }
+}
+
+/// `aten::quantized_max_pool3d` on the integers of an NCDHW quantized tensor (parameters
+/// kept).
+fn qmax_pool3d(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let k = triple(&a.int_list(1)?, "kernel_size", a.op)?;
+    let s = a.int_list(2)?;
+    let s = if s.is_empty() {
+        k
+    } else {
+        triple(&s, "stride", a.op)?
+    };
+    let p = triple(&a.int_list(3)?, "padding", a.op)?;
+    let d = triple(&a.int_list(4)?, "dilation", a.op)?;
+    let ceil = a.bool(5)?;
+    let shape = x.shape().to_vec();
+    if shape.len() != 5 {
+        return Err(unsupported(a.op, "Expecting the input tensor of rank 5."));
+    }
+    let nd = shape.len();
+    let dims = [
+        shape[nd - 3] as i64,
+        shape[nd - 2] as i64,
+        shape[nd - 1] as i64,
+    ];
+    let planes: usize = shape[..nd - 3].iter().product();
+    let o: Vec<i64> = (0..3)
+        .map(|i| pooling_output_len(dims[i], k[i], s[i], p[i], d[i], ceil))
+        .collect();
+    if o.iter().any(|&v| v <= 0) {
+        return Err(unsupported(a.op, "the output would be empty"));
+    }
+    let xv = int_values(&x)?;
+    let plane_len = (dims[0] * dims[1] * dims[2]) as usize;
+    let mut out = Vec::with_capacity(planes * (o[0] * o[1] * o[2]) as usize);
+    // the input positions a window covers along dim i
+    let taps = |i: usize, at: i64| {
+        (0..k[i])
+            .map(move |kk| at * s[i] - p[i] + kk * d[i])
+            .filter(move |&v| v >= 0 && v < dims[i])
+    };
+    for pl in 0..planes {
+        let base = pl * plane_len;
+        for oz in 0..o[0] {
+            for oy in 0..o[1] {
+                for ox in 0..o[2] {
+                    let mut m = i32::MIN;
+                    for iz in taps(0, oz) {
+                        for iy in taps(1, oy) {
+                            for ix in taps(2, ox) {
+                                let at = ((iz * dims[1] + iy) * dims[2] + ix) as usize;
+                                m = m.max(xv[base + at]);
+                            }
+                        }
+                    }
+                    out.push(m);
+                }
+            }
+        }
+    }
+    let mut oshape = shape.clone();
+    for i in 0..3 {
+        oshape[nd - 3 + i] = o[i] as usize;
+    }
     tensor_result(same_params_as(&x, &out, &oshape)?)
 }
 

@@ -4,28 +4,50 @@
 //! with a half scale and bias (`embedding_bag_4bit_*`, `embedding_bag_2bit_*`).
 //! `*_rowwise_offsets` sums the dequantized rows of each bag as fbgemm's `EmbeddingSpMDM` does:
 //! `out = fma(scale, q, out + bias)` per row, the per-sample weight folded into scale and bias.
+//! The quantized `Embedding` / `EmbeddingBag` modules hold their weight packed
+//! (`EmbeddingPackedParamsBase`, made by `embedding_bag_prepack` from a quint8 weight with float
+//! qparams); `embedding_byte` / `embedding_bag_byte` look up its fused rows the same way.
 
+use super::torchbind::{packed_arg, EmbeddingParams};
 use super::unsupported;
 use crate::ops::{Args, Registry};
-use crate::tensor::Tensor;
+use crate::tensor::{Quantizer, Tensor};
 use crate::values::IValue;
 use crate::Result;
 
 pub fn register(r: &mut Registry) {
-    r.add("quantized::embedding_bag_byte_prepack", byte_prepack);
+    r.add("quantized::embedding_bag_byte_prepack", |a| {
+        byte_prepack(a, None)
+    });
+    r.add(
+        "quantized::embedding_bag_byte_prepack_with_rowwise_min_max",
+        |a| byte_prepack(a, Some(1)),
+    );
+    r.add(
+        "quantized::embedding_bag_4bit_prepack_with_rowwise_min_max",
+        |a| nbit_prepack(a, 4, Some(1)),
+    );
+    r.add(
+        "quantized::embedding_bag_2bit_prepack_with_rowwise_min_max",
+        |a| nbit_prepack(a, 2, Some(1)),
+    );
+    r.add("quantized::embedding_bag_prepack", embedding_bag_prepack);
+    r.add("quantized::embedding_bag_unpack", embedding_bag_unpack);
+    r.add("quantized::embedding_byte", embedding_byte);
+    r.add("quantized::embedding_bag_byte", embedding_bag_byte);
     r.add("quantized::embedding_bag_byte_unpack", |a| unpack(a, 8));
     r.add("quantized::embedding_bag_byte_rowwise_offsets", |a| {
         rowwise_offsets(a, 8)
     });
     r.add("quantized::embedding_bag_4bit_prepack", |a| {
-        nbit_prepack(a, 4)
+        nbit_prepack(a, 4, None)
     });
     r.add("quantized::embedding_bag_4bit_unpack", |a| unpack(a, 4));
     r.add("quantized::embedding_bag_4bit_rowwise_offsets", |a| {
         rowwise_offsets(a, 4)
     });
     r.add("quantized::embedding_bag_2bit_prepack", |a| {
-        nbit_prepack(a, 2)
+        nbit_prepack(a, 2, None)
     });
     r.add("quantized::embedding_bag_2bit_unpack", |a| unpack(a, 2));
     r.add("quantized::embedding_bag_2bit_rowwise_offsets", |a| {
@@ -42,13 +64,49 @@ fn scale_bias_bytes(bits: usize) -> usize {
     }
 }
 
+/// Each row's (min, max): computed, or `rowwise_min_max` argument `arg` (`[rows, 2]`, the
+/// `*_prepack_with_rowwise_min_max` variants).
+fn row_ranges(
+    a: &Args<'_>,
+    arg: Option<usize>,
+    values: &[f32],
+    cols: usize,
+) -> Result<Vec<(f32, f32)>> {
+    let rows = values.len().checked_div(cols).unwrap_or(0);
+    let Some(i) = arg else {
+        return Ok(values
+            .chunks(cols.max(1))
+            .take(rows)
+            .map(|row| {
+                row.iter()
+                    .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &x| {
+                        (l.min(x), h.max(x))
+                    })
+            })
+            .collect());
+    };
+    let mm = a.tensor(i)?;
+    if mm.dim() != 2 || mm.shape()[0] != rows || mm.shape()[1] != 2 {
+        return Err(unsupported(
+            a.op,
+            "'rowwise_min_max' must be a 2D tensor with shape [num_rows(weight), 2].",
+        ));
+    }
+    Ok(mm
+        .to_vec::<f32>()?
+        .chunks(2)
+        .map(|p| (p[0], p[1]))
+        .collect())
+}
+
 /// fbgemm's `FloatToFusedNBitRowwiseQuantizedSBHalf` (`optimized_qparams` false): per row
 /// the minimum rounded to half is the bias, `range / (2^bits - 1)` rounded to half the scale
 /// (1 when that is zero or its inverse infinite), values
-/// `clamp(lrint((x - min) * (1 / scale)), 0, 2^bits - 1)` packed low bits first.
-fn nbit_prepack(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
+/// `clamp(lrint((x - min) * (1 / scale)), 0, 2^bits - 1)` packed low bits first. The row
+/// minimum and maximum are the row's own, or argument `min_max_arg`'s.
+fn nbit_prepack(a: &mut Args<'_>, bits: usize, min_max_arg: Option<usize>) -> Result<IValue> {
     let w = a.tensor(0)?;
-    if a.bool(1)? {
+    if a.bool(min_max_arg.map_or(1, |i| i + 1))? {
         return Err(unsupported(a.op, "optimized_qparams is not supported"));
     }
     // (PyTorch reads the columns as size(1): a 3-d weight fails or packs the wrong rows)
@@ -64,17 +122,17 @@ fn nbit_prepack(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
         ));
     }
     let values = w.to_vec::<f32>()?;
-    let rows = values.len().checked_div(cols).unwrap_or(0);
+    let ranges = row_ranges(a, min_max_arg, &values, cols)?;
+    let rows = ranges.len();
     let packed_cols = cols / per_byte;
     let width = packed_cols + 4;
     let max_q = ((1 << bits) - 1) as f32;
     let mut out = vec![0u8; rows * width];
-    for (row, dst) in values.chunks(cols.max(1)).zip(out.chunks_mut(width)) {
-        let (lo, hi) = row
-            .iter()
-            .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &x| {
-                (l.min(x), h.max(x))
-            });
+    for ((row, dst), &(lo, hi)) in values
+        .chunks(cols.max(1))
+        .zip(out.chunks_mut(width))
+        .zip(&ranges)
+    {
         let lo = half::f16::from_f32(lo).to_f32();
         let range = hi - lo;
         let mut scale = if range == 0.0 { 1.0 } else { range / max_q };
@@ -103,9 +161,13 @@ fn nbit_prepack(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
 
 const SCALE_BIAS_BYTES: usize = 8;
 
+/// The columns fbgemm's vectorized 8-bit row quantizer handles per step.
+const AVX2_BLOCK: usize = 32;
+
 /// fbgemm's `FloatToFused8BitRowwiseQuantizedSBFloat`: per row `scale = (max - min) / 255`,
 /// `bias = min`, values `lrint((x - min) * (255 / (range + 1e-8)))`; leading dimensions kept.
-fn byte_prepack(a: &mut Args<'_>) -> Result<IValue> {
+/// The row minimum and maximum are the row's own, or argument `min_max_arg`'s.
+fn byte_prepack(a: &mut Args<'_>, min_max_arg: Option<usize>) -> Result<IValue> {
     let w = a.tensor(0)?;
     if w.dim() < 1 || !w.dtype().is_floating_point() {
         return Err(unsupported(
@@ -115,19 +177,27 @@ fn byte_prepack(a: &mut Args<'_>) -> Result<IValue> {
     }
     let cols = w.shape()[w.dim() - 1];
     let values = w.to_vec::<f32>()?;
-    let rows = values.len().checked_div(cols).unwrap_or(0);
+    let ranges = row_ranges(a, min_max_arg, &values, cols)?;
+    let rows = ranges.len();
     let width = cols + SCALE_BIAS_BYTES;
     let mut out = vec![0u8; rows * width];
-    for (row, dst) in values.chunks(cols.max(1)).zip(out.chunks_mut(width)) {
-        let (lo, hi) = row
-            .iter()
-            .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &x| {
-                (l.min(x), h.max(x))
-            });
+    for ((row, dst), &(lo, hi)) in values
+        .chunks(cols.max(1))
+        .zip(out.chunks_mut(width))
+        .zip(&ranges)
+    {
         let range = hi - lo;
         let inv = 255.0f32 / (range + 1e-8);
-        for (d, &x) in dst.iter_mut().zip(row) {
-            *d = ((x - lo) * inv).round_ties_even().clamp(0.0, 255.0) as u8;
+        // values outside a given (min, max): fbgemm's AVX2 blocks of 32 columns saturate, its
+        // scalar tail stores `lrintf(..)` into a uint8 (wrapping modulo 256)
+        let blocked = cols - cols % AVX2_BLOCK;
+        for (c, (d, &x)) in dst.iter_mut().zip(row).enumerate() {
+            let q = ((x - lo) * inv).round_ties_even();
+            *d = if c < blocked {
+                q.clamp(0.0, 255.0) as u8
+            } else {
+                (q as i64).rem_euclid(256) as u8
+            };
         }
         dst[cols..cols + 4].copy_from_slice(&(range / 255.0).to_le_bytes());
         dst[cols + 4..].copy_from_slice(&lo.to_le_bytes());
@@ -136,6 +206,84 @@ fn byte_prepack(a: &mut Args<'_>) -> Result<IValue> {
     let last = shape.len() - 1;
     shape[last] = width;
     Ok(IValue::Tensor(Tensor::from_vec(out, &shape)?))
+}
+
+/// `quantized::embedding_bag_prepack(weight)`: the packed parameters of a quint8 weight with
+/// per-row float qparams.
+fn embedding_bag_prepack(a: &mut Args<'_>) -> Result<IValue> {
+    let p = EmbeddingParams::new(a.op, a.tensor(0)?)?;
+    Ok(IValue::Object(p.to_object()))
+}
+
+/// `quantized::embedding_bag_unpack(packed)`: the quantized weight.
+fn embedding_bag_unpack(a: &mut Args<'_>) -> Result<IValue> {
+    let p = EmbeddingParams::from_object(&packed_arg(a, 0)?)?;
+    Ok(IValue::Tensor(p.weight))
+}
+
+/// `PackedEmbeddingBagWeight::prepack`'s fused 8-bit rows of a packed weight: each row's values,
+/// then its float scale and bias `zero_point * scale * -1`.
+fn fused_rows(p: &EmbeddingParams) -> Result<FusedRows> {
+    let Some(Quantizer::PerChannelAffineFloatQParams {
+        scales,
+        zero_points,
+        ..
+    }) = p.weight.quantizer().map(|q| &**q)
+    else {
+        return Err(unsupported(
+            "quantized::embedding_bag_byte",
+            "packed weight without per-row float qparams",
+        ));
+    };
+    let cols = p.weight.shape()[1];
+    let ints = p.weight.int_repr_view()?.to_vec::<u8>()?;
+    let width = cols + SCALE_BIAS_BYTES;
+    let mut bytes = Vec::with_capacity(ints.len() / cols.max(1) * width);
+    for ((row, &scale), &zp) in ints
+        .chunks(cols.max(1))
+        .zip(scales.iter())
+        .zip(zero_points.iter())
+    {
+        bytes.extend_from_slice(row);
+        bytes.extend_from_slice(&scale.to_le_bytes());
+        bytes.extend_from_slice(&(-(zp * scale)).to_le_bytes());
+    }
+    Ok(FusedRows {
+        bytes,
+        width,
+        bits: 8,
+        cols,
+    })
+}
+
+/// `quantized::embedding_byte(packed, indices, pruned_weights)`: each index's row (1-d indices
+/// give `[n, dim]`, 2-d ones `[rows, cols, dim]`).
+fn embedding_byte(a: &mut Args<'_>) -> Result<IValue> {
+    let rows = fused_rows(&EmbeddingParams::from_object(&packed_arg(a, 0)?)?)?;
+    let indices = a.tensor(1)?;
+    let n = indices.numel() as i64;
+    let bag = BagArgs {
+        indices,
+        offsets: Some(Tensor::from_vec(
+            (0..n).collect::<Vec<i64>>(),
+            &[n as usize],
+        )?),
+        pruned_weights: a.bool(2)?,
+        per_sample_weights: None,
+        compressed_indices_mapping: None,
+        include_last_offset: false,
+        is_embedding_op: true,
+    };
+    Ok(IValue::Tensor(bag_sums(a.op, &rows, bag)?))
+}
+
+/// `quantized::embedding_bag_byte(packed, indices, offsets, scale_grad_by_freq, mode,
+/// pruned_weights, per_sample_weights, compressed_indices_mapping, include_last_offset)`: the
+/// sum of each bag (like PyTorch, whatever `mode` says).
+fn embedding_bag_byte(a: &mut Args<'_>) -> Result<IValue> {
+    let rows = fused_rows(&EmbeddingParams::from_object(&packed_arg(a, 0)?)?)?;
+    let bag = bag_args(a)?;
+    Ok(IValue::Tensor(bag_sums(a.op, &rows, bag)?))
 }
 
 /// One fused row of `bits`-bit values: its values and (scale, bias).
@@ -154,13 +302,16 @@ fn split_row(row: &[u8], bits: usize) -> (Vec<u8>, f32, f32) {
     (vals, h(sb), h(sb + 2))
 }
 
-/// The fused uint8 weight argument of `bits`-bit rows: its bytes, row width (bytes), shape,
-/// and the number of values per row.
-fn fused_weight(
-    a: &Args<'_>,
-    i: usize,
+/// Fused rows of `bits`-bit values: `width` bytes each, `cols` values per row.
+struct FusedRows {
+    bytes: Vec<u8>,
+    width: usize,
     bits: usize,
-) -> Result<(Vec<u8>, usize, Vec<usize>, usize)> {
+    cols: usize,
+}
+
+/// The fused uint8 weight argument `i` of `bits`-bit rows, and its shape.
+fn fused_weight(a: &Args<'_>, i: usize, bits: usize) -> Result<(FusedRows, Vec<usize>)> {
     let w = a.tensor(i)?;
     if w.dtype() != crate::tensor::DType::UInt8 || w.dim() < 1 {
         return Err(unsupported(a.op, "expects a fused uint8 weight"));
@@ -171,42 +322,124 @@ fn fused_weight(
         return Err(unsupported(a.op, "rows too short for their scale and bias"));
     }
     let cols = (width - sb) * (8 / bits);
-    Ok((w.to_vec::<u8>()?, width, w.shape().to_vec(), cols))
+    let rows = FusedRows {
+        bytes: w.to_vec::<u8>()?,
+        width,
+        bits,
+        cols,
+    };
+    Ok((rows, w.shape().to_vec()))
 }
 
 /// `Fused8BitRowwiseQuantizedSBFloatToFloat` / `FusedNBitRowwiseQuantizedSBHalfToFloat`:
 /// `q * scale + bias`, fused.
 fn unpack(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
-    let (bytes, width, mut shape, cols) = fused_weight(a, 0, bits)?;
-    let mut out = Vec::with_capacity(bytes.len() / width.max(1) * cols);
-    for row in bytes.chunks(width.max(1)) {
+    let (w, mut shape) = fused_weight(a, 0, bits)?;
+    let mut out = Vec::with_capacity(w.bytes.len() / w.width.max(1) * w.cols);
+    for row in w.bytes.chunks(w.width.max(1)) {
         let (vals, scale, bias) = split_row(row, bits);
         out.extend(vals.iter().map(|&q| (q as f32).mul_add(scale, bias)));
     }
     let last = shape.len() - 1;
-    shape[last] = cols;
+    shape[last] = w.cols;
     Ok(IValue::Tensor(Tensor::from_vec(out, &shape)?))
 }
 
-/// `quantized::embedding_bag_{byte,4bit,2bit}_rowwise_offsets(weight, indices, offsets, scale_grad_by_freq,
-/// mode, pruned_weights, per_sample_weights, compressed_indices_mapping, include_last_offset)`:
-/// the sum of each bag.
+/// The lookup arguments of PyTorch's `embedding_bag_{byte,nbit}_helper`.
+struct BagArgs {
+    indices: Tensor,
+    offsets: Option<Tensor>,
+    pruned_weights: bool,
+    per_sample_weights: Option<Tensor>,
+    compressed_indices_mapping: Option<Tensor>,
+    include_last_offset: bool,
+    /// `embedding_*` (not `_bag`): one index per bag, 2-d indices keep their shape.
+    is_embedding_op: bool,
+}
+
+/// Arguments 1.. of the `embedding_bag_*` ops: `(indices, offsets, scale_grad_by_freq, mode,
+/// pruned_weights, per_sample_weights, compressed_indices_mapping, include_last_offset)`.
+/// (`scale_grad_by_freq` only matters to gradients; `mode` is ignored by PyTorch.)
+fn bag_args(a: &Args<'_>) -> Result<BagArgs> {
+    Ok(BagArgs {
+        indices: a.tensor(1)?,
+        offsets: a.opt_tensor(2)?,
+        pruned_weights: a.bool(5)?,
+        per_sample_weights: a.opt_tensor(6)?,
+        compressed_indices_mapping: a.opt_tensor(7)?,
+        include_last_offset: a.bool(8)?,
+        is_embedding_op: false,
+    })
+}
+
+/// `quantized::embedding_bag_{byte,4bit,2bit}_rowwise_offsets(weight, indices, offsets, ...)`
+/// on a fused uint8 weight.
 fn rowwise_offsets(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
-    let (bytes, width, _, cols) = fused_weight(a, 0, bits)?;
-    let rows = bytes.len() / width;
-    let indices_t = a.tensor(1)?;
-    let indices = indices_t.to_vec::<i64>()?;
-    // PyTorch's `embedding_bag_byte_rowwise_offsets` passes mode 0 to its helper whatever
-    // `mode` says (argument 4): bags are always summed
-    if a.bool(5)? || a.opt_tensor(7)?.is_some() {
-        return Err(unsupported(a.op, "pruned weights are not supported"));
+    let (rows, _) = fused_weight(a, 0, bits)?;
+    let bag = bag_args(a)?;
+    Ok(IValue::Tensor(bag_sums(a.op, &rows, bag)?))
+}
+
+/// PyTorch's `embedding_bag_byte_helper` / `_nbit_helper` with fbgemm's `EmbeddingSpMDM`: the
+/// sum of each bag's dequantized rows. 2-d indices of a bag op are bags of one row each
+/// (offsets must then be absent); offsets without the last one get `indices.numel()` appended.
+fn bag_sums(op: &str, w: &FusedRows, bag: BagArgs) -> Result<Tensor> {
+    let rows = w.bytes.len() / w.width.max(1);
+    let indices_t = &bag.indices;
+    if !matches!(indices_t.dim(), 1 | 2) {
+        return Err(unsupported(
+            op,
+            format!(
+                "qembedding/qembedding_bag operator supports 1 or 2d indices, got {}",
+                indices_t.dim()
+            ),
+        ));
     }
-    let weights = match a.opt_tensor(6)? {
+    // pruned weights: each index goes through the mapping to a kept row, -1 dropping it (the
+    // mapping is ignored otherwise)
+    let mapping = if bag.pruned_weights {
+        let m = bag
+            .compressed_indices_mapping
+            .as_ref()
+            .ok_or_else(|| unsupported(op, "pruned weights need a compressed_indices_mapping"))?;
+        Some(m.to_vec::<i64>()?)
+    } else {
+        None
+    };
+    let indices = indices_t.to_vec::<i64>()?;
+    let mut offsets = if indices_t.dim() == 2 && !bag.is_embedding_op {
+        if bag.offsets.is_some() {
+            return Err(unsupported(
+                op,
+                "input is 2D, then offsets has to be None, as input is treated is a mini-batch \
+                 of fixed length sequences.",
+            ));
+        }
+        let step = indices_t.shape()[1];
+        if step == 0 {
+            Vec::new()
+        } else {
+            (0..indices.len()).step_by(step).map(|v| v as i64).collect()
+        }
+    } else {
+        bag.offsets
+            .as_ref()
+            .ok_or_else(|| unsupported(op, "expects offsets to be set for 1D indices."))?
+            .to_vec::<i64>()?
+    };
+    if !bag.include_last_offset {
+        offsets.push(indices.len() as i64);
+    }
+    let bags = offsets
+        .len()
+        .checked_sub(1)
+        .ok_or_else(|| unsupported(op, "include_last_offset needs at least one offset"))?;
+    let weights = match &bag.per_sample_weights {
         Some(t) => {
             let v = t.to_vec::<f32>()?;
             if v.len() != indices.len() {
                 return Err(unsupported(
-                    a.op,
+                    op,
                     "per_sample_weights must have one weight per index",
                 ));
             }
@@ -214,41 +447,46 @@ fn rowwise_offsets(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
         }
         None => None,
     };
-    let include_last = a.bool(8)?;
-    let mut offsets = match a.opt_tensor(2)? {
-        Some(o) => o.to_vec::<i64>()?,
-        None => {
-            // 2-d indices: one bag per row
-            if indices_t.dim() != 2 {
-                return Err(unsupported(a.op, "offsets are required for 1-d indices"));
-            }
-            let step = indices_t.shape()[1].max(1);
-            (0..indices.len()).step_by(step).map(|v| v as i64).collect()
-        }
-    };
-    if !include_last || a.opt_tensor(2)?.is_none() {
-        offsets.push(indices.len() as i64);
-    }
-    let bags = offsets.len().saturating_sub(1);
+    let cols = w.cols;
     let mut out = vec![0f32; bags * cols];
     for (b, dst) in out.chunks_mut(cols.max(1)).enumerate().take(bags) {
         let (start, end) = (offsets[b], offsets[b + 1]);
         if start < 0 || end < start || end as usize > indices.len() {
-            return Err(unsupported(a.op, "offsets out of order or out of range"));
+            return Err(unsupported(op, "offsets out of order or out of range"));
         }
         for k in start as usize..end as usize {
-            let idx = usize::try_from(indices[k])
+            let mut idx = indices[k];
+            if let Some(m) = &mapping {
+                idx = *usize::try_from(idx)
+                    .ok()
+                    .and_then(|i| m.get(i))
+                    .ok_or_else(|| {
+                        unsupported(
+                            op,
+                            format!("Index {k} is out of bounds: {idx}, range 0 to {}", m.len()),
+                        )
+                    })?;
+                if idx == -1 {
+                    continue;
+                }
+            }
+            let idx = usize::try_from(idx)
                 .ok()
                 .filter(|&i| i < rows)
-                .ok_or_else(|| unsupported(a.op, format!("index {} out of range", indices[k])))?;
-            let (vals, scale, bias) = split_row(&bytes[idx * width..(idx + 1) * width], bits);
-            let w = weights.as_ref().map_or(1.0, |w| w[k]);
-            let (scale, bias) = (w * scale, w * bias);
+                .ok_or_else(|| unsupported(op, format!("index {idx} out of range")))?;
+            let (vals, scale, bias) =
+                split_row(&w.bytes[idx * w.width..(idx + 1) * w.width], w.bits);
+            let pw = weights.as_ref().map_or(1.0, |v| v[k]);
+            let (scale, bias) = (pw * scale, pw * bias);
             for (d, &q) in dst.iter_mut().zip(&vals) {
                 *d = scale.mul_add(q as f32, *d + bias);
             }
         }
     }
-    let out = Tensor::from_vec(out, &[bags, cols])?;
-    Ok(IValue::Tensor(out))
+    let shape = if indices_t.dim() == 2 && bag.is_embedding_op {
+        vec![indices_t.shape()[0], indices_t.shape()[1], cols]
+    } else {
+        vec![bags, cols]
+    };
+    Ok(Tensor::from_vec(out, &shape)?)
 }

@@ -2,7 +2,8 @@
 //! fbgemm's `ReQuantizeOutput`), dynamic (float input quantized on the fly with ATen's
 //! `ChooseQuantizationParams`, float output as fbgemm's AVX512 `ReQuantizeForFloat`:
 //! `fma(raw, act_scale * w_scale, bias)`) and the fp16
-//! weight variant; prepack / unpack.
+//! weight variant; prepack / unpack; `_saturate_weight_to_fp16` and the plain int8 GEMM
+//! `_int_mm`.
 
 use super::torchbind::{packed_arg, LinearParams};
 use super::{
@@ -32,6 +33,8 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::linear_relu_dynamic_fp16", |a| {
         linear_dynamic_fp16(a, true)
     });
+    r.add("aten::_saturate_weight_to_fp16", saturate_weight_to_fp16);
+    r.add("aten::_int_mm", int_mm);
 }
 
 fn linear_prepack(a: &mut Args<'_>) -> Result<IValue> {
@@ -70,10 +73,73 @@ fn linear_prepack_fp16(a: &mut Args<'_>) -> Result<IValue> {
     Ok(IValue::Object(p.to_object()))
 }
 
+/// The largest finite half: fp16 weights are clamped to +-this (`HandleWeightsSaturation`).
+const HALF_MAX: f32 = 65504.0;
+
+/// `_saturate_weight_to_fp16(weight)`: ATen clamps the first `size(0) * size(1)` values of
+/// `weight.contiguous()` to the half range in place and returns `weight`, so a contiguous
+/// weight is changed in place and a non-contiguous one comes back unchanged.
+fn saturate_weight_to_fp16(a: &mut Args<'_>) -> Result<IValue> {
+    let w = a.tensor(0)?;
+    if w.dtype() != DType::Float32 || w.dim() < 2 {
+        return Err(unsupported(
+            a.op,
+            "expects a float weight of at least 2 dimensions",
+        ));
+    }
+    if w.is_contiguous() {
+        let n = w.shape()[0] * w.shape()[1];
+        let mut v = w.to_vec::<f32>()?;
+        for x in v.iter_mut().take(n) {
+            *x = x.clamp(-HALF_MAX, HALF_MAX);
+        }
+        w.copy_from(&Tensor::from_vec(v, w.shape())?)?;
+    }
+    Ok(IValue::Tensor(w))
+}
+
+/// `_int_mm(self, mat2)`: int8 (or uint8) `[m, k]` times int8 `[k, n]`, exact int32 sums.
+fn int_mm(a: &mut Args<'_>) -> Result<IValue> {
+    let (x, w) = (a.tensor(0)?, a.tensor(1)?);
+    if x.dim() != 2 || w.dim() != 2 {
+        return Err(unsupported(a.op, "expects 2-d self and mat2"));
+    }
+    if !matches!(x.dtype(), DType::Int8 | DType::UInt8) || w.dtype() != DType::Int8 {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "Expected self int8 or uint8 and mat2 int8, got {} and {}",
+                x.dtype(),
+                w.dtype()
+            ),
+        ));
+    }
+    let (m, k, n) = (x.shape()[0], x.shape()[1], w.shape()[1]);
+    if w.shape()[0] != k {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "mat1 and mat2 shapes cannot be multiplied ({m}x{k} and {}x{n})",
+                w.shape()[0]
+            ),
+        ));
+    }
+    let xv = x.to_vec::<i32>()?;
+    let wv = w.to_vec::<i32>()?;
+    let mut out = vec![0i32; m * n];
+    for (row, dst) in xv.chunks(k.max(1)).zip(out.chunks_mut(n.max(1))) {
+        for (p, &xp) in row.iter().enumerate() {
+            for (d, &wp) in dst.iter_mut().zip(&wv[p * n..(p + 1) * n]) {
+                *d = d.wrapping_add(xp * wp);
+            }
+        }
+    }
+    Ok(IValue::Tensor(Tensor::from_vec(out, &[m, n])?))
+}
+
 /// fbgemm's `PackedGemmMatrixFP16` weights: each float saturated to the half range
 /// (`HandleWeightsSaturation`, +-65504) and rounded to the nearest half, widened back.
 fn round_to_half(v: &[f32]) -> Vec<f32> {
-    const HALF_MAX: f32 = 65504.0;
     v.iter()
         .map(|&x| half::f16::from_f32(x.clamp(-HALF_MAX, HALF_MAX)).to_f32())
         .collect()

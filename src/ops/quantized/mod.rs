@@ -3,8 +3,9 @@
 //! accessors (`conv.rs`), `quantized::linear*` static, dynamic and fp16 (`linear.rs`), the
 //! dynamic LSTM and GRU (`rnn.rs`), elementwise ops, pooling and the aten ops quantized models
 //! apply to quantized tensors (`elementwise.rs`), activations (`activation.rs`), batch, layer,
-//! group and instance norm (`norm.rs`), 8-bit row-wise embedding bags (`embedding.rs`), and the
-//! packed-weight torchbind classes (`torchbind.rs`).
+//! group and instance norm (`norm.rs`), 8-bit row-wise embedding bags and the quantized
+//! embedding modules' packed weights (`embedding.rs`), fake quantization (`fake_quantize.rs`),
+//! and the packed-weight torchbind classes (`torchbind.rs`).
 //!
 //! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization
 //! repeats fbgemm's float steps in its order (float bias divided by `act_scale * w_scale`, the
@@ -15,6 +16,7 @@ pub mod activation;
 pub mod conv;
 pub mod elementwise;
 pub mod embedding;
+pub mod fake_quantize;
 pub mod linear;
 pub mod norm;
 pub mod rnn;
@@ -35,6 +37,7 @@ pub fn register(r: &mut Registry) {
     activation::register(r);
     norm::register(r);
     embedding::register(r);
+    fake_quantize::register(r);
 }
 
 fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
@@ -47,7 +50,9 @@ fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
 pub(crate) fn per_tensor_params(op: &str, t: &Tensor) -> crate::Result<(f64, i64)> {
     match t.quantizer().map(|q| &**q) {
         Some(Quantizer::PerTensorAffine { scale, zero_point }) => Ok((*scale, *zero_point)),
-        Some(Quantizer::PerChannelAffine { .. }) => Err(unsupported(
+        Some(
+            Quantizer::PerChannelAffine { .. } | Quantizer::PerChannelAffineFloatQParams { .. },
+        ) => Err(unsupported(
             op,
             "per-channel quantized input (per-tensor expected)",
         )),

@@ -7,11 +7,10 @@ use super::{
     unsupported,
 };
 use crate::ops::{Args, Registry};
-use crate::tensor::{DType, Quantizer, Tensor};
+use crate::tensor::{DType, Element, Quantizer, Tensor};
 use crate::values::types::Type;
 use crate::values::{IValue, List};
 use crate::Result;
-use std::sync::Arc;
 
 pub fn register(r: &mut Registry) {
     r.add("aten::quantize_per_tensor", quantize_per_tensor);
@@ -29,6 +28,16 @@ pub fn register(r: &mut Registry) {
         quantize_per_tensor_dynamic,
     );
     r.add("aten::_make_per_tensor_quantized_tensor", make_per_tensor);
+    r.add("aten::_make_per_channel_quantized_tensor", make_per_channel);
+    r.add("aten::qscheme", qscheme);
+    r.add(
+        "quantization::_FloatToBfloat16Quantized",
+        float_to_bfloat16_quantized,
+    );
+    r.add(
+        "quantization::_Bfloat16QuantizedToFloat",
+        bfloat16_quantized_to_float,
+    );
     r.add_all(
         &["aten::dequantize.self", "aten::dequantize.tensor"],
         dequantize,
@@ -112,14 +121,15 @@ fn quantize_per_tensor_tensors(a: &mut Args<'_>) -> Result<IValue> {
     Ok(IValue::List(List::new(Type::Tensor, out)))
 }
 
-/// `x` quantized with a scale and zero point per index of `axis`.
-pub(crate) fn quantize_channels(
+/// The integers of `x` quantized per index of `axis`, after checking there is one of each of
+/// `params` (scale and zero point counts) per channel: `quantize(value, channel, range)`.
+fn quantize_by_channel(
     x: &Tensor,
-    scales: &[f64],
-    zero_points: &[i64],
+    params: (usize, usize),
     axis: usize,
     dtype: DType,
-) -> Result<Tensor> {
+    quantize: impl Fn(f32, usize, (i64, i64)) -> i32,
+) -> Result<Vec<i32>> {
     let op = "quantize_per_channel";
     let range = dtype
         .quantized_range()
@@ -128,26 +138,39 @@ pub(crate) fn quantize_channels(
     let channels = *shape
         .get(axis)
         .ok_or_else(|| unsupported(op, format!("axis {axis} of a {}-d tensor", x.dim())))?;
-    if scales.len() != channels || zero_points.len() != channels {
+    if params.0 != channels || params.1 != channels {
         return Err(unsupported(
             op,
             "one scale and zero point per channel expected",
         ));
     }
     let inner: usize = shape[axis + 1..].iter().product();
-    let inv: Vec<f32> = scales.iter().map(|&s| 1.0f32 / s as f32).collect();
-    let vals: Vec<i32> = x
-        .to_vec::<f32>()?
+    Ok(x.to_vec::<f32>()?
         .iter()
         .enumerate()
-        .map(|(i, &v)| {
-            let c = (i / inner.max(1)) % channels.max(1);
-            quantize_val(v, inv[c], zero_points[c], range)
-        })
-        .collect();
+        .map(|(i, &v)| quantize(v, (i / inner.max(1)) % channels.max(1), range))
+        .collect())
+}
+
+/// `x` quantized with a scale and zero point per index of `axis`.
+pub(crate) fn quantize_channels(
+    x: &Tensor,
+    scales: &[f64],
+    zero_points: &[i64],
+    axis: usize,
+    dtype: DType,
+) -> Result<Tensor> {
+    let inv: Vec<f32> = scales.iter().map(|&s| 1.0f32 / s as f32).collect();
+    let vals = quantize_by_channel(
+        x,
+        (scales.len(), zero_points.len()),
+        axis,
+        dtype,
+        |v, c, range| quantize_val(v, inv[c], zero_points[c], range),
+    )?;
     make_quantized(
         &vals,
-        shape,
+        x.shape(),
         dtype,
         Quantizer::PerChannelAffine {
             scales: scales.into(),
@@ -159,11 +182,61 @@ pub(crate) fn quantize_channels(
 
 fn quantize_per_channel(a: &mut Args<'_>) -> Result<IValue> {
     let x = a.tensor(0)?;
-    let scales = a.tensor(1)?.to_vec::<f64>()?;
-    let zps = a.tensor(2)?.to_vec::<i64>()?;
+    let zps_t = a.tensor(2)?;
     let axis = crate::tensor::wrap_dim(a.int(3)?, x.dim())?;
     let dtype = quantized_dtype(a.op, a.dtype(4)?)?;
+    if zps_t.dtype().is_floating_point() {
+        // float zero points make a per_channel_affine_float_qparams tensor (float32 parameters)
+        let scales = a.tensor(1)?.to_vec::<f32>()?;
+        let zps = zps_t.to_vec::<f32>()?;
+        return tensor_result(quantize_channels_float_qparams(
+            &x, &scales, &zps, axis, dtype,
+        )?);
+    }
+    let scales = a.tensor(1)?.to_vec::<f64>()?;
+    let zps = zps_t.to_vec::<i64>()?;
     tensor_result(quantize_channels(&x, &scales, &zps, axis, dtype)?)
+}
+
+/// ATen's `quantize_val_float_qparams` per channel of `axis`:
+/// `clamp(nearbyint(x * (1 / scale) + zero_point), qmin, qmax)` in float (inverse 1 for a zero
+/// scale).
+pub(crate) fn quantize_channels_float_qparams(
+    x: &Tensor,
+    scales: &[f32],
+    zero_points: &[f32],
+    axis: usize,
+    dtype: DType,
+) -> Result<Tensor> {
+    let inv: Vec<f32> = scales
+        .iter()
+        .map(|&s| if s == 0.0 { 1.0 } else { 1.0f32 / s })
+        .collect();
+    let vals = quantize_by_channel(
+        x,
+        (scales.len(), zero_points.len()),
+        axis,
+        dtype,
+        |v, c, range| {
+            // lrintf of NaN is unspecified in C; x86 gives INT_MIN, clamped to qmin
+            let r = (v * inv[c] + zero_points[c]).round_ties_even();
+            if r.is_nan() {
+                range.0 as i32
+            } else {
+                r.clamp(range.0 as f32, range.1 as f32) as i32
+            }
+        },
+    )?;
+    make_quantized(
+        &vals,
+        x.shape(),
+        dtype,
+        Quantizer::PerChannelAffineFloatQParams {
+            scales: scales.into(),
+            zero_points: zero_points.into(),
+            axis,
+        },
+    )
 }
 
 /// ATen's `choose_qparams` as `quantize_per_tensor_dynamic` uses it (min/max including 0).
@@ -187,7 +260,8 @@ fn is_quantized(a: &mut Args<'_>) -> Result<IValue> {
     Ok(IValue::Bool(a.tensor(0)?.is_quantized()))
 }
 
-fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
+/// Argument 0 of the `_make_per_*_quantized_tensor` ops: int8, uint8 or int32 values.
+fn integer_arg(a: &Args<'_>) -> Result<Tensor> {
     let x = a.tensor(0)?;
     if !matches!(x.dtype(), DType::UInt8 | DType::Int8 | DType::Int32) {
         return Err(unsupported(
@@ -195,6 +269,11 @@ fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
             format!("int8, uint8 or int32 input, got {}", x.dtype()),
         ));
     }
+    Ok(x)
+}
+
+fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
+    let x = integer_arg(a)?;
     let ints = x.contiguous()?.deep_clone()?;
     tensor_result(Tensor::quantized_from_ints(
         &ints,
@@ -203,6 +282,110 @@ fn make_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
             zero_point: a.int(2)?,
         },
     )?)
+}
+
+/// `_make_per_channel_quantized_tensor(self, scale, zero_point, axis)`: the integers of `self`
+/// under per-channel parameters (float zero points give float32 `float_qparams` ones, integer
+/// ones float64 scales and int64 zero points, as ATen's quantizer factory converts them).
+fn make_per_channel(a: &mut Args<'_>) -> Result<IValue> {
+    let x = integer_arg(a)?;
+    let (scales, zero_points) = (a.tensor(1)?, a.tensor(2)?);
+    if !scales.dtype().is_floating_point() {
+        return Err(unsupported(a.op, "scale tensor must be floating point"));
+    }
+    if scales.dim() != 1 || zero_points.dim() != 1 || scales.numel() != zero_points.numel() {
+        return Err(unsupported(
+            a.op,
+            "scales and zero points must be 1-d tensors of one length",
+        ));
+    }
+    let axis = crate::tensor::wrap_dim(a.int(3)?, x.dim())?;
+    let ints = x.contiguous()?.deep_clone()?;
+    let quantizer = if zero_points.dtype().is_floating_point() {
+        Quantizer::PerChannelAffineFloatQParams {
+            scales: scales.to_vec::<f32>()?.into(),
+            zero_points: zero_points.to_vec::<f32>()?.into(),
+            axis,
+        }
+    } else {
+        Quantizer::PerChannelAffine {
+            scales: scales.to_vec::<f64>()?.into(),
+            zero_points: zero_points.to_vec::<i64>()?.into(),
+            axis,
+        }
+    };
+    tensor_result(Tensor::quantized_from_ints(&ints, quantizer)?)
+}
+
+/// `Tensor.qscheme()`: the `QScheme` number TorchScript passes as an int.
+fn qscheme(a: &mut Args<'_>) -> Result<IValue> {
+    let t = arg_qtensor(a, 0)?;
+    let q = t
+        .quantizer()
+        .ok_or_else(|| unsupported(a.op, "not a quantized tensor"))?;
+    Ok(IValue::Int(q.qscheme_number()))
+}
+
+/// A 2-d tensor argument `i` of `dtype` (the bfloat16 row conversions).
+fn matrix_arg(a: &Args<'_>, i: usize, dtype: DType) -> Result<Tensor> {
+    let t = a.tensor(i)?;
+    if t.dim() != 2 {
+        return Err(unsupported(
+            a.op,
+            format!("Tensor 'input' must have 2 dimension(s). Found {}", t.dim()),
+        ));
+    }
+    if t.dtype() != dtype {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "expected scalar type {} but found {}",
+                dtype.c10_name(),
+                t.dtype().c10_name()
+            ),
+        ));
+    }
+    Ok(t)
+}
+
+/// `quantization::_FloatToBfloat16Quantized(input)`: fbgemm's `FloatToBfloat16_ref`, the float
+/// bits `(bits + 0x8000) >> 16` (ties away from zero), stored in a float16 tensor's storage.
+fn float_to_bfloat16_quantized(a: &mut Args<'_>) -> Result<IValue> {
+    let x = matrix_arg(a, 0, DType::Float32)?;
+    let halves: Vec<half::f16> = x
+        .to_vec::<f32>()?
+        .iter()
+        .map(|v| half::f16::from_bits((v.to_bits().wrapping_add(1 << 15) >> 16) as u16))
+        .collect();
+    tensor_result(Tensor::from_vec(halves, x.shape())?)
+}
+
+/// `quantization::_Bfloat16QuantizedToFloat(input)`: the float16 tensor's 16-bit patterns read
+/// as bfloat16 (`bits << 16`).
+fn bfloat16_quantized_to_float(a: &mut Args<'_>) -> Result<IValue> {
+    let x = matrix_arg(a, 0, DType::Float16)?;
+    // the raw 16-bit patterns (a converting read could quiet NaN payloads)
+    let floats: Vec<f32> = x
+        .to_ndarray::<half::f16>()?
+        .iter()
+        .map(|h| f32::from_bits((h.to_bits() as u32) << 16))
+        .collect();
+    tensor_result(Tensor::from_vec(floats, x.shape())?)
+}
+
+/// `real(q, channel)` of each of `vals` (row-major over `shape`), its channel along `axis`.
+fn by_channel(
+    shape: &[usize],
+    axis: usize,
+    vals: &[i32],
+    real: impl Fn(i32, usize) -> f32,
+) -> Vec<f32> {
+    let channels = shape.get(axis).copied().unwrap_or(1).max(1);
+    let inner: usize = shape[(axis + 1).min(shape.len())..].iter().product();
+    vals.iter()
+        .enumerate()
+        .map(|(i, &v)| real(v, (i / inner.max(1)) % channels))
+        .collect()
 }
 
 /// A quantized tensor's real values (float32).
@@ -222,18 +405,17 @@ pub(crate) fn dequantize_tensor(t: &Tensor) -> Result<Tensor> {
             scales,
             zero_points,
             axis,
-        } => {
-            let shape = t.shape();
-            let channels = shape.get(*axis).copied().unwrap_or(1).max(1);
-            let inner: usize = shape[(*axis + 1).min(shape.len())..].iter().product();
-            vals.iter()
-                .enumerate()
-                .map(|(i, &v)| {
-                    let c = (i / inner.max(1)) % channels;
-                    ((v as i64 - zero_points[c]) as f32) * scales[c] as f32
-                })
-                .collect()
-        }
+        } => by_channel(t.shape(), *axis, &vals, |v, c| {
+            ((v as i64 - zero_points[c]) as f32) * scales[c] as f32
+        }),
+        // ATen's float-qparams dequantize: `(float(q) - zero_point) * scale`
+        Quantizer::PerChannelAffineFloatQParams {
+            scales,
+            zero_points,
+            axis,
+        } => by_channel(t.shape(), *axis, &vals, |v, c| {
+            (v as f32 - zero_points[c]) * scales[c]
+        }),
     };
     Ok(Tensor::from_vec(out, t.shape())?)
 }
@@ -277,29 +459,43 @@ fn q_zero_point(a: &mut Args<'_>) -> Result<IValue> {
     Ok(IValue::Int(super::per_tensor_params(a.op, &t)?.1))
 }
 
-/// A per-channel tensor's scales, zero points and axis.
-type ChannelParams = (Arc<[f64]>, Arc<[i64]>, usize);
-
-fn per_channel(a: &Args<'_>) -> Result<ChannelParams> {
+/// A per-channel tensor's scales, zero points (float32 for float qparams, else float64 and
+/// int64, as PyTorch's quantizers hold them) and axis.
+fn per_channel(a: &Args<'_>) -> Result<(Tensor, Tensor, usize)> {
     let t = arg_qtensor(a, 0)?;
     match t.quantizer().map(|q| &**q) {
         Some(Quantizer::PerChannelAffine {
             scales,
             zero_points,
             axis,
-        }) => Ok((scales.clone(), zero_points.clone(), *axis)),
+        }) => channel_tensors(scales, zero_points, *axis),
+        Some(Quantizer::PerChannelAffineFloatQParams {
+            scales,
+            zero_points,
+            axis,
+        }) => channel_tensors(scales, zero_points, *axis),
         _ => Err(unsupported(a.op, "expects a per-channel quantized tensor")),
     }
 }
 
+fn channel_tensors<S: Element, Z: Element>(
+    scales: &[S],
+    zero_points: &[Z],
+    axis: usize,
+) -> Result<(Tensor, Tensor, usize)> {
+    Ok((
+        Tensor::from_slice(scales, &[scales.len()])?,
+        Tensor::from_slice(zero_points, &[zero_points.len()])?,
+        axis,
+    ))
+}
+
 fn q_per_channel_scales(a: &mut Args<'_>) -> Result<IValue> {
-    let (s, _, _) = per_channel(a)?;
-    tensor_result(Tensor::from_slice(&s, &[s.len()])?)
+    tensor_result(per_channel(a)?.0)
 }
 
 fn q_per_channel_zero_points(a: &mut Args<'_>) -> Result<IValue> {
-    let (_, z, _) = per_channel(a)?;
-    tensor_result(Tensor::from_slice(&z, &[z.len()])?)
+    tensor_result(per_channel(a)?.1)
 }
 
 fn q_per_channel_axis(a: &mut Args<'_>) -> Result<IValue> {

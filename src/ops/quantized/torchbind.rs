@@ -5,6 +5,8 @@
 //!   groups, transpose], weight], [bias?])`; conv1d packs as 2-d with a unit height.
 //! - `LinearPackedParamsBase`: `(weight, bias?)`; an int8 weight for `linear_prepack`, a float
 //!   weight for `linear_prepack_fp16`.
+//! - `EmbeddingPackedParamsBase` (version 1): `(1, [weight], [], [bit_rate])`, the weight a
+//!   `per_channel_affine_float_qparams` quint8 tensor (rows along axis 0).
 
 use super::unsupported;
 use crate::tensor::{DType, Tensor};
@@ -15,6 +17,7 @@ use crate::Result;
 pub const CONV2D_CLASS: &str = "__torch__.torch.classes.quantized.Conv2dPackedParamsBase";
 pub const CONV3D_CLASS: &str = "__torch__.torch.classes.quantized.Conv3dPackedParamsBase";
 pub const LINEAR_CLASS: &str = "__torch__.torch.classes.quantized.LinearPackedParamsBase";
+pub const EMBEDDING_CLASS: &str = "__torch__.torch.classes.quantized.EmbeddingPackedParamsBase";
 
 /// A convolution's prepacked parameters (weights as PyTorch stores them: `[out, in/groups,
 /// k...]`, transposed convolutions `[in, out/groups, k...]`).
@@ -178,6 +181,94 @@ impl LinearParams {
     }
 }
 
+/// A quantized embedding's packed weight: quint8 with per-row float scales and zero points
+/// (`quint4x2` weights, 4-bit rows, are not supported: tsrun has no sub-byte dtype).
+#[derive(Clone, Debug)]
+pub struct EmbeddingParams {
+    pub weight: Tensor,
+}
+
+/// The serialization version `PackedEmbeddingBagWeight` writes and reads.
+const EMBEDDING_VERSION: i64 = 1;
+
+impl EmbeddingParams {
+    /// `PackedEmbeddingBagWeight::prepack`'s checks: a 2-d quint8 weight quantized per row with
+    /// float qparams.
+    pub fn new(op: &str, weight: Tensor) -> Result<EmbeddingParams> {
+        if weight.dim() != 2 {
+            return Err(unsupported(
+                op,
+                format!("expects a 2-d weight, got {} dimensions", weight.dim()),
+            ));
+        }
+        if weight.dtype() != DType::QUInt8 {
+            return Err(unsupported(
+                op,
+                format!(
+                    "{} weights are not supported (tsrun packs quint8 embeddings; quint4x2 \
+                     has no tsrun dtype)",
+                    weight.dtype()
+                ),
+            ));
+        }
+        match weight.quantizer().map(|q| &**q) {
+            Some(crate::tensor::Quantizer::PerChannelAffineFloatQParams { axis: 0, .. }) => {
+                Ok(EmbeddingParams { weight })
+            }
+            _ => Err(unsupported(
+                op,
+                "expects a weight quantized with per_channel_affine_float_qparams along axis 0",
+            )),
+        }
+    }
+
+    /// The bits per value (`bit_rate()`).
+    pub fn bit_rate(&self) -> i64 {
+        8
+    }
+
+    pub fn to_object(&self) -> Object {
+        Object::with_state(
+            EMBEDDING_CLASS.into(),
+            IValue::Tuple(Tuple::new(vec![
+                IValue::Int(EMBEDDING_VERSION),
+                IValue::List(List::new(
+                    Type::Tensor,
+                    vec![IValue::Tensor(self.weight.clone())],
+                )),
+                IValue::List(List::new(Type::Float, Vec::new())),
+                IValue::List(List::new(Type::Int, vec![IValue::Int(self.bit_rate())])),
+            ])),
+        )
+    }
+
+    /// Read a packed object (`__setstate__`'s checks: version 1, one weight, one bit rate).
+    pub fn from_object(obj: &Object) -> Result<EmbeddingParams> {
+        let bad = |what: &str| {
+            unsupported(
+                obj.class_name(),
+                format!("packed embedding state {what} (tsrun reads version 1)"),
+            )
+        };
+        let Some(IValue::Tuple(state)) = obj.state() else {
+            return Err(bad("is not a tuple"));
+        };
+        let [IValue::Int(version), IValue::List(tensors), _, IValue::List(longs)] = state.items()
+        else {
+            return Err(bad("is not (version, tensors, doubles, longs)"));
+        };
+        if *version != EMBEDDING_VERSION {
+            return Err(bad("has an unknown version"));
+        }
+        let (tensors, longs) = (tensors.to_vec(), longs.to_vec());
+        let ([IValue::Tensor(weight)], [IValue::Int(_bit_rate)]) = (&tensors[..], &longs[..])
+        else {
+            return Err(bad("lacks its weight or bit rate"));
+        };
+        EmbeddingParams::new(obj.class_name(), weight.clone())
+    }
+}
+
 /// The packed object passed as argument `i`.
 pub(crate) fn packed_arg(a: &crate::ops::Args<'_>, i: usize) -> Result<Object> {
     match a.get(i)? {
@@ -220,6 +311,15 @@ pub fn call_method(obj: &Object, name: &str, args: &[IValue]) -> Result<IValue> 
         return match name {
             "unpack" => Ok(weight_bias(p.weight, p.bias)),
             "bias" => Ok(p.bias.map(IValue::Tensor).unwrap_or(IValue::None)),
+            _ => Err(unsupported(class, format!("no method {name}"))),
+        };
+    }
+    if class == EMBEDDING_CLASS {
+        let p = EmbeddingParams::from_object(obj)?;
+        return match name {
+            "unpack" => Ok(IValue::Tensor(p.weight)),
+            "bit_rate" => Ok(IValue::Int(p.bit_rate())),
+            "version" => Ok(IValue::Int(EMBEDDING_VERSION)),
             _ => Err(unsupported(class, format!("no method {name}"))),
         };
     }

@@ -221,6 +221,18 @@ fn decode_qtensor(obj: &serde_json::Map<String, Value>, arrays: &mut Arrays) -> 
             scale: json_f64(scale),
             zero_point: obj["zero_point"].as_i64().expect("zero point"),
         }
+    } else if obj.get("float_qparams").is_some() {
+        let float32s = |key: &str, arrays: &mut Arrays| {
+            arrays
+                .tensor(obj[key].as_str().expect(key), DType::Float32)
+                .to_vec::<f32>()
+                .expect(key)
+        };
+        Quantizer::PerChannelAffineFloatQParams {
+            scales: float32s("scales", arrays).into(),
+            zero_points: float32s("zero_points", arrays).into(),
+            axis: obj["axis"].as_u64().expect("axis") as usize,
+        }
     } else {
         let scales = arrays
             .tensor(obj["scales"].as_str().expect("scales"), DType::Float64)

@@ -1,0 +1,373 @@
+//! Fake quantization (quantization-aware training's forward): `x` quantized and dequantized in
+//! one step, staying floating point, with ATen's CPU kernels' arithmetic:
+//! `q = int64(zero_point + nearbyint(x * (1 / scale)))` (the sum in `x`'s float type; a float
+//! zero point is added before rounding), `out = (clamp(q, qmin, qmax) - zero_point) * scale`
+//! in double, stored in `x`'s dtype (through float for the per-tensor ops, as ATen's per-tensor
+//! kernel does even for double input); the `_cachemask` variants also return
+//! `qmin <= q <= qmax`.
+
+use super::unsupported;
+use crate::ops::{Args, Registry};
+use crate::tensor::{DType, Tensor};
+use crate::values::{IValue, Tuple};
+use crate::Result;
+
+pub fn register(r: &mut Registry) {
+    r.add("aten::fake_quantize_per_tensor_affine", |a| {
+        per_tensor(a, false)
+    });
+    r.add("aten::fake_quantize_per_tensor_affine_cachemask", |a| {
+        per_tensor(a, true)
+    });
+    r.add(
+        "aten::fake_quantize_per_tensor_affine.tensor_qparams",
+        per_tensor_tensor_qparams,
+    );
+    r.add(
+        "aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
+        per_tensor_cachemask_tensor_qparams,
+    );
+    r.add(
+        "aten::_fake_quantize_learnable_per_tensor_affine",
+        learnable_per_tensor,
+    );
+    r.add("aten::fake_quantize_per_channel_affine", |a| {
+        per_channel(a, false)
+    });
+    r.add("aten::fake_quantize_per_channel_affine_cachemask", |a| {
+        per_channel(a, true)
+    });
+    r.add(
+        "aten::_fake_quantize_learnable_per_channel_affine",
+        learnable_per_channel,
+    );
+}
+
+/// One channel's quantization parameters.
+#[derive(Clone, Copy)]
+struct Params {
+    scale: f32,
+    zero_point: ZeroPoint,
+}
+
+#[derive(Clone, Copy)]
+enum ZeroPoint {
+    Int(i64),
+    Float(f32),
+}
+
+/// The fake-quantized value of `x` and whether it was in range; `wide` when `x` is a double
+/// (its product with the inverse scale is then a double).
+fn fake_quant(x: f64, p: Params, qmin: i64, qmax: i64, wide: bool) -> (f64, bool) {
+    let inv = 1.0f32 / p.scale;
+    let clamp = |q: f64| q.max(qmin as f64).min(qmax as f64);
+    match p.zero_point {
+        ZeroPoint::Int(zp) => {
+            let q = if wide {
+                (zp as f64 + (x * inv as f64).round_ties_even()) as i64
+            } else {
+                (zp as f32 + (x as f32 * inv).round_ties_even()) as i64
+            };
+            let out = (clamp(q as f64) - zp as f64) * p.scale as f64;
+            (out, qmin <= q && q <= qmax)
+        }
+        ZeroPoint::Float(zp) => {
+            let r = if wide {
+                (zp as f64 + x * inv as f64).round_ties_even()
+            } else {
+                (zp + x as f32 * inv).round_ties_even() as f64
+            };
+            let q = r as i64;
+            let out = (clamp(r) - zp as f64) * p.scale as f64;
+            (out, qmin <= q && q <= qmax)
+        }
+    }
+}
+
+/// Fake-quantize `x` (channel `c` of element `i` from `channel_of(i)`): the output in `x`'s
+/// dtype, and the mask.
+/// `per_tensor`: ATen's per-tensor kernel rounds its result to float even for double input.
+fn apply(
+    op: &str,
+    x: &Tensor,
+    params: &[Params],
+    channel_of: impl Fn(usize) -> usize,
+    (qmin, qmax): (i64, i64),
+    per_tensor: bool,
+) -> Result<(Tensor, Tensor)> {
+    let dtype = x.dtype();
+    if !matches!(
+        dtype,
+        DType::Float32 | DType::Float64 | DType::Float16 | DType::BFloat16
+    ) {
+        return Err(unsupported(
+            op,
+            format!("not implemented for '{}'", dtype.c10_name()),
+        ));
+    }
+    let wide = dtype == DType::Float64;
+    let values = x.to_vec::<f64>()?;
+    let mut out = Vec::with_capacity(values.len());
+    let mut mask = Vec::with_capacity(values.len());
+    for (i, &v) in values.iter().enumerate() {
+        let p = params
+            .get(channel_of(i))
+            .copied()
+            .ok_or_else(|| unsupported(op, "channel out of range"))?;
+        let (o, m) = fake_quant(v, p, qmin, qmax, wide);
+        out.push(if per_tensor { o as f32 as f64 } else { o });
+        mask.push(m);
+    }
+    let out = if wide {
+        Tensor::from_vec(out, x.shape())?
+    } else {
+        // ATen stores the double through float (c10::Half and BFloat16 convert from float)
+        let narrow: Vec<f32> = out.iter().map(|&v| v as f32).collect();
+        Tensor::from_vec(narrow, x.shape())?.to_dtype(dtype)?
+    };
+    Ok((out, Tensor::from_vec(mask, x.shape())?))
+}
+
+fn check_range(op: &str, qmin: i64, qmax: i64) -> Result<()> {
+    if qmin > qmax {
+        return Err(unsupported(
+            op,
+            "`quant_min` should be less than or equal to `quant_max`.",
+        ));
+    }
+    Ok(())
+}
+
+fn check_zero_point(op: &str, zp: f64, qmin: i64, qmax: i64) -> Result<()> {
+    if zp < qmin as f64 || zp > qmax as f64 {
+        return Err(unsupported(
+            op,
+            "`zero_point` must be between `quant_min` and `quant_max`.",
+        ));
+    }
+    Ok(())
+}
+
+fn result(out: Tensor, mask: Tensor, with_mask: bool) -> IValue {
+    if with_mask {
+        IValue::Tuple(Tuple::new(vec![IValue::Tensor(out), IValue::Tensor(mask)]))
+    } else {
+        IValue::Tensor(out)
+    }
+}
+
+fn per_tensor_values(
+    op: &str,
+    x: &Tensor,
+    scale: f32,
+    zp: i64,
+    qmin: i64,
+    qmax: i64,
+) -> Result<(Tensor, Tensor)> {
+    check_range(op, qmin, qmax)?;
+    check_zero_point(op, zp as f64, qmin, qmax)?;
+    let p = Params {
+        scale,
+        zero_point: ZeroPoint::Int(zp),
+    };
+    apply(op, x, &[p], |_| 0, (qmin, qmax), true)
+}
+
+/// `fake_quantize_per_tensor_affine(_cachemask)(self, float scale, int zero_point, int quant_min,
+/// int quant_max)`.
+fn per_tensor(a: &mut Args<'_>, with_mask: bool) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let (scale, zp) = (a.double(1)? as f32, a.int(2)?);
+    let (out, mask) = per_tensor_values(a.op, &x, scale, zp, a.int(3)?, a.int(4)?)?;
+    Ok(result(out, mask, with_mask))
+}
+
+/// The single value of a one-element tensor argument.
+fn single(a: &Args<'_>, i: usize) -> Result<f64> {
+    let t = a.tensor(i)?;
+    match t.to_vec::<f64>()?[..] {
+        [v] => Ok(v),
+        _ => Err(unsupported(
+            a.op,
+            format!("argument {i} must hold one element, got {}", t.numel()),
+        )),
+    }
+}
+
+/// `fake_quantize_per_tensor_affine.tensor_qparams(self, Tensor scale, Tensor zero_point,
+/// int quant_min, int quant_max)`.
+fn per_tensor_tensor_qparams(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let (scale, zp) = (single(a, 1)? as f32, single(a, 2)? as i64);
+    let (qmin, qmax) = (a.int(3)?, a.int(4)?);
+    check_range(a.op, qmin, qmax)?;
+    let p = Params {
+        scale,
+        zero_point: ZeroPoint::Int(zp),
+    };
+    Ok(IValue::Tensor(
+        apply(a.op, &x, &[p], |_| 0, (qmin, qmax), true)?.0,
+    ))
+}
+
+/// `_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(self, scale, zero_point,
+/// fake_quant_enabled, quant_min, quant_max)`: `(self, all true)` when disabled.
+fn per_tensor_cachemask_tensor_qparams(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let (qmin, qmax) = (a.int(4)?, a.int(5)?);
+    check_range(a.op, qmin, qmax)?;
+    if a.tensor(3)?.to_vec::<f64>()?.first() == Some(&0.0) {
+        let mask = Tensor::from_vec(vec![true; x.numel()], x.shape())?;
+        return Ok(result(x.deep_clone()?, mask, true));
+    }
+    let (scale, zp) = (single(a, 1)? as f32, single(a, 2)? as i64);
+    let p = Params {
+        scale,
+        zero_point: ZeroPoint::Int(zp),
+    };
+    let (out, mask) = apply(a.op, &x, &[p], |_| 0, (qmin, qmax), true)?;
+    Ok(result(out, mask, true))
+}
+
+/// `_fake_quantize_learnable_per_tensor_affine(self, scale, zero_point, quant_min, quant_max,
+/// grad_factor)`'s forward: the zero point rounded (in float) and clamped to the range.
+fn learnable_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let scale = first(a, 1)? as f32;
+    let (qmin, qmax) = (a.int(3)?, a.int(4)?);
+    let zp = (first(a, 2)? as f32)
+        .round_ties_even()
+        .max(qmin as f32)
+        .min(qmax as f32) as i64;
+    let (out, _) = per_tensor_values(a.op, &x, scale, zp, qmin, qmax)?;
+    Ok(IValue::Tensor(out))
+}
+
+/// Element 0 of tensor argument `i` (`scale[0].item()`).
+fn first(a: &Args<'_>, i: usize) -> Result<f64> {
+    a.tensor(i)?
+        .to_vec::<f64>()?
+        .first()
+        .copied()
+        .ok_or_else(|| unsupported(a.op, format!("argument {i} is empty")))
+}
+
+/// The channel of each element of `x` along `axis`.
+fn channel_index(x: &Tensor, axis: usize) -> impl Fn(usize) -> usize {
+    let channels = x.shape().get(axis).copied().unwrap_or(1).max(1);
+    let inner: usize = x.shape()[(axis + 1).min(x.dim())..].iter().product();
+    move |i| (i / inner.max(1)) % channels
+}
+
+fn per_channel_values(
+    a: &Args<'_>,
+    x: &Tensor,
+    scale: &Tensor,
+    zero_point: &Tensor,
+    axis: i64,
+    qmin: i64,
+    qmax: i64,
+) -> Result<(Tensor, Tensor)> {
+    let op = a.op;
+    if !matches!(scale.dtype(), DType::Float32 | DType::BFloat16) {
+        return Err(unsupported(
+            op,
+            format!(
+                "Scale must be Float or BFloat16, found {}",
+                scale.dtype().c10_name()
+            ),
+        ));
+    }
+    let float_zp = match zero_point.dtype() {
+        DType::Int32 => false,
+        DType::Float32 | DType::Float16 => true,
+        other => {
+            return Err(unsupported(
+                op,
+                format!(
+                    "Zero-point must be Int32, Float or Half, found {}",
+                    other.c10_name()
+                ),
+            ))
+        }
+    };
+    if scale.dim() != 1 || zero_point.dim() != 1 {
+        return Err(unsupported(
+            op,
+            "scale and zero point should be 1-D tensors",
+        ));
+    }
+    if scale.numel() != zero_point.numel() {
+        return Err(unsupported(
+            op,
+            "scale and zero-point need to have the same dimensions",
+        ));
+    }
+    check_range(op, qmin, qmax)?;
+    let axis = usize::try_from(axis)
+        .ok()
+        .filter(|&d| d < x.dim())
+        .ok_or_else(|| {
+            unsupported(
+                op,
+                "`axis` must be between 0 and number of dimensions of input",
+            )
+        })?;
+    if scale.numel() != x.shape()[axis] {
+        return Err(unsupported(
+            op,
+            "dimensions of scale and zero-point are not consistent with input tensor",
+        ));
+    }
+    let scales = scale.to_vec::<f32>()?;
+    let zps = zero_point.to_vec::<f64>()?;
+    let (lo, hi) = zps
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &z| {
+            (l.min(z), h.max(z))
+        });
+    // (ATen checks integer zero points only)
+    if !zps.is_empty() && !float_zp {
+        check_zero_point(op, lo, qmin, qmax)?;
+        check_zero_point(op, hi, qmin, qmax)?;
+    }
+    let params: Vec<Params> = scales
+        .iter()
+        .zip(&zps)
+        .map(|(&scale, &z)| Params {
+            scale,
+            zero_point: if float_zp {
+                ZeroPoint::Float(z as f32)
+            } else {
+                ZeroPoint::Int(z as i64)
+            },
+        })
+        .collect();
+    apply(op, x, &params, channel_index(x, axis), (qmin, qmax), false)
+}
+
+/// `fake_quantize_per_channel_affine(_cachemask)(self, Tensor scale, Tensor zero_point,
+/// int axis, int quant_min, int quant_max)`.
+fn per_channel(a: &mut Args<'_>, with_mask: bool) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let (scale, zp) = (a.tensor(1)?, a.tensor(2)?);
+    let (out, mask) = per_channel_values(a, &x, &scale, &zp, a.int(3)?, a.int(4)?, a.int(5)?)?;
+    Ok(result(out, mask, with_mask))
+}
+
+/// `_fake_quantize_learnable_per_channel_affine(self, scale, zero_point, axis, quant_min,
+/// quant_max, grad_factor)`'s forward: zero points rounded half to even, clamped, as int32.
+fn learnable_per_channel(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let (qmin, qmax) = (a.int(4)?, a.int(5)?);
+    let zp = a.tensor(2)?;
+    let rounded: Vec<i32> = zp
+        .to_vec::<f64>()?
+        .iter()
+        .map(|&z| z.round_ties_even().max(qmin as f64).min(qmax as f64) as i32)
+        .collect();
+    let zp = Tensor::from_vec(rounded, zp.shape())?;
+    let scale = a.tensor(1)?;
+    let (out, _) = per_channel_values(a, &x, &scale, &zp, a.int(3)?, qmin, qmax)?;
+    Ok(IValue::Tensor(out))
+}
