@@ -298,6 +298,22 @@ pub(super) fn pack_a(
     let panels = mc.div_ceil(mr);
     for p in 0..panels {
         let panel = &mut dst[p * kc * mr..(p + 1) * kc * mr];
+        let first = i0 + p * mr;
+        if a.cs == 1 && first + mr <= a.rows.min(i0 + mc) {
+            // a whole panel of row-major rows: written in order, a column of MR values at a
+            // time (a row at a time scatters MR-strided single floats, ~6% of BERT's time)
+            let row = |i: usize| &a.data[(first + i) * a.rs + k0..][..kc];
+            let packed = match mr {
+                12 => pack_a_panel::<12>(std::array::from_fn(row), panel),
+                7 => pack_a_panel::<7>(std::array::from_fn(row), panel),
+                6 => pack_a_panel::<6>(std::array::from_fn(row), panel),
+                4 => pack_a_panel::<4>(std::array::from_fn(row), panel),
+                _ => false,
+            };
+            if packed {
+                continue;
+            }
+        }
         for i in 0..mr {
             let r = i0 + p * mr + i;
             if r < a.rows && r < i0 + mc && a.cs == 1 {
@@ -317,6 +333,21 @@ pub(super) fn pack_a(
             }
         }
     }
+}
+
+/// `panel[k * MR + i] = rows[i][k]`: one A panel from its `MR` rows (each at least as long
+/// as the panel is deep). Returns true; `pack_a` falls back to its row loop for heights
+/// without a copy of this.
+#[inline(always)]
+fn pack_a_panel<const MR: usize>(rows: [&[f32]; MR], panel: &mut [f32]) -> bool {
+    let kc = panel.len() / MR;
+    let rows = rows.map(|r| &r[..kc]);
+    for (k, column) in panel.chunks_exact_mut(MR).enumerate() {
+        for (d, r) in column.iter_mut().zip(&rows) {
+            *d = r[k];
+        }
+    }
+    true
 }
 
 /// Where B's values come from while packing.
