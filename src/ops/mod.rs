@@ -13,6 +13,7 @@
 pub mod activation;
 pub mod args;
 pub mod attention;
+pub mod bessel;
 pub mod calculus;
 pub mod call_limits;
 pub mod conv;
@@ -25,6 +26,7 @@ pub mod gemm;
 pub mod generator;
 pub mod grad_mode;
 pub mod grids;
+pub mod incomplete_gamma;
 pub mod index;
 pub mod int_matmul;
 pub mod interpolate;
@@ -194,6 +196,8 @@ impl Registry {
             linalg_decomp::register(&mut r);
             scalar::register(&mut r);
             special::register(&mut r);
+            bessel::register(&mut r);
+            incomplete_gamma::register(&mut r);
             losses::register(&mut r);
             grids::register(&mut r);
             tensor_queries::register(&mut r);

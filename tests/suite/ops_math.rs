@@ -1,0 +1,12 @@
+//! Math operator families added for issue 12's coverage (fixtures/gen_ops_math_functions.py):
+//! each case is PyTorch's answer over the ranges and special values the synthesized coverage
+//! goldens do not reach.
+
+use crate::common;
+
+/// Bessel, Airy and incomplete gamma functions: every branch of PyTorch's formulas, the
+/// boundary values, float32/float64/integer inputs, the in-place forms.
+#[test]
+fn bessel_airy_and_incomplete_gamma_functions() {
+    common::assert_op_cases("math_functions");
+}
