@@ -4,9 +4,10 @@
 
 use crate::common;
 
-/// Bessel, Airy and incomplete gamma functions: every branch of PyTorch's formulas, the
-/// boundary values, float32/float64/integer inputs, the in-place forms.
+/// Bessel, Airy and incomplete gamma functions (every branch of PyTorch's formulas, the
+/// boundary values, float32/float64/integer inputs, the in-place forms); Hermitian FFTs and
+/// the `_fft_*` / `prims::fft_*` primitives (sizes, dims, norms, dtypes, refused inputs).
 #[test]
-fn bessel_airy_and_incomplete_gamma_functions() {
+fn special_functions_and_fft_primitives() {
     common::assert_op_cases("math_functions");
 }
