@@ -26,6 +26,7 @@ pub mod gemm;
 pub mod generator;
 pub mod grad_mode;
 pub mod grids;
+pub mod histogram;
 pub mod incomplete_gamma;
 pub mod index;
 pub mod int_matmul;
@@ -198,6 +199,7 @@ impl Registry {
             special::register(&mut r);
             bessel::register(&mut r);
             incomplete_gamma::register(&mut r);
+            histogram::register(&mut r);
             losses::register(&mut r);
             grids::register(&mut r);
             tensor_queries::register(&mut r);
