@@ -7,6 +7,7 @@
 
 use super::Registry;
 use crate::float_unary;
+use std::f64::consts::{FRAC_2_PI, FRAC_PI_4};
 
 /// `c[0] y^(n-1) + ... + c[n-1]` (Horner), the form of Math.h's coefficient loops.
 fn poly(c: &[f64], y: f64) -> f64 {
@@ -25,9 +26,7 @@ fn chebyshev(c: &[f64], y: f64) -> f64 {
     0.5 * (a - p)
 }
 
-const FRAC_2_PI: f64 = 0.636619772367581343075535053490057448;
 const SQRT_2_OVER_PI: f64 = 0.797884560802865355879892119868763737;
-const FRAC_PI_4: f64 = 0.785398163397448309615660845819875721;
 const FRAC_3PI_4: f64 = 2.356194490192344928846982537459627163;
 
 pub(crate) fn airy_ai(x: f64) -> f64 {

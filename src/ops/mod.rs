@@ -33,6 +33,7 @@ pub mod int_matmul;
 pub mod interpolate;
 pub(crate) mod kernels;
 pub mod linalg;
+pub mod linalg_composite;
 pub mod linalg_decomp;
 pub mod linalg_dense;
 pub mod linalg_products;
@@ -200,6 +201,7 @@ impl Registry {
             bessel::register(&mut r);
             incomplete_gamma::register(&mut r);
             histogram::register(&mut r);
+            linalg_composite::register(&mut r);
             losses::register(&mut r);
             grids::register(&mut r);
             tensor_queries::register(&mut r);

@@ -109,7 +109,7 @@ const SAME_AS_ATEN: &[(&str, &str)] = &[
 
 /// Run the aten overload `name` (`aten::add.Tensor`) on `values`: a primitive's arguments in
 /// that overload's schema order.
-fn via_aten(a: &Args<'_>, name: &str, mut values: Vec<IValue>) -> R {
+pub(crate) fn via_aten(a: &Args<'_>, name: &str, mut values: Vec<IValue>) -> R {
     let (op, overload) = name.split_once('.').unwrap_or((name, ""));
     let kernel = Registry::global()
         .lookup(op, overload)
