@@ -166,44 +166,41 @@ pub(crate) fn modified_bessel_i1(x: f64) -> f64 {
     }
 }
 
-/// K0 (`scaled`: times e^x); infinite at 0, NaN below.
-fn bessel_k0_scaled_or_not<const SCALED: bool>(x: f64) -> f64 {
+/// K_n from its two forms: `small` for x <= 2, `large_scaled` (`e^x K_n`) beyond; `SCALED`
+/// gives `e^x K_n`. Infinite at 0, NaN below.
+fn bessel_k<const SCALED: bool>(
+    x: f64,
+    small: impl Fn(f64) -> f64,
+    large_scaled: impl Fn(f64) -> f64,
+) -> f64 {
     if x == 0.0 {
         return f64::INFINITY;
     }
     if x < 0.0 {
         return f64::NAN;
     }
-    if x <= 2.0 {
-        let v = chebyshev(&K0_A, x * x - 2.0) - (0.5 * x).ln() * modified_bessel_i0(x);
-        return if SCALED { v * x.exp() } else { v };
-    }
-    let v = chebyshev(&K0_B, 8.0 / x - 2.0) / x.sqrt();
-    if SCALED {
-        v
-    } else {
-        (-x).exp() * v
+    match (x <= 2.0, SCALED) {
+        (true, false) => small(x),
+        (true, true) => small(x) * x.exp(),
+        (false, false) => (-x).exp() * large_scaled(x),
+        (false, true) => large_scaled(x),
     }
 }
 
-/// K1 (`scaled`: times e^x); infinite at 0, NaN below.
-fn bessel_k1_scaled_or_not<const SCALED: bool>(x: f64) -> f64 {
-    if x == 0.0 {
-        return f64::INFINITY;
-    }
-    if x < 0.0 {
-        return f64::NAN;
-    }
-    if x <= 2.0 {
-        let v = (0.5 * x).ln() * modified_bessel_i1(x) + chebyshev(&K1_A, x * x - 2.0) / x;
-        return if SCALED { v * x.exp() } else { v };
-    }
-    let v = chebyshev(&K1_B, 8.0 / x - 2.0) / x.sqrt();
-    if SCALED {
-        v
-    } else {
-        (-x).exp() * v
-    }
+fn bessel_k0<const SCALED: bool>(x: f64) -> f64 {
+    bessel_k::<SCALED>(
+        x,
+        |x| chebyshev(&K0_A, x * x - 2.0) - (0.5 * x).ln() * modified_bessel_i0(x),
+        |x| chebyshev(&K0_B, 8.0 / x - 2.0) / x.sqrt(),
+    )
+}
+
+fn bessel_k1<const SCALED: bool>(x: f64) -> f64 {
+    bessel_k::<SCALED>(
+        x,
+        |x| (0.5 * x).ln() * modified_bessel_i1(x) + chebyshev(&K1_A, x * x - 2.0) / x,
+        |x| chebyshev(&K1_B, 8.0 / x - 2.0) / x.sqrt(),
+    )
 }
 
 pub(crate) fn spherical_bessel_j0(x: f64) -> f64 {
@@ -241,10 +238,10 @@ bessel_kernels! {
     bessel_y1_k, "special_bessel_y1" => bessel_y1;
     modified_i0_k, "special_modified_bessel_i0" => modified_bessel_i0;
     modified_i1_k, "special_modified_bessel_i1" => modified_bessel_i1;
-    modified_k0_k, "special_modified_bessel_k0" => bessel_k0_scaled_or_not::<false>;
-    modified_k1_k, "special_modified_bessel_k1" => bessel_k1_scaled_or_not::<false>;
-    scaled_k0_k, "special_scaled_modified_bessel_k0" => bessel_k0_scaled_or_not::<true>;
-    scaled_k1_k, "special_scaled_modified_bessel_k1" => bessel_k1_scaled_or_not::<true>;
+    modified_k0_k, "special_modified_bessel_k0" => bessel_k0::<false>;
+    modified_k1_k, "special_modified_bessel_k1" => bessel_k1::<false>;
+    scaled_k0_k, "special_scaled_modified_bessel_k0" => bessel_k0::<true>;
+    scaled_k1_k, "special_scaled_modified_bessel_k1" => bessel_k1::<true>;
     spherical_j0_k, "special_spherical_bessel_j0" => spherical_bessel_j0;
 }
 

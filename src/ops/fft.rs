@@ -622,47 +622,25 @@ fn fft_irfft2(args: &mut Args<'_>) -> R {
     t(c2r(args.op, &x, &d, &s, norm_arg(args)?.as_deref())?)
 }
 
-/// hfft: the forward transform of a Hermitian signal given by its first half (real result).
-fn hfft_of(args: &Args<'_>, x: &Tensor, d: &[usize], s: &[Option<usize>]) -> R {
+/// hfft (the forward transform of a Hermitian signal given by its first half: real) or, when
+/// `INVERSE`, ihfft (the inverse transform of a real signal: its non-redundant half), over one
+/// dim (`DIMS` 1), the last two by default (2) or all by default (0).
+fn hermitian_fft<const INVERSE: bool, const DIMS: u8>(args: &mut Args<'_>) -> R {
+    let (x, d, s) = match DIMS {
+        1 => one_dim(args)?,
+        2 => n_dim(args, Some(LAST2))?,
+        _ => n_dim(args, None)?,
+    };
     let norm = norm_arg(args)?;
     let scaling = Scaling::Named {
         norm: norm.as_deref(),
-        forward: true,
+        forward: !INVERSE,
     };
-    t(c2r_scaled(args.op, x, d, s, scaling, true)?)
-}
-/// ihfft: the inverse transform of a real signal, its non-redundant half.
-fn ihfft_of(args: &Args<'_>, x: &Tensor, d: &[usize], s: &[Option<usize>]) -> R {
-    let norm = norm_arg(args)?;
-    let scaling = Scaling::Named {
-        norm: norm.as_deref(),
-        forward: false,
-    };
-    t(r2c_scaled(args.op, x, d, s, scaling, false, true)?)
-}
-fn fft_hfft(args: &mut Args<'_>) -> R {
-    let (x, d, s) = one_dim(args)?;
-    hfft_of(args, &x, &d, &s)
-}
-fn fft_hfft2(args: &mut Args<'_>) -> R {
-    let (x, d, s) = n_dim(args, Some(LAST2))?;
-    hfft_of(args, &x, &d, &s)
-}
-fn fft_hfftn(args: &mut Args<'_>) -> R {
-    let (x, d, s) = n_dim(args, None)?;
-    hfft_of(args, &x, &d, &s)
-}
-fn fft_ihfft(args: &mut Args<'_>) -> R {
-    let (x, d, s) = one_dim(args)?;
-    ihfft_of(args, &x, &d, &s)
-}
-fn fft_ihfft2(args: &mut Args<'_>) -> R {
-    let (x, d, s) = n_dim(args, Some(LAST2))?;
-    ihfft_of(args, &x, &d, &s)
-}
-fn fft_ihfftn(args: &mut Args<'_>) -> R {
-    let (x, d, s) = n_dim(args, None)?;
-    ihfft_of(args, &x, &d, &s)
+    t(if INVERSE {
+        r2c_scaled(args.op, &x, &d, &s, scaling, false, true)?
+    } else {
+        c2r_scaled(args.op, &x, &d, &s, scaling, true)?
+    })
 }
 
 /// The `dim` list of the `_fft_*` / `prims::fft_*` operators (no resizing: sizes as given).
@@ -1334,12 +1312,12 @@ pub fn register(r: &mut Registry) {
     r.add("aten::fft_ifft2", fft_ifft2);
     r.add("aten::fft_rfft2", fft_rfft2);
     r.add("aten::fft_irfft2", fft_irfft2);
-    r.add("aten::fft_hfft", fft_hfft);
-    r.add("aten::fft_hfft2", fft_hfft2);
-    r.add("aten::fft_hfftn", fft_hfftn);
-    r.add("aten::fft_ihfft", fft_ihfft);
-    r.add("aten::fft_ihfft2", fft_ihfft2);
-    r.add("aten::fft_ihfftn", fft_ihfftn);
+    r.add("aten::fft_hfft", hermitian_fft::<false, 1>);
+    r.add("aten::fft_hfft2", hermitian_fft::<false, 2>);
+    r.add("aten::fft_hfftn", hermitian_fft::<false, 0>);
+    r.add("aten::fft_ihfft", hermitian_fft::<true, 1>);
+    r.add("aten::fft_ihfft2", hermitian_fft::<true, 2>);
+    r.add("aten::fft_ihfftn", hermitian_fft::<true, 0>);
     r.add("aten::_fft_c2c", fft_c2c_with::<true>);
     r.add("aten::_fft_r2c", fft_r2c_with::<true>);
     r.add("aten::_fft_c2r", fft_c2r_with::<true>);

@@ -184,18 +184,37 @@ fn asymptotic_regime(a: f64, x: f64) -> bool {
     (a > 20.0 && a < 200.0 && absxma_a < 0.3) || (a > 200.0 && absxma_a < 4.5 / a.sqrt())
 }
 
+/// P (`lower`) or Q at the edges of the domain as SciPy defines them (NaN outside it: at most
+/// one of a and x may be 0 or infinite); None inside.
+fn domain_edge(a: f64, x: f64, lower: bool) -> Option<f64> {
+    let (p, q) = if x < 0.0 || a < 0.0 {
+        (f64::NAN, f64::NAN)
+    } else if a == 0.0 {
+        if x > 0.0 {
+            (1.0, 0.0)
+        } else {
+            (f64::NAN, f64::NAN)
+        }
+    } else if x == 0.0 {
+        (0.0, 1.0)
+    } else if a.is_infinite() {
+        if x.is_infinite() {
+            (f64::NAN, f64::NAN)
+        } else {
+            (0.0, 1.0)
+        }
+    } else if x.is_infinite() {
+        (1.0, 0.0)
+    } else {
+        return None;
+    };
+    Some(if lower { p } else { q })
+}
+
 /// Regularized upper incomplete gamma Q(a, x).
 pub(crate) fn igammac(a: f64, x: f64) -> f64 {
-    if x < 0.0 || a < 0.0 {
-        return f64::NAN;
-    } else if a == 0.0 {
-        return if x > 0.0 { 0.0 } else { f64::NAN };
-    } else if x == 0.0 {
-        return 1.0;
-    } else if a.is_infinite() {
-        return if x.is_infinite() { f64::NAN } else { 1.0 };
-    } else if x.is_infinite() {
-        return 0.0;
+    if let Some(v) = domain_edge(a, x, false) {
+        return v;
     }
     if asymptotic_regime(a, x) {
         return igam_asymptotic(a, x, false);
@@ -221,16 +240,8 @@ pub(crate) fn igammac(a: f64, x: f64) -> f64 {
 
 /// Regularized lower incomplete gamma P(a, x).
 pub(crate) fn igamma(a: f64, x: f64) -> f64 {
-    if x < 0.0 || a < 0.0 {
-        return f64::NAN;
-    } else if a == 0.0 {
-        return if x > 0.0 { 1.0 } else { f64::NAN };
-    } else if x == 0.0 {
-        return 0.0;
-    } else if a.is_infinite() {
-        return if x.is_infinite() { f64::NAN } else { 0.0 };
-    } else if x.is_infinite() {
-        return 1.0;
+    if let Some(v) = domain_edge(a, x, true) {
+        return v;
     }
     if asymptotic_regime(a, x) {
         return igam_asymptotic(a, x, true);
