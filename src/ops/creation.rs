@@ -337,10 +337,12 @@ fn linspace(args: &mut Args<'_>) -> R {
         .map_err(|_| value_err("number of steps must be non-negative"))?;
     let dtype = factory_dtype(args, 3, DType::Float32)?;
     crate::tensor::budget::check_alloc(checked_numel(&[steps, 8])?)?;
-    let v = linspace_values(s, e, steps);
-    let out = Tensor::from_vec(v, &[steps])?;
-    t(if dtype == DType::Float32 {
-        // PyTorch computes float32 linspace in float32.
+    t(linspace_tensor(s, e, steps, dtype)?)
+}
+
+/// `linspace(start, end, steps)` of `dtype`, computed as PyTorch does (float32 in float32).
+pub(crate) fn linspace_tensor(s: f64, e: f64, steps: usize, dtype: DType) -> crate::Result<Tensor> {
+    if dtype == DType::Float32 {
         let (s32, e32) = (s as f32, e as f32);
         let st = if steps > 1 {
             (e32 - s32) / (steps - 1) as f32
@@ -357,10 +359,10 @@ fn linspace(args: &mut Args<'_>) -> R {
                 }
             })
             .collect();
-        Tensor::from_vec(v, &[steps])?
+        Ok(Tensor::from_vec(v, &[steps])?)
     } else {
-        out.to_dtype(dtype)?
-    })
+        Tensor::from_vec(linspace_values(s, e, steps), &[steps])?.to_dtype(dtype)
+    }
 }
 fn logspace(args: &mut Args<'_>) -> R {
     let (s, e) = (scalar_or_tensor(args, 0)?, scalar_or_tensor(args, 1)?);

@@ -337,6 +337,36 @@ fn fft_dims(
     Ok((dims, sizes))
 }
 
+/// How a transform's result is scaled: a `norm=` name for the given direction, or the integer
+/// mode of the `_fft_*` operators (0 none, 1 by 1/sqrt(n), 2 by 1/n, n the signal size).
+#[derive(Clone, Copy)]
+enum Scaling<'a> {
+    Named {
+        norm: Option<&'a str>,
+        forward: bool,
+    },
+    Mode(i64),
+}
+
+impl Scaling<'_> {
+    fn factor(self, op: &str, n: usize) -> crate::Result<f64> {
+        match self {
+            Scaling::Named { norm, forward } => norm_scale(op, norm, n, forward),
+            Scaling::Mode(mode) => {
+                let n = n.max(1) as f64;
+                match mode {
+                    0 => Ok(1.0),
+                    1 => Ok(1.0 / n.sqrt()),
+                    2 => Ok(1.0 / n),
+                    other => Err(value_err(format!(
+                        "{op}: invalid normalization mode {other} (expected 0, 1 or 2)"
+                    ))),
+                }
+            }
+        }
+    }
+}
+
 /// Complex-to-complex over `dims` with `sizes`.
 fn c2c(
     op: &str,
@@ -346,13 +376,31 @@ fn c2c(
     norm: Option<&str>,
     forward: bool,
 ) -> crate::Result<Tensor> {
+    c2c_scaled(
+        op,
+        x,
+        dims,
+        sizes,
+        Scaling::Named { norm, forward },
+        forward,
+    )
+}
+
+fn c2c_scaled(
+    op: &str,
+    x: &Tensor,
+    dims: &[usize],
+    sizes: &[Option<usize>],
+    scaling: Scaling<'_>,
+    forward: bool,
+) -> crate::Result<Tensor> {
     let mut b = Buf::from_tensor(x)?;
     let mut total = 1usize;
     for (&d, s) in dims.iter().zip(sizes) {
         b.resize(d, s.unwrap_or(b.shape[d]));
         total *= b.shape[d];
     }
-    let scale = norm_scale(op, norm, total, forward)?;
+    let scale = scaling.factor(op, total)?;
     for &d in dims {
         b.transform(d, !forward, 1.0);
     }
@@ -370,8 +418,29 @@ fn r2c(
     sizes: &[Option<usize>],
     norm: Option<&str>,
 ) -> crate::Result<Tensor> {
+    let scaling = Scaling::Named {
+        norm,
+        forward: true,
+    };
+    r2c_scaled(op, x, dims, sizes, scaling, true, true)
+}
+
+/// Real-to-complex in either direction (ihfft is the inverse one), `onesided` or the full
+/// spectrum.
+fn r2c_scaled(
+    op: &str,
+    x: &Tensor,
+    dims: &[usize],
+    sizes: &[Option<usize>],
+    scaling: Scaling<'_>,
+    forward: bool,
+    onesided: bool,
+) -> crate::Result<Tensor> {
     check_input(op, x, true)?;
-    let full = c2c(op, x, dims, sizes, norm, true)?;
+    let full = c2c_scaled(op, x, dims, sizes, scaling, forward)?;
+    if !onesided {
+        return Ok(full);
+    }
     let Some(&last) = dims.last() else {
         return Ok(full);
     };
@@ -389,6 +458,23 @@ fn c2r(
     dims: &[usize],
     sizes: &[Option<usize>],
     norm: Option<&str>,
+) -> crate::Result<Tensor> {
+    let scaling = Scaling::Named {
+        norm,
+        forward: false,
+    };
+    c2r_scaled(op, x, dims, sizes, scaling, false)
+}
+
+/// Complex-to-real of `x`, or of its conjugate (`conjugate`: hfft, the forward transform of a
+/// Hermitian signal, is the inverse one of the conjugate).
+fn c2r_scaled(
+    op: &str,
+    x: &Tensor,
+    dims: &[usize],
+    sizes: &[Option<usize>],
+    scaling: Scaling<'_>,
+    conjugate: bool,
 ) -> crate::Result<Tensor> {
     check_input(op, x, false)?;
     let (Some(&last), Some(&last_size)) = (dims.last(), sizes.last()) else {
@@ -408,6 +494,9 @@ fn c2r(
         }
     };
     let mut b = Buf::from_tensor(x)?;
+    if conjugate {
+        b.data.iter_mut().for_each(|v| *v = v.conj());
+    }
     let mut total = n;
     for (&d, s) in dims.iter().zip(sizes).take(dims.len() - 1) {
         b.resize(d, s.unwrap_or(b.shape[d]));
@@ -447,7 +536,7 @@ fn c2r(
             }
         }
     }
-    let scale = norm_scale(op, norm, total, false)?;
+    let scale = scaling.factor(op, total)?;
     ext.transform(last, true, scale);
     ext.into_real(real_out(x.dtype()))
 }
@@ -531,6 +620,106 @@ fn fft_rfft2(args: &mut Args<'_>) -> R {
 fn fft_irfft2(args: &mut Args<'_>) -> R {
     let (x, d, s) = n_dim(args, Some(LAST2))?;
     t(c2r(args.op, &x, &d, &s, norm_arg(args)?.as_deref())?)
+}
+
+/// hfft (the forward transform of a Hermitian signal given by its first half: real) or, when
+/// `INVERSE`, ihfft (the inverse transform of a real signal: its non-redundant half), over one
+/// dim (`DIMS` 1), the last two by default (2) or all by default (0).
+fn hermitian_fft<const INVERSE: bool, const DIMS: u8>(args: &mut Args<'_>) -> R {
+    let (x, d, s) = match DIMS {
+        1 => one_dim(args)?,
+        2 => n_dim(args, Some(LAST2))?,
+        _ => n_dim(args, None)?,
+    };
+    let norm = norm_arg(args)?;
+    let scaling = Scaling::Named {
+        norm: norm.as_deref(),
+        forward: !INVERSE,
+    };
+    t(if INVERSE {
+        r2c_scaled(args.op, &x, &d, &s, scaling, false, true)?
+    } else {
+        c2r_scaled(args.op, &x, &d, &s, scaling, true)?
+    })
+}
+
+/// The `dim` list of the `_fft_*` / `prims::fft_*` operators (no resizing: sizes as given).
+fn raw_dims(args: &Args<'_>, x: &Tensor) -> crate::Result<(Vec<usize>, Vec<Option<usize>>)> {
+    let dims = args
+        .int_list(1)?
+        .iter()
+        .map(|&d| wrap_dim(d, x.dim()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sizes = vec![None; dims.len()];
+    Ok((dims, sizes))
+}
+
+fn require_complex(op: &str, x: &Tensor) -> crate::Result<()> {
+    if !x.dtype().is_complex() {
+        return Err(value_err(format!(
+            "{op} expects a complex input tensor, but got {}",
+            x.dtype()
+        )));
+    }
+    Ok(())
+}
+
+/// `_fft_c2c(self, dim, normalization, forward)` / `prims::fft_c2c(self, *, dim, forward)`
+/// (mode 0): the transform over exactly `dim`.
+fn fft_c2c_with<const MODE_ARG: bool>(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    require_complex(args.op, &x)?;
+    let (dims, sizes) = raw_dims(args, &x)?;
+    let (mode, forward) = if MODE_ARG {
+        (args.int(2)?, args.bool(3)?)
+    } else {
+        (0, args.bool(2)?)
+    };
+    t(c2c_scaled(
+        args.op,
+        &x,
+        &dims,
+        &sizes,
+        Scaling::Mode(mode),
+        forward,
+    )?)
+}
+/// `_fft_r2c(self, dim, normalization, onesided)` / `prims::fft_r2c(self, *, dim, onesided)`.
+fn fft_r2c_with<const MODE_ARG: bool>(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let (dims, sizes) = raw_dims(args, &x)?;
+    let (mode, onesided) = if MODE_ARG {
+        (args.int(2)?, args.bool(3)?)
+    } else {
+        (0, args.bool(2)?)
+    };
+    let scaling = Scaling::Mode(mode);
+    t(r2c_scaled(
+        args.op, &x, &dims, &sizes, scaling, true, onesided,
+    )?)
+}
+/// `_fft_c2r(self, dim, normalization, last_dim_size)` / `prims::fft_c2r(self, *, dim,
+/// last_dim_size)`: inverse transforms, the last of `dim` Hermitian with that output length.
+fn fft_c2r_with<const MODE_ARG: bool>(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    require_complex(args.op, &x)?;
+    let (dims, mut sizes) = raw_dims(args, &x)?;
+    let (mode, last) = if MODE_ARG {
+        (args.int(2)?, args.int(3)?)
+    } else {
+        (0, args.int(2)?)
+    };
+    if let Some(s) = sizes.last_mut() {
+        *s = Some(signal_len(args.op, last)?);
+    }
+    t(c2r_scaled(
+        args.op,
+        &x,
+        &dims,
+        &sizes,
+        Scaling::Mode(mode),
+        false,
+    )?)
 }
 
 fn shift(args: &Args<'_>, inverse: bool) -> R {
@@ -1123,6 +1312,18 @@ pub fn register(r: &mut Registry) {
     r.add("aten::fft_ifft2", fft_ifft2);
     r.add("aten::fft_rfft2", fft_rfft2);
     r.add("aten::fft_irfft2", fft_irfft2);
+    r.add("aten::fft_hfft", hermitian_fft::<false, 1>);
+    r.add("aten::fft_hfft2", hermitian_fft::<false, 2>);
+    r.add("aten::fft_hfftn", hermitian_fft::<false, 0>);
+    r.add("aten::fft_ihfft", hermitian_fft::<true, 1>);
+    r.add("aten::fft_ihfft2", hermitian_fft::<true, 2>);
+    r.add("aten::fft_ihfftn", hermitian_fft::<true, 0>);
+    r.add("aten::_fft_c2c", fft_c2c_with::<true>);
+    r.add("aten::_fft_r2c", fft_r2c_with::<true>);
+    r.add("aten::_fft_c2r", fft_c2r_with::<true>);
+    r.add("prims::fft_c2c", fft_c2c_with::<false>);
+    r.add("prims::fft_r2c", fft_r2c_with::<false>);
+    r.add("prims::fft_c2r", fft_c2r_with::<false>);
     r.add("aten::fft_fftshift", fft_fftshift);
     r.add("aten::fft_ifftshift", fft_ifftshift);
     r.add("aten::fft_fftfreq", fft_fftfreq);

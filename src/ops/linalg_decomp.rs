@@ -825,6 +825,101 @@ fn matrix_exp(args: &mut Args<'_>) -> R {
     Ok(IValue::Tensor(tensor(out, &a.shape(&[n, n]), a.dtype)?))
 }
 
+/// LAPACK's unblocked `geqr2` on one row-major `m x n` matrix: R on and above the diagonal, the
+/// Householder vectors (implicit leading 1) below it, and their `tau`s (`dlarfg`'s convention:
+/// `beta = -sign(alpha) |(alpha, x)|`, `tau = (beta - alpha) / beta`, 0 for a zero column).
+fn geqr2(a: &mut [f64], m: usize, n: usize) -> Vec<f64> {
+    let k = m.min(n);
+    let mut tau = vec![0.0; k];
+    for i in 0..k {
+        let alpha = a[i * n + i];
+        let xnorm = (i + 1..m).map(|r| a[r * n + i].powi(2)).sum::<f64>().sqrt();
+        if xnorm == 0.0 {
+            continue;
+        }
+        let beta = -alpha.signum() * alpha.hypot(xnorm);
+        tau[i] = (beta - alpha) / beta;
+        let scale = 1.0 / (alpha - beta);
+        for r in i + 1..m {
+            a[r * n + i] *= scale;
+        }
+        a[i * n + i] = beta;
+        // apply H = I - tau v v^T (v = [1, a[i+1.., i]]) to the columns right of i
+        for c in i + 1..n {
+            let w = a[i * n + c] + (i + 1..m).map(|r| a[r * n + i] * a[r * n + c]).sum::<f64>();
+            a[i * n + c] -= tau[i] * w;
+            for r in i + 1..m {
+                a[r * n + c] -= tau[i] * w * a[r * n + i];
+            }
+        }
+    }
+    tau
+}
+
+/// `geqrf(self)`: (a, tau) as LAPACK's QR factorization returns them.
+fn geqrf(args: &mut Args<'_>) -> R {
+    let b = matrices("geqrf", &args.tensor(0)?, false)?;
+    let (m, n) = (b.m, b.n);
+    let mut a_out = Vec::with_capacity(b.data.len());
+    let mut tau_out = Vec::new();
+    for i in 0..b.count() {
+        let mut a = b.mat(i).to_vec();
+        tau_out.extend(geqr2(&mut a, m, n));
+        a_out.extend(a);
+    }
+    let a = Tensor::from_vec(a_out, &b.shape(&[m, n]))?.to_dtype(b.dtype)?;
+    let tau = Tensor::from_vec(tau_out, &b.shape(&[m.min(n)]))?.to_dtype(b.dtype)?;
+    Ok(IValue::Tuple(Tuple::new(vec![a.into(), tau.into()])))
+}
+
+/// `linalg_householder_product(input, tau)` / `orgqr`: the first n columns of
+/// `H(0) H(1) ... H(k-1)`, `H(i) = I - tau[i] v_i v_i^T` with `v_i` column i of `input` below the
+/// diagonal (implicit leading 1).
+fn householder_product(args: &mut Args<'_>) -> R {
+    let op = "torch.linalg.householder_product";
+    let b = matrices(op, &args.tensor(0)?, false)?;
+    let tau = args.tensor(1)?;
+    let (m, n) = (b.m, b.n);
+    let k = tau.shape().last().copied().unwrap_or(0);
+    if m < n || k > n || tau.dim() != b.batch.len() + 1 || tau.shape()[..b.batch.len()] != b.batch {
+        return Err(shape_err(format!(
+            "{op}: input of shape {:?} must have m >= n and tau of shape batch + [k <= n], got \
+             tau {:?}",
+            b.shape(&[m, n]),
+            tau.shape()
+        )));
+    }
+    if tau.dtype() != b.dtype {
+        return Err(value_err(format!(
+            "{op}: tau dtype {} does not match input dtype {}",
+            tau.dtype(),
+            b.dtype
+        )));
+    }
+    let taus = tau.contiguous()?.to_vec::<f64>()?;
+    let mut out = Vec::with_capacity(b.data.len());
+    for bi in 0..b.count() {
+        let a = b.mat(bi);
+        let mut q: Vec<f64> = (0..m * n)
+            .map(|x| if x / n == x % n { 1.0 } else { 0.0 })
+            .collect();
+        for i in (0..k).rev() {
+            let t = taus[bi * k + i];
+            let v = |r: usize| if r == i { 1.0 } else { a[r * n + i] };
+            for c in 0..n {
+                let w: f64 = (i..m).map(|r| v(r) * q[r * n + c]).sum();
+                for r in i..m {
+                    q[r * n + c] -= t * w * v(r);
+                }
+            }
+        }
+        out.extend(q);
+    }
+    Ok(IValue::Tensor(
+        Tensor::from_vec(out, &b.shape(&[m, n]))?.to_dtype(b.dtype)?,
+    ))
+}
+
 pub fn register(r: &mut Registry) {
     r.add("aten::linalg_qr", linalg_qr);
     r.add(
@@ -874,4 +969,9 @@ pub fn register(r: &mut Registry) {
     r.add("aten::linalg_pinv.atol_rtol_tensor", linalg_pinv_tensors);
     r.add("aten::linalg_pinv.atol_rtol_float", linalg_pinv_floats);
     r.add_all(&["aten::matrix_exp", "aten::linalg_matrix_exp"], matrix_exp);
+    r.add("aten::geqrf", geqrf);
+    r.add_all(
+        &["aten::linalg_householder_product", "aten::orgqr"],
+        householder_product,
+    );
 }

@@ -5,6 +5,7 @@
 //! Row-wise ops move the reduced dim last and work on contiguous rows, then move it back.
 
 use super::index::Numeric;
+use super::kernels::operand::write_inplace;
 use super::shape::{movedim, reshape, shape_err, value_err, wdim};
 use super::{Args, Registry};
 use crate::tensor::{DType, Scalar, Tensor};
@@ -543,6 +544,34 @@ fn cum_extreme(t: &Tensor, dim: i64, max: bool) -> R<(Tensor, Tensor)> {
     Ok((v, i))
 }
 
+/// `_cummax_helper(self, values, indices, dim)` / `_cummin_helper`: cummax/cummin written into
+/// the given tensors, which must have the input's shape (values its dtype, indices int64).
+fn cum_extreme_helper<const MAX: bool>(a: &mut Args<'_>) -> R<IValue> {
+    let (x, values, indices) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
+    if values.shape() != x.shape() || indices.shape() != x.shape() {
+        return Err(shape_err(format!(
+            "{}: values {:?} and indices {:?} must have the input's shape {:?}",
+            a.op,
+            values.shape(),
+            indices.shape(),
+            x.shape()
+        )));
+    }
+    if values.dtype() != x.dtype() || indices.dtype() != DType::Int64 {
+        return Err(value_err(format!(
+            "{}: expected values of {} and int64 indices, got {} and {}",
+            a.op,
+            x.dtype(),
+            values.dtype(),
+            indices.dtype()
+        )));
+    }
+    let (v, i) = cum_extreme(&x, a.int(3)?, MAX)?;
+    write_inplace(&values, &v, a.op)?;
+    write_inplace(&indices, &i, a.op)?;
+    Ok(IValue::None)
+}
+
 fn scalar_tensor(a: &Args<'_>, i: usize) -> R<Tensor> {
     let s: Scalar = a.scalar(i)?;
     Tensor::from_scalar(s, s.default_dtype())
@@ -723,4 +752,6 @@ pub(crate) fn register(r: &mut Registry) {
         let (v, i) = cum_extreme(&a.tensor(0)?, a.int(1)?, false)?;
         Ok(pair(v, i))
     });
+    r.add("aten::_cummax_helper", cum_extreme_helper::<true>);
+    r.add("aten::_cummin_helper", cum_extreme_helper::<false>);
 }
