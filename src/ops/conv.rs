@@ -575,7 +575,7 @@ fn conv_forward_f32(
         // block): one matrix-vector product per image, without packing the weight into GEMM
         // tiles that would compute a single useful column
         for (img, dst) in os.chunks_exact_mut(cout).enumerate() {
-            vmath::matvec(ws, cout, c, &xs[img * c..][..c], dst, false);
+            vmath::matvec_split(ws, cout, c, &xs[img * c..][..c], dst, false);
             if let Some(bs) = bs {
                 dst.iter_mut().zip(bs).for_each(|(d, &b)| *d += b);
             }
