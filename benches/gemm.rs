@@ -232,7 +232,31 @@ fn conv_bench(c: &mut Criterion) {
                 2,
                 96,
             ),
+            // mobilenet_v3_small's narrow maps: channels-last blocks
+            (
+                "5x5 240ch 14x14",
+                [1, 240, 14, 14],
+                [240, 1, 5, 5],
+                1,
+                2,
+                240,
+            ),
+            ("5x5 576ch 7x7", [1, 576, 7, 7], [576, 1, 5, 5], 1, 2, 576),
         ],
+    );
+    // mobilenet_v3_small's stem: 16 channels (the 12 x 32 tile), image columns gathered at
+    // stride 2 while packing
+    conv_group(
+        c,
+        "conv3x3 s2 f32",
+        &[(
+            "mobilenet stem 3x224x224 s2",
+            [1, 3, 224, 224],
+            [16, 3, 3, 3],
+            2,
+            1,
+            1,
+        )],
     );
 }
 

@@ -157,6 +157,25 @@ fn kernels(c: &mut Criterion) {
         }
     }
     g.finish();
+
+    // batch-1 linear (mobilenet_v3_small's classifier): a matrix-vector product streaming 4 MB
+    // of weights, its rows shared among the threads (GB/s of weight read)
+    let mut g = c.benchmark_group("linear_batch1");
+    let (k, n) = (1024usize, 1000usize);
+    g.throughput(Throughput::Bytes((n * k) as u64 * f32_bytes));
+    let args = [
+        IValue::Tensor(randn(&[1, k], 15)),
+        IValue::Tensor(randn(&[n, k], 16)),
+        IValue::Tensor(randn(&[n], 17)),
+    ];
+    for (pool, threads) in pools.iter().zip([1, 2]) {
+        g.bench_with_input(
+            BenchmarkId::new(format!("t{threads}"), format!("{k}->{n}")),
+            &args,
+            |bch, v| pool.install(|| bch.iter(|| call("aten::linear", "", v, &ctx))),
+        );
+    }
+    g.finish();
 }
 
 criterion_group! {

@@ -575,7 +575,7 @@ fn conv_forward_f32(
         // block): one matrix-vector product per image, without packing the weight into GEMM
         // tiles that would compute a single useful column
         for (img, dst) in os.chunks_exact_mut(cout).enumerate() {
-            vmath::matvec(ws, cout, c, &xs[img * c..][..c], dst, false);
+            vmath::matvec_split(ws, cout, c, &xs[img * c..][..c], dst, false);
             if let Some(bs) = bs {
                 dst.iter_mut().zip(bs).for_each(|(d, &b)| *d += b);
             }
@@ -926,9 +926,8 @@ fn depthwise_f32(
     {
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: both instruction sets include AVX2 and FMA, and the backend only names
-            // an instruction set the CPU supports (`Isa::is_supported`).
-            unsafe { depthwise_channels_last_fma(xs, ws, bias, act, os, win, c) };
+            // the backend only names an instruction set the CPU supports (`Isa::is_supported`)
+            depthwise_channels_last(isa, xs, ws, bias, act, os, win, c);
             return;
         }
     }
@@ -974,13 +973,12 @@ const DEPTHWISE_ROW_MIN: usize = 16;
 /// accumulates its taps for all the block's channels at once, and the result is transposed
 /// back. Taps are added in the row kernel's order, then the bias, so both paths give the same
 /// floats. Blocks are the parallel tasks (transposes included, so no serial pass remains
-/// between them), and their buffers are per-thread scratch reused across calls.
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA.
+/// between them), and their buffers are per-thread scratch reused across calls. `isa` is
+/// [`Isa::Avx512`] (16 channels a vector) or [`Isa::Avx2`] (8), both with FMA.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn depthwise_channels_last_fma(
+#[allow(clippy::too_many_arguments)]
+fn depthwise_channels_last(
+    isa: Isa,
     xs: &[f32],
     ws: &[f32],
     bias: Option<&[f32]>,
@@ -1009,8 +1007,13 @@ unsafe fn depthwise_channels_last_fma(
         let cb = dst.len() / l;
         let wb = &ws[c0 * kvol..][..cb * kvol];
         let bb = bias.map(|b| &b[c0..][..cb]);
-        // SAFETY: this function's own contract (AVX2 and FMA are available).
-        with_scratch(|buf| unsafe { depthwise_block(src, wb, bb, act, dst, win, cb, buf) });
+        with_scratch(|buf| match isa {
+            // SAFETY: the caller names only an instruction set the CPU supports, and
+            // AVX-512 there includes AVX2 and FMA (`Isa::is_supported`).
+            Isa::Avx512 => unsafe { depthwise_block_avx512(src, wb, bb, act, dst, win, cb, buf) },
+            // SAFETY: as above; the other caller's set is AVX2 with FMA.
+            _ => unsafe { depthwise_block_fma(src, wb, bb, act, dst, win, cb, buf) },
+        });
     };
     // blocks of `width` channels of each image: channel planes are contiguous, so a block is a
     // contiguous run of input and of output planes
@@ -1029,15 +1032,52 @@ unsafe fn depthwise_channels_last_fma(
     }
 }
 
-/// One block of `cb` channels of [`depthwise_channels_last_fma`]: `src` holds their input
-/// planes, `dst` their output planes, `wb` their weights and `bias` their biases.
+/// [`depthwise_block`] compiled for AVX-512 (a 16-channel block is one register).
+///
+/// # Safety
+/// The CPU must support AVX-512F, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn depthwise_block_avx512(
+    src: &[f32],
+    wb: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    dst: &mut [f32],
+    win: &Window,
+    cb: usize,
+    buf: &mut Vec<f32>,
+) {
+    depthwise_block(src, wb, bias, act, dst, win, cb, buf)
+}
+
+/// [`depthwise_block`] compiled with AVX2 and FMA.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn depthwise_block(
+unsafe fn depthwise_block_fma(
+    src: &[f32],
+    wb: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    dst: &mut [f32],
+    win: &Window,
+    cb: usize,
+    buf: &mut Vec<f32>,
+) {
+    depthwise_block(src, wb, bias, act, dst, win, cb, buf)
+}
+
+/// One block of `cb` channels of [`depthwise_channels_last`]: `src` holds their input
+/// planes, `dst` their output planes, `wb` their weights and `bias` their biases. Inlined into
+/// the instruction-set wrappers above (its `mul_add` needs FMA to be one instruction).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn depthwise_block(
     src: &[f32],
     wb: &[f32],
     bias: Option<&[f32]>,
@@ -1057,35 +1097,18 @@ unsafe fn depthwise_block(
     let (xt, rest) = rest.split_at_mut(il * cb);
     let ot = &mut rest[..l * cb];
     // weights as [tap][channel], input as [pixel][channel]: every element is written
-    for (ch, wk) in wb.chunks_exact(kvol).enumerate() {
-        for (tap, &v) in wk.iter().enumerate() {
-            wt[tap * cb + ch] = v;
-        }
-    }
-    for (ch, plane) in src.chunks_exact(il).enumerate() {
-        for (p, &v) in plane.iter().enumerate() {
-            xt[p * cb + ch] = v;
-        }
-    }
+    gemm::transpose_into(wb, kvol, wt, cb, cb, kvol);
+    gemm::transpose_into(src, il, xt, cb, cb, il);
     for (y, out_row) in ot.chunks_exact_mut(ow * cb).enumerate() {
-        // SAFETY: this function's own contract (AVX2 and FMA are available).
-        unsafe { depthwise_channels_last_row(xt, wt, bias, out_row, win, cb, y) };
+        depthwise_channels_last_row(xt, wt, bias, out_row, win, cb, y);
         act.apply_slice(out_row);
     }
-    for (ch, plane) in dst.chunks_exact_mut(l).enumerate() {
-        for (p, o) in plane.iter_mut().enumerate() {
-            *o = ot[p * cb + ch];
-        }
-    }
+    gemm::transpose_into(ot, cb, dst, l, l, cb);
 }
 
-/// Output row `y` of [`depthwise_channels_last_fma`], channels-last (`out_row[x * c + ch]`).
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn depthwise_channels_last_row(
+/// Output row `y` of [`depthwise_channels_last`], channels-last (`out_row[x * c + ch]`).
+#[inline(always)]
+fn depthwise_channels_last_row(
     xt: &[f32],
     wt: &[f32],
     bias: Option<&[f32]>,
@@ -1178,11 +1201,15 @@ fn depthwise_plane<const FMA: bool>(
     if halves {
         for (row, out) in src.chunks_exact(iw).zip(phases.chunks_exact_mut(iw)) {
             let (e_half, o_half) = out.split_at_mut(even);
-            for (k, pair) in row.chunks(2).enumerate() {
-                e_half[k] = pair[0];
-                if let Some(&v) = pair.get(1) {
-                    o_half[k] = v;
-                }
+            // whole pairs without index checks (the loop vectorizes), then an odd width's
+            // last column
+            let mut pairs = row.chunks_exact(2);
+            for ((e, o), pair) in e_half.iter_mut().zip(o_half.iter_mut()).zip(&mut pairs) {
+                *e = pair[0];
+                *o = pair[1];
+            }
+            if let ([v], Some(e)) = (pairs.remainder(), e_half.last_mut()) {
+                *e = *v;
             }
         }
     }

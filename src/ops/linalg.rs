@@ -785,7 +785,7 @@ fn linear_few_rows_f32(
                 o_row.copy_from_slice(b);
             }
             if let Some(x_row) = xs.get(r * k..(r + 1) * k) {
-                super::kernels::vmath::matvec(ws, out_f, k, x_row, o_row, true);
+                super::kernels::vmath::matvec_split(ws, out_f, k, x_row, o_row, true);
             }
         }
     }

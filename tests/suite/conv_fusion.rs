@@ -82,6 +82,8 @@ const CASES: &[&str] = &[
     "se_192",
     "pointwise_1x1_map_s2",
     "pointwise_1x1_map_pad",
+    // mobilenet_v3_small's stride-2 row kernel on an odd-width plane
+    "mbv3_dw3_s2_odd_wide",
 ];
 
 #[test]

@@ -713,6 +713,52 @@ unsafe fn copy_transposed(
     scalar((i8_end, i1), (j0, j1));
 }
 
+/// `dst[j * ldd + i] = src[i * lds + j]` for `i < rows`, `j < cols`: 8 x 8 blocks in AVX2
+/// registers where the CPU has it, the edges element by element. Does nothing when a slice is
+/// too short for that rectangle (or a stride narrower than it).
+pub(crate) fn transpose_into(
+    src: &[f32],
+    lds: usize,
+    dst: &mut [f32],
+    ldd: usize,
+    rows: usize,
+    cols: usize,
+) {
+    if rows == 0 || cols == 0 || lds < cols || ldd < rows {
+        return;
+    }
+    let fits = |len: usize, n: usize, ld: usize, w: usize| {
+        (n - 1)
+            .checked_mul(ld)
+            .and_then(|v| v.checked_add(w))
+            .is_some_and(|need| need <= len)
+    };
+    if !fits(src.len(), rows, lds, cols) || !fits(dst.len(), cols, ldd, rows) {
+        return;
+    }
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+    let (mut i8_end, mut j8_end) = (0, 0);
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        (i8_end, j8_end) = (rows / 8 * 8, cols / 8 * 8);
+        for i in (0..i8_end).step_by(8) {
+            for j in (0..j8_end).step_by(8) {
+                // SAFETY: AVX2 was detected; rows i..i+8 x cols j..j+8 of src and the
+                // transposed block of dst lie inside the slices (checked by `fits` above).
+                unsafe { transpose8x8(s.add(i * lds + j), lds, d.add(j * ldd + i), ldd) };
+            }
+        }
+    }
+    // the right strip of the 8 x 8 blocks' rows, then every row below them
+    for (ia, ib, ja, jb) in [(0, i8_end, j8_end, cols), (i8_end, rows, 0, cols)] {
+        for i in ia..ib {
+            for j in ja..jb {
+                dst[j * ldd + i] = src[i * lds + j];
+            }
+        }
+    }
+}
+
 /// One 8 x 8 block: `dst[j * ldd + i] = src[i * lds + j]`.
 ///
 /// # Safety

@@ -278,6 +278,18 @@ fn gather_line(line: &[f32], first: isize, step: usize, dst: &mut [f32]) {
     let out = &mut dst[lo..hi];
     if step == 1 {
         out.copy_from_slice(&line[start..start + out.len()]);
+    } else if step == 2 {
+        // stride 2 (the stem of most image networks): whole pairs without index checks, which
+        // vectorize; the last element may lack its pair's second half
+        let src = &line[start..];
+        let pairs = out.len().min(src.len() / 2);
+        let (head, tail) = out.split_at_mut(pairs);
+        for (d, pair) in head.iter_mut().zip(src.chunks_exact(2)) {
+            *d = pair[0];
+        }
+        for (i, d) in tail.iter_mut().enumerate() {
+            *d = src.get(2 * (pairs + i)).copied().unwrap_or(0.0);
+        }
     } else {
         for (d, chunk) in out.iter_mut().zip(line[start..].chunks(step)) {
             *d = chunk[0];

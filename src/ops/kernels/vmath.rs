@@ -265,6 +265,36 @@ pub(crate) fn matvec(w: &[f32], n: usize, k: usize, x: &[f32], out: &mut [f32], 
     matvec_inline(w, n, k, x, out, accumulate)
 }
 
+/// Multiply-adds from which [`matvec_split`] shares the rows among the pool's threads (a
+/// quarter megabyte of weights): a batch-1 classifier layer streams megabytes of weights,
+/// which one core's memory bandwidth limits.
+const MATVEC_PARALLEL_MACS: usize = 1 << 16;
+
+/// [`matvec`] with the rows shared among the pool's threads when the product is large enough.
+/// Each thread takes a multiple of four rows, so every row is summed as [`matvec`] sums it
+/// and the result does not depend on the thread count.
+pub(crate) fn matvec_split(
+    w: &[f32],
+    n: usize,
+    k: usize,
+    x: &[f32],
+    out: &mut [f32],
+    accumulate: bool,
+) {
+    let n = n.min(out.len());
+    if !crate::tensor::split_work(n.saturating_mul(k), MATVEC_PARALLEL_MACS) {
+        return matvec(w, n, k, x, out, accumulate);
+    }
+    let rows = n
+        .div_ceil(rayon::current_num_threads().max(1))
+        .next_multiple_of(4);
+    super::parallel::for_each_chunk_mut(&mut out[..n], rows, true, &|i, o| {
+        if let Some(wi) = w.get(i * rows * k..) {
+            matvec(wi, o.len(), k, x, o, accumulate);
+        }
+    });
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
 unsafe fn matvec_avx512(w: &[f32], n: usize, k: usize, x: &[f32], out: &mut [f32], acc: bool) {
