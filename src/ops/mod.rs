@@ -37,6 +37,7 @@ pub mod losses;
 pub mod matrix_build;
 pub mod norm;
 pub mod norms;
+pub mod optimizers;
 pub mod orthogonal_polynomials;
 pub mod packed;
 pub mod pool;
@@ -199,6 +200,7 @@ impl Registry {
             tensor_queries::register(&mut r);
             orthogonal_polynomials::register(&mut r);
             prims::register(&mut r);
+            optimizers::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r
