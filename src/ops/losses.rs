@@ -526,6 +526,149 @@ pub(super) fn cross_entropy_loss(args: &mut Args<'_>) -> R {
     t(out.to_dtype(dt)?)
 }
 
+fn require_float(op: &str, x: &Tensor) -> crate::Result<()> {
+    if x.dtype().is_floating_point() {
+        Ok(())
+    } else {
+        Err(value_err(format!(
+            "{op}: not implemented for {} input",
+            x.dtype()
+        )))
+    }
+}
+
+/// `[N, C]` (or `[C]`: one sample) input and its per-sample target of `target_per_sample`
+/// entries: (values, n, c).
+fn margin_rows(
+    op: &str,
+    x: &Tensor,
+    target: &Tensor,
+    target_per_sample: bool,
+) -> crate::Result<(Vec<f64>, usize, usize)> {
+    let (n, c) = match x.shape() {
+        [c] => (1, *c),
+        [n, c] => (*n, *c),
+        [] => (1, 1),
+        s => {
+            return Err(value_err(format!(
+                "{op}: Expected non-empty vector or matrix with optional 0-dim batch size, but got: {s:?}"
+            )))
+        }
+    };
+    let want = if target_per_sample { n * c } else { n };
+    if target.numel() != want {
+        return Err(value_err(format!(
+            "{op}: inconsistent target size: {:?} for input of size: {:?}",
+            target.shape(),
+            x.shape()
+        )));
+    }
+    Ok((vals(x)?, n, c))
+}
+
+/// Per-sample losses: `[N]`, a scalar for a 1-d input; then the reduction.
+fn sample_losses(losses: Vec<f64>, x: &Tensor, reduction: i64) -> crate::Result<Tensor> {
+    let shape: &[usize] = if x.dim() == 2 { &[losses.len()] } else { &[] };
+    let shape = shape.to_vec();
+    reduce_loss(Tensor::from_vec(losses, &shape)?, reduction, x.dtype())
+}
+
+/// multi_margin_loss(self, target, p, margin, weight, reduction): per sample
+/// `sum_{j != y} w[y] * max(0, margin - x[y] + x[j])^p / C`, p 1 or 2.
+fn multi_margin_loss(a: &mut Args<'_>) -> R {
+    let (x, target) = (a.tensor(0)?, a.tensor(1)?);
+    let p = a.scalar(2)?.to_f64();
+    let margin = a.scalar(3)?.to_f64();
+    if p != 1.0 && p != 2.0 {
+        return Err(value_err("only p == 1 and p == 2 supported"));
+    }
+    require_float(a.op, &x)?;
+    let (xs, n, c) = margin_rows(a.op, &x, &target, false)?;
+    let weight = class_weights(a.opt_tensor(4)?, c)?;
+    let ys = target.to_vec::<i64>()?;
+    let mut losses = Vec::with_capacity(n);
+    for (row, &y) in xs.chunks(c.max(1)).zip(&ys) {
+        let Some(&xy) = usize::try_from(y).ok().and_then(|y| row.get(y)) else {
+            return Err(value_err(format!("target out of range: {y}")));
+        };
+        let w = weight.as_ref().map_or(1.0, |w| w[y as usize]);
+        let sum: f64 = row
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j as i64 != y)
+            .map(|(_, &xj)| {
+                let z = margin - xy + xj;
+                if z > 0.0 {
+                    w * if p == 1.0 { z } else { z * z }
+                } else {
+                    0.0
+                }
+            })
+            .sum();
+        losses.push(sum / c as f64);
+    }
+    t(sample_losses(losses, &x, a.int(5)?)?)
+}
+
+/// (losses, is_target) of multilabel_margin_loss: each sample's target lists class indices
+/// up to the first -1; the loss sums `max(0, 1 - (x[y] - x[i]))` over its targets y and the
+/// non-target classes i, divided by C.
+fn multilabel_margin(a: &Args<'_>) -> crate::Result<(Tensor, Tensor)> {
+    let (x, target) = (a.tensor(0)?, a.tensor(1)?);
+    require_float(a.op, &x)?;
+    let (xs, n, c) = margin_rows(a.op, &x, &target, true)?;
+    let ys = target.to_vec::<i64>()?;
+    let c1 = c.max(1);
+    let mut is_target = vec![0.0; n * c];
+    let mut losses = Vec::with_capacity(n);
+    for i in 0..n {
+        let (row, trow) = (&xs[i * c..][..c], &ys[i * c..][..c]);
+        let labels: Vec<usize> =
+            trow.iter()
+                .take_while(|&&y| y >= 0)
+                .map(|&y| {
+                    usize::try_from(y).ok().filter(|&y| y < c).ok_or_else(|| {
+                        value_err(format!("{}: target index {y} out of range", a.op))
+                    })
+                })
+                .collect::<crate::Result<_>>()?;
+        for &y in &labels {
+            is_target[i * c + y] = 1.0;
+        }
+        let flags = &is_target[i * c..][..c];
+        let sum: f64 = labels
+            .iter()
+            .map(|&y| {
+                row.iter()
+                    .zip(flags)
+                    .filter(|(_, &f)| f == 0.0)
+                    .map(|(&xi, _)| (1.0 - (row[y] - xi)).max(0.0))
+                    .sum::<f64>()
+            })
+            .sum();
+        losses.push(sum / c1 as f64);
+    }
+    let is_target = build(is_target, x.shape(), x.dtype())?;
+    Ok((sample_losses(losses, &x, a.int(2)?)?, is_target))
+}
+
+fn multilabel_margin_loss(a: &mut Args<'_>) -> R {
+    t(multilabel_margin(a)?.0)
+}
+
+fn multilabel_margin_loss_forward(a: &mut Args<'_>) -> R {
+    let (l, is_target) = multilabel_margin(a)?;
+    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+        IValue::Tensor(l),
+        IValue::Tensor(is_target),
+    ])))
+}
+
+fn multilabel_margin_loss_forward_output(a: &mut Args<'_>) -> R {
+    let r = multilabel_margin_loss_forward(a)?;
+    a.write_outs(3, r)
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::mse_loss", mse_loss);
     r.add("aten::l1_loss", l1_loss);
@@ -560,4 +703,14 @@ pub(crate) fn register(r: &mut Registry) {
         },
     );
     r.add("aten::cross_entropy_loss", cross_entropy_loss);
+    r.add("aten::multi_margin_loss", multi_margin_loss);
+    r.add("aten::multilabel_margin_loss", multilabel_margin_loss);
+    r.add(
+        "aten::multilabel_margin_loss_forward",
+        multilabel_margin_loss_forward,
+    );
+    r.add(
+        "aten::multilabel_margin_loss_forward.output",
+        multilabel_margin_loss_forward_output,
+    );
 }
