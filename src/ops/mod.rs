@@ -21,6 +21,7 @@ pub mod custom;
 pub mod elementwise;
 pub mod embedding;
 pub mod fft;
+pub mod flat_buffers;
 pub mod gemm;
 pub mod generator;
 pub mod grad_mode;
@@ -50,6 +51,7 @@ pub mod scalar;
 pub mod schema;
 pub mod shape;
 pub mod sort;
+pub mod sparse_indices;
 pub mod special;
 pub mod statistics;
 pub mod tensor_queries;
@@ -201,6 +203,8 @@ impl Registry {
             orthogonal_polynomials::register(&mut r);
             prims::register(&mut r);
             optimizers::register(&mut r);
+            flat_buffers::register(&mut r);
+            sparse_indices::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

@@ -2,6 +2,7 @@
 //! channels) are flattened into independent planes; spatial dims are lifted to 3.
 
 use super::kernels::reduce::pairwise_sum;
+use super::kernels::shape_err;
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, slice_mut_of, slice_of, value_err, Real,
 };
@@ -584,10 +585,77 @@ fn adaptive_max_op(a: &mut Args, nsp: usize) -> crate::Result<IValue> {
 }
 
 /// One kernel per operator: the spatial rank is fixed at registration, not read from the name.
+/// max_unpool2d/3d(self, indices, output_size, ...): each value written to its index in a
+/// zero `output_size` plane (`[N, C, *output_size]` or `[C, *output_size]`), the inverse of
+/// max_pool's `return_indices`.
+fn max_unpool<const D: usize>(a: &mut Args) -> crate::Result<IValue> {
+    let (x, idx) = (a.tensor(0)?, a.tensor(1)?);
+    let size = a.int_list(2)?;
+    let op = if D == 2 {
+        "max_unpooling2d"
+    } else {
+        "max_unpooling3d"
+    };
+    if size.len() != D || size.iter().any(|&s| s < 0) {
+        return Err(value_err(format!(
+            "{op}: There should be exactly {D} non-negative elements in output_size, got {size:?}"
+        )));
+    }
+    if idx.dtype() != DType::Int64 {
+        return Err(value_err(format!(
+            "{op}: elements in indices should be type int64 but got: {}",
+            idx.dtype()
+        )));
+    }
+    if x.shape() != idx.shape() || (x.dim() != D + 1 && x.dim() != D + 2) {
+        return Err(shape_err(format!(
+            "{op}: Expected shape of indices to be same as that of the input tensor ({:?}) \
+             and a {}-d or {}-d input, got indices {:?}",
+            x.shape(),
+            D + 1,
+            D + 2,
+            idx.shape()
+        )));
+    }
+    let lead = &x.shape()[..x.dim() - D];
+    let plane_in: usize = x.shape()[x.dim() - D..].iter().product();
+    let plane_out: usize = size.iter().map(|&s| s as usize).product();
+    let xs = x.contiguous()?.to_vec::<f64>()?;
+    let is = idx.contiguous()?.to_vec::<i64>()?;
+    let planes: usize = lead.iter().product();
+    let mut out = vec![0.0; planes * plane_out];
+    for p in 0..planes {
+        for k in 0..plane_in {
+            let at = p * plane_in + k;
+            let i = is[at];
+            let slot = usize::try_from(i)
+                .ok()
+                .filter(|&i| i < plane_out)
+                .ok_or_else(|| {
+                    value_err(format!(
+                        "{op}: Found an invalid max index: {i} (output volumes are of size {})",
+                        size.iter()
+                            .map(|s| s.to_string())
+                            .collect::<Vec<_>>()
+                            .join("x")
+                    ))
+                })?;
+            out[p * plane_out + slot] = xs[at];
+        }
+    }
+    let mut shape = lead.to_vec();
+    shape.extend(size.iter().map(|&s| s as usize));
+    Ok(IValue::Tensor(
+        Tensor::from_vec(out, &shape)?.to_dtype(x.dtype())?,
+    ))
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::max_pool1d", |a| max_pool_op(a, 1));
     r.add("aten::max_pool2d", |a| max_pool_op(a, 2));
     r.add("aten::max_pool3d", |a| max_pool_op(a, 3));
+    r.add("aten::max_unpool2d", max_unpool::<2>);
+    r.add("aten::max_unpool3d", max_unpool::<3>);
     r.add("aten::max_pool1d_with_indices", |a| {
         max_pool_with_indices(a, 1)
     });
