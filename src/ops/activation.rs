@@ -513,6 +513,128 @@ fn addmm_activation(args: &mut Args<'_>) -> R {
     })
 }
 
+/// rrelu_with_noise forward: in training, each non-positive element is scaled by its own
+/// `uniform(lower, upper)` slope, drawn in order from the global generator as PyTorch's serial
+/// CPU kernel does, and the slopes (1 for positive elements) are written to `noise`; in eval,
+/// leaky_relu with the mean slope, `noise` untouched.
+fn rrelu_with_noise_forward(args: &Args<'_>, x: &Tensor, noise: &Tensor) -> crate::Result<Tensor> {
+    require_float(x, "rrelu_with_noise")?;
+    let (lower, upper) = (args.scalar(2)?.to_f64(), args.scalar(3)?.to_f64());
+    if !args.is_none(5) {
+        return Err(unsupported(format!(
+            "{}: explicit Generator objects are not supported (use torch.manual_seed)",
+            args.op
+        )));
+    }
+    let xs = x.contiguous()?.to_vec::<f64>()?;
+    // slopes in the input's precision (PyTorch casts each draw to its opmath type)
+    let narrow = |v: f64| -> f64 {
+        if x.dtype() == DType::Float64 {
+            v
+        } else {
+            v as f32 as f64
+        }
+    };
+    if !args.bool(4)? {
+        let slope = narrow((lower + upper) / 2.0);
+        let out: Vec<f64> = xs
+            .iter()
+            .map(|&v| if v > 0.0 { v } else { v * slope })
+            .collect();
+        return Tensor::from_vec(out, x.shape())?.to_dtype(x.dtype());
+    }
+    if noise.numel() != x.numel() {
+        return Err(value_err(format!(
+            "{}: noise of shape {:?} for an input of shape {:?}",
+            args.op,
+            noise.shape(),
+            x.shape()
+        )));
+    }
+    let mut slopes = Vec::with_capacity(xs.len());
+    {
+        let mut g = args.ctx.generator.lock();
+        for &v in &xs {
+            slopes.push(if v <= 0.0 {
+                narrow(g.uniform_f64() * (upper - lower) + lower)
+            } else {
+                1.0
+            });
+        }
+    }
+    let out: Vec<f64> = xs.iter().zip(&slopes).map(|(v, r)| v * r).collect();
+    noise.copy_from(&Tensor::from_vec(slopes, noise.shape())?)?;
+    Tensor::from_vec(out, x.shape())?.to_dtype(x.dtype())
+}
+
+/// rrelu_with_noise(self, noise!, lower, upper, training, generator)
+fn rrelu_with_noise(args: &mut Args<'_>) -> R {
+    let (x, noise) = (args.tensor(0)?, args.tensor(1)?);
+    t(rrelu_with_noise_forward(args, &x, &noise)?)
+}
+
+/// rrelu_with_noise_: the result written into self.
+fn rrelu_with_noise_(args: &mut Args<'_>) -> R {
+    let (x, noise) = (args.tensor(0)?, args.tensor(1)?);
+    let out = rrelu_with_noise_forward(args, &x, &noise)?;
+    x.copy_from(&out)?;
+    t(x)
+}
+
+/// rrelu_with_noise_functional: (result, the updated copy of noise).
+fn rrelu_with_noise_functional(args: &mut Args<'_>) -> R {
+    let (x, noise) = (args.tensor(0)?, args.tensor(1)?.deep_clone()?);
+    let out = rrelu_with_noise_forward(args, &x, &noise)?;
+    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+        IValue::Tensor(out),
+        IValue::Tensor(noise),
+    ])))
+}
+
+/// native_dropout(input, p, train) -> (output, keep mask). Deterministic cases only: eval
+/// (train false) and p 0 or 1 in training; other training draws go through PyTorch's
+/// bernoulli_, whose CPU path uses MKL's generator, which tsrun does not reproduce.
+fn native_dropout(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let p = args.double(1)?;
+    let train = args.opt_bool(2)?.unwrap_or(true);
+    let keep_all = !train || p == 0.0;
+    if !keep_all && p != 1.0 {
+        return Err(unsupported(format!(
+            "{}: training-mode dropout with 0 < p < 1 (PyTorch draws the mask with MKL's \
+             generator, which tsrun does not reproduce)",
+            args.op
+        )));
+    }
+    if x.numel() == 0 {
+        // (PyTorch returns the input and an empty mask of its dtype)
+        let empty = Tensor::zeros(x.shape(), x.dtype())?;
+        return Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+            IValue::Tensor(x),
+            IValue::Tensor(empty),
+        ])));
+    }
+    let mask = Tensor::zeros(x.shape(), DType::Bool)?;
+    let out = if keep_all {
+        mask.fill(Scalar::Bool(true))?;
+        x.deep_clone()?
+    } else {
+        // p == 1: input * mask(0) * scale(0), so NaN and inf inputs give NaN
+        require_float(&x, "native_dropout")?;
+        let zeroed: Vec<f64> = x
+            .contiguous()?
+            .to_vec::<f64>()?
+            .iter()
+            .map(|v| v * 0.0)
+            .collect();
+        Tensor::from_vec(zeroed, x.shape())?.to_dtype(x.dtype())?
+    };
+    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+        IValue::Tensor(out),
+        IValue::Tensor(mask),
+    ])))
+}
+
 /// Softmax (`log`: log-softmax) along `dim`, computed in f32/f64 and stored as `out_dtype`.
 pub(crate) fn softmax_op(
     x: &Tensor,
@@ -698,6 +820,13 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::_prelu_kernel", prelu);
     r.add("aten::glu", glu);
     r.add("aten::glu_jvp", glu_jvp);
+    r.add("aten::rrelu_with_noise", rrelu_with_noise);
+    r.add("aten::rrelu_with_noise_", rrelu_with_noise_);
+    r.add(
+        "aten::rrelu_with_noise_functional",
+        rrelu_with_noise_functional,
+    );
+    r.add("aten::native_dropout", native_dropout);
     r.add("aten::_masked_softmax", masked_softmax);
     r.add("aten::_addmm_activation", addmm_activation);
     r.add("aten::softmax.int", softmax);
