@@ -598,14 +598,6 @@ fn native_dropout(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let p = args.double(1)?;
     let train = args.opt_bool(2)?.unwrap_or(true);
-    let keep_all = !train || p == 0.0;
-    if !keep_all && p != 1.0 {
-        return Err(unsupported(format!(
-            "{}: training-mode dropout with 0 < p < 1 (PyTorch draws the mask with MKL's \
-             generator, which tsrun does not reproduce)",
-            args.op
-        )));
-    }
     if x.numel() == 0 {
         // (PyTorch returns the input and an empty mask of its dtype)
         let empty = Tensor::zeros(x.shape(), x.dtype())?;
@@ -613,6 +605,14 @@ fn native_dropout(args: &mut Args<'_>) -> R {
             IValue::Tensor(x),
             IValue::Tensor(empty),
         ])));
+    }
+    let keep_all = !train || p == 0.0;
+    if !keep_all && p != 1.0 {
+        return Err(unsupported(format!(
+            "{}: training-mode dropout with 0 < p < 1 (PyTorch draws the mask with MKL's \
+             generator, which tsrun does not reproduce)",
+            args.op
+        )));
     }
     let mask = Tensor::zeros(x.shape(), DType::Bool)?;
     let out = if keep_all {

@@ -999,8 +999,8 @@ fn mode(args: &mut Args<'_>) -> R {
 /// segment_reduce(data, reduce, *, lengths, indices, offsets, axis, unsafe, initial): each
 /// run of `lengths[i]` slices along `axis` (or `offsets[i]..offsets[i + 1]`) reduced by max,
 /// min, sum, mean or prod, as PyTorch's CPU kernel does: `initial` (or the reduction's
-/// identity) starts each segment and is all an empty one holds; a mean divides by the
-/// segment's length; NaN propagates through max/min.
+/// identity) starts each segment and is all an empty one holds (an empty mean without
+/// `initial` is NaN); a mean divides by the segment's length; NaN propagates through max/min.
 /// The lengths (offsets) are `data.shape[..axis] + [segments]` (`+ [segments + 1]`).
 fn segment_reduce(a: &mut Args) -> crate::Result<IValue> {
     #[derive(PartialEq, Clone, Copy)]
@@ -1044,7 +1044,8 @@ fn segment_reduce(a: &mut Args) -> crate::Result<IValue> {
         (Some(l), _) => {
             let lv = l.contiguous()?.to_vec::<i64>()?;
             let per = if outer == 0 { 0 } else { lv.len() / outer };
-            if per * outer != lv.len() || l.shape()[..l.dim().saturating_sub(1)] != x.shape()[..axis]
+            if per * outer != lv.len()
+                || l.shape()[..l.dim().saturating_sub(1)] != x.shape()[..axis]
             {
                 return Err(value_err(format!(
                     "segment_reduce: lengths {:?} do not match data {:?} at axis {axis}",
@@ -1141,8 +1142,12 @@ fn segment_reduce(a: &mut Args) -> crate::Result<IValue> {
                         Kind::Prod => acc * v,
                     };
                 }
-                if kind == Kind::Mean && n > 0 && !acc.is_nan() {
-                    acc /= n as f64;
+                if kind == Kind::Mean {
+                    if n > 0 && !acc.is_nan() {
+                        acc /= n as f64;
+                    } else if n == 0 && initial.is_none() {
+                        acc = f64::NAN;
+                    }
                 }
                 out[(o * count + k) * inner + i] = acc;
             }

@@ -42,6 +42,7 @@ mod ops_elementwise;
 mod ops_index;
 mod ops_linalg_fft;
 mod ops_linalg_products;
+mod ops_nn_coverage;
 mod ops_orthogonal_polynomials;
 mod ops_prims;
 mod ops_quantized;
