@@ -601,6 +601,13 @@ fn transformer_encoder_layer(a: &mut Args) -> crate::Result<IValue> {
     Ok(IValue::Tensor(out.to_dtype(dtype)?))
 }
 
+fn pair(a: Tensor, b: Tensor) -> IValue {
+    IValue::Tuple(crate::values::Tuple::new(vec![
+        IValue::Tensor(a),
+        IValue::Tensor(b),
+    ]))
+}
+
 /// Reference attention in f64 over `q [..., L, E]`, `k [..., S, E]`, `v [..., S, Ev]` (key
 /// and value broadcast to the query's batch dims, grouped-query heads repeated): returns the
 /// output, the attention weights and each row's log-sum-exp of the scaled, masked scores. The
@@ -752,10 +759,7 @@ fn sdpa_math(a: &mut Args) -> crate::Result<IValue> {
         a.bool(8)?,
         drop,
     )?;
-    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
-        IValue::Tensor(o),
-        IValue::Tensor(w),
-    ])))
+    Ok(pair(o, w))
 }
 
 /// _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *,
@@ -796,15 +800,72 @@ fn sdpa_flash_cpu(a: &mut Args) -> crate::Result<IValue> {
         false,
         None,
     )?;
-    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
-        IValue::Tensor(o),
-        IValue::Tensor(lse),
-    ])))
+    Ok(pair(o, lse))
+}
+
+/// _transform_bias_rescale_qkv(qkv [B, T, 3 * D], qkv_bias [3 * D], num_heads) -> (q, k, v),
+/// each `[B, num_heads, T, D / num_heads]`: the bias added, q scaled by 1/sqrt(head dim).
+fn transform_bias_rescale_qkv(a: &mut Args) -> crate::Result<IValue> {
+    let (qkv, bias) = (a.tensor(0)?, a.tensor(1)?);
+    let heads = a.int(2)?;
+    let [b, t, d3] = *qkv.shape() else {
+        return Err(shape_err(format!(
+            "{}: expected qkv of shape [B, T, 3 * D], got {:?}",
+            a.op,
+            qkv.shape()
+        )));
+    };
+    let d = d3 / 3;
+    let heads = usize::try_from(heads)
+        .ok()
+        .filter(|&h| h > 0 && d3 % 3 == 0 && d % h == 0)
+        .ok_or_else(|| {
+            value_err(format!(
+                "{}: qkv's last dim {d3} must be 3 * num_heads * head_dim (num_heads {heads})",
+                a.op
+            ))
+        })?;
+    if bias.numel() != d3 {
+        return Err(shape_err(format!(
+            "{}: qkv_bias of shape {:?} for a qkv of {d3} features",
+            a.op,
+            bias.shape()
+        )));
+    }
+    let dh = d / heads;
+    let xs = qkv.contiguous()?.to_vec::<f64>()?;
+    let bs = bias.contiguous()?.to_vec::<f64>()?;
+    let inv = 1.0 / (dh as f64).sqrt();
+    let outs = (0..3)
+        .map(|part| {
+            let mut out = vec![0.0; b * heads * t * dh];
+            for bi in 0..b {
+                for ti in 0..t {
+                    for h in 0..heads {
+                        for c in 0..dh {
+                            let f = part * d + h * dh + c;
+                            let v = xs[(bi * t + ti) * d3 + f] + bs[f];
+                            out[((bi * heads + h) * t + ti) * dh + c] =
+                                if part == 0 { v * inv } else { v };
+                        }
+                    }
+                }
+            }
+            Ok(IValue::Tensor(
+                Tensor::from_vec(out, &[b, heads, t, dh])?.to_dtype(qkv.dtype())?,
+            ))
+        })
+        .collect::<crate::Result<Vec<_>>>()?;
+    Ok(IValue::Tuple(crate::values::Tuple::new(outs)))
 }
 
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::scaled_dot_product_attention", sdpa_op);
     r.add("aten::_scaled_dot_product_attention_math", sdpa_math);
+    r.add(
+        "aten::_transform_bias_rescale_qkv",
+        transform_bias_rescale_qkv,
+    );
     r.add(
         "aten::_scaled_dot_product_flash_attention_for_cpu",
         sdpa_flash_cpu,

@@ -762,7 +762,7 @@ fn ctc_forward(
             })?;
         let target_len = target_lengths[b] as usize;
         let prime = |s: usize| -> crate::Result<usize> {
-            if s % 2 == 0 {
+            if s.is_multiple_of(2) {
                 return Ok(blank as usize);
             }
             let label = tg[offsets[b] + s / 2];

@@ -512,11 +512,12 @@ fn triple(t: (Tensor, Tensor, Tensor)) -> IValue {
     ]))
 }
 
-/// batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn)
-fn batch_norm(a: &mut Args) -> crate::Result<IValue> {
+/// Batch norm of the argument layout batch_norm, native_batch_norm and _batch_norm_impl_index
+/// share: (input, weight, bias, running_mean, running_var, training, momentum, eps, ...).
+fn batch_norm_of_args(a: &Args) -> crate::Result<(Tensor, Tensor, Tensor)> {
     let (x, w, b) = (a.tensor(0)?, a.opt_tensor(1)?, a.opt_tensor(2)?);
     let (rm, rv) = (a.opt_tensor(3)?, a.opt_tensor(4)?);
-    let r = batch_norm_impl(
+    batch_norm_impl(
         a.op,
         &x,
         w.as_ref(),
@@ -526,8 +527,12 @@ fn batch_norm(a: &mut Args) -> crate::Result<IValue> {
         a.bool(5)?,
         a.double(6)?,
         a.double(7)?,
-    )?;
-    Ok(IValue::Tensor(r.0))
+    )
+}
+
+/// batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn)
+fn batch_norm(a: &mut Args) -> crate::Result<IValue> {
+    Ok(IValue::Tensor(batch_norm_of_args(a)?.0))
 }
 
 /// native_batch_norm / _native_batch_norm_legit: same arguments without cudnn_enabled.
@@ -535,19 +540,7 @@ fn native_batch_norm(a: &mut Args) -> crate::Result<IValue> {
     if matches!(a.get(3)?, IValue::Bool(_)) {
         return batch_norm_no_stats(a);
     }
-    let (x, w, b) = (a.tensor(0)?, a.opt_tensor(1)?, a.opt_tensor(2)?);
-    let (rm, rv) = (a.opt_tensor(3)?, a.opt_tensor(4)?);
-    Ok(triple(batch_norm_impl(
-        a.op,
-        &x,
-        w.as_ref(),
-        b.as_ref(),
-        rm.as_ref(),
-        rv.as_ref(),
-        a.bool(5)?,
-        a.double(6)?,
-        a.double(7)?,
-    )?))
+    Ok(triple(batch_norm_of_args(a)?))
 }
 
 /// _native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var,
@@ -680,19 +673,7 @@ fn batch_norm_no_update(a: &mut Args) -> crate::Result<IValue> {
 /// eps, cudnn_enabled) -> (out, save_mean, save_invstd, reserve, 0): index 0 names the native
 /// backend, the one PyTorch's CPU build picks.
 fn batch_norm_impl_index(a: &mut Args) -> crate::Result<IValue> {
-    let (x, w, b) = (a.tensor(0)?, a.opt_tensor(1)?, a.opt_tensor(2)?);
-    let (rm, rv) = (a.opt_tensor(3)?, a.opt_tensor(4)?);
-    let (o, m, r) = batch_norm_impl(
-        a.op,
-        &x,
-        w.as_ref(),
-        b.as_ref(),
-        rm.as_ref(),
-        rv.as_ref(),
-        a.bool(5)?,
-        a.double(6)?,
-        a.double(7)?,
-    )?;
+    let (o, m, r) = batch_norm_of_args(a)?;
     Ok(IValue::Tuple(Tuple::new(vec![
         IValue::Tensor(o),
         IValue::Tensor(m),

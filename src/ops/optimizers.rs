@@ -54,6 +54,18 @@ fn check_lists(op: &str, params: &[Tensor], lists: &[(&str, &[Tensor])]) -> crat
     Ok(())
 }
 
+/// One step count per parameter.
+fn check_steps(op: &str, params: &[Tensor], steps: &[Tensor]) -> crate::Result<()> {
+    if steps.len() != params.len() {
+        return Err(shape_err(format!(
+            "{op}: {} state_steps for {} parameters",
+            steps.len(),
+            params.len()
+        )));
+    }
+    Ok(())
+}
+
 /// `grad_scale` and `found_inf` (the last two arguments, at `at` and `at + 1`): the scale the
 /// gradients are divided by, and whether the step is skipped (found_inf == 1).
 fn scaling(a: &Args, at: usize) -> crate::Result<(Option<f64>, bool)> {
@@ -176,14 +188,7 @@ fn adagrad_step<const TENSOR_LR: bool>(a: &Args, lists: &[Vec<Tensor>]) -> crate
     let maximize = a.bool(8)?;
     let (scale, skip) = scaling(a, 9)?;
     check_lists(a.op, params, &[("grads", grads), ("state_sums", sums)])?;
-    if steps.len() != params.len() {
-        return Err(shape_err(format!(
-            "{}: {} state_steps for {} parameters",
-            a.op,
-            steps.len(),
-            params.len()
-        )));
-    }
+    check_steps(a.op, params, steps)?;
     if skip {
         return Ok(());
     }
@@ -254,14 +259,7 @@ fn adam_step<const TENSOR_LR: bool, const DECOUPLED: bool>(
             a.op
         )));
     }
-    if steps.len() != params.len() {
-        return Err(shape_err(format!(
-            "{}: {} state_steps for {} parameters",
-            a.op,
-            steps.len(),
-            params.len()
-        )));
-    }
+    check_steps(a.op, params, steps)?;
     if skip {
         return Ok(());
     }

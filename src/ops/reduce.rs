@@ -1043,7 +1043,7 @@ fn segment_reduce(a: &mut Args) -> crate::Result<IValue> {
     let segments: Vec<Vec<(usize, usize)>> = match (a.opt_tensor(2)?, a.opt_tensor(4)?) {
         (Some(l), _) => {
             let lv = l.contiguous()?.to_vec::<i64>()?;
-            let per = if outer == 0 { 0 } else { lv.len() / outer };
+            let per = lv.len().checked_div(outer).unwrap_or(0);
             if per * outer != lv.len()
                 || l.shape()[..l.dim().saturating_sub(1)] != x.shape()[..axis]
             {
@@ -1071,7 +1071,7 @@ fn segment_reduce(a: &mut Args) -> crate::Result<IValue> {
         }
         (None, Some(o)) => {
             let ov = o.contiguous()?.to_vec::<i64>()?;
-            let per = if outer == 0 { 0 } else { ov.len() / outer };
+            let per = ov.len().checked_div(outer).unwrap_or(0);
             if per == 0 || per * outer != ov.len() {
                 return Err(value_err(format!(
                     "segment_reduce: offsets {:?} do not match data {:?} at axis {axis}",
