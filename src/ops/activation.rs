@@ -172,10 +172,14 @@ fn celu(args: &mut Args<'_>) -> R {
 }
 
 fn gelu(args: &mut Args<'_>) -> R {
-    let x = args.tensor(0)?;
+    t(gelu_tensor(&args.tensor(0)?, &args.str(1)?)?)
+}
+
+/// gelu of `x`, `approx` "none" (erf) or "tanh".
+fn gelu_tensor(x: &Tensor, approx: &str) -> crate::Result<Tensor> {
+    let x = x.clone();
     require_float(&x, "gelu")?;
-    let approx = args.str(1)?;
-    let vf = match &*approx {
+    let vf = match approx {
         "none" => VecFn::Gelu,
         "tanh" => VecFn::GeluTanh,
         other => {
@@ -185,9 +189,9 @@ fn gelu(args: &mut Args<'_>) -> R {
         }
     };
     if let Some(out) = vmath::unary_f32(vf, &x)? {
-        return t(out);
+        return Ok(out);
     }
-    t(if vf == VecFn::Gelu {
+    Ok(if vf == VecFn::Gelu {
         float_unary!(&x, "gelu", |v: F| v
             * 0.5
             * (1.0 + (v * std::f64::consts::FRAC_1_SQRT_2 as F).erf_()))?
@@ -366,6 +370,269 @@ fn glu(args: &mut Args<'_>) -> R {
     let b = x.as_strided(&shape, x.strides(), off)?;
     let sb = float_unary!(&b, "glu", |v: F| 1.0 / (1.0 + (-v).exp()))?;
     t(super::elementwise::mul_tensors(&a, &sb)?)
+}
+
+/// glu_jvp(glu, x, dx, dim): the forward derivative of `glu(x) = a * sigmoid(b)` along dx,
+/// `da * sigmoid(b) + glu * (db - sigmoid(b) * db)` as PyTorch's kernel writes it.
+fn glu_jvp(args: &mut Args<'_>) -> R {
+    let (glu, x, dx) = (args.tensor(0)?, args.tensor(1)?, args.tensor(2)?);
+    require_float(&x, "glu_jvp")?;
+    let dim = wrap_dim(args.int(3)?, x.dim())?;
+    let half = glu.shape().get(dim).copied().unwrap_or(0);
+    let (xn, dn) = (x.shape().get(dim), dx.shape().get(dim));
+    if xn != Some(&(2 * half)) || dn != Some(&(2 * half)) {
+        return Err(value_err(format!(
+            "glu_jvp: glu {:?}, x {:?} and dx {:?} do not match along dim {dim}",
+            glu.shape(),
+            x.shape(),
+            dx.shape()
+        )));
+    }
+    let d = dim as i64;
+    let h = half as i64;
+    let part = |t: &Tensor, start: i64| -> crate::Result<Vec<f64>> {
+        super::shape::narrow(t, d, start, h)?
+            .contiguous()?
+            .to_vec::<f64>()
+    };
+    let (b, da, db) = (part(&x, h)?, part(&dx, 0)?, part(&dx, h)?);
+    let g = glu.contiguous()?.to_vec::<f64>()?;
+    if g.len() != b.len() || da.len() != b.len() {
+        return Err(value_err(
+            "glu_jvp: glu must have half of x's shape along dim",
+        ));
+    }
+    let out: Vec<f64> = g
+        .iter()
+        .zip(&b)
+        .zip(da.iter().zip(&db))
+        .map(|((&res, &b), (&da, &db))| {
+            let sig = 1.0 / (1.0 + (-b).exp());
+            da * sig + res * (db - sig * db)
+        })
+        .collect();
+    t(Tensor::from_vec(out, glu.shape())?.to_dtype(glu.dtype())?)
+}
+
+/// _masked_softmax(self, mask, dim, mask_type): softmax with the `true` mask positions left
+/// out (a row with every position masked gives NaN). mask_type 0: an `[L, L]` attention
+/// mask of a `[B, H, L, L]` input; 1: a `[B, L]` key-padding mask; 2 (or none): the input's
+/// shape.
+fn masked_softmax(args: &mut Args<'_>) -> R {
+    let (x, mask) = (args.tensor(0)?, args.tensor(1)?);
+    require_float(&x, "_masked_softmax")?;
+    if mask.dtype() != DType::Bool {
+        return Err(value_err(
+            "_masked_softmax: Mask should be a boolean tensor",
+        ));
+    }
+    let nd = x.dim();
+    let dim = match args.opt_int(2)? {
+        Some(d) => wrap_dim(d, nd)?,
+        None => nd.saturating_sub(1),
+    };
+    let typed = mask.dim() == 2 && nd == 4;
+    let full_mask = match (typed, args.opt_int(3)?) {
+        (false, _) | (true, Some(2)) => {
+            if mask.shape() != x.shape() {
+                return Err(value_err(
+                    "_masked_softmax: For mask_type == 2 mask shape should match input shape",
+                ));
+            }
+            mask
+        }
+        (true, Some(1)) => {
+            let s = x.shape();
+            if mask.shape() != [s[0], s[2]] {
+                return Err(value_err(
+                    "_masked_softmax: For mask_type == 1 mask shape should be (B, L)",
+                ));
+            }
+            let m = super::shape::reshape(&mask, &[s[0] as i64, 1, 1, s[2] as i64])?;
+            super::shape::expand_to(&m, s)?
+        }
+        (true, Some(0)) => {
+            let s = x.shape();
+            if mask.shape() != [s[2], s[2]] {
+                return Err(value_err(
+                    "_masked_softmax: For mask_type == 0 mask shape should be (L, L)",
+                ));
+            }
+            super::shape::expand_to(&mask, s)?
+        }
+        (true, None) => return Err(value_err("_masked_softmax: Mask Type should be defined")),
+        (true, Some(other)) => {
+            return Err(value_err(format!(
+                "_masked_softmax: Mask Type should be 0 (src_mask), 1 (src_key_padding_mask), \
+                 or 2 (default_mask), got {other}"
+            )))
+        }
+    };
+    let xs = x.contiguous()?.to_vec::<f64>()?;
+    let ms = full_mask.contiguous()?.to_vec::<bool>()?;
+    let n = x.shape().get(dim).copied().unwrap_or(1);
+    let inner: usize = x.shape().get(dim + 1..).map_or(1, |s| s.iter().product());
+    let mut out = vec![0.0; xs.len()];
+    let lanes = xs.len() / (n * inner).max(1);
+    for o in 0..lanes {
+        for i in 0..inner {
+            let at = |k: usize| (o * n + k) * inner + i;
+            let max = (0..n)
+                .filter(|&k| !ms[at(k)])
+                .map(|k| xs[at(k)])
+                .fold(f64::NEG_INFINITY, f64::max);
+            if max == f64::NEG_INFINITY {
+                // every position masked: NaN, as PyTorch's kernel gives
+                (0..n).for_each(|k| out[at(k)] = f64::NAN);
+                continue;
+            }
+            let sum: f64 = (0..n)
+                .filter(|&k| !ms[at(k)])
+                .map(|k| (xs[at(k)] - max).exp())
+                .sum();
+            for k in (0..n).filter(|&k| !ms[at(k)]) {
+                out[at(k)] = (xs[at(k)] - max).exp() / sum;
+            }
+        }
+    }
+    t(Tensor::from_vec(out, x.shape())?.to_dtype(x.dtype())?)
+}
+
+/// _addmm_activation(self, mat1, mat2, beta, alpha, use_gelu): addmm followed by relu, or by
+/// (erf) gelu.
+fn addmm_activation(args: &mut Args<'_>) -> R {
+    let use_gelu = args.bool(5)?;
+    let sum = super::linalg::addmm(args)?;
+    let sum = sum
+        .as_tensor()
+        .ok_or_else(|| value_err("_addmm_activation: addmm returned a non-tensor"))?;
+    t(if use_gelu {
+        gelu_tensor(sum, "none")?
+    } else {
+        relu_tensor(sum)?
+    })
+}
+
+/// rrelu_with_noise forward: in training, each non-positive element is scaled by its own
+/// `uniform(lower, upper)` slope, drawn in order from the global generator as PyTorch's serial
+/// CPU kernel does, and the slopes (1 for positive elements) are written to `noise`; in eval,
+/// leaky_relu with the mean slope, `noise` untouched.
+fn rrelu_with_noise_forward(args: &Args<'_>, x: &Tensor, noise: &Tensor) -> crate::Result<Tensor> {
+    require_float(x, "rrelu_with_noise")?;
+    let (lower, upper) = (args.scalar(2)?.to_f64(), args.scalar(3)?.to_f64());
+    if !args.is_none(5) {
+        return Err(unsupported(format!(
+            "{}: explicit Generator objects are not supported (use torch.manual_seed)",
+            args.op
+        )));
+    }
+    let xs = x.contiguous()?.to_vec::<f64>()?;
+    // slopes in the input's precision (PyTorch casts each draw to its opmath type)
+    let narrow = |v: f64| -> f64 {
+        if x.dtype() == DType::Float64 {
+            v
+        } else {
+            v as f32 as f64
+        }
+    };
+    if !args.bool(4)? {
+        let slope = narrow((lower + upper) / 2.0);
+        let out: Vec<f64> = xs
+            .iter()
+            .map(|&v| if v > 0.0 { v } else { v * slope })
+            .collect();
+        return Tensor::from_vec(out, x.shape())?.to_dtype(x.dtype());
+    }
+    if noise.numel() != x.numel() {
+        return Err(value_err(format!(
+            "{}: noise of shape {:?} for an input of shape {:?}",
+            args.op,
+            noise.shape(),
+            x.shape()
+        )));
+    }
+    let mut slopes = Vec::with_capacity(xs.len());
+    {
+        let mut g = args.ctx.generator.lock();
+        for &v in &xs {
+            slopes.push(if v <= 0.0 {
+                narrow(g.uniform_f64() * (upper - lower) + lower)
+            } else {
+                1.0
+            });
+        }
+    }
+    let out: Vec<f64> = xs.iter().zip(&slopes).map(|(v, r)| v * r).collect();
+    noise.copy_from(&Tensor::from_vec(slopes, noise.shape())?)?;
+    Tensor::from_vec(out, x.shape())?.to_dtype(x.dtype())
+}
+
+/// rrelu_with_noise(self, noise!, lower, upper, training, generator)
+fn rrelu_with_noise(args: &mut Args<'_>) -> R {
+    let (x, noise) = (args.tensor(0)?, args.tensor(1)?);
+    t(rrelu_with_noise_forward(args, &x, &noise)?)
+}
+
+/// rrelu_with_noise_: the result written into self.
+fn rrelu_with_noise_(args: &mut Args<'_>) -> R {
+    let (x, noise) = (args.tensor(0)?, args.tensor(1)?);
+    let out = rrelu_with_noise_forward(args, &x, &noise)?;
+    x.copy_from(&out)?;
+    t(x)
+}
+
+/// rrelu_with_noise_functional: (result, the updated copy of noise).
+fn rrelu_with_noise_functional(args: &mut Args<'_>) -> R {
+    let (x, noise) = (args.tensor(0)?, args.tensor(1)?.deep_clone()?);
+    let out = rrelu_with_noise_forward(args, &x, &noise)?;
+    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+        IValue::Tensor(out),
+        IValue::Tensor(noise),
+    ])))
+}
+
+/// native_dropout(input, p, train) -> (output, keep mask). Deterministic cases only: eval
+/// (train false) and p 0 or 1 in training; other training draws go through PyTorch's
+/// bernoulli_, whose CPU path uses MKL's generator, which tsrun does not reproduce.
+fn native_dropout(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let p = args.double(1)?;
+    let train = args.opt_bool(2)?.unwrap_or(true);
+    if x.numel() == 0 {
+        // (PyTorch returns the input and an empty mask of its dtype)
+        let empty = Tensor::zeros(x.shape(), x.dtype())?;
+        return Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+            IValue::Tensor(x),
+            IValue::Tensor(empty),
+        ])));
+    }
+    let keep_all = !train || p == 0.0;
+    if !keep_all && p != 1.0 {
+        return Err(unsupported(format!(
+            "{}: training-mode dropout with 0 < p < 1 (PyTorch draws the mask with MKL's \
+             generator, which tsrun does not reproduce)",
+            args.op
+        )));
+    }
+    let mask = Tensor::zeros(x.shape(), DType::Bool)?;
+    let out = if keep_all {
+        mask.fill(Scalar::Bool(true))?;
+        x.deep_clone()?
+    } else {
+        // p == 1: input * mask(0) * scale(0), so NaN and inf inputs give NaN
+        require_float(&x, "native_dropout")?;
+        let zeroed: Vec<f64> = x
+            .contiguous()?
+            .to_vec::<f64>()?
+            .iter()
+            .map(|v| v * 0.0)
+            .collect();
+        Tensor::from_vec(zeroed, x.shape())?.to_dtype(x.dtype())?
+    };
+    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+        IValue::Tensor(out),
+        IValue::Tensor(mask),
+    ])))
 }
 
 /// Softmax (`log`: log-softmax) along `dim`, computed in f32/f64 and stored as `out_dtype`.
@@ -552,6 +819,16 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::prelu", prelu);
     r.add("aten::_prelu_kernel", prelu);
     r.add("aten::glu", glu);
+    r.add("aten::glu_jvp", glu_jvp);
+    r.add("aten::rrelu_with_noise", rrelu_with_noise);
+    r.add("aten::rrelu_with_noise_", rrelu_with_noise_);
+    r.add(
+        "aten::rrelu_with_noise_functional",
+        rrelu_with_noise_functional,
+    );
+    r.add("aten::native_dropout", native_dropout);
+    r.add("aten::_masked_softmax", masked_softmax);
+    r.add("aten::_addmm_activation", addmm_activation);
     r.add("aten::softmax.int", softmax);
     r.add("aten::special_softmax", softmax);
     r.add("aten::log_softmax.int", log_softmax);

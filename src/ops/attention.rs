@@ -601,8 +601,275 @@ fn transformer_encoder_layer(a: &mut Args) -> crate::Result<IValue> {
     Ok(IValue::Tensor(out.to_dtype(dtype)?))
 }
 
+fn pair(a: Tensor, b: Tensor) -> IValue {
+    IValue::Tuple(crate::values::Tuple::new(vec![
+        IValue::Tensor(a),
+        IValue::Tensor(b),
+    ]))
+}
+
+/// Reference attention in f64 over `q [..., L, E]`, `k [..., S, E]`, `v [..., S, Ev]` (key
+/// and value broadcast to the query's batch dims, grouped-query heads repeated): returns the
+/// output, the attention weights and each row's log-sum-exp of the scaled, masked scores. The
+/// mask is added (a bool mask adds 1 where true, as PyTorch's math kernel does when called
+/// directly); `drop` is (keep mask, p): weights zeroed where the mask is false and the value
+/// scaled by 1 / (1 - p). A row with every score -inf gets zero weights.
+#[allow(clippy::too_many_arguments)]
+fn attention_reference(
+    op: &str,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    causal: bool,
+    scale: Option<f64>,
+    gqa: bool,
+    drop: Option<(&Tensor, f64)>,
+) -> crate::Result<(Tensor, Tensor, Tensor)> {
+    if q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim() {
+        return Err(shape_err(format!(
+            "{op}: query, key and value need the same number (>= 2) of dims, got {:?}, {:?}, {:?}",
+            q.shape(),
+            k.shape(),
+            v.shape()
+        )));
+    }
+    let nd = q.dim();
+    let (mut k, mut v) = (k.clone(), v.clone());
+    if gqa && nd >= 3 {
+        let (hq, hk, hv) = (q.shape()[nd - 3], k.shape()[nd - 3], v.shape()[nd - 3]);
+        if hk == 0 || hv == 0 || hq % hk != 0 || hq % hv != 0 {
+            return Err(value_err(format!(
+                "{op}: number of heads in key/value must divide number of heads in query"
+            )));
+        }
+        k = repeat_heads(&k, hq / hk)?;
+        v = repeat_heads(&v, hq / hv)?;
+    }
+    let batch = &q.shape()[..nd - 2];
+    let (l, e) = (q.shape()[nd - 2], q.shape()[nd - 1]);
+    let (s, ev) = (k.shape()[nd - 2], v.shape()[nd - 1]);
+    if k.shape()[nd - 1] != e || v.shape()[nd - 2] != s {
+        return Err(shape_err(format!(
+            "{op}: key {:?} and value {:?} do not fit query {:?}",
+            k.shape(),
+            v.shape(),
+            q.shape()
+        )));
+    }
+    let with = |tail: &[usize]| [batch, tail].concat();
+    let f64s = |t: &Tensor, shape: &[usize]| -> crate::Result<Vec<f64>> {
+        super::shape::expand_to(t, shape)?
+            .contiguous()?
+            .to_vec::<f64>()
+    };
+    let qs = f64s(q, &with(&[l, e]))?;
+    let ks = f64s(&k, &with(&[s, e]))?;
+    let vs = f64s(&v, &with(&[s, ev]))?;
+    let ms = mask.map(|m| f64s(m, &with(&[l, s]))).transpose()?;
+    let (keep, p) = match drop {
+        Some((m, p)) => (Some(f64s(m, &with(&[l, s]))?), p),
+        None => (None, 0.0),
+    };
+    let scale = scale.unwrap_or(1.0 / (e as f64).sqrt());
+    let heads: usize = batch.iter().product();
+    let mut out = vec![0.0; heads * l * ev];
+    let mut attn = vec![0.0; heads * l * s];
+    let mut lse = vec![0.0; heads * l];
+    for h in 0..heads {
+        for i in 0..l {
+            let row = (h * l + i) * s;
+            let scores = &mut attn[row..][..s];
+            for (j, sc) in scores.iter_mut().enumerate() {
+                let dot: f64 = (0..e)
+                    .map(|c| qs[(h * l + i) * e + c] * ks[(h * s + j) * e + c])
+                    .sum();
+                *sc = dot * scale + ms.as_ref().map_or(0.0, |m| m[row + j]);
+                if causal && j > i {
+                    *sc = f64::NEG_INFINITY;
+                }
+            }
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            if max == f64::NEG_INFINITY {
+                scores.fill(0.0);
+                continue;
+            }
+            let sum: f64 = scores.iter().map(|x| (x - max).exp()).sum();
+            lse[h * l + i] = max + sum.ln();
+            scores.iter_mut().for_each(|x| *x = (*x - max).exp() / sum);
+            if let Some(keep) = &keep {
+                for (j, w) in scores.iter_mut().enumerate() {
+                    if keep[row + j] == 0.0 {
+                        *w = 0.0;
+                    }
+                }
+            }
+            let value_scale = if keep.is_some() { 1.0 / (1.0 - p) } else { 1.0 };
+            for c in 0..ev {
+                out[(h * l + i) * ev + c] = (0..s)
+                    .map(|j| scores[j] * vs[(h * s + j) * ev + c] * value_scale)
+                    .sum();
+            }
+        }
+    }
+    let dt = q.dtype();
+    Ok((
+        Tensor::from_vec(out, &with(&[l, ev]))?.to_dtype(dt)?,
+        Tensor::from_vec(attn, &with(&[l, s]))?.to_dtype(dt)?,
+        Tensor::from_vec(lse, &with(&[l]))?.to_dtype(if dt == DType::Float64 {
+            dt
+        } else {
+            DType::Float32
+        })?,
+    ))
+}
+
+/// _scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
+/// dropout_mask, *, scale, enable_gqa) -> (output, attention weights). Dropout only with a
+/// given dropout_mask (a random one would draw from PyTorch's bernoulli).
+fn sdpa_math(a: &mut Args) -> crate::Result<IValue> {
+    let (q, k, v, m) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?, a.opt_tensor(3)?);
+    let p = a.double(4)?;
+    let causal = a.bool(5)?;
+    if causal && m.is_some() {
+        return Err(value_err(format!(
+            "{}: _scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True",
+            a.op
+        )));
+    }
+    let keep = a.opt_tensor(6)?;
+    let drop = match (p > 0.0, keep.as_ref()) {
+        (false, _) => None,
+        (true, Some(keep)) => Some((keep, p)),
+        (true, None) => {
+            return Err(value_err(format!(
+                "{}: dropout_p={p} without a dropout_mask is not supported (inference runtime)",
+                a.op
+            )))
+        }
+    };
+    let (o, w, _) = attention_reference(
+        a.op,
+        &q,
+        &k,
+        &v,
+        m.as_ref(),
+        causal,
+        a.opt_double(7)?,
+        a.bool(8)?,
+        drop,
+    )?;
+    Ok(pair(o, w))
+}
+
+/// _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *,
+/// attn_mask, scale) -> (output, logsumexp): `[B, H, L, E]` operands of one head size, an
+/// additive mask of the query's dtype, no dropout (PyTorch's constraints).
+fn sdpa_flash_cpu(a: &mut Args) -> crate::Result<IValue> {
+    let (q, k, v) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
+    let m = a.opt_tensor(5)?;
+    let name = "scaled_dot_product_attention_flash_attention";
+    if a.double(3)? > 0.0 {
+        return Err(value_err(format!(
+            "{name}: Currently do not support dropout > 0"
+        )));
+    }
+    if q.dim() != 4 || k.dim() != 4 || v.dim() != 4 {
+        return Err(value_err(format!(
+            "{name}: Accept only 4 dims inputs shape of {{B, H, T, K}}"
+        )));
+    }
+    if q.shape()[3] != k.shape()[3] || q.shape()[3] != v.shape()[3] {
+        return Err(value_err(format!(
+            "{name}: Q/K/V should have the same head size"
+        )));
+    }
+    if m.as_ref().is_some_and(|m| m.dtype() != q.dtype()) {
+        return Err(value_err(format!(
+            "{name}: Attention mask is the same data type as query"
+        )));
+    }
+    let (o, _, lse) = attention_reference(
+        a.op,
+        &q,
+        &k,
+        &v,
+        m.as_ref(),
+        a.bool(4)?,
+        a.opt_double(6)?,
+        false,
+        None,
+    )?;
+    Ok(pair(o, lse))
+}
+
+/// _transform_bias_rescale_qkv(qkv [B, T, 3 * D], qkv_bias [3 * D], num_heads) -> (q, k, v),
+/// each `[B, num_heads, T, D / num_heads]`: the bias added, q scaled by 1/sqrt(head dim).
+fn transform_bias_rescale_qkv(a: &mut Args) -> crate::Result<IValue> {
+    let (qkv, bias) = (a.tensor(0)?, a.tensor(1)?);
+    let heads = a.int(2)?;
+    let [b, t, d3] = *qkv.shape() else {
+        return Err(shape_err(format!(
+            "{}: expected qkv of shape [B, T, 3 * D], got {:?}",
+            a.op,
+            qkv.shape()
+        )));
+    };
+    let d = d3 / 3;
+    let heads = usize::try_from(heads)
+        .ok()
+        .filter(|&h| h > 0 && d3 % 3 == 0 && d % h == 0)
+        .ok_or_else(|| {
+            value_err(format!(
+                "{}: qkv's last dim {d3} must be 3 * num_heads * head_dim (num_heads {heads})",
+                a.op
+            ))
+        })?;
+    if bias.numel() != d3 {
+        return Err(shape_err(format!(
+            "{}: qkv_bias of shape {:?} for a qkv of {d3} features",
+            a.op,
+            bias.shape()
+        )));
+    }
+    let dh = d / heads;
+    let xs = qkv.contiguous()?.to_vec::<f64>()?;
+    let bs = bias.contiguous()?.to_vec::<f64>()?;
+    let inv = 1.0 / (dh as f64).sqrt();
+    let outs = (0..3)
+        .map(|part| {
+            let mut out = vec![0.0; b * heads * t * dh];
+            for bi in 0..b {
+                for ti in 0..t {
+                    for h in 0..heads {
+                        for c in 0..dh {
+                            let f = part * d + h * dh + c;
+                            let v = xs[(bi * t + ti) * d3 + f] + bs[f];
+                            out[((bi * heads + h) * t + ti) * dh + c] =
+                                if part == 0 { v * inv } else { v };
+                        }
+                    }
+                }
+            }
+            Ok(IValue::Tensor(
+                Tensor::from_vec(out, &[b, heads, t, dh])?.to_dtype(qkv.dtype())?,
+            ))
+        })
+        .collect::<crate::Result<Vec<_>>>()?;
+    Ok(IValue::Tuple(crate::values::Tuple::new(outs)))
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::scaled_dot_product_attention", sdpa_op);
+    r.add("aten::_scaled_dot_product_attention_math", sdpa_math);
+    r.add(
+        "aten::_transform_bias_rescale_qkv",
+        transform_bias_rescale_qkv,
+    );
+    r.add(
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+        sdpa_flash_cpu,
+    );
     r.add("aten::_native_multi_head_attention", native_mha);
     r.add(
         "aten::_transformer_encoder_layer_fwd",

@@ -1649,6 +1649,15 @@ fn conv_tbc(a: &mut Args) -> crate::Result<IValue> {
     ))
 }
 
+/// mkldnn_convolution(self, weight, bias, padding, stride, dilation, groups): oneDNN's
+/// convolution, which PyTorch also runs on dense CPU tensors; the same convolution here.
+fn mkldnn_convolution(a: &mut Args) -> crate::Result<IValue> {
+    let nsp = weight_spatial(a)?;
+    let p = conv_params(a, nsp, 4, 3, 5, a.int(6)?)?;
+    let (x, w, b) = (a.tensor(0)?, a.tensor(1)?, a.opt_tensor(2)?);
+    Ok(IValue::Tensor(convolution(a.op, &x, &w, b.as_ref(), &p)?))
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add_all(
         &[
@@ -1678,6 +1687,7 @@ pub(crate) fn register(r: &mut Registry) {
         |a| legacy_conv(a, TRANSPOSED),
     );
     r.add("aten::conv_tbc", conv_tbc);
+    r.add("aten::mkldnn_convolution", mkldnn_convolution);
     // `.padding` and `_convolution_mode` (padding given as a string) share conv_nd's argument
     // layout; conv_nd reads either form of padding
     r.add_all(

@@ -265,6 +265,60 @@ fn one_hot(a: &mut Args) -> crate::Result<IValue> {
     Ok(IValue::Tensor(Tensor::from_vec(data, &shape)?))
 }
 
+/// Rescales the rows of `weight` named by `idx` (each once) whose `norm_type`-norm exceeds
+/// `max_norm` to norm `max_norm` (PyTorch's `max_norm / (norm + 1e-7)` factor).
+fn renorm_rows(
+    op: &str,
+    weight: &Tensor,
+    idx: &Tensor,
+    max_norm: f64,
+    norm_type: f64,
+) -> crate::Result<()> {
+    if weight.dim() != 2 {
+        return Err(shape_err(format!(
+            "{op}: expected a 2-d weight, got shape {:?}",
+            weight.shape()
+        )));
+    }
+    let (rows, dim) = (weight.shape()[0], weight.shape()[1]);
+    let mut ids = indices(op, idx, rows)?;
+    ids.sort_unstable();
+    ids.dedup();
+    let mut w = weight.contiguous()?.to_vec::<f64>()?;
+    for i in ids {
+        let row = &mut w[i as usize * dim..][..dim];
+        let norm = if norm_type == f64::INFINITY {
+            row.iter().fold(0.0, |m: f64, v| m.max(v.abs()))
+        } else if norm_type == 0.0 {
+            row.iter().filter(|v| **v != 0.0).count() as f64
+        } else {
+            row.iter()
+                .map(|v| v.abs().powf(norm_type))
+                .sum::<f64>()
+                .powf(1.0 / norm_type)
+        };
+        if norm > max_norm {
+            let scale = max_norm / (norm + 1e-7);
+            row.iter_mut().for_each(|v| *v *= scale);
+        }
+    }
+    weight.copy_from(&Tensor::from_vec(w, weight.shape())?)
+}
+
+/// embedding_renorm_(self, indices, max_norm, norm_type): in place, returns self.
+fn embedding_renorm_(a: &mut Args) -> crate::Result<IValue> {
+    let w = a.tensor(0)?;
+    renorm_rows(a.op, &w, &a.tensor(1)?, a.double(2)?, a.double(3)?)?;
+    Ok(IValue::Tensor(w))
+}
+
+/// embedding_renorm: the renormalized copy.
+fn embedding_renorm(a: &mut Args) -> crate::Result<IValue> {
+    let w = a.tensor(0)?.deep_clone()?;
+    renorm_rows(a.op, &w, &a.tensor(1)?, a.double(2)?, a.double(3)?)?;
+    Ok(IValue::Tensor(w))
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::embedding", embedding);
     r.add_all(
@@ -277,4 +331,6 @@ pub(crate) fn register(r: &mut Registry) {
         embedding_bag,
     );
     r.add("aten::one_hot", one_hot);
+    r.add("aten::embedding_renorm_", embedding_renorm_);
+    r.add("aten::embedding_renorm", embedding_renorm);
 }

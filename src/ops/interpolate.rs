@@ -23,6 +23,10 @@ enum Mode {
     NearestExact,
     Linear,
     Cubic,
+    /// antialias=True: the filter widened by the downscale factor (bilinear, bicubic, lanczos)
+    AntialiasLinear,
+    AntialiasCubic,
+    AntialiasLanczos,
 }
 
 /// One output index's taps: (input index, weight).
@@ -51,6 +55,67 @@ fn cubic_weights(t: f64) -> [f64; 4] {
     [c2(t + 1.0), c1(t), c1(1.0 - t), c2(2.0 - t)]
 }
 
+/// The antialiasing filters of PyTorch's separable CPU kernel (`aa_filter`): triangle,
+/// Keys cubic with a = -0.5, lanczos-3.
+fn aa_filter(mode: Mode, x: f64) -> f64 {
+    let x = x.abs();
+    match mode {
+        Mode::AntialiasCubic => {
+            const A: f64 = -0.5;
+            if x < 1.0 {
+                ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+            } else if x < 2.0 {
+                ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A
+            } else {
+                0.0
+            }
+        }
+        Mode::AntialiasLanczos => {
+            let sinc = |v: f64| {
+                if v == 0.0 {
+                    1.0
+                } else {
+                    let pv = std::f64::consts::PI * v;
+                    pv.sin() / pv
+                }
+            };
+            if x < 3.0 {
+                sinc(x) * sinc(x / 3.0)
+            } else {
+                0.0
+            }
+        }
+        _ => (1.0 - x).max(0.0),
+    }
+}
+
+/// Antialiased taps of output index `o` (PyTorch's `_compute_weights_aa`): the filter is
+/// stretched by the scale when downsampling, and the weights normalized to sum to 1.
+fn aa_taps(mode: Mode, input: usize, scale: f64, o: usize) -> Taps {
+    let half_width = match mode {
+        Mode::AntialiasCubic => 2.0,
+        Mode::AntialiasLanczos => 3.0,
+        _ => 1.0,
+    };
+    let support = if scale >= 1.0 {
+        half_width * scale
+    } else {
+        half_width
+    };
+    let center = scale * (o as f64 + 0.5);
+    let invscale = if scale >= 1.0 { 1.0 / scale } else { 1.0 };
+    let xmin = ((center - support + 0.5) as i64).max(0) as usize;
+    let xmax = ((center + support + 0.5) as i64).clamp(0, input as i64) as usize;
+    let mut taps: Taps = (xmin..xmax.max(xmin))
+        .map(|j| (j, aa_filter(mode, (j as f64 - center + 0.5) * invscale)))
+        .collect();
+    let total: f64 = taps.iter().map(|t| t.1).sum();
+    if total != 0.0 {
+        taps.iter_mut().for_each(|t| t.1 /= total);
+    }
+    taps
+}
+
 fn taps_for<T: Real>(
     mode: Mode,
     input: usize,
@@ -61,6 +126,10 @@ fn taps_for<T: Real>(
     let last = input.saturating_sub(1);
     (0..output)
         .map(|o| match mode {
+            Mode::AntialiasLinear | Mode::AntialiasCubic | Mode::AntialiasLanczos => {
+                let sc: T = area_scale::<T>(input, output, align_corners, scale);
+                aa_taps(mode, input, sc.as_f64(), o)
+            }
             Mode::Nearest | Mode::NearestExact => {
                 let i = if output == input {
                     o
@@ -201,12 +270,18 @@ const NEAREST: u8 = 0;
 const NEAREST_EXACT: u8 = 1;
 const LINEAR: u8 = 2;
 const CUBIC: u8 = 3;
+const AA_LINEAR: u8 = 4;
+const AA_CUBIC: u8 = 5;
+const AA_LANCZOS: u8 = 6;
 
 fn mode_of(mode: u8) -> Mode {
     match mode {
         NEAREST => Mode::Nearest,
         NEAREST_EXACT => Mode::NearestExact,
         CUBIC => Mode::Cubic,
+        AA_LINEAR => Mode::AntialiasLinear,
+        AA_CUBIC => Mode::AntialiasCubic,
+        AA_LANCZOS => Mode::AntialiasLanczos,
         _ => Mode::Linear,
     }
 }
@@ -258,7 +333,7 @@ fn upsample<const MODE: u8, const NSP: usize, const VEC: bool>(
 
 fn upsample_as(a: &mut Args, mode: Mode, nsp: usize, vec: bool) -> crate::Result<IValue> {
     let x = a.tensor(0)?;
-    let has_align = matches!(mode, Mode::Linear | Mode::Cubic);
+    let has_align = !matches!(mode, Mode::Nearest | Mode::NearestExact);
     // The `.vec` overload (input, output_size?, [align_corners,] scale_factors?) is told apart
     // by its arity and its last argument (a list or None), in case the overload name is absent.
     let vec_len = if has_align { 4 } else { 3 };
@@ -532,6 +607,30 @@ pub(crate) fn register(r: &mut Registry) {
     );
     r.add("aten::upsample_bicubic2d", upsample::<CUBIC, 2, false>);
     r.add("aten::upsample_bicubic2d.vec", upsample::<CUBIC, 2, true>);
+    r.add(
+        "aten::_upsample_bilinear2d_aa",
+        upsample::<AA_LINEAR, 2, false>,
+    );
+    r.add(
+        "aten::_upsample_bilinear2d_aa.vec",
+        upsample::<AA_LINEAR, 2, true>,
+    );
+    r.add(
+        "aten::_upsample_bicubic2d_aa",
+        upsample::<AA_CUBIC, 2, false>,
+    );
+    r.add(
+        "aten::_upsample_bicubic2d_aa.vec",
+        upsample::<AA_CUBIC, 2, true>,
+    );
+    r.add(
+        "aten::_upsample_lanczos2d_aa",
+        upsample::<AA_LANCZOS, 2, false>,
+    );
+    r.add(
+        "aten::_upsample_lanczos2d_aa.vec",
+        upsample::<AA_LANCZOS, 2, true>,
+    );
     r.add_overloads(
         "aten::__interpolate",
         &["", "size_list", "scale_list", "size_list_scale_list"],

@@ -1,8 +1,8 @@
 //! `aten::` operators that TorchScript's runtime registers itself rather than ATen
 //! (torch/csrc/jit/runtime/register_prim_ops*.cpp, register_special_ops.cpp): the batch-norm
 //! reshapes `_ncf_unsqueeze` / `_ncf_view`, `_pack_sequence`, the sublist form of `einsum`,
-//! `_tensor_to_list`; and the composite tensor-list utilities scripted code calls
-//! (`flatten_dense_tensors` / `unflatten_dense_tensors`, `to_dense` of a dense tensor).
+//! `_tensor_to_list`; and `to_dense` of a dense tensor (`flatten_dense_tensors` and its inverse
+//! are in `flat_buffers.rs`).
 
 use super::kernels::value_err;
 use super::prims::via_aten;
@@ -133,52 +133,6 @@ fn tensor_to_list(a: &mut Args<'_>) -> R {
     Ok(int_list(x.to_vec::<i32>()?.into_iter().map(i64::from)))
 }
 
-/// `flatten_dense_tensors(tensors)`: every tensor flattened, concatenated.
-fn flatten_dense_tensors(a: &mut Args<'_>) -> R {
-    let tensors = a.tensor_list(0)?;
-    if tensors.is_empty() {
-        return Ok(crate::tensor::Tensor::zeros(&[0], DType::Float32)?.into());
-    }
-    let flat = tensors
-        .into_iter()
-        .map(|t| {
-            let n = t.numel() as i64;
-            via_aten(a, "aten::reshape", vec![t.into(), int_list([n])])
-        })
-        .collect::<crate::Result<Vec<_>>>()?;
-    via_aten(
-        a,
-        "aten::cat",
-        vec![IValue::List(List::new(Type::Tensor, flat)), IValue::Int(0)],
-    )
-}
-
-/// `unflatten_dense_tensors(flat, tensors)`: consecutive pieces of `flat`, each viewed with the
-/// shape of the matching tensor.
-fn unflatten_dense_tensors(a: &mut Args<'_>) -> R {
-    let flat = a.tensor(0)?;
-    let shapes = a.tensor_list(1)?;
-    let mut offset = 0i64;
-    let mut out = Vec::with_capacity(shapes.len());
-    for t in shapes {
-        let n = t.numel() as i64;
-        let piece = via_aten(
-            a,
-            "aten::narrow",
-            vec![
-                flat.clone().into(),
-                IValue::Int(0),
-                IValue::Int(offset),
-                IValue::Int(n),
-            ],
-        )?;
-        let dims = t.shape().iter().map(|&d| d as i64);
-        out.push(via_aten(a, "aten::view", vec![piece, int_list(dims)])?);
-        offset += n;
-    }
-    Ok(IValue::List(List::new(Type::Tensor, out)))
-}
-
 /// `to_dense(self, dtype, *, masked_grad)` of a dense tensor: itself, converted to `dtype`.
 fn to_dense(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
@@ -194,7 +148,5 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::_pack_sequence", pack_sequence);
     r.add("aten::einsum.sublist", einsum_sublist);
     r.add("aten::_tensor_to_list", tensor_to_list);
-    r.add("aten::flatten_dense_tensors", flatten_dense_tensors);
-    r.add("aten::unflatten_dense_tensors", unflatten_dense_tensors);
     r.add("aten::to_dense", to_dense);
 }

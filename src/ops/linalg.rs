@@ -468,7 +468,7 @@ fn scalar_f64(s: Scalar) -> f64 {
     s.to_f64()
 }
 
-fn addmm(a: &mut Args) -> crate::Result<IValue> {
+pub(crate) fn addmm(a: &mut Args) -> crate::Result<IValue> {
     let (c, x, y) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
     let (beta, alpha) = (scalar_f64(a.scalar(3)?), scalar_f64(a.scalar(4)?));
     check_dim(a.op, &x, 2, "mat1")?;

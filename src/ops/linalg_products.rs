@@ -274,6 +274,37 @@ fn cross(args: &mut Args<'_>) -> R {
     t(build(out, &shape, dt)?)
 }
 
+/// _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim): each input
+/// unsqueezed at its expand dims (ascending), the three multiplied with broadcasting and summed
+/// over `sumdim` (what bilinear computes; unroll_dim only picks PyTorch's loop order).
+fn trilinear(a: &mut Args) -> crate::Result<IValue> {
+    let mut product: Option<Tensor> = None;
+    for k in 0..3 {
+        let mut x = a.tensor(k)?;
+        let mut dims = a.int_list(3 + k)?;
+        dims.sort_unstable();
+        for d in dims {
+            x = unsqueeze(&x, d)?;
+        }
+        product = Some(match product {
+            None => x,
+            Some(p) => mul_op(&Operand::Tensor(p), &Operand::Tensor(x))?,
+        });
+    }
+    let product = product.ok_or_else(|| value_err("_trilinear: no inputs"))?;
+    let sumdim = a.int_list(6)?;
+    if sumdim.is_empty() {
+        return Ok(IValue::Tensor(product));
+    }
+    Ok(IValue::Tensor(sum_op(
+        &product,
+        Some(&sumdim),
+        false,
+        None,
+        false,
+    )?))
+}
+
 pub fn register(r: &mut Registry) {
     r.add("aten::trace", trace);
     r.add("aten::cross", cross);
@@ -283,4 +314,5 @@ pub fn register(r: &mut Registry) {
     r.add("aten::linalg_matmul", linalg_matmul);
     r.add("aten::linalg_multi_dot", linalg_multi_dot);
     r.add("aten::chain_matmul", chain_matmul);
+    r.add("aten::_trilinear", trilinear);
 }

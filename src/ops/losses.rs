@@ -526,6 +526,372 @@ pub(super) fn cross_entropy_loss(args: &mut Args<'_>) -> R {
     t(out.to_dtype(dt)?)
 }
 
+fn require_float(op: &str, x: &Tensor) -> crate::Result<()> {
+    if x.dtype().is_floating_point() {
+        Ok(())
+    } else {
+        Err(value_err(format!(
+            "{op}: not implemented for {} input",
+            x.dtype()
+        )))
+    }
+}
+
+/// `[N, C]` (or `[C]`: one sample) input and its per-sample target of `target_per_sample`
+/// entries: (values, n, c).
+fn margin_rows(
+    op: &str,
+    x: &Tensor,
+    target: &Tensor,
+    target_per_sample: bool,
+) -> crate::Result<(Vec<f64>, usize, usize)> {
+    let (n, c) = match x.shape() {
+        [c] => (1, *c),
+        [n, c] => (*n, *c),
+        [] => (1, 1),
+        s => {
+            return Err(value_err(format!(
+                "{op}: Expected non-empty vector or matrix with optional 0-dim batch size, but got: {s:?}"
+            )))
+        }
+    };
+    let want = if target_per_sample { n * c } else { n };
+    if target.numel() != want {
+        return Err(value_err(format!(
+            "{op}: inconsistent target size: {:?} for input of size: {:?}",
+            target.shape(),
+            x.shape()
+        )));
+    }
+    Ok((vals(x)?, n, c))
+}
+
+/// Per-sample losses: `[N]`, a scalar for a 1-d input; then the reduction.
+fn sample_losses(losses: Vec<f64>, x: &Tensor, reduction: i64) -> crate::Result<Tensor> {
+    let shape: &[usize] = if x.dim() == 2 { &[losses.len()] } else { &[] };
+    let shape = shape.to_vec();
+    reduce_loss(Tensor::from_vec(losses, &shape)?, reduction, x.dtype())
+}
+
+/// multi_margin_loss(self, target, p, margin, weight, reduction): per sample
+/// `sum_{j != y} w[y] * max(0, margin - x[y] + x[j])^p / C`, p 1 or 2.
+fn multi_margin_loss(a: &mut Args<'_>) -> R {
+    let (x, target) = (a.tensor(0)?, a.tensor(1)?);
+    let p = a.scalar(2)?.to_f64();
+    let margin = a.scalar(3)?.to_f64();
+    if p != 1.0 && p != 2.0 {
+        return Err(value_err("only p == 1 and p == 2 supported"));
+    }
+    require_float(a.op, &x)?;
+    let (xs, n, c) = margin_rows(a.op, &x, &target, false)?;
+    let weight = class_weights(a.opt_tensor(4)?, c)?;
+    let ys = target.to_vec::<i64>()?;
+    let mut losses = Vec::with_capacity(n);
+    for (row, &y) in xs.chunks(c.max(1)).zip(&ys) {
+        let Some(&xy) = usize::try_from(y).ok().and_then(|y| row.get(y)) else {
+            return Err(value_err(format!("target out of range: {y}")));
+        };
+        let w = weight.as_ref().map_or(1.0, |w| w[y as usize]);
+        let sum: f64 = row
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j as i64 != y)
+            .map(|(_, &xj)| {
+                let z = margin - xy + xj;
+                if z > 0.0 {
+                    w * if p == 1.0 { z } else { z * z }
+                } else {
+                    0.0
+                }
+            })
+            .sum();
+        losses.push(sum / c as f64);
+    }
+    t(sample_losses(losses, &x, a.int(5)?)?)
+}
+
+/// (losses, is_target) of multilabel_margin_loss: each sample's target lists class indices
+/// up to the first -1; the loss sums `max(0, 1 - (x[y] - x[i]))` over its targets y and the
+/// non-target classes i, divided by C.
+fn multilabel_margin(a: &Args<'_>) -> crate::Result<(Tensor, Tensor)> {
+    let (x, target) = (a.tensor(0)?, a.tensor(1)?);
+    require_float(a.op, &x)?;
+    let (xs, n, c) = margin_rows(a.op, &x, &target, true)?;
+    let ys = target.to_vec::<i64>()?;
+    let c1 = c.max(1);
+    let mut is_target = vec![0.0; n * c];
+    let mut losses = Vec::with_capacity(n);
+    for i in 0..n {
+        let (row, trow) = (&xs[i * c..][..c], &ys[i * c..][..c]);
+        let labels: Vec<usize> =
+            trow.iter()
+                .take_while(|&&y| y >= 0)
+                .map(|&y| {
+                    usize::try_from(y).ok().filter(|&y| y < c).ok_or_else(|| {
+                        value_err(format!("{}: target index {y} out of range", a.op))
+                    })
+                })
+                .collect::<crate::Result<_>>()?;
+        for &y in &labels {
+            is_target[i * c + y] = 1.0;
+        }
+        let flags = &is_target[i * c..][..c];
+        let sum: f64 = labels
+            .iter()
+            .map(|&y| {
+                row.iter()
+                    .zip(flags)
+                    .filter(|(_, &f)| f == 0.0)
+                    .map(|(&xi, _)| (1.0 - (row[y] - xi)).max(0.0))
+                    .sum::<f64>()
+            })
+            .sum();
+        losses.push(sum / c1 as f64);
+    }
+    let is_target = build(is_target, x.shape(), x.dtype())?;
+    Ok((sample_losses(losses, &x, a.int(2)?)?, is_target))
+}
+
+fn multilabel_margin_loss(a: &mut Args<'_>) -> R {
+    t(multilabel_margin(a)?.0)
+}
+
+fn multilabel_margin_loss_forward(a: &mut Args<'_>) -> R {
+    let (l, is_target) = multilabel_margin(a)?;
+    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+        IValue::Tensor(l),
+        IValue::Tensor(is_target),
+    ])))
+}
+
+fn multilabel_margin_loss_forward_output(a: &mut Args<'_>) -> R {
+    let r = multilabel_margin_loss_forward(a)?;
+    a.write_outs(3, r)
+}
+
+/// Lengths given as an int list or (the `.Tensor` overloads, `TENSORS`) an integer tensor.
+fn lengths<const TENSORS: bool>(a: &Args<'_>, i: usize) -> crate::Result<Vec<i64>> {
+    if TENSORS {
+        let t = a.tensor(i)?;
+        if t.dtype().is_floating_point() {
+            return Err(value_err(format!(
+                "{}: lengths must be integer tensors, got {}",
+                a.op,
+                t.dtype()
+            )));
+        }
+        t.contiguous()?.to_vec::<i64>()
+    } else {
+        a.int_list(i)
+    }
+}
+
+/// CTC forward (PyTorch's CPU `ctc_loss_cpu_template`): per batch entry the negative log
+/// likelihood of its target over all alignments, and the `[N, T, 2 * max_target + 1]` log
+/// alphas (entries PyTorch leaves unwritten, past an input or target length, are -inf here).
+/// `log_probs` `[T, N, C]`; targets `[N, S]` padded or 1-d concatenated.
+fn ctc_forward(
+    op: &str,
+    log_probs: &Tensor,
+    targets: &Tensor,
+    input_lengths: &[i64],
+    target_lengths: &[i64],
+    blank: i64,
+) -> crate::Result<(Tensor, Tensor)> {
+    require_float(op, log_probs)?;
+    let [t_max, n, c] = *log_probs.shape() else {
+        return Err(value_err(format!(
+            "{op}: log_probs must be 3-d [T, N, C], got {:?}",
+            log_probs.shape()
+        )));
+    };
+    if blank < 0 || blank as usize >= c {
+        return Err(value_err(format!("{op}: blank must be in label range")));
+    }
+    if input_lengths.len() != n || target_lengths.len() != n {
+        return Err(value_err(format!(
+            "{op}: input_lengths and target_lengths must have batch size {n}, got {} and {}",
+            input_lengths.len(),
+            target_lengths.len()
+        )));
+    }
+    let tg = targets.contiguous()?.to_vec::<i64>()?;
+    let mut offsets = Vec::with_capacity(n);
+    let mut max_target = 0usize;
+    let mut pos = 0usize;
+    for (b, &len) in target_lengths.iter().enumerate() {
+        let len = usize::try_from(len)
+            .map_err(|_| value_err(format!("{op}: target_lengths must be non-negative")))?;
+        max_target = max_target.max(len);
+        match targets.dim() {
+            1 => {
+                offsets.push(pos);
+                pos += len;
+            }
+            2 => offsets.push(b * targets.shape()[1]),
+            d => {
+                return Err(value_err(format!(
+                    "{op}: targets must be 1-d or 2-d, got {d} dims"
+                )))
+            }
+        }
+    }
+    let fits = match targets.dim() {
+        1 => pos <= tg.len(),
+        _ => targets.shape()[0] == n && targets.shape()[1] >= max_target,
+    };
+    if !fits {
+        return Err(value_err(format!(
+            "{op}: targets of shape {:?} do not hold target_lengths {target_lengths:?}",
+            targets.shape()
+        )));
+    }
+    let lp = log_probs.contiguous()?.to_vec::<f64>()?;
+    let width = 2 * max_target + 1;
+    let mut alpha = vec![f64::NEG_INFINITY; n * t_max * width];
+    let mut nll = vec![0.0; n];
+    for b in 0..n {
+        let input_len = usize::try_from(input_lengths[b])
+            .ok()
+            .filter(|&l| l <= t_max)
+            .ok_or_else(|| {
+                value_err(format!(
+                    "{op}: Expected input_lengths to have value at most {t_max}, but got value {}",
+                    input_lengths[b]
+                ))
+            })?;
+        let target_len = target_lengths[b] as usize;
+        let prime = |s: usize| -> crate::Result<usize> {
+            if s.is_multiple_of(2) {
+                return Ok(blank as usize);
+            }
+            let label = tg[offsets[b] + s / 2];
+            usize::try_from(label)
+                .ok()
+                .filter(|&l| l < c)
+                .ok_or_else(|| value_err(format!("{op}: target label {label} out of range")))
+        };
+        let logp = |t: usize, k: usize| lp[(t * n + b) * c + k];
+        if input_len == 0 {
+            nll[b] = if target_len == 0 { 0.0 } else { f64::INFINITY };
+            continue;
+        }
+        let la = &mut alpha[b * t_max * width..][..t_max * width];
+        la[0] = logp(0, blank as usize);
+        if target_len > 0 {
+            la[1] = logp(0, prime(1)?);
+        }
+        for t in 1..input_len {
+            for s in 0..2 * target_len + 1 {
+                let current = prime(s)?;
+                let prev = &la[(t - 1) * width..][..width];
+                let la1 = prev[s];
+                let la2 = if s > 0 {
+                    prev[s - 1]
+                } else {
+                    f64::NEG_INFINITY
+                };
+                let la3 = if s > 1 && prime(s - 2)? != current {
+                    prev[s - 2]
+                } else {
+                    f64::NEG_INFINITY
+                };
+                let mut m = la1.max(la2).max(la3);
+                if m == f64::NEG_INFINITY {
+                    m = 0.0;
+                }
+                la[t * width + s] = ((la1 - m).exp() + (la2 - m).exp() + (la3 - m).exp()).ln()
+                    + m
+                    + logp(t, current);
+            }
+        }
+        let last = &la[(input_len - 1) * width..][..width];
+        nll[b] = if target_len == 0 {
+            -last[0]
+        } else {
+            let (l1, l2) = (last[2 * target_len], last[2 * target_len - 1]);
+            let m = l1.max(l2);
+            let m = if m == f64::NEG_INFINITY { 0.0 } else { m };
+            -(((l1 - m).exp() + (l2 - m).exp()).ln() + m)
+        };
+    }
+    let dt = log_probs.dtype();
+    Ok((build(nll, &[n], dt)?, build(alpha, &[n, t_max, width], dt)?))
+}
+
+/// _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity) ->
+/// (neg_log_likelihood, log_alpha); zero_infinity only matters to the backward.
+fn underscore_ctc_loss<const TENSORS: bool>(a: &mut Args<'_>) -> R {
+    let (nll, alpha) = ctc_forward(
+        a.op,
+        &a.tensor(0)?,
+        &a.tensor(1)?,
+        &lengths::<TENSORS>(a, 2)?,
+        &lengths::<TENSORS>(a, 3)?,
+        a.int(4)?,
+    )?;
+    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+        IValue::Tensor(nll),
+        IValue::Tensor(alpha),
+    ])))
+}
+
+/// ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction,
+/// zero_infinity): unbatched `[T, C]` input allowed; infinite losses zeroed on request; mean
+/// divides each loss by its target length (at least 1) before averaging.
+fn ctc_loss<const TENSORS: bool>(a: &mut Args<'_>) -> R {
+    let (lp, targets) = (a.tensor(0)?, a.tensor(1)?);
+    let batched = lp.dim() == 3;
+    let (lp, targets) = if batched {
+        (lp, targets)
+    } else {
+        (
+            super::shape::unsqueeze(&lp, 1)?,
+            super::shape::unsqueeze(&targets, 0)?,
+        )
+    };
+    let target_lengths = lengths::<TENSORS>(a, 3)?;
+    let (nll, _) = ctc_forward(
+        a.op,
+        &lp,
+        &targets,
+        &lengths::<TENSORS>(a, 2)?,
+        &target_lengths,
+        a.int(4)?,
+    )?;
+    let mut losses = vals(&nll)?;
+    if a.bool(6)? {
+        losses
+            .iter_mut()
+            .filter(|l| **l == f64::INFINITY)
+            .for_each(|l| *l = 0.0);
+    }
+    let dt = lp.dtype();
+    let out = match a.int(5)? {
+        0 => {
+            let shape: &[usize] = if batched { &[losses.len()] } else { &[] };
+            build(losses, shape, dt)?
+        }
+        1 => {
+            let k = losses.len().max(1) as f64;
+            let mean = losses
+                .iter()
+                .zip(&target_lengths)
+                .map(|(l, &tl)| l / tl.max(1) as f64)
+                .sum::<f64>()
+                / k;
+            build(vec![mean], &[], dt)?
+        }
+        2 => build(vec![losses.iter().sum()], &[], dt)?,
+        other => {
+            return Err(value_err(format!(
+                "{other} is not a valid value for reduction"
+            )))
+        }
+    };
+    t(out)
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::mse_loss", mse_loss);
     r.add("aten::l1_loss", l1_loss);
@@ -560,4 +926,18 @@ pub(crate) fn register(r: &mut Registry) {
         },
     );
     r.add("aten::cross_entropy_loss", cross_entropy_loss);
+    r.add("aten::multi_margin_loss", multi_margin_loss);
+    r.add("aten::_ctc_loss", underscore_ctc_loss::<false>);
+    r.add("aten::_ctc_loss.Tensor", underscore_ctc_loss::<true>);
+    r.add("aten::ctc_loss.IntList", ctc_loss::<false>);
+    r.add("aten::ctc_loss.Tensor", ctc_loss::<true>);
+    r.add("aten::multilabel_margin_loss", multilabel_margin_loss);
+    r.add(
+        "aten::multilabel_margin_loss_forward",
+        multilabel_margin_loss_forward,
+    );
+    r.add(
+        "aten::multilabel_margin_loss_forward.output",
+        multilabel_margin_loss_forward_output,
+    );
 }

@@ -11,7 +11,6 @@
 //! arguments (tests/suite/ops_coverage.rs checks every name against `fixtures/schemas.txt`).
 
 pub mod activation;
-pub mod amp;
 pub mod args;
 pub mod attention;
 pub mod bessel;
@@ -23,6 +22,7 @@ pub mod custom;
 pub mod elementwise;
 pub mod embedding;
 pub mod fft;
+pub mod flat_buffers;
 pub mod gemm;
 pub mod generator;
 pub mod grad_mode;
@@ -45,6 +45,7 @@ pub mod matrix_build;
 pub mod no_autograd;
 pub mod norm;
 pub mod norms;
+pub mod optimizers;
 pub mod orthogonal_polynomials;
 pub mod packed;
 pub mod pool;
@@ -57,6 +58,7 @@ pub mod scalar;
 pub mod schema;
 pub mod shape;
 pub mod sort;
+pub mod sparse_indices;
 pub mod special;
 pub mod static_runtime;
 pub mod statistics;
@@ -216,7 +218,9 @@ impl Registry {
             graph_pass_prims::register(&mut r);
             no_autograd::register(&mut r);
             jit_builtins::register(&mut r);
-            amp::register(&mut r);
+            optimizers::register(&mut r);
+            flat_buffers::register(&mut r);
+            sparse_indices::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

@@ -251,6 +251,19 @@ fn rms_norm(a: &mut Args) -> crate::Result<IValue> {
     Ok(IValue::Tensor(layer_norm_impl(a, true)?.0))
 }
 
+/// _fused_rms_norm(input, normalized_shape, weight?, eps?) -> (out, rstd): rms_norm and its
+/// per-row reciprocal rms, shaped as native_layer_norm shapes its stats.
+fn fused_rms_norm(a: &mut Args) -> crate::Result<IValue> {
+    let x = a.tensor(0)?;
+    let (o, _, r, nd) = layer_norm_impl(a, true)?;
+    let mut shape = x.shape()[..x.dim() - nd].to_vec();
+    shape.extend(std::iter::repeat_n(1, nd));
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(o),
+        IValue::Tensor(stats_tensor(r, &shape, x.dtype())?),
+    ])))
+}
+
 /// group norm over `x [N, C, *]`; returns (out, mean [N, G], rstd [N, G]).
 fn group_norm_impl(
     op: &str,
@@ -499,11 +512,12 @@ fn triple(t: (Tensor, Tensor, Tensor)) -> IValue {
     ]))
 }
 
-/// batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn)
-fn batch_norm(a: &mut Args) -> crate::Result<IValue> {
+/// Batch norm of the argument layout batch_norm, native_batch_norm and _batch_norm_impl_index
+/// share: (input, weight, bias, running_mean, running_var, training, momentum, eps, ...).
+fn batch_norm_of_args(a: &Args) -> crate::Result<(Tensor, Tensor, Tensor)> {
     let (x, w, b) = (a.tensor(0)?, a.opt_tensor(1)?, a.opt_tensor(2)?);
     let (rm, rv) = (a.opt_tensor(3)?, a.opt_tensor(4)?);
-    let r = batch_norm_impl(
+    batch_norm_impl(
         a.op,
         &x,
         w.as_ref(),
@@ -513,8 +527,12 @@ fn batch_norm(a: &mut Args) -> crate::Result<IValue> {
         a.bool(5)?,
         a.double(6)?,
         a.double(7)?,
-    )?;
-    Ok(IValue::Tensor(r.0))
+    )
+}
+
+/// batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn)
+fn batch_norm(a: &mut Args) -> crate::Result<IValue> {
+    Ok(IValue::Tensor(batch_norm_of_args(a)?.0))
 }
 
 /// native_batch_norm / _native_batch_norm_legit: same arguments without cudnn_enabled.
@@ -522,19 +540,7 @@ fn native_batch_norm(a: &mut Args) -> crate::Result<IValue> {
     if matches!(a.get(3)?, IValue::Bool(_)) {
         return batch_norm_no_stats(a);
     }
-    let (x, w, b) = (a.tensor(0)?, a.opt_tensor(1)?, a.opt_tensor(2)?);
-    let (rm, rv) = (a.opt_tensor(3)?, a.opt_tensor(4)?);
-    Ok(triple(batch_norm_impl(
-        a.op,
-        &x,
-        w.as_ref(),
-        b.as_ref(),
-        rm.as_ref(),
-        rv.as_ref(),
-        a.bool(5)?,
-        a.double(6)?,
-        a.double(7)?,
-    )?))
+    Ok(triple(batch_norm_of_args(a)?))
 }
 
 /// _native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var,
@@ -569,6 +575,165 @@ fn batch_norm_no_stats(a: &mut Args) -> crate::Result<IValue> {
         a.double(4)?,
         a.double(5)?,
     )?))
+}
+
+/// The empty byte tensor PyTorch's CPU batch norm returns as its (cudnn-only) reserve space.
+fn empty_reserve() -> crate::Result<IValue> {
+    Ok(IValue::Tensor(Tensor::zeros(&[0], DType::UInt8)?))
+}
+
+/// _native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var,
+/// training, momentum, eps) -> (out, save_mean, save_invstd, running_mean_out,
+/// running_var_out): the running stats are updated in copies, the inputs stay as they were.
+fn batch_norm_legit_functional(a: &mut Args) -> crate::Result<IValue> {
+    let (x, w, b) = (a.tensor(0)?, a.opt_tensor(1)?, a.opt_tensor(2)?);
+    let (rm, rv) = (a.tensor(3)?.deep_clone()?, a.tensor(4)?.deep_clone()?);
+    let (o, m, r) = batch_norm_impl(
+        a.op,
+        &x,
+        w.as_ref(),
+        b.as_ref(),
+        Some(&rm),
+        Some(&rv),
+        a.bool(5)?,
+        a.double(6)?,
+        a.double(7)?,
+    )?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(o),
+        IValue::Tensor(m),
+        IValue::Tensor(r),
+        IValue::Tensor(rm),
+        IValue::Tensor(rv),
+    ])))
+}
+
+/// (out, save_mean, save_invstd, reserve) of native batch norm with the given running stats.
+fn batch_norm_with_reserve(
+    a: &Args,
+    rm: Option<&Tensor>,
+    rv: Option<&Tensor>,
+    training: bool,
+) -> crate::Result<Vec<IValue>> {
+    let (x, w, b) = (a.tensor(0)?, a.opt_tensor(1)?, a.opt_tensor(2)?);
+    let (o, m, r) = batch_norm_impl(
+        a.op,
+        &x,
+        w.as_ref(),
+        b.as_ref(),
+        rm,
+        rv,
+        training,
+        a.double(5)?,
+        a.double(6)?,
+    )?;
+    Ok(vec![
+        IValue::Tensor(o),
+        IValue::Tensor(m),
+        IValue::Tensor(r),
+        empty_reserve()?,
+    ])
+}
+
+/// _batch_norm_with_update(input, weight, bias, running_mean!, running_var!, momentum, eps):
+/// training-mode batch norm updating the running stats in place.
+fn batch_norm_with_update(a: &mut Args) -> crate::Result<IValue> {
+    let (rm, rv) = (a.tensor(3)?, a.tensor(4)?);
+    Ok(IValue::Tuple(Tuple::new(batch_norm_with_reserve(
+        a,
+        Some(&rm),
+        Some(&rv),
+        true,
+    )?)))
+}
+
+/// _batch_norm_with_update_functional: as _batch_norm_with_update, returning the updated
+/// running stats as copies after the reserve.
+fn batch_norm_with_update_functional(a: &mut Args) -> crate::Result<IValue> {
+    let (rm, rv) = (a.tensor(3)?.deep_clone()?, a.tensor(4)?.deep_clone()?);
+    let mut outs = batch_norm_with_reserve(a, Some(&rm), Some(&rv), true)?;
+    outs.push(IValue::Tensor(rm));
+    outs.push(IValue::Tensor(rv));
+    Ok(IValue::Tuple(Tuple::new(outs)))
+}
+
+/// _batch_norm_no_update(input, weight, bias, running_mean?, running_var?, momentum, eps):
+/// eval-mode batch norm (batch statistics when the running stats are absent).
+fn batch_norm_no_update(a: &mut Args) -> crate::Result<IValue> {
+    let (rm, rv) = (a.opt_tensor(3)?, a.opt_tensor(4)?);
+    Ok(IValue::Tuple(Tuple::new(batch_norm_with_reserve(
+        a,
+        rm.as_ref(),
+        rv.as_ref(),
+        false,
+    )?)))
+}
+
+/// _batch_norm_impl_index(input, weight, bias, running_mean, running_var, training, momentum,
+/// eps, cudnn_enabled) -> (out, save_mean, save_invstd, reserve, 0): index 0 names the native
+/// backend, the one PyTorch's CPU build picks.
+fn batch_norm_impl_index(a: &mut Args) -> crate::Result<IValue> {
+    let (o, m, r) = batch_norm_of_args(a)?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(o),
+        IValue::Tensor(m),
+        IValue::Tensor(r),
+        empty_reserve()?,
+        IValue::Int(0),
+    ])))
+}
+
+/// batch_norm_update_stats(input, running_mean?, running_var?, momentum) -> (mean, var): the
+/// per-channel batch mean and biased variance; the running stats (when given) move towards the
+/// mean and the unbiased variance.
+fn batch_norm_update_stats(a: &mut Args) -> crate::Result<IValue> {
+    let x = a.tensor(0)?;
+    let (rm, rv) = (a.opt_tensor(1)?, a.opt_tensor(2)?);
+    let momentum = a.double(3)?;
+    if x.dim() < 2 {
+        return Err(shape_err(format!(
+            "{}: expected input with at least 2 dims, got {:?}",
+            a.op,
+            x.shape()
+        )));
+    }
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let hw: usize = x.shape()[2..].iter().product();
+    let count = n * hw;
+    let cd = compute_dtype(a.op, x.dtype())?;
+    let xv = contiguous_as(&x, DType::Float64)?.to_vec::<f64>()?;
+    let (mean, var): (Vec<f64>, Vec<f64>) = (0..c)
+        .map(|ch| {
+            let plane = |i: usize| xv[(i * c + ch) * hw..][..hw].iter();
+            let s: f64 = (0..n).flat_map(plane).sum();
+            let mean = s / count as f64;
+            let v: f64 = (0..n).flat_map(plane).map(|x| (x - mean).powi(2)).sum();
+            (mean, v)
+        })
+        .unzip();
+    if let Some(rm) = &rm {
+        let old = param_vec(a.op, Some(rm), c, "running_mean")?.unwrap_or_default();
+        let new: Vec<f64> = old
+            .iter()
+            .zip(&mean)
+            .map(|(r, m)| momentum * m + (1.0 - momentum) * r)
+            .collect();
+        rm.copy_from(&Tensor::from_vec(new, rm.shape())?)?;
+    }
+    if let Some(rv) = &rv {
+        let old = param_vec(a.op, Some(rv), c, "running_var")?.unwrap_or_default();
+        let new: Vec<f64> = old
+            .iter()
+            .zip(&var)
+            .map(|(r, v)| momentum * v / (count as f64 - 1.0) + (1.0 - momentum) * r)
+            .collect();
+        rv.copy_from(&Tensor::from_vec(new, rv.shape())?)?;
+    }
+    let biased: Vec<f64> = var.iter().map(|v| v / count as f64).collect();
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(stats_tensor(mean, &[c], cd)?),
+        IValue::Tensor(stats_tensor(biased, &[c], cd)?),
+    ])))
 }
 
 /// instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,
@@ -612,6 +777,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::layer_norm", layer_norm);
     r.add("aten::native_layer_norm", native_layer_norm);
     r.add("aten::rms_norm", rms_norm);
+    r.add("aten::_fused_rms_norm", fused_rms_norm);
     r.add("aten::group_norm", group_norm);
     r.add("aten::native_group_norm", native_group_norm);
     r.add("aten::batch_norm", batch_norm);
@@ -628,4 +794,16 @@ pub(crate) fn register(r: &mut Registry) {
         batch_norm_no_stats,
     );
     r.add("aten::instance_norm", instance_norm);
+    r.add(
+        "aten::_native_batch_norm_legit_functional",
+        batch_norm_legit_functional,
+    );
+    r.add("aten::_batch_norm_with_update", batch_norm_with_update);
+    r.add(
+        "aten::_batch_norm_with_update_functional",
+        batch_norm_with_update_functional,
+    );
+    r.add("aten::_batch_norm_no_update", batch_norm_no_update);
+    r.add("aten::_batch_norm_impl_index", batch_norm_impl_index);
+    r.add("aten::batch_norm_update_stats", batch_norm_update_stats);
 }

@@ -6,7 +6,7 @@
 
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
-use crate::values::IValue;
+use crate::values::{IValue, Tuple};
 
 type R<T = IValue> = crate::Result<T>;
 
@@ -293,12 +293,10 @@ fn norm_except_dim(op: &str, v: &Tensor, p: f64, dim: i64) -> R<Tensor> {
     out(r, &s, dtype)
 }
 
-/// `_weight_norm(v, g, dim)`: `v * (g / norm_except_dim(v, 2, dim))`.
-fn weight_norm(a: &mut Args) -> R {
-    let (v, g) = (a.tensor(0)?, a.tensor(1)?);
-    let dim = a.int(2)?;
-    let dtype = float_dtype(a.op, &v)?;
-    let norm = norm_except_dim(a.op, &v, 2.0, dim)?;
+/// `v * (g / norm_except_dim(v, 2, dim))` and that norm.
+fn weight_norm_parts(op: &str, v: &Tensor, g: &Tensor, dim: i64) -> R<(Tensor, Tensor)> {
+    let dtype = float_dtype(op, v)?;
+    let norm = norm_except_dim(op, v, 2.0, dim)?;
     let vv = v.contiguous()?.to_vec::<f64>()?;
     let shape = v.shape().to_vec();
     let scale = super::shape::expand_to(&g.to_dtype(DType::Float64)?, &shape)?.to_vec::<f64>()?;
@@ -308,7 +306,35 @@ fn weight_norm(a: &mut Args) -> R {
         .zip(scale.iter().zip(&nv))
         .map(|(x, (g, n))| x * (g / n))
         .collect();
-    Ok(IValue::Tensor(out(res, &shape, dtype)?))
+    Ok((out(res, &shape, dtype)?, norm))
+}
+
+/// `_weight_norm(v, g, dim)`: `v * (g / norm_except_dim(v, 2, dim))`.
+fn weight_norm(a: &mut Args) -> R {
+    let (v, g) = (a.tensor(0)?, a.tensor(1)?);
+    Ok(IValue::Tensor(
+        weight_norm_parts(a.op, &v, &g, a.int(2)?)?.0,
+    ))
+}
+
+/// `_weight_norm_interface(v, g, dim)` -> (w, norm): PyTorch's CPU kernel, which takes only
+/// the first or the last dim.
+fn weight_norm_interface(a: &mut Args) -> R {
+    let (v, g) = (a.tensor(0)?, a.tensor(1)?);
+    let dim = a.int(2)?;
+    let nd = v.dim() as i64;
+    if dim != 0 && dim != nd - 1 {
+        return Err(err(format!(
+            "{}: fused kernels can only be applied for first or last dim, got dim {dim} of a \
+             {nd}-d tensor",
+            a.op
+        )));
+    }
+    let (w, norm) = weight_norm_parts(a.op, &v, &g, dim)?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(w),
+        IValue::Tensor(norm),
+    ])))
 }
 
 /// Row distances between `x1` [.., P, M] and `x2` [.., R, M] -> [.., P, R] (batch dims
@@ -517,6 +543,7 @@ pub(crate) fn register(r: &mut Registry) {
         )?))
     });
     r.add("aten::_weight_norm", weight_norm);
+    r.add("aten::_weight_norm_interface", weight_norm_interface);
     r.add_all(&["aten::cdist", "aten::_cdist_forward"], cdist);
     r.add_all(&["aten::pdist", "aten::_pdist_forward"], pdist);
     r.add("aten::cosine_similarity", cosine_similarity);

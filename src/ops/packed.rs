@@ -262,6 +262,61 @@ fn rnn_relu_data(a: &mut Args) -> R {
     rnn_data(a, "aten::rnn_relu", super::rnn::rnn_relu, false)
 }
 
+/// pad_sequence(sequences, batch_first, padding_value, padding_side): the sequences (each
+/// `[L_i, *]`) stacked into `[L_max, B, *]` (`[B, L_max, *]` batch first), filled with
+/// `padding_value` after each sequence ("right") or before it ("left").
+fn pad_sequence(a: &mut Args) -> R {
+    let seqs = a.tensor_list(0)?;
+    let batch_first = a.bool(1)?;
+    let value = a.double(2)?;
+    let left = match &*a.str(3)? {
+        "right" => false,
+        "left" => true,
+        other => {
+            return Err(err(format!(
+                "pad_sequence: Expected padding_side to be one of left or right, but got {other}."
+            )))
+        }
+    };
+    let first = seqs
+        .first()
+        .ok_or_else(|| err("pad_sequence: received an empty list of sequences"))?;
+    if first.dim() == 0 {
+        return Err(err("pad_sequence: sequences must have at least one dim"));
+    }
+    let tail = first.shape()[1..].to_vec();
+    let longest = seqs
+        .iter()
+        .map(|s| s.shape().first().copied().unwrap_or(0))
+        .max();
+    let longest = longest.unwrap_or(0);
+    let mut shape = if batch_first {
+        vec![seqs.len(), longest]
+    } else {
+        vec![longest, seqs.len()]
+    };
+    shape.extend(&tail);
+    let out = Tensor::zeros(&shape, first.dtype())?;
+    out.fill(crate::tensor::Scalar::Float(value))?;
+    for (i, s) in seqs.iter().enumerate() {
+        if s.dim() == 0 || s.shape()[1..] != tail[..] || s.dtype() != first.dtype() {
+            return Err(err(format!(
+                "pad_sequence: sequence {i} is {:?} {}, the first {:?} {}",
+                s.shape(),
+                s.dtype(),
+                first.shape(),
+                first.dtype()
+            )));
+        }
+        let len = s.shape()[0] as i64;
+        let start = if left { longest as i64 - len } else { 0 };
+        // (this sequence's slot is [L_max, *] in either layout)
+        let slot = super::shape::select(&out, if batch_first { 0 } else { 1 }, i as i64)?;
+        super::shape::narrow(&slot, 0, start, len)?.copy_from(s)?;
+    }
+    Ok(IValue::Tensor(out))
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::_pack_padded_sequence", pack);
     r.add("aten::_pad_packed_sequence", pad);
@@ -269,4 +324,5 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::gru.data", gru_data);
     r.add("aten::rnn_tanh.data", rnn_tanh_data);
     r.add("aten::rnn_relu.data", rnn_relu_data);
+    r.add("aten::pad_sequence", pad_sequence);
 }

@@ -2,6 +2,7 @@
 //! channels) are flattened into independent planes; spatial dims are lifted to 3.
 
 use super::kernels::reduce::pairwise_sum;
+use super::kernels::shape_err;
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, slice_mut_of, slice_of, value_err, Real,
 };
@@ -584,10 +585,222 @@ fn adaptive_max_op(a: &mut Args, nsp: usize) -> crate::Result<IValue> {
 }
 
 /// One kernel per operator: the spatial rank is fixed at registration, not read from the name.
+/// max_unpool2d/3d(self, indices, output_size, ...): each value written to its index in a
+/// zero `output_size` plane (`[N, C, *output_size]` or `[C, *output_size]`), the inverse of
+/// max_pool's `return_indices`.
+fn max_unpool<const D: usize>(a: &mut Args) -> crate::Result<IValue> {
+    let (x, idx) = (a.tensor(0)?, a.tensor(1)?);
+    let size = a.int_list(2)?;
+    let op = if D == 2 {
+        "max_unpooling2d"
+    } else {
+        "max_unpooling3d"
+    };
+    if size.len() != D || size.iter().any(|&s| s < 0) {
+        return Err(value_err(format!(
+            "{op}: There should be exactly {D} non-negative elements in output_size, got {size:?}"
+        )));
+    }
+    if idx.dtype() != DType::Int64 {
+        return Err(value_err(format!(
+            "{op}: elements in indices should be type int64 but got: {}",
+            idx.dtype()
+        )));
+    }
+    if x.shape() != idx.shape() || (x.dim() != D + 1 && x.dim() != D + 2) {
+        return Err(shape_err(format!(
+            "{op}: Expected shape of indices to be same as that of the input tensor ({:?}) \
+             and a {}-d or {}-d input, got indices {:?}",
+            x.shape(),
+            D + 1,
+            D + 2,
+            idx.shape()
+        )));
+    }
+    let lead = &x.shape()[..x.dim() - D];
+    let plane_in: usize = x.shape()[x.dim() - D..].iter().product();
+    let plane_out: usize = size.iter().map(|&s| s as usize).product();
+    let xs = x.contiguous()?.to_vec::<f64>()?;
+    let is = idx.contiguous()?.to_vec::<i64>()?;
+    let planes: usize = lead.iter().product();
+    let mut out = vec![0.0; planes * plane_out];
+    for p in 0..planes {
+        for k in 0..plane_in {
+            let at = p * plane_in + k;
+            let i = is[at];
+            let slot = usize::try_from(i)
+                .ok()
+                .filter(|&i| i < plane_out)
+                .ok_or_else(|| {
+                    value_err(format!(
+                        "{op}: Found an invalid max index: {i} (output volumes are of size {})",
+                        size.iter()
+                            .map(|s| s.to_string())
+                            .collect::<Vec<_>>()
+                            .join("x")
+                    ))
+                })?;
+            out[p * plane_out + slot] = xs[at];
+        }
+    }
+    let mut shape = lead.to_vec();
+    shape.extend(size.iter().map(|&s| s as usize));
+    Ok(IValue::Tensor(
+        Tensor::from_vec(out, &shape)?.to_dtype(x.dtype())?,
+    ))
+}
+
+/// PyTorch's `generate_intervals`: the start of each of `output` pooling windows of `pool`
+/// over `input`, placed by `sample` in [0, 1); computed in the input's precision (`F`).
+fn fractional_starts<F: num_traits::Float>(
+    sample: F,
+    input: usize,
+    output: usize,
+    pool: usize,
+) -> Vec<usize> {
+    let mut starts = vec![0usize; output];
+    if output > 1 {
+        let alpha =
+            F::from(input - pool).unwrap_or(F::zero()) / F::from(output - 1).unwrap_or(F::one());
+        let trunc = |v: F| v.to_i64().unwrap_or(0);
+        for (i, st) in starts.iter_mut().enumerate().take(output - 1) {
+            let i = F::from(i).unwrap_or(F::zero());
+            *st = (trunc((i + sample) * alpha) - trunc(sample * alpha)).max(0) as usize;
+        }
+    }
+    if let Some(last) = starts.last_mut() {
+        *last = input - pool;
+    }
+    starts
+}
+
+/// fractional_max_pool2d/3d(self, kernel_size, output_size, random_samples) -> (output,
+/// indices): max pooling over windows placed by the given samples (`[N, C, D]`, one per
+/// spatial dim in PyTorch's order: W, H for 2-d; T, H, W for 3-d).
+fn fractional_max_pool<const D: usize>(a: &mut Args) -> crate::Result<IValue> {
+    let (x, samples) = (a.tensor(0)?, a.tensor(3)?);
+    let (kernel, size) = (a.int_list(1)?, a.int_list(2)?);
+    let op = if D == 2 {
+        "fractional_max_pool2d"
+    } else {
+        "fractional_max_pool3d"
+    };
+    if kernel.len() != D || size.len() != D || kernel.iter().chain(&size).any(|&v| v < 1) {
+        return Err(value_err(format!(
+            "{op}: kernel_size {kernel:?} and output_size {size:?} must be {D} positive sizes"
+        )));
+    }
+    if x.dim() != D + 1 && x.dim() != D + 2 {
+        return Err(shape_err(format!(
+            "{op}: non-empty {}D or {}D (batch mode) tensor expected for input, got {:?}",
+            D + 1,
+            D + 2,
+            x.shape()
+        )));
+    }
+    let in_sp = x.shape()[x.dim() - D..].to_vec();
+    let (kernel, size): (Vec<usize>, Vec<usize>) = (
+        kernel.iter().map(|&v| v as usize).collect(),
+        size.iter().map(|&v| v as usize).collect(),
+    );
+    for d in 0..D {
+        if size[d] + kernel[d] - 1 > in_sp[d] {
+            return Err(value_err(format!(
+                "{op}: pool size {} too large relative to input size {} for output size {}",
+                kernel[d], in_sp[d], size[d]
+            )));
+        }
+    }
+    let planes: usize = x.shape()[..x.dim() - D].iter().product();
+    if samples.numel() != planes * D {
+        return Err(shape_err(format!(
+            "{op}: random_samples of shape {:?} for {planes} planes of {D} samples",
+            samples.shape()
+        )));
+    }
+    let ss = samples.contiguous()?.to_vec::<f64>()?;
+    let xs = x.contiguous()?.to_vec::<f64>()?;
+    let single = x.dtype() != DType::Float64;
+    // PyTorch's sample order: (W, H) for 2-d, (T, H, W) for 3-d
+    let sample_dim = |d: usize| if D == 2 { 1 - d } else { d };
+    let plane_in: usize = in_sp.iter().product();
+    let plane_out: usize = size.iter().product();
+    let mut out = vec![0.0; planes * plane_out];
+    let mut idx = vec![0i64; planes * plane_out];
+    let mut in_strides = [1usize; D];
+    for d in (0..D.saturating_sub(1)).rev() {
+        in_strides[d] = in_strides[d + 1] * in_sp[d + 1];
+    }
+    for p in 0..planes {
+        let starts: Vec<Vec<usize>> = (0..D)
+            .map(|d| {
+                let sample = ss[p * D + sample_dim(d)];
+                if single {
+                    fractional_starts(sample as f32, in_sp[d], size[d], kernel[d])
+                } else {
+                    fractional_starts(sample, in_sp[d], size[d], kernel[d])
+                }
+            })
+            .collect();
+        let plane = &xs[p * plane_in..][..plane_in];
+        for o in 0..plane_out {
+            // the output position, the window start and the first window element
+            let mut rem = o;
+            let mut pos = [0usize; D];
+            for d in (0..D).rev() {
+                pos[d] = rem % size[d];
+                rem /= size[d];
+            }
+            let origin: Vec<usize> = (0..D).map(|d| starts[d][pos[d]]).collect();
+            let mut best = f64::NEG_INFINITY;
+            let mut best_at: usize = (0..D).map(|d| origin[d] * in_strides[d]).sum();
+            let window: usize = kernel.iter().product();
+            for w in 0..window {
+                let mut rem = w;
+                let mut at = 0;
+                for d in (0..D).rev() {
+                    at += (origin[d] + rem % kernel[d]) * in_strides[d];
+                    rem /= kernel[d];
+                }
+                let v = plane[at];
+                if v > best || v.is_nan() {
+                    best = v;
+                    best_at = at;
+                }
+            }
+            out[p * plane_out + o] = best;
+            idx[p * plane_out + o] = best_at as i64;
+        }
+    }
+    let mut shape = x.shape()[..x.dim() - D].to_vec();
+    shape.extend(&size);
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(Tensor::from_vec(out, &shape)?.to_dtype(x.dtype())?),
+        IValue::Tensor(Tensor::from_vec(idx, &shape)?),
+    ])))
+}
+
+fn fractional_max_pool_output<const D: usize>(a: &mut Args) -> crate::Result<IValue> {
+    let r = fractional_max_pool::<D>(a)?;
+    a.write_outs(4, r)
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::max_pool1d", |a| max_pool_op(a, 1));
     r.add("aten::max_pool2d", |a| max_pool_op(a, 2));
     r.add("aten::max_pool3d", |a| max_pool_op(a, 3));
+    r.add("aten::max_unpool2d", max_unpool::<2>);
+    r.add("aten::max_unpool3d", max_unpool::<3>);
+    r.add("aten::fractional_max_pool2d", fractional_max_pool::<2>);
+    r.add(
+        "aten::fractional_max_pool2d.output",
+        fractional_max_pool_output::<2>,
+    );
+    r.add("aten::fractional_max_pool3d", fractional_max_pool::<3>);
+    r.add(
+        "aten::fractional_max_pool3d.output",
+        fractional_max_pool_output::<3>,
+    );
     r.add("aten::max_pool1d_with_indices", |a| {
         max_pool_with_indices(a, 1)
     });

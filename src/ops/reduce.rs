@@ -996,6 +996,170 @@ fn mode(args: &mut Args<'_>) -> R {
     pair(v, i)
 }
 
+/// segment_reduce(data, reduce, *, lengths, indices, offsets, axis, unsafe, initial): each
+/// run of `lengths[i]` slices along `axis` (or `offsets[i]..offsets[i + 1]`) reduced by max,
+/// min, sum, mean or prod, as PyTorch's CPU kernel does: `initial` (or the reduction's
+/// identity) starts each segment and is all an empty one holds (an empty mean without
+/// `initial` is NaN); a mean divides by the segment's length; NaN propagates through max/min.
+/// The lengths (offsets) are `data.shape[..axis] + [segments]` (`+ [segments + 1]`).
+fn segment_reduce(a: &mut Args) -> crate::Result<IValue> {
+    #[derive(PartialEq, Clone, Copy)]
+    enum Kind {
+        Max,
+        Min,
+        Sum,
+        Mean,
+        Prod,
+    }
+    let x = a.tensor(0)?;
+    let kind = match &*a.str(1)? {
+        "max" => Kind::Max,
+        "min" => Kind::Min,
+        "sum" => Kind::Sum,
+        "mean" => Kind::Mean,
+        "prod" => Kind::Prod,
+        other => {
+            return Err(value_err(format!(
+                "segment_reduce: reduce argument must be either sum, prod, max, min or mean, got {other}"
+            )))
+        }
+    };
+    if !x.dtype().is_floating_point() {
+        return Err(unsupported(format!(
+            "segment_reduce is not implemented for {}",
+            x.dtype()
+        )));
+    }
+    if a.opt_tensor(3)?.is_some() {
+        return Err(unsupported(
+            "segment_reduce: indices based reduction is not supported yet (as in PyTorch)",
+        ));
+    }
+    let axis = wrap_dim(a.int(5)?, x.dim())?;
+    let outer: usize = x.shape()[..axis].iter().product();
+    let size = x.shape()[axis];
+    let inner: usize = x.shape()[axis + 1..].iter().product();
+    // per outer index, the segments' (start, length)
+    let segments: Vec<Vec<(usize, usize)>> = match (a.opt_tensor(2)?, a.opt_tensor(4)?) {
+        (Some(l), _) => {
+            let lv = l.contiguous()?.to_vec::<i64>()?;
+            let per = lv.len().checked_div(outer).unwrap_or(0);
+            if per * outer != lv.len()
+                || l.shape()[..l.dim().saturating_sub(1)] != x.shape()[..axis]
+            {
+                return Err(value_err(format!(
+                    "segment_reduce: lengths {:?} do not match data {:?} at axis {axis}",
+                    l.shape(),
+                    x.shape()
+                )));
+            }
+            lv.chunks(per.max(1))
+                .map(|row| {
+                    let mut start = 0usize;
+                    row.iter()
+                        .map(|&n| {
+                            let n = usize::try_from(n).map_err(|_| {
+                                value_err("segment_reduce: lengths contains negative value!")
+                            })?;
+                            let seg = (start, n);
+                            start += n;
+                            Ok(seg)
+                        })
+                        .collect::<crate::Result<Vec<_>>>()
+                })
+                .collect::<crate::Result<_>>()?
+        }
+        (None, Some(o)) => {
+            let ov = o.contiguous()?.to_vec::<i64>()?;
+            let per = ov.len().checked_div(outer).unwrap_or(0);
+            if per == 0 || per * outer != ov.len() {
+                return Err(value_err(format!(
+                    "segment_reduce: offsets {:?} do not match data {:?} at axis {axis}",
+                    o.shape(),
+                    x.shape()
+                )));
+            }
+            ov.chunks(per)
+                .map(|row| {
+                    row.windows(2)
+                        .map(|w| match (usize::try_from(w[0]), usize::try_from(w[1])) {
+                            (Ok(lo), Ok(hi)) if hi >= lo => Ok((lo, hi - lo)),
+                            _ => Err(value_err("segment_reduce: offsets must be non-decreasing")),
+                        })
+                        .collect::<crate::Result<Vec<_>>>()
+                })
+                .collect::<crate::Result<_>>()?
+        }
+        (None, None) => {
+            return Err(value_err(
+                "segment_reduce: Either lengths or offsets must be defined",
+            ))
+        }
+    };
+    if segments
+        .iter()
+        .any(|row| row.iter().map(|&(s, n)| s + n).max().unwrap_or(0) > size)
+    {
+        return Err(value_err(format!(
+            "segment_reduce: segments run past data.size({axis}) = {size}"
+        )));
+    }
+    let count = segments.first().map_or(0, Vec::len);
+    let initial = a.opt_scalar(7)?.map(|s| s.to_f64());
+    let single = x.dtype() != DType::Float64;
+    let initial = initial.map(|v| if single { v as f32 as f64 } else { v });
+    let xs = x.contiguous()?.to_vec::<f64>()?;
+    let mut out = vec![0.0; outer * count * inner];
+    for (o, row) in segments.iter().enumerate() {
+        for (k, &(start, n)) in row.iter().enumerate() {
+            for i in 0..inner {
+                let mut acc = initial.unwrap_or(match kind {
+                    Kind::Max => f64::NEG_INFINITY,
+                    Kind::Min => f64::INFINITY,
+                    Kind::Sum | Kind::Mean => 0.0,
+                    Kind::Prod => 1.0,
+                });
+                for j in start..start + n {
+                    let v = xs[(o * size + j) * inner + i];
+                    acc = match kind {
+                        Kind::Max if v.is_nan() => v,
+                        Kind::Max => {
+                            if acc.is_nan() || acc >= v {
+                                acc
+                            } else {
+                                v
+                            }
+                        }
+                        Kind::Min if v.is_nan() => v,
+                        Kind::Min => {
+                            if acc.is_nan() || acc <= v {
+                                acc
+                            } else {
+                                v
+                            }
+                        }
+                        Kind::Sum | Kind::Mean => acc + v,
+                        Kind::Prod => acc * v,
+                    };
+                }
+                if kind == Kind::Mean {
+                    if n > 0 && !acc.is_nan() {
+                        acc /= n as f64;
+                    } else if n == 0 && initial.is_none() {
+                        acc = f64::NAN;
+                    }
+                }
+                out[(o * count + k) * inner + i] = acc;
+            }
+        }
+    }
+    let mut shape = x.shape().to_vec();
+    shape[axis] = count;
+    Ok(IValue::Tensor(
+        Tensor::from_vec(out, &shape)?.to_dtype(x.dtype())?,
+    ))
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::sum", sum);
     r.add("aten::sum.dim_IntList", sum_dim);
@@ -1072,6 +1236,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add_overloads("aten::quantile", &["", "scalar"], quantile);
     r.add_overloads("aten::nanquantile", &["", "scalar"], nanquantile);
     r.add("aten::mode", mode);
+    r.add("aten::segment_reduce", segment_reduce);
     r.add("aten::mode.values", |a| {
         let r = mode(a)?;
         a.write_outs(3, r)
