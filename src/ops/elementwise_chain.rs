@@ -153,18 +153,11 @@ fn broadcast_at(s: &[f32], i: usize) -> f32 {
     }
 }
 
-/// `acc[j] = f(acc[j], other[offset + j])` (`acc_left`) or `f(other[..], acc[j])`.
+/// `acc[j] = g(acc[j], other[offset + j])`, the loop monomorphized for `g` so it vectorizes.
 #[inline(always)]
-fn combine(
-    acc: &mut [f32],
-    other: &Source<'_>,
-    offset: usize,
-    acc_left: bool,
-    f: impl Fn(f32, f32) -> f32,
-) {
-    let g = |a: f32, o: f32| if acc_left { f(a, o) } else { f(o, a) };
+fn zip_with(acc: &mut [f32], other: &Source<'_>, offset: usize, g: impl Fn(f32, f32) -> f32) {
     match other {
-        Source::Acc => acc.iter_mut().for_each(|a| *a = f(*a, *a)),
+        Source::Acc => acc.iter_mut().for_each(|a| *a = g(*a, *a)),
         Source::Number(v) => acc.iter_mut().for_each(|a| *a = g(*a, *v)),
         Source::Slice(s) => match s.get(offset..offset + acc.len()) {
             Some(run) => acc.iter_mut().zip(run).for_each(|(a, &o)| *a = g(*a, o)),
@@ -176,17 +169,42 @@ fn combine(
     }
 }
 
-/// The float32 expression of each binary op, as the unfused kernels compute it.
-fn binary_fn(op: ChainOp) -> Option<fn(f32, f32, f32) -> f32> {
-    Some(match op {
-        ChainOp::Add(None) => |p, q, _| p + q,
-        ChainOp::Add(Some(_)) => |p, q, al| p + al * q,
-        ChainOp::Sub(None) => |p, q, _| p - q,
-        ChainOp::Sub(Some(_)) => |p, q, al| p - al * q,
-        ChainOp::Mul => |p, q, _| p * q,
-        ChainOp::Div => |p, q, _| p / q,
-        _ => return None,
-    })
+/// `acc[j] = f(acc[j], other[offset + j])` (`acc_left`) or `f(other[..], acc[j])`.
+#[inline(always)]
+fn combine(
+    acc: &mut [f32],
+    other: &Source<'_>,
+    offset: usize,
+    acc_left: bool,
+    f: impl Fn(f32, f32) -> f32,
+) {
+    if acc_left {
+        zip_with(acc, other, offset, f)
+    } else {
+        zip_with(acc, other, offset, |a, o| f(o, a))
+    }
+}
+
+/// Binary `op` between the accumulator and `other`, in the float32 expression the unfused
+/// kernel uses (`add_sub`, `mul_op`, `div_op`); each arm is its own loop.
+fn binary(op: ChainOp, acc: &mut [f32], other: &Source<'_>, offset: usize, acc_left: bool) {
+    match op {
+        ChainOp::Add(None) => combine(acc, other, offset, acc_left, |p, q| p + q),
+        ChainOp::Add(Some(al)) => combine(acc, other, offset, acc_left, |p, q| p + al * q),
+        ChainOp::Sub(None) => combine(acc, other, offset, acc_left, |p, q| p - q),
+        ChainOp::Sub(Some(al)) => combine(acc, other, offset, acc_left, |p, q| p - al * q),
+        ChainOp::Mul => combine(acc, other, offset, acc_left, |p, q| p * q),
+        ChainOp::Div => combine(acc, other, offset, acc_left, |p, q| p / q),
+        _ => {}
+    }
+}
+
+/// Whether `op` takes two operands.
+fn is_binary(op: ChainOp) -> bool {
+    matches!(
+        op,
+        ChainOp::Add(_) | ChainOp::Sub(_) | ChainOp::Mul | ChainOp::Div
+    )
 }
 
 /// Apply unary `op` to the accumulator in place.
@@ -208,14 +226,6 @@ fn unary(op: ChainOp, acc: &mut [f32]) {
     }
 }
 
-/// The alpha of an add/sub step (1 when unit).
-fn alpha_of(op: ChainOp) -> f32 {
-    match op {
-        ChainOp::Add(Some(a)) | ChainOp::Sub(Some(a)) => a,
-        _ => 1.0,
-    }
-}
-
 /// Whether `shape` (leading 1s aside) is a suffix of `out`: its contiguous elements then repeat
 /// every `numel` output elements.
 fn trailing_broadcast(shape: &[usize], out: &[usize]) -> bool {
@@ -233,10 +243,7 @@ pub(crate) fn run(steps: &[ChainStep], inputs: &mut [IValue]) -> crate::Result<O
     let Some(first) = steps.first() else {
         return Ok(None);
     };
-    if steps
-        .iter()
-        .any(|s| binary_fn(s.op).is_some() != s.rhs.is_some())
-    {
+    if steps.iter().any(|s| is_binary(s.op) != s.rhs.is_some()) {
         return Ok(None);
     }
     // How each input is used: by which steps, and whether it is a tensor.
@@ -362,20 +369,16 @@ fn evaluate(
     for_each_chunk_mut(dst, CHUNK, par, &|k, acc| {
         let offset = k * CHUNK;
         for (op, lhs, rhs) in &plan {
-            match (binary_fn(*op), rhs) {
-                (Some(f), Some(rhs)) => {
-                    let al = alpha_of(*op);
-                    let f = |p, q| f(p, q, al);
-                    match (lhs, rhs) {
-                        (Source::Acc, other) => combine(acc, other, offset, true, f),
-                        (other, Source::Acc) => combine(acc, other, offset, false, f),
-                        (l, r) => {
-                            l.copy_into(acc, offset);
-                            combine(acc, r, offset, true, f);
-                        }
+            match rhs {
+                Some(rhs) => match (lhs, rhs) {
+                    (Source::Acc, other) => binary(*op, acc, other, offset, true),
+                    (other, Source::Acc) => binary(*op, acc, other, offset, false),
+                    (l, r) => {
+                        l.copy_into(acc, offset);
+                        binary(*op, acc, r, offset, true);
                     }
-                }
-                _ => {
+                },
+                None => {
                     lhs.copy_into(acc, offset);
                     unary(*op, acc);
                 }
