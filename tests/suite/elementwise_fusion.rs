@@ -3,9 +3,9 @@
 //! results, inputs left unchanged (no dead-looking buffer that is still observed is
 //! overwritten), and an error inside a chain reported as the unfused operator reports it.
 
-use crate::common::{fixtures_dir, Arrays};
+use crate::common::{compare_tensors, fixtures_dir, Arrays};
 use std::sync::Arc;
-use tsrun::internals::runtime::interpreter::set_elementwise_fusion;
+use tsrun::internals::runtime::interpreter::{set_elementwise_fusion, Plan};
 use tsrun::internals::runtime::Module;
 use tsrun::internals::tensor::{DType, Tensor};
 use tsrun::internals::values::IValue;
@@ -108,19 +108,12 @@ fn bits(t: &Tensor) -> Vec<u64> {
     }
 }
 
-fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
-    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
-    let (g, w) = (
-        got.to_vec::<f64>().expect("got"),
-        want.to_vec::<f64>().expect("want"),
-    );
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        assert!(
-            (a - b).abs() <= ATOL + RTOL * b.abs(),
-            "{what}: element {i}: {a} vs PyTorch {b}"
-        );
-    }
+fn forward_plan(m: &Module) -> Arc<Plan> {
+    m.interpreter()
+        .expect("interpreter")
+        .method_plan(&Arc::from(m.class_name()), "forward")
+        .expect("plan")
+        .expect("forward")
 }
 
 /// Run every case with fusion on, then off (one test: the switch is process-wide, and plans
@@ -134,12 +127,7 @@ fn fused_chains_match_pytorch_and_unfused_bits() {
         let x = inputs(&mut arrays, case, kinds);
         let before: Vec<Vec<u64>> = x.iter().filter_map(|v| v.as_tensor().map(bits)).collect();
         let got = outputs(m.forward(&x).expect(case), n_out);
-        let plan = m
-            .interpreter()
-            .expect("interpreter")
-            .method_plan(&Arc::from(m.class_name()), "forward")
-            .expect("plan")
-            .expect("forward");
+        let plan = forward_plan(&m);
         let declined = if fused { 0 } else { n_chains as u64 };
         assert_eq!(
             plan.elementwise_chains(),
@@ -148,7 +136,8 @@ fn fused_chains_match_pytorch_and_unfused_bits() {
         );
         for (j, g) in got.iter().enumerate() {
             let want = arrays.tensor(&format!("{case}.out{j}"), g.dtype());
-            assert_close(&format!("{case}.out{j}"), g, &want);
+            compare_tensors(g, &want, RTOL, ATOL, &format!("{case}.out{j}"))
+                .unwrap_or_else(|e| panic!("{e}"));
         }
         let after: Vec<Vec<u64>> = x.iter().filter_map(|v| v.as_tensor().map(bits)).collect();
         assert_eq!(before, after, "{case}: an input changed");
@@ -161,13 +150,7 @@ fn fused_chains_match_pytorch_and_unfused_bits() {
             let m = load(case);
             let x = inputs(&mut arrays, case, kinds);
             let out = outputs(m.forward(&x).expect(case), n_out);
-            let plan = m
-                .interpreter()
-                .expect("interpreter")
-                .method_plan(&Arc::from(m.class_name()), "forward")
-                .expect("plan")
-                .expect("forward");
-            (out, plan.elementwise_chains().0)
+            (out, forward_plan(&m).elementwise_chains().0)
         })
         .collect();
     set_elementwise_fusion(true);
@@ -190,13 +173,7 @@ fn error_in_a_chain_names_the_operator() {
         IValue::Tensor(Tensor::zeros(&[3], DType::Float32).expect("x")),
         IValue::Tensor(Tensor::zeros(&[4], DType::Float32).expect("y")),
     ];
-    let plan = m
-        .interpreter()
-        .expect("interpreter")
-        .method_plan(&Arc::from(m.class_name()), "forward")
-        .expect("plan")
-        .expect("forward");
-    assert_eq!(plan.elementwise_chains().0, 1);
+    assert_eq!(forward_plan(&m).elementwise_chains().0, 1);
     let e = m.forward(&x).expect_err("mismatched shapes").to_string();
     assert!(e.contains(want.trim()), "{e}");
     assert!(e.contains("x + y"), "the add's line: {e}");

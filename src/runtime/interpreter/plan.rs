@@ -169,23 +169,12 @@ impl Plan {
         &self.name
     }
 
-    /// What this plan calls, for compiling it before the first call: the method names of its
-    /// `prim::CallMethod`s (the receiver's class is known only at run time) and the free
-    /// functions its `prim::CallFunction`s name through a constant.
-    pub fn callees(&self) -> (Vec<Arc<str>>, Vec<Arc<str>>) {
-        let (mut methods, mut functions) = (Vec::new(), Vec::new());
+    /// `f` on every instruction of the plan, nested blocks included.
+    fn for_each_instr(&self, mut f: impl FnMut(&Instr)) {
         let mut blocks = vec![&self.body];
         while let Some(block) = blocks.pop() {
             for instr in block.instrs.iter() {
                 match &instr.op {
-                    Op::CallMethod { name, .. } => methods.push(name.clone()),
-                    Op::CallFunction { .. } => {
-                        if let Some(Operand::Const(i)) = instr.inputs.first() {
-                            if let Some(IValue::Function(q)) = self.consts.get(*i as usize) {
-                                functions.push(q.clone());
-                            }
-                        }
-                    }
                     Op::If {
                         then_block,
                         else_block,
@@ -193,8 +182,27 @@ impl Plan {
                     Op::Loop { body } => blocks.push(body),
                     _ => {}
                 }
+                f(instr);
             }
         }
+    }
+
+    /// What this plan calls, for compiling it before the first call: the method names of its
+    /// `prim::CallMethod`s (the receiver's class is known only at run time) and the free
+    /// functions its `prim::CallFunction`s name through a constant.
+    pub fn callees(&self) -> (Vec<Arc<str>>, Vec<Arc<str>>) {
+        let (mut methods, mut functions) = (Vec::new(), Vec::new());
+        self.for_each_instr(|instr| match &instr.op {
+            Op::CallMethod { name, .. } => methods.push(name.clone()),
+            Op::CallFunction { .. } => {
+                if let Some(Operand::Const(i)) = instr.inputs.first() {
+                    if let Some(IValue::Function(q)) = self.consts.get(*i as usize) {
+                        functions.push(q.clone());
+                    }
+                }
+            }
+            _ => {}
+        });
         (methods, functions)
     }
 
@@ -203,23 +211,12 @@ impl Plan {
     /// the inputs.
     pub fn elementwise_chains(&self) -> (usize, u64) {
         let (mut n, mut declined_calls) = (0, 0);
-        let mut blocks = vec![&self.body];
-        while let Some(block) = blocks.pop() {
-            for instr in block.instrs.iter() {
-                match &instr.op {
-                    Op::ElementwiseChain { declined, .. } => {
-                        n += 1;
-                        declined_calls += declined.load(Ordering::Relaxed);
-                    }
-                    Op::If {
-                        then_block,
-                        else_block,
-                    } => blocks.extend([then_block, else_block]),
-                    Op::Loop { body } => blocks.push(body),
-                    _ => {}
-                }
+        self.for_each_instr(|instr| {
+            if let Op::ElementwiseChain { declined, .. } = &instr.op {
+                n += 1;
+                declined_calls += declined.load(Ordering::Relaxed);
             }
-        }
+        });
         (n, declined_calls)
     }
 
@@ -227,24 +224,14 @@ impl Plan {
     /// mapping their code before the first call (`Module::prepare`).
     pub fn kernel_addresses(&self) -> Vec<usize> {
         let mut out = Vec::new();
-        let mut blocks = vec![&self.body];
-        while let Some(block) = blocks.pop() {
-            for instr in block.instrs.iter() {
-                match &instr.op {
-                    Op::Kernel { kernel, .. } => out.push(*kernel as usize),
-                    Op::ElementwiseChain { kernels, .. } => {
-                        out.push(crate::ops::elementwise_chain::run as *const () as usize);
-                        out.extend(kernels.iter().map(|k| k.kernel as usize));
-                    }
-                    Op::If {
-                        then_block,
-                        else_block,
-                    } => blocks.extend([then_block, else_block]),
-                    Op::Loop { body } => blocks.push(body),
-                    _ => {}
-                }
+        self.for_each_instr(|instr| match &instr.op {
+            Op::Kernel { kernel, .. } => out.push(*kernel as usize),
+            Op::ElementwiseChain { kernels, .. } => {
+                out.push(crate::ops::elementwise_chain::run as *const () as usize);
+                out.extend(kernels.iter().map(|k| k.kernel as usize));
             }
-        }
+            _ => {}
+        });
         out
     }
 }
