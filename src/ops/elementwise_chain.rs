@@ -131,25 +131,29 @@ impl Source<'_> {
         match self {
             Source::Acc => {}
             Source::Number(v) => dst.fill(*v),
-            Source::Slice(s) => {
-                if let Some(run) = s.get(offset..offset + dst.len()) {
-                    dst.copy_from_slice(run);
-                } else {
-                    for (j, d) in dst.iter_mut().enumerate() {
-                        *d = broadcast_at(s, offset + j);
-                    }
-                }
-            }
+            Source::Slice(s) => for_runs(s, offset, dst, |d, o| d.copy_from_slice(o)),
         }
     }
 }
 
-/// Element `i` of an operand repeating every `s.len()` elements.
-#[inline]
-fn broadcast_at(s: &[f32], i: usize) -> f32 {
-    match s.len() {
-        0 => 0.0,
-        n => s.get(i % n).copied().unwrap_or(0.0),
+/// `f(dst_run, operand_run)` over the runs of `dst` that read a contiguous run of `s`, an
+/// operand repeating every `s.len()` elements (output element `offset + j` reads
+/// `s[(offset + j) % s.len()]`): a broadcast bias costs one division per run, not per element.
+#[inline(always)]
+fn for_runs(s: &[f32], offset: usize, dst: &mut [f32], mut f: impl FnMut(&mut [f32], &[f32])) {
+    let n = s.len();
+    if n == 0 {
+        return;
+    }
+    let mut j = 0;
+    while j < dst.len() {
+        let p = (offset + j) % n;
+        let run = (n - p).min(dst.len() - j);
+        match (dst.get_mut(j..j + run), s.get(p..p + run)) {
+            (Some(d), Some(o)) => f(d, o),
+            _ => return,
+        }
+        j += run;
     }
 }
 
@@ -159,13 +163,9 @@ fn zip_with(acc: &mut [f32], other: &Source<'_>, offset: usize, g: impl Fn(f32, 
     match other {
         Source::Acc => acc.iter_mut().for_each(|a| *a = g(*a, *a)),
         Source::Number(v) => acc.iter_mut().for_each(|a| *a = g(*a, *v)),
-        Source::Slice(s) => match s.get(offset..offset + acc.len()) {
-            Some(run) => acc.iter_mut().zip(run).for_each(|(a, &o)| *a = g(*a, o)),
-            None => acc
-                .iter_mut()
-                .enumerate()
-                .for_each(|(j, a)| *a = g(*a, broadcast_at(s, offset + j))),
-        },
+        Source::Slice(s) => for_runs(s, offset, acc, |d, o| {
+            d.iter_mut().zip(o).for_each(|(a, &o)| *a = g(*a, o))
+        }),
     }
 }
 
@@ -344,7 +344,11 @@ fn evaluate(
             ChainArg::Prev => Some(Source::Acc),
             ChainArg::Input(i) if reuse == Some(i) => Some(Source::Acc),
             ChainArg::Input(i) => match (guards.get(i)?, inputs.get(i)?) {
-                (Some(g), _) => g.as_slice().map(Source::Slice),
+                (Some(g), _) => g.as_slice().map(|s| match s {
+                    // a one-element tensor reads as a number (no runs of one)
+                    [v] => Source::Number(*v),
+                    s => Source::Slice(s),
+                }),
                 (None, v) => v.as_scalar().map(|s| Source::Number(scalar_as::<f32>(s))),
             },
         }

@@ -38,6 +38,7 @@ const CASES: &[(&str, &str, usize, usize, bool)] = &[
     ("dead_intermediate", "fff", 1, 1, true),
     ("view_of_input", "ff", 2, 1, true),
     ("scalars", "fsk", 1, 1, true),
+    ("bias_relu_large", "ff", 1, 1, true),
 ];
 
 fn load(case: &str) -> Module {
