@@ -20,6 +20,7 @@ pub mod conv;
 pub mod creation;
 pub mod custom;
 pub mod elementwise;
+pub mod elementwise_chain;
 pub mod embedding;
 pub mod fft;
 pub mod flat_buffers;

@@ -314,6 +314,15 @@ impl Storage {
         done
     }
 
+    /// Whether this handle is the only one to the buffer: no other tensor, view or cache (weak
+    /// handle) can observe it, and it is heap memory (a mapped file's pages stay read-only). A
+    /// kernel may then overwrite a dead input's bytes with its result.
+    pub fn is_exclusive(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1
+            && Arc::weak_count(&self.inner) == 0
+            && !self.is_mapped()
+    }
+
     /// Whether two handles share the same buffer.
     pub fn same(&self, other: &Storage) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

@@ -1,6 +1,6 @@
 //! Executing plans: a register file per call, instructions in order, nested blocks in place.
 
-use super::plan::{Block, Instr, Op, Operand, Plan};
+use super::plan::{Block, ChainKernel, ChainKernelArg, Instr, Op, Operand, Plan};
 use super::{Callee, Interpreter, MAX_CALL_DEPTH};
 use crate::error::{RuntimeError, TracebackFrame};
 use crate::frontend::source::SourceRange;
@@ -157,8 +157,8 @@ impl Frame<'_> {
             self.step()?;
             if let Err(e) = self.run_instr(instr) {
                 return Err(match instr.op {
-                    // errors inside nested blocks already carry this frame
-                    Op::If { .. } | Op::Loop { .. } => e,
+                    // errors inside nested blocks (and fused operators) already carry this frame
+                    Op::If { .. } | Op::Loop { .. } | Op::ElementwiseChain { .. } => e,
                     _ => with_frame(e, &self.plan.name, instr.source.as_ref(), instr.op_name()),
                 });
             }
@@ -205,6 +205,26 @@ impl Frame<'_> {
                 let mut args = self.inputs(instr);
                 let out = kernel(&mut Args::new(name, &mut args, self.ctx))?;
                 drop(args);
+                self.set_outputs(instr, out)
+            }
+            Op::ElementwiseChain {
+                chain,
+                kernels,
+                declined,
+            } => {
+                let mut args = self.inputs(instr);
+                let fused = crate::ops::elementwise_chain::run(chain, &mut args).map_err(|e| {
+                    let last = kernels.last();
+                    let src = last.and_then(|k| k.source.as_ref());
+                    with_frame(e, &self.plan.name, src, last.map(|k| &*k.name))
+                })?;
+                let out = match fused {
+                    Some(t) => IValue::Tensor(t),
+                    None => {
+                        declined.fetch_add(1, Ordering::Relaxed);
+                        self.run_chain_kernels(kernels, args)?
+                    }
+                };
                 self.set_outputs(instr, out)
             }
             Op::Custom(op) => {
@@ -481,6 +501,37 @@ impl Frame<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// The operators of a fused chain one by one, as the unfused plan runs them; an error
+    /// names the operator and the code that failed.
+    fn run_chain_kernels(
+        &mut self,
+        kernels: &[ChainKernel],
+        mut inputs: Inputs,
+    ) -> crate::Result<IValue> {
+        let mut prev = IValue::None;
+        for k in kernels {
+            let mut args: Inputs = SmallVec::with_capacity(k.args.len());
+            for a in k.args.iter() {
+                args.push(match *a {
+                    ChainKernelArg::Prev => std::mem::take(&mut prev),
+                    ChainKernelArg::Input { index, last } => {
+                        let slot = inputs
+                            .get_mut(index as usize)
+                            .ok_or_else(|| rt(format!("{}: missing fused operand", k.name)))?;
+                        if last {
+                            std::mem::take(slot)
+                        } else {
+                            slot.clone()
+                        }
+                    }
+                });
+            }
+            prev = (k.kernel)(&mut Args::new(&k.name, &mut args, self.ctx))
+                .map_err(|e| with_frame(e, &self.plan.name, k.source.as_ref(), Some(&k.name)))?;
+        }
+        Ok(prev)
     }
 
     fn call(&mut self, plan: &Callee, args: Vec<IValue>) -> crate::Result<IValue> {

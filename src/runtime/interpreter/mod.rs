@@ -9,7 +9,7 @@ mod program;
 
 pub use exec::matches_type;
 pub use plan::Callee;
-pub use plan::{build_plan, is_interpreter_op, Plan};
+pub use plan::{build_plan, is_interpreter_op, set_elementwise_fusion, Plan};
 pub use program::{PlanBuilder, Program};
 
 use crate::error::RuntimeError;

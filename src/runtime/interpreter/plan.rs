@@ -6,12 +6,13 @@
 use crate::error::RuntimeError;
 use crate::frontend::source::SourceRange;
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
+use crate::ops::elementwise_chain::{chain_operator, ChainArg, ChainOperator, ChainStep};
 use crate::ops::{Kernel, Registry};
 use crate::values::types::{parse_annotation, Type};
 use crate::values::{IValue, List};
 use parking_lot::RwLock;
-use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub(crate) type Reg = u32;
@@ -56,6 +57,14 @@ pub(crate) enum Op {
     Kernel {
         kernel: Kernel,
         name: Arc<str>,
+    },
+    /// A run of elementwise operators fused at plan build (see `ops::elementwise_chain`): one
+    /// pass over memory for float32 operands, else `kernels`, the original operators, in turn.
+    ElementwiseChain {
+        chain: Box<[ChainStep]>,
+        kernels: Box<[ChainKernel]>,
+        /// Calls the fused loop declined (inputs it does not take), for diagnostics and tests.
+        declined: std::sync::atomic::AtomicU64,
     },
     /// An operator whose kernel was registered at run time (`tsrun::register_op`).
     Custom(crate::ops::custom::CustomOp),
@@ -124,6 +133,33 @@ pub(crate) enum Op {
     },
 }
 
+/// One original operator of a fused elementwise chain.
+pub(crate) struct ChainKernel {
+    pub kernel: Kernel,
+    pub name: Arc<str>,
+    /// Its arguments, from the fused instruction's inputs or the previous operator's result.
+    pub args: Box<[ChainKernelArg]>,
+    pub source: Option<SourceRange>,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum ChainKernelArg {
+    /// The previous operator's result.
+    Prev,
+    /// Input `index` of the fused instruction, moved out at its `last` read.
+    Input { index: u32, last: bool },
+}
+
+/// Whether plans fuse elementwise chains (on unless turned off, to compare the fused results
+/// with the operators run one by one).
+static ELEMENTWISE_FUSION: AtomicBool = AtomicBool::new(true);
+
+/// Turn elementwise-chain fusion on or off for plans built from now on (plans already built
+/// keep theirs).
+pub fn set_elementwise_fusion(on: bool) {
+    ELEMENTWISE_FUSION.store(on, Ordering::Relaxed);
+}
+
 pub use crate::ops::is_interpreter_op;
 
 /// A compiled function ready to run.
@@ -143,23 +179,12 @@ impl Plan {
         &self.name
     }
 
-    /// What this plan calls, for compiling it before the first call: the method names of its
-    /// `prim::CallMethod`s (the receiver's class is known only at run time) and the free
-    /// functions its `prim::CallFunction`s name through a constant.
-    pub fn callees(&self) -> (Vec<Arc<str>>, Vec<Arc<str>>) {
-        let (mut methods, mut functions) = (Vec::new(), Vec::new());
+    /// `f` on every instruction of the plan, nested blocks included.
+    fn for_each_instr(&self, mut f: impl FnMut(&Instr)) {
         let mut blocks = vec![&self.body];
         while let Some(block) = blocks.pop() {
             for instr in block.instrs.iter() {
                 match &instr.op {
-                    Op::CallMethod { name, .. } => methods.push(name.clone()),
-                    Op::CallFunction { .. } => {
-                        if let Some(Operand::Const(i)) = instr.inputs.first() {
-                            if let Some(IValue::Function(q)) = self.consts.get(*i as usize) {
-                                functions.push(q.clone());
-                            }
-                        }
-                    }
                     Op::If {
                         then_block,
                         else_block,
@@ -167,29 +192,56 @@ impl Plan {
                     Op::Loop { body } => blocks.push(body),
                     _ => {}
                 }
+                f(instr);
             }
         }
+    }
+
+    /// What this plan calls, for compiling it before the first call: the method names of its
+    /// `prim::CallMethod`s (the receiver's class is known only at run time) and the free
+    /// functions its `prim::CallFunction`s name through a constant.
+    pub fn callees(&self) -> (Vec<Arc<str>>, Vec<Arc<str>>) {
+        let (mut methods, mut functions) = (Vec::new(), Vec::new());
+        self.for_each_instr(|instr| match &instr.op {
+            Op::CallMethod { name, .. } => methods.push(name.clone()),
+            Op::CallFunction { .. } => {
+                if let Some(Operand::Const(i)) = instr.inputs.first() {
+                    if let Some(IValue::Function(q)) = self.consts.get(*i as usize) {
+                        functions.push(q.clone());
+                    }
+                }
+            }
+            _ => {}
+        });
         (methods, functions)
+    }
+
+    /// How many fused elementwise chains this plan runs (nested blocks included), and how many
+    /// of their calls so far ran the operators one by one because the fused loop declined
+    /// the inputs.
+    pub fn elementwise_chains(&self) -> (usize, u64) {
+        let (mut n, mut declined_calls) = (0, 0);
+        self.for_each_instr(|instr| {
+            if let Op::ElementwiseChain { declined, .. } = &instr.op {
+                n += 1;
+                declined_calls += declined.load(Ordering::Relaxed);
+            }
+        });
+        (n, declined_calls)
     }
 
     /// The code addresses of the kernels this plan calls (nested blocks included), for
     /// mapping their code before the first call (`Module::prepare`).
     pub fn kernel_addresses(&self) -> Vec<usize> {
         let mut out = Vec::new();
-        let mut blocks = vec![&self.body];
-        while let Some(block) = blocks.pop() {
-            for instr in block.instrs.iter() {
-                match &instr.op {
-                    Op::Kernel { kernel, .. } => out.push(*kernel as usize),
-                    Op::If {
-                        then_block,
-                        else_block,
-                    } => blocks.extend([then_block, else_block]),
-                    Op::Loop { body } => blocks.push(body),
-                    _ => {}
-                }
+        self.for_each_instr(|instr| match &instr.op {
+            Op::Kernel { kernel, .. } => out.push(*kernel as usize),
+            Op::ElementwiseChain { kernels, .. } => {
+                out.push(crate::ops::elementwise_chain::run as *const () as usize);
+                out.extend(kernels.iter().map(|k| k.kernel as usize));
             }
-        }
+            _ => {}
+        });
         out
     }
 }
@@ -363,6 +415,18 @@ impl Builder<'_> {
             }
         }
         let params: Box<[Reg]> = data.params.iter().map(|&v| self.reg(v)).collect();
+        let chains = if ELEMENTWISE_FUSION.load(Ordering::Relaxed) {
+            self.elementwise_chains(nodes)
+        } else {
+            Vec::new()
+        };
+        // a chain runs as one instruction at its last operator
+        let chain_at: HashMap<usize, usize> = chains
+            .iter()
+            .enumerate()
+            .filter_map(|(c, ps)| Some((*ps.last()?, c)))
+            .collect();
+        let fused: HashSet<usize> = chains.iter().flatten().copied().collect();
         let mut instrs = Vec::with_capacity(nodes.len());
         for (p, &n) in nodes.iter().enumerate() {
             let node = graph.node(n);
@@ -376,6 +440,13 @@ impl Builder<'_> {
                 let idx = self.consts.len() as u32;
                 self.consts.push(value);
                 self.const_of.insert(out, idx);
+                continue;
+            }
+            if let Some(ps) = chain_at.get(&p).and_then(|&c| chains.get(c)) {
+                instrs.push(self.chain_instr(fname, block, nodes, ps, &last_use)?);
+                continue;
+            }
+            if fused.contains(&p) {
                 continue;
             }
             // inputs: take on the last use when used once by this node and not by its blocks
@@ -439,6 +510,183 @@ impl Builder<'_> {
             params,
             instrs: instrs.into(),
             returns,
+        })
+    }
+
+    /// A plan constant's value, if `v` is the output of a `prim::Constant`.
+    fn graph_constant(&self, v: ValueId) -> Option<IValue> {
+        match self.graph.value(v).def {
+            Def::Node(n, _) if self.graph.node(n).kind == "prim::Constant" => {
+                constant_value(self.graph, n)
+            }
+            _ => None,
+        }
+    }
+
+    /// What node `n` is as a step of an elementwise chain, if it can be one.
+    fn chain_operator(&self, n: NodeId) -> Option<ChainOperator> {
+        let node = self.graph.node(n);
+        if node.outputs.len() != 1 || !node.blocks.is_empty() {
+            return None;
+        }
+        // the fallback runs the kernel `op` resolves
+        Registry::global().lookup(&node.kind, node.overload.as_deref().unwrap_or(""))?;
+        let constant = |i: usize| self.graph_constant(*node.inputs.get(i)?);
+        chain_operator(&node.qualified_op(), node.inputs.len(), &constant)
+    }
+
+    /// The elementwise chains of a block, as positions in `nodes`: runs of two or more fusible
+    /// operators, consecutive but for constants, each consuming the previous one's result as
+    /// that result's only use. A chain does not start with an in-place operator (it would
+    /// write a tensor from outside the chain).
+    fn elementwise_chains(&self, nodes: &[NodeId]) -> Vec<Vec<usize>> {
+        let graph = self.graph;
+        let mut chains = Vec::new();
+        let mut cur: Vec<usize> = Vec::new();
+        let flush = |cur: &mut Vec<usize>, chains: &mut Vec<Vec<usize>>| {
+            if cur.len() >= 2 {
+                chains.push(std::mem::take(cur));
+            } else {
+                cur.clear();
+            }
+        };
+        for (p, &n) in nodes.iter().enumerate() {
+            let node = graph.node(n);
+            if node.kind == "prim::Constant" {
+                continue;
+            }
+            let Some(spec) = self.chain_operator(n) else {
+                flush(&mut cur, &mut chains);
+                continue;
+            };
+            let prev_out = cur
+                .last()
+                .and_then(|&q| nodes.get(q))
+                .and_then(|&m| graph.node(m).outputs.first().copied());
+            let continues = prev_out.is_some_and(|v| {
+                let operands = node.inputs.get(..spec.operands).unwrap_or(&[]);
+                self.use_count.get(v.0 as usize) == Some(&1)
+                    && operands.iter().filter(|&&w| w == v).count() == 1
+                    && (!spec.in_place || node.inputs.first() == Some(&v))
+            });
+            if !continues {
+                flush(&mut cur, &mut chains);
+                if spec.in_place {
+                    continue;
+                }
+            }
+            cur.push(p);
+        }
+        flush(&mut cur, &mut chains);
+        chains
+    }
+
+    /// The instruction of the chain at `positions` of `nodes`: its inputs are the distinct
+    /// values its operators read from outside it, each moved in when the chain holds its last
+    /// use; the intermediate results live only inside the instruction.
+    fn chain_instr(
+        &mut self,
+        fname: &str,
+        block: BlockId,
+        nodes: &[NodeId],
+        positions: &[usize],
+        last_use: &HashMap<ValueId, usize>,
+    ) -> crate::Result<Instr> {
+        let graph = self.graph;
+        let mut values: Vec<ValueId> = Vec::new();
+        let mut chain = Vec::with_capacity(positions.len());
+        let mut kernels = Vec::with_capacity(positions.len());
+        let mut prev: Option<ValueId> = None;
+        let mut last_node = None;
+        for &p in positions {
+            let n = *nodes
+                .get(p)
+                .ok_or_else(|| plan_error(fname, "elementwise chain out of its block"))?;
+            let node = graph.node(n);
+            let spec = self
+                .chain_operator(n)
+                .ok_or_else(|| plan_error(fname, format!("{} is not fusible", node.kind)))?;
+            let mut args = Vec::with_capacity(node.inputs.len());
+            for &v in &node.inputs {
+                if Some(v) == prev {
+                    args.push(ChainArg::Prev);
+                    continue;
+                }
+                let i = match values.iter().position(|&w| w == v) {
+                    Some(i) => i,
+                    None => {
+                        values.push(v);
+                        values.len() - 1
+                    }
+                };
+                args.push(ChainArg::Input(i));
+            }
+            let (Some(&lhs), rhs) = (args.first(), args.get(1).copied()) else {
+                return Err(plan_error(fname, format!("{} without operands", node.kind)));
+            };
+            chain.push(ChainStep {
+                op: spec.op,
+                lhs,
+                rhs: if spec.operands == 2 { rhs } else { None },
+            });
+            let Op::Kernel { kernel, name } = self.op(fname, n)? else {
+                return Err(plan_error(fname, format!("{} has no kernel", node.kind)));
+            };
+            kernels.push(ChainKernel {
+                kernel,
+                name,
+                args: args
+                    .iter()
+                    .map(|a| match *a {
+                        ChainArg::Prev => ChainKernelArg::Prev,
+                        ChainArg::Input(i) => ChainKernelArg::Input {
+                            index: i as u32,
+                            last: false,
+                        },
+                    })
+                    .collect(),
+                source: node.source.clone(),
+            });
+            prev = node.outputs.first().copied();
+            last_node = Some(node);
+        }
+        // the fallback moves each input out at its last read
+        let mut seen = vec![false; values.len()];
+        for k in kernels.iter_mut().rev() {
+            for a in k.args.iter_mut().rev() {
+                if let ChainKernelArg::Input { index, last } = a {
+                    if let Some(s) = seen.get_mut(*index as usize) {
+                        *last = !*s;
+                        *s = true;
+                    }
+                }
+            }
+        }
+        let inputs: Box<[Operand]> = values
+            .iter()
+            .map(|&v| {
+                let last_here = self.def_block_of(v) == block
+                    && last_use.get(&v).is_some_and(|u| positions.contains(u));
+                self.operand(v, last_here)
+            })
+            .collect();
+        let out = prev.ok_or_else(|| plan_error(fname, "empty elementwise chain"))?;
+        let reg = self.reg(out);
+        let drops: Box<[Reg]> = if self.use_count.get(out.0 as usize) == Some(&0) {
+            Box::new([reg])
+        } else {
+            Box::new([])
+        };
+        Ok(Instr {
+            op: Op::ElementwiseChain {
+                chain: chain.into(),
+                kernels: kernels.into(),
+                declined: std::sync::atomic::AtomicU64::new(0),
+            },
+            inputs,
+            outputs: Box::new([reg]),
+            drops,
+            source: last_node.and_then(|n| n.source.clone()),
         })
     }
 
