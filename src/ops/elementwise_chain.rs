@@ -5,7 +5,7 @@
 //! original order with the same expression as the operator's own float32 kernel (the vectorized
 //! functions of `kernels/vmath.rs` where the kernel uses them), so results are bit-identical to
 //! running the operators one by one. Any other input (other dtypes, strided or non-broadcastable
-//! layouts, complex scalars) makes [`run`] decline, and the interpreter runs the original kernels.
+//! layouts, complex scalars) makes `run` decline, and the interpreter runs the original kernels.
 
 use super::kernels::num::scalar_as;
 use super::kernels::parallel::for_each_chunk_mut;
