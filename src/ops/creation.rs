@@ -222,17 +222,7 @@ fn arange_as(args: &mut Args<'_>, form: u8) -> R {
         },
     )?;
     let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
-    if st == 0.0 {
-        return Err(value_err("step must be nonzero"));
-    }
-    if !(s.is_finite() && e.is_finite()) {
-        return Err(value_err(format!("unsupported range: {s} -> {e}")));
-    }
-    if (st > 0.0 && e < s) || (st < 0.0 && e > s) {
-        return Err(value_err(
-            "upper bound and larger bound inconsistent with step sign",
-        ));
-    }
+    check_range(s, e, st)?;
     let n = if dtype.is_integral(false) && !any_float {
         let (si, ei, sti) = (start.to_i64(), end.to_i64(), step.to_i64());
         let span = ei as i128 - si as i128;
@@ -259,17 +249,9 @@ fn arange_as(args: &mut Args<'_>, form: u8) -> R {
     t(Tensor::from_vec(v, &[n])?.to_dtype(dtype)?)
 }
 
-/// The deprecated `range(start, end, step)` (`range` has step 1): `end` included, the default
-/// dtype float32 whatever the scalars, `floor((end - start) / step) + 1` values `start + i * step`
-/// computed in double.
-fn range<const STEP: bool>(args: &mut Args<'_>) -> R {
-    let (s, e) = (args.scalar(0)?.to_f64(), args.scalar(1)?.to_f64());
-    let (st, first) = if STEP {
-        (args.scalar(2)?.to_f64(), 3)
-    } else {
-        (1.0, 2)
-    };
-    let dtype = factory_dtype(args, first, DType::Float32)?;
+/// PyTorch's checks of an `arange` / `range` span: a nonzero step, finite bounds, and a step
+/// whose sign goes from `s` towards `e`.
+fn check_range(s: f64, e: f64, st: f64) -> crate::Result<()> {
     if st == 0.0 {
         return Err(value_err("step must be nonzero"));
     }
@@ -281,6 +263,21 @@ fn range<const STEP: bool>(args: &mut Args<'_>) -> R {
             "upper bound and larger bound inconsistent with step sign",
         ));
     }
+    Ok(())
+}
+
+/// The deprecated `range(start, end, step)` (`range` has step 1): `end` included, the default
+/// dtype float32 whatever the scalars, `floor((end - start) / step) + 1` values `start + i * step`
+/// computed in double.
+fn range<const STEP: bool>(args: &mut Args<'_>) -> R {
+    let (s, e) = (args.scalar(0)?.to_f64(), args.scalar(1)?.to_f64());
+    let (st, first) = if STEP {
+        (args.scalar(2)?.to_f64(), 3)
+    } else {
+        (1.0, 2)
+    };
+    let dtype = factory_dtype(args, first, DType::Float32)?;
+    check_range(s, e, st)?;
     let n = ((e - s) / st).floor() + 1.0;
     if !(0.0..=(isize::MAX as f64)).contains(&n) {
         return Err(value_err(format!("range: invalid number of elements {n}")));

@@ -171,23 +171,16 @@ fn div(a: &mut Args<'_>) -> R {
 /// `prims::amax` / `amin` / `sum` (inp, dims, *, output_dtype): aten's over `dims`, no
 /// keepdim.
 fn amax(a: &mut Args<'_>) -> R {
-    let x = a.tensor(0)?;
-    let r = via_aten(
-        a,
-        "aten::amax",
-        vec![
-            IValue::Tensor(x.clone()),
-            all_dims(a, &x)?,
-            IValue::Bool(false),
-        ],
-    )?;
-    with_dtype(r, a.opt_dtype(2)?)
+    extremum(a, "aten::amax")
 }
 fn amin(a: &mut Args<'_>) -> R {
+    extremum(a, "aten::amin")
+}
+fn extremum(a: &mut Args<'_>, aten: &str) -> R {
     let x = a.tensor(0)?;
     let r = via_aten(
         a,
-        "aten::amin",
+        aten,
         vec![
             IValue::Tensor(x.clone()),
             all_dims(a, &x)?,

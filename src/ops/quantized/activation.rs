@@ -6,11 +6,11 @@
 //! which element takes which path matters for bit-exact results.
 
 use super::{
-    arg_qtensor, int_values, make_quantized, per_tensor_params, quantize_val, tensor_result,
-    unsupported, VEC_ELEMS_U8,
+    arg_qtensor, int_values, make_quantized, per_tensor_params, per_tensor_quantized, quantize_val,
+    tensor_result, unsupported, VEC_ELEMS_U8,
 };
 use crate::ops::{Args, Registry};
-use crate::tensor::{DType, Quantizer, Tensor};
+use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
 use crate::Result;
 
@@ -87,15 +87,7 @@ fn map_requant(
             }
         })
         .collect();
-    make_quantized(
-        &vals,
-        x.shape(),
-        dtype,
-        Quantizer::PerTensorAffine {
-            scale,
-            zero_point: zp,
-        },
-    )
+    per_tensor_quantized(&vals, x.shape(), dtype, scale, zp)
 }
 
 /// The input's dequantization on both paths: the vector one by FMA with the premultiplied
@@ -344,15 +336,7 @@ fn prelu(a: &mut Args<'_>) -> Result<IValue> {
             r.clamp(range.0, range.1) as i32
         })
         .collect();
-    tensor_result(make_quantized(
-        &vals,
-        x.shape(),
-        x.dtype(),
-        Quantizer::PerTensorAffine {
-            scale: os,
-            zero_point: ozp,
-        },
-    )?)
+    tensor_result(per_tensor_quantized(&vals, x.shape(), x.dtype(), os, ozp)?)
 }
 
 /// `quantized::dropout`: the identity (quantized models run in eval mode).

@@ -5,7 +5,7 @@
 use super::linear::Requant;
 use super::torchbind::{packed_arg, ConvParams};
 use super::{
-    arg_qtensor, int_values, make_quantized, per_tensor_params, tensor_result, unsupported,
+    arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result, unsupported,
 };
 use crate::ops::{Args, Registry};
 use crate::tensor::{DType, Quantizer, Tensor};
@@ -423,15 +423,7 @@ fn run_conv(
     } else {
         shape.extend([od, oh, ow].iter().skip(3 - packed_spatial));
     }
-    make_quantized(
-        &out,
-        &shape,
-        DType::QUInt8,
-        Quantizer::PerTensorAffine {
-            scale: out_scale,
-            zero_point: out_zp,
-        },
-    )
+    per_tensor_quantized(&out, &shape, DType::QUInt8, out_scale, out_zp)
 }
 
 /// Add `wq * (x - x_zp)` of kernel tap `k` to every output position (direct convolution).

@@ -7,10 +7,10 @@
 use super::tensors::{dequantize_tensor, quantize_tensor};
 use super::{
     arg_qtensor, dequantize_val, dequantize_val_fma, int_values, make_quantized, per_tensor_params,
-    quantize_val, tensor_result, unsupported, VEC_ELEMS_U8,
+    per_tensor_quantized, quantize_val, tensor_result, unsupported, VEC_ELEMS_U8,
 };
 use crate::ops::{Args, Kernel, Registry};
-use crate::tensor::{Quantizer, Tensor};
+use crate::tensor::Tensor;
 use crate::values::IValue;
 use crate::Result;
 use std::sync::OnceLock;
@@ -182,14 +182,12 @@ fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
             quantize_val(c, inv, zp, range)
         })
         .collect();
-    tensor_result(make_quantized(
+    tensor_result(per_tensor_quantized(
         &vals,
         x.shape(),
         x.dtype(),
-        Quantizer::PerTensorAffine {
-            scale,
-            zero_point: zp,
-        },
+        scale,
+        zp,
     )?)
 }
 
@@ -243,15 +241,7 @@ fn mul(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
             }
         })
         .collect();
-    tensor_result(make_quantized(
-        &vals,
-        &shape,
-        x.dtype(),
-        Quantizer::PerTensorAffine {
-            scale,
-            zero_point: zp,
-        },
-    )?)
+    tensor_result(per_tensor_quantized(&vals, &shape, x.dtype(), scale, zp)?)
 }
 
 /// `quantized::cat`: dequantize, concatenate, quantize (with the first input's parameters
@@ -411,14 +401,12 @@ fn add_scalar(a: &mut Args<'_>, xi: usize, bi: usize, relu: bool) -> Result<IVal
             .collect();
         (s2, z2, vals)
     };
-    tensor_result(make_quantized(
+    tensor_result(per_tensor_quantized(
         &vals,
         x.shape(),
         x.dtype(),
-        Quantizer::PerTensorAffine {
-            scale,
-            zero_point: zp,
-        },
+        scale,
+        zp,
     )?)
 }
 
@@ -458,14 +446,12 @@ fn mul_scalar(a: &mut Args<'_>, xi: usize, bi: usize, relu: bool) -> Result<IVal
             .collect();
         (b.abs() * s, zp, vals)
     };
-    tensor_result(make_quantized(
+    tensor_result(per_tensor_quantized(
         &vals,
         x.shape(),
         x.dtype(),
-        Quantizer::PerTensorAffine {
-            scale,
-            zero_point: zp,
-        },
+        scale,
+        zp,
     )?)
 }
 
@@ -506,14 +492,12 @@ fn qhardsigmoid(a: &mut Args<'_>) -> Result<IValue> {
             quantize_val((v + 3.0).clamp(0.0, 6.0) / 6.0, inv, out_zp, range)
         })
         .collect();
-    tensor_result(make_quantized(
+    tensor_result(per_tensor_quantized(
         &vals,
         x.shape(),
         dtype,
-        Quantizer::PerTensorAffine {
-            scale: out_scale,
-            zero_point: out_zp,
-        },
+        out_scale,
+        out_zp,
     )?)
 }
 

@@ -7,7 +7,7 @@
 
 use super::torchbind::{packed_arg, LinearParams};
 use super::{
-    arg_qtensor, int_values, make_quantized, per_tensor_params, tensor_result, unsupported,
+    arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result, unsupported,
 };
 use crate::ops::{Args, Registry};
 use crate::tensor::{DType, Quantizer, Tensor};
@@ -301,14 +301,12 @@ fn linear_static(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
             out[i * n + j] = rq.apply(raw, bias.as_ref().map(|b| b[j]), j);
         }
     }
-    tensor_result(make_quantized(
+    tensor_result(per_tensor_quantized(
         &out,
         &out_shape(&x, n),
         DType::QUInt8,
-        Quantizer::PerTensorAffine {
-            scale: out_scale,
-            zero_point: out_zp,
-        },
+        out_scale,
+        out_zp,
     )?)
 }
 

@@ -113,6 +113,22 @@ pub(crate) fn make_quantized(
     Ok(Tensor::quantized_from_ints(&ints, quantizer)?)
 }
 
+/// A contiguous per-tensor affine quantized tensor of `dtype` holding `values` (already in range).
+pub(crate) fn per_tensor_quantized(
+    values: &[i32],
+    shape: &[usize],
+    dtype: DType,
+    scale: f64,
+    zero_point: i64,
+) -> crate::Result<Tensor> {
+    make_quantized(
+        values,
+        shape,
+        dtype,
+        Quantizer::PerTensorAffine { scale, zero_point },
+    )
+}
+
 /// ATen's `quantize_val` / fbgemm's non-legacy `Quantize`: `zero_point + nearbyint(x * (1 /
 /// scale))` in float, clamped to the type's range.
 #[inline]

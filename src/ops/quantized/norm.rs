@@ -12,10 +12,10 @@
 //! `((q - zp) - mean) * (x_scale / std) * gamma + beta`, quantized with `1 / out_scale`.
 
 use super::{
-    arg_qtensor, int_values, make_quantized, per_tensor_params, tensor_result, unsupported,
+    arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result, unsupported,
 };
 use crate::ops::{Args, Registry};
-use crate::tensor::{DType, Quantizer, Tensor};
+use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
 use crate::Result;
 
@@ -78,7 +78,7 @@ fn normalize(
     let inv = 1.0f32 / os as f32;
     let mut out = vec![0i32; xv.len()];
     if n == 0 {
-        return make_quantized(&out, x.shape(), x.dtype(), per_tensor(os, ozp));
+        return per_tensor_quantized(&out, x.shape(), x.dtype(), os, ozp);
     }
     for (gi, (group, dst)) in xv.chunks(n).zip(out.chunks_mut(n)).enumerate() {
         let sum: i64 = group.iter().map(|&q| q as i64).sum();
@@ -113,11 +113,7 @@ fn normalize(
             }
         }
     }
-    make_quantized(&out, x.shape(), x.dtype(), per_tensor(os, ozp))
-}
-
-fn per_tensor(scale: f64, zero_point: i64) -> Quantizer {
-    Quantizer::PerTensorAffine { scale, zero_point }
+    per_tensor_quantized(&out, x.shape(), x.dtype(), os, ozp)
 }
 
 /// `Vectorized<T>::quantize` with the kernel's `1 / out_scale`.
@@ -331,13 +327,5 @@ fn batch_norm(a: &mut Args<'_>, spatial: Option<usize>, relu: bool) -> Result<IV
             r as i32
         })
         .collect();
-    tensor_result(make_quantized(
-        &vals,
-        x.shape(),
-        x.dtype(),
-        Quantizer::PerTensorAffine {
-            scale: os,
-            zero_point: ozp,
-        },
-    )?)
+    tensor_result(per_tensor_quantized(&vals, x.shape(), x.dtype(), os, ozp)?)
 }

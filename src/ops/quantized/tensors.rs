@@ -3,8 +3,8 @@
 //! `int_repr`, `q_scale`, `q_zero_point`, per-channel queries.
 
 use super::{
-    arg_qtensor, dequantize_val, int_values, make_quantized, quantize_val, tensor_result,
-    unsupported,
+    arg_qtensor, dequantize_val, int_values, make_quantized, per_tensor_quantized, quantize_val,
+    tensor_result, unsupported,
 };
 use crate::ops::{Args, Registry};
 use crate::tensor::{DType, Element, Quantizer, Tensor};
@@ -80,12 +80,7 @@ pub(crate) fn quantize_tensor(
         .iter()
         .map(|&v| quantize_val(v, inv, zero_point, range))
         .collect();
-    make_quantized(
-        &vals,
-        x.shape(),
-        dtype,
-        Quantizer::PerTensorAffine { scale, zero_point },
-    )
+    per_tensor_quantized(&vals, x.shape(), dtype, scale, zero_point)
 }
 
 fn quantize_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
