@@ -20,9 +20,11 @@ fn indices(op: &str, idx: &Tensor, rows: usize) -> crate::Result<Vec<i64>> {
     let v = idx.to_vec::<i64>()?;
     if let Some(&bad) = v.iter().find(|&&i| i < 0 || i as usize >= rows) {
         // PyTorch's message names neither the index nor the size
-        return Err(crate::tensor::TensorError::Index(format!(
-            "{op}: index out of range in self (index {bad}, {rows} rows)"
-        ))
+        return Err(crate::tensor::TensorError::LookupOutOfRange {
+            op: op.to_string(),
+            index: bad,
+            size: rows,
+        }
         .into());
     }
     Ok(v)

@@ -15,7 +15,7 @@ use super::shape::{
 };
 use super::{Args, Registry};
 use crate::tensor::promote::{result_type, Operand};
-use crate::tensor::{broadcast_shapes, DType, Element, Scalar, Shape, Tensor};
+use crate::tensor::{broadcast_shapes, DType, Element, Scalar, Shape, Tensor, TensorError};
 use crate::values::IValue;
 use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
@@ -344,9 +344,12 @@ fn index_values(t: &Tensor, op: &str) -> R<Vec<i64>> {
 fn wrap_index(i: i64, size: usize, dim: usize) -> R<usize> {
     let s = size as i64;
     if i < -s || i >= s {
-        return Err(index_err(format!(
-            "index {i} is out of bounds for dimension {dim} with size {size}"
-        )));
+        return Err(TensorError::IndexOutOfBounds {
+            index: i,
+            dim,
+            size,
+        }
+        .into());
     }
     Ok(if i < 0 { i + s } else { i } as usize)
 }
@@ -355,9 +358,12 @@ fn wrap_index(i: i64, size: usize, dim: usize) -> R<usize> {
 /// reject negative indices, unlike advanced indexing).
 fn bound_index(i: i64, size: usize, dim: usize) -> R<usize> {
     if i < 0 || i >= size as i64 {
-        return Err(index_err(format!(
-            "index {i} is out of bounds for dimension {dim} with size {size}"
-        )));
+        return Err(TensorError::IndexOutOfBounds {
+            index: i,
+            dim,
+            size,
+        }
+        .into());
     }
     Ok(i as usize)
 }
@@ -624,8 +630,11 @@ fn check_gather_shapes(
             "{op}(): Index tensor must have the same number of dimensions as input tensor"
         )));
     }
-    if index.dtype() != DType::Int64 {
-        return Err(index_err(format!("{op}(): Expected dtype int64 for index")));
+    // PyTorch takes int32 indices here too (not int16 or int8)
+    if !matches!(index.dtype(), DType::Int64 | DType::Int32) {
+        return Err(index_err(format!(
+            "{op}(): Expected dtype int32/int64 for index"
+        )));
     }
     for d in 0..index.dim() {
         let i = index.shape()[d];
@@ -747,11 +756,18 @@ pub(crate) fn index_select(t: &Tensor, dim: i64, index: &Tensor) -> R<Tensor> {
     let size = t.shape()[d];
     if let Some(&bad) = idx.iter().find(|&&i| i < 0 || i >= size as i64) {
         // PyTorch's CPU kernel: a contiguous matrix along dim 1 takes another path
-        return Err(index_err(if t.dim() == 2 && d == 1 && t.is_contiguous() {
-            format!("INDICES element is out of DATA bounds, id={bad} axis_dim={size}")
+        return Err(if t.dim() == 2 && d == 1 && t.is_contiguous() {
+            index_err(format!(
+                "INDICES element is out of DATA bounds, id={bad} axis_dim={size}"
+            ))
         } else {
-            "index out of range in self".to_string()
-        }));
+            TensorError::LookupOutOfRange {
+                op: "index_select".into(),
+                index: bad,
+                size,
+            }
+            .into()
+        });
     }
     let i: Vec<usize> = idx.iter().map(|&i| i as usize).collect();
     gather_dim(t, d, &i)
@@ -777,9 +793,12 @@ fn index_dim_into(
         .collect::<R<_>>()
         .map_err(|e| match (op, e) {
             // PyTorch names index_copy_ in its bounds message
-            ("index_copy", crate::Error::Tensor(crate::tensor::TensorError::Index(m))) => {
-                index_err(format!("index_copy_(): {m}"))
-            }
+            (
+                "index_copy",
+                crate::Error::Tensor(TensorError::IndexOutOfBounds { index, dim, size }),
+            ) => index_err(format!(
+                "index_copy_(): index {index} is out of bounds for dimension {dim} with size {size}"
+            )),
             (_, e) => e,
         })?;
     let mut shape: Vec<usize> = target.shape().to_vec();

@@ -73,17 +73,21 @@ pub(crate) fn infer_size(size: &[i64], numel: usize) -> R<Shape> {
     match infer {
         Some(i) => {
             if known == 0 || !numel.is_multiple_of(known) {
-                return Err(shape_err(format!(
-                    "shape '{size:?}' is invalid for input of size {numel}"
-                )));
+                return Err(TensorError::InvalidShape {
+                    shape: size.to_vec(),
+                    numel,
+                }
+                .into());
             }
             out[i] = numel / known;
         }
         None => {
             if known != numel {
-                return Err(shape_err(format!(
-                    "shape '{size:?}' is invalid for input of size {numel}"
-                )));
+                return Err(TensorError::InvalidShape {
+                    shape: size.to_vec(),
+                    numel,
+                }
+                .into());
             }
         }
     }
@@ -307,9 +311,12 @@ pub(crate) fn narrow(t: &Tensor, dim: i64, start: i64, length: i64) -> R<Tensor>
     let size = t.shape()[d] as i64;
     let start = if start < 0 { start + size } else { start };
     if start < 0 || start > size || length < 0 || start + length > size {
-        return Err(index_err(format!(
-            "start ({start}) + length ({length}) exceeds dimension size ({size})."
-        )));
+        return Err(TensorError::NarrowOutOfRange {
+            start,
+            length,
+            size,
+        }
+        .into());
     }
     slice(t, d as i64, Some(start), Some(start + length), 1)
 }
@@ -321,10 +328,12 @@ pub(crate) fn select(t: &Tensor, dim: i64, index: i64) -> R<Tensor> {
     let d = wdim(dim, t.dim())?;
     let size = t.shape()[d] as i64;
     if index < -size || index >= size {
-        return Err(index_err(format!(
-            "select(): index {index} out of range for tensor of size {:?} at dimension {d}",
-            t.shape()
-        )));
+        return Err(TensorError::SelectOutOfRange {
+            index,
+            dim: d,
+            shape: t.shape().to_vec(),
+        }
+        .into());
     }
     let i = if index < 0 { index + size } else { index } as usize;
     let mut shape: Shape = t.shape().into();
@@ -816,9 +825,12 @@ pub(crate) fn gather_dim(t: &Tensor, dim: usize, indices: &[usize]) -> R<Tensor>
         .get(dim)
         .ok_or_else(|| index_err(format!("dim {dim} out of range")))?;
     if let Some(&bad) = indices.iter().find(|&&i| i >= size) {
-        return Err(index_err(format!(
-            "index {bad} is out of bounds for dimension {dim} with size {size}"
-        )));
+        return Err(TensorError::IndexOutOfBounds {
+            index: bad as i64,
+            dim,
+            size,
+        }
+        .into());
     }
     shape[dim] = indices.len();
     let out = Tensor::zeros(&shape, t.dtype())?;

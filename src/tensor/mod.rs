@@ -106,6 +106,60 @@ pub enum TensorError {
         /// The tensor's number of dimensions.
         ndim: usize,
     },
+    /// An index outside `[-size, size)` of a dimension (`index_select`, `gather`, advanced
+    /// indexing, ...), with PyTorch's message.
+    #[error("index error: index {index} is out of bounds for dimension {dim} with size {size}")]
+    IndexOutOfBounds {
+        /// The index as given (negative counts from the end where the op allows it).
+        index: i64,
+        /// The dimension indexed.
+        dim: usize,
+        /// The dimension's size.
+        size: usize,
+    },
+    /// `select` of an index outside its dimension, with PyTorch's message.
+    #[error(
+        "index error: select(): index {index} out of range for tensor of size {shape:?} at \
+         dimension {dim}"
+    )]
+    SelectOutOfRange {
+        /// The index as given.
+        index: i64,
+        /// The dimension (after wrapping a negative one).
+        dim: usize,
+        /// The tensor's shape.
+        shape: Vec<usize>,
+    },
+    /// `narrow` past a dimension's end, with PyTorch's message (`start` after wrapping).
+    #[error("index error: start ({start}) + length ({length}) exceeds dimension size ({size}).")]
+    NarrowOutOfRange {
+        /// The first position.
+        start: i64,
+        /// The number of positions.
+        length: i64,
+        /// The dimension's size.
+        size: i64,
+    },
+    /// A lookup outside its table (an embedding's rows, `index_select`'s dimension). PyTorch's
+    /// message ("index out of range in self") names neither; tsrun appends both.
+    #[error("index error: {op}: index out of range in self (index {index}, size {size})")]
+    LookupOutOfRange {
+        /// The operation.
+        op: String,
+        /// The first index out of range.
+        index: i64,
+        /// The table's size (rows of an embedding, the indexed dimension's size).
+        size: usize,
+    },
+    /// A `view`/`reshape` target shape whose element count differs from the tensor's, with
+    /// PyTorch's message.
+    #[error("shape error: shape '{shape:?}' is invalid for input of size {numel}")]
+    InvalidShape {
+        /// The requested shape as given (`-1` for an inferred dimension).
+        shape: Vec<i64>,
+        /// The tensor's number of elements.
+        numel: usize,
+    },
     /// An invalid argument value.
     #[error("value error: {0}")]
     Value(String),

@@ -1,7 +1,8 @@
-//! Errors as data: where PyTorch raised a dimension-out-of-range error in an op golden
-//! (fixtures/ops/*.json cases with an `error`), tsrun's kernel returns
-//! `TensorError::DimOutOfRange` with the dimension asked for and the tensor's rank, and its text
-//! is PyTorch's message.
+//! Errors as data: where PyTorch raised an index, dimension or shape error in an op golden
+//! (fixtures/ops/*.json cases with an `error`), tsrun's kernel returns the typed
+//! `TensorError` variant for that class (the dimension asked for and the rank, the index, the
+//! dimension and its size, the requested shape and the element count), and its text is PyTorch's
+//! message.
 
 use crate::common::{decode, fixtures_dir, Arrays};
 use serde_json::Value;
@@ -11,11 +12,67 @@ use tsrun::internals::ops::{Args, OpContext, Registry};
 use tsrun::internals::values::IValue;
 use tsrun::Error;
 
+/// The classes of PyTorch messages with a typed variant: the message test, the variant test,
+/// whether tsrun's text must end with PyTorch's message (else contain it), and how many goldens
+/// of the class there were when the check was written (more may come).
+struct Class {
+    name: &'static str,
+    message: fn(&str) -> bool,
+    variant: fn(&TensorError) -> bool,
+    ends_with: bool,
+    at_least: usize,
+}
+
+const CLASSES: &[Class] = &[
+    Class {
+        name: "DimOutOfRange",
+        message: |m| m.starts_with("Dimension out of range"),
+        variant: |e| matches!(e, TensorError::DimOutOfRange { .. }),
+        ends_with: true,
+        at_least: 12,
+    },
+    Class {
+        name: "IndexOutOfBounds",
+        message: |m| m.starts_with("index ") && m.contains(" is out of bounds for dimension "),
+        variant: |e| matches!(e, TensorError::IndexOutOfBounds { .. }),
+        ends_with: true,
+        at_least: 14,
+    },
+    Class {
+        name: "SelectOutOfRange",
+        message: |m| m.starts_with("select(): index "),
+        variant: |e| matches!(e, TensorError::SelectOutOfRange { .. }),
+        ends_with: true,
+        at_least: 3,
+    },
+    Class {
+        name: "NarrowOutOfRange",
+        message: |m| m.starts_with("start (") && m.contains("exceeds dimension size"),
+        variant: |e| matches!(e, TensorError::NarrowOutOfRange { .. }),
+        ends_with: true,
+        at_least: 4,
+    },
+    Class {
+        name: "InvalidShape",
+        message: |m| m.starts_with("shape '") && m.contains("is invalid for input of size"),
+        variant: |e| matches!(e, TensorError::InvalidShape { .. }),
+        ends_with: true,
+        at_least: 2,
+    },
+    Class {
+        name: "LookupOutOfRange",
+        message: |m| m == "index out of range in self",
+        variant: |e| matches!(e, TensorError::LookupOutOfRange { .. }),
+        ends_with: false,
+        at_least: 6,
+    },
+];
+
 #[test]
-fn dimension_errors_carry_the_dimension_and_rank() {
+fn index_dimension_and_shape_errors_carry_their_fields() {
     let dir = fixtures_dir().join("ops");
     let ctx = OpContext::default();
-    let mut checked = 0;
+    let mut checked = vec![0usize; CLASSES.len()];
     let mut mismatches = Vec::new();
     let mut families: Vec<_> = std::fs::read_dir(&dir)
         .expect("fixtures/ops")
@@ -32,9 +89,10 @@ fn dimension_errors_carry_the_dimension_and_rank() {
             let Some(message) = case["error"].as_str() else {
                 continue;
             };
-            if !message.starts_with("Dimension out of range") {
+            let Some(k) = CLASSES.iter().position(|c| (c.message)(message)) else {
                 continue;
-            }
+            };
+            let class = &CLASSES[k];
             let arrays =
                 arrays.get_or_insert_with(|| Arrays::open(&json_path.with_extension("npz")));
             let (op, overload) = (
@@ -49,18 +107,31 @@ fn dimension_errors_carry_the_dimension_and_rank() {
                 .map(|a| decode(a, arrays))
                 .collect();
             let got = kernel(&mut Args::new(op, &mut args, &ctx));
-            checked += 1;
-            match got {
-                Err(e @ Error::Tensor(TensorError::DimOutOfRange { .. }))
-                    if e.to_string().ends_with(message) => {}
-                other => mismatches.push(format!("{op}.{overload}: {other:?} vs {message}")),
+            checked[k] += 1;
+            let text_ok = |e: &Error| {
+                let text = e.to_string();
+                if class.ends_with {
+                    text.ends_with(message)
+                } else {
+                    text.contains(message)
+                }
+            };
+            match &got {
+                Err(e @ Error::Tensor(t)) if (class.variant)(t) && text_ok(e) => {}
+                other => mismatches.push(format!(
+                    "{}: {op}.{overload}: {other:?} vs {message}",
+                    class.name
+                )),
             }
         }
     }
-    // 12 such goldens when this test was written; more may come
-    assert!(
-        checked >= 12,
-        "only {checked} dimension-error goldens found"
-    );
+    for (class, &n) in CLASSES.iter().zip(&checked) {
+        assert!(
+            n >= class.at_least,
+            "only {n} {} goldens found (expected at least {})",
+            class.name,
+            class.at_least
+        );
+    }
     assert!(mismatches.is_empty(), "{mismatches:#?}");
 }
