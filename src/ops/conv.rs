@@ -12,7 +12,7 @@ use super::linalg::{
 use super::{Args, Registry};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Tensor, TensorError};
 use crate::values::IValue;
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
@@ -245,11 +245,12 @@ pub(crate) fn convolution_act(
         )));
     }
     if x.dtype() != w.dtype() {
-        return Err(value_err(format!(
-            "{op}: input type ({}) and weight type ({}) should be the same",
-            x.dtype(),
-            w.dtype()
-        )));
+        return Err(TensorError::InputWeightDTypes {
+            op: op.to_string(),
+            input: x.dtype(),
+            weight: w.dtype(),
+        }
+        .into());
     }
     let dtype = x.dtype();
     let cd = compute_dtype(op, dtype)?;

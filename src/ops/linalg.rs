@@ -357,11 +357,12 @@ pub(crate) fn batched_matmul_t<T: Real>(
 /// Check both matmul operands are floating tensors of one dtype; returns (dtype, compute dtype).
 fn matmul_dtypes(op: &str, a: &Tensor, b: &Tensor) -> crate::Result<(DType, DType)> {
     if a.dtype() != b.dtype() {
-        return Err(value_err(format!(
-            "{op}: expected both operands to have the same dtype, but got {} and {}",
-            a.dtype(),
-            b.dtype()
-        )));
+        return Err(TensorError::OperandDTypes {
+            op: op.to_string(),
+            left: a.dtype(),
+            right: b.dtype(),
+        }
+        .into());
     }
     Ok((a.dtype(), compute_dtype(op, a.dtype())?))
 }

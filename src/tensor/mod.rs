@@ -48,6 +48,27 @@ pub enum TensorError {
         /// The dtype it got.
         dtype: DType,
     },
+    /// A convolution whose input and weight dtypes differ (a half model fed float32 input),
+    /// with PyTorch's message.
+    #[error("{op}: input type ({input}) and weight type ({weight}) should be the same")]
+    InputWeightDTypes {
+        /// The operation.
+        op: String,
+        /// The input's dtype.
+        input: DType,
+        /// The weight's dtype.
+        weight: DType,
+    },
+    /// A matrix product of operands of two dtypes (no type promotion there, as in PyTorch).
+    #[error("{op}: expected both operands to have the same dtype, but got {left} and {right}")]
+    OperandDTypes {
+        /// The operation.
+        op: String,
+        /// The left operand's dtype.
+        left: DType,
+        /// The right operand's dtype.
+        right: DType,
+    },
     /// A tensor of another dtype was required.
     #[error("expected dtype {expected}, got {got}")]
     DTypeMismatch {

@@ -135,3 +135,39 @@ fn index_dimension_and_shape_errors_carry_their_fields() {
     }
     assert!(mismatches.is_empty(), "{mismatches:#?}");
 }
+
+/// A half model fed float32 input fails in its convolution with both dtypes as data, and a
+/// matrix product of two dtypes names both operands' dtypes.
+#[test]
+fn dtype_mismatches_carry_both_dtypes() {
+    use tsrun::internals::runtime::Module;
+    use tsrun::internals::tensor::{DType, Tensor};
+    let m = Module::load(fixtures_dir().join("conv_fusion/cbr_3x3.pt")).expect("load");
+    m.eval();
+    m.half().expect("half");
+    let x = Tensor::zeros(&[2, 8, 12, 12], DType::Float32).expect("input");
+    let err = m
+        .forward(&[IValue::Tensor(x)])
+        .expect_err("float32 input, float16 weights");
+    match err.root_cause() {
+        Error::Tensor(TensorError::InputWeightDTypes { op, input, weight }) => {
+            assert_eq!((*input, *weight), (DType::Float32, DType::Float16));
+            assert!(op.contains("conv"), "{op}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(err.op(), Some("aten::conv2d"));
+
+    let ctx = OpContext::default();
+    let kernel = Registry::global().lookup("aten::mm", "").expect("mm");
+    let mut args = vec![
+        IValue::Tensor(Tensor::zeros(&[2, 3], DType::Float32).expect("a")),
+        IValue::Tensor(Tensor::zeros(&[3, 2], DType::Float64).expect("b")),
+    ];
+    match kernel(&mut Args::new("aten::mm", &mut args, &ctx)) {
+        Err(Error::Tensor(TensorError::OperandDTypes { left, right, .. })) => {
+            assert_eq!((left, right), (DType::Float32, DType::Float64));
+        }
+        other => panic!("{other:?}"),
+    }
+}
