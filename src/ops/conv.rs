@@ -236,13 +236,13 @@ pub(crate) fn convolution_act(
         x.clone()
     };
     if x.dim() != nsp + 2 {
-        return Err(shape_err(format!(
-            "{op}: expected {}D (unbatched) or {}D (batched) input to conv with weight {:?}, but got input of size {:?}",
-            nsp + 1,
-            nsp + 2,
-            w.shape(),
-            x.shape()
-        )));
+        return Err(TensorError::ConvInputRank {
+            op: op.to_string(),
+            batched_rank: nsp + 2,
+            weight: w.shape().to_vec(),
+            input: x.shape().to_vec(),
+        }
+        .into());
     }
     if x.dtype() != w.dtype() {
         return Err(TensorError::InputWeightDTypes {
@@ -305,12 +305,14 @@ pub(crate) fn convolution_act(
     } else {
         let cout = w.shape()[0];
         if w.shape()[1] * g != c || !cout.is_multiple_of(g) {
-            return Err(shape_err(format!(
-                "{op}: Given groups={g}, weight of size {:?}, expected input{:?} to have {} channels, but got {c} channels instead",
-                w.shape(),
-                x.shape(),
-                w.shape()[1] * g
-            )));
+            return Err(TensorError::ConvInputChannels {
+                op: op.to_string(),
+                groups: g,
+                weight: w.shape().to_vec(),
+                input: x.shape().to_vec(),
+                expected: w.shape()[1] * g,
+            }
+            .into());
         }
         if let Some(b) = bias {
             if b.dim() != 1 || b.numel() != cout {

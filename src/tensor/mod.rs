@@ -59,6 +59,42 @@ pub enum TensorError {
         /// The weight's dtype.
         weight: DType,
     },
+    /// A convolution input of the wrong rank (an image without its batch or channel
+    /// dimension), with PyTorch's message.
+    #[error(
+        "shape error: {op}: expected {}D (unbatched) or {batched_rank}D (batched) input to conv \
+         with weight {weight:?}, but got input of size {input:?}",
+        batched_rank - 1
+    )]
+    ConvInputRank {
+        /// The operation.
+        op: String,
+        /// The rank of a batched input (4 for conv2d).
+        batched_rank: usize,
+        /// The weight's shape.
+        weight: Vec<usize>,
+        /// The input's shape.
+        input: Vec<usize>,
+    },
+    /// A convolution input whose channel count does not match the weight, with PyTorch's
+    /// message.
+    #[error(
+        "shape error: {op}: Given groups={groups}, weight of size {weight:?}, expected \
+         input{input:?} to have {expected} channels, but got {} channels instead",
+        input.get(1).copied().unwrap_or(0)
+    )]
+    ConvInputChannels {
+        /// The operation.
+        op: String,
+        /// The number of groups.
+        groups: usize,
+        /// The weight's shape.
+        weight: Vec<usize>,
+        /// The input's shape (batched).
+        input: Vec<usize>,
+        /// The channel count the weight expects.
+        expected: usize,
+    },
     /// A matrix product of operands of two dtypes (no type promotion there, as in PyTorch).
     #[error("{op}: expected both operands to have the same dtype, but got {left} and {right}")]
     OperandDTypes {

@@ -60,6 +60,13 @@ const CLASSES: &[Class] = &[
         at_least: 2,
     },
     Class {
+        name: "ConvInputChannels",
+        message: |m| m.starts_with("Given groups=") && m.ends_with("channels instead"),
+        variant: |e| matches!(e, TensorError::ConvInputChannels { .. }),
+        ends_with: true,
+        at_least: 2,
+    },
+    Class {
         name: "LookupOutOfRange",
         message: |m| m == "index out of range in self",
         variant: |e| matches!(e, TensorError::LookupOutOfRange { .. }),
@@ -136,10 +143,11 @@ fn index_dimension_and_shape_errors_carry_their_fields() {
     assert!(mismatches.is_empty(), "{mismatches:#?}");
 }
 
-/// A half model fed float32 input fails in its convolution with both dtypes as data, and a
-/// matrix product of two dtypes names both operands' dtypes.
+/// A half model fed float32 input fails in its convolution with both dtypes as data, an input
+/// of the wrong rank with the shapes, and a matrix product of two dtypes names both operands'
+/// dtypes.
 #[test]
-fn dtype_mismatches_carry_both_dtypes() {
+fn convolution_and_matmul_errors_carry_dtypes_and_shapes() {
     use tsrun::internals::runtime::Module;
     use tsrun::internals::tensor::{DType, Tensor};
     let m = Module::load(fixtures_dir().join("conv_fusion/cbr_3x3.pt")).expect("load");
@@ -157,6 +165,22 @@ fn dtype_mismatches_carry_both_dtypes() {
         other => panic!("{other:?}"),
     }
     assert_eq!(err.op(), Some("aten::conv2d"));
+    // an image without batch and channel dimensions
+    m.float().expect("float");
+    let x = Tensor::zeros(&[12, 12], DType::Float32).expect("input");
+    let err = m.forward(&[IValue::Tensor(x)]).expect_err("a 2-d input");
+    match err.root_cause() {
+        Error::Tensor(TensorError::ConvInputRank {
+            batched_rank,
+            weight,
+            input,
+            ..
+        }) => {
+            assert_eq!((*batched_rank, weight.as_slice()), (4, &[16, 8, 3, 3][..]));
+            assert_eq!(input, &[12, 12]);
+        }
+        other => panic!("{other:?}"),
+    }
 
     let ctx = OpContext::default();
     let kernel = Registry::global().lookup("aten::mm", "").expect("mm");
