@@ -394,6 +394,72 @@ fn linalg_svd_impl(args: &mut Args<'_>) -> R {
     Ok(tuple(vec![empty()?, s, empty()?]))
 }
 
+/// `prims::svd(A, *, full_matrices)`: `linalg_svd` without a driver argument.
+fn prims_svd(args: &mut Args<'_>) -> R {
+    let a = matrices("linalg.svd", &args.tensor(0)?, false)?;
+    let (u, s, vh) = svd_batch(&a, args.bool(1)?)?;
+    Ok(tuple(vec![u, s, vh]))
+}
+
+/// `linalg_polar(A)`: `A = U H` from the reduced SVD `A = W S Vh` as ATen computes it,
+/// `U = W Vh` (`m x n`) and `H = Vh^T S Vh` (`n x n`); both are independent of the singular
+/// vectors' signs. Needs `m >= n`.
+fn linalg_polar(args: &mut Args<'_>) -> R {
+    let a = matrices("linalg.polar", &args.tensor(0)?, false)?;
+    let (m, n) = (a.m, a.n);
+    if m < n {
+        return Err(shape_err(format!(
+            "linalg.polar: input must have at least as many rows as columns, but got {m} by {n} \
+             matrices"
+        )));
+    }
+    let (mut us, mut hs) = (Vec::with_capacity(a.data.len()), Vec::new());
+    for b in 0..a.count() {
+        // reduced: W is m x n, s has n values, Vh is n x n
+        let (w, s, vh) = svd_of(a.mat(b), m, n, false);
+        for i in 0..m {
+            for j in 0..n {
+                us.push((0..n).map(|k| w[i * n + k] * vh[k * n + j]).sum::<f64>());
+            }
+        }
+        for i in 0..n {
+            for j in 0..n {
+                hs.push(
+                    (0..n)
+                        .map(|k| vh[k * n + i] * s[k] * vh[k * n + j])
+                        .sum::<f64>(),
+                );
+            }
+        }
+    }
+    Ok(tuple(vec![
+        tensor(us, &a.shape(&[m, n]), a.dtype)?,
+        tensor(hs, &a.shape(&[n, n]), a.dtype)?,
+    ]))
+}
+
+/// `linalg_matrix_sqrth(A)`: `Q diag(sqrt(max(l, 0))) Q^T` from the eigendecomposition of the
+/// lower triangle (negative eigenvalues clamp to 0, as ATen's kernel does).
+fn linalg_matrix_sqrth(args: &mut Args<'_>) -> R {
+    let a = matrices("linalg.matrix_sqrth", &args.tensor(0)?, true)?;
+    let n = a.n;
+    let mut out = Vec::with_capacity(a.data.len());
+    for b in 0..a.count() {
+        let (l, q) = jacobi_eigh(a.mat(b), n, false);
+        let root: Vec<f64> = l.iter().map(|v| v.max(0.0).sqrt()).collect();
+        for i in 0..n {
+            for j in 0..n {
+                out.push(
+                    (0..n)
+                        .map(|k| q[i * n + k] * root[k] * q[j * n + k])
+                        .sum::<f64>(),
+                );
+            }
+        }
+    }
+    Ok(IValue::Tensor(tensor(out, &a.shape(&[n, n]), a.dtype)?))
+}
+
 fn linalg_svdvals(args: &mut Args<'_>) -> R {
     check_cpu_driver(args, 1, "torch.linalg.svd")?;
     let a = matrices("linalg.svdvals", &args.tensor(0)?, false)?;
@@ -951,8 +1017,19 @@ pub fn register(r: &mut Registry) {
     });
     r.add("aten::linalg_svdvals", linalg_svdvals);
     r.add("aten::_linalg_svd", linalg_svd_impl);
+    r.add("aten::_linalg_svd.U", |a| {
+        let r = linalg_svd_impl(a)?;
+        a.write_outs(4, r)
+    });
+    r.add("prims::svd", prims_svd);
+    r.add("aten::linalg_polar", linalg_polar);
+    r.add("aten::linalg_matrix_sqrth", linalg_matrix_sqrth);
 
     r.add("aten::_linalg_eigh", linalg_eigh_impl);
+    r.add("aten::_linalg_eigh.eigenvalues", |a| {
+        let r = linalg_eigh_impl(a)?;
+        a.write_outs(3, r)
+    });
 
     r.add("aten::linalg_eigh", linalg_eigh);
     r.add("aten::linalg_eigh.eigvals", |a| {
@@ -970,6 +1047,14 @@ pub fn register(r: &mut Registry) {
     r.add("aten::linalg_pinv.atol_rtol_float", linalg_pinv_floats);
     r.add_all(&["aten::matrix_exp", "aten::linalg_matrix_exp"], matrix_exp);
     r.add("aten::geqrf", geqrf);
+    r.add("aten::geqrf.a", |a| {
+        let r = geqrf(a)?;
+        a.write_outs(1, r)
+    });
+    r.add("aten::linalg_pinv.out_rcond_tensor", |a| {
+        let r = linalg_pinv_rcond(a)?;
+        a.write_outs(3, r)
+    });
     r.add_all(
         &["aten::linalg_householder_product", "aten::orgqr"],
         householder_product,

@@ -12,6 +12,7 @@
 
 pub mod activation;
 pub mod args;
+pub mod aten_test_ops;
 pub mod attention;
 pub mod bessel;
 pub mod calculus;
@@ -222,6 +223,7 @@ impl Registry {
             optimizers::register(&mut r);
             flat_buffers::register(&mut r);
             sparse_indices::register(&mut r);
+            aten_test_ops::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

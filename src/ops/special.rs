@@ -409,6 +409,17 @@ pub(crate) fn register(r: &mut Registry) {
         ],
         special_zeta,
     );
+    r.add_all(
+        &[
+            "aten::xlogy.OutTensor",
+            "aten::xlogy.OutScalar_Self",
+            "aten::xlogy.OutScalar_Other",
+        ],
+        |a| {
+            let r = xlogy(a)?;
+            a.write_outs(2, r)
+        },
+    );
     r.add("aten::xlogy_.Tensor", xlogy_);
     r.add("aten::xlogy_.Scalar_Other", xlogy_);
     for n in [
