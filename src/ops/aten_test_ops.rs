@@ -160,7 +160,7 @@ fn test_check_tensor(args: &mut Args<'_>) -> R {
             t.dtype()
         )));
     }
-    if t.contiguous()?.to_vec::<f64>()?.iter().any(|&v| v == 0.0) {
+    if t.contiguous()?.to_vec::<f64>()?.contains(&0.0) {
         return Err(value_err(format!(
             "{}: Test message for TORCH_CHECK_TENSOR_ALL",
             args.op

@@ -18,24 +18,24 @@ use crate::values::{IValue, Tuple};
 type R = crate::Result<IValue>;
 
 /// A batch of `m x n` matrices in f64, row-major.
-struct Batch {
-    data: Vec<f64>,
-    batch: Vec<usize>,
-    m: usize,
-    n: usize,
-    dtype: DType,
+pub(super) struct Batch {
+    pub(super) data: Vec<f64>,
+    pub(super) batch: Vec<usize>,
+    pub(super) m: usize,
+    pub(super) n: usize,
+    pub(super) dtype: DType,
 }
 
 impl Batch {
-    fn count(&self) -> usize {
+    pub(super) fn count(&self) -> usize {
         self.batch.iter().product()
     }
-    fn mat(&self, b: usize) -> &[f64] {
+    pub(super) fn mat(&self, b: usize) -> &[f64] {
         let size = self.m * self.n;
         &self.data[b * size..(b + 1) * size]
     }
     /// `batch ++ dims`: the shape of a result with per-matrix shape `dims`.
-    fn shape(&self, dims: &[usize]) -> Vec<usize> {
+    pub(super) fn shape(&self, dims: &[usize]) -> Vec<usize> {
         let mut s = self.batch.clone();
         s.extend_from_slice(dims);
         s
@@ -43,7 +43,7 @@ impl Batch {
 }
 
 /// `x` as a batch of matrices; `op` names the function in PyTorch's messages (`linalg.svd`).
-fn matrices(op: &str, x: &Tensor, square: bool) -> crate::Result<Batch> {
+pub(super) fn matrices(op: &str, x: &Tensor, square: bool) -> crate::Result<Batch> {
     let dtype = match x.dtype() {
         d @ (DType::Float32 | DType::Float64) => d,
         d if d.is_complex() => {
@@ -79,11 +79,11 @@ fn matrices(op: &str, x: &Tensor, square: bool) -> crate::Result<Batch> {
     })
 }
 
-fn tensor(data: Vec<f64>, shape: &[usize], dtype: DType) -> crate::Result<Tensor> {
+pub(super) fn tensor(data: Vec<f64>, shape: &[usize], dtype: DType) -> crate::Result<Tensor> {
     Tensor::from_vec(data, shape)?.to_dtype(dtype)
 }
 
-fn tuple(items: Vec<Tensor>) -> IValue {
+pub(super) fn tuple(items: Vec<Tensor>) -> IValue {
     IValue::Tuple(Tuple::new(items.into_iter().map(IValue::Tensor).collect()))
 }
 

@@ -41,6 +41,7 @@ pub mod linalg;
 pub mod linalg_composite;
 pub mod linalg_decomp;
 pub mod linalg_dense;
+pub mod linalg_ldl;
 pub mod linalg_products;
 pub mod losses;
 pub mod matrix_build;
@@ -205,6 +206,7 @@ impl Registry {
             fft::register(&mut r);
             linalg_dense::register(&mut r);
             linalg_decomp::register(&mut r);
+            linalg_ldl::register(&mut r);
             scalar::register(&mut r);
             special::register(&mut r);
             bessel::register(&mut r);
