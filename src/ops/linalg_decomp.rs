@@ -88,7 +88,7 @@ pub(super) fn tuple(items: Vec<Tensor>) -> IValue {
 }
 
 /// Row-major `r x c` transpose.
-fn transpose(a: &[f64], r: usize, c: usize) -> Vec<f64> {
+pub(super) fn transpose(a: &[f64], r: usize, c: usize) -> Vec<f64> {
     let mut t = vec![0.0; r * c];
     for i in 0..r {
         for j in 0..c {
@@ -303,7 +303,7 @@ fn complete_orthonormal(a: &[f64], rows: usize, have: usize, want: usize) -> Vec
 
 /// One matrix's SVD: (U `m x u_cols`, S (`min(m, n)`), Vh `vh_rows x n`), with `full` giving
 /// square U and Vh.
-fn svd_of(a: &[f64], m: usize, n: usize, full: bool) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+pub(super) fn svd_of(a: &[f64], m: usize, n: usize, full: bool) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let k = m.min(n);
     // Jacobi works on the tall orientation: the SVD of A^T swaps U and V.
     let (u, s, v) = if m >= n {
@@ -894,7 +894,7 @@ fn matrix_exp(args: &mut Args<'_>) -> R {
 /// LAPACK's unblocked `geqr2` on one row-major `m x n` matrix: R on and above the diagonal, the
 /// Householder vectors (implicit leading 1) below it, and their `tau`s (`dlarfg`'s convention:
 /// `beta = -sign(alpha) |(alpha, x)|`, `tau = (beta - alpha) / beta`, 0 for a zero column).
-fn geqr2(a: &mut [f64], m: usize, n: usize) -> Vec<f64> {
+pub(super) fn geqr2(a: &mut [f64], m: usize, n: usize) -> Vec<f64> {
     let k = m.min(n);
     let mut tau = vec![0.0; k];
     for i in 0..k {
