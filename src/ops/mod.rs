@@ -35,6 +35,7 @@ pub mod incomplete_gamma;
 pub mod index;
 pub mod int_matmul;
 pub mod interpolate;
+pub mod jagged;
 pub mod jit_builtins;
 pub(crate) mod kernels;
 pub mod linalg;
@@ -228,6 +229,7 @@ impl Registry {
             flat_buffers::register(&mut r);
             sparse_indices::register(&mut r);
             aten_test_ops::register(&mut r);
+            jagged::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

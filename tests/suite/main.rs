@@ -42,6 +42,7 @@ mod ops_creation;
 mod ops_dtype_support;
 mod ops_elementwise;
 mod ops_index;
+mod ops_jagged_prune;
 mod ops_linalg_factor;
 mod ops_linalg_fft;
 mod ops_linalg_products;
