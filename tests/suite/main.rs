@@ -39,6 +39,7 @@ mod ops_b_nn;
 mod ops_calculus;
 mod ops_coverage;
 mod ops_creation;
+mod ops_distribution_grads;
 mod ops_dtype_support;
 mod ops_elementwise;
 mod ops_index;
