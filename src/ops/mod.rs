@@ -42,6 +42,7 @@ pub mod linalg;
 pub mod linalg_composite;
 pub mod linalg_decomp;
 pub mod linalg_dense;
+pub mod linalg_eig;
 pub mod linalg_ldl;
 pub mod linalg_least_squares;
 pub mod linalg_products;
@@ -209,6 +210,7 @@ impl Registry {
             linalg_dense::register(&mut r);
             linalg_decomp::register(&mut r);
             linalg_ldl::register(&mut r);
+            linalg_eig::register(&mut r);
             linalg_least_squares::register(&mut r);
             scalar::register(&mut r);
             special::register(&mut r);
