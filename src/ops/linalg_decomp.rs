@@ -422,20 +422,27 @@ fn linalg_polar(args: &mut Args<'_>) -> R {
                 us.push((0..n).map(|k| w[i * n + k] * vh[k * n + j]).sum::<f64>());
             }
         }
-        for i in 0..n {
-            for j in 0..n {
-                hs.push(
-                    (0..n)
-                        .map(|k| vh[k * n + i] * s[k] * vh[k * n + j])
-                        .sum::<f64>(),
-                );
-            }
-        }
+        hs.extend(scaled_gram(&transpose(&vh, n, n), &s, n));
     }
     Ok(tuple(vec![
         tensor(us, &a.shape(&[m, n]), a.dtype)?,
         tensor(hs, &a.shape(&[n, n]), a.dtype)?,
     ]))
+}
+
+/// `Q diag(d) Q^T` for a row-major `n x n` Q.
+fn scaled_gram(q: &[f64], d: &[f64], n: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(n * n);
+    for i in 0..n {
+        for j in 0..n {
+            out.push(
+                (0..n)
+                    .map(|k| q[i * n + k] * d[k] * q[j * n + k])
+                    .sum::<f64>(),
+            );
+        }
+    }
+    out
 }
 
 /// `linalg_matrix_sqrth(A)`: `Q diag(sqrt(max(l, 0))) Q^T` from the eigendecomposition of the
@@ -447,15 +454,7 @@ fn linalg_matrix_sqrth(args: &mut Args<'_>) -> R {
     for b in 0..a.count() {
         let (l, q) = jacobi_eigh(a.mat(b), n, false);
         let root: Vec<f64> = l.iter().map(|v| v.max(0.0).sqrt()).collect();
-        for i in 0..n {
-            for j in 0..n {
-                out.push(
-                    (0..n)
-                        .map(|k| q[i * n + k] * root[k] * q[j * n + k])
-                        .sum::<f64>(),
-                );
-            }
-        }
+        out.extend(scaled_gram(&q, &root, n));
     }
     Ok(IValue::Tensor(tensor(out, &a.shape(&[n, n]), a.dtype)?))
 }
@@ -895,28 +894,32 @@ fn matrix_exp(args: &mut Args<'_>) -> R {
 /// Householder vectors (implicit leading 1) below it, and their `tau`s (`dlarfg`'s convention:
 /// `beta = -sign(alpha) |(alpha, x)|`, `tau = (beta - alpha) / beta`, 0 for a zero column).
 pub(super) fn geqr2(a: &mut [f64], m: usize, n: usize) -> Vec<f64> {
-    let k = m.min(n);
-    let mut tau = vec![0.0; k];
-    for i in 0..k {
-        let alpha = a[i * n + i];
-        let xnorm = (i + 1..m).map(|r| a[r * n + i].powi(2)).sum::<f64>().sqrt();
-        if xnorm == 0.0 {
-            continue;
-        }
-        let beta = -alpha.signum() * alpha.hypot(xnorm);
-        tau[i] = (beta - alpha) / beta;
-        let scale = 1.0 / (alpha - beta);
+    (0..m.min(n))
+        .map(|i| householder_step(a, m, n, i))
+        .collect()
+}
+
+/// Step `i` of [`geqr2`] on a row-major `m x n` matrix: the reflector that zeroes column `i`
+/// below the diagonal, stored there, applied to the columns right of `i`; returns its `tau`.
+pub(super) fn householder_step(a: &mut [f64], m: usize, n: usize, i: usize) -> f64 {
+    let alpha = a[i * n + i];
+    let xnorm = (i + 1..m).map(|r| a[r * n + i].powi(2)).sum::<f64>().sqrt();
+    if xnorm == 0.0 {
+        return 0.0;
+    }
+    let beta = -alpha.signum() * alpha.hypot(xnorm);
+    let tau = (beta - alpha) / beta;
+    let scale = 1.0 / (alpha - beta);
+    for r in i + 1..m {
+        a[r * n + i] *= scale;
+    }
+    a[i * n + i] = beta;
+    // apply H = I - tau v v^T (v = [1, a[i+1.., i]]) to the columns right of i
+    for c in i + 1..n {
+        let w = a[i * n + c] + (i + 1..m).map(|r| a[r * n + i] * a[r * n + c]).sum::<f64>();
+        a[i * n + c] -= tau * w;
         for r in i + 1..m {
-            a[r * n + i] *= scale;
-        }
-        a[i * n + i] = beta;
-        // apply H = I - tau v v^T (v = [1, a[i+1.., i]]) to the columns right of i
-        for c in i + 1..n {
-            let w = a[i * n + c] + (i + 1..m).map(|r| a[r * n + i] * a[r * n + c]).sum::<f64>();
-            a[i * n + c] -= tau[i] * w;
-            for r in i + 1..m {
-                a[r * n + c] -= tau[i] * w * a[r * n + i];
-            }
+            a[r * n + c] -= tau * w * a[r * n + i];
         }
     }
     tau

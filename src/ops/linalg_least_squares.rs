@@ -12,7 +12,7 @@
 
 use super::linalg::{shape_err, value_err};
 use super::linalg_decomp::{
-    geqr2, matrices, matrix_singular_values, svd_of, tensor, transpose, tuple,
+    geqr2, householder_step, matrices, matrix_singular_values, svd_of, tensor, transpose, tuple,
 };
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
@@ -283,30 +283,7 @@ fn gelsy(a: &[f64], m: usize, n: usize, b: &[f64], k: usize, rcond: f64) -> Solv
             vn2[p] = vn2[i];
         }
         // one Householder step on column i (geqr2's, on the trailing block)
-        let alpha = qr[i * n + i];
-        let xnorm = (i + 1..m)
-            .map(|r| qr[r * n + i].powi(2))
-            .sum::<f64>()
-            .sqrt();
-        if xnorm != 0.0 {
-            let beta = -alpha.signum() * alpha.hypot(xnorm);
-            tau[i] = (beta - alpha) / beta;
-            let scale = 1.0 / (alpha - beta);
-            for r in i + 1..m {
-                qr[r * n + i] *= scale;
-            }
-            qr[i * n + i] = beta;
-            for c in i + 1..n {
-                let w = qr[i * n + c]
-                    + (i + 1..m)
-                        .map(|r| qr[r * n + i] * qr[r * n + c])
-                        .sum::<f64>();
-                qr[i * n + c] -= tau[i] * w;
-                for r in i + 1..m {
-                    qr[r * n + c] -= tau[i] * w * qr[r * n + i];
-                }
-            }
-        }
+        tau[i] = householder_step(&mut qr, m, n, i);
         // downdate the partial column norms (dlaqp2)
         for j in i + 1..n {
             if vn1[j] != 0.0 {
