@@ -745,6 +745,8 @@ fn resize_as(args: &mut Args<'_>) -> R {
 
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::zeros", zeros);
+    // a ZeroTensor in PyTorch (immutable, no storage): its values are zeros like `zeros`'
+    r.add("aten::_efficientzerotensor", zeros);
     r.add("aten::ones", ones);
     r.add("aten::full", full);
     r.add("aten::empty.memory_format", zeros);

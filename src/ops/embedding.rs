@@ -321,7 +321,73 @@ fn embedding_renorm(a: &mut Args) -> crate::Result<IValue> {
     Ok(IValue::Tensor(w))
 }
 
+/// `_rowwise_prune(weight, mask, compressed_indices_dtype)`: the rows of a 2-d `weight` where
+/// `mask` is true, and per original row its index among the kept rows (-1 for a pruned row).
+fn rowwise_prune(a: &mut Args) -> crate::Result<IValue> {
+    let weight = a.tensor(0)?;
+    let mask = a.tensor(1)?;
+    let dtype = a.dtype(2)?;
+    if !matches!(dtype, DType::Int32 | DType::Int64) {
+        return Err(value_err(format!(
+            "{}: compressed_indices_dtype should be either int(int32) or long(int64).",
+            a.op
+        )));
+    }
+    if weight.dim() != 2 {
+        return Err(shape_err(format!(
+            "{}: 'weights' should have 2 dimensions.",
+            a.op
+        )));
+    }
+    if mask.dtype() != DType::Bool {
+        return Err(value_err(format!(
+            "{}: expected scalar type Bool but found {}",
+            a.op,
+            mask.dtype().c10_name()
+        )));
+    }
+    if mask.dim() != 1 || mask.shape()[0] != weight.shape()[0] {
+        return Err(shape_err(format!(
+            "{}: 'mask' should be 1-d with one entry per row of 'weights' ({:?} for {:?})",
+            a.op,
+            mask.shape(),
+            weight.shape()
+        )));
+    }
+    let keep: Vec<bool> = mask
+        .contiguous()?
+        .to_vec::<f64>()?
+        .iter()
+        .map(|&m| m != 0.0)
+        .collect();
+    let mut next = 0i64;
+    let compressed: Vec<i64> = keep
+        .iter()
+        .map(|&k| {
+            if k {
+                next += 1;
+                next - 1
+            } else {
+                -1
+            }
+        })
+        .collect();
+    let rows: Vec<i64> = (0..keep.len() as i64)
+        .filter(|&i| keep[i as usize])
+        .collect();
+    let kept =
+        crate::ops::index::index_select(&weight, 0, &Tensor::from_vec(rows, &[next as usize])?)?;
+    let compressed = Tensor::from_vec(compressed, &[keep.len()])?.to_dtype(dtype)?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        kept.into(),
+        compressed.into(),
+    ])))
+}
+
 pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::_rowwise_prune", rowwise_prune);
+    // the same in-place renorm, for the functional embedding's max_norm path
+    r.add("aten::_no_grad_embedding_renorm_", embedding_renorm_);
     r.add("aten::embedding", embedding);
     r.add_all(
         &[

@@ -18,24 +18,24 @@ use crate::values::{IValue, Tuple};
 type R = crate::Result<IValue>;
 
 /// A batch of `m x n` matrices in f64, row-major.
-struct Batch {
-    data: Vec<f64>,
-    batch: Vec<usize>,
-    m: usize,
-    n: usize,
-    dtype: DType,
+pub(super) struct Batch {
+    pub(super) data: Vec<f64>,
+    pub(super) batch: Vec<usize>,
+    pub(super) m: usize,
+    pub(super) n: usize,
+    pub(super) dtype: DType,
 }
 
 impl Batch {
-    fn count(&self) -> usize {
+    pub(super) fn count(&self) -> usize {
         self.batch.iter().product()
     }
-    fn mat(&self, b: usize) -> &[f64] {
+    pub(super) fn mat(&self, b: usize) -> &[f64] {
         let size = self.m * self.n;
         &self.data[b * size..(b + 1) * size]
     }
     /// `batch ++ dims`: the shape of a result with per-matrix shape `dims`.
-    fn shape(&self, dims: &[usize]) -> Vec<usize> {
+    pub(super) fn shape(&self, dims: &[usize]) -> Vec<usize> {
         let mut s = self.batch.clone();
         s.extend_from_slice(dims);
         s
@@ -43,7 +43,7 @@ impl Batch {
 }
 
 /// `x` as a batch of matrices; `op` names the function in PyTorch's messages (`linalg.svd`).
-fn matrices(op: &str, x: &Tensor, square: bool) -> crate::Result<Batch> {
+pub(super) fn matrices(op: &str, x: &Tensor, square: bool) -> crate::Result<Batch> {
     let dtype = match x.dtype() {
         d @ (DType::Float32 | DType::Float64) => d,
         d if d.is_complex() => {
@@ -79,16 +79,16 @@ fn matrices(op: &str, x: &Tensor, square: bool) -> crate::Result<Batch> {
     })
 }
 
-fn tensor(data: Vec<f64>, shape: &[usize], dtype: DType) -> crate::Result<Tensor> {
+pub(super) fn tensor(data: Vec<f64>, shape: &[usize], dtype: DType) -> crate::Result<Tensor> {
     Tensor::from_vec(data, shape)?.to_dtype(dtype)
 }
 
-fn tuple(items: Vec<Tensor>) -> IValue {
+pub(super) fn tuple(items: Vec<Tensor>) -> IValue {
     IValue::Tuple(Tuple::new(items.into_iter().map(IValue::Tensor).collect()))
 }
 
 /// Row-major `r x c` transpose.
-fn transpose(a: &[f64], r: usize, c: usize) -> Vec<f64> {
+pub(super) fn transpose(a: &[f64], r: usize, c: usize) -> Vec<f64> {
     let mut t = vec![0.0; r * c];
     for i in 0..r {
         for j in 0..c {
@@ -303,7 +303,7 @@ fn complete_orthonormal(a: &[f64], rows: usize, have: usize, want: usize) -> Vec
 
 /// One matrix's SVD: (U `m x u_cols`, S (`min(m, n)`), Vh `vh_rows x n`), with `full` giving
 /// square U and Vh.
-fn svd_of(a: &[f64], m: usize, n: usize, full: bool) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+pub(super) fn svd_of(a: &[f64], m: usize, n: usize, full: bool) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let k = m.min(n);
     // Jacobi works on the tall orientation: the SVD of A^T swaps U and V.
     let (u, s, v) = if m >= n {
@@ -392,6 +392,71 @@ fn linalg_svd_impl(args: &mut Args<'_>) -> R {
     let s = tensor(singular_values(&a), &a.shape(&[k]), a.dtype)?;
     let empty = || Tensor::zeros(&[0], a.dtype);
     Ok(tuple(vec![empty()?, s, empty()?]))
+}
+
+/// `prims::svd(A, *, full_matrices)`: `linalg_svd` without a driver argument.
+fn prims_svd(args: &mut Args<'_>) -> R {
+    let a = matrices("linalg.svd", &args.tensor(0)?, false)?;
+    let (u, s, vh) = svd_batch(&a, args.bool(1)?)?;
+    Ok(tuple(vec![u, s, vh]))
+}
+
+/// `linalg_polar(A)`: `A = U H` from the reduced SVD `A = W S Vh` as ATen computes it,
+/// `U = W Vh` (`m x n`) and `H = Vh^T S Vh` (`n x n`); both are independent of the singular
+/// vectors' signs. Needs `m >= n`.
+fn linalg_polar(args: &mut Args<'_>) -> R {
+    let a = matrices("linalg.polar", &args.tensor(0)?, false)?;
+    let (m, n) = (a.m, a.n);
+    if m < n {
+        return Err(shape_err(format!(
+            "linalg.polar: input must have at least as many rows as columns, but got {m} by {n} \
+             matrices"
+        )));
+    }
+    let (mut us, mut hs) = (Vec::with_capacity(a.data.len()), Vec::new());
+    for b in 0..a.count() {
+        // reduced: W is m x n, s has n values, Vh is n x n
+        let (w, s, vh) = svd_of(a.mat(b), m, n, false);
+        for i in 0..m {
+            for j in 0..n {
+                us.push((0..n).map(|k| w[i * n + k] * vh[k * n + j]).sum::<f64>());
+            }
+        }
+        hs.extend(scaled_gram(&transpose(&vh, n, n), &s, n));
+    }
+    Ok(tuple(vec![
+        tensor(us, &a.shape(&[m, n]), a.dtype)?,
+        tensor(hs, &a.shape(&[n, n]), a.dtype)?,
+    ]))
+}
+
+/// `Q diag(d) Q^T` for a row-major `n x n` Q.
+fn scaled_gram(q: &[f64], d: &[f64], n: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(n * n);
+    for i in 0..n {
+        for j in 0..n {
+            out.push(
+                (0..n)
+                    .map(|k| q[i * n + k] * d[k] * q[j * n + k])
+                    .sum::<f64>(),
+            );
+        }
+    }
+    out
+}
+
+/// `linalg_matrix_sqrth(A)`: `Q diag(sqrt(max(l, 0))) Q^T` from the eigendecomposition of the
+/// lower triangle (negative eigenvalues clamp to 0, as ATen's kernel does).
+fn linalg_matrix_sqrth(args: &mut Args<'_>) -> R {
+    let a = matrices("linalg.matrix_sqrth", &args.tensor(0)?, true)?;
+    let n = a.n;
+    let mut out = Vec::with_capacity(a.data.len());
+    for b in 0..a.count() {
+        let (l, q) = jacobi_eigh(a.mat(b), n, false);
+        let root: Vec<f64> = l.iter().map(|v| v.max(0.0).sqrt()).collect();
+        out.extend(scaled_gram(&q, &root, n));
+    }
+    Ok(IValue::Tensor(tensor(out, &a.shape(&[n, n]), a.dtype)?))
 }
 
 fn linalg_svdvals(args: &mut Args<'_>) -> R {
@@ -828,29 +893,33 @@ fn matrix_exp(args: &mut Args<'_>) -> R {
 /// LAPACK's unblocked `geqr2` on one row-major `m x n` matrix: R on and above the diagonal, the
 /// Householder vectors (implicit leading 1) below it, and their `tau`s (`dlarfg`'s convention:
 /// `beta = -sign(alpha) |(alpha, x)|`, `tau = (beta - alpha) / beta`, 0 for a zero column).
-fn geqr2(a: &mut [f64], m: usize, n: usize) -> Vec<f64> {
-    let k = m.min(n);
-    let mut tau = vec![0.0; k];
-    for i in 0..k {
-        let alpha = a[i * n + i];
-        let xnorm = (i + 1..m).map(|r| a[r * n + i].powi(2)).sum::<f64>().sqrt();
-        if xnorm == 0.0 {
-            continue;
-        }
-        let beta = -alpha.signum() * alpha.hypot(xnorm);
-        tau[i] = (beta - alpha) / beta;
-        let scale = 1.0 / (alpha - beta);
+pub(super) fn geqr2(a: &mut [f64], m: usize, n: usize) -> Vec<f64> {
+    (0..m.min(n))
+        .map(|i| householder_step(a, m, n, i))
+        .collect()
+}
+
+/// Step `i` of [`geqr2`] on a row-major `m x n` matrix: the reflector that zeroes column `i`
+/// below the diagonal, stored there, applied to the columns right of `i`; returns its `tau`.
+pub(super) fn householder_step(a: &mut [f64], m: usize, n: usize, i: usize) -> f64 {
+    let alpha = a[i * n + i];
+    let xnorm = (i + 1..m).map(|r| a[r * n + i].powi(2)).sum::<f64>().sqrt();
+    if xnorm == 0.0 {
+        return 0.0;
+    }
+    let beta = -alpha.signum() * alpha.hypot(xnorm);
+    let tau = (beta - alpha) / beta;
+    let scale = 1.0 / (alpha - beta);
+    for r in i + 1..m {
+        a[r * n + i] *= scale;
+    }
+    a[i * n + i] = beta;
+    // apply H = I - tau v v^T (v = [1, a[i+1.., i]]) to the columns right of i
+    for c in i + 1..n {
+        let w = a[i * n + c] + (i + 1..m).map(|r| a[r * n + i] * a[r * n + c]).sum::<f64>();
+        a[i * n + c] -= tau * w;
         for r in i + 1..m {
-            a[r * n + i] *= scale;
-        }
-        a[i * n + i] = beta;
-        // apply H = I - tau v v^T (v = [1, a[i+1.., i]]) to the columns right of i
-        for c in i + 1..n {
-            let w = a[i * n + c] + (i + 1..m).map(|r| a[r * n + i] * a[r * n + c]).sum::<f64>();
-            a[i * n + c] -= tau[i] * w;
-            for r in i + 1..m {
-                a[r * n + c] -= tau[i] * w * a[r * n + i];
-            }
+            a[r * n + c] -= tau * w * a[r * n + i];
         }
     }
     tau
@@ -951,8 +1020,19 @@ pub fn register(r: &mut Registry) {
     });
     r.add("aten::linalg_svdvals", linalg_svdvals);
     r.add("aten::_linalg_svd", linalg_svd_impl);
+    r.add("aten::_linalg_svd.U", |a| {
+        let r = linalg_svd_impl(a)?;
+        a.write_outs(4, r)
+    });
+    r.add("prims::svd", prims_svd);
+    r.add("aten::linalg_polar", linalg_polar);
+    r.add("aten::linalg_matrix_sqrth", linalg_matrix_sqrth);
 
     r.add("aten::_linalg_eigh", linalg_eigh_impl);
+    r.add("aten::_linalg_eigh.eigenvalues", |a| {
+        let r = linalg_eigh_impl(a)?;
+        a.write_outs(3, r)
+    });
 
     r.add("aten::linalg_eigh", linalg_eigh);
     r.add("aten::linalg_eigh.eigvals", |a| {
@@ -970,6 +1050,14 @@ pub fn register(r: &mut Registry) {
     r.add("aten::linalg_pinv.atol_rtol_float", linalg_pinv_floats);
     r.add_all(&["aten::matrix_exp", "aten::linalg_matrix_exp"], matrix_exp);
     r.add("aten::geqrf", geqrf);
+    r.add("aten::geqrf.a", |a| {
+        let r = geqrf(a)?;
+        a.write_outs(1, r)
+    });
+    r.add("aten::linalg_pinv.out_rcond_tensor", |a| {
+        let r = linalg_pinv_rcond(a)?;
+        a.write_outs(3, r)
+    });
     r.add_all(
         &["aten::linalg_householder_product", "aten::orgqr"],
         householder_product,

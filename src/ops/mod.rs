@@ -12,6 +12,7 @@
 
 pub mod activation;
 pub mod args;
+pub mod aten_test_ops;
 pub mod attention;
 pub mod bessel;
 pub mod calculus;
@@ -34,12 +35,16 @@ pub mod incomplete_gamma;
 pub mod index;
 pub mod int_matmul;
 pub mod interpolate;
+pub mod jagged;
 pub mod jit_builtins;
 pub(crate) mod kernels;
 pub mod linalg;
 pub mod linalg_composite;
 pub mod linalg_decomp;
 pub mod linalg_dense;
+pub mod linalg_eig;
+pub mod linalg_ldl;
+pub mod linalg_least_squares;
 pub mod linalg_products;
 pub mod losses;
 pub mod matrix_build;
@@ -204,6 +209,9 @@ impl Registry {
             fft::register(&mut r);
             linalg_dense::register(&mut r);
             linalg_decomp::register(&mut r);
+            linalg_ldl::register(&mut r);
+            linalg_eig::register(&mut r);
+            linalg_least_squares::register(&mut r);
             scalar::register(&mut r);
             special::register(&mut r);
             bessel::register(&mut r);
@@ -222,6 +230,8 @@ impl Registry {
             optimizers::register(&mut r);
             flat_buffers::register(&mut r);
             sparse_indices::register(&mut r);
+            aten_test_ops::register(&mut r);
+            jagged::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

@@ -42,6 +42,338 @@ pub(super) fn digamma(mut x: f64) -> f64 {
     r + x.ln() - 0.5 / x + t
 }
 
+/// ATen's `standard_gamma_grad_one` (Distributions.h, computed in double on CPU): the
+/// reparameterized gradient `-(d/dalpha cdf(x; alpha)) / pdf(x; alpha)` of a Gamma(alpha) draw
+/// `x`: a Taylor series for x < 0.8, Rice's saddle-point expansion for alpha > 8, else a
+/// bivariate rational approximation. The float literals are C++ `float`s, as in ATen.
+pub(super) fn standard_gamma_grad_one(alpha: f64, x: f64) -> f64 {
+    let f = |v: f32| v as f64;
+    if x < f(0.8) {
+        let (mut numer, mut denom) = (1.0f64, alpha);
+        let mut series1 = numer / denom;
+        let mut series2 = numer / (denom * denom);
+        for i in 1..=5 {
+            numer *= -x / i as f64;
+            denom += 1.0;
+            series1 += numer / denom;
+            series2 += numer / (denom * denom);
+        }
+        let pow_x_alpha = x.powf(alpha);
+        let gamma_pdf = x.powf(alpha - 1.0) * (-x).exp();
+        let gamma_cdf = pow_x_alpha * series1;
+        let gamma_cdf_alpha = (x.ln() - digamma(alpha)) * gamma_cdf - pow_x_alpha * series2;
+        let result = -gamma_cdf_alpha / gamma_pdf;
+        return if result.is_nan() { 0.0 } else { result };
+    }
+    if alpha > 8.0 {
+        if f(0.9) * alpha <= x && x <= f(1.1) * alpha {
+            let numer_1 = 1.0 + 24.0 * alpha * (1.0 + 12.0 * alpha);
+            let numer_2 = 1440.0 * (alpha * alpha) + 6.0 * x * (53.0 - 120.0 * x)
+                - 65.0 * x * x / alpha
+                + alpha * (107.0 + 3600.0 * x);
+            let denom = 1244160.0 * (alpha * alpha) * (alpha * alpha);
+            return numer_1 * numer_2 / denom;
+        }
+        let denom = (8.0 * alpha).sqrt();
+        let term2 = denom / (alpha - x);
+        let term3 = (x - alpha - alpha * (x / alpha).ln()).powf(-1.5);
+        let term23 = if x < alpha {
+            term2 - term3
+        } else {
+            term2 + term3
+        };
+        let term1 = (x / alpha).ln() * term23
+            - (2.0 / alpha).sqrt() * (alpha + x) / ((alpha - x) * (alpha - x));
+        let stirling = 1.0 + 1.0 / (12.0 * alpha) * (1.0 + 1.0 / (24.0 * alpha));
+        let numer = x * term1;
+        return -stirling * numer / denom;
+    }
+    let u = (x / alpha).ln();
+    let v = alpha.ln();
+    const COEF_UV: [[f64; 8]; 3] = [
+        [
+            0.16009398,
+            -0.094634809,
+            0.025146376,
+            -0.0030648343,
+            1.0,
+            0.32668115,
+            0.10406089,
+            0.0014179084,
+        ],
+        [
+            0.53487893,
+            0.1298071,
+            0.065735949,
+            -0.0015649758,
+            0.16639465,
+            0.020070113,
+            -0.0035938915,
+            -0.00058392623,
+        ],
+        [
+            0.040121004,
+            -0.0065914022,
+            -0.0026286047,
+            -0.0013441777,
+            0.017050642,
+            -0.0021309326,
+            0.00085092367,
+            -1.5247877e-07,
+        ],
+    ];
+    let c: Vec<f64> = (0..8)
+        .map(|i| COEF_UV[0][i] + u * (COEF_UV[1][i] + u * COEF_UV[2][i]))
+        .collect();
+    let p = c[0] + v * (c[1] + v * (c[2] + v * c[3]));
+    let q = c[4] + v * (c[5] + v * (c[6] + v * c[7]));
+    (p / q).exp()
+}
+
+/// ATen's `_beta_grad_alpha_small`: the Beta(alpha, beta) gradient in alpha near x = 0.
+fn beta_grad_alpha_small(x: f64, alpha: f64, beta: f64) -> f64 {
+    let factor = digamma(alpha) - digamma(alpha + beta) - x.ln();
+    let mut numer = 1.0;
+    let mut series = numer / alpha * (factor + 1.0 / alpha);
+    for i in 1..=10 {
+        let i = i as f64;
+        numer *= (i - beta) * x / i;
+        let denom = alpha + i;
+        series += numer / denom * (factor + 1.0 / denom);
+    }
+    let result = x * (1.0 - x).powf(-beta) * series;
+    if result.is_nan() {
+        0.0
+    } else {
+        result
+    }
+}
+
+/// ATen's `_beta_grad_beta_small`: the Beta(alpha, beta) gradient in beta near x = 0.
+fn beta_grad_beta_small(x: f64, alpha: f64, beta: f64) -> f64 {
+    let factor = digamma(alpha + beta) - digamma(beta);
+    let (mut numer, mut betas, mut dbetas, mut series) = (1.0, 1.0, 0.0, factor / alpha);
+    for i in 1..=8 {
+        let i = i as f64;
+        numer *= -x / i;
+        dbetas = dbetas * (beta - i) + betas;
+        betas *= beta - i;
+        series += numer / (alpha + i) * (dbetas + factor * betas);
+    }
+    let result = -(1.0 - x).powf(1.0 - beta) * series;
+    if result.is_nan() {
+        0.0
+    } else {
+        result
+    }
+}
+
+/// ATen's `_beta_grad_alpha_mid`: Rice's saddle-point expansion for large alpha and beta.
+fn beta_grad_alpha_mid(x: f64, alpha: f64, beta: f64) -> f64 {
+    let total = alpha + beta;
+    let mean = alpha / total;
+    let std = (alpha * beta / (total + 1.0)).sqrt() / total;
+    if mean - 0.1 * std <= x && x <= mean + 0.1 * std {
+        // avoid the singularity at x = mean
+        let poly = 47.0 * x * (beta * beta) * (beta * beta)
+            + alpha
+                * ((43.0 + 20.0 * (16.0 + 27.0 * beta) * x) * (beta * beta) * beta
+                    + alpha
+                        * (3.0 * (59.0 + 180.0 * beta - 90.0 * x) * (beta * beta)
+                            + alpha
+                                * ((453.0 + 1620.0 * beta * (1.0 - x) - 455.0 * x) * beta
+                                    + alpha * (8.0 * (1.0 - x) * (135.0 * beta - 11.0)))));
+        let prefactor_num = (1.0 + 12.0 * alpha) * (1.0 + 12.0 * beta) / (total * total);
+        let prefactor_den = 12960.0 * alpha * alpha * alpha * beta * beta * (1.0 + 12.0 * total);
+        return prefactor_num / (1.0 - x) * poly / prefactor_den;
+    }
+    let prefactor = -x / (2.0 * alpha * beta / total).sqrt();
+    let stirling = (1.0 + 1.0 / (12.0 * alpha) + 1.0 / (288.0 * alpha * alpha))
+        * (1.0 + 1.0 / (12.0 * beta) + 1.0 / (288.0 * beta * beta))
+        / (1.0 + 1.0 / (12.0 * total) + 1.0 / (288.0 * total * total));
+    let term1_num =
+        2.0 * (alpha * alpha) * (x - 1.0) + alpha * beta * (x - 1.0) - x * (beta * beta);
+    let axbx = alpha * (x - 1.0) + beta * x;
+    let term1_den = (2.0 * alpha / beta).sqrt() * total.powf(1.5) * axbx * axbx;
+    let term1 = term1_num / term1_den;
+    let term2 = 0.5 * (alpha / (total * x)).ln();
+    let term3_num = (8.0 * alpha * beta / total).sqrt();
+    let term3_den = beta * x + alpha * (x - 1.0);
+    let term3 = term3_num / term3_den;
+    let term4_base = beta * (beta / (total * (1.0 - x))).ln() + alpha * (alpha / (total * x)).ln();
+    let term4 = term4_base.powf(-1.5);
+    let term1234 = term1 + term2 * (term3 + if x < mean { term4 } else { -term4 });
+    stirling * prefactor * term1234
+}
+
+/// ATen's `dirichlet_grad_one(x, alpha, total)` (Distributions.h): the scaled reparameterized
+/// gradient of a Beta(alpha, total - alpha) draw, by the same four approximations.
+pub(super) fn dirichlet_grad_one(x: f64, alpha: f64, total: f64) -> f64 {
+    let beta = total - alpha;
+    let boundary = total * x * (1.0 - x);
+    if x <= 0.5 && boundary < 2.5 {
+        return beta_grad_alpha_small(x, alpha, beta);
+    }
+    if x >= 0.5 && boundary < 0.75 {
+        return -beta_grad_beta_small(1.0 - x, beta, alpha);
+    }
+    if alpha > 6.0 && beta > 6.0 {
+        return beta_grad_alpha_mid(x, alpha, beta);
+    }
+    // a rational correction to an analytic approximation: C[p or q][u power][a power][b power]
+    const C: [[[[f64; 4]; 3]; 3]; 2] = [
+        [
+            [
+                [1.003668233, -0.01061107488, -0.0657888334, 0.01201642863],
+                [0.6336835991, -0.3557432599, 0.05486251648, -0.001465281033],
+                [
+                    -0.03276231906,
+                    0.004474107445,
+                    0.002429354597,
+                    -0.0001557569013,
+                ],
+            ],
+            [
+                [0.221950385, -0.3187676331, 0.01799915743, 0.01074823814],
+                [-0.2951249643, 0.06219954479, 0.01535556598, 0.001550077057],
+                [
+                    0.02155310298,
+                    0.004170831599,
+                    0.001292462449,
+                    6.976601077e-05,
+                ],
+            ],
+            [
+                [
+                    -0.05980841433,
+                    0.008441916499,
+                    0.01085618172,
+                    0.002319392565,
+                ],
+                [
+                    0.02911413504,
+                    0.01400243777,
+                    -0.002721828457,
+                    0.000751041181,
+                ],
+                [
+                    0.005900514878,
+                    -0.001936558688,
+                    -9.495446725e-06,
+                    5.385558597e-05,
+                ],
+            ],
+        ],
+        [
+            [
+                [1.0, -0.02924021934, -0.04438342661, 0.007285809825],
+                [0.6357567472, -0.3473456711, 0.05454656494, -0.002407477521],
+                [
+                    -0.03301322327,
+                    0.004845219414,
+                    0.00231480583,
+                    -0.0002307248149,
+                ],
+            ],
+            [
+                [0.5925320577, -0.1757678135, 0.01505928619, 0.000564515273],
+                [
+                    0.1014815858,
+                    -0.06589186703,
+                    0.01272886114,
+                    -0.0007316646956,
+                ],
+                [
+                    -0.007258481865,
+                    0.001096195486,
+                    0.0003934994223,
+                    -4.12701925e-05,
+                ],
+            ],
+            [
+                [
+                    0.06469649321,
+                    -0.0236701437,
+                    0.002902096474,
+                    -5.896963079e-05,
+                ],
+                [
+                    0.001925008108,
+                    -0.002869809258,
+                    0.0008000589141,
+                    -6.063713228e-05,
+                ],
+                [
+                    -0.0003477407336,
+                    6.959756487e-05,
+                    1.097287507e-05,
+                    -1.650964693e-06,
+                ],
+            ],
+        ],
+    ];
+    let u = x.ln();
+    let a = alpha.ln() - u;
+    let b = total.ln() - a;
+    let pow_u = [1.0, u, u * u];
+    let pow_a = [1.0, a, a * a];
+    let (mut p, mut q) = (0.0, 0.0);
+    for i in 0..3 {
+        for j in 0..3 {
+            let ua = pow_u[i] * pow_a[j];
+            let poly = |c: &[f64; 4]| c[0] + b * (c[1] + b * (c[2] + b * c[3]));
+            p += ua * poly(&C[0][i][j]);
+            q += ua * poly(&C[1][i][j]);
+        }
+    }
+    let approx = x * (digamma(total) - digamma(alpha)) / beta;
+    p / q * approx
+}
+
+/// `_dirichlet_grad(x, alpha, total)`: elementwise over x's shape (alpha and total broadcast
+/// to it), one floating dtype for all three as ATen's kernel requires.
+fn dirichlet_grad(args: &mut Args<'_>) -> R {
+    let x = args.tensor(0)?;
+    let dtype = x.dtype();
+    if !matches!(dtype, DType::Float32 | DType::Float64) {
+        return Err(crate::ops::kernels::value_err(format!(
+            "{}: \"_dirichlet_grad_cpu\" not implemented for '{}'",
+            args.op,
+            dtype.c10_name()
+        )));
+    }
+    let mut operands = Vec::with_capacity(2);
+    for i in [1, 2] {
+        let t = args.tensor(i)?;
+        if t.dtype() != dtype {
+            return Err(crate::ops::kernels::value_err(format!(
+                "{}: expected scalar type {} but found {}",
+                args.op,
+                dtype.c10_name(),
+                t.dtype().c10_name()
+            )));
+        }
+        operands.push(
+            super::shape::expand_to(&t, x.shape())?
+                .contiguous()?
+                .to_vec::<f64>()?,
+        );
+    }
+    let xs = x.contiguous()?.to_vec::<f64>()?;
+    let out: Vec<f64> = xs
+        .iter()
+        .zip(&operands[0])
+        .zip(&operands[1])
+        .map(|((&x, &alpha), &total)| dirichlet_grad_one(x, alpha, total))
+        .collect();
+    t(Tensor::from_vec(out, x.shape())?.to_dtype(dtype)?)
+}
+
+/// `_standard_gamma_grad(self = alpha, output = x)`.
+fn standard_gamma_grad(args: &mut Args<'_>) -> R {
+    t(binary_kernel(args, standard_gamma_grad_one)?)
+}
+
 /// Power series of the modified Bessel functions I0 (order 0) and I1 (order 1).
 pub(super) fn bessel_i(order: u32, x: f64) -> f64 {
     let q = x * x / 4.0;
@@ -409,6 +741,19 @@ pub(crate) fn register(r: &mut Registry) {
         ],
         special_zeta,
     );
+    r.add_all(
+        &[
+            "aten::xlogy.OutTensor",
+            "aten::xlogy.OutScalar_Self",
+            "aten::xlogy.OutScalar_Other",
+        ],
+        |a| {
+            let r = xlogy(a)?;
+            a.write_outs(2, r)
+        },
+    );
+    r.add("aten::_standard_gamma_grad", standard_gamma_grad);
+    r.add("aten::_dirichlet_grad", dirichlet_grad);
     r.add("aten::xlogy_.Tensor", xlogy_);
     r.add("aten::xlogy_.Scalar_Other", xlogy_);
     for n in [
