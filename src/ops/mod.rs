@@ -19,6 +19,7 @@ pub mod call_limits;
 pub mod conv;
 pub mod creation;
 pub mod custom;
+pub mod deform_conv;
 pub mod elementwise;
 pub mod elementwise_chain;
 pub mod embedding;
@@ -193,6 +194,7 @@ impl Registry {
             norms::register(&mut r);
             matrix_build::register(&mut r);
             vision::register(&mut r);
+            deform_conv::register(&mut r);
             attention::register(&mut r);
             embedding::register(&mut r);
             interpolate::register(&mut r);

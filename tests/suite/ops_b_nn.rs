@@ -37,6 +37,13 @@ fn vision_ops() {
     common::assert_op_cases("vision");
 }
 
+/// ps_roi_align / ps_roi_pool, deform_conv2d, box_iou_rotated and the quantized qnms /
+/// qroi_align (fixtures/gen_ops_torchvision.py).
+#[test]
+fn torchvision_detection_ops() {
+    common::assert_op_cases("torchvision");
+}
+
 /// Losses, grid sampling, im2col/col2im, special functions and tensor queries
 /// (fixtures/gen_ops_special_losses.py).
 #[test]
