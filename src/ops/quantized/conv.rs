@@ -73,6 +73,24 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::conv2d_relu", |a| conv_legacy(a, true));
     r.add("quantized::conv3d", |a| conv_legacy(a, false));
     r.add("quantized::conv3d_relu", |a| conv_legacy(a, true));
+    // `conv_prepack` is conv2d_prepack's older name (4-d weights only)
+    r.add("quantized::conv_prepack", |a| prepack(a, 2, false));
+    // the `_quantized` namespace registers the same fbgemm kernels under the same schemas
+    r.add("_quantized::conv2d_prepack", |a| prepack(a, 2, false));
+    r.add("_quantized::conv3d_prepack", |a| prepack(a, 3, false));
+    r.add("_quantized::conv_transpose1d_prepack", |a| {
+        prepack(a, 1, true)
+    });
+    r.add("_quantized::conv_transpose2d_prepack", |a| {
+        prepack(a, 2, true)
+    });
+    r.add("_quantized::conv_transpose3d_prepack", |a| {
+        prepack(a, 3, true)
+    });
+    r.add("_quantized::conv2d", |a| conv_packed(a, 2, false));
+    r.add("_quantized::conv2d_relu", |a| conv_packed(a, 2, true));
+    r.add("_quantized::conv_transpose1d", |a| conv_packed(a, 1, false));
+    r.add("_quantized::conv_transpose2d", |a| conv_packed(a, 2, false));
     r.add("quantized::conv_transpose1d", |a| conv_packed(a, 1, false));
     r.add("quantized::conv_transpose2d", |a| conv_packed(a, 2, false));
     r.add("quantized::conv_transpose3d", |a| conv_packed(a, 3, false));

@@ -33,6 +33,23 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::linear_relu_dynamic_fp16", |a| {
         linear_dynamic_fp16(a, true)
     });
+    r.add(
+        "quantized::linear_with_input_q_dq_qweight_dq_output_fp32",
+        linear_input_qdq::<false>,
+    );
+    r.add(
+        "quantized::linear_with_input_q_dq_qweight_dq_relu_output_fp32",
+        linear_input_qdq::<true>,
+    );
+    r.add(
+        "quantized::linear_dynamic_fp16_unpacked_weight",
+        linear_dynamic_fp16_unpacked_weight,
+    );
+    // the `_quantized` namespace registers the same fbgemm kernels under the same schemas
+    r.add("_quantized::linear_prepack", linear_prepack);
+    r.add("_quantized::linear_prepack_fp16", linear_prepack_fp16);
+    r.add("_quantized::linear", |a| linear_static(a, false));
+    r.add("_quantized::linear_dynamic", |a| linear_dynamic(a, false));
     r.add("aten::_saturate_weight_to_fp16", saturate_weight_to_fp16);
     r.add("aten::_int_mm", int_mm);
 }
@@ -404,6 +421,48 @@ fn linear_dynamic(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
 }
 
+/// `quantized::linear_with_input_q_dq_qweight_dq_output_fp32` (and its relu form): fbgemm's
+/// dynamic linear with the activation's quantization parameters given instead of chosen from
+/// its range (a PT2E reference pattern's `quantize -> dequantize -> linear`), float output.
+fn linear_input_qdq<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    if x.dtype() != DType::Float32 || x.dim() < 2 {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "input must be a float32 tensor of at least 2 dimensions, got {} {:?}",
+                x.dtype(),
+                x.shape()
+            ),
+        ));
+    }
+    let x_scale = a.double(1)? as f32;
+    let x_zp = i32::try_from(a.int(2)?)
+        .map_err(|_| unsupported(a.op, "input zero point out of the int32 range"))?;
+    let p = LinearParams::from_object(&packed_arg(a, 3)?)?;
+    let (m, k, n) = dims(a.op, &x, &p.weight)?;
+    let out = matmul_quantized_activation(&x.to_vec::<f32>()?, m, k, n, &p, (x_scale, x_zp), RELU)?;
+    tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
+}
+
+/// `quantized::linear_dynamic_fp16_unpacked_weight(X, weight, bias)`: PyTorch packs the float
+/// weight for fbgemm's fp16 GEMM on every call, then runs `linear_dynamic_fp16`.
+fn linear_dynamic_fp16_unpacked_weight(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let w = a.tensor(1)?;
+    if w.dtype() != DType::Float32 || w.dim() != 2 {
+        return Err(unsupported(a.op, "weights must be a 2-d float32 tensor"));
+    }
+    let p = LinearParams {
+        weight: w,
+        bias: a.opt_tensor(2)?,
+    };
+    let (m, k, n) = dims(a.op, &x, &p.weight)?;
+    let weights = Fp16Weights::new(&p)?;
+    let out = weights.matmul(&x.to_vec::<f32>()?, m, k, n)?;
+    tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
+}
+
 /// `x` (`m` rows of `k`) times the packed int8 weights (`n` outputs) as fbgemm's dynamic
 /// linear computes it: `x` quantized to quint8 with parameters from its own min/max.
 pub(crate) fn dynamic_matmul(
@@ -413,6 +472,22 @@ pub(crate) fn dynamic_matmul(
     n: usize,
     p: &LinearParams,
     reduce_range: bool,
+    relu: bool,
+) -> Result<Vec<f32>> {
+    let (lo, hi) = min_max(xs);
+    let (a_scale, a_zp) = choose_qparams(lo, hi, 0, 255, reduce_range);
+    matmul_quantized_activation(xs, m, k, n, p, (a_scale as f32, a_zp), relu)
+}
+
+/// `xs` quantized to quint8 with `(scale, zero_point)` as fbgemm's `PackAWithQuantRowOffset`
+/// does, times the packed int8 weights, dequantized to float by `ReQuantizeForFloat`.
+fn matmul_quantized_activation(
+    xs: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    p: &LinearParams,
+    (a_scale, a_zp): (f32, i32),
     relu: bool,
 ) -> Result<Vec<f32>> {
     if p.is_fp16() {
@@ -430,9 +505,6 @@ pub(crate) fn dynamic_matmul(
             ),
         ));
     }
-    let (lo, hi) = min_max(xs);
-    let (a_scale, a_zp) = choose_qparams(lo, hi, 0, 255, reduce_range);
-    let a_scale = a_scale as f32;
     let mut xq = Vec::with_capacity(xs.len());
     for i in 0..m {
         quantize_row_legacy(&xs[i * k..(i + 1) * k], a_scale, a_zp, &mut xq);
