@@ -50,6 +50,7 @@ pub fn register(r: &mut Registry) {
     r.add("_quantized::linear_prepack_fp16", linear_prepack_fp16);
     r.add("_quantized::linear", |a| linear_static(a, false));
     r.add("_quantized::linear_dynamic", |a| linear_dynamic(a, false));
+    r.add("aten::_weight_int8pack_mm", weight_int8pack_mm);
     r.add("aten::_saturate_weight_to_fp16", saturate_weight_to_fp16);
     r.add("aten::_int_mm", int_mm);
 }
@@ -612,4 +613,55 @@ impl Fp16Weights {
         }
         Ok(out)
     }
+}
+
+/// `_weight_int8pack_mm(A [M, K] float/half/bfloat16, B [N, K] int8, scales [N])`: weight-only
+/// int8 linear, `C[m, n] = scales[n] * sum_k A[m, k] * B[n, k]` accumulated in float (PyTorch's
+/// CPU kernel sums with AVX512 lanes: float results agree to rounding), in A's dtype.
+fn weight_int8pack_mm(a: &mut Args<'_>) -> Result<IValue> {
+    let (x, w, scales) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
+    if !matches!(x.dtype(), DType::Float32 | DType::Float16 | DType::BFloat16) || x.dim() != 2 {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "expect A to be a 2-d 32-bit or 16-bit float tensor, got {} {:?}",
+                x.dtype(),
+                x.shape()
+            ),
+        ));
+    }
+    let (m, k) = (x.shape()[0], x.shape()[1]);
+    if w.dtype() != DType::Int8 || w.dim() != 2 || w.shape()[1] != k {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "expect B to be an int8 tensor of shape [N, {k}], got {} {:?}",
+                w.dtype(),
+                w.shape()
+            ),
+        ));
+    }
+    let n = w.shape()[0];
+    if scales.dim() != 1 || scales.shape()[0] != n {
+        return Err(unsupported(
+            a.op,
+            format!("expect scales to be 1d tensor with size {n}"),
+        ));
+    }
+    let xs = x.to_vec::<f32>()?;
+    let ws = w.to_vec::<f32>()?;
+    let sc = scales.to_vec::<f32>()?;
+    let mut out = vec![0f32; m * n];
+    for (i, row) in out.chunks_mut(n.max(1)).enumerate().take(m) {
+        let xr = &xs[i * k..(i + 1) * k];
+        for (j, o) in row.iter_mut().enumerate() {
+            let wr = &ws[j * k..(j + 1) * k];
+            let dot = xr
+                .iter()
+                .zip(wr)
+                .fold(0f32, |acc, (&p, &q)| p.mul_add(q, acc));
+            *o = dot * sc[j];
+        }
+    }
+    tensor_result(Tensor::from_vec(out, &[m, n])?.to_dtype(x.dtype())?)
 }
