@@ -44,6 +44,7 @@ pub mod linalg_dense;
 pub mod linalg_products;
 pub mod losses;
 pub mod matrix_build;
+pub mod mkldnn;
 pub mod no_autograd;
 pub mod norm;
 pub mod norms;
@@ -195,6 +196,7 @@ impl Registry {
             matrix_build::register(&mut r);
             vision::register(&mut r);
             deform_conv::register(&mut r);
+            mkldnn::register(&mut r);
             attention::register(&mut r);
             embedding::register(&mut r);
             interpolate::register(&mut r);
