@@ -57,6 +57,7 @@ pub mod quantized;
 pub mod random;
 pub mod reduce;
 pub mod rnn;
+pub mod rotated_boxes;
 pub mod scalar;
 pub mod schema;
 pub mod shape;
@@ -197,6 +198,7 @@ impl Registry {
             vision::register(&mut r);
             deform_conv::register(&mut r);
             mkldnn::register(&mut r);
+            rotated_boxes::register(&mut r);
             attention::register(&mut r);
             embedding::register(&mut r);
             interpolate::register(&mut r);
