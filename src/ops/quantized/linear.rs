@@ -347,11 +347,38 @@ pub(crate) fn choose_qparams(
     qmax: i32,
     reduce_range: bool,
 ) -> (f64, i32) {
+    choose_qparams_sparsity(min, max, qmin, qmax, false, reduce_range)
+}
+
+/// [`choose_qparams`] with `preserve_sparsity` (symmetric quantization): a range straddling
+/// zero is made symmetric and the zero point forced to the middle of `[qmin, qmax]`.
+pub(crate) fn choose_qparams_sparsity(
+    min: f32,
+    max: f32,
+    qmin: i32,
+    qmax: i32,
+    preserve_sparsity: bool,
+    reduce_range: bool,
+) -> (f64, i32) {
     const SMALL_SCALE_THRESHOLD: f32 = 6.1e-5;
     let (qmin, qmax) = if reduce_range {
         (qmin / 2, qmax / 2)
     } else {
         (qmin, qmax)
+    };
+    let symmetric = min < 0.0 && max > 0.0 && preserve_sparsity;
+    let (min, max) = if symmetric {
+        let sym_qmin = -((qmax - qmin) / 2 + 1);
+        let sym_qmax = (qmax - qmin) / 2;
+        let max_scale = (min / sym_qmin as f32)
+            .abs()
+            .max((max / sym_qmax as f32).abs()) as f64;
+        (
+            (max_scale * sym_qmin as f64) as f32,
+            (max_scale * sym_qmax as f64) as f32,
+        )
+    } else {
+        (min, max)
     };
     let mut min = min.min(0.0);
     let mut max = max.max(0.0);
@@ -388,6 +415,9 @@ pub(crate) fn choose_qparams(
     } else {
         initial.round_ties_even() as i32
     };
+    if min < 0.0 && max > 0.0 && preserve_sparsity {
+        return (scale, (qmin + qmax) / 2);
+    }
     (scale, zp)
 }
 
