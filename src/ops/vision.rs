@@ -311,32 +311,36 @@ fn roi_pool(a: &mut Args) -> crate::Result<IValue> {
     ])))
 }
 
-/// The float dtype of a position-sensitive pooling's input and rois (torchvision's kernels take
-/// float and double; its half path rounds every step to half, which tsrun does not replay).
-fn ps_inputs(a: &Args) -> crate::Result<(Tensor, Tensor, usize, usize, usize)> {
-    let (x, rois) = (a.tensor(0)?, a.tensor(1)?);
+/// A 4-d input and `[K, 5]` rois of the input's dtype (the torchvision ops added for coverage
+/// check the dtypes agree).
+fn check_roi_pair(op: &str, x: &Tensor, rois: &Tensor) -> crate::Result<()> {
     if x.dim() != 4 {
         return Err(shape_err(format!(
-            "{}: input must be 4-D, got {:?}",
-            a.op,
+            "{op}: input must be 4-D, got {:?}",
             x.shape()
         )));
     }
     if rois.dim() != 2 || rois.shape()[1] != 5 {
         return Err(shape_err(format!(
-            "{}: Tensor rois should have shape as Tensor[K, 5], got {:?}",
-            a.op,
+            "{op}: rois must have shape as Tensor[K, 5], got {:?}",
             rois.shape()
         )));
     }
     if x.dtype() != rois.dtype() {
         return Err(value_err(format!(
-            "{}: input and rois must have the same dtype, got {} and {}",
-            a.op,
+            "{op}: input and rois must have the same dtype, got {} and {}",
             x.dtype(),
             rois.dtype()
         )));
     }
+    Ok(())
+}
+
+/// The float dtype of a position-sensitive pooling's input and rois (torchvision's kernels take
+/// float and double; its half path rounds every step to half, which tsrun does not replay).
+fn ps_inputs(a: &Args) -> crate::Result<(Tensor, Tensor, usize, usize, usize)> {
+    let (x, rois) = (a.tensor(0)?, a.tensor(1)?);
+    check_roi_pair(a.op, &x, &rois)?;
     if !matches!(x.dtype(), DType::Float32 | DType::Float64) {
         return Err(crate::ops::kernels::unsupported(format!(
             "{}: input dtype {} (float32 and float64 are supported)",
@@ -627,29 +631,7 @@ fn qroi_align(a: &mut Args) -> crate::Result<IValue> {
     let (ph, pw) = (pooled(a, 7)?, pooled(a, 8)?);
     let ratio = a.int(9)?;
     let aligned = a.bool(10)?;
-    if x.dim() != 4 {
-        return Err(shape_err(format!(
-            "{}: input must be 4-D, got {:?}",
-            a.op,
-            x.shape()
-        )));
-    }
-    if rois.dim() != 2 || rois.shape()[1] != 5 {
-        return Err(shape_err(format!(
-            "{}: rois must have shape as Tensor[K, 5], got {:?}",
-            a.op,
-            rois.shape()
-        )));
-    }
-    if x.dtype() != rois.dtype() {
-        return Err(value_err(format!(
-            "{}: Expected tensor for input to have the same type as tensor for rois; but type \
-             {} does not equal {}",
-            a.op,
-            x.dtype(),
-            rois.dtype()
-        )));
-    }
+    check_roi_pair(a.op, &x, &rois)?;
     if x.shape()[0] != 1 {
         return Err(value_err(format!(
             "{}: Only one image per batch is allowed in qroi_align.",

@@ -307,19 +307,7 @@ fn make_per_channel(a: &mut Args<'_>) -> Result<IValue> {
     }
     let axis = crate::tensor::wrap_dim(a.int(3)?, x.dim())?;
     let ints = x.contiguous()?.deep_clone()?;
-    let quantizer = if zero_points.dtype().is_floating_point() {
-        Quantizer::PerChannelAffineFloatQParams {
-            scales: scales.to_vec::<f32>()?.into(),
-            zero_points: zero_points.to_vec::<f32>()?.into(),
-            axis,
-        }
-    } else {
-        Quantizer::PerChannelAffine {
-            scales: scales.to_vec::<f64>()?.into(),
-            zero_points: zero_points.to_vec::<i64>()?.into(),
-            axis,
-        }
-    };
+    let quantizer = channel_quantizer(&scales, &zero_points, axis)?;
     tensor_result(Tensor::quantized_from_ints(&ints, quantizer)?)
 }
 
@@ -633,19 +621,7 @@ fn empty_per_channel_affine_quantized(a: &mut Args<'_>) -> Result<IValue> {
             "number of scales and zero_points must match",
         ));
     }
-    let quantizer = if zero_points.dtype().is_floating_point() {
-        Quantizer::PerChannelAffineFloatQParams {
-            scales: scales.to_vec::<f32>()?.into(),
-            zero_points: zero_points.to_vec::<f32>()?.into(),
-            axis,
-        }
-    } else {
-        Quantizer::PerChannelAffine {
-            scales: scales.to_vec::<f64>()?.into(),
-            zero_points: zero_points.to_vec::<i64>()?.into(),
-            axis,
-        }
-    };
+    let quantizer = channel_quantizer(&scales, &zero_points, axis)?;
     tensor_result(empty_qtensor(&size, dtype, quantizer)?)
 }
 
@@ -679,4 +655,22 @@ fn choose_qparams_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
         IValue::Double(scale),
         IValue::Int(i64::from(zp)),
     ])))
+}
+
+/// The per-channel quantizer of `scales` and `zero_points` along `axis`: float zero points make
+/// the float-qparams scheme, as PyTorch's quantizer factory does.
+fn channel_quantizer(scales: &Tensor, zero_points: &Tensor, axis: usize) -> Result<Quantizer> {
+    Ok(if zero_points.dtype().is_floating_point() {
+        Quantizer::PerChannelAffineFloatQParams {
+            scales: scales.to_vec::<f32>()?.into(),
+            zero_points: zero_points.to_vec::<f32>()?.into(),
+            axis,
+        }
+    } else {
+        Quantizer::PerChannelAffine {
+            scales: scales.to_vec::<f64>()?.into(),
+            zero_points: zero_points.to_vec::<i64>()?.into(),
+            axis,
+        }
+    })
 }
