@@ -51,6 +51,10 @@ pub fn register(r: &mut Registry) {
     r.add("_quantized::linear", |a| linear_static(a, false));
     r.add("_quantized::linear_dynamic", |a| linear_dynamic(a, false));
     r.add("aten::_weight_int8pack_mm", weight_int8pack_mm);
+    r.add(
+        "_quantized::wrapped_quantized_linear",
+        wrapped_quantized_linear,
+    );
     r.add("aten::_saturate_weight_to_fp16", saturate_weight_to_fp16);
     r.add("aten::_int_mm", int_mm);
 }
@@ -694,4 +698,47 @@ fn weight_int8pack_mm(a: &mut Args<'_>) -> Result<IValue> {
         }
     }
     tensor_result(Tensor::from_vec(out, &[m, n])?.to_dtype(x.dtype())?)
+}
+
+/// `_quantized::wrapped_quantized_linear(X, X_scale, X_zero_point, W, W_scale, W_zero_point, B,
+/// output_scale, output_zero_point, out_channel)`: PyTorch's four steps, each by its kernel:
+/// W quantized to qint8 and prepacked with B, X quantized to quint8, the static quantized
+/// linear into (output_scale, output_zero_point), dequantized (`out_channel` is unused).
+fn wrapped_quantized_linear(a: &mut Args<'_>) -> Result<IValue> {
+    use crate::ops::prims::via_aten;
+    let arg = |i: usize| a.get(i).cloned();
+    let dtype_code = |d: DType| IValue::Int(d.to_scalar_type());
+    let qw = via_aten(
+        a,
+        "aten::quantize_per_tensor.tensor_qparams",
+        vec![arg(3)?, arg(4)?, arg(5)?, dtype_code(DType::QInt8)],
+    )?;
+    let packed = via_aten(a, "quantized::linear_prepack", vec![qw, arg(6)?])?;
+    let qx = via_aten(
+        a,
+        "aten::quantize_per_tensor.tensor_qparams",
+        vec![arg(0)?, arg(1)?, arg(2)?, dtype_code(DType::QUInt8)],
+    )?;
+    let single = |i: usize| -> Result<f64> {
+        let t = a.tensor(i)?;
+        match t.to_vec::<f64>()?[..] {
+            [v] => Ok(v),
+            _ => Err(unsupported(
+                a.op,
+                format!("argument {i} must hold one element, got {}", t.numel()),
+            )),
+        }
+    };
+    let (out_scale, out_zp) = (single(7)? as f32, single(8)? as i64);
+    let y = via_aten(
+        a,
+        "quantized::linear",
+        vec![
+            qx,
+            packed,
+            IValue::Double(f64::from(out_scale)),
+            IValue::Int(out_zp),
+        ],
+    )?;
+    via_aten(a, "aten::dequantize.self", vec![y])
 }
