@@ -52,6 +52,10 @@ pub fn register(r: &mut Registry) {
     r.add("_quantized::linear_dynamic", |a| linear_dynamic(a, false));
     r.add("aten::_weight_int8pack_mm", weight_int8pack_mm);
     r.add(
+        "aten::fbgemm_linear_quantize_weight",
+        fbgemm_linear_quantize_weight,
+    );
+    r.add(
         "_quantized::wrapped_quantized_linear",
         wrapped_quantized_linear,
     );
@@ -741,4 +745,65 @@ fn wrapped_quantized_linear(a: &mut Args<'_>) -> Result<IValue> {
         ],
     )?;
     via_aten(a, "aten::dequantize.self", vec![y])
+}
+
+/// `fbgemm_linear_quantize_weight(W [N, K] float) -> (int8 W, col_offsets int32 [N], scale,
+/// zero_point)` (the legacy `torch.jit.quantized` weight prep): fbgemm's own
+/// `ChooseQuantizationParams` for int8 over W's min and max (its scale a float, no small-scale
+/// cut-off), `Quantize` (`zero_point + nearbyint(w * (1 / scale))`), and each row's
+/// `sum(q) - zero_point * K`.
+fn fbgemm_linear_quantize_weight(a: &mut Args<'_>) -> Result<IValue> {
+    let w = a.tensor(0)?;
+    if w.dtype() != DType::Float32 || w.dim() != 2 {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "weight must be a 2-d float32 tensor, got {} {:?}",
+                w.dtype(),
+                w.shape()
+            ),
+        ));
+    }
+    let (n, k) = (w.shape()[0], w.shape()[1]);
+    let vals = w.contiguous()?.to_vec::<f32>()?;
+    let (lo, hi) = min_max(&vals);
+    let (qmin, qmax) = (-128i64, 127i64);
+    let (lo, hi) = (lo.min(0.0), hi.max(0.0));
+    let mut scale = ((hi as f64 - lo as f64) / (qmax - qmin) as f64) as f32;
+    if scale == 0.0 || (1.0f32 / scale).is_infinite() {
+        scale = 0.1;
+    }
+    let s = scale as f64;
+    let zp_from_min = qmin as f64 - lo as f64 / s;
+    let zp_from_max = qmax as f64 - hi as f64 / s;
+    let err_min = (qmin as f64).abs() - (lo as f64 / s).abs();
+    let err_max = (qmax as f64).abs() - (hi as f64 / s).abs();
+    let initial = if err_min < err_max {
+        zp_from_min
+    } else {
+        zp_from_max
+    };
+    let zp = if initial < qmin as f64 {
+        qmin
+    } else if initial > qmax as f64 {
+        qmax
+    } else {
+        initial.round_ties_even() as i64
+    };
+    let inv = 1.0f32 / scale;
+    let q: Vec<i8> = vals
+        .iter()
+        .map(|&v| super::quantize_val(v, inv, zp, (qmin, qmax)) as i8)
+        .collect();
+    let col_offsets: Vec<i32> = q
+        .chunks(k.max(1))
+        .take(n)
+        .map(|row| row.iter().map(|&v| i32::from(v)).sum::<i32>() - zp as i32 * k as i32)
+        .collect();
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(Tensor::from_vec(q, &[n, k])?),
+        IValue::Tensor(Tensor::from_vec(col_offsets, &[n])?),
+        IValue::Double(s),
+        IValue::Int(zp),
+    ])))
 }
