@@ -16,31 +16,35 @@ use crate::values::{IValue, Tuple};
 use num_traits::{Float as _, One as _, Zero as _};
 use rayon::prelude::*;
 
-/// nms(dets [N, 4], scores [N], iou_threshold) -> kept indices (int64), by descending score.
-fn nms(a: &mut Args) -> crate::Result<IValue> {
-    let (dets, scores) = (a.tensor(0)?, a.tensor(1)?);
-    let thr = a.double(2)?;
+/// nms's and qnms's arguments: boxes `[N, 4]` and scores `[N]` of one dtype.
+fn check_boxes_scores(op: &str, dets: &Tensor, scores: &Tensor) -> crate::Result<()> {
     if dets.dim() != 2 || dets.shape()[1] != 4 {
         return Err(shape_err(format!(
-            "{}: boxes should have 2 dimensions and size 4 in dim 1, got {:?}",
-            a.op,
+            "{op}: boxes should have 2 dimensions and size 4 in dim 1, got {:?}",
             dets.shape()
         )));
     }
     if scores.dim() != 1 || scores.shape()[0] != dets.shape()[0] {
         return Err(shape_err(format!(
-            "{}: boxes and scores should have the same number of elements in dimension 0, got {} and {:?}",
-            a.op,
+            "{op}: boxes and scores should have the same number of elements in dimension 0, \
+             got {} and {:?}",
             dets.shape()[0],
             scores.shape()
         )));
     }
     if dets.dtype() != scores.dtype() {
         return Err(value_err(format!(
-            "{}: boxes and scores should have the same type",
-            a.op
+            "{op}: boxes and scores should have the same type"
         )));
     }
+    Ok(())
+}
+
+/// nms(dets [N, 4], scores [N], iou_threshold) -> kept indices (int64), by descending score.
+fn nms(a: &mut Args) -> crate::Result<IValue> {
+    let (dets, scores) = (a.tensor(0)?, a.tensor(1)?);
+    let thr = a.double(2)?;
+    check_boxes_scores(a.op, &dets, &scores)?;
     let n = dets.shape()[0];
     let cd = compute_dtype(a.op, dets.dtype())?;
     let keep: Vec<i64> = dispatch_real_compute!(cd, a.op, |T| {
@@ -553,28 +557,7 @@ fn integer_values(op: &str, t: &Tensor) -> crate::Result<(Vec<i64>, (i64, i64))>
 fn qnms(a: &mut Args) -> crate::Result<IValue> {
     let (dets, scores) = (a.tensor(0)?, a.tensor(1)?);
     let thr = a.double(2)?;
-    if dets.dim() != 2 || dets.shape()[1] != 4 {
-        return Err(shape_err(format!(
-            "{}: boxes should be a 2d tensor with 4 elements in dimension 1, got {:?}",
-            a.op,
-            dets.shape()
-        )));
-    }
-    if scores.dim() != 1 || scores.shape()[0] != dets.shape()[0] {
-        return Err(shape_err(format!(
-            "{}: boxes and scores should have same number of elements in dimension 0, got {} \
-             and {:?}",
-            a.op,
-            dets.shape()[0],
-            scores.shape()
-        )));
-    }
-    if dets.dtype() != scores.dtype() {
-        return Err(value_err(format!(
-            "{}: dets should have the same type as scores",
-            a.op
-        )));
-    }
+    check_boxes_scores(a.op, &dets, &scores)?;
     let (b, _) = integer_values(a.op, &dets)?;
     let (s, _) = integer_values(a.op, &scores)?;
     let n = dets.shape()[0];

@@ -70,16 +70,7 @@ pub fn register(r: &mut Registry) {
 /// 3-6) are written in place; `functional` writes fresh copies instead: the result's state.
 fn fused_observer_fake_quant(a: &mut Args<'_>, functional: bool) -> Result<ObserverResult> {
     let x = a.tensor(0)?;
-    let flag = |i: usize| -> Result<bool> {
-        let t = a.tensor(i)?;
-        match t.to_vec::<f64>()?[..] {
-            [v] => Ok(v as i64 != 0),
-            _ => Err(unsupported(
-                a.op,
-                format!("argument {i} must hold one element"),
-            )),
-        }
-    };
+    let flag = |i: usize| single(a, i).map(|v| v as i64 != 0);
     let (observe, fake_quant) = (flag(1)?, flag(2)?);
     let mut state = Vec::with_capacity(4);
     for i in 3..7 {
@@ -351,7 +342,7 @@ fn per_tensor(a: &mut Args<'_>, with_mask: bool) -> Result<IValue> {
 }
 
 /// The single value of a one-element tensor argument.
-fn single(a: &Args<'_>, i: usize) -> Result<f64> {
+pub(crate) fn single(a: &Args<'_>, i: usize) -> Result<f64> {
     let t = a.tensor(i)?;
     match t.to_vec::<f64>()?[..] {
         [v] => Ok(v),

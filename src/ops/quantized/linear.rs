@@ -407,6 +407,16 @@ pub(crate) fn choose_qparams_sparsity(
             max *= amplifier;
         }
     }
+    let zp = nudged_zero_point(min, max, scale, i64::from(qmin), i64::from(qmax)) as i32;
+    if min < 0.0 && max > 0.0 && preserve_sparsity {
+        return (scale, (qmin + qmax) / 2);
+    }
+    (scale, zp)
+}
+
+/// `ChooseQuantizationParams`' zero point for `[min, max]` (containing 0) at `scale`: from
+/// whichever end loses less, clamped to `[qmin, qmax]`, rounded half to even.
+fn nudged_zero_point(min: f32, max: f32, scale: f64, qmin: i64, qmax: i64) -> i64 {
     let zp_from_min = qmin as f64 - min as f64 / scale;
     let zp_from_max = qmax as f64 - max as f64 / scale;
     let err_min = (qmin as f64).abs() - (min as f64 / scale).abs();
@@ -416,17 +426,13 @@ pub(crate) fn choose_qparams_sparsity(
     } else {
         zp_from_max
     };
-    let zp = if initial < qmin as f64 {
+    if initial < qmin as f64 {
         qmin
     } else if initial > qmax as f64 {
         qmax
     } else {
-        initial.round_ties_even() as i32
-    };
-    if min < 0.0 && max > 0.0 && preserve_sparsity {
-        return (scale, (qmin + qmax) / 2);
+        initial.round_ties_even() as i64
     }
-    (scale, zp)
 }
 
 /// fbgemm's legacy `Quantize` of one row as `PackAWithQuantRowOffset` runs it: AVX2 lanes of 8
@@ -723,16 +729,7 @@ fn wrapped_quantized_linear(a: &mut Args<'_>) -> Result<IValue> {
         "aten::quantize_per_tensor.tensor_qparams",
         vec![arg(0)?, arg(1)?, arg(2)?, dtype_code(DType::QUInt8)],
     )?;
-    let single = |i: usize| -> Result<f64> {
-        let t = a.tensor(i)?;
-        match t.to_vec::<f64>()?[..] {
-            [v] => Ok(v),
-            _ => Err(unsupported(
-                a.op,
-                format!("argument {i} must hold one element, got {}", t.numel()),
-            )),
-        }
-    };
+    let single = |i: usize| super::fake_quantize::single(a, i);
     let (out_scale, out_zp) = (single(7)? as f32, single(8)? as i64);
     let y = via_aten(
         a,
@@ -774,22 +771,7 @@ fn fbgemm_linear_quantize_weight(a: &mut Args<'_>) -> Result<IValue> {
         scale = 0.1;
     }
     let s = scale as f64;
-    let zp_from_min = qmin as f64 - lo as f64 / s;
-    let zp_from_max = qmax as f64 - hi as f64 / s;
-    let err_min = (qmin as f64).abs() - (lo as f64 / s).abs();
-    let err_max = (qmax as f64).abs() - (hi as f64 / s).abs();
-    let initial = if err_min < err_max {
-        zp_from_min
-    } else {
-        zp_from_max
-    };
-    let zp = if initial < qmin as f64 {
-        qmin
-    } else if initial > qmax as f64 {
-        qmax
-    } else {
-        initial.round_ties_even() as i64
-    };
+    let zp = nudged_zero_point(lo, hi, s, qmin, qmax);
     let inv = 1.0f32 / scale;
     let q: Vec<i8> = vals
         .iter()
