@@ -343,7 +343,7 @@ fn registrations_are_never_replaced() {
     }
     // an operator PyTorch declares (torchvision's, no kernel in tsrun) takes its declared schema
     match tsrun::register_op(
-        "torchvision::deform_conv2d(Tensor input, Tensor weight) -> Tensor",
+        "torchvision::_deform_conv2d_backward(Tensor input, Tensor weight) -> Tensor",
         first,
     ) {
         Err(e @ Error::SchemaMismatch { .. }) => {

@@ -8,3 +8,11 @@ use crate::common;
 fn quantized_ops_match_pytorch() {
     common::assert_op_cases("quantized");
 }
+
+/// The quantized overloads added for operator coverage (fixtures/gen_ops_quantized_coverage.py):
+/// the `_quantized::` twins, `conv_prepack`, linear with given input qparams, fp16 linear with
+/// an unpacked weight, and aten's quantization helpers.
+#[test]
+fn quantized_coverage_ops_match_pytorch() {
+    common::assert_op_cases("quantized_coverage");
+}

@@ -73,6 +73,25 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::conv2d_relu", |a| conv_legacy(a, true));
     r.add("quantized::conv3d", |a| conv_legacy(a, false));
     r.add("quantized::conv3d_relu", |a| conv_legacy(a, true));
+    r.add("quantized::conv2d_unpack_sizes", conv2d_unpack_sizes);
+    // `conv_prepack` is conv2d_prepack's older name (4-d weights only)
+    r.add("quantized::conv_prepack", |a| prepack(a, 2, false));
+    // the `_quantized` namespace registers the same fbgemm kernels under the same schemas
+    r.add("_quantized::conv2d_prepack", |a| prepack(a, 2, false));
+    r.add("_quantized::conv3d_prepack", |a| prepack(a, 3, false));
+    r.add("_quantized::conv_transpose1d_prepack", |a| {
+        prepack(a, 1, true)
+    });
+    r.add("_quantized::conv_transpose2d_prepack", |a| {
+        prepack(a, 2, true)
+    });
+    r.add("_quantized::conv_transpose3d_prepack", |a| {
+        prepack(a, 3, true)
+    });
+    r.add("_quantized::conv2d", |a| conv_packed(a, 2, false));
+    r.add("_quantized::conv2d_relu", |a| conv_packed(a, 2, true));
+    r.add("_quantized::conv_transpose1d", |a| conv_packed(a, 1, false));
+    r.add("_quantized::conv_transpose2d", |a| conv_packed(a, 2, false));
     r.add("quantized::conv_transpose1d", |a| conv_packed(a, 1, false));
     r.add("quantized::conv_transpose2d", |a| conv_packed(a, 2, false));
     r.add("quantized::conv_transpose3d", |a| conv_packed(a, 3, false));
@@ -121,6 +140,33 @@ fn conv_dynamic(a: &mut Args<'_>, spatial: usize) -> Result<IValue> {
 /// values, as PyTorch's.
 fn accessor(a: &mut Args<'_>, f: impl Fn(&ConvParams) -> IValue) -> Result<IValue> {
     Ok(f(&ConvParams::from_object(&packed_arg(a, 0)?)?))
+}
+
+/// `conv2d_unpack_sizes(packed)`: `(weight sizes, bias sizes or None, stride, padding,
+/// dilation, groups)` of 2-d packed convolution parameters (conv1d ones are 2-d of unit
+/// height), as `conv2d_unpack` and the accessors give them.
+fn conv2d_unpack_sizes(a: &mut Args<'_>) -> Result<IValue> {
+    let obj = packed_arg(a, 0)?;
+    if &**obj.class_name() != super::torchbind::CONV2D_CLASS {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "expects {}, got {}",
+                super::torchbind::CONV2D_CLASS,
+                obj.class_name()
+            ),
+        ));
+    }
+    let p = ConvParams::from_object(&obj)?;
+    let sizes = |t: &Tensor| int_list(&t.shape().iter().map(|&d| d as i64).collect::<Vec<_>>());
+    Ok(IValue::Tuple(Tuple::new(vec![
+        sizes(&p.weight),
+        p.bias.as_ref().map_or(IValue::None, sizes),
+        int_list(&p.stride),
+        int_list(&p.padding),
+        int_list(&p.dilation),
+        IValue::Int(p.groups),
+    ])))
 }
 
 fn int_list(v: &[i64]) -> IValue {

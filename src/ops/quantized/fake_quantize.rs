@@ -41,7 +41,166 @@ pub fn register(r: &mut Registry) {
         "aten::_fake_quantize_learnable_per_channel_affine",
         learnable_per_channel,
     );
+    r.add("aten::fused_moving_avg_obs_fake_quant", |a| {
+        let (out, _, _) = fused_observer_fake_quant(a, false)?;
+        Ok(IValue::Tensor(out))
+    });
+    r.add("aten::_fused_moving_avg_obs_fq_helper", |a| {
+        let (out, mask, _) = fused_observer_fake_quant(a, false)?;
+        Ok(IValue::Tuple(Tuple::new(vec![
+            IValue::Tensor(out),
+            IValue::Tensor(mask),
+        ])))
+    });
+    r.add("aten::_fused_moving_avg_obs_fq_helper_functional", |a| {
+        let (out, mask, state) = fused_observer_fake_quant(a, true)?;
+        let mut items = vec![IValue::Tensor(out), IValue::Tensor(mask)];
+        items.extend(state.into_iter().map(IValue::Tensor));
+        Ok(IValue::Tuple(Tuple::new(items)))
+    });
 }
+
+/// The moving-average min/max observer and fake quantization of quantization-aware training's
+/// fused `FusedMovingAvgObsFakeQuantize` (ATen's `fused_moving_avg_obs_fake_quant_cpu`):
+/// when `observer_on`, `running_min/max` move by `averaging_const` towards the input's min and
+/// max (per row of the `ch_axis` = 0 view for `per_row_fake_quant`; an infinite running value
+/// takes the current one); when `fake_quant_on`, `scale` and `zero_point` are chosen from them
+/// (`ChooseQuantizationParams`, symmetric for `symmetric_quant`) and the input is fake
+/// quantized, else returned unchanged with an all-true mask. The four state tensors (arguments
+/// 3-6) are written in place; `functional` writes fresh copies instead: the result's state.
+fn fused_observer_fake_quant(a: &mut Args<'_>, functional: bool) -> Result<ObserverResult> {
+    let x = a.tensor(0)?;
+    let flag = |i: usize| single(a, i).map(|v| v as i64 != 0);
+    let (observe, fake_quant) = (flag(1)?, flag(2)?);
+    let mut state = Vec::with_capacity(4);
+    for i in 3..7 {
+        let t = a.tensor(i)?;
+        state.push(if functional { t.deep_clone()? } else { t });
+    }
+    let averaging = a.double(7)? as f32;
+    let (qmin, qmax) = (a.int(8)?, a.int(9)?);
+    let ch_axis = a.int(10)?;
+    let (per_row, symmetric) = (a.bool(11)?, a.bool(12)?);
+    if x.dtype() != DType::Float32 {
+        return Err(unsupported(
+            a.op,
+            format!("input must be float32, got {}", x.dtype()),
+        ));
+    }
+    if ch_axis < 0 || ch_axis >= x.dim() as i64 {
+        return Err(unsupported(a.op, "ch_axis must be < self.dim()"));
+    }
+    let (running_min, running_max, scale, zero_point) =
+        (&state[0], &state[1], &state[2], &state[3]);
+    let vals = x.contiguous()?.to_vec::<f32>()?;
+    if per_row {
+        if ch_axis != 0 {
+            return Err(unsupported(
+                a.op,
+                "Per-channel FakeQuant in fused_moving_avg_obs_fake_quant is only supported on \
+                 axis == 0",
+            ));
+        }
+        let rows = x.shape().first().copied().unwrap_or(1);
+        if running_min.numel() != rows {
+            return Err(unsupported(
+                a.op,
+                format!(
+                    "running_min holds {} values for {rows} rows (tsrun does not resize the \
+                     observer state)",
+                    running_min.numel()
+                ),
+            ));
+        }
+    }
+    let (qmin32, qmax32) = (
+        i32::try_from(qmin).map_err(|_| unsupported(a.op, "quant_min out of range"))?,
+        i32::try_from(qmax).map_err(|_| unsupported(a.op, "quant_max out of range"))?,
+    );
+    if observe {
+        let groups = if per_row {
+            x.shape().first().copied().unwrap_or(1)
+        } else {
+            1
+        };
+        let per = vals.len() / groups.max(1);
+        if per == 0 {
+            return Err(unsupported(
+                a.op,
+                "aminmax(): cannot compute aminmax over an empty dimension",
+            ));
+        }
+        let mut mins = running_min.to_vec::<f32>()?;
+        let mut maxs = running_max.to_vec::<f32>()?;
+        if mins.len() != groups || maxs.len() != groups {
+            return Err(unsupported(
+                a.op,
+                format!("running_min/max must hold {groups} values"),
+            ));
+        }
+        for g in 0..groups {
+            let row = &vals[g * per..(g + 1) * per];
+            let (lo, hi) = row
+                .iter()
+                .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
+                    if v.is_nan() || lo.is_nan() {
+                        (f32::NAN, f32::NAN)
+                    } else {
+                        (lo.min(v), hi.max(v))
+                    }
+                });
+            let step = |run: f32, cur: f32| {
+                if run.is_infinite() {
+                    cur
+                } else {
+                    run + averaging * (cur - run)
+                }
+            };
+            mins[g] = step(mins[g], lo);
+            maxs[g] = step(maxs[g], hi);
+        }
+        running_min.copy_from(&Tensor::from_vec(mins, running_min.shape())?)?;
+        running_max.copy_from(&Tensor::from_vec(maxs, running_max.shape())?)?;
+    }
+    if !fake_quant {
+        let mask = Tensor::from_vec(vec![true; x.numel()], x.shape())?;
+        return Ok((x.deep_clone()?, mask, state));
+    }
+    let (mins, maxs) = (running_min.to_vec::<f32>()?, running_max.to_vec::<f32>()?);
+    let n = if per_row { mins.len() } else { 1 };
+    if mins.len() < n || maxs.len() < n || scale.numel() < n || zero_point.numel() < n {
+        return Err(unsupported(a.op, "observer state tensors are empty"));
+    }
+    let mut scales = scale.to_vec::<f64>()?;
+    let mut zps = zero_point.to_vec::<i64>()?;
+    for i in 0..n {
+        if !(mins[i] <= maxs[i]) {
+            return Err(unsupported(
+                a.op,
+                "In ChooseQuantizationParams, min should be less than or equal to max",
+            ));
+        }
+        let (s, z) = super::linear::choose_qparams_sparsity(
+            mins[i], maxs[i], qmin32, qmax32, symmetric, false,
+        );
+        scales[i] = s;
+        zps[i] = i64::from(z);
+    }
+    scale.copy_from(&Tensor::from_vec(scales, scale.shape())?.to_dtype(scale.dtype())?)?;
+    zero_point
+        .copy_from(&Tensor::from_vec(zps, zero_point.shape())?.to_dtype(zero_point.dtype())?)?;
+    let (out, mask) = if per_row {
+        per_channel_values(a, &x, scale, zero_point, ch_axis, qmin, qmax)?
+    } else {
+        let s = scale.to_vec::<f32>()?[0];
+        let z = zero_point.to_vec::<i64>()?[0];
+        per_tensor_values(a.op, &x, s, z, qmin, qmax)?
+    };
+    Ok((out, mask, state))
+}
+
+/// The fused observer's output, mask and (running_min, running_max, scale, zero_point).
+type ObserverResult = (Tensor, Tensor, Vec<Tensor>);
 
 /// One channel's quantization parameters.
 #[derive(Clone, Copy)]
@@ -183,7 +342,7 @@ fn per_tensor(a: &mut Args<'_>, with_mask: bool) -> Result<IValue> {
 }
 
 /// The single value of a one-element tensor argument.
-fn single(a: &Args<'_>, i: usize) -> Result<f64> {
+pub(crate) fn single(a: &Args<'_>, i: usize) -> Result<f64> {
     let t = a.tensor(i)?;
     match t.to_vec::<f64>()?[..] {
         [v] => Ok(v),

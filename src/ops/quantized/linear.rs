@@ -33,6 +33,32 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::linear_relu_dynamic_fp16", |a| {
         linear_dynamic_fp16(a, true)
     });
+    r.add(
+        "quantized::linear_with_input_q_dq_qweight_dq_output_fp32",
+        linear_input_qdq::<false>,
+    );
+    r.add(
+        "quantized::linear_with_input_q_dq_qweight_dq_relu_output_fp32",
+        linear_input_qdq::<true>,
+    );
+    r.add(
+        "quantized::linear_dynamic_fp16_unpacked_weight",
+        linear_dynamic_fp16_unpacked_weight,
+    );
+    // the `_quantized` namespace registers the same fbgemm kernels under the same schemas
+    r.add("_quantized::linear_prepack", linear_prepack);
+    r.add("_quantized::linear_prepack_fp16", linear_prepack_fp16);
+    r.add("_quantized::linear", |a| linear_static(a, false));
+    r.add("_quantized::linear_dynamic", |a| linear_dynamic(a, false));
+    r.add("aten::_weight_int8pack_mm", weight_int8pack_mm);
+    r.add(
+        "aten::fbgemm_linear_quantize_weight",
+        fbgemm_linear_quantize_weight,
+    );
+    r.add(
+        "_quantized::wrapped_quantized_linear",
+        wrapped_quantized_linear,
+    );
     r.add("aten::_saturate_weight_to_fp16", saturate_weight_to_fp16);
     r.add("aten::_int_mm", int_mm);
 }
@@ -329,11 +355,38 @@ pub(crate) fn choose_qparams(
     qmax: i32,
     reduce_range: bool,
 ) -> (f64, i32) {
+    choose_qparams_sparsity(min, max, qmin, qmax, false, reduce_range)
+}
+
+/// [`choose_qparams`] with `preserve_sparsity` (symmetric quantization): a range straddling
+/// zero is made symmetric and the zero point forced to the middle of `[qmin, qmax]`.
+pub(crate) fn choose_qparams_sparsity(
+    min: f32,
+    max: f32,
+    qmin: i32,
+    qmax: i32,
+    preserve_sparsity: bool,
+    reduce_range: bool,
+) -> (f64, i32) {
     const SMALL_SCALE_THRESHOLD: f32 = 6.1e-5;
     let (qmin, qmax) = if reduce_range {
         (qmin / 2, qmax / 2)
     } else {
         (qmin, qmax)
+    };
+    let symmetric = min < 0.0 && max > 0.0 && preserve_sparsity;
+    let (min, max) = if symmetric {
+        let sym_qmin = -((qmax - qmin) / 2 + 1);
+        let sym_qmax = (qmax - qmin) / 2;
+        let max_scale = (min / sym_qmin as f32)
+            .abs()
+            .max((max / sym_qmax as f32).abs()) as f64;
+        (
+            (max_scale * sym_qmin as f64) as f32,
+            (max_scale * sym_qmax as f64) as f32,
+        )
+    } else {
+        (min, max)
     };
     let mut min = min.min(0.0);
     let mut max = max.max(0.0);
@@ -354,6 +407,16 @@ pub(crate) fn choose_qparams(
             max *= amplifier;
         }
     }
+    let zp = nudged_zero_point(min, max, scale, i64::from(qmin), i64::from(qmax)) as i32;
+    if min < 0.0 && max > 0.0 && preserve_sparsity {
+        return (scale, (qmin + qmax) / 2);
+    }
+    (scale, zp)
+}
+
+/// `ChooseQuantizationParams`' zero point for `[min, max]` (containing 0) at `scale`: from
+/// whichever end loses less, clamped to `[qmin, qmax]`, rounded half to even.
+fn nudged_zero_point(min: f32, max: f32, scale: f64, qmin: i64, qmax: i64) -> i64 {
     let zp_from_min = qmin as f64 - min as f64 / scale;
     let zp_from_max = qmax as f64 - max as f64 / scale;
     let err_min = (qmin as f64).abs() - (min as f64 / scale).abs();
@@ -363,14 +426,13 @@ pub(crate) fn choose_qparams(
     } else {
         zp_from_max
     };
-    let zp = if initial < qmin as f64 {
+    if initial < qmin as f64 {
         qmin
     } else if initial > qmax as f64 {
         qmax
     } else {
-        initial.round_ties_even() as i32
-    };
-    (scale, zp)
+        initial.round_ties_even() as i64
+    }
 }
 
 /// fbgemm's legacy `Quantize` of one row as `PackAWithQuantRowOffset` runs it: AVX2 lanes of 8
@@ -404,6 +466,48 @@ fn linear_dynamic(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
 }
 
+/// `quantized::linear_with_input_q_dq_qweight_dq_output_fp32` (and its relu form): fbgemm's
+/// dynamic linear with the activation's quantization parameters given instead of chosen from
+/// its range (a PT2E reference pattern's `quantize -> dequantize -> linear`), float output.
+fn linear_input_qdq<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    if x.dtype() != DType::Float32 || x.dim() < 2 {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "input must be a float32 tensor of at least 2 dimensions, got {} {:?}",
+                x.dtype(),
+                x.shape()
+            ),
+        ));
+    }
+    let x_scale = a.double(1)? as f32;
+    let x_zp = i32::try_from(a.int(2)?)
+        .map_err(|_| unsupported(a.op, "input zero point out of the int32 range"))?;
+    let p = LinearParams::from_object(&packed_arg(a, 3)?)?;
+    let (m, k, n) = dims(a.op, &x, &p.weight)?;
+    let out = matmul_quantized_activation(&x.to_vec::<f32>()?, m, k, n, &p, (x_scale, x_zp), RELU)?;
+    tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
+}
+
+/// `quantized::linear_dynamic_fp16_unpacked_weight(X, weight, bias)`: PyTorch packs the float
+/// weight for fbgemm's fp16 GEMM on every call, then runs `linear_dynamic_fp16`.
+fn linear_dynamic_fp16_unpacked_weight(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let w = a.tensor(1)?;
+    if w.dtype() != DType::Float32 || w.dim() != 2 {
+        return Err(unsupported(a.op, "weights must be a 2-d float32 tensor"));
+    }
+    let p = LinearParams {
+        weight: w,
+        bias: a.opt_tensor(2)?,
+    };
+    let (m, k, n) = dims(a.op, &x, &p.weight)?;
+    let weights = Fp16Weights::new(&p)?;
+    let out = weights.matmul(&x.to_vec::<f32>()?, m, k, n)?;
+    tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
+}
+
 /// `x` (`m` rows of `k`) times the packed int8 weights (`n` outputs) as fbgemm's dynamic
 /// linear computes it: `x` quantized to quint8 with parameters from its own min/max.
 pub(crate) fn dynamic_matmul(
@@ -413,6 +517,22 @@ pub(crate) fn dynamic_matmul(
     n: usize,
     p: &LinearParams,
     reduce_range: bool,
+    relu: bool,
+) -> Result<Vec<f32>> {
+    let (lo, hi) = min_max(xs);
+    let (a_scale, a_zp) = choose_qparams(lo, hi, 0, 255, reduce_range);
+    matmul_quantized_activation(xs, m, k, n, p, (a_scale as f32, a_zp), relu)
+}
+
+/// `xs` quantized to quint8 with `(scale, zero_point)` as fbgemm's `PackAWithQuantRowOffset`
+/// does, times the packed int8 weights, dequantized to float by `ReQuantizeForFloat`.
+fn matmul_quantized_activation(
+    xs: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    p: &LinearParams,
+    (a_scale, a_zp): (f32, i32),
     relu: bool,
 ) -> Result<Vec<f32>> {
     if p.is_fp16() {
@@ -430,9 +550,6 @@ pub(crate) fn dynamic_matmul(
             ),
         ));
     }
-    let (lo, hi) = min_max(xs);
-    let (a_scale, a_zp) = choose_qparams(lo, hi, 0, 255, reduce_range);
-    let a_scale = a_scale as f32;
     let mut xq = Vec::with_capacity(xs.len());
     for i in 0..m {
         quantize_row_legacy(&xs[i * k..(i + 1) * k], a_scale, a_zp, &mut xq);
@@ -540,4 +657,135 @@ impl Fp16Weights {
         }
         Ok(out)
     }
+}
+
+/// `_weight_int8pack_mm(A [M, K] float/half/bfloat16, B [N, K] int8, scales [N])`: weight-only
+/// int8 linear, `C[m, n] = scales[n] * sum_k A[m, k] * B[n, k]` accumulated in float (PyTorch's
+/// CPU kernel sums with AVX512 lanes: float results agree to rounding), in A's dtype.
+fn weight_int8pack_mm(a: &mut Args<'_>) -> Result<IValue> {
+    let (x, w, scales) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
+    if !matches!(x.dtype(), DType::Float32 | DType::Float16 | DType::BFloat16) || x.dim() != 2 {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "expect A to be a 2-d 32-bit or 16-bit float tensor, got {} {:?}",
+                x.dtype(),
+                x.shape()
+            ),
+        ));
+    }
+    let (m, k) = (x.shape()[0], x.shape()[1]);
+    if w.dtype() != DType::Int8 || w.dim() != 2 || w.shape()[1] != k {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "expect B to be an int8 tensor of shape [N, {k}], got {} {:?}",
+                w.dtype(),
+                w.shape()
+            ),
+        ));
+    }
+    let n = w.shape()[0];
+    if scales.dim() != 1 || scales.shape()[0] != n {
+        return Err(unsupported(
+            a.op,
+            format!("expect scales to be 1d tensor with size {n}"),
+        ));
+    }
+    let xs = x.to_vec::<f32>()?;
+    let ws = w.to_vec::<f32>()?;
+    let sc = scales.to_vec::<f32>()?;
+    let mut out = vec![0f32; m * n];
+    for (i, row) in out.chunks_mut(n.max(1)).enumerate().take(m) {
+        let xr = &xs[i * k..(i + 1) * k];
+        for (j, o) in row.iter_mut().enumerate() {
+            let wr = &ws[j * k..(j + 1) * k];
+            let dot = xr
+                .iter()
+                .zip(wr)
+                .fold(0f32, |acc, (&p, &q)| p.mul_add(q, acc));
+            *o = dot * sc[j];
+        }
+    }
+    tensor_result(Tensor::from_vec(out, &[m, n])?.to_dtype(x.dtype())?)
+}
+
+/// `_quantized::wrapped_quantized_linear(X, X_scale, X_zero_point, W, W_scale, W_zero_point, B,
+/// output_scale, output_zero_point, out_channel)`: PyTorch's four steps, each by its kernel:
+/// W quantized to qint8 and prepacked with B, X quantized to quint8, the static quantized
+/// linear into (output_scale, output_zero_point), dequantized (`out_channel` is unused).
+fn wrapped_quantized_linear(a: &mut Args<'_>) -> Result<IValue> {
+    use crate::ops::prims::via_aten;
+    let arg = |i: usize| a.get(i).cloned();
+    let dtype_code = |d: DType| IValue::Int(d.to_scalar_type());
+    let qw = via_aten(
+        a,
+        "aten::quantize_per_tensor.tensor_qparams",
+        vec![arg(3)?, arg(4)?, arg(5)?, dtype_code(DType::QInt8)],
+    )?;
+    let packed = via_aten(a, "quantized::linear_prepack", vec![qw, arg(6)?])?;
+    let qx = via_aten(
+        a,
+        "aten::quantize_per_tensor.tensor_qparams",
+        vec![arg(0)?, arg(1)?, arg(2)?, dtype_code(DType::QUInt8)],
+    )?;
+    let single = |i: usize| super::fake_quantize::single(a, i);
+    let (out_scale, out_zp) = (single(7)? as f32, single(8)? as i64);
+    let y = via_aten(
+        a,
+        "quantized::linear",
+        vec![
+            qx,
+            packed,
+            IValue::Double(f64::from(out_scale)),
+            IValue::Int(out_zp),
+        ],
+    )?;
+    via_aten(a, "aten::dequantize.self", vec![y])
+}
+
+/// `fbgemm_linear_quantize_weight(W [N, K] float) -> (int8 W, col_offsets int32 [N], scale,
+/// zero_point)` (the legacy `torch.jit.quantized` weight prep): fbgemm's own
+/// `ChooseQuantizationParams` for int8 over W's min and max (its scale a float, no small-scale
+/// cut-off), `Quantize` (`zero_point + nearbyint(w * (1 / scale))`), and each row's
+/// `sum(q) - zero_point * K`.
+fn fbgemm_linear_quantize_weight(a: &mut Args<'_>) -> Result<IValue> {
+    let w = a.tensor(0)?;
+    if w.dtype() != DType::Float32 || w.dim() != 2 {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "weight must be a 2-d float32 tensor, got {} {:?}",
+                w.dtype(),
+                w.shape()
+            ),
+        ));
+    }
+    let (n, k) = (w.shape()[0], w.shape()[1]);
+    let vals = w.contiguous()?.to_vec::<f32>()?;
+    let (lo, hi) = min_max(&vals);
+    let (qmin, qmax) = (-128i64, 127i64);
+    let (lo, hi) = (lo.min(0.0), hi.max(0.0));
+    let mut scale = ((hi as f64 - lo as f64) / (qmax - qmin) as f64) as f32;
+    if scale == 0.0 || (1.0f32 / scale).is_infinite() {
+        scale = 0.1;
+    }
+    let s = scale as f64;
+    let zp = nudged_zero_point(lo, hi, s, qmin, qmax);
+    let inv = 1.0f32 / scale;
+    let q: Vec<i8> = vals
+        .iter()
+        .map(|&v| super::quantize_val(v, inv, zp, (qmin, qmax)) as i8)
+        .collect();
+    let col_offsets: Vec<i32> = q
+        .chunks(k.max(1))
+        .take(n)
+        .map(|row| row.iter().map(|&v| i32::from(v)).sum::<i32>() - zp as i32 * k as i32)
+        .collect();
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(Tensor::from_vec(q, &[n, k])?),
+        IValue::Tensor(Tensor::from_vec(col_offsets, &[n])?),
+        IValue::Double(s),
+        IValue::Int(zp),
+    ])))
 }

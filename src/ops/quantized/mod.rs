@@ -17,6 +17,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod embedding;
 pub mod fake_quantize;
+pub mod int4_pack;
 pub mod linear;
 pub mod norm;
 pub mod rnn;
@@ -38,6 +39,7 @@ pub fn register(r: &mut Registry) {
     norm::register(r);
     embedding::register(r);
     fake_quantize::register(r);
+    int4_pack::register(r);
 }
 
 fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {

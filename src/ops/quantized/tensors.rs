@@ -46,6 +46,17 @@ pub fn register(r: &mut Registry) {
         &["aten::dequantize.tensors", "aten::dequantize.list"],
         dequantize_list,
     );
+    r.add("aten::dequantize.any", dequantize_any);
+    r.add("aten::empty_quantized", empty_quantized);
+    r.add("aten::_empty_affine_quantized", empty_affine_quantized);
+    r.add(
+        "aten::_empty_per_channel_affine_quantized",
+        empty_per_channel_affine_quantized,
+    );
+    r.add(
+        "aten::_choose_qparams_per_tensor",
+        choose_qparams_per_tensor,
+    );
     r.add("aten::int_repr", int_repr);
     // (registered after the device queries, which answer false for every tensor)
     r.add("prim::is_quantized", is_quantized);
@@ -296,19 +307,7 @@ fn make_per_channel(a: &mut Args<'_>) -> Result<IValue> {
     }
     let axis = crate::tensor::wrap_dim(a.int(3)?, x.dim())?;
     let ints = x.contiguous()?.deep_clone()?;
-    let quantizer = if zero_points.dtype().is_floating_point() {
-        Quantizer::PerChannelAffineFloatQParams {
-            scales: scales.to_vec::<f32>()?.into(),
-            zero_points: zero_points.to_vec::<f32>()?.into(),
-            axis,
-        }
-    } else {
-        Quantizer::PerChannelAffine {
-            scales: scales.to_vec::<f64>()?.into(),
-            zero_points: zero_points.to_vec::<i64>()?.into(),
-            axis,
-        }
-    };
+    let quantizer = channel_quantizer(&scales, &zero_points, axis)?;
     tensor_result(Tensor::quantized_from_ints(&ints, quantizer)?)
 }
 
@@ -496,4 +495,182 @@ fn q_per_channel_zero_points(a: &mut Args<'_>) -> Result<IValue> {
 fn q_per_channel_axis(a: &mut Args<'_>) -> Result<IValue> {
     let (_, _, axis) = per_channel(a)?;
     Ok(IValue::Int(axis as i64))
+}
+
+/// `dequantize.any` (a JIT builtin): a tuple's tensors dequantized (other elements kept), or a
+/// list of tensors dequantized; PyTorch refuses anything else, a lone tensor too.
+fn dequantize_any(a: &mut Args<'_>) -> Result<IValue> {
+    let one = |t: &Tensor| -> Result<Tensor> {
+        if t.is_quantized() {
+            dequantize_tensor(t)
+        } else {
+            Ok(t.clone())
+        }
+    };
+    match a.get(0)? {
+        IValue::Tuple(items) => {
+            let out = items
+                .items()
+                .iter()
+                .map(|v| match v {
+                    IValue::Tensor(t) => one(t).map(IValue::Tensor),
+                    other => Ok(other.clone()),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(IValue::Tuple(crate::values::Tuple::new(out)))
+        }
+        IValue::List(_) => {
+            let out = a
+                .tensor_list(0)?
+                .iter()
+                .map(|t| one(t).map(IValue::Tensor))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(IValue::List(List::new(Type::Tensor, out)))
+        }
+        other => Err(unsupported(
+            a.op,
+            format!(
+                "Unsupported type in dequantize, only List[Tensor] and Tuple[Tensor or other \
+                 types] are supported, got type: {}",
+                other.kind_name()
+            ),
+        )),
+    }
+}
+
+/// The quantized dtype a quantized factory creates (PyTorch dispatches a plain dtype, or none,
+/// to a backend without the op).
+fn factory_qdtype(a: &Args<'_>, first: usize, default: Option<DType>) -> Result<DType> {
+    let d = crate::ops::creation::factory_dtype(a, first, default.unwrap_or(DType::Float32))?;
+    if !d.is_quantized() {
+        return Err(unsupported(
+            a.op,
+            "Creation of quantized tensor requires quantized dtype like torch.quint8",
+        ));
+    }
+    Ok(d)
+}
+
+/// The quantized factories' `memory_format`: tsrun creates contiguous tensors only.
+fn contiguous_format(a: &Args<'_>, i: usize) -> Result<()> {
+    match a.opt_int(i)? {
+        None | Some(0) | Some(1) => Ok(()),
+        Some(f) => Err(unsupported(
+            a.op,
+            format!("memory_format {f} (only contiguous)"),
+        )),
+    }
+}
+
+/// A quantized tensor of `shape` with `quantizer`: PyTorch leaves the integers uninitialized;
+/// tsrun zeroes them.
+fn empty_qtensor(shape: &[usize], dtype: DType, quantizer: Quantizer) -> Result<Tensor> {
+    let int_dtype = dtype
+        .underlying_int()
+        .ok_or_else(|| unsupported("empty_quantized", format!("{dtype} is not quantized")))?;
+    Ok(Tensor::quantized_from_ints(
+        &Tensor::zeros(shape, int_dtype)?,
+        quantizer,
+    )?)
+}
+
+/// `empty_quantized(size, qtensor, *, dtype, layout, device, pin_memory, memory_format)`: an
+/// uninitialized tensor with `qtensor`'s quantizer (its dtype unless `dtype` is given).
+fn empty_quantized(a: &mut Args<'_>) -> Result<IValue> {
+    let size = crate::ops::creation::size_arg(a, 0)?;
+    let q = arg_qtensor(a, 1)?;
+    let dtype = factory_qdtype(a, 2, Some(q.dtype()))?;
+    contiguous_format(a, 6)?;
+    let quantizer = q
+        .quantizer()
+        .map(|q| (**q).clone())
+        .ok_or_else(|| unsupported(a.op, "not a quantized tensor"))?;
+    tensor_result(empty_qtensor(&size, dtype, quantizer)?)
+}
+
+/// `_empty_affine_quantized(size, *, dtype, layout, device, pin_memory, scale=1,
+/// zero_point=0, memory_format)`: uninitialized, per-tensor affine.
+fn empty_affine_quantized(a: &mut Args<'_>) -> Result<IValue> {
+    let size = crate::ops::creation::size_arg(a, 0)?;
+    let dtype = factory_qdtype(a, 1, None)?;
+    let (scale, zero_point) = (a.double(5)?, a.int(6)?);
+    contiguous_format(a, 7)?;
+    tensor_result(empty_qtensor(
+        &size,
+        dtype,
+        Quantizer::PerTensorAffine { scale, zero_point },
+    )?)
+}
+
+/// `_empty_per_channel_affine_quantized(size, *, scales, zero_points, axis, dtype, layout,
+/// device, pin_memory, memory_format)`: uninitialized, per-channel affine (float zero points
+/// make the float-qparams scheme, as PyTorch's quantizer factory does).
+fn empty_per_channel_affine_quantized(a: &mut Args<'_>) -> Result<IValue> {
+    let size = crate::ops::creation::size_arg(a, 0)?;
+    let (scales, zero_points) = (a.tensor(1)?, a.tensor(2)?);
+    let axis =
+        usize::try_from(a.int(3)?).map_err(|_| unsupported(a.op, "axis must be non-negative"))?;
+    let dtype = factory_qdtype(a, 4, None)?;
+    contiguous_format(a, 8)?;
+    if !scales.dtype().is_floating_point() {
+        return Err(unsupported(a.op, "scale tensor must be floating point"));
+    }
+    if scales.numel() != zero_points.numel() {
+        return Err(unsupported(
+            a.op,
+            "number of scales and zero_points must match",
+        ));
+    }
+    let quantizer = channel_quantizer(&scales, &zero_points, axis)?;
+    tensor_result(empty_qtensor(&size, dtype, quantizer)?)
+}
+
+/// `_choose_qparams_per_tensor(self, reduce_range=False) -> (float, int)`: fbgemm's
+/// `ChooseQuantizationParams` over the tensor's float min and max for quint8 (0..255).
+fn choose_qparams_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let reduce_range = a.bool(1)?;
+    let vals = x.to_vec::<f32>()?;
+    if vals.is_empty() {
+        return Err(unsupported(
+            a.op,
+            "min(): Expected reduction dim to be specified for input.numel() == 0",
+        ));
+    }
+    // min()/max() propagate NaN
+    let pick = |better: fn(f32, f32) -> bool| {
+        vals.iter().copied().fold(vals[0], |m, v| {
+            if m.is_nan() || v.is_nan() {
+                f32::NAN
+            } else if better(v, m) {
+                v
+            } else {
+                m
+            }
+        })
+    };
+    let (lo, hi) = (pick(|v, m| v < m), pick(|v, m| v > m));
+    let (scale, zp) = super::linear::choose_qparams(lo, hi, 0, 255, reduce_range);
+    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+        IValue::Double(scale),
+        IValue::Int(i64::from(zp)),
+    ])))
+}
+
+/// The per-channel quantizer of `scales` and `zero_points` along `axis`: float zero points make
+/// the float-qparams scheme, as PyTorch's quantizer factory does.
+fn channel_quantizer(scales: &Tensor, zero_points: &Tensor, axis: usize) -> Result<Quantizer> {
+    Ok(if zero_points.dtype().is_floating_point() {
+        Quantizer::PerChannelAffineFloatQParams {
+            scales: scales.to_vec::<f32>()?.into(),
+            zero_points: zero_points.to_vec::<f32>()?.into(),
+            axis,
+        }
+    } else {
+        Quantizer::PerChannelAffine {
+            scales: scales.to_vec::<f64>()?.into(),
+            zero_points: zero_points.to_vec::<i64>()?.into(),
+            axis,
+        }
+    })
 }
