@@ -102,13 +102,24 @@ pub fn has_kernel(op: &str, overload: &str) -> bool {
 #[derive(Default)]
 pub struct Registry {
     kernels: HashMap<String, Kernel>,
+    /// Names registered more than once, in registration order (the later kernel wins).
+    replaced: Vec<String>,
 }
 
 impl Registry {
     /// Register `kernel` under `name` (`aten::add.Tensor` or `aten::relu`). A later registration of
     /// the same name replaces the earlier one.
     pub fn add(&mut self, name: &str, kernel: Kernel) {
-        self.kernels.insert(name.to_string(), kernel);
+        if self.kernels.insert(name.to_string(), kernel).is_some() {
+            self.replaced.push(name.to_string());
+        }
+    }
+
+    /// The names registered more than once (each later registration replaced a kernel): a
+    /// test keeps this list to the intended overrides, since two families registering one
+    /// overload would otherwise silently keep only the last.
+    pub fn replaced(&self) -> &[String] {
+        &self.replaced
     }
 
     /// Register one kernel under several names.

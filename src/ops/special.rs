@@ -774,8 +774,6 @@ pub(crate) fn register(r: &mut Registry) {
         ("aten::special_round", "aten::round.decimals"),
         ("aten::special_sinc", "aten::sinc"),
         ("aten::special_i0", "aten::i0"),
-        ("aten::special_log_softmax", "aten::log_softmax.int"),
-        ("aten::special_softmax", "aten::softmax.int"),
     ] {
         r.alias(new, old);
     }

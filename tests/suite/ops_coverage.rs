@@ -302,3 +302,30 @@ fn prepare_compiles_before_the_first_call() {
         .to_string();
     assert!(e.contains("no_such_method"), "{e}");
 }
+
+/// `Registry::add` replaces a kernel registered earlier under the same name, which is how the
+/// quantized-aware wrappers take over the float kernels they fall back to. Any other repeat is
+/// two families claiming one overload, where only the later kernel would ever run.
+#[test]
+fn only_the_quantized_wrappers_replace_registered_kernels() {
+    // `ops/quantized/elementwise.rs`: these take quantized inputs and call the float kernels
+    // for everything else
+    let wrappers = [
+        "aten::relu",
+        "aten::relu_",
+        "aten::max_pool2d",
+        "aten::adaptive_avg_pool2d",
+        "aten::avg_pool2d",
+        "aten::hardsigmoid",
+        "aten::mean.dim",
+    ];
+    let mut replaced: Vec<&str> = Registry::global()
+        .replaced()
+        .iter()
+        .map(String::as_str)
+        .collect();
+    replaced.sort_unstable();
+    let mut expected = wrappers.to_vec();
+    expected.sort_unstable();
+    assert_eq!(replaced, expected);
+}

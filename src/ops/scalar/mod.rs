@@ -62,8 +62,7 @@ fn add_if_absent(r: &mut Registry, name: &str, k: super::Kernel) {
 }
 
 /// Every family's builtins, in an order that matters: names registered with
-/// [`add_if_absent`] or overwritten (`prim::abs`, `aten::__contains__.str`) depend on what came
-/// before.
+/// [`add_if_absent`] (`prim::abs`) depend on what came before.
 pub(crate) fn register(r: &mut Registry) {
     numbers::register(r);
     conversions::register(r);

@@ -719,14 +719,7 @@ pub(super) fn register(r: &mut Registry) {
     add_overloads(
         r,
         "aten::log",
-        &[
-            "Scalar",
-            "int_int",
-            "float_float",
-            "int_float",
-            "float_int",
-            "complex_complex",
-        ],
+        &["Scalar", "int_int", "float_float", "complex_complex"],
         log,
     );
     for suffix in [

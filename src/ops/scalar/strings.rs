@@ -569,6 +569,5 @@ pub(super) fn register(r: &mut Registry) {
     r.add("aten::oct", oct);
     r.add("aten::hex", hex);
     r.add("aten::splitlines", splitlines);
-    r.add("aten::__contains__.str", contains);
     r.add("aten::hash.generic", hash);
 }
