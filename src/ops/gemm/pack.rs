@@ -552,6 +552,9 @@ struct Key {
     geometry: [usize; 4],
     side: Side,
     isa: Isa,
+    /// Packed with each output channel scaled (a batch norm folded in, see
+    /// [`cached_packed_a_row_scaled`]); the scales are in the entry.
+    scaled: bool,
 }
 
 enum Packed {
@@ -576,6 +579,15 @@ impl Key {
             geometry: [m.rows, m.cols, m.rs, m.cs],
             side,
             isa,
+            scaled: false,
+        }
+    }
+
+    /// The key of the same matrix packed the other way (scaled or not).
+    fn other_scaling(&self) -> Key {
+        Key {
+            scaled: !self.scaled,
+            ..self.clone()
         }
     }
 }
@@ -583,6 +595,8 @@ impl Key {
 struct Entry {
     owner: WeakStorage,
     version: u64,
+    /// The per-channel scales the matrix was multiplied by when packed (empty: none).
+    scales: Box<[f32]>,
     packed: Packed,
 }
 
@@ -604,11 +618,33 @@ fn cache() -> &'static Mutex<PackCache> {
 
 impl PackCache {
     fn get(&self, key: &Key, storage: &Storage) -> Option<&Packed> {
+        self.get_scaled(key, storage, &[])
+    }
+
+    /// The entry under `key` if packed from `storage` unwritten since, scaled by `scales`
+    /// (compared bit for bit: a batch norm changed in any way gives other scales).
+    fn get_scaled(&self, key: &Key, storage: &Storage, scales: &[f32]) -> Option<&Packed> {
         let e = self.entries.get(key)?;
-        (e.owner.is(storage) && e.version == storage.version()).then_some(&e.packed)
+        let same_scales = e.scales.len() == scales.len()
+            && e.scales
+                .iter()
+                .zip(scales)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+        (e.owner.is(storage) && e.version == storage.version() && same_scales).then_some(&e.packed)
     }
 
     fn insert(&mut self, key: Key, storage: &Storage, version: u64, packed: Packed) {
+        self.insert_scaled(key, storage, version, Box::new([]), packed)
+    }
+
+    fn insert_scaled(
+        &mut self,
+        key: Key,
+        storage: &Storage,
+        version: u64,
+        scales: Box<[f32]>,
+        packed: Packed,
+    ) {
         // forget packings of freed storages first
         let mut freed = 0;
         self.entries.retain(|_, e| {
@@ -619,8 +655,11 @@ impl PackCache {
             !dead
         });
         self.bytes -= freed;
-        if let Some(old) = self.entries.remove(&key) {
-            self.bytes -= old.packed.bytes();
+        // one packed copy per weight: a folded packing replaces the plain one and back
+        for k in [key.other_scaling(), key.clone()] {
+            if let Some(old) = self.entries.remove(&k) {
+                self.bytes -= old.packed.bytes();
+            }
         }
         let bytes = packed.bytes();
         if self.bytes + bytes <= CACHE_BYTES {
@@ -630,6 +669,7 @@ impl PackCache {
                 Entry {
                     owner: storage.downgrade(),
                     version,
+                    scales,
                     packed,
                 },
             );
@@ -681,6 +721,82 @@ pub fn cached_packed_b(isa: Isa, storage: &Storage, offset: usize, b: &MatRef) -
         || Arc::new(PackedB::new(isa, b)),
         Packed::B,
     )
+}
+
+/// `a` (at element `offset` of `storage`) with row `i` multiplied by `scales[i]`, packed as an
+/// A operand: a convolution's weight with a batch norm folded in. Cached like
+/// [`cached_packed_a`] and in place of it (the storage keeps one packed copy), valid while the
+/// storage is unwritten and the scales are the same. `None` when `scales` is not one per row.
+pub fn cached_packed_a_row_scaled(
+    isa: Isa,
+    storage: &Storage,
+    offset: usize,
+    a: &MatRef,
+    scales: &[f32],
+) -> Option<Arc<PackedA>> {
+    if scales.len() != a.rows {
+        return None;
+    }
+    let key = Key {
+        scaled: true,
+        ..Key::new(isa, storage, offset, a, Side::A)
+    };
+    if let Some(Packed::A(p)) = cache().lock().get_scaled(&key, storage, scales) {
+        return Some(p.clone());
+    }
+    let version = storage.version();
+    let mut folded = Vec::with_capacity(a.rows * a.cols);
+    for (i, &s) in scales.iter().enumerate() {
+        folded.extend((0..a.cols).map(|j| a.at(i, j) * s));
+    }
+    let p = Arc::new(PackedA::new(
+        isa,
+        &MatRef::new(&folded, a.rows, a.cols, a.cols, 1)?,
+    ));
+    cache()
+        .lock()
+        .insert_scaled(key, storage, version, scales.into(), Packed::A(p.clone()));
+    // scaling read the archive's pages of the weight back in; the kernel reads only the
+    // packed copy (as after `prepare`, which released them)
+    storage.release_mapped_pages();
+    Some(p)
+}
+
+/// `b` (at element `offset` of `storage`) with column `j` multiplied by `scales[j]`, packed as
+/// a B operand; cached as [`cached_packed_a_row_scaled`].
+pub fn cached_packed_b_col_scaled(
+    isa: Isa,
+    storage: &Storage,
+    offset: usize,
+    b: &MatRef,
+    scales: &[f32],
+) -> Option<Arc<PackedB>> {
+    if scales.len() != b.cols {
+        return None;
+    }
+    let key = Key {
+        scaled: true,
+        ..Key::new(isa, storage, offset, b, Side::B)
+    };
+    if let Some(Packed::B(p)) = cache().lock().get_scaled(&key, storage, scales) {
+        return Some(p.clone());
+    }
+    let version = storage.version();
+    let mut folded = Vec::with_capacity(b.rows * b.cols);
+    for i in 0..b.rows {
+        folded.extend(scales.iter().enumerate().map(|(j, &s)| b.at(i, j) * s));
+    }
+    let p = Arc::new(PackedB::new(
+        isa,
+        &MatRef::new(&folded, b.rows, b.cols, b.cols, 1)?,
+    ));
+    cache()
+        .lock()
+        .insert_scaled(key, storage, version, scales.into(), Packed::B(p.clone()));
+    // scaling read the archive's pages of the weight back in; the kernel reads only the
+    // packed copy (as after `prepare`, which released them)
+    storage.release_mapped_pages();
+    Some(p)
 }
 
 /// The cached packing under `key`, or a new one from `pack`, remembered.
