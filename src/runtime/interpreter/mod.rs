@@ -4,6 +4,7 @@
 //! needs only a register file per call, so one [`Interpreter`] serves many threads at once.
 
 mod exec;
+mod module_chain;
 mod plan;
 mod program;
 
@@ -55,6 +56,19 @@ impl Interpreter {
     /// How many method and function plans are compiled so far.
     pub fn compiled_plans(&self) -> usize {
         self.methods.read().len() + self.functions.read().len()
+    }
+
+    /// Over every plan compiled so far: how many fused module chains they hold, and how many
+    /// calls of those ran fused and how many ran the module calls one by one
+    /// ([`Plan::module_chains`]).
+    pub fn module_chains(&self) -> (usize, u64, u64) {
+        let methods = self.methods.read();
+        let functions = self.functions.read();
+        methods
+            .values()
+            .chain(functions.values())
+            .map(|p| p.module_chains())
+            .fold((0, 0, 0), |(n, f, d), (a, b, c)| (n + a, f + b, d + c))
     }
 
     /// The plan of `class.name`, compiled on first use; `None` if the class has no such method.

@@ -124,6 +124,14 @@ impl Program for UnitProgram {
         build(&function.graph).map(Some)
     }
 
+    fn inlined_method(&self, class: &str, name: &str) -> Option<Arc<crate::ir::Graph>> {
+        if !self.unit.class(class)?.has_method(name) {
+            return None;
+        }
+        let function = self.unit.method(class, name).ok()?;
+        self.unit.inlined_graph(&function).ok()
+    }
+
     fn function(&self, qualname: &str, build: PlanBuilder<'_>) -> Result<Option<Plan>> {
         if self.unit.function_signature(qualname).is_none() {
             return Ok(None);
