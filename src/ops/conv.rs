@@ -930,8 +930,13 @@ fn packed_weight_groups(
 /// Pack the weight of a convolution with `groups` groups into the cache its float32 kernel
 /// reads, so the first call does not pay for it (a module's `prepare`). Weights the kernel
 /// would not pack (other dtypes, depthwise, transposed layouts it cannot be) are left alone.
-/// Returns whether the weight was packed.
-pub(crate) fn prepack_weight(w: &Tensor, groups: usize) -> crate::Result<bool> {
+/// With `scale`, the weight is packed scaled per output channel, as [`convolution_scaled`]
+/// reads it. Returns whether the weight was packed.
+pub(crate) fn prepack_weight(
+    w: &Tensor,
+    groups: usize,
+    scale: Option<&[f32]>,
+) -> crate::Result<bool> {
     let gemm::Backend::Packed(isa) = gemm::backend() else {
         return Ok(false);
     };
@@ -950,7 +955,7 @@ pub(crate) fn prepack_weight(w: &Tensor, groups: usize) -> crate::Result<bool> {
     }
     let wg = w.read::<f32>()?;
     if runs_wide(isa, groups, cout) {
-        packed_weight_wide(w, slice_of(&wg)?, cout, cg * kvol, None)?;
+        packed_weight_wide(w, slice_of(&wg)?, cout, cg * kvol, scale)?;
     } else {
         packed_weight_groups(
             isa,
@@ -959,7 +964,7 @@ pub(crate) fn prepack_weight(w: &Tensor, groups: usize) -> crate::Result<bool> {
             groups,
             cout / groups,
             cg * kvol,
-            None,
+            scale,
         )?;
     }
     Ok(true)

@@ -133,6 +133,11 @@ fn resnet_like_blocks_fuse() {
     assert_eq!(chains(&m), (6, 6, 0), "chains, fused calls, declined calls");
     assert_close("resnet_like again", &run(&m, &x), &want);
     assert_eq!(chains(&m), (6, 12, 0));
+    // `prepare` packs the folded weights ahead (and no plain copies): the same results
+    let m = load("resnet_like");
+    m.prepare(&["forward"]).expect("prepare");
+    assert_close("resnet_like prepared", &run(&m, &x), &want);
+    assert_eq!(chains(&m), (6, 6, 0));
 }
 
 #[test]

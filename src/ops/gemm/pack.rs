@@ -481,6 +481,23 @@ impl PackedA {
         PackedA { isa, m, k, data }
     }
 
+    /// Multiply row `i` by `scales[i]` in place (the layout of `new`: per depth block of
+    /// `KC`, panels of MR rows, each stored a column of MR values at a time); scaling the
+    /// packed copy needs no scaled copy of the matrix beside it.
+    fn scale_rows(&mut self, scales: &[f32]) {
+        let (mp, mr) = (padded(self.m, self.isa.mr()), self.isa.mr());
+        let mut k0 = 0;
+        while k0 < self.k {
+            let kc = KC.min(self.k - k0);
+            let block = &mut self.data[k0 * mp..(k0 + kc) * mp];
+            for (t, v) in block.iter_mut().enumerate() {
+                let row = t / (kc * mr) * mr + t % mr;
+                *v *= scales.get(row).copied().unwrap_or(0.0);
+            }
+            k0 += kc;
+        }
+    }
+
     /// The packed block for depth block starting at `k0` (of length `kc`) and rows from `i0`
     /// (a multiple of MR).
     pub(super) fn block(&self, k0: usize, kc: usize, i0: usize) -> &[f32] {
@@ -523,6 +540,22 @@ impl PackedB {
             k0 += kc;
         }
         PackedB { isa, k, n, data }
+    }
+
+    /// Multiply column `j` by `scales[j]` in place (per depth block of `KC`, panels of NR
+    /// columns, each stored a row of NR values at a time).
+    fn scale_cols(&mut self, scales: &[f32]) {
+        let (np, nr) = (padded(self.n, self.isa.nr()), self.isa.nr());
+        let mut k0 = 0;
+        while k0 < self.k {
+            let kc = KC.min(self.k - k0);
+            let block = &mut self.data[k0 * np..(k0 + kc) * np];
+            for (t, v) in block.iter_mut().enumerate() {
+                let col = t / (kc * nr) * nr + t % nr;
+                *v *= scales.get(col).copied().unwrap_or(0.0);
+            }
+            k0 += kc;
+        }
     }
 
     /// The packed block for the depth block at `k0` (length `kc`) and columns from `j0` (a
@@ -745,18 +778,13 @@ pub fn cached_packed_a_row_scaled(
         return Some(p.clone());
     }
     let version = storage.version();
-    let mut folded = Vec::with_capacity(a.rows * a.cols);
-    for (i, &s) in scales.iter().enumerate() {
-        folded.extend((0..a.cols).map(|j| a.at(i, j) * s));
-    }
-    let p = Arc::new(PackedA::new(
-        isa,
-        &MatRef::new(&folded, a.rows, a.cols, a.cols, 1)?,
-    ));
+    let mut packed = PackedA::new(isa, a);
+    packed.scale_rows(scales);
+    let p = Arc::new(packed);
     cache()
         .lock()
         .insert_scaled(key, storage, version, scales.into(), Packed::A(p.clone()));
-    // scaling read the archive's pages of the weight back in; the kernel reads only the
+    // packing read the archive's pages of the weight back in; the kernel reads only the
     // packed copy (as after `prepare`, which released them)
     storage.release_mapped_pages();
     Some(p)
@@ -782,18 +810,13 @@ pub fn cached_packed_b_col_scaled(
         return Some(p.clone());
     }
     let version = storage.version();
-    let mut folded = Vec::with_capacity(b.rows * b.cols);
-    for i in 0..b.rows {
-        folded.extend(scales.iter().enumerate().map(|(j, &s)| b.at(i, j) * s));
-    }
-    let p = Arc::new(PackedB::new(
-        isa,
-        &MatRef::new(&folded, b.rows, b.cols, b.cols, 1)?,
-    ));
+    let mut packed = PackedB::new(isa, b);
+    packed.scale_cols(scales);
+    let p = Arc::new(packed);
     cache()
         .lock()
         .insert_scaled(key, storage, version, scales.into(), Packed::B(p.clone()));
-    // scaling read the archive's pages of the weight back in; the kernel reads only the
+    // packing read the archive's pages of the weight back in; the kernel reads only the
     // packed copy (as after `prepare`, which released them)
     storage.release_mapped_pages();
     Some(p)

@@ -1,6 +1,6 @@
 //! Executing plans: a register file per call, instructions in order, nested blocks in place.
 
-use super::module_chain::{chain_facts, run_fused, StepKind};
+use super::module_chain::{run_fused, StepKind};
 use super::plan::{Block, ChainKernel, ChainKernelArg, Instr, ModuleChainOp, Op, Operand, Plan};
 use super::{Callee, Interpreter, MAX_CALL_DEPTH};
 use crate::error::{RuntimeError, TracebackFrame};
@@ -562,7 +562,7 @@ impl Frame<'_> {
             .filter(|s| s.kind != StepKind::Residual)
             .count();
         if objects.len() == calls {
-            if let Some(facts) = self.chain_facts(chain, &objects) {
+            if let Some(facts) = chain.facts_for(&**self.interp.program(), &objects) {
                 if let Some(x) = arg(chain.input) {
                     if let Some(out) = run_fused(&facts, &objects, x, residual) {
                         chain.fused_calls.fetch_add(1, Ordering::Relaxed);
@@ -589,31 +589,6 @@ impl Frame<'_> {
             value = result?;
         }
         Ok(value)
-    }
-
-    /// What `chain` computes on receivers `objects`, read once per combination of classes.
-    fn chain_facts(
-        &self,
-        chain: &ModuleChainOp,
-        objects: &[&Object],
-    ) -> Option<Arc<super::module_chain::ChainFacts>> {
-        let same = |classes: &[Arc<str>]| {
-            classes.len() == objects.len()
-                && classes
-                    .iter()
-                    .zip(objects)
-                    .all(|(c, o)| Arc::ptr_eq(c, o.class_name()) || **c == **o.class_name())
-        };
-        if let Some((classes, facts)) = &*chain.facts.read() {
-            if same(classes) {
-                return facts.clone();
-            }
-        }
-        let classes: Box<[Arc<str>]> = objects.iter().map(|o| o.class_name().clone()).collect();
-        let kinds: Vec<StepKind> = chain.steps.iter().map(|s| s.kind).collect();
-        let facts = chain_facts(&**self.interp.program(), &kinds, &classes).map(Arc::new);
-        *chain.facts.write() = Some((classes, facts.clone()));
-        facts
     }
 
     /// `receiver.forward(input)`, its plan cached in `cache` as `prim::CallMethod` caches it.

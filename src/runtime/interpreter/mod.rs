@@ -71,6 +71,32 @@ impl Interpreter {
             .fold((0, 0, 0), |(n, f, d), (a, b, c)| (n + a, f + b, d + c))
     }
 
+    /// Pack the folded weights of the fused module chains in the compiled `forward` plans of
+    /// `modules` (a module tree's objects), as their first call would; the storages of the
+    /// weights so packed.
+    pub fn prepack_module_chains(&self, modules: &[Object]) -> std::collections::HashSet<usize> {
+        let mut packed = std::collections::HashSet::new();
+        for module in modules {
+            let key: (Arc<str>, Arc<str>) = (module.class_name().clone(), "forward".into());
+            let Some(plan) = self.methods.read().get(&key).cloned() else {
+                continue;
+            };
+            plan.for_each_module_chain(|chain| {
+                let Some(receivers) = chain.receivers_in(module) else {
+                    return;
+                };
+                let refs: Vec<&Object> = receivers.iter().collect();
+                let Some(facts) = chain.facts_for(&*self.program, &refs) else {
+                    return;
+                };
+                if let Some(w) = module_chain::prepack(&facts, &refs) {
+                    packed.insert(w.storage().id());
+                }
+            });
+        }
+        packed
+    }
+
     /// The plan of `class.name`, compiled on first use; `None` if the class has no such method.
     pub fn method_plan(&self, class: &Arc<str>, name: &str) -> crate::Result<Option<Callee>> {
         let key: (Arc<str>, Arc<str>) = (class.clone(), name.into());

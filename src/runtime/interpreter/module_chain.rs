@@ -22,6 +22,7 @@
 //! attribute reads per chain (negligible beside a convolution), nothing is specialized that
 //! could go stale, and printing and the generic plans are untouched.
 
+use super::plan::ModuleChainOp;
 use super::Program;
 use crate::ir::graph::{Attr, Def, Graph, NodeId, ValueId};
 use crate::ops::conv::{convolution_scaled, ConvParams};
@@ -414,6 +415,78 @@ fn vector(t: &Tensor, n: usize) -> Option<Vec<f32>> {
         .flatten()
 }
 
+/// The convolution of a chain with its batch norm folded in, from the modules' current state.
+struct Folded {
+    weight: Tensor,
+    /// Per output channel (with a batch norm).
+    scale: Option<Vec<f32>>,
+    bias: Option<Vec<f32>>,
+}
+
+/// Fold the batch norm of a chain on receivers `objects` into its convolution; `None` when
+/// the modules do not qualify now (a batch norm in training mode or without running
+/// statistics, attributes that are not float32 tensors of the right sizes).
+fn fold(facts: &ChainFacts, objects: &[&Object]) -> Option<Folded> {
+    let conv = objects.first()?;
+    let weight = tensor_attr(conv, &Source::Attr(facts.conv.weight.clone())).ok()??;
+    let conv_bias = tensor_attr(conv, &facts.conv.bias).ok()?;
+    if weight.dim() != 4 {
+        return None;
+    }
+    let cout = weight.shape()[0];
+    let conv_bias = match &conv_bias {
+        Some(b) => Some(vector(b, cout)?),
+        None => None,
+    };
+    let Some(bn) = &facts.batch_norm else {
+        return Some(Folded {
+            weight,
+            scale: None,
+            bias: conv_bias,
+        });
+    };
+    let o = objects.get(1)?;
+    // train mode normalizes by the batch and updates the running statistics
+    if !matches!(o.get("training"), Some(IValue::Bool(false))) {
+        return None;
+    }
+    let field = |s: &Source| -> Option<Option<Vec<f32>>> {
+        match tensor_attr(o, s).ok()? {
+            Some(t) => Some(Some(vector(&t, cout)?)),
+            None => Some(None),
+        }
+    };
+    let mean = field(&Source::Attr(bn.mean.clone()))??;
+    let var = field(&Source::Attr(bn.var.clone()))??;
+    let (gamma, beta) = (field(&bn.weight)?, field(&bn.bias)?);
+    let mut scale = Vec::with_capacity(cout);
+    let mut shift = Vec::with_capacity(cout);
+    for o in 0..cout {
+        let s =
+            gamma.as_ref().map_or(1.0, |g| f64::from(g[o])) / (f64::from(var[o]) + bn.eps).sqrt();
+        let b = conv_bias.as_ref().map_or(0.0, |b| f64::from(b[o]));
+        let beta = beta.as_ref().map_or(0.0, |b| f64::from(b[o]));
+        scale.push(s as f32);
+        shift.push((beta + (b - f64::from(mean[o])) * s) as f32);
+    }
+    Some(Folded {
+        weight,
+        scale: Some(scale),
+        bias: Some(shift),
+    })
+}
+
+/// Pack the folded weight of a chain on receivers `objects` ahead of its first call (a
+/// module's `prepare`); the weight when it was packed so.
+pub(crate) fn prepack(facts: &ChainFacts, objects: &[&Object]) -> Option<Tensor> {
+    let folded = fold(facts, objects)?;
+    let scale = folded.scale.as_deref()?;
+    let groups = facts.conv.params.groups;
+    crate::ops::conv::prepack_weight(&folded.weight, groups, Some(scale))
+        .ok()?
+        .then_some(folded.weight)
+}
+
 /// Run the chain fused: `objects` are the receivers of the module calls in order, `x` the
 /// convolution's input and `residual` the tensor added after the batch norm. `None` when the
 /// call does not qualify (then the module calls run one by one, which also reports any error).
@@ -424,50 +497,16 @@ pub(crate) fn run_fused(
     residual: Option<&IValue>,
 ) -> Option<Tensor> {
     let IValue::Tensor(x) = x else { return None };
-    let conv = objects.first()?;
-    let weight = tensor_attr(conv, &Source::Attr(facts.conv.weight.clone())).ok()??;
-    let conv_bias = tensor_attr(conv, &facts.conv.bias).ok()?;
     // batch norm 2-d takes 4-d inputs only; a 3-d (unbatched) one raises in the module
-    if x.dtype() != DType::Float32 || x.dim() != 4 || weight.dim() != 4 {
+    if x.dtype() != DType::Float32 || x.dim() != 4 {
         return None;
     }
-    let cout = weight.shape()[0];
-    let conv_bias = match &conv_bias {
-        Some(b) => Some(vector(b, cout)?),
-        None => None,
-    };
-    let (scale, shift) = match &facts.batch_norm {
-        None => (None, conv_bias),
-        Some(bn) => {
-            let o = objects.get(1)?;
-            // train mode normalizes by the batch and updates the running statistics
-            if !matches!(o.get("training"), Some(IValue::Bool(false))) {
-                return None;
-            }
-            let field = |s: &Source| -> Option<Option<Vec<f32>>> {
-                match tensor_attr(o, s).ok()? {
-                    Some(t) => Some(Some(vector(&t, cout)?)),
-                    None => Some(None),
-                }
-            };
-            let mean = field(&Source::Attr(bn.mean.clone()))??;
-            let var = field(&Source::Attr(bn.var.clone()))??;
-            let (gamma, beta) = (field(&bn.weight)?, field(&bn.bias)?);
-            let mut scale = Vec::with_capacity(cout);
-            let mut shift = Vec::with_capacity(cout);
-            for o in 0..cout {
-                let s = gamma.as_ref().map_or(1.0, |g| f64::from(g[o]))
-                    / (f64::from(var[o]) + bn.eps).sqrt();
-                let b = conv_bias.as_ref().map_or(0.0, |b| f64::from(b[o]));
-                let beta = beta.as_ref().map_or(0.0, |b| f64::from(b[o]));
-                scale.push(s as f32);
-                shift.push((beta + (b - f64::from(mean[o])) * s) as f32);
-            }
-            (Some(scale), Some(shift))
+    let folded = fold(facts, objects)?;
+    let bias = match folded.bias {
+        Some(b) => {
+            let n = b.len();
+            Some(Tensor::from_vec(b, &[n]).ok()?)
         }
-    };
-    let bias = match shift {
-        Some(s) => Some(Tensor::from_vec(s, &[cout]).ok()?),
         None => None,
     };
     let residual = match residual {
@@ -484,8 +523,8 @@ pub(crate) fn run_fused(
     let out = convolution_scaled(
         "aten::conv2d",
         x,
-        &weight,
-        scale.as_deref(),
+        &folded.weight,
+        folded.scale.as_deref(),
         bias.as_ref(),
         &facts.conv.params,
         act,
@@ -498,6 +537,47 @@ pub(crate) fn run_fused(
         add_then_activate(&out, r, facts.activation).ok()?;
     }
     Some(out)
+}
+
+impl ModuleChainOp {
+    /// What this chain computes on receivers `objects`, read once per combination of their
+    /// classes.
+    pub(crate) fn facts_for(
+        &self,
+        program: &dyn Program,
+        objects: &[&Object],
+    ) -> Option<Arc<ChainFacts>> {
+        let same = |classes: &[Arc<str>]| {
+            classes.len() == objects.len()
+                && classes
+                    .iter()
+                    .zip(objects)
+                    .all(|(c, o)| Arc::ptr_eq(c, o.class_name()) || **c == **o.class_name())
+        };
+        if let Some((classes, facts)) = &*self.facts.read() {
+            if same(classes) {
+                return facts.clone();
+            }
+        }
+        let classes: Box<[Arc<str>]> = objects.iter().map(|o| o.class_name().clone()).collect();
+        let kinds: Vec<StepKind> = self.steps.iter().map(|s| s.kind).collect();
+        let facts = chain_facts(program, &kinds, &classes).map(Arc::new);
+        *self.facts.write() = Some((classes, facts.clone()));
+        facts
+    }
+
+    /// The receivers of this chain's module calls inside `module` (the object whose method
+    /// holds the chain), when each is read from an attribute of it.
+    pub(crate) fn receivers_in(&self, module: &Object) -> Option<Vec<Object>> {
+        self.steps
+            .iter()
+            .filter(|s| s.kind != StepKind::Residual)
+            .map(|s| match module.get(s.receiver_attr.as_deref()?)? {
+                IValue::Object(o) => Some(o),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// `out = act(out + residual)`, a block at a time while it is in cache.

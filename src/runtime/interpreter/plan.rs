@@ -160,6 +160,9 @@ pub(crate) struct ModuleStep {
     /// The instruction input holding the receiver (module calls) or the tensor added (the
     /// residual step).
     pub operand: u32,
+    /// The attribute of `self` the receiver is read from (module calls), when it is one:
+    /// lets `prepare` find the modules of a chain.
+    pub receiver_attr: Option<Arc<str>>,
     /// The receiver's `forward` (module calls), as `prim::CallMethod` caches it.
     pub call: RwLock<Option<(Arc<str>, Callee)>>,
     /// The residual step's operator and its `alpha`.
@@ -277,6 +280,15 @@ impl Plan {
             }
         });
         (n, fused, declined)
+    }
+
+    /// `f` on every fused module chain of the plan.
+    pub(crate) fn for_each_module_chain(&self, mut f: impl FnMut(&ModuleChainOp)) {
+        self.for_each_instr(|instr| {
+            if let Op::ModuleChain(c) = &instr.op {
+                f(c)
+            }
+        });
     }
 
     /// The code addresses of the kernels this plan calls (nested blocks included), for
@@ -851,9 +863,25 @@ impl Builder<'_> {
                 }
                 index_of(first)
             };
+            let receiver_attr = match graph.value(first).def {
+                Def::Node(get, 0) if kind != StepKind::Residual => {
+                    let get = graph.node(get);
+                    match get.attr("name") {
+                        Some(Attr::Str(name))
+                            if get.kind == "prim::GetAttr"
+                                && get.inputs.first() == graph.inputs().first() =>
+                        {
+                            Some(Arc::<str>::from(name.as_str()))
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
             steps.push(ModuleStep {
                 kind,
                 operand,
+                receiver_attr,
                 call: RwLock::new(None),
                 add,
                 source: node.source.clone(),

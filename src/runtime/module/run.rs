@@ -224,7 +224,7 @@ impl Module {
         }
         self.state_effects(methods)?;
         let plans = self.compile_reachable(&interpreter, methods);
-        super::prepack::prepack_weights(self, &*self.compilation_unit()?);
+        super::prepack::prepack_weights(self, &*self.compilation_unit()?, &interpreter);
         crate::ops::linalg::warm_up_gemm_crate();
         // The first call's code: the state lock once (its thread-local and effects memo), and
         // the pages of the call path and of every kernel the plans call, which the first call
