@@ -740,6 +740,27 @@ pub fn is_packed_b_cached(isa: Isa, storage: &Storage, offset: usize, b: &MatRef
     matches!(cache().lock().get(&key, storage), Some(Packed::B(_)))
 }
 
+/// Whether `m` (at element `offset` of `storage`, an A operand when `a_side`, else B) is in
+/// the cache packed scaled per channel (a batch norm folded in), packed after the storage's
+/// last write: what [`cached_packed_a_row_scaled`] / [`cached_packed_b_col_scaled`] return
+/// without packing while the scales stay the same.
+pub fn is_scaled_packing_cached(
+    isa: Isa,
+    storage: &Storage,
+    offset: usize,
+    m: &MatRef,
+    a_side: bool,
+) -> bool {
+    let side = if a_side { Side::A } else { Side::B };
+    let key = Key {
+        scaled: true,
+        ..Key::new(isa, storage, offset, m, side)
+    };
+    let guard = cache().lock();
+    let scales = guard.entries.get(&key).map(|e| e.scales.clone());
+    scales.is_some_and(|sc| guard.get_scaled(&key, storage, &sc).is_some())
+}
+
 /// `b` (at element `offset` of `storage`) packed as a B operand, cached as [`cached_packed_a`].
 pub fn cached_packed_b(isa: Isa, storage: &Storage, offset: usize, b: &MatRef) -> Arc<PackedB> {
     let key = Key::new(isa, storage, offset, b, Side::B);
@@ -767,27 +788,19 @@ pub fn cached_packed_a_row_scaled(
     a: &MatRef,
     scales: &[f32],
 ) -> Option<Arc<PackedA>> {
-    if scales.len() != a.rows {
-        return None;
-    }
-    let key = Key {
-        scaled: true,
-        ..Key::new(isa, storage, offset, a, Side::A)
-    };
-    if let Some(Packed::A(p)) = cache().lock().get_scaled(&key, storage, scales) {
-        return Some(p.clone());
-    }
-    let version = storage.version();
-    let mut packed = PackedA::new(isa, a);
-    packed.scale_rows(scales);
-    let p = Arc::new(packed);
-    cache()
-        .lock()
-        .insert_scaled(key, storage, version, scales.into(), Packed::A(p.clone()));
-    // packing read the archive's pages of the weight back in; the kernel reads only the
-    // packed copy (as after `prepare`, which released them)
-    storage.release_mapped_pages();
-    Some(p)
+    (scales.len() == a.rows).then(|| {
+        let key = Key::new(isa, storage, offset, a, Side::A);
+        let extract = |p: &Packed| match p {
+            Packed::A(p) => Some(p.clone()),
+            Packed::B(_) => None,
+        };
+        let pack = || {
+            let mut packed = PackedA::new(isa, a);
+            packed.scale_rows(scales);
+            Arc::new(packed)
+        };
+        cached_scaled(key, storage, scales, extract, pack, Packed::A)
+    })
 }
 
 /// `b` (at element `offset` of `storage`) with column `j` multiplied by `scales[j]`, packed as
@@ -799,27 +812,51 @@ pub fn cached_packed_b_col_scaled(
     b: &MatRef,
     scales: &[f32],
 ) -> Option<Arc<PackedB>> {
-    if scales.len() != b.cols {
-        return None;
-    }
+    (scales.len() == b.cols).then(|| {
+        let key = Key::new(isa, storage, offset, b, Side::B);
+        let extract = |p: &Packed| match p {
+            Packed::B(p) => Some(p.clone()),
+            Packed::A(_) => None,
+        };
+        let pack = || {
+            let mut packed = PackedB::new(isa, b);
+            packed.scale_cols(scales);
+            Arc::new(packed)
+        };
+        cached_scaled(key, storage, scales, extract, pack, Packed::B)
+    })
+}
+
+/// [`cached`] for a packing scaled by `scales` (keyed apart from the plain one, which it
+/// replaces).
+fn cached_scaled<T>(
+    key: Key,
+    storage: &Storage,
+    scales: &[f32],
+    extract: impl Fn(&Packed) -> Option<Arc<T>>,
+    pack: impl FnOnce() -> Arc<T>,
+    wrap: fn(Arc<T>) -> Packed,
+) -> Arc<T> {
     let key = Key {
         scaled: true,
-        ..Key::new(isa, storage, offset, b, Side::B)
+        ..key
     };
-    if let Some(Packed::B(p)) = cache().lock().get_scaled(&key, storage, scales) {
-        return Some(p.clone());
+    if let Some(p) = cache()
+        .lock()
+        .get_scaled(&key, storage, scales)
+        .and_then(&extract)
+    {
+        return p;
     }
     let version = storage.version();
-    let mut packed = PackedB::new(isa, b);
-    packed.scale_cols(scales);
-    let p = Arc::new(packed);
+    let p = pack();
     cache()
         .lock()
-        .insert_scaled(key, storage, version, scales.into(), Packed::B(p.clone()));
+        .insert_scaled(key, storage, version, scales.into(), wrap(p.clone()));
     // packing read the archive's pages of the weight back in; the kernel reads only the
     // packed copy (as after `prepare`, which released them)
     storage.release_mapped_pages();
-    Some(p)
+    p
 }
 
 /// The cached packing under `key`, or a new one from `pack`, remembered.
