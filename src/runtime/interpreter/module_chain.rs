@@ -249,7 +249,9 @@ fn conv_facts(g: &Graph) -> Option<ConvFacts> {
         let node = g.node(n);
         match node.kind.as_str() {
             "prim::Constant" | "prim::GetAttr" | "prim::ListConstruct" => {}
-            "aten::conv2d" if conv.is_none() && node.overload.as_deref().unwrap_or("") == "" => {
+            "aten::conv2d"
+                if conv.is_none() && node.overload.as_deref().unwrap_or("").is_empty() =>
+            {
                 conv = Some(n)
             }
             _ => return None,
