@@ -213,11 +213,43 @@ pub(crate) fn convolution_act(
     p: &ConvParams,
     act: Activation,
 ) -> crate::Result<Tensor> {
+    convolution_scaled(op, x, w, None, bias, p, act)
+}
+
+/// [`convolution_act`] by the weight with output channel `o` multiplied by `scale[o]` (an
+/// eval-mode batch norm folded in; `bias` is then the folded bias). The scaled weight is what
+/// the packed kernels pack and cache, in place of the plain one: no second copy is kept. Needs
+/// a float32 forward convolution on the packed backend.
+pub(crate) fn convolution_scaled(
+    op: &str,
+    x: &Tensor,
+    w: &Tensor,
+    scale: Option<&[f32]>,
+    bias: Option<&Tensor>,
+    p: &ConvParams,
+    act: Activation,
+) -> crate::Result<Tensor> {
     if act != Activation::Identity && (x.dtype() != DType::Float32 || p.transposed) {
         return Err(value_err(format!(
             "{op}: a fused activation needs a float32 forward convolution, got {}",
             x.dtype()
         )));
+    }
+    if let Some(s) = scale {
+        let packed = matches!(gemm::backend(), gemm::Backend::Packed(_));
+        if x.dtype() != DType::Float32 || p.transposed || !packed {
+            return Err(value_err(format!(
+                "{op}: a folded batch norm needs a float32 forward convolution on the packed backend, got {}",
+                x.dtype()
+            )));
+        }
+        if w.dim() < 1 || s.len() != w.shape()[0] {
+            return Err(shape_err(format!(
+                "{op}: {} folded scales for weight {:?}",
+                s.len(),
+                w.shape()
+            )));
+        }
     }
     let nsp = w.dim().saturating_sub(2);
     if !(1..=3).contains(&nsp) {
@@ -361,6 +393,7 @@ pub(crate) fn convolution_act(
                 isa,
                 &xc,
                 &wc,
+                scale,
                 bc.as_ref(),
                 act,
                 &out,
@@ -521,6 +554,7 @@ fn conv_forward_f32(
     isa: Isa,
     x: &Tensor,
     w: &Tensor,
+    scale: Option<&[f32]>,
     bias: Option<&Tensor>,
     act: Activation,
     out: &Tensor,
@@ -570,6 +604,19 @@ fn conv_forward_f32(
         dilation: p.dilation,
     };
     if cg == 1 && kvol > 1 {
+        // depthwise weights are small and read in place: scaled per call
+        let folded: Vec<f32>;
+        let ws = match scale {
+            Some(sc) => {
+                folded = ws
+                    .chunks_exact(kvol)
+                    .zip(sc)
+                    .flat_map(|(row, &s)| row.iter().map(move |&v| v * s))
+                    .collect();
+                &folded[..]
+            }
+            None => ws,
+        };
         depthwise_f32(isa, xs, ws, bs, act, os, &win, [n, c, cout]);
         return Ok(());
     }
@@ -579,6 +626,9 @@ fn conv_forward_f32(
         // tiles that would compute a single useful column
         for (img, dst) in os.chunks_exact_mut(cout).enumerate() {
             vmath::matvec_split(ws, cout, c, &xs[img * c..][..c], dst, false);
+            if let Some(sc) = scale {
+                dst.iter_mut().zip(sc).for_each(|(d, &s)| *d *= s);
+            }
             if let Some(bs) = bs {
                 dst.iter_mut().zip(bs).for_each(|(d, &b)| *d += b);
             }
@@ -588,7 +638,7 @@ fn conv_forward_f32(
     }
     let kdim = cg * kvol;
     if runs_wide(isa, g, cout) {
-        let packed = packed_weight_wide(w, ws, cout, kdim)?;
+        let packed = packed_weight_wide(w, ws, cout, kdim, scale)?;
         let epi = Epilogue {
             bias: bs.map_or(Bias::None, Bias::PerColumn),
             activation: act,
@@ -630,7 +680,7 @@ fn conv_forward_f32(
         // faults per call); a nested call on this thread (rayon work stealing) gets its own
         return with_scratch(run);
     }
-    let packed = packed_weight_groups(isa, w, ws, g, coutg, kdim)?;
+    let packed = packed_weight_groups(isa, w, ws, g, coutg, kdim, scale)?;
     let task = |idx: usize, dst: &mut [f32], parallel: bool| -> crate::Result<()> {
         let (img, grp) = (idx / g, idx % g);
         let xg = &xs[(img * c + grp * cg) * il..][..cg * il];
@@ -836,15 +886,16 @@ fn packed_weight_wide(
     ws: &[f32],
     cout: usize,
     kdim: usize,
+    scale: Option<&[f32]>,
 ) -> crate::Result<std::sync::Arc<gemm::PackedB>> {
-    let wt = MatRef::new(ws, kdim, cout, 1, kdim)
-        .ok_or_else(|| shape_err(format!("conv: weight {:?} too small", w.shape())))?;
-    Ok(gemm::cached_packed_b(
-        Isa::Avx512Wide,
-        w.storage(),
-        w.storage_offset(),
-        &wt,
-    ))
+    let too_small = || shape_err(format!("conv: weight {:?} too small", w.shape()));
+    let wt = MatRef::new(ws, kdim, cout, 1, kdim).ok_or_else(too_small)?;
+    let (storage, offset) = (w.storage(), w.storage_offset());
+    match scale {
+        None => Ok(gemm::cached_packed_b(Isa::Avx512Wide, storage, offset, &wt)),
+        Some(sc) => gemm::cached_packed_b_col_scaled(Isa::Avx512Wide, storage, offset, &wt, sc)
+            .ok_or_else(too_small),
+    }
 }
 
 /// Each group's `coutg x kdim` block of the contiguous float32 weight `w` (elements `ws`)
@@ -856,19 +907,25 @@ fn packed_weight_groups(
     g: usize,
     coutg: usize,
     kdim: usize,
+    scale: Option<&[f32]>,
 ) -> crate::Result<Vec<std::sync::Arc<gemm::PackedA>>> {
+    let too_small = || shape_err(format!("conv: weight {:?} too small", w.shape()));
     (0..g)
         .map(|grp| {
             let wg = ws
                 .get(grp * coutg * kdim..)
                 .and_then(|rest| MatRef::new(rest, coutg, kdim, kdim, 1))
-                .ok_or_else(|| shape_err(format!("conv: weight {:?} too small", w.shape())))?;
-            Ok(gemm::cached_packed_a(
-                isa,
-                w.storage(),
-                w.storage_offset() + grp * coutg * kdim,
-                &wg,
-            ))
+                .ok_or_else(too_small)?;
+            let offset = w.storage_offset() + grp * coutg * kdim;
+            match scale {
+                None => Ok(gemm::cached_packed_a(isa, w.storage(), offset, &wg)),
+                Some(sc) => sc
+                    .get(grp * coutg..(grp + 1) * coutg)
+                    .and_then(|sc| {
+                        gemm::cached_packed_a_row_scaled(isa, w.storage(), offset, &wg, sc)
+                    })
+                    .ok_or_else(too_small),
+            }
         })
         .collect()
 }
@@ -876,8 +933,13 @@ fn packed_weight_groups(
 /// Pack the weight of a convolution with `groups` groups into the cache its float32 kernel
 /// reads, so the first call does not pay for it (a module's `prepare`). Weights the kernel
 /// would not pack (other dtypes, depthwise, transposed layouts it cannot be) are left alone.
-/// Returns whether the weight was packed.
-pub(crate) fn prepack_weight(w: &Tensor, groups: usize) -> crate::Result<bool> {
+/// With `scale`, the weight is packed scaled per output channel, as [`convolution_scaled`]
+/// reads it. Returns whether the weight was packed.
+pub(crate) fn prepack_weight(
+    w: &Tensor,
+    groups: usize,
+    scale: Option<&[f32]>,
+) -> crate::Result<bool> {
     let gemm::Backend::Packed(isa) = gemm::backend() else {
         return Ok(false);
     };
@@ -896,9 +958,17 @@ pub(crate) fn prepack_weight(w: &Tensor, groups: usize) -> crate::Result<bool> {
     }
     let wg = w.read::<f32>()?;
     if runs_wide(isa, groups, cout) {
-        packed_weight_wide(w, slice_of(&wg)?, cout, cg * kvol)?;
+        packed_weight_wide(w, slice_of(&wg)?, cout, cg * kvol, scale)?;
     } else {
-        packed_weight_groups(isa, w, slice_of(&wg)?, groups, cout / groups, cg * kvol)?;
+        packed_weight_groups(
+            isa,
+            w,
+            slice_of(&wg)?,
+            groups,
+            cout / groups,
+            cg * kvol,
+            scale,
+        )?;
     }
     Ok(true)
 }

@@ -1,10 +1,11 @@
 //! Convolution chains (conv -> batch norm -> activation modules: depthwise 3x3/5x5 at stride 1
 //! and 2, grouped, dilated, 1x1 wide, squeeze-excitation, BasicBlock, 1x1 convolutions of 1x1
-//! maps) against PyTorch's outputs from fixtures/gen_conv_fusion.py, including a module changed
-//! after its first call. They guard the depthwise, matrix-vector and epilogue kernels, and any
-//! future folding of batch norm into the convolution (a plan-time fusion was tried and taken
-//! out: it folded on the first call and kept a second copy of the weights, raising resnet18's
-//! peak memory from +48 to +180 MiB).
+//! maps, a resnet18-like network) against PyTorch's outputs from fixtures/gen_conv_fusion.py,
+//! including modules changed after their first call. The module calls are fused into one
+//! convolution with the batch norm folded into its packed weight (`module_chain` in the
+//! interpreter); the tests also count which chains ran fused. (An earlier plan-time fusion
+//! kept a second copy of the weights, raising resnet18's peak memory from +48 to +180 MiB;
+//! the fold now replaces the packed copy.)
 
 use crate::common::{fixtures_dir, Arrays};
 use tsrun::internals::runtime::Module;
@@ -86,6 +87,21 @@ const CASES: &[&str] = &[
     "mbv3_dw3_s2_odd_wide",
 ];
 
+/// (fused chains, calls that ran fused, calls that declined) over the module's plans.
+fn chains(m: &Module) -> (usize, u64, u64) {
+    m.interpreter().expect("interpreter").module_chains()
+}
+
+/// Module chains each case fuses: every conv -> [batch norm] -> [activation] run of module
+/// calls on torch.nn's Conv2d (the 1-d convolution and a lone convolution are left alone).
+fn expected_chains(case: &str) -> usize {
+    match case {
+        "wide_1d" | "pointwise_1x1_map_pad" => 0,
+        "squeeze_excitation" | "se_batch2_odd" | "se_192" | "basic_block" => 2,
+        _ => 1,
+    }
+}
+
 #[test]
 fn fused_chains_match_pytorch() {
     let mut g = goldens();
@@ -96,7 +112,59 @@ fn fused_chains_match_pytorch() {
         // twice: the first call folds, the second reads the folded weights from the cache
         assert_close(case, &run(&m, &x), &want);
         assert_close(case, &run(&m, &x), &want);
+        let n = expected_chains(case);
+        assert_eq!(
+            chains(&m),
+            (n, 2 * n as u64, 0),
+            "{case}: chains, fused, declined"
+        );
     }
+}
+
+#[test]
+fn resnet_like_blocks_fuse() {
+    let mut g = goldens();
+    let m = load("resnet_like");
+    let x = g.tensor("resnet_like.x", DType::Float32);
+    let want = g.tensor("resnet_like.y", DType::Float32);
+    assert_close("resnet_like", &run(&m, &x), &want);
+    // the stem; per block conv1 -> bn1 -> relu and conv2 -> bn2 (-> += identity -> relu when
+    // no downsample call comes between); the downsample's conv -> bn
+    assert_eq!(chains(&m), (6, 6, 0), "chains, fused calls, declined calls");
+    assert_close("resnet_like again", &run(&m, &x), &want);
+    assert_eq!(chains(&m), (6, 12, 0));
+    // `prepare` packs the folded weights ahead (and no plain copies): the same results
+    let m = load("resnet_like");
+    m.prepare(&["forward"]).expect("prepare");
+    assert_close("resnet_like prepared", &run(&m, &x), &want);
+    assert_eq!(chains(&m), (6, 6, 0));
+}
+
+#[test]
+fn fused_chains_follow_load_state_dict_and_replaced_parameters() {
+    let mut g = goldens();
+    let m = load("state_change");
+    let x = g.tensor("state_change.x", DType::Float32);
+    let want = g.tensor("state_change.y", DType::Float32);
+    assert_close("before", &run(&m, &x), &want);
+    let mut state = tsrun::internals::runtime::module::StateDict::new();
+    for key in ["0.weight", "1.weight", "1.running_mean", "1.running_var"] {
+        state.insert(
+            key.to_string(),
+            g.tensor(&format!("state_change.sd.{key}"), DType::Float32),
+        );
+    }
+    // copied into the existing tensors
+    m.load_state_dict(&state, false, false)
+        .expect("load_state_dict");
+    let want = g.tensor("state_change.after_load", DType::Float32);
+    assert_close("after load_state_dict", &run(&m, &x), &want);
+    let bias = g.tensor("state_change.new_bias", DType::Float32);
+    m.set_attr("1.bias", IValue::Tensor(bias))
+        .expect("set bias");
+    let want = g.tensor("state_change.after_set", DType::Float32);
+    assert_close("bias replaced", &run(&m, &x), &want);
+    assert_eq!(chains(&m), (1, 3, 0));
 }
 
 #[test]
@@ -130,13 +198,17 @@ fn fused_chains_follow_changes_to_the_module() {
     let want = g.tensor("mutate.after_var", DType::Float32);
     assert_close("running_var replaced", &run(&m, &x), &want);
 
-    // training mode normalizes by the batch and updates the running statistics
+    assert_eq!(chains(&m), (1, 3, 0));
+
+    // training mode normalizes by the batch and updates the running statistics: not fused
     m.train(true);
     let want = g.tensor("mutate.train", DType::Float32);
     assert_close("training mode", &run(&m, &x), &want);
+    assert_eq!(chains(&m), (1, 3, 1));
     m.eval();
     let want = g.tensor("mutate.eval_again", DType::Float32);
     assert_close("eval after training", &run(&m, &x), &want);
+    assert_eq!(chains(&m), (1, 4, 1));
 }
 
 #[test]
@@ -149,6 +221,8 @@ fn fused_chains_reject_what_the_unfused_code_rejects() {
         .expect_err("wrong channels")
         .to_string();
     assert!(err.contains("channels"), "{err}");
+    // the failure ran the module calls: the frame names the convolution module's call
+    assert!(err.contains("conv2d"), "{err}");
     // float64 inputs run unfused, in float64 (PyTorch: the weights must match the input)
     let x = Tensor::zeros(&[1, 8, 6, 6], DType::Float64).expect("x");
     assert!(m.forward(&[IValue::Tensor(x)]).is_err());

@@ -558,14 +558,13 @@ fn prepare_packs_convolution_weights() {
             let ws = guard.as_slice().expect("contiguous");
             let kdim = cg * kvol;
             // packed per group: each group's block of rows at its own offset
-            // or, for the 7 x 64 AVX-512 tile, transposed as one B operand
+            // or, for the 7 x 64 AVX-512 tile, transposed as one B operand; plain, or scaled
+            // by the batch norm that follows the convolution (folded in)
+            use tsrun::internals::ops::gemm::is_scaled_packing_cached as scaled;
             let wide = MatRef::new(ws, kdim, cout, 1, kdim).is_some_and(|wt| {
-                tsrun::internals::ops::gemm::is_packed_b_cached(
-                    Isa::Avx512Wide,
-                    w.storage(),
-                    w.storage_offset(),
-                    &wt,
-                )
+                let (s, o) = (w.storage(), w.storage_offset());
+                tsrun::internals::ops::gemm::is_packed_b_cached(Isa::Avx512Wide, s, o, &wt)
+                    || scaled(Isa::Avx512Wide, s, o, &wt, false)
             });
             let cached = wide
                 || (1..=cout).filter(|g| cout % g == 0).any(|groups| {
@@ -573,12 +572,9 @@ fn prepare_packs_convolution_weights() {
                     (0..groups).all(|grp| {
                         let a = MatRef::new(&ws[grp * rows * kdim..], rows, kdim, kdim, 1)
                             .expect("matrix");
-                        tsrun::internals::ops::gemm::is_packed_a_cached(
-                            isa,
-                            w.storage(),
-                            w.storage_offset() + grp * rows * kdim,
-                            &a,
-                        )
+                        let (s, o) = (w.storage(), w.storage_offset() + grp * rows * kdim);
+                        tsrun::internals::ops::gemm::is_packed_a_cached(isa, s, o, &a)
+                            || scaled(isa, s, o, &a, true)
                     })
                 });
             if cg == 1 && kvol > 1 {

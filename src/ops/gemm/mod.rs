@@ -13,8 +13,9 @@ mod pack;
 
 pub use gemv::gemv_packed_b;
 pub use pack::{
-    cached_packed_a, cached_packed_b, is_packed_a_cached, is_packed_b_cached, DirectImage,
-    ImageOperand, MatRef, PackedA, PackedB,
+    cached_packed_a, cached_packed_a_row_scaled, cached_packed_b, cached_packed_b_col_scaled,
+    is_packed_a_cached, is_packed_b_cached, is_scaled_packing_cached, DirectImage, ImageOperand,
+    MatRef, PackedA, PackedB,
 };
 
 use crate::tensor::TensorError;

@@ -481,6 +481,23 @@ impl PackedA {
         PackedA { isa, m, k, data }
     }
 
+    /// Multiply row `i` by `scales[i]` in place (the layout of `new`: per depth block of
+    /// `KC`, panels of MR rows, each stored a column of MR values at a time); scaling the
+    /// packed copy needs no scaled copy of the matrix beside it.
+    fn scale_rows(&mut self, scales: &[f32]) {
+        let (mp, mr) = (padded(self.m, self.isa.mr()), self.isa.mr());
+        let mut k0 = 0;
+        while k0 < self.k {
+            let kc = KC.min(self.k - k0);
+            let block = &mut self.data[k0 * mp..(k0 + kc) * mp];
+            for (t, v) in block.iter_mut().enumerate() {
+                let row = t / (kc * mr) * mr + t % mr;
+                *v *= scales.get(row).copied().unwrap_or(0.0);
+            }
+            k0 += kc;
+        }
+    }
+
     /// The packed block for depth block starting at `k0` (of length `kc`) and rows from `i0`
     /// (a multiple of MR).
     pub(super) fn block(&self, k0: usize, kc: usize, i0: usize) -> &[f32] {
@@ -525,6 +542,22 @@ impl PackedB {
         PackedB { isa, k, n, data }
     }
 
+    /// Multiply column `j` by `scales[j]` in place (per depth block of `KC`, panels of NR
+    /// columns, each stored a row of NR values at a time).
+    fn scale_cols(&mut self, scales: &[f32]) {
+        let (np, nr) = (padded(self.n, self.isa.nr()), self.isa.nr());
+        let mut k0 = 0;
+        while k0 < self.k {
+            let kc = KC.min(self.k - k0);
+            let block = &mut self.data[k0 * np..(k0 + kc) * np];
+            for (t, v) in block.iter_mut().enumerate() {
+                let col = t / (kc * nr) * nr + t % nr;
+                *v *= scales.get(col).copied().unwrap_or(0.0);
+            }
+            k0 += kc;
+        }
+    }
+
     /// The packed block for the depth block at `k0` (length `kc`) and columns from `j0` (a
     /// multiple of NR).
     pub(super) fn block(&self, k0: usize, kc: usize, j0: usize) -> &[f32] {
@@ -552,6 +585,9 @@ struct Key {
     geometry: [usize; 4],
     side: Side,
     isa: Isa,
+    /// Packed with each output channel scaled (a batch norm folded in, see
+    /// [`cached_packed_a_row_scaled`]); the scales are in the entry.
+    scaled: bool,
 }
 
 enum Packed {
@@ -576,6 +612,15 @@ impl Key {
             geometry: [m.rows, m.cols, m.rs, m.cs],
             side,
             isa,
+            scaled: false,
+        }
+    }
+
+    /// The key of the same matrix packed the other way (scaled or not).
+    fn other_scaling(&self) -> Key {
+        Key {
+            scaled: !self.scaled,
+            ..self.clone()
         }
     }
 }
@@ -583,6 +628,8 @@ impl Key {
 struct Entry {
     owner: WeakStorage,
     version: u64,
+    /// The per-channel scales the matrix was multiplied by when packed (empty: none).
+    scales: Box<[f32]>,
     packed: Packed,
 }
 
@@ -604,11 +651,33 @@ fn cache() -> &'static Mutex<PackCache> {
 
 impl PackCache {
     fn get(&self, key: &Key, storage: &Storage) -> Option<&Packed> {
+        self.get_scaled(key, storage, &[])
+    }
+
+    /// The entry under `key` if packed from `storage` unwritten since, scaled by `scales`
+    /// (compared bit for bit: a batch norm changed in any way gives other scales).
+    fn get_scaled(&self, key: &Key, storage: &Storage, scales: &[f32]) -> Option<&Packed> {
         let e = self.entries.get(key)?;
-        (e.owner.is(storage) && e.version == storage.version()).then_some(&e.packed)
+        let same_scales = e.scales.len() == scales.len()
+            && e.scales
+                .iter()
+                .zip(scales)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+        (e.owner.is(storage) && e.version == storage.version() && same_scales).then_some(&e.packed)
     }
 
     fn insert(&mut self, key: Key, storage: &Storage, version: u64, packed: Packed) {
+        self.insert_scaled(key, storage, version, Box::new([]), packed)
+    }
+
+    fn insert_scaled(
+        &mut self,
+        key: Key,
+        storage: &Storage,
+        version: u64,
+        scales: Box<[f32]>,
+        packed: Packed,
+    ) {
         // forget packings of freed storages first
         let mut freed = 0;
         self.entries.retain(|_, e| {
@@ -619,8 +688,11 @@ impl PackCache {
             !dead
         });
         self.bytes -= freed;
-        if let Some(old) = self.entries.remove(&key) {
-            self.bytes -= old.packed.bytes();
+        // one packed copy per weight: a folded packing replaces the plain one and back
+        for k in [key.other_scaling(), key.clone()] {
+            if let Some(old) = self.entries.remove(&k) {
+                self.bytes -= old.packed.bytes();
+            }
         }
         let bytes = packed.bytes();
         if self.bytes + bytes <= CACHE_BYTES {
@@ -630,6 +702,7 @@ impl PackCache {
                 Entry {
                     owner: storage.downgrade(),
                     version,
+                    scales,
                     packed,
                 },
             );
@@ -667,6 +740,27 @@ pub fn is_packed_b_cached(isa: Isa, storage: &Storage, offset: usize, b: &MatRef
     matches!(cache().lock().get(&key, storage), Some(Packed::B(_)))
 }
 
+/// Whether `m` (at element `offset` of `storage`, an A operand when `a_side`, else B) is in
+/// the cache packed scaled per channel (a batch norm folded in), packed after the storage's
+/// last write: what [`cached_packed_a_row_scaled`] / [`cached_packed_b_col_scaled`] return
+/// without packing while the scales stay the same.
+pub fn is_scaled_packing_cached(
+    isa: Isa,
+    storage: &Storage,
+    offset: usize,
+    m: &MatRef,
+    a_side: bool,
+) -> bool {
+    let side = if a_side { Side::A } else { Side::B };
+    let key = Key {
+        scaled: true,
+        ..Key::new(isa, storage, offset, m, side)
+    };
+    let guard = cache().lock();
+    let scales = guard.entries.get(&key).map(|e| e.scales.clone());
+    scales.is_some_and(|sc| guard.get_scaled(&key, storage, &sc).is_some())
+}
+
 /// `b` (at element `offset` of `storage`) packed as a B operand, cached as [`cached_packed_a`].
 pub fn cached_packed_b(isa: Isa, storage: &Storage, offset: usize, b: &MatRef) -> Arc<PackedB> {
     let key = Key::new(isa, storage, offset, b, Side::B);
@@ -681,6 +775,88 @@ pub fn cached_packed_b(isa: Isa, storage: &Storage, offset: usize, b: &MatRef) -
         || Arc::new(PackedB::new(isa, b)),
         Packed::B,
     )
+}
+
+/// `a` (at element `offset` of `storage`) with row `i` multiplied by `scales[i]`, packed as an
+/// A operand: a convolution's weight with a batch norm folded in. Cached like
+/// [`cached_packed_a`] and in place of it (the storage keeps one packed copy), valid while the
+/// storage is unwritten and the scales are the same. `None` when `scales` is not one per row.
+pub fn cached_packed_a_row_scaled(
+    isa: Isa,
+    storage: &Storage,
+    offset: usize,
+    a: &MatRef,
+    scales: &[f32],
+) -> Option<Arc<PackedA>> {
+    (scales.len() == a.rows).then(|| {
+        let key = Key::new(isa, storage, offset, a, Side::A);
+        let extract = |p: &Packed| match p {
+            Packed::A(p) => Some(p.clone()),
+            Packed::B(_) => None,
+        };
+        let pack = || {
+            let mut packed = PackedA::new(isa, a);
+            packed.scale_rows(scales);
+            Arc::new(packed)
+        };
+        cached_scaled(key, storage, scales, extract, pack, Packed::A)
+    })
+}
+
+/// `b` (at element `offset` of `storage`) with column `j` multiplied by `scales[j]`, packed as
+/// a B operand; cached as [`cached_packed_a_row_scaled`].
+pub fn cached_packed_b_col_scaled(
+    isa: Isa,
+    storage: &Storage,
+    offset: usize,
+    b: &MatRef,
+    scales: &[f32],
+) -> Option<Arc<PackedB>> {
+    (scales.len() == b.cols).then(|| {
+        let key = Key::new(isa, storage, offset, b, Side::B);
+        let extract = |p: &Packed| match p {
+            Packed::B(p) => Some(p.clone()),
+            Packed::A(_) => None,
+        };
+        let pack = || {
+            let mut packed = PackedB::new(isa, b);
+            packed.scale_cols(scales);
+            Arc::new(packed)
+        };
+        cached_scaled(key, storage, scales, extract, pack, Packed::B)
+    })
+}
+
+/// [`cached`] for a packing scaled by `scales` (keyed apart from the plain one, which it
+/// replaces).
+fn cached_scaled<T>(
+    key: Key,
+    storage: &Storage,
+    scales: &[f32],
+    extract: impl Fn(&Packed) -> Option<Arc<T>>,
+    pack: impl FnOnce() -> Arc<T>,
+    wrap: fn(Arc<T>) -> Packed,
+) -> Arc<T> {
+    let key = Key {
+        scaled: true,
+        ..key
+    };
+    if let Some(p) = cache()
+        .lock()
+        .get_scaled(&key, storage, scales)
+        .and_then(&extract)
+    {
+        return p;
+    }
+    let version = storage.version();
+    let p = pack();
+    cache()
+        .lock()
+        .insert_scaled(key, storage, version, scales.into(), wrap(p.clone()));
+    // packing read the archive's pages of the weight back in; the kernel reads only the
+    // packed copy (as after `prepare`, which released them)
+    storage.release_mapped_pages();
+    p
 }
 
 /// The cached packing under `key`, or a new one from `pack`, remembered.

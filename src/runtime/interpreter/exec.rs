@@ -1,6 +1,7 @@
 //! Executing plans: a register file per call, instructions in order, nested blocks in place.
 
-use super::plan::{Block, ChainKernel, ChainKernelArg, Instr, Op, Operand, Plan};
+use super::module_chain::{run_fused, StepKind};
+use super::plan::{Block, ChainKernel, ChainKernelArg, Instr, ModuleChainOp, Op, Operand, Plan};
 use super::{Callee, Interpreter, MAX_CALL_DEPTH};
 use crate::error::{RuntimeError, TracebackFrame};
 use crate::frontend::source::SourceRange;
@@ -158,7 +159,10 @@ impl Frame<'_> {
             if let Err(e) = self.run_instr(instr) {
                 return Err(match instr.op {
                     // errors inside nested blocks (and fused operators) already carry this frame
-                    Op::If { .. } | Op::Loop { .. } | Op::ElementwiseChain { .. } => e,
+                    Op::If { .. }
+                    | Op::Loop { .. }
+                    | Op::ElementwiseChain { .. }
+                    | Op::ModuleChain(_) => e,
                     _ => with_frame(e, &self.plan.name, instr.source.as_ref(), instr.op_name()),
                 });
             }
@@ -225,6 +229,11 @@ impl Frame<'_> {
                         self.run_chain_kernels(kernels, args)?
                     }
                 };
+                self.set_outputs(instr, out)
+            }
+            Op::ModuleChain(chain) => {
+                let args = self.inputs(instr);
+                let out = self.run_module_chain(chain, args)?;
                 self.set_outputs(instr, out)
             }
             Op::Custom(op) => {
@@ -532,6 +541,82 @@ impl Frame<'_> {
                 .map_err(|e| with_frame(e, &self.plan.name, k.source.as_ref(), Some(&k.name)))?;
         }
         Ok(prev)
+    }
+
+    /// A fused module chain: the folded convolution when the receivers qualify, else the
+    /// module calls (and the residual add) one by one, each failure with its call's frame.
+    fn run_module_chain(&mut self, chain: &ModuleChainOp, args: Inputs) -> crate::Result<IValue> {
+        let arg = |i: u32| args.get(i as usize);
+        let mut objects: SmallVec<[&Object; 4]> = SmallVec::new();
+        let mut residual = None;
+        for step in chain.steps.iter() {
+            match (step.kind, arg(step.operand)) {
+                (StepKind::Residual, r) => residual = r,
+                (_, Some(IValue::Object(o))) => objects.push(o),
+                _ => {}
+            }
+        }
+        let calls = chain
+            .steps
+            .iter()
+            .filter(|s| s.kind != StepKind::Residual)
+            .count();
+        if objects.len() == calls {
+            if let Some(facts) = chain.facts_for(&**self.interp.program(), &objects) {
+                if let Some(x) = arg(chain.input) {
+                    if let Some(out) = run_fused(&facts, &objects, x, residual) {
+                        chain.fused_calls.fetch_add(1, Ordering::Relaxed);
+                        return Ok(IValue::Tensor(out));
+                    }
+                }
+            }
+        }
+        chain.declined_calls.fetch_add(1, Ordering::Relaxed);
+        let mut value = arg(chain.input).cloned().unwrap_or(IValue::None);
+        for step in chain.steps.iter() {
+            let operand = arg(step.operand).cloned().unwrap_or(IValue::None);
+            let result = match &step.add {
+                Some((kernel, name, alpha)) => {
+                    let mut a: Inputs = smallvec::smallvec![value, operand, alpha.clone()];
+                    kernel(&mut Args::new(name, &mut a, self.ctx)).map_err(|e| {
+                        with_frame(e, &self.plan.name, step.source.as_ref(), Some(name))
+                    })
+                }
+                None => self
+                    .call_forward(&step.call, operand, value)
+                    .map_err(|e| with_frame(e, &self.plan.name, step.source.as_ref(), None)),
+            };
+            value = result?;
+        }
+        Ok(value)
+    }
+
+    /// `receiver.forward(input)`, its plan cached in `cache` as `prim::CallMethod` caches it.
+    fn call_forward(
+        &mut self,
+        cache: &RwLock<Option<(Arc<str>, Callee)>>,
+        receiver: IValue,
+        input: IValue,
+    ) -> crate::Result<IValue> {
+        let IValue::Object(obj) = &receiver else {
+            return Err(rt(format!(
+                "cannot call method forward on {}",
+                receiver.kind_name()
+            )));
+        };
+        let class = obj.class_name();
+        let plan = match cached(cache, class) {
+            Some(p) => p,
+            None => {
+                let p = self
+                    .interp
+                    .method_plan(class, "forward")?
+                    .ok_or_else(|| rt(format!("class {class} has no method forward")))?;
+                *cache.write() = Some((class.clone(), p.clone()));
+                p
+            }
+        };
+        self.call(&plan, vec![receiver, input])
     }
 
     fn call(&mut self, plan: &Callee, args: Vec<IValue>) -> crate::Result<IValue> {

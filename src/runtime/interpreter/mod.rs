@@ -4,6 +4,7 @@
 //! needs only a register file per call, so one [`Interpreter`] serves many threads at once.
 
 mod exec;
+mod module_chain;
 mod plan;
 mod program;
 
@@ -55,6 +56,45 @@ impl Interpreter {
     /// How many method and function plans are compiled so far.
     pub fn compiled_plans(&self) -> usize {
         self.methods.read().len() + self.functions.read().len()
+    }
+
+    /// Over every plan compiled so far: how many fused module chains they hold, and how many
+    /// calls of those ran fused and how many ran the module calls one by one
+    /// ([`Plan::module_chains`]).
+    pub fn module_chains(&self) -> (usize, u64, u64) {
+        let methods = self.methods.read();
+        let functions = self.functions.read();
+        methods
+            .values()
+            .chain(functions.values())
+            .map(|p| p.module_chains())
+            .fold((0, 0, 0), |(n, f, d), (a, b, c)| (n + a, f + b, d + c))
+    }
+
+    /// Pack the folded weights of the fused module chains in the compiled `forward` plans of
+    /// `modules` (a module tree's objects), as their first call would; the storages of the
+    /// weights so packed.
+    pub fn prepack_module_chains(&self, modules: &[Object]) -> std::collections::HashSet<usize> {
+        let mut packed = std::collections::HashSet::new();
+        for module in modules {
+            let key: (Arc<str>, Arc<str>) = (module.class_name().clone(), "forward".into());
+            let Some(plan) = self.methods.read().get(&key).cloned() else {
+                continue;
+            };
+            plan.for_each_module_chain(|chain| {
+                let Some(receivers) = chain.receivers_in(module) else {
+                    return;
+                };
+                let refs: Vec<&Object> = receivers.iter().collect();
+                let Some(facts) = chain.facts_for(&*self.program, &refs) else {
+                    return;
+                };
+                if let Some(w) = module_chain::prepack(&facts, &refs) {
+                    packed.insert(w.storage().id());
+                }
+            });
+        }
+        packed
     }
 
     /// The plan of `class.name`, compiled on first use; `None` if the class has no such method.

@@ -3,6 +3,7 @@
 //! and last-use information so values are moved into their last consumer or dropped as soon as
 //! they are dead.
 
+use super::module_chain::{self, ChainFacts, StepKind};
 use crate::error::RuntimeError;
 use crate::frontend::source::SourceRange;
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
@@ -66,6 +67,10 @@ pub(crate) enum Op {
         /// Calls the fused loop declined (inputs it does not take), for diagnostics and tests.
         declined: std::sync::atomic::AtomicU64,
     },
+    /// Module calls `conv -> batch norm -> [+ residual] -> activation` fused at plan build
+    /// (see `module_chain`): one folded convolution when the modules qualify at run time, else
+    /// the calls in turn.
+    ModuleChain(Box<ModuleChainOp>),
     /// An operator whose kernel was registered at run time (`tsrun::register_op`).
     Custom(crate::ops::custom::CustomOp),
     /// An operator with no kernel inside a branch or loop body (one on the function's straight
@@ -131,6 +136,38 @@ pub(crate) enum Op {
     Warn {
         warned: AtomicBool,
     },
+}
+
+/// A fused module chain: its steps in order, the original calls and operator run when the
+/// fused kernel declines.
+pub(crate) struct ModuleChainOp {
+    pub steps: Box<[ModuleStep]>,
+    /// The instruction input the chain starts from (the convolution's input).
+    pub input: u32,
+    /// What the chain computes, read for the last combination of receiver classes seen
+    /// (`None` beside them: those modules are not what the fused kernel implements).
+    pub facts: RwLock<Option<ChainFactsFor>>,
+    pub fused_calls: std::sync::atomic::AtomicU64,
+    pub declined_calls: std::sync::atomic::AtomicU64,
+}
+
+/// Receiver classes and what a chain of modules of those classes computes.
+pub(crate) type ChainFactsFor = (Box<[Arc<str>]>, Option<Arc<ChainFacts>>);
+
+/// One step of a fused module chain.
+pub(crate) struct ModuleStep {
+    pub kind: StepKind,
+    /// The instruction input holding the receiver (module calls) or the tensor added (the
+    /// residual step).
+    pub operand: u32,
+    /// The attribute of `self` the receiver is read from (module calls), when it is one:
+    /// lets `prepare` find the modules of a chain.
+    pub receiver_attr: Option<Arc<str>>,
+    /// The receiver's `forward` (module calls), as `prim::CallMethod` caches it.
+    pub call: RwLock<Option<(Arc<str>, Callee)>>,
+    /// The residual step's operator and its `alpha`.
+    pub add: Option<(Kernel, Arc<str>, IValue)>,
+    pub source: Option<SourceRange>,
 }
 
 /// One original operator of a fused elementwise chain.
@@ -204,6 +241,7 @@ impl Plan {
         let (mut methods, mut functions) = (Vec::new(), Vec::new());
         self.for_each_instr(|instr| match &instr.op {
             Op::CallMethod { name, .. } => methods.push(name.clone()),
+            Op::ModuleChain(_) => methods.push("forward".into()),
             Op::CallFunction { .. } => {
                 if let Some(Operand::Const(i)) = instr.inputs.first() {
                     if let Some(IValue::Function(q)) = self.consts.get(*i as usize) {
@@ -228,6 +266,29 @@ impl Plan {
             }
         });
         (n, declined_calls)
+    }
+
+    /// How many fused module chains this plan runs (nested blocks included), how many of their
+    /// calls so far ran fused, and how many ran the module calls one by one.
+    pub fn module_chains(&self) -> (usize, u64, u64) {
+        let (mut n, mut fused, mut declined) = (0, 0, 0);
+        self.for_each_instr(|instr| {
+            if let Op::ModuleChain(c) = &instr.op {
+                n += 1;
+                fused += c.fused_calls.load(Ordering::Relaxed);
+                declined += c.declined_calls.load(Ordering::Relaxed);
+            }
+        });
+        (n, fused, declined)
+    }
+
+    /// `f` on every fused module chain of the plan.
+    pub(crate) fn for_each_module_chain(&self, mut f: impl FnMut(&ModuleChainOp)) {
+        self.for_each_instr(|instr| {
+            if let Op::ModuleChain(c) = &instr.op {
+                f(c)
+            }
+        });
     }
 
     /// The code addresses of the kernels this plan calls (nested blocks included), for
@@ -415,8 +476,20 @@ impl Builder<'_> {
             }
         }
         let params: Box<[Reg]> = data.params.iter().map(|&v| self.reg(v)).collect();
+        let module_chains = self.module_chains(nodes);
+        let in_module_chain: HashSet<usize> = module_chains
+            .iter()
+            .flat_map(|c| c.0.iter().copied())
+            .collect();
+        let module_chain_at: HashMap<usize, usize> = module_chains
+            .iter()
+            .enumerate()
+            .filter_map(|(c, (ps, _))| Some((*ps.last()?, c)))
+            .collect();
         let chains = if ELEMENTWISE_FUSION.load(Ordering::Relaxed) {
-            self.elementwise_chains(nodes)
+            let mut chains = self.elementwise_chains(nodes);
+            chains.retain(|c| !c.iter().any(|p| in_module_chain.contains(p)));
+            chains
         } else {
             Vec::new()
         };
@@ -446,7 +519,11 @@ impl Builder<'_> {
                 instrs.push(self.chain_instr(fname, block, nodes, ps, &last_use)?);
                 continue;
             }
-            if fused.contains(&p) {
+            if let Some((ps, kinds)) = module_chain_at.get(&p).and_then(|&c| module_chains.get(c)) {
+                instrs.push(self.module_chain_instr(fname, block, nodes, ps, kinds, &last_use)?);
+                continue;
+            }
+            if fused.contains(&p) || in_module_chain.contains(&p) {
                 continue;
             }
             // inputs: take on the last use when used once by this node and not by its blocks
@@ -687,6 +764,162 @@ impl Builder<'_> {
             outputs: Box::new([reg]),
             drops,
             source: last_node.and_then(|n| n.source.clone()),
+        })
+    }
+
+    /// The module chains of a block (see `module_chain`): positions in `nodes` of their steps
+    /// and the steps' kinds, each chain two steps or more.
+    fn module_chains(&self, nodes: &[NodeId]) -> Vec<(Vec<usize>, Vec<StepKind>)> {
+        let g = self.graph;
+        let mut out = Vec::new();
+        let mut p = 0;
+        while p < nodes.len() {
+            let (Some(&start), true) = (
+                nodes.get(p),
+                nodes
+                    .get(p)
+                    .is_some_and(|&n| module_chain::starts_chain(g, n)),
+            ) else {
+                p += 1;
+                continue;
+            };
+            let (mut positions, mut kinds) = (vec![p], vec![StepKind::Conv]);
+            let mut prev = g.node(start).outputs.first().copied();
+            let mut q = p + 1;
+            while let Some(v) = prev {
+                while nodes
+                    .get(q)
+                    .is_some_and(|&n| module_chain::may_interleave(g, n))
+                {
+                    q += 1;
+                }
+                let Some(&n) = nodes.get(q) else { break };
+                let after = kinds.last().copied().unwrap_or(StepKind::Conv);
+                let Some(kind) = module_chain::next_step(g, n, v, after, &self.use_count) else {
+                    break;
+                };
+                positions.push(q);
+                kinds.push(kind);
+                prev = g.node(n).outputs.first().copied();
+                q += 1;
+            }
+            if positions.len() >= 2 {
+                p = positions.last().map_or(p, |&l| l + 1);
+                out.push((positions, kinds));
+            } else {
+                p += 1;
+            }
+        }
+        out
+    }
+
+    /// The instruction of the module chain whose steps sit at `positions` of `nodes`: its
+    /// inputs are the chain's input, the receivers and the residual (each distinct value once).
+    fn module_chain_instr(
+        &mut self,
+        fname: &str,
+        block: BlockId,
+        nodes: &[NodeId],
+        positions: &[usize],
+        kinds: &[StepKind],
+        last_use: &HashMap<ValueId, usize>,
+    ) -> crate::Result<Instr> {
+        let graph = self.graph;
+        let mut values: Vec<ValueId> = Vec::new();
+        let mut index_of = |v: ValueId| match values.iter().position(|&w| w == v) {
+            Some(i) => i as u32,
+            None => {
+                values.push(v);
+                (values.len() - 1) as u32
+            }
+        };
+        let mut steps = Vec::with_capacity(positions.len());
+        let mut input = None;
+        let mut out = None;
+        for (&p, &kind) in positions.iter().zip(kinds) {
+            let n = *nodes
+                .get(p)
+                .ok_or_else(|| plan_error(fname, "module chain out of its block"))?;
+            let node = graph.node(n);
+            let (first, second) = match node.inputs[..] {
+                [a, b, ..] => (a, b),
+                _ => return Err(plan_error(fname, format!("{} without operands", node.kind))),
+            };
+            let mut add = None;
+            let operand = if kind == StepKind::Residual {
+                let Op::Kernel { kernel, name } = self.op(fname, n)? else {
+                    return Err(plan_error(fname, format!("{} has no kernel", node.kind)));
+                };
+                let alpha = node
+                    .inputs
+                    .get(2)
+                    .and_then(|&a| self.graph_constant(a))
+                    .ok_or_else(|| plan_error(fname, "residual add without a constant alpha"))?;
+                add = Some((kernel, name, alpha));
+                index_of(second)
+            } else {
+                if kind == StepKind::Conv {
+                    input = Some(index_of(second));
+                }
+                index_of(first)
+            };
+            let receiver_attr = match graph.value(first).def {
+                Def::Node(get, 0) if kind != StepKind::Residual => {
+                    let get = graph.node(get);
+                    match get.attr("name") {
+                        Some(Attr::Str(name))
+                            if get.kind == "prim::GetAttr"
+                                && get.inputs.first() == graph.inputs().first() =>
+                        {
+                            Some(Arc::<str>::from(name.as_str()))
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            steps.push(ModuleStep {
+                kind,
+                operand,
+                receiver_attr,
+                call: RwLock::new(None),
+                add,
+                source: node.source.clone(),
+            });
+            out = node
+                .outputs
+                .first()
+                .copied()
+                .map(|v| (v, node.source.clone()));
+        }
+        let (out, source) = out.ok_or_else(|| plan_error(fname, "empty module chain"))?;
+        let input = input.ok_or_else(|| plan_error(fname, "module chain without a convolution"))?;
+        let inputs: Box<[Operand]> = values
+            .iter()
+            .map(|&v| {
+                let last_here = self.def_block_of(v) == block
+                    && last_use.get(&v).is_some_and(|u| positions.contains(u));
+                self.operand(v, last_here)
+            })
+            .collect();
+        let reg = self.reg(out);
+        let drops: Box<[Reg]> = if self.use_count.get(out.0 as usize) == Some(&0) {
+            Box::new([reg])
+        } else {
+            Box::new([])
+        };
+        Ok(Instr {
+            op: Op::ModuleChain(Box::new(ModuleChainOp {
+                steps: steps.into(),
+                input,
+                facts: RwLock::new(None),
+                fused_calls: std::sync::atomic::AtomicU64::new(0),
+                declined_calls: std::sync::atomic::AtomicU64::new(0),
+            })),
+            inputs,
+            outputs: Box::new([reg]),
+            drops,
+            source,
         })
     }
 

@@ -3,6 +3,7 @@
 
 use super::plan::Plan;
 use crate::ir::Graph;
+use std::sync::Arc;
 
 /// Builds a plan from a graph; handed to [`Program`] so graphs need not outlive the call.
 pub type PlanBuilder<'a> = &'a mut dyn FnMut(&Graph) -> crate::Result<Plan>;
@@ -19,6 +20,11 @@ pub trait Program: Send + Sync {
     ) -> crate::Result<Option<Plan>>;
     /// Build the plan of free function `qualname`; `Ok(None)` when there is none.
     fn function(&self, qualname: &str, build: PlanBuilder<'_>) -> crate::Result<Option<Plan>>;
+    /// The graph of method `name` of `class` with its calls inlined, for reading what a module
+    /// computes (fused module chains); `None` when there is none or it is not available.
+    fn inlined_method(&self, _class: &str, _name: &str) -> Option<Arc<Graph>> {
+        None
+    }
     /// Methods of `class` to run before `forward` when the module is called
     /// (`__forward_pre_hooks__`), in order.
     fn forward_pre_hooks(&self, _class: &str) -> Vec<String> {

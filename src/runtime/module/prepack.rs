@@ -105,7 +105,19 @@ fn weight_attributes(g: &Graph) -> Vec<(String, WeightUse)> {
 
 /// Pack the convolution and `linear` weights of `module` and all its submodules (in
 /// parallel). Failures are left for the call that reaches the operator, which reports them.
-pub(super) fn prepack_weights(module: &Module, unit: &CompilationUnit) {
+pub(super) fn prepack_weights(
+    module: &Module,
+    unit: &CompilationUnit,
+    interpreter: &crate::runtime::interpreter::Interpreter,
+) {
+    // convolutions whose batch norm is folded in at run time get their folded packing now,
+    // and no plain one
+    let objects: Vec<_> = module
+        .modules()
+        .iter()
+        .map(|m| m.object().clone())
+        .collect();
+    let folded = interpreter.prepack_module_chains(&objects);
     let mut per_class = std::collections::HashMap::new();
     let mut weights = Vec::new();
     let mut seen = HashSet::new();
@@ -141,19 +153,21 @@ pub(super) fn prepack_weights(module: &Module, unit: &CompilationUnit) {
             for w in tensors {
                 let IValue::Tensor(w) = w else { continue };
                 // a weight shared by several modules is packed once per use
-                if seen.insert((w.storage().id(), w.storage_offset(), *how)) {
+                if !folded.contains(&w.storage().id())
+                    && seen.insert((w.storage().id(), w.storage_offset(), *how))
+                {
                     weights.push((w, *how));
                 }
             }
         }
     }
-    let released: HashSet<usize> = weights
+    let mut released: HashSet<usize> = weights
         .par_iter()
         .filter_map(|(w, how)| match how {
             WeightUse::Conv { groups } => {
                 // the float32 kernel reads only the packed copy: the archive's pages of this
                 // weight need not stay resident (RSS counts them)
-                let packed = crate::ops::conv::prepack_weight(w, *groups).unwrap_or(false);
+                let packed = crate::ops::conv::prepack_weight(w, *groups, None).unwrap_or(false);
                 (packed && w.storage().release_mapped_pages()).then(|| w.storage().id())
             }
             WeightUse::Linear => {
@@ -162,6 +176,7 @@ pub(super) fn prepack_weights(module: &Module, unit: &CompilationUnit) {
             }
         })
         .collect();
+    released.extend(folded);
     // Every other parameter and buffer the kernels read in place gets its archive pages mapped
     // now rather than by page faults on the first call; a very large one (an embedding table,
     // of which a call reads a few rows) is left to fault in as it is read.

@@ -124,6 +124,14 @@ impl Program for UnitProgram {
         build(&function.graph).map(Some)
     }
 
+    fn inlined_method(&self, class: &str, name: &str) -> Option<Arc<crate::ir::Graph>> {
+        if !self.unit.class(class)?.has_method(name) {
+            return None;
+        }
+        let function = self.unit.method(class, name).ok()?;
+        self.unit.inlined_graph(&function).ok()
+    }
+
     fn function(&self, qualname: &str, build: PlanBuilder<'_>) -> Result<Option<Plan>> {
         if self.unit.function_signature(qualname).is_none() {
             return Ok(None);
@@ -216,7 +224,7 @@ impl Module {
         }
         self.state_effects(methods)?;
         let plans = self.compile_reachable(&interpreter, methods);
-        super::prepack::prepack_weights(self, &*self.compilation_unit()?);
+        super::prepack::prepack_weights(self, &*self.compilation_unit()?, &interpreter);
         crate::ops::linalg::warm_up_gemm_crate();
         // The first call's code: the state lock once (its thread-local and effects memo), and
         // the pages of the call path and of every kernel the plans call, which the first call

@@ -1,0 +1,601 @@
+//! Convolution chains fused across module calls: `conv -> batch norm -> [+ residual] ->
+//! activation` where each step is its own submodule (`prim::CallMethod[forward]` on
+//! `self.conv1`, `self.bn1`, ...), as scripted torchvision models are built.
+//!
+//! At plan build, a run of such calls (consecutive but for attribute reads and constants, each
+//! consuming the previous result as its only use) whose receivers are typed
+//! `torch.nn.Conv2d`, `BatchNorm2d` and an activation module becomes one instruction. What
+//! each module computes is read once per combination of receiver classes from the classes'
+//! inlined `forward` graphs: the convolution's constant stride / padding / dilation / groups
+//! and weight and bias attributes, the batch norm's statistics attributes and `eps`, the
+//! activation's operator and constant bounds. Every call then checks what may change at run
+//! time (the receivers' classes, the batch norm's `training` flag, that the attributes hold
+//! float32 tensors of the right sizes) and reads the weights and statistics afresh, so
+//! `train()` / `eval()`, `set_attr`, `load_state_dict` and in-place writes are seen without
+//! any invalidation. It then runs one convolution by the weight scaled by
+//! `gamma / sqrt(var + eps)` (packed and cached in place of the plain weight, see
+//! `ops::conv::convolution_scaled`) with the folded bias and the activation in the kernel's
+//! output pass. A call that does not qualify, or whose fused convolution fails, runs the
+//! original module calls in turn, which give PyTorch's results and errors.
+//!
+//! Why not a frozen, inlined copy of the whole method: the guards here are a handful of
+//! attribute reads per chain (negligible beside a convolution), nothing is specialized that
+//! could go stale, and printing and the generic plans are untouched.
+
+use super::plan::ModuleChainOp;
+use super::Program;
+use crate::ir::graph::{Attr, Def, Graph, NodeId, ValueId};
+use crate::ops::conv::{convolution_scaled, ConvParams};
+use crate::ops::gemm::Activation;
+use crate::tensor::{DType, Tensor};
+use crate::values::types::Type;
+use crate::values::{IValue, Object};
+use std::sync::Arc;
+
+/// What a step of a module chain is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StepKind {
+    Conv,
+    BatchNorm,
+    /// `aten::add(_).Tensor(prev, residual, 1)`.
+    Residual,
+    Activation,
+}
+
+const CONV2D: &str = "__torch__.torch.nn.modules.conv.Conv2d";
+const BATCH_NORM2D: &str = "__torch__.torch.nn.modules.batchnorm.BatchNorm2d";
+const ACTIVATIONS: &[&str] = &[
+    "__torch__.torch.nn.modules.activation.ReLU",
+    "__torch__.torch.nn.modules.activation.ReLU6",
+    "__torch__.torch.nn.modules.activation.Hardtanh",
+    "__torch__.torch.nn.modules.activation.Hardswish",
+    "__torch__.torch.nn.modules.activation.Hardsigmoid",
+    "__torch__.torch.nn.modules.activation.SiLU",
+];
+
+/// `class` without the `___torch_mangle_N` segments TorchScript adds to tell apart classes
+/// of one name (`...conv.___torch_mangle_3.Conv2d` is a `...conv.Conv2d`).
+fn unmangled(class: &str) -> String {
+    class
+        .split('.')
+        .filter(|s| !s.starts_with("___torch_mangle_"))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// The chain step a module call on a receiver of type `ty` would be.
+fn call_step(ty: &Type) -> Option<StepKind> {
+    let Type::Class(c) = ty else { return None };
+    let base = unmangled(c);
+    if base == CONV2D {
+        Some(StepKind::Conv)
+    } else if base == BATCH_NORM2D {
+        Some(StepKind::BatchNorm)
+    } else if ACTIVATIONS.contains(&base.as_str()) {
+        Some(StepKind::Activation)
+    } else {
+        None
+    }
+}
+
+/// The constant `v` is, if it is one.
+fn constant(g: &Graph, v: ValueId) -> Option<IValue> {
+    match g.value(v).def {
+        Def::Node(n, 0) => g.constant_value(n),
+        _ => None,
+    }
+}
+
+/// The step node `n` of `g` would be after a chain ending in `prev`, if it can follow a step
+/// of kind `after`. `uses` counts the uses of each value.
+pub(crate) fn next_step(
+    g: &Graph,
+    n: NodeId,
+    prev: ValueId,
+    after: StepKind,
+    uses: &[u32],
+) -> Option<StepKind> {
+    let node = g.node(n);
+    if node.outputs.len() != 1 || !node.blocks.is_empty() {
+        return None;
+    }
+    if uses.get(prev.0 as usize) != Some(&1) {
+        return None;
+    }
+    let kind = if node.kind == "prim::CallMethod" {
+        let forward = matches!(node.attr("name"), Some(Attr::Str(s)) if s == "forward");
+        if !forward || node.inputs.len() != 2 || node.inputs.get(1) != Some(&prev) {
+            return None;
+        }
+        call_step(&g.value(*node.inputs.first()?).ty)?
+    } else if (node.kind == "aten::add" || node.kind == "aten::add_")
+        && node.overload.as_deref() == Some("Tensor")
+    {
+        let [lhs, other, alpha] = node.inputs[..] else {
+            return None;
+        };
+        let unit_alpha = matches!(constant(g, alpha), Some(IValue::Int(1)))
+            || matches!(constant(g, alpha), Some(IValue::Double(a)) if a == 1.0);
+        if lhs != prev || other == prev || !unit_alpha {
+            return None;
+        }
+        StepKind::Residual
+    } else {
+        return None;
+    };
+    use StepKind::*;
+    let follows = match kind {
+        Conv => false,
+        BatchNorm => after == Conv,
+        Residual => matches!(after, Conv | BatchNorm),
+        Activation => matches!(after, Conv | BatchNorm | Residual),
+    };
+    follows.then_some(kind)
+}
+
+/// Whether node `n` may sit between two steps of a chain (it neither reads the chain's values
+/// nor has an effect the fused instruction, run at the last step, would reorder).
+pub(crate) fn may_interleave(g: &Graph, n: NodeId) -> bool {
+    matches!(g.node(n).kind.as_str(), "prim::Constant" | "prim::GetAttr")
+}
+
+/// Whether node `n` starts a chain (a `Conv2d` module call).
+pub(crate) fn starts_chain(g: &Graph, n: NodeId) -> bool {
+    let node = g.node(n);
+    node.kind == "prim::CallMethod"
+        && node.outputs.len() == 1
+        && node.inputs.len() == 2
+        && matches!(node.attr("name"), Some(Attr::Str(s)) if s == "forward")
+        && node
+            .inputs
+            .first()
+            .is_some_and(|&r| call_step(&g.value(r).ty) == Some(StepKind::Conv))
+}
+
+/// Where an optional tensor of a module comes from.
+#[derive(Debug)]
+enum Source {
+    Attr(Arc<str>),
+    None,
+}
+
+/// What a `Conv2d` class computes, from its `forward`.
+#[derive(Debug)]
+struct ConvFacts {
+    weight: Arc<str>,
+    bias: Source,
+    params: ConvParams,
+}
+
+/// What a `BatchNorm2d` class computes in eval mode, from its `forward`.
+#[derive(Debug)]
+struct BatchNormFacts {
+    weight: Source,
+    bias: Source,
+    mean: Arc<str>,
+    var: Arc<str>,
+    eps: f64,
+}
+
+/// What a chain computes, per combination of receiver classes.
+#[derive(Debug)]
+pub(crate) struct ChainFacts {
+    conv: ConvFacts,
+    batch_norm: Option<BatchNormFacts>,
+    activation: Activation,
+}
+
+/// The name of the attribute of `self` (`g`'s first input) that `v` is read from.
+fn self_attr(g: &Graph, v: ValueId) -> Option<Arc<str>> {
+    let Def::Node(n, 0) = g.value(v).def else {
+        return None;
+    };
+    let node = g.node(n);
+    if node.kind != "prim::GetAttr" || node.inputs.first() != g.inputs().first() {
+        return None;
+    }
+    match node.attr("name") {
+        Some(Attr::Str(s)) => Some(s.as_str().into()),
+        _ => None,
+    }
+}
+
+fn source(g: &Graph, v: ValueId) -> Option<Source> {
+    if let Some(a) = self_attr(g, v) {
+        return Some(Source::Attr(a));
+    }
+    matches!(constant(g, v), Some(IValue::None)).then_some(Source::None)
+}
+
+/// The constant list of ints `v` is (a constant or a list of constants).
+fn int_list(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
+    let Def::Node(n, 0) = g.value(v).def else {
+        return None;
+    };
+    let node = g.node(n);
+    match node.kind.as_str() {
+        "prim::Constant" => match node.attr("value") {
+            Some(Attr::Ints(xs)) => Some(xs.clone()),
+            _ => match g.constant_value(n)? {
+                IValue::List(l) => l.items().iter().map(|x| x.as_int()).collect(),
+                _ => None,
+            },
+        },
+        "prim::ListConstruct" => node
+            .inputs
+            .iter()
+            .map(|&x| match constant(g, x)? {
+                IValue::Int(i) => Some(i),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// Every node of `g`, nested blocks included.
+fn all_nodes(g: &Graph) -> Vec<NodeId> {
+    let mut out = Vec::new();
+    g.walk(g.root, &mut |n| out.push(n));
+    out
+}
+
+/// A `Conv2d.forward` that is exactly `aten::conv2d(input, self.<w>, self.<b>, <constant
+/// stride, padding, dilation, groups>)` (zero padding mode), read from its inlined graph.
+fn conv_facts(g: &Graph) -> Option<ConvFacts> {
+    let input = *g.inputs().get(1)?;
+    let mut conv = None;
+    for n in all_nodes(g) {
+        let node = g.node(n);
+        match node.kind.as_str() {
+            "prim::Constant" | "prim::GetAttr" | "prim::ListConstruct" => {}
+            "aten::conv2d"
+                if conv.is_none() && node.overload.as_deref().unwrap_or("").is_empty() =>
+            {
+                conv = Some(n)
+            }
+            _ => return None,
+        }
+    }
+    let node = g.node(conv?);
+    let [x, w, b, stride, padding, dilation, groups] = node.inputs[..] else {
+        return None;
+    };
+    if x != input || g.outputs() != node.outputs.as_slice() {
+        return None;
+    }
+    let pair = |v: ValueId, min: i64| -> Option<[usize; 3]> {
+        let xs = int_list(g, v)?;
+        let (a, b) = match xs[..] {
+            [a] => (a, a),
+            [a, b] => (a, b),
+            _ => return None,
+        };
+        (a >= min && b >= min).then_some([1, a as usize, b as usize])
+    };
+    let groups = match constant(g, groups)? {
+        IValue::Int(k) if k > 0 => k as usize,
+        _ => return None,
+    };
+    let mut pad = pair(padding, 0)?;
+    pad[0] = 0;
+    Some(ConvFacts {
+        weight: self_attr(g, w)?,
+        bias: source(g, b)?,
+        params: ConvParams {
+            stride: pair(stride, 1)?,
+            pad,
+            pad_extra: [0; 3],
+            dilation: pair(dilation, 1)?,
+            output_padding: [0; 3],
+            groups,
+            transposed: false,
+        },
+    })
+}
+
+/// A `BatchNorm2d.forward` (torch.nn's: in eval mode with running statistics it normalizes by
+/// them) whose `aten::batch_norm` reads attributes of `self` and a constant `eps`.
+fn batch_norm_facts(g: &Graph) -> Option<BatchNormFacts> {
+    let input = *g.inputs().get(1)?;
+    let mut found = None;
+    for n in all_nodes(g) {
+        if g.node(n).kind == "aten::batch_norm" {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(n);
+        }
+    }
+    let node = g.node(found?);
+    let [x, w, b, mean, var, _training, _momentum, eps, _cudnn] = node.inputs[..] else {
+        return None;
+    };
+    if x != input || g.outputs() != node.outputs.as_slice() {
+        return None;
+    }
+    let eps = match constant(g, eps)? {
+        IValue::Double(e) if e >= 0.0 => e,
+        _ => return None,
+    };
+    Some(BatchNormFacts {
+        weight: source(g, w)?,
+        bias: source(g, b)?,
+        mean: self_attr(g, mean)?,
+        var: self_attr(g, var)?,
+        eps,
+    })
+}
+
+/// The activation an activation module's `forward` applies to its input: every operator in it
+/// is that one activation (in place or not, as `inplace` picks) with constant bounds.
+fn activation_facts(g: &Graph) -> Option<Activation> {
+    let input = *g.inputs().get(1)?;
+    let mut act = None;
+    for n in all_nodes(g) {
+        let node = g.node(n);
+        let this = match node.kind.as_str() {
+            "prim::Constant" | "prim::GetAttr" | "prim::If" => continue,
+            "aten::relu" | "aten::relu_" => Activation::Relu,
+            "aten::relu6" | "aten::relu6_" => Activation::Clamp(0.0, 6.0),
+            "aten::hardswish" | "aten::hardswish_" => Activation::Hardswish,
+            "aten::hardsigmoid" | "aten::hardsigmoid_" => Activation::Hardsigmoid,
+            "aten::silu" | "aten::silu_" => Activation::Silu,
+            "aten::hardtanh" | "aten::hardtanh_" => {
+                let bound = |i: usize| match constant(g, *node.inputs.get(i)?)? {
+                    IValue::Double(f) => Some(f as f32),
+                    IValue::Int(k) => Some(k as f32),
+                    _ => None,
+                };
+                let (lo, hi) = (bound(1)?, bound(2)?);
+                if lo > hi {
+                    return None;
+                }
+                Activation::Clamp(lo, hi)
+            }
+            _ => return None,
+        };
+        if node.inputs.first() != Some(&input) || act.is_some_and(|a| a != this) {
+            return None;
+        }
+        act = Some(this);
+    }
+    act
+}
+
+/// What the chain of `steps` on receivers of `classes` (one per module call, in order)
+/// computes, from the classes' `forward` graphs; `None` when a module is not what the fused
+/// kernel implements.
+pub(crate) fn chain_facts(
+    program: &dyn Program,
+    steps: &[StepKind],
+    classes: &[Arc<str>],
+) -> Option<ChainFacts> {
+    let mut classes = classes.iter();
+    // constants propagated: checks on constant arguments (hardtanh's `min_val > max_val`) and
+    // branches on constant flags (`inplace`) fold away
+    let mut graph = || {
+        let mut g = (*program.inlined_method(classes.next()?, "forward")?).clone();
+        crate::ir::passes::propagate_constants(&mut g);
+        Some(g)
+    };
+    let mut facts = None;
+    let mut batch_norm = None;
+    let mut activation = Activation::Identity;
+    for step in steps {
+        match step {
+            StepKind::Conv => facts = Some(conv_facts(&graph()?)?),
+            StepKind::BatchNorm => batch_norm = Some(batch_norm_facts(&graph()?)?),
+            StepKind::Activation => activation = activation_facts(&graph()?)?,
+            StepKind::Residual => {}
+        }
+    }
+    Some(ChainFacts {
+        conv: facts?,
+        batch_norm,
+        activation,
+    })
+}
+
+/// Attribute `name` of `o` as a float32 tensor (`Ok(None)` when it is `None`); `Err(())` for
+/// anything else.
+fn tensor_attr(o: &Object, name: &Source) -> Result<Option<Tensor>, ()> {
+    match name {
+        Source::None => Ok(None),
+        Source::Attr(a) => match o.get(a) {
+            Some(IValue::Tensor(t)) if t.dtype() == DType::Float32 => Ok(Some(t)),
+            Some(IValue::None) => Ok(None),
+            _ => Err(()),
+        },
+    }
+}
+
+/// The values of a float32 vector of `n` elements.
+fn vector(t: &Tensor, n: usize) -> Option<Vec<f32>> {
+    (t.dim() == 1 && t.numel() == n)
+        .then(|| t.to_vec::<f32>().ok())
+        .flatten()
+}
+
+/// The convolution of a chain with its batch norm folded in, from the modules' current state.
+struct Folded {
+    weight: Tensor,
+    /// Per output channel (with a batch norm).
+    scale: Option<Vec<f32>>,
+    bias: Option<Vec<f32>>,
+}
+
+/// Fold the batch norm of a chain on receivers `objects` into its convolution; `None` when
+/// the modules do not qualify now (a batch norm in training mode or without running
+/// statistics, attributes that are not float32 tensors of the right sizes).
+fn fold(facts: &ChainFacts, objects: &[&Object]) -> Option<Folded> {
+    let conv = objects.first()?;
+    let weight = tensor_attr(conv, &Source::Attr(facts.conv.weight.clone())).ok()??;
+    let conv_bias = tensor_attr(conv, &facts.conv.bias).ok()?;
+    if weight.dim() != 4 {
+        return None;
+    }
+    let cout = weight.shape()[0];
+    let conv_bias = match &conv_bias {
+        Some(b) => Some(vector(b, cout)?),
+        None => None,
+    };
+    let Some(bn) = &facts.batch_norm else {
+        return Some(Folded {
+            weight,
+            scale: None,
+            bias: conv_bias,
+        });
+    };
+    let o = objects.get(1)?;
+    // train mode normalizes by the batch and updates the running statistics
+    if !matches!(o.get("training"), Some(IValue::Bool(false))) {
+        return None;
+    }
+    let field = |s: &Source| -> Option<Option<Vec<f32>>> {
+        match tensor_attr(o, s).ok()? {
+            Some(t) => Some(Some(vector(&t, cout)?)),
+            None => Some(None),
+        }
+    };
+    let mean = field(&Source::Attr(bn.mean.clone()))??;
+    let var = field(&Source::Attr(bn.var.clone()))??;
+    let (gamma, beta) = (field(&bn.weight)?, field(&bn.bias)?);
+    let mut scale = Vec::with_capacity(cout);
+    let mut shift = Vec::with_capacity(cout);
+    for o in 0..cout {
+        let s =
+            gamma.as_ref().map_or(1.0, |g| f64::from(g[o])) / (f64::from(var[o]) + bn.eps).sqrt();
+        let b = conv_bias.as_ref().map_or(0.0, |b| f64::from(b[o]));
+        let beta = beta.as_ref().map_or(0.0, |b| f64::from(b[o]));
+        scale.push(s as f32);
+        shift.push((beta + (b - f64::from(mean[o])) * s) as f32);
+    }
+    Some(Folded {
+        weight,
+        scale: Some(scale),
+        bias: Some(shift),
+    })
+}
+
+/// Pack the folded weight of a chain on receivers `objects` ahead of its first call (a
+/// module's `prepare`); the weight when it was packed so.
+pub(crate) fn prepack(facts: &ChainFacts, objects: &[&Object]) -> Option<Tensor> {
+    let folded = fold(facts, objects)?;
+    let scale = folded.scale.as_deref()?;
+    let groups = facts.conv.params.groups;
+    crate::ops::conv::prepack_weight(&folded.weight, groups, Some(scale))
+        .ok()?
+        .then_some(folded.weight)
+}
+
+/// Run the chain fused: `objects` are the receivers of the module calls in order, `x` the
+/// convolution's input and `residual` the tensor added after the batch norm. `None` when the
+/// call does not qualify (then the module calls run one by one, which also reports any error).
+pub(crate) fn run_fused(
+    facts: &ChainFacts,
+    objects: &[&Object],
+    x: &IValue,
+    residual: Option<&IValue>,
+) -> Option<Tensor> {
+    let IValue::Tensor(x) = x else { return None };
+    // batch norm 2-d takes 4-d inputs only; a 3-d (unbatched) one raises in the module
+    if x.dtype() != DType::Float32 || x.dim() != 4 {
+        return None;
+    }
+    let folded = fold(facts, objects)?;
+    let bias = match folded.bias {
+        Some(b) => {
+            let n = b.len();
+            Some(Tensor::from_vec(b, &[n]).ok()?)
+        }
+        None => None,
+    };
+    let residual = match residual {
+        None => None,
+        Some(IValue::Tensor(r)) if r.dtype() == DType::Float32 && r.is_contiguous() => Some(r),
+        Some(_) => return None,
+    };
+    // the activation runs after the residual add
+    let act = if residual.is_some() {
+        Activation::Identity
+    } else {
+        facts.activation
+    };
+    let out = convolution_scaled(
+        "aten::conv2d",
+        x,
+        &folded.weight,
+        folded.scale.as_deref(),
+        bias.as_ref(),
+        &facts.conv.params,
+        act,
+    )
+    .ok()?;
+    if let Some(r) = residual {
+        if r.shape() != out.shape() {
+            return None;
+        }
+        add_then_activate(&out, r, facts.activation).ok()?;
+    }
+    Some(out)
+}
+
+impl ModuleChainOp {
+    /// What this chain computes on receivers `objects`, read once per combination of their
+    /// classes.
+    pub(crate) fn facts_for(
+        &self,
+        program: &dyn Program,
+        objects: &[&Object],
+    ) -> Option<Arc<ChainFacts>> {
+        let same = |classes: &[Arc<str>]| {
+            classes.len() == objects.len()
+                && classes
+                    .iter()
+                    .zip(objects)
+                    .all(|(c, o)| Arc::ptr_eq(c, o.class_name()) || **c == **o.class_name())
+        };
+        if let Some((classes, facts)) = &*self.facts.read() {
+            if same(classes) {
+                return facts.clone();
+            }
+        }
+        let classes: Box<[Arc<str>]> = objects.iter().map(|o| o.class_name().clone()).collect();
+        let kinds: Vec<StepKind> = self.steps.iter().map(|s| s.kind).collect();
+        let facts = chain_facts(program, &kinds, &classes).map(Arc::new);
+        *self.facts.write() = Some((classes, facts.clone()));
+        facts
+    }
+
+    /// The receivers of this chain's module calls inside `module` (the object whose method
+    /// holds the chain), when each is read from an attribute of it.
+    pub(crate) fn receivers_in(&self, module: &Object) -> Option<Vec<Object>> {
+        self.steps
+            .iter()
+            .filter(|s| s.kind != StepKind::Residual)
+            .map(|s| match module.get(s.receiver_attr.as_deref()?)? {
+                IValue::Object(o) => Some(o),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// `out = act(out + residual)`, a block at a time while it is in cache.
+fn add_then_activate(out: &Tensor, residual: &Tensor, act: Activation) -> crate::Result<()> {
+    let rg = residual.read::<f32>()?;
+    let mut og = out.write::<f32>()?;
+    let (Some(rs), Some(os)) = (rg.as_slice(), og.as_slice_mut()) else {
+        return Err(crate::error::RuntimeError::Other(
+            "fused residual add: non-contiguous operands".into(),
+        )
+        .into());
+    };
+    const BLOCK: usize = 4096;
+    for (o, r) in os.chunks_mut(BLOCK).zip(rs.chunks(BLOCK)) {
+        o.iter_mut().zip(r).for_each(|(a, &b)| *a += b);
+        act.apply_slice(o);
+    }
+    Ok(())
+}
