@@ -55,7 +55,7 @@ impl<'a> MatRef<'a> {
     /// kernels may read in place: element `(i, j)` is at `ptr + i * rs + j` for `i < rows`,
     /// `j < cols` (checked by [`MatRef::new`]). `None` for other layouts.
     pub(super) fn row_major(&self) -> Option<(*const f32, usize)> {
-        (self.cs == 1 && self.rows > 0 && self.cols > 0).then(|| (self.data.as_ptr(), self.rs))
+        (self.cs == 1 && self.rows > 0 && self.cols > 0).then_some((self.data.as_ptr(), self.rs))
     }
 
     #[inline]
