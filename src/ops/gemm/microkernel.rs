@@ -123,16 +123,7 @@ pub(super) unsafe fn avx512(
             row[1] = _mm512_fmadd_ps(av, b1, row[1]);
         }
     }
-    for (i, row) in acc.iter().enumerate() {
-        let p = c.add(i * ldc);
-        if accumulate {
-            _mm512_storeu_ps(p, _mm512_add_ps(_mm512_loadu_ps(p), row[0]));
-            _mm512_storeu_ps(p.add(16), _mm512_add_ps(_mm512_loadu_ps(p.add(16)), row[1]));
-        } else {
-            _mm512_storeu_ps(p, row[0]);
-            _mm512_storeu_ps(p.add(16), row[1]);
-        }
-    }
+    store_avx512(&acc, c, ldc, accumulate);
 }
 
 /// [`avx512`] with A read in place rather than from a packed panel: row `i` of the tile's A
@@ -170,6 +161,24 @@ pub(super) unsafe fn avx512_rows(
             row[1] = _mm512_fmadd_ps(av, b1, row[1]);
         }
     }
+    store_avx512(&acc, c, ldc, accumulate);
+}
+
+/// Write (or add) the 12 x 32 accumulators of [`avx512`] / [`avx512_rows`] to C.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `c` addresses an `AVX512_MR x AVX512_NR` tile with row
+/// stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn store_avx512(
+    acc: &[[std::arch::x86_64::__m512; 2]; AVX512_MR],
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    use std::arch::x86_64::*;
     for (i, row) in acc.iter().enumerate() {
         let p = c.add(i * ldc);
         if accumulate {
