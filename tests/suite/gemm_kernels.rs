@@ -108,11 +108,27 @@ fn strided_and_packed_operands_match_reference() {
             let fb = |p: usize, j: usize| bv[p * n + j];
             let pa = PackedA::new(isa, &a);
             let pb = PackedB::new(isa, &b);
+            // the same A row-major with padded rows (stride k + 5), which the AVX-512 kernel
+            // reads in place
+            let lda = k + 5;
+            let mut rv = vec![f32::NAN; m * lda];
+            for i in 0..m {
+                for p in 0..k {
+                    rv[i * lda + p] = fa(i, p);
+                }
+            }
+            let ar = MatRef::new(&rv, m, k, lda, 1).unwrap();
             let ldc = n + 3;
             for (name, ao, bo) in [
                 ("mat x mat", AOperand::Mat(a), BOperand::Mat(b)),
                 ("packed x mat", AOperand::Packed(&pa), BOperand::Mat(b)),
                 ("mat x packed", AOperand::Mat(a), BOperand::Packed(&pb)),
+                (
+                    "row-major mat x packed",
+                    AOperand::Mat(ar),
+                    BOperand::Packed(&pb),
+                ),
+                ("row-major mat x mat", AOperand::Mat(ar), BOperand::Mat(b)),
             ] {
                 for parallel in [false, true] {
                     let mut c = vec![f32::NAN; m.max(1) * ldc];

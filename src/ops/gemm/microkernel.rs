@@ -123,6 +123,62 @@ pub(super) unsafe fn avx512(
             row[1] = _mm512_fmadd_ps(av, b1, row[1]);
         }
     }
+    store_avx512(&acc, c, ldc, accumulate);
+}
+
+/// [`avx512`] with A read in place rather than from a packed panel: row `i` of the tile's A
+/// starts at `a + i * lda` and holds `kc` contiguous values (a row-major matrix). Linear
+/// layers and attention multiply row-major activations; packing them (a transposing copy per
+/// task and per thread) was a tenth of BERT's call. The products are the packed kernel's, in
+/// the same order.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `a + i * lda + k` is readable for `i < AVX512_MR`,
+/// `k < kc`; `b` and `c` as for [`avx512`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn avx512_rows(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    use std::arch::x86_64::*;
+    const MR: usize = AVX512_MR;
+    const NR: usize = AVX512_NR;
+    let rows: [*const f32; MR] = std::array::from_fn(|i| a.add(i * lda));
+    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+    for k in 0..kc {
+        let bp = b.add(k * NR);
+        let b0 = _mm512_loadu_ps(bp);
+        let b1 = _mm512_loadu_ps(bp.add(16));
+        for (row, r) in acc.iter_mut().zip(&rows) {
+            let av = _mm512_set1_ps(*r.add(k));
+            row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+            row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+        }
+    }
+    store_avx512(&acc, c, ldc, accumulate);
+}
+
+/// Write (or add) the 12 x 32 accumulators of [`avx512`] / [`avx512_rows`] to C.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `c` addresses an `AVX512_MR x AVX512_NR` tile with row
+/// stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn store_avx512(
+    acc: &[[std::arch::x86_64::__m512; 2]; AVX512_MR],
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    use std::arch::x86_64::*;
     for (i, row) in acc.iter().enumerate() {
         let p = c.add(i * ldc);
         if accumulate {

@@ -522,6 +522,12 @@ unsafe fn run_task(
         return;
     }
     let mut tile = [0f32; microkernel::MAX_TILE];
+    // A row-major A is read in place by the AVX-512 kernel (whole panels; a last partial
+    // panel is still packed, its rows padded)
+    let a_in_place = match a {
+        AOperand::Mat(mat) if isa == Isa::Avx512 && cfg!(target_arch = "x86_64") => mat.row_major(),
+        _ => None,
+    };
     let mut jc = j0;
     while jc < j1 {
         let nc = NC.min(j1 - jc);
@@ -551,11 +557,20 @@ unsafe fn run_task(
                         (MC / mr * mr).min(i1 - ic)
                     }
                 };
+                // rows of this block before `packed_from` are read in place
+                let packed_from = if a_in_place.is_some() {
+                    mc / mr * mr
+                } else {
+                    0
+                };
                 let ablock: &[f32] = match a {
                     AOperand::Packed(p) => p.block(pc, kc, ic),
-                    AOperand::Mat(mat) => pack_into(abuf, mc.div_ceil(mr) * mr * kc, |dst| {
-                        pack_a(&mat, mr, pc, kc, ic, mc, dst)
-                    }),
+                    AOperand::Mat(mat) => {
+                        let rows = mc - packed_from;
+                        pack_into(abuf, rows.div_ceil(mr) * mr * kc, |dst| {
+                            pack_a(&mat, mr, pc, kc, ic + packed_from, rows, dst)
+                        })
+                    }
                     // A's panel layout (kc groups of MR rows) is B's (kc rows of NR columns)
                     // for the transposed matrix
                     AOperand::ImageT(im) => {
@@ -584,8 +599,22 @@ unsafe fn run_task(
                         };
                         if let AOperand::Direct(d) = a {
                             direct_tile(&d, ic + ir, pc, kc, bp, dst, ld, full && pc > 0);
+                        } else if let (Some((a0, lda)), true) = (a_in_place, ir < packed_from) {
+                            // rows [ic + ir, + MR) and depth [pc, pc + kc) lie inside A
+                            // (checked against (m, k) by `sgemm`), so every element the
+                            // kernel reads is one of the matrix's
+                            #[cfg(target_arch = "x86_64")]
+                            microkernel::avx512_rows(
+                                kc,
+                                a0.add((ic + ir) * lda + pc),
+                                lda,
+                                bp,
+                                dst,
+                                ld,
+                                full && pc > 0,
+                            );
                         } else {
-                            let ap = ablock.as_ptr().add(ir * kc);
+                            let ap = ablock.as_ptr().add((ir - packed_from) * kc);
                             isa.tile(kc, ap, bp, dst, ld, full && pc > 0);
                         }
                         if !full {

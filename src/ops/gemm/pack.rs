@@ -51,6 +51,13 @@ impl<'a> MatRef<'a> {
         self.cols
     }
 
+    /// The first element and the row stride of a row-major matrix (column stride 1), which
+    /// kernels may read in place: element `(i, j)` is at `ptr + i * rs + j` for `i < rows`,
+    /// `j < cols` (checked by [`MatRef::new`]). `None` for other layouts.
+    pub(super) fn row_major(&self) -> Option<(*const f32, usize)> {
+        (self.cs == 1 && self.rows > 0 && self.cols > 0).then_some((self.data.as_ptr(), self.rs))
+    }
+
     #[inline]
     fn at(&self, i: usize, j: usize) -> f32 {
         self.data[i * self.rs + j * self.cs]

@@ -40,6 +40,15 @@ const MEAN_DIM: usize = 6;
 /// The float kernel each entry of [`WRAPPED`] replaced, by the same index.
 static FLOAT_KERNELS: [OnceLock<Kernel>; WRAPPED.len()] = [const { OnceLock::new() }; 7];
 
+/// The code addresses of the float kernels behind the wrappers of [`WRAPPED`] (a plan names
+/// only the wrapper): `Module::prepare` maps their pages, which `relu`'s first call otherwise
+/// faulted in (13 of the 43 us of the MLP's first call).
+pub(crate) fn wrapped_float_kernel_addresses() -> impl Iterator<Item = usize> {
+    FLOAT_KERNELS
+        .iter()
+        .filter_map(|k| k.get().map(|&k| k as *const () as usize))
+}
+
 pub fn register(r: &mut Registry) {
     r.add_all(&["quantized::add", "_quantized::add"], |a| add(a, false));
     r.add("quantized::add_relu", |a| add(a, true));

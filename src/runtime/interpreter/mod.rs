@@ -143,9 +143,11 @@ impl Interpreter {
 
     /// The code addresses of the interpreter's own per-call functions (`Module::prepare` maps
     /// their pages before the first call).
-    pub fn code_addresses() -> [usize; 5] {
+    pub fn code_addresses() -> [usize; 6] {
         [
             Self::call_method as *const () as usize,
+            // a call's arguments become a Vec here (its first run faulted this page in)
+            smallvec::SmallVec::<[IValue; 8]>::into_vec as *const () as usize,
             Self::call_module as *const () as usize,
             exec::run_plan as *const () as usize,
             std::ptr::drop_in_place::<IValue> as *const () as usize,

@@ -240,6 +240,7 @@ impl Module {
                 .iter()
                 .flat_map(|p| p.kernel_addresses())
                 .chain(Interpreter::code_addresses())
+                .chain(crate::ops::quantized::elementwise::wrapped_float_kernel_addresses())
                 .chain(call_path),
         );
         Ok(())
