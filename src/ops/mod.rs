@@ -59,6 +59,7 @@ pub mod scalar;
 pub mod schema;
 pub mod shape;
 pub mod sort;
+pub mod sparse;
 pub mod sparse_indices;
 pub mod special;
 pub mod static_runtime;
@@ -222,6 +223,7 @@ impl Registry {
             optimizers::register(&mut r);
             flat_buffers::register(&mut r);
             sparse_indices::register(&mut r);
+            sparse::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

@@ -27,6 +27,8 @@ enum Global {
     RebuildParameter,
     RebuildParameterWithState,
     RebuildQTensor,
+    /// `_rebuild_sparse_tensor` in TorchScript's form (`torch.jit.save`'s pickler).
+    RebuildSparseTensor,
     /// `torch.per_tensor_affine` / `torch.per_channel_affine` (a quantized tensor's scheme).
     QScheme(&'static str),
     RestoreTypeTag,
@@ -675,6 +677,7 @@ impl<'a> Unpickler<'a> {
             ("torch._utils", "_rebuild_parameter") => Global::RebuildParameter,
             ("torch._utils", "_rebuild_parameter_with_state") => Global::RebuildParameterWithState,
             ("torch._utils", "_rebuild_qtensor") => Global::RebuildQTensor,
+            ("torch._utils", "_rebuild_sparse_tensor") => Global::RebuildSparseTensor,
             ("torch", "per_tensor_affine") => Global::QScheme("per_tensor_affine"),
             ("torch", "per_channel_affine") => Global::QScheme("per_channel_affine"),
             ("torch", "per_channel_affine_float_qparams") => {
@@ -762,6 +765,11 @@ impl<'a> Unpickler<'a> {
             Global::RebuildQTensor => {
                 let a = self.args_of(args, "_rebuild_qtensor")?;
                 let t = self.rebuild_qtensor(&a)?;
+                Ok(Item::Val(IValue::Tensor(t)))
+            }
+            Global::RebuildSparseTensor => {
+                let a = self.args_of(args, "_rebuild_sparse_tensor")?;
+                let t = self.rebuild_sparse_tensor(&a)?;
                 Ok(Item::Val(IValue::Tensor(t)))
             }
             Global::QScheme(name) => {
@@ -858,6 +866,41 @@ impl<'a> Unpickler<'a> {
         let mut t = Tensor::from_parts(storage.clone(), offset, &shape, &strides, *dtype)
             .map_err(|e| self.malformed(format!("tensor does not fit its storage: {e}")))?;
         if let Some(Item::Val(IValue::Bool(rg))) = a.get(4) {
+            t.set_requires_grad(*rg);
+        }
+        Ok(t)
+    }
+
+    /// `_rebuild_sparse_tensor(layout, size, requires_grad, indices, values, backward_hooks)`
+    /// for COO and `(layout, size, requires_grad, crow_indices, col_indices, values,
+    /// backward_hooks)` for CSR, as TorchScript's pickler writes them (`layout` is
+    /// `c10::Layout`'s number). The indices are checked as `check_invariants=True` does.
+    fn rebuild_sparse_tensor(&self, a: &[Item]) -> Result<Tensor> {
+        let layout = self.int_arg(a.first(), "_rebuild_sparse_tensor layout")?;
+        let size = self.int_seq(a.get(1), "_rebuild_sparse_tensor size")?;
+        let size = crate::tensor::sparse_size(&size)
+            .map_err(|e| self.malformed(format!("_rebuild_sparse_tensor: {e}")))?;
+        let tensor_at = |i: usize| match a.get(i) {
+            Some(Item::Val(IValue::Tensor(t))) => Ok(t.clone()),
+            _ => Err(self.malformed(format!(
+                "_rebuild_sparse_tensor: argument {i} is not a tensor"
+            ))),
+        };
+        let built = match crate::tensor::Layout::from_number(layout) {
+            Some(crate::tensor::Layout::SparseCoo) => {
+                Tensor::sparse_coo(tensor_at(3)?, tensor_at(4)?, &size, false)
+            }
+            Some(l) if l.is_compressed() => {
+                Tensor::sparse_compressed(l, tensor_at(3)?, tensor_at(4)?, tensor_at(5)?, &size)
+            }
+            _ => {
+                return Err(
+                    self.malformed(format!("_rebuild_sparse_tensor: unknown layout {layout}"))
+                )
+            }
+        };
+        let mut t = built.map_err(|e| self.malformed(format!("_rebuild_sparse_tensor: {e}")))?;
+        if let Some(Item::Val(IValue::Bool(rg))) = a.get(2) {
             t.set_requires_grad(*rg);
         }
         Ok(t)

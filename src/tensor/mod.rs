@@ -15,6 +15,7 @@ mod pool;
 pub mod promote;
 mod quantizer;
 mod scalar;
+mod sparse;
 mod storage;
 
 pub use dtype::DType;
@@ -22,6 +23,7 @@ pub use element::Element;
 pub use identity::TensorIdentity;
 pub use quantizer::Quantizer;
 pub use scalar::Scalar;
+pub use sparse::{sparse_size, Layout, SparseParts};
 pub use storage::{
     AllocError, BorrowError, Storage, StorageRead, StorageWrite, WeakStorage, STORAGE_ALIGN,
 };
@@ -106,6 +108,19 @@ pub enum TensorError {
         /// The tensor's number of dimensions.
         ndim: usize,
     },
+    /// A kernel for strided tensors got a sparse one (PyTorch: "Could not run 'aten::foo'
+    /// with arguments from the 'SparseCPU' backend").
+    #[error(
+        "unsupported: Could not run '{}' with arguments from the '{}' backend: tsrun implements it for strided tensors only, got a {layout} tensor",
+        op.as_deref().unwrap_or("this operator"),
+        layout.backend()
+    )]
+    NotStrided {
+        /// The operator, when the refusal knows it (the traceback frame names it otherwise).
+        op: Option<String>,
+        /// The argument's layout.
+        layout: Layout,
+    },
     /// An invalid argument value.
     #[error("value error: {0}")]
     Value(String),
@@ -183,6 +198,8 @@ pub struct Tensor {
     requires_grad: bool,
     /// Set for quantized dtypes (`qint8`, ...): how the integers map to reals.
     quantizer: Option<std::sync::Arc<Quantizer>>,
+    /// Set for sparse layouts: the component tensors (the tensor then addresses no elements).
+    sparse: Option<std::sync::Arc<SparseParts>>,
 }
 
 impl std::fmt::Debug for Tensor {
@@ -235,6 +252,7 @@ impl Tensor {
             dtype,
             requires_grad: false,
             quantizer: None,
+            sparse: None,
         })
     }
 
@@ -272,6 +290,7 @@ impl Tensor {
             dtype,
             requires_grad: false,
             quantizer: None,
+            sparse: None,
         })
     }
 
@@ -304,6 +323,7 @@ impl Tensor {
             dtype: T::DTYPE,
             requires_grad: false,
             quantizer: None,
+            sparse: None,
         })
     }
 
@@ -467,6 +487,7 @@ impl Tensor {
 
     /// A view with new geometry over the same storage (bounds-checked).
     pub fn as_strided(&self, shape: &[usize], strides: &[isize], offset: usize) -> TResult<Tensor> {
+        self.check_strided()?;
         let mut t = Tensor::from_parts(self.storage.clone(), offset, shape, strides, self.dtype)?;
         t.requires_grad = self.requires_grad;
         t.quantizer = self.quantizer.clone();
@@ -489,6 +510,7 @@ impl Tensor {
     /// a write to the storage is in progress). Views and slices borrow the returned guard, so none
     /// can outlive it.
     pub fn read<T: Element>(&self) -> TResult<TensorRead<T>> {
+        self.check_strided()?;
         self.check_dtype::<T>()?;
         let borrow = self.storage.read()?;
         check_bool_bytes::<T>(&borrow)?;
@@ -512,6 +534,7 @@ impl Tensor {
     /// (`expand`ed views), and while any other guard on the storage is live — so a kernel must copy
     /// an input that shares the output's storage before it writes.
     pub fn write<T: Element>(&self) -> TResult<TensorWrite<T>> {
+        self.check_strided()?;
         self.check_dtype::<T>()?;
         self.check_no_internal_overlap()?;
         let mut borrow = self.storage.write()?;
@@ -626,6 +649,9 @@ impl Tensor {
 
     /// A contiguous copy with its own storage (`clone()` in PyTorch).
     pub fn deep_clone(&self) -> crate::Result<Tensor> {
+        if self.sparse.is_some() {
+            return Ok(self.sparse_clone()?);
+        }
         if let Some(q) = self.quantizer() {
             // the integers, copied row-major, under the same parameters
             let ints = self.int_repr_view()?.deep_clone()?;
@@ -642,6 +668,9 @@ impl Tensor {
     pub fn to_dtype(&self, dtype: DType) -> crate::Result<Tensor> {
         if dtype == self.dtype {
             return Ok(self.clone());
+        }
+        if let Some(parts) = &self.sparse {
+            return Ok(self.with_sparse_values(parts.values().to_dtype(dtype)?)?);
         }
         let out = Tensor::zeros(&self.shape, dtype)?;
         out.copy_from(self)?;
