@@ -78,6 +78,18 @@ fn factory_options(a: &Args, first: usize, built: Layout) -> crate::Result<Optio
     Ok(dtype)
 }
 
+/// A factory's `dtype` must be the given values' (PyTorch does not convert them).
+fn check_values_dtype(values: &Tensor, dtype: Option<DType>) -> crate::Result<()> {
+    match dtype {
+        Some(d) if d != values.dtype() => Err(value_err(format!(
+            "dtype of values ({}) must match dtype of sparse tensor ({})",
+            values.dtype().storage_class().trim_end_matches("Storage"),
+            d.storage_class().trim_end_matches("Storage")
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn converted(t: Tensor, dtype: Option<DType>) -> crate::Result<Tensor> {
     match dtype {
         Some(d) => t.to_dtype(d),
@@ -109,13 +121,13 @@ fn inferred_coo_size(indices: &Tensor, values: &Tensor) -> crate::Result<Vec<usi
 }
 
 /// `sparse_coo_tensor.indices(indices, values, *, dtype, layout, device, pin_memory,
-/// is_coalesced)`.
+/// is_coalesced)`: the values keep their dtype whatever `dtype` says (as ATen's op does; the
+/// Python wrapper converts them first).
 fn coo_from_indices(a: &mut Args) -> R {
     let (indices, values) = (a.tensor(0)?, a.tensor(1)?);
-    let dtype = factory_options(a, 2, Layout::SparseCoo)?;
+    factory_options(a, 2, Layout::SparseCoo)?;
     let coalesced = a.opt_bool(6)?.unwrap_or(false);
     let size = inferred_coo_size(&indices, &values)?;
-    let values = converted(values, dtype)?;
     Ok(Tensor::sparse_coo(indices, values, &size, coalesced)?.into())
 }
 
@@ -125,9 +137,8 @@ fn coo_from_indices(a: &mut Args) -> R {
 fn coo_from_indices_size(a: &mut Args) -> R {
     let (indices, values) = (a.tensor(0)?, a.tensor(1)?);
     let size = sparse_size(&a.int_list(2)?)?;
-    let dtype = factory_options(a, 3, Layout::SparseCoo)?;
+    factory_options(a, 3, Layout::SparseCoo)?;
     let coalesced = a.opt_bool(7)?.unwrap_or(false);
-    let values = converted(values, dtype)?;
     Ok(Tensor::sparse_coo(indices, values, &size, coalesced)?.into())
 }
 
@@ -184,6 +195,7 @@ fn coo_with_dims_and_tensors(a: &mut Args) -> R {
     let (indices, values) = (a.tensor(3)?, a.tensor(4)?);
     let dtype = factory_options(a, 5, Layout::SparseCoo)?;
     let coalesced = a.opt_bool(9)?.unwrap_or(false);
+    check_values_dtype(&values, dtype)?;
     if indices.dim() != 2 || indices.shape()[0] != sd || values.dim() != dd + 1 {
         return Err(shape_err(format!(
             "{}: indices {:?} and values {:?} do not have sparse_dim {sd} and dense_dim {dd}",
@@ -192,7 +204,6 @@ fn coo_with_dims_and_tensors(a: &mut Args) -> R {
             values.shape()
         )));
     }
-    let values = converted(values, dtype)?;
     Ok(Tensor::sparse_coo(indices, values, &size, coalesced)?.into())
 }
 
@@ -270,7 +281,7 @@ fn compressed_factory<const L: i64, const SIZED: bool>(a: &mut Args) -> R {
     } else {
         inferred_compressed_size(layout, &compressed, &plain, &values)?
     };
-    let values = converted(values, dtype)?;
+    check_values_dtype(&values, dtype)?;
     Ok(Tensor::sparse_compressed(layout, compressed, plain, values, &size)?.into())
 }
 
@@ -326,11 +337,13 @@ fn is_coalesced(a: &mut Args) -> R {
 /// `_indices` / `_values` (and their `_copy` forms, `COPY`): the stored tensors as they are.
 fn raw_indices<const COPY: bool>(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
+    check_copy_twin::<COPY>(a.op, &t)?;
     let (indices, ..) = coo(a.op, &t)?;
     copy_if::<COPY>(indices)
 }
 fn raw_values<const COPY: bool>(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
+    check_copy_twin::<COPY>(a.op, &t)?;
     let (_, values, _) = coo(a.op, &t)?;
     copy_if::<COPY>(values)
 }
@@ -339,9 +352,19 @@ fn copy_if<const COPY: bool>(t: &Tensor) -> R {
     Ok(if COPY { t.deep_clone()? } else { t.clone() }.into())
 }
 
+/// The `_copy` twins have no SparseCPU kernel in PyTorch (only the compressed layouts'
+/// SparseCsrCPU one): a COO argument is refused as PyTorch's dispatcher refuses it.
+fn check_copy_twin<const COPY: bool>(op: &str, t: &Tensor) -> crate::Result<()> {
+    if COPY && t.layout() == Layout::SparseCoo {
+        return Err(no_kernel(op, t));
+    }
+    Ok(())
+}
+
 /// `indices()`: only of a coalesced tensor, as in PyTorch.
 fn indices<const COPY: bool>(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
+    check_copy_twin::<COPY>(a.op, &t)?;
     let (indices, _, coalesced) = coo(a.op, &t)?;
     if !coalesced {
         return Err(value_err(
@@ -354,6 +377,7 @@ fn indices<const COPY: bool>(a: &mut Args) -> R {
 /// `values()`: of a coalesced COO tensor, or of a compressed one.
 fn values<const COPY: bool>(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
+    check_copy_twin::<COPY>(a.op, &t)?;
     let p = parts(a.op, &t)?;
     if !p.is_coalesced() {
         return Err(value_err(
@@ -454,6 +478,19 @@ fn coalesce_op(a: &mut Args) -> R {
     Ok(coalesce(a.op, &t)?.into())
 }
 
+/// `_coalesce(self)`: the kernel behind `coalesce()`, which asserts its argument is not
+/// coalesced yet.
+fn coalesce_uncoalesced(a: &mut Args) -> R {
+    let t = a.any_layout_tensor(0)?;
+    if coo(a.op, &t)?.2 {
+        return Err(value_err(format!(
+            "{}: !self.is_coalesced() (the tensor is already coalesced)",
+            a.op
+        )));
+    }
+    Ok(coalesce(a.op, &t)?.into())
+}
+
 /// `_coalesced(self, coalesced)` / `_coalesced_`: the same indices and values, marked.
 fn mark_coalesced(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
@@ -535,15 +572,36 @@ pub(crate) fn to_dense(op: &str, t: &Tensor) -> crate::Result<Tensor> {
     })
 }
 
-/// `to_dense(self, dtype, *, masked_grad)` / `_to_dense(self, dtype, masked_grad)`: a strided
-/// tensor is returned as it is (converted to `dtype`).
+/// `to_dense(self, dtype, *, masked_grad)`: a strided tensor is returned as it is (converted
+/// to `dtype`); a sparse one densified (PyTorch refuses a `dtype` for it).
 fn to_dense_op(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
-    let t = converted(t, a.opt_dtype(1)?)?;
+    let dtype = a.opt_dtype(1)?;
     if t.sparse_parts().is_none() {
-        return Ok(t.into());
+        return Ok(converted(t, dtype)?.into());
     }
-    Ok(to_dense(a.op, &t)?.into())
+    sparse_to_dense(a.op, &t, dtype)
+}
+
+/// `_to_dense(self, dtype, masked_grad)`: the sparse kernel behind `to_dense` (no strided one).
+fn to_dense_sparse_only(a: &mut Args) -> R {
+    let t = a.any_layout_tensor(0)?;
+    parts(a.op, &t)?;
+    sparse_to_dense(a.op, &t, a.opt_dtype(1)?)
+}
+
+fn sparse_to_dense(op: &str, t: &Tensor, dtype: Option<DType>) -> R {
+    if dtype.is_some() {
+        return Err(value_err(format!(
+            "dtype argument is not supported by {}",
+            if t.layout() == Layout::SparseCoo {
+                "sparse_to_dense"
+            } else {
+                "sparse_csr_to_dense"
+            }
+        )));
+    }
+    Ok(to_dense(op, t)?.into())
 }
 
 /// A strided tensor as COO with `sparse_dim` sparse dims (PyTorch's `dense_to_sparse`): the
@@ -590,7 +648,7 @@ fn dense_to_coo(t: &Tensor, sparse_dim: usize) -> crate::Result<Tensor> {
 }
 
 /// A compressed tensor as COO (2 sparse dims, no batch dims): indices in the compressed
-/// order; coalesced when rows are compressed (the order is then row-major).
+/// order, which is row-major (coalesced) for CSR and column-major (not coalesced) for CSC.
 fn compressed_to_coo(op: &str, t: &Tensor) -> crate::Result<Tensor> {
     let p = parts(op, t)?;
     let SparseParts::Compressed {
@@ -622,17 +680,12 @@ fn compressed_to_coo(op: &str, t: &Tensor) -> crate::Result<Tensor> {
             idx[nnz + k] = c;
         }
     }
-    let out = Tensor::sparse_coo(
+    Ok(Tensor::sparse_coo(
         Tensor::from_vec(idx, &[2, nnz])?,
         values.clone(),
         t.shape(),
         layout.compresses_rows(),
-    )?;
-    if layout.compresses_rows() {
-        Ok(out)
-    } else {
-        coalesce(op, &out)
-    }
+    )?)
 }
 
 /// A strided or COO tensor (2 sparse dims, `dense_dim` dense ones) in a compressed layout
@@ -1189,11 +1242,12 @@ fn hspmm(a: &mut Args) -> R {
     )?;
     let vals = sparse_addmm(a.op, None, &compacted, &y, Scalar::Int(0), Scalar::Int(1))?;
     let nrows = rows.len();
+    // PyTorch leaves the result unmarked, though its rows are sorted
     Ok(Tensor::sparse_coo(
         Tensor::from_vec(rows, &[1, nrows])?,
         vals,
         &[x.shape()[0], y.shape()[1]],
-        true,
+        false,
     )?
     .into())
 }
@@ -1530,10 +1584,12 @@ pub(crate) fn register(r: &mut Registry) {
         compressed_component::<false, false, true>,
     );
 
-    r.add_all(&["aten::coalesce", "aten::_coalesce"], coalesce_op);
+    r.add("aten::coalesce", coalesce_op);
+    r.add("aten::_coalesce", coalesce_uncoalesced);
     r.add_all(&["aten::_coalesced", "aten::_coalesced_"], mark_coalesced);
 
-    r.add_all(&["aten::to_dense", "aten::_to_dense"], to_dense_op);
+    r.add("aten::to_dense", to_dense_op);
+    r.add("aten::_to_dense", to_dense_sparse_only);
     r.add_all(&["aten::to_sparse", "aten::_to_sparse"], to_sparse);
     r.add_all(
         &["aten::to_sparse.sparse_dim", "aten::_to_sparse.sparse_dim"],
