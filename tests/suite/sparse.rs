@@ -54,3 +54,81 @@ fn sparse_components_are_validated() {
     let err = Tensor::sparse_coo(indices, values, &[3], false).expect_err("index 3 of size 3");
     assert!(err.to_string().contains("found index 3"), "{err}");
 }
+
+/// fixtures/sparse_gnn (fixtures/gen_sparse_gnn.py): a scripted graph network with COO and
+/// CSR adjacency buffers.
+struct Gnn {
+    golden: serde_json::Value,
+    arrays: common::Arrays,
+}
+
+impl Gnn {
+    fn open() -> Gnn {
+        let dir = common::fixtures_dir().join("sparse_gnn");
+        let golden = serde_json::from_reader(
+            std::fs::File::open(dir.join("golden.json")).expect("golden.json"),
+        )
+        .expect("golden json");
+        let arrays = common::Arrays::open(&dir.join("golden.npz"));
+        Gnn { golden, arrays }
+    }
+
+    fn value(&mut self, key: &str) -> IValue {
+        common::decode(&self.golden[key], &mut self.arrays)
+    }
+
+    fn text(&self, key: &str) -> &str {
+        self.golden[key].as_str().expect("repr text")
+    }
+}
+
+fn assert_runs_like_pytorch(m: &tsrun::Module, g: &mut Gnn) {
+    let x = g.value("input");
+    let out = m.forward(&[x]).expect("forward");
+    common::compare(&out, &g.value("forward"), 1e-5, 1e-6, "forward").expect("forward");
+    let degree = m.run_method("degree", &[]).expect("degree");
+    common::compare(&degree, &g.value("degree"), 1e-6, 1e-7, "degree").expect("degree");
+}
+
+#[test]
+fn sparse_gnn_loads_prints_runs_and_saves() {
+    use tsrun::internals::cli::repr::tensor_repr;
+    let mut g = Gnn::open();
+    let m = tsrun::Module::load(common::fixtures_dir().join("sparse_gnn/model.pt")).expect("load");
+    let adj = match m.attr("adj") {
+        Some(IValue::Tensor(t)) => t,
+        other => panic!("adj is {other:?}"),
+    };
+    let adj_csr = match m.attr("adj_csr") {
+        Some(IValue::Tensor(t)) => t,
+        other => panic!("adj_csr is {other:?}"),
+    };
+    assert_eq!(adj.layout(), Layout::SparseCoo);
+    assert_eq!(adj_csr.layout(), Layout::SparseCsr);
+    assert_eq!(tensor_repr(&adj), g.text("adj_repr"));
+    assert_eq!(tensor_repr(&adj_csr), g.text("adj_csr_repr"));
+    let registry = Registry::global();
+    let ctx = OpContext::default();
+    let coalesce = registry.lookup("aten::coalesce", "").expect("coalesce");
+    let mut args = vec![IValue::Tensor(adj.clone())];
+    let coalesced = coalesce(&mut Args::new("aten::coalesce", &mut args, &ctx)).expect("coalesce");
+    let IValue::Tensor(coalesced) = coalesced else {
+        panic!("coalesce gave {coalesced:?}")
+    };
+    assert_eq!(tensor_repr(&coalesced), g.text("coalesced_repr"));
+    assert_runs_like_pytorch(&m, &mut g);
+
+    // saved as `_rebuild_sparse_tensor` records and loaded back: the same buffers and results
+    let path = std::env::temp_dir().join(format!("tsrun_sparse_gnn_{}.pt", std::process::id()));
+    m.save(&path).expect("save");
+    let back = tsrun::Module::load(&path).expect("reload");
+    let _ = std::fs::remove_file(&path);
+    for name in ["adj", "adj_csr"] {
+        let (Some(IValue::Tensor(a)), Some(IValue::Tensor(b))) = (m.attr(name), back.attr(name))
+        else {
+            panic!("{name} missing after the round trip")
+        };
+        common::compare_tensors(&b, &a, 0.0, 0.0, name).expect("same buffer");
+    }
+    assert_runs_like_pytorch(&back, &mut g);
+}
