@@ -30,11 +30,9 @@ fn parts<'t>(op: &str, t: &'t Tensor) -> crate::Result<&'t SparseParts> {
 /// A COO argument's indices, values and coalesced flag.
 fn coo<'t>(op: &str, t: &'t Tensor) -> crate::Result<(&'t Tensor, &'t Tensor, bool)> {
     match parts(op, t)? {
-        SparseParts::Coo {
-            indices,
-            values,
-            coalesced,
-        } => Ok((indices, values, *coalesced)),
+        p @ SparseParts::Coo {
+            indices, values, ..
+        } => Ok((indices, values, p.is_coalesced())),
         SparseParts::Compressed { .. } => Err(no_kernel(op, t)),
     }
 }
@@ -334,18 +332,18 @@ fn is_coalesced(a: &mut Args) -> R {
     Ok(IValue::Bool(coo(a.op, &t)?.2))
 }
 
-/// `_indices` / `_values` (and their `_copy` forms, `COPY`): the stored tensors as they are.
-fn raw_indices<const COPY: bool>(a: &mut Args) -> R {
+/// `_indices` / `_values`: the stored tensors as they are. (Their `_copy` twins, like
+/// `indices_copy` and `_sparse_broadcast_to_copy`, have no kernel for any sparse layout in
+/// PyTorch, so tsrun registers none either.)
+fn raw_indices(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
-    check_copy_twin::<COPY>(a.op, &t)?;
     let (indices, ..) = coo(a.op, &t)?;
-    copy_if::<COPY>(indices)
+    Ok(indices.clone().into())
 }
-fn raw_values<const COPY: bool>(a: &mut Args) -> R {
+fn raw_values(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
-    check_copy_twin::<COPY>(a.op, &t)?;
     let (_, values, _) = coo(a.op, &t)?;
-    copy_if::<COPY>(values)
+    Ok(values.clone().into())
 }
 
 fn copy_if<const COPY: bool>(t: &Tensor) -> R {
@@ -362,16 +360,15 @@ fn check_copy_twin<const COPY: bool>(op: &str, t: &Tensor) -> crate::Result<()> 
 }
 
 /// `indices()`: only of a coalesced tensor, as in PyTorch.
-fn indices<const COPY: bool>(a: &mut Args) -> R {
+fn indices(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
-    check_copy_twin::<COPY>(a.op, &t)?;
     let (indices, _, coalesced) = coo(a.op, &t)?;
     if !coalesced {
         return Err(value_err(
             "Cannot get indices on an uncoalesced tensor, please call .coalesce() first",
         ));
     }
-    copy_if::<COPY>(indices)
+    Ok(indices.clone().into())
 }
 
 /// `values()`: of a coalesced COO tensor, or of a compressed one.
@@ -491,7 +488,18 @@ fn coalesce_uncoalesced(a: &mut Args) -> R {
     Ok(coalesce(a.op, &t)?.into())
 }
 
-/// `_coalesced(self, coalesced)` / `_coalesced_`: the same indices and values, marked.
+/// `_coalesced_(self, coalesced)`: the flag set on the tensor itself (every handle).
+fn mark_coalesced_in_place(a: &mut Args) -> R {
+    let t = a.any_layout_tensor(0)?;
+    coo(a.op, &t)?;
+    let flag = a.bool(1)?;
+    if let Some(p) = t.sparse_parts() {
+        p.set_coalesced(flag);
+    }
+    Ok(t.into())
+}
+
+/// `_coalesced(self, coalesced)`: the same indices and values, marked.
 fn mark_coalesced(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
     let (indices, values, _) = coo(a.op, &t)?;
@@ -1442,6 +1450,655 @@ fn sparse_mask(a: &mut Args) -> R {
     Ok(Tensor::sparse_coo(indices.clone(), values, mask.shape(), coalesced)?.into())
 }
 
+/// `_validate_compressed_sparse_indices(is_crow, compressed_idx, plain_idx, cdim, dim, nnz)`.
+fn validate_compressed_indices(a: &mut Args) -> R {
+    let is_crow = a.bool(0)?;
+    let (comp, plain) = (a.tensor(1)?, a.tensor(2)?);
+    let cdim = to_usize(a.int(3)?, "cdim")?;
+    let dim = to_usize(a.int(4)?, "dim")?;
+    let nnz = to_usize(a.int(5)?, "nnz")?;
+    if comp.dim() != 1 || plain.dim() != 1 {
+        return Err(unsupported(format!(
+            "{}: batched index tensors ({:?} and {:?})",
+            a.op,
+            comp.shape(),
+            plain.shape()
+        )));
+    }
+    crate::tensor::validate_compressed_indices(is_crow, &comp, &plain, cdim, dim, nnz)?;
+    Ok(IValue::None)
+}
+
+/// `_spdiags(diagonals, offsets, shape, layout)`: diagonal `d` (offset `k`) puts
+/// `diagonals[d, j]` at `(j - k, j)` for every column `j` inside both the matrix and the row of
+/// diagonals; a COO tensor in diagonal order (uncoalesced), or converted to `layout`.
+fn spdiags(a: &mut Args) -> R {
+    let (diagonals, offsets) = (a.tensor(0)?, a.tensor(1)?);
+    let shape = sparse_size(&a.int_list(2)?)?;
+    if shape.len() != 2 || diagonals.dim() != 2 || offsets.dim() != 1 {
+        return Err(shape_err(format!(
+            "{}: expected 2-d diagonals, 1-d offsets and a 2-d shape, got {:?}, {:?} and {shape:?}",
+            a.op,
+            diagonals.shape(),
+            offsets.shape()
+        )));
+    }
+    if offsets.shape()[0] != diagonals.shape()[0] {
+        return Err(shape_err(format!(
+            "{}: Number of diagonals ({}) does not match the number of offsets ({})",
+            a.op,
+            diagonals.shape()[0],
+            offsets.shape()[0]
+        )));
+    }
+    let offs = index_vec(&offsets)?;
+    let mut seen = std::collections::HashSet::new();
+    if offs.iter().any(|o| !seen.insert(*o)) {
+        return Err(value_err(format!(
+            "{}: Offset tensor contains duplicate values",
+            a.op
+        )));
+    }
+    let (m, n) = (shape[0] as i64, shape[1] as i64);
+    let len = diagonals.shape()[1] as i64;
+    let mut rows = Vec::new();
+    let mut cols = Vec::new();
+    let mut take = Vec::new();
+    for (d, &k) in offs.iter().enumerate() {
+        let first = k.max(0);
+        let last = (m + k).min(n).min(len);
+        for j in first..last {
+            rows.push(j - k);
+            cols.push(j);
+            take.push(d * len as usize + j as usize);
+        }
+    }
+    let nnz = rows.len();
+    let values = crate::dispatch_all!(diagonals.dtype(), "_spdiags", |T| {
+        let v = diagonals.contiguous()?.to_vec::<T>()?;
+        let picked: Vec<T> = take.iter().map(|&i| v[i]).collect();
+        Tensor::from_vec(picked, &[nnz])
+    })?;
+    rows.extend(cols);
+    let coo = Tensor::sparse_coo(Tensor::from_vec(rows, &[2, nnz])?, values, &shape, false)?;
+    let layout = match a.opt_int(3)? {
+        None => Layout::SparseCoo,
+        Some(l) => Layout::from_number(l)
+            .filter(|l| matches!(l, Layout::SparseCoo | Layout::SparseCsr | Layout::SparseCsc))
+            .ok_or_else(|| {
+                value_err(format!(
+                    "{}: Only output layouts (torch.sparse_coo, torch.sparse_csc, torch.sparse_csr) are supported, got layout {l}",
+                    a.op
+                ))
+            })?,
+    };
+    Ok(to_layout(a.op, &coo, layout, None, None)?.into())
+}
+
+/// `_sparse_broadcast_to(self, size)` of a COO tensor: new leading dims and size-1 sparse dims
+/// that grow become sparse dims, every entry repeated over their index combinations
+/// (row-major); size-1 dense dims are expanded in the values.
+fn sparse_broadcast_to(a: &mut Args) -> R {
+    let t = a.any_layout_tensor(0)?;
+    let (indices, values, _) = coo(a.op, &t)?;
+    let size = sparse_size(&a.int_list(1)?)?;
+    let (dim, sd) = (t.dim(), indices.shape()[0]);
+    if size.len() < dim {
+        return Err(shape_err(format!(
+            "{}: the number of sizes provided ({}) must be greater or equal to the number of dimensions in the tensor ({dim})",
+            a.op,
+            size.len()
+        )));
+    }
+    let lead = size.len() - dim;
+    for d in 0..dim {
+        let (have, want) = (t.shape()[d], size[lead + d]);
+        if have != want && have != 1 {
+            return Err(shape_err(format!(
+                "{}: The expanded size of the tensor ({want}) must match the existing size ({have}) at non-singleton dimension {}",
+                a.op,
+                lead + d
+            )));
+        }
+    }
+    // the sparse dims of the result whose index is enumerated
+    let grown: Vec<usize> = (0..lead)
+        .chain(
+            (0..sd)
+                .filter(|&d| t.shape()[d] == 1 && size[lead + d] != 1)
+                .map(|d| d + lead),
+        )
+        .collect();
+    let combos: usize = grown.iter().map(|&d| size[d]).product();
+    let nnz = indices.shape()[1];
+    let new_sd = lead + sd;
+    let new_nnz = nnz * combos;
+    let idx = index_vec(indices)?;
+    let mut new_idx = vec![0i64; new_sd * new_nnz];
+    let strides = contiguous_strides(&grown.iter().map(|&d| size[d]).collect::<Vec<_>>());
+    for e in 0..nnz {
+        for c in 0..combos {
+            let col = e * combos + c;
+            for d in lead..new_sd {
+                new_idx[d * new_nnz + col] = idx[(d - lead) * nnz + e];
+            }
+            for (g, &d) in grown.iter().enumerate() {
+                new_idx[d * new_nnz + col] = ((c / strides[g] as usize) % size[d]) as i64;
+            }
+        }
+    }
+    let row: usize = values.shape()[1..].iter().product();
+    let mut dense_shape = vec![nnz];
+    dense_shape.extend_from_slice(&size[lead + sd..]);
+    let expanded = {
+        let g = crate::tensor::broadcast_shapes(values.shape(), &dense_shape)?;
+        if g.as_slice() != dense_shape.as_slice() {
+            return Err(shape_err(format!("{}: dense dims do not broadcast", a.op)));
+        }
+        let mut strides: Vec<isize> = values.strides().to_vec();
+        for (k, s) in strides.iter_mut().enumerate() {
+            if values.shape()[k] != dense_shape[k] {
+                *s = 0;
+            }
+        }
+        values.as_strided(&dense_shape, &strides, values.storage_offset())?
+    };
+    let dense_row: usize = dense_shape[1..].iter().product();
+    let _ = row;
+    let new_values = crate::dispatch_all!(values.dtype(), "_sparse_broadcast_to", |T| {
+        let v = expanded.to_vec::<T>()?;
+        let mut out: Vec<T> = Vec::with_capacity(new_nnz * dense_row);
+        for e in 0..nnz {
+            for _ in 0..combos {
+                out.extend_from_slice(&v[e * dense_row..(e + 1) * dense_row]);
+            }
+        }
+        let mut vshape = vec![new_nnz];
+        vshape.extend_from_slice(&dense_shape[1..]);
+        Tensor::from_vec(out, &vshape)
+    })?;
+    Ok(Tensor::sparse_coo(
+        Tensor::from_vec(new_idx, &[new_sd, new_nnz])?,
+        new_values,
+        &size,
+        false,
+    )?
+    .into())
+}
+
+/// `_sparse_csr_sum.dim_dtype` / `_sparse_csr_prod.dim_dtype` (`PROD`): a CSR matrix reduced
+/// over dim 0, 1 or both with keepdim (PyTorch supports no other case); one entry per
+/// nonempty row (column), accumulated in stored order.
+fn sparse_csr_reduce<const PROD: bool>(a: &mut Args) -> R {
+    let t = a.any_layout_tensor(0)?;
+    let p = parts(a.op, &t)?;
+    let SparseParts::Compressed {
+        layout: Layout::SparseCsr,
+        compressed_indices,
+        plain_indices,
+        values,
+    } = p
+    else {
+        return Err(no_kernel(a.op, &t));
+    };
+    if t.dim() != 2 || values.dim() != 1 {
+        return Err(unsupported(format!(
+            "{}: reductions of batched or hybrid CSR tensors",
+            a.op
+        )));
+    }
+    let mut dims = Vec::new();
+    for d in a.int_list(1)? {
+        let w = crate::tensor::wrap_dim(d, 2)?;
+        if !dims.contains(&w) {
+            dims.push(w);
+        }
+    }
+    if !a.bool(2)? {
+        return Err(value_err(
+            "reduction operations on CSR tensors with keepdim=False is unsupported",
+        ));
+    }
+    let out_dtype = a
+        .opt_dtype(3)?
+        .unwrap_or(if values.dtype().is_integral(true) {
+            DType::Int64
+        } else {
+            values.dtype()
+        });
+    let values = values.to_dtype(out_dtype)?;
+    let comp = index_vec(compressed_indices)?;
+    let plain = index_vec(plain_indices)?;
+    let (rows, cols) = (t.shape()[0], t.shape()[1]);
+    // the groups: (result row, result col) -> entries, in stored order
+    let mut keys: Vec<(usize, usize)> = Vec::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut at = std::collections::HashMap::new();
+    for r in 0..rows {
+        for k in comp[r] as usize..comp[r + 1] as usize {
+            let c = plain[k] as usize;
+            let key = (
+                if dims.contains(&0) { 0 } else { r },
+                if dims.contains(&1) { 0 } else { c },
+            );
+            let g = *at.entry(key).or_insert_with(|| {
+                keys.push(key);
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+            groups[g].push(k);
+        }
+    }
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by_key(|&g| keys[g]);
+    let out_rows = if dims.contains(&0) { 1 } else { rows };
+    let out_cols = if dims.contains(&1) { 1 } else { cols };
+    let mut crow = vec![0i64; out_rows + 1];
+    let mut ocol = Vec::with_capacity(order.len());
+    for &g in &order {
+        crow[keys[g].0 + 1] += 1;
+        ocol.push(keys[g].1 as i64);
+    }
+    for r in 0..out_rows {
+        crow[r + 1] += crow[r];
+    }
+    let nnz = order.len();
+    let out_values =
+        crate::dispatch_numeric!(out_dtype, "_sparse_csr_reduce", |T| {
+            let v = values.to_vec::<T>()?;
+            let reduced: Vec<T> =
+                order
+                    .iter()
+                    .map(|&g| {
+                        let start = if PROD { T::one() } else { T::zero() };
+                        groups[g].iter().fold(start, |acc, &k| {
+                            if PROD {
+                                acc.mul(v[k])
+                            } else {
+                                acc.add(v[k])
+                            }
+                        })
+                    })
+                    .collect();
+            Tensor::from_vec(reduced, &[nnz])
+        })?;
+    Ok(Tensor::sparse_compressed(
+        Layout::SparseCsr,
+        index_tensor(crow, &[out_rows + 1], compressed_indices.dtype())?,
+        index_tensor(ocol, &[nnz], plain_indices.dtype())?,
+        out_values,
+        &[out_rows, out_cols],
+    )?
+    .into())
+}
+
+/// `native_norm(self, p)` of a COO tensor: the p-norm of its coalesced values.
+fn native_norm(a: &mut Args) -> R {
+    let t = a.any_layout_tensor(0)?;
+    let p = a.scalar(1)?.to_f64();
+    let c = coalesce(a.op, &t)?;
+    let (_, values, _) = coo(a.op, &c)?;
+    Ok(super::reduce::vector_norm(values, p, None, false, None)?.into())
+}
+
+/// `native_norm.ScalarOpt_dim_dtype(self, p, dim, keepdim, dtype)`: only full reductions
+/// (`dim` empty or every dim), as PyTorch's `norm_sparse`.
+fn native_norm_dims(a: &mut Args) -> R {
+    let t = a.any_layout_tensor(0)?;
+    let p = a.opt_scalar(1)?.map_or(2.0, |s| s.to_f64());
+    let dims = a.int_list(2)?;
+    let mut all: Vec<usize> = dims
+        .iter()
+        .map(|&d| crate::tensor::wrap_dim(d, t.dim()))
+        .collect::<Result<_, _>>()?;
+    all.sort_unstable();
+    all.dedup();
+    if !dims.is_empty() && all.len() != t.dim() {
+        return Err(value_err(
+            "norm_sparse currently only supports full reductions, so 'dim' must either be empty or contain all dimensions of the input",
+        ));
+    }
+    if a.bool(3)? {
+        return Err(value_err(
+            "norm_sparse currently does not support keepdim=True",
+        ));
+    }
+    if a.opt_dtype(4)?.is_some() {
+        return Err(value_err(
+            "norm_sparse currently does not support 'dtype' argument",
+        ));
+    }
+    let c = coalesce(a.op, &t)?;
+    let (_, values, _) = coo(a.op, &c)?;
+    let r = super::reduce::vector_norm(values, p, None, false, None)?;
+    Ok(r.into())
+}
+
+/// `sspaddmm(self, mat1, mat2, *, beta, alpha)`: a COO result holding `beta * self`'s entries
+/// (as stored), then for each row of `mat1` (coalesced) that has entries, one entry per column
+/// of `mat2` with `alpha * (mat1 @ mat2)` of that row.
+fn sspaddmm_of(
+    op: &str,
+    input: &Tensor,
+    mat1: &Tensor,
+    dense: &Tensor,
+    beta: Scalar,
+    alpha: Scalar,
+) -> crate::Result<Tensor> {
+    let (ti, tv, _) = coo(op, input)?;
+    let s = coalesce(op, mat1)?;
+    let (si, _, _) = coo(op, &s)?;
+    if s.dim() != 2 || si.shape()[0] != 2 || dense.dim() != 2 || input.dim() != 2 {
+        return Err(shape_err(format!(
+            "{op}: expected 2-D matrices, got {:?}, {:?} and {:?}",
+            input.shape(),
+            s.shape(),
+            dense.shape()
+        )));
+    }
+    let (n, k, m) = (s.shape()[0], s.shape()[1], dense.shape()[1]);
+    if input.shape() != [n, m] {
+        return Err(shape_err(format!(
+            "{op}: Argument #1: Expected dim 0 size {n} and dim 1 size {m}, got {:?}",
+            input.shape()
+        )));
+    }
+    let product = sparse_addmm(op, None, &s, dense, Scalar::Int(0), alpha)?;
+    let sidx = index_vec(si)?;
+    let snnz = si.shape()[1];
+    let mut nonempty = vec![false; n];
+    for e in 0..snnz {
+        nonempty[sidx[e] as usize] = true;
+    }
+    let _ = k;
+    let tnnz = ti.shape()[1];
+    let tidx = index_vec(ti)?;
+    let (mut rows, mut cols) = (tidx[..tnnz].to_vec(), tidx[tnnz..].to_vec());
+    let out_values = crate::dispatch_numeric!(dense.dtype(), "sspaddmm", |T| {
+        let beta_t = scalar_as::<T>(beta);
+        let mut vals: Vec<T> = tv
+            .to_dtype(T::DTYPE)?
+            .to_vec::<T>()?
+            .into_iter()
+            .map(|x| x.mul(beta_t))
+            .collect();
+        let pv = product.to_vec::<T>()?;
+        for r in 0..n {
+            if nonempty[r] {
+                for c in 0..m {
+                    rows.push(r as i64);
+                    cols.push(c as i64);
+                    vals.push(pv[r * m + c]);
+                }
+            }
+        }
+        let len = vals.len();
+        Tensor::from_vec(vals, &[len])
+    })?;
+    let nnz = rows.len();
+    rows.extend(cols);
+    Ok(Tensor::sparse_coo(
+        Tensor::from_vec(rows, &[2, nnz])?,
+        out_values,
+        &[n, m],
+        false,
+    )?)
+}
+
+fn sspaddmm(a: &mut Args) -> R {
+    let (input, mat1) = (a.any_layout_tensor(0)?, a.any_layout_tensor(1)?);
+    let dense = a.tensor(2)?;
+    let (beta, alpha) = (a.scalar(3)?, a.scalar(4)?);
+    Ok(sspaddmm_of(a.op, &input, &mat1, &dense, beta, alpha)?.into())
+}
+
+/// `smm(self, mat2)`: `sspaddmm` into an empty result.
+fn smm(a: &mut Args) -> R {
+    let (s, dense) = (a.any_layout_tensor(0)?, a.tensor(1)?);
+    let n = s.shape().first().copied().unwrap_or(0);
+    let m = dense.shape().get(1).copied().unwrap_or(0);
+    let empty = empty_coo(2, 0, &[n, m], s.dtype())?;
+    Ok(sspaddmm_of(a.op, &empty, &s, &dense, Scalar::Int(0), Scalar::Int(1))?.into())
+}
+
+/// `sparse_sampled_addmm(self, mat1, mat2, *, beta, alpha)`: at each entry `(r, c)` of the
+/// CSR `self`, `beta * self[r, c] + alpha * dot(mat1[r, :], mat2[:, c])`.
+fn sparse_sampled_addmm(a: &mut Args) -> R {
+    let t = a.any_layout_tensor(0)?;
+    let (x, y) = (a.tensor(1)?, a.tensor(2)?);
+    let (beta, alpha) = (a.scalar(3)?, a.scalar(4)?);
+    let p = parts(a.op, &t)?;
+    let SparseParts::Compressed {
+        layout: Layout::SparseCsr,
+        compressed_indices,
+        plain_indices,
+        values,
+    } = p
+    else {
+        return Err(no_kernel(a.op, &t));
+    };
+    if t.dim() != 2 || x.dim() != 2 || y.dim() != 2 || values.dim() != 1 {
+        return Err(shape_err(format!(
+            "{}: expected 2-D matrices, got {:?}, {:?} and {:?}",
+            a.op,
+            t.shape(),
+            x.shape(),
+            y.shape()
+        )));
+    }
+    let (n, k, m) = (x.shape()[0], x.shape()[1], y.shape()[1]);
+    if y.shape()[0] != k || t.shape() != [n, m] {
+        return Err(shape_err(format!(
+            "{}: self {:?}, mat1 {:?} and mat2 {:?} do not fit",
+            a.op,
+            t.shape(),
+            x.shape(),
+            y.shape()
+        )));
+    }
+    let comp = index_vec(compressed_indices)?;
+    let plain = index_vec(plain_indices)?;
+    let out = crate::dispatch_float!(values.dtype(), "sparse_sampled_addmm", |T| {
+        let (bt, at) = (scalar_as::<T>(beta), scalar_as::<T>(alpha));
+        let v = values.to_vec::<T>()?;
+        let xv = x.to_dtype(T::DTYPE)?.contiguous()?.to_vec::<T>()?;
+        let yv = y.to_dtype(T::DTYPE)?.contiguous()?.to_vec::<T>()?;
+        let mut out = v.clone();
+        for r in 0..n {
+            for e in comp[r] as usize..comp[r + 1] as usize {
+                let c = plain[e] as usize;
+                let dot = (0..k).fold(T::zero(), |s, q| s.add(xv[r * k + q].mul(yv[q * m + c])));
+                out[e] = bt.mul(v[e]).add(at.mul(dot));
+            }
+        }
+        let len = out.len();
+        Tensor::from_vec(out, &[len])
+    })?;
+    Ok(t.with_sparse_values(out)?.into())
+}
+
+/// `_sparse_mm.reduce(sparse, dense, reduce)` of a CSR matrix: each result row reduces
+/// `value * dense[col, :]` over the row's entries with `sum`, `mean`, `amax` or `amin` (rows
+/// without entries are 0; PyTorch has not enabled `prod`).
+fn sparse_mm_reduce(a: &mut Args) -> R {
+    let t = a.any_layout_tensor(0)?;
+    let dense = a.tensor(1)?;
+    let how = a.str(2)?;
+    let p = parts(a.op, &t)?;
+    let SparseParts::Compressed {
+        layout: Layout::SparseCsr,
+        compressed_indices,
+        plain_indices,
+        values,
+    } = p
+    else {
+        return Err(unsupported(format!(
+            "Could not run 'aten::_sparse_mm_reduce_impl' with arguments from the '{}' backend",
+            t.layout().backend()
+        )));
+    };
+    if &*how == "prod" {
+        return Err(value_err(
+            "sparse_mm_reduce: reduce type of prod has not been enabled.",
+        ));
+    }
+    if !matches!(&*how, "sum" | "mean" | "amax" | "amin") {
+        return Err(value_err(format!(
+            "reduce argument must be either sum, prod, mean, amax or amin, got {how}"
+        )));
+    }
+    if t.dim() != 2 || dense.dim() != 2 || values.dim() != 1 || dense.shape()[0] != t.shape()[1] {
+        return Err(shape_err(format!(
+            "{}: expected matrices that multiply, got {:?} and {:?}",
+            a.op,
+            t.shape(),
+            dense.shape()
+        )));
+    }
+    let (n, m) = (t.shape()[0], dense.shape()[1]);
+    let comp = index_vec(compressed_indices)?;
+    let plain = index_vec(plain_indices)?;
+    let out = crate::dispatch_float!(values.dtype(), "_sparse_mm.reduce", |T| {
+        let v = values.to_vec::<T>()?;
+        let d = dense.to_dtype(T::DTYPE)?.contiguous()?.to_vec::<T>()?;
+        let mut out = vec![T::zero(); n * m];
+        for r in 0..n {
+            let (s, e) = (comp[r] as usize, comp[r + 1] as usize);
+            if s == e {
+                continue;
+            }
+            for j in 0..m {
+                let mut acc: Option<f64> = None;
+                for q in s..e {
+                    let x = v[q].mul(d[plain[q] as usize * m + j]).to_f64();
+                    acc = Some(match (acc, &*how) {
+                        (None, _) => x,
+                        (Some(a), "sum" | "mean") => T::from_f64(a).add(T::from_f64(x)).to_f64(),
+                        (Some(a), "amax") => {
+                            if x > a || x.is_nan() {
+                                x
+                            } else {
+                                a
+                            }
+                        }
+                        (Some(a), _) => {
+                            if x < a || x.is_nan() {
+                                x
+                            } else {
+                                a
+                            }
+                        }
+                    });
+                }
+                let total = acc.unwrap_or(0.0);
+                out[r * m + j] = if &*how == "mean" {
+                    T::from_f64(T::from_f64(total).to_f64() / (e - s) as f64)
+                } else {
+                    T::from_f64(total)
+                };
+            }
+        }
+        Tensor::from_vec(out, &[n, m])
+    })?;
+    Ok(out.into())
+}
+
+/// `sparse_resize(self, size, sparse_dim, dense_dim)` of a COO tensor, as `sparse_resize_`
+/// returns it: an empty tensor takes any dims; a non-empty one keeps its dims and dense sizes
+/// and may only grow its sparse sizes.
+fn sparse_resized(
+    op: &str,
+    t: &Tensor,
+    size: &[usize],
+    sd: usize,
+    dd: usize,
+) -> crate::Result<Tensor> {
+    let (indices, values, _) = coo(op, t)?;
+    if sd + dd != size.len() {
+        return Err(value_err(format!(
+            "number of dimensions must be sparse_dim ({sd}) + dense_dim ({dd}), but got {}",
+            size.len()
+        )));
+    }
+    let nnz = indices.shape()[1];
+    if nnz == 0 {
+        return empty_coo(sd, dd, size, t.dtype());
+    }
+    let (cur_sd, cur_dd) = (indices.shape()[0], values.dim() - 1);
+    if sd != cur_sd {
+        return Err(value_err(format!(
+            "changing the number of sparse dimensions (from {cur_sd} to {sd}) on a non-empty sparse tensor is not supported."
+        )));
+    }
+    if dd != cur_dd {
+        return Err(value_err(format!(
+            "changing the number of dense dimensions (from {cur_dd} to {dd}) on a non-empty sparse tensor is not supported."
+        )));
+    }
+    if size[sd..] != t.shape()[sd..] {
+        return Err(value_err(format!(
+            "changing the dense dimension sizes (from {:?} to {:?}) on a non-empty sparse tensor is not supported.",
+            &t.shape()[sd..],
+            &size[sd..]
+        )));
+    }
+    if (0..sd).any(|d| size[d] < t.shape()[d]) {
+        return Err(value_err(format!(
+            "shrinking the size of sparse dimensions (from {:?} to {:?}) on a non-empty sparse tensor is not supported.",
+            &t.shape()[..sd],
+            &size[..sd]
+        )));
+    }
+    let p = parts(op, t)?;
+    let mut out = Tensor::sparse_coo(indices.clone(), values.clone(), size, p.is_coalesced())?;
+    out.set_requires_grad(t.requires_grad());
+    Ok(out)
+}
+
+fn sparse_resize(a: &mut Args) -> R {
+    let t = a.any_layout_tensor(0)?;
+    let size = sparse_size(&a.int_list(1)?)?;
+    let (sd, dd) = (
+        to_usize(a.int(2)?, "sparse_dim")?,
+        to_usize(a.int(3)?, "dense_dim")?,
+    );
+    Ok(sparse_resized(a.op, &t, &size, sd, dd)?.into())
+}
+
+/// `sparse_resize_and_clear(self, size, sparse_dim, dense_dim)`: an empty COO tensor.
+fn sparse_resize_and_clear(a: &mut Args) -> R {
+    let t = a.any_layout_tensor(0)?;
+    coo(a.op, &t)?;
+    let size = sparse_size(&a.int_list(1)?)?;
+    let (sd, dd) = (
+        to_usize(a.int(2)?, "sparse_dim")?,
+        to_usize(a.int(3)?, "dense_dim")?,
+    );
+    Ok(empty_coo(sd, dd, &size, t.dtype())?.into())
+}
+
+/// `resize_as_sparse(self, the_template)`: `sparse_resize` to the template's size and dims.
+fn resize_as_sparse(a: &mut Args) -> R {
+    let (t, template) = (a.any_layout_tensor(0)?, a.any_layout_tensor(1)?);
+    let tp = parts(a.op, &template)?;
+    Ok(sparse_resized(a.op, &t, template.shape(), tp.sparse_dim(), tp.dense_dim())?.into())
+}
+
+/// `copy_sparse_to_sparse(self, src, non_blocking)`: a copy of `src`'s indices and values
+/// (in `self`'s dtype), with its size and coalesced flag.
+fn copy_sparse_to_sparse(a: &mut Args) -> R {
+    let (t, src) = (a.any_layout_tensor(0)?, a.any_layout_tensor(1)?);
+    coo(a.op, &t)?;
+    let (indices, values, coalesced) = coo(a.op, &src)?;
+    Ok(Tensor::sparse_coo(
+        indices.deep_clone()?,
+        values.to_dtype(t.dtype())?.deep_clone()?,
+        src.shape(),
+        coalesced,
+    )?
+    .into())
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::sparse_coo_tensor.indices", coo_from_indices);
     r.add(
@@ -1543,12 +2200,9 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::_dimI", coo_sparse_dim);
     r.add("aten::_dimV", coo_dense_dim);
     r.add("aten::is_coalesced", is_coalesced);
-    r.add("aten::_indices", raw_indices::<false>);
-    r.add("aten::_indices_copy", raw_indices::<true>);
-    r.add("aten::_values", raw_values::<false>);
-    r.add("aten::_values_copy", raw_values::<true>);
-    r.add("aten::indices", indices::<false>);
-    r.add("aten::indices_copy", indices::<true>);
+    r.add("aten::_indices", raw_indices);
+    r.add("aten::_values", raw_values);
+    r.add("aten::indices", indices);
     r.add("aten::values", values::<false>);
     r.add("aten::values_copy", values::<true>);
     r.add(
@@ -1586,7 +2240,8 @@ pub(crate) fn register(r: &mut Registry) {
 
     r.add("aten::coalesce", coalesce_op);
     r.add("aten::_coalesce", coalesce_uncoalesced);
-    r.add_all(&["aten::_coalesced", "aten::_coalesced_"], mark_coalesced);
+    r.add("aten::_coalesced", mark_coalesced);
+    r.add("aten::_coalesced_", mark_coalesced_in_place);
 
     r.add("aten::to_dense", to_dense_op);
     r.add("aten::_to_dense", to_dense_sparse_only);
@@ -1625,4 +2280,28 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::_sparse_softmax.int", sparse_softmax_int::<false>);
     r.add("aten::_sparse_log_softmax.int", sparse_softmax_int::<true>);
     r.add("aten::sparse_mask", sparse_mask);
+    r.add(
+        "aten::_validate_compressed_sparse_indices",
+        validate_compressed_indices,
+    );
+    r.add("aten::_spdiags", spdiags);
+    r.add("aten::_sparse_broadcast_to", sparse_broadcast_to);
+    r.add(
+        "aten::_sparse_csr_sum.dim_dtype",
+        sparse_csr_reduce::<false>,
+    );
+    r.add(
+        "aten::_sparse_csr_prod.dim_dtype",
+        sparse_csr_reduce::<true>,
+    );
+    r.add("aten::native_norm", native_norm);
+    r.add("aten::native_norm.ScalarOpt_dim_dtype", native_norm_dims);
+    r.add("aten::sspaddmm", sspaddmm);
+    r.add("aten::smm", smm);
+    r.add("aten::sparse_sampled_addmm", sparse_sampled_addmm);
+    r.add("aten::_sparse_mm.reduce", sparse_mm_reduce);
+    r.add("aten::sparse_resize", sparse_resize);
+    r.add("aten::sparse_resize_and_clear", sparse_resize_and_clear);
+    r.add("aten::resize_as_sparse", resize_as_sparse);
+    r.add("aten::copy_sparse_to_sparse", copy_sparse_to_sparse);
 }

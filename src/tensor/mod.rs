@@ -23,7 +23,7 @@ pub use element::Element;
 pub use identity::TensorIdentity;
 pub use quantizer::Quantizer;
 pub use scalar::Scalar;
-pub use sparse::{sparse_size, Layout, SparseParts};
+pub use sparse::{sparse_size, validate_compressed_indices, Layout, SparseParts};
 pub use storage::{
     AllocError, BorrowError, Storage, StorageRead, StorageWrite, WeakStorage, STORAGE_ALIGN,
 };

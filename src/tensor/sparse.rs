@@ -11,6 +11,7 @@
 
 use super::{checked_numel, DType, Shape, Storage, Tensor, TensorError};
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 type TResult<T> = std::result::Result<T, TensorError>;
@@ -114,7 +115,7 @@ impl std::fmt::Display for Layout {
 }
 
 /// The component tensors of a sparse tensor (all strided).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum SparseParts {
     /// `torch.sparse_coo`.
     Coo {
@@ -122,8 +123,9 @@ pub enum SparseParts {
         indices: Tensor,
         /// `[nnz, *dense_sizes]`.
         values: Tensor,
-        /// Whether the indices are known sorted and free of duplicates (`is_coalesced()`).
-        coalesced: bool,
+        /// Whether the indices are known sorted and free of duplicates (`is_coalesced()`):
+        /// shared by every handle of the tensor, as `_coalesced_` sets it in place.
+        coalesced: AtomicBool,
     },
     /// The compressed layouts.
     Compressed {
@@ -193,8 +195,20 @@ impl SparseParts {
     /// Whether a COO tensor is coalesced (compressed layouts are, by construction).
     pub fn is_coalesced(&self) -> bool {
         match self {
-            SparseParts::Coo { coalesced, .. } => *coalesced,
+            SparseParts::Coo { coalesced, .. } => coalesced.load(Ordering::Relaxed),
             SparseParts::Compressed { .. } => true,
+        }
+    }
+
+    /// `_coalesced_(flag)`: mark a COO tensor (every handle sees it); compressed layouts have
+    /// no flag to set.
+    pub fn set_coalesced(&self, flag: bool) -> bool {
+        match self {
+            SparseParts::Coo { coalesced, .. } => {
+                coalesced.store(flag, Ordering::Relaxed);
+                true
+            }
+            SparseParts::Compressed { .. } => false,
         }
     }
 
@@ -360,7 +374,7 @@ impl Tensor {
             SparseParts::Coo {
                 indices,
                 values,
-                coalesced,
+                coalesced: AtomicBool::new(coalesced),
             },
             size,
         )
@@ -488,6 +502,40 @@ impl Tensor {
     }
 }
 
+/// PyTorch's `_validate_compressed_sparse_indices(is_crow, compressed, plain, cdim, dim,
+/// nnz)` for unbatched 1-d index tensors: `cdim` compressed rows (columns), plain indices below
+/// `dim`.
+pub fn validate_compressed_indices(
+    compresses_rows: bool,
+    compressed: &Tensor,
+    plain: &Tensor,
+    cdim: usize,
+    dim: usize,
+    nnz: usize,
+) -> TResult<()> {
+    let (cname, pname) = if compresses_rows {
+        Layout::SparseCsr.index_names()
+    } else {
+        Layout::SparseCsc.index_names()
+    };
+    let comp = index_values(compressed)?;
+    let plain_v = index_values(plain)?;
+    if comp.len() != cdim + 1 {
+        return Err(shape_err(format!(
+            "{cname}.shape[-1] must be equal to the number of compressed dims plus 1 (={}), but got {}",
+            cdim + 1,
+            comp.len()
+        )));
+    }
+    if plain_v.len() != nnz {
+        return Err(shape_err(format!(
+            "{pname} must have nnz (={nnz}) elements, got {}",
+            plain_v.len()
+        )));
+    }
+    check_compressed_row(cname, pname, &comp, &plain_v, nnz, dim)
+}
+
 /// PyTorch's `_validate_compressed_sparse_indices` invariants for one batch.
 fn check_compressed_row(
     cname: &str,
@@ -564,7 +612,7 @@ impl Tensor {
             } => SparseParts::Coo {
                 indices: indices.clone(),
                 values,
-                coalesced: *coalesced,
+                coalesced: AtomicBool::new(coalesced.load(Ordering::Relaxed)),
             },
             SparseParts::Compressed {
                 layout,
@@ -596,7 +644,7 @@ impl Tensor {
             } => SparseParts::Coo {
                 indices: indices.deep_clone()?,
                 values: values.deep_clone()?,
-                coalesced: *coalesced,
+                coalesced: AtomicBool::new(coalesced.load(Ordering::Relaxed)),
             },
             SparseParts::Compressed {
                 layout,

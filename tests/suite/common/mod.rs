@@ -253,14 +253,15 @@ fn compare_sparse(g: &Tensor, w: &Tensor, rtol: f64, atol: f64, path: &str) -> R
             SparseParts::Coo {
                 indices: gi,
                 values: gv,
-                coalesced: gc,
+                ..
             },
             SparseParts::Coo {
                 indices: wi,
                 values: wv,
-                coalesced: wc,
+                ..
             },
         ) => {
+            let (gc, wc) = (gp.is_coalesced(), wp.is_coalesced());
             if gc != wc {
                 return Err(format!("{path}: is_coalesced {gc}, want {wc}"));
             }
