@@ -1675,8 +1675,9 @@ fn sparse_csr_reduce<const PROD: bool>(a: &mut Args) -> R {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut at = std::collections::HashMap::new();
     for r in 0..rows {
-        for k in comp[r] as usize..comp[r + 1] as usize {
-            let c = plain[k] as usize;
+        let (start, end) = (comp[r] as usize, comp[r + 1] as usize);
+        for (k, &c) in plain.iter().enumerate().take(end).skip(start) {
+            let c = c as usize;
             let key = (
                 if dims.contains(&0) { 0 } else { r },
                 if dims.contains(&1) { 0 } else { c },

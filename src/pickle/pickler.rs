@@ -371,6 +371,13 @@ impl Pickler {
             self.quantizer_params(&q)?;
         }
         self.out.push(if t.requires_grad() { 0x88 } else { 0x89 });
+        self.close_rebuild(identity);
+        Ok(())
+    }
+
+    /// The end of a tensor's rebuild call: the empty `backward_hooks` (`OrderedDict()`), the
+    /// argument tuple and the call, memoized for the tensor's identity.
+    fn close_rebuild(&mut self, identity: TensorIdentity) {
         self.global("collections", "OrderedDict");
         self.out.push(b')');
         self.out.push(b'R');
@@ -378,7 +385,6 @@ impl Pickler {
         self.out.push(b'R');
         let idx = self.memoize();
         self.tensors.insert(identity, idx);
-        Ok(())
     }
 
     /// A sparse tensor as TorchScript's pickler writes it: `_rebuild_sparse_tensor(layout,
@@ -418,13 +424,7 @@ impl Pickler {
         for c in components {
             self.tensor(c)?;
         }
-        self.global("collections", "OrderedDict");
-        self.out.push(b')');
-        self.out.push(b'R');
-        self.out.push(b't');
-        self.out.push(b'R');
-        let idx = self.memoize();
-        self.tensors.insert(identity, idx);
+        self.close_rebuild(identity);
         Ok(())
     }
 

@@ -650,7 +650,7 @@ impl Tensor {
     /// A contiguous copy with its own storage (`clone()` in PyTorch).
     pub fn deep_clone(&self) -> crate::Result<Tensor> {
         if self.sparse.is_some() {
-            return Ok(self.sparse_clone()?);
+            return self.sparse_clone();
         }
         if let Some(q) = self.quantizer() {
             // the integers, copied row-major, under the same parameters
