@@ -1327,70 +1327,78 @@ fn sparse_sum_dims<const DTYPE: bool>(a: &mut Args) -> R {
 
 /// Softmax (`LOG`: log-softmax) of a COO tensor along `dim` over the specified elements only
 /// (PyTorch's `cpu_sparse_coo_softmax`): entries sharing every sparse index but `dim` form a
-/// pool; a dense `dim` is the dense softmax of the values.
+/// pool; along a dense `dim` the lanes of each entry's values.
 fn sparse_softmax(op: &str, t: &Tensor, dim: i64, log: bool) -> crate::Result<Tensor> {
     let c = coalesce(op, t)?;
     let (indices, values, _) = coo(op, &c)?;
     let dim = crate::tensor::wrap_dim(dim, t.dim())?;
     let sd = indices.shape()[0];
-    if dim >= sd {
-        let vdim = (dim - sd + 1) as i64;
-        let v = super::activation::softmax_op(values, vdim, None, log)?;
-        return Ok(c.with_sparse_values(v)?);
-    }
     let nnz = indices.shape()[1];
-    let idx = index_vec(indices)?;
-    let strides = contiguous_strides(&t.shape()[..sd]);
-    // pools: entries with equal indices outside `dim`, in first-seen order
-    let mut pool_of = std::collections::HashMap::new();
-    let mut pools: Vec<Vec<usize>> = Vec::new();
-    for e in 0..nnz {
-        let key: i64 = (0..sd)
-            .filter(|&d| d != dim)
-            .map(|d| idx[d * nnz + e] * strides[d] as i64)
-            .sum();
-        let p = *pool_of.entry(key).or_insert_with(|| {
-            pools.push(Vec::new());
-            pools.len() - 1
-        });
-        pools[p].push(e);
-    }
     let row: usize = values.shape()[1..].iter().product();
-    let out = crate::dispatch_float!(values.dtype(), op, |T| {
-        let v: Vec<f64> = values
-            .contiguous()?
-            .to_vec::<T>()?
-            .into_iter()
-            .map(|x| x.to_f64())
-            .collect();
-        let mut out = vec![T::zero(); v.len()];
+    // the groups of flat value positions normalized together, each in order
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    if dim >= sd {
+        let vdim = dim - sd + 1;
+        let len = values.shape()[vdim];
+        let inner: usize = values.shape()[vdim + 1..].iter().product();
+        let outer = values.numel() / (len * inner).max(1);
+        for o in 0..outer {
+            for i in 0..inner {
+                groups.push((0..len).map(|l| (o * len + l) * inner + i).collect());
+            }
+        }
+    } else {
+        let idx = index_vec(indices)?;
+        let strides = contiguous_strides(&t.shape()[..sd]);
+        // pools: entries with equal indices outside `dim`, in first-seen order
+        let mut pool_of = std::collections::HashMap::new();
+        let mut pools: Vec<Vec<usize>> = Vec::new();
+        for e in 0..nnz {
+            let key: i64 = (0..sd)
+                .filter(|&d| d != dim)
+                .map(|d| idx[d * nnz + e] * strides[d] as i64)
+                .sum();
+            let p = *pool_of.entry(key).or_insert_with(|| {
+                pools.push(Vec::new());
+                pools.len() - 1
+            });
+            pools[p].push(e);
+        }
         for pool in &pools {
             for j in 0..row {
-                let mx = pool.iter().map(|&e| T::from_f64(v[e * row + j])).fold(
-                    T::from_f64(f64::NEG_INFINITY),
+                groups.push(pool.iter().map(|&e| e * row + j).collect());
+            }
+        }
+    }
+    let out = crate::dispatch_float!(values.dtype(), op, |T| {
+        let v: Vec<T> = values.contiguous()?.to_vec::<T>()?;
+        let mut out = vec![T::zero(); v.len()];
+        for g in &groups {
+            let mx = g
+                .iter()
+                .map(|&q| v[q].to_f64())
+                .fold(
+                    f64::NEG_INFINITY,
                     |m, x| {
-                        if x.to_f64() > m.to_f64() || x.to_f64().is_nan() {
+                        if x > m || x.is_nan() {
                             x
                         } else {
                             m
                         }
                     },
                 );
-                let mut sum = T::zero();
-                for &e in pool {
-                    let ex = T::from_f64((v[e * row + j] - mx.to_f64()).exp());
-                    if !log {
-                        out[e * row + j] = ex;
-                    }
-                    sum = sum.add(ex);
-                }
-                for &e in pool {
-                    out[e * row + j] = if log {
-                        T::from_f64(v[e * row + j] - mx.to_f64() - sum.to_f64().ln())
-                    } else {
-                        T::from_f64(out[e * row + j].to_f64() / sum.to_f64())
-                    };
-                }
+            let mut sum = T::zero();
+            for &q in g {
+                let ex = T::from_f64((v[q].to_f64() - mx).exp());
+                out[q] = ex;
+                sum = sum.add(ex);
+            }
+            for &q in g {
+                out[q] = if log {
+                    T::from_f64(v[q].to_f64() - mx - sum.to_f64().ln())
+                } else {
+                    T::from_f64(out[q].to_f64() / sum.to_f64())
+                };
             }
         }
         Tensor::from_vec(out, values.shape())
