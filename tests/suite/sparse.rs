@@ -132,3 +132,27 @@ fn sparse_gnn_loads_prints_runs_and_saves() {
     }
     assert_runs_like_pytorch(&back, &mut g);
 }
+
+/// A `torch.save` state dict of sparse tensors (Python's `_rebuild_sparse_tensor(layout,
+/// data)` records, fixtures/gen_sparse_gnn.py) reads back as PyTorch wrote it.
+#[test]
+fn torch_save_state_dicts_with_sparse_tensors_load() {
+    let mut g = Gnn::open();
+    let got = tsrun::read_state_dict(common::fixtures_dir().join("sparse_gnn/state_dict.pt"))
+        .expect("read state dict");
+    let want: Vec<(String, IValue)> = g.golden["state_dict"]
+        .as_array()
+        .expect("state_dict")
+        .clone()
+        .iter()
+        .map(|kv| {
+            let name = kv[0].as_str().expect("name").to_string();
+            (name, common::decode(&kv[1], &mut g.arrays))
+        })
+        .collect();
+    assert_eq!(got.len(), want.len());
+    for ((gn, gt), (wn, wt)) in got.iter().zip(&want) {
+        assert_eq!(gn, wn);
+        common::compare(&IValue::Tensor(gt.clone()), wt, 0.0, 0.0, gn).expect("same tensor");
+    }
+}
