@@ -37,6 +37,16 @@ fn coo<'t>(op: &str, t: &'t Tensor) -> crate::Result<(&'t Tensor, &'t Tensor, bo
     }
 }
 
+/// A sparse tensor's size may be far larger than its entries: results sized by it (dense
+/// tensors, products, broadcasts) are checked against the allocation limit first.
+fn check_result_size(elems: usize, dtype: DType) -> crate::Result<()> {
+    let bytes = elems
+        .checked_mul(dtype.size().max(1))
+        .ok_or_else(|| shape_err(format!("a result of {elems} elements overflows")))?;
+    crate::tensor::budget::check_alloc(bytes)?;
+    Ok(())
+}
+
 fn to_usize(v: i64, what: &str) -> crate::Result<usize> {
     usize::try_from(v).map_err(|_| value_err(format!("{what} must be non-negative, got {v}")))
 }
@@ -516,6 +526,7 @@ fn mark_coalesced(a: &mut Args) -> R {
 pub(crate) fn to_dense(op: &str, t: &Tensor) -> crate::Result<Tensor> {
     let p = parts(op, t)?;
     let size = t.shape();
+    check_result_size(crate::tensor::checked_numel(size)?, t.dtype())?;
     crate::dispatch_all!(t.dtype(), "to_dense", |T| {
         let mut out = vec![T::zero(); crate::tensor::checked_numel(size)?];
         let strides = contiguous_strides(size);
@@ -976,6 +987,7 @@ pub(crate) fn sparse_addmm(
             e
         }
     };
+    check_result_size(crate::tensor::checked_numel(&[n, m])?, dense.dtype())?;
     crate::dispatch_numeric!(dense.dtype(), "addmm (sparse)", |T| {
         let beta_t = scalar_as::<T>(beta);
         let alpha_t = scalar_as::<T>(alpha);
@@ -1135,6 +1147,7 @@ fn sparse_sparse_matmul(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tenso
             y.dtype()
         )));
     }
+    check_result_size(m.max(k).saturating_add(1), DType::Int64)?;
     let (xidx, yidx) = (index_vec(xi)?, index_vec(yi)?);
     let (xn, yn) = (xv.shape()[0], yv.shape()[0]);
     // b's row starts
@@ -1577,10 +1590,17 @@ fn sparse_broadcast_to(a: &mut Args) -> R {
                 .map(|d| d + lead),
         )
         .collect();
-    let combos: usize = grown.iter().map(|&d| size[d]).product();
+    let combos = crate::tensor::checked_numel(&grown.iter().map(|&d| size[d]).collect::<Vec<_>>())?;
     let nnz = indices.shape()[1];
     let new_sd = lead + sd;
-    let new_nnz = nnz * combos;
+    let new_nnz = nnz
+        .checked_mul(combos)
+        .ok_or_else(|| shape_err(format!("{}: too many entries", a.op)))?;
+    let dense_elems = crate::tensor::checked_numel(&size[lead + sd..])?;
+    check_result_size(
+        new_nnz.saturating_mul(new_sd.max(1) + dense_elems),
+        DType::Int64,
+    )?;
     let idx = index_vec(indices)?;
     let mut new_idx = vec![0i64; new_sd * new_nnz];
     let strides = contiguous_strides(&grown.iter().map(|&d| size[d]).collect::<Vec<_>>());
@@ -1965,6 +1985,7 @@ fn sparse_mm_reduce(a: &mut Args) -> R {
         )));
     }
     let (n, m) = (t.shape()[0], dense.shape()[1]);
+    check_result_size(crate::tensor::checked_numel(&[n, m])?, values.dtype())?;
     let comp = index_vec(compressed_indices)?;
     let plain = index_vec(plain_indices)?;
     let out = crate::dispatch_float!(values.dtype(), "_sparse_mm.reduce", |T| {

@@ -156,3 +156,19 @@ fn torch_save_state_dicts_with_sparse_tensors_load() {
         common::compare(&IValue::Tensor(gt.clone()), wt, 0.0, 0.0, gn).expect("same tensor");
     }
 }
+
+/// A huge sparse size with one entry densifies only within the allocation limit: an error,
+/// not an abort.
+#[test]
+fn densifying_a_huge_sparse_tensor_is_a_limit_error() {
+    let indices = Tensor::from_vec(vec![5i64, 7], &[2, 1]).expect("indices");
+    let values = Tensor::from_vec(vec![1.0f32], &[1]).expect("values");
+    let huge = Tensor::sparse_coo(indices, values, &[1 << 20, 1 << 20], true).expect("coo");
+    let registry = Registry::global();
+    let ctx = OpContext::default();
+    let kernel = registry.lookup("aten::to_dense", "").expect("to_dense");
+    let mut args = vec![IValue::Tensor(huge), IValue::None, IValue::None];
+    let err = kernel(&mut Args::new("aten::to_dense", &mut args, &ctx))
+        .expect_err("a 4 TiB dense result");
+    assert_eq!(err.kind(), tsrun::ErrorKind::Limit, "{err}");
+}
