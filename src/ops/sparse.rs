@@ -2129,6 +2129,54 @@ fn copy_sparse_to_sparse(a: &mut Args) -> R {
     .into())
 }
 
+/// `_sparse_mask_projection(self, mask, accumulate_matches)` of COO tensors: `self`'s entries
+/// (indices, order and flag kept) whose index the mask holds keep their value (added once per
+/// matching mask entry with `accumulate_matches`); the others become 0.
+fn sparse_mask_projection(a: &mut Args) -> R {
+    let (t, mask) = (a.any_layout_tensor(0)?, a.any_layout_tensor(1)?);
+    let (indices, values, _) = coo(a.op, &t)?;
+    let (mindices, ..) = coo(a.op, &mask)?;
+    let accumulate = a.bool(2)?;
+    if t.shape() != mask.shape() || indices.shape()[0] != mindices.shape()[0] {
+        return Err(shape_err(format!(
+            "{}: expected self and mask of one size and sparse_dim, got {:?} and {:?}",
+            a.op,
+            t.shape(),
+            mask.shape()
+        )));
+    }
+    let sd = indices.shape()[0];
+    let strides = contiguous_strides(&t.shape()[..sd]);
+    let keys = |ind: &Tensor| -> crate::Result<Vec<i64>> {
+        let n = ind.shape()[1];
+        let idx = index_vec(ind)?;
+        Ok((0..n)
+            .map(|e| (0..sd).map(|d| idx[d * n + e] * strides[d] as i64).sum())
+            .collect())
+    };
+    let mut matches: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    for k in keys(mindices)? {
+        *matches.entry(k).or_default() += 1;
+    }
+    let counts: Vec<usize> = keys(indices)?
+        .into_iter()
+        .map(|k| matches.get(&k).copied().unwrap_or(0))
+        .collect();
+    let row: usize = values.shape()[1..].iter().product();
+    let out = crate::dispatch_all!(values.dtype(), "_sparse_mask_projection", |T| {
+        let v = values.contiguous()?.to_vec::<T>()?;
+        let mut out = vec![T::zero(); v.len()];
+        for (e, &n) in counts.iter().enumerate() {
+            let times = if accumulate { n } else { n.min(1) };
+            for j in e * row..(e + 1) * row {
+                out[j] = (0..times).fold(T::zero(), |acc, _| acc.add(v[j]));
+            }
+        }
+        Tensor::from_vec(out, values.shape())
+    })?;
+    Ok(t.with_sparse_values(out)?.into())
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::sparse_coo_tensor.indices", coo_from_indices);
     r.add(
@@ -2334,4 +2382,5 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::sparse_resize_and_clear", sparse_resize_and_clear);
     r.add("aten::resize_as_sparse", resize_as_sparse);
     r.add("aten::copy_sparse_to_sparse", copy_sparse_to_sparse);
+    r.add("aten::_sparse_mask_projection", sparse_mask_projection);
 }

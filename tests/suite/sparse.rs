@@ -172,3 +172,11 @@ fn densifying_a_huge_sparse_tensor_is_a_limit_error() {
         .expect_err("a 4 TiB dense result");
     assert_eq!(err.kind(), tsrun::ErrorKind::Limit, "{err}");
 }
+
+/// The sparse parts are one pointer on `Tensor`: an `IValue` (moved at every interpreter
+/// instruction) stays within the 128 bytes tensor/mod.rs's `Shape` comment budgets for.
+#[test]
+fn the_sparse_layout_keeps_ivalue_within_128_bytes() {
+    let size = std::mem::size_of::<IValue>();
+    assert!(size <= 128, "IValue is {size} bytes");
+}
