@@ -110,11 +110,7 @@ pub enum TensorError {
     },
     /// A kernel for strided tensors got a sparse one (PyTorch: "Could not run 'aten::foo'
     /// with arguments from the 'SparseCPU' backend").
-    #[error(
-        "unsupported: Could not run '{}' with arguments from the '{}' backend: tsrun implements it for strided tensors only, got a {layout} tensor",
-        op.as_deref().unwrap_or("this operator"),
-        layout.backend()
-    )]
+    #[error("unsupported: {}", not_strided_message(op.as_deref(), *layout))]
     NotStrided {
         /// The operator, when the refusal knows it (the traceback frame names it otherwise).
         op: Option<String>,
@@ -142,6 +138,19 @@ pub enum TensorError {
 }
 
 type TResult<T> = std::result::Result<T, TensorError>;
+
+/// [`TensorError::NotStrided`]'s text: PyTorch's dispatcher message when the operator is known.
+fn not_strided_message(op: Option<&str>, layout: Layout) -> String {
+    match op {
+        Some(op) => format!(
+            "Could not run '{op}' with arguments from the '{}' backend: tsrun implements it for strided tensors only, got a {layout} tensor",
+            layout.backend()
+        ),
+        None => format!(
+            "a {layout} tensor where a strided one is needed (its elements are in its indices and values; to_dense() makes a strided copy)"
+        ),
+    }
+}
 
 /// Row-major (C-contiguous) strides for `shape`.
 pub fn contiguous_strides(shape: &[usize]) -> Strides {
@@ -636,6 +645,7 @@ impl Tensor {
     /// The elements' bytes in row-major order (native little-endian), for writers of raw
     /// formats (npy, safetensors).
     pub fn to_contiguous_bytes(&self) -> crate::Result<Vec<u8>> {
+        self.check_strided()?;
         let c = self.contiguous()?;
         let size = c.dtype.size();
         let start = c.offset * size;
