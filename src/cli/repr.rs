@@ -400,24 +400,11 @@ fn sparse_repr(t: &Tensor, parts: &SparseParts) -> String {
         };
         format!("{prefix}{body}{size})")
     };
-    let texts: Vec<String> = match parts {
-        SparseParts::Coo {
-            indices, values, ..
-        } => vec![component("indices", indices), component("values", values)],
-        SparseParts::Compressed {
-            layout,
-            compressed_indices,
-            plain_indices,
-            values,
-        } => {
-            let (c, p) = layout.index_names();
-            vec![
-                component(c, compressed_indices),
-                component(p, plain_indices),
-                component("values", values),
-            ]
-        }
-    };
+    let texts: Vec<String> = parts
+        .named_components()
+        .into_iter()
+        .map(|(name, c)| component(name, c))
+        .collect();
     let mut suffixes = vec![
         format!("size={}", size_tuple(t.shape())),
         format!("nnz={}", parts.nnz()),

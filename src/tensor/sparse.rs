@@ -149,6 +149,30 @@ impl SparseParts {
         }
     }
 
+    /// The component tensors with PyTorch's names, in the order its `repr` shows them
+    /// (`indices`, `values`; or `crow_indices`/`ccol_indices`, `col_indices`/`row_indices`,
+    /// `values`).
+    pub fn named_components(&self) -> Vec<(&'static str, &Tensor)> {
+        match self {
+            SparseParts::Coo {
+                indices, values, ..
+            } => vec![("indices", indices), ("values", values)],
+            SparseParts::Compressed {
+                layout,
+                compressed_indices,
+                plain_indices,
+                values,
+            } => {
+                let (c, p) = layout.index_names();
+                vec![
+                    (c, compressed_indices),
+                    (p, plain_indices),
+                    ("values", values),
+                ]
+            }
+        }
+    }
+
     /// The values tensor.
     pub fn values(&self) -> &Tensor {
         match self {

@@ -240,25 +240,7 @@ pub fn tensor_repr(t: &Tensor) -> String {
 /// size=(3, 3), nnz=4, layout=torch.sparse_coo)` (compressed layouts name their index
 /// tensors `crow_indices`/`col_indices` or `ccol_indices`/`row_indices`).
 fn sparse_repr(t: &Tensor, parts: &crate::tensor::SparseParts) -> String {
-    use crate::tensor::SparseParts;
-    let components: Vec<(&str, &Tensor)> = match parts {
-        SparseParts::Coo {
-            indices, values, ..
-        } => vec![("indices", indices), ("values", values)],
-        SparseParts::Compressed {
-            layout,
-            compressed_indices,
-            plain_indices,
-            values,
-        } => {
-            let (c, p) = layout.index_names();
-            vec![
-                (c, compressed_indices),
-                (p, plain_indices),
-                ("values", values),
-            ]
-        }
-    };
+    let components = parts.named_components();
     let mut out = String::from("tensor(");
     for (name, c) in components {
         out.push_str(&format!("{name}={}, ", tensor_repr(c)));
