@@ -141,7 +141,7 @@ fn sparse_gnn_loads_prints_runs_and_saves() {
 #[test]
 fn torch_save_state_dicts_with_sparse_tensors_load() {
     let mut g = Gnn::open();
-    let got = tsrun::read_state_dict(common::fixtures_dir().join("sparse_gnn/state_dict.pt"))
+    let got = tsrun::read_state_dict(common::fixtures_dir().join("sparse_gnn/state_dict.pth"))
         .expect("read state dict");
     let want: Vec<(String, IValue)> = g.golden["state_dict"]
         .as_array()
