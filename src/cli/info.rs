@@ -100,7 +100,7 @@ pub fn info_text(module: &Module) -> String {
         count(&params)
     );
     for (name, t) in &params {
-        let _ = writeln!(out, "  {name}: {} {:?}", t.dtype(), t.shape());
+        let _ = writeln!(out, "  {name}: {}", tensor_desc(t));
     }
     let _ = writeln!(
         out,
@@ -109,7 +109,7 @@ pub fn info_text(module: &Module) -> String {
         count(&buffers)
     );
     for (name, t) in &buffers {
-        let _ = writeln!(out, "  {name}: {} {:?}", t.dtype(), t.shape());
+        let _ = writeln!(out, "  {name}: {}", tensor_desc(t));
     }
     let _ = writeln!(out, "\nmethods:");
     for (path, name, sig) in method_rows(module) {
@@ -130,6 +130,20 @@ pub fn info_text(module: &Module) -> String {
         }
     }
     out
+}
+
+/// `float32 [6, 6]`, and for a sparse tensor its layout and number of specified elements.
+fn tensor_desc(t: &crate::Tensor) -> String {
+    match t.sparse_parts() {
+        None => format!("{} {:?}", t.dtype(), t.shape()),
+        Some(p) => format!(
+            "{} {:?} {} (nnz {})",
+            t.dtype(),
+            t.shape(),
+            p.layout(),
+            p.nnz()
+        ),
+    }
 }
 
 /// Run `tsrun info`.

@@ -6,7 +6,7 @@
 //! different format, libtorch's, and stays as it is.
 
 use super::output::FieldNames;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Layout, SparseParts, Tensor};
 use crate::values::python_str;
 use crate::values::IValue;
 
@@ -318,6 +318,9 @@ fn elements_of(t: &Tensor) -> Option<Elements> {
 
 /// `repr(tensor)` as Python prints it (complex and quantized tensors: libtorch's form).
 pub fn tensor_repr(t: &Tensor) -> String {
+    if let Some(parts) = t.sparse_parts() {
+        return sparse_repr(t, parts);
+    }
     let Some(elements) = elements_of(t) else {
         return crate::values::format::tensor_repr(t);
     };
@@ -327,50 +330,103 @@ pub fn tensor_repr(t: &Tensor) -> String {
     let default_dtype = matches!(dtype, DType::Float32 | DType::Int64 | DType::Bool);
     let mut suffixes = Vec::new();
     let shape = t.shape();
-    let body = if t.numel() == 0 {
+    if t.numel() == 0 {
         if shape.len() != 1 {
-            let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-            suffixes.push(if dims.len() == 1 {
-                format!("size=({},)", dims[0])
-            } else {
-                format!("size=({})", dims.join(", "))
-            });
+            suffixes.push(format!("size={}", size_tuple(shape)));
         }
         // an empty tensor shows any dtype but the default float one
         if dtype != DType::Float32 {
             suffixes.push(format!("dtype=torch.{}", dtype.name()));
         }
-        "[]".to_string()
-    } else {
-        if !default_dtype {
-            suffixes.push(format!("dtype=torch.{}", dtype.name()));
-        }
-        let summarize = t.numel() > THRESHOLD;
-        let indices: Vec<usize> = if summarize {
-            let mut v = Vec::new();
-            summarized_indices(shape, 0, &mut v);
-            v
-        } else {
-            (0..t.numel()).collect()
-        };
-        let formatter = Formatter::new(&elements, &indices);
-        if shape.is_empty() {
-            formatter.format(&elements, 0)
-        } else {
-            let printer = Printer {
-                elements: &elements,
-                formatter,
-                shape,
-                summarize,
-            };
-            printer.nested(0, 0, indent)
-        }
-    };
-    add_suffixes(&format!("{prefix}{body}"), &suffixes, indent)
+    } else if !default_dtype {
+        suffixes.push(format!("dtype=torch.{}", dtype.name()));
+    }
+    let body = tensor_str(t, &elements, indent);
+    add_suffixes(&format!("{prefix}{body}"), &suffixes, indent, false)
 }
 
-/// `_add_suffixes`: each suffix on the last line if it fits the line width, else on its own.
-fn add_suffixes(text: &str, suffixes: &[String], indent: usize) -> String {
+/// Python's `str(tuple(shape))`: `(3,)`, `(2, 3)`, `()`.
+fn size_tuple(shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    }
+}
+
+/// `_tensor_str(t, indent)`: the elements without prefix or suffixes.
+fn tensor_str(t: &Tensor, elements: &Elements, indent: usize) -> String {
+    let shape = t.shape();
+    if t.numel() == 0 {
+        return "[]".to_string();
+    }
+    let summarize = t.numel() > THRESHOLD;
+    let indices: Vec<usize> = if summarize {
+        let mut v = Vec::new();
+        summarized_indices(shape, 0, &mut v);
+        v
+    } else {
+        (0..t.numel()).collect()
+    };
+    let formatter = Formatter::new(elements, &indices);
+    if shape.is_empty() {
+        formatter.format(elements, 0)
+    } else {
+        let printer = Printer {
+            elements,
+            formatter,
+            shape,
+            summarize,
+        };
+        printer.nested(0, 0, indent)
+    }
+}
+
+/// `repr` of a sparse tensor (`_str_intern`'s sparse branches): each component tensor as
+/// `name=tensor(...)` on its own line, then `size=`, `nnz=`, `dtype=` and `layout=`.
+fn sparse_repr(t: &Tensor, parts: &SparseParts) -> String {
+    let indent = "tensor(".len();
+    let component = |name: &str, c: &Tensor| -> String {
+        let prefix = format!("{name}=tensor(");
+        let body = match elements_of(c) {
+            Some(e) => tensor_str(c, &e, indent + prefix.len()),
+            None => crate::values::format::tensor_repr(c),
+        };
+        let size = if c.numel() == 0 {
+            format!(", size={}", size_tuple(c.shape()))
+        } else {
+            String::new()
+        };
+        format!("{prefix}{body}{size})")
+    };
+    let texts: Vec<String> = parts
+        .named_components()
+        .into_iter()
+        .map(|(name, c)| component(name, c))
+        .collect();
+    let mut suffixes = vec![
+        format!("size={}", size_tuple(t.shape())),
+        format!("nnz={}", parts.nnz()),
+    ];
+    if !matches!(t.dtype(), DType::Float32 | DType::Int64 | DType::Bool) {
+        suffixes.push(format!("dtype=torch.{}", t.dtype().name()));
+    }
+    suffixes.push(format!("layout={}", parts.layout()));
+    let body = texts.join(&format!(",\n{}", " ".repeat(indent)));
+    // COO starts its suffixes on a new line (`force_newline=self.is_sparse`)
+    add_suffixes(
+        &format!("tensor({body}"),
+        &suffixes,
+        indent,
+        parts.layout() == Layout::SparseCoo,
+    )
+}
+
+/// `_add_suffixes`: each suffix on the last line if it fits the line width, else on its own
+/// (the first one always on its own with `force_newline`).
+fn add_suffixes(text: &str, suffixes: &[String], indent: usize, force_newline: bool) -> String {
+    let mut force_newline = force_newline;
     let mut out = text.to_string();
     // Python computes len - rfind("\n") + 1, which is 2 more than the last line's length
     // when there is no newline (rfind gives -1): kept, since it decides the wrapping.
@@ -379,7 +435,8 @@ fn add_suffixes(text: &str, suffixes: &[String], indent: usize) -> String {
         None => text.len() + 2,
     };
     for suffix in suffixes {
-        if last_line_len + suffix.len() + 2 > LINEWIDTH {
+        if force_newline || last_line_len + suffix.len() + 2 > LINEWIDTH {
+            force_newline = false;
             out.push_str(&format!(",\n{}{suffix}", " ".repeat(indent)));
             last_line_len = indent + suffix.len();
         } else {

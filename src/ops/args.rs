@@ -83,11 +83,34 @@ impl<'a> Args<'a> {
         matches!(self.values.get(i), None | Some(IValue::None))
     }
 
+    /// A strided `Tensor` argument: a sparse one is refused naming this op and the layout (as
+    /// PyTorch's dispatcher refuses a kernel its backend lacks).
     pub fn tensor(&self, i: usize) -> crate::Result<Tensor> {
+        match self.get(i)? {
+            IValue::Tensor(t) => match t.sparse_parts() {
+                None => Ok(t.clone()),
+                Some(parts) => Err(crate::tensor::TensorError::NotStrided {
+                    op: Some(self.op.to_string()),
+                    layout: parts.layout(),
+                }
+                .into()),
+            },
+            _ => Err(self.bad(i, "Tensor")),
+        }
+    }
+    /// A `Tensor` argument of any layout, for kernels that handle sparse tensors (or only read
+    /// metadata every layout has: size, dtype, layout).
+    pub fn any_layout_tensor(&self, i: usize) -> crate::Result<Tensor> {
         match self.get(i)? {
             IValue::Tensor(t) => Ok(t.clone()),
             _ => Err(self.bad(i, "Tensor")),
         }
+    }
+    pub fn opt_any_layout_tensor(&self, i: usize) -> crate::Result<Option<Tensor>> {
+        if self.is_none(i) {
+            return Ok(None);
+        }
+        self.any_layout_tensor(i).map(Some)
     }
     pub fn opt_tensor(&self, i: usize) -> crate::Result<Option<Tensor>> {
         if self.is_none(i) {

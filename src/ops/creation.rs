@@ -545,13 +545,13 @@ fn type_as(args: &mut Args<'_>) -> R {
     t(x.to_dtype(args.tensor(1)?.dtype())?)
 }
 fn clone(args: &mut Args<'_>) -> R {
-    t(args.tensor(0)?.deep_clone()?)
+    t(args.any_layout_tensor(0)?.deep_clone()?)
 }
 fn identity(args: &mut Args<'_>) -> R {
-    t(args.tensor(0)?)
+    t(args.any_layout_tensor(0)?)
 }
 fn detach(args: &mut Args<'_>) -> R {
-    let mut x = args.tensor(0)?;
+    let mut x = args.any_layout_tensor(0)?;
     x.set_requires_grad(false);
     t(x)
 }
@@ -787,7 +787,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::_lazy_clone", clone);
     // `requires_grad_(self, requires_grad)`: the flag set on self (there is no autograd)
     r.add("aten::requires_grad_", |a| {
-        let mut x = a.tensor(0)?;
+        let mut x = a.any_layout_tensor(0)?;
         x.set_requires_grad(a.bool(1)?);
         t(x)
     });

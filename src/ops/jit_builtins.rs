@@ -1,8 +1,8 @@
 //! `aten::` operators that TorchScript's runtime registers itself rather than ATen
 //! (torch/csrc/jit/runtime/register_prim_ops*.cpp, register_special_ops.cpp): the batch-norm
 //! reshapes `_ncf_unsqueeze` / `_ncf_view`, `_pack_sequence`, the sublist form of `einsum`,
-//! `_tensor_to_list`; and `to_dense` of a dense tensor (`flatten_dense_tensors` and its inverse
-//! are in `flat_buffers.rs`).
+//! `_tensor_to_list` (`flatten_dense_tensors` and its inverse are in `flat_buffers.rs`;
+//! `to_dense` is in `sparse.rs`).
 
 use super::kernels::value_err;
 use super::prims::via_aten;
@@ -133,20 +133,10 @@ fn tensor_to_list(a: &mut Args<'_>) -> R {
     Ok(int_list(x.to_vec::<i32>()?.into_iter().map(i64::from)))
 }
 
-/// `to_dense(self, dtype, *, masked_grad)` of a dense tensor: itself, converted to `dtype`.
-fn to_dense(a: &mut Args<'_>) -> R {
-    let x = a.tensor(0)?;
-    match a.opt_dtype(1)? {
-        Some(d) => Ok(x.to_dtype(d)?.into()),
-        None => Ok(x.into()),
-    }
-}
-
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::_ncf_unsqueeze", ncf_unsqueeze);
     r.add("aten::_ncf_view", ncf_view);
     r.add("aten::_pack_sequence", pack_sequence);
     r.add("aten::einsum.sublist", einsum_sublist);
     r.add("aten::_tensor_to_list", tensor_to_list);
-    r.add("aten::to_dense", to_dense);
 }

@@ -437,7 +437,20 @@ fn check_dim(op: &str, t: &Tensor, d: usize, what: &str) -> crate::Result<()> {
     Ok(())
 }
 
+/// A product with a sparse operand (PyTorch's SparseCPU/SparseCsrCPU `mm`, and `matmul` of
+/// 2-D operands), else `None`.
+fn sparse_product(a: &Args) -> crate::Result<Option<IValue>> {
+    let (x, y) = (a.any_layout_tensor(0)?, a.any_layout_tensor(1)?);
+    if x.sparse_parts().is_none() && y.sparse_parts().is_none() {
+        return Ok(None);
+    }
+    Ok(Some(super::sparse::sparse_mm(a.op, &x, &y)?.into()))
+}
+
 fn mm(a: &mut Args) -> crate::Result<IValue> {
+    if let Some(p) = sparse_product(a)? {
+        return Ok(p);
+    }
     let (x, y) = (a.tensor(0)?, a.tensor(1)?);
     check_dim(a.op, &x, 2, "self")?;
     check_dim(a.op, &y, 2, "mat2")?;
@@ -462,6 +475,9 @@ fn bmm(a: &mut Args) -> crate::Result<IValue> {
 }
 
 fn matmul_op(a: &mut Args) -> crate::Result<IValue> {
+    if let Some(p) = sparse_product(a)? {
+        return Ok(p);
+    }
     Ok(IValue::Tensor(matmul(a.op, &a.tensor(0)?, &a.tensor(1)?)?))
 }
 
@@ -470,6 +486,12 @@ fn scalar_f64(s: Scalar) -> f64 {
 }
 
 pub(crate) fn addmm(a: &mut Args) -> crate::Result<IValue> {
+    let mat1 = a.any_layout_tensor(1)?;
+    if mat1.sparse_parts().is_some() {
+        let (c, y) = (a.tensor(0)?, a.tensor(2)?);
+        let (beta, alpha) = (a.scalar(3)?, a.scalar(4)?);
+        return Ok(super::sparse::sparse_addmm(a.op, Some(&c), &mat1, &y, beta, alpha)?.into());
+    }
     let (c, x, y) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
     let (beta, alpha) = (scalar_f64(a.scalar(3)?), scalar_f64(a.scalar(4)?));
     check_dim(a.op, &x, 2, "mat1")?;

@@ -67,6 +67,7 @@ pub mod scalar;
 pub mod schema;
 pub mod shape;
 pub mod sort;
+pub mod sparse;
 pub mod sparse_indices;
 pub mod special;
 pub mod static_runtime;
@@ -249,6 +250,7 @@ impl Registry {
             sparse_indices::register(&mut r);
             aten_test_ops::register(&mut r);
             jagged::register(&mut r);
+            sparse::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
             r

@@ -1673,11 +1673,11 @@ pub(crate) fn register(r: &mut Registry) {
     // queries
     r.add("aten::size", |a| {
         Ok(int_list_value(
-            a.tensor(0)?.shape().iter().map(|&s| s as i64),
+            a.any_layout_tensor(0)?.shape().iter().map(|&s| s as i64),
         ))
     });
     r.add("aten::size.int", |a| {
-        let t = a.tensor(0)?;
+        let t = a.any_layout_tensor(0)?;
         Ok(IValue::Int(t.size(a.int(1)?)? as i64))
     });
     r.add("aten::stride", |a| {
@@ -1693,9 +1693,11 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::storage_offset", |a| {
         Ok(IValue::Int(a.tensor(0)?.storage_offset() as i64))
     });
-    r.add("aten::dim", |a| Ok(IValue::Int(a.tensor(0)?.dim() as i64)));
+    r.add("aten::dim", |a| {
+        Ok(IValue::Int(a.any_layout_tensor(0)?.dim() as i64))
+    });
     r.add("aten::numel", |a| {
-        Ok(IValue::Int(a.tensor(0)?.numel() as i64))
+        Ok(IValue::Int(a.any_layout_tensor(0)?.numel() as i64))
     });
     r.add("aten::is_contiguous", |a| {
         Ok(IValue::Bool(a.tensor(0)?.is_contiguous()))
@@ -1748,24 +1750,26 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(sum_to_size(&a.tensor(0)?, &a.int_list(1)?)?.into())
     });
     r.add("aten::is_floating_point", |a| {
-        Ok(IValue::Bool(a.tensor(0)?.dtype().is_floating_point()))
+        Ok(IValue::Bool(
+            a.any_layout_tensor(0)?.dtype().is_floating_point(),
+        ))
     });
     r.add("aten::is_complex", |a| {
-        Ok(IValue::Bool(a.tensor(0)?.dtype().is_complex()))
+        Ok(IValue::Bool(a.any_layout_tensor(0)?.dtype().is_complex()))
     });
     r.add("aten::is_signed", |a| {
-        Ok(IValue::Bool(a.tensor(0)?.dtype().is_signed()))
+        Ok(IValue::Bool(a.any_layout_tensor(0)?.dtype().is_signed()))
     });
     // tsrun tensors are never lazily conjugated/negated and never track gradients
     r.add_all(
         &["aten::is_conj", "aten::is_neg", "aten::is_inference"],
         |a| {
-            a.tensor(0)?;
+            a.any_layout_tensor(0)?;
             Ok(IValue::Bool(false))
         },
     );
     r.add("aten::is_leaf", |a| {
-        a.tensor(0)?;
+        a.any_layout_tensor(0)?;
         Ok(IValue::Bool(true))
     });
 

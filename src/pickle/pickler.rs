@@ -3,7 +3,9 @@
 //! `restore_type_tag`, tensors via `_rebuild_tensor_v2` and storage persistent ids).
 
 use super::PickleError;
-use crate::tensor::{DType, Element, Quantizer, Storage, Tensor, TensorIdentity};
+use crate::tensor::{
+    DType, Element, Layout, Quantizer, SparseParts, Storage, Tensor, TensorIdentity,
+};
 use crate::values::types::Type;
 use crate::values::IValue;
 use std::collections::HashMap;
@@ -339,6 +341,9 @@ impl Pickler {
             self.get(idx);
             return Ok(());
         }
+        if let Some(parts) = t.sparse_parts() {
+            return self.sparse_tensor(t, parts, identity);
+        }
         let quantizer = t.quantizer().cloned();
         self.global(
             "torch._utils",
@@ -366,6 +371,13 @@ impl Pickler {
             self.quantizer_params(&q)?;
         }
         self.out.push(if t.requires_grad() { 0x88 } else { 0x89 });
+        self.close_rebuild(identity);
+        Ok(())
+    }
+
+    /// The end of a tensor's rebuild call: the empty `backward_hooks` (`OrderedDict()`), the
+    /// argument tuple and the call, memoized for the tensor's identity.
+    fn close_rebuild(&mut self, identity: TensorIdentity) {
         self.global("collections", "OrderedDict");
         self.out.push(b')');
         self.out.push(b'R');
@@ -373,6 +385,46 @@ impl Pickler {
         self.out.push(b'R');
         let idx = self.memoize();
         self.tensors.insert(identity, idx);
+    }
+
+    /// A sparse tensor as TorchScript's pickler writes it: `_rebuild_sparse_tensor(layout,
+    /// size, requires_grad, indices, values, OrderedDict())` for COO, with `crow_indices,
+    /// col_indices, values` for CSR (PyTorch serializes no other sparse layout).
+    fn sparse_tensor(
+        &mut self,
+        t: &Tensor,
+        parts: &SparseParts,
+        identity: TensorIdentity,
+    ) -> Result<()> {
+        let components: Vec<&Tensor> = match parts {
+            SparseParts::Coo {
+                indices, values, ..
+            } => vec![indices, values],
+            SparseParts::Compressed {
+                layout: Layout::SparseCsr,
+                compressed_indices,
+                plain_indices,
+                values,
+            } => vec![compressed_indices, plain_indices, values],
+            SparseParts::Compressed { layout, .. } => {
+                return Err(PickleError::Unpicklable(format!(
+                    "Unsupported sparse tensor layout type in serialization {layout}"
+                )))
+            }
+        };
+        self.global("torch._utils", "_rebuild_sparse_tensor");
+        self.out.push(b'(');
+        self.int(parts.layout().number());
+        self.out.push(b'(');
+        for &d in t.shape() {
+            self.int(d as i64);
+        }
+        self.out.push(b't');
+        self.out.push(if t.requires_grad() { 0x88 } else { 0x89 });
+        for c in components {
+            self.tensor(c)?;
+        }
+        self.close_rebuild(identity);
         Ok(())
     }
 

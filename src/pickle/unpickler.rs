@@ -27,6 +27,12 @@ enum Global {
     RebuildParameter,
     RebuildParameterWithState,
     RebuildQTensor,
+    /// `_rebuild_sparse_tensor`, in TorchScript's form or Python's (`torch.save`).
+    RebuildSparseTensor,
+    /// `torch.serialization._get_layout(name)`: a layout as its `c10::Layout` number.
+    GetLayout,
+    /// `torch.Size(tuple)`: the tuple.
+    TorchSize,
     /// `torch.per_tensor_affine` / `torch.per_channel_affine` (a quantized tensor's scheme).
     QScheme(&'static str),
     RestoreTypeTag,
@@ -675,6 +681,9 @@ impl<'a> Unpickler<'a> {
             ("torch._utils", "_rebuild_parameter") => Global::RebuildParameter,
             ("torch._utils", "_rebuild_parameter_with_state") => Global::RebuildParameterWithState,
             ("torch._utils", "_rebuild_qtensor") => Global::RebuildQTensor,
+            ("torch._utils", "_rebuild_sparse_tensor") => Global::RebuildSparseTensor,
+            ("torch.serialization", "_get_layout") => Global::GetLayout,
+            ("torch", "Size") => Global::TorchSize,
             ("torch", "per_tensor_affine") => Global::QScheme("per_tensor_affine"),
             ("torch", "per_channel_affine") => Global::QScheme("per_channel_affine"),
             ("torch", "per_channel_affine_float_qparams") => {
@@ -763,6 +772,37 @@ impl<'a> Unpickler<'a> {
                 let a = self.args_of(args, "_rebuild_qtensor")?;
                 let t = self.rebuild_qtensor(&a)?;
                 Ok(Item::Val(IValue::Tensor(t)))
+            }
+            Global::RebuildSparseTensor => {
+                let a = self.args_of(args, "_rebuild_sparse_tensor")?;
+                let t = self.rebuild_sparse_tensor(&a)?;
+                Ok(Item::Val(IValue::Tensor(t)))
+            }
+            Global::GetLayout => {
+                let a = self.args_of(args, "_get_layout")?;
+                let Some(Item::Val(IValue::String(name))) = a.first() else {
+                    return Err(self.malformed("_get_layout needs a layout name"));
+                };
+                let layout = [
+                    crate::tensor::Layout::Strided,
+                    crate::tensor::Layout::SparseCoo,
+                    crate::tensor::Layout::SparseCsr,
+                    crate::tensor::Layout::SparseCsc,
+                    crate::tensor::Layout::SparseBsr,
+                    crate::tensor::Layout::SparseBsc,
+                ]
+                .into_iter()
+                .find(|l| l.name() == &**name)
+                .ok_or_else(|| self.malformed(format!("unknown layout {name}")))?;
+                Ok(Item::Val(IValue::Int(layout.number())))
+            }
+            Global::TorchSize => {
+                let a = self.args_of(args, "torch.Size")?;
+                match a.into_iter().next() {
+                    Some(item @ Item::Val(IValue::Tuple(_) | IValue::List(_))) => Ok(item),
+                    None => Ok(Item::Val(IValue::Tuple(crate::values::Tuple::new(vec![])))),
+                    Some(_) => Err(self.malformed("torch.Size needs a tuple of ints")),
+                }
             }
             Global::QScheme(name) => {
                 Err(self.malformed(format!("calling torch.{name} is not supported")))
@@ -861,6 +901,82 @@ impl<'a> Unpickler<'a> {
             t.set_requires_grad(*rg);
         }
         Ok(t)
+    }
+
+    /// `_rebuild_sparse_tensor(layout, size, requires_grad, indices, values, backward_hooks)`
+    /// for COO and `(layout, size, requires_grad, crow_indices, col_indices, values,
+    /// backward_hooks)` for CSR, as TorchScript's pickler writes them (`layout` is
+    /// `c10::Layout`'s number). The indices are checked as `check_invariants=True` does.
+    fn rebuild_sparse_tensor(&self, a: &[Item]) -> Result<Tensor> {
+        if let [layout, data] = a {
+            return self.rebuild_sparse_tensor_python(layout, data);
+        }
+        let layout = self.int_arg(a.first(), "_rebuild_sparse_tensor layout")?;
+        let size = self.int_seq(a.get(1), "_rebuild_sparse_tensor size")?;
+        let size = crate::tensor::sparse_size(&size)
+            .map_err(|e| self.malformed(format!("_rebuild_sparse_tensor: {e}")))?;
+        let tensor_at = |i: usize| match a.get(i) {
+            Some(Item::Val(IValue::Tensor(t))) => Ok(t.clone()),
+            _ => Err(self.malformed(format!(
+                "_rebuild_sparse_tensor: argument {i} is not a tensor"
+            ))),
+        };
+        let built = match crate::tensor::Layout::from_number(layout) {
+            Some(crate::tensor::Layout::SparseCoo) => {
+                Tensor::sparse_coo(tensor_at(3)?, tensor_at(4)?, &size, false)
+            }
+            Some(l) if l.is_compressed() => {
+                Tensor::sparse_compressed(l, tensor_at(3)?, tensor_at(4)?, tensor_at(5)?, &size)
+            }
+            _ => {
+                return Err(
+                    self.malformed(format!("_rebuild_sparse_tensor: unknown layout {layout}"))
+                )
+            }
+        };
+        let mut t = built.map_err(|e| self.malformed(format!("_rebuild_sparse_tensor: {e}")))?;
+        if let Some(Item::Val(IValue::Bool(rg))) = a.get(2) {
+            t.set_requires_grad(*rg);
+        }
+        Ok(t)
+    }
+
+    /// Python's `_rebuild_sparse_tensor(layout, data)` (`torch.save`): `data` is `(indices,
+    /// values, size[, is_coalesced])` for COO and `(compressed_indices, plain_indices, values,
+    /// size)` for the compressed layouts.
+    fn rebuild_sparse_tensor_python(&self, layout: &Item, data: &Item) -> Result<Tensor> {
+        let layout = self.int_arg(Some(layout), "_rebuild_sparse_tensor layout")?;
+        let d = self.args_of(data.clone(), "_rebuild_sparse_tensor data")?;
+        let tensor_at = |i: usize| match d.get(i) {
+            Some(Item::Val(IValue::Tensor(t))) => Ok(t.clone()),
+            _ => Err(self.malformed(format!(
+                "_rebuild_sparse_tensor: data item {i} is not a tensor"
+            ))),
+        };
+        let size_at = |i: usize| {
+            let size = self.int_seq(d.get(i), "_rebuild_sparse_tensor size")?;
+            crate::tensor::sparse_size(&size)
+                .map_err(|e| self.malformed(format!("_rebuild_sparse_tensor: {e}")))
+        };
+        let built = match crate::tensor::Layout::from_number(layout) {
+            Some(crate::tensor::Layout::SparseCoo) => {
+                let coalesced = matches!(d.get(3), Some(Item::Val(IValue::Bool(true))));
+                Tensor::sparse_coo(tensor_at(0)?, tensor_at(1)?, &size_at(2)?, coalesced)
+            }
+            Some(l) if l.is_compressed() => Tensor::sparse_compressed(
+                l,
+                tensor_at(0)?,
+                tensor_at(1)?,
+                tensor_at(2)?,
+                &size_at(3)?,
+            ),
+            _ => {
+                return Err(
+                    self.malformed(format!("_rebuild_sparse_tensor: unknown layout {layout}"))
+                )
+            }
+        };
+        built.map_err(|e| self.malformed(format!("_rebuild_sparse_tensor: {e}")))
     }
 
     /// `_rebuild_qtensor(storage, offset, size, stride, quantizer_params, requires_grad,

@@ -15,6 +15,7 @@ mod pool;
 pub mod promote;
 mod quantizer;
 mod scalar;
+mod sparse;
 mod storage;
 
 pub use dtype::DType;
@@ -22,6 +23,7 @@ pub use element::Element;
 pub use identity::TensorIdentity;
 pub use quantizer::Quantizer;
 pub use scalar::Scalar;
+pub use sparse::{sparse_size, validate_compressed_indices, Layout, SparseParts};
 pub use storage::{
     AllocError, BorrowError, Storage, StorageRead, StorageWrite, WeakStorage, STORAGE_ALIGN,
 };
@@ -217,6 +219,15 @@ pub enum TensorError {
         /// The tensor's number of elements.
         numel: usize,
     },
+    /// A kernel for strided tensors got a sparse one (PyTorch: "Could not run 'aten::foo'
+    /// with arguments from the 'SparseCPU' backend").
+    #[error("unsupported: {}", not_strided_message(op.as_deref(), *layout))]
+    NotStrided {
+        /// The operator, when the refusal knows it (the traceback frame names it otherwise).
+        op: Option<String>,
+        /// The argument's layout.
+        layout: Layout,
+    },
     /// An invalid argument value.
     #[error("value error: {0}")]
     Value(String),
@@ -238,6 +249,19 @@ pub enum TensorError {
 }
 
 type TResult<T> = std::result::Result<T, TensorError>;
+
+/// [`TensorError::NotStrided`]'s text: PyTorch's dispatcher message when the operator is known.
+fn not_strided_message(op: Option<&str>, layout: Layout) -> String {
+    match op {
+        Some(op) => format!(
+            "Could not run '{op}' with arguments from the '{}' backend: tsrun implements it for strided tensors only, got a {layout} tensor",
+            layout.backend()
+        ),
+        None => format!(
+            "a {layout} tensor where a strided one is needed (its elements are in its indices and values; to_dense() makes a strided copy)"
+        ),
+    }
+}
 
 /// Row-major (C-contiguous) strides for `shape`.
 pub fn contiguous_strides(shape: &[usize]) -> Strides {
@@ -294,6 +318,8 @@ pub struct Tensor {
     requires_grad: bool,
     /// Set for quantized dtypes (`qint8`, ...): how the integers map to reals.
     quantizer: Option<std::sync::Arc<Quantizer>>,
+    /// Set for sparse layouts: the component tensors (the tensor then addresses no elements).
+    sparse: Option<std::sync::Arc<SparseParts>>,
 }
 
 impl std::fmt::Debug for Tensor {
@@ -346,6 +372,7 @@ impl Tensor {
             dtype,
             requires_grad: false,
             quantizer: None,
+            sparse: None,
         })
     }
 
@@ -383,6 +410,7 @@ impl Tensor {
             dtype,
             requires_grad: false,
             quantizer: None,
+            sparse: None,
         })
     }
 
@@ -415,6 +443,7 @@ impl Tensor {
             dtype: T::DTYPE,
             requires_grad: false,
             quantizer: None,
+            sparse: None,
         })
     }
 
@@ -578,6 +607,7 @@ impl Tensor {
 
     /// A view with new geometry over the same storage (bounds-checked).
     pub fn as_strided(&self, shape: &[usize], strides: &[isize], offset: usize) -> TResult<Tensor> {
+        self.check_strided()?;
         let mut t = Tensor::from_parts(self.storage.clone(), offset, shape, strides, self.dtype)?;
         t.requires_grad = self.requires_grad;
         t.quantizer = self.quantizer.clone();
@@ -600,6 +630,7 @@ impl Tensor {
     /// a write to the storage is in progress). Views and slices borrow the returned guard, so none
     /// can outlive it.
     pub fn read<T: Element>(&self) -> TResult<TensorRead<T>> {
+        self.check_strided()?;
         self.check_dtype::<T>()?;
         let borrow = self.storage.read()?;
         check_bool_bytes::<T>(&borrow)?;
@@ -623,6 +654,7 @@ impl Tensor {
     /// (`expand`ed views), and while any other guard on the storage is live — so a kernel must copy
     /// an input that shares the output's storage before it writes.
     pub fn write<T: Element>(&self) -> TResult<TensorWrite<T>> {
+        self.check_strided()?;
         self.check_dtype::<T>()?;
         self.check_no_internal_overlap()?;
         let mut borrow = self.storage.write()?;
@@ -724,6 +756,7 @@ impl Tensor {
     /// The elements' bytes in row-major order (native little-endian), for writers of raw
     /// formats (npy, safetensors).
     pub fn to_contiguous_bytes(&self) -> crate::Result<Vec<u8>> {
+        self.check_strided()?;
         let c = self.contiguous()?;
         let size = c.dtype.size();
         let start = c.offset * size;
@@ -737,6 +770,9 @@ impl Tensor {
 
     /// A contiguous copy with its own storage (`clone()` in PyTorch).
     pub fn deep_clone(&self) -> crate::Result<Tensor> {
+        if self.sparse.is_some() {
+            return self.sparse_clone();
+        }
         if let Some(q) = self.quantizer() {
             // the integers, copied row-major, under the same parameters
             let ints = self.int_repr_view()?.deep_clone()?;
@@ -753,6 +789,9 @@ impl Tensor {
     pub fn to_dtype(&self, dtype: DType) -> crate::Result<Tensor> {
         if dtype == self.dtype {
             return Ok(self.clone());
+        }
+        if let Some(parts) = &self.sparse {
+            return Ok(self.with_sparse_values(parts.values().to_dtype(dtype)?)?);
         }
         let out = Tensor::zeros(&self.shape, dtype)?;
         out.copy_from(self)?;

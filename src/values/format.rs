@@ -172,6 +172,9 @@ fn write_value(out: &mut String, v: &IValue) {
 /// A tensor printed the way Python's `repr(tensor)` looks (values with 4 decimals for floats,
 /// long dimensions summarized with `...` once the tensor has more than 1000 elements).
 pub fn tensor_repr(t: &Tensor) -> String {
+    if let Some(parts) = t.sparse_parts() {
+        return sparse_repr(t, parts);
+    }
     let summarize = t.numel() > 1000;
     let floating = t.dtype().is_floating_point();
     let Ok(vals) = t.to_vec::<f64>() else {
@@ -230,6 +233,29 @@ pub fn tensor_repr(t: &Tensor) -> String {
         );
     }
     out.push(')');
+    out
+}
+
+/// A sparse tensor as its components: `tensor(indices=tensor(...), values=tensor(...),
+/// size=(3, 3), nnz=4, layout=torch.sparse_coo)` (compressed layouts name their index
+/// tensors `crow_indices`/`col_indices` or `ccol_indices`/`row_indices`).
+fn sparse_repr(t: &Tensor, parts: &crate::tensor::SparseParts) -> String {
+    let components = parts.named_components();
+    let mut out = String::from("tensor(");
+    for (name, c) in components {
+        out.push_str(&format!("{name}={}, ", tensor_repr(c)));
+    }
+    let dims: Vec<String> = t.shape().iter().map(usize::to_string).collect();
+    let size = if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
+    out.push_str(&format!("size={size}, nnz={}", parts.nnz()));
+    if !matches!(t.dtype(), DType::Float32 | DType::Int64 | DType::Bool) {
+        out.push_str(&format!(", dtype=torch.{}", t.dtype().name()));
+    }
+    out.push_str(&format!(", layout={})", parts.layout()));
     out
 }
 

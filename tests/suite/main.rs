@@ -70,6 +70,7 @@ mod run_models;
 mod save_roundtrip;
 #[cfg(feature = "serve")]
 mod serve;
+mod sparse;
 mod storage_soundness;
 mod swa;
 mod tensor_core;

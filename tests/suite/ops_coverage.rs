@@ -267,9 +267,15 @@ fn unsupported_overloads_are_listed_at_compile_time() {
         .expect_err("no kernels for these ops")
         .to_string();
     for (op, code) in [
-        ("aten::to_sparse_csr", "torch.to_sparse_csr(x)"),
-        ("aten::ccol_indices", "torch.ccol_indices(x)"),
-        ("aten::crow_indices", "torch.crow_indices(x)"),
+        ("aten::_cslt_sparse_mm", "torch._cslt_sparse_mm(x, x)"),
+        (
+            "aten::_sparse_semi_structured_apply_dense",
+            "torch._sparse_semi_structured_apply_dense(x, x)",
+        ),
+        (
+            "aten::_sparse_semi_structured_linear",
+            "torch._sparse_semi_structured_linear(x, x, x)",
+        ),
     ] {
         let line = e
             .lines()
@@ -293,7 +299,7 @@ fn prepare_compiles_before_the_first_call() {
         .prepare(&["forward"])
         .expect_err("no kernels for these ops")
         .to_string();
-    assert!(e.contains("aten::to_sparse_csr"), "{e}");
+    assert!(e.contains("aten::_cslt_sparse_mm"), "{e}");
     let m = tsrun::internals::runtime::Module::load(models.join("mlp.pt")).expect("load");
     m.prepare(&["forward"]).expect("mlp prepares");
     let e = m

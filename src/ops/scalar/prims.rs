@@ -4,7 +4,7 @@
 use super::*;
 
 pub(super) fn tensor_size(a: &mut Args) -> R {
-    let t = a.tensor(0)?;
+    let t = a.any_layout_tensor(0)?;
     if a.len() > 1 {
         return Ok(IValue::Int(t.size(a.int(1)?)? as i64));
     }
@@ -14,13 +14,15 @@ pub(super) fn tensor_size(a: &mut Args) -> R {
     )))
 }
 pub(super) fn tensor_dim(a: &mut Args) -> R {
-    Ok(IValue::Int(a.tensor(0)?.dim() as i64))
+    Ok(IValue::Int(a.any_layout_tensor(0)?.dim() as i64))
 }
 pub(super) fn tensor_numel(a: &mut Args) -> R {
-    Ok(IValue::Int(a.tensor(0)?.numel() as i64))
+    Ok(IValue::Int(a.any_layout_tensor(0)?.numel() as i64))
 }
 pub(super) fn tensor_dtype(a: &mut Args) -> R {
-    Ok(IValue::Int(a.tensor(0)?.dtype().to_scalar_type()))
+    Ok(IValue::Int(
+        a.any_layout_tensor(0)?.dtype().to_scalar_type(),
+    ))
 }
 /// `prim::tolist(tensor, dim, elem)`: nested lists of `dim` levels; elem 0 int, 1 float,
 /// 2 bool, 3 complex (the annotation the compiler saw; it must match the tensor).
@@ -117,22 +119,32 @@ pub(super) fn device_with_index(a: &mut Args) -> R {
         .ok_or_else(|| err(format!("unknown device type {kind}")))
 }
 pub(super) fn tensor_layout(a: &mut Args) -> R {
-    a.tensor(0)?;
-    Ok(IValue::Int(0))
+    Ok(IValue::Int(a.any_layout_tensor(0)?.layout().number()))
+}
+/// `is_sparse`: the COO layout (PyTorch's `is_sparse` is false for the compressed ones).
+pub(super) fn is_sparse(a: &mut Args) -> R {
+    Ok(IValue::Bool(
+        a.any_layout_tensor(0)?.layout() == crate::tensor::Layout::SparseCoo,
+    ))
+}
+pub(super) fn is_sparse_csr(a: &mut Args) -> R {
+    Ok(IValue::Bool(
+        a.any_layout_tensor(0)?.layout() == crate::tensor::Layout::SparseCsr,
+    ))
 }
 pub(super) fn is_false(a: &mut Args) -> R {
-    a.tensor(0)?;
+    a.any_layout_tensor(0)?;
     Ok(IValue::Bool(false))
 }
 pub(super) fn is_true(a: &mut Args) -> R {
-    a.tensor(0)?;
+    a.any_layout_tensor(0)?;
     Ok(IValue::Bool(true))
 }
 pub(super) fn requires_grad(a: &mut Args) -> R {
-    Ok(IValue::Bool(a.tensor(0)?.requires_grad()))
+    Ok(IValue::Bool(a.any_layout_tensor(0)?.requires_grad()))
 }
 pub(super) fn itemsize(a: &mut Args) -> R {
-    Ok(IValue::Int(a.tensor(0)?.dtype().size() as i64))
+    Ok(IValue::Int(a.any_layout_tensor(0)?.dtype().size() as i64))
 }
 pub(super) fn nbytes(a: &mut Args) -> R {
     let t = a.tensor(0)?;
@@ -250,8 +262,6 @@ pub(super) fn register(r: &mut Registry) {
         "prim::is_xpu",
         "prim::is_mps",
         "prim::is_meta",
-        "prim::is_sparse",
-        "prim::is_sparse_csr",
         "prim::is_mkldnn",
         "prim::is_vulkan",
         "prim::is_ipu",
@@ -263,6 +273,8 @@ pub(super) fn register(r: &mut Registry) {
         r.add(name, is_false);
     }
     r.add("prim::is_cpu", is_true);
+    r.add("prim::is_sparse", is_sparse);
+    r.add("prim::is_sparse_csr", is_sparse_csr);
     r.add("prim::requires_grad", requires_grad);
     r.add("prim::itemsize", itemsize);
     r.add("prim::nbytes", nbytes);

@@ -83,6 +83,9 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
     if obj.contains_key("qtensor") {
         return IValue::Tensor(decode_qtensor(obj, arrays));
     }
+    if obj.contains_key("sparse") {
+        return IValue::Tensor(decode_sparse(obj, arrays));
+    }
     // serde_json maps are sorted: a tensor's "dtype"/"shape" keys sort before its "tensor" tag.
     let (tag, body) = obj
         .iter()
@@ -189,6 +192,101 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
             panic!("tensor_meta (attribute goldens) carries no data: compare dtype/shape")
         }
         other => panic!("unknown golden tag {other}"),
+    }
+}
+
+/// A sparse tensor (golden_io.py `_encode_sparse`): its layout, size and components.
+fn decode_sparse(obj: &serde_json::Map<String, Value>, arrays: &mut Arrays) -> Tensor {
+    use tsrun::internals::tensor::Layout;
+    let size: Vec<usize> = obj["size"]
+        .as_array()
+        .expect("size")
+        .iter()
+        .map(|d| d.as_u64().expect("dim") as usize)
+        .collect();
+    let mut part = |key: &str| match decode(&obj[key], arrays) {
+        IValue::Tensor(t) => t,
+        other => panic!("sparse component {key} is {other:?}"),
+    };
+    let layout = match obj["sparse"].as_str().expect("layout") {
+        "sparse_coo" => Layout::SparseCoo,
+        "sparse_csr" => Layout::SparseCsr,
+        "sparse_csc" => Layout::SparseCsc,
+        "sparse_bsr" => Layout::SparseBsr,
+        "sparse_bsc" => Layout::SparseBsc,
+        other => panic!("unknown sparse layout {other}"),
+    };
+    if layout == Layout::SparseCoo {
+        let (indices, values) = (part("indices"), part("values"));
+        let coalesced = obj["coalesced"].as_bool().expect("coalesced");
+        Tensor::sparse_coo(indices, values, &size, coalesced).expect("sparse golden")
+    } else {
+        let (c, p, v) = (
+            part("compressed_indices"),
+            part("plain_indices"),
+            part("values"),
+        );
+        Tensor::sparse_compressed(layout, c, p, v, &size).expect("sparse golden")
+    }
+}
+
+/// Sparse tensors against PyTorch's: the same layout, size and coalesced flag, indices
+/// equal and values within the tolerance.
+fn compare_sparse(g: &Tensor, w: &Tensor, rtol: f64, atol: f64, path: &str) -> Result<(), String> {
+    use tsrun::internals::tensor::SparseParts;
+    let (Some(gp), Some(wp)) = (g.sparse_parts(), w.sparse_parts()) else {
+        return Err(format!(
+            "{path}: layout {}, want {}",
+            g.layout(),
+            w.layout()
+        ));
+    };
+    if gp.layout() != wp.layout() {
+        return Err(format!(
+            "{path}: layout {}, want {}",
+            gp.layout(),
+            wp.layout()
+        ));
+    }
+    match (gp, wp) {
+        (
+            SparseParts::Coo {
+                indices: gi,
+                values: gv,
+                ..
+            },
+            SparseParts::Coo {
+                indices: wi,
+                values: wv,
+                ..
+            },
+        ) => {
+            let (gc, wc) = (gp.is_coalesced(), wp.is_coalesced());
+            if gc != wc {
+                return Err(format!("{path}: is_coalesced {gc}, want {wc}"));
+            }
+            compare_tensors(gi, wi, 0.0, 0.0, &format!("{path}.indices"))?;
+            compare_tensors(gv, wv, rtol, atol, &format!("{path}.values"))
+        }
+        (
+            SparseParts::Compressed {
+                compressed_indices: gc,
+                plain_indices: gpl,
+                values: gv,
+                ..
+            },
+            SparseParts::Compressed {
+                compressed_indices: wc,
+                plain_indices: wpl,
+                values: wv,
+                ..
+            },
+        ) => {
+            compare_tensors(gc, wc, 0.0, 0.0, &format!("{path}.compressed_indices"))?;
+            compare_tensors(gpl, wpl, 0.0, 0.0, &format!("{path}.plain_indices"))?;
+            compare_tensors(gv, wv, rtol, atol, &format!("{path}.values"))
+        }
+        _ => Err(format!("{path}: sparse parts differ in kind")),
     }
 }
 
@@ -352,6 +450,9 @@ pub fn compare_tensors(
     }
     if w.is_quantized() || g.is_quantized() {
         return compare_quantized(g, w, path);
+    }
+    if w.sparse_parts().is_some() || g.sparse_parts().is_some() {
+        return compare_sparse(g, w, rtol, atol, path);
     }
     if w.dtype().is_complex() {
         let gv = g.to_vec::<Complex64>().map_err(|e| e.to_string())?;
