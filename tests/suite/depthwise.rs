@@ -1,0 +1,62 @@
+//! Depthwise convolutions (`nn.Conv2d` with one input channel per group) against PyTorch's
+//! outputs from fixtures/gen_depthwise.py, on one thread and on three: channel counts that are
+//! not whole 16-channel registers, stride 2 and a non-square stride, dilation, 'same' padding
+//! with an even kernel, a batch of two without bias, wide and narrow rows, and a 16-channel
+//! plane too narrow in channels for three threads' channel blocks.
+
+use crate::common::{fixtures_dir, Arrays};
+use tsrun::internals::runtime::Module;
+use tsrun::internals::tensor::{DType, Tensor};
+use tsrun::internals::values::IValue;
+
+/// The model goldens' tolerance (tests/suite/run_models.rs).
+const RTOL: f64 = 1e-4;
+const ATOL: f64 = 1e-5;
+
+const CASES: &[&str] = &[
+    "dw3_s2_72ch",
+    "dw3_s1_88ch_wide",
+    "dw3_dilated_24ch",
+    "dw5_s2_batch_nobias",
+    "dw4_same_32ch",
+    "dw_3x5_stride_1x2",
+    "dw5_s1_120ch_narrow",
+    "dw3_s2_16ch_plane",
+];
+
+#[test]
+fn depthwise_convolutions_match_pytorch() {
+    let dir = fixtures_dir().join("depthwise");
+    let mut g = Arrays::open(&dir.join("goldens.npz"));
+    for case in CASES {
+        let m = Module::load(dir.join(format!("{case}.pt"))).expect("load");
+        m.eval();
+        let x = g.tensor(&format!("{case}.x"), DType::Float32);
+        let want = g.tensor(&format!("{case}.y"), DType::Float32);
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("pool");
+            let got: Tensor = pool.install(|| {
+                m.forward(&[IValue::Tensor(x.clone())])
+                    .expect("forward")
+                    .as_tensor()
+                    .expect("tensor result")
+                    .clone()
+            });
+            let what = format!("{case} on {threads} threads");
+            assert_eq!(got.shape(), want.shape(), "{what}: shape");
+            let (a, b) = (
+                got.to_vec::<f64>().expect("got"),
+                want.to_vec::<f64>().expect("want"),
+            );
+            for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+                assert!(
+                    (a - b).abs() <= ATOL + RTOL * b.abs(),
+                    "{what}: element {i}: {a} vs PyTorch {b}"
+                );
+            }
+        }
+    }
+}
