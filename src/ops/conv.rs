@@ -43,6 +43,19 @@ impl Window {
     fn image_len(&self) -> usize {
         self.image.iter().product()
     }
+    /// The two planar dims of grid, kernel, image, stride, dilation and padding (a 2-D
+    /// convolution's rows and columns).
+    fn planar(&self) -> [[usize; 2]; 6] {
+        let last2 = |v: [usize; 3]| [v[1], v[2]];
+        [
+            last2(self.grid),
+            last2(self.kernel),
+            last2(self.image),
+            last2(self.stride),
+            last2(self.dilation),
+            last2(self.pad),
+        ]
+    }
     /// Input coordinate of grid position `o` and kernel tap `k` along dim `d`, if inside.
     #[inline]
     fn coord(&self, d: usize, o: usize, k: usize) -> Option<usize> {
@@ -1018,12 +1031,7 @@ unsafe fn depthwise_rows_avx512(
     win: &Window,
     buf: &mut Vec<f32>,
 ) {
-    let [_, oh, ow] = win.grid;
-    let [_, kh, kw] = win.kernel;
-    let [_, ih, iw] = win.image;
-    let [_, sy, sx] = win.stride;
-    let [_, dy, dx] = win.dilation;
-    let [_, py, px] = win.pad;
+    let [[oh, ow], [kh, kw], [ih, iw], [sy, sx], [dy, dx], [py, px]] = win.planar();
     if oh == 0 || ow == 0 || kh == 0 || kw == 0 || src.len() < ih * iw || dst.len() < oh * ow {
         return;
     }
@@ -1255,12 +1263,7 @@ unsafe fn depthwise_block_avx512(
     cb: usize,
     buf: &mut Vec<f32>,
 ) {
-    let [_, oh, ow] = win.grid;
-    let [_, kh, kw] = win.kernel;
-    let [_, ih, iw] = win.image;
-    let [_, sy, sx] = win.stride;
-    let [_, dy, dx] = win.dilation;
-    let [_, py, px] = win.pad;
+    let [[oh, ow], [kh, kw], [ih, iw], [sy, sx], [dy, dx], [py, px]] = win.planar();
     let (il, l, kvol) = (win.image_len(), win.grid_len(), win.kvol());
     if cb == 0 || l == 0 || il == 0 || kvol == 0 {
         return;

@@ -2,16 +2,14 @@
 //! outputs from fixtures/gen_depthwise.py, on one thread and on three: channel counts that are
 //! not whole 16-channel registers, stride 2 and a non-square stride, dilation, 'same' padding
 //! with an even kernel, a batch of two without bias, wide and narrow rows, and a 16-channel
-//! plane too narrow in channels for three threads' channel blocks.
+//! plane too narrow in channels for three threads' channel blocks. Tolerance: the model
+//! goldens' (conv_fusion's `assert_close`).
 
 use crate::common::{fixtures_dir, Arrays};
+use crate::conv_fusion::assert_close;
 use tsrun::internals::runtime::Module;
 use tsrun::internals::tensor::{DType, Tensor};
 use tsrun::internals::values::IValue;
-
-/// The model goldens' tolerance (tests/suite/run_models.rs).
-const RTOL: f64 = 1e-4;
-const ATOL: f64 = 1e-5;
 
 const CASES: &[&str] = &[
     "dw3_s2_72ch",
@@ -45,18 +43,7 @@ fn depthwise_convolutions_match_pytorch() {
                     .expect("tensor result")
                     .clone()
             });
-            let what = format!("{case} on {threads} threads");
-            assert_eq!(got.shape(), want.shape(), "{what}: shape");
-            let (a, b) = (
-                got.to_vec::<f64>().expect("got"),
-                want.to_vec::<f64>().expect("want"),
-            );
-            for (i, (a, b)) in a.iter().zip(&b).enumerate() {
-                assert!(
-                    (a - b).abs() <= ATOL + RTOL * b.abs(),
-                    "{what}: element {i}: {a} vs PyTorch {b}"
-                );
-            }
+            assert_close(&format!("{case} on {threads} threads"), &got, &want);
         }
     }
 }
