@@ -1061,6 +1061,28 @@ unsafe fn depthwise_rows_avx512(
             }
             continue;
         }
+        if sx == 2 && px / 2 + iw.div_ceil(2) <= width && px.div_ceil(2) + iw / 2 <= width {
+            // input pairs (2k, 2k + 1) land at index k of the two phases from where each
+            // phase's first column lies (a loop without index checks, which vectorizes), an
+            // odd width's last column after
+            let (even, odd) = planes.split_at_mut(phase_len);
+            let (first, second) = if px % 2 == 0 {
+                (even, odd)
+            } else {
+                (odd, even)
+            };
+            let (jf, js) = (r * width + px / 2, r * width + px.div_ceil(2));
+            let mut pairs = line.chunks_exact(2);
+            let (f_row, s_row) = (&mut first[jf..][..iw / 2], &mut second[js..][..iw / 2]);
+            for ((f, s), pair) in f_row.iter_mut().zip(s_row.iter_mut()).zip(&mut pairs) {
+                *f = pair[0];
+                *s = pair[1];
+            }
+            if let [v] = pairs.remainder() {
+                first[jf + iw / 2] = *v;
+            }
+            continue;
+        }
         // padded column px + ix is index j of phase q; stepped along, not divided per element
         let (mut q, mut j) = (px % sx, px / sx);
         for &v in line {
@@ -1083,20 +1105,48 @@ unsafe fn depthwise_rows_avx512(
         dilation: [dy, dx],
     };
     let base = planes.as_ptr();
-    for (y, out) in dst.chunks_exact_mut(ow).take(oh).enumerate() {
+    let dst = &mut dst[..oh * ow];
+    // four independent accumulators at least (an FMA's latency is four of its issue slots):
+    // four rows of a one-register row, two rows of two registers, else up to four registers
+    let mut y = 0;
+    while y < oh {
+        let left = oh - y;
         let mut v = 0;
-        while v < vectors {
-            let at = v * DEPTHWISE_LANES;
-            // SAFETY: `at` is a register start inside the row's `vectors` registers and the
-            // planes hold `rows x width` floats per phase as `depthwise_row_vectors` reads them
-            match vectors - v {
-                1 => depthwise_row_vectors::<1>(&geometry, base, wk, bias, out, y, at),
-                2 => depthwise_row_vectors::<2>(&geometry, base, wk, bias, out, y, at),
-                3 => depthwise_row_vectors::<3>(&geometry, base, wk, bias, out, y, at),
-                _ => depthwise_row_vectors::<4>(&geometry, base, wk, bias, out, y, at),
+        // SAFETY (each call): rows `y .. y + RY` are output rows, `at` a register start inside a
+        // row's `vectors` registers with `at + 16 * RV` not past them, and the planes hold
+        // `rows x width` floats per phase as `depthwise_row_vectors` reads them
+        let rows_done = match vectors {
+            1 if left >= 4 => {
+                depthwise_row_vectors::<4, 1>(&geometry, base, wk, bias, dst, ow, y, 0);
+                4
             }
-            v += 4;
-        }
+            2 if left >= 2 => {
+                depthwise_row_vectors::<2, 2>(&geometry, base, wk, bias, dst, ow, y, 0);
+                2
+            }
+            _ => {
+                while v < vectors {
+                    let at = v * DEPTHWISE_LANES;
+                    match vectors - v {
+                        1 => {
+                            depthwise_row_vectors::<1, 1>(&geometry, base, wk, bias, dst, ow, y, at)
+                        }
+                        2 => {
+                            depthwise_row_vectors::<1, 2>(&geometry, base, wk, bias, dst, ow, y, at)
+                        }
+                        3 => {
+                            depthwise_row_vectors::<1, 3>(&geometry, base, wk, bias, dst, ow, y, at)
+                        }
+                        _ => {
+                            depthwise_row_vectors::<1, 4>(&geometry, base, wk, bias, dst, ow, y, at)
+                        }
+                    }
+                    v += 4;
+                }
+                1
+            }
+        };
+        y += rows_done;
     }
 }
 
@@ -1111,28 +1161,32 @@ struct RowTaps {
     dilation: [usize; 2],
 }
 
-/// Outputs `at .. at + 16 * R` of output row `y` (the last register masked to the row's end):
-/// every tap accumulated in registers, the bias added, stored into `out` (the output row).
+/// Outputs `at .. at + 16 * RV` of output rows `y .. y + RY` (a register past a row's end
+/// masked off): every tap accumulated in registers, the bias added, stored into the output
+/// plane `out` (rows of `ow`).
 ///
 /// # Safety
 /// AVX-512F is available; `planes` addresses `stride[1]` phases of `phase_len` floats laid out
-/// as [`depthwise_rows_avx512`] builds them, `wk` holds `kh * kw` weights, and `at + 16 * R`
-/// does not pass the row's last register (`width` was sized for it).
+/// as [`depthwise_rows_avx512`] builds them, `wk` holds `kh * kw` weights, rows `y .. y + RY`
+/// are output rows, and `at + 16 * RV` does not pass a row's last register (`width` was
+/// sized for it).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn depthwise_row_vectors<const R: usize>(
+#[allow(clippy::too_many_arguments)]
+unsafe fn depthwise_row_vectors<const RY: usize, const RV: usize>(
     g: &RowTaps,
     planes: *const f32,
     wk: &[f32],
     bias: f32,
     out: &mut [f32],
+    ow: usize,
     y: usize,
     at: usize,
 ) {
     use std::arch::x86_64::*;
     let ([kh, kw], [sy, sx], [dy, dx]) = (g.kernel, g.stride, g.dilation);
-    let mut acc = [_mm512_setzero_ps(); R];
+    let mut acc = [[_mm512_setzero_ps(); RV]; RY];
     for b in 0..kh {
         let row = (y * sy + b * dy) * g.width + at;
         // tap e reads phase (e * dx) % sx at index (e * dx) / sx: stepped along, not divided
@@ -1140,8 +1194,11 @@ unsafe fn depthwise_row_vectors<const R: usize>(
         for e in 0..kw {
             let w = _mm512_set1_ps(wk[b * kw + e]);
             let p = planes.add(q * g.phase_len + row + shift);
-            for (r, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_fmadd_ps(w, _mm512_loadu_ps(p.add(r * DEPTHWISE_LANES)), *a);
+            for (i, accs) in acc.iter_mut().enumerate() {
+                let pi = p.add(i * sy * g.width);
+                for (r, a) in accs.iter_mut().enumerate() {
+                    *a = _mm512_fmadd_ps(w, _mm512_loadu_ps(pi.add(r * DEPTHWISE_LANES)), *a);
+                }
             }
             q += dx;
             while q >= sx {
@@ -1151,14 +1208,17 @@ unsafe fn depthwise_row_vectors<const R: usize>(
         }
     }
     let bias = _mm512_set1_ps(bias);
-    for (r, a) in acc.iter().enumerate() {
-        let x = at + r * DEPTHWISE_LANES;
-        let v = _mm512_add_ps(*a, bias);
-        let left = out.len().saturating_sub(x);
-        if left >= DEPTHWISE_LANES {
-            _mm512_storeu_ps(out.as_mut_ptr().add(x), v);
-        } else if left > 0 {
-            _mm512_mask_storeu_ps(out.as_mut_ptr().add(x), (1u16 << left) - 1, v);
+    for (i, accs) in acc.iter().enumerate() {
+        let line = out.as_mut_ptr().add((y + i) * ow);
+        for (r, a) in accs.iter().enumerate() {
+            let x = at + r * DEPTHWISE_LANES;
+            let v = _mm512_add_ps(*a, bias);
+            let left = ow.saturating_sub(x);
+            if left >= DEPTHWISE_LANES {
+                _mm512_storeu_ps(line.add(x), v);
+            } else if left > 0 {
+                _mm512_mask_storeu_ps(line.add(x), (1u16 << left) - 1, v);
+            }
         }
     }
 }
