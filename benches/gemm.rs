@@ -202,6 +202,11 @@ fn conv_bench(c: &mut Criterion) {
                 1,
             ),
             ("96->576 at 7x7", [1, 96, 7, 7], [576, 96, 1, 1], 1, 0, 1),
+            // mobilenet_v3_small's channel counts off the wide tile: the 12 x 32 tile reading
+            // the image's whole 32-column panels in place
+            ("16->72 at 56x56", [1, 16, 56, 56], [72, 16, 1, 1], 1, 0, 1),
+            ("96->40 at 14x14", [1, 96, 14, 14], [40, 96, 1, 1], 1, 0, 1),
+            ("576->96 at 7x7", [1, 576, 7, 7], [96, 576, 1, 1], 1, 0, 1),
         ],
     );
     conv_group(
@@ -232,6 +237,16 @@ fn conv_bench(c: &mut Criterion) {
                 2,
                 96,
             ),
+            // mobilenet_v3_small's wider maps (channels-last blocks with AVX-512 too)
+            (
+                "3x3 s2 72ch 56x56",
+                [1, 72, 56, 56],
+                [72, 1, 3, 3],
+                2,
+                1,
+                72,
+            ),
+            ("3x3 88ch 28x28", [1, 88, 28, 28], [88, 1, 3, 3], 1, 1, 88),
             // mobilenet_v3_small's narrow maps: channels-last blocks
             (
                 "5x5 240ch 14x14",

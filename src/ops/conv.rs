@@ -43,6 +43,19 @@ impl Window {
     fn image_len(&self) -> usize {
         self.image.iter().product()
     }
+    /// The two planar dims of grid, kernel, image, stride, dilation and padding (a 2-D
+    /// convolution's rows and columns).
+    fn planar(&self) -> [[usize; 2]; 6] {
+        let last2 = |v: [usize; 3]| [v[1], v[2]];
+        [
+            last2(self.grid),
+            last2(self.kernel),
+            last2(self.image),
+            last2(self.stride),
+            last2(self.dilation),
+            last2(self.pad),
+        ]
+    }
     /// Input coordinate of grid position `o` and kernel tap `k` along dim `d`, if inside.
     #[inline]
     fn coord(&self, d: usize, o: usize, k: usize) -> Option<usize> {
@@ -976,8 +989,11 @@ pub(crate) fn prepack_weight(
 /// Multiply-adds below which a depthwise convolution stays on one thread.
 const DEPTHWISE_PARALLEL_MACS: usize = 1 << 16;
 
-/// Depthwise convolution (one input channel per group), vectorized along output rows: each
-/// kernel tap adds `w * input_row` to a row accumulator, in the scalar kernel's tap order.
+/// Depthwise convolution (one input channel per group). 2-D with AVX-512: rows narrower than
+/// [`DEPTHWISE_ROW_MIN_AVX512`] channels-last ([`depthwise_channels_last`]) when there are
+/// enough 16-channel blocks for the threads, else plane by plane with 16 output pixels a
+/// register ([`depthwise_rows_avx512`]). Otherwise vectorized along output rows: each kernel
+/// tap adds `w * input_row` to a row accumulator, in the scalar kernel's tap order.
 #[allow(clippy::too_many_arguments)]
 fn depthwise_f32(
     isa: Isa,
@@ -992,15 +1008,41 @@ fn depthwise_f32(
     let (il, l, kvol) = (win.image_len(), win.grid_len(), win.kvol());
     let mult = cout / c;
     let planar = win.grid[0] == 1 && win.kernel[0] == 1 && win.image[0] == 1;
-    if mult == 1
-        && planar
-        && win.grid[2] < DEPTHWISE_ROW_MIN
-        && matches!(isa, Isa::Avx512 | Isa::Avx2)
-    {
+    // narrow rows: channels as the vector axis, when there are enough 16-channel blocks for
+    // the threads (else the plane kernel, whose tasks are the planes)
+    let blocks_for_threads = !crate::tensor::split_work(os.len() * kvol, DEPTHWISE_PARALLEL_MACS)
+        || _n * c.div_ceil(16) >= rayon::current_num_threads();
+    let channels_last = match isa {
+        Isa::Avx512 => win.grid[2] < DEPTHWISE_ROW_MIN_AVX512 && blocks_for_threads,
+        Isa::Avx2 => win.grid[2] < DEPTHWISE_ROW_MIN,
+        _ => false,
+    };
+    if mult == 1 && planar && channels_last {
         #[cfg(target_arch = "x86_64")]
         {
             // the backend only names an instruction set the CPU supports (`Isa::is_supported`)
             depthwise_channels_last(isa, xs, ws, bias, act, os, win, c);
+            return;
+        }
+    }
+    if planar && isa == Isa::Avx512 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let work = |(idx, dst): (usize, &mut [f32])| {
+                let (img, oc) = (idx / cout, idx % cout);
+                let src = &xs[(img * c + oc / mult) * il..][..il];
+                let wk = &ws[oc * kvol..][..kvol];
+                let b = bias.map_or(0.0, |b| b[oc]);
+                // SAFETY: the backend only names an instruction set the CPU supports
+                // (`Isa::is_supported`), and AVX-512 there includes AVX2 and FMA.
+                with_scratch(|buf| unsafe { depthwise_rows_avx512(src, wk, b, dst, win, buf) });
+                act.apply_slice(dst);
+            };
+            if crate::tensor::split_work(os.len() * kvol, DEPTHWISE_PARALLEL_MACS) {
+                os.par_chunks_mut(l).enumerate().for_each(work);
+            } else {
+                os.chunks_mut(l).enumerate().for_each(work);
+            }
             return;
         }
     }
@@ -1034,6 +1076,223 @@ fn depthwise_f32(
         os.par_chunks_mut(l).enumerate().for_each(work);
     } else {
         os.chunks_mut(l).enumerate().for_each(work);
+    }
+}
+
+/// Output rows at least this wide run [`depthwise_rows_avx512`] with AVX-512 (a 14-wide row
+/// fills 14 of a register's 16 lanes); narrower ones run channels-last.
+const DEPTHWISE_ROW_MIN_AVX512: usize = 12;
+
+/// One output plane of a 2-D depthwise convolution with AVX-512, 16 output pixels of a row a
+/// register: the input plane is copied into zero-padded rows (for a column stride `s`, split
+/// into `s` column phases, so every tap of 16 neighbouring outputs is one contiguous load),
+/// then each register accumulates every tap (`w` broadcast times the loaded row), up to four
+/// registers of a row sharing each broadcast; the bias is added last and a row's partial last
+/// register is stored under a mask. Taps are added in [`depthwise_plane`]'s order, then the
+/// bias, so the floats match the other kernels (a padded tap adds `w * 0`, which changes no
+/// sum). No transposes: input and output stay channel-major.
+///
+/// # Safety
+/// The CPU must support AVX-512F, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn depthwise_rows_avx512(
+    src: &[f32],
+    wk: &[f32],
+    bias: f32,
+    dst: &mut [f32],
+    win: &Window,
+    buf: &mut Vec<f32>,
+) {
+    let [[oh, ow], [kh, kw], [ih, iw], [sy, sx], [dy, dx], [py, px]] = win.planar();
+    if oh == 0 || ow == 0 || kh == 0 || kw == 0 || src.len() < ih * iw || dst.len() < oh * ow {
+        return;
+    }
+    let vectors = ow.div_ceil(DEPTHWISE_LANES);
+    // phase q holds padded columns q, q + sx, ...; tap e of output x reads padded column
+    // x * sx + e * dx: phase (e * dx) % sx, index x + (e * dx) / sx; every lane of every
+    // register of a row reads inside `width`, and only the rows the taps reach are kept
+    let width = vectors * DEPTHWISE_LANES + (kw - 1) * dx / sx;
+    let rows = (oh - 1) * sy + (kh - 1) * dy + 1;
+    let phase_len = rows * width;
+    let need = sx * phase_len;
+    if buf.len() < need {
+        buf.resize(need, 0.0);
+    }
+    let planes = &mut buf[..need];
+    planes.fill(0.0);
+    for (iy, line) in src.chunks_exact(iw).take(ih).enumerate() {
+        let r = iy + py;
+        if r >= rows {
+            break;
+        }
+        if sx == 1 {
+            // columns past `width` are never read
+            let n = iw.min(width.saturating_sub(px));
+            if n > 0 {
+                planes[r * width + px..][..n].copy_from_slice(&line[..n]);
+            }
+            continue;
+        }
+        if sx == 2 && px / 2 + iw.div_ceil(2) <= width && px.div_ceil(2) + iw / 2 <= width {
+            // input pairs (2k, 2k + 1) land at index k of the two phases from where each
+            // phase's first column lies (a loop without index checks, which vectorizes), an
+            // odd width's last column after
+            let (even, odd) = planes.split_at_mut(phase_len);
+            let (first, second) = if px % 2 == 0 {
+                (even, odd)
+            } else {
+                (odd, even)
+            };
+            let (jf, js) = (r * width + px / 2, r * width + px.div_ceil(2));
+            let mut pairs = line.chunks_exact(2);
+            let (f_row, s_row) = (&mut first[jf..][..iw / 2], &mut second[js..][..iw / 2]);
+            for ((f, s), pair) in f_row.iter_mut().zip(s_row.iter_mut()).zip(&mut pairs) {
+                *f = pair[0];
+                *s = pair[1];
+            }
+            if let [v] = pairs.remainder() {
+                first[jf + iw / 2] = *v;
+            }
+            continue;
+        }
+        // padded column px + ix is index j of phase q; stepped along, not divided per element
+        let (mut q, mut j) = (px % sx, px / sx);
+        for &v in line {
+            if j >= width {
+                break;
+            }
+            planes[q * phase_len + r * width + j] = v;
+            q += 1;
+            if q == sx {
+                q = 0;
+                j += 1;
+            }
+        }
+    }
+    let geometry = RowTaps {
+        width,
+        phase_len,
+        kernel: [kh, kw],
+        stride: [sy, sx],
+        dilation: [dy, dx],
+    };
+    let base = planes.as_ptr();
+    let dst = &mut dst[..oh * ow];
+    // four independent accumulators at least (an FMA's latency is four of its issue slots):
+    // four rows of a one-register row, two rows of two registers, else up to four registers
+    let mut y = 0;
+    while y < oh {
+        let left = oh - y;
+        let mut v = 0;
+        // SAFETY (each call): rows `y .. y + RY` are output rows, `at` a register start inside a
+        // row's `vectors` registers with `at + 16 * RV` not past them, and the planes hold
+        // `rows x width` floats per phase as `depthwise_row_vectors` reads them
+        let rows_done = match vectors {
+            1 if left >= 4 => {
+                depthwise_row_vectors::<4, 1>(&geometry, base, wk, bias, dst, ow, y, 0);
+                4
+            }
+            2 if left >= 2 => {
+                depthwise_row_vectors::<2, 2>(&geometry, base, wk, bias, dst, ow, y, 0);
+                2
+            }
+            _ => {
+                while v < vectors {
+                    let at = v * DEPTHWISE_LANES;
+                    match vectors - v {
+                        1 => {
+                            depthwise_row_vectors::<1, 1>(&geometry, base, wk, bias, dst, ow, y, at)
+                        }
+                        2 => {
+                            depthwise_row_vectors::<1, 2>(&geometry, base, wk, bias, dst, ow, y, at)
+                        }
+                        3 => {
+                            depthwise_row_vectors::<1, 3>(&geometry, base, wk, bias, dst, ow, y, at)
+                        }
+                        _ => {
+                            depthwise_row_vectors::<1, 4>(&geometry, base, wk, bias, dst, ow, y, at)
+                        }
+                    }
+                    v += 4;
+                }
+                1
+            }
+        };
+        y += rows_done;
+    }
+}
+
+/// How [`depthwise_row_vectors`] reads the column-phase planes of [`depthwise_rows_avx512`].
+#[cfg(target_arch = "x86_64")]
+struct RowTaps {
+    /// Floats per padded row of a phase, and per phase.
+    width: usize,
+    phase_len: usize,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+}
+
+/// Outputs `at .. at + 16 * RV` of output rows `y .. y + RY` (a register past a row's end
+/// masked off): every tap accumulated in registers, the bias added, stored into the output
+/// plane `out` (rows of `ow`).
+///
+/// # Safety
+/// AVX-512F is available; `planes` addresses `stride[1]` phases of `phase_len` floats laid out
+/// as [`depthwise_rows_avx512`] builds them, `wk` holds `kh * kw` weights, rows `y .. y + RY`
+/// are output rows, and `at + 16 * RV` does not pass a row's last register (`width` was
+/// sized for it).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn depthwise_row_vectors<const RY: usize, const RV: usize>(
+    g: &RowTaps,
+    planes: *const f32,
+    wk: &[f32],
+    bias: f32,
+    out: &mut [f32],
+    ow: usize,
+    y: usize,
+    at: usize,
+) {
+    use std::arch::x86_64::*;
+    let ([kh, kw], [sy, sx], [dy, dx]) = (g.kernel, g.stride, g.dilation);
+    let mut acc = [[_mm512_setzero_ps(); RV]; RY];
+    for b in 0..kh {
+        let row = (y * sy + b * dy) * g.width + at;
+        // tap e reads phase (e * dx) % sx at index (e * dx) / sx: stepped along, not divided
+        let (mut q, mut shift) = (0, 0);
+        for e in 0..kw {
+            let w = _mm512_set1_ps(wk[b * kw + e]);
+            let p = planes.add(q * g.phase_len + row + shift);
+            for (i, accs) in acc.iter_mut().enumerate() {
+                let pi = p.add(i * sy * g.width);
+                for (r, a) in accs.iter_mut().enumerate() {
+                    *a = _mm512_fmadd_ps(w, _mm512_loadu_ps(pi.add(r * DEPTHWISE_LANES)), *a);
+                }
+            }
+            q += dx;
+            while q >= sx {
+                q -= sx;
+                shift += 1;
+            }
+        }
+    }
+    let bias = _mm512_set1_ps(bias);
+    for (i, accs) in acc.iter().enumerate() {
+        let line = out.as_mut_ptr().add((y + i) * ow);
+        for (r, a) in accs.iter().enumerate() {
+            let x = at + r * DEPTHWISE_LANES;
+            let v = _mm512_add_ps(*a, bias);
+            let left = ow.saturating_sub(x);
+            if left >= DEPTHWISE_LANES {
+                _mm512_storeu_ps(line.add(x), v);
+            } else if left > 0 {
+                _mm512_mask_storeu_ps(line.add(x), (1u16 << left) - 1, v);
+            }
+        }
     }
 }
 
@@ -1105,7 +1364,22 @@ fn depthwise_channels_last(
     }
 }
 
-/// [`depthwise_block`] compiled for AVX-512 (a 16-channel block is one register).
+/// Channels one AVX-512 register holds in [`depthwise_block_avx512`].
+#[cfg(target_arch = "x86_64")]
+const DEPTHWISE_LANES: usize = 16;
+/// Output pixels of a row [`depthwise_block_avx512`] accumulates at once in registers (7
+/// divides the 56/28/14/7 maps of 224-pixel networks).
+#[cfg(target_arch = "x86_64")]
+const DEPTHWISE_PIXELS: usize = 7;
+
+/// One block of `cb` channels of [`depthwise_channels_last`] with AVX-512 (`src` their input
+/// planes, `dst` their output planes, `wb` their weights, `bias` their biases): the block is
+/// transposed to channels-last into a zero-padded plane (channels rounded up to whole
+/// registers), so the taps need no bounds logic; each register of 16 channels accumulates
+/// [`DEPTHWISE_PIXELS`] output pixels of a row over every tap in registers (one load per
+/// multiply-add), and the result is transposed back. Taps are added in
+/// [`depthwise_channels_last_row`]'s order, then the bias, so the floats match the other
+/// paths (a padded tap adds `w * 0`, which changes no sum).
 ///
 /// # Safety
 /// The CPU must support AVX-512F, AVX2 and FMA.
@@ -1122,7 +1396,141 @@ unsafe fn depthwise_block_avx512(
     cb: usize,
     buf: &mut Vec<f32>,
 ) {
-    depthwise_block(src, wb, bias, act, dst, win, cb, buf)
+    let [[oh, ow], [kh, kw], [ih, iw], [sy, sx], [dy, dx], [py, px]] = win.planar();
+    let (il, l, kvol) = (win.image_len(), win.grid_len(), win.kvol());
+    if cb == 0 || l == 0 || il == 0 || kvol == 0 {
+        return;
+    }
+    let cp = cb.next_multiple_of(DEPTHWISE_LANES);
+    // the padded plane holds every input pixel and every tap of every output (an output
+    // (y, x) reads padded pixel (y * sy + b * dy, x * sx + e * dx))
+    let hp = (ih + py).max((oh - 1) * sy + (kh - 1) * dy + 1);
+    let wp = (iw + px).max((ow - 1) * sx + (kw - 1) * dx + 1);
+    let need = (kvol + 1 + hp * wp + il.max(l)) * cp;
+    if buf.len() < need {
+        buf.resize(need, 0.0);
+    }
+    let (wt, rest) = buf.split_at_mut(kvol * cp);
+    let (bt, rest) = rest.split_at_mut(cp);
+    let (xt, rest) = rest.split_at_mut(hp * wp * cp);
+    let ot = &mut rest[..il.max(l) * cp];
+    // weights as [tap][channel], the bias as [channel], channels past `cb` zero
+    gemm::transpose_into(wb, kvol, wt, cp, cb, kvol);
+    for tap in wt.chunks_exact_mut(cp) {
+        tap[cb..].fill(0.0);
+    }
+    match bias {
+        Some(b) => bt[..cb].copy_from_slice(&b[..cb]),
+        None => bt[..cb].fill(0.0),
+    }
+    bt[cb..].fill(0.0);
+    // the input as [pixel][channel] (in `ot`, free until the output pass), then its rows
+    // into the padded plane; borders and channels past `cb` zero
+    gemm::transpose_into(src, il, ot, cp, cb, il);
+    for pixel in ot[..il * cp].chunks_exact_mut(cp) {
+        pixel[cb..].fill(0.0);
+    }
+    let row_len = wp * cp;
+    for (yp, row) in xt.chunks_exact_mut(row_len).enumerate() {
+        match yp.checked_sub(py).filter(|&iy| iy < ih) {
+            Some(iy) => {
+                let (left, rest) = row.split_at_mut(px * cp);
+                let (mid, right) = rest.split_at_mut(iw * cp);
+                left.fill(0.0);
+                mid.copy_from_slice(&ot[iy * iw * cp..][..iw * cp]);
+                right.fill(0.0);
+            }
+            None => row.fill(0.0),
+        }
+    }
+    let g = PaddedBlock {
+        channels: cp,
+        width: wp,
+        kernel: [kh, kw],
+        stride: [sy, sx],
+        dilation: [dy, dx],
+        ow,
+    };
+    let (xp, wtp, bp, op) = (xt.as_ptr(), wt.as_ptr(), bt.as_ptr(), ot.as_mut_ptr());
+    for co in (0..cp).step_by(DEPTHWISE_LANES) {
+        for y in 0..oh {
+            let mut x = 0;
+            // SAFETY: `co + 16 <= cp`, `y < oh`, `x + R <= ow`, and the buffers are laid out
+            // as `depthwise_pixels_avx512` requires (`xt` the `hp x wp` plane built above,
+            // `wt` `kvol` taps, `bt` one bias per channel, `ot` `l` pixels, all `cp` wide)
+            while x + DEPTHWISE_PIXELS <= ow {
+                depthwise_pixels_avx512::<DEPTHWISE_PIXELS>(&g, xp, wtp, bp, op, y, x, co);
+                x += DEPTHWISE_PIXELS;
+            }
+            while x < ow {
+                // SAFETY: as above, with one pixel
+                depthwise_pixels_avx512::<1>(&g, xp, wtp, bp, op, y, x, co);
+                x += 1;
+            }
+        }
+    }
+    let ot = &mut ot[..l * cp];
+    act.apply_slice(ot);
+    gemm::transpose_into(ot, cp, dst, l, l, cb);
+}
+
+/// The geometry [`depthwise_pixels_avx512`] reads a padded channels-last block with.
+#[cfg(target_arch = "x86_64")]
+struct PaddedBlock {
+    /// Floats per pixel (the block's channels rounded up to whole registers).
+    channels: usize,
+    /// Pixels per padded row.
+    width: usize,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    /// Output pixels per row.
+    ow: usize,
+}
+
+/// Output pixels `(y, x .. x + R)` of the 16 channels at `co` of a padded channels-last block:
+/// every tap accumulated in registers, then the bias added, stored into `ot`.
+///
+/// # Safety
+/// AVX-512F is available; `xt` addresses the padded plane (`g.width * g.channels` floats a
+/// row) holding pixel `(y * sy + b * dy, (x + r) * sx + e * dx)` for every tap `(b, e)` and
+/// `r < R`; `wt` holds `kh * kw` taps and `bt` one bias per channel, `g.channels` apart;
+/// `ot` holds pixels `y * ow + x + r` of `g.channels` floats; `co + 16 <= g.channels`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn depthwise_pixels_avx512<const R: usize>(
+    g: &PaddedBlock,
+    xt: *const f32,
+    wt: *const f32,
+    bt: *const f32,
+    ot: *mut f32,
+    y: usize,
+    x: usize,
+    co: usize,
+) {
+    use std::arch::x86_64::*;
+    let cp = g.channels;
+    let ([kh, kw], [sy, sx], [dy, dx]) = (g.kernel, g.stride, g.dilation);
+    let mut acc = [_mm512_setzero_ps(); R];
+    for b in 0..kh {
+        let row = (y * sy + b * dy) * g.width;
+        for e in 0..kw {
+            let w = _mm512_loadu_ps(wt.add((b * kw + e) * cp + co));
+            let at = xt.add((row + x * sx + e * dx) * cp + co);
+            for (r, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_fmadd_ps(w, _mm512_loadu_ps(at.add(r * sx * cp)), *a);
+            }
+        }
+    }
+    let bias = _mm512_loadu_ps(bt.add(co));
+    for (r, a) in acc.iter().enumerate() {
+        _mm512_storeu_ps(
+            ot.add((y * g.ow + x + r) * cp + co),
+            _mm512_add_ps(*a, bias),
+        );
+    }
 }
 
 /// [`depthwise_block`] compiled with AVX2 and FMA.

@@ -38,7 +38,7 @@ fn run(m: &Module, x: &Tensor) -> Tensor {
         .clone()
 }
 
-fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
+pub(crate) fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
     assert_eq!(got.shape(), want.shape(), "{what}: shape");
     let (g, w) = (
         got.to_vec::<f64>().expect("got"),

@@ -217,6 +217,9 @@ fn image_operand_is_implicit_im2col() {
         (5, [7, 6], [1, 1], [2, 2], [0, 0], [1, 1]),
         (17, [12, 11], [3, 3], [2, 2], [1, 1], [1, 1]),
         (2, [40, 33], [5, 5], [1, 1], [2, 2], [1, 1]),
+        // 1x1 read in place by the 12 x 32 tile: two depth blocks, two column blocks, the
+        // second ending in a partial panel (packed)
+        (300, [23, 23], [1, 1], [1, 1], [0, 0], [1, 1]),
     ];
     let cout = 14;
     for isa in isas() {

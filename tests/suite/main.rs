@@ -22,6 +22,7 @@ mod concurrency;
 mod conv_fusion;
 mod custom_op;
 mod deep_drift;
+mod depthwise;
 mod elementwise_fusion;
 mod frontend_parse;
 mod gemm_kernels;

@@ -108,12 +108,34 @@ pub(super) unsafe fn avx512(
     ldc: usize,
     accumulate: bool,
 ) {
+    // a packed panel is the strided case with rows NR apart
+    avx512_strided_b(kc, a, b, AVX512_NR, c, ldc, accumulate)
+}
+
+/// [`avx512`] with B read in place from a row-major matrix (row `k` at `b + k * ldb`)
+/// instead of a packed panel: the rows of a 1x1 convolution's image are already B's rows, so
+/// whole 32-column panels need no packing.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `a` holds `kc * AVX512_MR` floats, `b + k * ldb` 32 floats
+/// for every `k < kc`, and `c` addresses an `AVX512_MR x AVX512_NR` tile with row stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) unsafe fn avx512_strided_b(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
     use std::arch::x86_64::*;
     const MR: usize = AVX512_MR;
-    const NR: usize = AVX512_NR;
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
     for k in 0..kc {
-        let bp = b.add(k * NR);
+        let bp = b.add(k * ldb);
         let b0 = _mm512_loadu_ps(bp);
         let b1 = _mm512_loadu_ps(bp.add(16));
         let ap = a.add(k * MR);

@@ -522,19 +522,55 @@ unsafe fn run_task(
         return;
     }
     let mut tile = [0f32; microkernel::MAX_TILE];
+    // a 1x1 convolution's image on the 12 x 32 tile: whole panels read in place from its rows
+    // (no packing), only a partial last panel packed
+    let in_place = match b {
+        #[cfg(target_arch = "x86_64")]
+        BOperand::Image(im) if isa == Isa::Avx512 => {
+            im.pointwise_rows().map(|img| (img, im.cols()))
+        }
+        _ => None,
+    };
     // A row-major A is read in place by the AVX-512 kernel (whole panels; a last partial
-    // panel is still packed, its rows padded)
+    // panel is still packed, its rows padded), unless B is (the strided-B kernel reads A
+    // packed)
     let a_in_place = match a {
-        AOperand::Mat(mat) if isa == Isa::Avx512 && cfg!(target_arch = "x86_64") => mat.row_major(),
+        AOperand::Mat(mat)
+            if isa == Isa::Avx512 && cfg!(target_arch = "x86_64") && in_place.is_none() =>
+        {
+            mat.row_major()
+        }
         _ => None,
     };
     let mut jc = j0;
     while jc < j1 {
         let nc = NC.min(j1 - jc);
+        // columns of this block read in place (whole panels)
+        let direct_cols = in_place.map_or(0, |_| nc / nr * nr);
         let mut pc = 0;
         while pc < k {
             let kc = KC.min(k - pc);
             let bblock: &[f32] = match b {
+                BOperand::Image(im) if in_place.is_some() => {
+                    if row.len() < nc {
+                        row.resize(nc, 0.0);
+                    }
+                    let rest = nc - direct_cols;
+                    pack_into(bbuf, rest.div_ceil(nr) * nr * kc, |dst| {
+                        if rest > 0 {
+                            pack_b(
+                                BSource::Image(im),
+                                nr,
+                                pc,
+                                kc,
+                                jc + direct_cols,
+                                rest,
+                                dst,
+                                row,
+                            )
+                        }
+                    })
+                }
                 BOperand::Packed(p) => p.block(pc, kc, jc),
                 BOperand::Mat(mat) => pack_into(bbuf, nc.div_ceil(nr) * nr * kc, |dst| {
                     pack_b(BSource::Mat(mat), nr, pc, kc, jc, nc, dst, &mut [])
@@ -586,7 +622,7 @@ unsafe fn run_task(
                 let mut jr = 0;
                 while jr < nc {
                     let cols = nr.min(nc - jr);
-                    let bp = bblock.as_ptr().add(jr * kc);
+                    let bp = bblock.as_ptr().add(jr.saturating_sub(direct_cols) * kc);
                     let mut ir = 0;
                     while ir < mc {
                         let rows = mr.min(mc - ir);
@@ -613,6 +649,21 @@ unsafe fn run_task(
                                 ld,
                                 full && pc > 0,
                             );
+                        } else if let (Some((img, il)), true) = (in_place, jr < direct_cols) {
+                            // rows pc.. of the image, columns jc + jr.. (a whole panel: the
+                            // image holds k rows of il >= jc + jr + nr columns)
+                            #[cfg(target_arch = "x86_64")]
+                            microkernel::avx512_strided_b(
+                                kc,
+                                ablock.as_ptr().add(ir * kc),
+                                img.as_ptr().add(pc * il + jc + jr),
+                                il,
+                                dst,
+                                ld,
+                                full && pc > 0,
+                            );
+                            #[cfg(not(target_arch = "x86_64"))]
+                            let _ = (img, il);
                         } else {
                             let ap = ablock.as_ptr().add((ir - packed_from) * kc);
                             isa.tile(kc, ap, bp, dst, ld, full && pc > 0);

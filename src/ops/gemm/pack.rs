@@ -124,6 +124,12 @@ impl<'a> ImageOperand<'a> {
     }
 
     /// Whether row k is image channel k read in place (1x1 kernel, stride 1, no padding).
+    /// The image itself when B is its rows as they lie (a 1x1 convolution with stride 1 and
+    /// no padding): row `k` of B is `img[k * cols..][..cols]`.
+    pub(super) fn pointwise_rows(&self) -> Option<&'a [f32]> {
+        self.pointwise().then_some(self.img)
+    }
+
     fn pointwise(&self) -> bool {
         self.kernel == [1; 3]
             && self.stride == [1; 3]
