@@ -11,7 +11,7 @@ mod gemv;
 mod microkernel;
 mod pack;
 
-pub use gemv::gemv_packed_b;
+pub use gemv::{gemv_packed_b, gemv_packed_b_columns};
 pub use pack::{
     cached_packed_a, cached_packed_b, is_packed_a_cached, is_packed_b_cached, DirectImage,
     ImageOperand, MatRef, PackedA, PackedB,
