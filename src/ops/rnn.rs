@@ -97,6 +97,19 @@ trait CellMath: Real {
     ) -> Option<Arc<gemm::PackedB>> {
         None
     }
+    /// All the steps of an LSTM layer and direction on two threads (see [`two_threads`]) when
+    /// that pays; false (nothing done) otherwise, and the caller runs the steps itself.
+    fn lstm_steps_on_two_threads(
+        _sw: &StepWeights<'_, Self>,
+        _xg: &Arc<Vec<Self>>,
+        _batch: usize,
+        _reverse: bool,
+        _h: &mut [Self],
+        _c: &mut [Self],
+        _out: &mut [Self],
+    ) -> bool {
+        false
+    }
     /// `x [rows, input] @ W_ih^T + biases` for the whole sequence (`w_ih` is the tensor
     /// `tensor`, `[g, input]`).
     fn input_proj(
@@ -199,6 +212,17 @@ impl CellMath for f32 {
         } else {
             mm_wt(h, b, k, w, n, out, true)
         }
+    }
+    fn lstm_steps_on_two_threads(
+        sw: &StepWeights<'_, f32>,
+        xg: &Arc<Vec<f32>>,
+        batch: usize,
+        reverse: bool,
+        h: &mut [f32],
+        c: &mut [f32],
+        out: &mut [f32],
+    ) -> bool {
+        two_threads::run(sw, xg, batch, reverse, h, c, out)
     }
     fn pack_recurrent(
         tensor: &Tensor,
@@ -426,21 +450,7 @@ fn step<T: CellMath>(
                 let gt = &mut s.gates[i * g..][..g];
                 let hn = &mut s.hnew[i * hs..][..hs];
                 match cell {
-                    Cell::Lstm => {
-                        // gate order i, f, g, o
-                        T::sigmoid_inplace(&mut gt[..2 * hs]);
-                        T::tanh_inplace(&mut gt[2 * hs..3 * hs]);
-                        T::sigmoid_inplace(&mut gt[3 * hs..]);
-                        let cc = &mut c[i * hs..][..hs];
-                        for j in 0..hs {
-                            cc[j] = gt[hs + j] * cc[j] + gt[j] * gt[2 * hs + j];
-                        }
-                        hn.copy_from_slice(cc);
-                        T::tanh_inplace(hn);
-                        for (hv, &o) in hn.iter_mut().zip(&gt[3 * hs..]) {
-                            *hv *= o;
-                        }
-                    }
+                    Cell::Lstm => lstm_update(gt, &mut c[i * hs..][..hs], hn),
                     Cell::Tanh => {
                         T::tanh_inplace(gt);
                         hn.copy_from_slice(gt);
@@ -494,6 +504,284 @@ fn step<T: CellMath>(
     match sw.w_hr {
         Some(w) => mm_wt(&s.hnew, b, hs, w, sw.out, h, false),
         None => h.copy_from_slice(&s.hnew),
+    }
+}
+
+/// The LSTM cell update of one batch row over `n` hidden units: `gt` holds the pre-activations
+/// of the gates i, f, g, o (`n` each, in that order), `c` the previous cell state (updated in
+/// place); the new hidden state goes to `h`. Both the one-thread steps and the two-thread
+/// recurrence run this, so their results are the same bit for bit.
+fn lstm_update<T: CellMath>(gt: &mut [T], c: &mut [T], h: &mut [T]) {
+    let n = c.len();
+    T::sigmoid_inplace(&mut gt[..2 * n]);
+    T::tanh_inplace(&mut gt[2 * n..3 * n]);
+    T::sigmoid_inplace(&mut gt[3 * n..4 * n]);
+    for j in 0..n {
+        c[j] = gt[n + j] * c[j] + gt[j] * gt[2 * n + j];
+    }
+    h.copy_from_slice(c);
+    T::tanh_inplace(h);
+    for (hv, &o) in h.iter_mut().zip(&gt[3 * n..4 * n]) {
+        *hv *= o;
+    }
+}
+
+/// An LSTM layer's steps shared by two threads, for the sizes where one step's `h @ W_hh^T`
+/// streams more weights than one core's cache bandwidth serves quickly (the reference
+/// tagger's `W_hh^T` is 256 KiB, read once per step).
+///
+/// The hidden units are split in two halves; a *half-step* `(s, half)` computes the four gate
+/// rows of that half's units from the full `h` of step `s - 1`, applies the gates (the same
+/// [`lstm_update`] as the one-thread steps) and publishes that half of `h` and `c`. Each
+/// thread reads the same columns of the packed `W_hh^T` every step, so its half stays hot in
+/// its own core's cache and each core streams half the weights.
+///
+/// Half-steps are claimed, one atomic counter per half: a thread always claims the lowest
+/// unclaimed half-step (its own half on a tie), computes it and only then claims another. So
+/// the calling thread alone computes everything when the helper (one rayon task per layer
+/// and direction, not per step) starts late or never: it is never waited for. A claimed
+/// half-step only waits for the two halves of the step before it, and the claim invariant
+/// (the counters differ by at most one, each thread holds one unfinished claim) means those
+/// are finished or being computed by a thread that waits on nothing unfinished: no deadlock.
+/// Waits spin a few microseconds, then yield to the scheduler (a descheduled partner).
+///
+/// Every column of the gate product is computed by [`gemm::gemv_packed_b_columns`] exactly
+/// as by the one-row product of the whole matrix, and the gates by the same elementwise code,
+/// so the results do not depend on the thread count or on which thread did which half-step.
+mod two_threads {
+    use super::{gemm, lstm_update, StepWeights};
+    use std::ops::Range;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, OnceLock};
+    use std::time::{Duration, Instant};
+
+    /// Elements of `W_hh` (`4H x H`) from which the steps run on two threads. Below it the
+    /// weights sit in one core's cache and a step is too short to pay for the two hand-overs
+    /// of `h` between cores per step (measured with `benches/kernels.rs`, `lstm_sequence`).
+    const MIN_RECURRENT_WEIGHTS: usize = 4 * 96 * 96;
+
+    /// How long a wait spins before it yields: a partner that is running finishes its
+    /// half-step within about that long.
+    const SPIN: Duration = Duration::from_micros(5);
+
+    /// A claim counter alone on its cache line (the two are written by different threads).
+    #[repr(align(64))]
+    struct NextStep(AtomicUsize);
+
+    struct Recurrence {
+        /// The input projection with the folded biases, `[steps, batch, 4 * hidden]`.
+        xg: Arc<Vec<f32>>,
+        /// `W_hh^T` packed for one-row products.
+        w_hh: Arc<gemm::PackedB>,
+        /// The initial state, `[batch, hidden]` each.
+        h0: Vec<f32>,
+        c0: Vec<f32>,
+        batch: usize,
+        hidden: usize,
+        steps: usize,
+        reverse: bool,
+        /// The hidden units of each half.
+        halves: [Range<usize>; 2],
+        /// The next unclaimed step of each half.
+        next: [NextStep; 2],
+        /// `done[2 * s + half]`: after step `s`, that half's `h` (`[batch, half width]`) then
+        /// its `c` (same shape), set once by the thread that claimed the half-step.
+        done: Vec<OnceLock<Box<[f32]>>>,
+    }
+
+    /// Per-thread buffers: the full previous `h` and one batch row's gates of a half.
+    struct Scratch {
+        h_prev: Vec<f32>,
+        gates: Vec<f32>,
+    }
+
+    /// Runs the steps when that pays: an LSTM without projections, `W_hh^T` packed (batch
+    /// <= 4), at least two pool threads, `W_hh` at least [`MIN_RECURRENT_WEIGHTS`]. `h` and `c`
+    /// (`[batch, hidden]`) hold the initial state and receive the final one; `out` receives
+    /// `h` of every step, `[steps, batch, hidden]`. False (nothing touched) when not taken.
+    pub(super) fn run(
+        sw: &StepWeights<'_, f32>,
+        xg: &Arc<Vec<f32>>,
+        batch: usize,
+        reverse: bool,
+        h: &mut [f32],
+        c: &mut [f32],
+        out: &mut [f32],
+    ) -> bool {
+        let hidden = sw.hidden;
+        let Some(w_hh) = sw.w_hh_packed.as_ref() else {
+            return false;
+        };
+        let row = batch * hidden;
+        if sw.w_hr.is_some()
+            || sw.out != hidden
+            || hidden < 2
+            || 4 * hidden * hidden < MIN_RECURRENT_WEIGHTS
+            || rayon::current_num_threads() < 2
+            || row == 0
+            || h.len() != row
+            || c.len() != row
+            || out.len() % row != 0
+            || xg.len() != 4 * out.len()
+        {
+            return false;
+        }
+        let steps = out.len() / row;
+        if steps < 2 {
+            return false;
+        }
+        let split = hidden / 2;
+        let shared = Arc::new(Recurrence {
+            xg: Arc::clone(xg),
+            w_hh: Arc::clone(w_hh),
+            h0: h.to_vec(),
+            c0: c.to_vec(),
+            batch,
+            hidden,
+            steps,
+            reverse,
+            halves: [0..split, split..hidden],
+            next: [NextStep(AtomicUsize::new(0)), NextStep(AtomicUsize::new(0))],
+            done: (0..2 * steps).map(|_| OnceLock::new()).collect(),
+        });
+        let helper = Arc::clone(&shared);
+        rayon::spawn(move || helper.work(1));
+        shared.work(0);
+        // every half-step is claimed now; wait for the ones the helper still computes
+        for s in 0..steps {
+            let t = shared.time(s);
+            for (half, cols) in shared.halves.iter().enumerate() {
+                let state = wait_for(&shared.done[2 * s + half]);
+                let (hs, cs) = state.split_at(batch * cols.len());
+                for i in 0..batch {
+                    let part = cols.len();
+                    out[(t * batch + i) * hidden..][cols.clone()]
+                        .copy_from_slice(&hs[i * part..][..part]);
+                    if s + 1 == steps {
+                        h[i * hidden..][cols.clone()].copy_from_slice(&hs[i * part..][..part]);
+                        c[i * hidden..][cols.clone()].copy_from_slice(&cs[i * part..][..part]);
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    impl Recurrence {
+        /// The time index of step `s` (backwards for the reverse direction).
+        fn time(&self, s: usize) -> usize {
+            if self.reverse {
+                self.steps - 1 - s
+            } else {
+                s
+            }
+        }
+
+        /// Claims and computes half-steps until all are claimed; `own` is the half this thread
+        /// prefers, so each thread keeps reading the same weights.
+        fn work(&self, own: usize) {
+            let mut scratch = Scratch {
+                h_prev: vec![0.0; self.batch * self.hidden],
+                gates: Vec::new(),
+            };
+            loop {
+                let n = [
+                    self.next[0].0.load(Ordering::Acquire),
+                    self.next[1].0.load(Ordering::Acquire),
+                ];
+                let half = match n[0].cmp(&n[1]) {
+                    std::cmp::Ordering::Less => 0,
+                    std::cmp::Ordering::Greater => 1,
+                    std::cmp::Ordering::Equal => own,
+                };
+                let s = n[half];
+                if s >= self.steps {
+                    return;
+                }
+                if self.next[half]
+                    .0
+                    .compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    continue;
+                }
+                let state = self.half_step(s, half, &mut scratch);
+                // The claim made this thread the only one to set this cell.
+                let first = self.done[2 * s + half].set(state).is_ok();
+                debug_assert!(first, "half-step ({s}, {half}) computed twice");
+            }
+        }
+
+        /// Step `s` for the hidden units of `half`: that half's new `h` then `c`.
+        fn half_step(&self, s: usize, half: usize, scratch: &mut Scratch) -> Box<[f32]> {
+            let (batch, hidden) = (self.batch, self.hidden);
+            let cols = self.halves[half].clone();
+            let part = cols.len();
+            let mut state = vec![0.0f32; 2 * batch * part].into_boxed_slice();
+            let (h_new, c_new) = state.split_at_mut(batch * part);
+            // h of step s - 1 in full; this half's c of step s - 1 into c_new (updated in place)
+            if s == 0 {
+                scratch.h_prev.copy_from_slice(&self.h0);
+                for i in 0..batch {
+                    c_new[i * part..][..part].copy_from_slice(&self.c0[i * hidden..][cols.clone()]);
+                }
+            } else {
+                for (other, other_cols) in self.halves.iter().enumerate() {
+                    let prev = wait_for(&self.done[2 * (s - 1) + other]);
+                    let w = other_cols.len();
+                    for i in 0..batch {
+                        scratch.h_prev[i * hidden..][other_cols.clone()]
+                            .copy_from_slice(&prev[i * w..][..w]);
+                    }
+                    if other == half {
+                        c_new.copy_from_slice(&prev[batch * w..]);
+                    }
+                }
+            }
+            let g = 4 * hidden;
+            let gate_cols: [Range<usize>; 4] =
+                std::array::from_fn(|q| q * hidden + cols.start..q * hidden + cols.end);
+            scratch.gates.resize(4 * part, 0.0);
+            let t = self.time(s);
+            for i in 0..batch {
+                let x_row = &self.xg[(t * batch + i) * g..][..g];
+                for (gt, r) in scratch.gates.chunks_exact_mut(part).zip(&gate_cols) {
+                    gt.copy_from_slice(&x_row[r.clone()]);
+                }
+                gemm::gemv_packed_b_columns(
+                    &scratch.h_prev[i * hidden..][..hidden],
+                    &self.w_hh,
+                    &gate_cols,
+                    &mut scratch.gates,
+                );
+                lstm_update(
+                    &mut scratch.gates,
+                    &mut c_new[i * part..][..part],
+                    &mut h_new[i * part..][..part],
+                );
+            }
+            state
+        }
+    }
+
+    /// The value of `cell` once another thread has set it: spins for [`SPIN`] (the partner is
+    /// usually about to finish), then yields to the scheduler between looks.
+    fn wait_for(cell: &OnceLock<Box<[f32]>>) -> &[f32] {
+        if let Some(v) = cell.get() {
+            return v;
+        }
+        let start = Instant::now();
+        loop {
+            for _ in 0..64 {
+                if let Some(v) = cell.get() {
+                    return v;
+                }
+                std::hint::spin_loop();
+            }
+            if start.elapsed() > SPIN {
+                std::thread::yield_now();
+            }
+        }
     }
 }
 
@@ -633,7 +921,8 @@ fn run_rnn(
                 if fold_b_hh {
                     biases.extend(b_hh);
                 }
-                let xg = T::input_proj(
+                // shared with the helper thread of a two-thread recurrence
+                let xg = Arc::new(T::input_proj(
                     &lw.w_ih,
                     slice_of::<T>(&w_ih_g)?,
                     &biases,
@@ -641,7 +930,7 @@ fn run_rnn(
                     lw.input,
                     &layer_in,
                     steps * b,
-                )?;
+                )?);
                 let w_hh = slice_of::<T>(&w_hh_g)?;
                 let sw = StepWeights {
                     w_hh,
@@ -661,18 +950,23 @@ fn run_rnn(
                     hh: Vec::new(),
                     hnew: Vec::new(),
                 };
-                for s in 0..steps {
-                    let t = if d == 0 { s } else { steps - 1 - s };
-                    step(
-                        cfg.cell,
-                        &sw,
-                        &xg[t * b * g..][..b * g],
-                        b,
-                        &mut h,
-                        &mut c,
-                        &mut scratch,
-                    );
-                    out[t * b * osz..][..b * osz].copy_from_slice(&h);
+                let reverse = d == 1;
+                let on_two_threads = cfg.cell == Cell::Lstm
+                    && T::lstm_steps_on_two_threads(&sw, &xg, b, reverse, &mut h, &mut c, &mut out);
+                if !on_two_threads {
+                    for s in 0..steps {
+                        let t = if reverse { steps - 1 - s } else { s };
+                        step(
+                            cfg.cell,
+                            &sw,
+                            &xg[t * b * g..][..b * g],
+                            b,
+                            &mut h,
+                            &mut c,
+                            &mut scratch,
+                        );
+                        out[t * b * osz..][..b * osz].copy_from_slice(&h);
+                    }
                 }
                 hn.extend_from_slice(&h);
                 cn.extend_from_slice(&c);
