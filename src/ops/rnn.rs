@@ -530,24 +530,21 @@ fn lstm_update<T: CellMath>(gt: &mut [T], c: &mut [T], h: &mut [T]) {
 /// streams more weights than one core's cache bandwidth serves quickly (the reference
 /// tagger's `W_hh^T` is 256 KiB, read once per step).
 ///
-/// The hidden units are split in two halves; a *half-step* `(s, half)` computes the four gate
-/// rows of that half's units from the full `h` of step `s - 1`, applies the gates (the same
-/// [`lstm_update`] as the one-thread steps) and publishes that half of `h` and `c`. Each
+/// The hidden units are split in two halves. The calling thread computes half 0 of every step
+/// and a helper (one rayon task per layer and direction, never one per step) half 1: four gate
+/// rows per unit from the full `h` of the step before, the gates (the same [`lstm_update`] as
+/// the one-thread steps), then that half of `h` and `c` published in a once-set cell. Each
 /// thread reads the same columns of the packed `W_hh^T` every step, so its half stays hot in
 /// its own core's cache and each core streams half the weights.
 ///
-/// Half-steps are claimed, one atomic counter per half: a thread always claims the lowest
-/// unclaimed half-step (its own half on a tie), computes it and only then claims another. So
-/// the calling thread alone computes everything when the helper (one rayon task per layer
-/// and direction, not per step) starts late or never: it is never waited for. A claimed
-/// half-step only waits for the two halves of the step before it, and the claim invariant
-/// (the counters differ by at most one, each thread holds one unfinished claim) means those
-/// are finished or being computed by a thread that waits on nothing unfinished: no deadlock.
-/// Waits spin a few microseconds, then yield to the scheduler (a descheduled partner).
-///
-/// Every column of the gate product is computed by [`gemm::gemv_packed_b_columns`] exactly
-/// as by the one-row product of the whole matrix, and the gates by the same elementwise code,
-/// so the results do not depend on the thread count or on which thread did which half-step.
+/// The caller never depends on the helper: when the helper has not announced a step (it
+/// starts late, or never, or fell behind) the caller computes the whole step itself, and when
+/// the helper announced it but has not published it within twice the caller's own half-step
+/// time (descheduled), the caller computes that half too. Either thread may then set a cell
+/// first; both compute the same bits, since every column of the gate product comes out of
+/// [`gemm::gemv_packed_b_columns`] exactly as out of the whole product and the gates are
+/// elementwise. So the results do not depend on the thread count or on who computed what, and
+/// the helper only ever waits for cells the caller is bound to set: no deadlock.
 mod two_threads {
     use super::{gemm, lstm_update, StepWeights};
     use std::ops::Range;
@@ -555,18 +552,18 @@ mod two_threads {
     use std::sync::{Arc, OnceLock};
     use std::time::{Duration, Instant};
 
-    /// Elements of `W_hh` (`4H x H`) from which the steps run on two threads. Below it the
-    /// weights sit in one core's cache and a step is too short to pay for the two hand-overs
-    /// of `h` between cores per step (measured with `benches/kernels.rs`, `lstm_sequence`).
-    const MIN_RECURRENT_WEIGHTS: usize = 4 * 96 * 96;
+    /// Elements of `W_hh` (`4H x H`) from which the steps run on two threads: the reference
+    /// tagger's hidden size 128 and up. Below it the weights sit in one core's cache and a
+    /// half-step comes close to the two hand-overs of `h` between cores it needs (a round
+    /// trip of ~0.25 us on the development VM).
+    const MIN_RECURRENT_WEIGHTS: usize = 4 * 128 * 128;
 
-    /// How long a wait spins before it yields: a partner that is running finishes its
-    /// half-step within about that long.
-    const SPIN: Duration = Duration::from_micros(5);
+    /// How long the helper spins for a cell before it yields between looks.
+    const HELPER_SPIN: Duration = Duration::from_micros(20);
 
-    /// A claim counter alone on its cache line (the two are written by different threads).
+    /// The helper's announcement alone on its cache line.
     #[repr(align(64))]
-    struct NextStep(AtomicUsize);
+    struct Announced(AtomicUsize);
 
     struct Recurrence {
         /// The input projection with the folded biases, `[steps, batch, 4 * hidden]`.
@@ -580,19 +577,23 @@ mod two_threads {
         hidden: usize,
         steps: usize,
         reverse: bool,
-        /// The hidden units of each half.
+        /// The hidden units of each half (adjacent: `0..split`, `split..hidden`).
         halves: [Range<usize>; 2],
-        /// The next unclaimed step of each half.
-        next: [NextStep; 2],
+        /// `s + 1` once the helper has committed to computing half 1 of step `s`.
+        helper_next: Announced,
         /// `done[2 * s + half]`: after step `s`, that half's `h` (`[batch, half width]`) then
-        /// its `c` (same shape), set once by the thread that claimed the half-step.
+        /// its `c` (same shape), set by whichever thread finished it first.
         done: Vec<OnceLock<Box<[f32]>>>,
     }
 
-    /// Per-thread buffers: the full previous `h` and one batch row's gates of a half.
+    /// Per-thread buffers: the full previous `h`, one batch row's gates, the new `h` and `c`
+    /// of the units computed.
+    #[derive(Default)]
     struct Scratch {
         h_prev: Vec<f32>,
         gates: Vec<f32>,
+        h_new: Vec<f32>,
+        c_new: Vec<f32>,
     }
 
     /// Runs the steps when that pays: an LSTM without projections, `W_hh^T` packed (batch
@@ -621,7 +622,7 @@ mod two_threads {
             || row == 0
             || h.len() != row
             || c.len() != row
-            || out.len() % row != 0
+            || !out.len().is_multiple_of(row)
             || xg.len() != 4 * out.len()
         {
             return false;
@@ -641,24 +642,26 @@ mod two_threads {
             steps,
             reverse,
             halves: [0..split, split..hidden],
-            next: [NextStep(AtomicUsize::new(0)), NextStep(AtomicUsize::new(0))],
+            helper_next: Announced(AtomicUsize::new(0)),
             done: (0..2 * steps).map(|_| OnceLock::new()).collect(),
         });
         let helper = Arc::clone(&shared);
-        rayon::spawn(move || helper.work(1));
-        shared.work(0);
-        // every half-step is claimed now; wait for the ones the helper still computes
+        rayon::spawn(move || helper.help());
+        shared.lead();
         for s in 0..steps {
             let t = shared.time(s);
             for (half, cols) in shared.halves.iter().enumerate() {
-                let state = wait_for(&shared.done[2 * s + half]);
-                let (hs, cs) = state.split_at(batch * cols.len());
+                // `lead` returns once every cell is set
+                let Some(state) = shared.done[2 * s + half].get() else {
+                    continue;
+                };
+                let part = cols.len();
+                let (hs, cs) = state.split_at(batch * part);
                 for i in 0..batch {
-                    let part = cols.len();
-                    out[(t * batch + i) * hidden..][cols.clone()]
-                        .copy_from_slice(&hs[i * part..][..part]);
+                    let hr = &hs[i * part..][..part];
+                    out[(t * batch + i) * hidden..][cols.clone()].copy_from_slice(hr);
                     if s + 1 == steps {
-                        h[i * hidden..][cols.clone()].copy_from_slice(&hs[i * part..][..part]);
+                        h[i * hidden..][cols.clone()].copy_from_slice(hr);
                         c[i * hidden..][cols.clone()].copy_from_slice(&cs[i * part..][..part]);
                     }
                 }
@@ -677,109 +680,170 @@ mod two_threads {
             }
         }
 
-        /// Claims and computes half-steps until all are claimed; `own` is the half this thread
-        /// prefers, so each thread keeps reading the same weights.
-        fn work(&self, own: usize) {
-            let mut scratch = Scratch {
-                h_prev: vec![0.0; self.batch * self.hidden],
-                gates: Vec::new(),
-            };
-            loop {
-                let n = [
-                    self.next[0].0.load(Ordering::Acquire),
-                    self.next[1].0.load(Ordering::Acquire),
-                ];
-                let half = match n[0].cmp(&n[1]) {
-                    std::cmp::Ordering::Less => 0,
-                    std::cmp::Ordering::Greater => 1,
-                    std::cmp::Ordering::Equal => own,
-                };
-                let s = n[half];
-                if s >= self.steps {
-                    return;
-                }
-                if self.next[half]
-                    .0
-                    .compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
+        fn is_done(&self, s: usize, half: usize) -> bool {
+            self.done[2 * s + half].get().is_some()
+        }
+
+        fn step_done(&self, s: usize) -> bool {
+            self.is_done(s, 0) && self.is_done(s, 1)
+        }
+
+        /// The calling thread: half 0 of every step, half 1 wherever the helper is not on
+        /// time. Returns with every cell set.
+        fn lead(&self) {
+            let mut scratch = self.scratch();
+            for s in 0..self.steps {
+                if self.helper_next.0.load(Ordering::Acquire) <= s {
+                    // the helper is not on this step: all of it here, in one product
+                    self.compute(s, 0..2, &mut scratch);
                     continue;
                 }
-                let state = self.half_step(s, half, &mut scratch);
-                // The claim made this thread the only one to set this cell.
-                let first = self.done[2 * s + half].set(state).is_ok();
-                debug_assert!(first, "half-step ({s}, {half}) computed twice");
+                let start = Instant::now();
+                self.compute(s, 0..1, &mut scratch);
+                let patience = start.elapsed() * 2;
+                let waited = Instant::now();
+                while !self.is_done(s, 1) && waited.elapsed() < patience {
+                    for _ in 0..16 {
+                        std::hint::spin_loop();
+                    }
+                }
+                if !self.is_done(s, 1) {
+                    self.compute(s, 1..2, &mut scratch);
+                }
             }
         }
 
-        /// Step `s` for the hidden units of `half`: that half's new `h` then `c`.
-        fn half_step(&self, s: usize, half: usize, scratch: &mut Scratch) -> Box<[f32]> {
+        /// The helper: half 1 of each step the caller has not done yet, announced before the
+        /// step before it is published so the caller knows to leave it.
+        fn help(&self) {
+            let mut scratch = self.scratch();
+            let mut s = 0;
+            self.helper_next.0.store(1, Ordering::Release);
+            while s < self.steps {
+                if self.is_done(s, 1) {
+                    s += 1;
+                    self.helper_next.0.store(s + 1, Ordering::Release);
+                    continue;
+                }
+                if s > 0 && !self.step_done(s - 1) {
+                    self.wait_for_step_before(s);
+                    continue;
+                }
+                // announce the next step before this one becomes visible
+                self.compute_then(s, 1..2, &mut scratch, || {
+                    self.helper_next.0.store(s + 2, Ordering::Release)
+                });
+                s += 1;
+            }
+        }
+
+        /// Waits (spinning, then yielding) until step `s - 1` is complete or the caller has
+        /// done half 1 of step `s` itself.
+        fn wait_for_step_before(&self, s: usize) {
+            let start = Instant::now();
+            while !(self.is_done(s, 1) || self.step_done(s - 1)) {
+                std::hint::spin_loop();
+                if start.elapsed() > HELPER_SPIN {
+                    std::thread::yield_now();
+                }
+            }
+        }
+
+        fn scratch(&self) -> Scratch {
+            Scratch {
+                h_prev: vec![0.0; self.batch * self.hidden],
+                ..Scratch::default()
+            }
+        }
+
+        fn compute(&self, s: usize, halves: Range<usize>, scratch: &mut Scratch) {
+            self.compute_then(s, halves, scratch, || {})
+        }
+
+        /// Step `s` for the hidden units of `halves` (one half, or both as one product), each
+        /// half's new `h` and `c` set in its cell after `before_publish` ran. Step `s - 1` must
+        /// be complete.
+        fn compute_then(
+            &self,
+            s: usize,
+            halves: Range<usize>,
+            scratch: &mut Scratch,
+            before_publish: impl FnOnce(),
+        ) {
             let (batch, hidden) = (self.batch, self.hidden);
-            let cols = self.halves[half].clone();
+            let (Some(first), Some(last)) = (
+                self.halves.get(halves.start),
+                self.halves.get(halves.end.saturating_sub(1)),
+            ) else {
+                return;
+            };
+            let cols = first.start..last.end;
             let part = cols.len();
-            let mut state = vec![0.0f32; 2 * batch * part].into_boxed_slice();
-            let (h_new, c_new) = state.split_at_mut(batch * part);
-            // h of step s - 1 in full; this half's c of step s - 1 into c_new (updated in place)
+            let Scratch {
+                h_prev,
+                gates,
+                h_new,
+                c_new,
+            } = scratch;
+            h_new.resize(batch * part, 0.0);
+            c_new.resize(batch * part, 0.0);
+            // h of step s - 1 in full, c of these units
             if s == 0 {
-                scratch.h_prev.copy_from_slice(&self.h0);
+                h_prev.copy_from_slice(&self.h0);
                 for i in 0..batch {
                     c_new[i * part..][..part].copy_from_slice(&self.c0[i * hidden..][cols.clone()]);
                 }
             } else {
-                for (other, other_cols) in self.halves.iter().enumerate() {
-                    let prev = wait_for(&self.done[2 * (s - 1) + other]);
-                    let w = other_cols.len();
+                for (half, half_cols) in self.halves.iter().enumerate() {
+                    let Some(prev) = self.done[2 * (s - 1) + half].get() else {
+                        return;
+                    };
+                    let w = half_cols.len();
                     for i in 0..batch {
-                        scratch.h_prev[i * hidden..][other_cols.clone()]
-                            .copy_from_slice(&prev[i * w..][..w]);
-                    }
-                    if other == half {
-                        c_new.copy_from_slice(&prev[batch * w..]);
+                        let hr = &prev[i * w..][..w];
+                        h_prev[i * hidden..][half_cols.clone()].copy_from_slice(hr);
+                        if halves.contains(&half) {
+                            let at = i * part + half_cols.start - cols.start;
+                            c_new[at..][..w].copy_from_slice(&prev[(batch + i) * w..][..w]);
+                        }
                     }
                 }
             }
             let g = 4 * hidden;
             let gate_cols: [Range<usize>; 4] =
                 std::array::from_fn(|q| q * hidden + cols.start..q * hidden + cols.end);
-            scratch.gates.resize(4 * part, 0.0);
+            gates.resize(4 * part, 0.0);
             let t = self.time(s);
             for i in 0..batch {
                 let x_row = &self.xg[(t * batch + i) * g..][..g];
-                for (gt, r) in scratch.gates.chunks_exact_mut(part).zip(&gate_cols) {
+                for (gt, r) in gates.chunks_exact_mut(part).zip(&gate_cols) {
                     gt.copy_from_slice(&x_row[r.clone()]);
                 }
                 gemm::gemv_packed_b_columns(
-                    &scratch.h_prev[i * hidden..][..hidden],
+                    &h_prev[i * hidden..][..hidden],
                     &self.w_hh,
                     &gate_cols,
-                    &mut scratch.gates,
+                    gates,
                 );
                 lstm_update(
-                    &mut scratch.gates,
+                    gates,
                     &mut c_new[i * part..][..part],
                     &mut h_new[i * part..][..part],
                 );
             }
-            state
-        }
-    }
-
-    /// The value of `cell` once another thread has set it: spins for [`SPIN`] (the partner is
-    /// usually about to finish), then yields to the scheduler between looks.
-    fn wait_for(cell: &OnceLock<Box<[f32]>>) -> &[f32] {
-        if let Some(v) = cell.get() {
-            return v;
-        }
-        let start = Instant::now();
-        loop {
-            for _ in 0..64 {
-                if let Some(v) = cell.get() {
-                    return v;
+            before_publish();
+            for half in halves {
+                let half_cols = &self.halves[half];
+                let w = half_cols.len();
+                let off = half_cols.start - cols.start;
+                let mut state = Vec::with_capacity(2 * batch * w);
+                for rows in [&*h_new, &*c_new] {
+                    for i in 0..batch {
+                        state.extend_from_slice(&rows[i * part + off..][..w]);
+                    }
                 }
-                std::hint::spin_loop();
-            }
-            if start.elapsed() > SPIN {
-                std::thread::yield_now();
+                // already set when the other thread finished first: the same bits
+                let _ = self.done[2 * s + half].set(state.into_boxed_slice());
             }
         }
     }
