@@ -164,7 +164,7 @@ fn lstm_wide_on_two_threads_matches_one_thread_bit_for_bit() {
 }
 
 /// With the pool's other worker blocked for the whole call, the two-thread recurrence never
-/// waits for its helper (the calling thread claims and computes every half-step) and still
+/// waits for its helper (the calling thread computes every step whole) and still
 /// gives the one-thread bits.
 #[test]
 fn lstm_wide_recurrence_finishes_while_the_helper_worker_is_blocked() {
