@@ -1,7 +1,7 @@
 //! Kernel throughput through the registry, as a graph calls them: softmax and layer norm over
 //! BERT-sized activations (GB/s: bytes read plus written), the LSTM cell of the reference tagger
-//! (GFLOP/s, shown by criterion as Gelem/s: one element = one floating-point operation) and the
-//! vectorized activations (GB/s). Compare with the machine's peak: about 2 x 32 fp32 FMA lanes
+//! and its whole sequence on one and two threads (GFLOP/s, shown by criterion as Gelem/s: one
+//! element = one floating-point operation) and the vectorized activations (GB/s). Compare with the machine's peak: about 2 x 32 fp32 FMA lanes
 //! per cycle per core with AVX-512 (~100-150 GFLOP/s per core at 2-3 GHz) and ~20-40 GB/s of
 //! memory bandwidth per core; results that fit in L2 run above that bandwidth.
 
@@ -153,6 +153,45 @@ fn kernels(c: &mut Criterion) {
                 BenchmarkId::new(format!("exp_t{threads}"), n),
                 &exp,
                 |bch, v| pool.install(|| bch.iter(|| call("aten::exp", "", v, &ctx))),
+            );
+        }
+    }
+    g.finish();
+
+    // A whole LSTM sequence at batch 1 (the reference tagger's: 64 steps, input 64, hidden
+    // 128) on one and two threads, around the hidden size from which the steps run on two
+    // threads (src/ops/rnn.rs, `two_threads::MIN_RECURRENT_WEIGHTS`): GFLOP/s of the
+    // recurrent products, 2 * 4H * H per step.
+    let mut g = c.benchmark_group("lstm_sequence");
+    let (steps, input) = (64usize, 64usize);
+    for hidden in [64usize, 96, 128, 256] {
+        let state =
+            || IValue::Tensor(Tensor::zeros(&[1, 1, hidden], DType::Float32).expect("zeros"));
+        let args = [
+            IValue::Tensor(randn(&[1, steps, input], 18)),
+            IValue::List(List::new(Type::Tensor, vec![state(), state()])),
+            IValue::List(List::new(
+                Type::Tensor,
+                vec![
+                    IValue::Tensor(randn(&[4 * hidden, input], 19)),
+                    IValue::Tensor(randn(&[4 * hidden, hidden], 20)),
+                    IValue::Tensor(randn(&[4 * hidden], 21)),
+                    IValue::Tensor(randn(&[4 * hidden], 22)),
+                ],
+            )),
+            IValue::Bool(true),
+            IValue::Int(1),
+            IValue::Double(0.0),
+            IValue::Bool(false),
+            IValue::Bool(false),
+            IValue::Bool(true),
+        ];
+        g.throughput(Throughput::Elements((steps * 8 * hidden * hidden) as u64));
+        for (pool, threads) in pools.iter().zip([1, 2]) {
+            g.bench_with_input(
+                BenchmarkId::new(format!("t{threads}"), format!("h{hidden}")),
+                &args,
+                |bch, v| pool.install(|| bch.iter(|| call("aten::lstm", "input", v, &ctx))),
             );
         }
     }

@@ -4,8 +4,9 @@
 //! invalidation when a weight is written.
 
 use tsrun::internals::ops::gemm::{
-    cached_packed_a, cached_packed_b, sgemm, sgemm_transposed, AOperand, Activation, BOperand,
-    Bias, DirectImage, Epilogue, ImageOperand, Isa, MatRef, PackedA, PackedB,
+    cached_packed_a, cached_packed_b, gemv_packed_b, gemv_packed_b_columns, sgemm,
+    sgemm_transposed, AOperand, Activation, BOperand, Bias, DirectImage, Epilogue, ImageOperand,
+    Isa, MatRef, PackedA, PackedB,
 };
 use tsrun::internals::tensor::{DType, Tensor};
 
@@ -144,6 +145,51 @@ fn strided_and_packed_operands_match_reference() {
                         &fb,
                         &Epilogue::NONE,
                     );
+                }
+            }
+        }
+    }
+}
+
+/// The one-row product over a packed B (the recurrent step's `h @ W_hh^T`) against a float64
+/// reference for every instruction set (one and several K blocks), and restricted to column
+/// ranges (the two-thread LSTM's gate rows): every column bit for bit as the whole product.
+#[test]
+fn gemv_over_packed_b_and_its_column_ranges() {
+    for isa in isas() {
+        for &(k, n) in &[(7usize, 100usize), (300, 70), (128, 512)] {
+            let xv = values(k, 3);
+            let bv = values(k * n, 4);
+            let pb = PackedB::new(isa, &MatRef::new(&bv, k, n, n, 1).unwrap());
+            let mut whole = vec![0.5f32; n];
+            gemv_packed_b(&xv, &pb, &mut whole);
+            for (j, &got) in whole.iter().enumerate() {
+                let want = 0.5
+                    + (0..k)
+                        .map(|p| xv[p] as f64 * bv[p * n + j] as f64)
+                        .sum::<f64>();
+                assert!(
+                    (got as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()) * k as f64,
+                    "{isa:?} k={k} n={n} column {j}: {got} vs {want}"
+                );
+            }
+            // unaligned, single-column, empty, adjacent and out-of-range ranges, out of order
+            let ranges = [50..n, 3..40, 0..0, 64..65, 1..2, 2..3, n - 1..n + 40];
+            let mut parts = vec![0.5f32; ranges.iter().map(|r| r.len()).sum()];
+            gemv_packed_b_columns(&xv, &pb, &ranges, &mut parts);
+            let mut at = 0;
+            for r in &ranges {
+                for j in r.clone() {
+                    if j < n {
+                        assert_eq!(
+                            parts[at].to_bits(),
+                            whole[j].to_bits(),
+                            "{isa:?} k={k} n={n} column {j} of range {r:?}"
+                        );
+                    } else {
+                        assert_eq!(parts[at], 0.5, "{isa:?}: column {j} is past B");
+                    }
+                    at += 1;
                 }
             }
         }

@@ -2,35 +2,58 @@
 //! and of batch-1 layers. A GEMM tile would waste all but one of its rows here; instead each
 //! NR-column panel of B accumulates in registers along the depth, four panels at a time so
 //! that enough independent FMA chains are in flight to hide the FMA latency.
+//!
+//! Every column is one chain of FMAs over the depth in the same order whichever panel group it
+//! falls in, so a product restricted to some columns ([`gemv_packed_b_columns`]) gives those
+//! columns bit for bit as the whole product does.
 
-use super::microkernel::{AVX2_NR, AVX512_NR, PORTABLE_NR};
+use super::microkernel::{AVX2_NR, AVX512_NR, AVX512_WIDE_NR, PORTABLE_NR};
 use super::{Isa, PackedB, KC};
+use std::ops::Range;
 
 /// `out[j] += sum_k x[k] * B[k, j]` for `j < min(n, out.len())`. `x` shorter than B's depth
 /// is treated as zero-padded.
 pub fn gemv_packed_b(x: &[f32], b: &PackedB, out: &mut [f32]) {
+    let n = b.n.min(out.len());
+    gemv_packed_b_columns(x, b, std::slice::from_ref(&(0..n)), out)
+}
+
+/// The columns `ranges` of `x . B`, added to `out` in the order given (`out` holds the first
+/// range's columns, then the second's, ...); columns past B's width or past `out` are skipped.
+/// Each column comes out exactly as [`gemv_packed_b`] computes it. Panels of all the ranges
+/// are grouped four at a time, so several short ranges (the gates of some hidden units) run
+/// as fast as one long one.
+pub fn gemv_packed_b_columns(x: &[f32], b: &PackedB, ranges: &[Range<usize>], out: &mut [f32]) {
     match b.isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a PackedB is only built for an instruction set the CPU supports
         // (`Isa::detected` / `backend`), and AVX-512 implies these features here.
-        Isa::Avx512 => unsafe { gemv_avx512(x, b, out) },
+        Isa::Avx512 => unsafe { gemv_avx512::<AVX512_NR>(x, b, ranges, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above (the wide tile is AVX-512 too, with wider panels).
+        Isa::Avx512Wide => unsafe { gemv_avx512::<AVX512_WIDE_NR>(x, b, ranges, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above, for AVX2 and FMA.
-        Isa::Avx2 => unsafe { gemv_avx2(x, b, out) },
-        _ => gemv_inline::<PORTABLE_NR, false>(x, b, out),
+        Isa::Avx2 => unsafe { gemv_avx2(x, b, ranges, out) },
+        _ => gemv_inline::<PORTABLE_NR, false>(x, b, ranges, out),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
-unsafe fn gemv_avx512(x: &[f32], b: &PackedB, out: &mut [f32]) {
-    gemv_inline::<AVX512_NR, true>(x, b, out)
+unsafe fn gemv_avx512<const NR: usize>(
+    x: &[f32],
+    b: &PackedB,
+    ranges: &[Range<usize>],
+    out: &mut [f32],
+) {
+    gemv_inline::<NR, true>(x, b, ranges, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn gemv_avx2(x: &[f32], b: &PackedB, out: &mut [f32]) {
-    gemv_inline::<AVX2_NR, true>(x, b, out)
+unsafe fn gemv_avx2(x: &[f32], b: &PackedB, ranges: &[Range<usize>], out: &mut [f32]) {
+    gemv_inline::<AVX2_NR, true>(x, b, ranges, out)
 }
 
 #[inline(always)]
@@ -42,13 +65,54 @@ fn fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
+/// One panel's share of a column range: panel `q`, its lanes `lanes`, added to `out` from
+/// index `out_at` on.
+#[derive(Clone, Copy, Default)]
+struct PanelPart {
+    q: usize,
+    lanes: (usize, usize),
+    out_at: usize,
+}
+
+/// The panels covering `ranges` (clipped to `n` columns and to `out_len` outputs), in order.
+fn panel_parts<const NR: usize>(
+    ranges: &[Range<usize>],
+    n: usize,
+    out_len: usize,
+) -> impl Iterator<Item = PanelPart> + '_ {
+    let starts = ranges.iter().scan(0usize, |at, r| {
+        let start = *at;
+        *at += r.len();
+        Some(start)
+    });
+    ranges.iter().zip(starts).flat_map(move |(r, at)| {
+        let end = r
+            .end
+            .min(n)
+            .min(r.start.saturating_add(out_len.saturating_sub(at)));
+        let start = r.start;
+        (start / NR..end.div_ceil(NR)).filter_map(move |q| {
+            let (lo, hi) = ((q * NR).max(start), ((q + 1) * NR).min(end));
+            (lo < hi).then_some(PanelPart {
+                q,
+                lanes: (lo - q * NR, hi - q * NR),
+                out_at: at + lo - start,
+            })
+        })
+    })
+}
+
 #[inline(always)]
-fn gemv_inline<const NR: usize, const FMA: bool>(x: &[f32], b: &PackedB, out: &mut [f32]) {
-    let (k, n) = (b.k.min(x.len()), b.n.min(out.len()));
-    if NR != b.isa.nr() || n == 0 {
+fn gemv_inline<const NR: usize, const FMA: bool>(
+    x: &[f32],
+    b: &PackedB,
+    ranges: &[Range<usize>],
+    out: &mut [f32],
+) {
+    let k = b.k.min(x.len());
+    if NR != b.isa.nr() {
         return;
     }
-    let panels = n.div_ceil(NR);
     let mut k0 = 0;
     while k0 < k {
         let kc = KC.min(b.k - k0);
@@ -56,51 +120,77 @@ fn gemv_inline<const NR: usize, const FMA: bool>(x: &[f32], b: &PackedB, out: &m
         let xs = &x[k0..k0 + used];
         let block = b.block(k0, kc, 0);
         let panel = |q: usize| &block[q * kc * NR..(q + 1) * kc * NR];
-        let mut q = 0;
-        while q + 4 <= panels {
-            let (p0, p1, p2, p3) = (panel(q), panel(q + 1), panel(q + 2), panel(q + 3));
-            let mut acc = [[0.0f32; NR]; 4];
-            for (kk, &xv) in xs.iter().enumerate() {
-                let r = kk * NR;
-                let (r0, r1, r2, r3) = (
-                    &p0[r..r + NR],
-                    &p1[r..r + NR],
-                    &p2[r..r + NR],
-                    &p3[r..r + NR],
+        let mut parts = panel_parts::<NR>(ranges, b.n, out.len());
+        loop {
+            let mut group = [PanelPart::default(); 4];
+            let mut len = 0;
+            for slot in group.iter_mut() {
+                match parts.next() {
+                    Some(p) => {
+                        *slot = p;
+                        len += 1;
+                    }
+                    None => break,
+                }
+            }
+            if len == 4 {
+                let (p0, p1, p2, p3) = (
+                    panel(group[0].q),
+                    panel(group[1].q),
+                    panel(group[2].q),
+                    panel(group[3].q),
                 );
-                for j in 0..NR {
-                    acc[0][j] = fma::<FMA>(r0[j], xv, acc[0][j]);
-                    acc[1][j] = fma::<FMA>(r1[j], xv, acc[1][j]);
-                    acc[2][j] = fma::<FMA>(r2[j], xv, acc[2][j]);
-                    acc[3][j] = fma::<FMA>(r3[j], xv, acc[3][j]);
+                let mut acc = [[0.0f32; NR]; 4];
+                for (kk, &xv) in xs.iter().enumerate() {
+                    let r = kk * NR;
+                    let (r0, r1, r2, r3) = (
+                        &p0[r..r + NR],
+                        &p1[r..r + NR],
+                        &p2[r..r + NR],
+                        &p3[r..r + NR],
+                    );
+                    for j in 0..NR {
+                        acc[0][j] = fma::<FMA>(r0[j], xv, acc[0][j]);
+                        acc[1][j] = fma::<FMA>(r1[j], xv, acc[1][j]);
+                        acc[2][j] = fma::<FMA>(r2[j], xv, acc[2][j]);
+                        acc[3][j] = fma::<FMA>(r3[j], xv, acc[3][j]);
+                    }
                 }
+                add_panel(out, &group[0], &acc[0]);
+                add_panel(out, &group[1], &acc[1]);
+                add_panel(out, &group[2], &acc[2]);
+                add_panel(out, &group[3], &acc[3]);
+                continue;
             }
-            for (p, a) in acc.iter().enumerate() {
-                add_panel(out, (q + p) * NR, n, a);
-            }
-            q += 4;
-        }
-        while q < panels {
-            let p0 = panel(q);
-            let mut acc = [0.0f32; NR];
-            for (kk, &xv) in xs.iter().enumerate() {
-                let r0 = &p0[kk * NR..(kk + 1) * NR];
-                for j in 0..NR {
-                    acc[j] = fma::<FMA>(r0[j], xv, acc[j]);
+            for part in &group[..len] {
+                let p0 = panel(part.q);
+                let mut acc = [0.0f32; NR];
+                for (kk, &xv) in xs.iter().enumerate() {
+                    let r0 = &p0[kk * NR..(kk + 1) * NR];
+                    for j in 0..NR {
+                        acc[j] = fma::<FMA>(r0[j], xv, acc[j]);
+                    }
                 }
+                add_panel(out, part, &acc);
             }
-            add_panel(out, q * NR, n, &acc);
-            q += 1;
+            break;
         }
         k0 += kc;
     }
 }
 
-/// `out[j0 + j] += acc[j]` for the columns of this panel that exist.
+/// `out[part.out_at + i] += acc[lane]` for the lanes of `part`, in order. Every lane is
+/// indexed by a constant (the loop unrolls): a lane range sliced out of `acc` would make the
+/// accumulators addressable memory, and they would live on the stack instead of in registers
+/// for the whole depth loop (twice as slow).
 #[inline(always)]
-fn add_panel(out: &mut [f32], j0: usize, n: usize, acc: &[f32]) {
-    let len = acc.len().min(n.saturating_sub(j0));
-    for (o, &a) in out[j0..j0 + len].iter_mut().zip(acc) {
-        *o += a;
+fn add_panel<const NR: usize>(out: &mut [f32], part: &PanelPart, acc: &[f32; NR]) {
+    let (lo, hi) = part.lanes;
+    for (j, &a) in acc.iter().enumerate() {
+        if (lo..hi).contains(&j) {
+            if let Some(o) = out.get_mut(part.out_at + j - lo) {
+                *o += a;
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@ mod gemv;
 mod microkernel;
 mod pack;
 
-pub use gemv::gemv_packed_b;
+pub use gemv::{gemv_packed_b, gemv_packed_b_columns};
 pub use pack::{
     cached_packed_a, cached_packed_a_row_scaled, cached_packed_b, cached_packed_b_col_scaled,
     is_packed_a_cached, is_packed_b_cached, is_scaled_packing_cached, DirectImage, ImageOperand,
