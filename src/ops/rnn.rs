@@ -97,19 +97,6 @@ trait CellMath: Real {
     ) -> Option<Arc<gemm::PackedB>> {
         None
     }
-    /// All the steps of an LSTM layer and direction on two threads (see [`two_threads`]) when
-    /// that pays; false (nothing done) otherwise, and the caller runs the steps itself.
-    fn lstm_steps_on_two_threads(
-        _sw: &StepWeights<'_, Self>,
-        _xg: &Arc<Vec<Self>>,
-        _batch: usize,
-        _reverse: bool,
-        _h: &mut [Self],
-        _c: &mut [Self],
-        _out: &mut [Self],
-    ) -> bool {
-        false
-    }
     /// `x [rows, input] @ W_ih^T + biases` for the whole sequence (`w_ih` is the tensor
     /// `tensor`, `[g, input]`).
     fn input_proj(
@@ -212,17 +199,6 @@ impl CellMath for f32 {
         } else {
             mm_wt(h, b, k, w, n, out, true)
         }
-    }
-    fn lstm_steps_on_two_threads(
-        sw: &StepWeights<'_, f32>,
-        xg: &Arc<Vec<f32>>,
-        batch: usize,
-        reverse: bool,
-        h: &mut [f32],
-        c: &mut [f32],
-        out: &mut [f32],
-    ) -> bool {
-        two_threads::run(sw, xg, batch, reverse, h, c, out)
     }
     fn pack_recurrent(
         tensor: &Tensor,
@@ -450,7 +426,21 @@ fn step<T: CellMath>(
                 let gt = &mut s.gates[i * g..][..g];
                 let hn = &mut s.hnew[i * hs..][..hs];
                 match cell {
-                    Cell::Lstm => lstm_update(gt, &mut c[i * hs..][..hs], hn),
+                    Cell::Lstm => {
+                        // gate order i, f, g, o
+                        T::sigmoid_inplace(&mut gt[..2 * hs]);
+                        T::tanh_inplace(&mut gt[2 * hs..3 * hs]);
+                        T::sigmoid_inplace(&mut gt[3 * hs..]);
+                        let cc = &mut c[i * hs..][..hs];
+                        for j in 0..hs {
+                            cc[j] = gt[hs + j] * cc[j] + gt[j] * gt[2 * hs + j];
+                        }
+                        hn.copy_from_slice(cc);
+                        T::tanh_inplace(hn);
+                        for (hv, &o) in hn.iter_mut().zip(&gt[3 * hs..]) {
+                            *hv *= o;
+                        }
+                    }
                     Cell::Tanh => {
                         T::tanh_inplace(gt);
                         hn.copy_from_slice(gt);
@@ -504,348 +494,6 @@ fn step<T: CellMath>(
     match sw.w_hr {
         Some(w) => mm_wt(&s.hnew, b, hs, w, sw.out, h, false),
         None => h.copy_from_slice(&s.hnew),
-    }
-}
-
-/// The LSTM cell update of one batch row over `n` hidden units: `gt` holds the pre-activations
-/// of the gates i, f, g, o (`n` each, in that order), `c` the previous cell state (updated in
-/// place); the new hidden state goes to `h`. Both the one-thread steps and the two-thread
-/// recurrence run this, so their results are the same bit for bit.
-fn lstm_update<T: CellMath>(gt: &mut [T], c: &mut [T], h: &mut [T]) {
-    let n = c.len();
-    T::sigmoid_inplace(&mut gt[..2 * n]);
-    T::tanh_inplace(&mut gt[2 * n..3 * n]);
-    T::sigmoid_inplace(&mut gt[3 * n..4 * n]);
-    for j in 0..n {
-        c[j] = gt[n + j] * c[j] + gt[j] * gt[2 * n + j];
-    }
-    h.copy_from_slice(c);
-    T::tanh_inplace(h);
-    for (hv, &o) in h.iter_mut().zip(&gt[3 * n..4 * n]) {
-        *hv *= o;
-    }
-}
-
-/// An LSTM layer's steps shared by two threads, for the sizes where one step's `h @ W_hh^T`
-/// streams more weights than one core's cache bandwidth serves quickly (the reference
-/// tagger's `W_hh^T` is 256 KiB, read once per step).
-///
-/// The hidden units are split in two halves. The calling thread computes half 0 of every step
-/// and a helper (one rayon task per layer and direction, never one per step) half 1: four gate
-/// rows per unit from the full `h` of the step before, the gates (the same [`lstm_update`] as
-/// the one-thread steps), then that half of `h` and `c` published in a once-set cell. Each
-/// thread reads the same columns of the packed `W_hh^T` every step, so its half stays hot in
-/// its own core's cache and each core streams half the weights.
-///
-/// The caller never depends on the helper: when the helper has not announced a step (it
-/// starts late, or never, or fell behind) the caller computes the whole step itself, and when
-/// the helper announced it but has not published it within twice the caller's own half-step
-/// time (descheduled), the caller computes that half too. Either thread may then set a cell
-/// first; both compute the same bits, since every column of the gate product comes out of
-/// [`gemm::gemv_packed_b_columns`] exactly as out of the whole product and the gates are
-/// elementwise. So the results do not depend on the thread count or on who computed what, and
-/// the helper only ever waits for cells the caller is bound to set: no deadlock.
-mod two_threads {
-    use super::{gemm, lstm_update, StepWeights};
-    use std::ops::Range;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, OnceLock};
-    use std::time::{Duration, Instant};
-
-    /// Elements of `W_hh` (`4H x H`) from which the steps run on two threads: the reference
-    /// tagger's hidden size 128 and up. Below it the weights sit in one core's cache and a
-    /// half-step comes close to the two hand-overs of `h` between cores it needs (a round
-    /// trip of ~0.25 us on the development VM).
-    const MIN_RECURRENT_WEIGHTS: usize = 4 * 128 * 128;
-
-    /// How long the helper spins for a cell before it yields between looks.
-    const HELPER_SPIN: Duration = Duration::from_micros(20);
-
-    /// The helper's announcement alone on its cache line.
-    #[repr(align(64))]
-    struct Announced(AtomicUsize);
-
-    struct Recurrence {
-        /// The input projection with the folded biases, `[steps, batch, 4 * hidden]`.
-        xg: Arc<Vec<f32>>,
-        /// `W_hh^T` packed for one-row products.
-        w_hh: Arc<gemm::PackedB>,
-        /// The initial state, `[batch, hidden]` each.
-        h0: Vec<f32>,
-        c0: Vec<f32>,
-        batch: usize,
-        hidden: usize,
-        steps: usize,
-        reverse: bool,
-        /// The hidden units of each half (adjacent: `0..split`, `split..hidden`).
-        halves: [Range<usize>; 2],
-        /// `s + 1` once the helper has committed to computing half 1 of step `s`.
-        helper_next: Announced,
-        /// `done[2 * s + half]`: after step `s`, that half's `h` (`[batch, half width]`) then
-        /// its `c` (same shape), set by whichever thread finished it first.
-        done: Vec<OnceLock<Box<[f32]>>>,
-    }
-
-    /// Per-thread buffers: the full previous `h`, one batch row's gates, the new `h` and `c`
-    /// of the units computed.
-    #[derive(Default)]
-    struct Scratch {
-        h_prev: Vec<f32>,
-        gates: Vec<f32>,
-        h_new: Vec<f32>,
-        c_new: Vec<f32>,
-    }
-
-    /// Runs the steps when that pays: an LSTM without projections, `W_hh^T` packed (batch
-    /// <= 4), at least two pool threads, `W_hh` at least [`MIN_RECURRENT_WEIGHTS`]. `h` and `c`
-    /// (`[batch, hidden]`) hold the initial state and receive the final one; `out` receives
-    /// `h` of every step, `[steps, batch, hidden]`. False (nothing touched) when not taken.
-    pub(super) fn run(
-        sw: &StepWeights<'_, f32>,
-        xg: &Arc<Vec<f32>>,
-        batch: usize,
-        reverse: bool,
-        h: &mut [f32],
-        c: &mut [f32],
-        out: &mut [f32],
-    ) -> bool {
-        let hidden = sw.hidden;
-        let Some(w_hh) = sw.w_hh_packed.as_ref() else {
-            return false;
-        };
-        let row = batch * hidden;
-        if sw.w_hr.is_some()
-            || sw.out != hidden
-            || hidden < 2
-            || 4 * hidden * hidden < MIN_RECURRENT_WEIGHTS
-            || rayon::current_num_threads() < 2
-            || row == 0
-            || h.len() != row
-            || c.len() != row
-            || !out.len().is_multiple_of(row)
-            || xg.len() != 4 * out.len()
-        {
-            return false;
-        }
-        let steps = out.len() / row;
-        if steps < 2 {
-            return false;
-        }
-        let split = hidden / 2;
-        let shared = Arc::new(Recurrence {
-            xg: Arc::clone(xg),
-            w_hh: Arc::clone(w_hh),
-            h0: h.to_vec(),
-            c0: c.to_vec(),
-            batch,
-            hidden,
-            steps,
-            reverse,
-            halves: [0..split, split..hidden],
-            helper_next: Announced(AtomicUsize::new(0)),
-            done: (0..2 * steps).map(|_| OnceLock::new()).collect(),
-        });
-        let helper = Arc::clone(&shared);
-        rayon::spawn(move || helper.help());
-        shared.lead();
-        for s in 0..steps {
-            let t = shared.time(s);
-            for (half, cols) in shared.halves.iter().enumerate() {
-                // `lead` returns once every cell is set
-                let Some(state) = shared.done[2 * s + half].get() else {
-                    continue;
-                };
-                let part = cols.len();
-                let (hs, cs) = state.split_at(batch * part);
-                for i in 0..batch {
-                    let hr = &hs[i * part..][..part];
-                    out[(t * batch + i) * hidden..][cols.clone()].copy_from_slice(hr);
-                    if s + 1 == steps {
-                        h[i * hidden..][cols.clone()].copy_from_slice(hr);
-                        c[i * hidden..][cols.clone()].copy_from_slice(&cs[i * part..][..part]);
-                    }
-                }
-            }
-        }
-        true
-    }
-
-    impl Recurrence {
-        /// The time index of step `s` (backwards for the reverse direction).
-        fn time(&self, s: usize) -> usize {
-            if self.reverse {
-                self.steps - 1 - s
-            } else {
-                s
-            }
-        }
-
-        fn is_done(&self, s: usize, half: usize) -> bool {
-            self.done[2 * s + half].get().is_some()
-        }
-
-        fn step_done(&self, s: usize) -> bool {
-            self.is_done(s, 0) && self.is_done(s, 1)
-        }
-
-        /// The calling thread: half 0 of every step, half 1 wherever the helper is not on
-        /// time. Returns with every cell set.
-        fn lead(&self) {
-            let mut scratch = self.scratch();
-            for s in 0..self.steps {
-                if self.helper_next.0.load(Ordering::Acquire) <= s {
-                    // the helper is not on this step: all of it here, in one product
-                    self.compute(s, 0..2, &mut scratch);
-                    continue;
-                }
-                let start = Instant::now();
-                self.compute(s, 0..1, &mut scratch);
-                let patience = start.elapsed() * 2;
-                let waited = Instant::now();
-                while !self.is_done(s, 1) && waited.elapsed() < patience {
-                    for _ in 0..16 {
-                        std::hint::spin_loop();
-                    }
-                }
-                if !self.is_done(s, 1) {
-                    self.compute(s, 1..2, &mut scratch);
-                }
-            }
-        }
-
-        /// The helper: half 1 of each step the caller has not done yet, announced before the
-        /// step before it is published so the caller knows to leave it.
-        fn help(&self) {
-            let mut scratch = self.scratch();
-            let mut s = 0;
-            self.helper_next.0.store(1, Ordering::Release);
-            while s < self.steps {
-                if self.is_done(s, 1) {
-                    s += 1;
-                    self.helper_next.0.store(s + 1, Ordering::Release);
-                    continue;
-                }
-                if s > 0 && !self.step_done(s - 1) {
-                    self.wait_for_step_before(s);
-                    continue;
-                }
-                // announce the next step before this one becomes visible
-                self.compute_then(s, 1..2, &mut scratch, || {
-                    self.helper_next.0.store(s + 2, Ordering::Release)
-                });
-                s += 1;
-            }
-        }
-
-        /// Waits (spinning, then yielding) until step `s - 1` is complete or the caller has
-        /// done half 1 of step `s` itself.
-        fn wait_for_step_before(&self, s: usize) {
-            let start = Instant::now();
-            while !(self.is_done(s, 1) || self.step_done(s - 1)) {
-                std::hint::spin_loop();
-                if start.elapsed() > HELPER_SPIN {
-                    std::thread::yield_now();
-                }
-            }
-        }
-
-        fn scratch(&self) -> Scratch {
-            Scratch {
-                h_prev: vec![0.0; self.batch * self.hidden],
-                ..Scratch::default()
-            }
-        }
-
-        fn compute(&self, s: usize, halves: Range<usize>, scratch: &mut Scratch) {
-            self.compute_then(s, halves, scratch, || {})
-        }
-
-        /// Step `s` for the hidden units of `halves` (one half, or both as one product), each
-        /// half's new `h` and `c` set in its cell after `before_publish` ran. Step `s - 1` must
-        /// be complete.
-        fn compute_then(
-            &self,
-            s: usize,
-            halves: Range<usize>,
-            scratch: &mut Scratch,
-            before_publish: impl FnOnce(),
-        ) {
-            let (batch, hidden) = (self.batch, self.hidden);
-            let (Some(first), Some(last)) = (
-                self.halves.get(halves.start),
-                self.halves.get(halves.end.saturating_sub(1)),
-            ) else {
-                return;
-            };
-            let cols = first.start..last.end;
-            let part = cols.len();
-            let Scratch {
-                h_prev,
-                gates,
-                h_new,
-                c_new,
-            } = scratch;
-            h_new.resize(batch * part, 0.0);
-            c_new.resize(batch * part, 0.0);
-            // h of step s - 1 in full, c of these units
-            if s == 0 {
-                h_prev.copy_from_slice(&self.h0);
-                for i in 0..batch {
-                    c_new[i * part..][..part].copy_from_slice(&self.c0[i * hidden..][cols.clone()]);
-                }
-            } else {
-                for (half, half_cols) in self.halves.iter().enumerate() {
-                    let Some(prev) = self.done[2 * (s - 1) + half].get() else {
-                        return;
-                    };
-                    let w = half_cols.len();
-                    for i in 0..batch {
-                        let hr = &prev[i * w..][..w];
-                        h_prev[i * hidden..][half_cols.clone()].copy_from_slice(hr);
-                        if halves.contains(&half) {
-                            let at = i * part + half_cols.start - cols.start;
-                            c_new[at..][..w].copy_from_slice(&prev[(batch + i) * w..][..w]);
-                        }
-                    }
-                }
-            }
-            let g = 4 * hidden;
-            let gate_cols: [Range<usize>; 4] =
-                std::array::from_fn(|q| q * hidden + cols.start..q * hidden + cols.end);
-            gates.resize(4 * part, 0.0);
-            let t = self.time(s);
-            for i in 0..batch {
-                let x_row = &self.xg[(t * batch + i) * g..][..g];
-                for (gt, r) in gates.chunks_exact_mut(part).zip(&gate_cols) {
-                    gt.copy_from_slice(&x_row[r.clone()]);
-                }
-                gemm::gemv_packed_b_columns(
-                    &h_prev[i * hidden..][..hidden],
-                    &self.w_hh,
-                    &gate_cols,
-                    gates,
-                );
-                lstm_update(
-                    gates,
-                    &mut c_new[i * part..][..part],
-                    &mut h_new[i * part..][..part],
-                );
-            }
-            before_publish();
-            for half in halves {
-                let half_cols = &self.halves[half];
-                let w = half_cols.len();
-                let off = half_cols.start - cols.start;
-                let mut state = Vec::with_capacity(2 * batch * w);
-                for rows in [&*h_new, &*c_new] {
-                    for i in 0..batch {
-                        state.extend_from_slice(&rows[i * part + off..][..w]);
-                    }
-                }
-                // already set when the other thread finished first: the same bits
-                let _ = self.done[2 * s + half].set(state.into_boxed_slice());
-            }
-        }
     }
 }
 
@@ -985,8 +633,7 @@ fn run_rnn(
                 if fold_b_hh {
                     biases.extend(b_hh);
                 }
-                // shared with the helper thread of a two-thread recurrence
-                let xg = Arc::new(T::input_proj(
+                let xg = T::input_proj(
                     &lw.w_ih,
                     slice_of::<T>(&w_ih_g)?,
                     &biases,
@@ -994,7 +641,7 @@ fn run_rnn(
                     lw.input,
                     &layer_in,
                     steps * b,
-                )?);
+                )?;
                 let w_hh = slice_of::<T>(&w_hh_g)?;
                 let sw = StepWeights {
                     w_hh,
@@ -1014,23 +661,18 @@ fn run_rnn(
                     hh: Vec::new(),
                     hnew: Vec::new(),
                 };
-                let reverse = d == 1;
-                let on_two_threads = cfg.cell == Cell::Lstm
-                    && T::lstm_steps_on_two_threads(&sw, &xg, b, reverse, &mut h, &mut c, &mut out);
-                if !on_two_threads {
-                    for s in 0..steps {
-                        let t = if reverse { steps - 1 - s } else { s };
-                        step(
-                            cfg.cell,
-                            &sw,
-                            &xg[t * b * g..][..b * g],
-                            b,
-                            &mut h,
-                            &mut c,
-                            &mut scratch,
-                        );
-                        out[t * b * osz..][..b * osz].copy_from_slice(&h);
-                    }
+                for s in 0..steps {
+                    let t = if d == 0 { s } else { steps - 1 - s };
+                    step(
+                        cfg.cell,
+                        &sw,
+                        &xg[t * b * g..][..b * g],
+                        b,
+                        &mut h,
+                        &mut c,
+                        &mut scratch,
+                    );
+                    out[t * b * osz..][..b * osz].copy_from_slice(&h);
                 }
                 hn.extend_from_slice(&h);
                 cn.extend_from_slice(&c);
