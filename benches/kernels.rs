@@ -159,9 +159,7 @@ fn kernels(c: &mut Criterion) {
     g.finish();
 
     // A whole LSTM sequence at batch 1 (the reference tagger's: 64 steps, input 64, hidden
-    // 128) on one and two threads, around the hidden size from which the steps run on two
-    // threads (src/ops/rnn.rs, `two_threads::MIN_RECURRENT_WEIGHTS`): GFLOP/s of the
-    // recurrent products, 2 * 4H * H per step.
+    // 128) on one and two threads: GFLOP/s of the recurrent products, 2 * 4H * H per step.
     let mut g = c.benchmark_group("lstm_sequence");
     let (steps, input) = (64usize, 64usize);
     for hidden in [64usize, 96, 128, 256] {
