@@ -460,7 +460,7 @@ pub(crate) fn coalesce(op: &str, t: &Tensor) -> crate::Result<Tensor> {
     let row: usize = values.shape()[1..].iter().product();
     let mut vshape = values.shape().to_vec();
     vshape[0] = groups.len();
-    let new_values = crate::dispatch_all!(values.dtype(), "coalesce", |T| {
+    let new_values = crate::dispatch_standard!(values.dtype(), "coalesce", |T| {
         let v = values.contiguous()?.to_vec::<T>()?;
         let mut out: Vec<T> = Vec::with_capacity(groups.len() * row);
         for g in &groups {
@@ -527,7 +527,7 @@ pub(crate) fn to_dense(op: &str, t: &Tensor) -> crate::Result<Tensor> {
     let p = parts(op, t)?;
     let size = t.shape();
     check_result_size(crate::tensor::checked_numel(size)?, t.dtype())?;
-    crate::dispatch_all!(t.dtype(), "to_dense", |T| {
+    crate::dispatch_standard!(t.dtype(), "to_dense", |T| {
         let mut out = vec![T::zero(); crate::tensor::checked_numel(size)?];
         let strides = contiguous_strides(size);
         match p {
@@ -635,7 +635,7 @@ fn dense_to_coo(t: &Tensor, sparse_dim: usize) -> crate::Result<Tensor> {
     let size = t.shape();
     let row: usize = size[sparse_dim..].iter().product();
     let n: usize = size[..sparse_dim].iter().product();
-    let (positions, values) = crate::dispatch_all!(t.dtype(), "to_sparse", |T| {
+    let (positions, values) = crate::dispatch_standard!(t.dtype(), "to_sparse", |T| {
         let v = t.contiguous()?.to_vec::<T>()?;
         let mut pos = Vec::new();
         let mut vals: Vec<T> = Vec::new();
@@ -773,7 +773,7 @@ fn to_compressed(
     } else {
         (cols / bw, rows / bh)
     };
-    let (comp, plain, values) = crate::dispatch_all!(t.dtype(), "to_sparse_compressed", |T| {
+    let (comp, plain, values) = crate::dispatch_standard!(t.dtype(), "to_sparse_compressed", |T| {
         let v = dense.contiguous()?.to_vec::<T>()?;
         let at = |r: usize, c: usize| (r * cols + c) * inner;
         let mut comp = vec![0i64];
@@ -988,7 +988,7 @@ pub(crate) fn sparse_addmm(
         }
     };
     check_result_size(crate::tensor::checked_numel(&[n, m])?, dense.dtype())?;
-    crate::dispatch_numeric!(dense.dtype(), "addmm (sparse)", |T| {
+    crate::dispatch_standard_numeric!(dense.dtype(), "addmm (sparse)", |T| {
         let beta_t = scalar_as::<T>(beta);
         let alpha_t = scalar_as::<T>(alpha);
         let mut out: Vec<T> = match input {
@@ -1158,7 +1158,7 @@ fn sparse_sparse_matmul(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tenso
     for r in 0..k {
         ystart[r + 1] += ystart[r];
     }
-    crate::dispatch_numeric!(x.dtype(), "_sparse_sparse_matmul", |T| {
+    crate::dispatch_standard_numeric!(x.dtype(), "_sparse_sparse_matmul", |T| {
         let xvals = xv.to_vec::<T>()?;
         let yvals = yv.to_vec::<T>()?;
         let mut rows = Vec::new();
@@ -1457,7 +1457,7 @@ fn sparse_mask(a: &mut Args) -> R {
     let idx = index_vec(indices)?;
     let strides = contiguous_strides(x.shape());
     let row: usize = x.shape()[sd..].iter().product();
-    let values = crate::dispatch_all!(x.dtype(), "sparse_mask", |T| {
+    let values = crate::dispatch_standard!(x.dtype(), "sparse_mask", |T| {
         let v = x.contiguous()?.to_vec::<T>()?;
         let mut out: Vec<T> = Vec::with_capacity(nnz * row);
         for e in 0..nnz {
@@ -1535,7 +1535,7 @@ fn spdiags(a: &mut Args) -> R {
         }
     }
     let nnz = rows.len();
-    let values = crate::dispatch_all!(diagonals.dtype(), "_spdiags", |T| {
+    let values = crate::dispatch_standard!(diagonals.dtype(), "_spdiags", |T| {
         let v = diagonals.contiguous()?.to_vec::<T>()?;
         let picked: Vec<T> = take.iter().map(|&i| v[i]).collect();
         Tensor::from_vec(picked, &[nnz])
@@ -1633,7 +1633,7 @@ fn sparse_broadcast_to(a: &mut Args) -> R {
     };
     let dense_row: usize = dense_shape[1..].iter().product();
     let _ = row;
-    let new_values = crate::dispatch_all!(values.dtype(), "_sparse_broadcast_to", |T| {
+    let new_values = crate::dispatch_standard!(values.dtype(), "_sparse_broadcast_to", |T| {
         let v = expanded.to_vec::<T>()?;
         let mut out: Vec<T> = Vec::with_capacity(new_nnz * dense_row);
         for e in 0..nnz {
@@ -1733,7 +1733,7 @@ fn sparse_csr_reduce<const PROD: bool>(a: &mut Args) -> R {
     }
     let nnz = order.len();
     let out_values =
-        crate::dispatch_numeric!(out_dtype, "_sparse_csr_reduce", |T| {
+        crate::dispatch_standard_numeric!(out_dtype, "_sparse_csr_reduce", |T| {
             let v = values.to_vec::<T>()?;
             let reduced: Vec<T> =
                 order
@@ -1843,7 +1843,7 @@ fn sspaddmm_of(
     let tnnz = ti.shape()[1];
     let tidx = index_vec(ti)?;
     let (mut rows, mut cols) = (tidx[..tnnz].to_vec(), tidx[tnnz..].to_vec());
-    let out_values = crate::dispatch_numeric!(dense.dtype(), "sspaddmm", |T| {
+    let out_values = crate::dispatch_standard_numeric!(dense.dtype(), "sspaddmm", |T| {
         let beta_t = scalar_as::<T>(beta);
         let mut vals: Vec<T> = tv
             .to_dtype(T::DTYPE)?
@@ -2163,7 +2163,7 @@ fn sparse_mask_projection(a: &mut Args) -> R {
         .map(|k| matches.get(&k).copied().unwrap_or(0))
         .collect();
     let row: usize = values.shape()[1..].iter().product();
-    let out = crate::dispatch_all!(values.dtype(), "_sparse_mask_projection", |T| {
+    let out = crate::dispatch_standard!(values.dtype(), "_sparse_mask_projection", |T| {
         let v = values.contiguous()?.to_vec::<T>()?;
         let mut out = vec![T::zero(); v.len()];
         for (e, &n) in counts.iter().enumerate() {
