@@ -773,37 +773,38 @@ fn to_compressed(
     } else {
         (cols / bw, rows / bh)
     };
-    let (comp, plain, values) = crate::dispatch_standard!(t.dtype(), "to_sparse_compressed", |T| {
-        let v = dense.contiguous()?.to_vec::<T>()?;
-        let at = |r: usize, c: usize| (r * cols + c) * inner;
-        let mut comp = vec![0i64];
-        let mut plain = Vec::new();
-        let mut vals: Vec<T> = Vec::new();
-        for i in 0..ncomp {
-            for j in 0..nplain {
-                let (br, bc) = if by_rows { (i, j) } else { (j, i) };
-                let mut block: Vec<T> = Vec::with_capacity(bh * bw * inner);
-                for bi in 0..bh {
-                    for bj in 0..bw {
-                        let o = at(br * bh + bi, bc * bw + bj);
-                        block.extend_from_slice(&v[o..o + inner]);
+    let (comp, plain, values) =
+        crate::dispatch_standard!(t.dtype(), "to_sparse_compressed", |T| {
+            let v = dense.contiguous()?.to_vec::<T>()?;
+            let at = |r: usize, c: usize| (r * cols + c) * inner;
+            let mut comp = vec![0i64];
+            let mut plain = Vec::new();
+            let mut vals: Vec<T> = Vec::new();
+            for i in 0..ncomp {
+                for j in 0..nplain {
+                    let (br, bc) = if by_rows { (i, j) } else { (j, i) };
+                    let mut block: Vec<T> = Vec::with_capacity(bh * bw * inner);
+                    for bi in 0..bh {
+                        for bj in 0..bw {
+                            let o = at(br * bh + bi, bc * bw + bj);
+                            block.extend_from_slice(&v[o..o + inner]);
+                        }
+                    }
+                    if block.iter().any(|&x| x != T::zero()) {
+                        plain.push(j as i64);
+                        vals.extend(block);
                     }
                 }
-                if block.iter().any(|&x| x != T::zero()) {
-                    plain.push(j as i64);
-                    vals.extend(block);
-                }
+                comp.push(plain.len() as i64);
             }
-            comp.push(plain.len() as i64);
-        }
-        let mut vshape = vec![plain.len()];
-        if layout.is_blocked() {
-            vshape.extend([bh, bw]);
-        }
-        vshape.extend_from_slice(&size[2..]);
-        let values = Tensor::from_vec(vals, &vshape)?;
-        Ok::<_, crate::Error>((comp, plain, values))
-    })?;
+            let mut vshape = vec![plain.len()];
+            if layout.is_blocked() {
+                vshape.extend([bh, bw]);
+            }
+            vshape.extend_from_slice(&size[2..]);
+            let values = Tensor::from_vec(vals, &vshape)?;
+            Ok::<_, crate::Error>((comp, plain, values))
+        })?;
     let nnz = plain.len();
     Ok(Tensor::sparse_compressed(
         layout,
