@@ -6,6 +6,7 @@
 
 use super::index::Numeric;
 use super::kernels::operand::write_inplace;
+use super::kernels::stl_sort;
 use super::shape::{movedim, reshape, shape_err, value_err, wdim};
 use super::{Args, Registry};
 use crate::tensor::{DType, Scalar, Tensor};
@@ -51,9 +52,20 @@ fn no_complex(t: &Tensor, op: &str) -> R<()> {
     Ok(())
 }
 
-/// Sort each row (stable), keeping the first `k` entries of every row: (values, int64 indices),
+/// How the rows are ordered before their first `k` entries are kept.
+#[derive(Clone, Copy)]
+enum RowOrder {
+    /// A stable sort.
+    Sort { descending: bool },
+    /// PyTorch's CPU `topk` (TopKImpl.h): `std::partial_sort` when `k * 64 <= n`, otherwise
+    /// `std::nth_element` then, if `sorted`, `std::sort` of the entries before the k-th. Neither
+    /// is stable, so equal values come out in libstdc++'s order, as in PyTorch.
+    TopK { largest: bool, sorted: bool },
+}
+
+/// Order each row, keeping the first `k` entries of every row: (values, int64 indices),
 /// both shaped like the moved input with the last dim set to `k`.
-fn sort_rows(t: &Tensor, dim: i64, descending: bool, k: usize, op: &str) -> R<(Tensor, Tensor)> {
+fn sort_rows(t: &Tensor, dim: i64, order_by: RowOrder, k: usize, op: &str) -> R<(Tensor, Tensor)> {
     no_complex(t, op)?;
     let (m, n) = rows(t, dim)?;
     let mut shape: Vec<usize> = m.shape().to_vec();
@@ -86,14 +98,33 @@ fn sort_rows(t: &Tensor, dim: i64, descending: bool, k: usize, op: &str) -> R<(T
         {
             order.clear();
             order.extend(0..row.len());
-            order.sort_by(|&a, &b| {
-                let c = Numeric::total_cmp(&row[a], &row[b]);
-                if descending {
-                    c.reverse()
-                } else {
-                    c
+            match order_by {
+                RowOrder::Sort { descending } => order.sort_by(|&a, &b| {
+                    let c = Numeric::total_cmp(&row[a], &row[b]);
+                    if descending {
+                        c.reverse()
+                    } else {
+                        c
+                    }
+                }),
+                RowOrder::TopK { largest, sorted } => {
+                    let first = if largest {
+                        Ordering::Greater
+                    } else {
+                        Ordering::Less
+                    };
+                    let before =
+                        |a: &usize, b: &usize| Numeric::total_cmp(&row[*a], &row[*b]) == first;
+                    if k * 64 <= row.len() {
+                        stl_sort::partial_sort(&mut order, k, &before);
+                    } else if let Some(kth) = k.checked_sub(1) {
+                        stl_sort::nth_element(&mut order, kth, &before);
+                        if sorted {
+                            stl_sort::sort(&mut order[..kth], &before);
+                        }
+                    }
                 }
-            });
+            }
             for ((v, i), &o) in vrow.iter_mut().zip(irow.iter_mut()).zip(&order) {
                 *v = row[o];
                 *i = o as i64;
@@ -114,14 +145,14 @@ fn sort(t: &Tensor, dim: i64, descending: bool) -> R<(Tensor, Tensor)> {
     } else {
         t.shape()[wdim(dim, t.dim())?]
     };
-    let (v, i) = sort_rows(t, dim, descending, n, "sort")?;
+    let (v, i) = sort_rows(t, dim, RowOrder::Sort { descending }, n, "sort")?;
     let mut out = unrows(vec![v, i], t, dim, true)?;
     let i = out.pop().ok_or_else(|| value_err("sort"))?;
     let v = out.pop().ok_or_else(|| value_err("sort"))?;
     Ok((v, i))
 }
 
-fn topk(t: &Tensor, k: i64, dim: i64, largest: bool) -> R<(Tensor, Tensor)> {
+fn topk(t: &Tensor, k: i64, dim: i64, largest: bool, sorted: bool) -> R<(Tensor, Tensor)> {
     let n = if t.dim() == 0 {
         1
     } else {
@@ -130,7 +161,8 @@ fn topk(t: &Tensor, k: i64, dim: i64, largest: bool) -> R<(Tensor, Tensor)> {
     if k < 0 || k as usize > n {
         return Err(value_err("selected index k out of range"));
     }
-    let (v, i) = sort_rows(t, dim, largest, k as usize, "topk")?;
+    let order = RowOrder::TopK { largest, sorted };
+    let (v, i) = sort_rows(t, dim, order, k as usize, "topk")?;
     let mut out = unrows(vec![v, i], t, dim, true)?;
     let i = out.pop().ok_or_else(|| value_err("topk"))?;
     let v = out.pop().ok_or_else(|| value_err("topk"))?;
@@ -644,11 +676,11 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(sort(&a.tensor(0)?, 0, false)?.0.into())
     });
     r.add("aten::topk", |a| {
-        let (v, i) = topk(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.bool(3)?)?;
+        let (v, i) = topk(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.bool(3)?, a.bool(4)?)?;
         Ok(pair(v, i))
     });
     r.add("aten::topk.values", |a| {
-        let (v, i) = topk(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.bool(3)?)?;
+        let (v, i) = topk(&a.tensor(0)?, a.int(1)?, a.int(2)?, a.bool(3)?, a.bool(4)?)?;
         a.write_outs(5, pair(v, i))
     });
     r.add("aten::kthvalue", |a| {

@@ -26,6 +26,7 @@ pub(crate) mod parallel;
 pub(crate) mod reduce;
 pub(crate) mod rowwise;
 pub(crate) mod special;
+pub(crate) mod stl_sort;
 pub(crate) mod via_f64;
 pub(crate) mod vmath;
 
