@@ -97,6 +97,7 @@ fn may_not_terminate(graph: &Graph, lp: NodeId) -> bool {
 pub fn eliminate_dead_code(graph: &mut Graph) {
     loop {
         let used = used_values(graph);
+        let unobserved = unobserved_writes(graph, &used);
         let mut removed = false;
         let mut all = Vec::new();
         graph.walk(graph.root, &mut |n| all.push(n));
@@ -104,13 +105,92 @@ pub fn eliminate_dead_code(graph: &mut Graph) {
             removed |= remove_dead_control_outputs(graph, n, &used);
             let node = graph.node(n);
             let live = node.outputs.iter().any(|o| used.contains(o));
-            if !live && !has_side_effects(graph, n) {
+            if !live && (unobserved.contains(&n) || !has_side_effects(graph, n)) {
                 graph.remove_node(n);
                 removed = true;
             }
         }
         if !removed {
             break;
+        }
+    }
+}
+
+/// In-place operator calls whose writes nobody can observe: every tensor they write is the
+/// fresh result of a non-aliasing operator (`aten::empty`, ...) that nothing else reads. PyTorch's
+/// dead code elimination asks its alias analysis whether a write reaches a live value
+/// (`writesToAlias(node, liveValues)`), so `torch.empty(1).uniform_(0.0, n)` whose result is
+/// unused disappears there (after inlining, say, when the caller ignores the drawn number).
+/// Only this clear case is recognized; other writes are kept, the conservative direction.
+fn unobserved_writes(graph: &Graph, used: &HashSet<ValueId>) -> HashSet<NodeId> {
+    let schemas = SchemaRegistry::global();
+    let mut users: std::collections::HashMap<ValueId, Vec<NodeId>> = Default::default();
+    let mut returned = HashSet::new();
+    let mut all = Vec::new();
+    graph.walk(graph.root, &mut |n| all.push(n));
+    for &n in &all {
+        for &v in &graph.node(n).inputs {
+            users.entry(v).or_default().push(n);
+        }
+        for &b in &graph.node(n).blocks {
+            returned.extend(graph.block(b).returns.iter().copied());
+        }
+    }
+    returned.extend(graph.block(graph.root).returns.iter().copied());
+    let fresh = |v: ValueId| {
+        producer(graph, v).is_some_and(|p| {
+            let p = graph.node(p);
+            p.kind.starts_with("aten::")
+                && p.blocks.is_empty()
+                && schemas.find(&p.qualified_op()).is_some_and(|s| {
+                    !s.is_mutable() && !s.is_varret && s.returns.iter().all(|r| r.alias.is_none())
+                })
+        })
+    };
+    // Candidates: unused outputs, an aten schema that writes only fresh tensors.
+    let mut writes: Vec<(NodeId, Vec<ValueId>)> = Vec::new();
+    for &n in &all {
+        let node = graph.node(n);
+        if !node.kind.starts_with("aten::")
+            || !node.blocks.is_empty()
+            || EFFECTFUL_KINDS.contains(&node.kind.as_str())
+            || node.outputs.iter().any(|o| used.contains(o))
+        {
+            continue;
+        }
+        let Some(schema) = schemas.find(&node.qualified_op()) else {
+            continue;
+        };
+        if schema.is_vararg || !schema.is_mutable() {
+            continue;
+        }
+        let written: Vec<ValueId> = schema
+            .arguments
+            .iter()
+            .zip(&node.inputs)
+            .filter(|(a, _)| a.is_write)
+            .map(|(_, &v)| v)
+            .collect();
+        if written.iter().all(|&v| fresh(v) && !returned.contains(&v)) {
+            writes.push((n, written));
+        }
+    }
+    // A candidate stays only while every reader of what it writes is itself a candidate.
+    let mut removable: HashSet<NodeId> = writes.iter().map(|(n, _)| *n).collect();
+    loop {
+        let before = removable.len();
+        for (n, written) in &writes {
+            let observed = written.iter().any(|v| {
+                users
+                    .get(v)
+                    .is_some_and(|us| us.iter().any(|u| !removable.contains(u)))
+            });
+            if observed {
+                removable.remove(n);
+            }
+        }
+        if removable.len() == before {
+            return removable;
         }
     }
 }
