@@ -1432,10 +1432,22 @@ fn owned_self(a: &mut Args<'_>) -> R<Tensor> {
     }
 }
 
+/// The result of an in-place geometry op: also left in argument `self`'s slot, which holds
+/// what PyTorch's `self` is after the call. (The interpreter's registers keep their handles:
+/// plan building makes later code read the result, see `ir::passes::inplace_geometry`.)
+fn reshaped_self(a: &mut Args<'_>, result: Tensor) -> R<IValue> {
+    match a.values.first_mut() {
+        Some(slot) => *slot = IValue::Tensor(result.clone()),
+        None => return Err(value_err("an in-place op without its self argument")),
+    }
+    Ok(result.into())
+}
+
 fn resize_(a: &mut Args<'_>) -> R<IValue> {
     let size = a.int_list(1)?;
     let format = a.opt_int(2)?;
-    Ok(resize_handle(owned_self(a)?, &size, format)?.into())
+    let out = resize_handle(owned_self(a)?, &size, format)?;
+    reshaped_self(a, out)
 }
 
 /// `resize_as_(self, the_template, memory_format=...)`: `resize_` to the template's shape;
@@ -1447,7 +1459,8 @@ fn resize_as_(a: &mut Args<'_>) -> R<IValue> {
         Some(1) => Some(suggest_memory_format(&template)),
         other => other,
     };
-    Ok(resize_handle(owned_self(a)?, &size, format)?.into())
+    let out = resize_handle(owned_self(a)?, &size, format)?;
+    reshaped_self(a, out)
 }
 
 /// c10's `suggest_memory_format`: channels_last (2) or channels_last_3d (3) when the strides
@@ -1499,43 +1512,42 @@ fn set_storage(
     Ok(out)
 }
 
-fn same_dtype_source(x: &Tensor, source: &Tensor) -> R<()> {
-    if x.dtype() != source.dtype() {
-        return Err(value_err(format!(
-            "Could not set tensor of type {} to a tensor of type {}",
-            source.dtype(),
-            x.dtype()
-        )));
-    }
-    Ok(())
-}
-
 /// `set_(self)` / `set(self)`: an empty tensor of `self`'s dtype (shape `[0]`) over a new
 /// empty storage.
-fn set_empty(a: &mut Args<'_>) -> R<IValue> {
+fn set_empty(a: &mut Args<'_>) -> R<Tensor> {
     let x = a.tensor(0)?;
     let empty = crate::tensor::Storage::zeroed(0).map_err(crate::tensor::TensorError::from)?;
     Ok(set_storage(&x, empty, 0, &[0], &[])?.into())
 }
 
-/// `set_(self, source)` / `set(self, source)`: `source`'s storage, offset, shape and strides.
-fn set_source_tensor(a: &mut Args<'_>) -> R<IValue> {
+/// `set_(self, source)` / `set(self, source)`: `source`'s storage, offset, shape and strides,
+/// read as `self`'s dtype (the operator does not check that the dtypes agree: the Python
+/// method does).
+fn set_source_tensor(a: &mut Args<'_>) -> R<Tensor> {
     let (x, source) = (a.tensor(0)?, a.tensor(1)?);
-    same_dtype_source(&x, &source)?;
     let size = usize_shape(source.shape());
     let stride: Vec<i64> = source.strides().iter().map(|&s| s as i64).collect();
     let offset = source.storage_offset() as i64;
     Ok(set_storage(&x, source.storage().clone(), offset, &size, &stride)?.into())
 }
 
-/// `set_(self, source, storage_offset, size, stride)`: `source`'s storage (not its offset).
-fn set_source_tensor_offset(a: &mut Args<'_>) -> R<IValue> {
+/// `set_(self, source, storage_offset, size, stride)`: `source`'s storage, the offset counted
+/// from `source`'s own; `source` must be contiguous.
+fn set_source_tensor_offset(a: &mut Args<'_>) -> R<Tensor> {
     let (x, source) = (a.tensor(0)?, a.tensor(1)?);
-    same_dtype_source(&x, &source)?;
+    if !source.is_contiguous() {
+        return Err(value_err(
+            "passed in tensor to be used as storage must be contiguous",
+        ));
+    }
+    let offset = a
+        .int(2)?
+        .checked_add(source.storage_offset() as i64)
+        .ok_or_else(|| value_err("set_: storage_offset overflows"))?;
     let out = set_storage(
         &x,
         source.storage().clone(),
-        a.int(2)?,
+        offset,
         &a.int_list(3)?,
         &a.int_list(4)?,
     )?;
@@ -1553,7 +1565,7 @@ fn storage_arg(a: &Args<'_>, i: usize) -> R<crate::tensor::Storage> {
 }
 
 /// `set_(self, storage)`: the whole storage as a 1-d tensor of `self`'s dtype.
-fn set_source_storage(a: &mut Args<'_>) -> R<IValue> {
+fn set_source_storage(a: &mut Args<'_>) -> R<Tensor> {
     let x = a.tensor(0)?;
     let storage = storage_arg(a, 1)?;
     let n = (storage.nbytes() / x.dtype().size().max(1)) as i64;
@@ -1561,7 +1573,7 @@ fn set_source_storage(a: &mut Args<'_>) -> R<IValue> {
 }
 
 /// `set_(self, storage, storage_offset, size, stride)`.
-fn set_source_storage_offset(a: &mut Args<'_>) -> R<IValue> {
+fn set_source_storage_offset(a: &mut Args<'_>) -> R<Tensor> {
     let x = a.tensor(0)?;
     let storage = storage_arg(a, 1)?;
     let out = set_storage(&x, storage, a.int(2)?, &a.int_list(3)?, &a.int_list(4)?)?;
@@ -1569,28 +1581,70 @@ fn set_source_storage_offset(a: &mut Args<'_>) -> R<IValue> {
 }
 
 fn register_inplace_geometry(r: &mut Registry) {
+    r.add("aten::unsqueeze_", |a| {
+        let out = unsqueeze(&a.tensor(0)?, a.int(1)?)?;
+        reshaped_self(a, out)
+    });
+    r.add("aten::squeeze_", |a| {
+        let out = squeeze_all(&a.tensor(0)?)?;
+        reshaped_self(a, out)
+    });
+    r.add("aten::squeeze_.dim", |a| {
+        let out = squeeze_list(&a.tensor(0)?, &[a.int(1)?])?;
+        reshaped_self(a, out)
+    });
+    r.add("aten::squeeze_.dims", |a| {
+        let out = squeeze_list(&a.tensor(0)?, &a.int_list(1)?)?;
+        reshaped_self(a, out)
+    });
+    r.add("aten::t_", |a| {
+        let out = t_op(&a.tensor(0)?)?;
+        reshaped_self(a, out)
+    });
+    r.add_all(
+        &["aten::transpose_", "aten::swapaxes_", "aten::swapdims_"],
+        |a| {
+            let out = transpose(&a.tensor(0)?, a.int(1)?, a.int(2)?)?;
+            reshaped_self(a, out)
+        },
+    );
+    r.add("aten::as_strided_", |a| {
+        let x = a.tensor(0)?;
+        let out = as_strided_op(&x, &a.int_list(1)?, &a.int_list(2)?, a.opt_int(3)?)?;
+        reshaped_self(a, out)
+    });
     r.add("aten::resize_", resize_);
     r.add("aten::resize_as_", resize_as_);
-    r.add_all(&["aten::set_", "aten::set"], set_empty);
-    r.add_all(
-        &["aten::set_.source_Tensor", "aten::set.source_Tensor"],
-        set_source_tensor,
-    );
-    r.add(
-        "aten::set_.source_Tensor_storage_offset",
-        set_source_tensor_offset,
-    );
-    r.add_all(
-        &["aten::set_.source_Storage", "aten::set.source_Storage"],
-        set_source_storage,
-    );
-    r.add_all(
-        &[
-            "aten::set_.source_Storage_storage_offset",
-            "aten::set.source_Storage_storage_offset",
-        ],
-        set_source_storage_offset,
-    );
+    r.add("aten::set_", |a| {
+        let out = set_empty(a)?;
+        reshaped_self(a, out)
+    });
+    r.add("aten::set", |a| Ok(set_empty(a)?.into()));
+    r.add("aten::set_.source_Tensor", |a| {
+        let out = set_source_tensor(a)?;
+        reshaped_self(a, out)
+    });
+    r.add("aten::set.source_Tensor", |a| {
+        Ok(set_source_tensor(a)?.into())
+    });
+    r.add("aten::set_.source_Tensor_storage_offset", |a| {
+        let out = set_source_tensor_offset(a)?;
+        reshaped_self(a, out)
+    });
+    r.add("aten::set_.source_Storage", |a| {
+        let out = set_source_storage(a)?;
+        reshaped_self(a, out)
+    });
+    r.add("aten::set.source_Storage", |a| {
+        Ok(set_source_storage(a)?.into())
+    });
+    r.add("aten::set_.source_Storage_storage_offset", |a| {
+        let out = set_source_storage_offset(a)?;
+        reshaped_self(a, out)
+    });
+    r.add("aten::set.source_Storage_storage_offset", |a| {
+        Ok(set_source_storage_offset(a)?.into())
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1731,20 +1785,10 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(permute(&a.tensor(0)?, &a.int_list(1)?)?.into())
     });
     r.add_all(
-        &[
-            "aten::transpose.int",
-            "aten::swapaxes",
-            "aten::swapdims",
-            "aten::transpose_",
-            "aten::swapaxes_",
-            "aten::swapdims_",
-        ],
+        &["aten::transpose.int", "aten::swapaxes", "aten::swapdims"],
         |a| Ok(transpose(&a.tensor(0)?, a.int(1)?, a.int(2)?)?.into()),
     );
-    r.add_all(
-        &["aten::t", "aten::t_"],
-        |a| Ok(t_op(&a.tensor(0)?)?.into()),
-    );
+    r.add("aten::t", |a| Ok(t_op(&a.tensor(0)?)?.into()));
     r.add_overloads("aten::numpy_T", &["", "a"], |a| {
         let t = a.tensor(0)?;
         let dims: Vec<i64> = (0..t.dim() as i64).rev().collect();
@@ -1773,16 +1817,14 @@ pub(crate) fn register(r: &mut Registry) {
         let other = a.tensor(1)?;
         Ok(expand(&a.tensor(0)?, &usize_shape(other.shape()))?.into())
     });
-    r.add_all(&["aten::squeeze", "aten::squeeze_"], |a| {
-        Ok(squeeze_all(&a.tensor(0)?)?.into())
-    });
-    r.add_all(&["aten::squeeze.dim", "aten::squeeze_.dim"], |a| {
+    r.add("aten::squeeze", |a| Ok(squeeze_all(&a.tensor(0)?)?.into()));
+    r.add("aten::squeeze.dim", |a| {
         Ok(squeeze_list(&a.tensor(0)?, &[a.int(1)?])?.into())
     });
-    r.add_all(&["aten::squeeze.dims", "aten::squeeze_.dims"], |a| {
+    r.add("aten::squeeze.dims", |a| {
         Ok(squeeze_list(&a.tensor(0)?, &a.int_list(1)?)?.into())
     });
-    r.add_all(&["aten::unsqueeze", "aten::unsqueeze_"], |a| {
+    r.add("aten::unsqueeze", |a| {
         Ok(unsqueeze(&a.tensor(0)?, a.int(1)?)?.into())
     });
     r.add("aten::flatten.using_ints", |a| {
@@ -1821,7 +1863,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add_all(&["aten::movedim.intlist", "aten::moveaxis.intlist"], |a| {
         Ok(movedim(&a.tensor(0)?, &a.int_list(1)?, &a.int_list(2)?)?.into())
     });
-    r.add_all(&["aten::as_strided", "aten::as_strided_"], |a| {
+    r.add("aten::as_strided", |a| {
         Ok(as_strided_op(
             &a.tensor(0)?,
             &a.int_list(1)?,

@@ -97,3 +97,16 @@ fn a_top_level_input_changed_in_place_shares_its_data() {
         vec![2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
     );
 }
+
+/// The op cases fixtures/gen_ops_inplace_views.py chose (storages, offsets, memory formats,
+/// PyTorch's refusals): PyTorch's values.
+#[test]
+fn op_cases_match_pytorch() {
+    crate::common::assert_op_cases("inplace_views");
+}
+
+/// The results' strides, storage offsets and sharing of the input's storage, as PyTorch's.
+#[test]
+fn op_results_have_pytorchs_geometry() {
+    crate::ops_shape::assert_view_cases("inplace_views_geometry");
+}
