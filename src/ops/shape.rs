@@ -1435,7 +1435,7 @@ fn owned_self(a: &mut Args<'_>) -> R<Tensor> {
 /// The result of an in-place geometry op: also left in argument `self`'s slot, which holds
 /// what PyTorch's `self` is after the call. (The interpreter's registers keep their handles:
 /// plan building makes later code read the result, see `ir::passes::inplace_geometry`.)
-fn reshaped_self(a: &mut Args<'_>, result: Tensor) -> R<IValue> {
+pub(crate) fn reshaped_self(a: &mut Args<'_>, result: Tensor) -> R<IValue> {
     match a.values.first_mut() {
         Some(slot) => *slot = IValue::Tensor(result.clone()),
         None => return Err(value_err("an in-place op without its self argument")),
@@ -1614,7 +1614,22 @@ fn register_inplace_geometry(r: &mut Registry) {
         reshaped_self(a, out)
     });
     r.add("aten::resize_", resize_);
+    // the primitive `resize_` decomposes to (no memory format)
+    r.add("prims::resize", |a| {
+        let size = a.int_list(1)?;
+        let out = resize_handle(owned_self(a)?, &size, None)?;
+        reshaped_self(a, out)
+    });
     r.add("aten::resize_as_", resize_as_);
+    // `shallow_copy_data_(self, source)`: `self` becomes `source`'s storage, geometry and
+    // dtype, keeping its own requires_grad
+    r.add("aten::shallow_copy_data_", |a| {
+        let (x, source) = (a.tensor(0)?, a.tensor(1)?);
+        let mut out =
+            source.as_strided(source.shape(), source.strides(), source.storage_offset())?;
+        out.set_requires_grad(x.requires_grad());
+        reshaped_self(a, out)
+    });
     r.add("aten::set_", |a| {
         let out = set_empty(a)?;
         reshaped_self(a, out)

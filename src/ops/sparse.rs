@@ -2130,6 +2130,14 @@ fn copy_sparse_to_sparse(a: &mut Args) -> R {
     .into())
 }
 
+/// An in-place op's result from its functional kernel's.
+fn in_place_result(a: &mut Args, out: IValue) -> R {
+    match out {
+        IValue::Tensor(t) => super::shape::reshaped_self(a, t),
+        other => Ok(other),
+    }
+}
+
 /// `_sparse_mask_projection(self, mask, accumulate_matches)` of COO tensors: `self`'s entries
 /// (indices, order and flag kept) whose index the mask holds keep their value (added once per
 /// matching mask entry with `accumulate_matches`); the others become 0.
@@ -2383,5 +2391,22 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::sparse_resize_and_clear", sparse_resize_and_clear);
     r.add("aten::resize_as_sparse", resize_as_sparse);
     r.add("aten::copy_sparse_to_sparse", copy_sparse_to_sparse);
+    // in place: the changed tensor, left in `self`'s slot too (see `shape::reshaped_self`)
+    r.add("aten::sparse_resize_", |a| {
+        let out = sparse_resize(a)?;
+        in_place_result(a, out)
+    });
+    r.add("aten::sparse_resize_and_clear_", |a| {
+        let out = sparse_resize_and_clear(a)?;
+        in_place_result(a, out)
+    });
+    r.add("aten::resize_as_sparse_", |a| {
+        let out = resize_as_sparse(a)?;
+        in_place_result(a, out)
+    });
+    r.add("aten::copy_sparse_to_sparse_", |a| {
+        let out = copy_sparse_to_sparse(a)?;
+        in_place_result(a, out)
+    });
     r.add("aten::_sparse_mask_projection", sparse_mask_projection);
 }

@@ -38,6 +38,12 @@ pub const INPLACE_GEOMETRY_OPS: &[&str] = &[
     "aten::resize_as_",
     "aten::_resize_output_",
     "aten::set_",
+    "aten::shallow_copy_data_",
+    "prims::resize",
+    "aten::sparse_resize_",
+    "aten::sparse_resize_and_clear_",
+    "aten::resize_as_sparse_",
+    "aten::copy_sparse_to_sparse_",
 ];
 
 /// Views that always make a new tensor (a new `TensorImpl` in PyTorch), so they keep their
