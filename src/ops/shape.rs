@@ -1580,6 +1580,14 @@ fn set_source_storage_offset(a: &mut Args<'_>) -> R<Tensor> {
     Ok(out.into())
 }
 
+/// `self` made `source`'s storage, geometry and dtype, keeping its requires_grad.
+fn shallow_copy_data(a: &mut Args<'_>) -> R<Tensor> {
+    let (x, source) = (a.tensor(0)?, a.tensor(1)?);
+    let mut out = source.as_strided(source.shape(), source.strides(), source.storage_offset())?;
+    out.set_requires_grad(x.requires_grad());
+    Ok(out)
+}
+
 fn register_inplace_geometry(r: &mut Registry) {
     r.add("aten::unsqueeze_", |a| {
         let out = unsqueeze(&a.tensor(0)?, a.int(1)?)?;
@@ -1621,14 +1629,15 @@ fn register_inplace_geometry(r: &mut Registry) {
         reshaped_self(a, out)
     });
     r.add("aten::resize_as_", resize_as_);
-    // `shallow_copy_data_(self, source)`: `self` becomes `source`'s storage, geometry and
-    // dtype, keeping its own requires_grad
     r.add("aten::shallow_copy_data_", |a| {
-        let (x, source) = (a.tensor(0)?, a.tensor(1)?);
-        let mut out =
-            source.as_strided(source.shape(), source.strides(), source.storage_offset())?;
-        out.set_requires_grad(x.requires_grad());
+        let out = shallow_copy_data(a)?;
         reshaped_self(a, out)
+    });
+    // the same without a result (plan building calls `shallow_copy_data_` in its place)
+    r.add("aten::set_data", |a| {
+        let out = shallow_copy_data(a)?;
+        reshaped_self(a, out)?;
+        Ok(IValue::None)
     });
     r.add("aten::set_", |a| {
         let out = set_empty(a)?;

@@ -22,7 +22,7 @@ fn scripted_models_match_pytorch() {
         .filter(|p| p.join("model.pt").exists())
         .collect();
     cases.sort();
-    assert_eq!(cases.len(), 13, "{cases:?}");
+    assert_eq!(cases.len(), 14, "{cases:?}");
     for case in cases {
         let report = Case::load(&case)
             .expect("the golden case loads")

@@ -233,8 +233,7 @@ fn run_coverage_cases(family: &str, op_name: impl Fn(&str) -> String) -> (usize,
         // `Tensor(a!)` arguments: the caller's tensor (`before`, sharing storage) must hold
         // PyTorch's value after the call; for an in-place geometry op, the argument slot (see
         // `common::run_op_cases`).
-        let geometry =
-            tsrun::internals::ir::passes::inplace_geometry::INPLACE_GEOMETRY_OPS.contains(&op);
+        let geometry = tsrun::internals::ir::passes::inplace_geometry::changes_handle(op);
         let written = case["written"].as_array().cloned().unwrap_or_default();
         let outcome = outcome.and_then(|()| {
             written.iter().try_for_each(|w| {

@@ -96,18 +96,45 @@ pub struct ReshapedParam {
     pub at: Option<CodeLocation>,
 }
 
+/// `set_data(self, new_data) -> ()` is `shallow_copy_data_` without a result: it is rewritten
+/// to that op, whose result the rewrite threads.
+const SET_DATA: &str = "aten::set_data";
+
+/// Whether operator `op` (no overload) changes its `self` argument's handle: geometry,
+/// storage or sparse parts.
+pub fn changes_handle(op: &str) -> bool {
+    INPLACE_GEOMETRY_OPS.contains(&op) || op == SET_DATA
+}
+
 /// Whether `graph` calls an in-place geometry op (a cheap test before cloning it to rewrite).
 pub fn has_inplace_geometry(graph: &Graph) -> bool {
     let mut found = false;
     graph.walk(graph.root, &mut |n| {
-        found |= INPLACE_GEOMETRY_OPS.contains(&graph.node(n).kind.as_str());
+        found |= changes_handle(&graph.node(n).kind);
     });
     found
+}
+
+fn rewrite_set_data(graph: &mut Graph) {
+    let mut found = Vec::new();
+    graph.walk(graph.root, &mut |n| {
+        let node = graph.node(n);
+        if node.kind == SET_DATA && node.outputs.is_empty() && node.inputs.len() == 2 {
+            found.push(n);
+        }
+    });
+    for n in found {
+        let node = graph.node_mut(n);
+        node.kind = "aten::shallow_copy_data_".into();
+        node.overload = Some(String::new());
+        graph.add_node_output(n, crate::values::types::Type::Tensor);
+    }
 }
 
 /// Make every in-place geometry op of `graph` functional (see the module comment). Returns the
 /// parameters whose shape the function changes.
 pub fn thread_inplace_geometry(graph: &mut Graph) -> Result<Vec<ReshapedParam>, CompileError> {
+    rewrite_set_data(graph);
     let mut done: HashSet<NodeId> = HashSet::new();
     let mut reshaped = Vec::new();
     loop {

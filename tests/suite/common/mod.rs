@@ -562,8 +562,7 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
         // tensors, mutated lists and dicts). An in-place geometry op cannot change the caller's
         // handle (a tsrun tensor handle owns its geometry): its kernel leaves the changed tensor
         // in the argument slot, and plan building makes code read it.
-        let geometry =
-            tsrun::internals::ir::passes::inplace_geometry::INPLACE_GEOMETRY_OPS.contains(&op);
+        let geometry = tsrun::internals::ir::passes::inplace_geometry::changes_handle(op);
         let outcome = outcome.and_then(|()| {
             case["written"]
                 .as_array()
