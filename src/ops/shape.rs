@@ -1517,7 +1517,7 @@ fn set_storage(
 fn set_empty(a: &mut Args<'_>) -> R<Tensor> {
     let x = a.tensor(0)?;
     let empty = crate::tensor::Storage::zeroed(0).map_err(crate::tensor::TensorError::from)?;
-    Ok(set_storage(&x, empty, 0, &[0], &[])?.into())
+    set_storage(&x, empty, 0, &[0], &[])
 }
 
 /// `set_(self, source)` / `set(self, source)`: `source`'s storage, offset, shape and strides,
@@ -1528,7 +1528,7 @@ fn set_source_tensor(a: &mut Args<'_>) -> R<Tensor> {
     let size = usize_shape(source.shape());
     let stride: Vec<i64> = source.strides().iter().map(|&s| s as i64).collect();
     let offset = source.storage_offset() as i64;
-    Ok(set_storage(&x, source.storage().clone(), offset, &size, &stride)?.into())
+    set_storage(&x, source.storage().clone(), offset, &size, &stride)
 }
 
 /// `set_(self, source, storage_offset, size, stride)`: `source`'s storage, the offset counted
@@ -1551,7 +1551,7 @@ fn set_source_tensor_offset(a: &mut Args<'_>) -> R<Tensor> {
         &a.int_list(3)?,
         &a.int_list(4)?,
     )?;
-    Ok(out.into())
+    Ok(out)
 }
 
 fn storage_arg(a: &Args<'_>, i: usize) -> R<crate::tensor::Storage> {
@@ -1569,7 +1569,7 @@ fn set_source_storage(a: &mut Args<'_>) -> R<Tensor> {
     let x = a.tensor(0)?;
     let storage = storage_arg(a, 1)?;
     let n = (storage.nbytes() / x.dtype().size().max(1)) as i64;
-    Ok(set_storage(&x, storage, 0, &[n], &[])?.into())
+    set_storage(&x, storage, 0, &[n], &[])
 }
 
 /// `set_(self, storage, storage_offset, size, stride)`.
@@ -1577,7 +1577,7 @@ fn set_source_storage_offset(a: &mut Args<'_>) -> R<Tensor> {
     let x = a.tensor(0)?;
     let storage = storage_arg(a, 1)?;
     let out = set_storage(&x, storage, a.int(2)?, &a.int_list(3)?, &a.int_list(4)?)?;
-    Ok(out.into())
+    Ok(out)
 }
 
 /// `self` made `source`'s storage, geometry and dtype, keeping its requires_grad.

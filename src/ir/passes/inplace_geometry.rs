@@ -175,8 +175,8 @@ pub fn thread_inplace_geometry(graph: &mut Graph) -> Result<Vec<ReshapedParam>, 
 fn is_geometry_op(graph: &Graph, n: NodeId) -> bool {
     let node = graph.node(n);
     INPLACE_GEOMETRY_OPS.contains(&node.kind.as_str())
-        && node.inputs.first().is_some()
-        && node.outputs.first().is_some()
+        && !node.inputs.is_empty()
+        && !node.outputs.is_empty()
 }
 
 /// Who reads a value.
@@ -285,12 +285,10 @@ fn classify_read(graph: &Graph, n: NodeId, input: usize) -> Read {
         .returns
         .iter()
         .any(|r| r.alias_sets().any(|x| sets.contains(&x)));
-    if !aliased {
-        Read::Plain
-    } else if NEW_HANDLE_VIEWS.contains(&node.kind.as_str()) {
-        Read::Plain
-    } else {
+    if aliased && !NEW_HANDLE_VIEWS.contains(&node.kind.as_str()) {
         Read::MaybeSame
+    } else {
+        Read::Plain
     }
 }
 
