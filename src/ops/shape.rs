@@ -1435,19 +1435,30 @@ fn owned_self(a: &mut Args<'_>) -> R<Tensor> {
 /// The result of an in-place geometry op: also left in argument `self`'s slot, which holds
 /// what PyTorch's `self` is after the call. (The interpreter's registers keep their handles:
 /// plan building makes later code read the result, see `ir::passes::inplace_geometry`.)
-pub(crate) fn reshaped_self(a: &mut Args<'_>, result: Tensor) -> R<IValue> {
+pub(crate) fn reshaped_self(a: &mut Args<'_>, result: IValue) -> R<IValue> {
     match a.values.first_mut() {
-        Some(slot) => *slot = IValue::Tensor(result.clone()),
+        Some(slot) => *slot = result.clone(),
         None => return Err(value_err("an in-place op without its self argument")),
     }
-    Ok(result.into())
+    Ok(result)
 }
+
+/// The kernel of an in-place geometry op from `f`, which computes `self` after the op.
+macro_rules! in_place {
+    ($f:expr) => {
+        |a| {
+            let out = ($f)(a)?;
+            $crate::ops::shape::reshaped_self(a, out.into())
+        }
+    };
+}
+pub(crate) use in_place;
 
 fn resize_(a: &mut Args<'_>) -> R<IValue> {
     let size = a.int_list(1)?;
     let format = a.opt_int(2)?;
     let out = resize_handle(owned_self(a)?, &size, format)?;
-    reshaped_self(a, out)
+    reshaped_self(a, out.into())
 }
 
 /// `resize_as_(self, the_template, memory_format=...)`: `resize_` to the template's shape;
@@ -1460,7 +1471,7 @@ fn resize_as_(a: &mut Args<'_>) -> R<IValue> {
         other => other,
     };
     let out = resize_handle(owned_self(a)?, &size, format)?;
-    reshaped_self(a, out)
+    reshaped_self(a, out.into())
 }
 
 /// c10's `suggest_memory_format`: channels_last (2) or channels_last_3d (3) when the strides
@@ -1589,83 +1600,74 @@ fn shallow_copy_data(a: &mut Args<'_>) -> R<Tensor> {
 }
 
 fn register_inplace_geometry(r: &mut Registry) {
-    r.add("aten::unsqueeze_", |a| {
-        let out = unsqueeze(&a.tensor(0)?, a.int(1)?)?;
-        reshaped_self(a, out)
-    });
-    r.add("aten::squeeze_", |a| {
-        let out = squeeze_all(&a.tensor(0)?)?;
-        reshaped_self(a, out)
-    });
-    r.add("aten::squeeze_.dim", |a| {
-        let out = squeeze_list(&a.tensor(0)?, &[a.int(1)?])?;
-        reshaped_self(a, out)
-    });
-    r.add("aten::squeeze_.dims", |a| {
-        let out = squeeze_list(&a.tensor(0)?, &a.int_list(1)?)?;
-        reshaped_self(a, out)
-    });
-    r.add("aten::t_", |a| {
-        let out = t_op(&a.tensor(0)?)?;
-        reshaped_self(a, out)
-    });
+    r.add(
+        "aten::unsqueeze_",
+        in_place!(|a: &mut Args<'_>| unsqueeze(&a.tensor(0)?, a.int(1)?)),
+    );
+    r.add(
+        "aten::squeeze_",
+        in_place!(|a: &mut Args<'_>| squeeze_all(&a.tensor(0)?)),
+    );
+    r.add(
+        "aten::squeeze_.dim",
+        in_place!(|a: &mut Args<'_>| squeeze_list(&a.tensor(0)?, &[a.int(1)?])),
+    );
+    r.add(
+        "aten::squeeze_.dims",
+        in_place!(|a: &mut Args<'_>| squeeze_list(&a.tensor(0)?, &a.int_list(1)?)),
+    );
+    r.add(
+        "aten::t_",
+        in_place!(|a: &mut Args<'_>| t_op(&a.tensor(0)?)),
+    );
     r.add_all(
         &["aten::transpose_", "aten::swapaxes_", "aten::swapdims_"],
-        |a| {
-            let out = transpose(&a.tensor(0)?, a.int(1)?, a.int(2)?)?;
-            reshaped_self(a, out)
-        },
+        in_place!(|a: &mut Args<'_>| transpose(&a.tensor(0)?, a.int(1)?, a.int(2)?)),
     );
-    r.add("aten::as_strided_", |a| {
-        let x = a.tensor(0)?;
-        let out = as_strided_op(&x, &a.int_list(1)?, &a.int_list(2)?, a.opt_int(3)?)?;
-        reshaped_self(a, out)
-    });
+    r.add(
+        "aten::as_strided_",
+        in_place!(|a: &mut Args<'_>| as_strided_op(
+            &a.tensor(0)?,
+            &a.int_list(1)?,
+            &a.int_list(2)?,
+            a.opt_int(3)?
+        )),
+    );
     r.add("aten::resize_", resize_);
     // the primitive `resize_` decomposes to (no memory format)
-    r.add("prims::resize", |a| {
-        let size = a.int_list(1)?;
-        let out = resize_handle(owned_self(a)?, &size, None)?;
-        reshaped_self(a, out)
-    });
+    r.add(
+        "prims::resize",
+        in_place!(|a: &mut Args<'_>| {
+            let size = a.int_list(1)?;
+            resize_handle(owned_self(a)?, &size, None)
+        }),
+    );
     r.add("aten::resize_as_", resize_as_);
-    r.add("aten::shallow_copy_data_", |a| {
-        let out = shallow_copy_data(a)?;
-        reshaped_self(a, out)
-    });
+    r.add("aten::shallow_copy_data_", in_place!(shallow_copy_data));
     // the same without a result (plan building calls `shallow_copy_data_` in its place)
     r.add("aten::set_data", |a| {
         let out = shallow_copy_data(a)?;
-        reshaped_self(a, out)?;
+        reshaped_self(a, out.into())?;
         Ok(IValue::None)
     });
-    r.add("aten::set_", |a| {
-        let out = set_empty(a)?;
-        reshaped_self(a, out)
-    });
+    r.add("aten::set_", in_place!(set_empty));
     r.add("aten::set", |a| Ok(set_empty(a)?.into()));
-    r.add("aten::set_.source_Tensor", |a| {
-        let out = set_source_tensor(a)?;
-        reshaped_self(a, out)
-    });
+    r.add("aten::set_.source_Tensor", in_place!(set_source_tensor));
     r.add("aten::set.source_Tensor", |a| {
         Ok(set_source_tensor(a)?.into())
     });
-    r.add("aten::set_.source_Tensor_storage_offset", |a| {
-        let out = set_source_tensor_offset(a)?;
-        reshaped_self(a, out)
-    });
-    r.add("aten::set_.source_Storage", |a| {
-        let out = set_source_storage(a)?;
-        reshaped_self(a, out)
-    });
+    r.add(
+        "aten::set_.source_Tensor_storage_offset",
+        in_place!(set_source_tensor_offset),
+    );
+    r.add("aten::set_.source_Storage", in_place!(set_source_storage));
     r.add("aten::set.source_Storage", |a| {
         Ok(set_source_storage(a)?.into())
     });
-    r.add("aten::set_.source_Storage_storage_offset", |a| {
-        let out = set_source_storage_offset(a)?;
-        reshaped_self(a, out)
-    });
+    r.add(
+        "aten::set_.source_Storage_storage_offset",
+        in_place!(set_source_storage_offset),
+    );
     r.add("aten::set.source_Storage_storage_offset", |a| {
         Ok(set_source_storage_offset(a)?.into())
     });

@@ -6,6 +6,7 @@
 
 use super::kernels::num::Arith;
 use super::kernels::{shape_err, unsupported, value_err};
+use super::shape::in_place;
 use super::{Args, Registry};
 use crate::tensor::{
     contiguous_strides, sparse_size, DType, Element, Layout, Scalar, SparseParts, Tensor,
@@ -2130,14 +2131,6 @@ fn copy_sparse_to_sparse(a: &mut Args) -> R {
     .into())
 }
 
-/// An in-place op's result from its functional kernel's.
-fn in_place_result(a: &mut Args, out: IValue) -> R {
-    match out {
-        IValue::Tensor(t) => super::shape::reshaped_self(a, t),
-        other => Ok(other),
-    }
-}
-
 /// `_sparse_mask_projection(self, mask, accumulate_matches)` of COO tensors: `self`'s entries
 /// (indices, order and flag kept) whose index the mask holds keep their value (added once per
 /// matching mask entry with `accumulate_matches`); the others become 0.
@@ -2391,22 +2384,16 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::sparse_resize_and_clear", sparse_resize_and_clear);
     r.add("aten::resize_as_sparse", resize_as_sparse);
     r.add("aten::copy_sparse_to_sparse", copy_sparse_to_sparse);
-    // in place: the changed tensor, left in `self`'s slot too (see `shape::reshaped_self`)
-    r.add("aten::sparse_resize_", |a| {
-        let out = sparse_resize(a)?;
-        in_place_result(a, out)
-    });
-    r.add("aten::sparse_resize_and_clear_", |a| {
-        let out = sparse_resize_and_clear(a)?;
-        in_place_result(a, out)
-    });
-    r.add("aten::resize_as_sparse_", |a| {
-        let out = resize_as_sparse(a)?;
-        in_place_result(a, out)
-    });
-    r.add("aten::copy_sparse_to_sparse_", |a| {
-        let out = copy_sparse_to_sparse(a)?;
-        in_place_result(a, out)
-    });
+    // in place: the changed tensor, left in `self`'s slot too
+    r.add("aten::sparse_resize_", in_place!(sparse_resize));
+    r.add(
+        "aten::sparse_resize_and_clear_",
+        in_place!(sparse_resize_and_clear),
+    );
+    r.add("aten::resize_as_sparse_", in_place!(resize_as_sparse));
+    r.add(
+        "aten::copy_sparse_to_sparse_",
+        in_place!(copy_sparse_to_sparse),
+    );
     r.add("aten::_sparse_mask_projection", sparse_mask_projection);
 }
