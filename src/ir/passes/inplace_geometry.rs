@@ -1,6 +1,8 @@
-//! In-place geometry ops (`x.unsqueeze_(0)`, `x.t_()`, `x.resize_(n)`, `x.set_(y)`, ...) made
-//! functional at plan build, as PyTorch's `RemoveMutation` does for data mutations: the op's
-//! output is a new handle with the new shape, and every later read of the tensor reads it.
+//! In-place geometry ops (`x.unsqueeze_(0)`, `x.t_()`, `x.resize_(n)`, `x.set_(y)`, `set_data`,
+//! the sparse `sparse_resize_` family, ...) made functional at plan build, as PyTorch's
+//! `RemoveMutation` does for data mutations: the op's output is a new handle with the new
+//! shape (storage, sparse parts), and every later read of the tensor reads it. Data stays
+//! shared through the storage, so data writes need nothing of this.
 //!
 //! A tsrun tensor handle (`IValue::Tensor`) owns its shape, strides and offset; PyTorch's
 //! `TensorImpl` is shared by every handle of the tensor, so an in-place shape change is seen
