@@ -2,10 +2,11 @@
 //! same storage, PyTorch's strides and storage offset), geometry queries, and copying shape ops
 //! (cat, stack, repeat, flip, roll, pad, tril/triu, diag, ...).
 //!
-//! In-place geometry ops (`unsqueeze_`, `squeeze_`, `transpose_`, `t_`, `as_strided_`) have no
-//! kernel: they cannot change other handles of the same tensor, because an `IValue::Tensor`
-//! holds its own geometry, and code keeps using `self` after them. A graph using one fails when
-//! compiled, naming the op, rather than computing with the old shape.
+//! In-place geometry ops (`unsqueeze_`, `t_`, `resize_`, `set_`, ...) return the tensor with its
+//! new geometry as a new handle: an `IValue::Tensor` holds its own geometry, so a kernel cannot
+//! change the shape other handles see. Plan building makes graphs read that handle wherever
+//! PyTorch's code would see the changed tensor, and refuses graphs where another handle could
+//! observe it (`ir::passes::inplace_geometry`).
 
 use super::{Args, Registry};
 use crate::tensor::{
@@ -1335,6 +1336,344 @@ fn cartesian_prod(ts: &[Tensor]) -> R<Tensor> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// In-place geometry: resize_ and set_ (the handle they return is the tensor after the change)
+// ---------------------------------------------------------------------------------------------
+
+/// c10's `MemoryFormat` codes for `resize_`'s restride: 0 contiguous, 2 channels_last (4-d),
+/// 3 channels_last_3d (5-d); `preserve` (1) is refused as PyTorch refuses it.
+fn restride(shape: &[usize], memory_format: i64) -> R<Strides> {
+    let order: Vec<usize> = match (memory_format, shape.len()) {
+        (0, _) => return Ok(contiguous_strides(shape)),
+        (2, 4) => vec![1, 3, 2, 0],
+        (3, 5) => vec![1, 4, 3, 2, 0],
+        (2, _) => {
+            return Err(value_err(
+                "required rank 4 tensor to use channels_last format",
+            ))
+        }
+        (3, _) => {
+            return Err(value_err(
+                "required rank 5 tensor to use channels_last_3d format",
+            ))
+        }
+        (1, _) => return Err(value_err("Unsupported memory formatPreserve")),
+        (f, _) => return Err(value_err(format!("unknown memory format {f}"))),
+    };
+    let mut strides: Strides = shape.iter().map(|_| 0).collect();
+    let mut step = 1isize;
+    for d in order {
+        strides[d] = step;
+        step = step.saturating_mul(shape[d].max(1) as isize);
+    }
+    Ok(strides)
+}
+
+/// `self.resize_(size, memory_format=...)`: the same geometry when `size` is the current shape
+/// and no memory format is given, else `size` with contiguous (or the format's) strides at the
+/// same storage offset. A storage too small is grown, its elements kept and the new ones zero
+/// (uninitialized in PyTorch); PyTorch grows the storage every view of it shares, so a storage
+/// another tensor holds is refused rather than silently copied.
+fn resize_handle(x: Tensor, size: &[i64], memory_format: Option<i64>) -> R<Tensor> {
+    if x.sparse_parts().is_some() {
+        return Err(super::kernels::unsupported("resize_ of a sparse tensor"));
+    }
+    let shape = size
+        .iter()
+        .map(|&d| to_usize(d, "resize_ size"))
+        .collect::<R<Vec<usize>>>()?;
+    if memory_format.is_none() && x.shape() == shape.as_slice() {
+        return Ok(x);
+    }
+    let strides = restride(&shape, memory_format.unwrap_or(0))?;
+    let numel = checked_numel(&shape)?;
+    let item = x.dtype().size();
+    let need = x
+        .storage_offset()
+        .checked_add(numel)
+        .and_then(|n| n.checked_mul(item))
+        .ok_or_else(|| shape_err(format!("resize_ to {size:?} overflows")))?;
+    if numel == 0 || need <= x.storage().nbytes() {
+        return Ok(x.as_strided(&shape, &strides, x.storage_offset())?);
+    }
+    if x.is_quantized() {
+        return Err(super::kernels::unsupported(
+            "resize_ growing a quantized tensor's storage",
+        ));
+    }
+    if !x.storage().is_exclusive() {
+        return Err(super::kernels::unsupported(format!(
+            "resize_ to {size:?} grows a storage other tensors share (PyTorch grows it for all of them)"
+        )));
+    }
+    crate::tensor::budget::check_alloc(need)?;
+    let mut bytes = x
+        .storage()
+        .read()
+        .map_err(crate::tensor::TensorError::from)?
+        .to_vec();
+    bytes.resize(need, 0);
+    let grown =
+        crate::tensor::Storage::from_bytes(&bytes).map_err(crate::tensor::TensorError::from)?;
+    let mut out = Tensor::from_parts(grown, x.storage_offset(), &shape, &strides, x.dtype())?;
+    out.set_requires_grad(x.requires_grad());
+    Ok(out)
+}
+
+/// `self`, moved out of the arguments: no clone holds its storage, so `resize_` can tell
+/// whether other tensors share it.
+fn owned_self(a: &mut Args<'_>) -> R<Tensor> {
+    a.tensor(0)?;
+    match a.take(0)? {
+        IValue::Tensor(t) => Ok(t),
+        other => Err(value_err(format!(
+            "expected a Tensor, got {}",
+            other.kind_name()
+        ))),
+    }
+}
+
+/// The result of an in-place geometry op: also left in argument `self`'s slot, which holds
+/// what PyTorch's `self` is after the call. (The interpreter's registers keep their handles:
+/// plan building makes later code read the result, see `ir::passes::inplace_geometry`.)
+pub(crate) fn reshaped_self(a: &mut Args<'_>, result: IValue) -> R<IValue> {
+    match a.values.first_mut() {
+        Some(slot) => *slot = result.clone(),
+        None => return Err(value_err("an in-place op without its self argument")),
+    }
+    Ok(result)
+}
+
+/// The kernel of an in-place geometry op from `f`, which computes `self` after the op.
+macro_rules! in_place {
+    ($f:expr) => {
+        |a| {
+            let out = ($f)(a)?;
+            $crate::ops::shape::reshaped_self(a, out.into())
+        }
+    };
+}
+pub(crate) use in_place;
+
+fn resize_(a: &mut Args<'_>) -> R<IValue> {
+    let size = a.int_list(1)?;
+    let format = a.opt_int(2)?;
+    let out = resize_handle(owned_self(a)?, &size, format)?;
+    reshaped_self(a, out.into())
+}
+
+/// `resize_as_(self, the_template, memory_format=...)`: `resize_` to the template's shape;
+/// `preserve` takes the template's suggested format.
+fn resize_as_(a: &mut Args<'_>) -> R<IValue> {
+    let template = a.tensor(1)?;
+    let size = usize_shape(template.shape());
+    let format = match a.opt_int(2)? {
+        Some(1) => Some(suggest_memory_format(&template)),
+        other => other,
+    };
+    let out = resize_handle(owned_self(a)?, &size, format)?;
+    reshaped_self(a, out.into())
+}
+
+/// c10's `suggest_memory_format`: channels_last (2) or channels_last_3d (3) when the strides
+/// are like it, else contiguous (0).
+fn suggest_memory_format(t: &Tensor) -> i64 {
+    use super::tensor_queries::strides_like_channels_last as like;
+    match t.dim() {
+        4 if like(t.shape(), t.strides(), &[1, 3, 2, 0]) => 2,
+        5 if like(t.shape(), t.strides(), &[1, 4, 3, 2, 0]) => 3,
+        _ => 0,
+    }
+}
+
+/// The tensor `set_` makes of `self` over `storage`: `self`'s dtype, the given geometry
+/// (contiguous strides for an empty `stride`), `self`'s requires_grad.
+fn set_storage(
+    x: &Tensor,
+    storage: crate::tensor::Storage,
+    offset: i64,
+    size: &[i64],
+    stride: &[i64],
+) -> R<Tensor> {
+    if x.sparse_parts().is_some() || x.is_quantized() {
+        return Err(super::kernels::unsupported(
+            "set_ of a sparse or quantized tensor",
+        ));
+    }
+    let shape = size
+        .iter()
+        .map(|&d| to_usize(d, "set_ size"))
+        .collect::<R<Vec<usize>>>()?;
+    let strides: Strides = if stride.is_empty() {
+        contiguous_strides(&shape)
+    } else if stride.len() == shape.len() {
+        stride
+            .iter()
+            .map(|&s| to_usize(s, "set_ stride").map(|s| s as isize))
+            .collect::<R<Strides>>()?
+    } else {
+        return Err(value_err(format!(
+            "mismatch in length of strides and shape: {} and {}",
+            stride.len(),
+            shape.len()
+        )));
+    };
+    let offset = to_usize(offset, "set_ storage_offset")?;
+    let mut out = Tensor::from_parts(storage, offset, &shape, &strides, x.dtype())?;
+    out.set_requires_grad(x.requires_grad());
+    Ok(out)
+}
+
+/// `set_(self)` / `set(self)`: an empty tensor of `self`'s dtype (shape `[0]`) over a new
+/// empty storage.
+fn set_empty(a: &mut Args<'_>) -> R<Tensor> {
+    let x = a.tensor(0)?;
+    let empty = crate::tensor::Storage::zeroed(0).map_err(crate::tensor::TensorError::from)?;
+    set_storage(&x, empty, 0, &[0], &[])
+}
+
+/// `set_(self, source)` / `set(self, source)`: `source`'s storage, offset, shape and strides,
+/// read as `self`'s dtype (the operator does not check that the dtypes agree: the Python
+/// method does).
+fn set_source_tensor(a: &mut Args<'_>) -> R<Tensor> {
+    let (x, source) = (a.tensor(0)?, a.tensor(1)?);
+    let size = usize_shape(source.shape());
+    let stride: Vec<i64> = source.strides().iter().map(|&s| s as i64).collect();
+    let offset = source.storage_offset() as i64;
+    set_storage(&x, source.storage().clone(), offset, &size, &stride)
+}
+
+/// `set_(self, source, storage_offset, size, stride)`: `source`'s storage, the offset counted
+/// from `source`'s own; `source` must be contiguous.
+fn set_source_tensor_offset(a: &mut Args<'_>) -> R<Tensor> {
+    let (x, source) = (a.tensor(0)?, a.tensor(1)?);
+    if !source.is_contiguous() {
+        return Err(value_err(
+            "passed in tensor to be used as storage must be contiguous",
+        ));
+    }
+    let offset = a
+        .int(2)?
+        .checked_add(source.storage_offset() as i64)
+        .ok_or_else(|| value_err("set_: storage_offset overflows"))?;
+    let out = set_storage(
+        &x,
+        source.storage().clone(),
+        offset,
+        &a.int_list(3)?,
+        &a.int_list(4)?,
+    )?;
+    Ok(out)
+}
+
+fn storage_arg(a: &Args<'_>, i: usize) -> R<crate::tensor::Storage> {
+    match a.get(i)? {
+        IValue::Storage(s) => Ok(s.clone()),
+        other => Err(value_err(format!(
+            "expected a Storage, got {}",
+            other.kind_name()
+        ))),
+    }
+}
+
+/// `set_(self, storage)`: the whole storage as a 1-d tensor of `self`'s dtype.
+fn set_source_storage(a: &mut Args<'_>) -> R<Tensor> {
+    let x = a.tensor(0)?;
+    let storage = storage_arg(a, 1)?;
+    let n = (storage.nbytes() / x.dtype().size().max(1)) as i64;
+    set_storage(&x, storage, 0, &[n], &[])
+}
+
+/// `set_(self, storage, storage_offset, size, stride)`.
+fn set_source_storage_offset(a: &mut Args<'_>) -> R<Tensor> {
+    let x = a.tensor(0)?;
+    let storage = storage_arg(a, 1)?;
+    let out = set_storage(&x, storage, a.int(2)?, &a.int_list(3)?, &a.int_list(4)?)?;
+    Ok(out)
+}
+
+/// `self` made `source`'s storage, geometry and dtype, keeping its requires_grad.
+fn shallow_copy_data(a: &mut Args<'_>) -> R<Tensor> {
+    let (x, source) = (a.tensor(0)?, a.tensor(1)?);
+    let mut out = source.as_strided(source.shape(), source.strides(), source.storage_offset())?;
+    out.set_requires_grad(x.requires_grad());
+    Ok(out)
+}
+
+fn register_inplace_geometry(r: &mut Registry) {
+    r.add(
+        "aten::unsqueeze_",
+        in_place!(|a: &mut Args<'_>| unsqueeze(&a.tensor(0)?, a.int(1)?)),
+    );
+    r.add(
+        "aten::squeeze_",
+        in_place!(|a: &mut Args<'_>| squeeze_all(&a.tensor(0)?)),
+    );
+    r.add(
+        "aten::squeeze_.dim",
+        in_place!(|a: &mut Args<'_>| squeeze_list(&a.tensor(0)?, &[a.int(1)?])),
+    );
+    r.add(
+        "aten::squeeze_.dims",
+        in_place!(|a: &mut Args<'_>| squeeze_list(&a.tensor(0)?, &a.int_list(1)?)),
+    );
+    r.add(
+        "aten::t_",
+        in_place!(|a: &mut Args<'_>| t_op(&a.tensor(0)?)),
+    );
+    r.add_all(
+        &["aten::transpose_", "aten::swapaxes_", "aten::swapdims_"],
+        in_place!(|a: &mut Args<'_>| transpose(&a.tensor(0)?, a.int(1)?, a.int(2)?)),
+    );
+    r.add(
+        "aten::as_strided_",
+        in_place!(|a: &mut Args<'_>| as_strided_op(
+            &a.tensor(0)?,
+            &a.int_list(1)?,
+            &a.int_list(2)?,
+            a.opt_int(3)?
+        )),
+    );
+    r.add("aten::resize_", resize_);
+    // the primitive `resize_` decomposes to (no memory format)
+    r.add(
+        "prims::resize",
+        in_place!(|a: &mut Args<'_>| {
+            let size = a.int_list(1)?;
+            resize_handle(owned_self(a)?, &size, None)
+        }),
+    );
+    r.add("aten::resize_as_", resize_as_);
+    r.add("aten::shallow_copy_data_", in_place!(shallow_copy_data));
+    // the same without a result (plan building calls `shallow_copy_data_` in its place)
+    r.add("aten::set_data", |a| {
+        let out = shallow_copy_data(a)?;
+        reshaped_self(a, out.into())?;
+        Ok(IValue::None)
+    });
+    r.add("aten::set_", in_place!(set_empty));
+    r.add("aten::set", |a| Ok(set_empty(a)?.into()));
+    r.add("aten::set_.source_Tensor", in_place!(set_source_tensor));
+    r.add("aten::set.source_Tensor", |a| {
+        Ok(set_source_tensor(a)?.into())
+    });
+    r.add(
+        "aten::set_.source_Tensor_storage_offset",
+        in_place!(set_source_tensor_offset),
+    );
+    r.add("aten::set_.source_Storage", in_place!(set_source_storage));
+    r.add("aten::set.source_Storage", |a| {
+        Ok(set_source_storage(a)?.into())
+    });
+    r.add(
+        "aten::set_.source_Storage_storage_offset",
+        in_place!(set_source_storage_offset),
+    );
+    r.add("aten::set.source_Storage_storage_offset", |a| {
+        Ok(set_source_storage_offset(a)?.into())
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Registration
 // ---------------------------------------------------------------------------------------------
 
@@ -1420,6 +1759,7 @@ fn matrix_transpose(a: &mut Args, conjugate: bool) -> crate::Result<IValue> {
 }
 
 pub(crate) fn register(r: &mut Registry) {
+    register_inplace_geometry(r);
     // views
     r.add("aten::view", |a| {
         Ok(view(&a.tensor(0)?, &a.int_list(1)?)?.into())

@@ -6,6 +6,7 @@
 
 use super::kernels::num::Arith;
 use super::kernels::{shape_err, unsupported, value_err};
+use super::shape::in_place;
 use super::{Args, Registry};
 use crate::tensor::{
     contiguous_strides, sparse_size, DType, Element, Layout, Scalar, SparseParts, Tensor,
@@ -2383,5 +2384,16 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::sparse_resize_and_clear", sparse_resize_and_clear);
     r.add("aten::resize_as_sparse", resize_as_sparse);
     r.add("aten::copy_sparse_to_sparse", copy_sparse_to_sparse);
+    // in place: the changed tensor, left in `self`'s slot too
+    r.add("aten::sparse_resize_", in_place!(sparse_resize));
+    r.add(
+        "aten::sparse_resize_and_clear_",
+        in_place!(sparse_resize_and_clear),
+    );
+    r.add("aten::resize_as_sparse_", in_place!(resize_as_sparse));
+    r.add(
+        "aten::copy_sparse_to_sparse_",
+        in_place!(copy_sparse_to_sparse),
+    );
     r.add("aten::_sparse_mask_projection", sparse_mask_projection);
 }

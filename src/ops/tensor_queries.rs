@@ -297,7 +297,11 @@ pub(super) fn hash_tensor(args: &mut Args<'_>) -> R {
 /// (C, then the spatial dims innermost-first, then N), each stride is at least the extent of the
 /// previous dim; ambiguous layouts (a zero channel stride, N equal to C's stride) count as
 /// contiguous.
-fn strides_like_channels_last(sizes: &[usize], strides: &[isize], order: &[usize]) -> bool {
+pub(super) fn strides_like_channels_last(
+    sizes: &[usize],
+    strides: &[isize],
+    order: &[usize],
+) -> bool {
     if strides[1] == 0 {
         return false;
     }

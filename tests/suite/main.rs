@@ -29,6 +29,7 @@ mod gemm_kernels;
 mod golden_cases;
 mod golden_decode;
 mod hostile_archives;
+mod inplace_views;
 mod internals;
 mod layering;
 mod library_api;

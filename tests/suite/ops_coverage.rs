@@ -231,14 +231,16 @@ fn run_coverage_cases(family: &str, op_name: impl Fn(&str) -> String) -> (usize,
             compare(&got, &want, rtol, atol, "out")
         };
         // `Tensor(a!)` arguments: the caller's tensor (`before`, sharing storage) must hold
-        // PyTorch's value after the call.
+        // PyTorch's value after the call; for an in-place geometry op, the argument slot (see
+        // `common::run_op_cases`).
+        let geometry = tsrun::internals::ir::passes::inplace_geometry::changes_handle(op);
         let written = case["written"].as_array().cloned().unwrap_or_default();
         let outcome = outcome.and_then(|()| {
             written.iter().try_for_each(|w| {
                 let j = w[0].as_u64().expect("index") as usize;
                 let want = decode(&w[1], &mut arrays);
                 compare(
-                    &before[j],
+                    if geometry { &args[j] } else { &before[j] },
                     &want,
                     rtol,
                     atol,

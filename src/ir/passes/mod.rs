@@ -5,6 +5,7 @@ mod canonicalize;
 mod constprop;
 pub mod effects;
 mod inline;
+pub mod inplace_geometry;
 mod list_idioms;
 mod normalize;
 mod peephole;

@@ -620,6 +620,9 @@ impl Frame<'_> {
     }
 
     fn call(&mut self, plan: &Callee, args: Vec<IValue>) -> crate::Result<IValue> {
+        if let Some(p) = &plan.reshaped_param {
+            return Err(reshaped_param_error(plan, p));
+        }
         run_plan(self.interp, plan, args, self.ctx, self.depth + 1)
     }
 
@@ -659,6 +662,27 @@ impl Frame<'_> {
             self.regs[r as usize] = v;
         }
         Ok(())
+    }
+}
+
+/// A call from TorchScript code of a function that changes a parameter's shape in place: the
+/// caller's handle would keep the old shape, where PyTorch's shows the new one.
+fn reshaped_param_error(
+    plan: &super::Plan,
+    p: &crate::ir::passes::inplace_geometry::ReshapedParam,
+) -> Error {
+    let message = format!(
+        "{} changes the shape of parameter `{}` of {} in place; tsrun does this only in the top-level call (the calling code's handle of the tensor would keep the old shape)",
+        p.op, p.name, plan.name
+    );
+    match &p.at {
+        Some(at) => crate::ir::CompileError::At {
+            location: format!("{}:{}:{}", at.file, at.line, at.col),
+            message,
+            at: Box::new(at.clone()),
+        }
+        .into(),
+        None => crate::ir::CompileError::Other(message).into(),
     }
 }
 

@@ -7,6 +7,9 @@ use super::module_chain::{self, ChainFacts, StepKind};
 use crate::error::RuntimeError;
 use crate::frontend::source::SourceRange;
 use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
+use crate::ir::passes::inplace_geometry::{
+    has_inplace_geometry, thread_inplace_geometry, ReshapedParam,
+};
 use crate::ops::elementwise_chain::{chain_operator, ChainArg, ChainOperator, ChainStep};
 use crate::ops::{Kernel, Registry};
 use crate::values::types::{parse_annotation, Type};
@@ -209,6 +212,10 @@ pub struct Plan {
     pub(crate) consts: Vec<IValue>,
     pub(crate) body: Block,
     pub(crate) n_outputs: usize,
+    /// A parameter whose shape the function changes in place (`x.unsqueeze_(0)`): its caller
+    /// would see the change, which only the top-level call's caller cannot (it handed the
+    /// inputs over), so calls from TorchScript code refuse it.
+    pub(crate) reshaped_param: Option<ReshapedParam>,
 }
 
 impl Plan {
@@ -333,6 +340,18 @@ fn plan_error(name: &str, msg: impl std::fmt::Display) -> crate::Error {
 
 /// Compile `graph` (the code of `name`) into a plan.
 pub fn build_plan(name: &str, graph: &Graph) -> crate::Result<Plan> {
+    if has_inplace_geometry(graph) {
+        let mut threaded = graph.clone();
+        let reshaped = thread_inplace_geometry(&mut threaded)?;
+        let mut plan = build_threaded_plan(name, &threaded)?;
+        plan.reshaped_param = reshaped.into_iter().next();
+        return Ok(plan);
+    }
+    build_threaded_plan(name, graph)
+}
+
+/// [`build_plan`] for a graph without in-place geometry ops.
+fn build_threaded_plan(name: &str, graph: &Graph) -> crate::Result<Plan> {
     let mut b = Builder {
         graph,
         regs: HashMap::new(),
@@ -396,6 +415,7 @@ pub fn build_plan(name: &str, graph: &Graph) -> crate::Result<Plan> {
         consts: b.consts,
         n_outputs: graph.outputs().len(),
         body,
+        reshaped_param: None,
     })
 }
 
