@@ -555,8 +555,19 @@ fn detach(args: &mut Args<'_>) -> R {
     x.set_requires_grad(false);
     t(x)
 }
+/// `contiguous(memory_format=...)`: row-major (0), or channels-last strides (2 for 4-d, 3 for
+/// 5-d); the tensor itself when it already has that layout.
 fn contiguous(args: &mut Args<'_>) -> R {
-    t(args.tensor(0)?.contiguous()?)
+    let x = args.tensor(0)?;
+    match args.opt_int(1)?.unwrap_or(0) {
+        0 => t(x.contiguous()?),
+        // a row-major tensor is returned as is before the format is looked at
+        1 if x.is_contiguous() => t(x),
+        1 => Err(value_err(
+            "preserve memory format is unsupported by the contiguous operator",
+        )),
+        format => t(super::shape::contiguous_in_format(&x, format)?),
+    }
 }
 fn copy_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;

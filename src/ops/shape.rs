@@ -1677,6 +1677,30 @@ fn register_inplace_geometry(r: &mut Registry) {
 // Registration
 // ---------------------------------------------------------------------------------------------
 
+/// A copy of `t` laid out in `format` (c10's codes: 0 contiguous, 2 channels_last, 3
+/// channels_last_3d), or `t` itself when it already is.
+pub(crate) fn contiguous_in_format(t: &Tensor, format: i64) -> R<Tensor> {
+    if contiguous_as(t, format)? {
+        return Ok(t.clone());
+    }
+    if format == 0 {
+        return t.contiguous();
+    }
+    // refuses a rank the format does not fit, with PyTorch's message
+    restride(t.shape(), format)?;
+    // the channels-last order is row-major in (N, spatial..., C): copy in that order, view back
+    let nd = t.dim() as i64;
+    let last: Vec<i64> = std::iter::once(0)
+        .chain(2..nd)
+        .chain(std::iter::once(1))
+        .collect();
+    let back: Vec<i64> = std::iter::once(0)
+        .chain(std::iter::once(nd - 1))
+        .chain(1..nd - 1)
+        .collect();
+    permute(&permute(t, &last)?.contiguous()?, &back)
+}
+
 /// `is_contiguous(memory_format=...)`: c10's `MemoryFormat` codes 0 (contiguous), 2
 /// (channels_last, 4-d: strides dense in N, H, W, C order) and 3 (channels_last_3d, 5-d);
 /// `preserve` (1) is refused as PyTorch refuses it.
