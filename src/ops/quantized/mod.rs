@@ -109,6 +109,17 @@ pub(crate) fn make_quantized(
         DType::QInt8 => {
             Tensor::from_vec(values.iter().map(|&v| v as i8).collect::<Vec<i8>>(), shape)?
         }
+        DType::QUInt4x2 if matches!(quantizer, Quantizer::PerChannelAffine { .. }) => {
+            return Err(unsupported(
+                "quantize_per_channel",
+                "\"quantize_tensor_per_channel_affine\" not implemented for 'QUInt4x2'",
+            ))
+        }
+        DType::QUInt4x2 => {
+            let ints =
+                Tensor::from_vec(values.iter().map(|&v| v as u8).collect::<Vec<u8>>(), shape)?;
+            return Ok(Tensor::quantized_from_ints_as(&ints, quantizer, dtype)?);
+        }
         DType::QInt32 => Tensor::from_slice(values, shape)?,
         other => return Err(unsupported("quantize", format!("{other} is not quantized"))),
     };

@@ -349,11 +349,14 @@ fn decode_qtensor(obj: &serde_json::Map<String, Value>, arrays: &mut Arrays) -> 
             axis: obj["axis"].as_u64().expect("axis") as usize,
         }
     };
-    Tensor::quantized_from_ints(&ints, quantizer).expect("quantized golden")
+    Tensor::quantized_from_ints_as(&ints, quantizer, qdtype).expect("quantized golden")
 }
 
 /// A quantized result against PyTorch's: the same quantizer (scales exactly) and integers.
 fn compare_quantized(g: &Tensor, w: &Tensor, path: &str) -> Result<(), String> {
+    if g.dtype() != w.dtype() {
+        return Err(format!("{path}: dtype {}, want {}", g.dtype(), w.dtype()));
+    }
     if g.quantizer() != w.quantizer() {
         return Err(format!(
             "{path}: quantizer {:?}, want {:?}",
