@@ -267,7 +267,7 @@ fn fused_rows(op: &str, p: &EmbeddingParams, bits: usize) -> Result<FusedRows> {
         .zip(zero_points.iter())
     {
         bytes.extend_from_slice(row);
-        let bias = zp * scale * -1.0;
+        let bias = -(zp * scale);
         if bits == 8 {
             bytes.extend_from_slice(&scale.to_le_bytes());
             bytes.extend_from_slice(&bias.to_le_bytes());

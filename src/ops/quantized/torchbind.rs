@@ -212,7 +212,7 @@ impl EmbeddingParams {
                 // (PyTorch packs the values in one sequence, then copies rows of
                 // ceil(cols / 2) bytes: with odd columns the rows straddle bytes and the last
                 // reads past the values, into uninitialized memory)
-                if weight.dtype() == DType::QUInt4x2 && weight.shape()[1] % 2 != 0 {
+                if weight.dtype() == DType::QUInt4x2 && !weight.shape()[1].is_multiple_of(2) {
                     return Err(unsupported(
                         op,
                         "quint4x2 weights with an odd number of columns are not supported \
