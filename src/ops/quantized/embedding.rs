@@ -284,14 +284,19 @@ fn fused_rows(op: &str, p: &EmbeddingParams, bits: usize) -> Result<FusedRows> {
     })
 }
 
-/// `quantized::embedding_{byte,4bit}(packed, indices, pruned_weights)`: each index's row (1-d
-/// indices give `[n, dim]`, 2-d ones `[rows, cols, dim]`).
-fn embedding_packed(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
-    let rows = fused_rows(
+/// The fused `bits`-bit rows of the packed weight, argument 0.
+fn packed_rows(a: &Args<'_>, bits: usize) -> Result<FusedRows> {
+    fused_rows(
         a.op,
         &EmbeddingParams::from_object(&packed_arg(a, 0)?)?,
         bits,
-    )?;
+    )
+}
+
+/// `quantized::embedding_{byte,4bit}(packed, indices, pruned_weights)`: each index's row (1-d
+/// indices give `[n, dim]`, 2-d ones `[rows, cols, dim]`).
+fn embedding_packed(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
+    let rows = packed_rows(a, bits)?;
     let indices = a.tensor(1)?;
     let n = indices.numel() as i64;
     let bag = BagArgs {
@@ -313,11 +318,7 @@ fn embedding_packed(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
 /// pruned_weights, per_sample_weights, compressed_indices_mapping, include_last_offset)`: the
 /// sum of each bag (like PyTorch, whatever `mode` says).
 fn embedding_bag_packed(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
-    let rows = fused_rows(
-        a.op,
-        &EmbeddingParams::from_object(&packed_arg(a, 0)?)?,
-        bits,
-    )?;
+    let rows = packed_rows(a, bits)?;
     let bag = bag_args(a)?;
     Ok(IValue::Tensor(bag_sums(a.op, &rows, bag)?))
 }
