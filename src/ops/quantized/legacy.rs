@@ -3,6 +3,7 @@
 //! pre-torchbind linear packing overloads, which PyTorch keeps registered only to refuse them
 //! with a message naming the replacement (tsrun refuses them with the same message).
 
+use super::linear::fbgemm_quantize_weight;
 use super::torchbind::{packed_arg, LinearParams};
 use super::unsupported;
 use crate::ops::{Args, Registry};
@@ -22,6 +23,7 @@ pub fn register(r: &mut Registry) {
         "quantized::make_quantized_cell_params_fp16",
         make_cell_params_fp16,
     );
+    r.add("quantized::make_quantized_cell_params", make_cell_params);
     r.add("quantized::linear_prepack_legacy", |a| {
         Err(unsupported(a.op, OUTDATED_PREPACK))
     });
@@ -54,15 +56,16 @@ const UNPACK_TENSOR: &str = "quantized.linear_unpack(Tensor) is unsupported! Ple
 fn cell_params(
     kind: &str,
     tensors: Vec<IValue>,
+    doubles: Vec<IValue>,
     longs: Vec<IValue>,
-    packed: [Object; 2],
+    packed: Vec<Object>,
 ) -> IValue {
     IValue::Object(Object::with_state(
         CELL_PARAMS_CLASS.into(),
         IValue::Tuple(Tuple::new(vec![
             IValue::str(kind),
             IValue::List(List::new(Type::Tensor, tensors)),
-            IValue::List(List::new(Type::Float, Vec::new())),
+            IValue::List(List::new(Type::Float, doubles)),
             IValue::List(List::new(Type::Int, longs)),
             IValue::List(List::new(
                 Type::Any,
@@ -92,8 +95,9 @@ fn make_cell_params_dynamic(a: &mut Args<'_>) -> Result<IValue> {
     Ok(cell_params(
         "quantized_dynamic",
         biases,
+        Vec::new(),
         vec![reduce_range],
-        packed,
+        packed.into(),
     ))
 }
 
@@ -104,6 +108,27 @@ fn make_cell_params_fp16(a: &mut Args<'_>) -> Result<IValue> {
         "quantized_fp16",
         Vec::new(),
         Vec::new(),
-        packed,
+        Vec::new(),
+        packed.into(),
+    ))
+}
+
+/// `make_quantized_cell_params(w_ih, w_hh, b_ih, b_hh)`: ATen's `QuantizedCellParams`, the
+/// float weights quantized by `fbgemm_linear_quantize_weight`, in its serialized state
+/// `("quantized", [w_ih, w_hh, b_ih, b_hh, col_offsets_ih, col_offsets_hh], [scale_ih,
+/// scale_hh], [zero_point_ih, zero_point_hh], [])` (tsrun's RNN kernels refuse this kind).
+fn make_cell_params(a: &mut Args<'_>) -> Result<IValue> {
+    let (w_ih, col_ih, scale_ih, zp_ih) = fbgemm_quantize_weight(a.op, &a.tensor(0)?)?;
+    let (w_hh, col_hh, scale_hh, zp_hh) = fbgemm_quantize_weight(a.op, &a.tensor(1)?)?;
+    let tensors = [w_ih, w_hh, a.tensor(2)?, a.tensor(3)?, col_ih, col_hh]
+        .into_iter()
+        .map(IValue::Tensor)
+        .collect();
+    Ok(cell_params(
+        "quantized",
+        tensors,
+        vec![IValue::Double(scale_ih), IValue::Double(scale_hh)],
+        vec![IValue::Int(zp_ih), IValue::Int(zp_hh)],
+        Vec::new(),
     ))
 }
