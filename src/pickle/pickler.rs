@@ -488,8 +488,16 @@ impl Pickler {
             return Ok(());
         }
         let key = self.key_base + self.storages.len();
-        self.storages.push((storage.clone(), dtype));
-        let numel = storage.nbytes() / dtype.size();
+        let numel = if dtype == DType::QUInt4x2 {
+            // PyTorch's storage of a quint4x2 tensor holds its rows packed two values a byte
+            let packed = nibble_storage(t)?;
+            let n = packed.nbytes();
+            self.storages.push((packed, dtype));
+            n
+        } else {
+            self.storages.push((storage.clone(), dtype));
+            storage.nbytes() / dtype.size()
+        };
         self.out.push(b'(');
         self.string(&Arc::from("storage"));
         self.global("torch", dtype.storage_class());
@@ -502,4 +510,18 @@ impl Pickler {
         self.storage_keys.insert(storage.id(), (key, idx));
         Ok(())
     }
+}
+
+/// The packed storage PyTorch writes for quint4x2 tensor `t` (which PyTorch only has whole and
+/// contiguous: `rebuild_qtensor` reads it back at offset 0 with contiguous strides).
+fn nibble_storage(t: &Tensor) -> Result<Storage> {
+    let whole = t.storage_offset() == 0 && t.is_contiguous() && t.storage().nbytes() == t.numel();
+    if !whole {
+        return Err(PickleError::Unpicklable(
+            "a view of a quint4x2 tensor (PyTorch stores only whole contiguous ones)".into(),
+        ));
+    }
+    let packed =
+        crate::tensor::pack_nibbles(t).map_err(|e| PickleError::Unpicklable(e.to_string()))?;
+    Storage::from_bytes(&packed).map_err(|e| PickleError::Unpicklable(e.to_string()))
 }

@@ -983,10 +983,6 @@ impl<'a> Unpickler<'a> {
     /// backward_hooks)` with `quantizer_params` `(torch.per_tensor_affine, scale, zero_point)`
     /// or `(torch.per_channel_affine(_float_qparams), scales, zero_points, axis)`.
     fn rebuild_qtensor(&self, a: &[Item]) -> Result<Tensor> {
-        let stored = self.rebuild_tensor(a)?;
-        if !stored.dtype().is_quantized() {
-            return Err(self.malformed(format!("_rebuild_qtensor on a {} storage", stored.dtype())));
-        }
         let Some(Item::Args(params)) = a.get(4) else {
             return Err(self.malformed("_rebuild_qtensor: quantizer parameters are not a tuple"));
         };
@@ -1050,13 +1046,65 @@ impl<'a> Unpickler<'a> {
                 ))
             }
         };
+        let stored = match a.first() {
+            Some(Item::StorageRef(storage, DType::QUInt4x2)) => {
+                self.rebuild_nibble_tensor(storage, a)?
+            }
+            _ => self.rebuild_tensor(a)?,
+        };
+        if !stored.dtype().is_quantized() {
+            return Err(self.malformed(format!("_rebuild_qtensor on a {} storage", stored.dtype())));
+        }
         let ints = stored
             .int_repr_view()
             .map_err(|e| self.malformed(e.to_string()))?;
-        let mut t = Tensor::quantized_from_ints(&ints, quantizer)
+        let mut t = Tensor::quantized_from_ints_as(&ints, quantizer, stored.dtype())
             .map_err(|e| self.malformed(format!("quantized tensor: {e}")))?;
         t.set_requires_grad(stored.requires_grad());
         Ok(t)
+    }
+
+    /// The storage of a `quint4x2` tensor holds its values two a byte (PyTorch refuses views
+    /// of such tensors: offset 0, contiguous strides); tsrun's tensor holds them one a byte,
+    /// with the dtype kept.
+    fn rebuild_nibble_tensor(&self, storage: &Storage, a: &[Item]) -> Result<Tensor> {
+        let offset = self.int_arg(a.get(1), "storage_offset")?;
+        let size = self.int_seq(a.get(2), "size")?;
+        let stride = self.int_seq(a.get(3), "stride")?;
+        let shape = size
+            .iter()
+            .map(|&s| usize::try_from(s).map_err(|_| self.malformed(format!("negative size {s}"))))
+            .collect::<Result<Vec<usize>>>()?;
+        let contiguous = crate::tensor::contiguous_strides(&shape);
+        let strides_ok = stride.len() == shape.len()
+            && shape
+                .iter()
+                .zip(&stride)
+                .zip(contiguous.iter())
+                .all(|((&n, &s), &c)| n <= 1 || s == c as i64);
+        if offset != 0 || !strides_ok {
+            return Err(self.malformed(
+                "_rebuild_qtensor: a quint4x2 tensor must be contiguous at storage offset 0",
+            ));
+        }
+        let bytes = Tensor::from_parts(storage.clone(), 0, &[storage.nbytes()], &[1], DType::UInt8)
+            .and_then(|t| {
+                t.read::<u8>()
+                    .map(|g| g.view().iter().copied().collect::<Vec<u8>>())
+            })
+            .map_err(|e| self.malformed(format!("quint4x2 storage: {e}")))?;
+        let values = crate::tensor::unpack_nibbles(&bytes, &shape)
+            .map_err(|e| self.malformed(format!("quint4x2 tensor: {e}")))?;
+        let ints = Tensor::from_vec(values, &shape)
+            .map_err(|e| self.malformed(format!("quint4x2 tensor: {e}")))?;
+        Tensor::from_parts(
+            ints.storage().clone(),
+            0,
+            &shape,
+            ints.strides(),
+            DType::QUInt4x2,
+        )
+        .map_err(|e| self.malformed(format!("quint4x2 tensor: {e}")))
     }
 
     /// Apply a `restore_type_tag` type to a freshly unpickled list or dict.

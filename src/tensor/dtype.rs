@@ -38,6 +38,9 @@ pub enum DType {
     QInt32 = 14,
     /// `torch.bfloat16`.
     BFloat16 = 15,
+    /// `torch.quint4x2`: unsigned 4-bit quantized values (quantized embedding weights). Archives
+    /// pack two per byte, low nibble first, each row to whole bytes; tsrun holds one per byte.
+    QUInt4x2 = 16,
     /// `torch.float8_e5m2`.
     Float8E5M2 = 23,
     /// `torch.float8_e4m3fn`.
@@ -56,7 +59,7 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, in `ScalarType` order.
-    pub const ALL: [DType; 23] = [
+    pub const ALL: [DType; 24] = [
         DType::UInt8,
         DType::Int8,
         DType::Int16,
@@ -73,6 +76,7 @@ impl DType {
         DType::QUInt8,
         DType::QInt32,
         DType::BFloat16,
+        DType::QUInt4x2,
         DType::Float8E5M2,
         DType::Float8E4M3FN,
         DType::Float8E5M2FNUZ,
@@ -96,8 +100,8 @@ impl DType {
     pub fn size(self) -> usize {
         use DType::*;
         match self {
-            UInt8 | Int8 | Bool | QInt8 | QUInt8 | Float8E5M2 | Float8E4M3FN | Float8E5M2FNUZ
-            | Float8E4M3FNUZ => 1,
+            UInt8 | Int8 | Bool | QInt8 | QUInt8 | QUInt4x2 | Float8E5M2 | Float8E4M3FN
+            | Float8E5M2FNUZ | Float8E4M3FNUZ => 1,
             Int16 | Float16 | BFloat16 | UInt16 => 2,
             Int32 | Float32 | QInt32 | Complex32 | UInt32 => 4,
             Int64 | Float64 | Complex64 | UInt64 => 8,
@@ -125,6 +129,7 @@ impl DType {
             QUInt8 => "quint8",
             QInt32 => "qint32",
             BFloat16 => "bfloat16",
+            QUInt4x2 => "quint4x2",
             Float8E5M2 => "float8_e5m2",
             Float8E4M3FN => "float8_e4m3fn",
             Float8E5M2FNUZ => "float8_e5m2fnuz",
@@ -155,6 +160,7 @@ impl DType {
             QUInt8 => "QUInt8",
             QInt32 => "QInt32",
             BFloat16 => "BFloat16",
+            QUInt4x2 => "QUInt4x2",
             Float8E5M2 => "Float8_e5m2",
             Float8E4M3FN => "Float8_e4m3fn",
             Float8E5M2FNUZ => "Float8_e5m2fnuz",
@@ -203,6 +209,7 @@ impl DType {
             QUInt8 => "QUInt8Storage",
             QInt32 => "QInt32Storage",
             BFloat16 => "BFloat16Storage",
+            QUInt4x2 => "QUInt4x2Storage",
             Float8E5M2 => "Float8_e5m2Storage",
             Float8E4M3FN => "Float8_e4m3fnStorage",
             Float8E5M2FNUZ => "Float8_e5m2fnuzStorage",

@@ -21,7 +21,7 @@ mod storage;
 pub use dtype::DType;
 pub use element::Element;
 pub use identity::TensorIdentity;
-pub use quantizer::Quantizer;
+pub use quantizer::{pack_nibbles, unpack_nibbles, Quantizer};
 pub use scalar::Scalar;
 pub use sparse::{sparse_size, validate_compressed_indices, Layout, SparseParts};
 pub use storage::{

@@ -58,16 +58,19 @@ impl Quantizer {
 }
 
 impl DType {
-    /// `qint8` / `quint8` / `qint32`.
+    /// `qint8` / `quint8` / `qint32` / `quint4x2`.
     pub fn is_quantized(self) -> bool {
-        matches!(self, DType::QInt8 | DType::QUInt8 | DType::QInt32)
+        matches!(
+            self,
+            DType::QInt8 | DType::QUInt8 | DType::QInt32 | DType::QUInt4x2
+        )
     }
 
     /// The plain integer type holding a quantized type's values (`int_repr()`'s dtype).
     pub fn underlying_int(self) -> Option<DType> {
         match self {
             DType::QInt8 => Some(DType::Int8),
-            DType::QUInt8 => Some(DType::UInt8),
+            DType::QUInt8 | DType::QUInt4x2 => Some(DType::UInt8),
             DType::QInt32 => Some(DType::Int32),
             _ => None,
         }
@@ -88,6 +91,7 @@ impl DType {
         match self {
             DType::QInt8 => Some((-128, 127)),
             DType::QUInt8 => Some((0, 255)),
+            DType::QUInt4x2 => Some((0, 15)),
             DType::QInt32 => Some((i32::MIN as i64, i32::MAX as i64)),
             _ => None,
         }
@@ -114,6 +118,27 @@ impl Tensor {
                 ints.dtype()
             ))
         })?;
+        Tensor::quantized_from_ints_as(ints, quantizer, qdtype)
+    }
+
+    /// [`Tensor::quantized_from_ints`] as quantized type `qdtype` (`quint4x2` from uint8 values,
+    /// which must be in its range).
+    pub fn quantized_from_ints_as(
+        ints: &Tensor,
+        quantizer: Quantizer,
+        qdtype: DType,
+    ) -> Result<Tensor, TensorError> {
+        if qdtype.underlying_int() != Some(ints.dtype()) {
+            return Err(TensorError::Unsupported(format!(
+                "{qdtype} tensors cannot hold {} values",
+                ints.dtype()
+            )));
+        }
+        if qdtype == DType::QUInt4x2 && ints.read::<u8>()?.view().iter().any(|&v| v > 15) {
+            return Err(TensorError::Unsupported(
+                "quint4x2 values must be in 0..=15".into(),
+            ));
+        }
         let channel_params = match &quantizer {
             Quantizer::PerTensorAffine { .. } => None,
             Quantizer::PerChannelAffine {
@@ -168,4 +193,53 @@ impl Tensor {
             dtype,
         )
     }
+}
+
+/// `(rows, bytes per row)` of the storage PyTorch allocates for a quint4x2 tensor of `shape`
+/// (`get_sub_byte_tensor_size`): the last dimension two values a byte, rounded up; a 0-d
+/// tensor takes one byte. (The values fill it in order, not row by row: with an odd last
+/// dimension its final bytes are unused.)
+fn nibble_layout(shape: &[usize]) -> (usize, usize) {
+    match shape.split_last() {
+        None => (1, 1),
+        Some((&cols, lead)) => (lead.iter().product(), cols.div_ceil(2)),
+    }
+}
+
+/// The storage bytes PyTorch holds for quint4x2 tensor `t`: its values in order, two a byte,
+/// the first in the low nibble, then zeros up to the storage's size.
+pub fn pack_nibbles(t: &Tensor) -> Result<Vec<u8>, TensorError> {
+    if t.dtype() != DType::QUInt4x2 {
+        return Err(TensorError::Unsupported(format!(
+            "packing 4-bit values of a {} tensor",
+            t.dtype()
+        )));
+    }
+    let ints = t.int_repr_view()?;
+    let guard = ints.read::<u8>()?;
+    let (rows, row_bytes) = nibble_layout(t.shape());
+    let mut out = vec![0u8; (rows * row_bytes).max(t.numel().div_ceil(2))];
+    for (c, &v) in guard.view().iter().enumerate() {
+        out[c / 2] |= (v & 0xf) << ((c % 2) * 4);
+    }
+    Ok(out)
+}
+
+/// The values (one a byte) of a quint4x2 tensor of `shape` from the storage bytes PyTorch
+/// holds ([`pack_nibbles`]'s layout).
+pub fn unpack_nibbles(bytes: &[u8], shape: &[usize]) -> Result<Vec<u8>, TensorError> {
+    let (rows, row_bytes) = nibble_layout(shape);
+    let need = rows.checked_mul(row_bytes).ok_or_else(|| {
+        TensorError::Shape(format!("quint4x2 tensor of shape {shape:?} is too large"))
+    })?;
+    if bytes.len() < need {
+        return Err(TensorError::Shape(format!(
+            "a quint4x2 tensor of shape {shape:?} needs {need} bytes, its storage has {}",
+            bytes.len()
+        )));
+    }
+    let numel: usize = shape.iter().product();
+    Ok((0..numel)
+        .map(|c| (bytes[c / 2] >> ((c % 2) * 4)) & 0xf)
+        .collect())
 }

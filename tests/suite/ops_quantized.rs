@@ -16,3 +16,11 @@ fn quantized_ops_match_pytorch() {
 fn quantized_coverage_ops_match_pytorch() {
     common::assert_op_cases("quantized_coverage");
 }
+
+/// The legacy quantized overloads added for operator coverage
+/// (fixtures/gen_ops_quantized_legacy.py): scalar add/mul out= forms, 4-bit embedding lookups
+/// and the quantized RNN cell parameter constructors.
+#[test]
+fn quantized_legacy_ops_match_pytorch() {
+    common::assert_op_cases("quantized_legacy");
+}

@@ -29,6 +29,7 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_norm_act_scripted",
     "q_norm_act_traced",
     "q_embeddings",
+    "q_embeddings_4bit",
 ];
 
 /// Every tensor in a (nested) result, in order.

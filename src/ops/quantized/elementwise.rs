@@ -88,6 +88,15 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::mul_scalar_relu.Tensor", |a| {
         mul_scalar(a, 0, 1, true)
     });
+    r.add("quantized::add_scalar_out.Tensor", add_scalar_out);
+    // (the ReLU flag is dropped on this path too: PyTorch writes the plain sum)
+    r.add("quantized::add_scalar_relu_out.Tensor", add_scalar_out);
+    r.add("quantized::mul_scalar_out.Tensor", |a| {
+        mul_scalar_out(a, false)
+    });
+    r.add("quantized::mul_scalar_relu_out.Tensor", |a| {
+        mul_scalar_out(a, true)
+    });
     r.add("quantized::matmul", matmul);
     r.add("quantized::softmax", softmax);
     r.add_all(
@@ -423,6 +432,42 @@ fn add_scalar(a: &mut Args<'_>, xi: usize, bi: usize, relu: bool) -> Result<IVal
         scale,
         zp,
     )?)
+}
+
+/// The `out` argument (2) of the `*_scalar_out.Tensor` ops: ATen's `check_inputs(qa, out)`
+/// wants the input's dtype. ATen then gives `out` the result's scale and zero point;
+/// tsrun cannot change a caller's tensor parameters, so `write_outs` refuses an `out` whose
+/// parameters differ from the result's.
+fn check_scalar_out(a: &Args<'_>, what: &str) -> Result<()> {
+    let (x, out) = (arg_qtensor(a, 0)?, arg_qtensor(a, 2)?);
+    if x.dtype() != out.dtype() {
+        return Err(unsupported(
+            a.op,
+            format!("{what} operands should have same data type."),
+        ));
+    }
+    Ok(())
+}
+
+/// `quantized::add_scalar_out.Tensor(qa, b, out)`: ATen's `qadd_scalar_tensor_out`, the
+/// sum of `add_scalar` written into `out`.
+fn add_scalar_out(a: &mut Args<'_>) -> Result<IValue> {
+    check_scalar_out(a, "Add")?;
+    let r = add_scalar(a, 0, 1, false)?;
+    a.write_outs(2, r)
+}
+
+/// `quantized::mul_scalar[_relu]_out.Tensor(qa, b, out)`: the product of `mul_scalar`
+/// written into `out`, except that with ReLU and a positive `b` ATen's `qrelu` kernel
+/// allocates a new output in place of `out`: that is returned and `out` stays as it was.
+fn mul_scalar_out(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
+    check_scalar_out(a, "Mul")?;
+    let positive = scalar_operand(a, 1)? > 0.0;
+    let r = mul_scalar(a, 0, 1, relu)?;
+    if relu && positive {
+        return Ok(r);
+    }
+    a.write_outs(2, r)
 }
 
 /// ATen's `_mul_scalar_out`: a positive `b` keeps the integers (relu: clamped at the zero

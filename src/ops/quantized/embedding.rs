@@ -5,8 +5,9 @@
 //! `*_rowwise_offsets` sums the dequantized rows of each bag as fbgemm's `EmbeddingSpMDM` does:
 //! `out = fma(scale, q, out + bias)` per row, the per-sample weight folded into scale and bias.
 //! The quantized `Embedding` / `EmbeddingBag` modules hold their weight packed
-//! (`EmbeddingPackedParamsBase`, made by `embedding_bag_prepack` from a quint8 weight with float
-//! qparams); `embedding_byte` / `embedding_bag_byte` look up its fused rows the same way.
+//! (`EmbeddingPackedParamsBase`, made by `embedding_bag_prepack` from a quint8 or quint4x2
+//! weight with float qparams); `embedding_{byte,4bit}` / `embedding_bag_{byte,4bit}` look up
+//! its fused rows the same way.
 
 use super::torchbind::{packed_arg, EmbeddingParams};
 use super::unsupported;
@@ -33,8 +34,14 @@ pub fn register(r: &mut Registry) {
     );
     r.add("quantized::embedding_bag_prepack", embedding_bag_prepack);
     r.add("quantized::embedding_bag_unpack", embedding_bag_unpack);
-    r.add("quantized::embedding_byte", embedding_byte);
-    r.add("quantized::embedding_bag_byte", embedding_bag_byte);
+    r.add("quantized::embedding_byte", |a| embedding_packed(a, 8));
+    r.add("quantized::embedding_bag_byte", |a| {
+        embedding_bag_packed(a, 8)
+    });
+    r.add("quantized::embedding_4bit", |a| embedding_packed(a, 4));
+    r.add("quantized::embedding_bag_4bit", |a| {
+        embedding_bag_packed(a, 4)
+    });
     r.add("quantized::embedding_bag_byte_unpack", |a| unpack(a, 8));
     r.add("quantized::embedding_bag_byte_rowwise_offsets", |a| {
         rowwise_offsets(a, 8)
@@ -221,9 +228,20 @@ fn embedding_bag_unpack(a: &mut Args<'_>) -> Result<IValue> {
     Ok(IValue::Tensor(p.weight))
 }
 
-/// `PackedEmbeddingBagWeight::prepack`'s fused 8-bit rows of a packed weight: each row's values,
-/// then its float scale and bias `zero_point * scale * -1`.
-fn fused_rows(p: &EmbeddingParams) -> Result<FusedRows> {
+/// `PackedEmbeddingBagWeight::prepack`'s fused rows of a packed weight, which the lookups
+/// `op` (of `bits`-bit rows) read: each row's values (quint4x2 ones two a byte, low nibble
+/// first), then its scale and bias `zero_point * scale * -1`, float for 8-bit rows, half for
+/// 4-bit ones.
+fn fused_rows(op: &str, p: &EmbeddingParams, bits: usize) -> Result<FusedRows> {
+    if p.bit_rate() != bits as i64 {
+        return Err(unsupported(
+            op,
+            format!(
+                "expects a packed weight of {bits}-bit rows, got {}-bit ones",
+                p.bit_rate()
+            ),
+        ));
+    }
     let Some(Quantizer::PerChannelAffineFloatQParams {
         scales,
         zero_points,
@@ -231,35 +249,54 @@ fn fused_rows(p: &EmbeddingParams) -> Result<FusedRows> {
     }) = p.weight.quantizer().map(|q| &**q)
     else {
         return Err(unsupported(
-            "quantized::embedding_bag_byte",
+            op,
             "packed weight without per-row float qparams",
         ));
     };
     let cols = p.weight.shape()[1];
-    let ints = p.weight.int_repr_view()?.to_vec::<u8>()?;
-    let width = cols + SCALE_BIAS_BYTES;
-    let mut bytes = Vec::with_capacity(ints.len() / cols.max(1) * width);
-    for ((row, &scale), &zp) in ints
-        .chunks(cols.max(1))
+    let (values, packed_cols) = if bits == 8 {
+        (p.weight.int_repr_view()?.to_vec::<u8>()?, cols)
+    } else {
+        (crate::tensor::pack_nibbles(&p.weight)?, cols.div_ceil(2))
+    };
+    let width = packed_cols + scale_bias_bytes(bits);
+    let mut bytes = Vec::with_capacity(values.len() / packed_cols.max(1) * width);
+    for ((row, &scale), &zp) in values
+        .chunks(packed_cols.max(1))
         .zip(scales.iter())
         .zip(zero_points.iter())
     {
         bytes.extend_from_slice(row);
-        bytes.extend_from_slice(&scale.to_le_bytes());
-        bytes.extend_from_slice(&(-(zp * scale)).to_le_bytes());
+        let bias = -(zp * scale);
+        if bits == 8 {
+            bytes.extend_from_slice(&scale.to_le_bytes());
+            bytes.extend_from_slice(&bias.to_le_bytes());
+        } else {
+            bytes.extend_from_slice(&half::f16::from_f32(scale).to_le_bytes());
+            bytes.extend_from_slice(&half::f16::from_f32(bias).to_le_bytes());
+        }
     }
     Ok(FusedRows {
         bytes,
         width,
-        bits: 8,
-        cols,
+        bits,
+        cols: packed_cols * 8 / bits,
     })
 }
 
-/// `quantized::embedding_byte(packed, indices, pruned_weights)`: each index's row (1-d indices
-/// give `[n, dim]`, 2-d ones `[rows, cols, dim]`).
-fn embedding_byte(a: &mut Args<'_>) -> Result<IValue> {
-    let rows = fused_rows(&EmbeddingParams::from_object(&packed_arg(a, 0)?)?)?;
+/// The fused `bits`-bit rows of the packed weight, argument 0.
+fn packed_rows(a: &Args<'_>, bits: usize) -> Result<FusedRows> {
+    fused_rows(
+        a.op,
+        &EmbeddingParams::from_object(&packed_arg(a, 0)?)?,
+        bits,
+    )
+}
+
+/// `quantized::embedding_{byte,4bit}(packed, indices, pruned_weights)`: each index's row (1-d
+/// indices give `[n, dim]`, 2-d ones `[rows, cols, dim]`).
+fn embedding_packed(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
+    let rows = packed_rows(a, bits)?;
     let indices = a.tensor(1)?;
     let n = indices.numel() as i64;
     let bag = BagArgs {
@@ -277,11 +314,11 @@ fn embedding_byte(a: &mut Args<'_>) -> Result<IValue> {
     Ok(IValue::Tensor(bag_sums(a.op, &rows, bag)?))
 }
 
-/// `quantized::embedding_bag_byte(packed, indices, offsets, scale_grad_by_freq, mode,
+/// `quantized::embedding_bag_{byte,4bit}(packed, indices, offsets, scale_grad_by_freq, mode,
 /// pruned_weights, per_sample_weights, compressed_indices_mapping, include_last_offset)`: the
 /// sum of each bag (like PyTorch, whatever `mode` says).
-fn embedding_bag_byte(a: &mut Args<'_>) -> Result<IValue> {
-    let rows = fused_rows(&EmbeddingParams::from_object(&packed_arg(a, 0)?)?)?;
+fn embedding_bag_packed(a: &mut Args<'_>, bits: usize) -> Result<IValue> {
+    let rows = packed_rows(a, bits)?;
     let bag = bag_args(a)?;
     Ok(IValue::Tensor(bag_sums(a.op, &rows, bag)?))
 }

@@ -750,10 +750,20 @@ fn wrapped_quantized_linear(a: &mut Args<'_>) -> Result<IValue> {
 /// cut-off), `Quantize` (`zero_point + nearbyint(w * (1 / scale))`), and each row's
 /// `sum(q) - zero_point * K`.
 fn fbgemm_linear_quantize_weight(a: &mut Args<'_>) -> Result<IValue> {
-    let w = a.tensor(0)?;
+    let (q, col_offsets, scale, zp) = fbgemm_quantize_weight(a.op, &a.tensor(0)?)?;
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(q),
+        IValue::Tensor(col_offsets),
+        IValue::Double(scale),
+        IValue::Int(zp),
+    ])))
+}
+
+/// [`fbgemm_linear_quantize_weight`]'s `(int8 W, col_offsets, scale, zero_point)` of `w`.
+pub(crate) fn fbgemm_quantize_weight(op: &str, w: &Tensor) -> Result<(Tensor, Tensor, f64, i64)> {
     if w.dtype() != DType::Float32 || w.dim() != 2 {
         return Err(unsupported(
-            a.op,
+            op,
             format!(
                 "weight must be a 2-d float32 tensor, got {} {:?}",
                 w.dtype(),
@@ -782,10 +792,10 @@ fn fbgemm_linear_quantize_weight(a: &mut Args<'_>) -> Result<IValue> {
         .take(n)
         .map(|row| row.iter().map(|&v| i32::from(v)).sum::<i32>() - zp as i32 * k as i32)
         .collect();
-    Ok(IValue::Tuple(Tuple::new(vec![
-        IValue::Tensor(Tensor::from_vec(q, &[n, k])?),
-        IValue::Tensor(Tensor::from_vec(col_offsets, &[n])?),
-        IValue::Double(s),
-        IValue::Int(zp),
-    ])))
+    Ok((
+        Tensor::from_vec(q, &[n, k])?,
+        Tensor::from_vec(col_offsets, &[n])?,
+        s,
+        zp,
+    ))
 }

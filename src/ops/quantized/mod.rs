@@ -5,7 +5,8 @@
 //! apply to quantized tensors (`elementwise.rs`), activations (`activation.rs`), batch, layer,
 //! group and instance norm (`norm.rs`), 8-bit row-wise embedding bags and the quantized
 //! embedding modules' packed weights (`embedding.rs`), fake quantization (`fake_quantize.rs`),
-//! and the packed-weight torchbind classes (`torchbind.rs`).
+//! the packed-weight torchbind classes (`torchbind.rs`), and the RNN cell-parameter
+//! constructors and refused pre-torchbind packing overloads (`legacy.rs`).
 //!
 //! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization
 //! repeats fbgemm's float steps in its order (float bias divided by `act_scale * w_scale`, the
@@ -18,6 +19,7 @@ pub mod elementwise;
 pub mod embedding;
 pub mod fake_quantize;
 pub mod int4_pack;
+pub mod legacy;
 pub mod linear;
 pub mod norm;
 pub mod rnn;
@@ -40,6 +42,7 @@ pub fn register(r: &mut Registry) {
     embedding::register(r);
     fake_quantize::register(r);
     int4_pack::register(r);
+    legacy::register(r);
 }
 
 fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
@@ -108,6 +111,17 @@ pub(crate) fn make_quantized(
         }
         DType::QInt8 => {
             Tensor::from_vec(values.iter().map(|&v| v as i8).collect::<Vec<i8>>(), shape)?
+        }
+        DType::QUInt4x2 if matches!(quantizer, Quantizer::PerChannelAffine { .. }) => {
+            return Err(unsupported(
+                "quantize_per_channel",
+                "\"quantize_tensor_per_channel_affine\" not implemented for 'QUInt4x2'",
+            ))
+        }
+        DType::QUInt4x2 => {
+            let ints =
+                Tensor::from_vec(values.iter().map(|&v| v as u8).collect::<Vec<u8>>(), shape)?;
+            return Ok(Tensor::quantized_from_ints_as(&ints, quantizer, dtype)?);
         }
         DType::QInt32 => Tensor::from_slice(values, shape)?,
         other => return Err(unsupported("quantize", format!("{other} is not quantized"))),

@@ -438,8 +438,16 @@ fn dequantize_list(a: &mut Args<'_>) -> Result<IValue> {
     Ok(IValue::List(List::new(Type::Tensor, out)))
 }
 
+/// `int_repr()`: the integers as their plain type; for quint4x2, as PyTorch gives them, the
+/// first `ceil(numel / 2)` bytes of its storage (two values a byte) as a flat uint8 tensor.
 fn int_repr(a: &mut Args<'_>) -> Result<IValue> {
     let t = arg_qtensor(a, 0)?;
+    if t.dtype() == DType::QUInt4x2 {
+        let mut stored = crate::tensor::pack_nibbles(&t)?;
+        let n = t.numel().div_ceil(2);
+        stored.truncate(n);
+        return tensor_result(Tensor::from_vec(stored, &[n])?);
+    }
     tensor_result(t.int_repr_view()?.deep_clone()?)
 }
 

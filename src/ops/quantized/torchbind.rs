@@ -181,8 +181,8 @@ impl LinearParams {
     }
 }
 
-/// A quantized embedding's packed weight: quint8 with per-row float scales and zero points
-/// (`quint4x2` weights, 4-bit rows, are not supported: tsrun has no sub-byte dtype).
+/// A quantized embedding's packed weight: quint8 (8-bit rows) or quint4x2 (4-bit rows) with
+/// per-row float scales and zero points.
 #[derive(Clone, Debug)]
 pub struct EmbeddingParams {
     pub weight: Tensor,
@@ -201,18 +201,24 @@ impl EmbeddingParams {
                 format!("expects a 2-d weight, got {} dimensions", weight.dim()),
             ));
         }
-        if weight.dtype() != DType::QUInt8 {
+        if !matches!(weight.dtype(), DType::QUInt8 | DType::QUInt4x2) {
             return Err(unsupported(
                 op,
-                format!(
-                    "{} weights are not supported (tsrun packs quint8 embeddings; quint4x2 \
-                     has no tsrun dtype)",
-                    weight.dtype()
-                ),
+                "qembedding_bag_prepack currently only supports quint8 and quint4x2 weights",
             ));
         }
         match weight.quantizer().map(|q| &**q) {
             Some(crate::tensor::Quantizer::PerChannelAffineFloatQParams { axis: 0, .. }) => {
+                // (PyTorch packs the values in one sequence, then copies rows of
+                // ceil(cols / 2) bytes: with odd columns the rows straddle bytes and the last
+                // reads past the values, into uninitialized memory)
+                if weight.dtype() == DType::QUInt4x2 && !weight.shape()[1].is_multiple_of(2) {
+                    return Err(unsupported(
+                        op,
+                        "quint4x2 weights with an odd number of columns are not supported \
+                         (PyTorch's packed rows of such weights straddle bytes)",
+                    ));
+                }
                 Ok(EmbeddingParams { weight })
             }
             _ => Err(unsupported(
@@ -224,7 +230,11 @@ impl EmbeddingParams {
 
     /// The bits per value (`bit_rate()`).
     pub fn bit_rate(&self) -> i64 {
-        8
+        if self.weight.dtype() == DType::QUInt4x2 {
+            4
+        } else {
+            8
+        }
     }
 
     pub fn to_object(&self) -> Object {

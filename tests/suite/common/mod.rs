@@ -357,11 +357,14 @@ fn decode_qtensor(obj: &serde_json::Map<String, Value>, arrays: &mut Arrays) -> 
             axis: obj["axis"].as_u64().expect("axis") as usize,
         }
     };
-    Tensor::quantized_from_ints(&ints, quantizer).expect("quantized golden")
+    Tensor::quantized_from_ints_as(&ints, quantizer, qdtype).expect("quantized golden")
 }
 
 /// A quantized result against PyTorch's: the same quantizer (scales exactly) and integers.
 fn compare_quantized(g: &Tensor, w: &Tensor, path: &str) -> Result<(), String> {
+    if g.dtype() != w.dtype() {
+        return Err(format!("{path}: dtype {}, want {}", g.dtype(), w.dtype()));
+    }
     if g.quantizer() != w.quantizer() {
         return Err(format!(
             "{path}: quantizer {:?}, want {:?}",
@@ -596,6 +599,9 @@ pub fn unpack_if_packed(got: IValue, want: &Value, arrays: &mut Arrays) -> (IVal
         return (got, decode(want, arrays));
     };
     let op = body["op"].as_str().expect("unpack op");
+    if op == "__getstate__" {
+        return (cell_params_state(got), decode(&body["value"], arrays));
+    }
     let kernel = Registry::global()
         .lookup(op, "")
         .unwrap_or_else(|| panic!("no kernel {op}"));
@@ -606,6 +612,44 @@ pub fn unpack_if_packed(got: IValue, want: &Value, arrays: &mut Arrays) -> (IVal
         Err(e) => IValue::str(format!("{op} failed: {e}")),
     };
     (got, decode(&body["value"], arrays))
+}
+
+/// A quantized RNN cell's parameters (`rnn.CellParamsBase`) as golden_io.py encodes them: the
+/// object's state `(kind, tensors, doubles, longs, packed)` with each packed linear weight
+/// through tsrun's unpack kernel.
+fn cell_params_state(got: IValue) -> IValue {
+    let state = match &got {
+        IValue::Object(o) => o.state(),
+        _ => None,
+    };
+    let Some(IValue::Tuple(state)) = state else {
+        return IValue::str(format!("not cell parameters: {}", got.kind_name()));
+    };
+    let mut items = state.items().to_vec();
+    let unpack_op = match items.first() {
+        Some(IValue::String(k)) if &**k == "quantized_fp16" => "quantized::linear_unpack_fp16",
+        _ => "quantized::linear_unpack",
+    };
+    if let Some(IValue::List(packed)) = items.get(4) {
+        let kernel = Registry::global()
+            .lookup(unpack_op, "")
+            .unwrap_or_else(|| panic!("no kernel {unpack_op}"));
+        let ctx = OpContext::default();
+        let unpacked = packed
+            .to_vec()
+            .into_iter()
+            .map(|p| {
+                let mut args = vec![p];
+                kernel(&mut Args::new(unpack_op, &mut args, &ctx))
+                    .unwrap_or_else(|e| IValue::str(format!("{unpack_op} failed: {e}")))
+            })
+            .collect();
+        items[4] = IValue::List(tsrun::internals::values::List::new(
+            tsrun::internals::values::types::Type::Any,
+            unpacked,
+        ));
+    }
+    IValue::Tuple(tsrun::internals::values::Tuple::new(items))
 }
 
 /// General eigendecompositions (`linalg_eig`, `linalg_eigvals`): LAPACK's `geev` returns the
