@@ -1,11 +1,10 @@
 //! Legacy quantized entry points: the RNN cell-parameter constructors TorchScript code of the
-//! quantized dynamic RNN modules calls (`quantized::make_quantized_cell_params*`), and the
-//! pre-torchbind linear packing overloads, which PyTorch keeps registered only to refuse them
-//! with a message naming the replacement (tsrun refuses them with the same message).
+//! quantized dynamic RNN modules calls (`quantized::make_quantized_cell_params*`). The
+//! pre-torchbind packing overloads (`linear_prepack_legacy`, ...) have no kernel: PyTorch keeps
+//! them registered only to refuse them, so tsrun's compile-time "no kernel" error stands.
 
 use super::linear::fbgemm_quantize_weight;
 use super::torchbind::{packed_arg, LinearParams};
-use super::unsupported;
 use crate::ops::{Args, Registry};
 use crate::values::types::Type;
 use crate::values::{IValue, List, Object, Tuple};
@@ -24,32 +23,7 @@ pub fn register(r: &mut Registry) {
         make_cell_params_fp16,
     );
     r.add("quantized::make_quantized_cell_params", make_cell_params);
-    r.add("quantized::linear_prepack_legacy", |a| {
-        Err(unsupported(a.op, OUTDATED_PREPACK))
-    });
-    r.add_all(
-        &[
-            "quantized::linear_prepack_fp16_legacy",
-            "_quantized::linear_prepack_fp16_legacy",
-        ],
-        |a| Err(unsupported(a.op, OUTDATED_PREPACK_FP16)),
-    );
-    r.add_all(
-        &[
-            "quantized::linear_unpack.legacy",
-            "quantized::linear_unpack_fp16.legacy",
-        ],
-        |a| Err(unsupported(a.op, UNPACK_TENSOR)),
-    );
 }
-
-const OUTDATED_PREPACK: &str = "This model uses an outdated version of quantized.linear_prepack. \
-     Please re-export your model using the newer definitions in torch.jit.quantized";
-const OUTDATED_PREPACK_FP16: &str = "This model uses an outdated version of \
-     quantized.linear_prepack_fp16. Please re-export your model using the newer definitions in \
-     torch.jit.quantized";
-const UNPACK_TENSOR: &str = "quantized.linear_unpack(Tensor) is unsupported! Please upgrade \
-     your model to use the newer quantized.linear_unpack(LinearPackedParamsBase) overload";
 
 /// A `CellParamsBase` object with ATen's serialized state `(kind, tensors, doubles, longs,
 /// packed weights)`, which the quantized RNN kernels (`rnn.rs`) read.
