@@ -20,6 +20,7 @@ pub mod fake_quantize;
 pub mod int4_pack;
 pub mod linear;
 pub mod norm;
+pub mod onednn;
 pub mod rnn;
 pub mod tensors;
 pub mod torchbind;
@@ -40,6 +41,7 @@ pub fn register(r: &mut Registry) {
     embedding::register(r);
     fake_quantize::register(r);
     int4_pack::register(r);
+    onednn::register(r);
 }
 
 fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
