@@ -5,7 +5,8 @@
 //! apply to quantized tensors (`elementwise.rs`), activations (`activation.rs`), batch, layer,
 //! group and instance norm (`norm.rs`), 8-bit row-wise embedding bags and the quantized
 //! embedding modules' packed weights (`embedding.rs`), fake quantization (`fake_quantize.rs`),
-//! and the packed-weight torchbind classes (`torchbind.rs`).
+//! the packed-weight torchbind classes (`torchbind.rs`), and the `onednn::` int8 ops of x86
+//! inductor's quantization lowering with oneDNN's arithmetic (`onednn.rs`).
 //!
 //! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization
 //! repeats fbgemm's float steps in its order (float bias divided by `act_scale * w_scale`, the

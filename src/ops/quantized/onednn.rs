@@ -52,6 +52,7 @@ pub fn register(r: &mut Registry) {
     r.add("onednn::qconv_pointwise.tensor", qconv_pointwise::<true>);
     r.add("onednn::qconv2d_pointwise.tensor", qconv_pointwise::<true>);
     r.add("onednn::qconv2d_pointwise.binary", qconv_binary::<false>);
+    r.add("onednn::qbatch_norm2d", qbatch_norm2d);
     r.add(
         "onednn::qconv2d_pointwise.binary_tensor",
         qconv_binary::<true>,
@@ -217,7 +218,7 @@ impl Output {
         {
             for v in y.iter_mut() {
                 let q = (*v * inv_scale).round_ties_even() + zero_point;
-                // NaN saturates to the zero point as cvtps2dq's indefinite does after clamping
+                // a NaN has no integer: tsrun stores the zero point
                 *v = if q.is_nan() {
                     zero_point
                 } else {
@@ -928,4 +929,72 @@ fn qconv_binary<const TENSOR: bool>(a: &mut Args<'_>) -> Result<IValue> {
     let y = ep.run(&run.acc, |i| (i / plane) % channels);
     accum.copy_from(&channels_last(y, &run.shape, out.dtype())?)?;
     Ok(IValue::Tensor(accum))
+}
+
+/// `qbatch_norm2d(qx, qx_scale, qx_zero_point, weight, bias, mean, var, eps, output_scale,
+/// output_zero_point, output_dtype)`: `quantized::batch_norm2d`'s folded arithmetic on a plain
+/// uint8 `[N, C, H, W]` input, requantized to uint8 or (scale 1, zero point 0) stored as a
+/// float dtype, in channels-last layout.
+fn qbatch_norm2d(a: &mut Args<'_>) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    if x.dtype() != DType::UInt8 || x.dim() != 4 {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "Int8 batch_norm2d: Expecting a uint8 input tensor of rank 4, got {}-d {}",
+                x.dim(),
+                x.dtype()
+            ),
+        ));
+    }
+    let (x_scale, x_zp) = (a.double(1)?, a.int(2)?);
+    let c = x.shape()[1];
+    let mut params = Vec::with_capacity(4);
+    for (i, what) in [(3, "weight"), (4, "bias"), (5, "mean"), (6, "var")] {
+        let t = a.tensor(i)?;
+        if t.numel() != c || t.dtype() != DType::Float32 {
+            return Err(unsupported(
+                a.op,
+                format!(
+                    "Expect {what} to be float with {c} elements, got {} {}",
+                    t.numel(),
+                    t.dtype()
+                ),
+            ));
+        }
+        params.push(t.to_vec::<f32>()?);
+    }
+    let (eps, out_scale, out_zp) = (a.double(7)?, a.double(8)?, a.int(9)?);
+    let dtype = a.dtype(10)?;
+    if dtype != DType::UInt8 && (out_scale != 1.0 || out_zp != 0) {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "Quantized batch_norm_2d output scale and zero point should be 1 and 0 for output_dtype {dtype}, but got scale = {out_scale} and zero point = {out_zp}"
+            ),
+        ));
+    }
+    let out = match dtype {
+        DType::UInt8 => Output::new(a.op, dtype, 1.0, out_zp)?,
+        DType::Float32 | DType::BFloat16 | DType::Float16 => Output::Float(dtype),
+        other => {
+            return Err(unsupported(
+                a.op,
+                format!("unsupported output dtype {other}"),
+            ))
+        }
+    };
+    let bn = super::norm::FusedBatchNorm::new(
+        &params[0], &params[1], &params[2], &params[3], eps, x_scale, out_scale, x_zp,
+    );
+    let plane: usize = x.shape()[2..].iter().product();
+    let mut y: Vec<f32> = x
+        .to_vec::<i32>()?
+        .into_iter()
+        .enumerate()
+        .map(|(i, q)| bn.value(q, (i / plane.max(1)) % c))
+        .collect();
+    // the values are already in units of the output scale
+    out.finish(&mut y);
+    Ok(IValue::Tensor(channels_last(y, x.shape(), out.dtype())?))
 }
