@@ -24,21 +24,23 @@ pub fn register(r: &mut Registry) {
     r.add("onednn::qlinear_prepack", qlinear_prepack);
     r.add("onednn::qconv_prepack", qconv_prepack);
     r.add("onednn::linear_prepack_fp16", linear_prepack_fp16);
-    r.add("onednn::linear_dynamic_fp16", linear_dynamic_fp16::<false>);
-    r.add(
-        "onednn::linear_relu_dynamic_fp16",
-        linear_dynamic_fp16::<true>,
-    );
-    r.add("onednn::qlinear_pointwise", qlinear_pointwise::<false>);
-    r.add(
-        "onednn::qlinear_pointwise.tensor",
-        qlinear_pointwise::<true>,
-    );
-    r.add("onednn::qlinear_pointwise.binary", qlinear_binary::<false>);
-    r.add(
-        "onednn::qlinear_pointwise.binary_tensor",
-        qlinear_binary::<true>,
-    );
+    r.add("onednn::linear_dynamic_fp16", |a| {
+        linear_dynamic_fp16(a, false)
+    });
+    r.add("onednn::linear_relu_dynamic_fp16", |a| {
+        linear_dynamic_fp16(a, true)
+    });
+    // (`tensor`: the activation's scale and zero point are one-element tensors)
+    r.add("onednn::qlinear_pointwise", |a| qlinear_pointwise(a, false));
+    r.add("onednn::qlinear_pointwise.tensor", |a| {
+        qlinear_pointwise(a, true)
+    });
+    r.add("onednn::qlinear_pointwise.binary", |a| {
+        qlinear_binary(a, false)
+    });
+    r.add("onednn::qlinear_pointwise.binary_tensor", |a| {
+        qlinear_binary(a, true)
+    });
     // one kernel for every spatial rank: PyTorch's dispatches on the input's rank too
     r.add_all(
         &[
@@ -47,16 +49,22 @@ pub fn register(r: &mut Registry) {
             "onednn::qconv2d_pointwise",
             "onednn::qconv3d_pointwise",
         ],
-        qconv_pointwise::<false>,
+        |a| qconv_pointwise(a, false),
     );
-    r.add("onednn::qconv_pointwise.tensor", qconv_pointwise::<true>);
-    r.add("onednn::qconv2d_pointwise.tensor", qconv_pointwise::<true>);
-    r.add("onednn::qconv2d_pointwise.binary", qconv_binary::<false>);
+    r.add_all(
+        &[
+            "onednn::qconv_pointwise.tensor",
+            "onednn::qconv2d_pointwise.tensor",
+        ],
+        |a| qconv_pointwise(a, true),
+    );
+    r.add("onednn::qconv2d_pointwise.binary", |a| {
+        qconv_binary(a, false)
+    });
+    r.add("onednn::qconv2d_pointwise.binary_tensor", |a| {
+        qconv_binary(a, true)
+    });
     r.add("onednn::qbatch_norm2d", qbatch_norm2d);
-    r.add(
-        "onednn::qconv2d_pointwise.binary_tensor",
-        qconv_binary::<true>,
-    );
 }
 
 /// A fused elementwise post-op in oneDNN's float32 form.
@@ -325,10 +333,10 @@ fn bias_values(op: &str, b: Option<Tensor>, channels: usize) -> Result<Option<Ve
     Ok(Some(b.to_vec::<f32>()?))
 }
 
-/// The activation scale and zero point: arguments `i`, `i + 1` as numbers or (`TENSOR`)
+/// The activation scale and zero point: arguments `i`, `i + 1` as numbers or (`tensor`)
 /// one-element tensors.
-fn act_qparams<const TENSOR: bool>(a: &Args<'_>, i: usize) -> Result<(f64, i64)> {
-    if !TENSOR {
+fn act_qparams(a: &Args<'_>, i: usize, tensor: bool) -> Result<(f64, i64)> {
+    if !tensor {
         return Ok((a.double(i)?, a.int(i + 1)?));
     }
     let (s, z) = (a.tensor(i)?, a.tensor(i + 1)?);
@@ -394,7 +402,7 @@ fn linear_prepack_fp16(a: &mut Args<'_>) -> Result<IValue> {
 
 /// `linear_dynamic_fp16(x, w, bias)` (and its relu): the float input times the half weight
 /// (packed `[in, out]`), in float.
-fn linear_dynamic_fp16<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
+fn linear_dynamic_fp16(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let x = a.tensor(0)?;
     let w = a.tensor(1)?;
     if x.dtype() != DType::Float32 || w.dtype() != DType::Float16 || w.dim() != 2 {
@@ -411,7 +419,7 @@ fn linear_dynamic_fp16<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
     let weight = transposed(&w.to_dtype(DType::Float32)?)?;
     let bias = a.opt_tensor(2)?;
     let y = crate::ops::linalg::linear(a.op, &x, &weight, bias.as_ref())?;
-    if RELU {
+    if relu {
         return via_aten(a, "aten::relu", vec![IValue::Tensor(y)]);
     }
     Ok(IValue::Tensor(y))
@@ -474,10 +482,10 @@ struct LinearRun {
 }
 
 /// Arguments `qx, x_scale, x_zp, qw, w_scale, w_zp` then `bias` at `bias_at`.
-fn linear_run<const TENSOR: bool>(a: &Args<'_>, bias_at: usize) -> Result<LinearRun> {
+fn linear_run(a: &Args<'_>, bias_at: usize, tensor: bool) -> Result<LinearRun> {
     let x = a.tensor(0)?;
     let k = activation(a.op, &x)?;
-    let (x_scale, x_zp) = act_qparams::<TENSOR>(a, 1)?;
+    let (x_scale, x_zp) = act_qparams(a, 1, tensor)?;
     let (w, n) = linear_weight(a.op, &a.tensor(3)?, k)?;
     let w_scales = weight_scales(a.op, &a.tensor(4)?, n)?;
     let bias = bias_values(a.op, a.opt_tensor(bias_at)?, n)?;
@@ -500,8 +508,8 @@ fn linear_run<const TENSOR: bool>(a: &Args<'_>, bias_at: usize) -> Result<Linear
 
 /// `qlinear_pointwise(qx, x_scale, x_zp, qw, w_scale, w_zp, bias, output_scale,
 /// output_zero_point, output_dtype, post_op_name, post_op_args, post_op_algorithm)`.
-fn qlinear_pointwise<const TENSOR: bool>(a: &mut Args<'_>) -> Result<IValue> {
-    let run = linear_run::<TENSOR>(a, 6)?;
+fn qlinear_pointwise(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
+    let run = linear_run(a, 6, tensor)?;
     let dtype = a.opt_dtype(9)?.unwrap_or(run.input_dtype);
     let out = Output::new(a.op, dtype, a.double(7)?, a.int(8)?)?;
     let unary = parse_unary(a.op, &a.str(10)?, &scalars(a, 11)?, &a.str(12)?)?;
@@ -522,8 +530,8 @@ fn qlinear_pointwise<const TENSOR: bool>(a: &mut Args<'_>) -> Result<IValue> {
 /// output_zero_point, output_dtype, other_scale, other_zp, binary_post_op, binary_alpha,
 /// unary_post_op, unary_post_op_args, unary_post_op_algorithm)`. With `sum` the result is
 /// written into `other` and returned, as PyTorch's (which computes into it).
-fn qlinear_binary<const TENSOR: bool>(a: &mut Args<'_>) -> Result<IValue> {
-    let run = linear_run::<TENSOR>(a, 7)?;
+fn qlinear_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
+    let run = linear_run(a, 7, tensor)?;
     let requested = a.opt_dtype(10)?;
     let dtype = requested.unwrap_or(run.input_dtype);
     let out = Output::new(a.op, dtype, a.double(8)?, a.int(9)?)?;
@@ -719,7 +727,7 @@ struct ConvRun {
 
 /// Arguments `qx, x_scale, x_zp, qw, w_scale, w_zp`, then `bias, stride, padding, dilation,
 /// groups` from `bias_at`.
-fn conv_run<const TENSOR: bool>(a: &Args<'_>, bias_at: usize) -> Result<ConvRun> {
+fn conv_run(a: &Args<'_>, bias_at: usize, tensor: bool) -> Result<ConvRun> {
     let x = a.tensor(0)?;
     if x.dtype() != DType::UInt8 {
         return Err(unsupported(
@@ -736,7 +744,7 @@ fn conv_run<const TENSOR: bool>(a: &Args<'_>, bias_at: usize) -> Result<ConvRun>
             format!("expects a 3-d to 5-d input, got {}-d", x.dim()),
         ));
     }
-    let (x_scale, x_zp) = act_qparams::<TENSOR>(a, 1)?;
+    let (x_scale, x_zp) = act_qparams(a, 1, tensor)?;
     let mut w = a.tensor(3)?;
     if w.dtype() != DType::Int8 {
         return Err(unsupported(
@@ -844,8 +852,8 @@ fn conv_output(op: &str, dtype: Option<DType>, scale: f64, zero_point: i64) -> R
 
 /// `qconv*_pointwise(qx, x_scale, x_zp, qw, w_scale, w_zp, bias, stride, padding, dilation,
 /// groups, output_scale, output_zero_point, output_dtype, attr, scalars, algorithm)`.
-fn qconv_pointwise<const TENSOR: bool>(a: &mut Args<'_>) -> Result<IValue> {
-    let run = conv_run::<TENSOR>(a, 6)?;
+fn qconv_pointwise(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
+    let run = conv_run(a, 6, tensor)?;
     let out = conv_output(a.op, a.opt_dtype(13)?, a.double(11)?, a.int(12)?)?;
     let attr = a.str(14)?;
     if !matches!(&*attr, "none" | "relu" | "hardtanh" | "hardswish" | "swish") {
@@ -874,7 +882,7 @@ fn qconv_pointwise<const TENSOR: bool>(a: &mut Args<'_>) -> Result<IValue> {
 /// convolution plus `accum_scale * (qaccum - accum_zero_point)`, optionally relu, written into
 /// `qaccum`. oneDNN computes in place and so PyTorch requires a channels-last contiguous
 /// accumulator; tsrun writes through any layout, so it also takes a row-major one.
-fn qconv_binary<const TENSOR: bool>(a: &mut Args<'_>) -> Result<IValue> {
+fn qconv_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
     let binary_attr = a.str(17)?;
     let unary_attr = opt_string(a, 19)?;
     if &*binary_attr != "sum" || !matches!(unary_attr.as_str(), "none" | "relu" | "") {
@@ -886,7 +894,7 @@ fn qconv_binary<const TENSOR: bool>(a: &mut Args<'_>) -> Result<IValue> {
         ));
     }
     let accum = a.tensor(6)?;
-    let run = conv_run::<TENSOR>(a, 7)?;
+    let run = conv_run(a, 7, tensor)?;
     let out = conv_output(a.op, a.opt_dtype(14)?, a.double(12)?, a.int(13)?)?;
     if accum.shape() != run.shape.as_slice() {
         return Err(unsupported(
