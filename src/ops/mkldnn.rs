@@ -143,7 +143,12 @@ fn mkldnn_linear(a: &mut Args<'_>) -> R {
             x.shape()
         )));
     }
-    let (w, b) = (a.tensor(1)?, a.opt_tensor(2)?);
+    dense_linear(a, x, 1, 2)
+}
+
+/// `linear(x, weight, bias)` of the weight and optional bias at arguments `w_at` and `b_at`.
+fn dense_linear(a: &Args<'_>, x: Tensor, w_at: usize, b_at: usize) -> R {
+    let (w, b) = (a.tensor(w_at)?, a.opt_tensor(b_at)?);
     Ok(IValue::Tensor(super::linalg::linear(
         a.op,
         &x,
@@ -412,13 +417,7 @@ fn convolution_pointwise_binary_(a: &mut Args<'_>) -> R {
 /// `MKL_W` when X has `batch_size` rows and by `ORI_W` otherwise, the same product; tsrun
 /// holds no MKL packing and always uses `ORI_W`.
 fn mkl_linear(a: &mut Args<'_>) -> R {
-    let (x, w, b) = (a.tensor(0)?, a.tensor(2)?, a.opt_tensor(3)?);
-    Ok(IValue::Tensor(super::linalg::linear(
-        a.op,
-        &x,
-        &w,
-        b.as_ref(),
-    )?))
+    dense_linear(a, a.tensor(0)?, 2, 3)
 }
 
 /// oneDNN's bf16 support as PyTorch checks it (`ideep::has_bf16_type_support`): on x86 an

@@ -254,12 +254,18 @@ enum Binary {
     Add(Vec<f32>),
 }
 
-/// The float epilogue shared by linear and convolution: `acc` (int32 accumulators, `channel`
-/// of each) scaled, biased, through the binary and unary post-ops, then stored by `out`.
-struct Epilogue {
+/// What turns an int32 accumulator of output channel `c` into float:
+/// `(acc * x_scale) * w_scales[c] + bias[c]`.
+struct Dequant {
     x_scale: f32,
     w_scales: Vec<f32>,
     bias: Option<Vec<f32>>,
+}
+
+/// The float epilogue shared by linear and convolution: `acc` (int32 accumulators, `channel`
+/// of each) dequantized, through the binary and unary post-ops, then stored by `out`.
+struct Epilogue {
+    dequant: Dequant,
     binary: Binary,
     unary: Unary,
     out: Output,
@@ -273,9 +279,10 @@ impl Epilogue {
             .map(|(i, &a)| {
                 let c = channel(i);
                 // a single weight scale is per tensor
-                let ws = self.w_scales.get(c).or(self.w_scales.first());
-                let mut v = (a * self.x_scale) * ws.copied().unwrap_or(1.0);
-                if let Some(b) = &self.bias {
+                let d = &self.dequant;
+                let ws = d.w_scales.get(c).or(d.w_scales.first());
+                let mut v = (a * d.x_scale) * ws.copied().unwrap_or(1.0);
+                if let Some(b) = &d.bias {
                     v += b.get(c).copied().unwrap_or(0.0);
                 }
                 v = match &self.binary {
@@ -475,9 +482,7 @@ struct LinearRun {
     out_shape: Vec<usize>,
     acc: Vec<f32>,
     n: usize,
-    x_scale: f32,
-    w_scales: Vec<f32>,
-    bias: Option<Vec<f32>>,
+    dequant: Dequant,
     input_dtype: DType,
 }
 
@@ -499,9 +504,11 @@ fn linear_run(a: &Args<'_>, bias_at: usize, tensor: bool) -> Result<LinearRun> {
         out_shape,
         acc,
         n,
-        x_scale: x_scale as f32,
-        w_scales,
-        bias,
+        dequant: Dequant {
+            x_scale: x_scale as f32,
+            w_scales,
+            bias,
+        },
         input_dtype: x.dtype(),
     })
 }
@@ -515,9 +522,7 @@ fn qlinear_pointwise(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
     let unary = parse_unary(a.op, &a.str(10)?, &scalars(a, 11)?, &a.str(12)?)?;
     let n = run.n;
     let ep = Epilogue {
-        x_scale: run.x_scale,
-        w_scales: run.w_scales,
-        bias: run.bias,
+        dequant: run.dequant,
         binary: Binary::None,
         unary,
         out,
@@ -618,9 +623,7 @@ fn qlinear_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
     };
     let n = run.n;
     let ep = Epilogue {
-        x_scale: run.x_scale,
-        w_scales: run.w_scales,
-        bias: run.bias,
+        dequant: run.dequant,
         binary,
         unary,
         out,
@@ -720,9 +723,7 @@ fn conv_accumulate(
 struct ConvRun {
     acc: Vec<f32>,
     shape: Vec<usize>,
-    x_scale: f32,
-    w_scales: Vec<f32>,
-    bias: Option<Vec<f32>>,
+    dequant: Dequant,
 }
 
 /// Arguments `qx, x_scale, x_zp, qw, w_scale, w_zp`, then `bias, stride, padding, dilation,
@@ -789,9 +790,11 @@ fn conv_run(a: &Args<'_>, bias_at: usize, tensor: bool) -> Result<ConvRun> {
     Ok(ConvRun {
         shape: acc.shape().to_vec(),
         acc: acc.to_vec::<f32>()?,
-        x_scale: x_scale as f32,
-        w_scales,
-        bias,
+        dequant: Dequant {
+            x_scale: x_scale as f32,
+            w_scales,
+            bias,
+        },
     })
 }
 
@@ -865,9 +868,7 @@ fn qconv_pointwise(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
     let unary = parse_unary(a.op, &attr, &scalars(a, 15)?, &opt_string(a, 16)?)?;
     let (plane, channels) = (run.plane(), run.channels());
     let ep = Epilogue {
-        x_scale: run.x_scale,
-        w_scales: run.w_scales,
-        bias: run.bias,
+        dequant: run.dequant,
         binary: Binary::None,
         unary,
         out,
@@ -923,9 +924,7 @@ fn qconv_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
     };
     let (plane, channels) = (run.plane(), run.channels());
     let ep = Epilogue {
-        x_scale: run.x_scale,
-        w_scales: run.w_scales,
-        bias: run.bias,
+        dequant: run.dequant,
         binary: Binary::Sum {
             other: accum.to_vec::<f32>()?,
             scale: a.double(15)? as f32,
