@@ -448,8 +448,20 @@ fn linear_weight(op: &str, w: &Tensor, k: usize) -> Result<(Vec<i32>, usize)> {
 }
 
 /// The int32 accumulators `(x - x_zp) @ w` of a `[m, k]` activation and `[k, n]` weight.
-fn linear_accumulate(x: &[i32], x_zp: i32, w: &[i32], m: usize, k: usize, n: usize) -> Vec<f32> {
-    let mut acc = vec![0i32; m * n];
+fn linear_accumulate(
+    x: &[i32],
+    x_zp: i32,
+    w: &[i32],
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<Vec<f32>> {
+    let len = crate::tensor::checked_numel(&[m, n])?;
+    crate::tensor::budget::check_alloc(len.saturating_mul(4))?;
+    let mut acc = vec![0i32; len];
+    if k == 0 || n == 0 {
+        return Ok(vec![0.0; len]);
+    }
     for (row, out) in x.chunks_exact(k).zip(acc.chunks_exact_mut(n)) {
         for (&xv, wrow) in row.iter().zip(w.chunks_exact(n)) {
             let xq = xv - x_zp;
@@ -458,7 +470,7 @@ fn linear_accumulate(x: &[i32], x_zp: i32, w: &[i32], m: usize, k: usize, n: usi
             }
         }
     }
-    acc.into_iter().map(|v| v as f32).collect()
+    Ok(acc.into_iter().map(|v| v as f32).collect())
 }
 
 /// The activation of a qlinear: uint8 or int8, at least 1-d.
@@ -495,7 +507,7 @@ fn linear_run(a: &Args<'_>, bias_at: usize, tensor: bool) -> Result<LinearRun> {
     let w_scales = weight_scales(a.op, &a.tensor(4)?, n)?;
     let bias = bias_values(a.op, a.opt_tensor(bias_at)?, n)?;
     let m = x.numel() / k.max(1);
-    let acc = linear_accumulate(&x.to_vec::<i32>()?, x_zp as i32, &w, m, k, n);
+    let acc = linear_accumulate(&x.to_vec::<i32>()?, x_zp as i32, &w, m, k, n)?;
     let mut out_shape = x.shape().to_vec();
     if let Some(last) = out_shape.last_mut() {
         *last = n;
