@@ -51,6 +51,7 @@ mod ops_linalg_fft;
 mod ops_linalg_products;
 mod ops_math;
 mod ops_nn_coverage;
+mod ops_onednn;
 mod ops_orthogonal_polynomials;
 mod ops_prims;
 mod ops_quantized;

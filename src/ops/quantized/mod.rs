@@ -5,8 +5,9 @@
 //! apply to quantized tensors (`elementwise.rs`), activations (`activation.rs`), batch, layer,
 //! group and instance norm (`norm.rs`), 8-bit row-wise embedding bags and the quantized
 //! embedding modules' packed weights (`embedding.rs`), fake quantization (`fake_quantize.rs`),
-//! the packed-weight torchbind classes (`torchbind.rs`), and the RNN cell-parameter
-//! constructors and refused pre-torchbind packing overloads (`legacy.rs`).
+//! the packed-weight torchbind classes (`torchbind.rs`), the RNN cell-parameter constructors
+//! (`legacy.rs`), and the `onednn::` int8 ops of x86 inductor's quantization lowering with
+//! oneDNN's arithmetic (`onednn.rs`).
 //!
 //! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization
 //! repeats fbgemm's float steps in its order (float bias divided by `act_scale * w_scale`, the
@@ -22,6 +23,7 @@ pub mod int4_pack;
 pub mod legacy;
 pub mod linear;
 pub mod norm;
+pub mod onednn;
 pub mod rnn;
 pub mod tensors;
 pub mod torchbind;
@@ -43,6 +45,7 @@ pub fn register(r: &mut Registry) {
     fake_quantize::register(r);
     int4_pack::register(r);
     legacy::register(r);
+    onednn::register(r);
 }
 
 fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {

@@ -257,6 +257,57 @@ fn instance_norm(a: &mut Args<'_>) -> Result<IValue> {
 /// The channels one AVX512 step of `do_bn_compute` covers.
 const BN_LANES: usize = 64;
 
+/// A batch norm folded into one float multiply-add per element (`compute_fused_params`), as
+/// `do_bn_compute` evaluates it: by FMA in whole groups of `BN_LANES` channels, the remaining
+/// channels by the scalar formula.
+pub(crate) struct FusedBatchNorm {
+    alpha: Vec<f32>,
+    beta: Vec<f32>,
+    vec_channels: usize,
+    x_zero_point: i64,
+}
+
+impl FusedBatchNorm {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        weight: &[f32],
+        bias: &[f32],
+        mean: &[f32],
+        var: &[f32],
+        eps: f64,
+        x_scale: f64,
+        out_scale: f64,
+        x_zero_point: i64,
+    ) -> FusedBatchNorm {
+        let c = weight.len();
+        let mut alpha = vec![0f32; c];
+        let mut beta = vec![0f32; c];
+        for ch in 0..c {
+            let inv_sigma = (1.0 / ((var[ch] + eps as f32).sqrt() as f64)) as f32;
+            let (w, b) = (weight[ch], bias[ch]);
+            alpha[ch] = ((inv_sigma * w) as f64 * (x_scale / out_scale)) as f32;
+            beta[ch] = ((b - mean[ch] * inv_sigma * w) as f64 / out_scale) as f32;
+        }
+        FusedBatchNorm {
+            alpha,
+            beta,
+            vec_channels: c / BN_LANES * BN_LANES,
+            x_zero_point,
+        }
+    }
+
+    /// The normalized value of `q` in channel `ch`, in units of the output scale.
+    #[inline]
+    pub(crate) fn value(&self, q: i32, ch: usize) -> f32 {
+        let (alpha, beta) = (self.alpha[ch], self.beta[ch]);
+        if ch < self.vec_channels {
+            alpha.mul_add(q as f32 - self.x_zero_point as f32, beta)
+        } else {
+            alpha * (q as i64 - self.x_zero_point) as f32 + beta
+        }
+    }
+}
+
 /// `spatial`: the overload's rank (1-d takes 2-d or 3-d inputs, 2-d 4-d, 3-d 5-d); `None`
 /// (`quantized::batch_norm`) takes any of them.
 fn batch_norm(a: &mut Args<'_>, spatial: Option<usize>, relu: bool) -> Result<IValue> {
@@ -293,28 +344,13 @@ fn batch_norm(a: &mut Args<'_>, spatial: Option<usize>, relu: bool) -> Result<IV
         .dtype()
         .quantized_range()
         .ok_or_else(|| unsupported(a.op, "not quantized"))?;
-    // compute_fused_params
-    let mut alpha = vec![0f32; c];
-    let mut beta = vec![0f32; c];
-    for ch in 0..c {
-        let inv_sigma = (1.0 / ((var[ch] + eps as f32).sqrt() as f64)) as f32;
-        let (w, b) = (weight[ch], bias[ch]);
-        alpha[ch] = ((inv_sigma * w) as f64 * (xs / os)) as f32;
-        beta[ch] = ((b - mean[ch] * inv_sigma * w) as f64 / os) as f32;
-    }
+    let bn = FusedBatchNorm::new(&weight, &bias, &mean, &var, eps, xs, os, xzp);
     let inner: usize = x.shape().iter().skip(2).product();
-    let vec_channels = c / BN_LANES * BN_LANES;
-    let xzp_f = xzp as f32;
     let vals: Vec<i32> = int_values(&x)?
         .iter()
         .enumerate()
         .map(|(i, &q)| {
-            let ch = (i / inner.max(1)) % c;
-            let v = if ch < vec_channels {
-                alpha[ch].mul_add(q as f32 - xzp_f, beta[ch])
-            } else {
-                alpha[ch] * (q as i64 - xzp) as f32 + beta[ch]
-            };
+            let v = bn.value(q, (i / inner.max(1)) % c);
             let r = if v.is_nan() {
                 i32::MIN as i64
             } else {
