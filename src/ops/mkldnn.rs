@@ -420,60 +420,6 @@ fn mkl_linear(a: &mut Args<'_>) -> R {
     dense_linear(a, a.tensor(0)?, 2, 3)
 }
 
-/// oneDNN's bf16 support as PyTorch checks it (`ideep::has_bf16_type_support`): on x86 an
-/// AVX-512 core ISA (F, BW, VL, DQ) or AVX2-VNNI-2; on Arm the BF16 extension.
-fn cpu_has_bf16() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let avx512_core = is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512vl")
-            && is_x86_feature_detected!("avx512dq");
-        avx512_core || cpu_has_avx2_vnni_2()
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        std::arch::is_aarch64_feature_detected!("bf16")
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        false
-    }
-}
-
-/// oneDNN's `avx2_vnni_2` ISA: AVX-VNNI with the AVX-NE-CONVERT and AVX-VNNI-INT8 extensions.
-#[cfg(target_arch = "x86_64")]
-fn cpu_has_avx2_vnni_2() -> bool {
-    is_x86_feature_detected!("avxvnni")
-        && is_x86_feature_detected!("avxneconvert")
-        && is_x86_feature_detected!("avxvnniint8")
-}
-
-/// oneDNN's fp16 support as PyTorch checks it (`ideep::has_fp16_type_support`): on x86
-/// AVX-512 FP16 or AVX2-VNNI-2; on Arm half-precision arithmetic.
-fn cpu_has_fp16() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx512fp16") || cpu_has_avx2_vnni_2()
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        std::arch::is_aarch64_feature_detected!("fp16")
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        false
-    }
-}
-
-fn is_mkldnn_bf16_supported(_: &mut Args<'_>) -> R {
-    Ok(IValue::Bool(cpu_has_bf16()))
-}
-
-fn is_mkldnn_fp16_supported(_: &mut Args<'_>) -> R {
-    Ok(IValue::Bool(cpu_has_fp16()))
-}
-
 /// tsrun's MKLDNN ops never run on the Arm Compute Library.
 fn is_mkldnn_acl_supported(_: &mut Args<'_>) -> R {
     Ok(IValue::Bool(false))
@@ -481,14 +427,6 @@ fn is_mkldnn_acl_supported(_: &mut Args<'_>) -> R {
 
 pub(crate) fn register(r: &mut Registry) {
     r.add("mkl::_mkl_linear", mkl_linear);
-    r.add(
-        "mkldnn::_is_mkldnn_bf16_supported",
-        is_mkldnn_bf16_supported,
-    );
-    r.add(
-        "mkldnn::_is_mkldnn_fp16_supported",
-        is_mkldnn_fp16_supported,
-    );
     r.add("mkldnn::_is_mkldnn_acl_supported", is_mkldnn_acl_supported);
     r.add("aten::to_mkldnn", to_mkldnn);
     r.add("aten::_mkldnn_reshape", mkldnn_reshape);
