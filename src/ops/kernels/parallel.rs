@@ -27,21 +27,14 @@ use std::time::{Duration, Instant};
 /// worker stays awake through a forward call; once calls stop it sleeps after this long.
 const IDLE_SPIN: Duration = Duration::from_micros(50);
 
-fn idle_spin_tmp() -> Duration {
-    static V: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *V.get_or_init(|| {
-        std::env::var("TSRUN_TEAM_SPIN_US")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(IDLE_SPIN, Duration::from_micros)
-    })
-}
+/// How long an idle team worker polls without yielding its core (see [`IDLE_SPIN`]).
+const IDLE_SPIN_UNYIELDING: Duration = Duration::from_micros(5);
 
-/// How long a caller polls for its helpers' last tasks before it yields its core (a helper that
-/// was descheduled mid-task needs the core back on a loaded machine).
+/// How long a caller polls for its helpers' last tasks before it sleeps until they finish (a
+/// helper descheduled mid-task on a loaded machine needs the core the caller would spin on).
 const JOIN_SPIN: Duration = Duration::from_micros(20);
 
-/// Most team workers (threads of a pool beyond this many share their tasks among these).
+/// Most team workers (a larger pool's tasks are shared among these and the caller).
 const MAX_TEAM_WORKERS: usize = 255;
 
 thread_local! {
@@ -62,6 +55,10 @@ struct Job {
     seats: AtomicUsize,
     /// Tasks the workers have finished.
     helped: AtomicUsize,
+    /// Set while the caller sleeps on `joined` for the workers' last tasks.
+    caller_asleep: AtomicBool,
+    join_lock: Mutex<()>,
+    joined: Condvar,
     /// The payload of the first task that panicked on a worker, re-raised by the caller.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     panicked: AtomicBool,
@@ -91,7 +88,14 @@ impl Job {
                     *lock(&self.panic) = Some(payload);
                 }
             }
-            self.helped.fetch_add(1, Ordering::Release);
+            // SeqCst with `caller_asleep`: either the caller's check after it set the flag
+            // sees this task done, or this load sees the flag and wakes it (under
+            // `join_lock`, so not before it waits).
+            self.helped.fetch_add(1, Ordering::SeqCst);
+            if self.caller_asleep.load(Ordering::SeqCst) {
+                let _guard = lock(&self.join_lock);
+                self.joined.notify_one();
+            }
         }
     }
 }
@@ -177,19 +181,30 @@ impl Team {
         }
     }
 
-    /// Waits until a job after `seen` is published: polls for [`IDLE_SPIN`], then sleeps.
+    /// Waits until a job after `seen` is published: polls for [`IDLE_SPIN`] (yielding the core
+    /// between polls after [`IDLE_SPIN_UNYIELDING`], so on a loaded machine the poll costs
+    /// others little), then sleeps.
     fn next_epoch(&self, seen: u64) -> u64 {
         let start = Instant::now();
         let mut polls = 0u32;
+        let mut yielding = false;
         loop {
             let e = self.epoch.load(Ordering::Acquire);
             if e != seen {
                 return e;
             }
-            std::hint::spin_loop();
+            if yielding {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
             polls = polls.wrapping_add(1);
-            if polls % 64 == 0 && start.elapsed() >= idle_spin_tmp() {
-                break;
+            if yielding || polls.is_multiple_of(64) {
+                let waited = start.elapsed();
+                if waited >= IDLE_SPIN {
+                    break;
+                }
+                yielding = waited >= IDLE_SPIN_UNYIELDING;
             }
         }
         let mut guard = lock(&self.sleep);
@@ -235,8 +250,13 @@ impl Drop for JoinGuard<'_> {
         while job.helped.load(Ordering::Acquire) < theirs {
             std::hint::spin_loop();
             polls = polls.wrapping_add(1);
-            if polls % 64 == 0 && start.elapsed() >= JOIN_SPIN {
-                std::thread::yield_now();
+            if polls.is_multiple_of(64) && start.elapsed() >= JOIN_SPIN {
+                let mut guard = lock(&job.join_lock);
+                job.caller_asleep.store(true, Ordering::SeqCst);
+                while job.helped.load(Ordering::SeqCst) < theirs {
+                    guard = job.joined.wait(guard).unwrap_or_else(|e| e.into_inner());
+                }
+                break;
             }
         }
         *lock(&TEAM.job) = None;
@@ -276,6 +296,9 @@ pub(crate) fn for_each_index(count: usize, f: &(dyn Fn(usize) + Sync)) {
         next: AtomicUsize::new(0),
         seats: AtomicUsize::new(threads - 1),
         helped: AtomicUsize::new(0),
+        caller_asleep: AtomicBool::new(false),
+        join_lock: Mutex::new(()),
+        joined: Condvar::new(),
         panic: Mutex::new(None),
         panicked: AtomicBool::new(false),
     });
@@ -308,7 +331,9 @@ fn for_each_range(count: usize, per_thread: usize, g: &(dyn Fn(usize, usize) + S
         return;
     }
     let per = count.div_ceil(parts);
-    for_each_index(count.div_ceil(per), &|p| g(p * per, ((p + 1) * per).min(count)));
+    for_each_index(count.div_ceil(per), &|p| {
+        g(p * per, ((p + 1) * per).min(count))
+    });
 }
 
 /// A slice's base pointer shared by the tasks of one call, each of which makes a `&mut` to its
