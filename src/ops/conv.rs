@@ -4,6 +4,7 @@
 use super::gemm::{
     self, AOperand, Activation, BOperand, Bias, Epilogue, ImageOperand, Isa, MatRef,
 };
+use super::kernels::parallel::{for_each_chunk_mut, for_each_part_mut};
 use super::kernels::vmath;
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
@@ -111,7 +112,7 @@ fn im2col<T: Real>(img: &[T], w: &Window, cols: &mut [T]) {
         return;
     }
     if w.channels * per >= crate::tensor::PARALLEL_THRESHOLD {
-        cols.par_chunks_mut(per).enumerate().for_each(work);
+        for_each_chunk_mut(cols, per, true, &|k, d| work((k, d)));
     } else {
         cols.chunks_mut(per).enumerate().for_each(work);
     }
@@ -152,7 +153,7 @@ fn col2im<T: Real>(cols: &[T], w: &Window, img: &mut [T]) {
         }
     };
     if w.channels * il >= crate::tensor::PARALLEL_THRESHOLD {
-        img.par_chunks_mut(il).enumerate().for_each(work);
+        for_each_chunk_mut(img, il, true, &|k, d| work((k, d)));
     } else {
         img.chunks_mut(il).enumerate().for_each(work);
     }
@@ -1038,11 +1039,8 @@ fn depthwise_f32(
                 with_scratch(|buf| unsafe { depthwise_rows_avx512(src, wk, b, dst, win, buf) });
                 act.apply_slice(dst);
             };
-            if crate::tensor::split_work(os.len() * kvol, DEPTHWISE_PARALLEL_MACS) {
-                os.par_chunks_mut(l).enumerate().for_each(work);
-            } else {
-                os.chunks_mut(l).enumerate().for_each(work);
-            }
+            let par = crate::tensor::split_work(os.len() * kvol, DEPTHWISE_PARALLEL_MACS);
+            for_each_chunk_mut(os, l, par, &|k, d| work((k, d)));
             return;
         }
     }
@@ -1072,11 +1070,8 @@ fn depthwise_f32(
     };
     // the row buffers are per-thread scratch, reused across planes and calls
     let work = |(idx, dst): (usize, &mut [f32])| with_scratch(|buf| plane(buf, idx, dst));
-    if crate::tensor::split_work(os.len() * kvol, DEPTHWISE_PARALLEL_MACS) {
-        os.par_chunks_mut(l).enumerate().for_each(work);
-    } else {
-        os.chunks_mut(l).enumerate().for_each(work);
-    }
+    let par = crate::tensor::split_work(os.len() * kvol, DEPTHWISE_PARALLEL_MACS);
+    for_each_chunk_mut(os, l, par, &|k, d| work((k, d)));
 }
 
 /// Output rows at least this wide run [`depthwise_rows_avx512`] with AVX-512 (a 14-wide row
@@ -1349,7 +1344,7 @@ fn depthwise_channels_last(
     };
     // blocks of `width` channels of each image: channel planes are contiguous, so a block is a
     // contiguous run of input and of output planes
-    let dsts: Vec<&mut [f32]> = os
+    let mut dsts: Vec<&mut [f32]> = os
         .chunks_exact_mut(c * l)
         .flat_map(|img| img.chunks_mut(width * l))
         .collect();
@@ -1357,11 +1352,11 @@ fn depthwise_channels_last(
         .chunks_exact(c * il)
         .flat_map(|img| img.chunks(width * il))
         .collect();
-    if parallel {
-        dsts.into_par_iter().zip(srcs).enumerate().for_each(task);
-    } else {
-        dsts.into_iter().zip(srcs).enumerate().for_each(task);
-    }
+    for_each_part_mut(&mut dsts, parallel, &|i, dst| {
+        if let Some(src) = srcs.get(i) {
+            task((i, (dst, src)));
+        }
+    });
 }
 
 /// Channels one AVX-512 register holds in [`depthwise_block_avx512`].
@@ -1816,7 +1811,8 @@ fn depthwise_t<T: Real>(
             }
         }
     };
-    os.par_chunks_mut(l).enumerate().for_each(work);
+    let par = crate::tensor::split_work(os.len() * kvol, DEPTHWISE_PARALLEL_MACS);
+    for_each_chunk_mut(os, l, par, &|k, d| work((k, d)));
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1,6 +1,7 @@
 //! Kernels: max / average / adaptive pooling over 1, 2 or 3 spatial dims. Leading dims (batch,
 //! channels) are flattened into independent planes; spatial dims are lifted to 3.
 
+use super::kernels::parallel::{for_each_chunk_mut, for_each_chunk_mut2};
 use super::kernels::reduce::pairwise_sum;
 use super::kernels::shape_err;
 use super::linalg::{
@@ -177,48 +178,46 @@ fn max_pool_t<T: Real>(
         return Ok(());
     }
     let [ih, iw] = [g.isp[1], g.isp[2]];
-    os.par_chunks_mut(ol)
-        .zip(is.par_chunks_mut(ol))
-        .enumerate()
-        .for_each(|(pl, (o, ix))| {
-            let src = &xs[pl * il..][..il];
-            let mut n = 0;
-            for z in 0..g.osp[0] {
-                for y in 0..g.osp[1] {
-                    for x in 0..g.osp[2] {
-                        let mut best = T::neg_infinity();
-                        let mut best_i: i64 = -1;
-                        for a in 0..g.k[0] {
-                            let iz = (z * g.s[0] + a * g.d[0]) as isize - g.p[0] as isize;
-                            if iz < 0 || iz as usize >= g.isp[0] {
+    let par = crate::tensor::split_work(np * il, crate::tensor::PARALLEL_THRESHOLD);
+    for_each_chunk_mut2(os, is, (ol, ol), par, &|pl, o, ix| {
+        let src = &xs[pl * il..][..il];
+        let mut n = 0;
+        for z in 0..g.osp[0] {
+            for y in 0..g.osp[1] {
+                for x in 0..g.osp[2] {
+                    let mut best = T::neg_infinity();
+                    let mut best_i: i64 = -1;
+                    for a in 0..g.k[0] {
+                        let iz = (z * g.s[0] + a * g.d[0]) as isize - g.p[0] as isize;
+                        if iz < 0 || iz as usize >= g.isp[0] {
+                            continue;
+                        }
+                        for b in 0..g.k[1] {
+                            let iy = (y * g.s[1] + b * g.d[1]) as isize - g.p[1] as isize;
+                            if iy < 0 || iy as usize >= ih {
                                 continue;
                             }
-                            for b in 0..g.k[1] {
-                                let iy = (y * g.s[1] + b * g.d[1]) as isize - g.p[1] as isize;
-                                if iy < 0 || iy as usize >= ih {
+                            for c in 0..g.k[2] {
+                                let ixx = (x * g.s[2] + c * g.d[2]) as isize - g.p[2] as isize;
+                                if ixx < 0 || ixx as usize >= iw {
                                     continue;
                                 }
-                                for c in 0..g.k[2] {
-                                    let ixx = (x * g.s[2] + c * g.d[2]) as isize - g.p[2] as isize;
-                                    if ixx < 0 || ixx as usize >= iw {
-                                        continue;
-                                    }
-                                    let flat = (iz as usize * ih + iy as usize) * iw + ixx as usize;
-                                    let v = src[flat];
-                                    if best_i < 0 || v > best || v.is_nan() {
-                                        best = v;
-                                        best_i = flat as i64;
-                                    }
+                                let flat = (iz as usize * ih + iy as usize) * iw + ixx as usize;
+                                let v = src[flat];
+                                if best_i < 0 || v > best || v.is_nan() {
+                                    best = v;
+                                    best_i = flat as i64;
                                 }
                             }
                         }
-                        o[n] = best;
-                        ix[n] = best_i.max(0);
-                        n += 1;
                     }
+                    o[n] = best;
+                    ix[n] = best_i.max(0);
+                    n += 1;
                 }
             }
-        });
+        }
+    });
     Ok(())
 }
 
@@ -363,7 +362,8 @@ fn avg_pool_t<T: Real>(
         let e = (end.min(g.isp[d] as isize)).max(0) as usize;
         (s, e.max(s), padded)
     };
-    os.par_chunks_mut(ol).enumerate().for_each(|(pl, o)| {
+    let par = crate::tensor::split_work(np * il, crate::tensor::PARALLEL_THRESHOLD);
+    for_each_chunk_mut(os, ol, par, &|pl, o| {
         let src = &xs[pl * il..][..il];
         let mut n = 0;
         for z in 0..g.osp[0] {
@@ -454,49 +454,47 @@ fn adaptive_t<T: Real>(
         }
     };
     let want_max = idx.is_some();
-    os.par_chunks_mut(ol)
-        .zip(is.par_chunks_mut(ol))
-        .enumerate()
-        .for_each(|(pl, (o, ix))| {
-            let src = &xs[pl * il..][..il];
-            let mut n = 0;
-            for z in 0..osp[0] {
-                let (z0, z1) = adaptive_range(z, isp[0], osp[0]);
-                for y in 0..osp[1] {
-                    let (y0, y1) = adaptive_range(y, isp[1], osp[1]);
-                    for x in 0..osp[2] {
-                        let (x0, x1) = adaptive_range(x, isp[2], osp[2]);
-                        let mut sum = T::zero();
-                        let mut best = T::neg_infinity();
-                        let mut best_i: i64 = -1;
-                        for iz in z0..z1 {
-                            for iy in y0..y1 {
-                                let base = (iz * isp[1] + iy) * isp[2];
-                                for i in x0..x1 {
-                                    let v = src[base + i];
-                                    if want_max {
-                                        if best_i < 0 || v > best || v.is_nan() {
-                                            best = v;
-                                            best_i = (base + i) as i64;
-                                        }
-                                    } else {
-                                        sum += v;
+    let par = crate::tensor::split_work(np * il, crate::tensor::PARALLEL_THRESHOLD);
+    for_each_chunk_mut2(os, is, (ol, ol), par, &|pl, o, ix| {
+        let src = &xs[pl * il..][..il];
+        let mut n = 0;
+        for z in 0..osp[0] {
+            let (z0, z1) = adaptive_range(z, isp[0], osp[0]);
+            for y in 0..osp[1] {
+                let (y0, y1) = adaptive_range(y, isp[1], osp[1]);
+                for x in 0..osp[2] {
+                    let (x0, x1) = adaptive_range(x, isp[2], osp[2]);
+                    let mut sum = T::zero();
+                    let mut best = T::neg_infinity();
+                    let mut best_i: i64 = -1;
+                    for iz in z0..z1 {
+                        for iy in y0..y1 {
+                            let base = (iz * isp[1] + iy) * isp[2];
+                            for i in x0..x1 {
+                                let v = src[base + i];
+                                if want_max {
+                                    if best_i < 0 || v > best || v.is_nan() {
+                                        best = v;
+                                        best_i = (base + i) as i64;
                                     }
+                                } else {
+                                    sum += v;
                                 }
                             }
                         }
-                        if want_max {
-                            o[n] = best;
-                            ix[n] = best_i.max(0);
-                        } else {
-                            let cnt = (z1 - z0) * (y1 - y0) * (x1 - x0);
-                            o[n] = sum / T::from_f64(cnt as f64);
-                        }
-                        n += 1;
                     }
+                    if want_max {
+                        o[n] = best;
+                        ix[n] = best_i.max(0);
+                    } else {
+                        let cnt = (z1 - z0) * (y1 - y0) * (x1 - x0);
+                        o[n] = sum / T::from_f64(cnt as f64);
+                    }
+                    n += 1;
                 }
             }
-        });
+        }
+    });
     Ok(())
 }
 

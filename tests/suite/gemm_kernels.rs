@@ -759,3 +759,51 @@ fn prepared_module_computes_what_an_unprepared_one_does() {
     };
     assert_eq!(g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
 }
+
+/// Parallel products started from several threads at once (one of them runs on the kernel
+/// team, the others on rayon's pool while the team is busy), on pools of two and three
+/// threads: every result is bit for bit the serial product (each task owns whole output tiles
+/// and sums K in the same order).
+#[test]
+fn parallel_products_from_concurrent_callers_match_the_serial_product() {
+    let isa = Isa::detected();
+    let (m, n, k) = (40, 700, 150);
+    let av = values(m * k, 7);
+    let bv = values(k * n, 8);
+    let a = MatRef::new(&av, m, k, k, 1).unwrap();
+    let b = MatRef::new(&bv, k, n, n, 1).unwrap();
+    let product = |parallel: bool| {
+        let mut c = vec![f32::NAN; m * n];
+        sgemm(
+            isa,
+            m,
+            n,
+            k,
+            AOperand::Mat(a),
+            BOperand::Mat(b),
+            &mut c,
+            n,
+            &Epilogue::NONE,
+            parallel,
+        )
+        .unwrap();
+        c.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
+    };
+    let serial = product(false);
+    for threads in [2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..25 {
+                        let got = pool.install(|| product(true));
+                        assert!(got == serial, "{threads} threads: parallel differs");
+                    }
+                });
+            }
+        });
+    }
+}

@@ -20,7 +20,6 @@ pub use pack::{
 
 use crate::tensor::TensorError;
 use pack::{pack_a, pack_b, BSource};
-use rayon::prelude::*;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
@@ -285,7 +284,7 @@ fn gemm_err(msg: String) -> crate::Error {
 #[derive(Clone, Copy, Debug)]
 struct OutPtr(*mut f32);
 // SAFETY: tasks of one call write disjoint rectangles of C (see `sgemm`), so sharing the
-// pointer across rayon threads creates no data race.
+// pointer across the pool's threads creates no data race.
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
@@ -295,7 +294,8 @@ thread_local! {
 }
 
 /// `C[m x n] = epilogue(A[m x k] . B[k x n])`, C row-major with row stride `ldc`, using `isa`
-/// (which must be supported; see [`Isa::detected`]) and, when `parallel`, the rayon pool.
+/// (which must be supported; see [`Isa::detected`]) and, when `parallel`, the kernel pool
+/// ([`for_each_index`](crate::ops::kernels::parallel::for_each_index)).
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm(
     isa: Isa,
@@ -477,7 +477,11 @@ fn sgemm_impl(
         })
     };
     if tasks.len() > 1 {
-        tasks.par_iter().for_each(run);
+        crate::ops::kernels::parallel::for_each_index(tasks.len(), &|t| {
+            if let Some(task) = tasks.get(t) {
+                run(task);
+            }
+        });
     } else {
         tasks.iter().for_each(run);
     }

@@ -5,9 +5,10 @@
 //! - [`map::map_unary`], [`map::map_binary`], [`map::map_ternary`]: apply a closure elementwise
 //!   into a fresh contiguous output (contiguous fast paths, one strided fallback over merged
 //!   rows; parallel above `PARALLEL_THRESHOLD`).
-//! - [`parallel`]: the one rayon driver these kernels share (`for_each_chunk_mut`: the work per
-//!   chunk is a `&dyn Fn`, so rayon is instantiated per element type, not per kernel closure)
-//!   and the broadcast row walk (`Rows`) of the strided paths.
+//! - [`parallel`]: the one parallel driver these kernels share (`for_each_chunk_mut` on the
+//!   low-latency kernel team, `for_each_index`; the work per chunk is a `&dyn Fn`, so the driver
+//!   is instantiated per element type, not per kernel closure) and the broadcast row walk
+//!   (`Rows`) of the strided paths.
 //! - [`operand::Operand`]: a tensor or a wrapped number, with [`operand::common_dtype`] and
 //!   [`operand::Operand::as_tensor_of`] for PyTorch's type promotion.
 //! - [`operand::write_inplace`]: PyTorch's `op_` semantics (cast back to self's dtype, error if
