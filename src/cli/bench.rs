@@ -49,6 +49,11 @@ pub struct BenchReport {
     pub load_s: f64,
     /// The process's peak resident set (`VmHWM`); `None` where the OS does not report it.
     pub peak_rss_bytes: Option<u64>,
+    /// Minor page faults (all threads) during the first call; `None` where the OS does not
+    /// report them.
+    pub first_call_minor_faults: Option<u64>,
+    /// Minor page faults per timed call (their mean); `None` as above.
+    pub minor_faults_per_call: Option<f64>,
     pub threads: usize,
     pub iterations: usize,
     /// Threads calling the shared module at once (each made `iterations` timed calls).
@@ -96,6 +101,26 @@ fn peak_rss_bytes() -> Option<u64> {
         .parse()
         .ok()?;
     kib.checked_mul(1024)
+}
+
+/// Minor page faults of this process so far (all its threads). `getrusage` rather than
+/// `/proc/self/stat`: reading the proc file right before the first call would evict part of
+/// the caches the call is measured with.
+#[cfg(unix)]
+fn minor_faults() -> Option<u64> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `usage` is a valid, writable `rusage`; getrusage fills it and returns 0 on success.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    // SAFETY: zero-initialized (all its fields are integers) and filled by getrusage on success.
+    let usage = unsafe { usage.assume_init() };
+    (rc == 0)
+        .then(|| u64::try_from(usage.ru_minflt).ok())
+        .flatten()
+}
+
+#[cfg(not(unix))]
+fn minor_faults() -> Option<u64> {
+    None
 }
 
 /// Runs longer than this get a progress bar on a terminal (not with `--quiet`).
@@ -152,15 +177,20 @@ pub fn measure(args: &BenchArgs) -> super::error::CliResult<BenchReport> {
         (true, true) => module.call_opts(inputs.clone(), &options),
         (true, false) => module.run_method_opts(&args.method, inputs.clone(), &options),
     };
+    let faults_before = minor_faults();
     let t0 = Instant::now();
     call()?;
     let first = t0.elapsed();
+    let first_call_minor_faults = faults_before
+        .zip(minor_faults())
+        .map(|(a, b)| b.saturating_sub(a));
     for _ in 1..args.warmup {
         call()?;
     }
     let n = args.iterations.max(1);
     let bar = progress_bar(first.saturating_mul(n as u32), n);
     let mut calls_per_s = None;
+    let faults_before = minor_faults();
     let mut times = if args.callers > 1 {
         let (times, total) = bench_callers(args.callers, n, &call)?;
         calls_per_s = Some(times.len() as f64 / total.as_secs_f64().max(1e-9));
@@ -176,6 +206,9 @@ pub fn measure(args: &BenchArgs) -> super::error::CliResult<BenchReport> {
         bar.finish_and_clear();
         times
     };
+    let minor_faults_per_call = faults_before
+        .zip(minor_faults())
+        .map(|(a, b)| b.saturating_sub(a) as f64 / times.len().max(1) as f64);
     let min = times.iter().copied().min().unwrap_or_default();
     let max = times.iter().copied().max().unwrap_or_default();
     Ok(BenchReport {
@@ -185,6 +218,8 @@ pub fn measure(args: &BenchArgs) -> super::error::CliResult<BenchReport> {
         first_call_s: first.as_secs_f64(),
         load_s: median(&mut load_times).as_secs_f64(),
         peak_rss_bytes: peak_rss_bytes(),
+        first_call_minor_faults,
+        minor_faults_per_call,
         threads: rayon::current_num_threads(),
         iterations: n,
         callers: args.callers.max(1),

@@ -54,6 +54,9 @@ fn bench_reports_every_field() {
     // the process holds at least the archive's bytes once loaded
     let archive = std::fs::metadata(&args.model).expect("archive").len();
     assert!(r.peak_rss_bytes.expect("Linux reports VmHWM") > archive);
+    // getrusage counts minor faults on Linux; a later call reuses the first call's buffers
+    assert!(r.first_call_minor_faults.is_some());
+    assert!(r.minor_faults_per_call.is_some_and(|f| f >= 0.0));
     let json: serde_json::Value = serde_json::to_value(&r).expect("the report serializes");
     let keys: Vec<&str> = json
         .as_object()
@@ -68,6 +71,8 @@ fn bench_reports_every_field() {
         "first_call_s",
         "load_s",
         "peak_rss_bytes",
+        "first_call_minor_faults",
+        "minor_faults_per_call",
         "threads",
         "iterations",
     ] {
