@@ -867,7 +867,7 @@ fn bernoulli_as(args: &mut Args<'_>, probs_from: u8, inplace: bool) -> R {
 /// The functional twin of an in-place draw (`uniform` of `uniform_`, `random.from` of
 /// `random_.from`, ...): the same arguments, drawn into a fresh copy of `self` (same shape and
 /// dtype, the same stream of draws).
-fn on_fresh_copy(args: &mut Args<'_>, inplace: fn(&mut Args<'_>) -> R) -> R {
+pub(super) fn on_fresh_copy(args: &mut Args<'_>, inplace: fn(&mut Args<'_>) -> R) -> R {
     let fresh = args.tensor(0)?.deep_clone()?;
     args.values[0] = IValue::Tensor(fresh);
     inplace(args)

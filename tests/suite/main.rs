@@ -53,6 +53,7 @@ mod ops_nn_coverage;
 mod ops_orthogonal_polynomials;
 mod ops_prims;
 mod ops_quantized;
+mod ops_random_samplers;
 mod ops_reduce;
 mod ops_rowwise;
 mod ops_runtime_coverage;
