@@ -75,6 +75,7 @@ pub mod special;
 pub mod static_runtime;
 pub mod statistics;
 pub mod tensor_queries;
+pub mod torch_library_ops;
 pub mod type_queries;
 pub mod view_copy;
 pub mod vision;
@@ -254,6 +255,7 @@ impl Registry {
             sparse_indices::register(&mut r);
             aten_test_ops::register(&mut r);
             jagged::register(&mut r);
+            torch_library_ops::register(&mut r);
             sparse::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);

@@ -60,6 +60,7 @@ mod ops_runtime_coverage;
 mod ops_scalar;
 mod ops_shape;
 mod ops_statistics;
+mod ops_torch_library;
 mod ops_type_queries;
 mod ops_view_copy;
 mod ops_vmath;
