@@ -59,6 +59,7 @@ pub mod packed;
 pub mod philox;
 pub mod pool;
 pub mod prims;
+pub mod profiler;
 pub mod quantized;
 pub mod random;
 pub mod random_samplers;
@@ -256,6 +257,7 @@ impl Registry {
             aten_test_ops::register(&mut r);
             jagged::register(&mut r);
             torch_library_ops::register(&mut r);
+            profiler::register(&mut r);
             sparse::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
