@@ -2,7 +2,7 @@
 //! fixtures/gen_ops_torch_library.py from PyTorch) must match PyTorch's result, error, and the
 //! tensors the op writes: the operators PyTorch's Python libraries define over aten (`fsdp::`,
 //! `inductor::`, `onnx::`, `flex_lib::`, `flex_gemm::`, `_test::`, `debug_mode_ops::`) and
-//! NNPACK's convolution entry points.
+//! NNPACK's convolution entry points, and the `profiler::` record-function handles.
 
 use crate::common;
 
