@@ -31,6 +31,7 @@ pub mod generator;
 pub mod grad_mode;
 pub mod graph_pass_prims;
 pub mod grids;
+pub mod grouped_mm;
 pub mod histogram;
 pub mod incomplete_gamma;
 pub mod index;
@@ -258,6 +259,7 @@ impl Registry {
             jagged::register(&mut r);
             torch_library_ops::register(&mut r);
             profiler::register(&mut r);
+            grouped_mm::register(&mut r);
             sparse::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
