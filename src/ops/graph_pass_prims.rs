@@ -273,7 +273,7 @@ fn if_then_else(a: &mut Args<'_>) -> R {
 /// reduction of a sum of products): `sum_i mm(lhs_i, rhs_i)`.
 fn mm_tree_reduce(a: &mut Args<'_>) -> R {
     let n = a.len();
-    if n == 0 || n % 2 != 0 {
+    if n == 0 || !n.is_multiple_of(2) {
         return Err(value_err(format!(
             "prim::MMTreeReduce: expected an even, non-zero number of matrices, got {n}"
         )));

@@ -36,6 +36,15 @@ fn philox_4x32(seed: u64, offset: u64) -> [u32; 4] {
     c
 }
 
+/// One block as two 64-bit words, each joined high word first (the 64-bit draws).
+fn philox_words64(seed: u64, offset: u64) -> [u64; 2] {
+    let r = philox_4x32(seed, offset);
+    [
+        (r[0] as u64) << 32 | r[1] as u64,
+        (r[2] as u64) << 32 | r[3] as u64,
+    ]
+}
+
 /// A new `(seed, offset)` key from one block's four words (`philox_derive_key`).
 fn derive_key(r: [u32; 4]) -> [u64; 2] {
     [
@@ -234,23 +243,10 @@ fn uniform_(args: &mut Args<'_>) -> R {
     let (low, high) = (args.double(2)?, args.double(3)?);
     check_floating(OP, &out)?;
     match out.dtype() {
-        DType::Float64 => fill_from_blocks(
-            OP,
-            &out,
-            &key,
-            2,
-            |s, o| {
-                let r = philox_4x32(s, o);
-                [
-                    (r[0] as u64) << 32 | r[1] as u64,
-                    (r[2] as u64) << 32 | r[3] as u64,
-                ]
-            },
-            |b, j| {
-                let x = (b[j] & ((1u64 << 53) - 1)) as f64 / (1u64 << 53) as f64;
-                x * (high - low) + low
-            },
-        )?,
+        DType::Float64 => fill_from_blocks(OP, &out, &key, 2, philox_words64, |b, j| {
+            let x = (b[j] & ((1u64 << 53) - 1)) as f64 / (1u64 << 53) as f64;
+            x * (high - low) + low
+        })?,
         DType::Float32 => {
             let (lo, hi) = (low as f32, high as f32);
             fill_from_blocks(OP, &out, &key, 4, philox_4x32, |b, j| {
@@ -395,7 +391,7 @@ fn randint_(args: &mut Args<'_>) -> R {
             let range = (hi - lo) as u128;
             if bits <= 32 {
                 let r32 = (range % (1u128 << 32)) as u64;
-                if !(r32 == 0 || (1u64 << 32) % r32 == 0 || r32 < (1 << 28)) {
+                if !(r32 == 0 || (1u64 << 32).is_multiple_of(r32) || r32 < (1 << 28)) {
                     return Err(value_err(format!(
                         "{OP}: range (high - low = {r32}) does not divide 2^32 evenly and is \
                          too large for the output dtype {}",
@@ -417,20 +413,7 @@ fn randint_(args: &mut Args<'_>) -> R {
     macro_rules! fill {
         ($T:ty) => {{
             if bits == 64 {
-                fill_from_blocks(
-                    OP,
-                    &out,
-                    &key,
-                    2,
-                    |s, o| {
-                        let r = philox_4x32(s, o);
-                        [
-                            (r[0] as u64) << 32 | r[1] as u64,
-                            (r[2] as u64) << 32 | r[3] as u64,
-                        ]
-                    },
-                    |b, j| value(b[j]) as $T,
-                )?
+                fill_from_blocks(OP, &out, &key, 2, philox_words64, |b, j| value(b[j]) as $T)?
             } else {
                 fill_from_blocks(OP, &out, &key, 4, philox_4x32, |b, j| {
                     value(b[j] as u64) as $T

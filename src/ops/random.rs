@@ -267,7 +267,7 @@ pub(crate) fn dropout_train(
 
 type R = crate::Result<IValue>;
 
-fn check_generator(args: &Args<'_>, i: usize) -> crate::Result<()> {
+pub(super) fn check_generator(args: &Args<'_>, i: usize) -> crate::Result<()> {
     if args.is_none(i) {
         Ok(())
     } else {
@@ -450,14 +450,19 @@ fn prims_normal(args: &mut Args<'_>) -> R {
     let shape = size_arg(args, 0)?;
     let dtype = args.dtype(3)?;
     check_generator(args, 6)?;
-    let x = Tensor::zeros(&shape, dtype)?;
+    fill_fresh(args, &shape, dtype, normal_)
+}
+
+/// A fresh `shape` tensor of `dtype` filled by the in-place draw `fill(x, args[1], args[2])`
+/// (the random prims' two distribution parameters).
+fn fill_fresh(args: &Args<'_>, shape: &[usize], dtype: DType, fill: fn(&mut Args<'_>) -> R) -> R {
     let mut values = vec![
-        IValue::Tensor(x),
+        IValue::Tensor(Tensor::zeros(shape, dtype)?),
         args.get(1)?.clone(),
         args.get(2)?.clone(),
         IValue::None,
     ];
-    normal_(&mut Args::new(args.op, &mut values, args.ctx))
+    fill(&mut Args::new(args.op, &mut values, args.ctx))
 }
 
 /// `prims::uniform(shape, low=, high=, dtype=, device=, stride=, generator=)`: a fresh
@@ -479,14 +484,7 @@ fn prims_uniform(args: &mut Args<'_>) -> R {
             "prims::uniform: strides {stride:?} for shape {shape:?} (only contiguous ones)"
         )));
     }
-    let x = Tensor::zeros(&shape, dtype)?;
-    let mut values = vec![
-        IValue::Tensor(x),
-        args.get(1)?.clone(),
-        args.get(2)?.clone(),
-        IValue::None,
-    ];
-    uniform_(&mut Args::new(args.op, &mut values, args.ctx))
+    fill_fresh(args, &shape, dtype, uniform_)
 }
 
 fn normal_float_float(args: &mut Args<'_>) -> R {

@@ -6,6 +6,7 @@
 
 use super::generator::Generator;
 use super::kernels::{unsupported, value_err};
+use super::random::check_generator;
 use super::shape::expand_to;
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
@@ -87,22 +88,11 @@ fn check_alphas(alphas: &[f64]) -> crate::Result<()> {
     }
 }
 
-fn no_generator(args: &Args<'_>, i: usize) -> crate::Result<()> {
-    if args.is_none(i) {
-        Ok(())
-    } else {
-        Err(unsupported(format!(
-            "{}: explicit Generator objects are not supported (use torch.manual_seed)",
-            args.op
-        )))
-    }
-}
-
 /// `_standard_gamma(alpha)`: one Gamma(alpha, 1) draw per element, at least the dtype's
 /// smallest normal number.
 fn standard_gamma(args: &mut Args<'_>) -> R {
     let alpha = args.tensor(0)?;
-    no_generator(args, 1)?;
+    check_generator(args, 1)?;
     let single = check_float_or_double("gamma_cpu", alpha.dtype())?;
     let alphas = alpha.contiguous()?.to_vec::<f64>()?;
     check_alphas(&alphas)?;
@@ -126,7 +116,7 @@ fn standard_gamma(args: &mut Args<'_>) -> R {
 /// along the last dim, cast to the dtype and clamped to `[smallest normal, 1)`.
 fn sample_dirichlet(args: &mut Args<'_>) -> R {
     let alpha = args.tensor(0)?;
-    no_generator(args, 1)?;
+    check_generator(args, 1)?;
     let single = check_float_or_double("dirichlet", alpha.dtype())?;
     let alphas = alpha.contiguous()?.to_vec::<f64>()?;
     check_alphas(&alphas)?;
@@ -261,7 +251,7 @@ fn sample_binomial(count: f64, prob: f64, single: bool, g: &mut Generator) -> f6
 fn binomial(args: &mut Args<'_>) -> R {
     let count = args.tensor(0)?;
     let prob = args.tensor(1)?;
-    no_generator(args, 2)?;
+    check_generator(args, 2)?;
     if !count.dtype().is_floating_point() || !prob.dtype().is_floating_point() {
         return Err(value_err(format!(
             "binomial only supports floating-point dtypes for count and prob, got: {} and {}",

@@ -411,30 +411,50 @@ fn fsdp_copy(a: &mut Args<'_>) -> R {
     Ok(IValue::None)
 }
 
-/// `fsdp::split_with_sizes_copy(all_gather_output, sizes, dim, out=[...])`: the pieces of
-/// `torch.split_with_sizes` copied into the `out` tensors; returns nothing.
-fn fsdp_split_with_sizes_copy(a: &mut Args<'_>) -> R {
-    let x = a.get(0)?.clone();
-    let sizes = a.get(1)?.clone();
-    let dim = a.int(2)?;
-    let outs = a.tensor_list(3)?;
+/// The pieces of `torch.split_with_sizes(x, sizes, dim)`, which must be `count` (one per
+/// tensor they pair with).
+fn split_pieces(
+    a: &Args<'_>,
+    x: IValue,
+    sizes: IValue,
+    dim: i64,
+    count: usize,
+) -> crate::Result<Vec<Tensor>> {
     let pieces = via_aten(
         a,
         "aten::split_with_sizes",
         vec![x, sizes, IValue::Int(dim)],
     )?;
     let IValue::List(pieces) = pieces else {
-        return Err(value_err("fsdp::split_with_sizes_copy: split gave no list"));
+        return Err(value_err(format!("{}: split gave no list", a.op)));
     };
-    if pieces.len() != outs.len() {
+    if pieces.len() != count {
         return Err(value_err(format!(
-            "fsdp::split_with_sizes_copy: {} pieces for {} out tensors",
-            pieces.len(),
-            outs.len()
+            "{}: {} split sizes for {count} tensors",
+            a.op,
+            pieces.len()
         )));
     }
-    for (piece, out) in pieces.to_vec().into_iter().zip(&outs) {
-        copy_into(a.op, out, &tensor_of(piece, a.op)?)?;
+    pieces
+        .to_vec()
+        .into_iter()
+        .map(|p| tensor_of(p, a.op))
+        .collect()
+}
+
+/// `fsdp::split_with_sizes_copy(all_gather_output, sizes, dim, out=[...])`: the pieces of
+/// `torch.split_with_sizes` copied into the `out` tensors; returns nothing.
+fn fsdp_split_with_sizes_copy(a: &mut Args<'_>) -> R {
+    let outs = a.tensor_list(3)?;
+    let pieces = split_pieces(
+        a,
+        a.get(0)?.clone(),
+        a.get(1)?.clone(),
+        a.int(2)?,
+        outs.len(),
+    )?;
+    for (piece, out) in pieces.iter().zip(&outs) {
+        copy_into(a.op, out, piece)?;
     }
     Ok(IValue::None)
 }
@@ -445,7 +465,6 @@ fn fsdp_split_with_sizes_copy(a: &mut Args<'_>) -> R {
 fn fsdp_all_gather_copy_in(a: &mut Args<'_>) -> R {
     let inputs = a.tensor_list(0)?;
     let output = a.tensor(1)?;
-    let sizes = a.get(2)?.clone();
     let (numel, rank) = (a.int(3)?, a.int(4)?);
     let start = numel
         .checked_mul(rank)
@@ -460,23 +479,10 @@ fn fsdp_all_gather_copy_in(a: &mut Args<'_>) -> R {
             IValue::Int(numel),
         ],
     )?;
-    let pieces = via_aten(
-        a,
-        "aten::split_with_sizes",
-        vec![IValue::Tensor(window.clone()), sizes, IValue::Int(0)],
-    )?;
-    let IValue::List(pieces) = pieces else {
-        return Err(value_err("fsdp::all_gather_copy_in: split gave no list"));
-    };
-    if pieces.len() != inputs.len() {
-        return Err(value_err(format!(
-            "fsdp::all_gather_copy_in: {} split sizes for {} inputs",
-            pieces.len(),
-            inputs.len()
-        )));
-    }
-    for (piece, input) in pieces.to_vec().into_iter().zip(&inputs) {
-        tensor_of(piece, a.op)?.copy_from(input)?;
+    let sizes = a.get(2)?.clone();
+    let pieces = split_pieces(a, IValue::Tensor(window.clone()), sizes, 0, inputs.len())?;
+    for (piece, input) in pieces.iter().zip(&inputs) {
+        piece.copy_from(input)?;
     }
     Ok(IValue::Tuple(crate::values::Tuple::new(vec![
         IValue::Tensor(window),
@@ -604,6 +610,15 @@ fn nnpack_spatial_convolution(a: &mut Args<'_>) -> R {
     )
 }
 
+/// `flex_gemm::autograd_not_implemented(grad, like)`: FlexGEMM's backward placeholder, which
+/// always raises (its Python definition raises NotImplementedError).
+fn flex_gemm_autograd_not_implemented(_: &mut Args<'_>) -> R {
+    Err(crate::ops::kernels::unsupported(
+        "Autograd not implemented for flex_gemm; wrap the call in a torch.autograd.Function \
+         with an explicit backward",
+    ))
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("_test::cat", test_cat);
     r.add("_test::get_first", test_get_first);
@@ -617,6 +632,12 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("fsdp::chunk_cat", |a| chunk_cat_into(a, false));
     r.add("fsdp::chunk_cat_mixed_dtype", |a| chunk_cat_into(a, true));
     r.add("fsdp::copy_", fsdp_copy);
+    // (a CPU buffer has no device stream to record: FSDP's default implementation does nothing)
+    r.add("fsdp::record_grad_output_stream", |_| Ok(IValue::None));
+    r.add(
+        "flex_gemm::autograd_not_implemented",
+        flex_gemm_autograd_not_implemented,
+    );
     r.add("fsdp::split_with_sizes_copy", fsdp_split_with_sizes_copy);
     r.add("fsdp::all_gather_copy_in", fsdp_all_gather_copy_in);
     r.add("flex_lib::zeros_and_scatter", zeros_and_scatter);
