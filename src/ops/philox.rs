@@ -190,13 +190,14 @@ fn streams(op: &str, out_shape: &[usize], key: &Tensor) -> crate::Result<Vec<([u
 
 /// Fill `out` with one value per element: element `j` of a key's stream is entry `j % per`
 /// of `block(seed, offset + j / per)` (the block cached while consecutive elements share it).
+/// (`block` and `pick` are not generic: one instance per block and value type.)
 fn fill_from_blocks<T: crate::tensor::Element, B: Copy>(
     op: &str,
     out: &Tensor,
     key: &Tensor,
     per: usize,
-    block: impl Fn(u64, u64) -> B,
-    pick: impl Fn(&B, usize) -> T,
+    block: fn(u64, u64) -> B,
+    pick: &dyn Fn(&B, usize) -> T,
 ) -> crate::Result<()> {
     let elems = streams(op, out.shape(), key)?;
     let mut cached: Option<([u64; 2], u64, B)> = None;
@@ -243,13 +244,13 @@ fn uniform_(args: &mut Args<'_>) -> R {
     let (low, high) = (args.double(2)?, args.double(3)?);
     check_floating(OP, &out)?;
     match out.dtype() {
-        DType::Float64 => fill_from_blocks(OP, &out, &key, 2, philox_words64, |b, j| {
+        DType::Float64 => fill_from_blocks(OP, &out, &key, 2, philox_words64, &|b, j| {
             let x = (b[j] & ((1u64 << 53) - 1)) as f64 / (1u64 << 53) as f64;
             x * (high - low) + low
         })?,
         DType::Float32 => {
             let (lo, hi) = (low as f32, high as f32);
-            fill_from_blocks(OP, &out, &key, 4, philox_4x32, |b, j| {
+            fill_from_blocks(OP, &out, &key, 4, philox_4x32, &|b, j| {
                 let x = (b[j] & ((1u32 << 24) - 1)) as f32 / (1u32 << 24) as f32;
                 x * (hi - lo) + lo
             })?
@@ -257,14 +258,14 @@ fn uniform_(args: &mut Args<'_>) -> R {
         DType::Float16 => {
             let (lo, hi) = (f16::from_f32(low as f32), f16::from_f32(high as f32));
             let range = f16::from_f32(hi.to_f32() - lo.to_f32()).to_f32();
-            fill_from_blocks(OP, &out, &key, 4, philox_4x32, |b, j| {
+            fill_from_blocks(OP, &out, &key, 4, philox_4x32, &|b, j| {
                 f16::from_f32(uniform_half(b[j], 11, lo.to_f32(), range))
             })?
         }
         DType::BFloat16 => {
             let (lo, hi) = (bf16::from_f32(low as f32), bf16::from_f32(high as f32));
             let range = bf16::from_f32(hi.to_f32() - lo.to_f32()).to_f32();
-            fill_from_blocks(OP, &out, &key, 4, philox_4x32, |b, j| {
+            fill_from_blocks(OP, &out, &key, 4, philox_4x32, &|b, j| {
                 bf16::from_f32(uniform_half(b[j], 8, lo.to_f32(), range))
             })?
         }
@@ -308,7 +309,7 @@ fn normal_(args: &mut Args<'_>) -> R {
     let key = args.tensor(1)?;
     let (mean, std) = (args.double(2)?, args.double(3)?);
     check_floating(OP, &out)?;
-    let block32 = |s, o| box_muller_f32(philox_4x32(s, o));
+    let block32: fn(u64, u64) -> [f32; 4] = |s, o| box_muller_f32(philox_4x32(s, o));
     let (mu, sigma) = (mean as f32, std as f32);
     match out.dtype() {
         DType::Float64 => fill_from_blocks(
@@ -317,13 +318,13 @@ fn normal_(args: &mut Args<'_>) -> R {
             &key,
             2,
             |s, o| box_muller_f64(philox_4x32(s, o)),
-            |b, j| b[j] * std + mean,
+            &|b: &[f64; 2], j| b[j] * std + mean,
         )?,
-        DType::Float32 => fill_from_blocks(OP, &out, &key, 4, block32, |b, j| b[j] * sigma + mu)?,
-        DType::Float16 => fill_from_blocks(OP, &out, &key, 4, block32, |b, j| {
+        DType::Float32 => fill_from_blocks(OP, &out, &key, 4, block32, &|b, j| b[j] * sigma + mu)?,
+        DType::Float16 => fill_from_blocks(OP, &out, &key, 4, block32, &|b, j| {
             f16::from_f32(b[j] * sigma + mu)
         })?,
-        DType::BFloat16 => fill_from_blocks(OP, &out, &key, 4, block32, |b, j| {
+        DType::BFloat16 => fill_from_blocks(OP, &out, &key, 4, block32, &|b, j| {
             bf16::from_f32(b[j] * sigma + mu)
         })?,
         d => {
@@ -410,26 +411,27 @@ fn randint_(args: &mut Args<'_>) -> R {
             Some((lo, range)) => lo + (word % range) as i128,
         }
     };
-    macro_rules! fill {
-        ($T:ty) => {{
-            if bits == 64 {
-                fill_from_blocks(OP, &out, &key, 2, philox_words64, |b, j| value(b[j]) as $T)?
-            } else {
-                fill_from_blocks(OP, &out, &key, 4, philox_4x32, |b, j| {
-                    value(b[j] as u64) as $T
-                })?
-            }
-        }};
+    macro_rules! fill32 {
+        ($T:ty) => {
+            fill_from_blocks(OP, &out, &key, 4, philox_4x32, &|b, j| {
+                value(b[j] as u64) as $T
+            })?
+        };
+    }
+    macro_rules! fill64 {
+        ($T:ty) => {
+            fill_from_blocks(OP, &out, &key, 2, philox_words64, &|b, j| value(b[j]) as $T)?
+        };
     }
     match dtype {
-        DType::UInt8 => fill!(u8),
-        DType::UInt16 => fill!(u16),
-        DType::UInt32 => fill!(u32),
-        DType::UInt64 => fill!(u64),
-        DType::Int8 => fill!(i8),
-        DType::Int16 => fill!(i16),
-        DType::Int32 => fill!(i32),
-        _ => fill!(i64),
+        DType::UInt8 => fill32!(u8),
+        DType::UInt16 => fill32!(u16),
+        DType::UInt32 => fill32!(u32),
+        DType::UInt64 => fill64!(u64),
+        DType::Int8 => fill32!(i8),
+        DType::Int16 => fill32!(i16),
+        DType::Int32 => fill32!(i32),
+        _ => fill64!(i64),
     }
     Ok(IValue::Tensor(out))
 }
