@@ -263,7 +263,33 @@ fn mkldnn_convolution(a: &mut Args<'_>) -> R {
     via_aten(a, "aten::convolution", args)
 }
 
+/// `prim::IfThenElse(cond, x, y)`: `x` when `cond`, else `y` (a branch-free `prim::If`).
+fn if_then_else(a: &mut Args<'_>) -> R {
+    let pick = if a.bool(0)? { 1 } else { 2 };
+    arg(a, pick)
+}
+
+/// `prim::MMTreeReduce(lhs_0, .., lhs_n-1, rhs_0, .., rhs_n-1)` (the batch-matmul pass's
+/// reduction of a sum of products): `sum_i mm(lhs_i, rhs_i)`.
+fn mm_tree_reduce(a: &mut Args<'_>) -> R {
+    let n = a.len();
+    if n == 0 || !n.is_multiple_of(2) {
+        return Err(value_err(format!(
+            "prim::MMTreeReduce: expected an even, non-zero number of matrices, got {n}"
+        )));
+    }
+    let side = n / 2;
+    let mut acc = via_aten(a, "aten::mm", vec![arg(a, 0)?, arg(a, side)?])?;
+    for i in 1..side {
+        let product = via_aten(a, "aten::mm", vec![arg(a, i)?, arg(a, side + i)?])?;
+        acc = via_aten(a, "aten::add.Tensor", vec![acc, product, IValue::Int(1)])?;
+    }
+    Ok(acc)
+}
+
 pub(crate) fn register(r: &mut Registry) {
+    r.add("prim::IfThenElse", if_then_else);
+    r.add("prim::MMTreeReduce", mm_tree_reduce);
     r.add("prim::AutogradZero", autograd_zero);
     r.add("prim::AutogradAdd", autograd_add);
     r.add("prim::AutogradAnyNonZero", autograd_any_non_zero);

@@ -12,7 +12,8 @@ use crate::values::{IValue, List, Type};
 
 type R = crate::Result<IValue>;
 
-fn int_list(v: impl IntoIterator<Item = i64>) -> IValue {
+/// An `int[]` value.
+pub(super) fn int_list(v: impl IntoIterator<Item = i64>) -> IValue {
     IValue::List(List::new(
         Type::Int,
         v.into_iter().map(IValue::Int).collect(),

@@ -70,6 +70,27 @@ fn normal_fill_16(data: &mut [f64], mean: f64, std: f64) {
     }
 }
 
+/// PyTorch's normal fill for float16 / bfloat16 (16+ contiguous elements): float uniforms
+/// drawn for the whole blocks of 16 only (not for the tail, unlike float32's fill), each
+/// block through `normal_fill_16`, then 16 fresh uniforms for the last 16 elements when the
+/// count is not a multiple of 16.
+fn fill_normal_half(g: &mut Generator, dt: DType, n: usize, mean: f64, std: f64) -> Vec<f64> {
+    let whole = n - n % 16;
+    let mut data: Vec<f64> = (0..whole).map(|_| uniform_opmath(g, dt)).collect();
+    data.resize(n, 0.0);
+    for block in data[..whole].chunks_exact_mut(16) {
+        normal_fill_16(block, mean, std);
+    }
+    if whole != n {
+        let tail = &mut data[n - 16..];
+        for x in tail.iter_mut() {
+            *x = uniform_opmath(g, dt);
+        }
+        normal_fill_16(tail, mean, std);
+    }
+    data
+}
+
 /// `torch.manual_seed(seed); torch.randn(shape, dtype=dtype)`: standard normal samples drawn as
 /// PyTorch's CPU generator draws them (`tsrun run --random`).
 pub fn seeded_randn(shape: &[usize], dtype: DType, seed: u64) -> crate::Result<Tensor> {
@@ -85,7 +106,10 @@ fn fill_normal(g: &mut Generator, out: &Tensor, mean: f64, std: f64) -> crate::R
         return Err(unsupported(format!("normal_ is not implemented for {dt}")));
     }
     let n = out.numel();
-    let vals: Vec<f64> = if n >= 16 && out.is_contiguous() {
+    let half_width = matches!(dt, DType::Float16 | DType::BFloat16);
+    let vals: Vec<f64> = if n >= 16 && out.is_contiguous() && half_width {
+        fill_normal_half(g, dt, n, mean, std)
+    } else if n >= 16 && out.is_contiguous() {
         // the uniforms are drawn and kept in opmath (float below float64)
         let mut data: Vec<f64> = (0..n).map(|_| uniform_opmath(g, dt)).collect();
         let mut i = 0;
@@ -243,7 +267,7 @@ pub(crate) fn dropout_train(
 
 type R = crate::Result<IValue>;
 
-fn check_generator(args: &Args<'_>, i: usize) -> crate::Result<()> {
+pub(super) fn check_generator(args: &Args<'_>, i: usize) -> crate::Result<()> {
     if args.is_none(i) {
         Ok(())
     } else {
@@ -418,6 +442,49 @@ fn normal_(args: &mut Args<'_>) -> R {
     fill_normal(&mut args.ctx.generator.lock(), &tmp, mean, std)?;
     x.copy_from(&tmp)?;
     Ok(IValue::Tensor(x))
+}
+
+/// `prims::normal(shape, mean=, std=, dtype=, device=, requires_grad=, generator=)`: a fresh
+/// tensor filled by `normal_(mean, std)`.
+fn prims_normal(args: &mut Args<'_>) -> R {
+    let shape = size_arg(args, 0)?;
+    let dtype = args.dtype(3)?;
+    check_generator(args, 6)?;
+    fill_fresh(args, &shape, dtype, normal_)
+}
+
+/// A fresh `shape` tensor of `dtype` filled by the in-place draw `fill(x, args[1], args[2])`
+/// (the random prims' two distribution parameters).
+fn fill_fresh(args: &Args<'_>, shape: &[usize], dtype: DType, fill: fn(&mut Args<'_>) -> R) -> R {
+    let mut values = vec![
+        IValue::Tensor(Tensor::zeros(shape, dtype)?),
+        args.get(1)?.clone(),
+        args.get(2)?.clone(),
+        IValue::None,
+    ];
+    fill(&mut Args::new(args.op, &mut values, args.ctx))
+}
+
+/// `prims::uniform(shape, low=, high=, dtype=, device=, stride=, generator=)`: a fresh
+/// tensor filled by `uniform_(low, high)`. Only contiguous strides: `uniform_` fills a
+/// strided tensor in memory order.
+fn prims_uniform(args: &mut Args<'_>) -> R {
+    let shape = size_arg(args, 0)?;
+    let dtype = args.dtype(3)?;
+    let stride = args.int_list(5)?;
+    check_generator(args, 6)?;
+    let contiguous = crate::tensor::contiguous_strides(&shape);
+    let dense = stride.len() == shape.len()
+        && shape
+            .iter()
+            .zip(stride.iter().zip(contiguous.iter()))
+            .all(|(&n, (&s, &c))| n <= 1 || s == c as i64);
+    if !dense {
+        return Err(unsupported(format!(
+            "prims::uniform: strides {stride:?} for shape {shape:?} (only contiguous ones)"
+        )));
+    }
+    fill_fresh(args, &shape, dtype, uniform_)
 }
 
 fn normal_float_float(args: &mut Args<'_>) -> R {
@@ -867,7 +934,7 @@ fn bernoulli_as(args: &mut Args<'_>, probs_from: u8, inplace: bool) -> R {
 /// The functional twin of an in-place draw (`uniform` of `uniform_`, `random.from` of
 /// `random_.from`, ...): the same arguments, drawn into a fresh copy of `self` (same shape and
 /// dtype, the same stream of draws).
-fn on_fresh_copy(args: &mut Args<'_>, inplace: fn(&mut Args<'_>) -> R) -> R {
+pub(super) fn on_fresh_copy(args: &mut Args<'_>, inplace: fn(&mut Args<'_>) -> R) -> R {
     let fresh = args.tensor(0)?.deep_clone()?;
     args.values[0] = IValue::Tensor(fresh);
     inplace(args)
@@ -934,6 +1001,8 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::bernoulli_.float", bernoulli_p::<PROBS_FLOAT, true>);
     r.add("aten::bernoulli_.Tensor", bernoulli_p::<PROBS_TENSOR, true>);
     r.add("aten::manual_seed", manual_seed);
+    r.add("prims::normal", prims_normal);
+    r.add("prims::uniform", prims_uniform);
     r.add("aten::randint_like.Tensor", randint_like_tensor::<false>);
     r.add(
         "aten::randint_like.Tensor_generator",

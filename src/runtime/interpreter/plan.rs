@@ -242,13 +242,16 @@ impl Plan {
     }
 
     /// What this plan calls, for compiling it before the first call: the method names of its
-    /// `prim::CallMethod`s (the receiver's class is known only at run time) and the free
-    /// functions its `prim::CallFunction`s name through a constant.
+    /// `prim::CallMethod`s (the receiver's class is known only at run time), `__enter__` and
+    /// `__exit__` for its `with` blocks (`prim::Enter` / `prim::Exit`), and the free functions
+    /// its `prim::CallFunction`s name through a constant.
     pub fn callees(&self) -> (Vec<Arc<str>>, Vec<Arc<str>>) {
         let (mut methods, mut functions) = (Vec::new(), Vec::new());
         self.for_each_instr(|instr| match &instr.op {
             Op::CallMethod { name, .. } => methods.push(name.clone()),
             Op::ModuleChain(_) => methods.push("forward".into()),
+            Op::Enter => methods.push("__enter__".into()),
+            Op::Exit => methods.push("__exit__".into()),
             Op::CallFunction { .. } => {
                 if let Some(Operand::Const(i)) = instr.inputs.first() {
                     if let Some(IValue::Function(q)) = self.consts.get(*i as usize) {

@@ -1,0 +1,43 @@
+//! `torch.autograd.profiler.record_function` in scripted code: its `__enter__` opens a
+//! `RecordFunction` range (`profiler::_record_function_enter_new`, a
+//! `__torch__.torch.classes.profiler._RecordFunction` handle) and its `__exit__` closes it
+//! (`profiler::_record_function_exit._RecordFunction`). tsrun has no profiler to report
+//! ranges to, so the handle is an empty object and closing it does nothing; the code in the
+//! range runs as it does under PyTorch without an active profiler.
+
+use super::kernels::value_err;
+use super::{Args, Registry};
+use crate::values::{IValue, Object};
+use indexmap::IndexMap;
+
+type R = crate::Result<IValue>;
+
+/// The torchbind class of a record-function handle.
+const RECORD_FUNCTION_CLASS: &str = "__torch__.torch.classes.profiler._RecordFunction";
+
+/// `_record_function_enter_new(name, args)`: a fresh handle (the name is only checked to be a
+/// string, as there is no profiler to record it).
+fn enter_new(a: &mut Args<'_>) -> R {
+    a.str(0)?;
+    a.opt_str(1)?;
+    Ok(IValue::Object(Object::new(
+        RECORD_FUNCTION_CLASS.into(),
+        IndexMap::new(),
+    )))
+}
+
+/// `_record_function_exit._RecordFunction(record)`: closes the range of a handle.
+fn exit(a: &mut Args<'_>) -> R {
+    match a.get(0)? {
+        IValue::Object(o) if &**o.class_name() == RECORD_FUNCTION_CLASS => Ok(IValue::None),
+        other => Err(value_err(format!(
+            "profiler::_record_function_exit: expected a {RECORD_FUNCTION_CLASS}, got a {}",
+            other.kind_name()
+        ))),
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("profiler::_record_function_enter_new", enter_new);
+    r.add("profiler::_record_function_exit._RecordFunction", exit);
+}
