@@ -610,15 +610,6 @@ fn nnpack_spatial_convolution(a: &mut Args<'_>) -> R {
     )
 }
 
-/// `flex_gemm::autograd_not_implemented(grad, like)`: FlexGEMM's backward placeholder, which
-/// always raises (its Python definition raises NotImplementedError).
-fn flex_gemm_autograd_not_implemented(_: &mut Args<'_>) -> R {
-    Err(crate::ops::kernels::unsupported(
-        "Autograd not implemented for flex_gemm; wrap the call in a torch.autograd.Function \
-         with an explicit backward",
-    ))
-}
-
 pub(crate) fn register(r: &mut Registry) {
     r.add("_test::cat", test_cat);
     r.add("_test::get_first", test_get_first);
@@ -634,10 +625,6 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("fsdp::copy_", fsdp_copy);
     // (a CPU buffer has no device stream to record: FSDP's default implementation does nothing)
     r.add("fsdp::record_grad_output_stream", |_| Ok(IValue::None));
-    r.add(
-        "flex_gemm::autograd_not_implemented",
-        flex_gemm_autograd_not_implemented,
-    );
     r.add("fsdp::split_with_sizes_copy", fsdp_split_with_sizes_copy);
     r.add("fsdp::all_gather_copy_in", fsdp_all_gather_copy_in);
     r.add("flex_lib::zeros_and_scatter", zeros_and_scatter);
