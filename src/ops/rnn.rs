@@ -18,6 +18,8 @@ use crate::values::{IValue, Tuple};
 use num_traits::{Float as _, One as _, Zero as _};
 use std::sync::Arc;
 
+mod pair;
+
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Cell {
     Lstm,
@@ -97,6 +99,19 @@ trait CellMath: Real {
     ) -> Option<Arc<gemm::PackedB>> {
         None
     }
+    /// The steps of a batch-1 LSTM sequence without projection (`xg [steps, 4*hidden]` with
+    /// both biases, `out [steps, hidden]` at each step's time index), where this dtype runs
+    /// them its own way; false where the caller runs them step by step.
+    fn lstm_sequence(
+        _sw: &StepWeights<'_, Self>,
+        _xg: &[Self],
+        _reverse: bool,
+        _h: &mut [Self],
+        _c: &mut [Self],
+        _out: &mut [Self],
+    ) -> bool {
+        false
+    }
     /// `x [rows, input] @ W_ih^T + biases` for the whole sequence (`w_ih` is the tensor
     /// `tensor`, `[g, input]`).
     fn input_proj(
@@ -168,6 +183,31 @@ impl CellMath for f32 {
             parallel,
         )?;
         Ok(xg)
+    }
+    fn lstm_sequence(
+        sw: &StepWeights<'_, f32>,
+        xg: &[f32],
+        reverse: bool,
+        h: &mut [f32],
+        c: &mut [f32],
+        out: &mut [f32],
+    ) -> bool {
+        // Shared with a second pool thread (see `pair`) when the steps are large enough.
+        let hidden = sw.hidden;
+        let steps = out.len() / hidden.max(1);
+        match &sw.w_hh_packed {
+            Some(p)
+                if sw.w_hr.is_none()
+                    && h.len() == hidden
+                    && c.len() == hidden
+                    && xg.len() == steps * 4 * hidden
+                    && pair::worth_pairing(hidden, steps) =>
+            {
+                pair::lstm_steps(xg, p, reverse, h, c, out);
+                true
+            }
+            _ => false,
+        }
     }
     fn sigmoid_inplace(xs: &mut [f32]) {
         vmath::apply(VecFn::Sigmoid, xs)
@@ -661,7 +701,11 @@ fn run_rnn(
                     hh: Vec::new(),
                     hnew: Vec::new(),
                 };
-                for s in 0..steps {
+                let whole_sequence = cfg.cell == Cell::Lstm
+                    && b == 1
+                    && T::lstm_sequence(&sw, &xg, d == 1, &mut h, &mut c, &mut out);
+                let steps_left = if whole_sequence { 0..0 } else { 0..steps };
+                for s in steps_left {
                     let t = if d == 0 { s } else { steps - 1 - s };
                     step(
                         cfg.cell,
