@@ -175,7 +175,10 @@ fn lstm_wide_on_two_threads_matches_one_thread_bit_for_bit() {
             .map(|_| s.spawn(|| outputs_in(&two, &m, &inputs)))
             .collect();
         for r in runs {
-            assert!(r.join().unwrap() == one, "concurrent two-thread calls differ");
+            assert!(
+                r.join().unwrap() == one,
+                "concurrent two-thread calls differ"
+            );
         }
     });
 }

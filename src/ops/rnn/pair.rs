@@ -21,6 +21,7 @@ use crate::ops::gemm;
 use crate::ops::kernels::vmath::{self, VecFn};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Gate multiply-adds per step below which the sequence stays on one thread: the per-step
@@ -121,9 +122,10 @@ impl Drop for GoneOnUnwind<'_> {
 }
 
 /// What both threads read: the gate pre-activations of every step (`steps x 4*hidden`, the
-/// input projection with both biases), `W_hh^T` packed, and the exchange.
+/// input projection with both biases, set by the leader before it hands over), `W_hh^T`
+/// packed, and the exchange.
 struct Shared<'a> {
-    xg: &'a [f32],
+    xg: OnceLock<Vec<f32>>,
     packed: &'a gemm::PackedB,
     hidden: usize,
     steps: usize,
@@ -181,9 +183,9 @@ impl Units {
     /// Step `s` for these units: `h` is the whole hidden state entering the step, `c` these
     /// units' cells (updated); the new hidden values are left in `self.hnew`. The arithmetic is
     /// the one-thread step's ([`super::step`]) restricted to these units.
-    fn step(&mut self, sh: &Shared<'_>, s: usize, h: &[f32], c: &mut [f32]) {
+    fn step(&mut self, sh: &Shared<'_>, xg: &[f32], s: usize, h: &[f32], c: &mut [f32]) {
         let (hs, n) = (sh.hidden, self.units.len());
-        let row = &sh.xg[sh.time(s) * 4 * hs..][..4 * hs];
+        let row = &xg[sh.time(s) * 4 * hs..][..4 * hs];
         for (q, cols) in self.columns.iter().enumerate() {
             self.gates[q * n..][..n].copy_from_slice(&row[cols.clone()]);
         }
@@ -212,19 +214,20 @@ pub(super) fn worth_pairing(hidden: usize, steps: usize) -> bool {
         && hidden.saturating_mul(4 * hidden) >= PAIR_MIN_STEP_MACS
 }
 
-/// The LSTM steps of one batch-1 sequence: `xg [steps, 4*hidden]` the gate pre-activations
-/// (input projection with both biases), `packed` = `W_hh^T` packed (`hidden x 4*hidden`), `h`
-/// and `c` the state (`hidden` each, updated), `out [steps, hidden]` each step's hidden state (at
-/// its time index: reversed for the backward direction). Shared with another pool thread when
-/// one picks the helper job up in time (see the module doc).
+/// The LSTM steps of one batch-1 sequence: `project` computes the gate pre-activations
+/// `[steps, 4*hidden]` (the input projection with both biases; it runs on the calling thread
+/// while the helper job waits to be picked up), `packed` = `W_hh^T` packed (`hidden x
+/// 4*hidden`), `h` and `c` the state (`hidden` each, updated), `out [steps, hidden]` each step's
+/// hidden state (at its time index: reversed for the backward direction). Shared with another
+/// pool thread when one picks the helper job up in time (see the module doc).
 pub(super) fn lstm_steps(
-    xg: &[f32],
+    project: &mut dyn FnMut() -> crate::Result<Vec<f32>>,
     packed: &gemm::PackedB,
     reverse: bool,
     h: &mut [f32],
     c: &mut [f32],
     out: &mut [f32],
-) {
+) -> crate::Result<()> {
     let hidden = h.len();
     let steps = out.len() / hidden.max(1);
     // the leader's units: the first half, a whole number of 16-column panels where possible
@@ -233,7 +236,7 @@ pub(super) fn lstm_steps(
         m => m,
     };
     let sh = Shared {
-        xg,
+        xg: OnceLock::new(),
         packed,
         hidden,
         steps,
@@ -252,13 +255,30 @@ pub(super) fn lstm_steps(
     let sh = &sh;
     rayon::in_place_scope(|scope| {
         scope.spawn(move |_| helper(sh, half..hidden));
-        leader(sh, half, h, c, out);
-    });
+        let xg = match project() {
+            Ok(xg) if xg.len() == steps * 4 * hidden => xg,
+            other => {
+                // nothing to hand over: a claimed helper is answered, a later one finds it shut
+                sh.sync.state.store(CLOSED, Ordering::Release);
+                return Err(match other {
+                    Err(e) => e,
+                    Ok(xg) => crate::ops::kernels::shape_err(format!(
+                        "lstm: the input projection has {} values, expected {steps} x {}",
+                        xg.len(),
+                        4 * hidden
+                    )),
+                });
+            }
+        };
+        let xg: &[f32] = sh.xg.get_or_init(|| xg);
+        leader(sh, xg, half, h, c, out);
+        Ok(())
+    })
 }
 
 /// The calling thread's part: all units until the helper claims its half, then units
 /// `..half`, writing every step's whole hidden state to `out`.
-fn leader(sh: &Shared<'_>, half: usize, h: &mut [f32], c: &mut [f32], out: &mut [f32]) {
+fn leader(sh: &Shared<'_>, xg: &[f32], half: usize, h: &mut [f32], c: &mut [f32], out: &mut [f32]) {
     let hidden = sh.hidden;
     let guard = GoneOnUnwind(&sh.sync, false);
     let mut all = Units::new(0..hidden, hidden);
@@ -267,7 +287,7 @@ fn leader(sh: &Shared<'_>, half: usize, h: &mut [f32], c: &mut [f32], out: &mut 
         if sh.sync.state.load(Ordering::Acquire) == CLAIMED {
             break;
         }
-        all.step(sh, s, h, c);
+        all.step(sh, xg, s, h, c);
         h.copy_from_slice(&all.hnew);
         out[sh.time(s) * hidden..][..hidden].copy_from_slice(h);
         s += 1;
@@ -292,7 +312,7 @@ fn leader(sh: &Shared<'_>, half: usize, h: &mut [f32], c: &mut [f32], out: &mut 
     sh.sync.state.store(SPLIT, Ordering::Release);
     let mut mine = Units::new(0..half, hidden);
     while s < sh.steps {
-        mine.step(sh, s, h, &mut c[..half]);
+        mine.step(sh, xg, s, h, &mut c[..half]);
         sh.store_h(s + 1, 0..half, &mine.hnew);
         sh.sync.leader_done.0.store(s + 1, Ordering::Release);
         if !sh.sync.wait(&sh.sync.helper_done, s + 1) {
@@ -330,10 +350,13 @@ fn helper(sh: &Shared<'_>, units: Range<usize>) {
         return;
     }
     let guard = GoneOnUnwind(&sh.sync, false);
-    if sh.sync.wait_answer() != Some(SPLIT) {
-        guard.finish();
-        return;
-    }
+    let xg = match (sh.sync.wait_answer(), sh.xg.get()) {
+        (Some(SPLIT), Some(xg)) => xg,
+        _ => {
+            guard.finish();
+            return;
+        }
+    };
     let hidden = sh.hidden;
     let mut s = sh.sync.split_from.load(Ordering::Relaxed);
     let mut h = vec![0.0f32; hidden];
@@ -344,7 +367,7 @@ fn helper(sh: &Shared<'_>, units: Range<usize>) {
         .collect();
     let mut mine = Units::new(units.clone(), hidden);
     while s < sh.steps {
-        mine.step(sh, s, &h, &mut c);
+        mine.step(sh, xg, s, &h, &mut c);
         sh.store_h(s + 1, units.clone(), &mine.hnew);
         if s + 1 == sh.steps {
             sh.c_slot[units.clone()]
