@@ -61,19 +61,20 @@ struct Lockstep {
 }
 
 impl Lockstep {
-    /// Waits until `counter >= target`; false if the other side has gone.
-    fn wait(&self, counter: &Line, target: usize) -> bool {
+    /// Spins until `ready()`, yielding the core between polls once it has spun for
+    /// [`SPIN_BEFORE_YIELD`]; false if the other side has gone.
+    fn wait_until(&self, ready: impl Fn() -> bool) -> bool {
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
-            if counter.0.load(Ordering::Acquire) >= target {
+            if ready() {
                 return true;
             }
             if self.gone.load(Ordering::Acquire) != 0 {
                 return false;
             }
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 && start.elapsed() > SPIN_BEFORE_YIELD {
+            if spins.is_multiple_of(64) && start.elapsed() > SPIN_BEFORE_YIELD {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -81,25 +82,15 @@ impl Lockstep {
         }
     }
 
+    /// Waits until `counter >= target`; false if the other side has gone.
+    fn wait(&self, counter: &Line, target: usize) -> bool {
+        self.wait_until(|| counter.0.load(Ordering::Acquire) >= target)
+    }
+
     /// Waits until the leader has answered the helper's claim (split or closed).
     fn wait_answer(&self) -> Option<u8> {
-        let start = Instant::now();
-        let mut spins = 0u32;
-        loop {
-            match self.state.load(Ordering::Acquire) {
-                CLAIMED => {}
-                s => return Some(s),
-            }
-            if self.gone.load(Ordering::Acquire) != 0 {
-                return None;
-            }
-            spins = spins.wrapping_add(1);
-            if spins % 64 == 0 && start.elapsed() > SPIN_BEFORE_YIELD {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        }
+        self.wait_until(|| self.state.load(Ordering::Acquire) != CLAIMED)
+            .then(|| self.state.load(Ordering::Acquire))
     }
 }
 
