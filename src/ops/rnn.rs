@@ -675,25 +675,14 @@ fn run_rnn(
                 let w_ih = slice_of::<T>(&w_ih_g)?;
                 // A projection large enough to run on the pool runs before the steps; a smaller
                 // one may run inside a two-thread LSTM sequence, while its helper wakes up.
+                let project_now =
+                    || T::input_proj(&lw.w_ih, w_ih, &biases, g, lw.input, &layer_in, steps * b);
                 let mut ready = if steps * b * g * lw.input >= INPUT_PROJ_PARALLEL_MACS {
-                    Some(T::input_proj(
-                        &lw.w_ih,
-                        w_ih,
-                        &biases,
-                        g,
-                        lw.input,
-                        &layer_in,
-                        steps * b,
-                    )?)
+                    Some(project_now()?)
                 } else {
                     None
                 };
-                let mut project = || match ready.take() {
-                    Some(xg) => Ok(xg),
-                    None => {
-                        T::input_proj(&lw.w_ih, w_ih, &biases, g, lw.input, &layer_in, steps * b)
-                    }
-                };
+                let mut project = || ready.take().map_or_else(project_now, Ok);
                 let w_hh = slice_of::<T>(&w_hh_g)?;
                 let sw = StepWeights {
                     w_hh,

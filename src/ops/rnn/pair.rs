@@ -173,7 +173,10 @@ impl Units {
 
     /// Step `s` for these units: `h` is the whole hidden state entering the step, `c` these
     /// units' cells (updated); the new hidden values are left in `self.hnew`. The arithmetic is
-    /// the one-thread step's ([`super::step`]) restricted to these units.
+    /// the one-thread step's ([`super::step`]) restricted to these units. Out of line: it has
+    /// three callers, and inlined into each it would copy the product's and the gate
+    /// functions' fallback loops (binary size, issue 9); a call per step costs nothing here.
+    #[inline(never)]
     fn step(&mut self, sh: &Shared<'_>, xg: &[f32], s: usize, h: &[f32], c: &mut [f32]) {
         let (hs, n) = (sh.hidden, self.units.len());
         let row = &xg[sh.time(s) * 4 * hs..][..4 * hs];
