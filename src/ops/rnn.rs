@@ -18,8 +18,6 @@ use crate::values::{IValue, Tuple};
 use num_traits::{Float as _, One as _, Zero as _};
 use std::sync::Arc;
 
-mod pair;
-
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Cell {
     Lstm,
@@ -99,20 +97,6 @@ trait CellMath: Real {
     ) -> Option<Arc<gemm::PackedB>> {
         None
     }
-    /// The steps of a batch-1 LSTM sequence without projection (`project` gives the gate
-    /// pre-activations `[steps, 4*hidden]` with both biases; `out [steps, hidden]` gets each
-    /// step's hidden state at its time index), where this dtype runs them its own way; None
-    /// where the caller runs them step by step.
-    fn lstm_sequence(
-        _sw: &StepWeights<'_, Self>,
-        _project: &mut dyn FnMut() -> crate::Result<Vec<Self>>,
-        _reverse: bool,
-        _h: &mut [Self],
-        _c: &mut [Self],
-        _out: &mut [Self],
-    ) -> Option<crate::Result<()>> {
-        None
-    }
     /// `x [rows, input] @ W_ih^T + biases` for the whole sequence (`w_ih` is the tensor
     /// `tensor`, `[g, input]`).
     fn input_proj(
@@ -184,29 +168,6 @@ impl CellMath for f32 {
             parallel,
         )?;
         Ok(xg)
-    }
-    fn lstm_sequence(
-        sw: &StepWeights<'_, f32>,
-        project: &mut dyn FnMut() -> crate::Result<Vec<f32>>,
-        reverse: bool,
-        h: &mut [f32],
-        c: &mut [f32],
-        out: &mut [f32],
-    ) -> Option<crate::Result<()>> {
-        // Shared with a second pool thread (see `pair`) when the steps are large enough.
-        let hidden = sw.hidden;
-        let steps = out.len() / hidden.max(1);
-        match &sw.w_hh_packed {
-            Some(p)
-                if sw.w_hr.is_none()
-                    && h.len() == hidden
-                    && c.len() == hidden
-                    && pair::worth_pairing(hidden, steps) =>
-            {
-                Some(pair::lstm_steps(project, p, reverse, h, c, out))
-            }
-            _ => None,
-        }
     }
     fn sigmoid_inplace(xs: &mut [f32]) {
         vmath::apply(VecFn::Sigmoid, xs)
@@ -672,17 +633,15 @@ fn run_rnn(
                 if fold_b_hh {
                     biases.extend(b_hh);
                 }
-                let w_ih = slice_of::<T>(&w_ih_g)?;
-                // A projection large enough to run on the pool runs before the steps; a smaller
-                // one may run inside a two-thread LSTM sequence, while its helper wakes up.
-                let project_now =
-                    || T::input_proj(&lw.w_ih, w_ih, &biases, g, lw.input, &layer_in, steps * b);
-                let mut ready = if steps * b * g * lw.input >= INPUT_PROJ_PARALLEL_MACS {
-                    Some(project_now()?)
-                } else {
-                    None
-                };
-                let mut project = || ready.take().map_or_else(project_now, Ok);
+                let xg = T::input_proj(
+                    &lw.w_ih,
+                    slice_of::<T>(&w_ih_g)?,
+                    &biases,
+                    g,
+                    lw.input,
+                    &layer_in,
+                    steps * b,
+                )?;
                 let w_hh = slice_of::<T>(&w_hh_g)?;
                 let sw = StepWeights {
                     w_hh,
@@ -697,34 +656,23 @@ fn run_rnn(
                     out: osz,
                 };
                 let mut out = vec![T::zero(); steps * b * osz];
-                let whole_sequence = if cfg.cell == Cell::Lstm && b == 1 {
-                    T::lstm_sequence(&sw, &mut project, d == 1, &mut h, &mut c, &mut out)
-                } else {
-                    None
+                let mut scratch = StepScratch {
+                    gates: Vec::new(),
+                    hh: Vec::new(),
+                    hnew: Vec::new(),
                 };
-                match whole_sequence {
-                    Some(done) => done?,
-                    None => {
-                        let xg = project()?;
-                        let mut scratch = StepScratch {
-                            gates: Vec::new(),
-                            hh: Vec::new(),
-                            hnew: Vec::new(),
-                        };
-                        for s in 0..steps {
-                            let t = if d == 0 { s } else { steps - 1 - s };
-                            step(
-                                cfg.cell,
-                                &sw,
-                                &xg[t * b * g..][..b * g],
-                                b,
-                                &mut h,
-                                &mut c,
-                                &mut scratch,
-                            );
-                            out[t * b * osz..][..b * osz].copy_from_slice(&h);
-                        }
-                    }
+                for s in 0..steps {
+                    let t = if d == 0 { s } else { steps - 1 - s };
+                    step(
+                        cfg.cell,
+                        &sw,
+                        &xg[t * b * g..][..b * g],
+                        b,
+                        &mut h,
+                        &mut c,
+                        &mut scratch,
+                    );
+                    out[t * b * osz..][..b * osz].copy_from_slice(&h);
                 }
                 hn.extend_from_slice(&h);
                 cn.extend_from_slice(&c);

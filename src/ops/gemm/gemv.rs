@@ -22,9 +22,7 @@ pub fn gemv_packed_b(x: &[f32], b: &PackedB, out: &mut [f32]) {
 /// range's columns, then the second's, ...); columns past B's width or past `out` are skipped.
 /// Each column comes out exactly as [`gemv_packed_b`] computes it. Panels of all the ranges
 /// are grouped four at a time, so several short ranges (the gates of some hidden units) run
-/// as fast as one long one. Out of line: its portable fallback loop is inlined into it, and
-/// would be copied into every caller otherwise.
-#[inline(never)]
+/// as fast as one long one.
 pub fn gemv_packed_b_columns(x: &[f32], b: &PackedB, ranges: &[Range<usize>], out: &mut [f32]) {
     match b.isa {
         #[cfg(target_arch = "x86_64")]
