@@ -95,6 +95,13 @@ fn eight_threads_share_one_lstm_tagger() {
     shared_module_matches_serial("lstm_tagger", 8, 200);
 }
 
+/// `lstm_wide`'s batch-1 sequences share their steps with a second pool thread when one is
+/// free: eight callers from outside the pool contend for it.
+#[test]
+fn eight_threads_share_one_wide_lstm() {
+    shared_module_matches_serial("lstm_wide", 8, 25);
+}
+
 #[test]
 fn eight_threads_share_one_convnet() {
     shared_module_matches_serial("convnet", 8, 25);
@@ -161,4 +168,17 @@ fn lstm_wide_on_two_threads_matches_one_thread_bit_for_bit() {
     for _ in 0..4 {
         assert!(outputs_in(&two, &m, &inputs) == one, "two threads differ");
     }
+    // four callers inside the same pool of two: each sequence's helper job may be taken by the
+    // other worker while it leads a sequence of its own, or by nobody
+    std::thread::scope(|s| {
+        let runs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| outputs_in(&two, &m, &inputs)))
+            .collect();
+        for r in runs {
+            assert!(
+                r.join().unwrap() == one,
+                "concurrent two-thread calls differ"
+            );
+        }
+    });
 }
