@@ -229,14 +229,13 @@ fn per_block(small: &[usize], full: &[usize]) -> Option<(usize, usize)> {
 /// `row(dst, (full, 1), (value, 0))` per block for `per_block`'s layout `(inner, period)`:
 /// `dst[i]` from `full[i]` and `values[(i / inner) % period]` (with `inner` 1, `values` is one
 /// row of `period` elements repeated, `row(dst, (full, 1), (values, 1))` per row).
-#[allow(clippy::type_complexity)]
 fn blocks_against_values<X: Sync, Y: Sync, O: Send>(
     dst: &mut [O],
     full: &[X],
     values: &[Y],
     (inner, period): (usize, usize),
     par: bool,
-    row: &(dyn Fn(&mut [O], (&[X], usize), (&[Y], usize)) + Sync),
+    row: &BinaryRow<'_, X, Y, O>,
 ) {
     if inner == 1 {
         // rows of `period` elements, each against the whole of `values`

@@ -16,6 +16,12 @@ pub(crate) struct ReducePlan {
     pub out_shape: Vec<usize>,
 }
 
+/// `chunk(dst, src, reduced)`: the work of [`ReducePlan::rows`] on a chunk of rows.
+type RowsChunk<'a, T, O> = dyn Fn(&mut [O], &[T], usize) + Sync + 'a;
+
+/// `chunk(values, indices, src, reduced)`: the work of [`ReducePlan::rows2`] on a chunk of rows.
+type Rows2Chunk<'a, T, O1, O2> = dyn Fn(&mut [O1], &mut [O2], &[T], usize) + Sync + 'a;
+
 /// Wrap and deduplicate-check `dims` for a tensor of `ndim` dims. `None` or an empty list means
 /// every dim (as PyTorch's `dim=None` / `dim=[]` for sum-like ops).
 pub(crate) fn reduce_dims(dims: Option<&[i64]>, ndim: usize) -> crate::Result<Vec<bool>> {
@@ -108,7 +114,7 @@ impl ReducePlan {
     /// (`src_k` from the first row of `dst_k`'s; with `reduced` 0 the rows are empty).
     fn rows_with<T: Element, O: Element>(
         &self,
-        chunk: &(dyn Fn(&mut [O], &[T], usize) + Sync),
+        chunk: &RowsChunk<'_, T, O>,
     ) -> crate::Result<Tensor> {
         let src_guard = self.input.read::<T>()?;
         let src = src_guard
@@ -148,10 +154,9 @@ impl ReducePlan {
     }
 
     /// [`ReducePlan::rows2`]'s driver, as [`ReducePlan::rows_with`] (`reduced` at least 1).
-    #[allow(clippy::type_complexity)]
     fn rows2_with<T: Element, O1: Element, O2: Element>(
         &self,
-        chunk: &(dyn Fn(&mut [O1], &mut [O2], &[T], usize) + Sync),
+        chunk: &Rows2Chunk<'_, T, O1, O2>,
     ) -> crate::Result<(Tensor, Tensor)> {
         let src_guard = self.input.read::<T>()?;
         let src = src_guard
