@@ -32,8 +32,8 @@ where
 // The maps are instantiated once per closure (each op over each dtype it supports: ~900
 // instantiations). Only the loop over one row is per closure: `row(dst, x, stride)` (and the
 // binary form) is a `&dyn Fn`, called once per chunk or row by a driver instantiated once per
-// combination of element types. The drivers were most of each instantiation (issue 9: about
-// 3 MB of the release binary).
+// combination of element types. The drivers were most of each instantiation (issue 9: the
+// maps' code went from 4.8 MB to 0.8 MB of the release binary).
 
 /// `row(dst, src, stride)`: `dst[i] = f(src[i * stride])` for one row.
 type UnaryRow<'a, I, O> = dyn Fn(&mut [O], &[I], usize) + Sync + 'a;
