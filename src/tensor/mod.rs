@@ -735,13 +735,14 @@ impl Tensor {
 
     /// Elements in row-major order, converted to `T` with PyTorch's cast rules.
     pub fn to_vec<T: Element>(&self) -> crate::Result<Vec<T>> {
-        crate::dispatch_all!(self.dtype, "to_vec", |S| {
-            Ok(self
-                .read::<S>()?
-                .view()
-                .iter()
-                .map(|&x| T::cast_from(x))
-                .collect())
+        // a contiguous copy first: the loop below is instantiated for every pair of dtypes
+        let c = self.contiguous()?;
+        crate::dispatch_all!(c.dtype, "to_vec", |S| {
+            let g = c.read::<S>()?;
+            let s = g
+                .as_slice()
+                .ok_or_else(|| TensorError::Value("to_vec: copy is not contiguous".into()))?;
+            Ok(s.iter().map(|&x| T::cast_from(x)).collect())
         })
     }
 
@@ -808,25 +809,41 @@ impl Tensor {
         } else {
             src.clone()
         };
-        crate::dispatch_all!(self.dtype, "copy_", |D| {
-            crate::dispatch_all!(src.dtype, "copy_", |S| {
-                let sg = src.read::<S>()?;
-                let sv = sg.view();
-                let sv = sv.broadcast(IxDyn(&self.shape)).ok_or_else(|| {
-                    TensorError::Shape(format!(
-                        "cannot broadcast shape {:?} to {:?}",
-                        src.shape(),
-                        self.shape()
-                    ))
-                })?;
-                let mut dg = self.write::<D>()?;
-                let mut dv = dg.view_mut();
-                ndarray::Zip::from(&mut dv)
-                    .and(&sv)
-                    .for_each(|d, &s| *d = D::cast_from(s));
-                Ok(())
-            })
-        })
+        if src.dtype == self.dtype {
+            return crate::dispatch_all!(self.dtype, "copy_", |T| self.copy_same_dtype::<T>(&src));
+        }
+        // A conversion is instantiated for every pair of dtypes (225), so only a loop over two
+        // contiguous slices is per pair (`cast_contiguous`); strides and broadcasting go
+        // through a same-dtype copy, of a converted contiguous copy when they are needed.
+        let src = src.contiguous()?;
+        if self.shape == src.shape && self.is_contiguous() {
+            return cast_contiguous(self, &src);
+        }
+        let converted = Tensor::zeros(&src.shape, self.dtype)?;
+        cast_contiguous(&converted, &src)?;
+        self.copy_from(&converted)
+    }
+
+    /// [`Tensor::copy_from`] of a source of this tensor's dtype `T`, broadcast to this shape.
+    fn copy_same_dtype<T: Element>(&self, src: &Tensor) -> crate::Result<()> {
+        let sg = src.read::<T>()?;
+        let mut dg = self.write::<T>()?;
+        if self.shape == src.shape {
+            if let (Some(s), Some(d)) = (sg.as_slice(), dg.as_slice_mut()) {
+                d.copy_from_slice(s);
+                return Ok(());
+            }
+        }
+        let sv = sg.view();
+        let sv = sv.broadcast(IxDyn(&self.shape)).ok_or_else(|| {
+            TensorError::Shape(format!(
+                "cannot broadcast shape {:?} to {:?}",
+                src.shape(),
+                self.shape()
+            ))
+        })?;
+        dg.view_mut().assign(&sv);
+        Ok(())
     }
 
     /// `copy_` where either side is quantized: the integers are copied when both sides are
@@ -990,6 +1007,26 @@ impl<T: Element> TensorWrite<T> {
     pub fn as_mut_ptr(&mut self) -> *mut T {
         self.ptr
     }
+}
+
+/// `dst[i] = src[i]` converted to `dst`'s dtype, for contiguous tensors of one shape (what
+/// [`Tensor::copy_from`] instantiates for each pair of dtypes).
+fn cast_contiguous(dst: &Tensor, src: &Tensor) -> crate::Result<()> {
+    crate::dispatch_all!(dst.dtype, "copy_", |D| {
+        let mut dg = dst.write::<D>()?;
+        let d = dg
+            .as_slice_mut()
+            .ok_or_else(|| TensorError::Value("copy_: destination is not contiguous".into()))?;
+        crate::dispatch_all!(src.dtype, "copy_", |S| {
+            let sg = src.read::<S>()?;
+            let s = sg
+                .as_slice()
+                .filter(|s| s.len() == d.len())
+                .ok_or_else(|| TensorError::Value("copy_: source is not contiguous".into()))?;
+            d.iter_mut().zip(s).for_each(|(d, &s)| *d = D::cast_from(s));
+            Ok(())
+        })
+    })
 }
 
 /// The bytes of a slice of elements.

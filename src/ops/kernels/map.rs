@@ -2,7 +2,7 @@
 
 use super::parallel::{for_each_chunk_mut, Rows};
 use crate::tensor::{
-    broadcast_shapes, Element, Tensor, TensorError, TensorRead, TensorWrite, PARALLEL_THRESHOLD,
+    broadcast_shapes, Element, Tensor, TensorError, TensorWrite, PARALLEL_THRESHOLD,
 };
 
 /// Elements per rayon task for contiguous maps.
@@ -18,21 +18,39 @@ pub(crate) fn map_unary<I: Element, O: Element, F>(x: &Tensor, f: F) -> crate::R
 where
     F: Fn(I) -> O + Sync + Send,
 {
+    unary_rows(x, &|d: &mut [O], s: &[I], stride: usize| {
+        if stride == 1 {
+            d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(s));
+        } else {
+            for (i, d) in d.iter_mut().enumerate() {
+                *d = f(s[i * stride]);
+            }
+        }
+    })
+}
+
+// The maps are instantiated once per closure (each op over each dtype it supports: ~900
+// instantiations). Only the loop over one row is per closure: `row(dst, x, stride)` (and the
+// binary form) is a `&dyn Fn`, called once per chunk or row by a driver instantiated once per
+// combination of element types. The drivers were most of each instantiation (issue 9: the
+// maps' code went from 4.8 MB to 0.8 MB of the release binary).
+
+/// `row(dst, src, stride)`: `dst[i] = f(src[i * stride])` for one row.
+type UnaryRow<'a, I, O> = dyn Fn(&mut [O], &[I], usize) + Sync + 'a;
+
+/// [`map_unary`]'s driver: the fresh output, cut into contiguous chunks or strided rows of `x`.
+fn unary_rows<I: Element, O: Element>(
+    x: &Tensor,
+    row: &UnaryRow<'_, I, O>,
+) -> crate::Result<Tensor> {
     let out = Tensor::empty(x.shape(), O::DTYPE)?;
     let mut og = out.write::<O>()?;
     let xg = x.read::<I>()?;
     let dst = fresh_slice(&mut og)?;
     let par = dst.len() >= PARALLEL_THRESHOLD;
-    // The contiguous fast path only for float32 inputs; see `fast_paths`.
-    let contiguous = if fast_paths::<I>() {
-        xg.as_slice()
-    } else {
-        None
-    };
-    if let Some(src) = contiguous {
+    if let Some(src) = xg.as_slice() {
         for_each_chunk_mut(dst, CHUNK, par, &|k, d| {
-            let s = &src[k * CHUNK..][..d.len()];
-            d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(s));
+            row(d, &src[k * CHUNK..][..d.len()], 1)
         });
     } else {
         let rows = Rows::new(x.shape(), [x])?;
@@ -40,14 +58,7 @@ where
         let per = rows.rows_per_task(CHUNK);
         for_each_chunk_mut(dst, per * rows.len, par, &|k, d| {
             rows.walk(k * per, d.len() / rows.len, &mut |r, [ox]| {
-                let d = &mut d[r * rows.len..][..rows.len];
-                if sx == 1 {
-                    d.iter_mut().zip(&src[ox..]).for_each(|(d, &s)| *d = f(s));
-                } else {
-                    for (i, d) in d.iter_mut().enumerate() {
-                        *d = f(src[ox + i * sx]);
-                    }
-                }
+                row(&mut d[r * rows.len..][..rows.len], &src[ox..], sx)
             });
         });
     }
@@ -63,6 +74,47 @@ pub(crate) fn map_binary<A: Element, B: Element, O: Element, F>(
 where
     F: Fn(A, B) -> O + Sync + Send,
 {
+    binary_rows(a, b, &|d: &mut [O],
+                        (x, sx): (&[A], usize),
+                        (y, sy): (&[B], usize)| {
+        // float32 rows get their own loops for a single-element side (stride 0); see `fast_paths`
+        let fast = fast_paths::<A>() && fast_paths::<B>();
+        match (sx, sy) {
+            (1, 1) => {
+                for ((d, &x), &y) in d.iter_mut().zip(x).zip(y) {
+                    *d = f(x, y)
+                }
+            }
+            (1, 0) if fast => {
+                if let Some(&y) = y.first() {
+                    d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y));
+                }
+            }
+            (0, 1) if fast => {
+                if let Some(&x) = x.first() {
+                    d.iter_mut().zip(y).for_each(|(d, &y)| *d = f(x, y));
+                }
+            }
+            _ => {
+                for (i, d) in d.iter_mut().enumerate() {
+                    *d = f(x[i * sx], y[i * sy]);
+                }
+            }
+        }
+    })
+}
+
+/// `row(dst, (a, a_stride), (b, b_stride))`: `dst[i] = f(a[i * a_stride], b[i * b_stride])` for
+/// one row (a stride 0 repeats the side's first element).
+type BinaryRow<'a, A, B, O> = dyn Fn(&mut [O], (&[A], usize), (&[B], usize)) + Sync + 'a;
+
+/// [`map_binary`]'s driver: the fresh broadcast output, as contiguous chunks, blocks against a
+/// per-channel operand, or rows of the merged broadcast layout.
+fn binary_rows<A: Element, B: Element, O: Element>(
+    a: &Tensor,
+    b: &Tensor,
+    row: &BinaryRow<'_, A, B, O>,
+) -> crate::Result<Tensor> {
     let shape = broadcast_shapes(a.shape(), b.shape())?;
     let out = Tensor::empty(&shape, O::DTYPE)?;
     let n = out.numel();
@@ -71,104 +123,75 @@ where
     let bg = b.read::<B>()?;
     let dst = fresh_slice(&mut og)?;
     let par = n >= PARALLEL_THRESHOLD;
-    if !(fast_paths::<A>() && fast_paths::<B>()) {
-        binary_rows(dst, &shape, a, b, &ag, &bg, par, &f)?;
-        return Ok(out);
-    }
-    let a_full = a.shape() == shape.as_slice();
-    let b_full = b.shape() == shape.as_slice();
-    // Fast paths: same-shape contiguous operands, or one side a single element.
-    if let (true, Some(sa)) = (a_full, ag.as_slice()) {
+    let (a_full, b_full) = (a.shape() == shape.as_slice(), b.shape() == shape.as_slice());
+    if fast_paths::<A>() && fast_paths::<B>() {
+        // Fast paths: same-shape contiguous operands, or one side a single element.
+        if let (true, Some(sa)) = (a_full, ag.as_slice()) {
+            if let (true, Some(sb)) = (b_full, bg.as_slice()) {
+                for_each_chunk_mut(dst, CHUNK, par, &|k, d| {
+                    row(d, (&sa[k * CHUNK..], 1), (&sb[k * CHUNK..], 1))
+                });
+                return Ok(out);
+            }
+            if b.numel() == 1 {
+                let y = bg.span();
+                for_each_chunk_mut(dst, CHUNK, par, &|k, d| {
+                    row(d, (&sa[k * CHUNK..], 1), (y, 0))
+                });
+                return Ok(out);
+            }
+        }
         if let (true, Some(sb)) = (b_full, bg.as_slice()) {
-            for_each_chunk_mut(dst, CHUNK, par, &|k, d| {
-                let (x, y) = (&sa[k * CHUNK..], &sb[k * CHUNK..]);
-                for ((d, &x), &y) in d.iter_mut().zip(x).zip(y) {
-                    *d = f(x, y)
-                }
-            });
-            return Ok(out);
+            if a.numel() == 1 {
+                let x = ag.span();
+                for_each_chunk_mut(dst, CHUNK, par, &|k, d| {
+                    row(d, (x, 0), (&sb[k * CHUNK..], 1))
+                });
+                return Ok(out);
+            }
         }
-        if b.numel() == 1 {
-            let y = first_of(&bg)?;
-            for_each_chunk_mut(dst, CHUNK, par, &|k, d| {
-                let x = &sa[k * CHUNK..];
-                d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y));
-            });
-            return Ok(out);
+        // One side full and contiguous, the other constant along trailing dims (a per-channel
+        // scale or bias: [C, 1, 1] against [N, C, H, W]): blocks of the full side against one
+        // value.
+        if let (true, Some(sa)) = (a_full, ag.as_slice()) {
+            if let (Some(sb), Some(layout)) = (bg.as_slice(), per_block(b.shape(), &shape)) {
+                blocks_against_values(dst, sa, sb, layout, par, &|d, full, values| {
+                    row(d, full, values)
+                });
+                return Ok(out);
+            }
         }
-    }
-    if let (true, Some(sb)) = (b_full, bg.as_slice()) {
-        if a.numel() == 1 {
-            let x = first_of(&ag)?;
-            for_each_chunk_mut(dst, CHUNK, par, &|k, d| {
-                let y = &sb[k * CHUNK..];
-                d.iter_mut().zip(y).for_each(|(d, &y)| *d = f(x, y));
-            });
-            return Ok(out);
-        }
-    }
-    // One side full and contiguous, the other constant along trailing dims (a per-channel
-    // scale or bias: [C, 1, 1] against [N, C, H, W]): blocks of the full side against one value.
-    if let (true, Some(sa)) = (a_full, ag.as_slice()) {
-        if let (Some(sb), Some((inner, period))) = (bg.as_slice(), per_block(b.shape(), &shape)) {
-            blocks_against_values(dst, sa, sb, inner, period, par, &f);
-            return Ok(out);
+        if let (true, Some(sb)) = (b_full, bg.as_slice()) {
+            if let (Some(sa), Some(layout)) = (ag.as_slice(), per_block(a.shape(), &shape)) {
+                blocks_against_values(dst, sb, sa, layout, par, &|d, full, values| {
+                    row(d, values, full)
+                });
+                return Ok(out);
+            }
         }
     }
-    if let (true, Some(sb)) = (b_full, bg.as_slice()) {
-        if let (Some(sa), Some((inner, period))) = (ag.as_slice(), per_block(a.shape(), &shape)) {
-            blocks_against_values(dst, sb, sa, inner, period, par, |y, x| f(x, y));
-            return Ok(out);
-        }
-    }
-    binary_rows(dst, &shape, a, b, &ag, &bg, par, &f)?;
+    // Every layout (other dtypes take only this walk: contiguous operands merge into long rows,
+    // a broadcast side has stride 0).
+    let rows = Rows::new(&shape, [a, b])?;
+    let (pa, pb) = (ag.span(), bg.span());
+    let ([sa, sb], len) = (rows.strides, rows.len);
+    let per = rows.rows_per_task(CHUNK);
+    for_each_chunk_mut(dst, per * len, par, &|k, d| {
+        rows.walk(k * per, d.len() / len, &mut |r, [oa, ob]| {
+            row(&mut d[r * len..][..len], (&pa[oa..], sa), (&pb[ob..], sb))
+        });
+    });
     Ok(out)
 }
 
 /// Whether maps over inputs of element type `T` get their own loops for contiguous,
 /// single-element and per-channel operands (float32, what models compute in). Every other
 /// dtype takes the general row walk alone, which covers those layouts too (merged into long
-/// rows, stride 0 for a broadcast side): each closure is instantiated for each dtype an op
+/// rows, stride 0 for a broadcast side): the row loops are instantiated for each dtype an op
 /// supports, and the extra loops of ~1,400 non-float32 instantiations were about a tenth of
 /// the binary.
 fn fast_paths<T: Element>() -> bool {
     matches!(T::DTYPE, crate::tensor::DType::Float32)
-}
-
-/// `dst = f(a, b)` over any strides: rows of the merged broadcast layout of `shape`.
-#[allow(clippy::too_many_arguments)]
-fn binary_rows<A: Element, B: Element, O: Element, F>(
-    dst: &mut [O],
-    shape: &[usize],
-    a: &Tensor,
-    b: &Tensor,
-    ag: &TensorRead<A>,
-    bg: &TensorRead<B>,
-    par: bool,
-    f: &F,
-) -> crate::Result<()>
-where
-    F: Fn(A, B) -> O + Sync + Send,
-{
-    let rows = Rows::new(shape, [a, b])?;
-    let (pa, pb) = (ag.span(), bg.span());
-    let ([sa, sb], len) = (rows.strides, rows.len);
-    let per = rows.rows_per_task(CHUNK);
-    for_each_chunk_mut(dst, per * len, par, &|k, d| {
-        rows.walk(k * per, d.len() / len, &mut |r, [oa, ob]| {
-            let d = &mut d[r * len..][..len];
-            if sa == 1 && sb == 1 {
-                for ((d, &x), &y) in d.iter_mut().zip(&pa[oa..]).zip(&pb[ob..]) {
-                    *d = f(x, y)
-                }
-            } else {
-                for (i, d) in d.iter_mut().enumerate() {
-                    *d = f(pa[oa + i * sa], pb[ob + i * sb]);
-                }
-            }
-        });
-    });
-    Ok(())
 }
 
 /// When a contiguous operand of shape `small` broadcast to `full` is constant over blocks of
@@ -203,33 +226,33 @@ fn per_block(small: &[usize], full: &[usize]) -> Option<(usize, usize)> {
     (inner > 1 || period > 1).then_some((inner, period))
 }
 
-/// `dst[i] = f(full[i], values[(i / inner) % period])` for `per_block`'s layout (with
-/// `inner` 1, `values` is one row of `period` elements repeated).
-fn blocks_against_values<X: Copy + Sync, Y: Copy + Sync, O: Send>(
+/// `row(dst, (full, 1), (value, 0))` per block for `per_block`'s layout `(inner, period)`:
+/// `dst[i]` from `full[i]` and `values[(i / inner) % period]` (with `inner` 1, `values` is one
+/// row of `period` elements repeated, `row(dst, (full, 1), (values, 1))` per row).
+fn blocks_against_values<X: Sync, Y: Sync, O: Send>(
     dst: &mut [O],
     full: &[X],
     values: &[Y],
-    inner: usize,
-    period: usize,
+    (inner, period): (usize, usize),
     par: bool,
-    f: impl Fn(X, Y) -> O + Sync,
+    row: &BinaryRow<'_, X, Y, O>,
 ) {
     if inner == 1 {
         // rows of `period` elements, each against the whole of `values`
         let rows = (CHUNK / period.max(1)).max(1);
         zip_chunks(dst, full, rows * period, par, |_, d, x| {
             for (d, x) in d.chunks_mut(period).zip(x.chunks(period)) {
-                for ((d, &x), &y) in d.iter_mut().zip(x).zip(values) {
-                    *d = f(x, y);
-                }
+                row(d, (x, 1), (values, 1));
             }
         });
     } else {
         let blocks = (CHUNK / inner).max(1);
         zip_chunks(dst, full, blocks * inner, par, |k, d, x| {
             for (j, (d, x)) in d.chunks_mut(inner).zip(x.chunks(inner)).enumerate() {
-                let y = values[(k * blocks + j) % period];
-                d.iter_mut().zip(x).for_each(|(d, &x)| *d = f(x, y));
+                let y = (k * blocks + j) % period;
+                if let Some(value) = values.get(y..=y) {
+                    row(d, (x, 1), (value, 0));
+                }
             }
         });
     }
@@ -288,15 +311,6 @@ where
         });
     });
     Ok(out)
-}
-
-/// The first element of a borrowed non-empty tensor.
-fn first_of<T: Element>(g: &TensorRead<T>) -> crate::Result<T> {
-    g.view()
-        .iter()
-        .next()
-        .copied()
-        .ok_or_else(|| TensorError::Value("empty tensor has no element".into()).into())
 }
 
 /// `x[i] = f(x[i])` written in place, for a contiguous float32 tensor: the in-place

@@ -16,6 +16,12 @@ pub(crate) struct ReducePlan {
     pub out_shape: Vec<usize>,
 }
 
+/// `chunk(dst, src, reduced)`: the work of [`ReducePlan::rows`] on a chunk of rows.
+type RowsChunk<'a, T, O> = dyn Fn(&mut [O], &[T], usize) + Sync + 'a;
+
+/// `chunk(values, indices, src, reduced)`: the work of [`ReducePlan::rows2`] on a chunk of rows.
+type Rows2Chunk<'a, T, O1, O2> = dyn Fn(&mut [O1], &mut [O2], &[T], usize) + Sync + 'a;
+
 /// Wrap and deduplicate-check `dims` for a tensor of `ndim` dims. `None` or an empty list means
 /// every dim (as PyTorch's `dim=None` / `dim=[]` for sum-like ops).
 pub(crate) fn reduce_dims(dims: Option<&[i64]>, ndim: usize) -> crate::Result<Vec<bool>> {
@@ -89,6 +95,27 @@ impl ReducePlan {
     where
         F: Fn(&[T]) -> O + Sync + Send,
     {
+        self.rows_with(&|d: &mut [O], src: &[T], red: usize| {
+            if red == 0 {
+                let v = f(&[]);
+                d.iter_mut().for_each(|d| *d = v);
+            } else {
+                d.iter_mut()
+                    .zip(src.chunks(red))
+                    .for_each(|(d, row)| *d = f(row));
+            }
+        })
+    }
+
+    // `rows` and `rows2` are instantiated per reduction closure and dtype; only the loop over
+    // a chunk of rows is (`chunk(dst, src, reduced)`), the drivers are per element types.
+
+    /// [`ReducePlan::rows`]'s driver: `chunk(dst_k, src_k, reduced)` over chunks of rows
+    /// (`src_k` from the first row of `dst_k`'s; with `reduced` 0 the rows are empty).
+    fn rows_with<T: Element, O: Element>(
+        &self,
+        chunk: &RowsChunk<'_, T, O>,
+    ) -> crate::Result<Tensor> {
         let src_guard = self.input.read::<T>()?;
         let src = src_guard
             .as_slice()
@@ -100,16 +127,12 @@ impl ReducePlan {
             .ok_or_else(|| TensorError::Value("fresh output is not contiguous".into()))?;
         let red = self.reduced;
         if red == 0 {
-            let v = f(&[]);
-            dst.iter_mut().for_each(|d| *d = v);
+            chunk(dst, &[], 0);
             return Ok(out);
         }
         let par = self.outer > 1 && self.outer * red >= PARALLEL_THRESHOLD;
         let per = (PARALLEL_THRESHOLD / 4 / red).max(1);
-        for_each_chunk_mut(dst, per, par, &|k, d| {
-            let rows = src[k * per * red..].chunks(red);
-            d.iter_mut().zip(rows).for_each(|(d, row)| *d = f(row));
-        });
+        for_each_chunk_mut(dst, per, par, &|k, d| chunk(d, &src[k * per * red..], red));
         Ok(out)
     }
 
@@ -121,6 +144,20 @@ impl ReducePlan {
     where
         F: Fn(&[T]) -> (O1, O2) + Sync + Send,
     {
+        self.rows2_with(&|d1: &mut [O1], d2: &mut [O2], src: &[T], red: usize| {
+            for ((a, b), row) in d1.iter_mut().zip(d2.iter_mut()).zip(src.chunks(red)) {
+                let (x, y) = f(row);
+                *a = x;
+                *b = y;
+            }
+        })
+    }
+
+    /// [`ReducePlan::rows2`]'s driver, as [`ReducePlan::rows_with`] (`reduced` at least 1).
+    fn rows2_with<T: Element, O1: Element, O2: Element>(
+        &self,
+        chunk: &Rows2Chunk<'_, T, O1, O2>,
+    ) -> crate::Result<(Tensor, Tensor)> {
         let src_guard = self.input.read::<T>()?;
         let src = src_guard
             .as_slice()
@@ -138,12 +175,7 @@ impl ReducePlan {
         let red = self.reduced.max(1);
         let per = (PARALLEL_THRESHOLD / red).max(1);
         for_each_chunk_mut2(d1, d2, (per, per), true, &|k, d1, d2| {
-            let rows = src[(k * per * red).min(src.len())..].chunks(red);
-            for ((a, b), row) in d1.iter_mut().zip(d2.iter_mut()).zip(rows) {
-                let (x, y) = f(row);
-                *a = x;
-                *b = y;
-            }
+            chunk(d1, d2, &src[(k * per * red).min(src.len())..], red)
         });
         Ok((o1, o2))
     }
