@@ -294,8 +294,8 @@ thread_local! {
 }
 
 /// `C[m x n] = epilogue(A[m x k] . B[k x n])`, C row-major with row stride `ldc`, using `isa`
-/// (which must be supported; see [`Isa::detected`]) and, when `parallel`, the kernel pool
-/// ([`for_each_index`](crate::ops::kernels::parallel::for_each_index)).
+/// (which must be supported; see [`Isa::detected`]) and, when `parallel`, the kernel team
+/// (`ops::kernels::parallel::for_each_index`).
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm(
     isa: Isa,
