@@ -24,3 +24,18 @@ fn quantized_coverage_ops_match_pytorch() {
 fn quantized_legacy_ops_match_pytorch() {
     common::assert_op_cases("quantized_legacy");
 }
+
+/// The pre-torchbind fbgemm API (fixtures/gen_ops_quantized_fbgemm_legacy.py): packed-matrix
+/// tensors made by tsrun's pack kernels and consumed by the int8 / fp16 linears, the wrapped
+/// AOTInductor linears and the legacy quantized RNN cells.
+#[test]
+fn quantized_fbgemm_legacy_ops_match_pytorch() {
+    common::assert_op_cases("quantized_fbgemm_legacy");
+}
+
+/// The block-sparse quantized linear (fixtures/gen_ops_quantized_sparse.py): prepack, unpack and
+/// the int8 kernels with fbgemm's int16-saturating pair sums.
+#[test]
+fn quantized_sparse_linear_ops_match_pytorch() {
+    common::assert_op_cases("quantized_sparse");
+}

@@ -100,7 +100,7 @@ fn linear_prepack_fp16(a: &mut Args<'_>) -> Result<IValue> {
 }
 
 /// The largest finite half: fp16 weights are clamped to +-this (`HandleWeightsSaturation`).
-const HALF_MAX: f32 = 65504.0;
+pub(crate) const HALF_MAX: f32 = 65504.0;
 
 /// `_saturate_weight_to_fp16(weight)`: ATen clamps the first `size(0) * size(1)` values of
 /// `weight.contiguous()` to the half range in place and returns `weight`, so a contiguous
@@ -437,7 +437,7 @@ fn nudged_zero_point(min: f32, max: f32, scale: f64, qmin: i64, qmax: i64) -> i6
 
 /// fbgemm's legacy `Quantize` of one row as `PackAWithQuantRowOffset` runs it: AVX2 lanes of 8
 /// with `round(fma(x, 1/scale, zp))`, the tail with `nearbyint(zp + x * (1/scale))`.
-fn quantize_row_legacy(row: &[f32], scale: f32, zp: i32, out: &mut Vec<i32>) {
+pub(crate) fn quantize_row_legacy(row: &[f32], scale: f32, zp: i32, out: &mut Vec<i32>) {
     let inv = 1.0f32 / scale;
     let zpf = zp as f32;
     let vec_len = row.len() / 8 * 8;
@@ -746,8 +746,7 @@ fn wrapped_quantized_linear(a: &mut Args<'_>) -> Result<IValue> {
 
 /// `fbgemm_linear_quantize_weight(W [N, K] float) -> (int8 W, col_offsets int32 [N], scale,
 /// zero_point)` (the legacy `torch.jit.quantized` weight prep): fbgemm's own
-/// `ChooseQuantizationParams` for int8 over W's min and max (its scale a float, no small-scale
-/// cut-off), `Quantize` (`zero_point + nearbyint(w * (1 / scale))`), and each row's
+/// `ChooseQuantizationParams` for int8 over W's min and max (its scale a float), `Quantize` (`zero_point + nearbyint(w * (1 / scale))`), and each row's
 /// `sum(q) - zero_point * K`.
 fn fbgemm_linear_quantize_weight(a: &mut Args<'_>) -> Result<IValue> {
     let (q, col_offsets, scale, zp) = fbgemm_quantize_weight(a.op, &a.tensor(0)?)?;
@@ -775,13 +774,8 @@ pub(crate) fn fbgemm_quantize_weight(op: &str, w: &Tensor) -> Result<(Tensor, Te
     let vals = w.contiguous()?.to_vec::<f32>()?;
     let (lo, hi) = min_max(&vals);
     let (qmin, qmax) = (-128i64, 127i64);
-    let (lo, hi) = (lo.min(0.0), hi.max(0.0));
-    let mut scale = ((hi as f64 - lo as f64) / (qmax - qmin) as f64) as f32;
-    if scale == 0.0 || (1.0f32 / scale).is_infinite() {
-        scale = 0.1;
-    }
-    let s = scale as f64;
-    let zp = nudged_zero_point(lo, hi, s, qmin, qmax);
+    let (scale, zp) = super::fbgemm_legacy::fbgemm_choose_qparams(lo, hi, -128, 127);
+    let (s, zp) = (f64::from(scale), i64::from(zp));
     let inv = 1.0f32 / scale;
     let q: Vec<i8> = vals
         .iter()

@@ -6,7 +6,9 @@
 //! group and instance norm (`norm.rs`), 8-bit row-wise embedding bags and the quantized
 //! embedding modules' packed weights (`embedding.rs`), fake quantization (`fake_quantize.rs`),
 //! the packed-weight torchbind classes (`torchbind.rs`), the RNN cell-parameter constructors
-//! (`legacy.rs`), and the `onednn::` int8 ops of x86 inductor's quantization lowering with
+//! (`legacy.rs`), the pre-torchbind fbgemm API over packed-matrix tensors
+//! (`fbgemm_legacy.rs`), the block-sparse `sparse::qlinear*` (`sparse_linear.rs`), and the
+//! `onednn::` int8 ops of x86 inductor's quantization lowering with
 //! oneDNN's arithmetic (`onednn.rs`).
 //!
 //! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization
@@ -19,12 +21,14 @@ pub mod conv;
 pub mod elementwise;
 pub mod embedding;
 pub mod fake_quantize;
+pub mod fbgemm_legacy;
 pub mod int4_pack;
 pub mod legacy;
 pub mod linear;
 pub mod norm;
 pub mod onednn;
 pub mod rnn;
+pub mod sparse_linear;
 pub mod tensors;
 pub mod torchbind;
 
@@ -45,6 +49,8 @@ pub fn register(r: &mut Registry) {
     fake_quantize::register(r);
     int4_pack::register(r);
     legacy::register(r);
+    fbgemm_legacy::register(r);
+    sparse_linear::register(r);
     onednn::register(r);
 }
 

@@ -52,7 +52,7 @@ pub fn register(r: &mut Registry) {
 
 /// The single-step cells `quantized::quantized_*_cell_dynamic` compute.
 #[derive(Clone, Copy, PartialEq)]
-enum CellOp {
+pub(crate) enum CellOp {
     Lstm,
     Gru,
     Tanh,
@@ -93,36 +93,56 @@ fn cell_dynamic(a: &mut Args<'_>, op: CellOp) -> Result<IValue> {
     let hs = h.to_vec::<f32>()?;
     let ig = dynamic_matmul(&x.to_vec::<f32>()?, b, f, g, &w_ih, true, false)?;
     let hg = dynamic_matmul(&hs, b, hsz, g, &w_hh, true, false)?;
-    let mut h_out = vec![0f32; b * hsz];
-    let mut c_out = match &c {
-        Some(c) => c.to_vec::<f32>()?,
-        None => Vec::new(),
+    let c_in = match &c {
+        Some(c) => Some(c.to_vec::<f32>()?),
+        None => None,
     };
+    let (h_out, c_out) = combine_cell_gates(op, b, hsz, &ig, &hg, &hs, c_in)?;
+    let h_out = Tensor::from_vec(h_out, h.shape())?;
+    match (c, c_out) {
+        (Some(c), Some(c_out)) => Ok(IValue::Tuple(Tuple::new(vec![
+            IValue::Tensor(h_out),
+            IValue::Tensor(Tensor::from_vec(c_out, c.shape())?),
+        ]))),
+        _ => Ok(IValue::Tensor(h_out)),
+    }
+}
+
+/// One step of cell `op` for `b` batch rows of `hsz` hidden units from the projections `ig`
+/// (input) and `hg` (hidden), `gates * hsz` values a row, the old hidden state `hs` and, for
+/// an LSTM, the old cell state `c`: the new hidden state and the new cell state.
+pub(crate) fn combine_cell_gates(
+    op: CellOp,
+    b: usize,
+    hsz: usize,
+    ig: &[f32],
+    hg: &[f32],
+    hs: &[f32],
+    mut c: Option<Vec<f32>>,
+) -> Result<(Vec<f32>, Option<Vec<f32>>)> {
+    let g = hg.len() / b.max(1);
+    let mut h_out = vec![0f32; b * hsz];
     for bi in 0..b {
         let (hgr, igr) = (&hg[bi * g..(bi + 1) * g], &ig[bi * g..(bi + 1) * g]);
         for j in 0..hsz {
             let k = bi * hsz + j;
-            h_out[k] = match op {
-                CellOp::Lstm => {
-                    let (hy, cy) = lstm_gates(hgr, igr, hsz, j, c_out[k]);
-                    c_out[k] = cy;
+            h_out[k] = match (op, c.as_mut()) {
+                (CellOp::Lstm, Some(c)) => {
+                    let (hy, cy) = lstm_gates(hgr, igr, hsz, j, c[k]);
+                    c[k] = cy;
                     hy
                 }
-                CellOp::Gru => gru_gates(hgr, igr, hsz, j, hs[k]),
+                (CellOp::Gru, _) => gru_gates(hgr, igr, hsz, j, hs[k]),
                 // SimpleCell: nonlinearity(linear_ih(x) + linear_hh(h))
-                CellOp::Tanh => (igr[j] + hgr[j]).tanh(),
-                CellOp::Relu => (igr[j] + hgr[j]).max(0.0),
+                (CellOp::Tanh, _) => (igr[j] + hgr[j]).tanh(),
+                (CellOp::Relu, _) => (igr[j] + hgr[j]).max(0.0),
+                (CellOp::Lstm, None) => {
+                    return Err(unsupported("quantized LSTM cell", "no cell state"))
+                }
             };
         }
     }
-    let h_out = Tensor::from_vec(h_out, h.shape())?;
-    match c {
-        Some(c) => Ok(IValue::Tuple(Tuple::new(vec![
-            IValue::Tensor(h_out),
-            IValue::Tensor(Tensor::from_vec(c_out, c.shape())?),
-        ]))),
-        None => Ok(IValue::Tensor(h_out)),
-    }
+    Ok((h_out, c))
 }
 
 /// ATen's `LSTMCell` for hidden unit `j`: `gates = linear_hh(h) + linear_ih(x)` chunked i, f,
