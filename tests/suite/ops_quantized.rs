@@ -39,3 +39,10 @@ fn quantized_fbgemm_legacy_ops_match_pytorch() {
 fn quantized_sparse_linear_ops_match_pytorch() {
     common::assert_op_cases("quantized_sparse");
 }
+
+/// The oneDNN engine's fused `quantized::linear_tanh` / `linear_leaky_relu` / `conv2d_add`
+/// (fixtures/gen_ops_quantized_onednn_engine.py), computed through tsrun's `onednn::` kernels.
+#[test]
+fn quantized_onednn_engine_ops_match_pytorch() {
+    common::assert_op_cases("quantized_onednn_engine");
+}

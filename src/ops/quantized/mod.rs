@@ -9,7 +9,8 @@
 //! (`legacy.rs`), the pre-torchbind fbgemm API over packed-matrix tensors
 //! (`fbgemm_legacy.rs`), the block-sparse `sparse::qlinear*` (`sparse_linear.rs`), and the
 //! `onednn::` int8 ops of x86 inductor's quantization lowering with
-//! oneDNN's arithmetic (`onednn.rs`).
+//! oneDNN's arithmetic (`onednn.rs`), through which the oneDNN engine's fused
+//! `quantized::linear_tanh` / `conv2d_add` and friends run (`onednn_engine.rs`).
 //!
 //! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization
 //! repeats fbgemm's float steps in its order (float bias divided by `act_scale * w_scale`, the
@@ -27,6 +28,7 @@ pub mod legacy;
 pub mod linear;
 pub mod norm;
 pub mod onednn;
+pub mod onednn_engine;
 pub mod rnn;
 pub mod sparse_linear;
 pub mod tensors;
@@ -52,6 +54,7 @@ pub fn register(r: &mut Registry) {
     fbgemm_legacy::register(r);
     sparse_linear::register(r);
     onednn::register(r);
+    onednn_engine::register(r);
 }
 
 fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
