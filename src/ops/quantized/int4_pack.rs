@@ -19,6 +19,34 @@ pub fn register(r: &mut Registry) {
         convert_weight_to_int4pack,
     );
     r.add("aten::_weight_int4pack_mm_for_cpu", weight_int4pack_mm);
+    r.add(
+        "quantized::int4mm_packed_weight_cpu",
+        int4mm_packed_weight_cpu,
+    );
+}
+
+/// `quantized::int4mm_packed_weight_cpu(self, mat2, qGroupSize, qScaleAndZeros)`: inductor's
+/// wrapper of `_weight_int4pack_mm_for_cpu` with the group size as a one-element int64 tensor.
+fn int4mm_packed_weight_cpu(a: &mut Args<'_>) -> Result<IValue> {
+    let group = a.tensor(2)?;
+    if group.dtype() != DType::Int64 || group.numel() != 1 {
+        return Err(unsupported(
+            a.op,
+            format!(
+                "q_group_size must be a one-element int64 tensor, got {} {:?}",
+                group.dtype(),
+                group.shape()
+            ),
+        ));
+    }
+    let group = group.to_vec::<i64>()?[0];
+    let args = vec![
+        a.get(0)?.clone(),
+        a.get(1)?.clone(),
+        IValue::Int(group),
+        a.get(3)?.clone(),
+    ];
+    crate::ops::prims::via_aten(a, "aten::_weight_int4pack_mm_for_cpu", args)
 }
 
 const BLOCK_N: usize = 64;
