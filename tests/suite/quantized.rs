@@ -30,6 +30,7 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_norm_act_traced",
     "q_embeddings",
     "q_embeddings_4bit",
+    "q_legacy_fbgemm",
 ];
 
 /// Every tensor in a (nested) result, in order.
