@@ -19,8 +19,11 @@
 //! the weights to the half range (in place, as PyTorch does to a contiguous weight), rounds
 //! them to half and runs fbgemm's fp16 GEMM, then adds the bias.
 
-use super::linear::{min_max, quantize_row_legacy, Fp16Weights, HALF_MAX};
-use super::rnn::{combine_cell_gates, CellOp};
+use super::linear::{
+    min_max, quantize_row_legacy, stretch_to_small_scale, Fp16Weights, HALF_MAX,
+    SMALL_SCALE_THRESHOLD,
+};
+use super::rnn::{cell_state_arg, combine_cell_gates, CellOp};
 use super::torchbind::LinearParams;
 use super::unsupported;
 use crate::ops::prims::via_aten;
@@ -302,7 +305,6 @@ fn expect_dtype(op: &str, t: &Tensor, want: DType, name: &str) -> Result<()> {
 /// overflows; at least 6.1e-5, the range stretched to match), and the zero point from
 /// whichever end adds the smaller terms, clamped, rounded half to even.
 pub(crate) fn fbgemm_choose_qparams(min: f32, max: f32, qmin: i32, qmax: i32) -> (f32, i32) {
-    const SMALL_SCALE_THRESHOLD: f32 = 6.1e-5;
     let mut min = min.min(0.0);
     let mut max = max.max(0.0);
     let range = f64::from(qmax - qmin);
@@ -311,17 +313,8 @@ pub(crate) fn fbgemm_choose_qparams(min: f32, max: f32, qmin: i32, qmax: i32) ->
         scale = 0.1;
     }
     if scale < SMALL_SCALE_THRESHOLD {
-        let org = scale;
+        stretch_to_small_scale(scale, &mut min, &mut max, qmin, qmax);
         scale = SMALL_SCALE_THRESHOLD;
-        if min == 0.0 {
-            max = SMALL_SCALE_THRESHOLD * (qmax - qmin) as f32;
-        } else if max == 0.0 {
-            min = -SMALL_SCALE_THRESHOLD * (qmax - qmin) as f32;
-        } else {
-            let amplifier = SMALL_SCALE_THRESHOLD / org;
-            min *= amplifier;
-            max *= amplifier;
-        }
     }
     let s = f64::from(scale);
     let from_min = f64::from(qmin) - f64::from(min) / s;
@@ -701,15 +694,7 @@ fn quantized_cell<const KIND: u8>(a: &mut Args<'_>) -> Result<IValue> {
         _ => CellOp::Relu,
     };
     let x = a.tensor(0)?;
-    let (h, c) = if op == CellOp::Lstm {
-        let hx = a.tensor_list(1)?;
-        let [h, c] = hx.as_slice() else {
-            return Err(unsupported(a.op, "hx must be [h, c]"));
-        };
-        (h.clone(), Some(c.clone()))
-    } else {
-        (a.tensor(1)?, None)
-    };
+    let (h, c) = cell_state_arg(a, op)?;
     if x.dim() != 2 || h.dim() != 2 {
         return Err(unsupported(
             a.op,

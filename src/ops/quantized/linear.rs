@@ -368,7 +368,6 @@ pub(crate) fn choose_qparams_sparsity(
     preserve_sparsity: bool,
     reduce_range: bool,
 ) -> (f64, i32) {
-    const SMALL_SCALE_THRESHOLD: f32 = 6.1e-5;
     let (qmin, qmax) = if reduce_range {
         (qmin / 2, qmax / 2)
     } else {
@@ -395,23 +394,32 @@ pub(crate) fn choose_qparams_sparsity(
         scale = 0.1;
     }
     if scale < SMALL_SCALE_THRESHOLD as f64 {
-        let org = scale as f32;
+        stretch_to_small_scale(scale as f32, &mut min, &mut max, qmin, qmax);
         scale = SMALL_SCALE_THRESHOLD as f64;
-        if min == 0.0 {
-            max = SMALL_SCALE_THRESHOLD * (qmax - qmin) as f32;
-        } else if max == 0.0 {
-            min = -SMALL_SCALE_THRESHOLD * (qmax - qmin) as f32;
-        } else {
-            let amplifier = SMALL_SCALE_THRESHOLD / org;
-            min *= amplifier;
-            max *= amplifier;
-        }
     }
     let zp = nudged_zero_point(min, max, scale, i64::from(qmin), i64::from(qmax)) as i32;
     if min < 0.0 && max > 0.0 && preserve_sparsity {
         return (scale, (qmin + qmax) / 2);
     }
     (scale, zp)
+}
+
+/// The smallest scale ATen's and fbgemm's `ChooseQuantizationParams` let through (fp16's
+/// smallest normal, rounded).
+pub(crate) const SMALL_SCALE_THRESHOLD: f32 = 6.1e-5;
+
+/// `ChooseQuantizationParams`' cut-off of a scale `org` below [`SMALL_SCALE_THRESHOLD`]: the
+/// scale becomes the threshold and `[min, max]` (containing 0) is stretched to match.
+pub(crate) fn stretch_to_small_scale(org: f32, min: &mut f32, max: &mut f32, qmin: i32, qmax: i32) {
+    if *min == 0.0 {
+        *max = SMALL_SCALE_THRESHOLD * (qmax - qmin) as f32;
+    } else if *max == 0.0 {
+        *min = -SMALL_SCALE_THRESHOLD * (qmax - qmin) as f32;
+    } else {
+        let amplifier = SMALL_SCALE_THRESHOLD / org;
+        *min *= amplifier;
+        *max *= amplifier;
+    }
 }
 
 /// `ChooseQuantizationParams`' zero point for `[min, max]` (containing 0) at `scale`: from

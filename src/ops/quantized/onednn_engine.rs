@@ -67,6 +67,26 @@ fn activation(a: &Args<'_>, i: usize) -> Result<(Tensor, f64, i64)> {
     Ok((x.int_repr_view()?.contiguous()?, scale, zp))
 }
 
+/// The leading arguments of the `onednn::` int8 kernels: the activation's integers, scale
+/// and zero point, the packed weight, its scales and zero points.
+fn operands(
+    x: Tensor,
+    x_scale: f64,
+    x_zp: i64,
+    qw: IValue,
+    w_scales: IValue,
+    w_zps: IValue,
+) -> Vec<IValue> {
+    vec![
+        IValue::Tensor(x),
+        IValue::Double(x_scale),
+        IValue::Int(x_zp),
+        qw,
+        w_scales,
+        w_zps,
+    ]
+}
+
 /// The integer result of a oneDNN kernel as a quantized tensor with `(scale, zero_point)`.
 fn requantized(y: IValue, scale: f64, zero_point: i64) -> Result<IValue> {
     let IValue::Tensor(y) = y else {
@@ -91,25 +111,17 @@ fn linear_unary(a: &Args<'_>, post: &str, post_args: Vec<IValue>) -> Result<IVal
     let w_ints = IValue::Tensor(p.weight.int_repr_view()?.contiguous()?);
     let qw = via_aten(a, "onednn::qlinear_prepack", vec![w_ints, IValue::None])?;
     let (out_scale, out_zp) = (a.double(2)?, a.int(3)?);
-    let y = via_aten(
-        a,
-        "onednn::qlinear_pointwise",
-        vec![
-            IValue::Tensor(x),
-            IValue::Double(x_scale),
-            IValue::Int(x_zp),
-            qw,
-            w_scales,
-            w_zps,
-            p.bias.map(IValue::Tensor).unwrap_or(IValue::None),
-            IValue::Double(out_scale),
-            IValue::Int(out_zp),
-            IValue::None,
-            IValue::str(post),
-            IValue::List(List::new(Type::Optional(Box::new(Type::Number)), post_args)),
-            IValue::str(""),
-        ],
-    )?;
+    let mut args = operands(x, x_scale, x_zp, qw, w_scales, w_zps);
+    args.extend([
+        p.bias.map(IValue::Tensor).unwrap_or(IValue::None),
+        IValue::Double(out_scale),
+        IValue::Int(out_zp),
+        IValue::None,
+        IValue::str(post),
+        IValue::List(List::new(Type::Optional(Box::new(Type::Number)), post_args)),
+        IValue::str(""),
+    ]);
+    let y = via_aten(a, "onednn::qlinear_pointwise", args)?;
     requantized(y, out_scale, out_zp)
 }
 
@@ -178,37 +190,29 @@ fn conv2d_add<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
         ],
     )?;
     let (out_scale, out_zp) = (a.double(3)?, a.int(4)?);
-    let y = via_aten(
-        a,
-        "onednn::qconv2d_pointwise.binary",
-        vec![
-            IValue::Tensor(x),
-            IValue::Double(x_scale),
-            IValue::Int(x_zp),
-            qw,
-            w_scales,
-            w_zps,
-            // the kernel writes its result into the accumulator: a copy, not the caller's
-            IValue::Tensor(accum.deep_clone()?),
-            p.bias.map(IValue::Tensor).unwrap_or(IValue::None),
-            ints(&p.stride),
-            ints(&p.padding),
-            ints(&p.dilation),
-            IValue::Int(p.groups),
-            IValue::Double(out_scale),
-            IValue::Int(out_zp),
-            IValue::None,
-            IValue::Double(accum_scale),
-            IValue::Int(accum_zp),
-            IValue::str("sum"),
-            IValue::Double(1.0),
-            IValue::str(if RELU { "relu" } else { "none" }),
-            IValue::List(List::new(
-                Type::Optional(Box::new(Type::Number)),
-                Vec::new(),
-            )),
-            IValue::str(""),
-        ],
-    )?;
+    let mut args = operands(x, x_scale, x_zp, qw, w_scales, w_zps);
+    args.extend([
+        // the kernel writes its result into the accumulator: a copy, not the caller's
+        IValue::Tensor(accum.deep_clone()?),
+        p.bias.map(IValue::Tensor).unwrap_or(IValue::None),
+        ints(&p.stride),
+        ints(&p.padding),
+        ints(&p.dilation),
+        IValue::Int(p.groups),
+        IValue::Double(out_scale),
+        IValue::Int(out_zp),
+        IValue::None,
+        IValue::Double(accum_scale),
+        IValue::Int(accum_zp),
+        IValue::str("sum"),
+        IValue::Double(1.0),
+        IValue::str(if RELU { "relu" } else { "none" }),
+        IValue::List(List::new(
+            Type::Optional(Box::new(Type::Number)),
+            Vec::new(),
+        )),
+        IValue::str(""),
+    ]);
+    let y = via_aten(a, "onednn::qconv2d_pointwise.binary", args)?;
     requantized(y, out_scale, out_zp)
 }

@@ -68,15 +68,7 @@ fn cell_dynamic(a: &mut Args<'_>, op: CellOp) -> Result<IValue> {
     if x.dim() != 2 {
         return Err(unsupported(a.op, "expects a 2-d input [batch, features]"));
     }
-    let (h, c) = if op == CellOp::Lstm {
-        let hx = a.tensor_list(1)?;
-        let [h, c] = hx.as_slice() else {
-            return Err(unsupported(a.op, "hx must be [h, c]"));
-        };
-        (h.clone(), Some(c.clone()))
-    } else {
-        (a.tensor(1)?, None)
-    };
+    let (h, c) = cell_state_arg(a, op)?;
     let w_ih = LinearParams::from_object(&packed_arg(a, 2)?)?;
     let w_hh = LinearParams::from_object(&packed_arg(a, 3)?)?;
     let (b, f) = (x.shape()[0], x.shape()[1]);
@@ -106,6 +98,18 @@ fn cell_dynamic(a: &mut Args<'_>, op: CellOp) -> Result<IValue> {
         ]))),
         _ => Ok(IValue::Tensor(h_out)),
     }
+}
+
+/// A cell's state argument (1): `[h, c]` for an LSTM, `h` otherwise.
+pub(crate) fn cell_state_arg(a: &Args<'_>, op: CellOp) -> Result<(Tensor, Option<Tensor>)> {
+    if op != CellOp::Lstm {
+        return Ok((a.tensor(1)?, None));
+    }
+    let hx = a.tensor_list(1)?;
+    let [h, c] = hx.as_slice() else {
+        return Err(unsupported(a.op, "hx must be [h, c]"));
+    };
+    Ok((h.clone(), Some(c.clone())))
 }
 
 /// One step of cell `op` for `b` batch rows of `hsz` hidden units from the projections `ig`
