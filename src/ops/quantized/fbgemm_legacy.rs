@@ -375,12 +375,11 @@ fn int_scalar(a: &Args<'_>, i: usize, name: &str) -> Result<i64> {
     }
 }
 
-/// The int8 weight's arguments of `fbgemm_linear_int8_weight` (and the quantized cells' of
-/// one projection): the weight (for its shape), the packed matrix, the column offsets, the
-/// weight's scale and zero point, the bias.
-struct Int8Linear {
-    n: usize,
-    k: usize,
+/// One int8 projection of `fbgemm_linear_int8_weight` (and of the quantized cells): the
+/// packed int8 weight `[n, k]`, the column offsets, the weight's scale and zero point, the bias.
+pub(crate) struct Int8Linear {
+    pub(crate) n: usize,
+    pub(crate) k: usize,
     values: Vec<i8>,
     col_offsets: Vec<i32>,
     w_scale: f32,
@@ -410,8 +409,8 @@ impl Int8Linear {
         let bias = a.tensor(idx[5])?;
         check(bias.dim() == 1, "bias.dim() == 1")?;
         check(bias.shape()[0] == n, "bias.size(0) == N")?;
-        let w_scale = float_scalar(a, idx[3], "weight_scale")? as f32;
-        let w_zp = int_scalar(a, idx[4], "weight_zero_point")? as i32;
+        let w_scale = float_scalar(a, idx[3], "weight_scale")?;
+        let w_zp = int_scalar(a, idx[4], "weight_zero_point")?;
         let Packed::Int8Matrix {
             n: pn,
             k: pk,
@@ -426,33 +425,61 @@ impl Int8Linear {
                 format!("the packed matrix is [{pn}, {pk}], the weight [{n}, {k}]"),
             ));
         }
-        let col = a.tensor(idx[2])?;
-        expect_dtype(op, &col, DType::Int32, "col_offsets")?;
-        let col_offsets = col.contiguous()?.to_vec::<i32>()?;
-        if col_offsets.len() < n {
+        Int8Linear::new(
+            op,
+            values,
+            (n, k),
+            &a.tensor(idx[2])?,
+            (w_scale, w_zp),
+            &bias,
+        )
+    }
+
+    /// The projection of int8 weight `values` (`[n, k]`) with `col_offsets`, the weight's
+    /// `(scale, zero_point)` and a float `bias` of `n` values.
+    pub(crate) fn new(
+        op: &str,
+        values: Vec<i8>,
+        (n, k): (usize, usize),
+        col_offsets: &Tensor,
+        (w_scale, w_zp): (f64, i64),
+        bias: &Tensor,
+    ) -> Result<Int8Linear> {
+        expect_dtype(op, col_offsets, DType::Int32, "col_offsets")?;
+        let col_offsets = col_offsets.contiguous()?.to_vec::<i32>()?;
+        expect_dtype(op, bias, DType::Float32, "bias")?;
+        let bias = bias.contiguous()?.to_vec::<f32>()?;
+        if col_offsets.len() < n || bias.len() != n || Some(values.len()) != n.checked_mul(k) {
             return Err(unsupported(
                 op,
                 format!(
-                    "col_offsets has {} values for {n} outputs",
-                    col_offsets.len()
+                    "{} column offsets, {} bias values and {} weights do not fit [{n}, {k}]",
+                    col_offsets.len(),
+                    bias.len(),
+                    values.len()
                 ),
             ));
         }
-        expect_dtype(op, &bias, DType::Float32, "bias")?;
         Ok(Int8Linear {
             n,
             k,
             values,
             col_offsets,
-            w_scale,
-            w_zp,
-            bias: bias.contiguous()?.to_vec::<f32>()?,
+            w_scale: w_scale as f32,
+            w_zp: w_zp as i32,
+            bias,
         })
     }
 
     /// `xs` (`m` rows of `k`) as `fbgemm_linear_int8_weight_fp32_activation` computes it.
-    fn apply(&self, xs: &[f32], m: usize) -> Vec<f32> {
+    pub(crate) fn apply(&self, xs: &[f32], m: usize) -> Result<Vec<f32>> {
         let (n, k) = (self.n, self.k);
+        if Some(xs.len()) != m.checked_mul(k) {
+            return Err(unsupported(
+                "fbgemm_linear_int8_weight",
+                format!("an input of {} values is not {m} rows of {k}", xs.len()),
+            ));
+        }
         let (lo, hi) = min_max(xs);
         let (a_scale, a_zp) = fbgemm_choose_qparams(lo, hi, 0, 255);
         let mult = a_scale * self.w_scale;
@@ -474,7 +501,7 @@ impl Int8Linear {
                 *o = (raw as f32).mul_add(mult, self.bias[j]);
             }
         }
-        out
+        Ok(out)
     }
 }
 
@@ -507,7 +534,7 @@ fn linear_int8_weight(a: &mut Args<'_>) -> Result<IValue> {
     let x = a.tensor(0)?;
     let (xs, m, k) = float_rows(a.op, &x)?;
     let lin = Int8Linear::from_args(a, [1, 2, 3, 4, 5, 6], k)?;
-    let out = lin.apply(&xs, m);
+    let out = lin.apply(&xs, m)?;
     Ok(IValue::Tensor(Tensor::from_vec(
         out,
         &out_shape(&x, lin.n),
@@ -725,8 +752,8 @@ fn quantized_cell<const KIND: u8>(a: &mut Args<'_>) -> Result<IValue> {
         Some(_) => return Err(unsupported(a.op, "cx must have hx's shape")),
         None => None,
     };
-    let ig = ih.apply(&xs, b);
-    let hg = hh.apply(&hs, b);
+    let ig = ih.apply(&xs, b)?;
+    let hg = hh.apply(&hs, b)?;
     let (h_out, c_out) = combine_cell_gates(op, b, hsz, &ig, &hg, &hs, c_in)?;
     let h_out = Tensor::from_vec(h_out, h.shape())?;
     match c_out {

@@ -90,7 +90,8 @@ fn make_cell_params_fp16(a: &mut Args<'_>) -> Result<IValue> {
 /// `make_quantized_cell_params(w_ih, w_hh, b_ih, b_hh)`: ATen's `QuantizedCellParams`, the
 /// float weights quantized by `fbgemm_linear_quantize_weight`, in its serialized state
 /// `("quantized", [w_ih, w_hh, b_ih, b_hh, col_offsets_ih, col_offsets_hh], [scale_ih,
-/// scale_hh], [zero_point_ih, zero_point_hh], [])` (tsrun's RNN kernels refuse this kind).
+/// scale_hh], [zero_point_ih, zero_point_hh], [])`, which `quantized_lstm` / `quantized_gru`
+/// run with `fbgemm_linear_int8_weight`'s arithmetic (`rnn.rs`).
 fn make_cell_params(a: &mut Args<'_>) -> Result<IValue> {
     let (w_ih, col_ih, scale_ih, zp_ih) = fbgemm_quantize_weight(a.op, &a.tensor(0)?)?;
     let (w_hh, col_hh, scale_hh, zp_hh) = fbgemm_quantize_weight(a.op, &a.tensor(1)?)?;

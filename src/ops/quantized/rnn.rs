@@ -1,6 +1,6 @@
-//! Dynamic quantized LSTM and GRU (`aten::quantized_lstm` with `use_dynamic=True` and
-//! `aten::quantized_gru`, what `quantize_dynamic` makes of `nn.LSTM` / `nn.GRU`), over a padded
-//! input (`.input`) or a PackedSequence (`.data`).
+//! Quantized LSTM and GRU (`aten::quantized_lstm` and `aten::quantized_gru`, what
+//! `quantize_dynamic` makes of `nn.LSTM` / `nn.GRU`), over a padded input (`.input`) or a
+//! PackedSequence (`.data`).
 //!
 //! ATen's CPU layers compute the input projection of the whole sequence with one dynamic
 //! linear (one set of activation parameters), then per step the hidden projection of the batch
@@ -11,10 +11,15 @@
 //! The cell parameters are `__torch__.torch.classes.rnn.CellParamsBase` objects whose state is
 //! `("quantized_dynamic", [b_ih, b_hh], [], [reduce_range], [w_ih, w_hh])` for int8 weights or
 //! `("quantized_fp16", [], [], [], [w_ih, w_hh])` for fp16 ones, the packed weights
-//! (`LinearPackedParamsBase`) carrying their biases. The single-step cells
+//! (`LinearPackedParamsBase`) carrying their biases; `make_quantized_cell_params`' legacy
+//! `("quantized", [w_ih, w_hh, b_ih, b_hh, col_offsets_ih, col_offsets_hh], [scales],
+//! [zero_points], [])` runs its projections as `fbgemm_linear_int8_weight` does. The cells
+//! alone decide the arithmetic (`use_dynamic` and `dtype` change nothing in ATen's result).
+//! The single-step cells
 //! (`quantized::quantized_*_cell_dynamic`, `nn.quantized.dynamic.LSTMCell` and friends) share
 //! the gate arithmetic.
 
+use super::fbgemm_legacy::Int8Linear;
 use super::linear::{dynamic_matmul, Fp16Weights};
 use super::torchbind::{packed_arg, LinearParams};
 use super::unsupported;
@@ -203,6 +208,9 @@ enum Projection {
     },
     /// `quantized_fp16`: half-rounded weights, float arithmetic.
     Fp16(Fp16Weights),
+    /// `quantized` (`make_quantized_cell_params`, the pre-torchbind API): int8 weights with
+    /// their column offsets, applied by `fbgemm_linear_int8_weight_fp32_activation`.
+    Int8Legacy(Box<Int8Linear>),
 }
 
 impl Projection {
@@ -214,6 +222,14 @@ impl Projection {
                 reduce_range,
             } => dynamic_matmul(xs, m, k, n, params, *reduce_range, false),
             Projection::Fp16(w) => w.matmul(xs, m, k, n),
+            Projection::Int8Legacy(lin) if (lin.n, lin.k) == (n, k) => lin.apply(xs, m),
+            Projection::Int8Legacy(lin) => Err(unsupported(
+                "quantized RNN",
+                format!(
+                    "cell weights [{}, {}] do not fit {k} features to {n} gates",
+                    lin.n, lin.k
+                ),
+            )),
         }
     }
 }
@@ -240,6 +256,7 @@ fn cell_of(op: &str, v: &IValue) -> Result<Cell> {
     let fp16 = match items.first() {
         Some(IValue::String(kind)) if &**kind == "quantized_dynamic" => false,
         Some(IValue::String(kind)) if &**kind == "quantized_fp16" => true,
+        Some(IValue::String(kind)) if &**kind == "quantized" => return legacy_cell(op, items),
         _ => return Err(bad()),
     };
     let packed: Vec<Object> = match items.get(4) {
@@ -279,6 +296,41 @@ fn cell_of(op: &str, v: &IValue) -> Result<Cell> {
             params: Box::new(w_hh),
             reduce_range,
         },
+    })
+}
+
+/// A `quantized` cell's state `("quantized", [w_ih, w_hh, b_ih, b_hh, col_offsets_ih,
+/// col_offsets_hh], [scale_ih, scale_hh], [zero_point_ih, zero_point_hh], [])`: ATen's
+/// `QuantizedCellParams`, whose packed matrices are its int8 weights.
+fn legacy_cell(op: &str, items: &[IValue]) -> Result<Cell> {
+    let bad = || unsupported(op, "malformed quantized CellParamsBase state");
+    let list = |i: usize| match items.get(i) {
+        Some(IValue::List(l)) => Ok(l.to_vec()),
+        _ => Err(bad()),
+    };
+    let (tensors, doubles, longs) = (list(1)?, list(2)?, list(3)?);
+    let (
+        [IValue::Tensor(w_ih), IValue::Tensor(w_hh), IValue::Tensor(b_ih), IValue::Tensor(b_hh), IValue::Tensor(col_ih), IValue::Tensor(col_hh)],
+        [IValue::Double(scale_ih), IValue::Double(scale_hh)],
+        [IValue::Int(zp_ih), IValue::Int(zp_hh)],
+    ) = (&tensors[..], &doubles[..], &longs[..])
+    else {
+        return Err(bad());
+    };
+    let projection = |w: &Tensor, col: &Tensor, scale: f64, zp: i64, bias: &Tensor| {
+        let [n, k] = *w.shape() else {
+            return Err(bad());
+        };
+        if w.dtype() != crate::tensor::DType::Int8 {
+            return Err(unsupported(op, "quantized cell weights must be int8"));
+        }
+        let values = w.contiguous()?.to_vec::<i8>()?;
+        let lin = Int8Linear::new(op, values, (n, k), col, (scale, zp), bias)?;
+        Ok(Projection::Int8Legacy(Box::new(lin)))
+    };
+    Ok(Cell {
+        ih: projection(w_ih, col_ih, *scale_ih, *zp_ih, b_ih)?,
+        hh: projection(w_hh, col_hh, *scale_hh, *zp_hh, b_hh)?,
     })
 }
 
@@ -383,13 +435,8 @@ fn quantized_rnn_op(a: &mut Args<'_>, kind: CellKind, layout: Layout) -> Result<
     let hx_index = 1 + shift;
     let hx = match kind {
         CellKind::Lstm => {
-            // ATen types `dtype` only; the cell objects decide int8 or fp16 arithmetic
-            if !a.bool(10)? {
-                return Err(unsupported(
-                    a.op,
-                    "only use_dynamic=True (dynamic quantization) is supported",
-                ));
-            }
+            // `dtype` and `use_dynamic` change nothing in ATen's result: the cell objects
+            // decide the arithmetic
             let hx = a.tensor_list(hx_index)?;
             if hx.len() != 2 {
                 return Err(unsupported(a.op, "hx = [h0, c0] expected"));
