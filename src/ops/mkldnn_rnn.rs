@@ -1,0 +1,181 @@
+//! `aten::mkldnn_rnn_layer`: one LSTM layer and direction as PyTorch's CPU LSTM hands it to
+//! oneDNN (aten/src/ATen/native/mkldnn/RNN.cpp), run through tsrun's LSTM kernel
+//! (`aten::lstm.input` with one layer). oneDNN's primitive is an LSTM whatever `mode` says
+//! (PyTorch's CPU wheel fails to build it for the other cell kinds), reads its operands'
+//! memory as dense `[T, B, I]` / `[B, H]` blocks (so `batch_first`, `bidirectional`,
+//! `num_layers`, `batch_sizes` and `train` change nothing), and in grad mode also fills an
+//! opaque training workspace.
+
+use super::kernels::{shape_err, unsupported, value_err};
+use super::linalg::reshape;
+use super::prims::via_aten;
+use super::{Args, Registry};
+use crate::ops::grad_mode::is_grad_enabled;
+use crate::tensor::{DType, Tensor};
+use crate::values::{IValue, List, Tuple, Type};
+
+type R = crate::Result<IValue>;
+
+/// `ideep::rnn_kind::LSTM`, the only `mode` oneDNN's LSTM primitive accepts.
+const MODE_LSTM: i64 = 2;
+
+fn tensor_result(v: IValue, op: &str) -> crate::Result<Tensor> {
+    match v {
+        IValue::Tensor(t) => Ok(t),
+        other => Err(value_err(format!(
+            "{op}: expected a tensor, got {}",
+            other.kind_name()
+        ))),
+    }
+}
+
+fn tensors(ts: Vec<Tensor>) -> IValue {
+    IValue::List(List::new(
+        Type::Tensor,
+        ts.into_iter().map(IValue::Tensor).collect(),
+    ))
+}
+
+/// `x` flipped along its first (time) dim.
+fn flip_time(a: &Args<'_>, x: &Tensor) -> crate::Result<Tensor> {
+    tensor_result(
+        via_aten(
+            a,
+            "aten::flip",
+            vec![
+                IValue::Tensor(x.clone()),
+                IValue::List(List::new(Type::Int, vec![IValue::Int(0)])),
+            ],
+        )?,
+        a.op,
+    )
+}
+
+/// mkldnn_rnn_layer(input, weight0, weight1, weight2, weight3, hx_, cx_, reverse, batch_sizes,
+/// mode, hidden_size, num_layers, has_biases, bidirectional, batch_first, train)
+/// -> (output [T, B, H], hy (hx_'s shape), cy (cx_'s shape), workspace)
+fn mkldnn_rnn_layer(a: &mut Args<'_>) -> R {
+    let op = a.op;
+    let (x, w_ih, w_hh) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
+    let (hx, cx) = (a.tensor(5)?, a.tensor(6)?);
+    let reverse = a.bool(7)?;
+    a.int_list(8)?;
+    let (mode, hidden) = (a.int(9)?, a.int(10)?);
+    a.int(11)?;
+    let has_biases = a.bool(12)?;
+    for i in [13, 14, 15] {
+        a.bool(i)?;
+    }
+    if mode != MODE_LSTM {
+        return Err(value_err(format!(
+            "{op}: could not create a primitive descriptor for the LSTM forward propagation primitive (mode {mode}; oneDNN's layer is an LSTM, mode {MODE_LSTM})"
+        )));
+    }
+    if is_grad_enabled() {
+        return Err(unsupported(format!(
+            "{op}: in grad mode oneDNN also returns its training workspace, whose layout is oneDNN-internal; call it under torch.no_grad()"
+        )));
+    }
+    for (t, name) in [(&x, "input"), (&w_ih, "weight0"), (&w_hh, "weight1")] {
+        if t.dtype() != DType::Float32 {
+            return Err(unsupported(format!(
+                "{op}: {name} of dtype {} (tsrun runs oneDNN's float32 LSTM only)",
+                t.dtype()
+            )));
+        }
+    }
+    // oneDNN reads input, hx and cx through their data pointers as dense blocks
+    for (t, name) in [(&x, "input"), (&hx, "hx_"), (&cx, "cx_")] {
+        if !t.is_contiguous() {
+            return Err(unsupported(format!(
+                "{op}: a non-contiguous {name} (oneDNN reads its memory as a dense block)"
+            )));
+        }
+    }
+    let [_, batch, input] = *x.shape() else {
+        return Err(shape_err(format!(
+            "{op}: input must be [seq_len, batch, input_size], got {:?}",
+            x.shape()
+        )));
+    };
+    let h = usize::try_from(hidden)
+        .map_err(|_| value_err(format!("{op}: hidden_size {hidden} is negative")))?;
+    // oneDNN takes the weights' sizes from hidden_size and the input width: any other shape
+    // would be read out of its bounds
+    let want_ih = [4 * h, input];
+    let want_hh = [4 * h, h];
+    if w_ih.shape() != want_ih || w_hh.shape() != want_hh {
+        return Err(shape_err(format!(
+            "{op}: weights {:?} / {:?} are not {want_ih:?} / {want_hh:?} for hidden_size {h}",
+            w_ih.shape(),
+            w_hh.shape()
+        )));
+    }
+    let state = [1, batch, h];
+    for (t, name) in [(&hx, "hx_"), (&cx, "cx_")] {
+        if t.numel() != batch * h {
+            return Err(shape_err(format!(
+                "{op}: {name} {:?} does not hold batch x hidden_size = {batch} x {h} values",
+                t.shape()
+            )));
+        }
+    }
+    let mut params = vec![w_ih, w_hh];
+    if has_biases {
+        for i in [3, 4] {
+            let b = a.tensor(i)?;
+            if b.shape() != [4 * h] {
+                return Err(shape_err(format!(
+                    "{op}: bias {:?} is not [{}]",
+                    b.shape(),
+                    4 * h
+                )));
+            }
+            params.push(b);
+        }
+    }
+    let xs = if reverse {
+        flip_time(a, &x)?
+    } else {
+        x.clone()
+    };
+    let hx0 = reshape(&hx, &state)?;
+    let cx0 = reshape(&cx, &state)?;
+    let out = via_aten(
+        a,
+        "aten::lstm.input",
+        vec![
+            IValue::Tensor(xs),
+            tensors(vec![hx0, cx0]),
+            tensors(params),
+            IValue::Bool(has_biases),
+            IValue::Int(1),
+            IValue::Double(0.0),
+            IValue::Bool(false),
+            IValue::Bool(false),
+            IValue::Bool(false),
+        ],
+    )?;
+    let IValue::Tuple(parts) = out else {
+        return Err(value_err(format!("{op}: lstm returned no tuple")));
+    };
+    let [y, hy, cy] = parts.items() else {
+        return Err(value_err(format!("{op}: lstm returned no (output, h, c)")));
+    };
+    let (y, hy, cy) = (
+        tensor_result(y.clone(), op)?,
+        tensor_result(hy.clone(), op)?,
+        tensor_result(cy.clone(), op)?,
+    );
+    let y = if reverse { flip_time(a, &y)? } else { y };
+    Ok(IValue::Tuple(Tuple::new(vec![
+        IValue::Tensor(y),
+        IValue::Tensor(reshape(&hy, hx.shape())?),
+        IValue::Tensor(reshape(&cy, cx.shape())?),
+        IValue::None,
+    ])))
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::mkldnn_rnn_layer", mkldnn_rnn_layer);
+}
