@@ -1,4 +1,5 @@
-//! `aten::mkldnn_rnn_layer`: one LSTM layer and direction as PyTorch's CPU LSTM hands it to
+//! `aten::mkldnn_rnn_layer` (and `mkldnn::_reorder_mkldnn_rnn_layer_weight`, its weights in
+//! oneDNN's layout): one LSTM layer and direction as PyTorch's CPU LSTM hands it to
 //! oneDNN (aten/src/ATen/native/mkldnn/RNN.cpp), run through tsrun's LSTM kernel
 //! (`aten::lstm.input` with one layer). oneDNN's primitive is an LSTM whatever `mode` says
 //! (PyTorch's CPU wheel fails to build it for the other cell kinds), reads its operands'
@@ -34,6 +35,14 @@ fn tensors(ts: Vec<Tensor>) -> IValue {
         Type::Tensor,
         ts.into_iter().map(IValue::Tensor).collect(),
     ))
+}
+
+/// `hidden_size` as a size, and the weight rows of its four gates.
+fn gate_rows(op: &str, hidden: i64) -> crate::Result<(usize, usize)> {
+    usize::try_from(hidden)
+        .ok()
+        .and_then(|h| Some((h, h.checked_mul(4)?)))
+        .ok_or_else(|| value_err(format!("{op}: hidden_size {hidden} is out of range")))
 }
 
 /// `x` flipped along its first (time) dim.
@@ -98,12 +107,11 @@ fn mkldnn_rnn_layer(a: &mut Args<'_>) -> R {
             x.shape()
         )));
     };
-    let h = usize::try_from(hidden)
-        .map_err(|_| value_err(format!("{op}: hidden_size {hidden} is negative")))?;
+    let (h, rows) = gate_rows(op, hidden)?;
     // oneDNN takes the weights' sizes from hidden_size and the input width: any other shape
     // would be read out of its bounds
-    let want_ih = [4 * h, input];
-    let want_hh = [4 * h, h];
+    let want_ih = [rows, input];
+    let want_hh = [rows, h];
     if w_ih.shape() != want_ih || w_hh.shape() != want_hh {
         return Err(shape_err(format!(
             "{op}: weights {:?} / {:?} are not {want_ih:?} / {want_hh:?} for hidden_size {h}",
@@ -113,7 +121,7 @@ fn mkldnn_rnn_layer(a: &mut Args<'_>) -> R {
     }
     let state = [1, batch, h];
     for (t, name) in [(&hx, "hx_"), (&cx, "cx_")] {
-        if t.numel() != batch * h {
+        if Some(t.numel()) != batch.checked_mul(h) {
             return Err(shape_err(format!(
                 "{op}: {name} {:?} does not hold batch x hidden_size = {batch} x {h} values",
                 t.shape()
@@ -124,11 +132,10 @@ fn mkldnn_rnn_layer(a: &mut Args<'_>) -> R {
     if has_biases {
         for i in [3, 4] {
             let b = a.tensor(i)?;
-            if b.shape() != [4 * h] {
+            if b.shape() != [rows] {
                 return Err(shape_err(format!(
-                    "{op}: bias {:?} is not [{}]",
-                    b.shape(),
-                    4 * h
+                    "{op}: bias {:?} is not [{rows}]",
+                    b.shape()
                 )));
             }
             params.push(b);
@@ -176,6 +183,60 @@ fn mkldnn_rnn_layer(a: &mut Args<'_>) -> R {
     ])))
 }
 
+/// `mkldnn::_reorder_mkldnn_rnn_layer_weight(weight0, weight1, hidden_size, reverse,
+/// has_biases, batch_first, input_size)`: an LSTM layer's `[4H, I]` input and `[4H, H]`
+/// recurrent weights in oneDNN's layout for `mkldnn_rnn_layer`. tsrun holds an MKLDNN tensor
+/// as the dense tensor it stands for (src/ops/mkldnn.rs): oneDNN's logical `ldigo` view,
+/// `[1, 1, I, 4, H]` with `[0, 0, i, g, h] = weight[g * H + h, i]`. The remaining arguments
+/// only steer oneDNN's blocking.
+fn reorder_rnn_layer_weight(a: &mut Args<'_>) -> R {
+    let op = a.op;
+    let (w_ih, w_hh, hidden) = (a.tensor(0)?, a.tensor(1)?, a.int(2)?);
+    for i in [3, 4, 5] {
+        a.bool(i)?;
+    }
+    if let Some(sizes) = a.opt_int_list(6)? {
+        // PyTorch reads its time and batch entries (0 and 1) unchecked
+        if sizes.len() < 2 {
+            return Err(shape_err(format!(
+                "{op}: input_size {sizes:?} has no time and batch sizes"
+            )));
+        }
+    }
+    let (h, rows) = gate_rows(op, hidden)?;
+    let mut out = Vec::with_capacity(2);
+    for (w, name, width) in [
+        (&w_ih, "weight0", w_ih.shape().get(1).copied().unwrap_or(0)),
+        (&w_hh, "weight1", h),
+    ] {
+        if !matches!(w.dtype(), DType::Float32 | DType::BFloat16) {
+            return Err(value_err(format!(
+                "{op}: get_mkldnn_dtype: unsupported data type ({name} is {})",
+                w.dtype()
+            )));
+        }
+        if w.shape() != [rows, width] {
+            return Err(shape_err(format!(
+                "{op}: {name} {:?} is not [4 * hidden_size, .] with hidden_size {h}",
+                w.shape()
+            )));
+        }
+        if !w.is_contiguous() {
+            return Err(unsupported(format!(
+                "{op}: a non-contiguous {name} (oneDNN reads its memory as a dense block)"
+            )));
+        }
+        let gates = reshape(w, &[4, h, width])?;
+        let ldigo = super::linalg::permute(&gates, &[2, 0, 1])?.contiguous()?;
+        out.push(reshape(&ldigo, &[1, 1, width, 4, h])?);
+    }
+    Ok(tensors(out))
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::mkldnn_rnn_layer", mkldnn_rnn_layer);
+    r.add(
+        "mkldnn::_reorder_mkldnn_rnn_layer_weight",
+        reorder_rnn_layer_weight,
+    );
 }
