@@ -21,6 +21,7 @@ pub mod conv;
 pub mod creation;
 pub mod custom;
 pub mod deform_conv;
+pub mod dyn_quant_4bit;
 pub mod elementwise;
 pub mod elementwise_chain;
 pub mod embedding;
@@ -267,6 +268,7 @@ impl Registry {
             torch_library_ops::register(&mut r);
             profiler::register(&mut r);
             qparams_search::register(&mut r);
+            dyn_quant_4bit::register(&mut r);
             grouped_mm::register(&mut r);
             sparse::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
