@@ -155,7 +155,11 @@ fn matmul_4bit(a: &mut Args<'_>) -> R {
     let row_bytes = k.div_ceil(2);
     let nibble = |col: &[u8], kk: usize| -> i32 {
         let byte = col.get(kk / 2).copied().unwrap_or(0);
-        i32::from(if kk.is_multiple_of(2) { byte & 0x0f } else { byte >> 4 }) - 8
+        i32::from(if kk.is_multiple_of(2) {
+            byte & 0x0f
+        } else {
+            byte >> 4
+        }) - 8
     };
     let mut out = vec![0f32; m * n];
     for (r, row) in xs.chunks(k.max(1)).take(m).enumerate() {

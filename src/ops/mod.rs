@@ -52,6 +52,7 @@ pub mod linalg_products;
 pub mod losses;
 pub mod matrix_build;
 pub mod mkldnn;
+pub mod mkldnn_prepacked;
 pub mod mkldnn_rnn;
 pub mod no_autograd;
 pub mod norm;
@@ -228,6 +229,7 @@ impl Registry {
             deform_conv::register(&mut r);
             mkldnn::register(&mut r);
             mkldnn_rnn::register(&mut r);
+            mkldnn_prepacked::register(&mut r);
             rotated_boxes::register(&mut r);
             attention::register(&mut r);
             onnx_attention::register(&mut r);
