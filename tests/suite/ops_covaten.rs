@@ -1,6 +1,8 @@
 //! Golden cases for the CPU aten / onnx / mkldnn / sparse overloads added for issue 12's
 //! coverage by the `covaten` helper (ONNX Attention-23, `_fused_sdp_choice`,
-//! `choose_qparams_optimized`, `_sparse_mm_reduce_impl`, `mkldnn_rnn_layer`), written
+//! `choose_qparams_optimized`, `_sparse_mm_reduce_impl`, `mkldnn_rnn_layer` and its weight
+//! reorder, the 4-bit dynamic linear, the mkldnn prepacked convolution, `_remove_batch_dim`,
+//! `retain_grad`), written
 //! by fixtures/gen_ops_covaten.py.
 
 use crate::common::{self, compare, decode, fixtures_dir, Arrays};
@@ -33,16 +35,16 @@ fn mkldnn_rnn_layer_refuses_grad_mode() {
     );
 }
 
-/// `_sparse_mm_reduce_impl` with a dense operand that requires grad: for `amax` / `amin` the
-/// second result holds the index of the entry each value came from. The goldens' tensors
-/// carry no requires_grad flag: the dense argument (1) gets it here, as it had in PyTorch.
+/// Cases whose arguments listed in `requires_grad` require grad in PyTorch (the goldens'
+/// tensors carry no flag: set here): `_sparse_mm_reduce_impl`'s argmax indices for `amax` /
+/// `amin`, `retain_grad`.
 #[test]
-fn sparse_mm_reduce_arg_out() {
+fn ops_with_arguments_requiring_grad() {
     let dir = fixtures_dir().join("ops");
     let json: Value =
-        serde_json::from_reader(File::open(dir.join("covaten_arg_out.json")).expect("json"))
+        serde_json::from_reader(File::open(dir.join("covaten_requires_grad.json")).expect("json"))
             .expect("valid json");
-    let mut arrays = Arrays::open(&dir.join("covaten_arg_out.npz"));
+    let mut arrays = Arrays::open(&dir.join("covaten_requires_grad.npz"));
     let ctx = OpContext::default();
     let cases = json["cases"].as_array().expect("cases");
     for (i, case) in cases.iter().enumerate() {
@@ -54,18 +56,20 @@ fn sparse_mm_reduce_arg_out() {
             .iter()
             .map(|a| decode(a, &mut arrays))
             .collect();
-        if let IValue::Tensor(t) = &mut args[1] {
-            t.set_requires_grad(true);
+        for j in case["requires_grad"].as_array().expect("requires_grad") {
+            if let Some(IValue::Tensor(t)) = args.get_mut(j.as_u64().expect("index") as usize) {
+                t.set_requires_grad(true);
+            }
         }
         let got =
             grad_mode::with_grad_enabled(true, || kernel(&mut Args::new(op, &mut args, &ctx)))
-                .unwrap_or_else(|e| panic!("case {i}: {e}"));
+                .unwrap_or_else(|e| panic!("case {i} {op}: {e}"));
         let want = decode(&case["out"], &mut arrays);
         let (rtol, atol) = (
             case["rtol"].as_f64().unwrap_or(1e-4),
             case["atol"].as_f64().unwrap_or(1e-5),
         );
-        compare(&got, &want, rtol, atol, "out").unwrap_or_else(|e| panic!("case {i}: {e}"));
+        compare(&got, &want, rtol, atol, "out").unwrap_or_else(|e| panic!("case {i} {op}: {e}"));
     }
-    assert_eq!(cases.len(), 6);
+    assert_eq!(cases.len(), 7);
 }
