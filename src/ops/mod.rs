@@ -58,6 +58,7 @@ pub mod no_autograd;
 pub mod norm;
 pub mod norms;
 pub mod onnx_attention;
+pub mod onnx_symbolic;
 pub mod optimizers;
 pub mod orthogonal_polynomials;
 pub mod packed;
@@ -233,6 +234,7 @@ impl Registry {
             rotated_boxes::register(&mut r);
             attention::register(&mut r);
             onnx_attention::register(&mut r);
+            onnx_symbolic::register(&mut r);
             sdp_choice::register(&mut r);
             embedding::register(&mut r);
             interpolate::register(&mut r);

@@ -112,13 +112,12 @@ fn scaled_scores(a: &Args<'_>, q: &Tensor, k: &Tensor, scale: f64) -> crate::Res
     call(a, "aten::matmul", vec![t(&qs), t(&kt)])
 }
 
-/// The dtype of an ONNX `TensorProto.DataType` code (`softmax_precision`).
-fn onnx_float_dtype(code: i64) -> Option<DType> {
-    match code {
-        1 => Some(DType::Float32),
-        10 => Some(DType::Float16),
-        11 => Some(DType::Float64),
-        16 => Some(DType::BFloat16),
+/// The dtype `softmax_precision` (an ONNX `TensorProto.DataType` code) names, if it is one of
+/// the intermediate precisions PyTorch honours (float, float16, double, bfloat16); any other
+/// code leaves the softmax in the scores' dtype.
+fn softmax_dtype(code: i64) -> Option<DType> {
+    match super::onnx_symbolic::onnx_dtype(code) {
+        Some(Ok(d)) if matches!(code, 1 | 10 | 11 | 16) => Some(d),
         _ => None,
     }
 }
@@ -262,7 +261,7 @@ fn attention_23(a: &mut Args<'_>) -> R {
                 vec![t(x), IValue::Int(-1), IValue::None],
             )
         };
-        let weights = match precision.and_then(onnx_float_dtype) {
+        let weights = match precision.and_then(softmax_dtype) {
             Some(d) => {
                 let original = scores.dtype();
                 let x = scores.to_dtype(d)?;
