@@ -9,6 +9,7 @@
 
 use super::kernels::{shape_err, unsupported, value_err};
 use super::linalg::reshape;
+use super::mkldnn::tensor_of;
 use super::prims::via_aten;
 use super::{Args, Registry};
 use crate::ops::grad_mode::is_grad_enabled;
@@ -19,16 +20,6 @@ type R = crate::Result<IValue>;
 
 /// `ideep::rnn_kind::LSTM`, the only `mode` oneDNN's LSTM primitive accepts.
 const MODE_LSTM: i64 = 2;
-
-fn tensor_result(v: IValue, op: &str) -> crate::Result<Tensor> {
-    match v {
-        IValue::Tensor(t) => Ok(t),
-        other => Err(value_err(format!(
-            "{op}: expected a tensor, got {}",
-            other.kind_name()
-        ))),
-    }
-}
 
 fn tensors(ts: Vec<Tensor>) -> IValue {
     IValue::List(List::new(
@@ -47,17 +38,15 @@ fn gate_rows(op: &str, hidden: i64) -> crate::Result<(usize, usize)> {
 
 /// `x` flipped along its first (time) dim.
 fn flip_time(a: &Args<'_>, x: &Tensor) -> crate::Result<Tensor> {
-    tensor_result(
-        via_aten(
-            a,
-            "aten::flip",
-            vec![
-                IValue::Tensor(x.clone()),
-                IValue::List(List::new(Type::Int, vec![IValue::Int(0)])),
-            ],
-        )?,
-        a.op,
-    )
+    let flipped = via_aten(
+        a,
+        "aten::flip",
+        vec![
+            IValue::Tensor(x.clone()),
+            IValue::List(List::new(Type::Int, vec![IValue::Int(0)])),
+        ],
+    )?;
+    tensor_of(a, flipped)
 }
 
 /// mkldnn_rnn_layer(input, weight0, weight1, weight2, weight3, hx_, cx_, reverse, batch_sizes,
@@ -170,9 +159,9 @@ fn mkldnn_rnn_layer(a: &mut Args<'_>) -> R {
         return Err(value_err(format!("{op}: lstm returned no (output, h, c)")));
     };
     let (y, hy, cy) = (
-        tensor_result(y.clone(), op)?,
-        tensor_result(hy.clone(), op)?,
-        tensor_result(cy.clone(), op)?,
+        tensor_of(a, y.clone())?,
+        tensor_of(a, hy.clone())?,
+        tensor_of(a, cy.clone())?,
     );
     let y = if reverse { flip_time(a, &y)? } else { y };
     Ok(IValue::Tuple(Tuple::new(vec![

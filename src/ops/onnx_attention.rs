@@ -9,6 +9,7 @@
 //! 3 softmaxed).
 
 use super::kernels::{shape_err, value_err};
+use super::mkldnn::tensor_of;
 use super::prims::via_aten;
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
@@ -29,14 +30,7 @@ fn ints(v: &[i64]) -> IValue {
 
 /// Runs the aten kernel `name` on `values`, expecting a tensor.
 fn call(a: &Args<'_>, name: &str, values: Vec<IValue>) -> crate::Result<Tensor> {
-    match via_aten(a, name, values)? {
-        IValue::Tensor(x) => Ok(x),
-        other => Err(value_err(format!(
-            "{}: {name} returned a {}, not a tensor",
-            a.op,
-            other.kind_name()
-        ))),
-    }
+    tensor_of(a, via_aten(a, name, values)?)
 }
 
 fn dim(x: &Tensor, d: usize) -> i64 {
