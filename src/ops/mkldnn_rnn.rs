@@ -74,11 +74,25 @@ fn mkldnn_rnn_layer(a: &mut Args<'_>) -> R {
             "{op}: in grad mode oneDNN also returns its training workspace, whose layout is oneDNN-internal; call it under torch.no_grad()"
         )));
     }
-    for (t, name) in [(&x, "input"), (&w_ih, "weight0"), (&w_hh, "weight1")] {
-        if t.dtype() != DType::Float32 {
+    // oneDNN's LSTM runs float32 or bfloat16 (bfloat16 products accumulated in float32, which
+    // tsrun's LSTM matches to bfloat16 rounding); other mixes fail to build in PyTorch
+    if !matches!(x.dtype(), DType::Float32 | DType::BFloat16) {
+        return Err(unsupported(format!(
+            "{op}: input of dtype {} (oneDNN's LSTM runs float32 or bfloat16)",
+            x.dtype()
+        )));
+    }
+    for (t, name) in [
+        (&w_ih, "weight0"),
+        (&w_hh, "weight1"),
+        (&hx, "hx_"),
+        (&cx, "cx_"),
+    ] {
+        if t.dtype() != x.dtype() {
             return Err(unsupported(format!(
-                "{op}: {name} of dtype {} (tsrun runs oneDNN's float32 LSTM only)",
-                t.dtype()
+                "{op}: {name} of dtype {} with an input of {} (tsrun runs one dtype throughout)",
+                t.dtype(),
+                x.dtype()
             )));
         }
     }
