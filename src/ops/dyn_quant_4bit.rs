@@ -116,6 +116,10 @@ fn matmul_4bit(a: &mut Args<'_>) -> R {
         size(op, out_features, "out_features")?,
     );
     let bl = size(op, block_size, "block_size")?;
+    if k == 0 {
+        // (PyTorch divides in_features by block_size unchecked)
+        return Err(value_err(format!("{op}: in_features must be positive")));
+    }
     // PyTorch reads the input's memory as M dense rows of K
     let [m, width] = *x.shape() else {
         return Err(unsupported(format!(
@@ -133,7 +137,7 @@ fn matmul_4bit(a: &mut Args<'_>) -> R {
         .checked_mul(k)
         .map(|v| v / 2)
         .ok_or_else(|| shape_err(format!("{op}: out_features x in_features overflows")))?;
-    let groups = k.checked_div(bl).unwrap_or(0);
+    let groups = k / bl;
     let scale_len = n * groups;
     let p = flat_f32(&packed)?;
     if packed.dim() != 1 || p.len() < weight_len + scale_len {
@@ -161,7 +165,10 @@ fn matmul_4bit(a: &mut Args<'_>) -> R {
             byte >> 4
         }) - 8
     };
-    let mut out = vec![0f32; m * n];
+    let len = m
+        .checked_mul(n)
+        .ok_or_else(|| shape_err(format!("{op}: the [{m}, {n}] result overflows")))?;
+    let mut out = vec![0f32; len];
     for (r, row) in xs.chunks(k.max(1)).take(m).enumerate() {
         let (lhs_scale, lhs_offset, q) = quantize_row(row);
         for c in 0..n {
