@@ -2071,28 +2071,11 @@ fn sparse_mm_reduce_impl(a: &mut Args) -> R {
     let (n, m) = (t.shape()[0], other.shape()[1]);
     let comp = index_vec(compressed_indices)?;
     let plain = index_vec(plain_indices)?;
-    // the products as PyTorch's kernel compares them: in float32 for the reduced floats
-    let products = |dtype: DType| -> crate::Result<(Vec<f64>, Vec<f64>)> {
-        let cd = if matches!(dtype, DType::BFloat16 | DType::Float16) {
-            DType::Float32
-        } else {
-            dtype
-        };
-        Ok((
-            values
-                .to_dtype(cd)?
-                .to_dtype(DType::Float64)?
-                .to_vec::<f64>()?,
-            other
-                .to_dtype(dtype)?
-                .to_dtype(cd)?
-                .to_dtype(DType::Float64)?
-                .contiguous()?
-                .to_vec::<f64>()?,
-        ))
-    };
-    let (v, d) = products(values.dtype())?;
-    let single = values.dtype() == DType::Float32 || matches!(values.dtype(), DType::BFloat16);
+    // the products as PyTorch's kernel compares them: in float32 for float32 and the reduced
+    // floats (whose products float32 holds exactly), in float64 for float64
+    let single = values.dtype() != DType::Float64;
+    let as_f64 = |t: &Tensor| t.to_dtype(DType::Float64)?.contiguous()?.to_vec::<f64>();
+    let (v, d) = (as_f64(values)?, as_f64(&other.to_dtype(values.dtype())?)?);
     let mut arg = vec![nnz as i64; n * m];
     for r in 0..n {
         let (s, e) = (comp[r] as usize, comp[r + 1] as usize);
