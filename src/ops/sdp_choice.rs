@@ -4,19 +4,14 @@
 //! CPU flash kernel holds, else the math kernel (0). tsrun has no switches to disable a
 //! backend, so both stay enabled, as they are by default in PyTorch.
 
-use super::kernels::{shape_err, value_err};
+use super::kernels::value_err;
 use super::{Args, Registry};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{wrap_dim, DType, Tensor};
 use crate::values::IValue;
 
 /// `at::SDPBackend` codes.
 const MATH: i64 = 0;
 const FLASH_ATTENTION: i64 = 1;
-
-/// Size of dim `d` counted from the end (`d` = 1 is the last dim).
-fn size_from_end(t: &Tensor, d: usize) -> Option<usize> {
-    t.shape().len().checked_sub(d).map(|i| t.shape()[i])
-}
 
 fn stride_from_end(t: &Tensor, d: usize) -> Option<isize> {
     t.strides().len().checked_sub(d).map(|i| t.strides()[i])
@@ -27,12 +22,9 @@ fn stride_from_end(t: &Tensor, d: usize) -> Option<isize> {
 /// ., .]`; or for 3-D ones (heads without a batch) `[heads or 1, ., .]` or `[1, heads or 1,
 /// ., .]`. (PyTorch 2.15 no longer checks the mask's strides.)
 fn mask_shape_ok(q: &Tensor, k: &Tensor, m: &Tensor) -> crate::Result<bool> {
-    let (Some(ml), Some(ms)) = (size_from_end(m, 2), size_from_end(m, 1)) else {
-        return Err(shape_err(format!(
-            "_fused_sdp_choice: Dimension out of range (attn_mask of shape {:?} needs 2 dims)",
-            m.shape()
-        )));
-    };
+    // PyTorch reads `attn_mask.size(-2)` first: a mask of fewer dims is out of range
+    let ml = m.shape()[wrap_dim(-2, m.dim())?];
+    let ms = m.shape()[m.dim() - 1];
     if m.requires_grad() {
         return Ok(false);
     }
