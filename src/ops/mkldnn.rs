@@ -14,7 +14,8 @@ use crate::values::{IValue, List, Type};
 
 type R = crate::Result<IValue>;
 
-fn tensor_of(a: &Args<'_>, r: IValue) -> crate::Result<Tensor> {
+/// The tensor a kernel called through `via_aten` returned.
+pub(crate) fn tensor_of(a: &Args<'_>, r: IValue) -> crate::Result<Tensor> {
     match r {
         IValue::Tensor(t) => Ok(t),
         other => Err(value_err(format!(

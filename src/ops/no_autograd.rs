@@ -1,11 +1,14 @@
 //! Autograd and forward-AD operators that graphs call on plain tensors: tsrun has no autograd,
 //! so a tensor is never a dual number and carries no gradient, and each of these computes what
 //! PyTorch computes for such a tensor (`_fw_primal` of a non-dual tensor is the tensor,
-//! `_unpack_dual` gives no tangent, the `_no_grad_*` initializers are the plain in-place ops).
+//! `_unpack_dual` gives no tangent, the `_no_grad_*` initializers are the plain in-place ops,
+//! `retain_grad` only checks the tensor requires grad). Likewise a tensor is never batched by
+//! functorch's vmap: `_remove_batch_dim` expands it to the batch.
 
+use super::kernels::{index_err, value_err};
 use super::prims::via_aten;
 use super::{Args, Registry};
-use crate::values::IValue;
+use crate::values::{IValue, List, Type};
 
 type R = crate::Result<IValue>;
 
@@ -42,7 +45,47 @@ fn no_grad_zero_(a: &mut Args<'_>) -> R {
     via_aten(a, "aten::zero_", args)
 }
 
+/// `retain_grad(self)`: nothing to retain without autograd; PyTorch's check that the tensor
+/// requires grad.
+fn retain_grad(a: &mut Args<'_>) -> R {
+    if !a.tensor(0)?.requires_grad() {
+        return Err(value_err(format!(
+            "{}: can't retain_grad on Tensor that has requires_grad=False",
+            a.op
+        )));
+    }
+    Ok(IValue::None)
+}
+
+/// `_remove_batch_dim(self, level, batch_size, out_dim)` of a tensor that is not batched at
+/// `level` (no tensor is in tsrun): `self.expand(sizes with batch_size inserted at out_dim)`.
+fn remove_batch_dim(a: &mut Args<'_>) -> R {
+    let x = a.tensor(0)?;
+    a.int(1)?;
+    let (batch, out_dim) = (a.int(2)?, a.int(3)?);
+    let at = usize::try_from(out_dim)
+        .ok()
+        .filter(|&d| d <= x.dim())
+        .ok_or_else(|| {
+            index_err(format!(
+                "{}: out_dim {out_dim} is not in [0, {}] (PyTorch inserts the batch there unchecked)",
+                a.op,
+                x.dim()
+            ))
+        })?;
+    let mut sizes: Vec<IValue> = x.shape().iter().map(|&n| IValue::Int(n as i64)).collect();
+    sizes.insert(at, IValue::Int(batch));
+    let args = vec![
+        IValue::Tensor(x),
+        IValue::List(List::new(Type::Int, sizes)),
+        IValue::Bool(false),
+    ];
+    via_aten(a, "aten::expand", args)
+}
+
 pub(crate) fn register(r: &mut Registry) {
+    r.add("aten::retain_grad", retain_grad);
+    r.add("aten::_remove_batch_dim", remove_batch_dim);
     r.add("aten::_fw_primal", fw_primal);
     r.add("aten::_unpack_dual", unpack_dual);
     r.add("aten::_grad_sum_to_size", grad_sum_to_size);

@@ -2035,6 +2035,75 @@ fn sparse_mm_reduce(a: &mut Args) -> R {
     Ok(out.into())
 }
 
+/// `_sparse_mm_reduce_impl(self, other, reduce) -> (out, arg_out)`: `_sparse_mm.reduce`'s
+/// result, and for `amax` / `amin` in grad mode with an argument requiring grad (what the
+/// backward needs) `arg_out [rows, cols]`: the index into `values` of the entry each result
+/// came from (a later entry wins only when strictly larger / smaller or NaN), `nnz` where a
+/// row has no entry. Otherwise `arg_out` is empty. Both in the column indices' dtype.
+fn sparse_mm_reduce_impl(a: &mut Args) -> R {
+    let out = sparse_mm_reduce(a)?;
+    let t = a.any_layout_tensor(0)?;
+    let other = a.tensor(1)?;
+    let how = a.str(2)?;
+    let Some(SparseParts::Compressed {
+        compressed_indices,
+        plain_indices,
+        values,
+        ..
+    }) = t.sparse_parts()
+    else {
+        return Err(no_kernel(a.op, &t));
+    };
+    let index_dtype = plain_indices.dtype();
+    let nnz = values.numel();
+    let is_max = &*how == "amax";
+    let need_arg = crate::ops::grad_mode::is_grad_enabled()
+        && (t.requires_grad() || other.requires_grad())
+        && (is_max || &*how == "amin")
+        && nnz > 0;
+    if !need_arg {
+        let empty = Tensor::from_vec(Vec::<i64>::new(), &[0])?.to_dtype(index_dtype)?;
+        return Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+            out,
+            IValue::Tensor(empty),
+        ])));
+    }
+    let (n, m) = (t.shape()[0], other.shape()[1]);
+    let comp = index_vec(compressed_indices)?;
+    let plain = index_vec(plain_indices)?;
+    // the products as PyTorch's kernel compares them: in float32 for float32 and the reduced
+    // floats (whose products float32 holds exactly), in float64 for float64
+    let single = values.dtype() != DType::Float64;
+    let as_f64 = |t: &Tensor| t.to_dtype(DType::Float64)?.contiguous()?.to_vec::<f64>();
+    let (v, d) = (as_f64(values)?, as_f64(&other.to_dtype(values.dtype())?)?);
+    let mut arg = vec![nnz as i64; n * m];
+    for r in 0..n {
+        let (s, e) = (comp[r] as usize, comp[r + 1] as usize);
+        for j in 0..m {
+            let mut best = if is_max {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            };
+            for q in s..e {
+                let mut x = v[q] * d[plain[q] as usize * m + j];
+                if single {
+                    x = f64::from(x as f32);
+                }
+                if (is_max && x > best) || (!is_max && x < best) || x.is_nan() {
+                    best = x;
+                    arg[r * m + j] = q as i64;
+                }
+            }
+        }
+    }
+    let arg = Tensor::from_vec(arg, &[n, m])?.to_dtype(index_dtype)?;
+    Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+        out,
+        IValue::Tensor(arg),
+    ])))
+}
+
 /// `sparse_resize(self, size, sparse_dim, dense_dim)` of a COO tensor, as `sparse_resize_`
 /// returns it: an empty tensor takes any dims; a non-empty one keeps its dims and dense sizes
 /// and may only grow its sparse sizes.
@@ -2380,6 +2449,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::smm", smm);
     r.add("aten::sparse_sampled_addmm", sparse_sampled_addmm);
     r.add("aten::_sparse_mm.reduce", sparse_mm_reduce);
+    r.add("aten::_sparse_mm_reduce_impl", sparse_mm_reduce_impl);
     r.add("aten::sparse_resize", sparse_resize);
     r.add("aten::sparse_resize_and_clear", sparse_resize_and_clear);
     r.add("aten::resize_as_sparse", resize_as_sparse);

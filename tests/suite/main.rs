@@ -39,6 +39,7 @@ mod module_api;
 mod ops_aten_coverage;
 mod ops_b_nn;
 mod ops_calculus;
+mod ops_covaten;
 mod ops_coverage;
 mod ops_creation;
 mod ops_distribution_grads;

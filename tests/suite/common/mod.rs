@@ -616,7 +616,7 @@ pub fn unpack_if_packed(got: IValue, want: &Value, arrays: &mut Arrays) -> (IVal
 
 /// A quantized RNN cell's parameters (`rnn.CellParamsBase`) as golden_io.py encodes them: the
 /// object's state `(kind, tensors, doubles, longs, packed)` with each packed linear weight
-/// through tsrun's unpack kernel.
+/// through tsrun's unpack kernel; any other state-holding object's state as it is.
 fn cell_params_state(got: IValue) -> IValue {
     let state = match &got {
         IValue::Object(o) => o.state(),
@@ -630,7 +630,10 @@ fn cell_params_state(got: IValue) -> IValue {
         Some(IValue::String(k)) if &**k == "quantized_fp16" => "quantized::linear_unpack_fp16",
         _ => "quantized::linear_unpack",
     };
-    if let Some(IValue::List(packed)) = items.get(4) {
+    // (a cell's state starts with its kind; other objects, e.g. a mkldnn ConvOpContext, are
+    // compared by their state as it is)
+    let is_cell = matches!(items.first(), Some(IValue::String(_)));
+    if let (true, Some(IValue::List(packed))) = (is_cell, items.get(4)) {
         let kernel = Registry::global()
             .lookup(unpack_op, "")
             .unwrap_or_else(|| panic!("no kernel {unpack_op}"));
