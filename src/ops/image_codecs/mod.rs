@@ -6,11 +6,14 @@
 //! refused instead. Every decoder charges its output size against the call's memory budget
 //! before decoding.
 //!
-//! Not provided: `decode_jpeg` / `encode_jpeg` / `_jpeg_version` (bit-exact output needs
-//! libjpeg-turbo's IDCT and upsampling), `encode_png` (its bytes depend on zlib's deflate
-//! matching byte for byte), and `read_file` / `write_file` (file access named by an archive).
+//! `decode_jpeg` reproduces libjpeg-turbo (the library torchvision's CPU wheel links, whose
+//! `_jpeg_version` / `_is_compiled_against_turbo` constants are reported). Not provided:
+//! `encode_png` / `encode_jpeg` (their bytes depend on zlib's deflate and libjpeg-turbo's
+//! encoder matching byte for byte) and `read_file` / `write_file` (file access named by an
+//! archive).
 
 mod gif_decode;
+mod jpeg_decode;
 mod png_decode;
 mod webp_decode;
 
@@ -24,6 +27,31 @@ pub fn register(r: &mut Registry) {
     r.add("image::decode_gif", decode_gif);
     r.add("image::decode_webp", decode_webp);
     r.add("image::decode_image", decode_image);
+    r.add("image::decode_jpeg", decode_jpeg);
+    r.add("image::_jpeg_version", jpeg_version);
+    r.add(
+        "image::_is_compiled_against_turbo",
+        is_compiled_against_turbo,
+    );
+}
+
+/// `JPEG_LIB_VERSION` of the libjpeg-turbo build torchvision's CPU wheel links (jpeg8 API),
+/// whose decoder `decode_jpeg` reproduces.
+fn jpeg_version(_: &mut Args<'_>) -> crate::Result<IValue> {
+    Ok(IValue::Int(80))
+}
+
+/// That build is libjpeg-turbo.
+fn is_compiled_against_turbo(_: &mut Args<'_>) -> crate::Result<IValue> {
+    Ok(IValue::Bool(true))
+}
+
+/// decode_jpeg(Tensor data, int mode, bool apply_exif_orientation=False) -> Tensor
+fn decode_jpeg(a: &mut Args<'_>) -> crate::Result<IValue> {
+    let bytes = encoded_bytes(a.op, &a.tensor(0)?)?;
+    let mode = ReadMode::from_int(a.int(1)?);
+    let orient = a.bool(2)?;
+    Ok(IValue::Tensor(jpeg_decode::decode(&bytes, mode, orient)?))
 }
 
 /// torchvision's `ImageReadMode` values (the `int mode` argument).
@@ -200,10 +228,7 @@ fn decode_image(a: &mut Args<'_>) -> crate::Result<IValue> {
         return Err(value_err(ERR));
     }
     if starts(3, b"\xff\xd8\xff") {
-        return Err(unsupported(
-            "image::decode_image: JPEG input needs image::decode_jpeg, which tsrun does not \
-             provide (bit-exact output needs libjpeg-turbo's IDCT and upsampling)",
-        ));
+        return Ok(IValue::Tensor(jpeg_decode::decode(&bytes, mode, orient)?));
     }
     if bytes.len() < 4 {
         return Err(value_err(ERR));
