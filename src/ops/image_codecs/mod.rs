@@ -14,6 +14,7 @@
 
 mod gif_decode;
 mod jpeg_decode;
+mod jpeg_encode;
 mod png_decode;
 mod webp_decode;
 
@@ -28,6 +29,7 @@ pub fn register(r: &mut Registry) {
     r.add("image::decode_webp", decode_webp);
     r.add("image::decode_image", decode_image);
     r.add("image::decode_jpeg", decode_jpeg);
+    r.add("image::encode_jpeg", encode_jpeg);
     r.add("image::_jpeg_version", jpeg_version);
     r.add(
         "image::_is_compiled_against_turbo",
@@ -44,6 +46,13 @@ fn jpeg_version(_: &mut Args<'_>) -> crate::Result<IValue> {
 /// That build is libjpeg-turbo.
 fn is_compiled_against_turbo(_: &mut Args<'_>) -> crate::Result<IValue> {
     Ok(IValue::Bool(true))
+}
+
+/// encode_jpeg(Tensor data, int quality) -> Tensor
+fn encode_jpeg(a: &mut Args<'_>) -> crate::Result<IValue> {
+    let image = a.tensor(0)?;
+    let quality = a.int(1)?;
+    Ok(IValue::Tensor(jpeg_encode::encode(&image, quality)?))
 }
 
 /// decode_jpeg(Tensor data, int mode, bool apply_exif_orientation=False) -> Tensor
@@ -79,8 +88,12 @@ impl ReadMode {
     }
 }
 
-/// The encoded bytes: torchvision's `validate_encoded_data` (a non-empty 1-D uint8 tensor).
+/// The encoded bytes: torchvision's `validate_encoded_data` (a contiguous, non-empty, 1-D uint8
+/// tensor).
 fn encoded_bytes(op: &str, data: &Tensor) -> crate::Result<Vec<u8>> {
+    if !data.is_contiguous() {
+        return Err(value_err(format!("{op}: Input tensor must be contiguous.")));
+    }
     if data.dtype() != DType::UInt8 {
         return Err(value_err(format!(
             "{op}: Input tensor must have uint8 data type, got {:?}",
