@@ -250,28 +250,18 @@ fn decode_coefficients(data: &[u8]) -> crate::Result<Decoded> {
     let mut pos = 2usize;
     let mut scans = 0usize;
     loop {
-        // find the next marker (libjpeg skips fill bytes)
-        let mut marker;
-        loop {
-            let b = *data
-                .get(pos)
-                .ok_or_else(|| value_err("decode_jpeg: Image is incomplete or truncated"))?;
-            pos += 1;
-            if b != 0xff {
-                return Err(corrupt("expected a marker"));
-            }
-            marker = *data
-                .get(pos)
-                .ok_or_else(|| value_err("decode_jpeg: Image is incomplete or truncated"))?;
-            while marker == 0xff {
-                pos += 1;
-                marker = *data
-                    .get(pos)
-                    .ok_or_else(|| value_err("decode_jpeg: Image is incomplete or truncated"))?;
-            }
-            pos += 1;
-            break;
+        // the next marker (libjpeg skips fill bytes)
+        let truncated = || value_err("decode_jpeg: Image is incomplete or truncated");
+        if *data.get(pos).ok_or_else(truncated)? != 0xff {
+            return Err(corrupt("expected a marker"));
         }
+        pos += 1;
+        let mut marker = *data.get(pos).ok_or_else(truncated)?;
+        while marker == 0xff {
+            pos += 1;
+            marker = *data.get(pos).ok_or_else(truncated)?;
+        }
+        pos += 1;
         match marker {
             0xd9 => break, // EOI
             0xd0..=0xd7 | 0x01 => continue,
@@ -333,17 +323,11 @@ fn decode_coefficients(data: &[u8]) -> crate::Result<Decoded> {
                 }
             }
             0xdd => restart_interval = u16_at(seg, 0)?,
-            0xe1 => {
-                if first_app1.is_none() {
-                    first_app1 = Some(seg.to_vec());
-                }
+            0xe1 if first_app1.is_none() => first_app1 = Some(seg.to_vec()),
+            0xee if seg.len() >= 12 && seg.get(..5) == Some(b"Adobe") => {
+                adobe_transform = seg.get(11).copied();
             }
-            0xee => {
-                if seg.len() >= 12 && seg.get(..5) == Some(b"Adobe") {
-                    adobe_transform = seg.get(11).copied();
-                }
-            }
-            0xc0 | 0xc1 | 0xc2 => {
+            0xc0..=0xc2 => {
                 if frame.is_some() {
                     return Err(corrupt("more than one frame"));
                 }
@@ -890,7 +874,7 @@ fn upsample(f: &Frame, c: &Component, p: &Plane) -> crate::Result<Vec<u8>> {
                     (colsum(i) * 3 + colsum(i + 1) + 7) >> 4
                 } as u8;
             }
-        } else if f.hmax % c.h == 0 && f.vmax % c.v == 0 {
+        } else if f.hmax.is_multiple_of(c.h) && f.vmax.is_multiple_of(c.v) {
             // h2v1_upsample / h2v2_upsample / int_upsample: replication
             for (x, o) in row.iter_mut().enumerate() {
                 *o = at(x / hs, y / vs) as u8;
