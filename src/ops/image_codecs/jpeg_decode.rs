@@ -164,6 +164,11 @@ impl<'a> Bits<'a> {
         })
     }
 
+    /// The length of an end-of-band run whose symbol carried `r`: `2^r` plus `r` more bits.
+    fn eob_run(&mut self, r: u32) -> crate::Result<u32> {
+        Ok((1 << r) + self.bits(r)?)
+    }
+
     /// Drop the rest of the current byte run and step over a restart marker.
     fn restart(&mut self) -> crate::Result<()> {
         self.acc = 0;
@@ -569,11 +574,7 @@ fn decode_scan(
                 let act = act
                     .as_ref()
                     .ok_or_else(|| corrupt("missing Huffman table"))?;
-                if ah == 0 {
-                    ac_first(&mut bits, act, block, ss, se, al, &mut eobrun)?;
-                } else {
-                    ac_refine(&mut bits, act, block, ss, se, al, &mut eobrun)?;
-                }
+                decode_ac(&mut bits, act, block, scan, &mut eobrun)?;
             }
         }
     }
@@ -590,53 +591,39 @@ fn decode_scan(
     }
 }
 
-/// jdphuff.c `decode_mcu_AC_first`.
-fn ac_first(
+/// jdphuff.c `decode_mcu_AC_first` (first scan of a band, `Ah` = 0) and
+/// `decode_mcu_AC_refine` (its later bits) for one block.
+fn decode_ac(
     bits: &mut Bits<'_>,
     act: &Huffman,
     block: &mut [i16],
-    ss: usize,
-    se: usize,
-    al: u32,
+    scan: &Scan,
     eobrun: &mut u32,
 ) -> crate::Result<()> {
-    if *eobrun > 0 {
-        *eobrun -= 1;
+    let (ss, se, al) = (scan.ss, scan.se, scan.al);
+    if scan.ah == 0 {
+        if *eobrun > 0 {
+            *eobrun -= 1;
+            return Ok(());
+        }
+        let mut k = ss;
+        while k <= se {
+            let rs = bits.decode(act)?;
+            let (r, s) = (u32::from(rs >> 4), u32::from(rs & 15));
+            if s != 0 {
+                k += r as usize;
+                let v = bits.receive_extend(s)?;
+                block[NATURAL_ORDER[k]] = v.wrapping_shl(al) as i16;
+            } else if r == 15 {
+                k += 15;
+            } else {
+                *eobrun = bits.eob_run(r)? - 1;
+                break;
+            }
+            k += 1;
+        }
         return Ok(());
     }
-    let mut k = ss;
-    while k <= se {
-        let rs = bits.decode(act)?;
-        let (r, s) = (u32::from(rs >> 4), u32::from(rs & 15));
-        if s != 0 {
-            k += r as usize;
-            let v = bits.receive_extend(s)?;
-            block[NATURAL_ORDER[k]] = v.wrapping_shl(al) as i16;
-        } else if r == 15 {
-            k += 15;
-        } else {
-            *eobrun = 1 << r;
-            if r > 0 {
-                *eobrun += bits.bits(r)?;
-            }
-            *eobrun -= 1;
-            break;
-        }
-        k += 1;
-    }
-    Ok(())
-}
-
-/// jdphuff.c `decode_mcu_AC_refine`.
-fn ac_refine(
-    bits: &mut Bits<'_>,
-    act: &Huffman,
-    block: &mut [i16],
-    ss: usize,
-    se: usize,
-    al: u32,
-    eobrun: &mut u32,
-) -> crate::Result<()> {
     let p1: i16 = 1 << al;
     let m1: i16 = (-1i16).wrapping_shl(al);
     let mut k = ss;
@@ -658,10 +645,7 @@ fn ac_refine(
             if s != 0 {
                 value = if bits.bit()? { p1 } else { m1 };
             } else if r != 15 {
-                *eobrun = 1 << r;
-                if r > 0 {
-                    *eobrun += bits.bits(r as u32)?;
-                }
+                *eobrun = bits.eob_run(r as u32)?;
                 break;
             }
             loop {
