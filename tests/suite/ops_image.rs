@@ -226,3 +226,26 @@ fn image_decoders_survive_corrupted_files() {
     // both outcomes occur: damage in pixel data decodes, damage in headers is refused
     assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
 }
+
+#[test]
+fn scripted_torchvision_preprocessing_runs_end_to_end() {
+    // torchvision.io.decode_image in a scripted forward (prim::CallFunction into torchvision's
+    // TorchScript code, then image::decode_jpeg), as PyTorch ran it
+    let dir = fixtures_dir().join("image_codecs");
+    let m = tsrun::Module::load(dir.join("preprocess.pt")).expect("load");
+    for name in ["sample_2x2_1x2_1x2", "sample_1x2_progressive_restart"] {
+        let bytes = std::fs::read(dir.join(format!("{name}.jpg"))).expect("jpeg");
+        let want =
+            tsrun::internals::cli::inputs::read_npy(&dir.join(format!("{name}.preprocessed.npy")))
+                .expect("golden");
+        let IValue::Tensor(got) = m.call(&[bytes_arg(&bytes)]).expect("forward") else {
+            panic!("{name}: not a tensor")
+        };
+        assert_eq!(got.shape(), want.shape(), "{name}");
+        assert_eq!(
+            got.to_vec::<f32>().expect("f32"),
+            want.to_vec::<f32>().expect("f32"),
+            "{name}"
+        );
+    }
+}
