@@ -32,7 +32,12 @@ struct Huffman {
     maxcode: [i32; 18],
     valoffset: [i32; 17],
     values: Vec<u8>,
+    /// Codes of at most LOOKAHEAD bits, indexed by the next LOOKAHEAD bits: (length, symbol);
+    /// length 0 sends longer codes to the bit-by-bit walk.
+    fast: Vec<(u8, u8)>,
 }
+
+const LOOKAHEAD: u32 = 9;
 
 impl Huffman {
     fn new(counts: &[u8; 16], values: Vec<u8>) -> crate::Result<Huffman> {
@@ -56,10 +61,24 @@ impl Huffman {
         if p as usize > values.len() || p > 256 {
             return Err(corrupt("bad Huffman table"));
         }
+        let mut fast = vec![(0u8, 0u8); 1 << LOOKAHEAD];
+        let (mut code, mut k) = (0usize, 0usize);
+        for l in 1..=LOOKAHEAD as usize {
+            for _ in 0..counts[l - 1] {
+                let shift = LOOKAHEAD as usize - l;
+                for slot in fast.iter_mut().skip(code << shift).take(1 << shift) {
+                    *slot = (l as u8, values.get(k).copied().unwrap_or(0));
+                }
+                code += 1;
+                k += 1;
+            }
+            code <<= 1;
+        }
         Ok(Huffman {
             maxcode,
             valoffset,
             values,
+            fast,
         })
     }
 }
@@ -132,6 +151,19 @@ impl<'a> Bits<'a> {
     }
 
     fn decode(&mut self, h: &Huffman) -> crate::Result<u8> {
+        if self.n < LOOKAHEAD {
+            self.fill()?;
+        }
+        if self.n >= LOOKAHEAD {
+            let peek = (self.acc >> (64 - LOOKAHEAD)) as usize;
+            if let Some(&(len, symbol)) = h.fast.get(peek) {
+                if len > 0 {
+                    self.acc <<= len;
+                    self.n -= u32::from(len);
+                    return Ok(symbol);
+                }
+            }
+        }
         let mut code = self.bits(1)? as i32;
         let mut l = 1;
         while code > h.maxcode[l] {
