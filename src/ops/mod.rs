@@ -34,6 +34,7 @@ pub mod graph_pass_prims;
 pub mod grids;
 pub mod grouped_mm;
 pub mod histogram;
+pub mod image_codecs;
 pub mod incomplete_gamma;
 pub mod index;
 pub mod int_matmul;
@@ -227,6 +228,7 @@ impl Registry {
             norms::register(&mut r);
             matrix_build::register(&mut r);
             vision::register(&mut r);
+            image_codecs::register(&mut r);
             deform_conv::register(&mut r);
             mkldnn::register(&mut r);
             mkldnn_rnn::register(&mut r);

@@ -45,6 +45,7 @@ mod ops_creation;
 mod ops_distribution_grads;
 mod ops_dtype_support;
 mod ops_elementwise;
+mod ops_image;
 mod ops_index;
 mod ops_jagged_prune;
 mod ops_linalg_factor;
