@@ -609,6 +609,7 @@ pub fn constant_type(value: &IValue) -> Type {
         IValue::Enum(e) => Type::Class(e.class.clone()),
         IValue::Function(f) => Type::Function(f.clone()),
         IValue::Storage(_) => Type::Storage,
+        IValue::Generator(_) => Type::Generator,
         IValue::Uninitialized => Type::Any,
     }
 }

@@ -337,8 +337,14 @@ pub fn ivalue_text(v: &IValue) -> String {
         IValue::Enum(e) => format!("{}.{}", e.class, e.name),
         IValue::Storage(_) => "<Storage>".to_string(),
         IValue::Function(n) => format!("<Function {n}>"),
+        IValue::Generator(g) => generator_text(g),
         IValue::Uninitialized => "<Uninitialized>".to_string(),
     }
+}
+
+/// A generator constant as PyTorch prints it in graphs and code.
+pub(crate) fn generator_text(g: &crate::values::SharedGenerator) -> String {
+    format!("torch.Generator(device=\"cpu\", seed={})", g.lock().seed())
 }
 
 /// A tensor attribute as `Node::printAttrValue` writes it: one element as `{value}`, up to

@@ -27,7 +27,6 @@ pub mod embedding;
 pub mod fft;
 pub mod flat_buffers;
 pub mod gemm;
-pub mod generator;
 pub mod grad_mode;
 pub mod graph_pass_prims;
 pub mod grids;

@@ -44,6 +44,7 @@ mod ops_creation;
 mod ops_distribution_grads;
 mod ops_dtype_support;
 mod ops_elementwise;
+mod ops_generator_values;
 mod ops_index;
 mod ops_jagged_prune;
 mod ops_linalg_factor;
