@@ -38,6 +38,7 @@ pub mod int_matmul;
 pub mod interpolate;
 pub mod jagged;
 pub mod jit_builtins;
+pub mod jit_fusion_prims;
 pub(crate) mod kernels;
 pub mod linalg;
 pub mod linalg_composite;
@@ -296,5 +297,5 @@ pub fn is_interpreter_op(kind: &str) -> bool {
             | "prim::Exit"
             | "prim::Print"
             | "aten::warn"
-    )
+    ) || jit_fusion_prims::NODE_PRIM_KINDS.contains(&kind)
 }

@@ -31,6 +31,7 @@ mod golden_decode;
 mod hostile_archives;
 mod inplace_views;
 mod internals;
+mod ir_prims;
 mod layering;
 mod library_api;
 mod load_fixtures;
