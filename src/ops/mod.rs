@@ -70,6 +70,7 @@ pub mod rotated_boxes;
 pub mod scalar;
 pub mod schema;
 pub mod shape;
+pub mod sobol;
 pub mod sort;
 pub mod sparse;
 pub mod sparse_indices;
@@ -260,6 +261,7 @@ impl Registry {
             torch_library_ops::register(&mut r);
             profiler::register(&mut r);
             grouped_mm::register(&mut r);
+            sobol::register(&mut r);
             sparse::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);

@@ -63,6 +63,7 @@ mod ops_rowwise;
 mod ops_runtime_coverage;
 mod ops_scalar;
 mod ops_shape;
+mod ops_sobol;
 mod ops_statistics;
 mod ops_torch_library;
 mod ops_type_queries;
