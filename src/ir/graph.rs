@@ -610,6 +610,7 @@ pub fn constant_type(value: &IValue) -> Type {
         IValue::Function(f) => Type::Function(f.clone()),
         IValue::Storage(_) => Type::Storage,
         IValue::Generator(_) => Type::Generator,
+        IValue::Await(v) => Type::Await(Box::new(constant_type(v))),
         IValue::Uninitialized => Type::Any,
     }
 }

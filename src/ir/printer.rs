@@ -338,6 +338,7 @@ pub fn ivalue_text(v: &IValue) -> String {
         IValue::Storage(_) => "<Storage>".to_string(),
         IValue::Function(n) => format!("<Function {n}>"),
         IValue::Generator(g) => generator_text(g),
+        IValue::Await(_) => "<Await>".to_string(),
         IValue::Uninitialized => "<Uninitialized>".to_string(),
     }
 }

@@ -14,6 +14,7 @@ pub mod activation;
 pub mod args;
 pub mod aten_test_ops;
 pub mod attention;
+pub mod awaitables;
 pub mod bessel;
 pub mod calculus;
 pub mod call_limits;
@@ -262,6 +263,7 @@ impl Registry {
             profiler::register(&mut r);
             grouped_mm::register(&mut r);
             sobol::register(&mut r);
+            awaitables::register(&mut r);
             sparse::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);

@@ -49,6 +49,8 @@ pub enum IValue {
     Function(Arc<str>),
     /// A `torch.Generator` (CPU), shared by reference.
     Generator(SharedGenerator),
+    /// An `Await[T]` that is already complete (`torch.jit._awaitable_nowait`): its value.
+    Await(Arc<IValue>),
     /// The value of `uninitialized(T)`: never read on a valid path.
     Uninitialized,
 }
@@ -73,6 +75,7 @@ impl IValue {
             IValue::Storage(_) => "Storage",
             IValue::Function(_) => "Function",
             IValue::Generator(_) => "Generator",
+            IValue::Await(_) => "Await",
             IValue::Uninitialized => "uninitialized",
         }
     }
@@ -184,6 +187,7 @@ impl IValue {
             (IValue::Object(a), IValue::Object(b)) => Arc::ptr_eq(&a.0, &b.0),
             (IValue::Tuple(a), IValue::Tuple(b)) => Arc::ptr_eq(&a.0, &b.0),
             (IValue::Generator(a), IValue::Generator(b)) => Arc::ptr_eq(a, b),
+            (IValue::Await(a), IValue::Await(b)) => Arc::ptr_eq(a, b),
             (IValue::Bool(a), IValue::Bool(b)) => a == b,
             (IValue::Int(a), IValue::Int(b)) => a == b,
             (IValue::Double(a), IValue::Double(b)) => a.to_bits() == b.to_bits(),
@@ -651,6 +655,7 @@ impl fmt::Debug for IValue {
             IValue::Storage(s) => write!(f, "{s:?}"),
             IValue::Function(n) => write!(f, "<function {n}>"),
             IValue::Generator(g) => write!(f, "<Generator seed={}>", g.lock().seed()),
+            IValue::Await(v) => write!(f, "<Await {v:?}>"),
             IValue::Uninitialized => f.write_str("<uninitialized>"),
         }
     }
@@ -674,6 +679,7 @@ pub fn matches_type(v: &IValue, t: &Type) -> bool {
         (Type::Device, IValue::Device(_)) => true,
         (Type::Storage, IValue::Storage(_)) => true,
         (Type::Generator, IValue::Generator(_)) => true,
+        (Type::Await(t), IValue::Await(v)) => matches_type(v, t),
         (Type::AnyList, IValue::List(_)) => true,
         (Type::AnyTuple, IValue::Tuple(_)) => true,
         (Type::AnyClass, IValue::Object(_)) => true,

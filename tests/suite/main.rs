@@ -38,6 +38,7 @@ mod load_fixtures;
 mod mc_dropout;
 mod module_api;
 mod ops_aten_coverage;
+mod ops_awaitables;
 mod ops_b_nn;
 mod ops_calculus;
 mod ops_coverage;

@@ -132,6 +132,7 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
         "complex" => IValue::Complex(Complex64::new(json_f64(&body[0]), json_f64(&body[1]))),
         "str" => IValue::str(body.as_str().expect("str")),
         "device" => IValue::Device(Device::parse(body.as_str().expect("device")).expect("device")),
+        "await" => IValue::Await(std::sync::Arc::new(decode(body, arrays))),
         // a generator as seeding leaves it
         "generator" => IValue::Generator(std::sync::Arc::new(parking_lot::Mutex::new(
             tsrun::internals::values::Generator::new(body.as_u64().expect("generator seed")),
@@ -426,6 +427,7 @@ pub fn compare(
                 Err(format!("{path}: got {g}, want {w}"))
             }
         }
+        (IValue::Await(g), IValue::Await(w)) => compare(g, w, rtol, atol, &format!("{path}.await")),
         (IValue::Generator(g), IValue::Generator(w)) => {
             if std::sync::Arc::ptr_eq(g, w) || *g.lock() == *w.lock() {
                 Ok(())
