@@ -4,12 +4,11 @@
 //! `parse_ir`) run as `tsrun parse-graph` runs IR text must give PyTorch's result, leave the
 //! inputs as PyTorch left them, or fail where PyTorch fails.
 
-use crate::common::{compare, decode, fixtures_dir, Arrays};
+use crate::common::{compare, decode, decode_all, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::fs::File;
 use tsrun::internals::cli::parse_graph::run_graph;
 use tsrun::internals::ir::parse_graph::parse_graph;
-use tsrun::internals::values::IValue;
 
 #[test]
 fn attribute_prims_match_pytorch_on_ir_text() {
@@ -22,12 +21,7 @@ fn attribute_prims_match_pytorch_on_ir_text() {
     for case in cases {
         let name = case["name"].as_str().expect("name");
         let graph = parse_graph(case["graph"].as_str().expect("graph")).expect("parses");
-        let inputs: Vec<IValue> = case["inputs"]
-            .as_array()
-            .expect("inputs")
-            .iter()
-            .map(|v| decode(v, &mut arrays))
-            .collect();
+        let inputs = decode_all(&case["inputs"], &mut arrays);
         let result = run_graph(graph, inputs.clone(), 0);
         let outcome = match (result, case.get("error")) {
             (Err(_), Some(_)) => Ok(()),

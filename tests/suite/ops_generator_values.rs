@@ -5,11 +5,10 @@
 //! fixtures/generator_values/ (generators made, reseeded and drawn from in TorchScript code, the
 //! default generator drawn from in between) must give PyTorch's results.
 
-use crate::common::{self, compare, decode, fixtures_dir, Arrays};
+use crate::common::{self, compare, decode, decode_all, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::fs::File;
 use tsrun::internals::runtime::Module;
-use tsrun::internals::values::IValue;
 use tsrun::RunOptions;
 
 #[test]
@@ -34,12 +33,7 @@ pub fn assert_module_cases(dir: &str, seed: Option<u64>) {
     let cases = json["cases"].as_array().expect("cases");
     assert!(!cases.is_empty());
     for (i, case) in cases.iter().enumerate() {
-        let inputs: Vec<IValue> = case["inputs"]
-            .as_array()
-            .expect("inputs")
-            .iter()
-            .map(|v| decode(v, &mut arrays))
-            .collect();
+        let inputs = decode_all(&case["inputs"], &mut arrays);
         let options = RunOptions {
             seed,
             ..RunOptions::default()

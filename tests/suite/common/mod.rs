@@ -609,6 +609,16 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
     (passed, failures)
 }
 
+/// Decode a JSON array of encoded values (a case's inputs).
+pub fn decode_all(values: &Value, arrays: &mut Arrays) -> Vec<IValue> {
+    values
+        .as_array()
+        .expect("an array of encoded values")
+        .iter()
+        .map(|v| decode(v, arrays))
+        .collect()
+}
+
 /// A nondeterministic reseed (`Generator.seed()`): the case records, from PyTorch, which argument
 /// is the generator; the result must be the new seed (a 64-bit seed read back as a signed int),
 /// the generator (shared with the caller) as seeding with it leaves it.
