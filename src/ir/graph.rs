@@ -48,6 +48,15 @@ pub enum Attr {
     Value(IValue),
 }
 
+/// Whether node `kind`'s `types` attribute is a list of types, printed unquoted
+/// (`prim::isinstance[types=[list]]`, `prim::TypeCheck[types=[Float(2, strides=[1])]]`).
+pub fn has_type_list_attr(kind: &str) -> bool {
+    matches!(
+        kind,
+        "prim::isinstance" | "prim::TypeCheck" | "prim::RequiresGradCheck"
+    )
+}
+
 #[derive(Clone, Debug)]
 pub struct NodeData {
     /// `aten::add`, `prim::If`, `prim::CallMethod`, ...

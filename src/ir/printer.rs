@@ -162,7 +162,7 @@ impl GraphPrinter<'_> {
                 }
                 out.push_str(name);
                 out.push('=');
-                if node.kind == "prim::isinstance" && name == "types" {
+                if crate::ir::graph::has_type_list_attr(&node.kind) && name == "types" {
                     out.push_str(&type_list_text(a));
                 } else {
                     out.push_str(&attr_text(a));

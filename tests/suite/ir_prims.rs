@@ -1,8 +1,9 @@
 //! The `prim::` nodes PyTorch's graph passes insert with attributes (`ConstantChunk`,
-//! `ChunkSizes`, `FusedConcat`, `MMBatchSide`, `MKLDNNClamp(_)`, `MKLDNNHardTanh(_)`): every
-//! case of fixtures/ir_prims/cases.json (fixtures/gen_ir_prims.py: IR text PyTorch ran through
-//! `parse_ir`) run as `tsrun parse-graph` runs IR text must give PyTorch's result, leave the
-//! inputs as PyTorch left them, or fail where PyTorch fails.
+//! `ChunkSizes`, `FusedConcat`, `MMBatchSide`, `MKLDNNClamp(_)`, `MKLDNNHardTanh(_)`, the guards
+//! `TypeCheck` and `RequiresGradCheck`): every case of fixtures/ir_prims/cases.json
+//! (fixtures/gen_ir_prims.py: IR text PyTorch ran through `parse_ir`) run as `tsrun parse-graph`
+//! runs IR text must give PyTorch's result, leave the inputs as PyTorch left them, or fail where
+//! PyTorch fails.
 
 use crate::common::{compare, decode, decode_all, fixtures_dir, Arrays};
 use serde_json::Value;
@@ -45,5 +46,5 @@ fn attribute_prims_match_pytorch_on_ir_text() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
-    assert_eq!(cases.len(), 18);
+    assert_eq!(cases.len(), 36);
 }

@@ -1085,6 +1085,12 @@ impl crate::ops::jit_fusion_prims::NodeAttrs for crate::ir::graph::NodeData {
             _ => None,
         }
     }
+    fn type_spellings(&self, name: &str) -> Option<Vec<String>> {
+        match self.attr(name)? {
+            Attr::Strs(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// The missing operator `name` and the code calling it (printed as `aten::foo.bar at
