@@ -97,11 +97,26 @@ fn resolve_overloads(graph: &mut Graph) {
     }
 }
 
+/// Run a parsed graph on `inputs` with a generator seeded with `seed`, its operator calls
+/// resolved to overloads first (what `tsrun parse-graph FILE -i ...` does).
+pub fn run_graph(
+    mut graph: Graph,
+    inputs: Vec<crate::values::IValue>,
+    seed: u64,
+) -> crate::Result<crate::values::IValue> {
+    resolve_overloads(&mut graph);
+    // check the graph builds before running: a missing overload names itself here
+    build_plan(GRAPH_FUNCTION, &graph)?;
+    let interpreter = Interpreter::new(Arc::new(GraphProgram { graph }));
+    let ctx = crate::ops::OpContext::with_seed(seed);
+    interpreter.call_function(GRAPH_FUNCTION, inputs, &ctx)
+}
+
 /// Run `tsrun parse-graph`.
 pub fn run(args: &ParseGraphArgs) -> CliResult {
     let text = String::from_utf8(super::inputs::read_file(&args.file)?)
         .map_err(|_| usage(format!("{}: not UTF-8 text", args.file.display())))?;
-    let mut graph = crate::ir::parse_graph::parse_graph(&text).map_err(|e| {
+    let graph = crate::ir::parse_graph::parse_graph(&text).map_err(|e| {
         let source =
             crate::frontend::source::Source::new(args.file.display().to_string(), text.clone(), 1);
         let (line, col) = source.line_col(e.offset.min(text.len()));
@@ -116,7 +131,6 @@ pub fn run(args: &ParseGraphArgs) -> CliResult {
         print!("{}", print_graph(&graph, PrintOptions::default()));
         return Ok(());
     }
-    resolve_overloads(&mut graph);
     let mut inputs = Vec::new();
     for text in &args.inputs.inputs {
         inputs.push(super::inputs::parse_input_value(text)?);
@@ -125,11 +139,7 @@ pub fn run(args: &ParseGraphArgs) -> CliResult {
         &args.inputs.random,
         args.seed,
     )?);
-    // check the graph builds before running: a missing overload names itself here
-    build_plan(GRAPH_FUNCTION, &graph)?;
-    let interpreter = Interpreter::new(Arc::new(GraphProgram { graph }));
-    let ctx = crate::ops::OpContext::with_seed(args.seed);
-    let result = interpreter.call_function(GRAPH_FUNCTION, inputs, &ctx)?;
+    let result = run_graph(graph, inputs, args.seed)?;
     if args.json {
         println!("{}", super::output::to_json(&result, &|_| None)?);
     } else {

@@ -48,6 +48,15 @@ pub enum Attr {
     Value(IValue),
 }
 
+/// Whether node `kind`'s `types` attribute is a list of types, printed unquoted
+/// (`prim::isinstance[types=[list]]`, `prim::TypeCheck[types=[Float(2, strides=[1])]]`).
+pub fn has_type_list_attr(kind: &str) -> bool {
+    matches!(
+        kind,
+        "prim::isinstance" | "prim::TypeCheck" | "prim::RequiresGradCheck"
+    )
+}
+
 #[derive(Clone, Debug)]
 pub struct NodeData {
     /// `aten::add`, `prim::If`, `prim::CallMethod`, ...
@@ -609,6 +618,8 @@ pub fn constant_type(value: &IValue) -> Type {
         IValue::Enum(e) => Type::Class(e.class.clone()),
         IValue::Function(f) => Type::Function(f.clone()),
         IValue::Storage(_) => Type::Storage,
+        IValue::Generator(_) => Type::Generator,
+        IValue::Await(v) => Type::Await(Box::new(constant_type(v))),
         IValue::Uninitialized => Type::Any,
     }
 }

@@ -229,7 +229,7 @@ impl IrParser<'_> {
             loop {
                 let name = self.word(b"");
                 self.expect("=")?;
-                let value = if kind == "prim::isinstance" && name == "types" {
+                let value = if super::graph::has_type_list_attr(&kind) && name == "types" {
                     self.type_list()?
                 } else {
                     self.attr_value()?

@@ -162,7 +162,7 @@ impl GraphPrinter<'_> {
                 }
                 out.push_str(name);
                 out.push('=');
-                if node.kind == "prim::isinstance" && name == "types" {
+                if crate::ir::graph::has_type_list_attr(&node.kind) && name == "types" {
                     out.push_str(&type_list_text(a));
                 } else {
                     out.push_str(&attr_text(a));
@@ -337,8 +337,15 @@ pub fn ivalue_text(v: &IValue) -> String {
         IValue::Enum(e) => format!("{}.{}", e.class, e.name),
         IValue::Storage(_) => "<Storage>".to_string(),
         IValue::Function(n) => format!("<Function {n}>"),
+        IValue::Generator(g) => generator_text(g),
+        IValue::Await(_) => "<Await>".to_string(),
         IValue::Uninitialized => "<Uninitialized>".to_string(),
     }
+}
+
+/// A generator constant as PyTorch prints it in graphs and code.
+pub(crate) fn generator_text(g: &crate::values::SharedGenerator) -> String {
+    format!("torch.Generator(device=\"cpu\", seed={})", g.lock().seed())
 }
 
 /// A tensor attribute as `Node::printAttrValue` writes it: one element as `{value}`, up to

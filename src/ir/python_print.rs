@@ -1287,7 +1287,8 @@ impl<'a> CodePrinter<'a> {
             }
             IValue::Enum(e) => format!("{}.{}", e.class, e.name),
             IValue::Function(n) => n.to_string(),
-            IValue::Storage(_) | IValue::Uninitialized => {
+            IValue::Generator(g) => crate::ir::printer::generator_text(g),
+            IValue::Storage(_) | IValue::Await(_) | IValue::Uninitialized => {
                 format!("CONSTANTS.c{}", self.constant_index(v))
             }
         }

@@ -514,18 +514,13 @@ fn addmm_activation(args: &mut Args<'_>) -> R {
 }
 
 /// rrelu_with_noise forward: in training, each non-positive element is scaled by its own
-/// `uniform(lower, upper)` slope, drawn in order from the global generator as PyTorch's serial
+/// `uniform(lower, upper)` slope, drawn in order from the generator argument (else the default one) as PyTorch's serial
 /// CPU kernel does, and the slopes (1 for positive elements) are written to `noise`; in eval,
 /// leaky_relu with the mean slope, `noise` untouched.
 fn rrelu_with_noise_forward(args: &Args<'_>, x: &Tensor, noise: &Tensor) -> crate::Result<Tensor> {
     require_float(x, "rrelu_with_noise")?;
     let (lower, upper) = (args.scalar(2)?.to_f64(), args.scalar(3)?.to_f64());
-    if !args.is_none(5) {
-        return Err(unsupported(format!(
-            "{}: explicit Generator objects are not supported (use torch.manual_seed)",
-            args.op
-        )));
-    }
+    let gen = args.generator(5)?;
     let xs = x.contiguous()?.to_vec::<f64>()?;
     // slopes in the input's precision (PyTorch casts each draw to its opmath type)
     let narrow = |v: f64| -> f64 {
@@ -553,7 +548,7 @@ fn rrelu_with_noise_forward(args: &Args<'_>, x: &Tensor, noise: &Tensor) -> crat
     }
     let mut slopes = Vec::with_capacity(xs.len());
     {
-        let mut g = args.ctx.generator.lock();
+        let mut g = gen.lock();
         for &v in &xs {
             slopes.push(if v <= 0.0 {
                 narrow(g.uniform_f64() * (upper - lower) + lower)

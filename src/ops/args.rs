@@ -1,7 +1,7 @@
 //! Typed access to a kernel's positional arguments.
 
-use crate::ops::generator::Generator;
 use crate::tensor::{DType, Scalar, Tensor};
+use crate::values::{Generator, SharedGenerator};
 use crate::values::{IValue, List};
 use crate::Error;
 use parking_lot::Mutex;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 /// Per-call state kernels may need.
 pub struct OpContext {
     /// The default random generator (`torch.manual_seed` sets it).
-    pub generator: Arc<Mutex<Generator>>,
+    pub generator: SharedGenerator,
     /// The call's deadline, step budget, depth and cancel flag (`RunOptions`); `None` runs
     /// unbounded except for the interpreter's default call depth.
     pub limits: Option<Arc<super::call_limits::CallLimits>>,
@@ -81,6 +81,16 @@ impl<'a> Args<'a> {
 
     pub fn is_none(&self, i: usize) -> bool {
         matches!(self.values.get(i), None | Some(IValue::None))
+    }
+
+    /// The generator a random op draws from: its `Generator? generator` argument `i` when one is
+    /// given, else the call's default generator (`torch.manual_seed`'s).
+    pub fn generator(&self, i: usize) -> crate::Result<SharedGenerator> {
+        match self.values.get(i) {
+            None | Some(IValue::None) => Ok(self.ctx.generator.clone()),
+            Some(IValue::Generator(g)) => Ok(g.clone()),
+            Some(_) => Err(self.bad(i, "a Generator")),
+        }
     }
 
     /// A strided `Tensor` argument: a sparse one is refused naming this op and the layout (as

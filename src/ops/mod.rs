@@ -14,6 +14,7 @@ pub mod activation;
 pub mod args;
 pub mod aten_test_ops;
 pub mod attention;
+pub mod awaitables;
 pub mod bessel;
 pub mod calculus;
 pub mod call_limits;
@@ -28,7 +29,6 @@ pub mod embedding;
 pub mod fft;
 pub mod flat_buffers;
 pub mod gemm;
-pub mod generator;
 pub mod grad_mode;
 pub mod graph_pass_prims;
 pub mod grids;
@@ -41,6 +41,7 @@ pub mod int_matmul;
 pub mod interpolate;
 pub mod jagged;
 pub mod jit_builtins;
+pub mod jit_fusion_prims;
 pub(crate) mod kernels;
 pub mod linalg;
 pub mod linalg_composite;
@@ -78,6 +79,7 @@ pub mod scalar;
 pub mod schema;
 pub mod sdp_choice;
 pub mod shape;
+pub mod sobol;
 pub mod sort;
 pub mod sparse;
 pub mod sparse_indices;
@@ -276,6 +278,8 @@ impl Registry {
             qparams_search::register(&mut r);
             dyn_quant_4bit::register(&mut r);
             grouped_mm::register(&mut r);
+            sobol::register(&mut r);
+            awaitables::register(&mut r);
             sparse::register(&mut r);
             // last: wraps the float kernels of the aten ops it gives a quantized path
             quantized::register(&mut r);
@@ -313,5 +317,5 @@ pub fn is_interpreter_op(kind: &str) -> bool {
             | "prim::Exit"
             | "prim::Print"
             | "aten::warn"
-    )
+    ) || jit_fusion_prims::NODE_PRIM_KINDS.contains(&kind)
 }

@@ -5,13 +5,15 @@
 //! multinomial.
 
 use super::creation::{factory_dtype, size_arg};
-use super::generator::Generator;
 use super::kernels::map::map_unary;
 use super::kernels::{unsupported, value_err};
 use super::{Args, OpContext, Registry};
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
+use crate::values::{Generator, SharedGenerator};
 use half::{bf16, f16};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 /// Mantissa digits of PyTorch's `opmath_type` for `dtype`, which its uniform transform draws
 /// in: double for float64, float for float32, float16 and bfloat16.
@@ -267,25 +269,13 @@ pub(crate) fn dropout_train(
 
 type R = crate::Result<IValue>;
 
-pub(super) fn check_generator(args: &Args<'_>, i: usize) -> crate::Result<()> {
-    if args.is_none(i) {
-        Ok(())
-    } else {
-        Err(unsupported(format!(
-            "{}: explicit Generator objects are not supported (use torch.manual_seed)",
-            args.op
-        )))
-    }
-}
-
 /// `rand`/`randn` and their `.generator` overloads: `size` at 0, factory args after.
 fn rand_impl(args: &Args<'_>, normal: bool, gen_overload: bool) -> crate::Result<Tensor> {
     let size = size_arg(args, 0)?;
-    let first = if gen_overload {
-        check_generator(args, 1)?;
-        2
+    let (gen, first) = if gen_overload {
+        (args.generator(1)?, 2)
     } else {
-        1
+        (args.ctx.generator.clone(), 1)
     };
     let dtype = factory_dtype(args, first, DType::Float32)?;
     if !dtype.is_floating_point() {
@@ -295,7 +285,7 @@ fn rand_impl(args: &Args<'_>, normal: bool, gen_overload: bool) -> crate::Result
         )));
     }
     let out = Tensor::zeros(&size, dtype)?;
-    let mut g = args.ctx.generator.lock();
+    let mut g = gen.lock();
     if normal {
         fill_normal(&mut g, &out, 0.0, 1.0)?;
     } else {
@@ -313,15 +303,14 @@ fn randn<const GEN: bool>(args: &mut Args<'_>) -> R {
 }
 fn like_impl(args: &Args<'_>, normal: bool, gen_overload: bool) -> crate::Result<Tensor> {
     let x = args.tensor(0)?;
-    let first = if gen_overload {
-        check_generator(args, 1)?;
-        2
+    let (gen, first) = if gen_overload {
+        (args.generator(1)?, 2)
     } else {
-        1
+        (args.ctx.generator.clone(), 1)
     };
     let dtype = factory_dtype(args, first, x.dtype())?;
     let out = Tensor::zeros(x.shape(), dtype)?;
-    let mut g = args.ctx.generator.lock();
+    let mut g = gen.lock();
     if normal {
         fill_normal(&mut g, &out, 0.0, 1.0)?;
     } else {
@@ -348,15 +337,15 @@ fn randint_as(args: &mut Args<'_>, low_form: bool, gen_overload: bool) -> R {
         (0, args.int(0)?, 1)
     };
     let size = size_arg(args, size_at)?;
-    let mut first = size_at + 1;
-    if gen_overload {
-        check_generator(args, first)?;
-        first += 1;
-    }
+    let (gen, first) = if gen_overload {
+        (args.generator(size_at + 1)?, size_at + 2)
+    } else {
+        (args.ctx.generator.clone(), size_at + 1)
+    };
     // An explicit `dtype=None` means the default float dtype (the schema default is int64).
     let dtype = factory_dtype(args, first, DType::Float32)?;
     let out = Tensor::zeros(&size, dtype)?;
-    fill_randint(&mut args.ctx.generator.lock(), &out, dtype, low, high)?;
+    fill_randint(&mut gen.lock(), &out, dtype, low, high)?;
     Ok(IValue::Tensor(out))
 }
 
@@ -372,15 +361,14 @@ fn randint_like_as(args: &mut Args<'_>, low_form: bool, gen_overload: bool) -> R
     } else {
         (0, args.int(1)?, 2)
     };
-    let first = if gen_overload {
-        check_generator(args, first)?;
-        first + 1
+    let (gen, first) = if gen_overload {
+        (args.generator(first)?, first + 1)
     } else {
-        first
+        (args.ctx.generator.clone(), first)
     };
     let dtype = factory_dtype(args, first, x.dtype())?;
     let out = Tensor::zeros(x.shape(), dtype)?;
-    fill_randint(&mut args.ctx.generator.lock(), &out, dtype, low, high)?;
+    fill_randint(&mut gen.lock(), &out, dtype, low, high)?;
     Ok(IValue::Tensor(out))
 }
 
@@ -393,17 +381,16 @@ fn randperm_as(args: &mut Args<'_>, gen_overload: bool) -> R {
     if n < 0 {
         return Err(value_err(format!("n must be non-negative, got{n}")));
     }
-    let first = if gen_overload {
-        check_generator(args, 1)?;
-        2
+    let (gen, first) = if gen_overload {
+        (args.generator(1)?, 2)
     } else {
-        1
+        (args.ctx.generator.clone(), 1)
     };
     let dtype = factory_dtype(args, first, DType::Int64)?;
     let n = n as usize;
     let mut perm: Vec<i64> = (0..n as i64).collect();
     {
-        let mut g = args.ctx.generator.lock();
+        let mut g = gen.lock();
         for i in 0..n.saturating_sub(1) {
             let span = (n - i) as u64;
             let z = if n < (u32::MAX as usize) / 20 {
@@ -422,9 +409,9 @@ fn randperm_as(args: &mut Args<'_>, gen_overload: bool) -> R {
 fn uniform_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (from, to) = (args.double(1)?, args.double(2)?);
-    check_generator(args, 3)?;
+    let gen = args.generator(3)?;
     let tmp = Tensor::zeros(x.shape(), x.dtype())?;
-    fill_uniform(&mut args.ctx.generator.lock(), &tmp, from, to)?;
+    fill_uniform(&mut gen.lock(), &tmp, from, to)?;
     x.copy_from(&tmp)?;
     Ok(IValue::Tensor(x))
 }
@@ -432,14 +419,14 @@ fn uniform_(args: &mut Args<'_>) -> R {
 fn normal_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (mean, std) = (args.double(1)?, args.double(2)?);
-    check_generator(args, 3)?;
+    let gen = args.generator(3)?;
     if std < 0.0 {
         return Err(value_err(format!(
             "normal expects std >= 0.0, but found std {std}"
         )));
     }
     let tmp = Tensor::zeros(x.shape(), x.dtype())?;
-    fill_normal(&mut args.ctx.generator.lock(), &tmp, mean, std)?;
+    fill_normal(&mut gen.lock(), &tmp, mean, std)?;
     x.copy_from(&tmp)?;
     Ok(IValue::Tensor(x))
 }
@@ -449,18 +436,17 @@ fn normal_(args: &mut Args<'_>) -> R {
 fn prims_normal(args: &mut Args<'_>) -> R {
     let shape = size_arg(args, 0)?;
     let dtype = args.dtype(3)?;
-    check_generator(args, 6)?;
     fill_fresh(args, &shape, dtype, normal_)
 }
 
-/// A fresh `shape` tensor of `dtype` filled by the in-place draw `fill(x, args[1], args[2])`
-/// (the random prims' two distribution parameters).
+/// A fresh `shape` tensor of `dtype` filled by the in-place draw `fill(x, args[1], args[2],
+/// generator=args[6])` (the random prims' two distribution parameters and their generator).
 fn fill_fresh(args: &Args<'_>, shape: &[usize], dtype: DType, fill: fn(&mut Args<'_>) -> R) -> R {
     let mut values = vec![
         IValue::Tensor(Tensor::zeros(shape, dtype)?),
         args.get(1)?.clone(),
         args.get(2)?.clone(),
-        IValue::None,
+        args.values.get(6).cloned().unwrap_or(IValue::None),
     ];
     fill(&mut Args::new(args.op, &mut values, args.ctx))
 }
@@ -472,7 +458,6 @@ fn prims_uniform(args: &mut Args<'_>) -> R {
     let shape = size_arg(args, 0)?;
     let dtype = args.dtype(3)?;
     let stride = args.int_list(5)?;
-    check_generator(args, 6)?;
     let contiguous = crate::tensor::contiguous_strides(&shape);
     let dense = stride.len() == shape.len()
         && shape
@@ -490,10 +475,10 @@ fn prims_uniform(args: &mut Args<'_>) -> R {
 fn normal_float_float(args: &mut Args<'_>) -> R {
     let (mean, std) = (args.double(0)?, args.double(1)?);
     let size = size_arg(args, 2)?;
-    check_generator(args, 3)?;
+    let gen = args.generator(3)?;
     let dtype = factory_dtype(args, 4, DType::Float32)?;
     let out = Tensor::zeros(&size, dtype)?;
-    fill_normal(&mut args.ctx.generator.lock(), &out, mean, std)?;
+    fill_normal(&mut gen.lock(), &out, mean, std)?;
     Ok(IValue::Tensor(out))
 }
 
@@ -507,7 +492,7 @@ fn normal_tensors<const FLOAT_STD: bool>(args: &mut Args<'_>) -> R {
 
 fn normal_tensors_as(args: &mut Args<'_>, float_std: bool) -> R {
     let (mean, std) = (args.get(0)?.clone(), args.get(1)?.clone());
-    check_generator(args, 2)?;
+    let gen = args.generator(2)?;
     let as_tensor = |v: &IValue| -> crate::Result<Option<Tensor>> {
         Ok(match v {
             IValue::Tensor(t) => Some(t.clone()),
@@ -549,7 +534,7 @@ fn normal_tensors_as(args: &mut Args<'_>, float_std: bool) -> R {
     } else {
         1.0
     };
-    fill_normal(&mut args.ctx.generator.lock(), &out, 0.0, base_std)?;
+    fill_normal(&mut gen.lock(), &out, 0.0, base_std)?;
     let round = |x: f64| -> f64 {
         match dtype {
             DType::Float64 => x,
@@ -577,7 +562,7 @@ fn normal_tensors_as(args: &mut Args<'_>, float_std: bool) -> R {
 fn exponential_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let lambd = args.double(1)?;
-    check_generator(args, 2)?;
+    let gen = args.generator(2)?;
     if lambd <= 0.0 || lambd.is_nan() {
         return Err(value_err(format!(
             "exponential_ expects lambda > 0.0, but found lambda={lambd}"
@@ -590,7 +575,7 @@ fn exponential_(args: &mut Args<'_>) -> R {
         )));
     }
     let n = x.numel();
-    let mut g = args.ctx.generator.lock();
+    let mut g = gen.lock();
     let v: Vec<f64> = (0..n)
         .map(|_| (-1.0 / lambd) * (-g.uniform_f64()).ln_1p())
         .collect();
@@ -601,8 +586,13 @@ fn exponential_(args: &mut Args<'_>) -> R {
 
 /// Fill floating `x` in place with one draw per element (row-major), each computed in double
 /// and cast to the dtype, as ATen's serial CPU distribution kernels (`cauchy_`, `log_normal_`,
-/// `geometric_`) do.
-fn fill_serial(args: &Args<'_>, x: &Tensor, mut draw: impl FnMut(&mut Generator) -> f64) -> R {
+/// `geometric_`) do, drawing from the generator argument at `gen_at`.
+fn fill_serial(
+    args: &Args<'_>,
+    gen_at: usize,
+    x: &Tensor,
+    mut draw: impl FnMut(&mut Generator) -> f64,
+) -> R {
     if !x.dtype().is_floating_point() {
         return Err(value_err(format!(
             "{}: not implemented for '{}'",
@@ -610,7 +600,8 @@ fn fill_serial(args: &Args<'_>, x: &Tensor, mut draw: impl FnMut(&mut Generator)
             x.dtype().name()
         )));
     }
-    let mut g = args.ctx.generator.lock();
+    let gen = args.generator(gen_at)?;
+    let mut g = gen.lock();
     let v: Vec<f64> = (0..x.numel()).map(|_| draw(&mut g)).collect();
     drop(g);
     x.copy_from(&Tensor::from_vec(v, x.shape())?)?;
@@ -621,13 +612,12 @@ fn fill_serial(args: &Args<'_>, x: &Tensor, mut draw: impl FnMut(&mut Generator)
 fn cauchy_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (median, sigma) = (args.double(1)?, args.double(2)?);
-    check_generator(args, 3)?;
     if sigma <= 0.0 {
         return Err(value_err(format!(
             "cauchy_ expects sigma > 0.0, but found sigma={sigma}"
         )));
     }
-    fill_serial(args, &x, |g| {
+    fill_serial(args, 3, &x, |g| {
         median + sigma * (std::f64::consts::PI * (g.uniform_f64() - 0.5)).tan()
     })
 }
@@ -636,20 +626,18 @@ fn cauchy_(args: &mut Args<'_>) -> R {
 fn log_normal_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (mean, std) = (args.double(1)?, args.double(2)?);
-    check_generator(args, 3)?;
     if std <= 0.0 {
         return Err(value_err(format!(
             "log_normal_ expects std > 0.0, but found std={std}"
         )));
     }
-    fill_serial(args, &x, |g| (g.normal_f64() * std + mean).exp())
+    fill_serial(args, 3, &x, |g| (g.normal_f64() * std + mean).exp())
 }
 
 /// `geometric_(p)`: trials to the first success, `ceil(log(u) / log1p(-p))`.
 fn geometric_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let p = args.double(1)?;
-    check_generator(args, 2)?;
     if !(p > 0.0 && p < 1.0) {
         return Err(value_err(format!(
             "geometric_ expects p to be in (0, 1), but got p={p}"
@@ -657,11 +645,15 @@ fn geometric_(args: &mut Args<'_>) -> R {
     }
     let x_dtype = x.dtype();
     if x_dtype.is_floating_point() {
-        return fill_serial(args, &x, |g| (g.uniform_f64().ln() / (-p).ln_1p()).ceil());
+        return fill_serial(args, 2, &x, |g| {
+            (g.uniform_f64().ln() / (-p).ln_1p()).ceil()
+        });
     }
     // integer tensors hold the same draws
     let tmp = Tensor::zeros(x.shape(), DType::Float64)?;
-    fill_serial(args, &tmp, |g| (g.uniform_f64().ln() / (-p).ln_1p()).ceil())?;
+    fill_serial(args, 2, &tmp, |g| {
+        (g.uniform_f64().ln() / (-p).ln_1p()).ceil()
+    })?;
     x.copy_from(&tmp)?;
     Ok(IValue::Tensor(x))
 }
@@ -713,7 +705,7 @@ fn sample_poisson(lambda: f64, g: &mut Generator) -> f64 {
 /// `poisson(rates)`: one draw per element, row-major, in the rates' dtype.
 fn poisson(args: &mut Args<'_>) -> R {
     let rates = args.tensor(0)?;
-    check_generator(args, 1)?;
+    let gen = args.generator(1)?;
     if !rates.dtype().is_floating_point() {
         return Err(value_err(format!(
             "\"poisson_cpu\" not implemented for '{}'",
@@ -726,7 +718,7 @@ fn poisson(args: &mut Args<'_>) -> R {
             "invalid Poisson rate, expected rate to be non-negative",
         ));
     }
-    let mut g = args.ctx.generator.lock();
+    let mut g = gen.lock();
     let draws: Vec<f64> = lambdas.iter().map(|&l| sample_poisson(l, &mut g)).collect();
     drop(g);
     Ok(IValue::Tensor(
@@ -744,7 +736,7 @@ fn multinomial(args: &mut Args<'_>) -> R {
     let probs = args.tensor(0)?;
     let num_samples = args.int(1)?;
     let replacement = args.bool(2)?;
-    check_generator(args, 3)?;
+    let gen = args.generator(3)?;
     if probs.dim() == 0 || probs.dim() > 2 {
         return Err(value_err("prob_dist must be 1 or 2 dim"));
     }
@@ -793,7 +785,7 @@ fn multinomial(args: &mut Args<'_>) -> R {
             _ => bf16::from_f64(v).to_f64(),
         }
     };
-    let mut g = args.ctx.generator.lock();
+    let mut g = gen.lock();
     let mut out: Vec<i64> = Vec::with_capacity(rows * samples);
     if !replacement || samples == 1 {
         let keys: Vec<f64> = weights
@@ -838,16 +830,16 @@ fn multinomial(args: &mut Args<'_>) -> R {
 /// `random_.from` (`FROM`) and `random_.to`.
 fn random_<const FROM: bool>(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    let (low, high) = if FROM {
+    let (low, high, gen) = if FROM {
         let to = args
             .opt_int(2)?
             .ok_or_else(|| unsupported("random_ with to=None"))?;
-        (args.int(1)?, to)
+        (args.int(1)?, to, args.generator(3)?)
     } else {
-        (0, args.int(1)?)
+        (0, args.int(1)?, args.generator(2)?)
     };
     let tmp = Tensor::zeros(x.shape(), DType::Int64)?;
-    fill_randint(&mut args.ctx.generator.lock(), &tmp, x.dtype(), low, high)?;
+    fill_randint(&mut gen.lock(), &tmp, x.dtype(), low, high)?;
     x.copy_from(&tmp)?;
     Ok(IValue::Tensor(x))
 }
@@ -857,7 +849,7 @@ fn random_<const FROM: bool>(args: &mut Args<'_>) -> R {
 /// (`[0, max]` for integers, `[0, 2^digits]` for floats, the low bit for bool).
 fn random_default_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    check_generator(args, 1)?;
+    let gen = args.generator(1)?;
     let dtype = x.dtype();
     // (draws 64 bits, modulus)
     let (wide, modulus): (bool, u64) = match dtype {
@@ -873,7 +865,7 @@ fn random_default_(args: &mut Args<'_>) -> R {
         DType::Float64 => (true, (1 << 53) + 1),
         other => return Err(unsupported(format!("{}: random_ of {other}", args.op))),
     };
-    let mut g = args.ctx.generator.lock();
+    let mut g = gen.lock();
     let vals: Vec<i64> = (0..x.numel())
         .map(|_| {
             let bits = if wide {
@@ -913,7 +905,8 @@ fn bernoulli_as(args: &mut Args<'_>, probs_from: u8, inplace: bool) -> R {
         PROBS_TENSOR => args.tensor(1)?.to_dtype(DType::Float64)?.contiguous()?,
         _ => x.to_dtype(DType::Float64)?,
     };
-    let mut g = args.ctx.generator.lock();
+    let gen = args.generator(if probs_from == PROBS_SELF { 1 } else { 2 })?;
+    let mut g = gen.lock();
     let probs = probs.to_dtype(DType::Float64)?;
     let draws = map_unary::<f64, f64, _>(&probs, |_| 0.0)?;
     if let Some(d) = draws.write::<f64>()?.as_slice_mut() {
@@ -959,6 +952,54 @@ fn manual_seed(args: &mut Args<'_>) -> R {
     Ok(IValue::None)
 }
 
+/// `torch.Generator(device=, seed=)`: a new CPU generator, seeded with `seed` when given, else
+/// with PyTorch's default seed (as `at::detail::createCPUGenerator`).
+fn new_generator(args: &mut Args<'_>) -> R {
+    super::creation::check_device(args, 0)?;
+    // the seed is stored as an unsigned 64-bit value, as `set_current_seed(uint64_t)` takes it
+    let seed = args
+        .opt_int(1)?
+        .map_or(Generator::DEFAULT_SEED, |s| s as u64);
+    Ok(IValue::Generator(Arc::new(Mutex::new(Generator::new(
+        seed,
+    )))))
+}
+
+/// `manual_seed.generator(self, seed)`: reseed that generator (fresh state, no cached normal
+/// sample) and return it.
+fn manual_seed_generator(args: &mut Args<'_>) -> R {
+    let gen = explicit_generator(args, 0)?;
+    let seed = args.int(1)?;
+    gen.lock().manual_seed(seed as u64);
+    Ok(IValue::Generator(gen))
+}
+
+/// `initial_seed(self)`: the generator's seed, the unsigned value read back as a signed int.
+fn initial_seed(args: &mut Args<'_>) -> R {
+    let seed = explicit_generator(args, 0)?.lock().seed();
+    Ok(IValue::Int(seed as i64))
+}
+
+/// `seed(self)`: reseed the generator nondeterministically and return the new seed.
+fn seed(args: &mut Args<'_>) -> R {
+    let seed = explicit_generator(args, 0)?
+        .lock()
+        .reseed_nondeterministic();
+    Ok(IValue::Int(seed as i64))
+}
+
+/// A `Generator` argument that may not be `None` (the methods of `torch.Generator`).
+fn explicit_generator(args: &Args<'_>, i: usize) -> crate::Result<SharedGenerator> {
+    match args.get(i)? {
+        IValue::Generator(g) => Ok(g.clone()),
+        other => Err(value_err(format!(
+            "{}: expected a Generator, got {}",
+            args.op,
+            other.kind_name()
+        ))),
+    }
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add("aten::rand", rand::<false>);
     r.add("aten::rand.generator", rand::<true>);
@@ -1001,6 +1042,10 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::bernoulli_.float", bernoulli_p::<PROBS_FLOAT, true>);
     r.add("aten::bernoulli_.Tensor", bernoulli_p::<PROBS_TENSOR, true>);
     r.add("aten::manual_seed", manual_seed);
+    r.add("aten::manual_seed.generator", manual_seed_generator);
+    r.add("aten::Generator", new_generator);
+    r.add("aten::initial_seed", initial_seed);
+    r.add("aten::seed", seed);
     r.add("prims::normal", prims_normal);
     r.add("prims::uniform", prims_uniform);
     r.add("aten::randint_like.Tensor", randint_like_tensor::<false>);

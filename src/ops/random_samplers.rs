@@ -4,12 +4,11 @@
 //! generator in ATen's order (one element after another, row-major) with ATen's mix of float
 //! and double arithmetic, so seeded draws match PyTorch's.
 
-use super::generator::Generator;
 use super::kernels::{unsupported, value_err};
-use super::random::check_generator;
 use super::shape::expand_to;
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
+use crate::values::Generator;
 use crate::values::IValue;
 
 type R = crate::Result<IValue>;
@@ -92,7 +91,7 @@ fn check_alphas(alphas: &[f64]) -> crate::Result<()> {
 /// smallest normal number.
 fn standard_gamma(args: &mut Args<'_>) -> R {
     let alpha = args.tensor(0)?;
-    check_generator(args, 1)?;
+    let gen = args.generator(1)?;
     let single = check_float_or_double("gamma_cpu", alpha.dtype())?;
     let alphas = alpha.contiguous()?.to_vec::<f64>()?;
     check_alphas(&alphas)?;
@@ -101,7 +100,7 @@ fn standard_gamma(args: &mut Args<'_>) -> R {
     } else {
         f64::MIN_POSITIVE
     };
-    let mut g = args.ctx.generator.lock();
+    let mut g = gen.lock();
     let draws: Vec<f64> = alphas
         .iter()
         .map(|&a| to_scalar(sample_gamma(a, single, &mut g), single).max(tiny))
@@ -116,11 +115,11 @@ fn standard_gamma(args: &mut Args<'_>) -> R {
 /// along the last dim, cast to the dtype and clamped to `[smallest normal, 1)`.
 fn sample_dirichlet(args: &mut Args<'_>) -> R {
     let alpha = args.tensor(0)?;
-    check_generator(args, 1)?;
+    let gen = args.generator(1)?;
     let single = check_float_or_double("dirichlet", alpha.dtype())?;
     let alphas = alpha.contiguous()?.to_vec::<f64>()?;
     check_alphas(&alphas)?;
-    let mut g = args.ctx.generator.lock();
+    let mut g = gen.lock();
     let gammas: Vec<f64> = alphas
         .iter()
         .map(|&a| sample_gamma(a, false, &mut g).max(f64::MIN_POSITIVE))
@@ -251,7 +250,7 @@ fn sample_binomial(count: f64, prob: f64, single: bool, g: &mut Generator) -> f6
 fn binomial(args: &mut Args<'_>) -> R {
     let count = args.tensor(0)?;
     let prob = args.tensor(1)?;
-    check_generator(args, 2)?;
+    let gen = args.generator(2)?;
     if !count.dtype().is_floating_point() || !prob.dtype().is_floating_point() {
         return Err(value_err(format!(
             "binomial only supports floating-point dtypes for count and prob, got: {} and {}",
@@ -276,7 +275,7 @@ fn binomial(args: &mut Args<'_>) -> R {
             "binomial: count must be finite, got {n} (PyTorch's sampler never returns for it)"
         )));
     }
-    let mut g = args.ctx.generator.lock();
+    let mut g = gen.lock();
     let draws: Vec<f64> = counts
         .iter()
         .zip(&probs)

@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 use crate::tensor::{Scalar, Storage, Tensor};
+use crate::values::generator::SharedGenerator;
 use crate::values::types::Type;
 use indexmap::IndexMap;
 use num_complex::Complex64;
@@ -46,6 +47,10 @@ pub enum IValue {
     Storage(Storage),
     /// A first-class function reference (qualified name).
     Function(Arc<str>),
+    /// A `torch.Generator` (CPU), shared by reference.
+    Generator(SharedGenerator),
+    /// An `Await[T]` that is already complete (`torch.jit._awaitable_nowait`): its value.
+    Await(Arc<IValue>),
     /// The value of `uninitialized(T)`: never read on a valid path.
     Uninitialized,
 }
@@ -69,6 +74,8 @@ impl IValue {
             IValue::Enum(_) => "Enum",
             IValue::Storage(_) => "Storage",
             IValue::Function(_) => "Function",
+            IValue::Generator(_) => "Generator",
+            IValue::Await(_) => "Await",
             IValue::Uninitialized => "uninitialized",
         }
     }
@@ -179,6 +186,8 @@ impl IValue {
             (IValue::Dict(a), IValue::Dict(b)) => Arc::ptr_eq(&a.0, &b.0),
             (IValue::Object(a), IValue::Object(b)) => Arc::ptr_eq(&a.0, &b.0),
             (IValue::Tuple(a), IValue::Tuple(b)) => Arc::ptr_eq(&a.0, &b.0),
+            (IValue::Generator(a), IValue::Generator(b)) => Arc::ptr_eq(a, b),
+            (IValue::Await(a), IValue::Await(b)) => Arc::ptr_eq(a, b),
             (IValue::Bool(a), IValue::Bool(b)) => a == b,
             (IValue::Int(a), IValue::Int(b)) => a == b,
             (IValue::Double(a), IValue::Double(b)) => a.to_bits() == b.to_bits(),
@@ -645,6 +654,8 @@ impl fmt::Debug for IValue {
             IValue::Enum(e) => write!(f, "{}.{}", e.class, e.name),
             IValue::Storage(s) => write!(f, "{s:?}"),
             IValue::Function(n) => write!(f, "<function {n}>"),
+            IValue::Generator(g) => write!(f, "<Generator seed={}>", g.lock().seed()),
+            IValue::Await(v) => write!(f, "<Await {v:?}>"),
             IValue::Uninitialized => f.write_str("<uninitialized>"),
         }
     }
@@ -667,6 +678,8 @@ pub fn matches_type(v: &IValue, t: &Type) -> bool {
         (Type::NoneType, IValue::None) => true,
         (Type::Device, IValue::Device(_)) => true,
         (Type::Storage, IValue::Storage(_)) => true,
+        (Type::Generator, IValue::Generator(_)) => true,
+        (Type::Await(t), IValue::Await(v)) => matches_type(v, t),
         (Type::AnyList, IValue::List(_)) => true,
         (Type::AnyTuple, IValue::Tuple(_)) => true,
         (Type::AnyClass, IValue::Object(_)) => true,

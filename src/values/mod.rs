@@ -3,11 +3,13 @@
 //! numbers and values as PyTorch prints them. Only `tensor` sits below.
 
 pub mod format;
+pub mod generator;
 pub mod ivalue;
 pub mod ivalue_convert;
 pub mod types;
 
 pub use format::python_str;
+pub use generator::{Generator, SharedGenerator};
 pub use ivalue::{
     matches_type, Device, DeviceKind, Dict, DictKey, EnumValue, IValue, List, Object, Tuple,
 };

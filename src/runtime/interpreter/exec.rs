@@ -236,6 +236,12 @@ impl Frame<'_> {
                 let out = self.run_module_chain(chain, args)?;
                 self.set_outputs(instr, out)
             }
+            Op::NodePrim(prim) => {
+                let mut args = self.inputs(instr);
+                let out = prim.run(&mut args, instr.outputs.len(), self.ctx)?;
+                drop(args);
+                self.set_outputs(instr, out)
+            }
             Op::Custom(op) => {
                 let args = self.inputs(instr);
                 let out = op.call(&args)?;

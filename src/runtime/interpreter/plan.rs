@@ -62,6 +62,8 @@ pub(crate) enum Op {
         kernel: Kernel,
         name: Arc<str>,
     },
+    /// A `prim::` node that takes its parameters from attributes (`ops::jit_fusion_prims`).
+    NodePrim(crate::ops::jit_fusion_prims::NodePrim),
     /// A run of elementwise operators fused at plan build (see `ops::elementwise_chain`): one
     /// pass over memory for float32 operands, else `kernels`, the original operators, in turn.
     ElementwiseChain {
@@ -1044,6 +1046,10 @@ impl Builder<'_> {
             "aten::warn" => Op::Warn {
                 warned: AtomicBool::new(false),
             },
+            kind if crate::ops::jit_fusion_prims::NODE_PRIM_KINDS.contains(&kind) => Op::NodePrim(
+                crate::ops::jit_fusion_prims::NodePrim::from_node(kind, node)
+                    .map_err(|e| plan_error(fname, e.to_string()))?,
+            ),
             kind => {
                 let overload = node.overload.as_deref().unwrap_or("");
                 let name: Arc<str> = node.qualified_op().into();
@@ -1063,6 +1069,27 @@ impl Builder<'_> {
                 }
             }
         })
+    }
+}
+
+impl crate::ops::jit_fusion_prims::NodeAttrs for crate::ir::graph::NodeData {
+    fn int(&self, name: &str) -> Option<i64> {
+        match self.attr(name)? {
+            Attr::Int(i) | Attr::Value(IValue::Int(i)) => Some(*i),
+            _ => None,
+        }
+    }
+    fn float(&self, name: &str) -> Option<f64> {
+        match self.attr(name)? {
+            Attr::Float(f) | Attr::Value(IValue::Double(f)) => Some(*f),
+            _ => None,
+        }
+    }
+    fn type_spellings(&self, name: &str) -> Option<Vec<String>> {
+        match self.attr(name)? {
+            Attr::Strs(s) => Some(s.clone()),
+            _ => None,
+        }
     }
 }
 

@@ -132,6 +132,11 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
         "complex" => IValue::Complex(Complex64::new(json_f64(&body[0]), json_f64(&body[1]))),
         "str" => IValue::str(body.as_str().expect("str")),
         "device" => IValue::Device(Device::parse(body.as_str().expect("device")).expect("device")),
+        "await" => IValue::Await(std::sync::Arc::new(decode(body, arrays))),
+        // a generator as seeding leaves it
+        "generator" => IValue::Generator(std::sync::Arc::new(parking_lot::Mutex::new(
+            tsrun::internals::values::Generator::new(body.as_u64().expect("generator seed")),
+        ))),
         "list" => {
             let items: Vec<IValue> = body
                 .as_array()
@@ -422,6 +427,16 @@ pub fn compare(
                 Err(format!("{path}: got {g}, want {w}"))
             }
         }
+        (IValue::Await(g), IValue::Await(w)) => compare(g, w, rtol, atol, &format!("{path}.await")),
+        (IValue::Generator(g), IValue::Generator(w)) => {
+            if std::sync::Arc::ptr_eq(g, w) || *g.lock() == *w.lock() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{path}: got {got:?}, want {want:?} (seed or state differ)"
+                ))
+            }
+        }
         (g, w) => {
             if g.is_same(w) || format!("{g:?}") == format!("{w:?}") {
                 Ok(())
@@ -544,6 +559,9 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
             case["atol"].as_f64().unwrap_or(1e-5),
         );
         let outcome = match (result, case.get("error")) {
+            (Ok(v), None) if case.get("reseeds").is_some() => {
+                check_reseeded(&v, &before, &case["reseeds"])
+            }
             (Err(_), Some(_)) => Ok(()),
             (Ok(v), Some(e)) => Err(format!("expected error {e}, got {v:?}")),
             (Err(e), None) => Err(format!("error: {e}")),
@@ -589,6 +607,36 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
         }
     }
     (passed, failures)
+}
+
+/// Decode a JSON array of encoded values (a case's inputs).
+pub fn decode_all(values: &Value, arrays: &mut Arrays) -> Vec<IValue> {
+    values
+        .as_array()
+        .expect("an array of encoded values")
+        .iter()
+        .map(|v| decode(v, arrays))
+        .collect()
+}
+
+/// A nondeterministic reseed (`Generator.seed()`): the case records, from PyTorch, which argument
+/// is the generator; the result must be the new seed (a 64-bit seed read back as a signed int),
+/// the generator (shared with the caller) as seeding with it leaves it.
+fn check_reseeded(got: &IValue, args: &[IValue], spec: &Value) -> Result<(), String> {
+    let index = spec["argument"].as_u64().expect("argument index") as usize;
+    let IValue::Int(seed) = got else {
+        return Err(format!("got {got:?}, want a seed"));
+    };
+    match &args[index] {
+        IValue::Generator(g)
+            if *g.lock() == tsrun::internals::values::Generator::new(*seed as u64) =>
+        {
+            Ok(())
+        }
+        other => Err(format!(
+            "argument {index} after: {other:?}, not seeded with {seed}"
+        )),
+    }
 }
 
 /// A packed-parameters result (golden_io.py's "unpacked" encoding: PyTorch's object went

@@ -1,8 +1,18 @@
 //! PyTorch's CPU random generator: an mt19937 (from `rand_mt`) seeded like `torch.manual_seed`,
-//! with the uniform and normal draws its distribution kernels (`random.rs`) build on. Its own module so
-//! that the call context (`args.rs`) can hold one without depending on the kernels.
+//! with the uniform and normal draws its distribution kernels (`ops/random.rs`) build on. A value
+//! module, as TorchScript code holds generators as values (`torch.Generator(seed=...)`, the
+//! `Generator` IValue) besides the call context's default one (`ops/args.rs`).
 
-/// The random generator behind `torch.manual_seed`, dropout and `rand*` ops.
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// A generator shared by reference, as TorchScript's `Generator` values and the call context's
+/// default generator are.
+pub type SharedGenerator = Arc<Mutex<Generator>>;
+
+/// The random generator behind `torch.manual_seed`, dropout and `rand*` ops. Equal generators
+/// have the same seed and state, so draw the same from here on.
+#[derive(Clone, PartialEq)]
 pub struct Generator {
     seed: u64,
     /// The mt19937 core (`rand_mt`'s reference Mersenne Twister: `init_genrand` seeding and the
@@ -34,6 +44,20 @@ impl Generator {
         *self = Generator::new(seed);
     }
 
+    /// Reseed from a nondeterministic source and return the new seed (`Generator.seed()`): 64
+    /// random bits, as PyTorch's `getNonDeterministicRandom` reads for CPU generators.
+    pub fn reseed_nondeterministic(&mut self) -> u64 {
+        use std::hash::{BuildHasher, Hasher};
+        // std's `RandomState` keys come from the operating system's random source
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            h.write_u128(t.as_nanos());
+        }
+        let seed = h.finish();
+        self.manual_seed(seed);
+        seed
+    }
+
     /// 32 random bits (`CPUGeneratorImpl::random`).
     pub fn random_u32(&mut self) -> u32 {
         self.core.next_u32()
@@ -53,7 +77,7 @@ impl Generator {
     }
 
     /// `uniform_real_distribution<T>(0, 1)` for a type with `digits` mantissa bits (< 32).
-    pub(super) fn uniform_bits(&mut self, digits: u32) -> f64 {
+    pub fn uniform_bits(&mut self, digits: u32) -> f64 {
         let v = self.random_u32() & ((1u32 << digits) - 1);
         v as f64 / (1u64 << digits) as f64
     }
