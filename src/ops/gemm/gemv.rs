@@ -194,3 +194,35 @@ fn add_panel<const NR: usize>(out: &mut [f32], part: &PanelPart, acc: &[f32; NR]
         }
     }
 }
+
+/// Read access to a packing's panels, for kernels that stream them themselves with their own
+/// epilogue (the LSTM step runs each hidden unit block's four gate panels together and its
+/// cell arithmetic on the sums while they are in registers).
+impl PackedB {
+    /// The instruction set the panels are laid out for (panels are `isa().nr()` wide).
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Rows of B (the reduced dimension).
+    pub fn depth(&self) -> usize {
+        self.k
+    }
+
+    /// Columns of B.
+    pub fn width(&self) -> usize {
+        self.n
+    }
+
+    /// Panel `q` (columns `q * NR .. (q + 1) * NR`, zero past the width) of the depth block
+    /// starting at `k0` (a multiple of `KC`): `kc = min(KC, depth - k0)` rows of NR values, row
+    /// after row. `None` outside the packing.
+    pub fn panel(&self, k0: usize, q: usize) -> Option<&[f32]> {
+        let nr = self.isa.nr();
+        if !k0.is_multiple_of(KC) || k0 >= self.k || q >= self.n.div_ceil(nr) {
+            return None;
+        }
+        let kc = KC.min(self.k - k0);
+        self.block(k0, kc, 0).get(q * kc * nr..(q + 1) * kc * nr)
+    }
+}
