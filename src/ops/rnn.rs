@@ -513,15 +513,6 @@ unsafe fn lstm_step_avx2(
     lstm_step_inline::<FUSED_NARROW_NR, true>(h_prev, w, xg, c, h)
 }
 
-#[inline(always)]
-fn fused_fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
-    if FMA {
-        a.mul_add(b, c)
-    } else {
-        a * b + c
-    }
-}
-
 /// [`lstm_step_fused`] for panels NR wide. The accumulators and sums are arrays indexed by
 /// constants only (unrolled loops), so they stay in registers.
 #[inline(always)]
@@ -548,28 +539,11 @@ fn lstm_step_inline<const NR: usize, const FMA: bool>(
         let mut k0 = 0;
         while k0 < depth {
             let kc = gemm::KC.min(depth - k0);
-            let panel = |gate: usize| w.panel(k0, gate * blocks + u).unwrap_or(&[]);
-            let (p0, p1, p2, p3) = (panel(0), panel(1), panel(2), panel(3));
-            if [p0, p1, p2, p3].iter().any(|p| p.len() < kc * NR) {
+            // the block's four gates: panels u, u + blocks, ... (gate order i, f, g, o)
+            let qs = [u, blocks + u, 2 * blocks + u, 3 * blocks + u];
+            let Some(acc) = w.panel_sums::<NR, FMA>(k0, qs, &h_prev[k0..k0 + kc]) else {
                 return;
-            }
-            let xs = &h_prev[k0..k0 + kc];
-            let mut acc = [[0.0f32; NR]; 4];
-            for (kk, &xv) in xs.iter().enumerate() {
-                let r = kk * NR;
-                let (r0, r1, r2, r3) = (
-                    &p0[r..r + NR],
-                    &p1[r..r + NR],
-                    &p2[r..r + NR],
-                    &p3[r..r + NR],
-                );
-                for j in 0..NR {
-                    acc[0][j] = fused_fma::<FMA>(r0[j], xv, acc[0][j]);
-                    acc[1][j] = fused_fma::<FMA>(r1[j], xv, acc[1][j]);
-                    acc[2][j] = fused_fma::<FMA>(r2[j], xv, acc[2][j]);
-                    acc[3][j] = fused_fma::<FMA>(r3[j], xv, acc[3][j]);
-                }
-            }
+            };
             for j in 0..NR {
                 pre[0][j] += acc[0][j];
                 pre[1][j] += acc[1][j];
@@ -1039,24 +1013,33 @@ fn run_rnn(
                 cn.extend_from_slice(&c);
                 outs.push(out);
             }
-            // Concatenate directions along the feature dim.
-            let mut next = vec![T::zero(); steps * b * osz_total(out_size, dirs)];
             let width = out_size * dirs;
-            for (d, o) in outs.iter().enumerate() {
-                for r in 0..steps * b {
-                    next[r * width + d * out_size..][..out_size]
-                        .copy_from_slice(&o[r * out_size..][..out_size]);
+            layer_in = match <[Vec<T>; 1]>::try_from(outs) {
+                // one direction: its output is the layer's
+                Ok([o]) => o,
+                // Concatenate directions along the feature dim.
+                Err(outs) => {
+                    let mut next = vec![T::zero(); steps * b * width];
+                    for (d, o) in outs.iter().enumerate() {
+                        for r in 0..steps * b {
+                            next[r * width + d * out_size..][..out_size]
+                                .copy_from_slice(&o[r * out_size..][..out_size]);
+                        }
+                    }
+                    next
                 }
-            }
-            layer_in = next;
+            };
             in_size = width;
         }
         let width = out_size * dirs;
         let out = Tensor::from_vec(layer_in, &[steps, b, width])?;
         let out = if unbatched {
             reshape(&out, &[steps, width])?
-        } else if cfg.batch_first {
+        } else if cfg.batch_first && b > 1 {
             super::linalg::permute(&out, &[1, 0, 2])?.contiguous()?
+        } else if cfg.batch_first {
+            // [steps, 1, width] and [1, steps, width] have the same layout
+            reshape(&out, &[1, steps, width])?
         } else {
             out
         };
@@ -1074,10 +1057,6 @@ fn run_rnn(
         };
         Ok((out.to_dtype(dtype)?, hn.to_dtype(dtype)?, cn))
     })
-}
-
-fn osz_total(out: usize, dirs: usize) -> usize {
-    out * dirs
 }
 
 fn check_eval(a: &Args, dropout_i: usize, train_i: usize) -> crate::Result<()> {
