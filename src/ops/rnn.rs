@@ -2,8 +2,11 @@
 //! and their single-step cells. The input projection of a whole sequence is one GEMM per layer
 //! and direction (with both biases folded in where the cell allows); the recurrent projection is a
 //! matrix-vector product per step for small batches (a GEMM's set-up costs more there), and the
-//! gate nonlinearities run vectorized over each gate's contiguous block.
+//! gate nonlinearities run vectorized over each gate's contiguous block. A float32 LSTM of batch
+//! 1 fuses each step (the gates computed on the recurrent product's sums while they are in
+//! registers) and computes its input projection in pieces, beside the steps on a second thread.
 
+use super::kernels::parallel;
 use super::kernels::vmath::{self, VecFn};
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
@@ -16,7 +19,9 @@ use crate::tensor::{DType, Tensor};
 use crate::values::{IValue, Tuple};
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
-use std::sync::Arc;
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Cell {
@@ -97,77 +102,61 @@ trait CellMath: Real {
     ) -> Option<Arc<gemm::PackedB>> {
         None
     }
-    /// `x [rows, input] @ W_ih^T + biases` for the whole sequence (`w_ih` is the tensor
-    /// `tensor`, `[g, input]`).
-    fn input_proj(
-        _tensor: &Tensor,
-        w_ih: &[Self],
-        biases: &[&[Self]],
-        g: usize,
-        input: usize,
-        x: &[Self],
-        rows: usize,
-    ) -> crate::Result<Vec<Self>> {
-        Ok(input_proj(w_ih, biases, g, input, x, rows))
+    /// A whole LSTM layer and direction of batch 1 without projection (input projection and
+    /// steps, see [`lstm_layer_fused`]), where this dtype and the packings allow: `Ok(false)`
+    /// (nothing done) otherwise. `out` receives each step's h.
+    fn lstm_layer_fused(
+        _proj: &LayerProjection<'_, Self>,
+        _sw: &StepWeights<'_, Self>,
+        _reverse: bool,
+        _h: &mut Vec<Self>,
+        _c: &mut [Self],
+        _out: &mut [Self],
+    ) -> crate::Result<bool> {
+        Ok(false)
+    }
+    /// The input projection of the whole sequence (all its rows).
+    fn input_proj(p: &LayerProjection<'_, Self>) -> crate::Result<Vec<Self>> {
+        Ok(input_proj(p.w_ih, p.biases, p.g, p.input, p.x, p.rows))
     }
 }
 
 impl CellMath for f32 {
-    fn input_proj(
-        tensor: &Tensor,
-        w_ih: &[f32],
-        biases: &[&[f32]],
-        g: usize,
-        input: usize,
-        x: &[f32],
-        rows: usize,
-    ) -> crate::Result<Vec<f32>> {
-        // The packed GEMM with `W_ih^T` packed once (cached on its storage, as `linear`'s
-        // weight; `Module::prepare` packs it ahead) and the biases added in its output pass.
-        let gemm::Backend::Packed(isa) = gemm::backend() else {
-            return Ok(input_proj(w_ih, biases, g, input, x, rows));
+    fn input_proj(p: &LayerProjection<'_, f32>) -> crate::Result<Vec<f32>> {
+        let Some(packed) = PackedInputProj::new(p) else {
+            return Ok(input_proj(p.w_ih, p.biases, p.g, p.input, p.x, p.rows));
         };
-        let (Some(wt), Some(xm)) = (
-            gemm::MatRef::new(w_ih, input, g, 1, input),
-            gemm::MatRef::new(x, rows, input, input, 1),
-        ) else {
-            return Ok(input_proj(w_ih, biases, g, input, x, rows));
-        };
-        if rows == 0 || g == 0 || input == 0 {
-            return Ok(input_proj(w_ih, biases, g, input, x, rows));
-        }
-        let packed = gemm::cached_packed_b(isa, tensor.storage(), tensor.storage_offset(), &wt);
-        let bias: Option<Vec<f32>> = match biases {
-            [] => None,
-            [b] => Some(b.to_vec()),
-            [first, rest @ ..] => {
-                let mut sum = first.to_vec();
-                for b in rest {
-                    sum.iter_mut().zip(b.iter()).for_each(|(s, &v)| *s += v);
-                }
-                Some(sum)
-            }
-        };
-        let mut xg = vec![0.0f32; rows * g];
-        let parallel = rows * g * input >= INPUT_PROJ_PARALLEL_MACS;
-        gemm::sgemm(
-            isa,
-            rows,
-            g,
-            input,
-            gemm::AOperand::Mat(xm),
-            gemm::BOperand::Packed(&packed),
-            &mut xg,
-            g,
-            &gemm::Epilogue {
-                bias: bias
-                    .as_deref()
-                    .map_or(gemm::Bias::None, gemm::Bias::PerColumn),
-                ..gemm::Epilogue::NONE
-            },
-            parallel,
-        )?;
+        let mut xg = vec![0.0f32; p.rows * p.g];
+        let parallel = p.rows * p.g * p.input >= INPUT_PROJ_PARALLEL_MACS;
+        packed.rows(0..p.rows, &mut xg, parallel)?;
         Ok(xg)
+    }
+    fn lstm_layer_fused(
+        proj: &LayerProjection<'_, f32>,
+        sw: &StepWeights<'_, f32>,
+        reverse: bool,
+        h: &mut Vec<f32>,
+        c: &mut [f32],
+        out: &mut [f32],
+    ) -> crate::Result<bool> {
+        let hs = sw.hidden;
+        let Some(w) = sw.w_hh_packed.as_deref() else {
+            return Ok(false);
+        };
+        if sw.w_hr.is_some()
+            || !lstm_fused_fits(w, hs)
+            || proj.g != 4 * hs
+            || h.len() != hs
+            || c.len() != hs
+            || out.len() != proj.rows * hs
+        {
+            return Ok(false);
+        }
+        let Some(packed) = PackedInputProj::new(proj) else {
+            return Ok(false);
+        };
+        lstm_layer_fused(&packed, w, reverse, h, c, out)?;
+        Ok(true)
     }
     fn sigmoid_inplace(xs: &mut [f32]) {
         vmath::apply(VecFn::Sigmoid, xs)
@@ -236,6 +225,342 @@ impl CellMath for f64 {
         out: &mut [f64],
     ) {
         mm_wt(h, b, k, w, n, out, true)
+    }
+}
+
+/// The input side of one layer and direction: `x [rows, input] @ W_ih^T + biases`, `W_ih`
+/// being the tensor `tensor` (`[g, input]`, its contiguous values `w_ih`).
+struct LayerProjection<'a, T> {
+    tensor: &'a Tensor,
+    w_ih: &'a [T],
+    biases: &'a [&'a [T]],
+    g: usize,
+    input: usize,
+    x: &'a [T],
+    rows: usize,
+}
+
+/// The float32 input projection on the packed GEMM, ready for any rows: `W_ih^T` packed once
+/// (cached on its storage, as `linear`'s weight; `Module::prepare` packs it ahead) and the
+/// biases summed, added in the GEMM's output pass.
+struct PackedInputProj<'a> {
+    isa: gemm::Isa,
+    w: Arc<gemm::PackedB>,
+    bias: Option<Vec<f32>>,
+    x: &'a [f32],
+    input: usize,
+    g: usize,
+}
+
+impl<'a> PackedInputProj<'a> {
+    /// `None` off the packed GEMM backend or for an empty product.
+    fn new(p: &LayerProjection<'a, f32>) -> Option<Self> {
+        let gemm::Backend::Packed(isa) = gemm::backend() else {
+            return None;
+        };
+        if p.rows == 0 || p.g == 0 || p.input == 0 || p.x.len() < p.rows * p.input {
+            return None;
+        }
+        let wt = gemm::MatRef::new(p.w_ih, p.input, p.g, 1, p.input)?;
+        let w = gemm::cached_packed_b(isa, p.tensor.storage(), p.tensor.storage_offset(), &wt);
+        let bias = match p.biases {
+            [] => None,
+            [first, rest @ ..] => {
+                let mut sum = first.to_vec();
+                for b in rest {
+                    sum.iter_mut().zip(b.iter()).for_each(|(s, &v)| *s += v);
+                }
+                Some(sum)
+            }
+        };
+        Some(PackedInputProj {
+            isa,
+            w,
+            bias,
+            x: p.x,
+            input: p.input,
+            g: p.g,
+        })
+    }
+
+    /// Rows `rows` of the projection into `out` (`rows.len() * g` values). A row comes out
+    /// with the same bits whichever rows are computed with it (the GEMM reduces each output
+    /// over the depth in one order).
+    fn rows(&self, rows: Range<usize>, out: &mut [f32], parallel: bool) -> crate::Result<()> {
+        let x = self
+            .x
+            .get(rows.start * self.input..rows.end * self.input)
+            .and_then(|x| gemm::MatRef::new(x, rows.len(), self.input, self.input, 1))
+            .ok_or_else(|| shape_err(format!("lstm: input rows {rows:?} out of range")))?;
+        gemm::sgemm(
+            self.isa,
+            rows.len(),
+            self.g,
+            self.input,
+            gemm::AOperand::Mat(x),
+            gemm::BOperand::Packed(&self.w),
+            out,
+            self.g,
+            &gemm::Epilogue {
+                bias: self
+                    .bias
+                    .as_deref()
+                    .map_or(gemm::Bias::None, gemm::Bias::PerColumn),
+                ..gemm::Epilogue::NONE
+            },
+            parallel,
+        )
+    }
+}
+
+/// Steps per piece of the input projection when it is computed beside the steps: one row
+/// panel of the AVX-512 GEMM tile (12 rows), about a quarter of the time the steps that use it
+/// take, so a helper that has woken up stays ahead of the steps.
+const PROJECTION_PIECE_STEPS: usize = 12;
+
+/// A piece of the input projection, once computed (`None`: it failed).
+type Piece = OnceLock<Option<Vec<f32>>>;
+
+/// Marks a piece failed if its computation ends without a result (an error or a panic), so
+/// the steps waiting for it stop instead of waiting forever.
+struct PieceGuard<'a>(&'a Piece);
+
+impl Drop for PieceGuard<'_> {
+    fn drop(&mut self) {
+        // a no-op when the piece was set
+        let _ = self.0.set(None);
+    }
+}
+
+/// A whole float32 LSTM layer and direction of batch 1: the input projection in pieces of
+/// [`PROJECTION_PIECE_STEPS`] steps, claimed one at a time from a counter, and the steps
+/// ([`lstm_step_fused`]), which take each piece when it is ready and compute it themselves
+/// when nobody has claimed it yet. On one thread the steps compute every piece as they reach
+/// it; with a second thread in the pool it computes the pieces ahead of the steps, so the
+/// projection is off the steps' path but for the first piece. The steps never wait for a
+/// piece nobody computes, and the pieces are the same whoever computes them: the result has
+/// the same bits on any number of threads.
+fn lstm_layer_fused(
+    proj: &PackedInputProj<'_>,
+    w: &gemm::PackedB,
+    reverse: bool,
+    h: &mut Vec<f32>,
+    c: &mut [f32],
+    out: &mut [f32],
+) -> crate::Result<()> {
+    let (hs, g) = (c.len(), proj.g);
+    let steps = out.len() / hs.max(1);
+    let pieces = steps.div_ceil(PROJECTION_PIECE_STEPS);
+    // the time rows of piece `j` (pieces follow the step order)
+    let rows_of = |j: usize| {
+        let s0 = j * PROJECTION_PIECE_STEPS;
+        let s1 = (s0 + PROJECTION_PIECE_STEPS).min(steps);
+        if reverse {
+            steps - s1..steps - s0
+        } else {
+            s0..s1
+        }
+    };
+    let done: Vec<Piece> = (0..pieces).map(|_| OnceLock::new()).collect();
+    let next = AtomicUsize::new(0);
+    let failure: Mutex<Option<crate::Error>> = Mutex::new(None);
+    let compute = |j: usize| {
+        let Some(cell) = done.get(j) else { return };
+        let _guard = PieceGuard(cell);
+        let rows = rows_of(j);
+        let mut buf = vec![0.0f32; rows.len() * g];
+        match proj.rows(rows, &mut buf, false) {
+            Ok(()) => {
+                let _ = cell.set(Some(buf));
+            }
+            Err(e) => {
+                let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
+                f.get_or_insert(e);
+            }
+        }
+    };
+    // piece `j`, computed here unless another thread claimed it first
+    let piece = |j: usize| -> Option<&[f32]> {
+        let cell = done.get(j)?;
+        if next
+            .compare_exchange(j, j + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            compute(j);
+        }
+        let mut polls = 0u32;
+        loop {
+            if let Some(p) = cell.get() {
+                return p.as_deref();
+            }
+            // the other thread is computing it (a few microseconds), unless it was
+            // descheduled: then give it the core
+            polls = polls.wrapping_add(1);
+            if polls < 4096 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    };
+    let state = Mutex::new((h, c, out, Ok(())));
+    let run_steps = || {
+        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+        let (h, c, out, result) = &mut *st;
+        let mut hnext = vec![0.0f32; hs];
+        for j in 0..pieces {
+            let Some(xg) = piece(j) else {
+                *result = Err(value_err("lstm: input projection failed"));
+                return;
+            };
+            let rows = rows_of(j);
+            for s in 0..rows.len() {
+                // the piece's rows in step order
+                let r = if reverse { rows.len() - 1 - s } else { s };
+                lstm_step_fused(h, w, &xg[r * g..][..g], c, &mut hnext);
+                std::mem::swap(*h, &mut hnext);
+                out[(rows.start + r) * hs..][..hs].copy_from_slice(h);
+            }
+        }
+    };
+    parallel::for_each_index(2, &|task| {
+        if task == 0 {
+            run_steps()
+        } else {
+            loop {
+                let j = next.fetch_add(1, Ordering::AcqRel);
+                if j >= pieces {
+                    break;
+                }
+                compute(j);
+            }
+        }
+    });
+    if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    state.into_inner().unwrap_or_else(|e| e.into_inner()).3
+}
+
+/// Whether [`lstm_step_fused`] can run an LSTM of `hidden` units over `w` (`W_hh^T` packed,
+/// `hidden x 4 hidden`): each gate's columns must start on a panel boundary, so the hidden
+/// size must be a multiple of the panel width, and the instruction set must have the kernel.
+fn lstm_fused_fits(w: &gemm::PackedB, hidden: usize) -> bool {
+    let nr = w.isa().nr();
+    let kernel_nr = match w.isa() {
+        gemm::Isa::Avx512 => FUSED_AVX512_NR,
+        gemm::Isa::Avx2 | gemm::Isa::Portable => FUSED_NARROW_NR,
+        gemm::Isa::Avx512Wide => 0,
+    };
+    nr == kernel_nr
+        && hidden > 0
+        && hidden.is_multiple_of(nr)
+        && w.depth() == hidden
+        && w.width() == 4 * hidden
+}
+
+/// Panel widths of the packings [`lstm_step_fused`] is compiled for (checked against the
+/// packing's own, [`lstm_fused_fits`]).
+const FUSED_AVX512_NR: usize = 32;
+const FUSED_NARROW_NR: usize = 16;
+
+/// One LSTM step of one row: `h = o * tanh(c)`, `c = f * c + i * g` with the gates `act(xg +
+/// h_prev . W_hh^T)` (`xg` holds the input projection and both biases, gate order i, f, g, o).
+/// For each block of NR hidden units the four gates' panels of the packed `W_hh^T` stream
+/// together (NR-wide accumulators per gate, in registers along the depth), and the gate and
+/// cell arithmetic runs on the sums right away: no gate buffer, one pass over the weights.
+///
+/// Every value is computed as the unfused step computes it (the same FMA chain per column,
+/// then `xg +` the chain, the same scalar sigmoid / tanh, the same expressions), so the two
+/// agree bit for bit. Does nothing unless [`lstm_fused_fits`]; `h` must not alias `h_prev`.
+fn lstm_step_fused(h_prev: &[f32], w: &gemm::PackedB, xg: &[f32], c: &mut [f32], h: &mut [f32]) {
+    if !lstm_fused_fits(w, c.len()) {
+        return;
+    }
+    match w.isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a PackedB is only built for an instruction set the CPU supports, and
+        // AVX-512 implies these features here (`gemm::Isa::is_supported`).
+        gemm::Isa::Avx512 => unsafe { lstm_step_avx512(h_prev, w, xg, c, h) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above, for AVX2 and FMA.
+        gemm::Isa::Avx2 => unsafe { lstm_step_avx2(h_prev, w, xg, c, h) },
+        _ => lstm_step_inline::<FUSED_NARROW_NR, false>(h_prev, w, xg, c, h),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
+unsafe fn lstm_step_avx512(
+    h_prev: &[f32],
+    w: &gemm::PackedB,
+    xg: &[f32],
+    c: &mut [f32],
+    h: &mut [f32],
+) {
+    lstm_step_inline::<FUSED_AVX512_NR, true>(h_prev, w, xg, c, h)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn lstm_step_avx2(
+    h_prev: &[f32],
+    w: &gemm::PackedB,
+    xg: &[f32],
+    c: &mut [f32],
+    h: &mut [f32],
+) {
+    lstm_step_inline::<FUSED_NARROW_NR, true>(h_prev, w, xg, c, h)
+}
+
+/// [`lstm_step_fused`] for panels NR wide. The accumulators and sums are arrays indexed by
+/// constants only (unrolled loops), so they stay in registers.
+#[inline(always)]
+fn lstm_step_inline<const NR: usize, const FMA: bool>(
+    h_prev: &[f32],
+    w: &gemm::PackedB,
+    xg: &[f32],
+    c: &mut [f32],
+    h: &mut [f32],
+) {
+    let hidden = c.len();
+    let depth = w.depth();
+    let blocks = hidden / NR;
+    if h_prev.len() < depth || xg.len() < 4 * hidden || h.len() < hidden {
+        return;
+    }
+    for u in 0..blocks {
+        // pre-activations: the input side first, then each depth block's chain added, as
+        // the unfused step adds `gemv`'s per-block sums to its copy of `xg`
+        let mut pre = [[0.0f32; NR]; 4];
+        for (gate, p) in pre.iter_mut().enumerate() {
+            p.copy_from_slice(&xg[gate * hidden + u * NR..][..NR]);
+        }
+        let mut k0 = 0;
+        while k0 < depth {
+            let kc = gemm::KC.min(depth - k0);
+            // the block's four gates: panels u, u + blocks, ... (gate order i, f, g, o)
+            let qs = [u, blocks + u, 2 * blocks + u, 3 * blocks + u];
+            let Some(acc) = w.panel_sums::<NR, FMA>(k0, qs, &h_prev[k0..k0 + kc]) else {
+                return;
+            };
+            for j in 0..NR {
+                pre[0][j] += acc[0][j];
+                pre[1][j] += acc[1][j];
+                pre[2][j] += acc[2][j];
+                pre[3][j] += acc[3][j];
+            }
+            k0 += kc;
+        }
+        let cb = &mut c[u * NR..][..NR];
+        let hb = &mut h[u * NR..][..NR];
+        for j in 0..NR {
+            let (i, f) = (vmath::sigmoid(pre[0][j]), vmath::sigmoid(pre[1][j]));
+            let (g, o) = (vmath::tanh(pre[2][j]), vmath::sigmoid(pre[3][j]));
+            let cn = f * cb[j] + i * g;
+            cb[j] = cn;
+            hb[j] = vmath::tanh(cn) * o;
+        }
     }
 }
 
@@ -633,15 +958,15 @@ fn run_rnn(
                 if fold_b_hh {
                     biases.extend(b_hh);
                 }
-                let xg = T::input_proj(
-                    &lw.w_ih,
-                    slice_of::<T>(&w_ih_g)?,
-                    &biases,
+                let proj = LayerProjection {
+                    tensor: &lw.w_ih,
+                    w_ih: slice_of::<T>(&w_ih_g)?,
+                    biases: &biases,
                     g,
-                    lw.input,
-                    &layer_in,
-                    steps * b,
-                )?;
+                    input: lw.input,
+                    x: &layer_in,
+                    rows: steps * b,
+                };
                 let w_hh = slice_of::<T>(&w_hh_g)?;
                 let sw = StepWeights {
                     w_hh,
@@ -656,12 +981,22 @@ fn run_rnn(
                     out: osz,
                 };
                 let mut out = vec![T::zero(); steps * b * osz];
+                let fused = cfg.cell == Cell::Lstm
+                    && b == 1
+                    && T::lstm_layer_fused(&proj, &sw, d == 1, &mut h, &mut c, &mut out)?;
+                // step by step where the fused kernel does not fit
+                let xg = if fused {
+                    Vec::new()
+                } else {
+                    T::input_proj(&proj)?
+                };
                 let mut scratch = StepScratch {
                     gates: Vec::new(),
                     hh: Vec::new(),
                     hnew: Vec::new(),
                 };
-                for s in 0..steps {
+                let steps_left = if fused { 0 } else { steps };
+                for s in 0..steps_left {
                     let t = if d == 0 { s } else { steps - 1 - s };
                     step(
                         cfg.cell,
@@ -678,24 +1013,33 @@ fn run_rnn(
                 cn.extend_from_slice(&c);
                 outs.push(out);
             }
-            // Concatenate directions along the feature dim.
-            let mut next = vec![T::zero(); steps * b * osz_total(out_size, dirs)];
             let width = out_size * dirs;
-            for (d, o) in outs.iter().enumerate() {
-                for r in 0..steps * b {
-                    next[r * width + d * out_size..][..out_size]
-                        .copy_from_slice(&o[r * out_size..][..out_size]);
+            layer_in = match <[Vec<T>; 1]>::try_from(outs) {
+                // one direction: its output is the layer's
+                Ok([o]) => o,
+                // Concatenate directions along the feature dim.
+                Err(outs) => {
+                    let mut next = vec![T::zero(); steps * b * width];
+                    for (d, o) in outs.iter().enumerate() {
+                        for r in 0..steps * b {
+                            next[r * width + d * out_size..][..out_size]
+                                .copy_from_slice(&o[r * out_size..][..out_size]);
+                        }
+                    }
+                    next
                 }
-            }
-            layer_in = next;
+            };
             in_size = width;
         }
         let width = out_size * dirs;
         let out = Tensor::from_vec(layer_in, &[steps, b, width])?;
         let out = if unbatched {
             reshape(&out, &[steps, width])?
-        } else if cfg.batch_first {
+        } else if cfg.batch_first && b > 1 {
             super::linalg::permute(&out, &[1, 0, 2])?.contiguous()?
+        } else if cfg.batch_first {
+            // [steps, 1, width] and [1, steps, width] have the same layout
+            reshape(&out, &[1, steps, width])?
         } else {
             out
         };
@@ -713,10 +1057,6 @@ fn run_rnn(
         };
         Ok((out.to_dtype(dtype)?, hn.to_dtype(dtype)?, cn))
     })
-}
-
-fn osz_total(out: usize, dirs: usize) -> usize {
-    out * dirs
 }
 
 fn check_eval(a: &Args, dropout_i: usize, train_i: usize) -> crate::Result<()> {

@@ -1,13 +1,15 @@
 //! One module shared by many threads gives every call the result a serial call gives (issue 11):
 //! 8 threads x 200 calls on the fixtures' golden inputs, compared bit for bit with serial runs
 //! (which the run_models tests compare with PyTorch), and `tsrun bench --callers N`. A wide
-//! LSTM gives the same bits on pools of one and two threads.
+//! LSTM gives the same bits on pools of one and two threads, and its fused batch-1 steps the
+//! bits of the batched ones.
 
 use crate::common::{decode, fixtures_dir, Arrays};
 use crate::load_common::model_path;
 use serde_json::Value;
 use std::fs::File;
 use tsrun::internals::runtime::Module;
+use tsrun::internals::tensor::Tensor;
 use tsrun::internals::values::IValue;
 
 /// Every value's bits: tensors as (shape, element bits), containers flattened.
@@ -181,4 +183,58 @@ fn lstm_wide_on_two_threads_matches_one_thread_bit_for_bit() {
             );
         }
     });
+}
+
+/// `lstm_wide`'s batch-1 sequences take the fused step (gates computed on the recurrent
+/// product's registers, the input projection in pieces beside the steps) and batches of 2 to 4
+/// the matrix-vector step with separate gate passes: a batch of three copies of the batch-1
+/// sequence gives each copy the batch-1 result bit for bit (run_models compares both batches
+/// with PyTorch), on one thread and on two.
+#[test]
+fn lstm_wide_fused_batch_one_matches_the_batched_step_bit_for_bit() {
+    let m = Module::load(model_path("lstm_wide")).unwrap();
+    let inputs = golden_inputs("lstm_wide");
+    let IValue::Tensor(x) = &inputs[0][0] else {
+        panic!("lstm_wide's first input is not a tensor")
+    };
+    assert_eq!(x.shape(), [1, 12, 8]);
+    let one: Vec<f32> = x.to_vec::<f32>().unwrap();
+    let three = Tensor::from_vec(one.repeat(3), &[3, 12, 8]).unwrap();
+    for threads in [1, 2] {
+        let pool = pool_of(threads);
+        let single = pool.install(|| m.call(&inputs[0])).unwrap();
+        let batched = pool
+            .install(|| m.call(&[IValue::Tensor(three.clone())]))
+            .unwrap();
+        let (IValue::Tuple(single), IValue::Tuple(batched)) = (single, batched) else {
+            panic!("lstm_wide returns a tuple")
+        };
+        // (output [B, T, 2H], h_n [4, B, H], c_n [4, B, H]): the batch dim is 0, then 1
+        for (i, (s, b)) in single.items().iter().zip(batched.items()).enumerate() {
+            let (IValue::Tensor(s), IValue::Tensor(b)) = (s, b) else {
+                panic!("result {i} is not a tensor")
+            };
+            let batch_dim = usize::from(i > 0);
+            let shape = s.shape().to_vec();
+            assert_eq!(shape[batch_dim], 1);
+            let (s, b) = (s.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+            let (outer, inner) = (
+                shape[..batch_dim].iter().product::<usize>(),
+                shape[batch_dim + 1..].iter().product::<usize>(),
+            );
+            assert_eq!(s.len(), outer * inner);
+            for o in 0..outer {
+                for copy in 0..3 {
+                    let got = &b[(o * 3 + copy) * inner..][..inner];
+                    let want = &s[o * inner..][..inner];
+                    assert!(
+                        got.iter()
+                            .zip(want)
+                            .all(|(g, w)| g.to_bits() == w.to_bits()),
+                        "result {i}, copy {copy}, {threads} thread(s): batched differs"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -134,28 +134,10 @@ fn gemv_inline<const NR: usize, const FMA: bool>(
                 }
             }
             if len == 4 {
-                let (p0, p1, p2, p3) = (
-                    panel(group[0].q),
-                    panel(group[1].q),
-                    panel(group[2].q),
-                    panel(group[3].q),
-                );
-                let mut acc = [[0.0f32; NR]; 4];
-                for (kk, &xv) in xs.iter().enumerate() {
-                    let r = kk * NR;
-                    let (r0, r1, r2, r3) = (
-                        &p0[r..r + NR],
-                        &p1[r..r + NR],
-                        &p2[r..r + NR],
-                        &p3[r..r + NR],
-                    );
-                    for j in 0..NR {
-                        acc[0][j] = fma::<FMA>(r0[j], xv, acc[0][j]);
-                        acc[1][j] = fma::<FMA>(r1[j], xv, acc[1][j]);
-                        acc[2][j] = fma::<FMA>(r2[j], xv, acc[2][j]);
-                        acc[3][j] = fma::<FMA>(r3[j], xv, acc[3][j]);
-                    }
-                }
+                let qs = [group[0].q, group[1].q, group[2].q, group[3].q];
+                let Some(acc) = b.panel_sums::<NR, FMA>(k0, qs, xs) else {
+                    return;
+                };
                 add_panel(out, &group[0], &acc[0]);
                 add_panel(out, &group[1], &acc[1]);
                 add_panel(out, &group[2], &acc[2]);
@@ -192,5 +174,81 @@ fn add_panel<const NR: usize>(out: &mut [f32], part: &PanelPart, acc: &[f32; NR]
                 *o += a;
             }
         }
+    }
+}
+
+/// Read access to a packing's panels, for kernels that stream them themselves with their own
+/// epilogue (the LSTM step runs each hidden unit block's four gate panels together and its
+/// cell arithmetic on the sums while they are in registers).
+impl PackedB {
+    /// The instruction set the panels are laid out for (panels are `isa().nr()` wide).
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Rows of B (the reduced dimension).
+    pub fn depth(&self) -> usize {
+        self.k
+    }
+
+    /// Columns of B.
+    pub fn width(&self) -> usize {
+        self.n
+    }
+
+    /// Panel `q` (columns `q * NR .. (q + 1) * NR`, zero past the width) of the depth block
+    /// starting at `k0` (a multiple of `KC`): `kc = min(KC, depth - k0)` rows of NR values, row
+    /// after row. `None` outside the packing.
+    pub fn panel(&self, k0: usize, q: usize) -> Option<&[f32]> {
+        let nr = self.isa.nr();
+        if !k0.is_multiple_of(KC) || k0 >= self.k || q >= self.n.div_ceil(nr) {
+            return None;
+        }
+        let kc = KC.min(self.k - k0);
+        self.block(k0, kc, 0).get(q * kc * nr..(q + 1) * kc * nr)
+    }
+
+    /// `x` times the panels `qs` of the depth block at `k0` (see [`PackedB::panel`]):
+    /// `sums[p][j] = sum over kk of x[kk] * panel_p[kk][j]`, each column one chain of FMAs in
+    /// the order of `x` (no longer than the block; a shorter `x` meets the block's first rows),
+    /// the four panels' chains in flight together to hide the FMA latency. `None` when a panel
+    /// is missing or NR is not this packing's panel width.
+    #[inline(always)]
+    pub fn panel_sums<const NR: usize, const FMA: bool>(
+        &self,
+        k0: usize,
+        qs: [usize; 4],
+        x: &[f32],
+    ) -> Option<[[f32; NR]; 4]> {
+        if NR != self.isa.nr() {
+            return None;
+        }
+        let (p0, p1, p2, p3) = (
+            self.panel(k0, qs[0])?,
+            self.panel(k0, qs[1])?,
+            self.panel(k0, qs[2])?,
+            self.panel(k0, qs[3])?,
+        );
+        // the panels of one block have the same length
+        if x.len() * NR > p0.len() {
+            return None;
+        }
+        let mut acc = [[0.0f32; NR]; 4];
+        for (kk, &xv) in x.iter().enumerate() {
+            let r = kk * NR;
+            let (r0, r1, r2, r3) = (
+                &p0[r..r + NR],
+                &p1[r..r + NR],
+                &p2[r..r + NR],
+                &p3[r..r + NR],
+            );
+            for j in 0..NR {
+                acc[0][j] = fma::<FMA>(r0[j], xv, acc[0][j]);
+                acc[1][j] = fma::<FMA>(r1[j], xv, acc[1][j]);
+                acc[2][j] = fma::<FMA>(r2[j], xv, acc[2][j]);
+                acc[3][j] = fma::<FMA>(r3[j], xv, acc[3][j]);
+            }
+        }
+        Some(acc)
     }
 }
