@@ -57,3 +57,47 @@ fn mkldnn_ops() {
 fn special_function_loss_grid_and_query_ops() {
     common::assert_op_cases("special_losses");
 }
+
+/// A squeeze (adaptive average pooling to one value a plane) of a map large enough to be
+/// shared among threads gives on three threads the floats one thread gives: each plane is
+/// summed alike whichever task holds it (the small maps of `pool_ops` run on one thread and
+/// are checked against PyTorch).
+#[test]
+fn large_squeeze_is_the_same_on_any_thread_count() {
+    use tsrun::internals::ops::{Args, OpContext, Registry};
+    use tsrun::internals::tensor::Tensor;
+    use tsrun::internals::values::{IValue, List, Type};
+    let kernel = Registry::global()
+        .lookup("aten::adaptive_avg_pool2d", "")
+        .expect("kernel");
+    // 2 x 40 planes of 28 x 28: above the threshold at which the planes are shared
+    let n = 2 * 40 * 28 * 28;
+    let data: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 1013) as f32 / 97.0 - 5.0)
+        .collect();
+    let x = Tensor::from_vec(data, &[2, 40, 28, 28]).expect("x");
+    let squeeze = |threads: usize| -> Vec<u32> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("pool");
+        pool.install(|| {
+            let size = IValue::List(List::new(Type::Int, vec![IValue::Int(1), IValue::Int(1)]));
+            let mut args = vec![IValue::Tensor(x.clone()), size];
+            let out = kernel(&mut Args::new(
+                "aten::adaptive_avg_pool2d",
+                &mut args,
+                &OpContext::default(),
+            ))
+            .expect("adaptive_avg_pool2d");
+            let t = out.as_tensor().expect("tensor").clone();
+            assert_eq!(t.shape(), &[2, 40, 1, 1]);
+            t.to_vec::<f32>()
+                .expect("values")
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        })
+    };
+    assert_eq!(squeeze(1), squeeze(3));
+}
