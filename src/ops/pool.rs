@@ -560,16 +560,11 @@ fn plane_means_f32(x: &Tensor, shape: &[usize], il: usize) -> crate::Result<Tens
         let mut og = out.write::<f32>()?;
         let os = slice_mut_of(&mut og)?;
         let il = il.max(1);
-        // planes per task: a squeeze of a large map (tens of thousands of elements: the
-        // early blocks of an image network) is shared among the threads, a small one is not
-        let per_task = (crate::tensor::PARALLEL_THRESHOLD / 4 / il).max(1);
-        let par = crate::tensor::split_work(xs.len(), crate::tensor::PARALLEL_THRESHOLD);
-        for_each_chunk_mut(os, per_task, par, &|k, means| {
-            let planes = xs.get(k * per_task * il..).unwrap_or_default().chunks(il);
-            for (o, plane) in means.iter_mut().zip(planes) {
-                *o = pairwise_sum(plane, &|v: f32| v) / il as f32;
-            }
-        });
+        let mean = |(o, plane): (&mut f32, &[f32])| {
+            *o = pairwise_sum(plane, &|v: f32| v) / il as f32;
+        };
+        // on the calling thread: a squeeze reads a few thousand elements
+        os.iter_mut().zip(xs.chunks(il)).for_each(mean);
     }
     Ok(out)
 }

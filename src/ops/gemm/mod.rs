@@ -431,7 +431,7 @@ fn sgemm_impl(
         }
     }
     let (mr, nr) = (isa.mr(), isa.nr());
-    // tasks: split the larger side in whole tiles
+    // tasks: split the larger side in whole tiles, one task per thread
     let macs = m.saturating_mul(n).saturating_mul(k);
     let threads = if parallel && crate::tensor::split_work(macs, crate::tensor::PARALLEL_MACS) {
         rayon::current_num_threads().max(1)
@@ -439,24 +439,14 @@ fn sgemm_impl(
         1
     };
     let (col_tiles, row_tiles) = (n.div_ceil(nr), m.div_ceil(mr));
-    // A few tasks per thread when the operand every task reads whole is not packed per task
-    // (a packed weight, an image read in place): a thread that starts late or is preempted
-    // then leaves the others less to wait for. Otherwise one task per thread.
-    let a_shared = matches!(a, AOperand::Packed(_) | AOperand::Direct(_));
-    let b_shared = match b {
-        BOperand::Packed(_) => true,
-        BOperand::Image(im) => isa == Isa::Avx512 && im.pointwise_rows().is_some(),
-        BOperand::Mat(_) => false,
-    };
-    let parts = |shared: bool| threads * if shared { TASKS_PER_THREAD } else { 1 };
     let tasks: Vec<(usize, usize, usize, usize)> = if threads == 1 {
         vec![(0, m, 0, n)]
     } else if col_tiles >= row_tiles || col_tiles >= 4 * threads {
-        split(col_tiles, parts(a_shared))
+        split(col_tiles, threads)
             .map(|(t0, t1)| (0, m, t0 * nr, (t1 * nr).min(n)))
             .collect()
     } else {
-        split(row_tiles, parts(b_shared))
+        split(row_tiles, threads)
             .map(|(t0, t1)| (t0 * mr, (t1 * mr).min(m), 0, n))
             .collect()
     };
@@ -497,10 +487,6 @@ fn sgemm_impl(
     }
     Ok(())
 }
-
-/// Tasks per thread of a product split along an axis whose tasks share the other operand
-/// unpacked (see `sgemm_impl`).
-const TASKS_PER_THREAD: usize = 4;
 
 /// `total` items cut into `parts` contiguous ranges (empty ones dropped).
 fn split(total: usize, parts: usize) -> impl Iterator<Item = (usize, usize)> {

@@ -270,12 +270,8 @@ pub(crate) fn matvec(w: &[f32], n: usize, k: usize, x: &[f32], out: &mut [f32], 
 /// which one core's memory bandwidth limits.
 const MATVEC_PARALLEL_MACS: usize = 1 << 16;
 
-/// Tasks per pool thread of a shared [`matvec_split`]: a few, so a thread that starts late
-/// leaves the others little to wait for.
-const MATVEC_TASKS_PER_THREAD: usize = 4;
-
 /// [`matvec`] with the rows shared among the pool's threads when the product is large enough.
-/// Each task takes a multiple of four rows, so every row is summed as [`matvec`] sums it
+/// Each thread takes a multiple of four rows, so every row is summed as [`matvec`] sums it
 /// and the result does not depend on the thread count.
 pub(crate) fn matvec_split(
     w: &[f32],
@@ -289,11 +285,9 @@ pub(crate) fn matvec_split(
     if !crate::tensor::split_work(n.saturating_mul(k), MATVEC_PARALLEL_MACS) {
         return matvec(w, n, k, x, out, accumulate);
     }
-    // a few tasks per thread, each of at least a quarter of the threshold's multiply-adds
-    let tasks = (rayon::current_num_threads().max(1) * MATVEC_TASKS_PER_THREAD)
-        .min(n.saturating_mul(k) / (MATVEC_PARALLEL_MACS / 4))
-        .max(1);
-    let rows = n.div_ceil(tasks).next_multiple_of(4);
+    let rows = n
+        .div_ceil(rayon::current_num_threads().max(1))
+        .next_multiple_of(4);
     super::parallel::for_each_chunk_mut(&mut out[..n], rows, true, &|i, o| {
         if let Some(wi) = w.get(i * rows * k..) {
             matvec(wi, o.len(), k, x, o, accumulate);
