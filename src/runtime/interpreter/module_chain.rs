@@ -27,9 +27,10 @@ use super::Program;
 use crate::ir::graph::{Attr, Def, Graph, NodeId, ValueId};
 use crate::ops::conv::{convolution_scaled, ConvParams};
 use crate::ops::gemm::Activation;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Tensor, WeakStorage};
 use crate::values::types::Type;
 use crate::values::{IValue, Object};
+use parking_lot::Mutex;
 use std::sync::Arc;
 
 /// What a step of a module chain is.
@@ -183,6 +184,9 @@ pub(crate) struct ChainFacts {
     conv: ConvFacts,
     batch_norm: Option<BatchNormFacts>,
     activation: Activation,
+    /// The folds made for receivers of these classes, reused while the tensors they were
+    /// computed from are unchanged.
+    folds: FoldCache,
 }
 
 /// The name of the attribute of `self` (`g`'s first input) that `v` is read from.
@@ -394,6 +398,7 @@ pub(crate) fn chain_facts(
         conv: facts?,
         batch_norm,
         activation,
+        folds: FoldCache::default(),
     })
 }
 
@@ -425,42 +430,86 @@ struct Folded {
     bias: Option<Vec<f32>>,
 }
 
-/// Fold the batch norm of a chain on receivers `objects` into its convolution; `None` when
-/// the modules do not qualify now (a batch norm in training mode or without running
-/// statistics, attributes that are not float32 tensors of the right sizes).
-fn fold(facts: &ChainFacts, objects: &[&Object]) -> Option<Folded> {
-    let conv = objects.first()?;
-    let weight = tensor_attr(conv, &Source::Attr(facts.conv.weight.clone())).ok()??;
-    let conv_bias = tensor_attr(conv, &facts.conv.bias).ok()?;
+/// The tensors a fold reads from the chain's receivers: the convolution's weight and bias,
+/// and the batch norm's running mean and variance, weight and bias.
+struct FoldInputs {
+    weight: Tensor,
+    conv_bias: Option<Tensor>,
+    batch_norm: Option<[Option<Tensor>; 4]>,
+}
+
+impl FoldInputs {
+    /// The inputs of a fold on receivers `objects`; `None` when the modules do not qualify now
+    /// (a batch norm in training mode or without running statistics, attributes that are not
+    /// float32 tensors).
+    fn read(facts: &ChainFacts, objects: &[&Object]) -> Option<FoldInputs> {
+        let conv = objects.first()?;
+        let weight = tensor_attr(conv, &Source::Attr(facts.conv.weight.clone())).ok()??;
+        let conv_bias = tensor_attr(conv, &facts.conv.bias).ok()?;
+        let batch_norm = match &facts.batch_norm {
+            None => None,
+            Some(bn) => {
+                let o = objects.get(1)?;
+                // train mode normalizes by the batch and updates the running statistics
+                if !matches!(o.get("training"), Some(IValue::Bool(false))) {
+                    return None;
+                }
+                let stat = |name: &Arc<str>| tensor_attr(o, &Source::Attr(name.clone()));
+                // running statistics are needed (without them it normalizes by the batch)
+                let mean = stat(&bn.mean).ok()??;
+                let var = stat(&bn.var).ok()??;
+                Some([
+                    Some(mean),
+                    Some(var),
+                    tensor_attr(o, &bn.weight).ok()?,
+                    tensor_attr(o, &bn.bias).ok()?,
+                ])
+            }
+        };
+        Some(FoldInputs {
+            weight,
+            conv_bias,
+            batch_norm,
+        })
+    }
+
+    /// Every tensor read, in a fixed order (`None` for an absent bias or affine parameter).
+    fn tensors(&self) -> impl Iterator<Item = Option<&Tensor>> {
+        [Some(&self.weight), self.conv_bias.as_ref()]
+            .into_iter()
+            .chain(self.batch_norm.iter().flatten().map(Option::as_ref))
+    }
+}
+
+/// Fold the batch norm of a chain into its convolution; `None` when the tensors do not have
+/// the sizes the modules need (then the module calls report it).
+fn fold(facts: &ChainFacts, inputs: &FoldInputs) -> Option<Folded> {
+    let weight = inputs.weight.clone();
     if weight.dim() != 4 {
         return None;
     }
     let cout = weight.shape()[0];
-    let conv_bias = match &conv_bias {
+    let conv_bias = match &inputs.conv_bias {
         Some(b) => Some(vector(b, cout)?),
         None => None,
     };
-    let Some(bn) = &facts.batch_norm else {
+    let (Some(bn), Some(stats)) = (&facts.batch_norm, &inputs.batch_norm) else {
         return Some(Folded {
             weight,
             scale: None,
             bias: conv_bias,
         });
     };
-    let o = objects.get(1)?;
-    // train mode normalizes by the batch and updates the running statistics
-    if !matches!(o.get("training"), Some(IValue::Bool(false))) {
-        return None;
-    }
-    let field = |s: &Source| -> Option<Option<Vec<f32>>> {
-        match tensor_attr(o, s).ok()? {
-            Some(t) => Some(Some(vector(&t, cout)?)),
+    let field = |t: &Option<Tensor>| -> Option<Option<Vec<f32>>> {
+        match t {
+            Some(t) => Some(Some(vector(t, cout)?)),
             None => Some(None),
         }
     };
-    let mean = field(&Source::Attr(bn.mean.clone()))??;
-    let var = field(&Source::Attr(bn.var.clone()))??;
-    let (gamma, beta) = (field(&bn.weight)?, field(&bn.bias)?);
+    let [mean, var, gamma, beta] = stats;
+    let mean = field(mean)??;
+    let var = field(var)??;
+    let (gamma, beta) = (field(gamma)?, field(beta)?);
     let mut scale = Vec::with_capacity(cout);
     let mut shift = Vec::with_capacity(cout);
     for o in 0..cout {
@@ -478,10 +527,149 @@ fn fold(facts: &ChainFacts, objects: &[&Object]) -> Option<Folded> {
     })
 }
 
+/// A fold as the fused convolution takes it.
+#[derive(Clone)]
+struct ReadyFold {
+    /// A depthwise weight with its scales multiplied in (which that kernel would otherwise do
+    /// per call); `None`: the chain's own weight.
+    weight: Option<Tensor>,
+    scale: Option<Arc<[f32]>>,
+    bias: Option<Tensor>,
+}
+
+impl ReadyFold {
+    fn new(folded: Folded) -> Option<ReadyFold> {
+        let bias = match folded.bias {
+            Some(b) => {
+                let n = b.len();
+                Some(Tensor::from_vec(b, &[n]).ok()?)
+            }
+            None => None,
+        };
+        let w = &folded.weight;
+        let kvol = w.shape()[2] * w.shape()[3];
+        let packed = matches!(
+            crate::ops::gemm::backend(),
+            crate::ops::gemm::Backend::Packed(_)
+        );
+        let (weight, scale) = match folded.scale {
+            // one input channel per group and a spatial kernel: the packed backend's
+            // depthwise kernel, which multiplies each output channel's taps by its scale as
+            // done here
+            Some(sc) if packed && w.shape()[1] == 1 && kvol > 1 && w.dtype() == DType::Float32 => {
+                let taps = w.contiguous().ok()?.to_vec::<f32>().ok()?;
+                let scaled: Vec<f32> = taps
+                    .chunks_exact(kvol)
+                    .zip(&sc)
+                    .flat_map(|(row, &s)| row.iter().map(move |&v| v * s))
+                    .collect();
+                (Some(Tensor::from_vec(scaled, w.shape()).ok()?), None)
+            }
+            sc => (None, sc.map(Arc::from)),
+        };
+        Some(ReadyFold {
+            weight,
+            scale,
+            bias,
+        })
+    }
+}
+
+/// What identifies a tensor a fold read: its storage (held weakly), the version of its bytes
+/// when read, and its view.
+#[derive(Debug)]
+struct Stamp {
+    storage: WeakStorage,
+    version: u64,
+    offset: usize,
+    shape: Box<[usize]>,
+    strides: Box<[isize]>,
+    dtype: DType,
+}
+
+impl Stamp {
+    fn of(t: &Tensor) -> Stamp {
+        Stamp {
+            storage: t.storage().downgrade(),
+            version: t.storage().version(),
+            offset: t.storage_offset(),
+            shape: t.shape().into(),
+            strides: t.strides().into(),
+            dtype: t.dtype(),
+        }
+    }
+
+    /// Whether `t` is the same view of the same storage, unwritten since.
+    fn matches(&self, t: &Tensor) -> bool {
+        self.storage.is(t.storage())
+            && self.version == t.storage().version()
+            && self.offset == t.storage_offset()
+            && *self.shape == *t.shape()
+            && *self.strides == *t.strides()
+            && self.dtype == t.dtype()
+    }
+}
+
+/// A fold kept with the stamps of the tensors it was computed from.
+struct CachedFold {
+    stamps: Vec<Option<Stamp>>,
+    ready: ReadyFold,
+}
+
+impl CachedFold {
+    fn matches(&self, inputs: &FoldInputs) -> bool {
+        let mut tensors = inputs.tensors();
+        self.stamps.iter().all(|s| match (s, tensors.next()) {
+            (Some(s), Some(Some(t))) => s.matches(t),
+            (None, Some(None)) => true,
+            _ => false,
+        }) && tensors.next().is_none()
+    }
+}
+
+/// Most folds kept per chain facts (one per module instance sharing the classes; beyond it
+/// the oldest is dropped).
+const MAX_FOLDS: usize = 64;
+
+/// The folds of a chain: the batch norm's statistics are read, converted and folded once,
+/// not per call, while `load_state_dict`, `set_attr` and in-place writes still give a fresh
+/// fold (the stamps no longer match).
+#[derive(Default)]
+struct FoldCache(Mutex<Vec<CachedFold>>);
+
+impl std::fmt::Debug for FoldCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FoldCache({} folds)", self.0.lock().len())
+    }
+}
+
+impl FoldCache {
+    /// The fold of `inputs`, made now unless made before from the same tensors.
+    fn get(&self, facts: &ChainFacts, inputs: &FoldInputs) -> Option<ReadyFold> {
+        if let Some(hit) = self.0.lock().iter().find(|c| c.matches(inputs)) {
+            return Some(hit.ready.clone());
+        }
+        // stamped before the data is read: a write meanwhile leaves a newer version, so the
+        // entry is not reused
+        let stamps = inputs.tensors().map(|t| t.map(Stamp::of)).collect();
+        let ready = ReadyFold::new(fold(facts, inputs)?)?;
+        let mut folds = self.0.lock();
+        folds.retain(|c| !c.stamps.iter().flatten().any(|s| s.storage.is_dead()));
+        if folds.len() >= MAX_FOLDS {
+            folds.remove(0);
+        }
+        folds.push(CachedFold {
+            stamps,
+            ready: ready.clone(),
+        });
+        Some(ready)
+    }
+}
+
 /// Pack the folded weight of a chain on receivers `objects` ahead of its first call (a
 /// module's `prepare`); the weight when it was packed so.
 pub(crate) fn prepack(facts: &ChainFacts, objects: &[&Object]) -> Option<Tensor> {
-    let folded = fold(facts, objects)?;
+    let folded = fold(facts, &FoldInputs::read(facts, objects)?)?;
     let scale = folded.scale.as_deref()?;
     let groups = facts.conv.params.groups;
     crate::ops::conv::prepack_weight(&folded.weight, groups, Some(scale))
@@ -503,14 +691,8 @@ pub(crate) fn run_fused(
     if x.dtype() != DType::Float32 || x.dim() != 4 {
         return None;
     }
-    let folded = fold(facts, objects)?;
-    let bias = match folded.bias {
-        Some(b) => {
-            let n = b.len();
-            Some(Tensor::from_vec(b, &[n]).ok()?)
-        }
-        None => None,
-    };
+    let inputs = FoldInputs::read(facts, objects)?;
+    let folded = facts.folds.get(facts, &inputs)?;
     let residual = match residual {
         None => None,
         Some(IValue::Tensor(r)) if r.dtype() == DType::Float32 && r.is_contiguous() => Some(r),
@@ -525,9 +707,9 @@ pub(crate) fn run_fused(
     let out = convolution_scaled(
         "aten::conv2d",
         x,
-        &folded.weight,
+        folded.weight.as_ref().unwrap_or(&inputs.weight),
         folded.scale.as_deref(),
-        bias.as_ref(),
+        folded.bias.as_ref(),
         &facts.conv.params,
         act,
     )
