@@ -51,6 +51,7 @@ pub mod linalg_products;
 pub mod losses;
 pub mod matrix_build;
 pub mod mkldnn;
+pub mod nested;
 pub mod no_autograd;
 pub mod norm;
 pub mod norms;
@@ -257,6 +258,7 @@ impl Registry {
             sparse_indices::register(&mut r);
             aten_test_ops::register(&mut r);
             jagged::register(&mut r);
+            nested::register(&mut r);
             torch_library_ops::register(&mut r);
             profiler::register(&mut r);
             grouped_mm::register(&mut r);

@@ -36,6 +36,7 @@ mod library_api;
 mod load_fixtures;
 mod mc_dropout;
 mod module_api;
+mod nested;
 mod ops_aten_coverage;
 mod ops_b_nn;
 mod ops_calculus;
