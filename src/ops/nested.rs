@@ -532,7 +532,133 @@ fn softmax_with_shape(a: &mut Args) -> R {
     t(out)
 }
 
+/// Dense ops PyTorch also runs on nested tensors (`NestedTensorCPU` kernels), each of which
+/// is the dense op on every component: the wrapper runs the kernel registered before on each
+/// component, and the kernel itself on strided arguments.
+const NESTED_WRAPPED: [(&str, super::Kernel); 8] = [
+    ("aten::relu", nested_or_dense::<UNARY, 0>),
+    ("aten::gelu", nested_or_dense::<UNARY, 1>),
+    ("aten::clone", nested_or_dense::<UNARY, 2>),
+    ("aten::linear", nested_or_dense::<LINEAR, 3>),
+    ("aten::layer_norm", nested_or_dense::<UNARY, 4>),
+    ("aten::add.Tensor", nested_or_dense::<BINARY, 5>),
+    ("aten::mul.Tensor", nested_or_dense::<BINARY, 6>),
+    ("aten::softmax.int", nested_or_dense::<SOFTMAX, 7>),
+];
+/// The first argument nested, the others as they are.
+const UNARY: u8 = 0;
+/// `linear`: a 3-d nested input.
+const LINEAR: u8 = 1;
+/// Two nested tensors of equal component sizes, or a nested one and a 0-d dense one.
+const BINARY: u8 = 2;
+/// `softmax(dim)`: the component's dimension `dim - 1`.
+const SOFTMAX: u8 = 3;
+
+/// The dense kernel each entry of [`NESTED_WRAPPED`] replaced, by the same index.
+static DENSE_KERNELS: [std::sync::OnceLock<super::Kernel>; NESTED_WRAPPED.len()] =
+    [const { std::sync::OnceLock::new() }; NESTED_WRAPPED.len()];
+
+fn is_nested_value(v: &IValue) -> bool {
+    matches!(v, IValue::Tensor(x) if x.is_nested())
+}
+
+/// `NESTED_WRAPPED[OP]`: on strided arguments the dense kernel; with a nested one, that
+/// kernel on each component (with `KIND`'s argument rules).
+fn nested_or_dense<const KIND: u8, const OP: usize>(a: &mut Args) -> R {
+    let dense = *DENSE_KERNELS[OP]
+        .get()
+        .ok_or_else(|| crate::Error::UnknownOp(a.op.to_string()))?;
+    if !a.values.iter().any(is_nested_value) {
+        return dense(a);
+    }
+    let x = a.any_layout_tensor(0)?;
+    let parts = nested_arg(a.op, &x)?;
+    // the other arguments: a nested second operand's components, or the value itself
+    let other: Option<Vec<Tensor>> = match a.values.get(1) {
+        Some(IValue::Tensor(y)) if KIND == BINARY && y.is_nested() => {
+            let py = nested_arg(a.op, y)?;
+            if py.sizes() != parts.sizes() {
+                return Err(shape_err(format!(
+                    "{}: nested tensors of different component sizes",
+                    a.op
+                )));
+            }
+            Some(py.components()?)
+        }
+        Some(IValue::Tensor(y)) if KIND == BINARY && y.dim() != 0 => {
+            return Err(unsupported(format!(
+                "{}: a nested tensor with a {}-d dense tensor (tsrun: nested or 0-d operands)",
+                a.op,
+                y.dim()
+            )))
+        }
+        _ => None,
+    };
+    if a.values.iter().skip(1).any(is_nested_value) && other.is_none() {
+        return Err(unsupported(format!(
+            "{}: a nested tensor in an argument after the first",
+            a.op
+        )));
+    }
+    if KIND == LINEAR && x.dim() != 3 {
+        return Err(shape_err(format!(
+            "Linear requires nested_tensor.dim == 3 and dense_matrix.dim == 2. Nested tensor dim: {}",
+            x.dim()
+        )));
+    }
+    let dim_arg = if KIND == SOFTMAX {
+        let d = crate::tensor::wrap_dim(a.int(1)?, x.dim())?;
+        if d == 0 {
+            return Err(value_err(
+                "softmax(): not supported when dim=0 for nested tensors",
+            ));
+        }
+        Some(d as i64 - 1)
+    } else {
+        None
+    };
+    let components = parts.components()?;
+    let mut out = Vec::with_capacity(components.len());
+    for (i, c) in components.into_iter().enumerate() {
+        let mut vals: Vec<IValue> = a.values.to_vec();
+        vals[0] = IValue::Tensor(c);
+        if let (Some(o), Some(slot)) = (&other, vals.get_mut(1)) {
+            *slot = IValue::Tensor(o[i].clone());
+        }
+        if let (Some(d), Some(slot)) = (dim_arg, vals.get_mut(1)) {
+            *slot = IValue::Int(d);
+        }
+        match dense(&mut Args::new(a.op, &mut vals, a.ctx))? {
+            IValue::Tensor(r) => out.push(r),
+            other => {
+                return Err(value_err(format!(
+                    "{}: a component gave {}",
+                    a.op,
+                    other.kind_name()
+                )))
+            }
+        }
+    }
+    if out.is_empty() {
+        return t(x.clone());
+    }
+    t(Tensor::nested_from_components(&out)?)
+}
+
+/// The names the nested wrappers take over from earlier families (their kernels run on
+/// strided arguments).
+pub fn nested_wrapped_names() -> impl Iterator<Item = &'static str> {
+    NESTED_WRAPPED.iter().map(|(name, _)| *name)
+}
+
 pub(crate) fn register(r: &mut Registry) {
+    for (i, (name, kernel)) in NESTED_WRAPPED.into_iter().enumerate() {
+        if let Some(k) = r.lookup(name, "") {
+            // the registry is built once per process: a second build finds them set
+            let _ = DENSE_KERNELS[i].set(k);
+            r.add(name, kernel);
+        }
+    }
     r.add("aten::_nested_tensor_from_mask", from_mask);
     r.add(
         "aten::_nested_tensor_from_mask_left_aligned",
