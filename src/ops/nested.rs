@@ -71,7 +71,7 @@ fn shape_rows(rows: &[Vec<i64>], what: &str) -> crate::Result<Vec<Shape>> {
 
 /// An int64 `[n, d]` tensor of per-component rows (`d` given: a 0-component tensor keeps it).
 fn rows_tensor<T>(rows: &[T], d: usize, f: impl Fn(&T) -> Vec<i64>) -> crate::Result<Tensor> {
-    let flat: Vec<i64> = rows.iter().flat_map(|r| f(r)).collect();
+    let flat: Vec<i64> = rows.iter().flat_map(f).collect();
     Ok(Tensor::from_vec(flat, &[rows.len(), d])?)
 }
 

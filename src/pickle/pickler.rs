@@ -347,8 +347,7 @@ impl Pickler {
         if t.is_nested() {
             return Err(PickleError::Unpicklable(
                 "a nested tensor (tsrun does not save nested tensors)".into(),
-            )
-            .into());
+            ));
         }
         let quantizer = t.quantizer().cloned();
         self.global(
