@@ -621,7 +621,9 @@ fn nested_or_dense<const KIND: u8, const OP: usize>(a: &mut Args) -> R {
     let mut out = Vec::with_capacity(components.len());
     for (i, c) in components.into_iter().enumerate() {
         let mut vals: Vec<IValue> = a.values.to_vec();
-        vals[0] = IValue::Tensor(c);
+        if let Some(first) = vals.first_mut() {
+            *first = IValue::Tensor(c);
+        }
         if let (Some(o), Some(slot)) = (&other, vals.get_mut(1)) {
             *slot = IValue::Tensor(o[i].clone());
         }
