@@ -535,7 +535,7 @@ fn softmax_with_shape(a: &mut Args) -> R {
 /// Dense ops PyTorch also runs on nested tensors (`NestedTensorCPU` kernels), each of which
 /// is the dense op on every component: the wrapper runs the kernel registered before on each
 /// component, and the kernel itself on strided arguments.
-const NESTED_WRAPPED: [(&str, super::Kernel); 8] = [
+const NESTED_WRAPPED: [(&str, super::Kernel); 10] = [
     ("aten::relu", nested_or_dense::<UNARY, 0>),
     ("aten::gelu", nested_or_dense::<UNARY, 1>),
     ("aten::clone", nested_or_dense::<UNARY, 2>),
@@ -544,6 +544,8 @@ const NESTED_WRAPPED: [(&str, super::Kernel); 8] = [
     ("aten::add.Tensor", nested_or_dense::<BINARY, 5>),
     ("aten::mul.Tensor", nested_or_dense::<BINARY, 6>),
     ("aten::softmax.int", nested_or_dense::<SOFTMAX, 7>),
+    ("aten::to.dtype", nested_or_dense::<UNARY, 8>),
+    ("aten::unbind.int", nested_or_dense::<UNBIND, 9>),
 ];
 /// The first argument nested, the others as they are.
 const UNARY: u8 = 0;
@@ -553,6 +555,8 @@ const LINEAR: u8 = 1;
 const BINARY: u8 = 2;
 /// `softmax(dim)`: the component's dimension `dim - 1`.
 const SOFTMAX: u8 = 3;
+/// `unbind(0)`: the components themselves.
+const UNBIND: u8 = 4;
 
 /// The dense kernel each entry of [`NESTED_WRAPPED`] replaced, by the same index.
 static DENSE_KERNELS: [std::sync::OnceLock<super::Kernel>; NESTED_WRAPPED.len()] =
@@ -573,6 +577,15 @@ fn nested_or_dense<const KIND: u8, const OP: usize>(a: &mut Args) -> R {
     }
     let x = a.any_layout_tensor(0)?;
     let parts = nested_arg(a.op, &x)?;
+    if KIND == UNBIND {
+        let dim = a.int(1)?;
+        if dim != 0 {
+            return Err(value_err(format!(
+                "NestedTensor can only be unbound along dimension 0 got dimension {dim} instead."
+            )));
+        }
+        return Ok(super::shape::tensor_list(parts.components()?));
+    }
     // the other arguments: a nested second operand's components, or the value itself
     let other: Option<Vec<Tensor>> = match a.values.get(1) {
         Some(IValue::Tensor(y)) if KIND == BINARY && y.is_nested() => {
