@@ -567,17 +567,23 @@ fn is_nested_value(v: &IValue) -> bool {
 }
 
 /// `NESTED_WRAPPED[OP]`: on strided arguments the dense kernel; with a nested one, that
-/// kernel on each component (with `KIND`'s argument rules).
+/// kernel on each component (with `KIND`'s argument rules). A shim: one body serves all.
 fn nested_or_dense<const KIND: u8, const OP: usize>(a: &mut Args) -> R {
-    let dense = *DENSE_KERNELS[OP]
-        .get()
+    nested_or_dense_with(a, KIND, OP)
+}
+
+#[inline(never)]
+fn nested_or_dense_with(a: &mut Args, kind: u8, op: usize) -> R {
+    let dense = *DENSE_KERNELS
+        .get(op)
+        .and_then(|k| k.get())
         .ok_or_else(|| crate::Error::UnknownOp(a.op.to_string()))?;
     if !a.values.iter().any(is_nested_value) {
         return dense(a);
     }
     let x = a.any_layout_tensor(0)?;
     let parts = nested_arg(a.op, &x)?;
-    if KIND == UNBIND {
+    if kind == UNBIND {
         let dim = a.int(1)?;
         if dim != 0 {
             return Err(value_err(format!(
@@ -588,7 +594,7 @@ fn nested_or_dense<const KIND: u8, const OP: usize>(a: &mut Args) -> R {
     }
     // the other arguments: a nested second operand's components, or the value itself
     let other: Option<Vec<Tensor>> = match a.values.get(1) {
-        Some(IValue::Tensor(y)) if KIND == BINARY && y.is_nested() => {
+        Some(IValue::Tensor(y)) if kind == BINARY && y.is_nested() => {
             let py = nested_arg(a.op, y)?;
             if py.sizes() != parts.sizes() {
                 return Err(shape_err(format!(
@@ -598,7 +604,7 @@ fn nested_or_dense<const KIND: u8, const OP: usize>(a: &mut Args) -> R {
             }
             Some(py.components()?)
         }
-        Some(IValue::Tensor(y)) if KIND == BINARY && y.dim() != 0 => {
+        Some(IValue::Tensor(y)) if kind == BINARY && y.dim() != 0 => {
             return Err(unsupported(format!(
                 "{}: a nested tensor with a {}-d dense tensor (tsrun: nested or 0-d operands)",
                 a.op,
@@ -613,13 +619,13 @@ fn nested_or_dense<const KIND: u8, const OP: usize>(a: &mut Args) -> R {
             a.op
         )));
     }
-    if KIND == LINEAR && x.dim() != 3 {
+    if kind == LINEAR && x.dim() != 3 {
         return Err(shape_err(format!(
             "Linear requires nested_tensor.dim == 3 and dense_matrix.dim == 2. Nested tensor dim: {}",
             x.dim()
         )));
     }
-    let dim_arg = if KIND == SOFTMAX {
+    let dim_arg = if kind == SOFTMAX {
         let d = crate::tensor::wrap_dim(a.int(1)?, x.dim())?;
         if d == 0 {
             return Err(value_err(
