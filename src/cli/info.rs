@@ -134,6 +134,9 @@ pub fn info_text(module: &Module) -> String {
 
 /// `float32 [6, 6]`, and for a sparse tensor its layout and number of specified elements.
 fn tensor_desc(t: &crate::Tensor) -> String {
+    if let Some(p) = t.nested_parts() {
+        return format!("{} nested ({} components)", t.dtype(), p.len());
+    }
     match t.sparse_parts() {
         None => format!("{} {:?}", t.dtype(), t.shape()),
         Some(p) => format!(

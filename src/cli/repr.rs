@@ -321,6 +321,9 @@ pub fn tensor_repr(t: &Tensor) -> String {
     if let Some(parts) = t.sparse_parts() {
         return sparse_repr(t, parts);
     }
+    if let Some(parts) = t.nested_parts() {
+        return crate::values::format::nested_repr(parts, tensor_repr);
+    }
     let Some(elements) = elements_of(t) else {
         return crate::values::format::tensor_repr(t);
     };

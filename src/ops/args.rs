@@ -93,11 +93,15 @@ impl<'a> Args<'a> {
         }
     }
 
-    /// A strided `Tensor` argument: a sparse one is refused naming this op and the layout (as
-    /// PyTorch's dispatcher refuses a kernel its backend lacks).
+    /// A strided `Tensor` argument: a sparse or nested one is refused naming this op and the
+    /// layout (as PyTorch's dispatcher refuses a kernel its backend lacks).
     pub fn tensor(&self, i: usize) -> crate::Result<Tensor> {
         match self.get(i)? {
             IValue::Tensor(t) => match t.sparse_parts() {
+                None if t.is_nested() => Err(crate::tensor::TensorError::NestedNotSupported {
+                    op: Some(self.op.to_string()),
+                }
+                .into()),
                 None => Ok(t.clone()),
                 Some(parts) => Err(crate::tensor::TensorError::NotStrided {
                     op: Some(self.op.to_string()),

@@ -5,6 +5,7 @@ use super::linalg::{
     batched_matmul_t, compute_dtype, dispatch_real_compute, permute, reshape, shape_err,
     slice_mut_of, value_err, Real,
 };
+use super::shape::{squeeze_dims, unsqueeze};
 use super::{gemm, Args, Registry};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
@@ -461,13 +462,43 @@ fn fused_mha(
 /// _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
 /// proj_weight, proj_bias, mask, need_weights, average_attn_weights, mask_type)
 fn native_mha(a: &mut Args) -> crate::Result<IValue> {
-    let (q, k, v) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
     let heads =
         usize::try_from(a.int(4)?).map_err(|_| value_err(format!("{}: bad num_head", a.op)))?;
     let (qw, qb, pw, pb) = (a.tensor(5)?, a.tensor(6)?, a.tensor(7)?, a.tensor(8)?);
     let mask = a.opt_tensor(9)?;
     let (need, average) = (a.bool(10)?, a.bool(11)?);
     let mask_type = a.opt_int(12)?;
+    let query = a.any_layout_tensor(0)?;
+    if query.is_nested() {
+        if mask.is_some() {
+            return Err(value_err("NestedTensor with mask is not supported yet"));
+        }
+        // PyTorch's self-attention branch (`query.is_same(key)`); a key or value that is a
+        // nested tensor of the same elements gives the same result
+        let same = |i: usize| -> crate::Result<bool> {
+            let other = a.any_layout_tensor(i)?;
+            Ok(other.identity() == query.identity()
+                || super::nested::same_elements(&other, &query)?)
+        };
+        if !same(1)? || !same(2)? || need {
+            return Err(super::kernels::unsupported(format!(
+                "{}: a nested query only as self-attention (query, key and value the same tensor) without need_weights",
+                a.op
+            )));
+        }
+        // self-attention within each component, as PyTorch's padded computation masks the
+        // other components' padding
+        let out = super::nested::map_components(&query, a.op, |c| {
+            let c = unsqueeze(c, 0)?;
+            let (o, _) = fused_mha(a.op, &c, &c, &c, heads, &qw, &qb, &pw, &pb, None, None)?;
+            squeeze_dims(&o, &[0])
+        })?;
+        return Ok(IValue::Tuple(crate::values::Tuple::new(vec![
+            IValue::Tensor(out),
+            IValue::None,
+        ])));
+    }
+    let (q, k, v) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
     let (out, w) = fused_mha(
         a.op,
         &q,
@@ -542,15 +573,42 @@ fn contiguous_as_owned(x: &Tensor, dtype: DType) -> crate::Result<Tensor> {
 /// proj_bias, use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2,
 /// norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, mask, mask_type)
 fn transformer_encoder_layer(a: &mut Args) -> crate::Result<IValue> {
+    let src = a.any_layout_tensor(0)?;
+    let mask = a.opt_tensor(18)?;
+    let mask_type = a.opt_int(19)?;
+    let op = a.op;
+    if src.is_nested() {
+        // PyTorch runs each op of the layer on the nested tensor, which for every one of
+        // them is the dense op on each component: attention stays within a component
+        if mask.is_some() {
+            return Err(value_err("NestedTensor with mask is not supported yet"));
+        }
+        let one = |c: &Tensor| encoder_layer_dense(a, &unsqueeze(c, 0)?, None, None);
+        let out = super::nested::map_components(&src, op, |c| squeeze_dims(&one(c)?, &[0]))?;
+        return Ok(IValue::Tensor(out));
+    }
     let src = a.tensor(0)?;
+    Ok(IValue::Tensor(encoder_layer_dense(
+        a,
+        &src,
+        mask.as_ref(),
+        mask_type,
+    )?))
+}
+
+/// `_transformer_encoder_layer_fwd` on a strided `src` (arguments 1.. read from `a`).
+fn encoder_layer_dense(
+    a: &Args,
+    src: &Tensor,
+    mask: Option<&Tensor>,
+    mask_type: Option<i64>,
+) -> crate::Result<Tensor> {
     let heads =
         usize::try_from(a.int(2)?).map_err(|_| value_err(format!("{}: bad num_heads", a.op)))?;
     let (qw, qb, pw, pb) = (a.tensor(3)?, a.tensor(4)?, a.tensor(5)?, a.tensor(6)?);
     let (gelu, norm_first, eps) = (a.bool(7)?, a.bool(8)?, a.double(9)?);
     let (n1w, n1b, n2w, n2b) = (a.tensor(10)?, a.tensor(11)?, a.tensor(12)?, a.tensor(13)?);
     let (f1w, f1b, f2w, f2b) = (a.tensor(14)?, a.tensor(15)?, a.tensor(16)?, a.tensor(17)?);
-    let mask = a.opt_tensor(18)?;
-    let mask_type = a.opt_int(19)?;
     let op = a.op;
     let dtype = src.dtype();
     let cd = compute_dtype(op, dtype)?;
@@ -560,20 +618,7 @@ fn transformer_encoder_layer(a: &mut Args) -> crate::Result<IValue> {
         super::norm::layer_norm_last(op, t, Some(w), Some(b), eps)
     };
     let attn = |t: &Tensor| -> crate::Result<Tensor> {
-        Ok(fused_mha(
-            op,
-            t,
-            t,
-            t,
-            heads,
-            &qw,
-            &qb,
-            &pw,
-            &pb,
-            mask.as_ref(),
-            mask_type,
-        )?
-        .0)
+        Ok(fused_mha(op, t, t, t, heads, &qw, &qb, &pw, &pb, mask, mask_type)?.0)
     };
     let ffn = |t: &Tensor| -> crate::Result<Tensor> {
         let h = super::linalg::linear(op, t, &conv(&f1w)?, Some(&conv(&f1b)?))?;
@@ -598,7 +643,7 @@ fn transformer_encoder_layer(a: &mut Args) -> crate::Result<IValue> {
         let x = ln(&add(op, &x, &attn(&x)?)?, &n1w, &n1b)?;
         ln(&add(op, &x, &ffn(&x)?)?, &n2w, &n2b)?
     };
-    Ok(IValue::Tensor(out.to_dtype(dtype)?))
+    out.to_dtype(dtype)
 }
 
 fn pair(a: Tensor, b: Tensor) -> IValue {

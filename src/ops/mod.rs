@@ -56,6 +56,7 @@ pub mod matrix_build;
 pub mod mkldnn;
 pub mod mkldnn_prepacked;
 pub mod mkldnn_rnn;
+pub mod nested;
 pub mod no_autograd;
 pub mod norm;
 pub mod norms;
@@ -273,6 +274,7 @@ impl Registry {
             sparse_indices::register(&mut r);
             aten_test_ops::register(&mut r);
             jagged::register(&mut r);
+            nested::register(&mut r);
             torch_library_ops::register(&mut r);
             profiler::register(&mut r);
             qparams_search::register(&mut r);

@@ -2036,9 +2036,13 @@ pub(crate) fn register(r: &mut Registry) {
 
     // queries
     r.add("aten::size", |a| {
-        Ok(int_list_value(
-            a.any_layout_tensor(0)?.shape().iter().map(|&s| s as i64),
-        ))
+        let t = a.any_layout_tensor(0)?;
+        if t.is_nested() {
+            return Err(value_err(
+                "Internal error: NestedTensorImpl doesn't support sizes. Please file an issue.",
+            ));
+        }
+        Ok(int_list_value(t.shape().iter().map(|&s| s as i64)))
     });
     r.add("aten::size.int", |a| {
         let t = a.any_layout_tensor(0)?;
@@ -2061,7 +2065,9 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(IValue::Int(a.any_layout_tensor(0)?.dim() as i64))
     });
     r.add("aten::numel", |a| {
-        Ok(IValue::Int(a.any_layout_tensor(0)?.numel() as i64))
+        let t = a.any_layout_tensor(0)?;
+        let n = t.nested_parts().map_or(t.numel(), |p| p.numel());
+        Ok(IValue::Int(n as i64))
     });
     r.add("aten::is_contiguous", |a| {
         Ok(IValue::Bool(a.tensor(0)?.is_contiguous()))

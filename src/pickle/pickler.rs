@@ -344,6 +344,11 @@ impl Pickler {
         if let Some(parts) = t.sparse_parts() {
             return self.sparse_tensor(t, parts, identity);
         }
+        if t.is_nested() {
+            return Err(PickleError::Unpicklable(
+                "a nested tensor (tsrun does not save nested tensors)".into(),
+            ));
+        }
         let quantizer = t.quantizer().cloned();
         self.global(
             "torch._utils",

@@ -10,6 +10,7 @@ pub mod budget;
 mod dtype;
 pub mod element;
 mod identity;
+mod nested;
 pub mod npy;
 mod pool;
 pub mod promote;
@@ -21,6 +22,7 @@ mod storage;
 pub use dtype::DType;
 pub use element::Element;
 pub use identity::TensorIdentity;
+pub use nested::{nested_contiguous_geometry, NestedParts};
 pub use quantizer::{pack_nibbles, unpack_nibbles, Quantizer};
 pub use scalar::Scalar;
 pub use sparse::{sparse_size, validate_compressed_indices, Layout, SparseParts};
@@ -228,6 +230,13 @@ pub enum TensorError {
         /// The argument's layout.
         layout: Layout,
     },
+    /// A kernel without a nested-tensor implementation got a nested tensor (PyTorch: "Could
+    /// not run 'aten::foo' with arguments from the 'NestedTensorCPU' backend").
+    #[error("unsupported: {}", nested_message(op.as_deref()))]
+    NestedNotSupported {
+        /// The operator, when the refusal knows it.
+        op: Option<String>,
+    },
     /// An invalid argument value.
     #[error("value error: {0}")]
     Value(String),
@@ -261,6 +270,26 @@ fn not_strided_message(op: Option<&str>, layout: Layout) -> String {
             "a {layout} tensor where a strided one is needed (its elements are in its indices and values; to_dense() makes a strided copy)"
         ),
     }
+}
+
+/// [`TensorError::NestedNotSupported`]'s text: PyTorch's dispatcher message when the operator
+/// is known.
+fn nested_message(op: Option<&str>) -> String {
+    match op {
+        Some(op) => format!(
+            "Could not run '{op}' with arguments from the 'NestedTensorCPU' backend: tsrun has no nested-tensor kernel for it"
+        ),
+        None => "a nested tensor where a strided one is needed (its elements are in its components; to_padded_tensor() makes a strided copy)".into(),
+    }
+}
+
+/// The parts of a tensor that is not a plain strided one.
+#[derive(Debug)]
+enum LayoutParts {
+    /// A sparse layout's index and value tensors.
+    Sparse(SparseParts),
+    /// A nested tensor's buffer and component geometry.
+    Nested(NestedParts),
 }
 
 /// Row-major (C-contiguous) strides for `shape`.
@@ -318,8 +347,9 @@ pub struct Tensor {
     requires_grad: bool,
     /// Set for quantized dtypes (`qint8`, ...): how the integers map to reals.
     quantizer: Option<std::sync::Arc<Quantizer>>,
-    /// Set for sparse layouts: the component tensors (the tensor then addresses no elements).
-    sparse: Option<std::sync::Arc<SparseParts>>,
+    /// Set for sparse layouts and nested tensors: the component tensors (the tensor then
+    /// addresses no elements). One pointer for both keeps an `IValue` within 128 bytes.
+    parts: Option<std::sync::Arc<LayoutParts>>,
 }
 
 impl std::fmt::Debug for Tensor {
@@ -372,7 +402,7 @@ impl Tensor {
             dtype,
             requires_grad: false,
             quantizer: None,
-            sparse: None,
+            parts: None,
         })
     }
 
@@ -410,7 +440,7 @@ impl Tensor {
             dtype,
             requires_grad: false,
             quantizer: None,
-            sparse: None,
+            parts: None,
         })
     }
 
@@ -443,7 +473,7 @@ impl Tensor {
             dtype: T::DTYPE,
             requires_grad: false,
             quantizer: None,
-            sparse: None,
+            parts: None,
         })
     }
 
@@ -512,7 +542,16 @@ impl Tensor {
     }
     /// `size(dim)` with negative dims wrapped.
     pub fn size(&self, dim: i64) -> TResult<usize> {
-        Ok(self.shape[wrap_dim(dim, self.dim())?])
+        let d = wrap_dim(dim, self.dim())?;
+        match self.nested_parts() {
+            // a nested tensor has a size only where its components agree
+            Some(p) if d > 0 => p.regular_size(d - 1).ok_or_else(|| {
+                TensorError::Value(format!(
+                    "Given dimension {d} is irregular and does not have a size."
+                ))
+            }),
+            _ => Ok(self.shape[d]),
+        }
     }
 
     /// Whether two tensors view the same storage.
@@ -771,8 +810,11 @@ impl Tensor {
 
     /// A contiguous copy with its own storage (`clone()` in PyTorch).
     pub fn deep_clone(&self) -> crate::Result<Tensor> {
-        if self.sparse.is_some() {
+        if self.sparse_parts().is_some() {
             return self.sparse_clone();
+        }
+        if self.is_nested() {
+            return self.nested_copy(self.dtype);
         }
         if let Some(q) = self.quantizer() {
             // the integers, copied row-major, under the same parameters
@@ -791,8 +833,11 @@ impl Tensor {
         if dtype == self.dtype {
             return Ok(self.clone());
         }
-        if let Some(parts) = &self.sparse {
+        if let Some(parts) = self.sparse_parts() {
             return Ok(self.with_sparse_values(parts.values().to_dtype(dtype)?)?);
+        }
+        if self.is_nested() {
+            return self.nested_copy(dtype);
         }
         let out = Tensor::zeros(&self.shape, dtype)?;
         out.copy_from(self)?;

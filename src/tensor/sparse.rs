@@ -287,25 +287,32 @@ pub(crate) fn index_values(t: &Tensor) -> TResult<Vec<i64>> {
 impl Tensor {
     /// The layout (`tensor.layout`).
     pub fn layout(&self) -> Layout {
-        match &self.sparse {
+        match self.sparse_parts() {
             Some(parts) => parts.layout(),
+            // nested tensors are strided too (`torch.nested.nested_tensor(...).layout`)
             None => Layout::Strided,
         }
     }
 
     /// The parts of a sparse tensor, `None` for a strided one.
     pub fn sparse_parts(&self) -> Option<&SparseParts> {
-        self.sparse.as_deref()
+        match self.parts.as_deref() {
+            Some(super::LayoutParts::Sparse(p)) => Some(p),
+            _ => None,
+        }
     }
 
-    /// PyTorch's refusal of a sparse tensor where a strided one is needed.
+    /// PyTorch's refusal of a sparse or nested tensor where a plain strided one is needed.
     pub fn check_strided(&self) -> TResult<()> {
-        match &self.sparse {
+        match self.parts.as_deref() {
             None => Ok(()),
-            Some(parts) => Err(TensorError::NotStrided {
+            Some(super::LayoutParts::Sparse(parts)) => Err(TensorError::NotStrided {
                 op: None,
                 layout: parts.layout(),
             }),
+            Some(super::LayoutParts::Nested(_)) => {
+                Err(TensorError::NestedNotSupported { op: None })
+            }
         }
     }
 
@@ -322,7 +329,7 @@ impl Tensor {
             dtype,
             requires_grad: false,
             quantizer: None,
-            sparse: Some(Arc::new(parts)),
+            parts: Some(Arc::new(super::LayoutParts::Sparse(parts))),
         })
     }
 

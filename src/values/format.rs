@@ -175,6 +175,9 @@ pub fn tensor_repr(t: &Tensor) -> String {
     if let Some(parts) = t.sparse_parts() {
         return sparse_repr(t, parts);
     }
+    if let Some(parts) = t.nested_parts() {
+        return nested_repr(parts, tensor_repr);
+    }
     let summarize = t.numel() > 1000;
     let floating = t.dtype().is_floating_point();
     let Ok(vals) = t.to_vec::<f64>() else {
@@ -312,4 +315,26 @@ fn write_nested(
         }
     }
     out.push(']');
+}
+
+/// Python's `repr` of a nested tensor: `nested_tensor([`, each component's own repr (made by
+/// `component_repr`) with every line indented two spaces, joined by `,`, then `])`.
+pub fn nested_repr(
+    parts: &crate::tensor::NestedParts,
+    component_repr: fn(&Tensor) -> String,
+) -> String {
+    let body: Vec<String> = match parts.components() {
+        Ok(components) => components
+            .iter()
+            .map(|c| {
+                component_repr(c)
+                    .split('\n')
+                    .map(|line| format!("  {line}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .collect(),
+        Err(e) => vec![format!("  <{e}>")],
+    };
+    format!("nested_tensor([\n{}\n])", body.join(",\n"))
 }

@@ -37,6 +37,7 @@ mod library_api;
 mod load_fixtures;
 mod mc_dropout;
 mod module_api;
+mod nested;
 mod ops_aten_coverage;
 mod ops_awaitables;
 mod ops_b_nn;

@@ -331,7 +331,7 @@ fn prepare_compiles_before_the_first_call() {
 /// quantized-aware wrappers take over the float kernels they fall back to. Any other repeat is
 /// two families claiming one overload, where only the later kernel would ever run.
 #[test]
-fn only_the_quantized_wrappers_replace_registered_kernels() {
+fn only_the_quantized_and_nested_wrappers_replace_registered_kernels() {
     // `ops/quantized/elementwise.rs`: these take quantized inputs and call the float kernels
     // for everything else
     let wrappers = [
@@ -343,6 +343,9 @@ fn only_the_quantized_wrappers_replace_registered_kernels() {
         "aten::hardsigmoid",
         "aten::mean.dim",
     ];
+    // `ops/nested.rs`: these take nested tensors and call the dense kernels for everything
+    // else (`aten::relu` is then wrapped again by the quantized wrapper)
+    let nested_wrappers = tsrun::internals::ops::nested::nested_wrapped_names().collect::<Vec<_>>();
     let mut replaced: Vec<&str> = Registry::global()
         .replaced()
         .iter()
@@ -350,6 +353,7 @@ fn only_the_quantized_wrappers_replace_registered_kernels() {
         .collect();
     replaced.sort_unstable();
     let mut expected = wrappers.to_vec();
+    expected.extend(nested_wrappers);
     expected.sort_unstable();
     assert_eq!(replaced, expected);
 }

@@ -267,12 +267,14 @@ pub(super) fn register(r: &mut Registry) {
         "prim::is_ipu",
         "prim::is_maia",
         "prim::is_mtia",
-        "prim::is_nested",
         "prim::is_xla",
     ] {
         r.add(name, is_false);
     }
     r.add("prim::is_cpu", is_true);
+    r.add("prim::is_nested", |a| {
+        Ok(IValue::Bool(a.any_layout_tensor(0)?.is_nested()))
+    });
     r.add("prim::is_sparse", is_sparse);
     r.add("prim::is_sparse_csr", is_sparse_csr);
     r.add("prim::requires_grad", requires_grad);

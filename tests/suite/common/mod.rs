@@ -83,6 +83,9 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
     if obj.contains_key("qtensor") {
         return IValue::Tensor(decode_qtensor(obj, arrays));
     }
+    if obj.contains_key("nested") {
+        return IValue::Tensor(decode_nested(obj, arrays));
+    }
     if obj.contains_key("sparse") {
         return IValue::Tensor(decode_sparse(obj, arrays));
     }
@@ -206,6 +209,99 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
         }
         other => panic!("unknown golden tag {other}"),
     }
+}
+
+/// A nested tensor (golden_io.py `_encode_nested`): its components, dtype and dim.
+fn decode_nested(obj: &serde_json::Map<String, Value>, arrays: &mut Arrays) -> Tensor {
+    let components: Vec<Tensor> = obj["nested"]
+        .as_array()
+        .expect("nested components")
+        .iter()
+        .map(|c| match decode(c, arrays) {
+            IValue::Tensor(t) => t,
+            other => panic!("nested component is {other:?}"),
+        })
+        .collect();
+    let dim = obj["dim"].as_u64().expect("dim") as usize;
+    if components.is_empty() {
+        let dtype = DType::from_name(obj["dtype"].as_str().expect("dtype")).expect("dtype");
+        let buffer = Tensor::zeros(&[0], dtype).expect("buffer");
+        return Tensor::nested_view(&buffer, dim - 1, vec![], vec![], vec![]).expect("nested");
+    }
+    let IValue::Tensor(buffer) = decode(&obj["buffer"], arrays) else {
+        panic!("nested buffer is not a tensor")
+    };
+    let rows = |key: &str| -> Vec<Vec<i64>> {
+        obj[key]
+            .as_array()
+            .expect("geometry rows")
+            .iter()
+            .map(|r| {
+                r.as_array()
+                    .expect("row")
+                    .iter()
+                    .map(|v| v.as_i64().expect("int"))
+                    .collect()
+            })
+            .collect()
+    };
+    let sizes = rows("sizes")
+        .iter()
+        .map(|r| r.iter().map(|&v| v as usize).collect())
+        .collect();
+    let strides = rows("strides")
+        .iter()
+        .map(|r| r.iter().map(|&v| v as isize).collect())
+        .collect();
+    let offsets = obj["offsets"]
+        .as_array()
+        .expect("offsets")
+        .iter()
+        .map(|v| v.as_u64().expect("offset") as usize)
+        .collect();
+    let t = Tensor::nested_view(&buffer, dim - 1, sizes, strides, offsets).expect("nested golden");
+    let parts = t.nested_parts().expect("nested");
+    assert_eq!(parts.len(), components.len(), "nested golden components");
+    t
+}
+
+/// Nested tensors against PyTorch's: the same geometry over the buffer, each component equal.
+fn compare_nested(g: &Tensor, w: &Tensor, rtol: f64, atol: f64, path: &str) -> Result<(), String> {
+    let (Some(gp), Some(wp)) = (g.nested_parts(), w.nested_parts()) else {
+        return Err(format!(
+            "{path}: nested {}, want nested {}",
+            g.is_nested(),
+            w.is_nested()
+        ));
+    };
+    if gp.len() != wp.len() || gp.component_dim() != wp.component_dim() {
+        return Err(format!(
+            "{path}: {} components of {} dims, want {} of {}",
+            gp.len(),
+            gp.component_dim(),
+            wp.len(),
+            wp.component_dim()
+        ));
+    }
+    if gp.sizes() != wp.sizes() || gp.strides() != wp.strides() || gp.offsets() != wp.offsets() {
+        return Err(format!(
+            "{path}: geometry (sizes, strides, offsets) {:?} {:?} {:?}, want {:?} {:?} {:?}",
+            gp.sizes(),
+            gp.strides(),
+            gp.offsets(),
+            wp.sizes(),
+            wp.strides(),
+            wp.offsets()
+        ));
+    }
+    let (gc, wc) = (
+        gp.components().map_err(|e| e.to_string())?,
+        wp.components().map_err(|e| e.to_string())?,
+    );
+    for (i, (a, b)) in gc.iter().zip(&wc).enumerate() {
+        compare_tensors(a, b, rtol, atol, &format!("{path}.component{i}"))?;
+    }
+    Ok(())
 }
 
 /// A sparse tensor (golden_io.py `_encode_sparse`): its layout, size and components.
@@ -466,6 +562,9 @@ pub fn compare_tensors(
 ) -> Result<(), String> {
     if g.dtype() != w.dtype() {
         return Err(format!("{path}: dtype {}, want {}", g.dtype(), w.dtype()));
+    }
+    if g.is_nested() || w.is_nested() {
+        return compare_nested(g, w, rtol, atol, path);
     }
     if g.shape() != w.shape() {
         return Err(format!(
