@@ -54,6 +54,11 @@ pub struct BenchReport {
     pub first_call_minor_faults: Option<u64>,
     /// Minor page faults per timed call (their mean); `None` as above.
     pub minor_faults_per_call: Option<f64>,
+    /// CPU time (user + system, all threads) of the first call, and of a timed call (their
+    /// mean): on a shared machine, what the calls cost regardless of how long others held
+    /// the cores; `None` where the OS does not report it.
+    pub first_call_cpu_s: Option<f64>,
+    pub cpu_s_per_call: Option<f64>,
     pub threads: usize,
     pub iterations: usize,
     /// Threads calling the shared module at once (each made `iterations` timed calls).
@@ -103,40 +108,66 @@ fn peak_rss_bytes() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// Minor page faults of this process so far (all its threads). `getrusage` rather than
-/// `/proc/self/stat`: reading the proc file right before the first call would evict part of
-/// the caches the call is measured with.
+/// What the process has used so far (all its threads): minor page faults, and CPU time
+/// (user + system) in seconds.
+#[derive(Clone, Copy)]
+struct Usage {
+    minor_faults: u64,
+    cpu_s: f64,
+}
+
+impl Usage {
+    /// Faults and CPU seconds from `self` to `later`, per one of `calls`.
+    fn per_call(self, later: Usage, calls: usize) -> (f64, f64) {
+        let n = calls.max(1) as f64;
+        (
+            later.minor_faults.saturating_sub(self.minor_faults) as f64 / n,
+            (later.cpu_s - self.cpu_s).max(0.0) / n,
+        )
+    }
+}
+
+/// `getrusage` rather than `/proc/self/stat`: reading the proc file right before the first
+/// call would evict part of the caches the call is measured with.
 #[cfg(unix)]
-fn minor_faults() -> Option<u64> {
+fn usage() -> Option<Usage> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: `usage` is a valid, writable `rusage`; getrusage fills it and returns 0 on success.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
     // SAFETY: zero-initialized (all its fields are integers) and filled by getrusage on success.
     let usage = unsafe { usage.assume_init() };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     (rc == 0)
-        .then(|| u64::try_from(usage.ru_minflt).ok())
+        .then(|| {
+            Some(Usage {
+                minor_faults: u64::try_from(usage.ru_minflt).ok()?,
+                cpu_s: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+            })
+        })
         .flatten()
 }
 
 #[cfg(not(unix))]
-fn minor_faults() -> Option<u64> {
+fn usage() -> Option<Usage> {
     None
 }
 
 /// Runs longer than this get a progress bar on a terminal (not with `--quiet`).
 const PROGRESS_AFTER: Duration = Duration::from_secs(2);
 
-fn progress_bar(expected: Duration, n: usize) -> indicatif::ProgressBar {
+/// `None` when no bar is shown: even a hidden bar's tick computes a rate estimate (and its
+/// first one faults in the math library's pages) inside the timed loop.
+fn progress_bar(expected: Duration, n: usize) -> Option<indicatif::ProgressBar> {
     let quiet = super::log::verbosity() == super::log::Verbosity::Quiet;
     if quiet || expected < PROGRESS_AFTER || !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
+        return None;
     }
     let bar = indicatif::ProgressBar::new(n as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} calls, eta {eta}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    bar
+    Some(bar)
 }
 
 pub fn measure(args: &BenchArgs) -> super::error::CliResult<BenchReport> {
@@ -177,20 +208,18 @@ pub fn measure(args: &BenchArgs) -> super::error::CliResult<BenchReport> {
         (true, true) => module.call_opts(inputs.clone(), &options),
         (true, false) => module.run_method_opts(&args.method, inputs.clone(), &options),
     };
-    let faults_before = minor_faults();
+    let before = usage();
     let t0 = Instant::now();
     call()?;
     let first = t0.elapsed();
-    let first_call_minor_faults = faults_before
-        .zip(minor_faults())
-        .map(|(a, b)| b.saturating_sub(a));
+    let first_call = before.zip(usage()).map(|(a, b)| a.per_call(b, 1));
     for _ in 1..args.warmup {
         call()?;
     }
     let n = args.iterations.max(1);
     let bar = progress_bar(first.saturating_mul(n as u32), n);
     let mut calls_per_s = None;
-    let faults_before = minor_faults();
+    let before = usage();
     let mut times = if args.callers > 1 {
         let (times, total) = bench_callers(args.callers, n, &call)?;
         calls_per_s = Some(times.len() as f64 / total.as_secs_f64().max(1e-9));
@@ -201,14 +230,16 @@ pub fn measure(args: &BenchArgs) -> super::error::CliResult<BenchReport> {
             let t0 = Instant::now();
             std::hint::black_box(call()?);
             times.push(t0.elapsed());
-            bar.inc(1);
+            if let Some(bar) = &bar {
+                bar.inc(1);
+            }
         }
-        bar.finish_and_clear();
+        if let Some(bar) = &bar {
+            bar.finish_and_clear();
+        }
         times
     };
-    let minor_faults_per_call = faults_before
-        .zip(minor_faults())
-        .map(|(a, b)| b.saturating_sub(a) as f64 / times.len().max(1) as f64);
+    let per_call = before.zip(usage()).map(|(a, b)| a.per_call(b, times.len()));
     let min = times.iter().copied().min().unwrap_or_default();
     let max = times.iter().copied().max().unwrap_or_default();
     Ok(BenchReport {
@@ -218,8 +249,10 @@ pub fn measure(args: &BenchArgs) -> super::error::CliResult<BenchReport> {
         first_call_s: first.as_secs_f64(),
         load_s: median(&mut load_times).as_secs_f64(),
         peak_rss_bytes: peak_rss_bytes(),
-        first_call_minor_faults,
-        minor_faults_per_call,
+        first_call_minor_faults: first_call.map(|(faults, _)| faults as u64),
+        minor_faults_per_call: per_call.map(|(faults, _)| faults),
+        first_call_cpu_s: first_call.map(|(_, cpu)| cpu),
+        cpu_s_per_call: per_call.map(|(_, cpu)| cpu),
         threads: rayon::current_num_threads(),
         iterations: n,
         callers: args.callers.max(1),

@@ -14,6 +14,12 @@ use crate::values::IValue;
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
 use rayon::prelude::*;
+use std::cell::RefCell;
+
+thread_local! {
+    /// Per-thread scores of one attention head (`sdpa_f32`), reused across calls.
+    static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Repeat each head of `t [..., H, S, E]` `rep` times along the head dim (repeat_interleave).
 fn repeat_heads(t: &Tensor, rep: usize) -> crate::Result<Tensor> {
@@ -198,61 +204,76 @@ fn sdpa_f32(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> crate::Result<Opt
     };
     let (sq, sk, sv) = (st(q), st(k), st(v));
     let scale = scale as f32;
-    let head = |i: usize| -> crate::Result<Vec<f32>> {
+    // per head `out` ([L, Ev], at `i * l * ev` of `heads`): the scores in this thread's
+    // scratch and the head's output in a pooled storage, so a steady stream of calls
+    // allocates (and page-faults) nothing, also on rayon's threads
+    let head = |i: usize, out: &mut [f32]| -> crate::Result<()> {
         let (bi, hi) = (i / h, i % h);
         let qm = head_operand(qs, sq, (bi, hi), (l, e), (sq[2], sq[3]))?;
         let ktm = head_operand(ks, sk, (bi, hi), (e, s), (sk[3], sk[2]))?;
         let vm = head_operand(vs, sv, (bi, hi), (s, ev), (sv[2], sv[3]))?;
-        let mut scores = vec![0f32; l * s];
-        gemm::sgemm(
-            isa,
-            l,
-            s,
-            e,
-            gemm::AOperand::Mat(qm),
-            gemm::BOperand::Mat(ktm),
-            &mut scores,
-            s,
-            &gemm::Epilogue::NONE,
-            false,
-        )?;
-        for row in scores.chunks_exact_mut(s) {
-            row.iter_mut().for_each(|x| *x *= scale);
-            f32::softmax_in_place(row);
+        SCORES.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            scratch.resize(l * s, 0.0);
+            let scores = &mut scratch[..];
+            gemm::sgemm(
+                isa,
+                l,
+                s,
+                e,
+                gemm::AOperand::Mat(qm),
+                gemm::BOperand::Mat(ktm),
+                scores,
+                s,
+                &gemm::Epilogue::NONE,
+                false,
+            )?;
+            for row in scores.chunks_exact_mut(s) {
+                row.iter_mut().for_each(|x| *x *= scale);
+                f32::softmax_in_place(row);
+            }
+            let sm = gemm::MatRef::new(scores, l, s, s, 1)
+                .ok_or_else(|| shape_err("sdpa: scores out of range"))?;
+            gemm::sgemm(
+                isa,
+                l,
+                ev,
+                s,
+                gemm::AOperand::Mat(sm),
+                gemm::BOperand::Mat(vm),
+                out,
+                ev,
+                &gemm::Epilogue::NONE,
+                false,
+            )
+        })
+    };
+    let heads = Tensor::empty(&[b * h, l, ev], DType::Float32)?;
+    {
+        let mut hg = heads.write::<f32>()?;
+        let hs = slice_mut_of(&mut hg)?;
+        if b * h > 1 && l * s * (e + ev) >= 32 * 1024 {
+            hs.par_chunks_mut(l * ev)
+                .enumerate()
+                .try_for_each(|(i, out)| head(i, out))?;
+        } else {
+            for (i, out) in hs.chunks_mut(l * ev).enumerate() {
+                head(i, out)?;
+            }
         }
-        let sm = gemm::MatRef::new(&scores, l, s, s, 1)
-            .ok_or_else(|| shape_err("sdpa: scores out of range"))?;
-        let mut out = vec![0f32; l * ev];
-        gemm::sgemm(
-            isa,
-            l,
-            ev,
-            s,
-            gemm::AOperand::Mat(sm),
-            gemm::BOperand::Mat(vm),
-            &mut out,
-            ev,
-            &gemm::Epilogue::NONE,
-            false,
-        )?;
-        Ok(out)
-    };
-    let heads: Vec<Vec<f32>> = if b * h > 1 && l * s * (e + ev) >= 32 * 1024 {
-        (0..b * h)
-            .into_par_iter()
-            .map(head)
-            .collect::<crate::Result<_>>()?
-    } else {
-        (0..b * h).map(head).collect::<crate::Result<_>>()?
-    };
+    }
     // [B, L, H, Ev] memory, seen as [B, H, L, Ev]
     let out = Tensor::empty(&[b, l, h, ev], DType::Float32)?;
     {
+        let hg = heads.read::<f32>()?;
+        let hv = hg
+            .as_slice()
+            .ok_or_else(|| shape_err("sdpa: heads not contiguous"))?;
         let mut og = out.write::<f32>()?;
         let os = slice_mut_of(&mut og)?;
-        for (i, hv) in heads.iter().enumerate() {
+        for (i, head_out) in hv.chunks_exact(l * ev).enumerate() {
             let (bi, hi) = (i / h, i % h);
-            for (li, src) in hv.chunks_exact(ev).enumerate() {
+            for (li, src) in head_out.chunks_exact(ev).enumerate() {
                 let at = ((bi * l + li) * h + hi) * ev;
                 if let Some(dst) = os.get_mut(at..at + ev) {
                     dst.copy_from_slice(src);

@@ -14,7 +14,7 @@
 //! (copy-on-write), so the mapping stays read-only, loading stays zero-copy, and the archive may
 //! hand out plain `&[u8]` of its records.
 
-use std::alloc::{alloc_zeroed, Layout};
+use std::alloc::Layout;
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -80,9 +80,9 @@ impl Drop for Inner {
             ..
         } = self.memory.get_mut()
         {
-            // SAFETY: allocated by `heap_alloc` from the global allocator with this exact layout,
-            // its bytes are initialized (zeroed or written since), and no guard can outlive the
-            // `Arc` that owns `Inner`, so nothing uses it after this.
+            // SAFETY: `heap_alloc` got this buffer and layout from `pool::allocate`, its bytes are
+            // initialized (zeroed or written since), and no guard can outlive the `Arc` that
+            // owns `Inner`, so nothing uses it after this.
             unsafe { super::pool::give(*ptr, *layout) }
         }
     }
@@ -127,8 +127,8 @@ impl std::fmt::Debug for Storage {
     }
 }
 
-/// A heap buffer of `nbytes` initialized bytes: a cached buffer of the same size when this thread
-/// has one (its old contents unless `zero`), else a fresh zeroed allocation.
+/// A heap buffer of `nbytes` initialized bytes: a cached buffer this thread freed when one fits
+/// (its old contents unless `zero`), else a fresh zeroed allocation (see `pool.rs`).
 fn heap_alloc(nbytes: usize, zero: bool) -> Result<Memory, AllocError> {
     if nbytes == 0 {
         return Ok(Memory::Heap {
@@ -140,19 +140,12 @@ fn heap_alloc(nbytes: usize, zero: bool) -> Result<Memory, AllocError> {
     let charge = super::budget::charge(nbytes)?;
     let layout = Layout::from_size_align(nbytes, STORAGE_ALIGN)
         .map_err(|_| AllocError::OutOfMemory(nbytes))?;
-    let ptr = match super::pool::take(layout) {
-        Some(ptr) => {
-            if zero {
-                // SAFETY: the cached buffer is exclusively ours and `nbytes` long.
-                unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, nbytes) };
-            }
-            ptr
-        }
-        // SAFETY: the layout has a non-zero size.
-        None => {
-            NonNull::new(unsafe { alloc_zeroed(layout) }).ok_or(AllocError::OutOfMemory(nbytes))?
-        }
-    };
+    let (ptr, layout, fresh) =
+        super::pool::allocate(layout).ok_or(AllocError::OutOfMemory(nbytes))?;
+    if zero && !fresh {
+        // SAFETY: the buffer is exclusively ours and at least `nbytes` long.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, nbytes) };
+    }
     Ok(Memory::Heap {
         ptr,
         layout: Some(layout),

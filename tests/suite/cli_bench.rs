@@ -57,6 +57,10 @@ fn bench_reports_every_field() {
     // getrusage counts minor faults on Linux; a later call reuses the first call's buffers
     assert!(r.first_call_minor_faults.is_some());
     assert!(r.minor_faults_per_call.is_some_and(|f| f >= 0.0));
+    // and CPU time (the first call ran, so its user + system time is counted, maybe as 0
+    // at the clock's resolution)
+    assert!(r.first_call_cpu_s.is_some_and(|s| s >= 0.0));
+    assert!(r.cpu_s_per_call.is_some_and(|s| s >= 0.0));
     let json: serde_json::Value = serde_json::to_value(&r).expect("the report serializes");
     let keys: Vec<&str> = json
         .as_object()
@@ -73,6 +77,8 @@ fn bench_reports_every_field() {
         "peak_rss_bytes",
         "first_call_minor_faults",
         "minor_faults_per_call",
+        "first_call_cpu_s",
+        "cpu_s_per_call",
         "threads",
         "iterations",
     ] {

@@ -224,12 +224,10 @@ impl Module {
         }
         self.state_effects(methods)?;
         let plans = self.compile_reachable(&interpreter, methods);
-        super::prepack::prepack_weights(self, &*self.compilation_unit()?, &interpreter);
-        crate::ops::linalg::warm_up_gemm_crate();
-        // The first call's code: the state lock once (its thread-local and effects memo), and
-        // the pages of the call path and of every kernel the plans call, which the first call
-        // would otherwise fault in (a few microseconds each, most of a 10 us model's first call).
-        drop(self.lock_state(methods)?);
+        // The first call's code: the pages of the call path and of every kernel the plans
+        // call, which the first call would otherwise fault in (a few microseconds each, most
+        // of a 10 us model's first call), read through the cache. Before the weights, which
+        // the small-model pass below leaves in the cache last.
         let call_path = [
             Self::call_kwargs_with as *const () as usize,
             Self::bind_arguments as *const () as usize,
@@ -243,6 +241,13 @@ impl Module {
                 .chain(crate::ops::quantized::elementwise::wrapped_float_kernel_addresses())
                 .chain(call_path),
         );
+        super::prepack::prepack_weights(self, &*self.compilation_unit()?, &interpreter);
+        crate::ops::linalg::warm_up_gemm_crate();
+        // Start the kernel team's workers now: the first parallel kernel would otherwise spawn
+        // them inside the first call (a thread creation and its stack's first faults each).
+        crate::ops::kernels::parallel::for_each_index(rayon::current_num_threads(), &|_| {});
+        // The state lock once (its thread-local and effects memo).
+        drop(self.lock_state(methods)?);
         Ok(())
     }
 
