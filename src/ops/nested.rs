@@ -13,7 +13,7 @@ use super::shape::narrow;
 use super::{Args, Registry};
 use crate::tensor::{
     nested_contiguous_geometry, promote::promote_types, DType, Layout, NestedParts, Scalar, Shape,
-    Strides, Tensor,
+    Strides, Tensor, TensorError,
 };
 use crate::values::{IValue, Tuple};
 
@@ -43,12 +43,16 @@ fn long_rows(x: &Tensor, what: &str) -> crate::Result<Vec<Vec<i64>>> {
             x.dtype().c10_name()
         )));
     }
-    if x.dim() != 2 {
-        return Err(index_err(format!(
-            "Dimension out of range (expected to be in range of [-{0}, {1}], but got 1) ({what} must be 2-d)",
-            x.dim().max(1),
-            x.dim().max(1) - 1
-        )));
+    // PyTorch reads the width as `size(1)`: a rank below 2 fails there
+    if x.dim() < 2 {
+        return Err(TensorError::DimOutOfRange {
+            dim: 1,
+            ndim: x.dim(),
+        }
+        .into());
+    }
+    if x.dim() > 2 {
+        return Err(shape_err(format!("{what} must be 2-d, got {}-d", x.dim())));
     }
     let d = x.shape()[1];
     let v = x.contiguous()?.to_vec::<i64>()?;
@@ -131,9 +135,12 @@ fn mask_lengths(t: &Tensor, mask: &Tensor) -> crate::Result<(Vec<usize>, bool)> 
     }
     if l == 0 {
         // PyTorch reads the count from `cumsum(1).select(1, L - 1)`
-        return Err(index_err(format!(
-            "select(): index -1 out of range for tensor of size [{n}, 0] at dimension 1"
-        )));
+        return Err(TensorError::SelectOutOfRange {
+            index: -1,
+            dim: 1,
+            shape: vec![n, 0],
+        }
+        .into());
     }
     let m = mask.contiguous()?.to_vec::<bool>()?;
     let mut aligned = true;
@@ -518,9 +525,11 @@ fn softmax_with_shape(a: &mut Args) -> R {
     }
     let out = Tensor::zeros(&s, scores.dtype())?;
     for (i, size) in parts.sizes().iter().enumerate() {
-        let len = *size
-            .first()
-            .ok_or_else(|| index_err("index 0 is out of bounds for dimension 1 with size 0"))?;
+        let len = *size.first().ok_or(TensorError::IndexOutOfBounds {
+            index: 0,
+            dim: 1,
+            size: 0,
+        })?;
         let len = len.min(s[2]) as i64;
         let block = |t: &Tensor| -> crate::Result<Tensor> {
             let row = super::shape::select(t, 0, i as i64)?;
