@@ -550,6 +550,58 @@ impl Graph {
         }
     }
 
+    /// Turn the values `block` (a subgraph body, as `prim::fork`'s) reads from outside it into
+    /// parameters of the block, in first-use order, and return those outer values: they become
+    /// the owning node's inputs, as PyTorch's lowering of a closure's captures.
+    pub fn lift_captures(&mut self, block: BlockId) -> Vec<ValueId> {
+        let mut inner_nodes = Vec::new();
+        self.walk(block, &mut |n| inner_nodes.push(n));
+        let mut inner_blocks = vec![block];
+        for &n in &inner_nodes {
+            inner_blocks.extend(self.node(n).blocks.iter().copied());
+        }
+        let mut defined = std::collections::HashSet::new();
+        for &b in &inner_blocks {
+            defined.extend(self.block(b).params.iter().copied());
+        }
+        for &n in &inner_nodes {
+            defined.extend(self.node(n).outputs.iter().copied());
+        }
+        let mut captured: Vec<ValueId> = Vec::new();
+        let mut note = |v: ValueId| {
+            if !defined.contains(&v) && !captured.contains(&v) {
+                captured.push(v);
+            }
+        };
+        for &n in &inner_nodes {
+            self.node(n).inputs.iter().for_each(|&v| note(v));
+            // a nested block's returns are read where its node runs
+            for &b in &self.node(n).blocks {
+                self.block(b).returns.iter().for_each(|&v| note(v));
+            }
+        }
+        self.block(block).returns.iter().for_each(|&v| note(v));
+        for &outer in &captured {
+            let ty = self.value(outer).ty.clone();
+            let param = self.add_param(block, ty, None);
+            for &n in &inner_nodes {
+                for i in &mut self.node_mut(n).inputs {
+                    if *i == outer {
+                        *i = param;
+                    }
+                }
+            }
+            for &b in &inner_blocks {
+                for r in &mut self.block_mut(b).returns {
+                    if *r == outer {
+                        *r = param;
+                    }
+                }
+            }
+        }
+        captured
+    }
+
     /// Nodes of `block` and, recursively, of its nested blocks, in program order.
     pub fn walk(&self, block: BlockId, f: &mut dyn FnMut(NodeId)) {
         for &n in &self.block(block).nodes {
@@ -609,6 +661,6 @@ pub fn constant_type(value: &IValue) -> Type {
         IValue::Enum(e) => Type::Class(e.class.clone()),
         IValue::Function(f) => Type::Function(f.clone()),
         IValue::Storage(_) => Type::Storage,
-        IValue::Uninitialized => Type::Any,
+        IValue::Uninitialized | IValue::Future(_) => Type::Any,
     }
 }

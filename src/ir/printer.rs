@@ -338,6 +338,7 @@ pub fn ivalue_text(v: &IValue) -> String {
         IValue::Storage(_) => "<Storage>".to_string(),
         IValue::Function(n) => format!("<Function {n}>"),
         IValue::Uninitialized => "<Uninitialized>".to_string(),
+        IValue::Future(_) => "<Future>".to_string(),
     }
 }
 

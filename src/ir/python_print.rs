@@ -1287,7 +1287,7 @@ impl<'a> CodePrinter<'a> {
             }
             IValue::Enum(e) => format!("{}.{}", e.class, e.name),
             IValue::Function(n) => n.to_string(),
-            IValue::Storage(_) | IValue::Uninitialized => {
+            IValue::Storage(_) | IValue::Uninitialized | IValue::Future(_) => {
                 format!("CONSTANTS.c{}", self.constant_index(v))
             }
         }

@@ -48,6 +48,46 @@ pub enum IValue {
     Function(Arc<str>),
     /// The value of `uninitialized(T)`: never read on a valid path.
     Uninitialized,
+    /// A `Future[T]` made by `fork`, already completed (tsrun runs a forked function at the
+    /// fork, the schedule PyTorch's interpreter also starts with).
+    Future(Arc<FutureValue>),
+}
+
+/// The outcome of a forked function: its value, or the error `wait` raises.
+pub struct FutureValue {
+    value: Result<IValue, String>,
+    /// The original error, handed to the first `wait` (later waits get its message).
+    error: parking_lot::Mutex<Option<crate::Error>>,
+}
+
+impl FutureValue {
+    /// A future completed with `result`.
+    pub fn completed(result: crate::Result<IValue>) -> FutureValue {
+        match result {
+            Ok(v) => FutureValue {
+                value: Ok(v),
+                error: parking_lot::Mutex::new(None),
+            },
+            Err(e) => FutureValue {
+                value: Err(e.to_string()),
+                error: parking_lot::Mutex::new(Some(e)),
+            },
+        }
+    }
+
+    /// `torch.jit.wait`: the value, or the forked function's error.
+    pub fn wait(&self) -> crate::Result<IValue> {
+        match &self.value {
+            Ok(v) => Ok(v.clone()),
+            Err(message) => Err(self.error.lock().take().unwrap_or_else(|| {
+                crate::error::RuntimeError::Exception {
+                    kind: "builtins.RuntimeError".into(),
+                    message: message.clone(),
+                }
+                .into()
+            })),
+        }
+    }
 }
 
 impl IValue {
@@ -70,6 +110,7 @@ impl IValue {
             IValue::Storage(_) => "Storage",
             IValue::Function(_) => "Function",
             IValue::Uninitialized => "uninitialized",
+            IValue::Future(_) => "Future",
         }
     }
 
@@ -646,6 +687,7 @@ impl fmt::Debug for IValue {
             IValue::Storage(s) => write!(f, "{s:?}"),
             IValue::Function(n) => write!(f, "<function {n}>"),
             IValue::Uninitialized => f.write_str("<uninitialized>"),
+            IValue::Future(_) => f.write_str("<Future>"),
         }
     }
 }
@@ -688,6 +730,7 @@ pub fn matches_type(v: &IValue, t: &Type) -> bool {
         (Type::Class(c), IValue::Tuple(tu)) => tu.class() == Some(c),
         (Type::Class(c), IValue::Enum(e)) => &e.class == c,
         (Type::Function(_), IValue::Function(_)) => true,
+        (Type::Future(_), IValue::Future(_)) => true,
         _ => false,
     }
 }

@@ -9,6 +9,7 @@ pub mod types;
 
 pub use format::python_str;
 pub use ivalue::{
+    FutureValue,
     matches_type, Device, DeviceKind, Dict, DictKey, EnumValue, IValue, List, Object, Tuple,
 };
 pub use ivalue_convert::TorchType;

@@ -90,6 +90,12 @@ pub(crate) enum Op {
     Loop {
         body: Block,
     },
+    /// `prim::fork`: runs `body` (its parameters bound to the inputs) to a completed future.
+    Fork {
+        body: Block,
+    },
+    /// `aten::wait`: the future's value, or the forked function's error.
+    Wait,
     CallMethod {
         name: Arc<str>,
         cache: RwLock<Option<(Arc<str>, Callee)>>,
@@ -970,6 +976,10 @@ impl Builder<'_> {
             "prim::Loop" => Op::Loop {
                 body: block_at(self, 0)?,
             },
+            "prim::fork" => Op::Fork {
+                body: block_at(self, 0)?,
+            },
+            "aten::wait" => Op::Wait,
             "prim::CallMethod" => Op::CallMethod {
                 name: str_attr("name")
                     .ok_or_else(|| plan_error(fname, "prim::CallMethod without a name"))?,
