@@ -28,9 +28,12 @@ impl Emitter<'_> {
             None => return Err(self.err(span, "a forked function has an empty body")),
         };
         let source = self.b.source.clone();
-        let node = self
-            .b
-            .insert("prim::fork", None, vec![], vec![Type::Future(Box::new(Type::Any))]);
+        let node = self.b.insert(
+            "prim::fork",
+            None,
+            vec![],
+            vec![Type::Future(Box::new(Type::Any))],
+        );
         let saved = self.b.block;
         let body = self.b.graph.add_block(node);
         self.b.block = body;
@@ -45,6 +48,7 @@ impl Emitter<'_> {
         self.b.graph.block_mut(body).returns = vec![result];
         let captured = self.b.graph.lift_captures(body);
         self.b.graph.node_mut(node).inputs = captured;
+        self.b.graph.number_lifted_subgraph(body);
         let out = self.b.graph.node(node).outputs[0];
         let ty = Type::Future(Box::new(self.b.ty(result).clone()));
         self.b.graph.value_mut(out).ty = ty;

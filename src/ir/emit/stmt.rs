@@ -154,7 +154,8 @@ impl Emitter<'_> {
                     ));
                 }
                 if let Some(f) = self.frames.last_mut() {
-                    f.closures.insert(def.name.name.clone(), std::sync::Arc::new((**def).clone()));
+                    f.closures
+                        .insert(def.name.name.clone(), std::sync::Arc::new((**def).clone()));
                 }
             }
         }

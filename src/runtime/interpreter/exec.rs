@@ -286,10 +286,12 @@ impl Frame<'_> {
                 }
                 // the forked function's error is the future's, raised by `wait` (PyTorch's
                 // interpreter sets it on the future, not at the fork)
-                let result = self.run_instrs(body).and_then(|()| match body.returns.first() {
-                    Some(&o) => Ok(self.read(o)),
-                    None => Err(rt("prim::fork subgraph without a result")),
-                });
+                let result = self
+                    .run_instrs(body)
+                    .and_then(|()| match body.returns.first() {
+                        Some(&o) => Ok(self.read(o)),
+                        None => Err(rt("prim::fork subgraph without a result")),
+                    });
                 let future = IValue::Future(Arc::new(FutureValue::completed(result)));
                 self.set_outputs(instr, future)
             }

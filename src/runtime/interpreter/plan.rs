@@ -239,7 +239,7 @@ impl Plan {
                         then_block,
                         else_block,
                     } => blocks.extend([then_block, else_block]),
-                    Op::Loop { body } => blocks.push(body),
+                    Op::Loop { body } | Op::Fork { body } => blocks.push(body),
                     _ => {}
                 }
                 f(instr);
