@@ -597,7 +597,8 @@ impl Graph {
         self.block(block).returns.iter().for_each(|&v| note(v));
         for &outer in &captured {
             let ty = self.value(outer).ty.clone();
-            let param = self.add_param(block, ty, None);
+            // numbered with the subgraph (`number_lifted_subgraph`), not the graph
+            let param = self.add_param_deferred(block, ty);
             for &n in &inner_nodes {
                 for i in &mut self.node_mut(n).inputs {
                     if *i == outer {

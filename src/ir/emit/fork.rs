@@ -45,6 +45,10 @@ impl Emitter<'_> {
         self.b.block = saved;
         self.b.source = source;
         let result = result?;
+        // PyTorch's `prim::Closure` and `prim::forkClosure` take three numbers of the graph
+        // per fork (observed), tsrun's `prim::fork` output one
+        self.b.graph.transient_value(None);
+        self.b.graph.transient_value(None);
         self.b.graph.block_mut(body).returns = vec![result];
         let captured = self.b.graph.lift_captures(body);
         self.b.graph.node_mut(node).inputs = captured;
