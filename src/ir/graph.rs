@@ -417,27 +417,41 @@ impl Graph {
     /// that order on an empty name table. Values no longer in the graph lose their names.
     pub fn renumber_as_copy(&mut self) {
         let mut order = self.inputs().to_vec();
-        fn visit(g: &Graph, block: BlockId, order: &mut Vec<ValueId>) {
+        let mut forks = Vec::new();
+        fn visit(g: &Graph, block: BlockId, order: &mut Vec<ValueId>, forks: &mut Vec<BlockId>) {
             for &n in &g.block(block).nodes {
                 order.extend(g.node(n).outputs.iter().copied());
+                // a fork's block is a subgraph, a graph of its own in PyTorch
+                if g.node(n).kind == "prim::fork" {
+                    forks.extend(g.node(n).blocks.iter().copied());
+                    continue;
+                }
                 for &b in &g.node(n).blocks {
                     order.extend(g.block(b).params.iter().copied());
-                    visit(g, b, order);
+                    visit(g, b, order, forks);
                 }
             }
         }
-        visit(self, self.root, &mut order);
-        let names: Vec<Option<String>> = self
-            .values
-            .iter_mut()
-            .map(|v| v.debug_name.take())
-            .collect();
+        visit(self, self.root, &mut order, &mut forks);
+        let in_main: std::collections::HashSet<ValueId> = order.iter().copied().collect();
+        let mut names: Vec<Option<String>> = Vec::with_capacity(self.values.len());
+        for (i, v) in self.values.iter_mut().enumerate() {
+            // subgraph values keep their names: they live in the subgraph's name table
+            if in_main.contains(&ValueId(i as u32)) {
+                names.push(v.debug_name.take());
+            } else {
+                names.push(None);
+            }
+        }
         self.naming = Naming::default();
         for v in order {
             self.assign_unique(v);
             if let Some(name) = &names[v.0 as usize] {
                 self.set_debug_name(v, name);
             }
+        }
+        for b in forks {
+            self.number_subgraph_as_copy(b);
         }
     }
 
@@ -559,6 +573,130 @@ impl Graph {
         }
     }
 
+    /// Turn the values `block` (a subgraph body, as `prim::fork`'s) reads from outside it into
+    /// parameters of the block, in first-use order, and return those outer values: they become
+    /// the owning node's inputs, as PyTorch's lowering of a closure's captures.
+    pub fn lift_captures(&mut self, block: BlockId) -> Vec<ValueId> {
+        let mut inner_nodes = Vec::new();
+        self.walk(block, &mut |n| inner_nodes.push(n));
+        let mut inner_blocks = vec![block];
+        for &n in &inner_nodes {
+            inner_blocks.extend(self.node(n).blocks.iter().copied());
+        }
+        let mut defined = std::collections::HashSet::new();
+        for &b in &inner_blocks {
+            defined.extend(self.block(b).params.iter().copied());
+        }
+        for &n in &inner_nodes {
+            defined.extend(self.node(n).outputs.iter().copied());
+        }
+        let mut captured: Vec<ValueId> = Vec::new();
+        let mut note = |v: ValueId| {
+            if !defined.contains(&v) && !captured.contains(&v) {
+                captured.push(v);
+            }
+        };
+        for &n in &inner_nodes {
+            self.node(n).inputs.iter().for_each(|&v| note(v));
+            // a nested block's returns are read where its node runs
+            for &b in &self.node(n).blocks {
+                self.block(b).returns.iter().for_each(|&v| note(v));
+            }
+        }
+        self.block(block).returns.iter().for_each(|&v| note(v));
+        for &outer in &captured {
+            let ty = self.value(outer).ty.clone();
+            // numbered with the subgraph (`number_lifted_subgraph`), not the graph
+            let param = self.add_param_deferred(block, ty);
+            for &n in &inner_nodes {
+                for i in &mut self.node_mut(n).inputs {
+                    if *i == outer {
+                        *i = param;
+                    }
+                }
+            }
+            for &b in &inner_blocks {
+                for r in &mut self.block_mut(b).returns {
+                    if *r == outer {
+                        *r = param;
+                    }
+                }
+            }
+        }
+        captured
+    }
+
+    /// Values of a fork's subgraph `block` in `Graph::copy` order (node outputs, then nested
+    /// blocks' parameters and nodes), each with the captured parameters a node reads first.
+    fn subgraph_copy_order(&self, block: BlockId) -> Vec<(Vec<ValueId>, Vec<ValueId>)> {
+        fn visit(
+            g: &Graph,
+            params: &[ValueId],
+            b: BlockId,
+            out: &mut Vec<(Vec<ValueId>, Vec<ValueId>)>,
+        ) {
+            let captured = |vs: &[ValueId]| -> Vec<ValueId> {
+                vs.iter().copied().filter(|v| params.contains(v)).collect()
+            };
+            for &n in &g.block(b).nodes {
+                let node = g.node(n);
+                out.push((captured(&node.inputs), node.outputs.clone()));
+                if node.kind == "prim::fork" {
+                    continue;
+                }
+                for &nb in &node.blocks {
+                    out.push((Vec::new(), g.block(nb).params.clone()));
+                    visit(g, params, nb, out);
+                    out.push((captured(&g.block(nb).returns), Vec::new()));
+                }
+            }
+        }
+        let params = self.block(block).params.clone();
+        let mut out = Vec::new();
+        visit(self, &params, block, &mut out);
+        out.push((
+            self.block(block)
+                .returns
+                .iter()
+                .copied()
+                .filter(|v| params.contains(v))
+                .collect(),
+            Vec::new(),
+        ));
+        out
+    }
+
+    /// Number a fork's subgraph as PyTorch's closure lifting leaves it (`liftClosure`, then
+    /// `inlineForkedClosures`): 0 is the context input, each captured value takes the next
+    /// number where the copy first reads it, the body's values theirs in copy order, and the
+    /// subgraph's inputs, added last, the numbers after.
+    pub fn number_lifted_subgraph(&mut self, block: BlockId) {
+        let mut next = 1;
+        let mut seen = std::collections::HashSet::new();
+        for (reads, defs) in self.subgraph_copy_order(block) {
+            next += reads.iter().filter(|&&v| seen.insert(v)).count();
+            for v in defs {
+                self.values[v.0 as usize].unique = next;
+                next += 1;
+            }
+        }
+        for v in self.block(block).params.clone() {
+            self.values[v.0 as usize].unique = next;
+            next += 1;
+        }
+    }
+
+    /// Number a fork's subgraph as `Graph::copy` does: inputs, then values in copy order.
+    fn number_subgraph_as_copy(&mut self, block: BlockId) {
+        let mut order = self.block(block).params.clone();
+        for (_, defs) in self.subgraph_copy_order(block) {
+            order.extend(defs);
+        }
+        for (k, v) in order.into_iter().enumerate() {
+            self.values[v.0 as usize].unique = k;
+        }
+    }
+
     /// Nodes of `block` and, recursively, of its nested blocks, in program order.
     pub fn walk(&self, block: BlockId, f: &mut dyn FnMut(NodeId)) {
         for &n in &self.block(block).nodes {
@@ -620,6 +758,6 @@ pub fn constant_type(value: &IValue) -> Type {
         IValue::Storage(_) => Type::Storage,
         IValue::Generator(_) => Type::Generator,
         IValue::Await(v) => Type::Await(Box::new(constant_type(v))),
-        IValue::Uninitialized => Type::Any,
+        IValue::Uninitialized | IValue::Future(_) => Type::Any,
     }
 }

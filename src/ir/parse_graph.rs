@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::graph::{Attr, BlockId, Graph, ValueId};
+use super::graph::{Attr, BlockId, Graph, NodeId, ValueId};
 use crate::frontend::source::{Source, SourceRange};
 use crate::tensor::Tensor;
 use crate::values::ivalue::{Device, List, Tuple};
@@ -34,6 +34,8 @@ pub fn parse_graph(text: &str) -> PResult<Graph> {
         g: Graph::new(),
         values: HashMap::new(),
         sources: HashMap::new(),
+        forks: Vec::new(),
+        subgraph_depth: 0,
     };
     p.graph()?;
     Ok(p.g)
@@ -46,6 +48,11 @@ struct IrParser<'a> {
     g: Graph,
     values: HashMap<String, ValueId>,
     sources: HashMap<(String, usize), Arc<Source>>,
+    /// The `prim::fork_N` nodes of the (sub)graph being parsed, whose `with prim::fork_N =
+    /// graph(...)` subgraphs follow its return.
+    forks: Vec<NodeId>,
+    /// How deep in fork subgraphs the parser is (their names are a table of their own).
+    subgraph_depth: usize,
 }
 
 impl IrParser<'_> {
@@ -145,6 +152,10 @@ impl IrParser<'_> {
     fn define(&mut self, name: String, v: ValueId) {
         match name.parse::<usize>() {
             Ok(unique) => self.g.set_unique(v, unique),
+            // a subgraph's names are its own: they may repeat the graph's
+            Err(_) if self.subgraph_depth > 0 => {
+                self.g.value_mut(v).debug_name = Some(name.clone())
+            }
             Err(_) => self.g.set_debug_name(v, &name),
         }
         self.values.insert(name, v);
@@ -193,15 +204,50 @@ impl IrParser<'_> {
             self.define(name, v);
         }
         let root = self.g.root;
-        self.nodes(root, "return")?;
+        self.body(root)?;
+        self.skip_ws();
+        if self.i != self.s.len() {
+            return self.err("trailing text after `return`");
+        }
+        Ok(())
+    }
+
+    /// The nodes and return of a (sub)graph, then the subgraphs of its `prim::fork_N` nodes.
+    fn body(&mut self, block: BlockId) -> PResult<()> {
+        let outer_forks = std::mem::take(&mut self.forks);
+        self.nodes(block, "return")?;
         self.expect("return")?;
         self.expect("(")?;
         let outs = self.value_uses(")")?;
         self.expect(")")?;
-        self.g.block_mut(root).returns = outs;
-        self.skip_ws();
-        if self.i != self.s.len() {
-            return self.err("trailing text after `return`");
+        self.g.block_mut(block).returns = outs;
+        let forks = std::mem::replace(&mut self.forks, outer_forks);
+        for (k, fork) in forks.into_iter().enumerate() {
+            self.skip_ws();
+            self.expect("with")?;
+            let kind = self.word(b":.");
+            if kind != format!("prim::fork_{k}") {
+                return self.err(format!(
+                    "expected the subgraph of prim::fork_{k}, found `{kind}`"
+                ));
+            }
+            self.expect("=")?;
+            self.expect("graph")?;
+            self.expect("(")?;
+            let params = self.typed_defs(")")?;
+            self.expect(")")?;
+            self.expect(":")?;
+            let outer_values = std::mem::take(&mut self.values);
+            self.subgraph_depth += 1;
+            let b = self.g.add_block(fork);
+            for (name, ty) in params {
+                let v = self.g.add_param(b, ty, None);
+                self.define(name, v);
+            }
+            let r = self.body(b);
+            self.subgraph_depth -= 1;
+            self.values = outer_values;
+            r?;
         }
         Ok(())
     }
@@ -245,7 +291,19 @@ impl IrParser<'_> {
         let inputs = self.value_uses(")")?;
         self.expect(")")?;
         let types: Vec<Type> = outputs.iter().map(|(_, t)| t.clone()).collect();
+        // `prim::fork_N`: the fork whose subgraph follows the graph as `with prim::fork_N`
+        let is_fork = kind
+            .strip_prefix("prim::fork_")
+            .is_some_and(|k| k.parse::<usize>() == Ok(self.forks.len()));
+        let kind = if is_fork {
+            "prim::fork".to_string()
+        } else {
+            kind
+        };
         let n = self.g.create_node(kind, inputs, types);
+        if is_fork {
+            self.forks.push(n);
+        }
         // Bool constants print as ints and devices as strings; keep their real values.
         if let (Some((_, ty)), true) = (outputs.first(), self.g.node(n).kind == "prim::Constant") {
             for (name, a) in attrs.iter_mut() {
@@ -394,6 +452,13 @@ impl IrParser<'_> {
                     Type::dict(a.remove(0), v)
                 }
                 "Union" => Type::Union(args(self)?),
+                // `str(graph)` spells a future `Future[T]`
+                "Future" if self.peek() == Some(b'[') => {
+                    self.expect("[")?;
+                    let inner = self.ty()?;
+                    self.expect("]")?;
+                    Type::Future(Box::new(inner))
+                }
                 "Future" | "Await" | "RRef" => {
                     let mut a = args(self)?;
                     if a.len() != 1 {

@@ -46,23 +46,65 @@ pub fn print_graph(g: &Graph, opts: PrintOptions) -> String {
     let names: Vec<String> = (0..g.values.len())
         .map(|i| value_name(g, ValueId(i as u32)))
         .collect();
-    let p = GraphPrinter { g, names: &names };
     let mut out = String::new();
+    print_body(g, &names, g.inputs(), g.root, opts, &mut out);
+    out
+}
+
+/// `graph(inputs):`, the nodes of `root` and its return, then the subgraphs of the `prim::fork`
+/// nodes printed as `prim::fork_N` (`with prim::fork_N = graph(...)`, as `Graph::print`).
+fn print_body(
+    g: &Graph,
+    names: &[String],
+    inputs: &[ValueId],
+    root: BlockId,
+    opts: PrintOptions,
+    out: &mut String,
+) {
+    let p = GraphPrinter {
+        g,
+        names,
+        forks: std::cell::RefCell::new(Vec::new()),
+    };
     out.push_str("graph(");
-    out.push_str(&p.typed_values(g.inputs(), ",\n      "));
+    out.push_str(&p.typed_values(inputs, ",\n      "));
     out.push_str("):\n");
-    for &n in &g.block(g.root).nodes {
-        p.node(n, 1, opts, &mut out);
+    for &n in &g.block(root).nodes {
+        p.node(n, 1, opts, out);
     }
     out.push_str("  return (");
-    out.push_str(&p.plain_values(g.outputs()));
+    out.push_str(&p.plain_values(&g.block(root).returns));
     out.push_str(")\n");
-    out
+    for (i, fork) in p.forks.take().into_iter().enumerate() {
+        let Some(&body) = g.node(fork).blocks.first() else {
+            continue;
+        };
+        let _ = write!(out, "with {}_{i} = ", g.node(fork).kind);
+        let sub_names = subgraph_names(g, names, fork, body);
+        print_body(g, &sub_names, &g.block(body).params, body, opts, out);
+    }
+}
+
+/// Names of the values of a fork's subgraph, a graph of its own in PyTorch: its parameters
+/// take the names of the captured values (the subgraph's numbering is set where it is made).
+fn subgraph_names(g: &Graph, names: &[String], fork: NodeId, body: BlockId) -> Vec<String> {
+    let mut sub = names.to_vec();
+    let captured = &g.node(fork).inputs;
+    for (k, &param) in g.block(body).params.iter().enumerate() {
+        let outer = captured.get(k).and_then(|&c| g.value(c).debug_name.clone());
+        let own = g.value(param).debug_name.clone();
+        if let (Some(slot), Some(name)) = (sub.get_mut(param.0 as usize), own.or(outer)) {
+            *slot = name;
+        }
+    }
+    sub
 }
 
 struct GraphPrinter<'a> {
     g: &'a Graph,
     names: &'a [String],
+    /// The `prim::fork` nodes printed so far, whose subgraphs follow the graph.
+    forks: std::cell::RefCell<Vec<NodeId>>,
 }
 
 impl GraphPrinter<'_> {
@@ -137,6 +179,12 @@ impl GraphPrinter<'_> {
         out.push_str(&self.typed_values(&node.outputs, ", "));
         out.push_str(" = ");
         out.push_str(&node.kind);
+        let is_fork = node.kind == "prim::fork";
+        if is_fork {
+            let mut forks = self.forks.borrow_mut();
+            let _ = write!(out, "_{}", forks.len());
+            forks.push(n);
+        }
         let attrs: Vec<&(String, Attr)> = node
             .attrs
             .iter()
@@ -180,6 +228,9 @@ impl GraphPrinter<'_> {
             }
         }
         out.push('\n');
+        if is_fork {
+            return;
+        }
         for (i, &b) in node.blocks.iter().enumerate() {
             self.block(b, i, level + 1, out);
         }
@@ -340,6 +391,7 @@ pub fn ivalue_text(v: &IValue) -> String {
         IValue::Generator(g) => generator_text(g),
         IValue::Await(_) => "<Await>".to_string(),
         IValue::Uninitialized => "<Uninitialized>".to_string(),
+        IValue::Future(_) => "<Future>".to_string(),
     }
 }
 

@@ -484,8 +484,11 @@ impl<'a> CodePrinter<'a> {
             if self.inline.contains(&id) {
                 return Point::Node(id);
             }
-            for b in self.g.node(id).blocks.clone() {
-                self.scan_block(b);
+            // a fork's subgraph is scanned where it prints, as a function body of its own
+            if self.kind(id) != "prim::fork" {
+                for b in self.g.node(id).blocks.clone() {
+                    self.scan_block(b);
+                }
             }
         }
         let mut bp = self.prev_non_constant(n);
@@ -521,6 +524,10 @@ impl<'a> CodePrinter<'a> {
         };
         for &n in &self.g.block(b).nodes {
             visit_inputs(&self.g.node(n).inputs, out);
+            // a fork's subgraph prints its constants at the top of its own body
+            if self.kind(n) == "prim::fork" {
+                continue;
+            }
             for &nb in &self.g.node(n).blocks {
                 self.build_constant_list(nb, out);
             }
@@ -755,7 +762,8 @@ impl<'a> CodePrinter<'a> {
                 self.out.push_str(&line);
                 Ok(())
             }
-            "prim::fork" | "prim::Closure" | "prim::awaitable" => Err(PrintError(format!(
+            "prim::fork" => self.print_fork(n),
+            "prim::Closure" | "prim::awaitable" => Err(PrintError(format!(
                 "{} (a subgraph) cannot be printed yet",
                 node.kind
             ))),
@@ -823,6 +831,26 @@ impl<'a> CodePrinter<'a> {
                 }
             }
         }
+    }
+
+    /// `prim::fork` as PyTorch prints it: the subgraph as a nested `def __forked_function():`
+    /// reading the captured values by their names, then `f = fork(__forked_function)`.
+    fn print_fork(&mut self, n: NodeId) -> PResult<()> {
+        let Some(&body) = self.g.node(n).blocks.first() else {
+            return Err(PrintError("prim::fork without a subgraph".into()));
+        };
+        let name = self.gen_name("__forked_function");
+        self.indent();
+        self.out.push_str(&format!("def {name}():\n"));
+        let inputs = self.g.node(n).inputs.clone();
+        let params = self.g.block(body).params.clone();
+        for (&param, &captured) in params.iter().zip(&inputs) {
+            let text = self.use_of(captured)?;
+            self.expr.insert(param, text);
+        }
+        self.body(body)?;
+        self.output_definition(n, &format!("fork({name})"));
+        Ok(())
     }
 
     fn print_if(&mut self, n: NodeId) -> PResult<()> {
@@ -1288,7 +1316,7 @@ impl<'a> CodePrinter<'a> {
             IValue::Enum(e) => format!("{}.{}", e.class, e.name),
             IValue::Function(n) => n.to_string(),
             IValue::Generator(g) => crate::ir::printer::generator_text(g),
-            IValue::Storage(_) | IValue::Await(_) | IValue::Uninitialized => {
+            IValue::Storage(_) | IValue::Await(_) | IValue::Uninitialized | IValue::Future(_) => {
                 format!("CONSTANTS.c{}", self.constant_index(v))
             }
         }

@@ -53,6 +53,46 @@ pub enum IValue {
     Await(Arc<IValue>),
     /// The value of `uninitialized(T)`: never read on a valid path.
     Uninitialized,
+    /// A `Future[T]` made by `fork`, already completed (tsrun runs a forked function at the
+    /// fork, the schedule PyTorch's interpreter also starts with).
+    Future(Arc<FutureValue>),
+}
+
+/// The outcome of a forked function: its value, or the error `wait` raises.
+pub struct FutureValue {
+    value: Result<IValue, String>,
+    /// The original error, handed to the first `wait` (later waits get its message).
+    error: parking_lot::Mutex<Option<crate::Error>>,
+}
+
+impl FutureValue {
+    /// A future completed with `result`.
+    pub fn completed(result: crate::Result<IValue>) -> FutureValue {
+        match result {
+            Ok(v) => FutureValue {
+                value: Ok(v),
+                error: parking_lot::Mutex::new(None),
+            },
+            Err(e) => FutureValue {
+                value: Err(e.to_string()),
+                error: parking_lot::Mutex::new(Some(e)),
+            },
+        }
+    }
+
+    /// `torch.jit.wait`: the value, or the forked function's error.
+    pub fn wait(&self) -> crate::Result<IValue> {
+        match &self.value {
+            Ok(v) => Ok(v.clone()),
+            Err(message) => Err(self.error.lock().take().unwrap_or_else(|| {
+                crate::error::RuntimeError::Exception {
+                    kind: "builtins.RuntimeError".into(),
+                    message: message.clone(),
+                }
+                .into()
+            })),
+        }
+    }
 }
 
 impl IValue {
@@ -77,6 +117,7 @@ impl IValue {
             IValue::Generator(_) => "Generator",
             IValue::Await(_) => "Await",
             IValue::Uninitialized => "uninitialized",
+            IValue::Future(_) => "Future",
         }
     }
 
@@ -657,6 +698,7 @@ impl fmt::Debug for IValue {
             IValue::Generator(g) => write!(f, "<Generator seed={}>", g.lock().seed()),
             IValue::Await(v) => write!(f, "<Await {v:?}>"),
             IValue::Uninitialized => f.write_str("<uninitialized>"),
+            IValue::Future(_) => f.write_str("<Future>"),
         }
     }
 }
@@ -701,6 +743,7 @@ pub fn matches_type(v: &IValue, t: &Type) -> bool {
         (Type::Class(c), IValue::Tuple(tu)) => tu.class() == Some(c),
         (Type::Class(c), IValue::Enum(e)) => &e.class == c,
         (Type::Function(_), IValue::Function(_)) => true,
+        (Type::Future(_), IValue::Future(_)) => true,
         _ => false,
     }
 }

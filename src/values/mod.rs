@@ -11,7 +11,8 @@ pub mod types;
 pub use format::python_str;
 pub use generator::{Generator, SharedGenerator};
 pub use ivalue::{
-    matches_type, Device, DeviceKind, Dict, DictKey, EnumValue, IValue, List, Object, Tuple,
+    matches_type, Device, DeviceKind, Dict, DictKey, EnumValue, FutureValue, IValue, List, Object,
+    Tuple,
 };
 pub use ivalue_convert::TorchType;
 pub use types::Type;

@@ -136,7 +136,8 @@ impl fmt::Display for Type {
                 }
                 f.write_str(")")
             }
-            Type::Future(t) => write!(f, "Future({t})"),
+            // `str(graph)` spells futures with brackets
+            Type::Future(t) => write!(f, "Future[{t}]"),
             Type::Await(t) => write!(f, "Await({t})"),
             Type::RRef(t) => write!(f, "RRef({t})"),
             Type::Class(n) => f.write_str(n),

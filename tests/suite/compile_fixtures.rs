@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tsrun::internals::frontend;
+use tsrun::internals::ir::graph::BlockId;
 use tsrun::internals::ir::unit::CompilationUnit;
 use tsrun::internals::ir::{CompileError, Graph};
 use tsrun::internals::runtime::Module;
@@ -184,9 +185,32 @@ fn printed_kinds(text: &str) -> Vec<String> {
     kinds
 }
 
+/// Node kinds in `str(graph)` order: a `prim::fork` prints as `prim::fork_N`, its subgraph's
+/// nodes after the graph's.
 fn graph_kinds(g: &Graph) -> Vec<String> {
+    fn block_kinds(g: &Graph, b: BlockId, kinds: &mut Vec<String>, forks: &mut Vec<BlockId>) {
+        for &n in &g.block(b).nodes {
+            let node = g.node(n);
+            if node.kind == "prim::fork" {
+                kinds.push(format!("prim::fork_{}", forks.len()));
+                forks.extend(node.blocks.first().copied());
+                continue;
+            }
+            kinds.push(node.kind.clone());
+            for &nb in &node.blocks {
+                block_kinds(g, nb, kinds, forks);
+            }
+        }
+    }
+    fn subgraph_kinds(g: &Graph, root: BlockId, kinds: &mut Vec<String>) {
+        let mut forks = Vec::new();
+        block_kinds(g, root, kinds, &mut forks);
+        for f in forks {
+            subgraph_kinds(g, f, kinds);
+        }
+    }
     let mut kinds = Vec::new();
-    g.walk(g.root, &mut |n| kinds.push(g.node(n).kind.clone()));
+    subgraph_kinds(g, g.root, &mut kinds);
     kinds
 }
 

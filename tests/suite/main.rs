@@ -24,6 +24,7 @@ mod custom_op;
 mod deep_drift;
 mod depthwise;
 mod elementwise_fusion;
+mod fork;
 mod frontend_parse;
 mod gemm_kernels;
 mod golden_cases;

@@ -573,6 +573,15 @@ impl Emitter<'_> {
         span: ast::Span,
         hint: Option<&Type>,
     ) -> Result<ValueId, CompileError> {
+        if let (ExprKind::Name(f), [arg]) = (&func.kind, args) {
+            if let ExprKind::Name(name) = &arg.kind {
+                if f == "fork" && kwargs.is_empty() && self.lookup(f).is_none() {
+                    if let Some(def) = self.lookup_closure(name) {
+                        return self.emit_fork_closure(&def, span);
+                    }
+                }
+            }
+        }
         let callee = self.emit_sugared(func, None)?;
         match callee {
             Sugared::Global(name) => self.call_global(&name, args, kwargs, span, hint),

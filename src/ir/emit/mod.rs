@@ -7,6 +7,7 @@
 
 pub mod builder;
 mod expr;
+mod fork;
 pub mod matching;
 mod stmt;
 
@@ -260,6 +261,8 @@ struct Frame {
     /// Names bound to a global that is not a value (`_0 = __torch__.m.f`, a function or
     /// class): calls through them resolve like calls of the global itself.
     aliases: IndexMap<String, String>,
+    /// Nested `def`s (closures) not yet forked, by name.
+    closures: HashMap<String, Arc<ast::FunctionDef>>,
 }
 
 struct Emitter<'a> {
@@ -382,6 +385,14 @@ impl Emitter<'_> {
             .iter()
             .rev()
             .find_map(|f| f.aliases.get(name).cloned())
+    }
+
+    /// The closure a name is bound to by a nested `def`.
+    fn lookup_closure(&self, name: &str) -> Option<Arc<ast::FunctionDef>> {
+        self.frames
+            .iter()
+            .rev()
+            .find_map(|f| f.closures.get(name).cloned())
     }
 
     fn push_frame(&mut self) {

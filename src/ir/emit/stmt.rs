@@ -144,8 +144,19 @@ impl Emitter<'_> {
             StmtKind::Break | StmtKind::Continue => {
                 return Err(self.err(s.span, "`break`/`continue` are not supported"))
             }
-            StmtKind::FunctionDef(_) => {
-                return Err(self.err(s.span, "nested function definitions are not supported"))
+            // a closure (PyTorch's `emitClosure`): archives hold them only as the function a
+            // following `fork(name)` runs, emitted there as the `prim::fork` subgraph
+            StmtKind::FunctionDef(def) => {
+                if !def.params.is_empty() {
+                    return Err(self.err(
+                        s.span,
+                        "nested function definitions with parameters are not supported",
+                    ));
+                }
+                if let Some(f) = self.frames.last_mut() {
+                    f.closures
+                        .insert(def.name.name.clone(), std::sync::Arc::new((**def).clone()));
+                }
             }
         }
         Ok(())

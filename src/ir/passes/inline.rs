@@ -91,9 +91,12 @@ fn inline_block(
             i += callee.block(callee.root).nodes.len();
             continue;
         }
+        // a fork's subgraph is a graph of its own: PyTorch's `Inline` leaves its calls
         let blocks = graph.node(n).blocks.clone();
-        for b in blocks {
-            inline_block(graph, b, callees, budget)?;
+        if kind != "prim::fork" {
+            for b in blocks {
+                inline_block(graph, b, callees, budget)?;
+            }
         }
         i += 1;
     }

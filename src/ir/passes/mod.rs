@@ -34,6 +34,8 @@ const EFFECTFUL_KINDS: &[&str] = &[
     "prim::CallFunction",
     "prim::Enter",
     "prim::Exit",
+    // a forked task runs whether or not its future is waited for
+    "prim::fork",
     "prim::AddStatValue",
     "prim::TimePoint",
     "prim::Store",
@@ -306,8 +308,9 @@ fn constant_key(graph: &Graph, node: NodeId) -> Option<String> {
 
 /// Deduplicate constants and hoist every constant to the start of the graph, as PyTorch's
 /// `ConstantPooling` does (each newly seen constant is moved before the current first node).
+/// A fork's subgraph is a graph of its own, with its own pool at its start.
 pub fn pool_constants(graph: &mut Graph) {
-    let mut seen: std::collections::HashMap<String, ValueId> = Default::default();
+    let mut seen: std::collections::HashMap<(BlockId, String), ValueId> = Default::default();
     let mut order = Vec::new();
     graph.walk(graph.root, &mut |n| order.push(n));
     let mut written: HashSet<ValueId> = HashSet::new();
@@ -331,18 +334,30 @@ pub fn pool_constants(graph: &mut Graph) {
         // constants without a pooling key (objects) are hoisted but never merged, nor are
         // tensors some operator may write to (AliasDb's `safeToChangeAliasingRelationship`)
         let writable = graph.value(out).ty == Type::Tensor && written.contains(&out);
+        let root = subgraph_root(graph, n);
         if let Some(key) = constant_key(graph, n).filter(|_| !writable) {
-            if let Some(&existing) = seen.get(&key) {
+            if let Some(&existing) = seen.get(&(root, key.clone())) {
                 graph.replace_all_uses(out, existing);
                 graph.remove_node(n);
                 continue;
             }
-            seen.insert(key, out);
+            seen.insert((root, key), out);
         }
         graph.detach_node(n);
-        let root = graph.root;
         graph.insert_at(root, 0, n);
     }
+}
+
+/// The root block of the (sub)graph `node` is in: the graph's, or its `prim::fork`'s block.
+pub fn subgraph_root(graph: &Graph, node: NodeId) -> BlockId {
+    let mut block = graph.node(node).owner;
+    while let Some(owner) = graph.block(block).owner {
+        if graph.node(owner).kind == "prim::fork" {
+            return block;
+        }
+        block = graph.node(owner).owner;
+    }
+    graph.root
 }
 
 /// Insert a `prim::Constant` holding `value` (typed `ty`) just before node `before`, as

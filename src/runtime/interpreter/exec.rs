@@ -10,7 +10,7 @@ use crate::ops::{Args, OpContext};
 use crate::tensor::budget::LimitExceeded;
 pub use crate::values::matches_type;
 use crate::values::python_str;
-use crate::values::{Dict, IValue, List, Object, Tuple};
+use crate::values::{Dict, FutureValue, IValue, List, Object, Tuple};
 use crate::Error;
 use parking_lot::RwLock;
 use smallvec::SmallVec;
@@ -161,6 +161,7 @@ impl Frame<'_> {
                     // errors inside nested blocks (and fused operators) already carry this frame
                     Op::If { .. }
                     | Op::Loop { .. }
+                    | Op::Wait
                     | Op::ElementwiseChain { .. }
                     | Op::ModuleChain(_) => e,
                     _ => with_frame(e, &self.plan.name, instr.source.as_ref(), instr.op_name()),
@@ -281,6 +282,35 @@ impl Frame<'_> {
                 }
                 Ok(())
             }
+            Op::Fork { body } => {
+                let args = self.inputs(instr);
+                if args.len() != body.params.len() {
+                    return Err(rt("prim::fork inputs do not match its subgraph"));
+                }
+                for (&r, v) in body.params.iter().zip(args) {
+                    self.regs[r as usize] = v;
+                }
+                // the forked function's error is the future's, raised by `wait` (PyTorch's
+                // interpreter sets it on the future, not at the fork)
+                let result = self
+                    .run_instrs(body)
+                    .and_then(|()| match body.returns.first() {
+                        Some(&o) => Ok(self.read(o)),
+                        None => Err(rt("prim::fork subgraph without a result")),
+                    });
+                let future = IValue::Future(Arc::new(FutureValue::completed(result)));
+                self.set_outputs(instr, future)
+            }
+            Op::Wait => match self.inputs(instr).into_iter().next() {
+                Some(IValue::Future(f)) => {
+                    let v = f.wait()?;
+                    self.set_outputs(instr, v)
+                }
+                other => Err(rt(format!(
+                    "aten::wait needs a Future, got {}",
+                    other.map(|v| v.kind_name()).unwrap_or("nothing")
+                ))),
+            },
             Op::Loop { body } => self.run_loop(instr, body).map_err(|e| match e {
                 Error::Runtime(RuntimeError::Traceback { .. }) => e,
                 e => with_frame(e, &self.plan.name, instr.source.as_ref(), None),

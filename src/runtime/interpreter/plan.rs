@@ -92,6 +92,12 @@ pub(crate) enum Op {
     Loop {
         body: Block,
     },
+    /// `prim::fork`: runs `body` (its parameters bound to the inputs) to a completed future.
+    Fork {
+        body: Block,
+    },
+    /// `aten::wait`: the future's value, or the forked function's error.
+    Wait,
     CallMethod {
         name: Arc<str>,
         cache: RwLock<Option<(Arc<str>, Callee)>>,
@@ -235,7 +241,7 @@ impl Plan {
                         then_block,
                         else_block,
                     } => blocks.extend([then_block, else_block]),
-                    Op::Loop { body } => blocks.push(body),
+                    Op::Loop { body } | Op::Fork { body } => blocks.push(body),
                     _ => {}
                 }
                 f(instr);
@@ -972,6 +978,10 @@ impl Builder<'_> {
             "prim::Loop" => Op::Loop {
                 body: block_at(self, 0)?,
             },
+            "prim::fork" => Op::Fork {
+                body: block_at(self, 0)?,
+            },
+            "aten::wait" => Op::Wait,
             "prim::CallMethod" => Op::CallMethod {
                 name: str_attr("name")
                     .ok_or_else(|| plan_error(fname, "prim::CallMethod without a name"))?,
