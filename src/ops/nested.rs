@@ -5,7 +5,7 @@
 //! `tensor/nested.rs`; every kernel not listed here refuses a nested argument (`Args::tensor`)
 //! with the dispatcher's `NestedTensorCPU` message. The transformer fast path
 //! (`_transformer_encoder_layer_fwd`, `_native_multi_head_attention` on a nested input) maps
-//! its dense kernel over the components with [`map_components`].
+//! its dense kernel over the components with `map_components`.
 
 use super::activation::softmax_op;
 use super::kernels::{index_err, shape_err, unsupported, value_err};
