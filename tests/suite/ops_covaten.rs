@@ -5,7 +5,7 @@
 //! `retain_grad`), written
 //! by fixtures/gen_ops_covaten.py.
 
-use crate::common::{self, compare, decode, fixtures_dir, Arrays};
+use crate::common::{self, compare, decode, decode_all, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::fs::File;
 use tsrun::internals::ops::grad_mode;
@@ -50,12 +50,7 @@ fn ops_with_arguments_requiring_grad() {
     for (i, case) in cases.iter().enumerate() {
         let op = case["op"].as_str().expect("op");
         let kernel = Registry::global().lookup(op, "").expect("kernel");
-        let mut args: Vec<IValue> = case["args"]
-            .as_array()
-            .expect("args")
-            .iter()
-            .map(|a| decode(a, &mut arrays))
-            .collect();
+        let mut args: Vec<IValue> = decode_all(&case["args"], &mut arrays);
         for j in case["requires_grad"].as_array().expect("requires_grad") {
             if let Some(IValue::Tensor(t)) = args.get_mut(j.as_u64().expect("index") as usize) {
                 t.set_requires_grad(true);

@@ -3,7 +3,7 @@
 //! synthesized golden per registered overload, fixtures/gen_ops_coverage.py) matches PyTorch,
 //! including the tensors in-place and out= overloads must write.
 
-use crate::common::{compare, decode, fixtures_dir, Arrays};
+use crate::common::{compare, decode, decode_all, fixtures_dir, Arrays};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -211,12 +211,7 @@ fn run_coverage_cases(family: &str, op_name: impl Fn(&str) -> String) -> (usize,
             failures.push(format!("case {i} {name}: no kernel"));
             continue;
         };
-        let mut args: Vec<IValue> = case["args"]
-            .as_array()
-            .expect("args")
-            .iter()
-            .map(|a| decode(a, &mut arrays))
-            .collect();
+        let mut args: Vec<IValue> = decode_all(&case["args"], &mut arrays);
         let (rtol, atol) = (
             case["rtol"].as_f64().unwrap_or(1e-4),
             case["atol"].as_f64().unwrap_or(1e-5),

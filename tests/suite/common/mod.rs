@@ -644,12 +644,7 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
             failures.push(format!("case {i} {name}: no kernel"));
             continue;
         };
-        let mut args: Vec<IValue> = case["args"]
-            .as_array()
-            .expect("args")
-            .iter()
-            .map(|a| decode(a, &mut arrays))
-            .collect();
+        let mut args: Vec<IValue> = decode_all(&case["args"], &mut arrays);
         // the caller's handles: tensors, lists and dicts the kernel writes are shared with them
         let before = args.clone();
         let result = kernel(&mut Args::new(&name, &mut args, &ctx));
