@@ -7,7 +7,7 @@ pub use crate::ir::CompileError;
 pub use crate::pickle::PickleError;
 pub use crate::tensor::budget::LimitExceeded;
 use crate::tensor::AllocError;
-pub use crate::tensor::TensorError;
+pub use crate::tensor::{RankRequirement, TensorError};
 
 /// Every error tsrun returns.
 #[derive(Debug, thiserror::Error)]
@@ -245,6 +245,7 @@ impl Error {
             Error::Golden(_) => ErrorKind::Load,
             Error::Parse(_) | Error::Compile(_) => ErrorKind::Compile,
             Error::UnknownOp(_) | Error::UnsupportedOps { .. } => ErrorKind::Unsupported,
+            Error::Tensor(TensorError::UnsupportedFeature { .. }) => ErrorKind::Unsupported,
             Error::Tensor(_) | Error::Runtime(_) | Error::BadArgument { .. } => ErrorKind::Run,
             Error::Limit(_) => ErrorKind::Limit,
             Error::Cancelled => ErrorKind::Cancelled,

@@ -4,7 +4,7 @@
 //! generator in ATen's order (one element after another, row-major) with ATen's mix of float
 //! and double arithmetic, so seeded draws match PyTorch's.
 
-use super::kernels::{unsupported, value_err};
+use super::kernels::{not_implemented_for, value_err};
 use super::shape::expand_to;
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
@@ -68,10 +68,7 @@ fn check_float_or_double(op: &str, dtype: DType) -> crate::Result<bool> {
     match dtype {
         DType::Float32 => Ok(true),
         DType::Float64 => Ok(false),
-        d => Err(unsupported(format!(
-            "\"{op}\" not implemented for '{}'",
-            d.name()
-        ))),
+        d => Err(not_implemented_for(op, d)),
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::index::Numeric;
 use super::kernels::operand::write_inplace;
-use super::kernels::stl_sort;
+use super::kernels::{not_implemented_for, stl_sort};
 use super::shape::{movedim, reshape, shape_err, value_err, wdim};
 use super::{Args, Registry};
 use crate::tensor::{DType, Scalar, Tensor};
@@ -429,10 +429,7 @@ fn searchsorted(
 
 fn histc(t: &Tensor, bins: i64, min: f64, max: f64) -> R<Tensor> {
     if !t.dtype().is_floating_point() {
-        return Err(value_err(format!(
-            "\"histogram_cpu\" not implemented for '{}'",
-            t.dtype()
-        )));
+        return Err(not_implemented_for("histogram_cpu", t.dtype()));
     }
     if bins <= 0 {
         return Err(value_err("torch.histc(): bins must be > 0"));
@@ -619,10 +616,7 @@ fn isin(a: &mut Args<'_>) -> R<IValue> {
     let invert = a.bool(3)?;
     let dtype = common_dtype(&[&elements, &tests]);
     if dtype.is_complex() {
-        return Err(value_err(format!(
-            "\"isin_default_cpu\" not implemented for '{}'",
-            dtype.name()
-        )));
+        return Err(not_implemented_for("isin_default_cpu", dtype));
     }
     let as_int = !dtype.is_floating_point();
     let (et, tt) = (elements.as_tensor_of(dtype)?, tests.as_tensor_of(dtype)?);

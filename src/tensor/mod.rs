@@ -237,6 +237,92 @@ pub enum TensorError {
         /// The operator, when the refusal knows it.
         op: Option<String>,
     },
+    /// A kernel PyTorch does not instantiate for this dtype, with its dispatcher's message
+    /// (`"add_stub" not implemented for 'Bool'`); the operator is in the traceback's frame.
+    #[error("\"{kernel}\" not implemented for '{}'", dtype.c10_name())]
+    NotImplementedForDType {
+        /// The kernel PyTorch names (`add_stub`, `lt_cpu`).
+        kernel: String,
+        /// The dtype it got.
+        dtype: DType,
+    },
+    /// A tensor argument of a dtype the operator does not take (an integer tensor where a
+    /// floating-point one is needed).
+    #[error("{op}: expected {argument} to be {expected}, but got {got}")]
+    WrongDType {
+        /// The operation.
+        op: String,
+        /// The argument (`input`, `weight`, `index`).
+        argument: String,
+        /// What it must be (`a floating-point tensor`, `int64`).
+        expected: String,
+        /// The dtype given.
+        got: DType,
+    },
+    /// A tensor argument with the wrong number of dimensions.
+    #[error(
+        "shape error: {op}: expected {argument} to be {expected}, but got a {}-D tensor of \
+         shape {shape:?}",
+        shape.len()
+    )]
+    RankMismatch {
+        /// The operation.
+        op: String,
+        /// The argument (`input`, `weight`).
+        argument: String,
+        /// The ranks it may have.
+        expected: RankRequirement,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+    /// A tensor argument whose shape is not the one the operator or its other arguments
+    /// require.
+    #[error("shape error: {op}: expected {argument} of shape {expected:?}, but got {got:?}")]
+    ShapeMismatch {
+        /// The operation.
+        op: String,
+        /// The argument (`weight`, `bias`, `out`).
+        argument: String,
+        /// The shape required.
+        expected: Vec<usize>,
+        /// The shape given.
+        got: Vec<usize>,
+    },
+    /// A count that must equal another: a dimension's size, a list's length, a number of
+    /// channels or of elements.
+    #[error("shape error: {op}: expected {what} to be {expected}, but got {got}")]
+    SizeMismatch {
+        /// The operation.
+        op: String,
+        /// What is counted (`the length of output_size`, `input.size(1)`).
+        what: String,
+        /// The count required.
+        expected: i64,
+        /// The count given.
+        got: i64,
+    },
+    /// An argument value outside what the operator accepts (a negative size, a probability
+    /// above 1, an unknown mode string).
+    #[error("value error: {op}: {argument} {requirement}, but got {value}")]
+    InvalidArgument {
+        /// The operation.
+        op: String,
+        /// The argument (`p`, `size`, `reduction`).
+        argument: String,
+        /// What it must satisfy, as a phrase after the argument's name (`must be in [0, 1]`).
+        requirement: String,
+        /// The value given, as text (`1.5`, `[2, -1]`, `'bogus'`).
+        value: String,
+    },
+    /// A feature of an operator that PyTorch supports and tsrun does not implement (a mode,
+    /// an argument combination, a layout).
+    #[error("unsupported: {op}: {feature} is not supported by tsrun")]
+    UnsupportedFeature {
+        /// The operation.
+        op: String,
+        /// The feature (`padding_mode='circular' on 3-D input`).
+        feature: String,
+    },
     /// An invalid argument value.
     #[error("value error: {0}")]
     Value(String),
@@ -258,6 +344,53 @@ pub enum TensorError {
 }
 
 type TResult<T> = std::result::Result<T, TensorError>;
+
+/// The numbers of dimensions a tensor argument may have ([`TensorError::RankMismatch`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RankRequirement {
+    /// Exactly this many.
+    Exactly(usize),
+    /// One of these (`[3, 4]`: unbatched or batched).
+    OneOf(Vec<usize>),
+    /// At least this many.
+    AtLeast(usize),
+    /// At most this many.
+    AtMost(usize),
+}
+
+impl std::fmt::Display for RankRequirement {
+    /// `2-D`, `3-D or 4-D`, `at least 1-D`, `at most 2-D`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RankRequirement::Exactly(n) => write!(f, "{n}-D"),
+            RankRequirement::OneOf(ns) => {
+                for (i, n) in ns.iter().enumerate() {
+                    let sep = match i {
+                        0 => "",
+                        _ if i + 1 == ns.len() => " or ",
+                        _ => ", ",
+                    };
+                    write!(f, "{sep}{n}-D")?;
+                }
+                Ok(())
+            }
+            RankRequirement::AtLeast(n) => write!(f, "at least {n}-D"),
+            RankRequirement::AtMost(n) => write!(f, "at most {n}-D"),
+        }
+    }
+}
+
+impl RankRequirement {
+    /// Whether a tensor of `ndim` dimensions meets it.
+    pub fn accepts(&self, ndim: usize) -> bool {
+        match self {
+            RankRequirement::Exactly(n) => ndim == *n,
+            RankRequirement::OneOf(ns) => ns.contains(&ndim),
+            RankRequirement::AtLeast(n) => ndim >= *n,
+            RankRequirement::AtMost(n) => ndim <= *n,
+        }
+    }
+}
 
 /// [`TensorError::NotStrided`]'s text: PyTorch's dispatcher message when the operator is known.
 fn not_strided_message(op: Option<&str>, layout: Layout) -> String {

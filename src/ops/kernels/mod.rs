@@ -48,6 +48,133 @@ pub(crate) fn index_err(msg: impl Into<String>) -> crate::Error {
     TensorError::Index(msg.into()).into()
 }
 
+/// [`TensorError::NotImplementedForDType`]: PyTorch's kernel `kernel` has no instance for
+/// `dtype`.
+pub(crate) fn not_implemented_for(
+    kernel: impl Into<String>,
+    dtype: crate::tensor::DType,
+) -> crate::Error {
+    TensorError::NotImplementedForDType {
+        kernel: kernel.into(),
+        dtype,
+    }
+    .into()
+}
+
+/// [`TensorError::WrongDType`]: `op`'s `argument` must be `expected` (a phrase).
+#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
+pub(crate) fn wrong_dtype(
+    op: impl Into<String>,
+    argument: impl Into<String>,
+    expected: impl Into<String>,
+    got: crate::tensor::DType,
+) -> crate::Error {
+    TensorError::WrongDType {
+        op: op.into(),
+        argument: argument.into(),
+        expected: expected.into(),
+        got,
+    }
+    .into()
+}
+
+/// [`TensorError::RankMismatch`], when `shape` does not meet `expected`.
+#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
+pub(crate) fn rank_mismatch(
+    op: impl Into<String>,
+    argument: impl Into<String>,
+    expected: crate::tensor::RankRequirement,
+    shape: &[usize],
+) -> crate::Error {
+    TensorError::RankMismatch {
+        op: op.into(),
+        argument: argument.into(),
+        expected,
+        shape: shape.to_vec(),
+    }
+    .into()
+}
+
+/// `Ok` when `shape` has a rank `expected` accepts, else [`rank_mismatch`].
+#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
+pub(crate) fn check_rank(
+    op: &str,
+    argument: &str,
+    expected: crate::tensor::RankRequirement,
+    shape: &[usize],
+) -> crate::Result<()> {
+    if expected.accepts(shape.len()) {
+        Ok(())
+    } else {
+        Err(rank_mismatch(op, argument, expected, shape))
+    }
+}
+
+/// [`TensorError::ShapeMismatch`]: `op`'s `argument` must have shape `expected`.
+#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
+pub(crate) fn shape_mismatch(
+    op: impl Into<String>,
+    argument: impl Into<String>,
+    expected: &[usize],
+    got: &[usize],
+) -> crate::Error {
+    TensorError::ShapeMismatch {
+        op: op.into(),
+        argument: argument.into(),
+        expected: expected.to_vec(),
+        got: got.to_vec(),
+    }
+    .into()
+}
+
+/// [`TensorError::SizeMismatch`]: `what` must count `expected`.
+#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
+pub(crate) fn size_mismatch(
+    op: impl Into<String>,
+    what: impl Into<String>,
+    expected: i64,
+    got: i64,
+) -> crate::Error {
+    TensorError::SizeMismatch {
+        op: op.into(),
+        what: what.into(),
+        expected,
+        got,
+    }
+    .into()
+}
+
+/// [`TensorError::InvalidArgument`]: `op`'s `argument` (given as `value`) must satisfy
+/// `requirement` (a phrase after the name: `must be non-negative`).
+#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
+pub(crate) fn invalid_argument(
+    op: impl Into<String>,
+    argument: impl Into<String>,
+    requirement: impl Into<String>,
+    value: impl std::fmt::Display,
+) -> crate::Error {
+    TensorError::InvalidArgument {
+        op: op.into(),
+        argument: argument.into(),
+        requirement: requirement.into(),
+        value: value.to_string(),
+    }
+    .into()
+}
+
+/// [`TensorError::UnsupportedFeature`]: tsrun does not implement `feature` of `op`.
+#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
+pub(crate) fn unsupported_feature(
+    op: impl Into<String>,
+    feature: impl Into<String>,
+) -> crate::Error {
+    TensorError::UnsupportedFeature {
+        op: op.into(),
+        feature: feature.into(),
+    }
+    .into()
+}
+
 /// A `TensorError::Unsupported` as a crate error.
 pub(crate) fn unsupported(msg: impl Into<String>) -> crate::Error {
     TensorError::Unsupported(msg.into()).into()
