@@ -43,6 +43,7 @@ const ERROR_EXCEPTIONS: &[&str] = &[
     "ir::CompileError",
     "pickle::PickleError",
     "tensor::TensorError",
+    "tensor::RankRequirement",
     "tensor::AllocError",
     "ops::schema::SchemaError",
     "golden::GoldenError",
