@@ -453,11 +453,11 @@ impl Tensor {
                     ));
                 }
                 if i as u64 >= size[d] as u64 {
-                    return Err(TensorError::IndexOutOfBounds {
-                        index: i,
-                        dim: d,
-                        size: size[d],
-                    });
+                    // PyTorch's text (tests/suite/sparse.rs compares it)
+                    return Err(TensorError::Index(format!(
+                        "size is inconsistent with indices: for dim {d}, size is {} but found index {i}",
+                        size[d]
+                    )));
                 }
             }
         }
