@@ -73,7 +73,7 @@ fn chunk_cat(a: &mut Args) -> R {
         if t.shape()[..dim] != first.shape()[..dim] {
             return Err(shape_mismatch(
                 a.op,
-                &format!("each tensor's sizes before dim {dim}"),
+                format!("each tensor's sizes before dim {dim}"),
                 &first.shape()[..dim],
                 &t.shape()[..dim],
             ));

@@ -337,7 +337,7 @@ fn rotary_embedding(a: &mut Args<'_>) -> R {
         if s[0] != batch || s[1] != seq || s[s.len() - 1] as i64 != half {
             return Err(shape_mismatch(
                 ROTARY,
-                &format!("{name} (first, second and last dims)"),
+                format!("{name} (first, second and last dims)"),
                 &[batch, seq, half.max(0) as usize],
                 &[s[0], s[1], s[s.len() - 1]],
             ));
