@@ -9,8 +9,10 @@ use super::kernels::{
 use super::{Args, Registry};
 use crate::tensor::{RankRequirement, TensorError};
 
-/// A grid of the input's batch size with `coords` coordinates in its last dimension.
+/// A grid of `coords + 2` dims (`[N, H, W, 2]` or `[N, D, H, W, 3]`): the input's batch size,
+/// `coords` coordinates in its last dimension.
 fn check_grid_sizes(op: &str, gs: &[usize], batch: usize, coords: usize) -> crate::Result<()> {
+    check_rank(op, "grid", RankRequirement::Exactly(coords + 2), gs)?;
     if gs[0] != batch {
         return Err(size_mismatch(
             op,
@@ -31,26 +33,21 @@ fn check_grid_sizes(op: &str, gs: &[usize], batch: usize, coords: usize) -> crat
     Ok(())
 }
 
-/// padding_mode 0 (zeros), 1 (border) or 2 (reflection).
-fn check_padding_mode(op: &str, padding: i64) -> crate::Result<()> {
-    if (0..=2).contains(&padding) {
-        Ok(())
-    } else {
-        Err(invalid_argument(
+/// padding_mode 0 (zeros), 1 (border) or 2 (reflection); input and grid of one floating dtype.
+fn check_padding_and_dtypes(
+    op: &str,
+    padding: i64,
+    x: &crate::tensor::Tensor,
+    grid: &crate::tensor::Tensor,
+) -> crate::Result<()> {
+    if !(0..=2).contains(&padding) {
+        return Err(invalid_argument(
             op,
             "padding_mode",
             "must be 0, 1 or 2",
             padding,
-        ))
+        ));
     }
-}
-
-/// Input and grid of one floating dtype.
-fn check_grid_dtypes(
-    op: &str,
-    x: &crate::tensor::Tensor,
-    grid: &crate::tensor::Tensor,
-) -> crate::Result<()> {
     if !x.dtype().is_floating_point() {
         return Err(wrong_dtype(
             op,
@@ -68,6 +65,7 @@ fn check_grid_dtypes(
     }
     Ok(())
 }
+
 use crate::values::IValue;
 
 type R = crate::Result<IValue>;
@@ -192,7 +190,6 @@ pub(super) fn grid_sampler_2d(args: &mut Args<'_>) -> R {
     check_rank(args.op, "input", RankRequirement::Exactly(4), x.shape())?;
     let (n, c, h, w) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
     let gs = grid.shape();
-    check_rank(args.op, "grid", RankRequirement::Exactly(4), gs)?;
     check_grid_sizes(args.op, gs, n, 2)?;
     if mode == 2 {
         return Err(unsupported_feature(
@@ -208,8 +205,7 @@ pub(super) fn grid_sampler_2d(args: &mut Args<'_>) -> R {
             mode,
         ));
     }
-    check_padding_mode(args.op, padding)?;
-    check_grid_dtypes(args.op, &x, &grid)?;
+    check_padding_and_dtypes(args.op, padding, &x, &grid)?;
     let (oh, ow) = (gs[1], gs[2]);
     let xv = vals(&x)?;
     let gv = vals(&grid)?;
@@ -262,7 +258,6 @@ pub(super) fn grid_sampler_3d(args: &mut Args<'_>) -> R {
         x.shape()[4],
     );
     let gs = grid.shape();
-    check_rank(args.op, "grid", RankRequirement::Exactly(5), gs)?;
     check_grid_sizes(args.op, gs, n, 3)?;
     if !(0..=1).contains(&mode) {
         return Err(invalid_argument(
@@ -272,8 +267,7 @@ pub(super) fn grid_sampler_3d(args: &mut Args<'_>) -> R {
             mode,
         ));
     }
-    check_padding_mode(args.op, padding)?;
-    check_grid_dtypes(args.op, &x, &grid)?;
+    check_padding_and_dtypes(args.op, padding, &x, &grid)?;
     let (od, oh, ow) = (gs[1], gs[2], gs[3]);
     let points = od * oh * ow;
     let xv = vals(&x)?;
