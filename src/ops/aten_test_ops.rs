@@ -3,9 +3,9 @@
 //! appear in graphs exported from PyTorch's own dispatcher tests; each computes exactly what the
 //! ATen function does, including its argument checks.
 
-use super::kernels::{index_err, shape_err, value_err};
+use super::kernels::{check_rank, invalid_argument, wrong_dtype};
 use super::{Args, Registry};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, RankRequirement, Tensor, TensorError};
 use crate::values::IValue;
 
 type R = crate::Result<IValue>;
@@ -28,28 +28,28 @@ fn add_optional_list(args: &Args<'_>, dtype: DType, addends: Option<Vec<f64>>) -
     let Some(addends) = addends else {
         return Ok(IValue::Tensor(values));
     };
-    if values.dim() != 1 {
-        return Err(shape_err(format!(
-            "{}: Expected values.dim() == 1 to be true, but got false.",
-            args.op
-        )));
-    }
+    check_rank(
+        args.op,
+        "values",
+        RankRequirement::Exactly(1),
+        values.shape(),
+    )?;
     if values.dtype() != dtype {
-        return Err(value_err(format!(
-            "{}: expected scalar type {} but found {}",
-            args.op,
-            dtype.c10_name(),
-            values.dtype().c10_name()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: dtype,
+            got: values.dtype(),
+        }
+        .into());
     }
     let n = values.shape()[0];
     if addends.len() < n {
-        return Err(index_err(format!(
-            "{}: ArrayRef: invalid index Index = {}; Length = {}",
-            args.op,
-            addends.len(),
-            addends.len()
-        )));
+        // PyTorch's ArrayRef check fails at the first index past the list
+        return Err(TensorError::IndexOutOfBounds {
+            index: addends.len() as i64,
+            dim: 0,
+            size: addends.len(),
+        }
+        .into());
     }
     let out = match dtype {
         DType::Int32 => {
@@ -103,7 +103,12 @@ const STRING_DEFAULT: &str = "\"'\\";
 fn test_string_default(args: &mut Args<'_>) -> R {
     for (i, name) in [(1, "A"), (2, "B")] {
         if &*args.str(i)? != STRING_DEFAULT {
-            return Err(value_err(format!("{}: Default {name} failed", args.op)));
+            return Err(invalid_argument(
+                args.op,
+                name,
+                format!("must be its default {STRING_DEFAULT:?}"),
+                format!("{:?}", args.str(i)?),
+            ));
         }
     }
     Ok(IValue::Tensor(args.tensor(0)?))
@@ -113,10 +118,12 @@ fn require_int(args: &Args<'_>, i: usize, want: i64, name: &str) -> crate::Resul
     if args.int(i)? == want {
         Ok(())
     } else {
-        Err(value_err(format!(
-            "{}: Expected {name} == {want} to be true, but got false.",
-            args.op
-        )))
+        Err(invalid_argument(
+            args.op,
+            name,
+            format!("must be {want}"),
+            args.int(i)?,
+        ))
     }
 }
 
@@ -131,10 +138,12 @@ fn test_ambiguous_defaults_a(args: &mut Args<'_>) -> R {
 fn test_ambiguous_defaults_b(args: &mut Args<'_>) -> R {
     require_int(args, 1, 2, "a")?;
     if &*args.str(2)? != "2" {
-        return Err(value_err(format!(
-            "{}: Expected b == \"2\" to be true, but got false.",
-            args.op
-        )));
+        return Err(invalid_argument(
+            args.op,
+            "b",
+            "must be \"2\"",
+            format!("{:?}", args.str(2)?),
+        ));
     }
     Ok(IValue::Tensor(Tensor::from_vec(vec![2i64], &[])?))
 }
@@ -154,17 +163,15 @@ fn test_autograd_multiple_dispatch_view_copy(args: &mut Args<'_>) -> R {
 fn test_check_tensor(args: &mut Args<'_>) -> R {
     let t = args.tensor(0)?;
     if t.dtype() != DType::Bool {
-        return Err(value_err(format!(
-            "{}: self.scalar_type() == at::kBool INTERNAL ASSERT FAILED (got {})",
-            args.op,
-            t.dtype()
-        )));
+        return Err(wrong_dtype(args.op, "self", "bool", t.dtype()));
     }
     if t.contiguous()?.to_vec::<f64>()?.contains(&0.0) {
-        return Err(value_err(format!(
-            "{}: Test message for TORCH_CHECK_TENSOR_ALL",
-            args.op
-        )));
+        return Err(invalid_argument(
+            args.op,
+            "self",
+            "must be all true (TORCH_CHECK_TENSOR_ALL's test)",
+            "a false element",
+        ));
     }
     Ok(IValue::Tensor(t.deep_clone()?))
 }

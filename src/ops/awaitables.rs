@@ -2,7 +2,7 @@
 //! complete from a value (`prim::awaitable_nowait`) and read back (`prim::awaitable_wait`).
 //! Lazy awaitables (`prim::awaitable`, a function run on first wait) are not supported.
 
-use super::kernels::value_err;
+use super::kernels::invalid_argument;
 use super::{Args, Registry};
 use crate::values::IValue;
 use std::sync::Arc;
@@ -18,11 +18,12 @@ fn awaitable_nowait(args: &mut Args<'_>) -> R {
 fn awaitable_wait(args: &mut Args<'_>) -> R {
     match args.get(0)? {
         IValue::Await(v) => Ok((**v).clone()),
-        other => Err(value_err(format!(
-            "{}: expected an Await, got {}",
+        other => Err(invalid_argument(
             args.op,
-            other.kind_name()
-        ))),
+            "self",
+            "must be an Await",
+            format!("a {}", other.kind_name()),
+        )),
     }
 }
 

@@ -7,7 +7,7 @@
 //! row to int8 with its own scale and zero point, accumulates `x_q * (w - 8)` in int32 per
 //! group, and scales back in float32.
 
-use super::kernels::{shape_err, unsupported, value_err};
+use super::kernels::{invalid_argument, shape_err, unsupported_feature, wrong_dtype};
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
@@ -21,14 +21,17 @@ fn check_block_size(op: &str, block_size: i64, in_features: i64) -> crate::Resul
     {
         Ok(())
     } else {
-        Err(value_err(format!(
-            "{op}: Group size should be multiple of 32, in_features [{in_features}]. Provided {block_size}"
-        )))
+        Err(invalid_argument(
+            op,
+            "block_size",
+            format!("must be in_features ({in_features}) or a multiple of 32 dividing it"),
+            block_size,
+        ))
     }
 }
 
 fn size(op: &str, v: i64, name: &str) -> crate::Result<usize> {
-    usize::try_from(v).map_err(|_| value_err(format!("{op}: {name} {v} is negative")))
+    usize::try_from(v).map_err(|_| invalid_argument(op, name, "must be non-negative", v))
 }
 
 fn flat_f32(t: &Tensor) -> crate::Result<Vec<f32>> {
@@ -43,9 +46,7 @@ fn pack_4bit_weight(a: &mut Args<'_>) -> R {
     let (block_size, in_features) = (a.int(3)?, a.int(4)?);
     a.int(5)?;
     if w.dtype() != DType::UInt8 {
-        return Err(value_err(format!(
-            "{op}: _dyn_quant_pack_4bit_weight_cpu : expect weight to be kByte."
-        )));
+        return Err(wrong_dtype(op, "weights", "uint8", w.dtype()));
     }
     check_block_size(op, block_size, in_features)?;
     let mut packed = flat_f32(&w)?;
@@ -101,14 +102,13 @@ fn matmul_4bit(a: &mut Args<'_>) -> R {
     let (x, packed) = (a.tensor(0)?, a.tensor(1)?);
     let (block_size, in_features, out_features) = (a.int(2)?, a.int(3)?, a.int(4)?);
     if x.dtype() == DType::BFloat16 && block_size == in_features {
-        return Err(unsupported(format!(
-            "{op}: bfloat16 input (tsrun runs the float32 fallback only)"
-        )));
+        return Err(unsupported_feature(
+            op,
+            "bfloat16 input (tsrun runs the float32 fallback only)",
+        ));
     }
     if x.dtype() != DType::Float32 {
-        return Err(value_err(format!(
-            "{op}: _dyn_quant_matmul_4bit_cpu : expect input to be float32 or bfloat16 tensor."
-        )));
+        return Err(wrong_dtype(op, "input", "float32 or bfloat16", x.dtype()));
     }
     check_block_size(op, block_size, in_features)?;
     let (k, n) = (
@@ -118,20 +118,26 @@ fn matmul_4bit(a: &mut Args<'_>) -> R {
     let bl = size(op, block_size, "block_size")?;
     if k == 0 {
         // (PyTorch divides in_features by block_size unchecked)
-        return Err(value_err(format!("{op}: in_features must be positive")));
+        return Err(invalid_argument(op, "in_features", "must be positive", k));
     }
     // PyTorch reads the input's memory as M dense rows of K
     let [m, width] = *x.shape() else {
-        return Err(unsupported(format!(
-            "{op}: an input of shape {:?} (tsrun takes [M, in_features])",
-            x.shape()
-        )));
+        return Err(unsupported_feature(
+            op,
+            format!(
+                "an input of shape {:?} (tsrun takes [M, in_features])",
+                x.shape()
+            ),
+        ));
     };
     if width != k || !x.is_contiguous() {
-        return Err(unsupported(format!(
-            "{op}: an input of shape {:?} read as rows of {k} (tsrun takes a contiguous [M, in_features])",
-            x.shape()
-        )));
+        return Err(unsupported_feature(
+            op,
+            format!(
+                "an input of shape {:?} read as rows of {k} (tsrun takes a contiguous [M, in_features])",
+                x.shape()
+            ),
+        ));
     }
     let weight_len = n
         .checked_mul(k)
@@ -140,16 +146,33 @@ fn matmul_4bit(a: &mut Args<'_>) -> R {
     let groups = k / bl;
     let scale_len = n * groups;
     let p = flat_f32(&packed)?;
-    if packed.dim() != 1 || p.len() < weight_len + scale_len {
-        return Err(value_err(format!(
-            "{op}: Invalid packed weight tensor size"
-        )));
+    if packed.dim() != 1 {
+        return Err(crate::ops::kernels::rank_mismatch(
+            op,
+            "packed_weights",
+            crate::tensor::RankRequirement::Exactly(1),
+            packed.shape(),
+        ));
+    }
+    if p.len() < weight_len + scale_len {
+        return Err(invalid_argument(
+            op,
+            "packed_weights.numel()",
+            format!(
+                "must be at least {} (weights and scales)",
+                weight_len + scale_len
+            ),
+            p.len(),
+        ));
     }
     let bias_len = p.len() - weight_len - scale_len;
     if bias_len != 0 && bias_len != n {
-        return Err(value_err(format!(
-            "{op}: Expected bias length to match output dimension"
-        )));
+        return Err(crate::ops::kernels::size_mismatch(
+            op,
+            "the packed bias length (out_features)",
+            n as i64,
+            bias_len as i64,
+        ));
     }
     // `.to(kByte)` of the stored weight bytes
     let weights: Vec<u8> = p[..weight_len].iter().map(|&v| v as u8).collect();

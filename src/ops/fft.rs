@@ -6,8 +6,11 @@
 //! rounded once to the output dtype (complex64 unless the input is double/complex128, as PyTorch).
 
 use super::creation::factory_dtype;
-use super::linalg::{shape_err, value_err};
+use super::kernels::{
+    check_rank, invalid_argument, size_mismatch, unsupported_feature, wrong_dtype,
+};
 use super::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{wrap_dim, DType, Tensor};
 use crate::values::IValue;
 use num_complex::Complex64 as C;
@@ -247,16 +250,9 @@ fn real_out(d: DType) -> DType {
 
 fn check_input(op: &str, x: &Tensor, real_only: bool) -> crate::Result<()> {
     if real_only && x.dtype().is_complex() {
-        return Err(value_err(format!(
-            "{op} expects a real input tensor, but got {}",
-            x.dtype()
-        )));
+        return Err(wrong_dtype(op, "input", "a real tensor", x.dtype()));
     }
-    if x.dim() == 0 {
-        return Err(shape_err(format!(
-            "{op}: expected a tensor with at least one dimension"
-        )));
-    }
+    check_rank(op, "input", RankRequirement::AtLeast(1), x.shape())?;
     Ok(())
 }
 
@@ -268,18 +264,19 @@ fn norm_scale(op: &str, norm: Option<&str>, n: usize, forward: bool) -> crate::R
         ("backward", false) | ("forward", true) => 1.0 / n,
         ("ortho", _) => 1.0 / n.sqrt(),
         (other, _) => {
-            return Err(value_err(format!(
-                "{op}: invalid normalization mode: {other}"
-            )))
+            return Err(invalid_argument(
+                op,
+                "norm",
+                "must be one of backward, forward, ortho",
+                format!("'{other}'"),
+            ))
         }
     })
 }
 
 fn signal_len(op: &str, n: i64) -> crate::Result<usize> {
     if n < 1 {
-        return Err(value_err(format!(
-            "{op}: invalid number of data points ({n}) specified"
-        )));
+        return Err(invalid_argument(op, "n", "must be at least 1", n));
     }
     Ok(n as usize)
 }
@@ -300,10 +297,12 @@ fn fft_dims(
             .collect::<Result<_, _>>()?,
         (None, Some(s)) => {
             if s.len() > nd {
-                return Err(shape_err(format!(
-                    "{op}: got shape with {} values but input tensor only has {nd} dimensions",
-                    s.len()
-                )));
+                return Err(invalid_argument(
+                    op,
+                    "the length of s",
+                    format!("must be at most the input's {nd} dimensions"),
+                    s.len(),
+                ));
             }
             (nd - s.len()..nd).collect()
         }
@@ -313,14 +312,22 @@ fn fft_dims(
     seen.sort_unstable();
     seen.dedup();
     if seen.len() != dims.len() {
-        return Err(value_err(format!("{op}: dims must be unique")));
+        return Err(invalid_argument(
+            op,
+            "dim",
+            "must be unique",
+            format!("{dims:?}"),
+        ));
     }
     let sizes = match s {
         Some(s) => {
             if s.len() != dims.len() {
-                return Err(shape_err(format!(
-                    "{op}: when given, dim and shape arguments must have the same length"
-                )));
+                return Err(size_mismatch(
+                    op,
+                    "the length of s (one per dim)",
+                    dims.len() as i64,
+                    s.len() as i64,
+                ));
             }
             s.iter()
                 .map(|&n| {
@@ -358,9 +365,12 @@ impl Scaling<'_> {
                     0 => Ok(1.0),
                     1 => Ok(1.0 / n.sqrt()),
                     2 => Ok(1.0 / n),
-                    other => Err(value_err(format!(
-                        "{op}: invalid normalization mode {other} (expected 0, 1 or 2)"
-                    ))),
+                    other => Err(invalid_argument(
+                        op,
+                        "normalization",
+                        "must be 0, 1 or 2",
+                        other,
+                    )),
                 }
             }
         }
@@ -478,17 +488,24 @@ fn c2r_scaled(
 ) -> crate::Result<Tensor> {
     check_input(op, x, false)?;
     let (Some(&last), Some(&last_size)) = (dims.last(), sizes.last()) else {
-        return Err(value_err(format!("{op}: must transform at least one axis")));
+        return Err(invalid_argument(
+            op,
+            "dim",
+            "must name at least one axis",
+            "no axes",
+        ));
     };
     let m = x.shape()[last];
     let n = match last_size {
         Some(n) => n,
         None => {
             if m < 2 {
-                return Err(value_err(format!(
-                    "{op}: invalid number of data points ({}) specified",
-                    2 * m as i64 - 2
-                )));
+                return Err(invalid_argument(
+                    op,
+                    "n (2 * (input.size(-1) - 1) by default)",
+                    "must be at least 1",
+                    2 * m as i64 - 2,
+                ));
             }
             2 * (m - 1)
         }
@@ -656,10 +673,7 @@ fn raw_dims(args: &Args<'_>, x: &Tensor) -> crate::Result<(Vec<usize>, Vec<Optio
 
 fn require_complex(op: &str, x: &Tensor) -> crate::Result<()> {
     if !x.dtype().is_complex() {
-        return Err(value_err(format!(
-            "{op} expects a complex input tensor, but got {}",
-            x.dtype()
-        )));
+        return Err(wrong_dtype(op, "input", "a complex tensor", x.dtype()));
     }
     Ok(())
 }
@@ -748,18 +762,17 @@ fn fft_ifftshift(args: &mut Args<'_>) -> R {
 fn freq(args: &Args<'_>, onesided: bool) -> R {
     let n = args.int(0)?;
     if n < 0 {
-        return Err(value_err(format!(
-            "{}: n must be non-negative, got {n}",
-            args.op
-        )));
+        return Err(invalid_argument(args.op, "n", "must be non-negative", n));
     }
     let d = args.double(1)?;
     let dtype = factory_dtype(args, 2, DType::Float32)?;
     if !dtype.is_floating_point() {
-        return Err(value_err(format!(
-            "{}: expected a floating point dtype, got {dtype}",
-            args.op
-        )));
+        return Err(wrong_dtype(
+            args.op,
+            "dtype",
+            "a floating point dtype",
+            dtype,
+        ));
     }
     let n = n as usize;
     let scale = 1.0 / (n as f64 * d);
@@ -793,11 +806,7 @@ fn fft_rfftfreq(args: &mut Args<'_>) -> R {
 fn view_as_real<const COPY: bool>(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     if !x.dtype().is_complex() {
-        return Err(value_err(format!(
-            "{}: is only supported for complex tensors, got {}",
-            args.op,
-            x.dtype()
-        )));
+        return Err(wrong_dtype(args.op, "self", "a complex tensor", x.dtype()));
     }
     let mut shape = x.shape().to_vec();
     shape.push(2);
@@ -824,28 +833,33 @@ fn view_as_complex<const COPY: bool>(args: &mut Args<'_>) -> R {
         DType::Float32 => DType::Complex64,
         DType::Float64 => DType::Complex128,
         DType::Float16 => DType::Complex32,
-        d => {
-            return Err(value_err(format!(
-                "{op}: is only supported for float, double and half tensors, but got a tensor of scalar type: {d}"
-            )))
-        }
+        d => return Err(wrong_dtype(op, "self", "a float, double or half tensor", d)),
     };
     let nd = x.dim();
     if nd == 0 || x.shape()[nd - 1] != 2 {
-        return Err(shape_err(format!(
-            "{op}: Tensor must have a last dimension of size 2"
-        )));
+        return Err(size_mismatch(
+            op,
+            "the last dimension's size",
+            2,
+            x.shape().last().map_or(0, |&s| s as i64),
+        ));
     }
     if x.strides()[nd - 1] != 1 {
-        return Err(shape_err(format!(
-            "{op}: Tensor must have a last dimension with stride 1"
-        )));
+        return Err(size_mismatch(
+            op,
+            "the last dimension's stride",
+            1,
+            x.strides()[nd - 1] as i64,
+        ));
     }
     let strides = &x.strides()[..nd - 1];
     if strides.iter().any(|s| s % 2 != 0) || x.storage_offset() % 2 != 0 {
-        return Err(shape_err(format!(
-            "{op}: Tensor must have a stride divisible by 2 for all but last dimension and a storage offset divisible by 2"
-        )));
+        return Err(invalid_argument(
+            op,
+            "self's strides and storage offset",
+            "must be divisible by 2 (but the last stride)",
+            format!("strides {:?}, offset {}", x.strides(), x.storage_offset()),
+        ));
     }
     let cs: Vec<isize> = strides.iter().map(|s| s / 2).collect();
     let v = Tensor::from_parts(
@@ -874,14 +888,15 @@ enum Window {
 /// `window_length` values of a symmetric (or periodic) window, as a tensor of `dtype`.
 fn window(op: &str, len: i64, periodic: bool, w: Window, dtype: DType) -> crate::Result<Tensor> {
     if len < 0 {
-        return Err(value_err(format!(
-            "{op} requires non-negative window_length, got window_length={len}"
-        )));
+        return Err(invalid_argument(
+            op,
+            "window_length",
+            "must be non-negative",
+            len,
+        ));
     }
     if !dtype.is_floating_point() {
-        return Err(value_err(format!(
-            "{op} expects floating point dtypes, got: {dtype}"
-        )));
+        return Err(wrong_dtype(op, "dtype", "a floating point dtype", dtype));
     }
     let len = len as usize;
     if len <= 1 {
@@ -958,17 +973,23 @@ fn stft_window(
     win_length: usize,
 ) -> crate::Result<Vec<C>> {
     if win_length == 0 || win_length > n_fft {
-        return Err(value_err(format!(
-            "{op}: expected 0 < win_length <= n_fft, but got win_length={win_length}"
-        )));
+        return Err(invalid_argument(
+            op,
+            "win_length",
+            format!("must be in (0, n_fft = {n_fft}]"),
+            win_length,
+        ));
     }
     let w: Vec<C> = match window {
         Some(w) => {
-            if w.dim() != 1 || w.shape()[0] != win_length {
-                return Err(shape_err(format!(
-                    "{op}: expected a 1D window tensor of size equal to win_length={win_length}, but got window with size {:?}",
-                    w.shape()
-                )));
+            check_rank(op, "window", RankRequirement::Exactly(1), w.shape())?;
+            if w.shape()[0] != win_length {
+                return Err(size_mismatch(
+                    op,
+                    "the window's size (win_length)",
+                    win_length as i64,
+                    w.shape()[0] as i64,
+                ));
             }
             w.to_vec::<C>()?
         }
@@ -986,14 +1007,20 @@ fn pad_signal(op: &str, x: &[C], len: usize, p: usize, mode: &str) -> crate::Res
     let out_len = len + 2 * p;
     let mut out = Vec::with_capacity(batch * out_len);
     if len == 0 && p > 0 && mode != "constant" {
-        return Err(value_err(format!(
-            "{op}: cannot pad an empty signal with {mode}"
-        )));
+        return Err(invalid_argument(
+            op,
+            "input",
+            format!("must not be empty to pad with {mode}"),
+            format!("a signal of length {len}"),
+        ));
     }
     if mode == "reflect" && p >= len {
-        return Err(value_err(format!(
-            "{op}: padding size should be less than the corresponding input dimension, but got: padding ({p}, {p}) at dimension 1 of input [{batch}, {len}]"
-        )));
+        return Err(invalid_argument(
+            op,
+            "the padding (n_fft / 2)",
+            format!("must be less than the signal's length {len} for reflect padding"),
+            p,
+        ));
     }
     for b in 0..batch {
         let row = &x[b * len..(b + 1) * len];
@@ -1009,9 +1036,12 @@ fn pad_signal(op: &str, x: &[C], len: usize, p: usize, mode: &str) -> crate::Res
                     "replicate" => row[i.clamp(0, l - 1) as usize],
                     "circular" => row[i.rem_euclid(l) as usize],
                     other => {
-                        return Err(value_err(format!(
-                            "{op}: unsupported pad_mode '{other}' (constant, reflect, replicate, circular)"
-                        )))
+                        return Err(invalid_argument(
+                            op,
+                            "pad_mode",
+                            "must be one of constant, reflect, replicate, circular",
+                            format!("'{other}'"),
+                        ))
                     }
                 }
             };
@@ -1038,9 +1068,7 @@ fn stft(args: &mut Args<'_>) -> R {
     let onesided = args.opt_bool(k + 1)?;
     let return_complex = args.opt_bool(k + 2)?;
     if args.opt_bool(k + 3)? == Some(true) {
-        return Err(value_err(format!(
-            "{op}: align_to_window=True is not supported by tsrun"
-        )));
+        return Err(unsupported_feature(op, "align_to_window=True"));
     }
     let complex_in =
         x.dtype().is_complex() || window.as_ref().is_some_and(|w| w.dtype().is_complex());
@@ -1048,28 +1076,22 @@ fn stft(args: &mut Args<'_>) -> R {
         Some(r) => r,
         None if complex_in => true,
         None => {
-            return Err(value_err(format!(
-                "{op} requires the return_complex parameter be given for real inputs, and will further require that return_complex=True in a future PyTorch release."
-            )))
+            return Err(invalid_argument(
+                op,
+                "return_complex",
+                "must be given for real inputs",
+                "None",
+            ))
         }
     };
-    if x.dim() != 1 && x.dim() != 2 {
-        return Err(shape_err(format!(
-            "{op}: expected a 1D or 2D tensor, but got {}D",
-            x.dim()
-        )));
-    }
+    check_rank(op, "input", RankRequirement::OneOf(vec![1, 2]), x.shape())?;
     if n_fft <= 0 {
-        return Err(value_err(format!(
-            "{op}: expected 0 < n_fft, but got n_fft={n_fft}"
-        )));
+        return Err(invalid_argument(op, "n_fft", "must be positive", n_fft));
     }
     let n_fft = n_fft as usize;
     let hop = hop.unwrap_or((n_fft / 4) as i64);
     if hop <= 0 {
-        return Err(value_err(format!(
-            "{op}: expected hop_length > 0, but got hop_length={hop}"
-        )));
+        return Err(invalid_argument(op, "hop_length", "must be positive", hop));
     }
     let hop = hop as usize;
     let win_length = win_length.unwrap_or(n_fft as i64).max(0) as usize;
@@ -1084,16 +1106,22 @@ fn stft(args: &mut Args<'_>) -> R {
         len += 2 * (n_fft / 2);
     }
     if n_fft > len {
-        return Err(value_err(format!(
-            "{op}: expected 0 < n_fft <= {len}, but got n_fft={n_fft}"
-        )));
+        return Err(invalid_argument(
+            op,
+            "n_fft",
+            format!("must be in (0, {len}] (the padded signal's length)"),
+            n_fft,
+        ));
     }
     let frames = 1 + (len - n_fft) / hop;
     let onesided = onesided.unwrap_or(!complex_in);
     if onesided && complex_in {
-        return Err(value_err(format!(
-            "{op}: Cannot have onesided output if window or input is complex"
-        )));
+        return Err(invalid_argument(
+            op,
+            "onesided",
+            "must be False when the window or input is complex",
+            "True",
+        ));
     }
     let bins = if onesided { n_fft / 2 + 1 } else { n_fft };
     let plan = Plan::new(n_fft);
@@ -1152,27 +1180,26 @@ fn istft(args: &mut Args<'_>) -> R {
     let length = args.opt_int(8)?;
     let return_complex = args.bool(9)?;
     if !x.dtype().is_complex() {
-        return Err(value_err(format!(
-            "{op} requires a complex-valued input tensor matching the output from stft with return_complex=True."
-        )));
+        return Err(wrong_dtype(
+            op,
+            "input",
+            "a complex tensor (stft's output with return_complex=True)",
+            x.dtype(),
+        ));
     }
-    if x.dim() != 2 && x.dim() != 3 {
-        return Err(shape_err(format!(
-            "{op}: expected a tensor with 2 or 3 dimensions of complex values, but got {}",
-            x.dim()
-        )));
-    }
+    check_rank(op, "input", RankRequirement::OneOf(vec![2, 3]), x.shape())?;
     if n_fft <= 0 {
-        return Err(value_err(format!(
-            "{op}: expected 0 < n_fft, but got {n_fft}"
-        )));
+        return Err(invalid_argument(op, "n_fft", "must be positive", n_fft));
     }
     let n_fft = n_fft as usize;
     let hop = hop.unwrap_or((n_fft / 4) as i64);
     if hop <= 0 || hop as usize > n_fft.max(1) {
-        return Err(value_err(format!(
-            "{op}: expected 0 < hop_length <= win_length, but got hop_length={hop}"
-        )));
+        return Err(invalid_argument(
+            op,
+            "hop_length",
+            "must be in (0, win_length]",
+            hop,
+        ));
     }
     let hop = hop as usize;
     let win_length = win_length.unwrap_or(n_fft as i64).max(0) as usize;
@@ -1183,24 +1210,38 @@ fn istft(args: &mut Args<'_>) -> R {
     let frames = x.shape()[nd - 1];
     let batch = if batched { x.shape()[0] } else { 1 };
     if frames == 0 {
-        return Err(value_err(format!("{op}: input tensor cannot be empty.")));
+        return Err(invalid_argument(
+            op,
+            "input",
+            "must have at least one frame",
+            format!("shape {:?}", x.shape()),
+        ));
     }
     let onesided = onesided.unwrap_or(bins != n_fft);
     if onesided {
         if n_fft / 2 + 1 != bins {
-            return Err(shape_err(format!(
-                "{op}: expected the frequency dimension (3rd to the last) of the input tensor to match n_fft / 2 + 1 when onesided=True, but got {bins}"
-            )));
+            return Err(size_mismatch(
+                op,
+                "the frequency dimension (n_fft / 2 + 1 when onesided=True)",
+                (n_fft / 2 + 1) as i64,
+                bins as i64,
+            ));
         }
         if return_complex {
-            return Err(value_err(format!(
-                "{op}: cannot have onesided output if window or input is complex"
-            )));
+            return Err(invalid_argument(
+                op,
+                "onesided",
+                "must be False when return_complex=True",
+                "True",
+            ));
         }
     } else if bins != n_fft {
-        return Err(shape_err(format!(
-            "{op}: expected the frequency dimension (3rd to the last) of the input tensor to match n_fft when onesided=False, but got {bins}"
-        )));
+        return Err(size_mismatch(
+            op,
+            "the frequency dimension (n_fft when onesided=False)",
+            n_fft as i64,
+            bins as i64,
+        ));
     }
     let data = x.to_vec::<C>()?;
     let pre = if normalized {
@@ -1251,27 +1292,29 @@ fn istft(args: &mut Args<'_>) -> R {
     let start = if center { n_fft / 2 } else { 0 };
     let end = match length {
         Some(l) if l >= 0 => start + l as usize,
-        Some(l) => {
-            return Err(value_err(format!(
-                "{op}: length must be non-negative, got {l}"
-            )))
-        }
+        Some(l) => return Err(invalid_argument(op, "length", "must be non-negative", l)),
         None if center => expected.saturating_sub(n_fft / 2),
         None => expected,
     };
     let stop = end.min(expected);
     if start > stop {
-        return Err(value_err(format!(
-            "{op}: the signal is shorter than the padding removed by center=True"
-        )));
+        return Err(invalid_argument(
+            op,
+            "length",
+            format!("must leave more than the {start} samples center=True removes"),
+            stop,
+        ));
     }
     let env_min = env[start..stop]
         .iter()
         .fold(f64::INFINITY, |a, b| a.min(b.norm()));
     if env_min < 1e-11 {
-        return Err(value_err(format!(
-            "{op}: window overlap add min: {env_min}"
-        )));
+        return Err(invalid_argument(
+            op,
+            "window",
+            "must satisfy the NOLA condition (window overlap add min > 1e-11)",
+            env_min,
+        ));
     }
     let out_len = end - start;
     let mut out = vec![C::new(0.0, 0.0); batch * out_len];

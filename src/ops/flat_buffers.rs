@@ -1,10 +1,10 @@
 //! Tensor lists packed into one buffer and back (what data-parallel training does with
 //! gradients): `flatten_dense_tensors`, `unflatten_dense_tensors`, `_chunk_cat`.
 
-use super::kernels::value_err;
+use super::kernels::{invalid_argument, rank_mismatch, shape_mismatch};
 use super::shape::{cat, narrow, reshape, tensor_list, wdim};
 use super::{Args, Registry};
-use crate::tensor::Tensor;
+use crate::tensor::{RankRequirement, Tensor, TensorError};
 use crate::values::IValue;
 
 type R = crate::Result<IValue>;
@@ -49,27 +49,41 @@ fn chunk_cat(a: &mut Args) -> R {
     let chunks = a.int(2)?;
     let first = ts
         .first()
-        .ok_or_else(|| value_err(format!("{}: expected a non-empty list of tensors", a.op)))?;
+        .ok_or_else(|| invalid_argument(a.op, "tensors", "must not be empty", "[]"))?;
     if chunks < 1 {
-        return Err(value_err(format!(
-            "{}: expected a positive num_chunks, got {chunks}",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "num_chunks",
+            "must be positive",
+            chunks,
+        ));
     }
     let dim = wdim(a.int(1)?, first.dim())?;
     let chunks = chunks as usize;
     let mut pieces = Vec::with_capacity(ts.len());
     for t in &ts {
-        if t.dim() <= dim || t.shape()[..dim] != first.shape()[..dim] || t.dtype() != first.dtype()
-        {
-            return Err(value_err(format!(
-                "{}: tensors must have the same dtype and sizes before dim {dim}, got {:?} {} and {:?} {}",
+        if t.dim() <= dim {
+            return Err(rank_mismatch(
                 a.op,
-                first.shape(),
-                first.dtype(),
+                "each tensor",
+                RankRequirement::AtLeast(dim + 1),
                 t.shape(),
-                t.dtype()
-            )));
+            ));
+        }
+        if t.shape()[..dim] != first.shape()[..dim] {
+            return Err(shape_mismatch(
+                a.op,
+                format!("each tensor's sizes before dim {dim}"),
+                &first.shape()[..dim],
+                &t.shape()[..dim],
+            ));
+        }
+        if t.dtype() != first.dtype() {
+            return Err(TensorError::DTypeMismatch {
+                expected: first.dtype(),
+                got: t.dtype(),
+            }
+            .into());
         }
         let size = t.shape()[dim];
         let padded_size = size.div_ceil(chunks) * chunks;

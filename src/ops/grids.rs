@@ -1,9 +1,71 @@
 //! Sampling grids (`grid_sampler_2d`/`_3d`, `affine_grid_generator`) and patches
 //! (`im2col`/`col2im`).
 
-use super::kernels::value_err;
 use super::kernels::via_f64::{build, t, vals};
+use super::kernels::{
+    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature, wrong_dtype,
+};
 use super::{Args, Registry};
+use crate::tensor::{RankRequirement, TensorError};
+
+/// A grid of `coords + 2` dims (`[N, H, W, 2]` or `[N, D, H, W, 3]`): the input's batch size,
+/// `coords` coordinates in its last dimension.
+fn check_grid_sizes(op: &str, gs: &[usize], batch: usize, coords: usize) -> crate::Result<()> {
+    check_rank(op, "grid", RankRequirement::Exactly(coords + 2), gs)?;
+    if gs[0] != batch {
+        return Err(size_mismatch(
+            op,
+            "grid.size(0) (the input's batch size)",
+            batch as i64,
+            gs[0] as i64,
+        ));
+    }
+    let last = gs[gs.len() - 1];
+    if last != coords {
+        return Err(size_mismatch(
+            op,
+            "grid.size(-1)",
+            coords as i64,
+            last as i64,
+        ));
+    }
+    Ok(())
+}
+
+/// padding_mode 0 (zeros), 1 (border) or 2 (reflection); input and grid of one floating dtype.
+fn check_padding_and_dtypes(
+    op: &str,
+    padding: i64,
+    x: &crate::tensor::Tensor,
+    grid: &crate::tensor::Tensor,
+) -> crate::Result<()> {
+    if !(0..=2).contains(&padding) {
+        return Err(invalid_argument(
+            op,
+            "padding_mode",
+            "must be 0, 1 or 2",
+            padding,
+        ));
+    }
+    if !x.dtype().is_floating_point() {
+        return Err(wrong_dtype(
+            op,
+            "input",
+            "a floating point tensor",
+            x.dtype(),
+        ));
+    }
+    if x.dtype() != grid.dtype() {
+        return Err(TensorError::DTypeMismatch {
+            expected: x.dtype(),
+            got: grid.dtype(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 use crate::values::IValue;
 
 type R = crate::Result<IValue>;
@@ -15,22 +77,30 @@ pub(super) fn affine_grid_generator(args: &mut Args<'_>) -> R {
     let size = args.int_list(1)?;
     let align = args.bool(2)?;
     if !(size.len() == 4 || size.len() == 5) || size.iter().any(|&v| v < 0) {
-        return Err(value_err(format!(
-            "affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, respectively. Got size {size:?}."
-        )));
+        return Err(invalid_argument(
+            "affine_grid",
+            "size",
+            "must have 4 or 5 non-negative entries (2-D or 3-D affine transforms)",
+            format!("{size:?}"),
+        ));
     }
     let k = size.len() - 2;
     let n = size[0] as usize;
     if theta.shape() != [n, k, k + 1] {
-        return Err(value_err(format!(
-            "Expected a batch of {}D affine matrices of shape Nx{k}x{} for size {size:?}. Got {:?}.",
-            k,
-            k + 1,
-            theta.shape()
-        )));
+        return Err(shape_mismatch(
+            "affine_grid",
+            "theta",
+            &[n, k, k + 1],
+            theta.shape(),
+        ));
     }
     if !theta.dtype().is_floating_point() {
-        return Err(value_err("affine_grid: expected a floating theta"));
+        return Err(wrong_dtype(
+            "affine_grid",
+            "theta",
+            "a floating point tensor",
+            theta.dtype(),
+        ));
     }
     let spatial: Vec<usize> = size[2..].iter().map(|&v| v as usize).collect();
     let lin = |steps: usize, i: usize| -> f64 {
@@ -117,38 +187,25 @@ pub(super) fn grid_sampler_2d(args: &mut Args<'_>) -> R {
     let mode = args.int(2)?;
     let padding = args.int(3)?;
     let align = args.bool(4)?;
-    if x.dim() != 4 {
-        return Err(value_err(format!(
-            "{}: only 4-D input (2-D sampling) is supported, got input of shape {:?}",
-            args.op,
-            x.shape()
-        )));
-    }
+    check_rank(args.op, "input", RankRequirement::Exactly(4), x.shape())?;
     let (n, c, h, w) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
     let gs = grid.shape();
-    if gs.len() != 4 || gs[0] != n || gs[3] != 2 {
-        return Err(value_err(format!(
-            "grid_sampler(): expected grid of shape [{n}, H, W, 2] for input of shape {:?}, got {gs:?}",
-            x.shape()
-        )));
+    check_grid_sizes(args.op, gs, n, 2)?;
+    if mode == 2 {
+        return Err(unsupported_feature(
+            args.op,
+            "bicubic interpolation (mode 2)",
+        ));
     }
     if !(0..=1).contains(&mode) {
-        return Err(value_err(format!(
-            "grid_sampler: interpolation mode {mode} is not supported (0 bilinear, 1 nearest)"
-        )));
+        return Err(invalid_argument(
+            args.op,
+            "interpolation_mode",
+            "must be 0, 1 or 2",
+            mode,
+        ));
     }
-    if !(0..=2).contains(&padding) {
-        return Err(value_err(format!(
-            "grid_sampler: bad padding mode {padding}"
-        )));
-    }
-    if !x.dtype().is_floating_point() || x.dtype() != grid.dtype() {
-        return Err(value_err(format!(
-            "grid_sampler(): expected input and grid of the same floating dtype, got {} and {}",
-            x.dtype(),
-            grid.dtype()
-        )));
-    }
+    check_padding_and_dtypes(args.op, padding, &x, &grid)?;
     let (oh, ow) = (gs[1], gs[2]);
     let xv = vals(&x)?;
     let gv = vals(&grid)?;
@@ -192,12 +249,7 @@ pub(super) fn grid_sampler_3d(args: &mut Args<'_>) -> R {
     let mode = args.int(2)?;
     let padding = args.int(3)?;
     let align = args.bool(4)?;
-    if x.dim() != 5 {
-        return Err(value_err(format!(
-            "grid_sampler(): expected 5D input when grid is 5D, but got input of shape {:?}",
-            x.shape()
-        )));
-    }
+    check_rank(args.op, "input", RankRequirement::Exactly(5), x.shape())?;
     let (n, c, d, h, w) = (
         x.shape()[0],
         x.shape()[1],
@@ -206,30 +258,16 @@ pub(super) fn grid_sampler_3d(args: &mut Args<'_>) -> R {
         x.shape()[4],
     );
     let gs = grid.shape();
-    if gs.len() != 5 || gs[0] != n || gs[4] != 3 {
-        return Err(value_err(format!(
-            "grid_sampler(): expected grid to have size 3 in last dimension and the batch size \
-             of input, but got grid with sizes {gs:?} for input of shape {:?}",
-            x.shape()
-        )));
-    }
+    check_grid_sizes(args.op, gs, n, 3)?;
     if !(0..=1).contains(&mode) {
-        return Err(value_err(format!(
-            "grid_sampler(): bicubic interpolation only supports 4D input (mode {mode})"
-        )));
+        return Err(invalid_argument(
+            args.op,
+            "interpolation_mode",
+            "must be 0 (bilinear) or 1 (nearest) for 5-D input (bicubic needs 4-D)",
+            mode,
+        ));
     }
-    if !(0..=2).contains(&padding) {
-        return Err(value_err(format!(
-            "grid_sampler: bad padding mode {padding}"
-        )));
-    }
-    if !x.dtype().is_floating_point() || x.dtype() != grid.dtype() {
-        return Err(value_err(format!(
-            "grid_sampler(): expected input and grid of the same floating dtype, got {} and {}",
-            x.dtype(),
-            grid.dtype()
-        )));
-    }
+    check_padding_and_dtypes(args.op, padding, &x, &grid)?;
     let (od, oh, ow) = (gs[1], gs[2], gs[3]);
     let points = od * oh * ow;
     let xv = vals(&x)?;
@@ -291,10 +329,12 @@ pub(super) fn grid_sampler(args: &mut Args<'_>) -> R {
 pub(super) fn pair(args: &Args<'_>, i: usize, what: &str, min: i64) -> crate::Result<[usize; 2]> {
     let v = args.int_list(i)?;
     if v.len() != 2 || v.iter().any(|&e| e < min) {
-        return Err(value_err(format!(
-            "{}: {what} must be two integers >= {min}, got {v:?}",
-            args.op
-        )));
+        return Err(invalid_argument(
+            args.op,
+            what,
+            format!("must be two integers >= {min}"),
+            format!("{v:?}"),
+        ));
     }
     Ok([v[0] as usize, v[1] as usize])
 }
@@ -314,10 +354,12 @@ pub(super) fn im2col(args: &mut Args<'_>) -> R {
     let s = pair(args, 4, "stride", 1)?;
     let batched = x.dim() == 4;
     if !(x.dim() == 3 || batched) {
-        return Err(value_err(format!(
-            "im2col: expected 3D or 4D input, got {:?}",
-            x.shape()
-        )));
+        return Err(rank_mismatch(
+            "im2col",
+            "input",
+            RankRequirement::OneOf(vec![3, 4]),
+            x.shape(),
+        ));
     }
     let sh = x.shape();
     let (n, c, h, w) = if batched {
@@ -329,10 +371,12 @@ pub(super) fn im2col(args: &mut Args<'_>) -> R {
         blocks(h, k[0], d[0], p[0], s[0]),
         blocks(w, k[1], d[1], p[1], s[1]),
     ) else {
-        return Err(value_err(format!(
-            "im2col: the kernel {k:?} with dilation {d:?} does not fit the padded input {:?}",
-            sh
-        )));
+        return Err(invalid_argument(
+            "im2col",
+            "kernel_size",
+            format!("must fit the padded input {sh:?} with dilation {d:?} and padding {p:?}"),
+            format!("{k:?}"),
+        ));
     };
     let xv = vals(&x)?;
     let rows = c * k[0] * k[1];
@@ -375,10 +419,12 @@ pub(super) fn col2im(args: &mut Args<'_>) -> R {
     let s = pair(args, 5, "stride", 1)?;
     let batched = x.dim() == 3;
     if !(x.dim() == 2 || batched) {
-        return Err(value_err(format!(
-            "col2im: expected 2D or 3D input, got {:?}",
-            x.shape()
-        )));
+        return Err(rank_mismatch(
+            "col2im",
+            "input",
+            RankRequirement::OneOf(vec![2, 3]),
+            x.shape(),
+        ));
     }
     let sh = x.shape();
     let (n, rows, l) = if batched {
@@ -388,17 +434,25 @@ pub(super) fn col2im(args: &mut Args<'_>) -> R {
     };
     let kk = k[0] * k[1];
     if rows % kk != 0 {
-        return Err(value_err(format!(
-            "Expected size of input's dimension 1 to be divisible by the product of kernel_size, but got input.size(1)={rows} and kernel_size={k:?}"
-        )));
+        return Err(invalid_argument(
+            "col2im",
+            "input.size(1)",
+            format!("must be divisible by the product of kernel_size {k:?}"),
+            rows,
+        ));
     }
     let c = rows / kk;
     let (bh, bw) = match (blocks(o[0], k[0], d[0], p[0], s[0]), blocks(o[1], k[1], d[1], p[1], s[1])) {
         (Some(a), Some(b)) if a * b == l => (a, b),
         _ => {
-            return Err(value_err(format!(
-                "Given output_size={o:?}, kernel_size={k:?}, dilation={d:?}, padding={p:?}, stride={s:?}, expected size of input's dimension 2 to match the calculated number of sliding blocks, but got input.size(2)={l}."
-            )))
+            return Err(invalid_argument(
+                "col2im",
+                "input.size(2)",
+                format!(
+                    "must be the number of sliding blocks for output_size={o:?}, kernel_size={k:?}, dilation={d:?}, padding={p:?}, stride={s:?}"
+                ),
+                l,
+            ))
         }
     };
     let xv = vals(&x)?;

@@ -4,10 +4,10 @@
 //! `_tensor_to_list` (`flatten_dense_tensors` and its inverse are in `flat_buffers.rs`;
 //! `to_dense` is in `sparse.rs`).
 
-use super::kernels::value_err;
+use super::kernels::{check_rank, invalid_argument};
 use super::prims::via_aten;
 use super::{Args, Registry};
-use crate::tensor::DType;
+use crate::tensor::{DType, RankRequirement, TensorError};
 use crate::values::{IValue, List, Type};
 
 type R = crate::Result<IValue>;
@@ -24,17 +24,12 @@ pub(super) fn int_list(v: impl IntoIterator<Item = i64>) -> IValue {
 /// dims), to broadcast per-channel statistics.
 fn ncf_unsqueeze(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
-    let ndim = usize::try_from(a.int(1)?)
+    let ndim_arg = a.int(1)?;
+    let ndim = usize::try_from(ndim_arg)
         .ok()
         .filter(|&n| n >= 2)
-        .ok_or_else(|| value_err(format!("{}: ndim must be at least 2", a.op)))?;
-    if x.dim() != 1 {
-        return Err(value_err(format!(
-            "{}: expected a 1-d tensor, got {}-d",
-            a.op,
-            x.dim()
-        )));
-    }
+        .ok_or_else(|| invalid_argument(a.op, "ndim", "must be at least 2", ndim_arg))?;
+    check_rank(a.op, "self", RankRequirement::Exactly(1), x.shape())?;
     let mut sizes = vec![1i64; ndim];
     sizes[1] = x.shape()[0] as i64;
     via_aten(a, "aten::reshape", vec![x.into(), int_list(sizes)])
@@ -44,10 +39,21 @@ fn ncf_unsqueeze(a: &mut Args<'_>) -> R {
 /// dims followed by `normalized_ndim` ones.
 fn ncf_view(a: &mut Args<'_>) -> R {
     let input_shape = a.int_list(1)?;
-    let normalized = usize::try_from(a.int(2)?)
+    let normalized_arg = a.int(2)?;
+    let normalized = usize::try_from(normalized_arg)
         .ok()
         .filter(|&n| n <= input_shape.len())
-        .ok_or_else(|| value_err(format!("{}: invalid normalized_ndim", a.op)))?;
+        .ok_or_else(|| {
+            invalid_argument(
+                a.op,
+                "normalized_ndim",
+                format!(
+                    "must be in [0, {}] (the length of input_shape)",
+                    input_shape.len()
+                ),
+                normalized_arg,
+            )
+        })?;
     let kept = input_shape.len() - normalized;
     let sizes = input_shape[..kept]
         .iter()
@@ -73,8 +79,11 @@ fn pack_sequence(a: &mut Args<'_>) -> R {
 fn einsum_sublist(a: &mut Args<'_>) -> R {
     let n = a.len();
     if n < 2 {
-        return Err(value_err(
-            "einsum(): must specify at least one operand and its subscripts list",
+        return Err(invalid_argument(
+            "einsum",
+            "the arguments",
+            "must give at least one operand and its subscripts list",
+            format!("{n} arguments"),
         ));
     }
     let spell = |i: usize| -> crate::Result<String> {
@@ -84,10 +93,12 @@ fn einsum_sublist(a: &mut Args<'_>) -> R {
             .map(|(k, &s)| match s {
                 0..=25 => Ok(char::from(b'A' + s as u8)),
                 26..=51 => Ok(char::from(b'a' + (s - 26) as u8)),
-                _ => Err(value_err(format!(
-                    "einsum(): expected subscript {k} in argument {i} to be within the range \
-                     [0, 52), but got {s}"
-                ))),
+                _ => Err(invalid_argument(
+                    "einsum",
+                    format!("subscript {k} of argument {i}"),
+                    "must be in [0, 52)",
+                    s,
+                )),
             })
             .collect()
     };
@@ -119,18 +130,13 @@ fn einsum_sublist(a: &mut Args<'_>) -> R {
 fn tensor_to_list(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
     if x.dtype() != DType::Int32 {
-        return Err(value_err(format!(
-            "expected scalar type Int but found {}",
-            x.dtype()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: DType::Int32,
+            got: x.dtype(),
+        }
+        .into());
     }
-    if x.dim() != 1 {
-        return Err(value_err(format!(
-            "{}: expected a 1-d tensor, got {}-d",
-            a.op,
-            x.dim()
-        )));
-    }
+    check_rank(a.op, "self", RankRequirement::Exactly(1), x.shape())?;
     Ok(int_list(x.to_vec::<i32>()?.into_iter().map(i64::from)))
 }
 

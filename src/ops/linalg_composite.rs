@@ -5,11 +5,14 @@
 //! `linalg__powsum`, computed in f64.
 
 use super::kernels::via_f64::{build, t};
-use super::kernels::{shape_err, value_err};
+use super::kernels::{
+    check_rank, invalid_argument, rank_mismatch, shape_err, shape_mismatch, size_mismatch,
+    value_err, wrong_dtype,
+};
 use super::prims::via_aten;
 use super::shape::{movedim, reshape};
 use super::{Args, Registry};
-use crate::tensor::Tensor;
+use crate::tensor::{RankRequirement, Tensor, TensorError};
 use crate::values::IValue;
 
 type R = crate::Result<IValue>;
@@ -68,17 +71,22 @@ fn tensorinv(args: &mut Args<'_>) -> R {
         .ok()
         .filter(|&i| i > 0 && i <= x.dim())
         .ok_or_else(|| {
-            value_err(format!(
-                "linalg.tensorinv: Expected a strictly positive integer for 'ind', but got {ind}"
-            ))
+            invalid_argument(
+                "linalg.tensorinv",
+                "ind",
+                format!("must be in [1, {}]", x.dim()),
+                ind,
+            )
         })?;
     let (rows, cols) = x.shape().split_at(split);
     let (m, n) = (product(rows)?, product(cols)?);
     if m != n {
-        return Err(shape_err(format!(
-            "linalg.tensorinv: Expected self to satisfy the requirement \
-             prod(self.shape[ind:]) == prod(self.shape[:ind]), but got {n} != {m}"
-        )));
+        return Err(size_mismatch(
+            "linalg.tensorinv",
+            "prod(self.shape[ind:]) (prod(self.shape[:ind]))",
+            m,
+            n,
+        ));
     }
     let out_shape: Vec<i64> = as_i64(cols).into_iter().chain(as_i64(rows)).collect();
     let square = reshape(&x, &[m, n])?;
@@ -101,19 +109,22 @@ fn tensorsolve(args: &mut Args<'_>) -> R {
         a = movedim(&a, &dims, &dst)?;
     }
     if b.dim() > a.dim() {
-        return Err(shape_err(format!(
-            "linalg.tensorsolve: other {:?} has more dimensions than self {:?}",
+        return Err(rank_mismatch(
+            "linalg.tensorsolve",
+            "other",
+            RankRequirement::AtMost(a.dim()),
             b.shape(),
-            a.shape()
-        )));
+        ));
     }
     let result_shape = &a.shape()[b.dim()..];
     let (m, n) = (product(b.shape())?, product(result_shape)?);
     if m != n {
-        return Err(shape_err(format!(
-            "linalg.tensorsolve: Expected self to satisfy the requirement \
-             prod(self.shape[other.ndim:]) == prod(self.shape[:other.ndim]), but got {n} != {m}"
-        )));
+        return Err(size_mismatch(
+            "linalg.tensorsolve",
+            "prod(self.shape[other.ndim:]) (prod(self.shape[:other.ndim]))",
+            m,
+            n,
+        ));
     }
     let out_shape = as_i64(result_shape);
     let square = reshape(&a, &[m, n])?;
@@ -136,10 +147,12 @@ fn check_errors(args: &mut Args<'_>) -> R {
     let api = args.str(1)?.to_string();
     let is_matrix = args.bool(2)?;
     if info.dtype().is_floating_point() || info.dtype().is_complex() {
-        return Err(value_err(format!(
-            "_linalg_check_errors: info must be an integer tensor, got {}",
-            info.dtype()
-        )));
+        return Err(wrong_dtype(
+            args.op,
+            "info",
+            "an integer tensor",
+            info.dtype(),
+        ));
     }
     let values = info.contiguous()?.to_vec::<i64>()?;
     let Some((batch, &code)) = values.iter().enumerate().find(|(_, &v)| v != 0) else {
@@ -200,26 +213,36 @@ fn euclidean_dist(args: &mut Args<'_>) -> R {
     let (x1, x2) = (args.tensor(0)?, args.tensor(1)?);
     // PyTorch's matmul of the two refuses mixed dtypes
     let dtype = x1.dtype();
-    if !dtype.is_floating_point() || x2.dtype() != dtype {
-        return Err(value_err(format!(
-            "_euclidean_dist: expected floating point inputs of one dtype, got {} and {}",
-            x1.dtype(),
-            x2.dtype()
-        )));
+    if !dtype.is_floating_point() {
+        return Err(wrong_dtype(args.op, "x1", "a floating point tensor", dtype));
+    }
+    if x2.dtype() != dtype {
+        return Err(TensorError::DTypeMismatch {
+            expected: dtype,
+            got: x2.dtype(),
+        }
+        .into());
     }
     let (s1, s2) = (x1.shape(), x2.shape());
-    if s1.len() < 2 || s1.len() != s2.len() || s1[..s1.len() - 2] != s2[..s2.len() - 2] {
-        return Err(shape_err(format!(
-            "_euclidean_dist: expected matrices with the same batch shape, got {s1:?} and {s2:?}"
-        )));
+    check_rank(args.op, "x1", RankRequirement::AtLeast(2), s1)?;
+    check_rank(args.op, "x2", RankRequirement::Exactly(s1.len()), s2)?;
+    if s1[..s1.len() - 2] != s2[..s2.len() - 2] {
+        return Err(shape_mismatch(
+            args.op,
+            "x2's batch dims",
+            &s1[..s1.len() - 2],
+            &s2[..s2.len() - 2],
+        ));
     }
     let nd = s1.len();
     let (p, m, r) = (s1[nd - 2], s1[nd - 1], s2[nd - 2]);
     if s2[nd - 1] != m {
-        return Err(shape_err(format!(
-            "_euclidean_dist: rows of {m} and {} columns",
-            s2[nd - 1]
-        )));
+        return Err(size_mismatch(
+            args.op,
+            "x2.size(-1) (x1.size(-1))",
+            m as i64,
+            s2[nd - 1] as i64,
+        ));
     }
     let batch: usize = s1[..nd - 2].iter().product();
     let (a, b) = (
@@ -255,21 +278,27 @@ fn linear_combination(args: &mut Args<'_>) -> R {
     let (x, c) = (args.tensor(0)?, args.tensor(1)?);
     // PyTorch's kernel reads the coefficients as the input's dtype (garbage when they differ)
     if x.dtype() != c.dtype() {
-        return Err(value_err(format!(
-            "_compute_linear_combination: coefficients of {} for an input of {} are not \
-             supported (PyTorch reads them as the input's dtype)",
-            c.dtype(),
-            x.dtype()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: x.dtype(),
+            got: c.dtype(),
+        }
+        .into());
     }
     let dtype = x.dtype();
-    if x.dim() == 0 || c.dim() != 2 || c.shape()[1] != x.shape()[0] {
-        return Err(shape_err(format!(
-            "_compute_linear_combination: coefficients {:?} must be (m, n) for input {:?} with \
-             n rows",
-            c.shape(),
-            x.shape()
-        )));
+    check_rank(args.op, "input", RankRequirement::AtLeast(1), x.shape())?;
+    check_rank(
+        args.op,
+        "coefficients",
+        RankRequirement::Exactly(2),
+        c.shape(),
+    )?;
+    if c.shape()[1] != x.shape()[0] {
+        return Err(size_mismatch(
+            args.op,
+            "coefficients.size(1) (input.size(0))",
+            x.shape()[0] as i64,
+            c.shape()[1] as i64,
+        ));
     }
     let n = x.shape()[0] as i64;
     let flat = reshape(&x.to_dtype(dtype)?, &[n, -1])?;
@@ -295,10 +324,12 @@ fn powsum(args: &mut Args<'_>) -> R {
     }
     let ord = args.scalar(1)?.to_f64();
     if !x.dtype().is_floating_point() && !x.dtype().is_complex() {
-        return Err(value_err(format!(
-            "linalg__powsum: expected a floating point or complex input, got {}",
-            x.dtype()
-        )));
+        return Err(wrong_dtype(
+            args.op,
+            "input",
+            "a floating point or complex tensor",
+            x.dtype(),
+        ));
     }
     let abs = tensor_of(via_aten(args, "aten::abs", vec![x.into()])?, args.op)?;
     let powered = tensor_of(

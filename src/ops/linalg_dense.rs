@@ -3,9 +3,13 @@
 //! `linalg_cholesky` / `linalg_cholesky_ex` and `matrix_power`. Batched over leading dimensions; float32/float64, computed in f64 with
 //! LU factorization under partial pivoting (as LAPACK's getrf) and rounded once to the dtype.
 
-use super::linalg::{shape_err, value_err};
+use super::kernels::{
+    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature, wrong_dtype,
+};
+use super::linalg::value_err;
 use super::{Args, Registry};
-use crate::tensor::{broadcast_shapes, DType, Tensor};
+use crate::tensor::{broadcast_shapes, DType, RankRequirement, Tensor};
 use crate::values::{IValue, Tuple};
 
 type R = crate::Result<IValue>;
@@ -30,9 +34,7 @@ impl Mats {
 fn float_dtype(op: &str, x: &Tensor) -> crate::Result<DType> {
     match x.dtype() {
         d @ (DType::Float32 | DType::Float64) => Ok(d),
-        d => Err(value_err(format!(
-            "{op}: Expected a floating point tensor of type float or double, got {d}"
-        ))),
+        d => Err(wrong_dtype(op, "input", "float or double", d)),
     }
 }
 
@@ -40,16 +42,15 @@ fn float_dtype(op: &str, x: &Tensor) -> crate::Result<DType> {
 fn square(op: &str, x: &Tensor) -> crate::Result<Mats> {
     let dtype = float_dtype(op, x)?;
     let nd = x.dim();
-    if nd < 2 {
-        return Err(shape_err(format!(
-            "{op}: The input tensor A must have at least 2 dimensions."
-        )));
-    }
+    check_rank(op, "A", RankRequirement::AtLeast(2), x.shape())?;
     let (r, c) = (x.shape()[nd - 2], x.shape()[nd - 1]);
     if r != c {
-        return Err(shape_err(format!(
-            "{op}: A must be batches of square matrices, but they are {r} by {c} matrices"
-        )));
+        return Err(size_mismatch(
+            op,
+            "A.size(-1) (A must be batches of square matrices)",
+            r as i64,
+            c as i64,
+        ));
     }
     Ok(Mats {
         data: x.to_vec::<f64>()?,
@@ -191,10 +192,32 @@ fn logdet(args: &mut Args<'_>) -> R {
     Ok(IValue::Tensor(out(d, &m.batch, m.dtype)?))
 }
 
+/// A matrix LU finds singular: diagonal element `k` (1-based, as PyTorch counts) of U is zero.
+fn singular_matrix(op: &str, k: impl std::fmt::Display) -> crate::Error {
+    invalid_argument(
+        op,
+        "A",
+        "must be invertible",
+        format!("a singular matrix (diagonal element {k} of its LU factor U is zero)"),
+    )
+}
+
 fn singular_err(op: &str, k: usize) -> crate::Error {
-    value_err(format!(
-        "{op}: The diagonal element {k} is zero, the inversion could not be completed because the input matrix is singular."
-    ))
+    singular_matrix(op, k)
+}
+
+/// B whose rows (columns for `XA = B`) do not match A's size `n`.
+fn incompatible_b(op: &str, left: bool, n: usize, rows: usize) -> crate::Error {
+    size_mismatch(
+        op,
+        if left {
+            "B.size(-2) (A.size(-1), for AX = B)"
+        } else {
+            "B.size(-1) (A.size(-1), for XA = B)"
+        },
+        n as i64,
+        rows as i64,
+    )
 }
 
 fn inv_of(op: &str, m: &Mats) -> crate::Result<Vec<f64>> {
@@ -271,7 +294,12 @@ fn linalg_solve(args: &mut Args<'_>) -> R {
     } else {
         let nd = b_t.dim();
         if nd < 2 {
-            return Err(shape_err(format!("{op}: B must have at least 1 dimension")));
+            return Err(rank_mismatch(
+                op,
+                "B",
+                RankRequirement::AtLeast(1),
+                b_t.shape(),
+            ));
         }
         (
             b_t.shape()[..nd - 2].to_vec(),
@@ -288,10 +316,7 @@ fn linalg_solve(args: &mut Args<'_>) -> R {
         a.data = transpose_last2(&a.data, a.count(), n, n);
     }
     if rows != n {
-        return Err(shape_err(format!(
-            "{op}: Incompatible shapes of A and B for the equation {}",
-            if left { "AX = B" } else { "XA = B" }
-        )));
+        return Err(incompatible_b(op, left, n, rows));
     }
     let batch = broadcast_shapes(&a.batch, &b_batch)?.to_vec();
     let count: usize = batch.iter().product();
@@ -304,9 +329,7 @@ fn linalg_solve(args: &mut Args<'_>) -> R {
             let mut f = a.mat(ai).to_vec();
             let (perm, _, singular) = lu(&mut f, n);
             if let Some(k) = singular {
-                return Err(value_err(format!(
-                    "{op}: The solver failed because the input matrix is singular. (diagonal element {k} is zero)"
-                )));
+                return Err(singular_matrix(op, k));
             }
             cache = Some((ai, f, perm));
         }
@@ -384,11 +407,7 @@ fn solve_triangular(
     };
     let n = a.n;
     let nd = b_t.dim();
-    if nd < 2 {
-        return Err(shape_err(format!(
-            "{op}: The input tensor B must have at least 2 dimensions."
-        )));
-    }
+    check_rank(op, "B", RankRequirement::AtLeast(2), b_t.shape())?;
     let (b_batch, br, bc) = (
         b_t.shape()[..nd - 2].to_vec(),
         b_t.shape()[nd - 2],
@@ -405,10 +424,7 @@ fn solve_triangular(
         (bc, br, !upper)
     };
     if rows != n {
-        return Err(shape_err(format!(
-            "{op}: Incompatible shapes of A and B for the equation {}",
-            if left { "AX = B" } else { "XA = B" }
-        )));
+        return Err(incompatible_b(op, left, n, rows));
     }
     let batch = broadcast_shapes(&a.batch, &b_batch)?.to_vec();
     let count: usize = batch.iter().product();
@@ -451,10 +467,12 @@ fn linalg_cholesky(args: &mut Args<'_>) -> R {
                 d -= l[j * n + k] * l[j * n + k];
             }
             if d.is_nan() || d <= 0.0 {
-                return Err(value_err(format!(
-                    "{op}: The factorization could not be completed because the input is not positive-definite (the leading minor of order {} is not positive-definite).",
-                    j + 1
-                )));
+                return Err(invalid_argument(
+                    op,
+                    "A",
+                    "must be positive-definite",
+                    format!("a matrix whose leading minor of order {} is not", j + 1),
+                ));
             }
             let d = d.sqrt();
             l[j * n + j] = d;
@@ -549,12 +567,10 @@ fn checked_factor(
             other.kind_name()
         ))),
         Err(e) if check_errors => Err(e),
-        Err(e) => Err(crate::tensor::TensorError::Unsupported(format!(
-            "{}: {e}; tsrun does not return LAPACK's partial result with a nonzero info \
-             (check_errors=True raises PyTorch's error)",
-            args.op
-        ))
-        .into()),
+        Err(e) => Err(unsupported_feature(
+            args.op,
+            format!("LAPACK's partial result with a nonzero info (check_errors=False) after: {e}"),
+        )),
     }
 }
 
@@ -593,21 +609,18 @@ fn lu_factor_batch(m: &Mats) -> (Vec<f64>, Vec<i32>, Vec<i32>) {
 fn lu_input(args: &Args<'_>, pivot_at: Option<usize>) -> crate::Result<Mats> {
     if let Some(i) = pivot_at {
         if !args.bool(i)? {
-            return Err(crate::tensor::TensorError::Unsupported(format!(
-                "{}: LU without pivoting is not implemented on the CPU",
-                args.op
-            ))
-            .into());
+            return Err(unsupported_feature(
+                args.op,
+                "LU without pivoting (PyTorch lacks it on the CPU too)",
+            ));
         }
     }
     let x = args.tensor(0)?;
     if x.dim() >= 2 && x.shape()[x.dim() - 1] != x.shape()[x.dim() - 2] {
-        return Err(crate::tensor::TensorError::Unsupported(format!(
-            "{}: LU of non-square matrices ({:?})",
+        return Err(unsupported_feature(
             args.op,
-            x.shape()
-        ))
-        .into());
+            format!("LU of non-square matrices ({:?})", x.shape()),
+        ));
     }
     square(args.op, &x)
 }
@@ -640,9 +653,7 @@ fn linalg_lu_factor_ex(args: &mut Args<'_>) -> R {
 
 fn check_lu_info(op: &str, info: &[i32]) -> crate::Result<()> {
     match info.iter().find(|&&k| k > 0) {
-        Some(k) => Err(value_err(format!(
-            "{op}: U[{k},{k}] is zero and using it on lu_solve would result in a division by zero. If you still want to perform the factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
-        ))),
+        Some(k) => Err(singular_matrix(op, k)),
         None => Ok(()),
     }
 }
@@ -670,7 +681,9 @@ fn unpack_lu(
             let j = usize::try_from(piv - 1)
                 .ok()
                 .filter(|&j| j < n)
-                .ok_or_else(|| value_err(format!("lu_unpack: pivot {piv} out of range 1..={n}")))?;
+                .ok_or_else(|| {
+                    invalid_argument("lu_unpack", "LU_pivots", format!("must be in 1..={n}"), piv)
+                })?;
             perm.swap(k, j);
         }
         let mut pm = vec![0.0; n * n];
@@ -713,13 +726,16 @@ fn lu_unpack(args: &mut Args<'_>) -> R {
     let piv_t = args.tensor(1)?;
     let mut pshape = m.batch.clone();
     pshape.push(m.n);
-    if piv_t.shape() != pshape.as_slice() || !piv_t.dtype().is_integral(false) {
-        return Err(shape_err(format!(
-            "{}: LU_pivots must be an integer tensor of shape {pshape:?}, got {:?} {}",
+    if piv_t.shape() != pshape.as_slice() {
+        return Err(shape_mismatch(args.op, "LU_pivots", &pshape, piv_t.shape()));
+    }
+    if !piv_t.dtype().is_integral(false) {
+        return Err(wrong_dtype(
             args.op,
-            piv_t.shape(),
-            piv_t.dtype()
-        )));
+            "LU_pivots",
+            "an integer tensor",
+            piv_t.dtype(),
+        ));
     }
     let pivots: Vec<i32> = piv_t
         .to_vec::<i64>()?
@@ -758,7 +774,12 @@ fn linalg_lu_solve(args: &mut Args<'_>) -> R {
         .map(|v| v as i32)
         .collect();
     if pivots.len() != m.count() * n {
-        return Err(shape_err(format!("{op}: pivots do not match LU")));
+        return Err(size_mismatch(
+            op,
+            "the number of pivots",
+            (m.count() * n) as i64,
+            pivots.len() as i64,
+        ));
     }
     let (p, l, u) = unpack_lu(&m.data, &pivots, m.count(), n)?;
     let mut shape = m.batch.clone();
@@ -950,9 +971,12 @@ fn linalg_cond<const STR: bool>(args: &mut Args<'_>) -> R {
             "fro" => CondOrder::Fro,
             "nuc" => CondOrder::Nuc,
             other => {
-                return Err(value_err(format!(
-                    "{op}: got an invalid norm type: {other}"
-                )))
+                return Err(invalid_argument(
+                    op,
+                    "p",
+                    "must be a valid norm type (fro, nuc, 1, -1, 2, -2, inf, -inf)",
+                    format!("'{other}'"),
+                ))
             }
         }
     } else {
@@ -963,7 +987,12 @@ fn linalg_cond<const STR: bool>(args: &mut Args<'_>) -> R {
     };
     if let CondOrder::Num(p) = order {
         if ![1.0, -1.0, 2.0, -2.0, f64::INFINITY, f64::NEG_INFINITY].contains(&p) {
-            return Err(value_err(format!("{op}: got an invalid norm type: {p}")));
+            return Err(invalid_argument(
+                op,
+                "p",
+                "must be a valid norm type (fro, nuc, 1, -1, 2, -2, inf, -inf)",
+                p,
+            ));
         }
     }
     let m = square(op, &x)?;

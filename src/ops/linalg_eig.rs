@@ -11,7 +11,8 @@
 //! largest (`geev` breaks the tie by rounding). Complex input, and non-finite input to
 //! `eigvals` (whatever LAPACK makes of it), are refused loudly.
 
-use super::linalg::{shape_err, value_err};
+use super::kernels::{invalid_argument, unsupported_feature};
+use super::linalg::shape_err;
 use super::linalg_decomp::matrices;
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
@@ -235,13 +236,14 @@ fn eig_batch(op: &str, x: &Tensor, vectors: bool) -> crate::Result<(Tensor, Opti
         // linalg.eig refuses them; eigvals returns whatever LAPACK makes of them, which tsrun
         // does not reproduce
         return Err(if vectors {
-            value_err(format!(
-                "{op}: input tensor should not contain infs or NaNs."
-            ))
+            invalid_argument(
+                op,
+                "input",
+                "must not contain infs or NaNs",
+                "a non-finite element",
+            )
         } else {
-            super::kernels::unsupported(format!(
-                "{op}: tsrun does not compute the eigenvalues of a matrix with infs or NaNs"
-            ))
+            unsupported_feature(op, "the eigenvalues of a matrix with infs or NaNs")
         });
     }
     let n = b.n;
@@ -256,10 +258,12 @@ fn eig_batch(op: &str, x: &Tensor, vectors: bool) -> crate::Result<(Tensor, Opti
         let mut h: Vec<C> = a.iter().map(|&v| C::new(v, 0.0)).collect();
         hessenberg(&mut h, n);
         let mut ls = hessenberg_eigenvalues(&mut h, n).ok_or_else(|| {
-            value_err(format!(
-                "{op}: (Batch element {i}): The algorithm failed to converge because the input \
-                 matrix is ill-conditioned or has too many repeated eigenvalues."
-            ))
+            invalid_argument(
+                op,
+                format!("input (batch element {i})"),
+                "must be well-conditioned enough for the eigenvalue iteration to converge",
+                "an ill-conditioned matrix or one with too many repeated eigenvalues",
+            )
         })?;
         // a real matrix: eigenvalues are real or come in conjugate pairs, as geev returns them
         let scale = a.iter().fold(0.0f64, |m, v| m.max(v.abs()));

@@ -6,10 +6,12 @@
 //! elementwise op. oneDNN sums products and evaluates transcendentals in its own order: float
 //! results agree to rounding, not bit for bit.
 
-use super::kernels::{shape_err, unsupported, value_err};
+use super::kernels::{
+    check_rank, invalid_argument, shape_mismatch, size_mismatch, value_err, wrong_dtype,
+};
 use super::prims::via_aten;
 use super::{Args, Registry};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, RankRequirement, Tensor};
 use crate::values::{IValue, List, Type};
 
 type R = crate::Result<IValue>;
@@ -41,21 +43,17 @@ fn to_mkldnn(a: &mut Args<'_>) -> R {
         x.dtype(),
         DType::Float32 | DType::BFloat16 | DType::Float16 | DType::UInt8 | DType::Int8
     ) {
-        return Err(value_err(format!(
-            "{}: dense_to_mkldnn expects float, bfloat16, half, uint8, int8 tensor input, got {}",
+        return Err(wrong_dtype(
             a.op,
-            x.dtype()
-        )));
+            "input",
+            "float, bfloat16, half, uint8 or int8",
+            x.dtype(),
+        ));
     }
     let dtype = match a.opt_dtype(1)? {
         None => x.dtype(),
         Some(d @ (DType::Float32 | DType::BFloat16 | DType::Float16)) => d,
-        Some(d) => {
-            return Err(value_err(format!(
-                "{}: dense_to_mkldnn expects float, bfloat16 or half dtype, got {d}",
-                a.op
-            )))
-        }
+        Some(d) => return Err(wrong_dtype(a.op, "dtype", "float, bfloat16 or half", d)),
     };
     Ok(IValue::Tensor(x.to_dtype(dtype)?.deep_clone()?))
 }
@@ -91,10 +89,12 @@ fn mkldnn_transpose(a: &mut Args<'_>) -> R {
 fn mkldnn_max_pool<const DIMS: usize>(a: &mut Args<'_>) -> R {
     let dilation = a.int_list(4)?;
     if dilation.iter().any(|&d| d != 1) {
-        return Err(unsupported(format!(
-            "{}: mkldnn_max_pool{DIMS}d does not support dilation case",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "dilation",
+            "must be all 1 (mkldnn pooling has no dilation)",
+            format!("{dilation:?}"),
+        ));
     }
     let name = if DIMS == 2 {
         "aten::max_pool2d"
@@ -111,20 +111,24 @@ fn mkldnn_max_pool<const DIMS: usize>(a: &mut Args<'_>) -> R {
 fn mkldnn_adaptive_avg_pool2d(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
     let out = a.int_list(1)?;
-    if x.dim() != 4 || out.len() != 2 {
-        return Err(shape_err(format!(
-            "{}: expects a 4-d input and 2 output sizes, got {:?} and {out:?}",
+    check_rank(a.op, "input", RankRequirement::Exactly(4), x.shape())?;
+    if out.len() != 2 {
+        return Err(size_mismatch(
             a.op,
-            x.shape()
-        )));
+            "the length of output_size",
+            2,
+            out.len() as i64,
+        ));
     }
     for (i, &o) in out.iter().enumerate() {
         let size = x.shape()[2 + i] as i64;
         if o <= 0 || size % o != 0 {
-            return Err(unsupported(format!(
-                "{}: input size is not divisible by the output size is not supported yet",
-                a.op
-            )));
+            return Err(invalid_argument(
+                a.op,
+                "output_size",
+                format!("must divide the input size {size} (mkldnn adaptive pooling)"),
+                o,
+            ));
         }
     }
     via_aten(
@@ -137,13 +141,7 @@ fn mkldnn_adaptive_avg_pool2d(a: &mut Args<'_>) -> R {
 /// `mkldnn_linear(self, weight, bias=None)`: a 2-d or 3-d input's linear layer.
 fn mkldnn_linear(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
-    if x.dim() != 2 && x.dim() != 3 {
-        return Err(shape_err(format!(
-            "{}: input needs to has dim 2 or 3, got {:?}",
-            a.op,
-            x.shape()
-        )));
-    }
+    check_rank(a.op, "input", RankRequirement::OneOf(vec![2, 3]), x.shape())?;
     dense_linear(a, x, 1, 2)
 }
 
@@ -171,12 +169,12 @@ fn unary_post_op(a: &Args<'_>, y: Tensor, attr: &str, scalars: &[IValue], alg: &
     let t = IValue::Tensor(y.clone());
     let scalar = |i: usize| {
         scalars.get(i).cloned().ok_or_else(|| {
-            value_err(format!(
-                "{}: post-op {attr} needs {} scalars, got {}",
+            size_mismatch(
                 a.op,
-                i + 1,
-                scalars.len()
-            ))
+                format!("the number of scalars of post-op {attr} (at least)"),
+                (i + 1) as i64,
+                scalars.len() as i64,
+            )
         })
     };
     match attr {
@@ -192,32 +190,31 @@ fn unary_post_op(a: &Args<'_>, y: Tensor, attr: &str, scalars: &[IValue], alg: &
                 "" | "none" => "none",
                 "tanh" => "tanh",
                 other => {
-                    return Err(value_err(format!(
-                        "{}: gelu algorithm {other:?} (none or tanh)",
-                        a.op
-                    )))
+                    return Err(invalid_argument(
+                        a.op,
+                        "algorithm",
+                        "must be none or tanh (gelu)",
+                        format!("{other:?}"),
+                    ))
                 }
             };
             via_aten(a, "aten::gelu", vec![t, IValue::String(approximate.into())])
         }
         "leaky_relu" => via_aten(a, "aten::leaky_relu", vec![t, scalar(0)?]),
         "hardtanh" => via_aten(a, "aten::hardtanh", vec![t, scalar(0)?, scalar(1)?]),
-        other => Err(unsupported(format!(
-            "{}: Fusion behavior undefined for post-op {other:?}",
-            a.op
-        ))),
+        other => Err(invalid_argument(
+            a.op,
+            "attr",
+            "must be a post-op with defined fusion behavior",
+            format!("{other:?}"),
+        )),
     }
 }
 
 /// A fused binary post-op: `y <attr> other` for add, sub, mul and div (same shapes).
 fn binary_post_op(a: &Args<'_>, y: Tensor, other: &Tensor, attr: &str) -> crate::Result<Tensor> {
     if y.shape() != other.shape() {
-        return Err(shape_err(format!(
-            "{}: binary post-op operand {:?} does not match the output {:?}",
-            a.op,
-            other.shape(),
-            y.shape()
-        )));
+        return Err(shape_mismatch(a.op, "other", y.shape(), other.shape()));
     }
     let (y, o) = (IValue::Tensor(y), IValue::Tensor(other.clone()));
     let r = match attr {
@@ -226,10 +223,12 @@ fn binary_post_op(a: &Args<'_>, y: Tensor, other: &Tensor, attr: &str) -> crate:
         "mul" => via_aten(a, "aten::mul.Tensor", vec![y, o])?,
         "div" => via_aten(a, "aten::div.Tensor", vec![y, o])?,
         other => {
-            return Err(unsupported(format!(
-                "{}: Binary Fusion behavior undefined for {other:?}",
-                a.op
-            )))
+            return Err(invalid_argument(
+                a.op,
+                "binary_attr",
+                "must be a binary post-op with defined fusion behavior",
+                format!("{other:?}"),
+            ))
         }
     };
     tensor_of(a, r)
@@ -353,18 +352,22 @@ fn convolution_binary(a: &Args<'_>, first: usize, other_at: usize) -> crate::Res
     let other = a.tensor(other_at)?;
     if let Some(alpha) = a.opt_scalar(first + 8)? {
         if alpha.to_f64() != 1.0 {
-            return Err(value_err(format!(
-                "{}: the alpha value should be none or 1.0",
-                a.op
-            )));
+            return Err(invalid_argument(
+                a.op,
+                "alpha",
+                "must be None or 1.0",
+                alpha.to_f64(),
+            ));
         }
     }
     let unary = opt_str(a, first + 9)?;
     if !matches!(unary.as_str(), "" | "none" | "relu") {
-        return Err(unsupported(format!(
-            "{}: Unary Fusion behavior undefined for {unary:?} after a binary post-op",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "unary_attr",
+            "must be none or relu after a binary post-op",
+            format!("{unary:?}"),
+        ));
     }
     let padding = a.get(first + 3)?.clone();
     let output_padding = zeros_like_list(&padding)?;

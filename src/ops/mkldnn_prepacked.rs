@@ -6,10 +6,10 @@
 //! whatever was packed). tsrun keeps the post-op (`none` or `relu`, the two PyTorch fuses) in
 //! the object's `attr` field; `conv2d_run` is the convolution followed by that post-op.
 
-use super::kernels::{shape_err, value_err};
+use super::kernels::{check_rank, invalid_argument, value_err, wrong_dtype};
 use super::prims::via_aten;
 use super::{Args, Registry};
-use crate::tensor::DType;
+use crate::tensor::{DType, RankRequirement};
 use crate::values::{IValue, List, Object, Tuple, Type};
 use indexmap::IndexMap;
 
@@ -21,9 +21,12 @@ const CONV_CONTEXT_CLASS: &str = "__torch__.torch.classes.mkldnn.ConvOpContext";
 /// kept as given.
 fn pair(op: &str, name: &str, v: Vec<i64>) -> crate::Result<IValue> {
     if !matches!(v.len(), 1 | 2) {
-        return Err(shape_err(format!(
-            "{op}: expected {name} to be a single integer value or a list of 2 values to match the convolution dimensions, but got {name}={v:?}"
-        )));
+        return Err(invalid_argument(
+            op,
+            name,
+            "must be a single integer or a list of 2 (the convolution dims)",
+            format!("{v:?}"),
+        ));
     }
     Ok(ints(&v))
 }
@@ -46,21 +49,19 @@ fn conv2d_prepack(a: &mut Args<'_>) -> R {
     let input_size = a.int_list(6)?;
     let attr = a.str(7)?;
     if !matches!(&*attr, "none" | "relu") {
-        return Err(value_err(format!(
-            "{op}: Fusion behavior undefined. (post-op {attr:?}: PyTorch fuses none or relu)"
-        )));
+        return Err(invalid_argument(
+            op,
+            "attr",
+            "must be none or relu (the post-ops PyTorch fuses)",
+            format!("{attr:?}"),
+        ));
     }
     if w.dtype() != DType::Float32 {
-        return Err(value_err(format!(
-            "{op}: itensor_view_from_dense expects float tensor input, got {}",
-            w.dtype()
-        )));
+        return Err(wrong_dtype(op, "W", "float32", w.dtype()));
     }
-    if w.dim() != 4 || groups < 1 {
-        return Err(shape_err(format!(
-            "{op}: a 2-d convolution weight [out, in / groups, kh, kw] with groups >= 1, got {:?} and groups {groups}",
-            w.shape()
-        )));
+    check_rank(op, "W", RankRequirement::Exactly(4), w.shape())?;
+    if groups < 1 {
+        return Err(invalid_argument(op, "groups", "must be >= 1", groups));
     }
     let state = Tuple::new(vec![
         IValue::Tensor(w),
@@ -86,10 +87,12 @@ fn conv2d_run(a: &mut Args<'_>) -> R {
     let ctx = match a.get(1)? {
         IValue::Object(o) if &**o.class_name() == CONV_CONTEXT_CLASS => o.clone(),
         other => {
-            return Err(value_err(format!(
-                "{op}: expected a {CONV_CONTEXT_CLASS}, got a {}",
-                other.kind_name()
-            )))
+            return Err(invalid_argument(
+                op,
+                "ctx",
+                format!("must be a {CONV_CONTEXT_CLASS}"),
+                format!("a {}", other.kind_name()),
+            ))
         }
     };
     let Some(IValue::Tuple(state)) = ctx.state() else {
@@ -108,12 +111,9 @@ fn conv2d_run(a: &mut Args<'_>) -> R {
             )))
         }
     };
-    if x.dim() != 4 || x.dtype() != DType::Float32 {
-        return Err(value_err(format!(
-            "{op}: could not create a primitive descriptor for the convolution forward propagation primitive (input {:?} of {}; oneDNN takes a float32 [N, C, H, W])",
-            x.shape(),
-            x.dtype()
-        )));
+    check_rank(op, "input", RankRequirement::Exactly(4), x.shape())?;
+    if x.dtype() != DType::Float32 {
+        return Err(wrong_dtype(op, "input", "float32", x.dtype()));
     }
     let y = via_aten(
         a,

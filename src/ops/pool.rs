@@ -3,14 +3,16 @@
 
 use super::kernels::parallel::{for_each_chunk_mut, for_each_chunk_mut2};
 use super::kernels::reduce::pairwise_sum;
-use super::kernels::shape_err;
+use super::kernels::{
+    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, wrong_dtype,
+};
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, slice_mut_of, slice_of, value_err, Real,
 };
 use super::{Args, Registry};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, RankRequirement, Tensor};
 use crate::values::{IValue, Tuple};
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
@@ -43,16 +45,22 @@ fn pool_arg(
         v.to_vec()
     };
     if v.len() != n {
-        return Err(value_err(format!(
-            "{op}: {what} must either be a single int, or a tuple of {n} ints"
-        )));
+        return Err(invalid_argument(
+            op,
+            what,
+            format!("must be a single int or a tuple of {n} ints"),
+            format!("{v:?}"),
+        ));
     }
     v.iter()
         .map(|&x| {
             if x < min {
-                Err(value_err(format!(
-                    "{op}: {what} must be >= {min}, got {v:?}"
-                )))
+                Err(invalid_argument(
+                    op,
+                    what,
+                    format!("must be >= {min}"),
+                    format!("{v:?}"),
+                ))
             } else {
                 Ok(x as usize)
             }
@@ -62,14 +70,12 @@ fn pool_arg(
 
 /// Input split into (planes, spatial dims), validated for `nsp` spatial dims.
 fn planes(op: &str, x: &Tensor, nsp: usize) -> crate::Result<(usize, Vec<usize>)> {
-    if x.dim() != nsp + 1 && x.dim() != nsp + 2 {
-        return Err(value_err(format!(
-            "{op}: expected {}D or {}D input, got {:?}",
-            nsp + 1,
-            nsp + 2,
-            x.shape()
-        )));
-    }
+    check_rank(
+        op,
+        "input",
+        RankRequirement::OneOf(vec![nsp + 1, nsp + 2]),
+        x.shape(),
+    )?;
     let lead = x.dim() - nsp;
     let p: usize = x.shape()[..lead].iter().product();
     Ok((p, x.shape()[lead..].to_vec()))
@@ -99,9 +105,12 @@ fn pooled_size(
         out -= 1;
     }
     if out < 1 {
-        return Err(value_err(format!(
-            "{op}: output size is too small (input {input}, kernel {k}, stride {s}, padding {p}, dilation {d})"
-        )));
+        return Err(invalid_argument(
+            op,
+            "the output size",
+            format!("must be positive (input {input}, kernel {k}, stride {s}, padding {p}, dilation {d})"),
+            out,
+        ));
     }
     Ok(out as usize)
 }
@@ -133,10 +142,15 @@ fn pool_geo(
     let ceil = a.bool(ceil_i)?;
     for i in 0..nsp {
         if p[i] > k[i] / 2 {
-            return Err(value_err(format!(
-                "{}: pad should be at most half of effective kernel size, but got pad={}, kernel_size={} and dilation={}",
-                a.op, p[i], k[i], d[i]
-            )));
+            return Err(invalid_argument(
+                a.op,
+                "padding",
+                format!(
+                    "must be at most half of the kernel size {} (dilation {})",
+                    k[i], d[i]
+                ),
+                p[i],
+            ));
         }
     }
     let mut osp = vec![0; nsp];
@@ -403,7 +417,12 @@ fn avg_pool_op(a: &mut Args, nsp: usize) -> crate::Result<IValue> {
     let divisor = if nsp > 1 { a.opt_int(6)? } else { None };
     if let Some(d) = divisor {
         if d == 0 {
-            return Err(value_err(format!("{}: divisor must be not zero", a.op)));
+            return Err(invalid_argument(
+                a.op,
+                "divisor_override",
+                "must not be zero",
+                d,
+            ));
         }
     }
     let dtype = x.dtype();
@@ -508,17 +527,20 @@ fn adaptive_impl(a: &Args, nsp: usize, want_max: bool) -> crate::Result<(Tensor,
         size
     };
     if size.len() != nsp || size.iter().any(|&s| s < 0) {
-        return Err(value_err(format!(
-            "{}: output_size must be {nsp} non-negative values, got {size:?}",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "output_size",
+            format!("must be {nsp} non-negative values"),
+            format!("{size:?}"),
+        ));
     }
     if sp.contains(&0) {
-        return Err(value_err(format!(
-            "{}: expected input to have non-zero size for non-batch dimensions, got {:?}",
+        return Err(invalid_argument(
             a.op,
-            x.shape()
-        )));
+            "input",
+            "must have non-zero size for non-batch dimensions",
+            format!("shape {:?}", x.shape()),
+        ));
     }
     let osp: Vec<usize> = size.iter().map(|&s| s as usize).collect();
     let osp3 = lift(&osp, 1);
@@ -595,25 +617,24 @@ fn max_unpool<const D: usize>(a: &mut Args) -> crate::Result<IValue> {
         "max_unpooling3d"
     };
     if size.len() != D || size.iter().any(|&s| s < 0) {
-        return Err(value_err(format!(
-            "{op}: There should be exactly {D} non-negative elements in output_size, got {size:?}"
-        )));
+        return Err(invalid_argument(
+            op,
+            "output_size",
+            format!("must be exactly {D} non-negative elements"),
+            format!("{size:?}"),
+        ));
     }
     if idx.dtype() != DType::Int64 {
-        return Err(value_err(format!(
-            "{op}: elements in indices should be type int64 but got: {}",
-            idx.dtype()
-        )));
+        return Err(wrong_dtype(op, "indices", "int64", idx.dtype()));
     }
-    if x.shape() != idx.shape() || (x.dim() != D + 1 && x.dim() != D + 2) {
-        return Err(shape_err(format!(
-            "{op}: Expected shape of indices to be same as that of the input tensor ({:?}) \
-             and a {}-d or {}-d input, got indices {:?}",
-            x.shape(),
-            D + 1,
-            D + 2,
-            idx.shape()
-        )));
+    check_rank(
+        op,
+        "input",
+        RankRequirement::OneOf(vec![D + 1, D + 2]),
+        x.shape(),
+    )?;
+    if x.shape() != idx.shape() {
+        return Err(shape_mismatch(op, "indices", x.shape(), idx.shape()));
     }
     let lead = &x.shape()[..x.dim() - D];
     let plane_in: usize = x.shape()[x.dim() - D..].iter().product();
@@ -630,13 +651,11 @@ fn max_unpool<const D: usize>(a: &mut Args) -> crate::Result<IValue> {
                 .ok()
                 .filter(|&i| i < plane_out)
                 .ok_or_else(|| {
-                    value_err(format!(
-                        "{op}: Found an invalid max index: {i} (output volumes are of size {})",
-                        size.iter()
-                            .map(|s| s.to_string())
-                            .collect::<Vec<_>>()
-                            .join("x")
-                    ))
+                    crate::Error::from(crate::tensor::TensorError::IndexOutOfBounds {
+                        index: i,
+                        dim: x.dim() - 1,
+                        size: plane_out,
+                    })
                 })?;
             out[p * plane_out + slot] = xs[at];
         }
@@ -684,17 +703,20 @@ fn fractional_max_pool<const D: usize>(a: &mut Args) -> crate::Result<IValue> {
         "fractional_max_pool3d"
     };
     if kernel.len() != D || size.len() != D || kernel.iter().chain(&size).any(|&v| v < 1) {
-        return Err(value_err(format!(
-            "{op}: kernel_size {kernel:?} and output_size {size:?} must be {D} positive sizes"
-        )));
+        return Err(invalid_argument(
+            op,
+            "kernel_size and output_size",
+            format!("must be {D} positive sizes each"),
+            format!("{kernel:?} and {size:?}"),
+        ));
     }
     if x.dim() != D + 1 && x.dim() != D + 2 {
-        return Err(shape_err(format!(
-            "{op}: non-empty {}D or {}D (batch mode) tensor expected for input, got {:?}",
-            D + 1,
-            D + 2,
-            x.shape()
-        )));
+        return Err(rank_mismatch(
+            op,
+            "input",
+            RankRequirement::OneOf(vec![D + 1, D + 2]),
+            x.shape(),
+        ));
     }
     let in_sp = x.shape()[x.dim() - D..].to_vec();
     let (kernel, size): (Vec<usize>, Vec<usize>) = (
@@ -703,18 +725,25 @@ fn fractional_max_pool<const D: usize>(a: &mut Args) -> crate::Result<IValue> {
     );
     for d in 0..D {
         if size[d] + kernel[d] - 1 > in_sp[d] {
-            return Err(value_err(format!(
-                "{op}: pool size {} too large relative to input size {} for output size {}",
-                kernel[d], in_sp[d], size[d]
-            )));
+            return Err(invalid_argument(
+                op,
+                "kernel_size",
+                format!(
+                    "must leave output_size {} windows in the input size {} (kernel + output - 1 <= input)",
+                    size[d], in_sp[d]
+                ),
+                kernel[d],
+            ));
         }
     }
     let planes: usize = x.shape()[..x.dim() - D].iter().product();
     if samples.numel() != planes * D {
-        return Err(shape_err(format!(
-            "{op}: random_samples of shape {:?} for {planes} planes of {D} samples",
-            samples.shape()
-        )));
+        return Err(size_mismatch(
+            op,
+            format!("random_samples.numel() ({planes} planes of {D} samples)"),
+            (planes * D) as i64,
+            samples.numel() as i64,
+        ));
     }
     let ss = samples.contiguous()?.to_vec::<f64>()?;
     let xs = x.contiguous()?.to_vec::<f64>()?;

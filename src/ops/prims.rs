@@ -7,7 +7,10 @@
 //! `prims::sum(inp, dims, output_dtype)`, `prims::iota`, ...) call that overload's kernel
 //! with the arguments it takes.
 
-use super::kernels::{unsupported, value_err};
+use super::kernels::{
+    invalid_argument, not_implemented_for, size_mismatch, unsupported, unsupported_feature,
+    wrong_dtype,
+};
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
@@ -259,12 +262,21 @@ fn broadcast_in_dim(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
     let shape = a.int_list(1)?;
     let dims = a.int_list(2)?;
-    if dims.len() != x.dim() || dims.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(value_err(format!(
-            "{}: broadcast_dimensions {dims:?} must be increasing, one per input dim ({})",
+    if dims.len() != x.dim() {
+        return Err(size_mismatch(
             a.op,
-            x.dim()
-        )));
+            "the length of broadcast_dimensions (one per input dim)",
+            x.dim() as i64,
+            dims.len() as i64,
+        ));
+    }
+    if dims.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(invalid_argument(
+            a.op,
+            "broadcast_dimensions",
+            "must be increasing",
+            format!("{dims:?}"),
+        ));
     }
     let mut v = x;
     for d in 0..shape.len() as i64 {
@@ -282,10 +294,15 @@ fn collapse(a: &mut Args<'_>, copy: bool) -> R {
     let (start, end) = (a.int(1)?, a.int(2)?);
     let nd = x.dim() as i64;
     if !(0 <= start && start <= end && end < nd.max(1)) {
-        return Err(value_err(format!(
-            "{}: invalid collapse range [{start}, {end}] for {nd} dims",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "[start, end]",
+            format!(
+                "must satisfy 0 <= start <= end < {} (the input's dims)",
+                nd.max(1)
+            ),
+            format!("[{start}, {end}]"),
+        ));
     }
     let (s, e) = (start as usize, (end as usize + 1).min(x.dim()));
     let mut shape: Vec<i64> = x.shape()[..s].iter().map(|&d| d as i64).collect();
@@ -305,10 +322,12 @@ fn split_dim(a: &mut Args<'_>) -> R {
     let outer = a.int(2)?;
     let size = x.shape()[d] as i64;
     if outer <= 0 || size % outer != 0 {
-        return Err(value_err(format!(
-            "{}: outer_length {outer} does not divide dim {d} of size {size}",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "outer_length",
+            format!("must be positive and divide dim {d} of size {size}"),
+            outer,
+        ));
     }
     let mut shape: Vec<i64> = x.shape().iter().map(|&s| s as i64).collect();
     shape.splice(d..=d, [outer, size / outer]);
@@ -369,7 +388,12 @@ fn iota(a: &mut Args<'_>) -> R {
     let (length, start, step) = (a.int(0)?, a.int(1)?, a.int(2)?);
     let dtype = a.dtype(3)?;
     if length < 0 {
-        return Err(value_err(format!("{}: negative length {length}", a.op)));
+        return Err(invalid_argument(
+            a.op,
+            "length",
+            "must be non-negative",
+            length,
+        ));
     }
     crate::tensor::budget::check_alloc((length as usize).saturating_mul(8))?;
     let v: Vec<i64> = (0..length)
@@ -404,7 +428,7 @@ fn extreme_value(a: &mut Args<'_>, max: bool) -> R {
         }),
         DType::Int8 => IValue::Int(if max { i8::MAX.into() } else { i8::MIN.into() }),
         DType::UInt8 => IValue::Int(if max { u8::MAX.into() } else { 0 }),
-        d => return Err(unsupported(format!("{}: no extreme value for {d}", a.op))),
+        d => return Err(not_implemented_for(a.op, d)),
     })
 }
 
@@ -423,10 +447,10 @@ fn device_put(a: &mut Args<'_>) -> R {
     match a.get(1)? {
         IValue::Device(d) if d.kind == crate::values::DeviceKind::Cpu => Ok(IValue::Tensor(x)),
         IValue::String(s) if s.starts_with("cpu") => Ok(IValue::Tensor(x)),
-        other => Err(unsupported(format!(
-            "{}: tsrun tensors live on the CPU, not {other:?}",
-            a.op
-        ))),
+        other => Err(unsupported_feature(
+            a.op,
+            format!("device {other:?} (tsrun tensors live on the CPU)"),
+        )),
     }
 }
 
@@ -434,11 +458,12 @@ fn device_put(a: &mut Args<'_>) -> R {
 fn cbrt(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
     if !x.dtype().is_floating_point() {
-        return Err(unsupported(format!(
-            "{}: cbrt of {} tensors",
+        return Err(wrong_dtype(
             a.op,
-            x.dtype()
-        )));
+            "self",
+            "a floating point tensor",
+            x.dtype(),
+        ));
     }
     let v: Vec<f64> = x.to_vec::<f64>()?.into_iter().map(f64::cbrt).collect();
     Ok(IValue::Tensor(
@@ -483,12 +508,12 @@ fn copy_strided(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
     let stride = a.int_list(1)?;
     if stride.len() != x.dim() {
-        return Err(value_err(format!(
-            "{}: {} strides for a {}-d tensor",
+        return Err(size_mismatch(
             a.op,
-            stride.len(),
-            x.dim()
-        )));
+            "the length of stride (one per dim)",
+            x.dim() as i64,
+            stride.len() as i64,
+        ));
     }
     let strides = stride
         .iter()
@@ -496,7 +521,7 @@ fn copy_strided(a: &mut Args<'_>) -> R {
             isize::try_from(s)
                 .ok()
                 .filter(|&s| s >= 0)
-                .ok_or_else(|| value_err(format!("{}: invalid stride {s}", a.op)))
+                .ok_or_else(|| invalid_argument(a.op, "stride", "must be non-negative", s))
         })
         .collect::<crate::Result<Vec<isize>>>()?;
     // the storage a strided view of this shape reaches: 1 + sum((size - 1) * stride)
@@ -511,7 +536,14 @@ fn copy_strided(a: &mut Args<'_>) -> R {
                     .checked_mul(s as usize)
                     .and_then(|v| acc.checked_add(v))
             })
-            .ok_or_else(|| value_err(format!("{}: strides overflow", a.op)))?
+            .ok_or_else(|| {
+                invalid_argument(
+                    a.op,
+                    "stride",
+                    "must keep the storage extent within 64 bits",
+                    format!("{stride:?}"),
+                )
+            })?
     };
     let out = Tensor::zeros(&[extent], x.dtype())?.as_strided(x.shape(), &strides, 0)?;
     out.copy_from(&x)?;

@@ -5,7 +5,7 @@
 //! ranges to, so the handle is an empty object and closing it does nothing; the code in the
 //! range runs as it does under PyTorch without an active profiler.
 
-use super::kernels::value_err;
+use super::kernels::invalid_argument;
 use super::{Args, Registry};
 use crate::values::{IValue, Object};
 use indexmap::IndexMap;
@@ -30,10 +30,12 @@ fn enter_new(a: &mut Args<'_>) -> R {
 fn exit(a: &mut Args<'_>) -> R {
     match a.get(0)? {
         IValue::Object(o) if &**o.class_name() == RECORD_FUNCTION_CLASS => Ok(IValue::None),
-        other => Err(value_err(format!(
-            "profiler::_record_function_exit: expected a {RECORD_FUNCTION_CLASS}, got a {}",
-            other.kind_name()
-        ))),
+        other => Err(invalid_argument(
+            a.op,
+            "self",
+            format!("must be a {RECORD_FUNCTION_CLASS}"),
+            format!("a {}", other.kind_name()),
+        )),
     }
 }
 

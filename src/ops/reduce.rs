@@ -6,9 +6,11 @@ use super::kernels::map::map_unary;
 use super::kernels::num::{Arith, Real};
 use super::kernels::operand::inplace_of;
 use super::kernels::reduce::{along_dim, pairwise_sum, ReducePlan};
-use super::kernels::{unsupported, value_err};
+use super::kernels::{
+    invalid_argument, not_implemented_for, rank_mismatch, unsupported_feature, wrong_dtype,
+};
 use super::{Args, Registry};
-use crate::tensor::{wrap_dim, DType, Tensor};
+use crate::tensor::{wrap_dim, DType, RankRequirement, Tensor, TensorError};
 use crate::values::{IValue, Tuple};
 use crate::{dispatch_all, dispatch_int};
 use half::{bf16, f16};
@@ -110,10 +112,12 @@ pub(crate) fn mean_op(
 ) -> crate::Result<Tensor> {
     let out = dtype.unwrap_or(x.dtype());
     if !(out.is_floating_point() || out.is_complex()) {
-        return Err(value_err(format!(
-            "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: {}",
-            out
-        )));
+        return Err(wrong_dtype(
+            "mean",
+            "the output dtype (inferred from the input)",
+            "a floating point or complex dtype",
+            out,
+        ));
     }
     let xc = x.to_dtype(out)?;
     let plan = ReducePlan::new(&xc, dims, keepdim)?;
@@ -151,7 +155,7 @@ pub(crate) fn mean_op(
         DType::Complex128 => {
             plan.rows::<Complex64, Complex64, _>(|r| pairwise_sum(r, &|v: Complex64| v) / n)
         }
-        d => Err(unsupported(format!("mean is not implemented for {d}"))),
+        d => Err(not_implemented_for("mean", d)),
     }
 }
 fn mean(args: &mut Args<'_>) -> R {
@@ -216,11 +220,29 @@ fn prod_dim(args: &mut Args<'_>) -> R {
     )?)
 }
 
+/// A full reduction of an empty tensor, which has no identity: PyTorch asks for a `dim`.
+fn dim_required_for_empty(op: &str) -> crate::Error {
+    invalid_argument(
+        op,
+        "dim",
+        "must be specified when input.numel() == 0",
+        "None",
+    )
+}
+
+/// A reduction without identity over a dimension of size 0.
+fn empty_reduction_dim(op: &str, x: &Tensor, dim: i64) -> crate::Error {
+    invalid_argument(
+        op,
+        "dim",
+        format!("must have non-zero size (input shape {:?})", x.shape()),
+        dim,
+    )
+}
+
 fn empty_check(x: &Tensor, op: &str) -> crate::Result<()> {
     if x.numel() == 0 {
-        return Err(value_err(format!(
-            "{op}(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument."
-        )));
+        return Err(dim_required_for_empty(op));
     }
     Ok(())
 }
@@ -234,9 +256,7 @@ pub(crate) fn extreme_op(
 ) -> crate::Result<Tensor> {
     let plan = ReducePlan::new(x, dims, keepdim)?;
     if plan.reduced == 0 && plan.outer > 0 {
-        return Err(value_err(
-            "max(): Expected reduction dim to be specified for input.numel() == 0.",
-        ));
+        return Err(dim_required_for_empty(if is_max { "max" } else { "min" }));
     }
     crate::dispatch_standard_real!(x.dtype(), "max", |T| plan.rows::<T, T, _>(|r| {
         if is_max {
@@ -307,8 +327,10 @@ pub(crate) fn extreme_dim(
 ) -> crate::Result<(Tensor, Tensor)> {
     let plan = ReducePlan::new(x, Some(&[dim]), keepdim)?;
     if plan.reduced == 0 {
-        return Err(value_err(
-            "max(): Expected reduction dim to have non-zero size.",
+        return Err(empty_reduction_dim(
+            if is_max { "max" } else { "min" },
+            x,
+            dim,
         ));
     }
     crate::dispatch_standard_real!(x.dtype(), "max.dim", |T| plan
@@ -331,9 +353,11 @@ fn argext(args: &Args<'_>, is_max: bool) -> R {
         None => ReducePlan::new(&x, None, keepdim)?,
     };
     if plan.reduced == 0 {
-        return Err(value_err(
-            "argmax(): Expected reduction dim to be specified for input.numel() == 0.",
-        ));
+        return Err(dim_required_for_empty(if is_max {
+            "argmax"
+        } else {
+            "argmin"
+        }));
     }
     t(crate::dispatch_standard_real!(x.dtype(), "argmax", |T| {
         plan.rows::<T, i64, _>(|r| arg_extreme(r, is_max).1)
@@ -436,9 +460,12 @@ fn var_std(
 ) -> crate::Result<(Tensor, Tensor)> {
     let dt = x.dtype();
     if !dt.is_floating_point() {
-        return Err(unsupported(format!(
-            "std and var only support floating point dtypes, got {dt}"
-        )));
+        return Err(wrong_dtype(
+            "std/var",
+            "input",
+            "a floating point tensor",
+            dt,
+        ));
     }
     let plan = ReducePlan::new(&x.to_dtype(DType::Float64)?, dims, keepdim)?;
     let (v, m) = plan.rows2::<f64, f64, f64, _>(|r| {
@@ -520,9 +547,12 @@ pub(crate) fn vector_norm(
 ) -> crate::Result<Tensor> {
     let dt = x.dtype();
     if !(dt.is_floating_point() || dt.is_complex()) {
-        return Err(value_err(format!(
-            "linalg.vector_norm: Expected a floating point or complex tensor as input. Got {dt}"
-        )));
+        return Err(wrong_dtype(
+            "linalg.vector_norm",
+            "input",
+            "a floating point or complex tensor",
+            dt,
+        ));
     }
     let out = dtype.map(|d| d.to_real()).unwrap_or(dt.to_real());
     let mag = match dt {
@@ -622,9 +652,7 @@ fn logsumexp(args: &mut Args<'_>) -> R {
         x.dtype()
     };
     if !out.is_floating_point() {
-        return Err(unsupported(format!(
-            "logsumexp is not implemented for {out}"
-        )));
+        return Err(not_implemented_for("logsumexp", out));
     }
     let plan = ReducePlan::new(&x.to_dtype(DType::Float64)?, Some(&dims), keepdim)?;
     let r = plan.rows::<f64, f64, _>(|r| {
@@ -730,7 +758,12 @@ fn median_row<T: Real>(r: &[T], skip_nan: bool) -> (T, i64) {
 fn median_all(args: &Args<'_>, skip_nan: bool) -> R {
     let x = args.tensor(0)?;
     if x.numel() == 0 {
-        return Err(value_err("median() input tensor cannot be empty"));
+        return Err(invalid_argument(
+            "median",
+            "input",
+            "must not be empty",
+            "a tensor of 0 elements",
+        ));
     }
     let plan = ReducePlan::new(&x, None, false)?;
     t(crate::dispatch_standard_real!(x.dtype(), "median", |T| {
@@ -741,9 +774,7 @@ fn median_dim(args: &Args<'_>, skip_nan: bool) -> R {
     let x = args.tensor(0)?;
     let plan = ReducePlan::new(&x, Some(&[args.int(1)?]), args.bool(2)?)?;
     if plan.reduced == 0 {
-        return Err(value_err(
-            "median(): Expected reduction dim to have non-zero size.",
-        ));
+        return Err(empty_reduction_dim("median", &x, args.int(1)?));
     }
     let (v, i) = crate::dispatch_standard_real!(x.dtype(), "median", |T| plan
         .rows2::<T, T, i64, _>(|r| median_row(r, skip_nan)))?;
@@ -781,10 +812,12 @@ impl QuantileInterpolation {
             "midpoint" => Self::Midpoint,
             "nearest" => Self::Nearest,
             other => {
-                return Err(value_err(format!(
-                    "{op}() interpolation must be one of linear, lower, higher, midpoint or \
-                     nearest. Got {other}"
-                )))
+                return Err(invalid_argument(
+                    op,
+                    "interpolation",
+                    "must be one of linear, lower, higher, midpoint, nearest",
+                    format!("'{other}'"),
+                ))
             }
         })
     }
@@ -888,32 +921,40 @@ fn quantile_family(args: &mut Args<'_>, ignore_nan: bool) -> R {
     let (q, q_shape): (Tensor, Vec<usize>) = match args.get(1)? {
         IValue::Tensor(q) => {
             if q.dim() > 1 {
-                return Err(value_err(format!("{op}() q must be a scalar or 1D tensor")));
+                return Err(rank_mismatch(
+                    op,
+                    "q",
+                    RankRequirement::AtMost(1),
+                    q.shape(),
+                ));
             }
             if q.dtype() != x.dtype() {
-                return Err(value_err(format!(
-                    "{op}() q tensor must be same dtype as the input tensor"
-                )));
+                return Err(TensorError::DTypeMismatch {
+                    expected: x.dtype(),
+                    got: q.dtype(),
+                }
+                .into());
             }
             (q.clone(), q.shape().to_vec())
         }
         _ => {
             let q = args.double(1)?;
             if !(0.0..=1.0).contains(&q) {
-                return Err(value_err(format!(
-                    "{op}() q must be in the range [0, 1] but got {q}"
-                )));
+                return Err(invalid_argument(op, "q", "must be in [0, 1]", q));
             }
             (Tensor::from_vec(vec![q], &[])?.to_dtype(x.dtype())?, vec![])
         }
     };
     if !matches!(x.dtype(), DType::Float32 | DType::Float64) {
-        return Err(value_err(format!(
-            "{op}() input tensor must be either float or double dtype"
-        )));
+        return Err(wrong_dtype(op, "input", "float or double", x.dtype()));
     }
     if x.numel() == 0 {
-        return Err(value_err(format!("{op}() input tensor must be non-empty")));
+        return Err(invalid_argument(
+            op,
+            "input",
+            "must not be empty",
+            "a tensor of 0 elements",
+        ));
     }
     let plan = match dim {
         Some(d) => ReducePlan::new(&x, Some(&[d]), keepdim)?,
@@ -928,10 +969,8 @@ fn quantile_family(args: &mut Args<'_>, ignore_nan: bool) -> R {
     macro_rules! compute {
         ($F:ty) => {{
             let qs = q.to_vec::<$F>()?;
-            if qs.iter().any(|&v| !(0.0..=1.0).contains(&v)) {
-                return Err(value_err(format!(
-                    "{op}() q values must be in the range [0, 1]"
-                )));
+            if let Some(v) = qs.iter().find(|&&v| !(0.0..=1.0).contains(&v)) {
+                return Err(invalid_argument(op, "q", "must hold values in [0, 1]", v));
             }
             let src = plan.input.to_vec::<$F>()?;
             let (nq, red) = (qs.len(), plan.reduced.max(1));
@@ -987,9 +1026,7 @@ fn mode(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let plan = ReducePlan::new(&x, Some(&[args.int(1)?]), args.bool(2)?)?;
     if plan.reduced == 0 && x.numel() > 0 {
-        return Err(value_err(
-            "mode(): Expected reduction dim to have non-zero size.",
-        ));
+        return Err(empty_reduction_dim("mode", &x, args.int(1)?));
     }
     let (v, i) = crate::dispatch_standard_real!(x.dtype(), "mode", |T| plan
         .rows2::<T, T, i64, _>(mode_row))?;
@@ -1019,20 +1056,21 @@ fn segment_reduce(a: &mut Args) -> crate::Result<IValue> {
         "mean" => Kind::Mean,
         "prod" => Kind::Prod,
         other => {
-            return Err(value_err(format!(
-                "segment_reduce: reduce argument must be either sum, prod, max, min or mean, got {other}"
-            )))
+            return Err(invalid_argument(
+                "segment_reduce",
+                "reduce",
+                "must be one of sum, prod, max, min, mean",
+                format!("'{other}'"),
+            ))
         }
     };
     if !x.dtype().is_floating_point() {
-        return Err(unsupported(format!(
-            "segment_reduce is not implemented for {}",
-            x.dtype()
-        )));
+        return Err(not_implemented_for("segment_reduce", x.dtype()));
     }
     if a.opt_tensor(3)?.is_some() {
-        return Err(unsupported(
-            "segment_reduce: indices based reduction is not supported yet (as in PyTorch)",
+        return Err(unsupported_feature(
+            "segment_reduce",
+            "indices based reduction (PyTorch lacks it too)",
         ));
     }
     let axis = wrap_dim(a.int(5)?, x.dim())?;
@@ -1047,11 +1085,12 @@ fn segment_reduce(a: &mut Args) -> crate::Result<IValue> {
             if per * outer != lv.len()
                 || l.shape()[..l.dim().saturating_sub(1)] != x.shape()[..axis]
             {
-                return Err(value_err(format!(
-                    "segment_reduce: lengths {:?} do not match data {:?} at axis {axis}",
-                    l.shape(),
-                    x.shape()
-                )));
+                return Err(invalid_argument(
+                    "segment_reduce",
+                    "lengths",
+                    format!("must match data {:?} before axis {axis}", x.shape()),
+                    format!("shape {:?}", l.shape()),
+                ));
             }
             lv.chunks(per.max(1))
                 .map(|row| {
@@ -1059,7 +1098,12 @@ fn segment_reduce(a: &mut Args) -> crate::Result<IValue> {
                     row.iter()
                         .map(|&n| {
                             let n = usize::try_from(n).map_err(|_| {
-                                value_err("segment_reduce: lengths contains negative value!")
+                                invalid_argument(
+                                    "segment_reduce",
+                                    "lengths",
+                                    "must be non-negative",
+                                    n,
+                                )
                             })?;
                             let seg = (start, n);
                             start += n;
@@ -1073,26 +1117,35 @@ fn segment_reduce(a: &mut Args) -> crate::Result<IValue> {
             let ov = o.contiguous()?.to_vec::<i64>()?;
             let per = ov.len().checked_div(outer).unwrap_or(0);
             if per == 0 || per * outer != ov.len() {
-                return Err(value_err(format!(
-                    "segment_reduce: offsets {:?} do not match data {:?} at axis {axis}",
-                    o.shape(),
-                    x.shape()
-                )));
+                return Err(invalid_argument(
+                    "segment_reduce",
+                    "offsets",
+                    format!("must match data {:?} before axis {axis}", x.shape()),
+                    format!("shape {:?}", o.shape()),
+                ));
             }
             ov.chunks(per)
                 .map(|row| {
                     row.windows(2)
                         .map(|w| match (usize::try_from(w[0]), usize::try_from(w[1])) {
                             (Ok(lo), Ok(hi)) if hi >= lo => Ok((lo, hi - lo)),
-                            _ => Err(value_err("segment_reduce: offsets must be non-decreasing")),
+                            _ => Err(invalid_argument(
+                                "segment_reduce",
+                                "offsets",
+                                "must be non-negative and non-decreasing",
+                                format!("{} then {}", w[0], w[1]),
+                            )),
                         })
                         .collect::<crate::Result<Vec<_>>>()
                 })
                 .collect::<crate::Result<_>>()?
         }
         (None, None) => {
-            return Err(value_err(
-                "segment_reduce: Either lengths or offsets must be defined",
+            return Err(invalid_argument(
+                "segment_reduce",
+                "lengths or offsets",
+                "must be defined (one of them)",
+                "None",
             ))
         }
     };
@@ -1100,9 +1153,12 @@ fn segment_reduce(a: &mut Args) -> crate::Result<IValue> {
         .iter()
         .any(|row| row.iter().map(|&(s, n)| s + n).max().unwrap_or(0) > size)
     {
-        return Err(value_err(format!(
-            "segment_reduce: segments run past data.size({axis}) = {size}"
-        )));
+        return Err(invalid_argument(
+            "segment_reduce",
+            "lengths/offsets",
+            format!("must stay within data.size({axis}) = {size}"),
+            "segments past it",
+        ));
     }
     let count = segments.first().map_or(0, Vec::len);
     let initial = a.opt_scalar(7)?.map(|s| s.to_f64());

@@ -8,6 +8,9 @@
 
 use super::kernels::parallel;
 use super::kernels::vmath::{self, VecFn};
+use super::kernels::{
+    check_rank, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature,
+};
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
     slice_of, value_err, Mat, Real,
@@ -15,6 +18,7 @@ use super::linalg::{
 use super::{gemm, Args, Registry};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::{IValue, Tuple};
 #[allow(unused_imports)]
@@ -612,12 +616,12 @@ fn layer_weights(
 ) -> crate::Result<LayerWeights> {
     let (w_ih, w_hh) = match ps {
         [a, b, ..] => (a, b),
-        _ => return Err(value_err("got an incorrect number of RNN parameters")),
+        _ => return Err(param_count(op, 2, ps.len())),
     };
     let (biases, rest) = if has_bias {
         match &ps[2..] {
             [bi, bh, rest @ ..] => (Some((bi, bh)), rest),
-            _ => return Err(value_err("got an incorrect number of RNN parameters")),
+            _ => return Err(param_count(op, 4, ps.len())),
         }
     } else {
         (None, &ps[2..])
@@ -629,12 +633,7 @@ fn layer_weights(
         (w_hr, "weight_hr"),
     ] {
         if let Some(w) = w {
-            if w.dim() != 2 {
-                return Err(shape_err(format!(
-                    "{op}: {name} must be 2-D, got shape {:?}",
-                    w.shape()
-                )));
-            }
+            check_rank(op, name, RankRequirement::Exactly(2), w.shape())?;
         }
     }
     let g = cell.gates();
@@ -645,23 +644,26 @@ fn layer_weights(
     if w_ih.shape()[1] != inp.width {
         return Err(mm_shape_err(prefix, inp.rows, inp.width, w_ih));
     }
-    if gh != g * hidden || w_hh.shape()[0] != gh {
-        return Err(shape_err(format!(
-            "{op}: weight shapes {:?} / {:?} do not match {g} gates",
-            w_ih.shape(),
-            w_hh.shape()
-        )));
+    if gh != g * hidden {
+        return Err(invalid_argument(
+            op,
+            "weight_ih.size(0)",
+            format!("must be a multiple of the {g} gates"),
+            gh,
+        ));
+    }
+    if w_hh.shape()[0] != gh {
+        return Err(size_mismatch(
+            op,
+            "weight_hh.size(0) (weight_ih.size(0))",
+            gh as i64,
+            w_hh.shape()[0] as i64,
+        ));
     }
     if let Some((bi, bh)) = biases {
         for b in [bi, bh] {
             if b.shape() != [gh] {
-                return Err(shape_err(match b.shape() {
-                    [n] => format!(
-                        "The expanded size of the tensor ({gh}) must match the existing size ({n}) at non-singleton dimension 1.  Target sizes: [{}, {gh}].  Tensor sizes: [{n}]",
-                        inp.rows
-                    ),
-                    other => format!("{op}: bias shape {other:?} is not [{gh}]"),
-                }));
+                return Err(shape_mismatch(op, "bias", &[gh], b.shape()));
             }
         }
     }
@@ -680,13 +682,15 @@ fn layer_weights(
         None => hidden,
     };
     if w_hh.shape()[1] != out {
-        return Err(shape_err(format!(
-            "{op}: weight_hh shape {:?} does not match hidden size {out}",
-            w_hh.shape()
-        )));
+        return Err(size_mismatch(
+            op,
+            "weight_hh.size(1) (the hidden or projection size)",
+            out as i64,
+            w_hh.shape()[1] as i64,
+        ));
     }
     if rest.len() > 1 {
-        return Err(value_err("got an incorrect number of RNN parameters"));
+        return Err(param_count(op, ps.len() - rest.len() + 1, ps.len()));
     }
     let conv = |t: &Tensor| contiguous_as(t, cd);
     Ok(LayerWeights {
@@ -864,22 +868,22 @@ fn run_rnn(
     let dtype = x.dtype();
     let cd = compute_dtype(op, dtype)?;
     let unbatched = x.dim() == 2;
-    if x.dim() != 3 && !unbatched {
-        return Err(shape_err(format!(
-            "{op}: input must have 2 or 3 dims, got {:?}",
-            x.shape()
-        )));
-    }
+    check_rank(op, "input", RankRequirement::OneOf(vec![2, 3]), x.shape())?;
     let dirs = if cfg.bidirectional { 2 } else { 1 };
     // PyTorch's gather_params: tensors per layer and direction, projections told apart by
     // the hidden and cell state widths
     let has_proj = c0.is_some_and(|c| c.shape().last() != h0.shape().last());
     let per = 2 + 2 * usize::from(cfg.has_bias) + usize::from(has_proj);
     if !params.len().is_multiple_of(per) {
-        return Err(value_err("got an incorrect number of RNN parameters"));
+        return Err(param_count(op, per * cfg.layers * dirs, params.len()));
     }
     if params.len() / per != cfg.layers * dirs {
-        return Err(value_err("Expected more weights in stacked_rnn"));
+        // PyTorch's text (the hostile-input goldens compare it)
+        return Err(value_err(format!(
+            "{op}: Expected more weights in stacked_rnn (expected {} tensors, got {})",
+            per * cfg.layers * dirs,
+            params.len()
+        )));
     }
     // Normalize to [T, B, I].
     let xs = if unbatched {
@@ -921,10 +925,12 @@ fn run_rnn(
                     &inp,
                 )?;
                 if lw.input != in_size {
-                    return Err(shape_err(format!(
-                        "{op}: input.size(-1) must be equal to input_size. Expected {}, got {in_size}",
-                        lw.input
-                    )));
+                    return Err(size_mismatch(
+                        op,
+                        "input.size(-1) (input_size)",
+                        lw.input as i64,
+                        in_size as i64,
+                    ));
                 }
                 let (hsz, osz) = (lw.hidden, lw.out);
                 out_size = osz;
@@ -933,13 +939,19 @@ fn run_rnn(
                 let mut h: Vec<T> = h0v
                     .get(idx * hlen..(idx + 1) * hlen)
                     .ok_or_else(|| {
-                        shape_err(format!("{op}: hx has the wrong shape {:?}", h0.shape()))
+                        let mut want = vec![cfg.layers * dirs];
+                        want.extend_from_slice(&[b, osz][usize::from(unbatched)..]);
+                        shape_mismatch(op, "hx", &want, h0.shape())
                     })?
                     .to_vec();
                 let mut c: Vec<T> = match &c0v {
                     Some(cv) => cv
                         .get(idx * b * hsz..(idx + 1) * b * hsz)
-                        .ok_or_else(|| shape_err(format!("{op}: cx has the wrong shape")))?
+                        .ok_or_else(|| {
+                            let mut want = vec![cfg.layers * dirs];
+                            want.extend_from_slice(&[b, hsz][usize::from(unbatched)..]);
+                            shape_mismatch(op, "cx", &want, c0.map_or(&[][..], |c| c.shape()))
+                        })?
                         .to_vec(),
                     None => Vec::new(),
                 };
@@ -1059,12 +1071,25 @@ fn run_rnn(
     })
 }
 
+/// PyTorch's "got an incorrect number of RNN parameters" (its text, which the hostile-input
+/// goldens compare), with the counts.
+fn param_count(op: &str, expected: usize, got: usize) -> crate::Error {
+    value_err(format!(
+        "{op}: got an incorrect number of RNN parameters (expected {expected}, got {got})"
+    ))
+}
+
+/// An LSTM's `hx` list that is not `(h0, c0)`.
+fn hx_pair(op: &str, got: usize) -> crate::Error {
+    size_mismatch(op, "the length of hx (h0, c0)", 2, got as i64)
+}
+
 fn check_eval(a: &Args, dropout_i: usize, train_i: usize) -> crate::Result<()> {
     if a.bool(train_i)? && a.double(dropout_i)? > 0.0 {
-        return Err(value_err(format!(
-            "{}: dropout between RNN layers in training mode is not supported",
-            a.op
-        )));
+        return Err(unsupported_feature(
+            a.op,
+            "dropout between RNN layers in training mode",
+        ));
     }
     Ok(())
 }
@@ -1073,10 +1098,7 @@ fn check_eval(a: &Args, dropout_i: usize, train_i: usize) -> crate::Result<()> {
 /// batch_first) -> (output, h_n, c_n)
 pub(crate) fn lstm(a: &mut Args) -> crate::Result<IValue> {
     if matches!(a.get(1)?, IValue::Tensor(_)) {
-        return Err(value_err(format!(
-            "{}: packed sequences (lstm.data) are not supported",
-            a.op
-        )));
+        return Err(unsupported_feature(a.op, "packed sequences (lstm.data)"));
     }
     let x = a.tensor(0)?;
     let hx = a.tensor_list(1)?;
@@ -1090,7 +1112,7 @@ pub(crate) fn lstm(a: &mut Args) -> crate::Result<IValue> {
         batch_first: a.bool(8)?,
     };
     let [h0, c0] = hx.as_slice() else {
-        return Err(value_err(format!("{}: hx must hold (h0, c0)", a.op)));
+        return Err(hx_pair(a.op, hx.len()));
     };
     let (o, h, c) = run_rnn(a.op, &cfg, &x, h0, Some(c0), &params)?;
     let c = c.ok_or_else(|| value_err("lstm: cell state missing"))?;
@@ -1106,17 +1128,17 @@ fn layers_arg(a: &Args, i: usize) -> crate::Result<usize> {
     usize::try_from(n)
         .ok()
         .filter(|&n| n > 0)
-        .ok_or_else(|| value_err(format!("{}: num_layers must be positive, got {n}", a.op)))
+        .ok_or_else(|| invalid_argument(a.op, "num_layers", "must be positive", n))
 }
 
 /// gru.input / rnn_tanh.input / rnn_relu.input(input, hx, params[], has_biases, num_layers,
 /// dropout, train, bidirectional, batch_first) -> (output, h_n)
 fn gru_like(a: &mut Args, cell: Cell) -> crate::Result<IValue> {
     if matches!(a.get(2)?, IValue::Tensor(_)) {
-        return Err(value_err(format!(
-            "{}: packed sequences (.data overload) are not supported",
-            a.op
-        )));
+        return Err(unsupported_feature(
+            a.op,
+            "packed sequences (the .data overload)",
+        ));
     }
     let x = a.tensor(0)?;
     let h0 = a.tensor(1)?;
@@ -1143,7 +1165,7 @@ fn cell_op(a: &mut Args, cell: Cell) -> crate::Result<IValue> {
     let (h0, c0) = if cell == Cell::Lstm {
         let hx = a.tensor_list(1)?;
         let [h, c] = hx.as_slice() else {
-            return Err(value_err(format!("{}: hx must hold (h0, c0)", a.op)));
+            return Err(hx_pair(a.op, hx.len()));
         };
         (h.clone(), Some(c.clone()))
     } else {
@@ -1158,10 +1180,12 @@ fn cell_op(a: &mut Args, cell: Cell) -> crate::Result<IValue> {
         }
         (None, None) => false,
         _ => {
-            return Err(value_err(format!(
-                "{}: b_ih and b_hh must both be given or both be None",
-                a.op
-            )))
+            return Err(invalid_argument(
+                a.op,
+                "b_ih and b_hh",
+                "must both be given or both be None",
+                "only one",
+            ))
         }
     };
     let unbatched = x.dim() == 1;

@@ -6,10 +6,13 @@
 
 use super::index::Numeric;
 use super::kernels::operand::write_inplace;
-use super::kernels::{not_implemented_for, stl_sort};
+use super::kernels::{
+    check_rank, invalid_argument, not_implemented_for, rank_mismatch, shape_mismatch, stl_sort,
+    wrong_dtype,
+};
 use super::shape::{movedim, reshape, shape_err, value_err, wdim};
 use super::{Args, Registry};
-use crate::tensor::{DType, Scalar, Tensor};
+use crate::tensor::{DType, RankRequirement, Scalar, Tensor, TensorError};
 use crate::values::{IValue, Tuple};
 use std::cmp::Ordering;
 
@@ -45,9 +48,12 @@ fn unrows(out: Vec<Tensor>, like: &Tensor, dim: i64, keep_row: bool) -> R<Vec<Te
 
 fn no_complex(t: &Tensor, op: &str) -> R<()> {
     if t.dtype().is_complex() {
-        return Err(value_err(format!(
-            "{op}(): not supported for complex tensors"
-        )));
+        return Err(wrong_dtype(
+            op,
+            "input",
+            "a real (not complex) tensor",
+            t.dtype(),
+        ));
     }
     Ok(())
 }
@@ -159,7 +165,12 @@ fn topk(t: &Tensor, k: i64, dim: i64, largest: bool, sorted: bool) -> R<(Tensor,
         t.shape()[wdim(dim, t.dim())?]
     };
     if k < 0 || k as usize > n {
-        return Err(value_err("selected index k out of range"));
+        return Err(invalid_argument(
+            "topk",
+            "k",
+            format!("must be in [0, {n}] (the size of dim {dim})"),
+            k,
+        ));
     }
     let order = RowOrder::TopK { largest, sorted };
     let (v, i) = sort_rows(t, dim, order, k as usize, "topk")?;
@@ -176,9 +187,12 @@ fn kthvalue(t: &Tensor, k: i64, dim: i64, keepdim: bool) -> R<(Tensor, Tensor)> 
         t.shape()[wdim(dim, t.dim())?]
     };
     if k < 1 || k as usize > n {
-        return Err(value_err(format!(
-            "kthvalue(): selected number k out of range for dimension {dim}"
-        )));
+        return Err(invalid_argument(
+            "kthvalue",
+            "k",
+            format!("must be in [1, {n}] (the size of dim {dim})"),
+            k,
+        ));
     }
     let (v, i) = sort(t, dim, false)?;
     if t.dim() == 0 {
@@ -347,23 +361,32 @@ fn searchsorted(
         Some("right") => true,
         Some("left") => {
             if right {
-                return Err(value_err(
-                    "torch.searchsorted(): side and right can't be set to opposites, got side of left while right was True",
+                return Err(invalid_argument(
+                    "searchsorted",
+                    "side",
+                    "must not contradict right=True",
+                    "'left'",
                 ));
             }
             false
         }
         Some(other) => {
-            return Err(value_err(format!(
-                "torch.searchsorted(): side can only be 'left' or 'right' but got {other}"
-            )))
+            return Err(invalid_argument(
+                "searchsorted",
+                "side",
+                "must be 'left' or 'right'",
+                format!("'{other}'"),
+            ))
         }
         None => right,
     };
     no_complex(seq, "searchsorted")?;
     if seq.dim() == 0 {
-        return Err(value_err(
-            "torch.searchsorted(): boundaries tensor should have positive dimension",
+        return Err(rank_mismatch(
+            "searchsorted",
+            "sorted_sequence",
+            RankRequirement::AtLeast(1),
+            seq.shape(),
         ));
     }
     let as_int = seq.dtype().is_integral(true) && input.dtype().is_integral(true);
@@ -371,8 +394,11 @@ fn searchsorted(
     let mut s = keys(&seq.contiguous()?, as_int)?;
     if let Some(sorter) = sorter {
         if sorter.shape() != seq.shape() {
-            return Err(value_err(
-                "torch.searchsorted(): boundary and sorter must have the same size",
+            return Err(shape_mismatch(
+                "searchsorted",
+                "sorter",
+                seq.shape(),
+                sorter.shape(),
             ));
         }
         let idx = sorter.to_vec::<i64>()?;
@@ -380,7 +406,12 @@ fn searchsorted(
         for (p, &i) in idx.iter().enumerate() {
             let row = p / n.max(1);
             if i < 0 || i as usize >= n {
-                return Err(value_err("torch.searchsorted(): sorter index out of range"));
+                return Err(TensorError::IndexOutOfBounds {
+                    index: i,
+                    dim: seq.dim() - 1,
+                    size: n,
+                }
+                .into());
             }
             sorted.push(s[row * n + i as usize]);
         }
@@ -393,11 +424,15 @@ fn searchsorted(
         if seq.shape()[..seq.dim() - 1] != input.shape()[..input.dim().saturating_sub(1)]
             || input.dim() != seq.dim()
         {
-            return Err(value_err(format!(
-                "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries tensor and input value tensor must match, but we got boundaries tensor {:?} and input value tensor {:?}",
-                seq.shape(),
-                input.shape()
-            )));
+            return Err(invalid_argument(
+                "searchsorted",
+                "input's shape",
+                format!(
+                    "must match the first N-1 dimensions of sorted_sequence {:?} (or the sequence must be 1-D)",
+                    seq.shape()
+                ),
+                format!("{:?}", input.shape()),
+            ));
         }
         input.shape().last().copied().unwrap_or(1)
     };
@@ -432,7 +467,7 @@ fn histc(t: &Tensor, bins: i64, min: f64, max: f64) -> R<Tensor> {
         return Err(not_implemented_for("histogram_cpu", t.dtype()));
     }
     if bins <= 0 {
-        return Err(value_err("torch.histc(): bins must be > 0"));
+        return Err(invalid_argument("histc", "bins", "must be > 0", bins));
     }
     let data = t.to_vec::<f64>()?;
     let (mut lo, mut hi) = (min, max);
@@ -445,9 +480,12 @@ fn histc(t: &Tensor, bins: i64, min: f64, max: f64) -> R<Tensor> {
         hi += 1.0;
     }
     if lo > hi || !lo.is_finite() || !hi.is_finite() {
-        return Err(value_err(format!(
-            "torch.histc(): max must be larger than min and finite, got [{lo}, {hi}]"
-        )));
+        return Err(invalid_argument(
+            "histc",
+            "[min, max]",
+            "must be finite with max larger than min",
+            format!("[{lo}, {hi}]"),
+        ));
     }
     let nb = bins as usize;
     let mut counts = vec![0f64; nb];
@@ -470,18 +508,30 @@ fn histc(t: &Tensor, bins: i64, min: f64, max: f64) -> R<Tensor> {
 }
 
 fn bincount(t: &Tensor, weights: Option<&Tensor>, minlength: i64) -> R<Tensor> {
-    if t.dim() != 1 || !t.dtype().is_integral(false) {
-        return Err(value_err(
-            "bincount only supports 1-d non-negative integral inputs.",
+    check_rank("bincount", "self", RankRequirement::Exactly(1), t.shape())?;
+    if !t.dtype().is_integral(false) {
+        return Err(wrong_dtype(
+            "bincount",
+            "self",
+            "an integral tensor",
+            t.dtype(),
         ));
     }
     if minlength < 0 {
-        return Err(value_err("minlength should be >= 0"));
+        return Err(invalid_argument(
+            "bincount",
+            "minlength",
+            "must be >= 0",
+            minlength,
+        ));
     }
     let v = t.to_vec::<i64>()?;
-    if v.iter().any(|&x| x < 0) {
-        return Err(value_err(
-            "bincount only supports 1-d non-negative integral inputs.",
+    if let Some(&x) = v.iter().find(|&&x| x < 0) {
+        return Err(invalid_argument(
+            "bincount",
+            "self",
+            "must hold non-negative values",
+            x,
         ));
     }
     let n = (v.iter().copied().max().map_or(0, |m| m + 1)).max(minlength) as usize;
@@ -495,9 +545,7 @@ fn bincount(t: &Tensor, weights: Option<&Tensor>, minlength: i64) -> R<Tensor> {
         }
         Some(w) => {
             if w.shape() != t.shape() {
-                return Err(value_err(
-                    "weights should be 1-d and have the same length as input",
-                ));
+                return Err(shape_mismatch("bincount", "weights", t.shape(), w.shape()));
             }
             let wv = w.to_vec::<f64>()?;
             let mut c = vec![0f64; n];
@@ -577,23 +625,20 @@ fn cum_extreme(t: &Tensor, dim: i64, max: bool) -> R<(Tensor, Tensor)> {
 /// the given tensors, which must have the input's shape (values its dtype, indices int64).
 fn cum_extreme_helper<const MAX: bool>(a: &mut Args<'_>) -> R<IValue> {
     let (x, values, indices) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
-    if values.shape() != x.shape() || indices.shape() != x.shape() {
-        return Err(shape_err(format!(
-            "{}: values {:?} and indices {:?} must have the input's shape {:?}",
-            a.op,
-            values.shape(),
-            indices.shape(),
-            x.shape()
-        )));
+    for (name, t) in [("values", &values), ("indices", &indices)] {
+        if t.shape() != x.shape() {
+            return Err(shape_mismatch(a.op, name, x.shape(), t.shape()));
+        }
     }
-    if values.dtype() != x.dtype() || indices.dtype() != DType::Int64 {
-        return Err(value_err(format!(
-            "{}: expected values of {} and int64 indices, got {} and {}",
-            a.op,
-            x.dtype(),
-            values.dtype(),
-            indices.dtype()
-        )));
+    if values.dtype() != x.dtype() {
+        return Err(TensorError::DTypeMismatch {
+            expected: x.dtype(),
+            got: values.dtype(),
+        }
+        .into());
+    }
+    if indices.dtype() != DType::Int64 {
+        return Err(wrong_dtype(a.op, "indices", "int64", indices.dtype()));
     }
     let (v, i) = cum_extreme(&x, a.int(3)?, MAX)?;
     write_inplace(&values, &v, a.op)?;
@@ -738,16 +783,12 @@ pub(crate) fn register(r: &mut Registry) {
     });
     r.add("aten::bucketize.Tensor", |a| {
         let b = a.tensor(1)?;
-        if b.dim() != 1 {
-            return Err(value_err("boundaries tensor must be 1 dimension"));
-        }
+        check_rank(a.op, "boundaries", RankRequirement::Exactly(1), b.shape())?;
         Ok(searchsorted(&b, &a.tensor(0)?, a.bool(2)?, a.bool(3)?, None, None)?.into())
     });
     r.add("aten::bucketize.Scalar", |a| {
         let b = a.tensor(1)?;
-        if b.dim() != 1 {
-            return Err(value_err("boundaries tensor must be 1 dimension"));
-        }
+        check_rank(a.op, "boundaries", RankRequirement::Exactly(1), b.shape())?;
         Ok(searchsorted(
             &b,
             &scalar_tensor(a, 0)?,

@@ -5,11 +5,15 @@
 //! arguments (`Args::tensor`).
 
 use super::kernels::num::Arith;
-use super::kernels::{shape_err, unsupported, value_err};
+use super::kernels::{
+    check_rank, invalid_argument, rank_mismatch, shape_err, shape_mismatch, size_mismatch,
+    unsupported, unsupported_feature, wrong_dtype,
+};
 use super::shape::in_place;
 use super::{Args, Registry};
 use crate::tensor::{
-    contiguous_strides, sparse_size, DType, Element, Layout, Scalar, SparseParts, Tensor,
+    contiguous_strides, sparse_size, DType, Element, Layout, RankRequirement, Scalar, SparseParts,
+    Tensor, TensorError,
 };
 use crate::values::IValue;
 
@@ -49,16 +53,14 @@ fn check_result_size(elems: usize, dtype: DType) -> crate::Result<()> {
 }
 
 fn to_usize(v: i64, what: &str) -> crate::Result<usize> {
-    usize::try_from(v).map_err(|_| value_err(format!("{what} must be non-negative, got {v}")))
+    usize::try_from(v).map_err(|_| invalid_argument("sparse", what, "must be non-negative", v))
 }
 
 fn index_vec(t: &Tensor) -> crate::Result<Vec<i64>> {
     match t.dtype() {
         DType::Int64 => t.to_vec::<i64>(),
         DType::Int32 => Ok(t.to_vec::<i32>()?.into_iter().map(i64::from).collect()),
-        other => Err(value_err(format!(
-            "index tensors must be int32 or int64, got {other}"
-        ))),
+        other => Err(wrong_dtype("sparse", "indices", "int32 or int64", other)),
     }
 }
 
@@ -78,10 +80,12 @@ fn factory_options(a: &Args, first: usize, built: Layout) -> crate::Result<Optio
     let dtype = a.opt_dtype(first)?;
     if let Some(l) = a.opt_int(first + 1)? {
         if Layout::from_number(l) != Some(built) {
-            return Err(value_err(format!(
-                "{}: layout {l} differs from the {built} it builds",
-                a.op
-            )));
+            return Err(invalid_argument(
+                a.op,
+                "layout",
+                format!("must be the {built} it builds"),
+                l,
+            ));
         }
     }
     Ok(dtype)
@@ -90,11 +94,11 @@ fn factory_options(a: &Args, first: usize, built: Layout) -> crate::Result<Optio
 /// A factory's `dtype` must be the given values' (PyTorch does not convert them).
 fn check_values_dtype(values: &Tensor, dtype: Option<DType>) -> crate::Result<()> {
     match dtype {
-        Some(d) if d != values.dtype() => Err(value_err(format!(
-            "dtype of values ({}) must match dtype of sparse tensor ({})",
-            values.dtype().storage_class().trim_end_matches("Storage"),
-            d.storage_class().trim_end_matches("Storage")
-        ))),
+        Some(d) if d != values.dtype() => Err(TensorError::DTypeMismatch {
+            expected: d,
+            got: values.dtype(),
+        }
+        .into()),
         _ => Ok(()),
     }
 }
@@ -111,12 +115,12 @@ fn converted(t: Tensor, dtype: Option<DType>) -> crate::Result<Tensor> {
 /// The size `sparse_coo_tensor(indices, values)` infers: one past the largest index of each
 /// sparse dim, then the values' dense sizes.
 fn inferred_coo_size(indices: &Tensor, values: &Tensor) -> crate::Result<Vec<usize>> {
-    if indices.dim() != 2 {
-        return Err(shape_err(format!(
-            "indices must be sparse_dim x nnz, but got: {:?}",
-            indices.shape()
-        )));
-    }
+    check_rank(
+        "sparse_coo_tensor",
+        "indices",
+        RankRequirement::Exactly(2),
+        indices.shape(),
+    )?;
     let (sd, nnz) = (indices.shape()[0], indices.shape()[1]);
     let idx = index_vec(indices)?;
     let mut size = Vec::with_capacity(sd + values.dim().saturating_sub(1));
@@ -159,10 +163,12 @@ fn empty_coo(
     dtype: DType,
 ) -> crate::Result<Tensor> {
     if sparse_dim + dense_dim != size.len() {
-        return Err(shape_err(format!(
-            "number of dimensions must be sparse_dim ({sparse_dim}) + dense_dim ({dense_dim}), but got {}",
-            size.len()
-        )));
+        return Err(size_mismatch(
+            "sparse_coo_tensor",
+            format!("the number of dimensions (sparse_dim {sparse_dim} + dense_dim {dense_dim})"),
+            (sparse_dim + dense_dim) as i64,
+            size.len() as i64,
+        ));
     }
     let mut vshape = vec![0];
     vshape.extend_from_slice(&size[sparse_dim..]);
@@ -205,13 +211,25 @@ fn coo_with_dims_and_tensors(a: &mut Args) -> R {
     let dtype = factory_options(a, 5, Layout::SparseCoo)?;
     let coalesced = a.opt_bool(9)?.unwrap_or(false);
     check_values_dtype(&values, dtype)?;
-    if indices.dim() != 2 || indices.shape()[0] != sd || values.dim() != dd + 1 {
-        return Err(shape_err(format!(
-            "{}: indices {:?} and values {:?} do not have sparse_dim {sd} and dense_dim {dd}",
+    check_rank(
+        a.op,
+        "indices",
+        RankRequirement::Exactly(2),
+        indices.shape(),
+    )?;
+    check_rank(
+        a.op,
+        "values",
+        RankRequirement::Exactly(dd + 1),
+        values.shape(),
+    )?;
+    if indices.shape()[0] != sd {
+        return Err(size_mismatch(
             a.op,
-            indices.shape(),
-            values.shape()
-        )));
+            "indices.size(0) (sparse_dim)",
+            sd as i64,
+            indices.shape()[0] as i64,
+        ));
     }
     Ok(Tensor::sparse_coo(indices, values, &size, coalesced)?.into())
 }
@@ -232,17 +250,25 @@ fn inferred_compressed_size(
     plain: &Tensor,
     values: &Tensor,
 ) -> crate::Result<Vec<usize>> {
-    if compressed.dim() == 0 {
-        return Err(shape_err(
-            "compressed indices must have at least one dimension",
-        ));
-    }
+    check_rank(
+        "sparse_compressed_tensor",
+        "compressed_indices",
+        RankRequirement::AtLeast(1),
+        compressed.shape(),
+    )?;
     let batch = compressed.dim() - 1;
     let block = if layout.is_blocked() { 2 } else { 0 };
     let [bh, bw] = if layout.is_blocked() {
         match (values.shape().get(batch + 1), values.shape().get(batch + 2)) {
             (Some(&h), Some(&w)) => [h, w],
-            _ => return Err(shape_err("block values must have two block dimensions")),
+            _ => {
+                return Err(rank_mismatch(
+                    "sparse_compressed_tensor",
+                    "values",
+                    RankRequirement::AtLeast(batch + 3),
+                    values.shape(),
+                ))
+            }
         }
     } else {
         [1, 1]
@@ -272,17 +298,15 @@ fn compressed_factory<const L: i64, const SIZED: bool>(a: &mut Args) -> R {
     let layout = if L == 0 {
         let n = a
             .opt_int(first_opt + 1)?
-            .ok_or_else(|| value_err(format!("{}: layout must be specified", a.op)))?;
+            .ok_or_else(|| invalid_argument(a.op, "layout", "must be specified", "None"))?;
         Layout::from_number(n)
             .filter(|l| l.is_compressed())
             .ok_or_else(|| {
-                value_err(format!(
-                    "{}: expected a compressed sparse layout, got layout {n}",
-                    a.op
-                ))
+                invalid_argument(a.op, "layout", "must be a compressed sparse layout", n)
             })?
     } else {
-        Layout::from_number(L).ok_or_else(|| value_err("unknown layout"))?
+        Layout::from_number(L)
+            .ok_or_else(|| invalid_argument(a.op, "layout", "must be a known layout", L))?
     };
     let dtype = factory_options(a, first_opt, layout)?;
     let size = if SIZED {
@@ -300,7 +324,7 @@ fn validate_compressed<const L: i64>(a: &mut Args) -> R {
     let n = if L == 0 { a.int(4)? } else { L };
     let layout = Layout::from_number(n)
         .filter(|l| l.is_compressed())
-        .ok_or_else(|| value_err(format!("{}: layout {n} is not compressed", a.op)))?;
+        .ok_or_else(|| invalid_argument(a.op, "layout", "must be a compressed sparse layout", n))?;
     let size = sparse_size(&a.int_list(3)?)?;
     Tensor::sparse_compressed(layout, a.tensor(0)?, a.tensor(1)?, a.tensor(2)?, &size)?;
     Ok(IValue::None)
@@ -375,8 +399,11 @@ fn indices(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
     let (indices, _, coalesced) = coo(a.op, &t)?;
     if !coalesced {
-        return Err(value_err(
-            "Cannot get indices on an uncoalesced tensor, please call .coalesce() first",
+        return Err(invalid_argument(
+            "indices",
+            "self",
+            "must be coalesced (call .coalesce() first)",
+            "an uncoalesced tensor",
         ));
     }
     Ok(indices.clone().into())
@@ -388,8 +415,11 @@ fn values<const COPY: bool>(a: &mut Args) -> R {
     check_copy_twin::<COPY>(a.op, &t)?;
     let p = parts(a.op, &t)?;
     if !p.is_coalesced() {
-        return Err(value_err(
-            "Cannot get values on an uncoalesced tensor, please call .coalesce() first",
+        return Err(invalid_argument(
+            "values",
+            "self",
+            "must be coalesced (call .coalesce() first)",
+            "an uncoalesced tensor",
         ));
     }
     copy_if::<COPY>(p.values())
@@ -412,16 +442,16 @@ fn compressed_component<const COMPRESSED: bool, const ROWS: bool, const COPY: bo
         } else {
             plain_indices
         }),
-        p => Err(value_err(format!(
-            "{}: expected {} tensor layout but got {}",
+        p => Err(invalid_argument(
             a.op,
+            "self's layout",
             if ROWS {
-                "SparseCsr or SparseBsr"
+                "must be SparseCsr or SparseBsr"
             } else {
-                "SparseCsc or SparseBsc"
+                "must be SparseCsc or SparseBsc"
             },
-            p.layout()
-        ))),
+            p.layout(),
+        )),
     }
 }
 
@@ -491,10 +521,12 @@ fn coalesce_op(a: &mut Args) -> R {
 fn coalesce_uncoalesced(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
     if coo(a.op, &t)?.2 {
-        return Err(value_err(format!(
-            "{}: !self.is_coalesced() (the tensor is already coalesced)",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "self",
+            "must not be coalesced yet",
+            "a coalesced tensor",
+        ));
     }
     Ok(coalesce(a.op, &t)?.into())
 }
@@ -612,14 +644,14 @@ fn to_dense_sparse_only(a: &mut Args) -> R {
 
 fn sparse_to_dense(op: &str, t: &Tensor, dtype: Option<DType>) -> R {
     if dtype.is_some() {
-        return Err(value_err(format!(
-            "dtype argument is not supported by {}",
+        return Err(unsupported_feature(
             if t.layout() == Layout::SparseCoo {
                 "sparse_to_dense"
             } else {
                 "sparse_csr_to_dense"
-            }
-        )));
+            },
+            "the dtype argument",
+        ));
     }
     Ok(to_dense(op, t)?.into())
 }
@@ -628,10 +660,12 @@ fn sparse_to_dense(op: &str, t: &Tensor, dtype: Option<DType>) -> R {
 /// positions whose dense block has a nonzero, in row-major order; coalesced.
 fn dense_to_coo(t: &Tensor, sparse_dim: usize) -> crate::Result<Tensor> {
     if sparse_dim > t.dim() {
-        return Err(value_err(format!(
-            "sparse_dim must be between 0 and {}, got {sparse_dim}",
-            t.dim()
-        )));
+        return Err(invalid_argument(
+            "to_sparse",
+            "sparse_dim",
+            format!("must be between 0 and {}", t.dim()),
+            sparse_dim,
+        ));
     }
     let size = t.shape();
     let row: usize = size[sparse_dim..].iter().product();
@@ -681,9 +715,10 @@ fn compressed_to_coo(op: &str, t: &Tensor) -> crate::Result<Tensor> {
         return Ok(t.clone());
     };
     if p.batch_dim() != 0 || layout.is_blocked() {
-        return Err(unsupported(format!(
-            "{op}: conversion of a batched or blocked {layout} tensor to sparse_coo"
-        )));
+        return Err(unsupported_feature(
+            op,
+            format!("conversion of a batched or blocked {layout} tensor to sparse_coo"),
+        ));
     }
     let comp = index_vec(compressed_indices)?;
     let plain = index_vec(plain_indices)?;
@@ -723,16 +758,18 @@ fn to_compressed(
             return Ok(t.clone());
         }
         if p.layout() != Layout::SparseCoo {
-            return Err(unsupported(format!(
-                "{op}: conversion from {} to {layout}",
-                p.layout()
-            )));
+            return Err(unsupported_feature(
+                op,
+                format!("conversion from {} to {layout}", p.layout()),
+            ));
         }
         if p.sparse_dim() != 2 {
-            return Err(value_err(format!(
-                "{op}: only 2-D sparse tensors convert to {layout}, got sparse_dim {}",
-                p.sparse_dim()
-            )));
+            return Err(size_mismatch(
+                op,
+                format!("sparse_dim (to convert to {layout})"),
+                2,
+                p.sparse_dim() as i64,
+            ));
         }
     }
     let dense_dim = match (t.sparse_parts(), dense_dim) {
@@ -741,17 +778,23 @@ fn to_compressed(
         (None, None) => 0,
     };
     if t.dim() != 2 + dense_dim {
-        return Err(unsupported(format!(
-            "{op}: a {}-d tensor with {dense_dim} dense dims (batched compressed layouts)",
-            t.dim()
-        )));
+        return Err(unsupported_feature(
+            op,
+            format!(
+                "a {}-d tensor with {dense_dim} dense dims (batched compressed layouts)",
+                t.dim()
+            ),
+        ));
     }
     let [bh, bw] = match (layout.is_blocked(), blocksize) {
         (true, Some(b)) => b,
         (true, None) => {
-            return Err(value_err(format!(
-                "{op}: a blocksize is required for {layout}"
-            )))
+            return Err(invalid_argument(
+                op,
+                "blocksize",
+                format!("is required for {layout}"),
+                "None",
+            ))
         }
         (false, _) => [1, 1],
     };
@@ -763,9 +806,12 @@ fn to_compressed(
     let size = t.shape().to_vec();
     let (rows, cols) = (size[0], size[1]);
     if bh == 0 || bw == 0 || rows % bh != 0 || cols % bw != 0 {
-        return Err(shape_err(format!(
-            "{op}: tensor shape ({rows}, {cols}) must be divisible by blocksize ({bh}, {bw})"
-        )));
+        return Err(invalid_argument(
+            op,
+            "blocksize",
+            format!("must be nonzero and divide the tensor's shape ({rows}, {cols})"),
+            format!("({bh}, {bw})"),
+        ));
     }
     let inner: usize = size[2..].iter().product();
     let by_rows = layout.compresses_rows();
@@ -838,10 +884,12 @@ fn to_layout(
             None => {
                 let dd = dense_dim.unwrap_or(0);
                 let sd = t.dim().checked_sub(dd).ok_or_else(|| {
-                    value_err(format!(
-                        "{op}: dense_dim {dd} exceeds the tensor's {} dims",
-                        t.dim()
-                    ))
+                    invalid_argument(
+                        op,
+                        "dense_dim",
+                        format!("must be at most the tensor's {} dims", t.dim()),
+                        dd,
+                    )
                 })?;
                 dense_to_coo(t, sd)
             }
@@ -857,9 +905,12 @@ fn blocksize_arg(a: &Args, i: usize) -> crate::Result<Option<[usize; 2]>> {
             to_usize(b[0], "blocksize")?,
             to_usize(b[1], "blocksize")?,
         ])),
-        Some(b) => Err(value_err(format!(
-            "blocksize must be a tuple of two ints, got {b:?}"
-        ))),
+        Some(b) => Err(invalid_argument(
+            "to_sparse",
+            "blocksize",
+            "must be a tuple of two ints",
+            format!("{b:?}"),
+        )),
     }
 }
 
@@ -873,7 +924,7 @@ fn to_sparse(a: &mut Args) -> R {
     let layout = match a.opt_int(1)? {
         None => Layout::SparseCoo,
         Some(n) => Layout::from_number(n)
-            .ok_or_else(|| value_err(format!("{}: unknown layout {n}", a.op)))?,
+            .ok_or_else(|| invalid_argument(a.op, "layout", "must be a known layout", n))?,
     };
     let blocksize = blocksize_arg(a, 2)?;
     let dense_dim = opt_usize(a, 3, "dense_dim")?;
@@ -887,19 +938,22 @@ fn to_sparse_dim(a: &mut Args) -> R {
     match t.sparse_parts() {
         None => Ok(dense_to_coo(&t, sd)?.into()),
         Some(p) if p.layout() == Layout::SparseCoo && p.sparse_dim() == sd => Ok(t.into()),
-        Some(p) => Err(unsupported(format!(
-            "{}: {} with sparse_dim {} to sparse_coo with sparse_dim {sd}",
+        Some(p) => Err(unsupported_feature(
             a.op,
-            p.layout(),
-            p.sparse_dim()
-        ))),
+            format!(
+                "{} with sparse_dim {} to sparse_coo with sparse_dim {sd}",
+                p.layout(),
+                p.sparse_dim()
+            ),
+        )),
     }
 }
 
 /// `to_sparse_csr(self, dense_dim)` / `to_sparse_csc` (and the `_` forms), `L` the layout.
 fn to_sparse_compressed<const L: i64>(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
-    let layout = Layout::from_number(L).ok_or_else(|| value_err("unknown layout"))?;
+    let layout = Layout::from_number(L)
+        .ok_or_else(|| invalid_argument(a.op, "layout", "must be a known layout", L))?;
     let dense_dim = opt_usize(a, 1, "dense_dim")?;
     Ok(to_layout(a.op, &t, layout, None, dense_dim)?.into())
 }
@@ -907,7 +961,8 @@ fn to_sparse_compressed<const L: i64>(a: &mut Args) -> R {
 /// `to_sparse_bsr(self, blocksize, dense_dim)` / `to_sparse_bsc` (and the `_` forms).
 fn to_sparse_blocked<const L: i64>(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
-    let layout = Layout::from_number(L).ok_or_else(|| value_err("unknown layout"))?;
+    let layout = Layout::from_number(L)
+        .ok_or_else(|| invalid_argument(a.op, "layout", "must be a known layout", L))?;
     let blocksize = blocksize_arg(a, 1)?;
     let dense_dim = opt_usize(a, 2, "dense_dim")?;
     Ok(to_layout(a.op, &t, layout, blocksize, dense_dim)?.into())
@@ -928,19 +983,19 @@ pub(crate) fn sparse_addmm(
     alpha: Scalar,
 ) -> crate::Result<Tensor> {
     let p = parts(op, sparse)?;
-    if sparse.dim() != 2 || dense.dim() != 2 || p.dense_dim() != 0 || p.batch_dim() != 0 {
-        return Err(shape_err(format!(
-            "{op}: expected 2-D matrices, got {:?} ({}) and {:?}",
-            sparse.shape(),
-            p.layout(),
-            dense.shape()
-        )));
+    check_rank(op, "sparse", RankRequirement::Exactly(2), sparse.shape())?;
+    check_rank(op, "dense", RankRequirement::Exactly(2), dense.shape())?;
+    if p.dense_dim() != 0 || p.batch_dim() != 0 {
+        return Err(unsupported_feature(
+            op,
+            format!("a {} operand with dense or batch dims", p.layout()),
+        ));
     }
     if p.layout().is_blocked() {
-        return Err(unsupported(format!(
-            "{op}: products of {} tensors",
-            p.layout()
-        )));
+        return Err(unsupported_feature(
+            op,
+            format!("products of {} tensors", p.layout()),
+        ));
     }
     let (n, k, m) = (sparse.shape()[0], sparse.shape()[1], dense.shape()[1]);
     if dense.shape()[0] != k {
@@ -952,11 +1007,12 @@ pub(crate) fn sparse_addmm(
         .into());
     }
     if sparse.dtype() != dense.dtype() {
-        return Err(value_err(format!(
-            "{op}: expected sparse and dense operands of one dtype, got {} and {}",
-            sparse.dtype(),
-            dense.dtype()
-        )));
+        return Err(TensorError::OperandDTypes {
+            op: op.into(),
+            left: sparse.dtype(),
+            right: dense.dtype(),
+        }
+        .into());
     }
     // the stored entries (row, col, position in values), in stored order
     let entries: Vec<(usize, usize)> = match p {
@@ -998,16 +1054,13 @@ pub(crate) fn sparse_addmm(
                 let base = inp.to_dtype(T::DTYPE)?;
                 let shape = crate::tensor::broadcast_shapes(base.shape(), &[n, m])?;
                 if shape.as_slice() != [n, m] {
-                    return Err(shape_err(format!(
-                        "{op}: input {:?} does not broadcast to [{n}, {m}]",
-                        inp.shape()
-                    )));
+                    return Err(shape_mismatch(op, "input", &[n, m], inp.shape()));
                 }
                 let g = base.read::<T>()?;
                 let view = g.view();
                 let b = view
                     .broadcast(ndarray::IxDyn(&[n, m]))
-                    .ok_or_else(|| shape_err(format!("{op}: input does not broadcast")))?;
+                    .ok_or_else(|| shape_mismatch(op, "input", &[n, m], inp.shape()))?;
                 if is_one(beta) {
                     b.iter().copied().collect()
                 } else {
@@ -1071,19 +1124,17 @@ pub(crate) fn sparse_mm(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tenso
             let r = sparse_addmm(op, None, &yt, &xt, Scalar::Int(0), Scalar::Int(1))?;
             transpose2(&r)?.contiguous()
         }
-        (false, false) => Err(value_err(format!(
-            "{op}: expected a sparse operand, got two strided tensors"
-        ))),
+        (false, false) => Err(invalid_argument(
+            op,
+            "self or mat2",
+            "must be sparse",
+            "two strided tensors",
+        )),
     }
 }
 
 fn transpose2(t: &Tensor) -> crate::Result<Tensor> {
-    if t.dim() != 2 {
-        return Err(shape_err(format!(
-            "expected a 2-D tensor, got {:?}",
-            t.shape()
-        )));
-    }
+    check_rank("t", "self", RankRequirement::Exactly(2), t.shape())?;
     let s = t.strides();
     Ok(t.as_strided(
         &[t.shape()[1], t.shape()[0]],
@@ -1101,10 +1152,12 @@ fn transpose_coo(op: &str, t: &Tensor) -> crate::Result<Tensor> {
     };
     let (indices, values, _) = coo(op, &coo_t)?;
     if indices.shape()[0] != 2 {
-        return Err(shape_err(format!(
-            "{op}: expected a 2-D sparse matrix, got sparse_dim {}",
-            indices.shape()[0]
-        )));
+        return Err(size_mismatch(
+            op,
+            "sparse_dim",
+            2,
+            indices.shape()[0] as i64,
+        ));
     }
     let nnz = indices.shape()[1];
     let idx = index_vec(indices)?;
@@ -1126,12 +1179,10 @@ fn sparse_sparse_matmul(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tenso
     let y = coalesce(op, y)?;
     let (xi, xv, _) = coo(op, &x)?;
     let (yi, yv, _) = coo(op, &y)?;
-    if x.dim() != 2 || y.dim() != 2 || xv.dim() != 1 || yv.dim() != 1 {
-        return Err(shape_err(format!(
-            "{op}: expected 2-D sparse matrices without dense dims, got {:?} and {:?}",
-            x.shape(),
-            y.shape()
-        )));
+    check_rank(op, "self", RankRequirement::Exactly(2), x.shape())?;
+    check_rank(op, "mat2", RankRequirement::Exactly(2), y.shape())?;
+    if xv.dim() != 1 || yv.dim() != 1 {
+        return Err(unsupported_feature(op, "sparse operands with dense dims"));
     }
     let (n, k, m) = (x.shape()[0], x.shape()[1], y.shape()[1]);
     if y.shape()[0] != k {
@@ -1143,11 +1194,12 @@ fn sparse_sparse_matmul(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tenso
         .into());
     }
     if x.dtype() != y.dtype() {
-        return Err(value_err(format!(
-            "{op}: operands of dtypes {} and {}",
-            x.dtype(),
-            y.dtype()
-        )));
+        return Err(TensorError::OperandDTypes {
+            op: op.into(),
+            left: x.dtype(),
+            right: y.dtype(),
+        }
+        .into());
     }
     check_result_size(m.max(k).saturating_add(1), DType::Int64)?;
     let (xidx, yidx) = (index_vec(xi)?, index_vec(yi)?);
@@ -1237,12 +1289,9 @@ fn hspmm(a: &mut Args) -> R {
     let (x, y) = (a.any_layout_tensor(0)?, a.tensor(1)?);
     let x = coalesce(a.op, &x)?;
     let (xi, xv, _) = coo(a.op, &x)?;
-    if x.dim() != 2 || xi.shape()[0] != 2 {
-        return Err(shape_err(format!(
-            "{}: expected a 2-D sparse matrix, got {:?}",
-            a.op,
-            x.shape()
-        )));
+    check_rank(a.op, "self", RankRequirement::Exactly(2), x.shape())?;
+    if xi.shape()[0] != 2 {
+        return Err(size_mismatch(a.op, "sparse_dim", 2, xi.shape()[0] as i64));
     }
     let nnz = xi.shape()[1];
     let idx = index_vec(xi)?;
@@ -1299,10 +1348,12 @@ fn sparse_sum_dims<const DTYPE: bool>(a: &mut Args) -> R {
     for d in a.int_list(1)? {
         let w = crate::tensor::wrap_dim(d, t.dim())?;
         if dims.contains(&w) {
-            return Err(value_err(format!(
-                "{}: dim {w} appears multiple times in the list of dims",
-                a.op
-            )));
+            return Err(invalid_argument(
+                a.op,
+                "dim",
+                "must not repeat a dim",
+                format!("{w} twice"),
+            ));
         }
         dims.push(w);
     }
@@ -1425,10 +1476,10 @@ fn sparse_softmax(op: &str, t: &Tensor, dim: i64, log: bool) -> crate::Result<Te
 fn sparse_softmax_op<const LOG: bool>(a: &mut Args) -> R {
     let t = a.any_layout_tensor(0)?;
     if a.bool(2)? {
-        return Err(unsupported(format!(
-            "{}: half_to_float=True (a CUDA-only option)",
-            a.op
-        )));
+        return Err(unsupported_feature(
+            a.op,
+            "half_to_float=True (a CUDA-only option)",
+        ));
     }
     Ok(sparse_softmax(a.op, &t, a.int(1)?, LOG)?.into())
 }
@@ -1447,12 +1498,7 @@ fn sparse_mask(a: &mut Args) -> R {
     let (x, mask) = (a.tensor(0)?, a.any_layout_tensor(1)?);
     let (indices, mvalues, coalesced) = coo(a.op, &mask)?;
     if x.shape() != mask.shape() {
-        return Err(shape_err(format!(
-            "{}: expected self and mask of one size, got {:?} and {:?}",
-            a.op,
-            x.shape(),
-            mask.shape()
-        )));
+        return Err(shape_mismatch(a.op, "mask", x.shape(), mask.shape()));
     }
     let sd = indices.shape()[0];
     let nnz = indices.shape()[1];
@@ -1481,12 +1527,14 @@ fn validate_compressed_indices(a: &mut Args) -> R {
     let dim = to_usize(a.int(4)?, "dim")?;
     let nnz = to_usize(a.int(5)?, "nnz")?;
     if comp.dim() != 1 || plain.dim() != 1 {
-        return Err(unsupported(format!(
-            "{}: batched index tensors ({:?} and {:?})",
+        return Err(unsupported_feature(
             a.op,
-            comp.shape(),
-            plain.shape()
-        )));
+            format!(
+                "batched index tensors ({:?} and {:?})",
+                comp.shape(),
+                plain.shape()
+            ),
+        ));
     }
     crate::tensor::validate_compressed_indices(is_crow, &comp, &plain, cdim, dim, nnz)?;
     Ok(IValue::None)
@@ -1498,29 +1546,43 @@ fn validate_compressed_indices(a: &mut Args) -> R {
 fn spdiags(a: &mut Args) -> R {
     let (diagonals, offsets) = (a.tensor(0)?, a.tensor(1)?);
     let shape = sparse_size(&a.int_list(2)?)?;
-    if shape.len() != 2 || diagonals.dim() != 2 || offsets.dim() != 1 {
-        return Err(shape_err(format!(
-            "{}: expected 2-d diagonals, 1-d offsets and a 2-d shape, got {:?}, {:?} and {shape:?}",
+    check_rank(
+        a.op,
+        "diagonals",
+        RankRequirement::Exactly(2),
+        diagonals.shape(),
+    )?;
+    check_rank(
+        a.op,
+        "offsets",
+        RankRequirement::Exactly(1),
+        offsets.shape(),
+    )?;
+    if shape.len() != 2 {
+        return Err(size_mismatch(
             a.op,
-            diagonals.shape(),
-            offsets.shape()
-        )));
+            "the length of shape",
+            2,
+            shape.len() as i64,
+        ));
     }
     if offsets.shape()[0] != diagonals.shape()[0] {
-        return Err(shape_err(format!(
-            "{}: Number of diagonals ({}) does not match the number of offsets ({})",
+        return Err(size_mismatch(
             a.op,
-            diagonals.shape()[0],
-            offsets.shape()[0]
-        )));
+            "the number of offsets (one per diagonal)",
+            diagonals.shape()[0] as i64,
+            offsets.shape()[0] as i64,
+        ));
     }
     let offs = index_vec(&offsets)?;
     let mut seen = std::collections::HashSet::new();
     if offs.iter().any(|o| !seen.insert(*o)) {
-        return Err(value_err(format!(
-            "{}: Offset tensor contains duplicate values",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "offsets",
+            "must not contain duplicate values",
+            format!("{offs:?}"),
+        ));
     }
     let (m, n) = (shape[0] as i64, shape[1] as i64);
     let len = diagonals.shape()[1] as i64;
@@ -1549,10 +1611,12 @@ fn spdiags(a: &mut Args) -> R {
         Some(l) => Layout::from_number(l)
             .filter(|l| matches!(l, Layout::SparseCoo | Layout::SparseCsr | Layout::SparseCsc))
             .ok_or_else(|| {
-                value_err(format!(
-                    "{}: Only output layouts (torch.sparse_coo, torch.sparse_csc, torch.sparse_csr) are supported, got layout {l}",
-                    a.op
-                ))
+                invalid_argument(
+                    a.op,
+                    "layout",
+                    "must be torch.sparse_coo, torch.sparse_csc or torch.sparse_csr",
+                    l,
+                )
             })?,
     };
     Ok(to_layout(a.op, &coo, layout, None, None)?.into())
@@ -1567,21 +1631,23 @@ fn sparse_broadcast_to(a: &mut Args) -> R {
     let size = sparse_size(&a.int_list(1)?)?;
     let (dim, sd) = (t.dim(), indices.shape()[0]);
     if size.len() < dim {
-        return Err(shape_err(format!(
-            "{}: the number of sizes provided ({}) must be greater or equal to the number of dimensions in the tensor ({dim})",
+        return Err(invalid_argument(
             a.op,
-            size.len()
-        )));
+            "the number of sizes",
+            format!("must be at least the number of dimensions in the tensor ({dim})"),
+            size.len(),
+        ));
     }
     let lead = size.len() - dim;
     for d in 0..dim {
         let (have, want) = (t.shape()[d], size[lead + d]);
         if have != want && have != 1 {
-            return Err(shape_err(format!(
-                "{}: The expanded size of the tensor ({want}) must match the existing size ({have}) at non-singleton dimension {}",
+            return Err(size_mismatch(
                 a.op,
-                lead + d
-            )));
+                format!("the size at non-singleton dimension {}", lead + d),
+                have as i64,
+                want as i64,
+            ));
         }
     }
     // the sparse dims of the result whose index is enumerated
@@ -1623,7 +1689,7 @@ fn sparse_broadcast_to(a: &mut Args) -> R {
     let expanded = {
         let g = crate::tensor::broadcast_shapes(values.shape(), &dense_shape)?;
         if g.as_slice() != dense_shape.as_slice() {
-            return Err(shape_err(format!("{}: dense dims do not broadcast", a.op)));
+            return Err(shape_mismatch(a.op, "values", &dense_shape, values.shape()));
         }
         let mut strides: Vec<isize> = values.strides().to_vec();
         for (k, s) in strides.iter_mut().enumerate() {
@@ -1672,10 +1738,10 @@ fn sparse_csr_reduce<const PROD: bool>(a: &mut Args) -> R {
         return Err(no_kernel(a.op, &t));
     };
     if t.dim() != 2 || values.dim() != 1 {
-        return Err(unsupported(format!(
-            "{}: reductions of batched or hybrid CSR tensors",
-            a.op
-        )));
+        return Err(unsupported_feature(
+            a.op,
+            "reductions of batched or hybrid CSR tensors",
+        ));
     }
     let mut dims = Vec::new();
     for d in a.int_list(1)? {
@@ -1685,8 +1751,9 @@ fn sparse_csr_reduce<const PROD: bool>(a: &mut Args) -> R {
         }
     }
     if !a.bool(2)? {
-        return Err(value_err(
-            "reduction operations on CSR tensors with keepdim=False is unsupported",
+        return Err(unsupported_feature(
+            a.op,
+            "keepdim=False on a CSR tensor (PyTorch supports only keepdim=True)",
         ));
     }
     let out_dtype = a
@@ -1785,18 +1852,23 @@ fn native_norm_dims(a: &mut Args) -> R {
     all.sort_unstable();
     all.dedup();
     if !dims.is_empty() && all.len() != t.dim() {
-        return Err(value_err(
-            "norm_sparse currently only supports full reductions, so 'dim' must either be empty or contain all dimensions of the input",
+        return Err(invalid_argument(
+            "norm_sparse",
+            "dim",
+            "must be empty or contain all dimensions of the input (only full reductions)",
+            format!("{dims:?}"),
         ));
     }
     if a.bool(3)? {
-        return Err(value_err(
-            "norm_sparse currently does not support keepdim=True",
+        return Err(unsupported_feature(
+            "norm_sparse",
+            "keepdim=True (PyTorch supports only keepdim=False)",
         ));
     }
     if a.opt_dtype(4)?.is_some() {
-        return Err(value_err(
-            "norm_sparse currently does not support 'dtype' argument",
+        return Err(unsupported_feature(
+            "norm_sparse",
+            "the dtype argument (PyTorch does not support it)",
         ));
     }
     let c = coalesce(a.op, &t)?;
@@ -1819,20 +1891,20 @@ fn sspaddmm_of(
     let (ti, tv, _) = coo(op, input)?;
     let s = coalesce(op, mat1)?;
     let (si, _, _) = coo(op, &s)?;
-    if s.dim() != 2 || si.shape()[0] != 2 || dense.dim() != 2 || input.dim() != 2 {
-        return Err(shape_err(format!(
-            "{op}: expected 2-D matrices, got {:?}, {:?} and {:?}",
-            input.shape(),
-            s.shape(),
-            dense.shape()
-        )));
+    check_rank(op, "self", RankRequirement::Exactly(2), input.shape())?;
+    check_rank(op, "mat1", RankRequirement::Exactly(2), s.shape())?;
+    check_rank(op, "mat2", RankRequirement::Exactly(2), dense.shape())?;
+    if si.shape()[0] != 2 {
+        return Err(size_mismatch(
+            op,
+            "mat1's sparse_dim",
+            2,
+            si.shape()[0] as i64,
+        ));
     }
     let (n, k, m) = (s.shape()[0], s.shape()[1], dense.shape()[1]);
     if input.shape() != [n, m] {
-        return Err(shape_err(format!(
-            "{op}: Argument #1: Expected dim 0 size {n} and dim 1 size {m}, got {:?}",
-            input.shape()
-        )));
+        return Err(shape_mismatch(op, "self", &[n, m], input.shape()));
     }
     let product = sparse_addmm(op, None, &s, dense, Scalar::Int(0), alpha)?;
     let sidx = index_vec(si)?;
@@ -1908,24 +1980,26 @@ fn sparse_sampled_addmm(a: &mut Args) -> R {
     else {
         return Err(no_kernel(a.op, &t));
     };
-    if t.dim() != 2 || x.dim() != 2 || y.dim() != 2 || values.dim() != 1 {
-        return Err(shape_err(format!(
-            "{}: expected 2-D matrices, got {:?}, {:?} and {:?}",
+    check_rank(a.op, "self", RankRequirement::Exactly(2), t.shape())?;
+    check_rank(a.op, "mat1", RankRequirement::Exactly(2), x.shape())?;
+    check_rank(a.op, "mat2", RankRequirement::Exactly(2), y.shape())?;
+    if values.dim() != 1 {
+        return Err(unsupported_feature(
             a.op,
-            t.shape(),
-            x.shape(),
-            y.shape()
-        )));
+            "a hybrid sparse self with dense dims",
+        ));
     }
     let (n, k, m) = (x.shape()[0], x.shape()[1], y.shape()[1]);
-    if y.shape()[0] != k || t.shape() != [n, m] {
-        return Err(shape_err(format!(
-            "{}: self {:?}, mat1 {:?} and mat2 {:?} do not fit",
-            a.op,
-            t.shape(),
-            x.shape(),
-            y.shape()
-        )));
+    if y.shape()[0] != k {
+        return Err(TensorError::MatmulShapes {
+            op: a.op.into(),
+            mat1: [n, k],
+            mat2: [y.shape()[0], m],
+        }
+        .into());
+    }
+    if t.shape() != [n, m] {
+        return Err(shape_mismatch(a.op, "self", &[n, m], t.shape()));
     }
     let comp = index_vec(compressed_indices)?;
     let plain = index_vec(plain_indices)?;
@@ -1969,22 +2043,34 @@ fn sparse_mm_reduce(a: &mut Args) -> R {
         )));
     };
     if &*how == "prod" {
-        return Err(value_err(
-            "sparse_mm_reduce: reduce type of prod has not been enabled.",
+        return Err(unsupported_feature(
+            "sparse_mm_reduce",
+            "reduce='prod' (PyTorch has not enabled it)",
         ));
     }
     if !matches!(&*how, "sum" | "mean" | "amax" | "amin") {
-        return Err(value_err(format!(
-            "reduce argument must be either sum, prod, mean, amax or amin, got {how}"
-        )));
-    }
-    if t.dim() != 2 || dense.dim() != 2 || values.dim() != 1 || dense.shape()[0] != t.shape()[1] {
-        return Err(shape_err(format!(
-            "{}: expected matrices that multiply, got {:?} and {:?}",
+        return Err(invalid_argument(
             a.op,
-            t.shape(),
-            dense.shape()
-        )));
+            "reduce",
+            "must be one of sum, prod, mean, amax, amin",
+            how,
+        ));
+    }
+    check_rank(a.op, "self", RankRequirement::Exactly(2), t.shape())?;
+    check_rank(a.op, "other", RankRequirement::Exactly(2), dense.shape())?;
+    if values.dim() != 1 {
+        return Err(unsupported_feature(
+            a.op,
+            "a hybrid sparse self with dense dims",
+        ));
+    }
+    if dense.shape()[0] != t.shape()[1] {
+        return Err(TensorError::MatmulShapes {
+            op: a.op.into(),
+            mat1: [t.shape()[0], t.shape()[1]],
+            mat2: [dense.shape()[0], dense.shape()[1]],
+        }
+        .into());
     }
     let (n, m) = (t.shape()[0], dense.shape()[1]);
     check_result_size(crate::tensor::checked_numel(&[n, m])?, values.dtype())?;
@@ -2116,10 +2202,12 @@ fn sparse_resized(
 ) -> crate::Result<Tensor> {
     let (indices, values, _) = coo(op, t)?;
     if sd + dd != size.len() {
-        return Err(value_err(format!(
-            "number of dimensions must be sparse_dim ({sd}) + dense_dim ({dd}), but got {}",
-            size.len()
-        )));
+        return Err(size_mismatch(
+            op,
+            format!("the number of dimensions (sparse_dim {sd} + dense_dim {dd})"),
+            (sd + dd) as i64,
+            size.len() as i64,
+        ));
     }
     let nnz = indices.shape()[1];
     if nnz == 0 {
@@ -2127,28 +2215,39 @@ fn sparse_resized(
     }
     let (cur_sd, cur_dd) = (indices.shape()[0], values.dim() - 1);
     if sd != cur_sd {
-        return Err(value_err(format!(
-            "changing the number of sparse dimensions (from {cur_sd} to {sd}) on a non-empty sparse tensor is not supported."
-        )));
+        return Err(size_mismatch(
+            op,
+            "sparse_dim of a non-empty sparse tensor (it cannot change)",
+            cur_sd as i64,
+            sd as i64,
+        ));
     }
     if dd != cur_dd {
-        return Err(value_err(format!(
-            "changing the number of dense dimensions (from {cur_dd} to {dd}) on a non-empty sparse tensor is not supported."
-        )));
+        return Err(size_mismatch(
+            op,
+            "dense_dim of a non-empty sparse tensor (it cannot change)",
+            cur_dd as i64,
+            dd as i64,
+        ));
     }
     if size[sd..] != t.shape()[sd..] {
-        return Err(value_err(format!(
-            "changing the dense dimension sizes (from {:?} to {:?}) on a non-empty sparse tensor is not supported.",
+        return Err(shape_mismatch(
+            format!("{op} (the dense sizes of a non-empty sparse tensor cannot change)"),
+            "size[sparse_dim:]",
             &t.shape()[sd..],
-            &size[sd..]
-        )));
+            &size[sd..],
+        ));
     }
     if (0..sd).any(|d| size[d] < t.shape()[d]) {
-        return Err(value_err(format!(
-            "shrinking the size of sparse dimensions (from {:?} to {:?}) on a non-empty sparse tensor is not supported.",
-            &t.shape()[..sd],
-            &size[..sd]
-        )));
+        return Err(invalid_argument(
+            op,
+            "size[:sparse_dim]",
+            format!(
+                "must not shrink the sparse dims {:?} of a non-empty sparse tensor",
+                &t.shape()[..sd]
+            ),
+            format!("{:?}", &size[..sd]),
+        ));
     }
     let p = parts(op, t)?;
     let mut out = Tensor::sparse_coo(indices.clone(), values.clone(), size, p.is_coalesced())?;
@@ -2208,13 +2307,16 @@ fn sparse_mask_projection(a: &mut Args) -> R {
     let (indices, values, _) = coo(a.op, &t)?;
     let (mindices, ..) = coo(a.op, &mask)?;
     let accumulate = a.bool(2)?;
-    if t.shape() != mask.shape() || indices.shape()[0] != mindices.shape()[0] {
-        return Err(shape_err(format!(
-            "{}: expected self and mask of one size and sparse_dim, got {:?} and {:?}",
+    if t.shape() != mask.shape() {
+        return Err(shape_mismatch(a.op, "mask", t.shape(), mask.shape()));
+    }
+    if indices.shape()[0] != mindices.shape()[0] {
+        return Err(size_mismatch(
             a.op,
-            t.shape(),
-            mask.shape()
-        )));
+            "mask's sparse_dim",
+            indices.shape()[0] as i64,
+            mindices.shape()[0] as i64,
+        ));
     }
     let sd = indices.shape()[0];
     let strides = contiguous_strides(&t.shape()[..sd]);

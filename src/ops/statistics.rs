@@ -7,11 +7,12 @@
 
 use super::elementwise::{add_sub, clamp_op, div_op, mul_op};
 use super::kernels::operand::Operand;
+use super::kernels::{check_rank, invalid_argument, size_mismatch, wrong_dtype};
 use super::linalg::matmul_nd;
 use super::reduce::sum_op;
-use super::shape::{diagonal, reshape, squeeze_all, transpose, unsqueeze, value_err};
+use super::shape::{diagonal, reshape, squeeze_all, transpose, unsqueeze};
 use super::{Args, Registry};
-use crate::tensor::{DType, Scalar, Tensor};
+use crate::tensor::{DType, RankRequirement, Scalar, Tensor};
 use crate::values::IValue;
 
 type R = crate::Result<IValue>;
@@ -23,22 +24,17 @@ fn op(t: &Tensor) -> Operand {
 /// The weights' checks shared by `fweights` and `aweights`: at most 1-D, one per observation,
 /// none negative.
 fn check_weights(w: &Tensor, name: &str, observations: usize) -> crate::Result<()> {
-    if w.dim() > 1 {
-        return Err(value_err(format!(
-            "cov(): expected {name} to have one or fewer dimensions but got {name} with {} \
-             dimensions",
-            w.dim()
-        )));
-    }
+    check_rank("cov", name, RankRequirement::AtMost(1), w.shape())?;
     if w.numel() != observations {
-        return Err(value_err(format!(
-            "cov(): expected {name} to have the same numel as there are observations in the \
-             input but got {} != {observations}",
-            w.numel()
-        )));
+        return Err(size_mismatch(
+            "cov",
+            format!("{name}.numel() (the number of observations)"),
+            observations as i64,
+            w.numel() as i64,
+        ));
     }
-    if w.to_vec::<f64>()?.iter().any(|&v| v < 0.0) {
-        return Err(value_err(format!("cov(): {name} cannot be negative")));
+    if let Some(v) = w.to_vec::<f64>()?.into_iter().find(|&v| v < 0.0) {
+        return Err(invalid_argument("cov", name, "must be non-negative", v));
     }
     Ok(())
 }
@@ -50,15 +46,14 @@ fn covariance(
     fweights: Option<Tensor>,
     aweights: Option<Tensor>,
 ) -> crate::Result<Tensor> {
-    if x.dim() > 2 {
-        return Err(value_err(format!(
-            "cov(): expected input to have two or fewer dimensions but got an input with {} \
-             dimensions",
-            x.dim()
-        )));
-    }
+    check_rank("cov", "input", RankRequirement::AtMost(2), x.shape())?;
     if x.dtype() == DType::Bool {
-        return Err(value_err("cov(): bool dtype is not supported for input"));
+        return Err(wrong_dtype(
+            "cov",
+            "input",
+            "a numeric (not bool) tensor",
+            x.dtype(),
+        ));
     }
     // (variables, observations)
     let input = if x.dim() < 2 {
@@ -70,21 +65,24 @@ fn covariance(
     let mut weights: Option<Tensor> = None;
     if let Some(fw) = &fweights {
         if !fw.dtype().is_integral(false) {
-            return Err(value_err(format!(
-                "cov(): expected fweights to have integral dtype but got fweights with {} dtype",
-                fw.dtype().c10_name()
-            )));
+            return Err(wrong_dtype(
+                "cov",
+                "fweights",
+                "an integral tensor",
+                fw.dtype(),
+            ));
         }
         check_weights(fw, "fweights", observations)?;
         weights = Some(fw.clone());
     }
     if let Some(aw) = &aweights {
         if !aw.dtype().is_floating_point() {
-            return Err(value_err(format!(
-                "cov(): expected aweights to have floating point dtype but got aweights with {} \
-                 dtype",
-                aw.dtype().c10_name()
-            )));
+            return Err(wrong_dtype(
+                "cov",
+                "aweights",
+                "a floating point tensor",
+                aw.dtype(),
+            ));
         }
         check_weights(aw, "aweights", observations)?;
         weights = Some(match weights {
@@ -97,7 +95,12 @@ fn covariance(
         None => Tensor::from_scalar(Scalar::Int(observations as i64), DType::Int64)?,
     };
     if weights.is_some() && weight_sum.item()?.to_f64() == 0.0 {
-        return Err(value_err("cov(): weights sum to zero, can't be normalized"));
+        return Err(invalid_argument(
+            "cov",
+            "fweights * aweights",
+            "must not sum to zero (they are normalized by their sum)",
+            0,
+        ));
     }
     let weighted = match &weights {
         Some(w) => mul_op(&op(&input), &op(w))?,
@@ -159,13 +162,7 @@ fn cov(args: &mut Args<'_>) -> R {
 /// single variable gives `c / c` (1, or NaN for a zero, infinite or NaN variance).
 fn corrcoef(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    if x.dim() > 2 {
-        return Err(value_err(format!(
-            "corrcoef(): expected input to have two or fewer dimensions but got an input with {} \
-             dimensions",
-            x.dim()
-        )));
-    }
+    check_rank("corrcoef", "input", RankRequirement::AtMost(2), x.shape())?;
     let c = covariance(&x, 1, None, None)?;
     if c.dim() == 0 {
         return Ok(IValue::Tensor(div_op(&op(&c), &op(&c), None)?));

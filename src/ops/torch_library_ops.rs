@@ -6,13 +6,18 @@
 //! the aten computation its Python or C++ definition runs, composed from tsrun's aten kernels.
 
 use super::jit_builtins::int_list;
-use super::kernels::{index_err, shape_err, value_err};
+use super::kernels::{
+    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature, value_err, wrong_dtype,
+};
 use super::prims::via_aten;
 use super::{Args, Registry};
-use crate::tensor::Tensor;
+use crate::tensor::{RankRequirement, Tensor};
 use crate::values::{IValue, List, Type};
 
 type R = crate::Result<IValue>;
+
+const ROTARY: &str = "onnx::RotaryEmbedding";
 
 fn tensor_of(r: IValue, op: &str) -> crate::Result<Tensor> {
     match r {
@@ -27,11 +32,14 @@ fn tensor_of(r: IValue, op: &str) -> crate::Result<Tensor> {
 /// Copy `src` into the caller's `out` (no resizing: tsrun cannot resize a caller's tensor).
 fn copy_into(op: &str, out: &Tensor, src: &Tensor) -> crate::Result<()> {
     if out.shape() != src.shape() {
-        return Err(shape_err(format!(
-            "{op}: out has shape {:?}, the result {:?} (tsrun does not resize out tensors)",
-            out.shape(),
-            src.shape()
-        )));
+        return Err(unsupported_feature(
+            op,
+            format!(
+                "resizing out (shape {:?}) to the result's shape {:?}",
+                out.shape(),
+                src.shape()
+            ),
+        ));
     }
     out.copy_from(src)
 }
@@ -47,15 +55,17 @@ fn test_get_first(a: &mut Args<'_>) -> R {
     let outer = a.list(0)?;
     let first = outer
         .get(0)
-        .ok_or_else(|| index_err("_test::get_first: the list is empty"))?;
+        .ok_or_else(|| invalid_argument(a.op, "self", "must not be empty", "[]"))?;
     match first {
         IValue::List(inner) => inner
             .get(0)
-            .ok_or_else(|| index_err("_test::get_first: the first list is empty")),
-        other => Err(value_err(format!(
-            "_test::get_first: expected a list of string lists, got a {}",
-            other.kind_name()
-        ))),
+            .ok_or_else(|| invalid_argument(a.op, "self[0]", "must not be empty", "[]")),
+        other => Err(invalid_argument(
+            a.op,
+            "self[0]",
+            "must be a list of strings",
+            format!("a {}", other.kind_name()),
+        )),
     }
 }
 
@@ -90,19 +100,22 @@ fn alloc_from_pool(a: &mut Args<'_>) -> R {
     let size = a.int_list(3)?;
     let stride = a.int_list(4)?;
     if pool.storage_offset() != 0 {
-        return Err(value_err(
-            "inductor::_alloc_from_pool: expected self.storage_offset() == 0",
+        return Err(invalid_argument(
+            a.op,
+            "self.storage_offset()",
+            "must be 0",
+            pool.storage_offset(),
         ));
     }
     let shape = size
         .iter()
         .map(|&s| usize::try_from(s))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| shape_err(format!("_alloc_from_pool: negative size in {size:?}")))?;
+        .map_err(|_| invalid_argument(a.op, "size", "must be non-negative", format!("{size:?}")))?;
     let strides: Vec<isize> = stride.iter().map(|&s| s as isize).collect();
-    let offset = usize::try_from(offset_bytes)
-        .map_err(|_| value_err(format!("_alloc_from_pool: offset_bytes {offset_bytes} < 0")))?
-        / dtype.size().max(1);
+    let offset = usize::try_from(offset_bytes).map_err(|_| {
+        invalid_argument(a.op, "offset_bytes", "must be non-negative", offset_bytes)
+    })? / dtype.size().max(1);
     let t = Tensor::from_parts(pool.storage().clone(), offset, &shape, &strides, dtype)?;
     Ok(IValue::Tensor(t))
 }
@@ -149,11 +162,13 @@ fn onnx_reshape(a: &mut Args<'_>) -> R {
     let x = a.get(0)?.clone();
     let shape = a.tensor(1)?;
     if shape.dim() > 1 || shape.dtype().is_floating_point() {
-        return Err(value_err(format!(
-            "onnx::Reshape: shape must be a 1-d integer tensor, got {:?} {}",
-            shape.shape(),
-            shape.dtype().name()
-        )));
+        check_rank(a.op, "shape", RankRequirement::AtMost(1), shape.shape())?;
+        return Err(wrong_dtype(
+            a.op,
+            "shape",
+            "an integer tensor",
+            shape.dtype(),
+        ));
     }
     let sizes = shape.contiguous()?.to_vec::<i64>()?;
     via_aten(a, "aten::reshape", vec![x, int_list(sizes)])
@@ -217,33 +232,53 @@ fn rotary_embedding(a: &mut Args<'_>) -> R {
     let input_shape = x_in.shape().to_vec();
     let rank = input_shape.len();
     if rank != 3 && rank != 4 {
-        return Err(shape_err(format!(
-            "onnx::RotaryEmbedding: x must be 3-d or 4-d, got shape {input_shape:?}"
-        )));
+        return Err(rank_mismatch(
+            ROTARY,
+            "x",
+            RankRequirement::OneOf(vec![3, 4]),
+            &input_shape,
+        ));
     }
     let (batch, seq) = (input_shape[0], input_shape[rank - 2]);
     match &position_ids {
         Some(p) => {
             if p.dim() != 2 || p.shape()[0] != batch || p.shape()[1] != seq {
-                return Err(shape_err(format!(
-                    "onnx::RotaryEmbedding: position_ids must be [batch={batch}, seq={seq}], got \
-                     {:?}",
-                    p.shape()
-                )));
+                return Err(shape_mismatch(
+                    ROTARY,
+                    "position_ids",
+                    &[batch, seq],
+                    p.shape(),
+                ));
             }
             if cos_cache.dim() != 2 || sin_cache.dim() != 2 {
-                return Err(shape_err(
-                    "onnx::RotaryEmbedding: cos_cache/sin_cache must be 2D when position_ids is \
-                     provided",
-                ));
+                check_rank(
+                    ROTARY,
+                    "cos_cache",
+                    RankRequirement::Exactly(2),
+                    cos_cache.shape(),
+                )?;
+                check_rank(
+                    ROTARY,
+                    "sin_cache",
+                    RankRequirement::Exactly(2),
+                    sin_cache.shape(),
+                )?;
             }
         }
         None => {
             if cos_cache.dim() != 3 || sin_cache.dim() != 3 {
-                return Err(shape_err(
-                    "onnx::RotaryEmbedding: cos_cache/sin_cache must be 3D when position_ids is \
-                     not provided",
-                ));
+                check_rank(
+                    ROTARY,
+                    "cos_cache",
+                    RankRequirement::Exactly(3),
+                    cos_cache.shape(),
+                )?;
+                check_rank(
+                    ROTARY,
+                    "sin_cache",
+                    RankRequirement::Exactly(3),
+                    sin_cache.shape(),
+                )?;
             }
         }
     }
@@ -255,10 +290,12 @@ fn rotary_embedding(a: &mut Args<'_>) -> R {
         )?
     } else {
         if num_heads <= 0 {
-            return Err(value_err(format!(
-                "onnx::RotaryEmbedding: num_heads must be provided for 3D inputs, got \
-                 {num_heads}"
-            )));
+            return Err(invalid_argument(
+                ROTARY,
+                "num_heads",
+                "must be positive for 3-D inputs",
+                num_heads,
+            ));
         }
         let head = input_shape[2] as i64 / num_heads;
         aten(
@@ -296,11 +333,14 @@ fn rotary_embedding(a: &mut Args<'_>) -> R {
     };
     for (name, c) in [("cos", &cos), ("sin", &sin)] {
         let s = c.shape();
-        if s.len() < 3 || s[0] != batch || s[1] != seq || s[s.len() - 1] as i64 != half {
-            return Err(shape_err(format!(
-                "onnx::RotaryEmbedding: {name} has shape {s:?}, expected [batch={batch}, \
-                 seq={seq}, {half}]"
-            )));
+        check_rank(ROTARY, name, RankRequirement::AtLeast(3), s)?;
+        if s[0] != batch || s[1] != seq || s[s.len() - 1] as i64 != half {
+            return Err(shape_mismatch(
+                ROTARY,
+                format!("{name} (first, second and last dims)"),
+                &[batch, seq, half.max(0) as usize],
+                &[s[0], s[1], s[s.len() - 1]],
+            ));
         }
     }
     let unsq = |t: &Tensor| {
@@ -382,12 +422,11 @@ fn chunk_cat_into(a: &mut Args<'_>, cast: bool) -> R {
         if cast {
             *t = t.to_dtype(out.dtype())?;
         } else if t.dtype() != out.dtype() {
-            return Err(value_err(format!(
-                "{}: expected every tensor of out's dtype {}, got {}",
-                a.op,
-                out.dtype().name(),
-                t.dtype().name()
-            )));
+            return Err(crate::tensor::TensorError::DTypeMismatch {
+                expected: out.dtype(),
+                got: t.dtype(),
+            }
+            .into());
         }
     }
     let list = IValue::List(List::new(
@@ -429,11 +468,12 @@ fn split_pieces(
         return Err(value_err(format!("{}: split gave no list", a.op)));
     };
     if pieces.len() != count {
-        return Err(value_err(format!(
-            "{}: {} split sizes for {count} tensors",
+        return Err(size_mismatch(
             a.op,
-            pieces.len()
-        )));
+            "the number of split pieces (one per tensor)",
+            count as i64,
+            pieces.len() as i64,
+        ));
     }
     pieces
         .to_vec()
@@ -466,9 +506,14 @@ fn fsdp_all_gather_copy_in(a: &mut Args<'_>) -> R {
     let inputs = a.tensor_list(0)?;
     let output = a.tensor(1)?;
     let (numel, rank) = (a.int(3)?, a.int(4)?);
-    let start = numel
-        .checked_mul(rank)
-        .ok_or_else(|| value_err("fsdp::all_gather_copy_in: numel * rank overflows"))?;
+    let start = numel.checked_mul(rank).ok_or_else(|| {
+        invalid_argument(
+            a.op,
+            "all_gather_input_numel * rank",
+            "must fit in 64 bits",
+            format!("{numel} * {rank}"),
+        )
+    })?;
     let window = aten(
         a,
         "aten::narrow",
@@ -499,8 +544,11 @@ fn zeros_and_scatter(a: &mut Args<'_>) -> R {
     let no_indices = matches!(&indices, IValue::List(l) if l.is_empty());
     if no_indices {
         if !shape.is_empty() {
-            return Err(value_err(
-                "zeros_and_scatter with no indices only supports scalar outputs",
+            return Err(invalid_argument(
+                a.op,
+                "shape",
+                "must be empty (a scalar output) when there are no indices",
+                format!("{shape:?}"),
             ));
         }
         return via_aten(a, "aten::sum", vec![IValue::Tensor(vals), IValue::None]);
@@ -509,7 +557,9 @@ fn zeros_and_scatter(a: &mut Args<'_>) -> R {
         .iter()
         .map(|&s| usize::try_from(s))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| shape_err(format!("zeros_and_scatter: negative size in {shape:?}")))?;
+        .map_err(|_| {
+            invalid_argument(a.op, "shape", "must be non-negative", format!("{shape:?}"))
+        })?;
     let zeros = Tensor::zeros(&dims, vals.dtype())?;
     let indices = match indices {
         IValue::List(l) => IValue::List(List::new(
@@ -535,12 +585,7 @@ fn zeros_and_scatter(a: &mut Args<'_>) -> R {
 /// `[32, 4, 4]`), flattened.
 fn to_blocked(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
-    if x.dim() != 2 {
-        return Err(value_err(format!(
-            "to_blocked expects a 2-D tensor, got {}-D",
-            x.dim()
-        )));
-    }
+    check_rank(a.op, "input", RankRequirement::Exactly(2), x.shape())?;
     let (rows, cols) = (x.shape()[0] as i64, x.shape()[1] as i64);
     if rows == 0 || cols == 0 {
         return Ok(IValue::Tensor(Tensor::zeros(&[0], x.dtype())?));
@@ -578,20 +623,21 @@ fn to_blocked(a: &mut Args<'_>) -> R {
 fn nnpack_spatial_convolution(a: &mut Args<'_>) -> R {
     let input = a.tensor(0)?;
     let weight = a.tensor(1)?;
-    if input.dim() != 4 || weight.dim() != 4 {
-        return Err(shape_err(
-            "NNPack convolutionOutput expects 4D input and weight Tensors N,C,H,W",
-        ));
-    }
+    check_rank(a.op, "input", RankRequirement::Exactly(4), input.shape())?;
+    check_rank(a.op, "weight", RankRequirement::Exactly(4), weight.shape())?;
     let float32 = crate::tensor::DType::Float32;
     let bias = a.opt_tensor(2)?;
     if input.dtype() != float32
         || weight.dtype() != float32
         || bias.as_ref().is_some_and(|b| b.dtype() != float32)
     {
-        return Err(value_err(
-            "Mismatched Tensor types in NNPack convolutionOutput",
-        ));
+        let bad = [Some(&input), Some(&weight), bias.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(Tensor::dtype)
+            .find(|&d| d != float32)
+            .unwrap_or(float32);
+        return Err(wrong_dtype(a.op, "input, weight and bias", "float32", bad));
     }
     let padding = a.get(3)?.clone();
     let stride = a.get(4)?.clone();

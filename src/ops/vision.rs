@@ -3,39 +3,68 @@
 //! representations), following torchvision's CPU kernels step for step (same precision, same
 //! rounding) so kept boxes and pooled values match.
 
+use super::kernels::{
+    check_rank, invalid_argument, not_implemented_for, size_mismatch, unsupported_feature,
+};
 use super::linalg::{
-    compute_dtype, contiguous_as, dispatch_real_compute, shape_err, slice_mut_of, slice_of,
-    value_err, Real,
+    compute_dtype, contiguous_as, dispatch_real_compute, slice_mut_of, slice_of, Real,
 };
 use super::{Args, Registry};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
 use crate::tensor::{DType, Tensor};
+use crate::tensor::{RankRequirement, TensorError};
 use crate::values::{IValue, Tuple};
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
 use rayon::prelude::*;
 
 /// nms's and qnms's arguments: boxes `[N, 4]` and scores `[N]` of one dtype.
-fn check_boxes_scores(op: &str, dets: &Tensor, scores: &Tensor) -> crate::Result<()> {
-    if dets.dim() != 2 || dets.shape()[1] != 4 {
-        return Err(shape_err(format!(
-            "{op}: boxes should have 2 dimensions and size 4 in dim 1, got {:?}",
-            dets.shape()
-        )));
+/// An ROI's batch index (its first column) outside the input's batch.
+fn roi_batch_index(index: i64, batch: usize) -> crate::Error {
+    TensorError::IndexOutOfBounds {
+        index,
+        dim: 0,
+        size: batch,
     }
-    if scores.dim() != 1 || scores.shape()[0] != dets.shape()[0] {
-        return Err(shape_err(format!(
-            "{op}: boxes and scores should have the same number of elements in dimension 0, \
-             got {} and {:?}",
-            dets.shape()[0],
-            scores.shape()
-        )));
+    .into()
+}
+
+/// A 4-D input and `[K, 5]` rois.
+fn check_input_and_rois(op: &str, x: &Tensor, rois: &Tensor) -> crate::Result<()> {
+    check_rank(op, "input", RankRequirement::Exactly(4), x.shape())?;
+    check_rank(op, "rois", RankRequirement::Exactly(2), rois.shape())?;
+    if rois.shape()[1] != 5 {
+        return Err(size_mismatch(op, "rois.size(1)", 5, rois.shape()[1] as i64));
+    }
+    Ok(())
+}
+
+fn check_boxes_scores(op: &str, dets: &Tensor, scores: &Tensor) -> crate::Result<()> {
+    check_rank(op, "boxes", RankRequirement::Exactly(2), dets.shape())?;
+    if dets.shape()[1] != 4 {
+        return Err(size_mismatch(
+            op,
+            "boxes.size(1)",
+            4,
+            dets.shape()[1] as i64,
+        ));
+    }
+    check_rank(op, "scores", RankRequirement::Exactly(1), scores.shape())?;
+    if scores.shape()[0] != dets.shape()[0] {
+        return Err(size_mismatch(
+            op,
+            "scores.size(0) (boxes.size(0))",
+            dets.shape()[0] as i64,
+            scores.shape()[0] as i64,
+        ));
     }
     if dets.dtype() != scores.dtype() {
-        return Err(value_err(format!(
-            "{op}: boxes and scores should have the same type"
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: dets.dtype(),
+            got: scores.dtype(),
+        }
+        .into());
     }
     Ok(())
 }
@@ -90,20 +119,7 @@ fn nms(a: &mut Args) -> crate::Result<IValue> {
 /// Validated (input [N, C, H, W], rois [K, 5]) in the compute dtype.
 fn roi_inputs(a: &Args) -> crate::Result<(Tensor, Tensor, DType, DType)> {
     let (x, rois) = (a.tensor(0)?, a.tensor(1)?);
-    if x.dim() != 4 {
-        return Err(shape_err(format!(
-            "{}: input must be 4-D, got {:?}",
-            a.op,
-            x.shape()
-        )));
-    }
-    if rois.dim() != 2 || rois.shape()[1] != 5 {
-        return Err(shape_err(format!(
-            "{}: rois must have shape [K, 5], got {:?}",
-            a.op,
-            rois.shape()
-        )));
-    }
+    check_input_and_rois(a.op, &x, &rois)?;
     let dtype = x.dtype();
     let cd = compute_dtype(a.op, dtype)?;
     Ok((contiguous_as(&x, cd)?, contiguous_as(&rois, cd)?, dtype, cd))
@@ -114,7 +130,7 @@ fn pooled(a: &Args, i: usize) -> crate::Result<usize> {
     usize::try_from(v)
         .ok()
         .filter(|&v| v > 0)
-        .ok_or_else(|| value_err(format!("{}: pooled size must be positive, got {v}", a.op)))
+        .ok_or_else(|| invalid_argument(a.op, "pooled size", "must be positive", v))
 }
 
 fn bilinear<T: Real>(img: &[T], h: usize, w: usize, mut y: T, mut x: T) -> T {
@@ -178,10 +194,7 @@ fn roi_align(a: &mut Args) -> crate::Result<IValue> {
         for r in 0..k {
             let bi = rs[r * 5].as_f64() as i64;
             if bi < 0 || bi as usize >= n {
-                return Err(value_err(format!(
-                    "{}: roi batch index {bi} out of range",
-                    a.op
-                )));
+                return Err(roi_batch_index(bi, n));
             }
         }
         let sc = T::from_f64(scale);
@@ -264,10 +277,7 @@ fn roi_pool(a: &mut Args) -> crate::Result<IValue> {
             let roi = &rs[r * 5..r * 5 + 5];
             let bi = roi[0].as_f64() as i64;
             if bi < 0 || bi as usize >= n {
-                return Err(value_err(format!(
-                    "{}: roi batch index {bi} out of range",
-                    a.op
-                )));
+                return Err(roi_batch_index(bi, n));
             }
             let bi = bi as usize;
             let round = |v: T| (v * sc).round().as_f64() as i64;
@@ -318,24 +328,13 @@ fn roi_pool(a: &mut Args) -> crate::Result<IValue> {
 /// A 4-d input and `[K, 5]` rois of the input's dtype (the torchvision ops added for coverage
 /// check the dtypes agree).
 fn check_roi_pair(op: &str, x: &Tensor, rois: &Tensor) -> crate::Result<()> {
-    if x.dim() != 4 {
-        return Err(shape_err(format!(
-            "{op}: input must be 4-D, got {:?}",
-            x.shape()
-        )));
-    }
-    if rois.dim() != 2 || rois.shape()[1] != 5 {
-        return Err(shape_err(format!(
-            "{op}: rois must have shape as Tensor[K, 5], got {:?}",
-            rois.shape()
-        )));
-    }
+    check_input_and_rois(op, x, rois)?;
     if x.dtype() != rois.dtype() {
-        return Err(value_err(format!(
-            "{op}: input and rois must have the same dtype, got {} and {}",
-            x.dtype(),
-            rois.dtype()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: x.dtype(),
+            got: rois.dtype(),
+        }
+        .into());
     }
     Ok(())
 }
@@ -346,31 +345,28 @@ fn ps_inputs(a: &Args) -> crate::Result<(Tensor, Tensor, usize, usize, usize)> {
     let (x, rois) = (a.tensor(0)?, a.tensor(1)?);
     check_roi_pair(a.op, &x, &rois)?;
     if !matches!(x.dtype(), DType::Float32 | DType::Float64) {
-        return Err(crate::ops::kernels::unsupported(format!(
-            "{}: input dtype {} (float32 and float64 are supported)",
-            a.op,
-            x.dtype()
-        )));
+        return Err(not_implemented_for(a.op, x.dtype()));
     }
     let (ph, pw) = (pooled(a, 3)?, pooled(a, 4)?);
     let c = x.shape()[1];
     if c % (ph * pw) != 0 {
-        return Err(value_err(format!(
-            "{}: input channels must be a multiple of pooling height * pooling width, got {c} \
-             channels for {ph}x{pw}",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "input.size(1)",
+            format!("must be a multiple of pooled_height * pooled_width ({ph}x{pw})"),
+            c,
+        ));
     }
     Ok((x.contiguous()?, rois.contiguous()?, ph, pw, c / (ph * pw)))
 }
 
 /// The batch index a roi row names, checked against the input's batch size.
-fn roi_batch<T: Real>(op: &str, v: T, n: usize) -> crate::Result<usize> {
+fn roi_batch<T: Real>(v: T, n: usize) -> crate::Result<usize> {
     let bi = v.as_f64() as i64;
     usize::try_from(bi)
         .ok()
         .filter(|&b| b < n)
-        .ok_or_else(|| value_err(format!("{op}: roi batch index {bi} out of range")))
+        .ok_or_else(|| roi_batch_index(bi, n))
 }
 
 /// ps_roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio) ->
@@ -393,10 +389,10 @@ fn ps_roi_align(a: &mut Args) -> crate::Result<IValue> {
     }
     if h == 0 || w == 0 {
         // torchvision would sample outside an empty map
-        return Err(shape_err(format!(
-            "{}: input has an empty spatial size {h}x{w}",
-            a.op
-        )));
+        return Err(unsupported_feature(
+            a.op,
+            format!("an empty spatial size {h}x{w} (torchvision would sample outside the map)"),
+        ));
     }
     dispatch_real_compute!(x.dtype(), a.op, |T| {
         let xs_guard = x.read::<T>()?;
@@ -411,7 +407,7 @@ fn ps_roi_align(a: &mut Args) -> crate::Result<IValue> {
         let half = T::from_f64(0.5);
         for r in 0..k {
             let roi = &rs[r * 5..r * 5 + 5];
-            let bi = roi_batch(a.op, roi[0], n)?;
+            let bi = roi_batch(roi[0], n)?;
             let sw = roi[1] * sc - half;
             let sh = roi[2] * sc - half;
             let rw = (roi[3] * sc - half) - sw;
@@ -489,7 +485,7 @@ fn ps_roi_pool(a: &mut Args) -> crate::Result<IValue> {
         let (hi, wi) = (h as i64, w as i64);
         for r in 0..k {
             let roi = &rs[r * 5..r * 5 + 5];
-            let bi = roi_batch(a.op, roi[0], n)?;
+            let bi = roi_batch(roi[0], n)?;
             let round = |v: T| (v * sc).round().as_f64() as i64;
             let (sw, sh, ew, eh) = (round(roi[1]), round(roi[2]), round(roi[3]), round(roi[4]));
             let rw = (ew - sw).max(1);
@@ -542,11 +538,7 @@ fn integer_values(op: &str, t: &Tensor) -> crate::Result<(Vec<i64>, (i64, i64))>
         DType::Int16 => (i16::MIN as i64, i16::MAX as i64),
         DType::Int32 => (i32::MIN as i64, i32::MAX as i64),
         DType::Int64 => (i64::MIN, i64::MAX),
-        other => {
-            return Err(crate::ops::kernels::unsupported(format!(
-                "{op}: not implemented for {other} (integer representations expected)"
-            )))
-        }
+        other => return Err(not_implemented_for(op, other)),
     };
     Ok((t.contiguous()?.to_vec::<i64>()?, range))
 }
@@ -616,10 +608,12 @@ fn qroi_align(a: &mut Args) -> crate::Result<IValue> {
     let aligned = a.bool(10)?;
     check_roi_pair(a.op, &x, &rois)?;
     if x.shape()[0] != 1 {
-        return Err(value_err(format!(
-            "{}: Only one image per batch is allowed in qroi_align.",
-            a.op
-        )));
+        return Err(size_mismatch(
+            a.op,
+            "input.size(0) (one image per batch)",
+            1,
+            x.shape()[0] as i64,
+        ));
     }
     let (c, h, w) = (x.shape()[1], x.shape()[2], x.shape()[3]);
     let k = rois.shape()[0];

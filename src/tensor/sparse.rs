@@ -9,7 +9,7 @@
 //! ([`Tensor::as_strided`]) refuse it with [`TensorError::NotStrided`], so a dense kernel
 //! handed a sparse tensor fails naming the layout instead of reading garbage.
 
-use super::{checked_numel, DType, Shape, Storage, Tensor, TensorError};
+use super::{checked_numel, DType, RankRequirement, Shape, Storage, Tensor, TensorError};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -247,27 +247,75 @@ impl SparseParts {
     }
 }
 
-fn shape_err(msg: impl Into<String>) -> TensorError {
-    TensorError::Shape(msg.into())
+/// [`TensorError::InvalidArgument`] of a sparse constructor.
+fn invalid(
+    op: &str,
+    argument: &str,
+    requirement: impl Into<String>,
+    value: impl std::fmt::Display,
+) -> TensorError {
+    TensorError::InvalidArgument {
+        op: op.into(),
+        argument: argument.into(),
+        requirement: requirement.into(),
+        value: value.to_string(),
+    }
 }
 
-fn value_err(msg: impl Into<String>) -> TensorError {
-    TensorError::Value(msg.into())
+/// [`TensorError::SizeMismatch`] of a sparse constructor.
+fn size_mismatch(op: &str, what: impl Into<String>, expected: usize, got: usize) -> TensorError {
+    TensorError::SizeMismatch {
+        op: op.into(),
+        what: what.into(),
+        expected: expected as i64,
+        got: got as i64,
+    }
 }
+
+/// [`TensorError::RankMismatch`] of a sparse constructor's `argument`.
+fn rank_mismatch(
+    op: &str,
+    argument: &str,
+    expected: RankRequirement,
+    shape: &[usize],
+) -> TensorError {
+    TensorError::RankMismatch {
+        op: op.into(),
+        argument: argument.into(),
+        expected,
+        shape: shape.to_vec(),
+    }
+}
+
+/// [`TensorError::ShapeMismatch`] of a sparse constructor's `argument`.
+fn shape_mismatch(op: &str, argument: &str, expected: &[usize], got: &[usize]) -> TensorError {
+    TensorError::ShapeMismatch {
+        op: op.into(),
+        argument: argument.into(),
+        expected: expected.to_vec(),
+        got: got.to_vec(),
+    }
+}
+
+const COO: &str = "sparse_coo_tensor";
+const COMPRESSED: &str = "sparse_compressed_tensor";
+const VALIDATE: &str = "_validate_compressed_sparse_indices";
 
 /// A component tensor must be strided and not quantized.
 fn check_component(what: &str, t: &Tensor) -> TResult<()> {
     if let Some(parts) = t.sparse_parts() {
-        return Err(value_err(format!(
-            "{what} must be a strided tensor, got a {} tensor",
-            parts.layout()
-        )));
+        return Err(invalid(
+            "sparse",
+            what,
+            "must be a strided tensor",
+            format!("a {} tensor", parts.layout()),
+        ));
     }
     if t.is_quantized() {
-        return Err(TensorError::Unsupported(format!(
-            "sparse tensors with quantized {what} ({})",
-            t.dtype()
-        )));
+        return Err(TensorError::UnsupportedFeature {
+            op: "sparse".into(),
+            feature: format!("sparse tensors with quantized {what} ({})", t.dtype()),
+        });
     }
     Ok(())
 }
@@ -345,53 +393,67 @@ impl Tensor {
         check_component("indices", &indices)?;
         check_component("values", &values)?;
         if indices.dtype() != DType::Int64 {
-            return Err(value_err(format!(
-                "indices must be an int64 tensor, got {}",
-                indices.dtype()
-            )));
+            return Err(TensorError::WrongDType {
+                op: COO.into(),
+                argument: "indices".into(),
+                expected: "int64".into(),
+                got: indices.dtype(),
+            });
         }
         if indices.dim() != 2 {
-            return Err(shape_err(format!(
-                "indices must be sparse_dim x nnz, but got: {:?}",
-                indices.shape()
-            )));
+            return Err(rank_mismatch(
+                COO,
+                "indices",
+                RankRequirement::Exactly(2),
+                indices.shape(),
+            ));
         }
         if values.dim() == 0 {
-            return Err(shape_err(
-                "values must have at least one dimension (nnz), got a 0-d tensor",
+            return Err(rank_mismatch(
+                COO,
+                "values",
+                RankRequirement::AtLeast(1),
+                values.shape(),
             ));
         }
         let (sparse_dim, nnz) = (indices.shape()[0], indices.shape()[1]);
         let dense_dim = values.dim() - 1;
         if sparse_dim + dense_dim != size.len() {
-            return Err(shape_err(format!(
-                "number of dimensions must be sparse_dim ({sparse_dim}) + dense_dim ({dense_dim}), but got {}",
-                size.len()
-            )));
+            return Err(size_mismatch(
+                COO,
+                format!(
+                    "the number of dimensions (sparse_dim {sparse_dim} + dense_dim {dense_dim})"
+                ),
+                sparse_dim + dense_dim,
+                size.len(),
+            ));
         }
         if values.shape()[0] != nnz {
-            return Err(shape_err(format!(
-                "indices and values must have same nnz, but got nnz from indices: {nnz}, nnz from values: {}",
-                values.shape()[0]
-            )));
+            return Err(size_mismatch(
+                COO,
+                "values.size(0) (nnz of indices)",
+                nnz,
+                values.shape()[0],
+            ));
         }
         if values.shape()[1..] != size[sparse_dim..] {
             let mut want: Vec<usize> = vec![nnz];
             want.extend_from_slice(&size[sparse_dim..]);
-            return Err(shape_err(format!(
-                "values has incorrect size, expected {want:?}, got {:?}",
-                values.shape()
-            )));
+            return Err(shape_mismatch(COO, "values", &want, values.shape()));
         }
         let idx = index_values(&indices)?;
         for d in 0..sparse_dim {
             for &i in &idx[d * nnz..(d + 1) * nnz] {
                 if i < 0 {
-                    return Err(TensorError::Index(format!(
-                        "found negative index {i} for dim {d}"
-                    )));
+                    return Err(invalid(
+                        COO,
+                        "indices",
+                        format!("must be non-negative (dim {d})"),
+                        i,
+                    ));
                 }
                 if i as u64 >= size[d] as u64 {
+                    // PyTorch's text (tests/suite/sparse.rs compares it)
                     return Err(TensorError::Index(format!(
                         "size is inconsistent with indices: for dim {d}, size is {} but found index {i}",
                         size[d]
@@ -422,9 +484,12 @@ impl Tensor {
         size: &[usize],
     ) -> TResult<Tensor> {
         if !layout.is_compressed() {
-            return Err(value_err(format!(
-                "sparse_compressed: {layout} is not a compressed layout"
-            )));
+            return Err(invalid(
+                COMPRESSED,
+                "layout",
+                "must be a compressed layout",
+                layout,
+            ));
         }
         let (cname, pname) = layout.index_names();
         check_component(cname, &compressed_indices)?;
@@ -432,50 +497,68 @@ impl Tensor {
         check_component("values", &values)?;
         let idx_dtype = compressed_indices.dtype();
         if !matches!(idx_dtype, DType::Int32 | DType::Int64) {
-            return Err(value_err(format!(
-                "{cname} must be an int32 or int64 tensor, got {idx_dtype}"
-            )));
+            return Err(TensorError::WrongDType {
+                op: COMPRESSED.into(),
+                argument: cname.into(),
+                expected: "int32 or int64".into(),
+                got: idx_dtype,
+            });
         }
         if plain_indices.dtype() != idx_dtype {
-            return Err(value_err(format!(
-                "{cname} and {pname} must have the same dtype, bot got {idx_dtype} and {}",
-                plain_indices.dtype()
-            )));
+            return Err(TensorError::DTypeMismatch {
+                expected: idx_dtype,
+                got: plain_indices.dtype(),
+            });
         }
-        if compressed_indices.dim() == 0 || compressed_indices.dim() != plain_indices.dim() {
-            return Err(shape_err(format!(
-                "{cname} and {pname} must have the same number of dimensions (at least 1), but got {} and {}",
-                compressed_indices.dim(),
-                plain_indices.dim()
-            )));
+        if compressed_indices.dim() == 0 {
+            return Err(rank_mismatch(
+                COMPRESSED,
+                cname,
+                RankRequirement::AtLeast(1),
+                compressed_indices.shape(),
+            ));
+        }
+        if compressed_indices.dim() != plain_indices.dim() {
+            return Err(rank_mismatch(
+                COMPRESSED,
+                pname,
+                RankRequirement::Exactly(compressed_indices.dim()),
+                plain_indices.shape(),
+            ));
         }
         let batch = compressed_indices.dim() - 1;
         let block = if layout.is_blocked() { 2 } else { 0 };
         if values.dim() < batch + 1 + block {
-            return Err(shape_err(format!(
-                "values must have at least {} dimensions, got {}",
-                batch + 1 + block,
-                values.dim()
-            )));
+            return Err(rank_mismatch(
+                COMPRESSED,
+                "values",
+                RankRequirement::AtLeast(batch + 1 + block),
+                values.shape(),
+            ));
         }
         let dense = values.dim() - batch - 1 - block;
         if size.len() != batch + 2 + dense {
-            return Err(shape_err(format!(
-                "tensor dimensionality must be sum of batch, base, and dense dimensionalities ({batch} + 2 + {dense}) but got {}",
-                size.len()
-            )));
+            return Err(size_mismatch(
+                COMPRESSED,
+                format!("the length of size (batch {batch} + base 2 + dense {dense} dims)"),
+                batch + 2 + dense,
+                size.len(),
+            ));
         }
         let batch_shape = &size[..batch];
-        if compressed_indices.shape()[..batch] != *batch_shape
-            || plain_indices.shape()[..batch] != *batch_shape
-            || values.shape()[..batch] != *batch_shape
-        {
-            return Err(shape_err(format!(
-                "all batch dimensions of {cname} ({:?}), {pname} ({:?}) and values ({:?}) must equal the size's {batch_shape:?}",
-                compressed_indices.shape(),
-                plain_indices.shape(),
-                values.shape()
-            )));
+        for (name, t) in [
+            (cname, &compressed_indices),
+            (pname, &plain_indices),
+            ("values", &values),
+        ] {
+            if t.shape()[..batch] != *batch_shape {
+                return Err(shape_mismatch(
+                    COMPRESSED,
+                    &format!("{name}'s batch dims"),
+                    batch_shape,
+                    &t.shape()[..batch],
+                ));
+            }
         }
         let [bh, bw] = if layout.is_blocked() {
             [values.shape()[batch + 1], values.shape()[batch + 2]]
@@ -484,9 +567,12 @@ impl Tensor {
         };
         let (rows, cols) = (size[batch], size[batch + 1]);
         if bh == 0 || bw == 0 || rows % bh != 0 || cols % bw != 0 {
-            return Err(shape_err(format!(
-                "the base size ({rows}, {cols}) must be divisible by the blocksize ({bh}, {bw})"
-            )));
+            return Err(invalid(
+                COMPRESSED,
+                "blocksize",
+                format!("must be nonzero and divide the base size ({rows}, {cols})"),
+                format!("({bh}, {bw})"),
+            ));
         }
         let (ncomp, nplain) = if layout.compresses_rows() {
             (rows / bh, cols / bw)
@@ -495,25 +581,37 @@ impl Tensor {
         };
         let nnz = plain_indices.shape()[batch];
         if compressed_indices.shape()[batch] != ncomp + 1 {
-            return Err(shape_err(format!(
-                "{cname}.shape[-1] must be equal to the number of compressed {} plus 1 (={}), but got {}",
-                if layout.compresses_rows() { "rows" } else { "columns" },
+            return Err(size_mismatch(
+                COMPRESSED,
+                format!(
+                    "{cname}.shape[-1] (the number of compressed {} plus 1)",
+                    if layout.compresses_rows() {
+                        "rows"
+                    } else {
+                        "columns"
+                    }
+                ),
                 ncomp + 1,
-                compressed_indices.shape()[batch]
-            )));
+                compressed_indices.shape()[batch],
+            ));
         }
         if values.shape()[batch] != nnz {
-            return Err(shape_err(format!(
-                "{pname}.shape[-1] must be equal to the number of specified elements (values.shape[{batch}] = {}), but got {nnz}",
-                values.shape()[batch]
-            )));
+            return Err(size_mismatch(
+                COMPRESSED,
+                format!(
+                    "{pname}.shape[-1] (values.shape[{batch}], the number of specified elements)"
+                ),
+                values.shape()[batch],
+                nnz,
+            ));
         }
         if values.shape()[batch + 1 + block..] != size[batch + 2..] {
-            return Err(shape_err(format!(
-                "values' dense dimensions {:?} must equal the size's {:?}",
+            return Err(shape_mismatch(
+                COMPRESSED,
+                "values' dense dims",
+                &size[batch + 2..],
                 &values.shape()[batch + 1 + block..],
-                &size[batch + 2..]
-            )));
+            ));
         }
         let comp = index_values(&compressed_indices)?;
         let plain = index_values(&plain_indices)?;
@@ -552,17 +650,20 @@ pub fn validate_compressed_indices(
     let comp = index_values(compressed)?;
     let plain_v = index_values(plain)?;
     if comp.len() != cdim + 1 {
-        return Err(shape_err(format!(
-            "{cname}.shape[-1] must be equal to the number of compressed dims plus 1 (={}), but got {}",
+        return Err(size_mismatch(
+            VALIDATE,
+            format!("{cname}.shape[-1] (the number of compressed dims plus 1)"),
             cdim + 1,
-            comp.len()
-        )));
+            comp.len(),
+        ));
     }
     if plain_v.len() != nnz {
-        return Err(shape_err(format!(
-            "{pname} must have nnz (={nnz}) elements, got {}",
-            plain_v.len()
-        )));
+        return Err(size_mismatch(
+            VALIDATE,
+            format!("{pname}.numel() (nnz)"),
+            nnz,
+            plain_v.len(),
+        ));
     }
     check_compressed_row(cname, pname, &comp, &plain_v, nnz, dim)
 }
@@ -577,39 +678,54 @@ fn check_compressed_row(
     nplain: usize,
 ) -> TResult<()> {
     if comp.first() != Some(&0) {
-        return Err(value_err(format!(
-            "`{cname}[..., 0] == 0` is not satisfied."
-        )));
+        return Err(invalid(
+            VALIDATE,
+            cname,
+            format!("must satisfy `{cname}[..., 0] == 0`"),
+            format!("{:?}", comp.first()),
+        ));
     }
     if comp.last().copied() != Some(nnz as i64) {
-        return Err(value_err(format!(
-            "`{cname}[..., -1] == nnz` is not satisfied."
-        )));
+        return Err(invalid(
+            VALIDATE,
+            cname,
+            format!("must satisfy `{cname}[..., -1] == nnz` ({nnz})"),
+            format!("{:?}", comp.last()),
+        ));
     }
     for w in comp.windows(2) {
         let (start, end) = (w[0], w[1]);
         if end < start {
-            return Err(value_err(format!(
-                "`0 <= {cname}[..., 1:] - {cname}[..., :-1] <= ncols` is not satisfied."
-            )));
+            return Err(invalid(
+                VALIDATE,
+                cname,
+                format!("must satisfy `0 <= {cname}[..., 1:] - {cname}[..., :-1] <= ncols`"),
+                format!("{start} followed by {end}"),
+            ));
         }
-        let row = plain
-            .get(start as usize..end as usize)
-            .ok_or_else(|| value_err(format!("`{cname}[..., -1] == nnz` is not satisfied.")))?;
+        let row = plain.get(start as usize..end as usize).ok_or_else(|| {
+            invalid(
+                VALIDATE,
+                cname,
+                format!("must satisfy `{cname}[..., -1] == nnz` ({nnz})"),
+                end,
+            )
+        })?;
         if row.iter().any(|&p| p < 0 || p as u64 >= nplain as u64) {
-            return Err(value_err(format!(
-                "`0 <= {pname} < {}` is not satisfied.",
-                if cname == "crow_indices" {
-                    "ncols"
-                } else {
-                    "nrows"
-                }
-            )));
+            return Err(invalid(
+                VALIDATE,
+                pname,
+                format!("must satisfy `0 <= {pname} < {nplain}`"),
+                format!("{row:?}"),
+            ));
         }
         if row.windows(2).any(|p| p[1] <= p[0]) {
-            return Err(value_err(format!(
-                "`{pname}[..., {cname}[..., i - 1]:{cname}[..., i]] for all i = 1, ..., nrows are sorted and distinct along the last dimension values` is not satisfied."
-            )));
+            return Err(invalid(
+                VALIDATE,
+                pname,
+                format!("must be sorted and distinct within each compressed row ({pname}[..., {cname}[..., i - 1]:{cname}[..., i]])"),
+                format!("{row:?}"),
+            ));
         }
     }
     Ok(())
@@ -618,7 +734,9 @@ fn check_compressed_row(
 /// The size of a sparse tensor given as i64s, checked non-negative.
 pub fn sparse_size(size: &[i64]) -> TResult<Shape> {
     size.iter()
-        .map(|&s| usize::try_from(s).map_err(|_| shape_err(format!("negative dimension size {s}"))))
+        .map(|&s| {
+            usize::try_from(s).map_err(|_| invalid("sparse", "size", "must be non-negative", s))
+        })
         .collect()
 }
 
@@ -626,16 +744,22 @@ impl Tensor {
     /// A sparse tensor with this one's indices, size and coalesced flag over `values` (of the
     /// same shape as the current values; any dtype).
     pub fn with_sparse_values(&self, values: Tensor) -> TResult<Tensor> {
-        let parts = self
-            .sparse_parts()
-            .ok_or_else(|| value_err("with_sparse_values: not a sparse tensor"))?;
+        let parts = self.sparse_parts().ok_or_else(|| {
+            invalid(
+                "with_sparse_values",
+                "self",
+                "must be sparse",
+                self.layout(),
+            )
+        })?;
         check_component("values", &values)?;
         if values.shape() != parts.values().shape() {
-            return Err(shape_err(format!(
-                "new values of shape {:?} for values of shape {:?}",
+            return Err(shape_mismatch(
+                "with_sparse_values",
+                "values",
+                parts.values().shape(),
                 values.shape(),
-                parts.values().shape()
-            )));
+            ));
         }
         let parts = match parts {
             SparseParts::Coo {
@@ -666,7 +790,7 @@ impl Tensor {
     pub(super) fn sparse_clone(&self) -> crate::Result<Tensor> {
         let parts = self
             .sparse_parts()
-            .ok_or_else(|| value_err("sparse_clone: not a sparse tensor"))?;
+            .ok_or_else(|| invalid("sparse_clone", "self", "must be sparse", self.layout()))?;
         let parts = match parts {
             SparseParts::Coo {
                 indices,

@@ -25,7 +25,10 @@ fn call(op: &str, args: Vec<IValue>) -> tsrun::Result<IValue> {
 }
 
 fn unsupported(err: &tsrun::Error) -> bool {
-    matches!(err, tsrun::Error::Tensor(TensorError::Unsupported(_)))
+    matches!(
+        err,
+        tsrun::Error::Tensor(TensorError::UnsupportedFeature { .. })
+    )
 }
 
 fn bytes_arg(b: &[u8]) -> IValue {

@@ -7,13 +7,15 @@
 //! `[N, 3, H, W]` (channels-last storage), or `[3, H, W]` for a single frame.
 
 use super::{channels_first, check_decoded_size};
-use crate::ops::kernels::{unsupported, value_err};
+use crate::ops::kernels::{invalid_argument, unsupported_feature, value_err};
 use crate::tensor::Tensor;
 use std::io::Cursor;
 use std::num::NonZeroU64;
 
+const OP: &str = "decode_gif";
+
 fn gif_err(e: gif::DecodingError) -> crate::Error {
-    value_err(format!("decode_gif: {e}"))
+    invalid_argument(OP, "data", "must be a valid GIF file", e)
 }
 
 /// Refuse reserved disposal methods (4 to 7): giflib reports them and torchvision then fills
@@ -46,9 +48,10 @@ fn check_disposal_methods(bytes: &[u8]) -> crate::Result<()> {
                 if at(i + 1) == Some(0xf9) && at(i + 2).is_some_and(|n| n >= 1) {
                     let method = at(i + 3).map_or(0, |f| (f >> 2) & 7);
                     if method >= 4 {
-                        return Err(unsupported(format!(
-                            "decode_gif: reserved disposal method {method}"
-                        )));
+                        return Err(unsupported_feature(
+                            OP,
+                            format!("reserved disposal method {method}"),
+                        ));
                     }
                 }
                 let Some(next) = sub_blocks(i + 2) else {
@@ -89,10 +92,13 @@ pub(super) fn decode(bytes: &[u8]) -> crate::Result<Tensor> {
         Some(map) => {
             let i = decoder.bg_color().unwrap_or(0);
             let rgb = map.get(3 * i..3 * i + 3).ok_or_else(|| {
-                unsupported(format!(
-                    "decode_gif: background color index {i} outside the global color map \
-                     (giflib reads past it)"
-                ))
+                unsupported_feature(
+                    OP,
+                    format!(
+                        "background color index {i} outside the global color map (giflib \
+                         reads past it)"
+                    ),
+                )
             })?;
             [rgb[0], rgb[1], rgb[2]]
         }
@@ -105,10 +111,13 @@ pub(super) fn decode(bytes: &[u8]) -> crate::Result<Tensor> {
         let (fw, fh) = (usize::from(frame.width), usize::from(frame.height));
         if left + fw > width || top + fh > height {
             // torchvision writes such frames outside its output tensor
-            return Err(unsupported(format!(
-                "decode_gif: frame {frames} ({fw}x{fh} at {left},{top}) extends beyond the \
-                 {width}x{height} logical screen"
-            )));
+            return Err(unsupported_feature(
+                OP,
+                format!(
+                    "frame {frames} ({fw}x{fh} at {left},{top}) beyond the {width}x{height} \
+                     logical screen (torchvision writes outside its output)"
+                ),
+            ));
         }
         check_decoded_size("decode_gif", &[frames + 1, canvas], 1)?;
         let start = out.len();
@@ -123,9 +132,12 @@ pub(super) fn decode(bytes: &[u8]) -> crate::Result<Tensor> {
             (Some(local), _) => local,
             (None, Some(global)) => global,
             (None, None) => {
-                return Err(value_err(format!(
-                    "decode_gif: frame {frames} has no color map and the file no global one"
-                )))
+                return Err(invalid_argument(
+                    OP,
+                    format!("frame {frames}"),
+                    "must have a color map (its own or the file's global one)",
+                    "none",
+                ))
             }
         };
         let dst = out
@@ -134,17 +146,25 @@ pub(super) fn decode(bytes: &[u8]) -> crate::Result<Tensor> {
         for y in 0..fh {
             for x in 0..fw {
                 let c = frame.buffer.get(y * fw + x).copied().ok_or_else(|| {
-                    value_err(format!("decode_gif: frame {frames} has too few pixels"))
+                    invalid_argument(
+                        OP,
+                        format!("frame {frames}"),
+                        format!("must hold its {fw}x{fh} pixels"),
+                        frame.buffer.len(),
+                    )
                 })?;
                 if Some(c) == frame.transparent {
                     continue;
                 }
                 let i = usize::from(c);
                 let rgb = map.get(3 * i..3 * i + 3).ok_or_else(|| {
-                    unsupported(format!(
-                        "decode_gif: frame {frames}: color index {i} outside its color map \
-                         (giflib reads past it)"
-                    ))
+                    unsupported_feature(
+                        OP,
+                        format!(
+                            "frame {frames}: color index {i} outside its color map (giflib \
+                             reads past it)"
+                        ),
+                    )
                 })?;
                 let p = 3 * ((y + top) * width + x + left);
                 if let Some(px) = dst.get_mut(p..p + 3) {
@@ -155,8 +175,11 @@ pub(super) fn decode(bytes: &[u8]) -> crate::Result<Tensor> {
         frames += 1;
     }
     if frames == 0 {
-        return Err(value_err(
-            "decode_gif: GIF file should contain at least one image!",
+        return Err(invalid_argument(
+            OP,
+            "data",
+            "must contain at least one image",
+            "a GIF without frames",
         ));
     }
     if frames == 1 {

@@ -7,7 +7,7 @@
 //! with zeros.
 
 use super::{channels_first, check_decoded_size, exif_orientation, ReadMode};
-use crate::ops::kernels::{unsupported, value_err};
+use crate::ops::kernels::{invalid_argument, unsupported_feature};
 use crate::tensor::Tensor;
 
 /// Natural (row-major) position of the k-th zigzag coefficient, with libjpeg's 16 extra
@@ -22,8 +22,25 @@ pub(super) const NATURAL_ORDER: [usize; 80] = [
 /// Scans per file (a progressive JPEG has about ten; libjpeg-turbo's TurboJPEG API stops at 500).
 const MAX_SCANS: usize = 1000;
 
+const OP: &str = "decode_jpeg";
+
 fn corrupt(what: &str) -> crate::Error {
-    value_err(format!("decode_jpeg: corrupt JPEG data: {what}"))
+    invalid_argument(
+        OP,
+        "data",
+        "must be a valid JPEG file",
+        format!("corrupt data: {what}"),
+    )
+}
+
+/// A file that ends before its image does.
+fn truncated() -> crate::Error {
+    invalid_argument(
+        OP,
+        "data",
+        "must be a complete JPEG file",
+        "a truncated image",
+    )
 }
 
 /// A Huffman table in libjpeg's derived form (jdhuff.c `jpeg_make_d_derived_tbl`).
@@ -110,7 +127,7 @@ impl<'a> Bits<'a> {
                 return Ok(());
             }
             let Some(&b) = self.data.get(self.pos) else {
-                return Err(value_err("decode_jpeg: Image is incomplete or truncated"));
+                return Err(truncated());
             };
             if b == 0xff {
                 let next = self.data.get(self.pos + 1).copied();
@@ -261,7 +278,7 @@ struct Scan {
 fn u16_at(data: &[u8], i: usize) -> crate::Result<usize> {
     match (data.get(i), data.get(i + 1)) {
         (Some(&a), Some(&b)) => Ok(usize::from(a) << 8 | usize::from(b)),
-        _ => Err(value_err("decode_jpeg: Image is incomplete or truncated")),
+        _ => Err(truncated()),
     }
 }
 
@@ -274,8 +291,11 @@ struct Decoded {
 
 fn decode_coefficients(data: &[u8]) -> crate::Result<Decoded> {
     if data.get(..2) != Some(&[0xff, 0xd8]) {
-        return Err(value_err(
-            "decode_jpeg: Not a JPEG file: starts with SOI missing",
+        return Err(invalid_argument(
+            OP,
+            "data",
+            "must start with the JPEG SOI marker ff d8",
+            format!("{:02x?}", data.get(..2)),
         ));
     }
     let mut qt: [Option<[u16; 64]>; 4] = [None; 4];
@@ -288,7 +308,6 @@ fn decode_coefficients(data: &[u8]) -> crate::Result<Decoded> {
     let mut scans = 0usize;
     loop {
         // the next marker (libjpeg skips fill bytes)
-        let truncated = || value_err("decode_jpeg: Image is incomplete or truncated");
         if *data.get(pos).ok_or_else(truncated)? != 0xff {
             return Err(corrupt("expected a marker"));
         }
@@ -308,9 +327,7 @@ fn decode_coefficients(data: &[u8]) -> crate::Result<Decoded> {
         if len < 2 {
             return Err(corrupt("marker length"));
         }
-        let seg = data
-            .get(pos + 2..pos + len)
-            .ok_or_else(|| value_err("decode_jpeg: Image is incomplete or truncated"))?;
+        let seg = data.get(pos + 2..pos + len).ok_or_else(truncated)?;
         pos += len;
         match marker {
             0xdb => {
@@ -369,10 +386,13 @@ fn decode_coefficients(data: &[u8]) -> crate::Result<Decoded> {
                     return Err(corrupt("more than one frame"));
                 }
                 if seg.first() != Some(&8) {
-                    return Err(unsupported(format!(
-                        "decode_jpeg: {}-bit samples (only 8-bit JPEGs are decoded)",
-                        seg.first().copied().unwrap_or(0)
-                    )));
+                    return Err(unsupported_feature(
+                        OP,
+                        format!(
+                            "{}-bit samples (only 8-bit JPEGs are decoded)",
+                            seg.first().copied().unwrap_or(0)
+                        ),
+                    ));
                 }
                 let height = u16_at(seg, 1)?;
                 let width = u16_at(seg, 3)?;
@@ -426,17 +446,19 @@ fn decode_coefficients(data: &[u8]) -> crate::Result<Decoded> {
                 });
             }
             0xc3 | 0xc5..=0xc7 | 0xc9..=0xcb | 0xcd..=0xcf => {
-                return Err(unsupported(
-                    "decode_jpeg: arithmetic-coded, lossless or hierarchical JPEG",
+                return Err(unsupported_feature(
+                    OP,
+                    "arithmetic-coded, lossless or hierarchical JPEG",
                 ))
             }
             0xda => {
                 scans += 1;
                 if scans > MAX_SCANS {
                     // each scan walks every block: bound the work a small file can ask for
-                    return Err(unsupported(format!(
-                        "decode_jpeg: more than {MAX_SCANS} scans"
-                    )));
+                    return Err(unsupported_feature(
+                        OP,
+                        format!("more than {MAX_SCANS} scans"),
+                    ));
                 }
                 let f = frame.as_mut().ok_or_else(|| corrupt("scan before frame"))?;
                 let n = usize::from(*seg.first().ok_or_else(|| corrupt("short SOS"))?);
@@ -618,7 +640,7 @@ fn decode_scan(
             (Some(0xff), Some(m)) if (0xd0..=0xd7).contains(m) => p += 2,
             (Some(0xff), Some(_)) => return Ok(p),
             (Some(_), _) => p += 1,
-            (None, _) => return Err(value_err("decode_jpeg: Image is incomplete or truncated")),
+            (None, _) => return Err(truncated()),
         }
     }
 }
@@ -896,8 +918,11 @@ fn upsample(f: &Frame, c: &Component, p: &Plane) -> crate::Result<Vec<u8>> {
                 *o = at(x / hs, y / vs) as u8;
             }
         } else {
-            return Err(unsupported(
-                "decode_jpeg: fractional sampling factors (libjpeg refuses them too)",
+            return Err(invalid_argument(
+                OP,
+                "data",
+                "must not use fractional sampling factors (libjpeg refuses them too)",
+                format!("{}x{} sampling of a component", c.h, c.v),
             ));
         }
     }
@@ -946,24 +971,29 @@ pub(super) fn decode(
         3 => {
             let ids: Vec<u8> = f.comps.iter().map(|c| c.id).collect();
             if ids == b"RGB" || decoded.adobe_transform == Some(0) {
-                return Err(unsupported(
-                    "decode_jpeg: RGB-coded JPEG (no YCbCr transform)",
+                return Err(unsupported_feature(
+                    OP,
+                    "RGB-coded JPEG (no YCbCr transform)",
                 ));
             }
             true
         }
         _ => {
-            return Err(unsupported(format!(
-                "decode_jpeg: {n}-component JPEG (CMYK / YCCK or unknown color space)"
-            )))
+            return Err(unsupported_feature(
+                OP,
+                format!("{n}-component JPEG (CMYK / YCCK or unknown color space)"),
+            ))
         }
     };
     let channels = match (mode, ycc) {
         (ReadMode::Unchanged, false) | (ReadMode::Gray, _) => 1,
         (ReadMode::Unchanged, true) | (ReadMode::Rgb, _) => 3,
         _ => {
-            return Err(value_err(
-                "decode_jpeg: The provided mode is not supported for JPEG files",
+            return Err(invalid_argument(
+                OP,
+                "mode",
+                "must be UNCHANGED, GRAY or RGB for JPEG files",
+                format!("{mode:?}"),
             ))
         }
     };

@@ -6,8 +6,8 @@
 //! Huffman tables.
 
 use super::check_decoded_size;
-use crate::ops::kernels::value_err;
-use crate::tensor::{DType, Tensor};
+use crate::ops::kernels::{check_rank, invalid_argument, wrong_dtype};
+use crate::tensor::{DType, RankRequirement, Tensor};
 
 use super::jpeg_decode::NATURAL_ORDER;
 
@@ -259,25 +259,29 @@ struct Plane {
 }
 
 /// An 8-bit `[C, H, W]` image (C = 1 or 3) as torchvision's `encode_jpeg` writes it.
+const OP: &str = "encode_jpeg";
+
 pub(super) fn encode(image: &Tensor, quality: i64) -> crate::Result<Tensor> {
     if image.dtype() != DType::UInt8 {
-        return Err(value_err("encode_jpeg: Input tensor dtype should be uint8"));
+        return Err(wrong_dtype(OP, "input", "uint8", image.dtype()));
     }
-    if image.dim() != 3 {
-        return Err(value_err(
-            "encode_jpeg: Input data should be a 3-dimensional tensor",
-        ));
-    }
+    check_rank(OP, "input", RankRequirement::Exactly(3), image.shape())?;
     let (channels, height, width) = (image.shape()[0], image.shape()[1], image.shape()[2]);
     if channels != 1 && channels != 3 {
-        return Err(value_err(format!(
-            "encode_jpeg: The number of channels should be 1 or 3, got: {channels}"
-        )));
+        return Err(invalid_argument(
+            OP,
+            "the number of channels",
+            "must be 1 or 3",
+            channels,
+        ));
     }
     if width == 0 || height == 0 || width > 65500 || height > 65500 {
-        return Err(value_err(format!(
-            "encode_jpeg: Empty JPEG image or image too large ({width}x{height})"
-        )));
+        return Err(invalid_argument(
+            OP,
+            "the image size",
+            "must be non-empty and at most 65500x65500",
+            format!("{width}x{height}"),
+        ));
     }
     check_decoded_size("encode_jpeg", &[height + 16, width + 16, 6], 1)?;
     let px = image.to_vec::<u8>()?; // [C, H, W]

@@ -19,8 +19,8 @@ mod png_decode;
 mod webp_decode;
 
 use super::{Args, Registry};
-use crate::ops::kernels::{unsupported, value_err};
-use crate::tensor::{DType, Element, Tensor};
+use crate::ops::kernels::{check_rank, invalid_argument, unsupported_feature, wrong_dtype};
+use crate::tensor::{DType, Element, RankRequirement, Tensor};
 use crate::values::IValue;
 
 pub fn register(r: &mut Registry) {
@@ -92,20 +92,19 @@ impl ReadMode {
 /// tensor).
 fn encoded_bytes(op: &str, data: &Tensor) -> crate::Result<Vec<u8>> {
     if !data.is_contiguous() {
-        return Err(value_err(format!("{op}: Input tensor must be contiguous.")));
+        return Err(invalid_argument(
+            op,
+            "data",
+            "must be contiguous",
+            format!("strides {:?}", data.strides()),
+        ));
     }
     if data.dtype() != DType::UInt8 {
-        return Err(value_err(format!(
-            "{op}: Input tensor must have uint8 data type, got {:?}",
-            data.dtype()
-        )));
+        return Err(wrong_dtype(op, "data", "uint8", data.dtype()));
     }
-    if data.dim() != 1 || data.numel() == 0 {
-        return Err(value_err(format!(
-            "{op}: Input tensor must be 1-dimensional and non-empty, got {} dims and {} numels.",
-            data.dim(),
-            data.numel()
-        )));
+    check_rank(op, "data", RankRequirement::Exactly(1), data.shape())?;
+    if data.numel() == 0 {
+        return Err(invalid_argument(op, "data", "must not be empty", "0 bytes"));
     }
     data.to_vec::<u8>()
 }
@@ -116,7 +115,14 @@ fn check_decoded_size(op: &str, dims: &[usize], elem_bytes: usize) -> crate::Res
     let n = dims
         .iter()
         .try_fold(elem_bytes, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| value_err(format!("{op}: image dimensions {dims:?} overflow")))?;
+        .ok_or_else(|| {
+            invalid_argument(
+                op,
+                "the image dimensions",
+                "must fit in memory",
+                format!("{dims:?}"),
+            )
+        })?;
     crate::tensor::budget::check_alloc(n)?;
     Ok(n)
 }
@@ -231,41 +237,49 @@ fn decode_webp(a: &mut Args<'_>) -> crate::Result<IValue> {
 /// decode_image(Tensor data, int mode, bool apply_exif_orientation=False) -> Tensor: the
 /// decoder chosen by the file's signature, in torchvision's order.
 fn decode_image(a: &mut Args<'_>) -> crate::Result<IValue> {
-    const ERR: &str = "decode_image: Unsupported image file. Only jpeg, png and gif are \
-                       currently supported.";
     let bytes = encoded_bytes(a.op, &a.tensor(0)?)?;
     let mode = ReadMode::from_int(a.int(1)?);
     let orient = a.bool(2)?;
     let starts = |n: usize, sig: &[u8]| bytes.len() >= n && bytes.get(..sig.len()) == Some(sig);
     if bytes.len() < 3 {
-        return Err(value_err(ERR));
+        return Err(unknown_format());
     }
     if starts(3, b"\xff\xd8\xff") {
         return Ok(IValue::Tensor(jpeg_decode::decode(&bytes, mode, orient)?));
     }
     if bytes.len() < 4 {
-        return Err(value_err(ERR));
+        return Err(unknown_format());
     }
     if starts(4, b"\x89PNG") {
         return Ok(IValue::Tensor(png_decode::decode(&bytes, mode, orient)?));
     }
     if bytes.len() < 6 {
-        return Err(value_err(ERR));
+        return Err(unknown_format());
     }
     if starts(6, b"GIF89a") || starts(6, b"GIF87a") {
         return Ok(IValue::Tensor(gif_decode::decode(&bytes)?));
     }
     if bytes.len() < 12 {
-        return Err(value_err(ERR));
+        return Err(unknown_format());
     }
     if bytes.get(4..12) == Some(b"ftypavif") || bytes.get(4..12) == Some(b"ftypheic") {
-        return Err(unsupported(
-            "image::decode_image: AVIF and HEIC need torchvision's optional decoders, which \
-             tsrun does not provide",
+        return Err(unsupported_feature(
+            "image::decode_image",
+            "AVIF and HEIC images (torchvision's optional decoders)",
         ));
     }
     if bytes.len() >= 15 && starts(4, b"RIFF") && bytes.get(8..15) == Some(b"WEBPVP8") {
         return Ok(IValue::Tensor(webp_decode::decode(&bytes, mode)?));
     }
-    Err(value_err(ERR))
+    Err(unknown_format())
+}
+
+/// `decode_image` of bytes in none of the formats it reads.
+fn unknown_format() -> crate::Error {
+    invalid_argument(
+        "image::decode_image",
+        "data",
+        "must be a JPEG, PNG, GIF or WebP file",
+        "bytes of another format",
+    )
 }

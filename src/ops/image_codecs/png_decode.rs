@@ -4,7 +4,7 @@
 //! `png_set_gray_to_rgb`, `png_set_add_alpha`) are done here with libpng's integer arithmetic.
 
 use super::{channels_first, check_decoded_size, exif_orientation, ReadMode};
-use crate::ops::kernels::{unsupported, value_err};
+use crate::ops::kernels::{invalid_argument, unsupported_feature};
 use crate::tensor::Tensor;
 use png::{BitDepth, ColorType, Transformations};
 use std::io::Cursor;
@@ -15,8 +15,20 @@ const RED_COEFF: u32 = 29890 * 32768 / 100000;
 const GREEN_COEFF: u32 = 58700 * 32768 / 100000;
 const BLUE_COEFF: u32 = 32768 - RED_COEFF - GREEN_COEFF;
 
+const OP: &str = "decode_png";
+
 fn png_err(e: png::DecodingError) -> crate::Error {
-    value_err(format!("decode_png: {e}"))
+    invalid_argument(OP, "data", "must be a valid PNG file", e)
+}
+
+/// An image whose buffers' sizes overflow.
+fn too_large(width: usize, height: usize) -> crate::Error {
+    invalid_argument(
+        OP,
+        "the image size",
+        "must fit in memory",
+        format!("{width}x{height}"),
+    )
 }
 
 /// One pixel after palette expansion: gray or RGB, and alpha when the image has it.
@@ -32,10 +44,20 @@ pub(super) fn decode(
     apply_orientation: bool,
 ) -> crate::Result<Tensor> {
     if bytes.len() < 8 {
-        return Err(value_err("decode_png: Content is too small for png!"));
+        return Err(invalid_argument(
+            OP,
+            "data",
+            "must hold at least the 8-byte PNG signature",
+            format!("{} bytes", bytes.len()),
+        ));
     }
     if bytes.get(..8) != Some(b"\x89PNG\r\n\x1a\n") {
-        return Err(value_err("decode_png: Content is not png!"));
+        return Err(invalid_argument(
+            OP,
+            "data",
+            "must start with the PNG signature",
+            format!("{:02x?}", bytes.get(..8)),
+        ));
     }
     let mut decoder = png::Decoder::new(Cursor::new(bytes));
     decoder.set_transformations(Transformations::IDENTITY);
@@ -53,16 +75,20 @@ pub(super) fn decode(
         ReadMode::Rgb => 3,
         ReadMode::RgbAlpha => 4,
         ReadMode::Other(m) => {
-            return Err(value_err(format!(
-                "decode_png: The provided mode ({m}) is not supported for PNG files"
-            )))
+            return Err(invalid_argument(
+                OP,
+                "mode",
+                "must be UNCHANGED, GRAY, GRAY_ALPHA, RGB or RGB_ALPHA (0 to 4)",
+                m,
+            ))
         }
     };
     if color_type == ColorType::Indexed && mode == ReadMode::Unchanged && depth < 8 {
         // libpng hands torchvision packed indices here, in a buffer sized for one byte each
-        return Err(unsupported(
-            "decode_png: a palette PNG of bit depth < 8 with mode UNCHANGED (torchvision returns \
-             packed indices and uninitialized bytes)",
+        return Err(unsupported_feature(
+            OP,
+            "a palette PNG of bit depth < 8 with mode UNCHANGED (torchvision returns packed \
+             indices and uninitialized bytes)",
         ));
     }
     let sample_bytes = if wide { 2 } else { 1 };
@@ -71,7 +97,7 @@ pub(super) fn decode(
     let raw_bytes = width
         .checked_mul(height)
         .and_then(|n| n.checked_mul(8))
-        .ok_or_else(|| value_err("decode_png: image dimensions overflow"))?;
+        .ok_or_else(|| too_large(width, height))?;
     crate::tensor::budget::check_alloc(raw_bytes.max(out_bytes))?;
     decoder.set_limits(png::Limits {
         bytes: raw_bytes.saturating_mul(2).saturating_add(1 << 26),
@@ -98,9 +124,10 @@ pub(super) fn decode(
             || info.coding_independent_code_points.is_some())
     {
         // libpng then converts through its gamma tables
-        return Err(unsupported(
-            "decode_png: gray conversion of a color PNG carrying gamma or color-space chunks \
-             (gAMA, sRGB, iCCP, cICP)",
+        return Err(unsupported_feature(
+            OP,
+            "gray conversion of a color PNG carrying gamma or color-space chunks (gAMA, sRGB, \
+             iCCP, cICP)",
         ));
     }
     if color_type == ColorType::Indexed
@@ -108,14 +135,15 @@ pub(super) fn decode(
         && trns.is_none()
     {
         // torchvision expects libpng to add an alpha channel, which it does not
-        return Err(unsupported(
-            "decode_png: a palette PNG without tRNS in mode GRAY_ALPHA or RGB_ALPHA \
-             (torchvision returns misplaced channels and uninitialized bytes)",
+        return Err(unsupported_feature(
+            OP,
+            "a palette PNG without tRNS in mode GRAY_ALPHA or RGB_ALPHA (torchvision returns \
+             misplaced channels and uninitialized bytes)",
         ));
     }
     let size = reader
         .output_buffer_size()
-        .ok_or_else(|| value_err("decode_png: image too large"))?;
+        .ok_or_else(|| too_large(width, height))?;
     let mut raw = vec![0u8; size];
     let frame = reader.next_frame(&mut raw).map_err(png_err)?;
     let line = frame.line_size;
@@ -163,9 +191,14 @@ pub(super) fn decode(
     let mut out: Vec<u16> = Vec::with_capacity(width * height * channels);
     let mut samples = [0u16; 4];
     for y in 0..height {
-        let row = raw
-            .get(y * line..(y + 1) * line)
-            .ok_or_else(|| value_err("decode_png: truncated image data"))?;
+        let row = raw.get(y * line..(y + 1) * line).ok_or_else(|| {
+            invalid_argument(
+                OP,
+                "data",
+                "must hold every row of the image",
+                "truncated rows",
+            )
+        })?;
         for x in 0..width {
             for (c, s) in samples.iter_mut().enumerate().take(src_channels) {
                 *s = sample(row, x * src_channels + c);

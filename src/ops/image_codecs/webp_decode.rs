@@ -4,20 +4,18 @@
 //! torchvision.
 
 use super::{channels_first, check_decoded_size, ReadMode};
-use crate::ops::kernels::{unsupported, value_err};
+use crate::ops::kernels::{invalid_argument, unsupported_feature};
 use crate::tensor::Tensor;
 use std::io::Cursor;
 
 fn webp_err(e: image_webp::DecodingError) -> crate::Error {
-    value_err(format!("decode_webp: {e}"))
+    invalid_argument("decode_webp", "data", "must be a valid WebP file", e)
 }
 
 pub(super) fn decode(bytes: &[u8], mode: ReadMode) -> crate::Result<Tensor> {
     let mut decoder = image_webp::WebPDecoder::new(Cursor::new(bytes)).map_err(webp_err)?;
     if decoder.is_animated() {
-        return Err(unsupported(
-            "decode_webp: Animated webp files are not supported.",
-        ));
+        return Err(unsupported_feature("decode_webp", "animated WebP files"));
     }
     let has_alpha = decoder.has_alpha();
     let rgb_out = match mode {
