@@ -102,9 +102,11 @@ enum Packed {
 
 /// PyTorch's `cpp_custom_type_hack::cast` error for a tensor that holds another type.
 fn not_packed(op: &str, expected: &str) -> crate::Error {
-    unsupported(
+    invalid_argument(
         op,
-        format!("Expected temporary cpp type wrapper of type {expected}"),
+        "the packed tensor",
+        format!("must be a temporary cpp type wrapper of type {expected}"),
+        "a tensor holding another type",
     )
 }
 
