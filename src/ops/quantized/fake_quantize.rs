@@ -297,11 +297,12 @@ fn apply(
     let mut out = Vec::with_capacity(values.len());
     let mut mask = Vec::with_capacity(values.len());
     for (i, &v) in values.iter().enumerate() {
+        let c = channel_of(i);
         let p = params
-            .get(channel_of(i))
+            .get(c)
             .copied()
             .ok_or(TensorError::IndexOutOfBounds {
-                index: channel_of(i) as i64,
+                index: c as i64,
                 dim: 0,
                 size: params.len(),
             })?;
