@@ -463,7 +463,7 @@ impl Int8Linear {
                 col_offsets.len(),
             ));
         }
-        let weights = n.checked_mul(k).unwrap_or(usize::MAX);
+        let weights = n.saturating_mul(k);
         for (what, expected, got) in [
             ("the number of bias elements", n, bias.len()),
             ("the number of weight elements", weights, values.len()),
