@@ -304,7 +304,7 @@ fn vec_sizes(
     check_rank(op, "input", RankRequirement::Exactly(nsp + 2), x.shape())?;
     match (size, factors) {
         (Some(s), None) => {
-            output_size_check(op, &s, nsp)?;
+            output_size_check(op, "output_size", &s, nsp)?;
             Ok((s.iter().map(|&v| v as usize).collect(), vec![None; nsp]))
         }
         (None, Some(f)) => {
@@ -330,20 +330,26 @@ fn vec_sizes(
     }
 }
 
-/// `Ok` when `size` holds `nsp` non-negative output sizes.
-fn output_size_check(op: &str, size: &[i64], nsp: usize) -> crate::Result<()> {
+/// `Ok` when `size` (argument `name`: ints, or the legacy builtin's floats) holds `nsp`
+/// non-negative output sizes.
+fn output_size_check<T: PartialOrd + Default + std::fmt::Debug>(
+    op: &str,
+    name: &str,
+    size: &[T],
+    nsp: usize,
+) -> crate::Result<()> {
     if size.len() != nsp {
         return Err(size_mismatch(
             op,
-            "the length of output_size",
+            format!("the length of {name}"),
             nsp as i64,
             size.len() as i64,
         ));
     }
-    if size.iter().any(|&v| v < 0) {
+    if size.iter().any(|v| *v < T::default()) {
         return Err(invalid_argument(
             op,
-            "output_size",
+            name,
             "must be non-negative",
             format!("{size:?}"),
         ));
@@ -381,7 +387,7 @@ fn upsample_as(a: &mut Args, mode: Mode, nsp: usize, vec: bool) -> crate::Result
         )?));
     }
     let size = a.int_list(1)?;
-    output_size_check(a.op, &size, nsp)?;
+    output_size_check(a.op, "output_size", &size, nsp)?;
     let (align, first) = if has_align {
         (a.bool(2)?, 3)
     } else {
@@ -459,22 +465,7 @@ fn legacy_interpolate(a: &Args, mode: &str, align_corners: Option<bool>) -> crat
     // a size, when given, wins over a scale factor (which then reaches no kernel)
     let (sizes, scales) = match (size, factors) {
         (Some(s), _) => {
-            if s.len() != nsp {
-                return Err(size_mismatch(
-                    op,
-                    "the length of size",
-                    nsp as i64,
-                    s.len() as i64,
-                ));
-            }
-            if s.iter().any(|&v| v < 0.0) {
-                return Err(invalid_argument(
-                    op,
-                    "size",
-                    "must be non-negative",
-                    format!("{s:?}"),
-                ));
-            }
+            output_size_check(op, "size", &s, nsp)?;
             (s.iter().map(|&v| v as usize).collect(), vec![None; nsp])
         }
         (None, Some(f)) => {

@@ -10,7 +10,7 @@ use super::{
     per_tensor_quantized, quantize_val, tensor_result, unsupported, VEC_ELEMS_U8,
 };
 use crate::ops::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, wrong_dtype,
+    check_rank, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
 };
 use crate::ops::{Args, Kernel, Registry};
 use crate::tensor::{RankRequirement, Tensor, TensorError};
@@ -628,14 +628,7 @@ fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
     let d = pair(&a.int_list(4)?, "dilation", a.op)?;
     let ceil = a.bool(5)?;
     let shape = x.shape().to_vec();
-    if shape.len() < 3 {
-        return Err(rank_mismatch(
-            a.op,
-            "input",
-            RankRequirement::OneOf(vec![3, 4]),
-            &shape,
-        ));
-    }
+    check_rank(a.op, "input", RankRequirement::AtLeast(3), &shape)?;
     let (h, w) = (shape[shape.len() - 2] as i64, shape[shape.len() - 1] as i64);
     let planes: usize = shape[..shape.len() - 2].iter().product();
     let out_len = |n: i64, i: usize| pooling_output_len(n, k[i], s[i], p[i], d[i], ceil);
@@ -818,14 +811,7 @@ fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
         .quantized_range()
         .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let shape = x.shape().to_vec();
-    if shape.len() < 3 {
-        return Err(rank_mismatch(
-            a.op,
-            "input",
-            RankRequirement::OneOf(vec![3, 4]),
-            &shape,
-        ));
-    }
+    check_rank(a.op, "input", RankRequirement::AtLeast(3), &shape)?;
     if o[0] <= 0 || o[1] <= 0 {
         return Err(invalid_argument(
             a.op,
