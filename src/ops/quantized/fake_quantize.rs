@@ -7,11 +7,10 @@
 //! `qmin <= q <= qmax`.
 
 use crate::ops::kernels::{
-    check_rank, invalid_argument, not_implemented_for, shape_mismatch, size_mismatch,
-    unsupported_feature, wrong_dtype,
+    invalid_argument, not_implemented_for, size_mismatch, unsupported_feature, wrong_dtype,
 };
 use crate::ops::{Args, Registry};
-use crate::tensor::{DType, RankRequirement, Tensor, TensorError};
+use crate::tensor::{DType, Tensor, TensorError};
 use crate::values::{IValue, Tuple};
 use crate::Result;
 
@@ -494,21 +493,7 @@ fn per_channel_values(
             ))
         }
     };
-    check_rank(op, "scale", RankRequirement::Exactly(1), scale.shape())?;
-    check_rank(
-        op,
-        "zero_point",
-        RankRequirement::Exactly(1),
-        zero_point.shape(),
-    )?;
-    if scale.numel() != zero_point.numel() {
-        return Err(shape_mismatch(
-            op,
-            "zero_point",
-            scale.shape(),
-            zero_point.shape(),
-        ));
-    }
+    super::check_channel_qparams(op, scale, zero_point)?;
     check_range(op, qmin, qmax)?;
     let axis = usize::try_from(axis)
         .ok()

@@ -34,9 +34,11 @@ pub mod sparse_linear;
 pub mod tensors;
 pub mod torchbind;
 
-use super::kernels::{invalid_argument, not_implemented_for, wrong_dtype};
+use super::kernels::{
+    check_rank, invalid_argument, not_implemented_for, shape_mismatch, wrong_dtype,
+};
 use super::{Args, Registry};
-use crate::tensor::{DType, Quantizer, Tensor};
+use crate::tensor::{DType, Quantizer, RankRequirement, Tensor};
 use crate::values::IValue;
 use crate::Error;
 
@@ -62,6 +64,31 @@ fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
     Error::Tensor(crate::tensor::TensorError::Unsupported(format!(
         "{op}: {what}"
     )))
+}
+
+/// `Ok` when per-channel `scale` and `zero_point` are 1-d tensors of one length (ATen's
+/// checks of the per-channel factories and fake quantization).
+pub(crate) fn check_channel_qparams(
+    op: &str,
+    scale: &Tensor,
+    zero_point: &Tensor,
+) -> crate::Result<()> {
+    check_rank(op, "scale", RankRequirement::Exactly(1), scale.shape())?;
+    check_rank(
+        op,
+        "zero_point",
+        RankRequirement::Exactly(1),
+        zero_point.shape(),
+    )?;
+    if scale.numel() != zero_point.numel() {
+        return Err(shape_mismatch(
+            op,
+            "zero_point",
+            scale.shape(),
+            zero_point.shape(),
+        ));
+    }
+    Ok(())
 }
 
 /// The per-tensor scale and zero point of quantized `t`.

@@ -7,7 +7,7 @@ use super::{
     tensor_result,
 };
 use crate::ops::kernels::{
-    check_rank, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
+    check_rank, invalid_argument, size_mismatch, unsupported_feature, wrong_dtype,
 };
 use crate::ops::{Args, Registry};
 use crate::tensor::{DType, Element, Quantizer, RankRequirement, Tensor, TensorError};
@@ -313,21 +313,7 @@ fn make_per_channel(a: &mut Args<'_>) -> Result<IValue> {
     if !scales.dtype().is_floating_point() {
         return Err(wrong_dtype(a.op, "scale", "floating-point", scales.dtype()));
     }
-    check_rank(a.op, "scale", RankRequirement::Exactly(1), scales.shape())?;
-    check_rank(
-        a.op,
-        "zero_point",
-        RankRequirement::Exactly(1),
-        zero_points.shape(),
-    )?;
-    if scales.numel() != zero_points.numel() {
-        return Err(shape_mismatch(
-            a.op,
-            "zero_point",
-            scales.shape(),
-            zero_points.shape(),
-        ));
-    }
+    super::check_channel_qparams(a.op, &scales, &zero_points)?;
     let axis = crate::tensor::wrap_dim(a.int(3)?, x.dim())?;
     let ints = x.contiguous()?.deep_clone()?;
     let quantizer = channel_quantizer(&scales, &zero_points, axis)?;
