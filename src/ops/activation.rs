@@ -6,9 +6,12 @@ use super::kernels::num::{Arith, Real};
 use super::kernels::operand::{inplace_of, inplace_result, Operand};
 use super::kernels::reduce::along_dim;
 use super::kernels::special::SpecialFn;
+use super::kernels::value_err;
 use super::kernels::vmath::{self, VecFn};
-use super::kernels::{unsupported, value_err};
 use super::{Args, Registry};
+use crate::ops::kernels::{
+    invalid_argument, shape_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
+};
 use crate::tensor::{wrap_dim, DType, Scalar, Tensor};
 use crate::values::IValue;
 use crate::{dispatch_numeric, float_unary};
@@ -124,10 +127,7 @@ fn require_float(x: &Tensor, op: &str) -> crate::Result<()> {
     if x.dtype().is_floating_point() {
         Ok(())
     } else {
-        Err(unsupported(format!(
-            "{op} is not implemented for {} tensors",
-            x.dtype()
-        )))
+        Err(wrong_dtype(op, "input", "floating-point", x.dtype()))
     }
 }
 
@@ -183,9 +183,12 @@ fn gelu_tensor(x: &Tensor, approx: &str) -> crate::Result<Tensor> {
         "none" => VecFn::Gelu,
         "tanh" => VecFn::GeluTanh,
         other => {
-            return Err(value_err(format!(
-                "approximate argument must be either none or tanh, got {other}"
-            )))
+            return Err(invalid_argument(
+                "gelu",
+                "approximate",
+                "must be either 'none' or 'tanh'",
+                format!("'{other}'"),
+            ))
         }
     };
     if let Some(out) = vmath::unary_f32(vf, &x)? {
@@ -306,10 +309,12 @@ fn prelu(args: &mut Args<'_>) -> R {
         wc.as_strided(&[], &[], wc.storage_offset())?
     } else {
         if x.shape()[1] != wn {
-            return Err(value_err(format!(
-                "Mismatch of parameter numbers and input channel size. Found parameter numbers = {wn} and channel size = {}.",
-                x.shape()[1]
-            )));
+            return Err(size_mismatch(
+                "prelu",
+                "the number of weight elements (the input's channels, or 1)",
+                x.shape()[1] as i64,
+                wn as i64,
+            ));
         }
         let wc = w.contiguous()?;
         let mut shape = vec![wn];
@@ -334,7 +339,7 @@ fn prelu(args: &mut Args<'_>) -> R {
                 |v, a| if v > bf16::ZERO { v } else { a * v },
             )?
         }
-        d => return Err(unsupported(format!("prelu is not implemented for {d}"))),
+        d => return Err(wrong_dtype("prelu", "input", "floating-point", d)),
     })
 }
 
@@ -342,8 +347,9 @@ fn rrelu(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (lo, hi) = (args.scalar(1)?.to_f64(), args.scalar(2)?.to_f64());
     if args.bool(3)? {
-        return Err(unsupported(
-            "rrelu in training mode (random slopes) is not supported",
+        return Err(unsupported_feature(
+            "rrelu",
+            "training mode (random slopes)",
         ));
     }
     let s = (lo + hi) / 2.0;
@@ -359,9 +365,12 @@ fn glu(args: &mut Args<'_>) -> R {
     let dim = wrap_dim(args.int(1)?, x.dim())?;
     let n = x.shape().get(dim).copied().unwrap_or(0);
     if n % 2 != 0 {
-        return Err(value_err(format!(
-            "Halving dimension must be even, but dimension {dim} is size {n}"
-        )));
+        return Err(invalid_argument(
+            "glu",
+            format!("the size of the halved dimension {dim}"),
+            "must be even",
+            n,
+        ));
     }
     let mut shape = x.shape().to_vec();
     shape[dim] = n / 2;
@@ -380,13 +389,15 @@ fn glu_jvp(args: &mut Args<'_>) -> R {
     let dim = wrap_dim(args.int(3)?, x.dim())?;
     let half = glu.shape().get(dim).copied().unwrap_or(0);
     let (xn, dn) = (x.shape().get(dim), dx.shape().get(dim));
-    if xn != Some(&(2 * half)) || dn != Some(&(2 * half)) {
-        return Err(value_err(format!(
-            "glu_jvp: glu {:?}, x {:?} and dx {:?} do not match along dim {dim}",
-            glu.shape(),
-            x.shape(),
-            dx.shape()
-        )));
+    for (what, n) in [("x", xn), ("dx", dn)] {
+        if n != Some(&(2 * half)) {
+            return Err(size_mismatch(
+                "glu_jvp",
+                format!("{what}.size({dim}) (twice glu's)"),
+                (2 * half) as i64,
+                n.map_or(-1, |&n| n as i64),
+            ));
+        }
     }
     let d = dim as i64;
     let h = half as i64;
@@ -398,8 +409,11 @@ fn glu_jvp(args: &mut Args<'_>) -> R {
     let (b, da, db) = (part(&x, h)?, part(&dx, 0)?, part(&dx, h)?);
     let g = glu.contiguous()?.to_vec::<f64>()?;
     if g.len() != b.len() || da.len() != b.len() {
-        return Err(value_err(
-            "glu_jvp: glu must have half of x's shape along dim",
+        return Err(shape_mismatch(
+            "glu_jvp",
+            "glu",
+            &[&x.shape()[..dim], &[half], &x.shape()[dim + 1..]].concat(),
+            glu.shape(),
         ));
     }
     let out: Vec<f64> = g
@@ -422,9 +436,7 @@ fn masked_softmax(args: &mut Args<'_>) -> R {
     let (x, mask) = (args.tensor(0)?, args.tensor(1)?);
     require_float(&x, "_masked_softmax")?;
     if mask.dtype() != DType::Bool {
-        return Err(value_err(
-            "_masked_softmax: Mask should be a boolean tensor",
-        ));
+        return Err(wrong_dtype("_masked_softmax", "mask", "bool", mask.dtype()));
     }
     let nd = x.dim();
     let dim = match args.opt_int(2)? {
@@ -435,8 +447,11 @@ fn masked_softmax(args: &mut Args<'_>) -> R {
     let full_mask = match (typed, args.opt_int(3)?) {
         (false, _) | (true, Some(2)) => {
             if mask.shape() != x.shape() {
-                return Err(value_err(
-                    "_masked_softmax: For mask_type == 2 mask shape should match input shape",
+                return Err(shape_mismatch(
+                    "_masked_softmax",
+                    "mask (mask_type 2)",
+                    x.shape(),
+                    mask.shape(),
                 ));
             }
             mask
@@ -444,8 +459,11 @@ fn masked_softmax(args: &mut Args<'_>) -> R {
         (true, Some(1)) => {
             let s = x.shape();
             if mask.shape() != [s[0], s[2]] {
-                return Err(value_err(
-                    "_masked_softmax: For mask_type == 1 mask shape should be (B, L)",
+                return Err(shape_mismatch(
+                    "_masked_softmax",
+                    "mask (mask_type 1: (B, L))",
+                    &[s[0], s[2]],
+                    mask.shape(),
                 ));
             }
             let m = super::shape::reshape(&mask, &[s[0] as i64, 1, 1, s[2] as i64])?;
@@ -454,18 +472,30 @@ fn masked_softmax(args: &mut Args<'_>) -> R {
         (true, Some(0)) => {
             let s = x.shape();
             if mask.shape() != [s[2], s[2]] {
-                return Err(value_err(
-                    "_masked_softmax: For mask_type == 0 mask shape should be (L, L)",
+                return Err(shape_mismatch(
+                    "_masked_softmax",
+                    "mask (mask_type 0: (L, L))",
+                    &[s[2], s[2]],
+                    mask.shape(),
                 ));
             }
             super::shape::expand_to(&mask, s)?
         }
-        (true, None) => return Err(value_err("_masked_softmax: Mask Type should be defined")),
+        (true, None) => {
+            return Err(invalid_argument(
+                "_masked_softmax",
+                "mask_type",
+                "must be given for a 2-D mask of a 4-D input",
+                "None",
+            ))
+        }
         (true, Some(other)) => {
-            return Err(value_err(format!(
-                "_masked_softmax: Mask Type should be 0 (src_mask), 1 (src_key_padding_mask), \
-                 or 2 (default_mask), got {other}"
-            )))
+            return Err(invalid_argument(
+                "_masked_softmax",
+                "mask_type",
+                "must be 0 (src_mask), 1 (src_key_padding_mask) or 2 (default_mask)",
+                other,
+            ))
         }
     };
     let xs = x.contiguous()?.to_vec::<f64>()?;
@@ -539,12 +569,12 @@ fn rrelu_with_noise_forward(args: &Args<'_>, x: &Tensor, noise: &Tensor) -> crat
         return Tensor::from_vec(out, x.shape())?.to_dtype(x.dtype());
     }
     if noise.numel() != x.numel() {
-        return Err(value_err(format!(
-            "{}: noise of shape {:?} for an input of shape {:?}",
+        return Err(size_mismatch(
             args.op,
-            noise.shape(),
-            x.shape()
-        )));
+            "the number of elements of noise (the input's)",
+            x.numel() as i64,
+            noise.numel() as i64,
+        ));
     }
     let mut slopes = Vec::with_capacity(xs.len());
     {
@@ -603,11 +633,13 @@ fn native_dropout(args: &mut Args<'_>) -> R {
     }
     let keep_all = !train || p == 0.0;
     if !keep_all && p != 1.0 {
-        return Err(unsupported(format!(
-            "{}: training-mode dropout with 0 < p < 1 (PyTorch draws the mask with MKL's \
-             generator, which tsrun does not reproduce)",
-            args.op
-        )));
+        return Err(unsupported_feature(
+            args.op,
+            format!(
+                "training-mode dropout with p = {p} (PyTorch draws the mask with MKL's \
+                 generator, which tsrun does not reproduce)"
+            ),
+        ));
     }
     let mask = Tensor::zeros(x.shape(), DType::Bool)?;
     let out = if keep_all {
@@ -639,9 +671,12 @@ pub(crate) fn softmax_op(
 ) -> crate::Result<Tensor> {
     let out_dtype = out_dtype.unwrap_or(x.dtype());
     if !out_dtype.is_floating_point() {
-        return Err(unsupported(format!(
-            "softmax is not implemented for {out_dtype}"
-        )));
+        return Err(wrong_dtype(
+            if log { "log_softmax" } else { "softmax" },
+            "dtype",
+            "floating-point",
+            out_dtype,
+        ));
     }
     let dim = wrap_dim(dim, x.dim())?;
     /// Softmax along `dim`; `exp_inplace` is the exponential over a contiguous lane (the
@@ -704,8 +739,11 @@ fn log_softmax(args: &mut Args<'_>) -> R {
 fn underscore_softmax(args: &mut Args<'_>, log: bool) -> R {
     let x = args.tensor(0)?;
     if args.bool(2)? {
-        return Err(unsupported(
-            "softmax with half to float conversion is not supported on CPU",
+        return Err(invalid_argument(
+            args.op,
+            "half_to_float",
+            "must be False on CPU",
+            true,
         ));
     }
     t(softmax_op(&x, args.int(1)?, None, log)?)
@@ -723,9 +761,12 @@ fn dropout_impl(args: &Args<'_>, feature: bool, alpha: bool) -> crate::Result<Te
     let p = args.double(1)?;
     let train = args.bool(2)?;
     if !(0.0..=1.0).contains(&p) {
-        return Err(value_err(format!(
-            "dropout probability has to be between 0 and 1, but got {p}"
-        )));
+        return Err(invalid_argument(
+            args.op,
+            "p (the dropout probability)",
+            "must be between 0 and 1",
+            p,
+        ));
     }
     if !train || p == 0.0 {
         return Ok(x);

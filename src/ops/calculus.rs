@@ -11,8 +11,10 @@
 use super::elementwise::{add_sub, div_op, mul_op, neg_tensor};
 use super::kernels::operand::Operand;
 use super::reduce::{cumulative, sum_op};
-use super::shape::{cat, reshape, select, slice, tensor_list, value_err, wdim};
+use super::shape::{cat, reshape, select, slice, tensor_list, wdim};
 use super::{Args, Registry};
+use crate::ops::kernels::{check_rank, invalid_argument, size_mismatch, wrong_dtype};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Scalar, Tensor};
 use crate::values::IValue;
 
@@ -56,10 +58,8 @@ fn zeros_without(y: &Tensor, dim: usize) -> crate::Result<Tensor> {
 }
 
 fn check_not_bool(op: &str, tensors: &[&Tensor]) -> crate::Result<()> {
-    if tensors.iter().any(|t| t.dtype() == DType::Bool) {
-        return Err(value_err(format!(
-            "{op}: received a bool input for `x` or `y`, but bool is not supported"
-        )));
+    if let Some(t) = tensors.iter().find(|t| t.dtype() == DType::Bool) {
+        return Err(wrong_dtype(op, "x or y", "not bool", t.dtype()));
     }
     Ok(())
 }
@@ -69,9 +69,12 @@ fn real_spacing(args: &Args<'_>, i: usize, op: &str) -> crate::Result<f64> {
     match args.scalar(i)? {
         Scalar::Int(v) => Ok(v as f64),
         Scalar::Float(v) => Ok(v),
-        Scalar::Bool(_) | Scalar::Complex(_) => Err(value_err(format!(
-            "{op}: Currently, we only support dx as a real number."
-        ))),
+        other @ (Scalar::Bool(_) | Scalar::Complex(_)) => Err(invalid_argument(
+            op,
+            "dx",
+            "must be a real number",
+            format!("{other:?}"),
+        )),
     }
 }
 
@@ -80,9 +83,12 @@ fn real_spacing(args: &Args<'_>, i: usize, op: &str) -> crate::Result<f64> {
 fn sample_spacing(op: &str, y: &Tensor, x: &Tensor, dim: usize) -> crate::Result<Tensor> {
     let viewed = if x.dim() == 1 {
         if x.shape()[0] != y.shape()[dim] {
-            return Err(value_err(format!(
-                "{op}: There must be one `x` value for each sample point"
-            )));
+            return Err(size_mismatch(
+                op,
+                format!("the number of x values (y.size({dim}), one per sample point)"),
+                y.shape()[dim] as i64,
+                x.shape()[0] as i64,
+            ));
         }
         let mut sizes = vec![1i64; y.dim()];
         sizes[dim] = x.shape()[0] as i64;
@@ -126,9 +132,7 @@ fn trapezoid_constant(y: &Tensor, dim: i64, dx: impl FnOnce() -> crate::Result<f
         return Ok(IValue::Tensor(zeros_without(y, wrapped)?));
     }
     if y.dtype() == DType::Bool {
-        return Err(value_err(
-            "trapezoid: received a bool input for `y`, but bool is not supported",
-        ));
+        return Err(wrong_dtype("trapezoid", "y", "not bool", y.dtype()));
     }
     let dx = dx()?;
     let dim = wrapped as i64;
@@ -204,31 +208,35 @@ fn check_gradient(
     dims: Option<&[i64]>,
     edge_order: i64,
 ) -> crate::Result<()> {
+    const OP: &str = "torch.gradient";
     if x.dtype() == DType::UInt8 {
-        return Err(value_err("torch.gradient does not support uint8 input."));
+        return Err(wrong_dtype(OP, "input", "not uint8", x.dtype()));
     }
     match (spacing_len, dims) {
         (Some(n), None) if n != x.dim() => {
-            return Err(value_err(format!(
-                "torch.gradient expected spacing to be unspecified, a scalar, or a list of \
-                 length equal to 'self.dim() = {}', since dim argument was not given, but got a \
-                 list of length {n}",
-                x.dim()
-            )))
+            return Err(size_mismatch(
+                OP,
+                "the length of spacing (self.dim(), as dim is not given)",
+                x.dim() as i64,
+                n as i64,
+            ))
         }
         (Some(n), Some(d)) if n != d.len() => {
-            return Err(value_err(format!(
-                "torch.gradient expected spacing to be unspecified, a scalar or it's spacing and \
-                 dim arguments to have the same length, but got a spacing argument of length {n} \
-                 and a dim argument of length {}.",
-                d.len()
-            )))
+            return Err(size_mismatch(
+                OP,
+                "the length of spacing (the length of dim)",
+                d.len() as i64,
+                n as i64,
+            ))
         }
         _ => {}
     }
     if edge_order != 1 && edge_order != 2 {
-        return Err(value_err(
-            "torch.gradient only supports edge_order=1 and edge_order=2.",
+        return Err(invalid_argument(
+            OP,
+            "edge_order",
+            "must be 1 or 2",
+            edge_order,
         ));
     }
     let wrapped: Vec<usize> = match dims {
@@ -241,13 +249,19 @@ fn check_gradient(
     let mut seen = vec![false; x.dim()];
     for &d in &wrapped {
         if std::mem::replace(&mut seen[d], true) {
-            return Err(value_err(format!(
-                "dim {d} appears multiple times in the list of dims"
-            )));
+            return Err(invalid_argument(
+                OP,
+                "dim",
+                "must not repeat a dimension",
+                format!("{dims:?} (dim {d} twice)"),
+            ));
         }
         if (x.shape()[d] as i64) < edge_order + 1 {
-            return Err(value_err(
-                "torch.gradient expected each dimension size to be at least edge_order+1",
+            return Err(invalid_argument(
+                OP,
+                format!("the size of dimension {d}"),
+                format!("must be at least edge_order + 1 ({})", edge_order + 1),
+                x.shape()[d],
             ));
         }
     }
@@ -305,13 +319,12 @@ fn gradient_coordinates(
 ) -> crate::Result<Vec<Tensor>> {
     let mut out = Vec::with_capacity(dims.len());
     for (&dim, coords) in dims.iter().zip(coordinates) {
-        if coords.dim() != 1 {
-            return Err(value_err(format!(
-                "torch.gradient expected each element of spacing to have one dimension, but got \
-                 an element with {} dimensions!",
-                coords.dim()
-            )));
-        }
+        check_rank(
+            "torch.gradient",
+            "each element of spacing",
+            RankRequirement::Exactly(1),
+            coords.shape(),
+        )?;
         let d = wdim(dim, x.dim())?;
         let mut shape = vec![1i64; x.dim()];
         shape[d] = -1;
@@ -401,8 +414,9 @@ fn scalar_list(args: &Args<'_>, i: usize) -> crate::Result<Vec<Scalar>> {
         .items()
         .iter()
         .map(|v| {
-            v.as_scalar()
-                .ok_or_else(|| value_err(format!("{}: spacing must be numbers", args.op)))
+            v.as_scalar().ok_or_else(|| {
+                invalid_argument(args.op, "spacing", "must hold numbers", v.kind_name())
+            })
         })
         .collect()
 }

@@ -6,12 +6,14 @@
 //! products are summed by tsrun's GEMM (PyTorch's BLAS sums in another order: float results
 //! agree to rounding).
 
-use super::linalg::{
-    dispatch_real_compute, matmul, reshape, shape_err, slice_mut_of, slice_of, Real,
-};
+use super::linalg::{dispatch_real_compute, matmul, reshape, slice_mut_of, slice_of, Real};
 use super::{Args, Registry};
+use crate::ops::kernels::{
+    check_rank, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
+};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
+use crate::tensor::RankRequirement;
 use crate::tensor::{checked_numel, DType, Tensor};
 use crate::values::IValue;
 #[allow(unused_imports)]
@@ -39,7 +41,7 @@ fn positive(op: &str, what: &str, v: i64) -> crate::Result<usize> {
     usize::try_from(v)
         .ok()
         .filter(|&v| v > 0)
-        .ok_or_else(|| shape_err(format!("{op}: {what} must be positive, got {v}")))
+        .ok_or_else(|| invalid_argument(op, what, "must be positive", v))
 }
 
 fn geometry(
@@ -52,18 +54,10 @@ fn geometry(
 ) -> crate::Result<Geometry> {
     let op = a.op;
     for (name, t) in [("input", x), ("weight", w), ("offset", offset)] {
-        if t.dim() != 4 {
-            return Err(shape_err(format!(
-                "{op}: {name} must be 4-D, got {:?}",
-                t.shape()
-            )));
-        }
+        check_rank(op, name, RankRequirement::Exactly(4), t.shape())?;
     }
-    if use_mask && mask.dim() != 4 {
-        return Err(shape_err(format!(
-            "{op}: mask must be 4-D, got {:?}",
-            mask.shape()
-        )));
+    if use_mask {
+        check_rank(op, "mask", RankRequirement::Exactly(4), mask.shape())?;
     }
     let stride = (a.int(5)?, a.int(6)?);
     let pad = (a.int(7)?, a.int(8)?);
@@ -71,30 +65,48 @@ fn geometry(
     positive(op, "stride", stride.0.min(stride.1))?;
     positive(op, "dilation", dilation.0.min(dilation.1))?;
     if pad.0 < 0 || pad.1 < 0 {
-        return Err(shape_err(format!(
-            "{op}: pad_h: {} pad_w: {} must not be negative",
-            pad.0, pad.1
-        )));
+        return Err(invalid_argument(
+            op,
+            "(pad_h, pad_w)",
+            "must not be negative",
+            format!("{pad:?}"),
+        ));
     }
     let groups = positive(op, "groups", a.int(11)?)?;
     let offset_groups = positive(op, "offset_groups", a.int(12)?)?;
     let (batch, channels, in_h, in_w) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
     let (out_channels, kh, kw) = (w.shape()[0], w.shape()[2], w.shape()[3]);
     if kh == 0 || kw == 0 {
-        return Err(shape_err(format!(
-            "{op}: weight_h: {kh} weight_w: {kw} must be positive"
-        )));
+        return Err(invalid_argument(
+            op,
+            "(weight_h, weight_w)",
+            "must be positive",
+            format!("({kh}, {kw})"),
+        ));
     }
-    if w.shape()[1] * groups != channels || out_channels % groups != 0 {
-        return Err(shape_err(format!(
-            "{op}: weight {:?} does not fit {channels} input channels in {groups} groups",
-            w.shape()
-        )));
+    if w.shape()[1] * groups != channels {
+        return Err(size_mismatch(
+            op,
+            format!("input.size(1) (weight.size(1) x {groups} groups)"),
+            (w.shape()[1] * groups) as i64,
+            channels as i64,
+        ));
+    }
+    if out_channels % groups != 0 {
+        return Err(invalid_argument(
+            op,
+            "weight.size(0)",
+            format!("must be divisible by groups ({groups})"),
+            out_channels,
+        ));
     }
     if channels % offset_groups != 0 {
-        return Err(shape_err(format!(
-            "{op}: {channels} input channels are not divisible by {offset_groups} offset groups"
-        )));
+        return Err(invalid_argument(
+            op,
+            "offset_groups",
+            format!("must divide the input channels ({channels})"),
+            offset_groups,
+        ));
     }
     let out_size = |size: usize, k: usize, s: i64, p: i64, d: i64| -> i64 {
         let ker = d * (k as i64 - 1) + 1;
@@ -103,46 +115,31 @@ fn geometry(
     let oh = out_size(in_h, kh, stride.0, pad.0, dilation.0);
     let ow = out_size(in_w, kw, stride.1, pad.1, dilation.1);
     if oh <= 0 || ow <= 0 {
-        return Err(shape_err(format!(
-            "{op}: Calculated output size too small - out_h: {oh} out_w: {ow}"
-        )));
+        return Err(invalid_argument(
+            op,
+            "the output size (out_h, out_w)",
+            "must be positive",
+            format!("({oh}, {ow})"),
+        ));
     }
     let (out_h, out_w) = (oh as usize, ow as usize);
     let taps = kh * kw;
-    if offset.shape()[1] != offset_groups * 2 * taps {
-        return Err(shape_err(format!(
-            "{op}: offset.shape[1] is not valid: got: {} expected: {}",
-            offset.shape()[1],
-            offset_groups * 2 * taps
-        )));
-    }
-    if offset.shape()[0] != batch {
-        return Err(shape_err(format!("{op}: invalid batch size of offset")));
-    }
-    if offset.shape()[2] != out_h || offset.shape()[3] != out_w {
-        return Err(shape_err(format!(
-            "{op}: offset output dims: ({}, {}) - computed output dims: ({out_h}, {out_w})",
-            offset.shape()[2],
-            offset.shape()[3]
-        )));
+    let expected = [batch, offset_groups * 2 * taps, out_h, out_w];
+    if offset.shape() != expected {
+        return Err(shape_mismatch(op, "offset", &expected, offset.shape()));
     }
     if mask.dim() == 0 || mask.shape()[0] != batch {
-        return Err(shape_err(format!("{op}: invalid batch size of mask")));
+        return Err(size_mismatch(
+            op,
+            "mask.size(0) (the batch size)",
+            batch as i64,
+            mask.shape().first().map_or(-1, |&b| b as i64),
+        ));
     }
     if use_mask {
-        if mask.shape()[1] != offset_groups * taps {
-            return Err(shape_err(format!(
-                "{op}: mask.shape[1] is not valid: got: {} expected: {}",
-                mask.shape()[1],
-                offset_groups * taps
-            )));
-        }
-        if mask.shape()[2] != out_h || mask.shape()[3] != out_w {
-            return Err(shape_err(format!(
-                "{op}: mask output dims: ({}, {}) - computed output dims: ({out_h}, {out_w})",
-                mask.shape()[2],
-                mask.shape()[3]
-            )));
+        let expected = [batch, offset_groups * taps, out_h, out_w];
+        if mask.shape() != expected {
+            return Err(shape_mismatch(op, "mask", &expected, mask.shape()));
         }
     }
     Ok(Geometry {
@@ -198,34 +195,33 @@ fn deform_conv2d(a: &mut Args) -> crate::Result<IValue> {
     let g = geometry(a, &x, &w, &offset, &mask, use_mask)?;
     let dtype = x.dtype();
     if !matches!(dtype, DType::Float32 | DType::Float64) {
-        return Err(crate::ops::kernels::unsupported(format!(
-            "{}: input dtype {dtype} (float32 and float64 are supported)",
-            a.op
-        )));
+        return Err(wrong_dtype(a.op, "input", "float32 or float64", dtype));
     }
     for (name, t) in [("weight", &w), ("offset", &offset), ("bias", &bias)] {
         if t.dtype() != dtype {
-            return Err(shape_err(format!(
-                "{}: {name} dtype {} differs from input dtype {dtype}",
+            return Err(wrong_dtype(
                 a.op,
-                t.dtype()
-            )));
+                name,
+                format!("{dtype} (the input's dtype)"),
+                t.dtype(),
+            ));
         }
     }
     if use_mask && mask.dtype() != dtype {
-        return Err(shape_err(format!(
-            "{}: mask dtype {} differs from input dtype {dtype}",
+        return Err(wrong_dtype(
             a.op,
-            mask.dtype()
-        )));
+            "mask",
+            format!("{dtype} (the input's dtype)"),
+            mask.dtype(),
+        ));
     }
     if bias.numel() != g.out_channels {
-        return Err(shape_err(format!(
-            "{}: bias of {} elements for {} output channels",
+        return Err(size_mismatch(
             a.op,
-            bias.numel(),
-            g.out_channels
-        )));
+            "the number of bias elements (output channels)",
+            g.out_channels as i64,
+            bias.numel() as i64,
+        ));
     }
     let taps = g.kh * g.kw;
     let plane = g.out_h * g.out_w;

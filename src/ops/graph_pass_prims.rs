@@ -8,6 +8,8 @@
 use super::kernels::value_err;
 use super::prims::via_aten;
 use super::{Args, Registry};
+use crate::ops::kernels::invalid_argument;
+use crate::tensor::TensorError;
 use crate::values::{IValue, List, Type};
 
 type R = crate::Result<IValue>;
@@ -21,10 +23,12 @@ fn defined(v: &IValue, op: &str) -> crate::Result<bool> {
     match v {
         IValue::None => Ok(false),
         IValue::Tensor(_) => Ok(true),
-        other => Err(value_err(format!(
-            "{op}: expected a tensor, got {}",
-            other.kind_name()
-        ))),
+        other => Err(invalid_argument(
+            op,
+            "the value",
+            "must be a tensor or None",
+            other.kind_name(),
+        )),
     }
 }
 
@@ -84,7 +88,10 @@ fn broadcast_sizes(a: &mut Args<'_>) -> R {
         let next = a
             .int_list(i)?
             .into_iter()
-            .map(|d| usize::try_from(d).map_err(|_| value_err(format!("negative size {d}"))))
+            .map(|d| {
+                usize::try_from(d)
+                    .map_err(|_| invalid_argument(a.op, "a size", "must be non-negative", d))
+            })
             .collect::<crate::Result<Vec<usize>>>()?;
         shape = crate::tensor::broadcast_shapes(&shape, &next)?.to_vec();
     }
@@ -108,7 +115,10 @@ fn reduction_sizes(a: &mut Args<'_>) -> R {
         usize::try_from(axis)
             .ok()
             .filter(|&i| i < len)
-            .ok_or_else(|| value_err(format!("prim::ReductionSizes: axis {axis} out of range")))
+            .ok_or(TensorError::DimOutOfRange {
+                dim: axis,
+                ndim: len,
+            })
     };
     if keepdim {
         for &axis in &axes {
@@ -139,7 +149,12 @@ fn var_stack(a: &mut Args<'_>) -> R {
 fn variadic_join(a: &Args<'_>, aten: &str) -> R {
     let n = a.len();
     if n < 2 {
-        return Err(value_err(format!("{}: expected tensors and a dim", a.op)));
+        return Err(invalid_argument(
+            a.op,
+            "the number of arguments (tensors and a dim)",
+            "must be at least 2",
+            n,
+        ));
     }
     let tensors = (0..n - 1)
         .map(|i| a.tensor(i).map(IValue::Tensor))
@@ -153,10 +168,12 @@ fn id(a: &mut Args<'_>) -> R {
     match a.get(0)? {
         IValue::None => Ok(IValue::Int(0)),
         IValue::Object(o) => Ok(IValue::Int(std::sync::Arc::as_ptr(&o.0) as usize as i64)),
-        other => Err(value_err(format!(
-            "prim::id: expected an object or None, got {}",
-            other.kind_name()
-        ))),
+        other => Err(invalid_argument(
+            "prim::id",
+            "the value",
+            "must be an object or None",
+            other.kind_name(),
+        )),
     }
 }
 
@@ -202,11 +219,10 @@ fn mkldnn_scalar_mul_(a: &mut Args<'_>) -> R {
 
 /// `prim::MKLDNNLayerNorm`: `layer_norm`; PyTorch's requires the weight and bias.
 fn mkldnn_layer_norm(a: &mut Args<'_>) -> R {
-    if a.is_none(2) || a.is_none(3) {
-        return Err(value_err(format!(
-            "{}: the weight and bias must be tensors",
-            a.op
-        )));
+    for (i, name) in [(2, "weight"), (3, "bias")] {
+        if a.is_none(i) {
+            return Err(invalid_argument(a.op, name, "must be a tensor", "None"));
+        }
     }
     let args = (0..6)
         .map(|i| arg(a, i))
@@ -274,9 +290,12 @@ fn if_then_else(a: &mut Args<'_>) -> R {
 fn mm_tree_reduce(a: &mut Args<'_>) -> R {
     let n = a.len();
     if n == 0 || !n.is_multiple_of(2) {
-        return Err(value_err(format!(
-            "prim::MMTreeReduce: expected an even, non-zero number of matrices, got {n}"
-        )));
+        return Err(invalid_argument(
+            "prim::MMTreeReduce",
+            "the number of matrices",
+            "must be even and non-zero",
+            n,
+        ));
     }
     let side = n / 2;
     let mut acc = via_aten(a, "aten::mm", vec![arg(a, 0)?, arg(a, side)?])?;

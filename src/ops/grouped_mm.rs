@@ -4,9 +4,11 @@
 //! `mat2`, 2-d x 2-d with `offs` ending each group's slice of the contraction dim, and 3-d x
 //! 3-d as a batched product.
 
-use super::kernels::{shape_err, value_err};
+use super::kernels::value_err;
 use super::prims::via_aten;
 use super::{Args, Registry};
+use crate::ops::kernels::{check_rank, invalid_argument, size_mismatch, wrong_dtype};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
 
@@ -24,13 +26,19 @@ fn check_strides(t: &Tensor) -> crate::Result<()> {
     } else if s[d - 1] == 1 && s[d - 2] >= (n[d - 1] as isize).max(1) {
         s[d - 2]
     } else {
-        return Err(value_err(format!(
-            "_grouped_mm: Invalid strides/sizes, got {s:?} for strides and {n:?} for sizes"
-        )));
+        return Err(invalid_argument(
+            "_grouped_mm",
+            format!("the strides of an operand of sizes {n:?}"),
+            "must be row- or column-major in the last two dimensions",
+            format!("{s:?}"),
+        ));
     };
     if other % align != 0 {
-        return Err(value_err(
-            "_grouped_mm: strides should be multiple of 16 bytes",
+        return Err(invalid_argument(
+            "_grouped_mm",
+            "the leading stride",
+            format!("must be a multiple of 16 bytes ({align} elements)"),
+            other,
         ));
     }
     Ok(())
@@ -75,36 +83,50 @@ fn grouped_mm(a: &mut Args<'_>) -> R {
     let offs = a.opt_tensor(2)?;
     for (name, t) in [("mat_a", &x), ("mat_b", &y)] {
         if !matches!(t.dtype(), DType::Float32 | DType::BFloat16 | DType::Float16) {
-            return Err(value_err(format!(
-                "Expected {name} to be Float32, BFloat16 or Float16 matrix, got {}",
-                t.dtype().name()
-            )));
+            return Err(wrong_dtype(
+                a.op,
+                name,
+                "float32, bfloat16 or float16",
+                t.dtype(),
+            ));
         }
-        if t.dim() != 2 && t.dim() != 3 {
-            return Err(shape_err(format!("{name} has to be 2 or 3d")));
-        }
+        check_rank(a.op, name, RankRequirement::OneOf(vec![2, 3]), t.shape())?;
     }
     let (a2, b2) = (x.dim() == 2, y.dim() == 2);
     let (xs, ys) = (x.shape(), y.shape());
     if (!a2 || !b2) && xs[xs.len() - 1] != ys[ys.len() - 2] {
-        return Err(shape_err(
-            "contraction dimension of mat_a and mat_b must match",
+        return Err(size_mismatch(
+            a.op,
+            "mat_b.size(-2) (the contraction dimension, mat_a.size(-1))",
+            xs[xs.len() - 1] as i64,
+            ys[ys.len() - 2] as i64,
         ));
     }
     check_strides(&x)?;
     check_strides(&y)?;
     if offs.is_some() != (a2 || b2) {
-        return Err(value_err(
-            "Have to provide offsets if there is a 2d matrix, or no offset if both matrices are 3d",
+        return Err(invalid_argument(
+            a.op,
+            "offs",
+            "must be given if there is a 2-D matrix, and only then",
+            if offs.is_some() { "a tensor" } else { "None" },
         ));
     }
     if !a.is_none(3) {
-        return Err(value_err("Bias not supported yet"));
+        return Err(invalid_argument(
+            a.op,
+            "bias",
+            "must be None (PyTorch does not support it yet)",
+            "a tensor",
+        ));
     }
     if let Some(d) = a.opt_dtype(4)? {
         if d != x.dtype() {
-            return Err(value_err(
-                "Grouped gemm output dtype must match `mat_a` dtype",
+            return Err(wrong_dtype(
+                a.op,
+                "out_dtype",
+                format!("{} (mat_a's dtype)", x.dtype()),
+                d,
             ));
         }
     }
@@ -112,8 +134,9 @@ fn grouped_mm(a: &mut Args<'_>) -> R {
         let values = vec![IValue::Tensor(x), IValue::Tensor(y)];
         return via_aten(a, "aten::bmm", values);
     };
-    if offs.dim() != 1 || offs.dtype() != DType::Int32 {
-        return Err(value_err("offs has to be a 1D int32 tensor"));
+    check_rank(a.op, "offs", RankRequirement::Exactly(1), offs.shape())?;
+    if offs.dtype() != DType::Int32 {
+        return Err(wrong_dtype(a.op, "offs", "int32", offs.dtype()));
     }
     let ends = offs.contiguous()?.to_vec::<i64>()?;
     let groups = ends.len();
@@ -122,13 +145,23 @@ fn grouped_mm(a: &mut Args<'_>) -> R {
         (true, true) => vec![groups, xs[0], ys[1]],
         (true, false) => {
             if groups != ys[0] {
-                return Err(shape_err("matrix batch sizes have to match"));
+                return Err(size_mismatch(
+                    a.op,
+                    "mat_b.size(0) (the number of offsets)",
+                    groups as i64,
+                    ys[0] as i64,
+                ));
             }
             vec![xs[0], ys[2]]
         }
         _ => {
             if groups != xs[0] {
-                return Err(shape_err("matrix batch sizes have to match"));
+                return Err(size_mismatch(
+                    a.op,
+                    "mat_a.size(0) (the number of offsets)",
+                    groups as i64,
+                    xs[0] as i64,
+                ));
             }
             vec![xs[1], ys[1]]
         }

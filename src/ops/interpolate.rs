@@ -5,12 +5,15 @@
 //! weighted taps chosen exactly as PyTorch's `area_pixel_compute_source_index` does.
 
 use super::linalg::{
-    compute_dtype, contiguous_as, dispatch_real_compute, permute, reshape, slice_mut_of, value_err,
-    Real,
+    compute_dtype, contiguous_as, dispatch_real_compute, permute, reshape, slice_mut_of, Real,
 };
 use super::{Args, Registry};
+use crate::ops::kernels::{
+    check_rank, invalid_argument, rank_mismatch, size_mismatch, unsupported_feature,
+};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
+use crate::tensor::RankRequirement;
 use crate::tensor::Tensor;
 use crate::values::IValue;
 #[allow(unused_imports)]
@@ -231,18 +234,22 @@ fn interpolate(
     scales: &[Option<f64>],
 ) -> crate::Result<Tensor> {
     let nsp = out_sp.len();
-    if x.dim() != nsp + 2 {
-        return Err(value_err(format!(
-            "{op}: expected a {}-D input, got {:?}",
-            nsp + 2,
-            x.shape()
-        )));
+    check_rank(op, "input", RankRequirement::Exactly(nsp + 2), x.shape())?;
+    if x.shape()[2..].contains(&0) {
+        return Err(invalid_argument(
+            op,
+            "the input's spatial sizes",
+            "must be greater than 0",
+            format!("{:?}", &x.shape()[2..]),
+        ));
     }
-    if x.shape()[2..].contains(&0) || out_sp.contains(&0) {
-        return Err(value_err(format!(
-            "{op}: input and output sizes should be greater than 0, but got input {:?} and output {out_sp:?}",
-            x.shape()
-        )));
+    if out_sp.contains(&0) {
+        return Err(invalid_argument(
+            op,
+            "the output sizes",
+            "must be greater than 0",
+            format!("{out_sp:?}"),
+        ));
     }
     let dtype = x.dtype();
     let cd = compute_dtype(op, dtype)?;
@@ -294,33 +301,60 @@ fn vec_sizes(
     size: Option<Vec<i64>>,
     factors: Option<Vec<f64>>,
 ) -> crate::Result<(Vec<usize>, Vec<Option<f64>>)> {
-    if x.dim() != nsp + 2 {
-        return Err(value_err(format!(
-            "{op}: expected a {}-D input, got {:?}",
-            nsp + 2,
-            x.shape()
-        )));
-    }
+    check_rank(op, "input", RankRequirement::Exactly(nsp + 2), x.shape())?;
     match (size, factors) {
         (Some(s), None) => {
-            if s.len() != nsp || s.iter().any(|&v| v < 0) {
-                return Err(value_err(format!("{op}: invalid output_size {s:?}")));
-            }
+            output_size_check(op, "output_size", &s, nsp)?;
             Ok((s.iter().map(|&v| v as usize).collect(), vec![None; nsp]))
         }
         (None, Some(f)) => {
             if f.len() != nsp {
-                return Err(value_err(format!("{op}: invalid scale_factors {f:?}")));
+                return Err(size_mismatch(
+                    op,
+                    "the length of scale_factors",
+                    nsp as i64,
+                    f.len() as i64,
+                ));
             }
             let sizes = (0..nsp)
                 .map(|d| (x.shape()[2 + d] as f64 * f[d]).floor().max(0.0) as usize)
                 .collect();
             Ok((sizes, f.into_iter().map(Some).collect()))
         }
-        _ => Err(value_err(format!(
-            "{op}: must specify exactly one of output_size and scale_factors"
-        ))),
+        (s, f) => Err(invalid_argument(
+            op,
+            "(output_size, scale_factors)",
+            "must have exactly one given",
+            format!("({s:?}, {f:?})"),
+        )),
     }
+}
+
+/// `Ok` when `size` (argument `name`: ints, or the legacy builtin's floats) holds `nsp`
+/// non-negative output sizes.
+fn output_size_check<T: PartialOrd + Default + std::fmt::Debug>(
+    op: &str,
+    name: &str,
+    size: &[T],
+    nsp: usize,
+) -> crate::Result<()> {
+    if size.len() != nsp {
+        return Err(size_mismatch(
+            op,
+            format!("the length of {name}"),
+            nsp as i64,
+            size.len() as i64,
+        ));
+    }
+    if size.iter().any(|v| *v < T::default()) {
+        return Err(invalid_argument(
+            op,
+            name,
+            "must be non-negative",
+            format!("{size:?}"),
+        ));
+    }
+    Ok(())
 }
 
 /// `upsample_<mode><n>d(self, output_size, [align_corners,] scales...)`, and its `.vec`
@@ -353,9 +387,7 @@ fn upsample_as(a: &mut Args, mode: Mode, nsp: usize, vec: bool) -> crate::Result
         )?));
     }
     let size = a.int_list(1)?;
-    if size.len() != nsp || size.iter().any(|&v| v < 0) {
-        return Err(value_err(format!("{}: invalid output_size {size:?}", a.op)));
-    }
+    output_size_check(a.op, "output_size", &size, nsp)?;
     let (align, first) = if has_align {
         (a.bool(2)?, 3)
     } else {
@@ -390,49 +422,60 @@ fn legacy_interpolate(a: &Args, mode: &str, align_corners: Option<bool>) -> crat
     let op = a.op;
     let nsp = x.dim().saturating_sub(2);
     if !(1..=3).contains(&nsp) {
-        return Err(value_err(format!(
-            "{op}: Input Error: Only 3D, 4D and 5D input Tensors supported (got {}D) for the modes: nearest | linear | bilinear | bicubic | trilinear (got {mode})",
-            x.dim()
-        )));
+        return Err(rank_mismatch(
+            op,
+            "input",
+            RankRequirement::OneOf(vec![3, 4, 5]),
+            x.shape(),
+        ));
     }
     let m = match (mode, nsp) {
         ("nearest", _) => Mode::Nearest,
         ("linear", 1) | ("bilinear", 2) | ("trilinear", 3) => Mode::Linear,
         ("bicubic", 2) => Mode::Cubic,
         ("area", _) | ("nearest-exact", _) => {
-            return Err(crate::ops::kernels::unsupported(format!(
-                "{op}: mode {mode} of the legacy interpolate builtin"
-            )))
+            return Err(unsupported_feature(
+                op,
+                format!("mode '{mode}' of the legacy interpolate builtin"),
+            ))
         }
         _ => {
-            return Err(value_err(format!(
-                "{op}: Input Error: Only 3D, 4D and 5D input Tensors supported (got {}D) for the modes: nearest | linear | bilinear | bicubic | trilinear (got {mode})",
-                x.dim()
-            )))
+            return Err(invalid_argument(
+                op,
+                "mode",
+                format!(
+                    "must be nearest, or the linear mode of a {}-D input (linear | bilinear | \
+                     bicubic | trilinear)",
+                    x.dim()
+                ),
+                format!("'{mode}'"),
+            ))
         }
     };
     if m == Mode::Nearest && align_corners.is_some() {
-        return Err(value_err(format!(
-            "{op}: align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | trilinear"
-        )));
+        return Err(invalid_argument(
+            op,
+            "align_corners",
+            "can only be set with the interpolating modes: linear | bilinear | bicubic | trilinear",
+            format!("{align_corners:?}"),
+        ));
     }
     let size = per_dim(a, 1, nsp)?;
     let factors = per_dim(a, 2, nsp)?;
     // a size, when given, wins over a scale factor (which then reaches no kernel)
     let (sizes, scales) = match (size, factors) {
         (Some(s), _) => {
-            if s.len() != nsp || s.iter().any(|&v| v < 0.0) {
-                return Err(value_err(format!("{op}: invalid output size {s:?}")));
-            }
+            output_size_check(op, "size", &s, nsp)?;
             (s.iter().map(|&v| v as usize).collect(), vec![None; nsp])
         }
         (None, Some(f)) => {
             if f.len() != nsp {
-                return Err(value_err(format!(
-                    "{op}: scale_factor shape must match input shape. Input is {}D, scale_factor size is {}",
-                    nsp,
-                    f.len()
-                )));
+                return Err(size_mismatch(
+                    op,
+                    "the length of scale_factor (the input's spatial dimensions)",
+                    nsp as i64,
+                    f.len() as i64,
+                ));
             }
             let sizes: Vec<usize> = (0..nsp)
                 .map(|d| (x.shape()[2 + d] as f64 * f[d]).floor().max(0.0) as usize)
@@ -440,9 +483,12 @@ fn legacy_interpolate(a: &Args, mode: &str, align_corners: Option<bool>) -> crat
             (sizes, vec![None; nsp])
         }
         (None, None) => {
-            return Err(value_err(format!(
-                "{op}: either size or scale_factor should be defined"
-            )))
+            return Err(invalid_argument(
+                op,
+                "(size, scale_factor)",
+                "must have one defined",
+                "(None, None)",
+            ))
         }
     };
     Ok(IValue::Tensor(interpolate(
@@ -460,10 +506,7 @@ fn legacy_interpolate(a: &Args, mode: &str, align_corners: Option<bool>) -> crat
 /// builtin always recomputes).
 fn dunder_interpolate(a: &mut Args) -> crate::Result<IValue> {
     if a.bool(6)? {
-        return Err(crate::ops::kernels::unsupported(format!(
-            "{}: antialias=True",
-            a.op
-        )));
+        return Err(unsupported_feature(a.op, "antialias=True"));
     }
     let mode = a.str(3)?;
     legacy_interpolate(a, &mode, a.opt_bool(4)?)
@@ -491,20 +534,21 @@ fn shuffle_factor(a: &Args, i: usize) -> crate::Result<usize> {
     usize::try_from(r)
         .ok()
         .filter(|&r| r > 0)
-        .ok_or_else(|| value_err(format!("{}: factor must be positive, got {r}", a.op)))
+        .ok_or_else(|| invalid_argument(a.op, "the factor", "must be positive", r))
 }
 
 fn pixel_shuffle(a: &mut Args) -> crate::Result<IValue> {
     let x = a.tensor(0)?;
     let r = shuffle_factor(a, 1)?;
     let n = x.dim();
-    if n < 3 || x.shape()[n - 3] % (r * r) != 0 {
-        return Err(value_err(format!(
-            "{}: expected input with >= 3 dims and channels divisible by {}, got {:?}",
+    check_rank(a.op, "input", RankRequirement::AtLeast(3), x.shape())?;
+    if x.shape()[n - 3] % (r * r) != 0 {
+        return Err(invalid_argument(
             a.op,
-            r * r,
-            x.shape()
-        )));
+            "the input's channels",
+            format!("must be divisible by upscale_factor^2 ({})", r * r),
+            x.shape()[n - 3],
+        ));
     }
     let lead = &x.shape()[..n - 3];
     let (c, h, w) = (
@@ -527,12 +571,14 @@ fn pixel_unshuffle(a: &mut Args) -> crate::Result<IValue> {
     let x = a.tensor(0)?;
     let r = shuffle_factor(a, 1)?;
     let n = x.dim();
-    if n < 3 || x.shape()[n - 2] % r != 0 || x.shape()[n - 1] % r != 0 {
-        return Err(value_err(format!(
-            "{}: expected input with >= 3 dims and spatial sizes divisible by {r}, got {:?}",
+    check_rank(a.op, "input", RankRequirement::AtLeast(3), x.shape())?;
+    if x.shape()[n - 2] % r != 0 || x.shape()[n - 1] % r != 0 {
+        return Err(invalid_argument(
             a.op,
-            x.shape()
-        )));
+            "the input's height and width",
+            format!("must be divisible by downscale_factor ({r})"),
+            format!("{:?}", &x.shape()[n - 2..]),
+        ));
     }
     let lead = &x.shape()[..n - 3];
     let (c, h, w) = (x.shape()[n - 3], x.shape()[n - 2] / r, x.shape()[n - 1] / r);
@@ -550,12 +596,14 @@ fn pixel_unshuffle(a: &mut Args) -> crate::Result<IValue> {
 fn channel_shuffle(a: &mut Args) -> crate::Result<IValue> {
     let x = a.tensor(0)?;
     let g = shuffle_factor(a, 1)?;
-    if x.dim() < 3 || x.shape()[1] % g != 0 {
-        return Err(value_err(format!(
-            "{}: number of channels must be divisible by groups {g}, got input {:?}",
+    check_rank(a.op, "input", RankRequirement::AtLeast(3), x.shape())?;
+    if x.shape()[1] % g != 0 {
+        return Err(invalid_argument(
             a.op,
-            x.shape()
-        )));
+            "the input's channels",
+            format!("must be divisible by groups ({g})"),
+            x.shape()[1],
+        ));
     }
     let mut shape = vec![x.shape()[0], g, x.shape()[1] / g];
     shape.extend_from_slice(&x.shape()[2..]);

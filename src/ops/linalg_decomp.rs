@@ -10,8 +10,11 @@
 //! them as such); these kernels return Jacobi's, which can differ from LAPACK's by a sign per
 //! vector.
 
-use super::linalg::{shape_err, value_err};
 use super::{Args, Registry};
+use crate::ops::kernels::{
+    check_rank, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
+};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::{IValue, Tuple};
 
@@ -47,28 +50,27 @@ pub(super) fn matrices(op: &str, x: &Tensor, square: bool) -> crate::Result<Batc
     let dtype = match x.dtype() {
         d @ (DType::Float32 | DType::Float64) => d,
         d if d.is_complex() => {
-            return Err(value_err(format!(
-                "{op}: complex inputs are not supported by tsrun"
-            )))
+            return Err(unsupported_feature(op, format!("a {d} input (complex)")))
         }
         d => {
-            return Err(value_err(format!(
-                "{op}: Expected a floating point or complex tensor as input. Got {}",
-                d.name()
-            )))
+            return Err(wrong_dtype(
+                op,
+                "A",
+                "a floating point or complex tensor",
+                d,
+            ))
         }
     };
     let nd = x.dim();
-    if nd < 2 {
-        return Err(shape_err(format!(
-            "{op}: The input tensor A must have at least 2 dimensions."
-        )));
-    }
+    check_rank(op, "A", RankRequirement::AtLeast(2), x.shape())?;
     let (m, n) = (x.shape()[nd - 2], x.shape()[nd - 1]);
     if square && m != n {
-        return Err(shape_err(format!(
-            "{op}: A must be batches of square matrices, but they are {m} by {n} matrices"
-        )));
+        return Err(size_mismatch(
+            op,
+            "A.size(-1) (square matrices: A.size(-2))",
+            m as i64,
+            n as i64,
+        ));
     }
     Ok(Batch {
         data: x.to_vec::<f64>()?,
@@ -164,10 +166,12 @@ fn linalg_qr(args: &mut Args<'_>) -> R {
         "complete" => (m, m, true),
         "r" => (k, k, false),
         other => {
-            return Err(value_err(format!(
-                "qr received unrecognized mode '{other}' but expected one of 'reduced' \
-                 (default), 'r', or 'complete'"
-            )))
+            return Err(invalid_argument(
+                "linalg.qr",
+                "mode",
+                "must be one of 'reduced' (default), 'r', or 'complete'",
+                format!("'{other}'"),
+            ))
         }
     };
     let (mut qs, mut rs) = (Vec::new(), Vec::new());
@@ -323,10 +327,12 @@ fn check_cpu_driver(args: &Args<'_>, i: usize, op: &str) -> crate::Result<()> {
     if args.is_none(i) {
         Ok(())
     } else {
-        Err(value_err(format!(
-            "{op}: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER \
-             backend."
-        )))
+        Err(invalid_argument(
+            op,
+            "driver",
+            "must be None on CPU (cuSOLVER drivers are CUDA-only)",
+            format!("{:?}", args.get(i)?),
+        ))
     }
 }
 
@@ -408,10 +414,12 @@ fn linalg_polar(args: &mut Args<'_>) -> R {
     let a = matrices("linalg.polar", &args.tensor(0)?, false)?;
     let (m, n) = (a.m, a.n);
     if m < n {
-        return Err(shape_err(format!(
-            "linalg.polar: input must have at least as many rows as columns, but got {m} by {n} \
-             matrices"
-        )));
+        return Err(invalid_argument(
+            "linalg.polar",
+            "the input's rows",
+            format!("must be at least its columns ({n})"),
+            m,
+        ));
     }
     let (mut us, mut hs) = (Vec::with_capacity(a.data.len()), Vec::new());
     for b in 0..a.count() {
@@ -558,9 +566,12 @@ fn uplo(args: &Args<'_>, i: usize) -> crate::Result<bool> {
     match &*args.str(i)? {
         "U" | "u" => Ok(true),
         "L" | "l" => Ok(false),
-        other => Err(value_err(format!(
-            "Expected UPLO argument to be 'L' or 'U', but got {other}"
-        ))),
+        other => Err(invalid_argument(
+            args.op,
+            "UPLO",
+            "must be 'L' or 'U'",
+            format!("'{other}'"),
+        )),
     }
 }
 
@@ -611,9 +622,7 @@ fn tolerance(t: Option<Tensor>, batch: &[usize], default: f64) -> crate::Result<
         None => Ok(vec![default; count]),
         Some(t) => {
             if t.dtype().is_complex() {
-                return Err(value_err(
-                    "linalg.pinv: rtol tensor of complex type is not supported.",
-                ));
+                return Err(wrong_dtype("linalg.pinv", "rtol", "real", t.dtype()));
             }
             super::shape::expand_to(&t, batch)?.to_vec::<f64>()
         }
@@ -950,20 +959,43 @@ fn householder_product(args: &mut Args<'_>) -> R {
     let tau = args.tensor(1)?;
     let (m, n) = (b.m, b.n);
     let k = tau.shape().last().copied().unwrap_or(0);
-    if m < n || k > n || tau.dim() != b.batch.len() + 1 || tau.shape()[..b.batch.len()] != b.batch {
-        return Err(shape_err(format!(
-            "{op}: input of shape {:?} must have m >= n and tau of shape batch + [k <= n], got \
-             tau {:?}",
-            b.shape(&[m, n]),
-            tau.shape()
-        )));
+    if m < n {
+        return Err(invalid_argument(
+            op,
+            "the input's rows",
+            format!("must be at least its columns ({n})"),
+            m,
+        ));
+    }
+    check_rank(
+        op,
+        "tau",
+        RankRequirement::Exactly(b.batch.len() + 1),
+        tau.shape(),
+    )?;
+    if tau.shape()[..b.batch.len()] != b.batch {
+        return Err(shape_mismatch(
+            op,
+            "the batch dimensions of tau (the input's)",
+            &b.batch,
+            &tau.shape()[..b.batch.len()],
+        ));
+    }
+    if k > n {
+        return Err(invalid_argument(
+            op,
+            "tau.size(-1)",
+            format!("must be at most the input's columns ({n})"),
+            k,
+        ));
     }
     if tau.dtype() != b.dtype {
-        return Err(value_err(format!(
-            "{op}: tau dtype {} does not match input dtype {}",
+        return Err(wrong_dtype(
+            op,
+            "tau",
+            format!("{} (the input's dtype)", b.dtype),
             tau.dtype(),
-            b.dtype
-        )));
+        ));
     }
     let taus = tau.contiguous()?.to_vec::<f64>()?;
     let mut out = Vec::with_capacity(b.data.len());

@@ -10,11 +10,14 @@
 //! where LAPACK uses an incremental estimate (`dlaic1`); the two agree except for a triangle
 //! whose condition number is within the estimate's error of `1 / rcond`.
 
-use super::linalg::{shape_err, value_err};
 use super::linalg_decomp::{
     geqr2, householder_step, matrices, matrix_singular_values, svd_of, tensor, transpose, tuple,
 };
 use super::{Args, Registry};
+use crate::ops::kernels::{
+    check_rank, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
+};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
 
@@ -89,62 +92,49 @@ fn ormqr(args: &mut Args<'_>) -> R {
     let other = args.tensor(2)?;
     let (left, transpose) = (args.bool(3)?, args.bool(4)?);
     let nd = input.dim();
-    if nd < 2 {
-        return Err(shape_err(format!(
-            "{op}: input must have at least 2 dimensions."
-        )));
-    }
-    if other.dim() < 2 {
-        return Err(shape_err(format!(
-            "{op}: other must have at least 2 dimensions."
-        )));
-    }
-    if tau.dim() + 1 != nd {
-        return Err(shape_err(format!(
-            "{op}: Expected tau to have one dimension less than input, but got tau.ndim equal \
-             to {} and input.ndim is equal to {nd}",
-            tau.dim()
-        )));
-    }
-    if other.dim() != nd {
-        return Err(shape_err(format!(
-            "{op}: Expected other to have the same number of dimensions as input, but got \
-             other.ndim equal to {} and input.ndim is equal to {nd}",
-            other.dim()
-        )));
-    }
+    check_rank(op, "input", RankRequirement::AtLeast(2), input.shape())?;
+    check_rank(op, "other", RankRequirement::AtLeast(2), other.shape())?;
+    check_rank(op, "tau", RankRequirement::Exactly(nd - 1), tau.shape())?;
+    check_rank(op, "other", RankRequirement::Exactly(nd), other.shape())?;
     let (nq, k) = (input.shape()[nd - 2], input.shape()[nd - 1]);
     let (rows, cols) = (other.shape()[nd - 2], other.shape()[nd - 1]);
     let batch = &input.shape()[..nd - 2];
-    if tau.shape()[..nd - 2] != *batch || other.shape()[..nd - 2] != *batch {
-        return Err(shape_err(format!(
-            "{op}: Expected batch dimensions of tau and other to be equal to input.shape[:-2], \
-             but got input {:?}, tau {:?}, other {:?}",
-            input.shape(),
-            tau.shape(),
-            other.shape()
-        )));
+    for (name, x) in [("tau", &tau), ("other", &other)] {
+        if x.shape()[..nd - 2] != *batch {
+            return Err(shape_mismatch(
+                op,
+                format!("the batch dimensions of {name} (input.shape[:-2])"),
+                batch,
+                &x.shape()[..nd - 2],
+            ));
+        }
     }
     let (side, side_len) = if left { (-2, rows) } else { (-1, cols) };
     if side_len != nq {
-        return Err(shape_err(format!(
-            "{op}: other.shape[{side}] must be equal to input.shape[-2]"
-        )));
+        return Err(size_mismatch(
+            op,
+            format!("other.shape[{side}] (input.shape[-2])"),
+            nq as i64,
+            side_len as i64,
+        ));
     }
     let t = tau.shape()[nd - 2];
     if t != nq.min(k) {
-        return Err(shape_err(format!(
-            "{op}: tau.shape[-1] must be equal to min(other.shape[{side}], input.shape[-1])"
-        )));
+        return Err(size_mismatch(
+            op,
+            format!("tau.shape[-1] (min(other.shape[{side}], input.shape[-1]))"),
+            nq.min(k) as i64,
+            t as i64,
+        ));
     }
     for (name, x) in [("other", &other), ("tau", &tau)] {
         if x.dtype() != input.dtype() {
-            return Err(value_err(format!(
-                "{op}: Expected input and {name} to have the same dtype, but input has dtype{} \
-                 and {name} has dtype {}",
-                input.dtype().c10_name(),
-                x.dtype().c10_name()
-            )));
+            return Err(wrong_dtype(
+                op,
+                name,
+                format!("{} (the input's dtype)", input.dtype()),
+                x.dtype(),
+            ));
         }
     }
     let a = matrices(op, &input, false)?;
@@ -196,10 +186,12 @@ fn back_substitute(t: &[f64], cols: usize, r: usize, b: &mut [f64], k: usize) {
 }
 
 fn full_rank_err(i: usize) -> crate::Error {
-    value_err(format!(
-        "torch.linalg.lstsq: The least squares solution could not be computed because the input \
-         matrix does not have full rank (error code: {i})."
-    ))
+    invalid_argument(
+        "torch.linalg.lstsq",
+        "input",
+        "must have full rank for the least squares solution",
+        format!("a rank-deficient matrix (error code: {i})"),
+    )
 }
 
 /// `gels`: QR (`m >= n`) or LQ (`m < n`) of a full-rank A; an all-zero A gives zero (LAPACK
@@ -398,29 +390,24 @@ fn linalg_lstsq(args: &mut Args<'_>) -> R {
         Some("gels") => Driver::Gels,
         Some("gelsd") => Driver::Gelsd,
         Some("gelss") => Driver::Gelss,
-        Some(_) => {
-            return Err(value_err(format!(
-                "{op}: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)"
-            )))
+        Some(other) => {
+            return Err(invalid_argument(
+                op,
+                "driver",
+                "must be one of (gels, gelsy, gelsd, gelss)",
+                format!("'{other}'"),
+            ))
         }
     };
-    if input.dim() < 2 {
-        return Err(shape_err(format!(
-            "{op}: input must have at least 2 dimensions."
-        )));
-    }
-    if other.dim() < 1 {
-        return Err(shape_err(format!(
-            "{op}: other must have at least 1 dimension."
-        )));
-    }
+    check_rank(op, "input", RankRequirement::AtLeast(2), input.shape())?;
+    check_rank(op, "other", RankRequirement::AtLeast(1), other.shape())?;
     if input.dtype() != other.dtype() {
-        return Err(value_err(format!(
-            "{op}: Expected input and other to have the same dtype, but got input's dtype {} \
-             and other's dtype {}",
-            input.dtype().c10_name(),
-            other.dtype().c10_name()
-        )));
+        return Err(wrong_dtype(
+            op,
+            "other",
+            format!("{} (the input's dtype)", input.dtype()),
+            other.dtype(),
+        ));
     }
     let a = matrices(op, &input, false)?;
     let (m, n) = (a.m, a.n);
@@ -433,9 +420,12 @@ fn linalg_lstsq(args: &mut Args<'_>) -> R {
     };
     let od = other.dim();
     if other.shape()[od - 2] != m {
-        return Err(shape_err(format!(
-            "{op}: input.size(-2) should match other.size(-2)"
-        )));
+        return Err(size_mismatch(
+            op,
+            "other.size(-2) (input.size(-2))",
+            m as i64,
+            other.shape()[od - 2] as i64,
+        ));
     }
     let k = other.shape()[od - 1];
     let batch = crate::tensor::broadcast_shapes(&a.batch, &other.shape()[..od - 2])?.to_vec();

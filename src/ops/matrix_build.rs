@@ -4,9 +4,10 @@
 //! functions PyTorch groups with them in real archives: `gcd` / `lcm`, `ldexp`, `frexp`,
 //! `logcumsumexp`.
 
-use super::kernels::value_err;
 use super::{Args, Registry};
+use crate::ops::kernels::{check_rank, invalid_argument, wrong_dtype};
 use crate::tensor::promote::promote_types;
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::{IValue, Tuple};
 
@@ -340,16 +341,9 @@ fn linalg_vander(a: &mut Args) -> R {
 fn combinations(a: &mut Args) -> R {
     let x = a.tensor(0)?;
     let (r, with_replacement) = (a.int(1)?, a.bool(2)?);
-    if x.dim() != 1 {
-        return Err(value_err(format!(
-            "Expect a 1D vector, but got shape {:?}",
-            x.shape()
-        )));
-    }
+    check_rank(a.op, "input", RankRequirement::Exactly(1), x.shape())?;
     if r < 0 {
-        return Err(value_err(format!(
-            "Expect a non-negative number, but got {r}"
-        )));
+        return Err(invalid_argument(a.op, "r", "must be non-negative", r));
     }
     let (n, r) = (x.shape()[0], r as usize);
     if r == 0 {
@@ -405,27 +399,20 @@ fn renorm(a: &mut Args) -> R {
     let p = a.scalar(1)?.to_f64();
     let maxnorm = a.scalar(3)?.to_f64();
     if !x.dtype().is_floating_point() {
-        return Err(value_err(format!(
-            "renorm: expected a floating point tensor, got {}",
-            x.dtype()
-        )));
+        return Err(wrong_dtype("renorm", "input", "floating-point", x.dtype()));
     }
     if p <= 0.0 {
-        return Err(value_err(format!(
-            "renorm: non-positive-norm not supported (p = {p})"
-        )));
+        return Err(invalid_argument("renorm", "p", "must be positive", p));
     }
     if maxnorm < 0.0 {
-        return Err(value_err(format!(
-            "renorm: expected maxnorm to be >= 0 but got {maxnorm}"
-        )));
+        return Err(invalid_argument(
+            "renorm",
+            "maxnorm",
+            "must be >= 0",
+            maxnorm,
+        ));
     }
-    if x.dim() <= 1 {
-        return Err(value_err(format!(
-            "renorm: input needs at least 2 dimensions, got {} dimensions",
-            x.dim()
-        )));
-    }
+    check_rank("renorm", "input", RankRequirement::AtLeast(2), x.shape())?;
     let d = crate::tensor::wrap_dim(a.int(2)?, x.dim())?;
     let moved = super::shape::movedim(&x, &[d as i64], &[0])?.contiguous()?;
     let shape = moved.shape().to_vec();

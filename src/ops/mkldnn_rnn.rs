@@ -7,12 +7,17 @@
 //! `num_layers`, `batch_sizes` and `train` change nothing), and in grad mode also fills an
 //! opaque training workspace.
 
-use super::kernels::{shape_err, unsupported, value_err};
+use super::kernels::value_err;
 use super::linalg::reshape;
 use super::mkldnn::tensor_of;
 use super::prims::via_aten;
 use super::{Args, Registry};
 use crate::ops::grad_mode::is_grad_enabled;
+use crate::ops::kernels::{
+    invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, unsupported_feature,
+    wrong_dtype,
+};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::{IValue, List, Tuple, Type};
 
@@ -33,7 +38,7 @@ fn gate_rows(op: &str, hidden: i64) -> crate::Result<(usize, usize)> {
     usize::try_from(hidden)
         .ok()
         .and_then(|h| Some((h, h.checked_mul(4)?)))
-        .ok_or_else(|| value_err(format!("{op}: hidden_size {hidden} is out of range")))
+        .ok_or_else(|| invalid_argument(op, "hidden_size", "must be a non-negative size", hidden))
 }
 
 /// `x` flipped along its first (time) dim.
@@ -65,22 +70,24 @@ fn mkldnn_rnn_layer(a: &mut Args<'_>) -> R {
         a.bool(i)?;
     }
     if mode != MODE_LSTM {
-        return Err(value_err(format!(
-            "{op}: could not create a primitive descriptor for the LSTM forward propagation primitive (mode {mode}; oneDNN's layer is an LSTM, mode {MODE_LSTM})"
-        )));
+        return Err(invalid_argument(
+            op,
+            "mode",
+            format!("must be {MODE_LSTM} (oneDNN's layer is an LSTM)"),
+            mode,
+        ));
     }
     if is_grad_enabled() {
-        return Err(unsupported(format!(
-            "{op}: in grad mode oneDNN also returns its training workspace, whose layout is oneDNN-internal; call it under torch.no_grad()"
-        )));
+        return Err(unsupported_feature(
+            op,
+            "grad mode (oneDNN also returns its training workspace, whose layout is \
+             oneDNN-internal; call it under torch.no_grad())",
+        ));
     }
     // oneDNN's LSTM runs float32 or bfloat16 (bfloat16 products accumulated in float32, which
     // tsrun's LSTM matches to bfloat16 rounding); other mixes fail to build in PyTorch
     if !matches!(x.dtype(), DType::Float32 | DType::BFloat16) {
-        return Err(unsupported(format!(
-            "{op}: input of dtype {} (oneDNN's LSTM runs float32 or bfloat16)",
-            x.dtype()
-        )));
+        return Err(wrong_dtype(op, "input", "float32 or bfloat16", x.dtype()));
     }
     for (t, name) in [
         (&w_ih, "weight0"),
@@ -89,46 +96,52 @@ fn mkldnn_rnn_layer(a: &mut Args<'_>) -> R {
         (&cx, "cx_"),
     ] {
         if t.dtype() != x.dtype() {
-            return Err(unsupported(format!(
-                "{op}: {name} of dtype {} with an input of {} (tsrun runs one dtype throughout)",
-                t.dtype(),
-                x.dtype()
-            )));
+            return Err(unsupported_feature(
+                op,
+                format!(
+                    "{name} of dtype {} with an input of {} (tsrun runs one dtype throughout)",
+                    t.dtype(),
+                    x.dtype()
+                ),
+            ));
         }
     }
     // oneDNN reads input, hx and cx through their data pointers as dense blocks
     for (t, name) in [(&x, "input"), (&hx, "hx_"), (&cx, "cx_")] {
         if !t.is_contiguous() {
-            return Err(unsupported(format!(
-                "{op}: a non-contiguous {name} (oneDNN reads its memory as a dense block)"
-            )));
+            return Err(unsupported_feature(
+                op,
+                format!("a non-contiguous {name} (oneDNN reads its memory as a dense block)"),
+            ));
         }
     }
     let [_, batch, input] = *x.shape() else {
-        return Err(shape_err(format!(
-            "{op}: input must be [seq_len, batch, input_size], got {:?}",
-            x.shape()
-        )));
+        return Err(rank_mismatch(
+            op,
+            "input ([seq_len, batch, input_size])",
+            RankRequirement::Exactly(3),
+            x.shape(),
+        ));
     };
     let (h, rows) = gate_rows(op, hidden)?;
     // oneDNN takes the weights' sizes from hidden_size and the input width: any other shape
     // would be read out of its bounds
     let want_ih = [rows, input];
     let want_hh = [rows, h];
-    if w_ih.shape() != want_ih || w_hh.shape() != want_hh {
-        return Err(shape_err(format!(
-            "{op}: weights {:?} / {:?} are not {want_ih:?} / {want_hh:?} for hidden_size {h}",
-            w_ih.shape(),
-            w_hh.shape()
-        )));
+    for (t, name, want) in [(&w_ih, "weight0", want_ih), (&w_hh, "weight1", want_hh)] {
+        if t.shape() != want {
+            return Err(shape_mismatch(op, name, &want, t.shape()));
+        }
     }
     let state = [1, batch, h];
     for (t, name) in [(&hx, "hx_"), (&cx, "cx_")] {
         if Some(t.numel()) != batch.checked_mul(h) {
-            return Err(shape_err(format!(
-                "{op}: {name} {:?} does not hold batch x hidden_size = {batch} x {h} values",
-                t.shape()
-            )));
+            return Err(size_mismatch(
+                op,
+                format!("the number of elements of {name} (batch x hidden_size)"),
+                i64::try_from(batch.saturating_mul(h)).unwrap_or(i64::MAX),
+                t.numel() as i64,
+            ));
         }
     }
     let mut params = vec![w_ih, w_hh];
@@ -136,10 +149,7 @@ fn mkldnn_rnn_layer(a: &mut Args<'_>) -> R {
         for i in [3, 4] {
             let b = a.tensor(i)?;
             if b.shape() != [rows] {
-                return Err(shape_err(format!(
-                    "{op}: bias {:?} is not [{rows}]",
-                    b.shape()
-                )));
+                return Err(shape_mismatch(op, "bias", &[rows], b.shape()));
             }
             params.push(b);
         }
@@ -201,9 +211,12 @@ fn reorder_rnn_layer_weight(a: &mut Args<'_>) -> R {
     if let Some(sizes) = a.opt_int_list(6)? {
         // PyTorch reads its time and batch entries (0 and 1) unchecked
         if sizes.len() < 2 {
-            return Err(shape_err(format!(
-                "{op}: input_size {sizes:?} has no time and batch sizes"
-            )));
+            return Err(invalid_argument(
+                op,
+                "the length of input_size",
+                "must be at least 2 (time and batch sizes)",
+                sizes.len(),
+            ));
         }
     }
     let (h, rows) = gate_rows(op, hidden)?;
@@ -213,21 +226,16 @@ fn reorder_rnn_layer_weight(a: &mut Args<'_>) -> R {
         (&w_hh, "weight1", h),
     ] {
         if !matches!(w.dtype(), DType::Float32 | DType::BFloat16) {
-            return Err(value_err(format!(
-                "{op}: get_mkldnn_dtype: unsupported data type ({name} is {})",
-                w.dtype()
-            )));
+            return Err(wrong_dtype(op, name, "float32 or bfloat16", w.dtype()));
         }
         if w.shape() != [rows, width] {
-            return Err(shape_err(format!(
-                "{op}: {name} {:?} is not [4 * hidden_size, .] with hidden_size {h}",
-                w.shape()
-            )));
+            return Err(shape_mismatch(op, name, &[rows, width], w.shape()));
         }
         if !w.is_contiguous() {
-            return Err(unsupported(format!(
-                "{op}: a non-contiguous {name} (oneDNN reads its memory as a dense block)"
-            )));
+            return Err(unsupported_feature(
+                op,
+                format!("a non-contiguous {name} (oneDNN reads its memory as a dense block)"),
+            ));
         }
         let gates = reshape(w, &[4, h, width])?;
         let ldigo = super::linalg::permute(&gates, &[2, 0, 1])?.contiguous()?;

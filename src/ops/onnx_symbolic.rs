@@ -3,9 +3,9 @@
 //! shape and ONNX element type; the operator's inputs and attributes only go into the exported
 //! graph.
 
-use super::kernels::{unsupported, value_err};
 use super::prims::via_aten;
 use super::{Args, Registry};
+use crate::ops::kernels::{invalid_argument, unsupported_feature};
 use crate::tensor::DType;
 use crate::values::IValue;
 
@@ -45,14 +45,20 @@ fn symbolic(a: &mut Args<'_>) -> crate::Result<IValue> {
     let dtype = match onnx_dtype(code) {
         Some(Ok(d)) => d,
         Some(Err(code)) => {
-            return Err(unsupported(format!(
-                "{op}: ONNX element type {code} (a float8 / float4 type tsrun has no tensors of)"
-            )))
+            return Err(unsupported_feature(
+                op,
+                format!(
+                    "ONNX element type {code} (a float8 / float4 type tsrun has no tensors of)"
+                ),
+            ))
         }
         None => {
-            return Err(value_err(format!(
-                "{op}: {code} is invalid as an ONNX data type"
-            )))
+            return Err(invalid_argument(
+                op,
+                "dtype",
+                "must be an ONNX data type",
+                code,
+            ))
         }
     };
     let shape = a.get(3)?.clone();

@@ -4,10 +4,13 @@
 //! state). Reproduces ATen's CPU kernels (`_philox_key_split`, `_philox_key_fold_in`,
 //! `_philox_uniform_`, `_philox_normal_`, `_philox_randint_`) bit for bit up to libm rounding.
 
-use super::kernels::value_err;
 use super::random::on_fresh_copy;
 use super::{Args, Registry};
+use crate::ops::kernels::{
+    check_rank, invalid_argument, not_implemented_for, rank_mismatch, size_mismatch, wrong_dtype,
+};
 use crate::tensor::{DType, Tensor};
+use crate::tensor::{RankRequirement, TensorError};
 use crate::values::IValue;
 use half::{bf16, f16};
 
@@ -55,17 +58,17 @@ fn derive_key(r: [u32; 4]) -> [u64; 2] {
 
 /// The key's `(seed, offset)` pairs, row-major, after ATen's shape and dtype checks.
 fn key_pairs(op: &str, key: &Tensor) -> crate::Result<Vec<[u64; 2]>> {
-    if key.dim() < 1 || key.shape().last() != Some(&2) {
-        return Err(value_err(format!(
-            "{op}: key must have shape (*batch, 2), got shape {:?}",
-            key.shape()
-        )));
+    check_rank(op, "key", RankRequirement::AtLeast(1), key.shape())?;
+    if key.shape().last() != Some(&2) {
+        return Err(size_mismatch(
+            op,
+            "key.size(-1) (a key is (seed, offset))",
+            2,
+            key.shape().last().map_or(-1, |&d| d as i64),
+        ));
     }
     if key.dtype() != DType::UInt64 {
-        return Err(value_err(format!(
-            "{op}: key must have dtype uint64, got {}",
-            key.dtype().name()
-        )));
+        return Err(wrong_dtype(op, "key", "uint64", key.dtype()));
     }
     let flat = key.contiguous()?.to_vec::<u64>()?;
     Ok(flat.chunks_exact(2).map(|p| [p[0], p[1]]).collect())
@@ -78,14 +81,22 @@ fn key_split(args: &mut Args<'_>) -> R {
     let num_splits = args.int(1)?;
     let keys = key_pairs("_philox_key_split", &key)?;
     if num_splits <= 0 {
-        return Err(value_err(format!(
-            "_philox_key_split: num_splits must be positive, got {num_splits}"
-        )));
+        return Err(invalid_argument(
+            "_philox_key_split",
+            "num_splits",
+            "must be positive",
+            num_splits,
+        ));
     }
     let splits = num_splits as usize;
-    let total = splits
-        .checked_mul(key.numel())
-        .ok_or_else(|| value_err("_philox_key_split: result too large"))?;
+    let total = splits.checked_mul(key.numel()).ok_or_else(|| {
+        invalid_argument(
+            "_philox_key_split",
+            "num_splits",
+            "must keep the result's size within usize",
+            num_splits,
+        )
+    })?;
     let mut out = Vec::with_capacity(total);
     for s in 0..splits as u64 {
         for [seed, offset] in &keys {
@@ -118,18 +129,22 @@ fn key_fold_in_tensor(args: &mut Args<'_>) -> R {
     let key = args.tensor(0)?;
     let data = args.tensor(1)?;
     if data.dtype() != DType::UInt64 {
-        return Err(value_err(format!(
-            "_philox_key_fold_in: data must have dtype uint64, got {}",
-            data.dtype().name()
-        )));
+        return Err(wrong_dtype(
+            "_philox_key_fold_in",
+            "data",
+            "uint64",
+            data.dtype(),
+        ));
     }
     let v = data.contiguous()?.to_vec::<u64>()?;
     match v.as_slice() {
         [d] => fold_in_impl(&key, *d),
-        _ => Err(value_err(format!(
-            "_philox_key_fold_in: data must be a single value, got {} elements",
-            v.len()
-        ))),
+        _ => Err(size_mismatch(
+            "_philox_key_fold_in",
+            "the number of elements of data",
+            1,
+            v.len() as i64,
+        )),
     }
 }
 
@@ -146,17 +161,20 @@ fn streams(op: &str, out_shape: &[usize], key: &Tensor) -> crate::Result<Vec<([u
     }
     let kshape = &key.shape()[..key.dim() - 1];
     if kshape.len() != out_shape.len() {
-        return Err(value_err(format!(
-            "{op}: batched key must have ndim == output ndim + 1, got key shape {:?} with \
-             output shape {out_shape:?}",
-            key.shape()
-        )));
+        return Err(rank_mismatch(
+            op,
+            "batched key",
+            RankRequirement::Exactly(out_shape.len() + 1),
+            key.shape(),
+        ));
     }
-    if kshape.iter().zip(out_shape).any(|(k, s)| *k != 1 && k != s) {
-        return Err(value_err(format!(
-            "{op}: key batch shape {kshape:?} is not broadcastable with output shape \
-             {out_shape:?}"
-        )));
+    if let Some((dim, (k, s))) = kshape
+        .iter()
+        .zip(out_shape)
+        .enumerate()
+        .find(|(_, (k, s))| **k != 1 && k != s)
+    {
+        return Err(TensorError::Broadcast { a: *k, b: *s, dim }.into());
     }
     // the trailing run of size-1 key dims shares one key
     let mut key_dims = out_shape.len();
@@ -175,7 +193,11 @@ fn streams(op: &str, out_shape: &[usize], key: &Tensor) -> crate::Result<Vec<([u
         let k = keys
             .get(flat)
             .copied()
-            .ok_or_else(|| value_err(format!("{op}: key index out of range")))?;
+            .ok_or(TensorError::IndexOutOfBounds {
+                index: flat as i64,
+                dim: 0,
+                size: keys.len(),
+            })?;
         res.extend((0..per_key).map(|j| (k, j)));
         for d in (0..key_dims).rev() {
             idx[d] += 1;
@@ -221,10 +243,7 @@ fn check_floating(op: &str, t: &Tensor) -> crate::Result<()> {
     if t.dtype().is_floating_point() {
         Ok(())
     } else {
-        Err(value_err(format!(
-            "{op}: self must be a floating point tensor, got {}",
-            t.dtype().name()
-        )))
+        Err(wrong_dtype(op, "self", "floating-point", t.dtype()))
     }
 }
 
@@ -269,12 +288,7 @@ fn uniform_(args: &mut Args<'_>) -> R {
                 bf16::from_f32(uniform_half(b[j], 8, lo.to_f32(), range))
             })?
         }
-        d => {
-            return Err(value_err(format!(
-                "{OP}: not implemented for '{}'",
-                d.name()
-            )))
-        }
+        d => return Err(not_implemented_for(OP, d)),
     }
     Ok(IValue::Tensor(out))
 }
@@ -327,12 +341,7 @@ fn normal_(args: &mut Args<'_>) -> R {
         DType::BFloat16 => fill_from_blocks(OP, &out, &key, 4, block32, &|b, j| {
             bf16::from_f32(b[j] * sigma + mu)
         })?,
-        d => {
-            return Err(value_err(format!(
-                "{OP}: not implemented for '{}'",
-                d.name()
-            )))
-        }
+        d => return Err(not_implemented_for(OP, d)),
     }
     Ok(IValue::Tensor(out))
 }
@@ -363,12 +372,8 @@ fn randint_(args: &mut Args<'_>) -> R {
     let key = args.tensor(1)?;
     let (low, high) = (args.opt_int(2)?, args.opt_int(3)?);
     let dtype = out.dtype();
-    let (dmin, dend, bits) = int_range(dtype).ok_or_else(|| {
-        value_err(format!(
-            "{OP}: self must have an integer dtype, got {}",
-            dtype.name()
-        ))
-    })?;
+    let (dmin, dend, bits) =
+        int_range(dtype).ok_or_else(|| wrong_dtype(OP, "self", "an integer dtype", dtype))?;
     let as_bound = |v: i64| -> i128 {
         if dtype == DType::UInt64 {
             v as u64 as i128
@@ -383,21 +388,25 @@ fn randint_(args: &mut Args<'_>) -> R {
             let lo = low.map_or(dmin, as_bound);
             let hi = high.map_or(dend, as_bound);
             if lo >= hi || lo < dmin || hi > dend {
-                return Err(value_err(format!(
-                    "{OP}: [low, high) must be non-empty and within the range of {}, got \
-                     [{lo}, {hi})",
-                    dtype.name()
-                )));
+                return Err(invalid_argument(
+                    OP,
+                    "[low, high)",
+                    format!("must be non-empty and within the range of {dtype}"),
+                    format!("[{lo}, {hi})"),
+                ));
             }
             let range = (hi - lo) as u128;
             if bits <= 32 {
                 let r32 = (range % (1u128 << 32)) as u64;
                 if !(r32 == 0 || (1u64 << 32).is_multiple_of(r32) || r32 < (1 << 28)) {
-                    return Err(value_err(format!(
-                        "{OP}: range (high - low = {r32}) does not divide 2^32 evenly and is \
-                         too large for the output dtype {}",
-                        dtype.name()
-                    )));
+                    return Err(invalid_argument(
+                        OP,
+                        "high - low",
+                        format!(
+                            "must divide 2^32 evenly or be below 2^28 for the output dtype {dtype}"
+                        ),
+                        r32,
+                    ));
                 }
             }
             Some((lo, (range % (1u128 << 64)) as u64))

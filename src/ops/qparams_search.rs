@@ -7,8 +7,10 @@
 //! optimum wins. Computed in float32 in PyTorch's operation order, so the result is
 //! bit-exact.
 
-use super::kernels::{shape_err, unsupported, value_err};
+use super::kernels::shape_err;
 use super::{Args, Registry};
+use crate::ops::kernels::{invalid_argument, unsupported_feature};
+use crate::tensor::TensorError;
 use crate::tensor::{DType, Tensor};
 use crate::values::{IValue, Tuple};
 use half::f16;
@@ -85,24 +87,31 @@ fn choose_qparams_optimized(a: &mut Args<'_>) -> crate::Result<IValue> {
     let x = a.tensor(0)?;
     let (numel, n_bins, ratio, bit_width) = (a.int(1)?, a.int(2)?, a.double(3)?, a.int(4)?);
     if x.dtype() != DType::Float32 {
-        return Err(value_err(format!(
-            "{op}: expected scalar type Float but found {}",
-            x.dtype()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: DType::Float32,
+            got: x.dtype(),
+        }
+        .into());
     }
     if x.numel() == 0 {
-        return Err(value_err(format!(
-            "{op}: input tensor is empty and has no data"
-        )));
+        return Err(invalid_argument(op, "input.numel()", "must be positive", 0));
     }
     let numel = usize::try_from(numel)
         .ok()
         .filter(|&n| n <= x.numel())
-        .ok_or_else(|| value_err(format!("{op}: numel is out of the bound of input tensor")))?;
+        .ok_or_else(|| {
+            invalid_argument(
+                op,
+                "numel",
+                format!("must be in [0, {}] (the input's size)", x.numel()),
+                numel,
+            )
+        })?;
     if !(0..=30).contains(&bit_width) {
-        return Err(unsupported(format!(
-            "{op}: bit_width {bit_width} (PyTorch computes (1 << bit_width) in a 32-bit int)"
-        )));
+        return Err(unsupported_feature(
+            op,
+            format!("bit_width {bit_width} (PyTorch computes (1 << bit_width) in a 32-bit int)"),
+        ));
     }
     let raw = memory_prefix(op, &x, numel.max(1))?;
     // an empty range's min_element is its end: the first element
@@ -123,9 +132,12 @@ fn choose_qparams_optimized(a: &mut Args<'_>) -> crate::Result<IValue> {
     while cur_min + thr < cur_max {
         work += 2 * numel.max(1) as u128;
         if work > MAX_SEARCH_WORK {
-            return Err(unsupported(format!(
-                "{op}: the search over {n_bins} bins of {numel} values exceeds tsrun's work bound"
-            )));
+            return Err(unsupported_feature(
+                op,
+                format!(
+                    "a search over {n_bins} bins of {numel} values (beyond tsrun's work bound)"
+                ),
+            ));
         }
         let loss_up = quant_loss(input, cur_min + stepsize, cur_max, qmax);
         let loss_down = quant_loss(input, cur_min, cur_max - stepsize, qmax);
@@ -144,9 +156,13 @@ fn choose_qparams_optimized(a: &mut Args<'_>) -> crate::Result<IValue> {
             cur_loss = loss_down;
         }
         if cur_min == before_min && cur_max == before_max {
-            return Err(unsupported(format!(
-                "{op}: the step {stepsize} no longer moves the range [{cur_min}, {cur_max}] (PyTorch loops forever here)"
-            )));
+            return Err(unsupported_feature(
+                op,
+                format!(
+                    "a step ({stepsize}) that no longer moves the range [{cur_min}, {cur_max}] \
+                     (PyTorch loops forever here)"
+                ),
+            ));
         }
     }
     let one = |v: f32| Tensor::from_vec(vec![v], &[1]).map(IValue::Tensor);

@@ -4,8 +4,8 @@
 //! CPU flash kernel holds, else the math kernel (0). tsrun has no switches to disable a
 //! backend, so both stay enabled, as they are by default in PyTorch.
 
-use super::kernels::value_err;
 use super::{Args, Registry};
+use crate::ops::kernels::invalid_argument;
 use crate::tensor::{wrap_dim, DType, Tensor};
 use crate::values::IValue;
 
@@ -72,8 +72,11 @@ fn use_flash_attention(
             return Ok(false);
         }
         if hk == 0 {
-            return Err(value_err(
-                "_fused_sdp_choice: key has 0 heads (integer division by zero in PyTorch's grouped-query check)",
+            return Err(invalid_argument(
+                "_fused_sdp_choice",
+                "the number of key heads",
+                "must be positive with enable_gqa (PyTorch divides by it)",
+                0,
             ));
         }
         if hq % hk != 0 {

@@ -1,19 +1,17 @@
 //! Index conversions between the COO and CSR sparse layouts, on dense index tensors:
 //! `_convert_indices_from_coo_to_csr`, `_convert_indices_from_csr_to_coo`.
 
-use super::kernels::{index_err, value_err};
 use super::{Args, Registry};
+use crate::ops::kernels::{check_rank, invalid_argument, unsupported_feature, wrong_dtype};
 use crate::tensor::{DType, Tensor};
+use crate::tensor::{RankRequirement, TensorError};
 use crate::values::IValue;
 
 type R = crate::Result<IValue>;
 
 fn index_values(op: &str, what: &str, t: &Tensor) -> crate::Result<Vec<i64>> {
     if !matches!(t.dtype(), DType::Int64 | DType::Int32) {
-        return Err(value_err(format!(
-            "{op}: {what} must be an int32 or int64 tensor, got {}",
-            t.dtype()
-        )));
+        return Err(wrong_dtype(op, what, "int32 or int64", t.dtype()));
     }
     t.contiguous()?.to_vec::<i64>()
 }
@@ -31,23 +29,25 @@ fn index_tensor(v: Vec<i64>, shape: &[usize], int32: bool) -> crate::Result<Tens
 /// sorted COO row indices, by PyTorch's CPU algorithm (out-of-range rows are an error here).
 fn coo_to_csr(a: &mut Args) -> R {
     let rows = a.tensor(0)?;
-    if rows.dim() != 1 {
-        return Err(value_err(format!(
-            "{}: expected a 1-d index tensor, got shape {:?}",
-            a.op,
-            rows.shape()
-        )));
-    }
+    check_rank(a.op, "input", RankRequirement::Exactly(1), rows.shape())?;
     let rows_v = index_values(a.op, "input", &rows)?;
-    let size = usize::try_from(a.int(1)?)
-        .map_err(|_| value_err(format!("{}: size must be non-negative", a.op)))?;
+    let size = a.int(1)?;
+    let size = usize::try_from(size)
+        .map_err(|_| invalid_argument(a.op, "size", "must be non-negative", size))?;
     let mut out = vec![0i64; size + 1];
     let nnz = rows_v.len();
     let slot = |r: i64| -> crate::Result<usize> {
         usize::try_from(r)
             .ok()
             .filter(|&r| r <= size)
-            .ok_or_else(|| index_err(format!("{}: row index {r} out of range 0..{size}", a.op)))
+            .ok_or_else(|| {
+                TensorError::IndexOutOfBounds {
+                    index: r,
+                    dim: 0,
+                    size: size + 1,
+                }
+                .into()
+            })
     };
     if let (Some(&first), Some(&last)) = (rows_v.first(), rows_v.last()) {
         // (the leading pointers up to the first row stay 0)
@@ -71,12 +71,14 @@ fn coo_to_csr(a: &mut Args) -> R {
 fn csr_to_coo(a: &mut Args) -> R {
     let (crow, col) = (a.tensor(0)?, a.tensor(1)?);
     if crow.dim() != 1 || col.dim() != 1 {
-        return Err(value_err(format!(
-            "{}: batched CSR indices (crow {:?}, col {:?}) are not supported",
+        return Err(unsupported_feature(
             a.op,
-            crow.shape(),
-            col.shape()
-        )));
+            format!(
+                "batched CSR indices (crow {:?}, col {:?})",
+                crow.shape(),
+                col.shape()
+            ),
+        ));
     }
     let crow_v = index_values(a.op, "crow_indices", &crow)?;
     let col_v = index_values(a.op, "col_indices", &col)?;
@@ -84,12 +86,13 @@ fn csr_to_coo(a: &mut Args) -> R {
     let mut rows = vec![0i64; nnz];
     for (i, w) in crow_v.windows(2).enumerate() {
         let (lo, hi) = (w[0].max(0) as usize, w[1].max(0) as usize);
-        let span = rows.get_mut(lo..hi.max(lo)).ok_or_else(|| {
-            index_err(format!(
-                "{}: crow_indices {lo}..{hi} out of range for {nnz} values",
-                a.op
-            ))
-        })?;
+        let span = rows
+            .get_mut(lo..hi.max(lo))
+            .ok_or(TensorError::IndexOutOfBounds {
+                index: hi as i64,
+                dim: 0,
+                size: nnz + 1,
+            })?;
         span.fill(i as i64);
     }
     let v = if a.bool(3)? {

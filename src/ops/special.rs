@@ -4,10 +4,11 @@
 use super::kernels::map::map_binary;
 use super::kernels::operand::{inplace_result, Operand};
 use super::kernels::special::SpecialFn;
-use super::kernels::value_err;
 use super::kernels::via_f64::{float_binary_op, t, vals};
 use super::{Args, Registry};
 use crate::float_unary;
+use crate::ops::kernels::{invalid_argument, not_implemented_for, wrong_dtype};
+use crate::tensor::TensorError;
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
 
@@ -336,22 +337,17 @@ fn dirichlet_grad(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let dtype = x.dtype();
     if !matches!(dtype, DType::Float32 | DType::Float64) {
-        return Err(crate::ops::kernels::value_err(format!(
-            "{}: \"_dirichlet_grad_cpu\" not implemented for '{}'",
-            args.op,
-            dtype.c10_name()
-        )));
+        return Err(not_implemented_for("_dirichlet_grad_cpu", dtype));
     }
     let mut operands = Vec::with_capacity(2);
     for i in [1, 2] {
         let t = args.tensor(i)?;
         if t.dtype() != dtype {
-            return Err(crate::ops::kernels::value_err(format!(
-                "{}: expected scalar type {} but found {}",
-                args.op,
-                dtype.c10_name(),
-                t.dtype().c10_name()
-            )));
+            return Err(TensorError::DTypeMismatch {
+                expected: dtype,
+                got: t.dtype(),
+            }
+            .into());
         }
         operands.push(
             super::shape::expand_to(&t, x.shape())?
@@ -490,7 +486,12 @@ pub(super) fn polygamma(args: &mut Args<'_>) -> R {
 }
 pub(super) fn polygamma_of(n: i64, x: &Tensor) -> R {
     if n < 0 {
-        return Err(value_err("polygamma(n, x) does not support negative n."));
+        return Err(invalid_argument(
+            "polygamma",
+            "n",
+            "must be non-negative",
+            n,
+        ));
     }
     if n == 0 {
         return t(float_unary!(x, "polygamma", |v: F| digamma(v as f64) as F)?);
@@ -591,11 +592,19 @@ pub(super) fn mvlgamma(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let p = args.int(1)?;
     if p < 1 {
-        return Err(value_err("p has to be greater than or equal to 1"));
+        return Err(invalid_argument(
+            "mvlgamma",
+            "p",
+            "must be greater than or equal to 1",
+            p,
+        ));
     }
     if !x.dtype().is_floating_point() {
-        return Err(value_err(
-            "mvlgamma is not implemented for integral tensors",
+        return Err(wrong_dtype(
+            "mvlgamma",
+            "input",
+            "floating-point",
+            x.dtype(),
         ));
     }
     let c = (p * (p - 1)) as f64 / 4.0 * std::f64::consts::PI.ln();
@@ -612,8 +621,11 @@ inplace_of! { pub(super) mvlgamma_ => mvlgamma; }
 pub(super) fn positive(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     if x.dtype() == DType::Bool {
-        return Err(value_err(
-            "The `+` operator, on a bool tensor is not supported.",
+        return Err(wrong_dtype(
+            "positive (the + operator)",
+            "input",
+            "not bool",
+            x.dtype(),
         ));
     }
     t(x)
@@ -622,7 +634,7 @@ pub(super) fn positive(args: &mut Args<'_>) -> R {
 pub(super) fn signbit(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     if x.dtype().is_complex() {
-        return Err(value_err("signbit is not implemented for complex tensors."));
+        return Err(wrong_dtype("signbit", "input", "real", x.dtype()));
     }
     let v: Vec<bool> = vals(&x)?.iter().map(|v| v.is_sign_negative()).collect();
     t(Tensor::from_vec(v, x.shape())?)
@@ -682,14 +694,15 @@ pub(super) fn xlog1py(args: &mut Args<'_>) -> R {
 pub(super) fn heaviside(args: &mut Args<'_>) -> R {
     let (x, v) = (args.tensor(0)?, args.tensor(1)?);
     if x.dtype() != v.dtype() {
-        return Err(value_err(
-            "heaviside is not yet implemented for tensors with different dtypes",
+        return Err(wrong_dtype(
+            "heaviside",
+            "values",
+            format!("{} (self's dtype)", x.dtype()),
+            v.dtype(),
         ));
     }
     if x.dtype().is_complex() {
-        return Err(value_err(
-            "heaviside is not yet implemented for complex tensors.",
-        ));
+        return Err(wrong_dtype("heaviside", "input", "real", x.dtype()));
     }
     let (a, b) = (x.to_dtype(DType::Float64)?, v.to_dtype(DType::Float64)?);
     let out = map_binary::<f64, f64, f64, _>(&a, &b, |x, v| {

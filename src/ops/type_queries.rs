@@ -3,8 +3,8 @@
 //! their `ScalarType` numbers, as in TorchScript.
 
 use super::kernels::operand::{can_cast, common_dtype, Operand};
-use super::kernels::unsupported;
 use super::{Args, Registry};
+use crate::ops::kernels::unsupported_feature;
 use crate::tensor::promote::promote_types;
 use crate::tensor::{DType, Scalar};
 use crate::values::IValue;
@@ -24,11 +24,11 @@ fn result_type(args: &mut Args<'_>) -> R {
         .any(|o| matches!(o, Operand::Scalar(Scalar::Complex(_))));
     // PyTorch answers ComplexBFloat16 (`torch.bcomplex32`), a dtype tsrun does not have
     if complex_number && !tensors.is_empty() && common_dtype(&tensors) == DType::BFloat16 {
-        return Err(unsupported(format!(
-            "{}: bfloat16 with a complex number promotes to ComplexBFloat16, which tsrun does \
-             not support",
-            args.op
-        )));
+        return Err(unsupported_feature(
+            args.op,
+            "bfloat16 with a complex number (it promotes to ComplexBFloat16, a dtype tsrun \
+             lacks)",
+        ));
     }
     Ok(IValue::Int(common_dtype(&[&a, &b]).to_scalar_type()))
 }

@@ -112,12 +112,15 @@ impl Tensor {
     /// A quantized tensor viewing the integers of `ints` (`int8` / `uint8` / `int32`, shared
     /// storage) with `quantizer`.
     pub fn quantized_from_ints(ints: &Tensor, quantizer: Quantizer) -> Result<Tensor, TensorError> {
-        let qdtype = ints.dtype().quantized_of().ok_or_else(|| {
-            TensorError::Unsupported(format!(
-                "quantized tensors hold int8, uint8 or int32 values, not {}",
-                ints.dtype()
-            ))
-        })?;
+        let qdtype = ints
+            .dtype()
+            .quantized_of()
+            .ok_or_else(|| TensorError::WrongDType {
+                op: "quantized_from_ints".into(),
+                argument: "ints".into(),
+                expected: "int8, uint8 or int32".into(),
+                got: ints.dtype(),
+            })?;
         Tensor::quantized_from_ints_as(ints, quantizer, qdtype)
     }
 
@@ -129,15 +132,25 @@ impl Tensor {
         qdtype: DType,
     ) -> Result<Tensor, TensorError> {
         if qdtype.underlying_int() != Some(ints.dtype()) {
-            return Err(TensorError::Unsupported(format!(
-                "{qdtype} tensors cannot hold {} values",
-                ints.dtype()
-            )));
+            return Err(TensorError::WrongDType {
+                op: "quantized_from_ints".into(),
+                argument: "ints".into(),
+                expected: match qdtype.underlying_int() {
+                    Some(d) => format!("{d} (the values of {qdtype})"),
+                    None => format!("the values of a quantized dtype, not {qdtype}"),
+                },
+                got: ints.dtype(),
+            });
         }
-        if qdtype == DType::QUInt4x2 && ints.read::<u8>()?.view().iter().any(|&v| v > 15) {
-            return Err(TensorError::Unsupported(
-                "quint4x2 values must be in 0..=15".into(),
-            ));
+        if qdtype == DType::QUInt4x2 {
+            if let Some(&v) = ints.read::<u8>()?.view().iter().find(|&&v| v > 15) {
+                return Err(TensorError::InvalidArgument {
+                    op: "quantized_from_ints".into(),
+                    argument: "a quint4x2 value".into(),
+                    requirement: "must be in 0..=15".into(),
+                    value: v.to_string(),
+                });
+            }
         }
         let channel_params = match &quantizer {
             Quantizer::PerTensorAffine { .. } => None,
@@ -153,16 +166,23 @@ impl Tensor {
             } => Some((scales.len(), zero_points.len(), *axis)),
         };
         if let Some((n_scales, n_zero_points, axis)) = channel_params {
-            let n = ints.shape().get(axis).copied().ok_or_else(|| {
-                TensorError::Shape(format!(
-                    "per-channel axis {axis} of a {}-d tensor",
-                    ints.dim()
-                ))
-            })?;
-            if n_scales != n || n_zero_points != n {
-                return Err(TensorError::Shape(format!(
-                    "{n_scales} scales and {n_zero_points} zero points for {n} channels"
-                )));
+            let n = ints
+                .shape()
+                .get(axis)
+                .copied()
+                .ok_or(TensorError::DimOutOfRange {
+                    dim: axis as i64,
+                    ndim: ints.dim(),
+                })?;
+            for (what, got) in [("scales", n_scales), ("zero points", n_zero_points)] {
+                if got != n {
+                    return Err(TensorError::SizeMismatch {
+                        op: "quantized_from_ints".into(),
+                        what: format!("the number of {what} (channels along axis {axis})"),
+                        expected: n as i64,
+                        got: got as i64,
+                    });
+                }
             }
         }
         let mut t = Tensor::from_parts(
@@ -179,12 +199,15 @@ impl Tensor {
     /// `int_repr()` without a copy: the integers of a quantized tensor as `int8` / `uint8` /
     /// `int32`, sharing its storage.
     pub fn int_repr_view(&self) -> Result<Tensor, TensorError> {
-        let dtype = self.dtype().underlying_int().ok_or_else(|| {
-            TensorError::Unsupported(format!(
-                "int_repr of a non-quantized {} tensor",
-                self.dtype()
-            ))
-        })?;
+        let dtype = self
+            .dtype()
+            .underlying_int()
+            .ok_or_else(|| TensorError::WrongDType {
+                op: "int_repr".into(),
+                argument: "self".into(),
+                expected: "quantized".into(),
+                got: self.dtype(),
+            })?;
         Tensor::from_parts(
             self.storage().clone(),
             self.storage_offset(),
@@ -210,10 +233,12 @@ fn nibble_layout(shape: &[usize]) -> (usize, usize) {
 /// the first in the low nibble, then zeros up to the storage's size.
 pub fn pack_nibbles(t: &Tensor) -> Result<Vec<u8>, TensorError> {
     if t.dtype() != DType::QUInt4x2 {
-        return Err(TensorError::Unsupported(format!(
-            "packing 4-bit values of a {} tensor",
-            t.dtype()
-        )));
+        return Err(TensorError::WrongDType {
+            op: "pack_nibbles".into(),
+            argument: "t".into(),
+            expected: "quint4x2".into(),
+            got: t.dtype(),
+        });
     }
     let ints = t.int_repr_view()?;
     let guard = ints.read::<u8>()?;
@@ -229,14 +254,23 @@ pub fn pack_nibbles(t: &Tensor) -> Result<Vec<u8>, TensorError> {
 /// holds ([`pack_nibbles`]'s layout).
 pub fn unpack_nibbles(bytes: &[u8], shape: &[usize]) -> Result<Vec<u8>, TensorError> {
     let (rows, row_bytes) = nibble_layout(shape);
-    let need = rows.checked_mul(row_bytes).ok_or_else(|| {
-        TensorError::Shape(format!("quint4x2 tensor of shape {shape:?} is too large"))
-    })?;
+    let need = rows
+        .checked_mul(row_bytes)
+        .ok_or_else(|| TensorError::InvalidArgument {
+            op: "unpack_nibbles".into(),
+            argument: "the shape of a quint4x2 tensor".into(),
+            requirement: "must have a byte size within usize".into(),
+            value: format!("{shape:?}"),
+        })?;
     if bytes.len() < need {
-        return Err(TensorError::Shape(format!(
-            "a quint4x2 tensor of shape {shape:?} needs {need} bytes, its storage has {}",
-            bytes.len()
-        )));
+        return Err(TensorError::InvalidArgument {
+            op: "unpack_nibbles".into(),
+            argument: "the storage bytes".into(),
+            requirement: format!(
+                "must be at least {need} for a quint4x2 tensor of shape {shape:?}"
+            ),
+            value: bytes.len().to_string(),
+        });
     }
     let numel: usize = shape.iter().product();
     Ok((0..numel)

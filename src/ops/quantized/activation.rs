@@ -7,9 +7,11 @@
 
 use super::{
     arg_qtensor, int_values, make_quantized, per_tensor_params, per_tensor_quantized, quantize_val,
-    tensor_result, unsupported, VEC_ELEMS_U8,
+    tensor_result, VEC_ELEMS_U8,
 };
+use crate::ops::kernels::{check_rank, invalid_argument, wrong_dtype};
 use crate::ops::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
 use crate::Result;
@@ -72,7 +74,7 @@ fn map_requant(
     let dtype = x.dtype();
     let range = dtype
         .quantized_range()
-        .ok_or_else(|| unsupported("quantized op", "input is not quantized"))?;
+        .ok_or_else(|| wrong_dtype("quantized op", "input", "quantized", dtype))?;
     let inv_scalar = 1.0f32 / scale as f32;
     let xv = int_values(x)?;
     let end = vec_end(xv.len(), dtype);
@@ -167,7 +169,7 @@ fn clamp_ints(x: &Tensor, lo: i32, hi: i32) -> Result<Tensor> {
     let q = x
         .quantizer()
         .map(|q| (**q).clone())
-        .ok_or_else(|| unsupported("quantized op", "input is not quantized"))?;
+        .ok_or_else(|| wrong_dtype("quantized op", "input", "quantized", x.dtype()))?;
     make_quantized(&vals, x.shape(), x.dtype(), q)
 }
 
@@ -177,7 +179,7 @@ fn quantize_bound(x: &Tensor, op: &str, v: f32) -> Result<i32> {
     let range = x
         .dtype()
         .quantized_range()
-        .ok_or_else(|| unsupported(op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(op, "input", "quantized", x.dtype()))?;
     Ok(quantize_val(v, 1.0f32 / scale as f32, zp, range))
 }
 
@@ -207,9 +209,11 @@ fn clamp(a: &mut Args<'_>) -> Result<IValue> {
         None => i32::MAX,
     };
     if lo == i32::MIN && hi == i32::MAX {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
-            "at least one of 'min' or 'max' must not be None",
+            "(min, max)",
+            "must not both be None",
+            "(None, None)",
         ));
     }
     tensor_result(clamp_ints(&x, lo, hi)?)
@@ -299,23 +303,23 @@ fn prelu(a: &mut Args<'_>) -> Result<IValue> {
     let (os, ozp) = (a.double(2)?, a.int(3)?);
     let (xs, xzp) = per_tensor_params(a.op, &x)?;
     let (ws, wzp) = per_tensor_params(a.op, &w)?;
-    if x.dim() == 0 {
-        return Err(unsupported(a.op, "zero-dim input tensor is not allowed"));
-    }
+    check_rank(a.op, "input", RankRequirement::AtLeast(1), x.shape())?;
     let range = x
         .dtype()
         .quantized_range()
-        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let w_range = w
         .dtype()
         .quantized_range()
-        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "weight", "quantized", w.dtype()))?;
     let channels = if x.dim() > 1 { x.shape()[1] } else { 1 };
     let wv = int_values(&w)?;
     if wv.len() != 1 && wv.len() != channels {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
-            format!("{} weights for an input of {channels} channels", wv.len()),
+            "the number of weight elements",
+            format!("must be 1 or the input's channels ({channels})"),
+            wv.len(),
         ));
     }
     let inner: usize = x.shape().iter().skip(2).product();

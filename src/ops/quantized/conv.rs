@@ -4,10 +4,12 @@
 
 use super::linear::Requant;
 use super::torchbind::{packed_arg, ConvParams};
-use super::{
-    arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result, unsupported,
+use super::{arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result};
+use crate::ops::kernels::{
+    check_rank, invalid_argument, rank_mismatch, size_mismatch, wrong_dtype,
 };
 use crate::ops::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Quantizer, Tensor};
 use crate::values::types::Type;
 use crate::values::{IValue, List, Tuple};
@@ -125,7 +127,7 @@ pub fn register(r: &mut Registry) {
 fn conv_dynamic(a: &mut Args<'_>, spatial: usize) -> Result<IValue> {
     let x = a.tensor(0)?;
     if !x.dtype().is_floating_point() {
-        return Err(unsupported(a.op, "expects a float input"));
+        return Err(wrong_dtype(a.op, "input", "floating-point", x.dtype()));
     }
     let p = ConvParams::from_object(&packed_arg(a, 1)?)?;
     let (lo, hi) = super::linear::min_max(&x.to_vec::<f32>()?);
@@ -148,13 +150,11 @@ fn accessor(a: &mut Args<'_>, f: impl Fn(&ConvParams) -> IValue) -> Result<IValu
 fn conv2d_unpack_sizes(a: &mut Args<'_>) -> Result<IValue> {
     let obj = packed_arg(a, 0)?;
     if &**obj.class_name() != super::torchbind::CONV2D_CLASS {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
-            format!(
-                "expects {}, got {}",
-                super::torchbind::CONV2D_CLASS,
-                obj.class_name()
-            ),
+            "packed weight",
+            format!("must be a {}", super::torchbind::CONV2D_CLASS),
+            obj.class_name(),
         ));
     }
     let p = ConvParams::from_object(&obj)?;
@@ -178,12 +178,15 @@ fn int_list(v: &[i64]) -> IValue {
 
 fn prepack(a: &mut Args<'_>, spatial: usize, transpose: bool) -> Result<IValue> {
     let mut weight = arg_qtensor(a, 0)?;
-    if weight.dtype() != DType::QInt8 || weight.dim() != spatial + 2 {
-        return Err(unsupported(
-            a.op,
-            format!("weights must be a {}-d qint8 tensor", spatial + 2),
-        ));
+    if weight.dtype() != DType::QInt8 {
+        return Err(wrong_dtype(a.op, "weight", "qint8", weight.dtype()));
     }
+    check_rank(
+        a.op,
+        "weight",
+        RankRequirement::Exactly(spatial + 2),
+        weight.shape(),
+    )?;
     let bias = a.opt_tensor(1)?;
     let list = |i: usize| a.int_list(i);
     let (stride, padding, output_padding, dilation, groups) = if transpose {
@@ -198,9 +201,11 @@ fn prepack(a: &mut Args<'_>, spatial: usize, transpose: bool) -> Result<IValue> 
         ("output_padding", &output_padding),
     ] {
         if v.len() != spatial {
-            return Err(unsupported(
+            return Err(size_mismatch(
                 a.op,
-                format!("{name} must have {spatial} values"),
+                format!("the length of {name}"),
+                spatial as i64,
+                v.len() as i64,
             ));
         }
     }
@@ -303,17 +308,22 @@ fn run_conv(
     relu: bool,
 ) -> Result<Tensor> {
     if x.dtype() != DType::QUInt8 {
-        return Err(unsupported(
-            op,
-            format!("input must be quint8, got {}", x.dtype()),
-        ));
+        return Err(wrong_dtype(op, "input", "quint8", x.dtype()));
     }
     // conv1d runs as 2-d over [N, C, 1, L]
     let packed_spatial = p.weight.dim().saturating_sub(2);
-    if x.dim() != spatial + 2 || !(1..=3).contains(&packed_spatial) {
-        return Err(unsupported(
+    check_rank(
+        op,
+        "input",
+        RankRequirement::Exactly(spatial + 2),
+        x.shape(),
+    )?;
+    if !(1..=3).contains(&packed_spatial) {
+        return Err(rank_mismatch(
             op,
-            format!("expects a {}-d input, got {}-d", spatial + 2, x.dim()),
+            "packed weight",
+            RankRequirement::OneOf(vec![3, 4, 5]),
+            p.weight.shape(),
         ));
     }
     let mut xs: Vec<usize> = x.shape().to_vec();
@@ -321,9 +331,11 @@ fn run_conv(
         xs.insert(2, 1);
     }
     if xs.len() != packed_spatial + 2 {
-        return Err(unsupported(
+        return Err(rank_mismatch(
             op,
-            "input rank does not match the packed weights",
+            "packed weight",
+            RankRequirement::Exactly(xs.len()),
+            p.weight.shape(),
         ));
     }
     let (x_scale, x_zp) = per_tensor_params(op, x)?;
@@ -331,7 +343,7 @@ fn run_conv(
     let g = usize::try_from(p.groups)
         .ok()
         .filter(|&g| g > 0)
-        .ok_or_else(|| unsupported(op, "groups must be positive"))?;
+        .ok_or_else(|| invalid_argument(op, "groups", "must be positive", p.groups))?;
     let (n, c) = (xs[0], xs[1]);
     let in_sp = three(&xs[2..].iter().map(|&d| d as i64).collect::<Vec<_>>(), 1);
     let k_sp = three(&ws[2..].iter().map(|&d| d as i64).collect::<Vec<_>>(), 1);
@@ -345,9 +357,12 @@ fn run_conv(
         (ws[0], ws[1])
     };
     if c != c_per_g * g || (p.transpose && ws[0] != c) {
-        return Err(unsupported(
+        let expected = if p.transpose { ws[0] } else { c_per_g * g };
+        return Err(size_mismatch(
             op,
-            format!("input has {c} channels, weights expect {}", c_per_g * g),
+            format!("input.size(1) (the channels of weight {ws:?})"),
+            expected as i64,
+            c as i64,
         ));
     }
     let m_per_g = m / g;
@@ -358,8 +373,21 @@ fn run_conv(
         } else {
             (in_sp[d] + 2 * pad[d] - dil[d] * (k_sp[d] - 1) - 1).div_euclid(stride[d].max(1)) + 1
         };
-        if out_sp[d] <= 0 || stride[d] <= 0 || dil[d] <= 0 {
-            return Err(unsupported(op, "the output would be empty"));
+        if stride[d] <= 0 || dil[d] <= 0 {
+            return Err(invalid_argument(
+                op,
+                "stride and dilation",
+                "must be positive",
+                format!("{:?} and {:?}", p.stride, p.dilation),
+            ));
+        }
+        if out_sp[d] <= 0 {
+            return Err(invalid_argument(
+                op,
+                "output size",
+                "must be positive",
+                format!("{:?}", &out_sp[..=d]),
+            ));
         }
     }
     // per output channel weight scale and zero point
@@ -378,9 +406,11 @@ fn run_conv(
                 true,
             ),
             _ => {
-                return Err(unsupported(
+                return Err(invalid_argument(
                     op,
-                    "weights must be quantized per tensor or per output channel",
+                    "the weight's qscheme",
+                    "must be per-tensor or per-channel along axis 0",
+                    "another quantization",
                 ))
             }
         };

@@ -9,8 +9,11 @@ use super::{
     arg_qtensor, dequantize_val, dequantize_val_fma, int_values, make_quantized, per_tensor_params,
     per_tensor_quantized, quantize_val, tensor_result, unsupported, VEC_ELEMS_U8,
 };
+use crate::ops::kernels::{
+    check_rank, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
+};
 use crate::ops::{Args, Kernel, Registry};
-use crate::tensor::Tensor;
+use crate::tensor::{RankRequirement, Tensor, TensorError};
 use crate::values::IValue;
 use crate::Result;
 use std::sync::OnceLock;
@@ -142,7 +145,7 @@ fn same_params_as(x: &Tensor, vals: &[i32], shape: &[usize]) -> Result<Tensor> {
     let q = x
         .quantizer()
         .map(|q| (**q).clone())
-        .ok_or_else(|| unsupported("quantized op", "input is not quantized"))?;
+        .ok_or_else(|| wrong_dtype("quantized op", "input", "quantized", x.dtype()))?;
     make_quantized(vals, shape, x.dtype(), q)
 }
 
@@ -170,8 +173,15 @@ const QADD_VEC_ELEMS_U8: usize = 32;
 fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let y = arg_qtensor(a, 1)?;
-    if x.shape() != y.shape() || x.dtype() != y.dtype() {
-        return Err(unsupported(a.op, "inputs of one shape and dtype expected"));
+    if x.shape() != y.shape() {
+        return Err(shape_mismatch(a.op, "other", x.shape(), y.shape()));
+    }
+    if x.dtype() != y.dtype() {
+        return Err(TensorError::DTypeMismatch {
+            expected: x.dtype(),
+            got: y.dtype(),
+        }
+        .into());
     }
     let (scale, zp) = (a.double(2)?, a.int(3)?);
     let (xs, xz) = per_tensor_params(a.op, &x)?;
@@ -179,7 +189,7 @@ fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let range = x
         .dtype()
         .quantized_range()
-        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let (xs, ys) = (xs as f32, ys as f32);
     let (xpre, ypre) = (xs * -(xz as f32), ys * -(yz as f32));
     let inv = 1.0f32 / scale as f32;
@@ -238,7 +248,11 @@ fn mul(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let y = arg_qtensor(a, 1)?;
     if x.dtype() != y.dtype() {
-        return Err(unsupported(a.op, "inputs of one dtype expected"));
+        return Err(TensorError::DTypeMismatch {
+            expected: x.dtype(),
+            got: y.dtype(),
+        }
+        .into());
     }
     let shape = crate::tensor::broadcast_shapes(x.shape(), y.shape())?.to_vec();
     let (scale, zp) = (a.double(2)?, a.int(3)?);
@@ -247,7 +261,7 @@ fn mul(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let range = x
         .dtype()
         .quantized_range()
-        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let multiplier = xs as f32 * ys as f32 * (1.0f32 / scale as f32);
     let xv = broadcast_int_values(&x, &shape)?;
     let yv = broadcast_int_values(&y, &shape)?;
@@ -274,7 +288,7 @@ fn cat(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let xs = a.tensor_list(0)?;
     let first = xs
         .first()
-        .ok_or_else(|| unsupported(a.op, "needs at least one tensor"))?;
+        .ok_or_else(|| size_mismatch(a.op, "the number of tensors (at least)", 1, 0))?;
     let (s0, z0) = per_tensor_params(a.op, first)?;
     let dim = a.int(1)?;
     let scale = a.opt_double(2)?.unwrap_or(s0);
@@ -332,7 +346,11 @@ fn matmul(a: &mut Args<'_>) -> Result<IValue> {
     per_tensor_params(a.op, &x)?;
     per_tensor_params(a.op, &y)?;
     if x.dtype() != y.dtype() {
-        return Err(unsupported(a.op, "inputs of one dtype expected"));
+        return Err(TensorError::DTypeMismatch {
+            expected: x.dtype(),
+            got: y.dtype(),
+        }
+        .into());
     }
     let (scale, zp) = (a.double(2)?, a.int(3)?);
     let args = vec![
@@ -365,9 +383,11 @@ fn scalar_operand(a: &Args<'_>, i: usize) -> Result<f64> {
     match a.get(i)? {
         IValue::Tensor(t) => {
             if t.numel() != 1 {
-                return Err(unsupported(
+                return Err(size_mismatch(
                     a.op,
-                    "a tensor with one element expected for the scalar",
+                    "the number of elements of the scalar tensor",
+                    1,
+                    t.numel() as i64,
                 ));
             }
             Ok(t.to_vec::<f64>()?[0])
@@ -387,7 +407,7 @@ fn add_scalar(a: &mut Args<'_>, xi: usize, bi: usize, relu: bool) -> Result<IVal
     let (qmin, qmax) = x
         .dtype()
         .quantized_range()
-        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let c_q = (c / s).round_ties_even() as i64;
     let shifted = z - c_q;
     let xv = int_values(&x)?;
@@ -441,9 +461,11 @@ fn add_scalar(a: &mut Args<'_>, xi: usize, bi: usize, relu: bool) -> Result<IVal
 fn check_scalar_out(a: &Args<'_>, what: &str) -> Result<()> {
     let (x, out) = (arg_qtensor(a, 0)?, arg_qtensor(a, 2)?);
     if x.dtype() != out.dtype() {
-        return Err(unsupported(
+        return Err(wrong_dtype(
             a.op,
-            format!("{what} operands should have same data type."),
+            "out",
+            format!("{} (the dtype of {what}'s input)", x.dtype()),
+            out.dtype(),
         ));
     }
     Ok(())
@@ -480,7 +502,7 @@ fn mul_scalar(a: &mut Args<'_>, xi: usize, bi: usize, relu: bool) -> Result<IVal
     let (qmin, qmax) = x
         .dtype()
         .quantized_range()
-        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let xv = int_values(&x)?;
     let (scale, zp, vals): (f64, i64, Vec<i32>) = if b > 0.0 {
         let vals = if relu {
@@ -524,7 +546,7 @@ fn qhardsigmoid(a: &mut Args<'_>) -> Result<IValue> {
     let dtype = x.dtype();
     let range = dtype
         .quantized_range()
-        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let out_scale: f64 = if dtype == crate::tensor::DType::QInt32 {
         2.3283064365386963e-10
     } else {
@@ -565,7 +587,12 @@ fn pair(v: &[i64], what: &str, op: &str) -> Result<[i64; 2]> {
     match v {
         [a] => Ok([*a, *a]),
         [a, b] => Ok([*a, *b]),
-        _ => Err(unsupported(op, format!("{what} must have 1 or 2 values"))),
+        _ => Err(invalid_argument(
+            op,
+            format!("the length of {what}"),
+            "must be 1 or 2",
+            v.len(),
+        )),
     }
 }
 
@@ -601,15 +628,18 @@ fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
     let d = pair(&a.int_list(4)?, "dilation", a.op)?;
     let ceil = a.bool(5)?;
     let shape = x.shape().to_vec();
-    if shape.len() < 3 {
-        return Err(unsupported(a.op, "expects a 3-d or 4-d input"));
-    }
+    check_rank(a.op, "input", RankRequirement::AtLeast(3), &shape)?;
     let (h, w) = (shape[shape.len() - 2] as i64, shape[shape.len() - 1] as i64);
     let planes: usize = shape[..shape.len() - 2].iter().product();
     let out_len = |n: i64, i: usize| pooling_output_len(n, k[i], s[i], p[i], d[i], ceil);
     let (oh, ow) = (out_len(h, 0), out_len(w, 1));
     if oh <= 0 || ow <= 0 {
-        return Err(unsupported(a.op, "the output would be empty"));
+        return Err(invalid_argument(
+            a.op,
+            "output size",
+            "must be positive",
+            format!("{oh}x{ow}"),
+        ));
     }
     let xv = int_values(&x)?;
     let mut out = Vec::with_capacity(planes * (oh * ow) as usize);
@@ -647,7 +677,12 @@ fn triple(v: &[i64], what: &str, op: &str) -> Result<[i64; 3]> {
     match v {
         [a] => Ok([*a; 3]),
         [a, b, c] => Ok([*a, *b, *c]),
-        _ => Err(unsupported(op, format!("{what} must have 1 or 3 values"))),
+        _ => Err(invalid_argument(
+            op,
+            format!("the length of {what}"),
+            "must be 1 or 3",
+            v.len(),
+        )),
     }
 }
 
@@ -666,9 +701,7 @@ fn qmax_pool3d(a: &mut Args<'_>) -> Result<IValue> {
     let d = triple(&a.int_list(4)?, "dilation", a.op)?;
     let ceil = a.bool(5)?;
     let shape = x.shape().to_vec();
-    if shape.len() != 5 {
-        return Err(unsupported(a.op, "Expecting the input tensor of rank 5."));
-    }
+    check_rank(a.op, "input", RankRequirement::Exactly(5), &shape)?;
     let nd = shape.len();
     let dims = [
         shape[nd - 3] as i64,
@@ -680,7 +713,12 @@ fn qmax_pool3d(a: &mut Args<'_>) -> Result<IValue> {
         .map(|i| pooling_output_len(dims[i], k[i], s[i], p[i], d[i], ceil))
         .collect();
     if o.iter().any(|&v| v <= 0) {
-        return Err(unsupported(a.op, "the output would be empty"));
+        return Err(invalid_argument(
+            a.op,
+            "output size",
+            "must be positive",
+            format!("{o:?}"),
+        ));
     }
     let xv = int_values(&x)?;
     let plane_len = (dims[0] * dims[1] * dims[2]) as usize;
@@ -720,9 +758,7 @@ fn qmax_pool3d(a: &mut Args<'_>) -> Result<IValue> {
 /// `quantized::max_pool1d`: the 2-d pooling over a unit height.
 fn qmax_pool1d(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
-    if x.dim() != 2 && x.dim() != 3 {
-        return Err(unsupported(a.op, "expects a 2-d or 3-d input"));
-    }
+    check_rank(a.op, "input", RankRequirement::OneOf(vec![2, 3]), x.shape())?;
     let one = |i: usize, a: &Args<'_>, fill: i64| -> Result<IValue> {
         let v = a.int_list(i)?;
         let mut out = vec![fill];
@@ -773,12 +809,15 @@ fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
     let range = x
         .dtype()
         .quantized_range()
-        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let shape = x.shape().to_vec();
-    if shape.len() < 3 || o[0] <= 0 || o[1] <= 0 {
-        return Err(unsupported(
+    check_rank(a.op, "input", RankRequirement::AtLeast(3), &shape)?;
+    if o[0] <= 0 || o[1] <= 0 {
+        return Err(invalid_argument(
             a.op,
-            "expects a 3-d or 4-d input and a positive size",
+            "output_size",
+            "must be positive",
+            format!("{o:?}"),
         ));
     }
     let (h, w) = (shape[shape.len() - 2], shape[shape.len() - 1]);
@@ -836,31 +875,59 @@ fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
     let range = x
         .dtype()
         .quantized_range()
-        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let shape = x.shape().to_vec();
-    if shape.len() != 4 {
-        return Err(unsupported(a.op, "expects a 4-d quantized input"));
-    }
-    if k.iter().any(|&v| v <= 0) || s.iter().any(|&v| v <= 0) || p.iter().any(|&v| v < 0) {
-        return Err(unsupported(
+    check_rank(a.op, "input", RankRequirement::Exactly(4), &shape)?;
+    if k.iter().any(|&v| v <= 0) {
+        return Err(invalid_argument(
             a.op,
-            "kernel size and stride must be positive, padding non-negative",
+            "kernel_size",
+            "must be positive",
+            format!("{k:?}"),
+        ));
+    }
+    if s.iter().any(|&v| v <= 0) {
+        return Err(invalid_argument(
+            a.op,
+            "stride",
+            "must be positive",
+            format!("{s:?}"),
+        ));
+    }
+    if p.iter().any(|&v| v < 0) {
+        return Err(invalid_argument(
+            a.op,
+            "padding",
+            "must be non-negative",
+            format!("{p:?}"),
         ));
     }
     if p[0] * 2 > k[0] || p[1] * 2 > k[1] {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
-            "pad should be at most half of effective kernel size",
+            "padding",
+            format!("must be at most half of kernel_size {k:?}"),
+            format!("{p:?}"),
         ));
     }
     if divisor_override == Some(0) {
-        return Err(unsupported(a.op, "divisor must be not zero"));
+        return Err(invalid_argument(
+            a.op,
+            "divisor_override",
+            "must be non-zero",
+            0,
+        ));
     }
     let (nb, c, h, w) = (shape[0], shape[1], shape[2] as i64, shape[3] as i64);
     let out_len = |n: i64, i: usize| pooling_output_len(n, k[i], s[i], p[i], 1, ceil);
     let (oh, ow) = (out_len(h, 0), out_len(w, 1));
     if oh <= 0 || ow <= 0 {
-        return Err(unsupported(a.op, "the output would be empty"));
+        return Err(invalid_argument(
+            a.op,
+            "output size",
+            "must be positive",
+            format!("{oh}x{ow}"),
+        ));
     }
     let xv = int_values(&x)?;
     let (ohu, owu) = (oh as usize, ow as usize);

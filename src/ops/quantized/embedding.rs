@@ -10,9 +10,12 @@
 //! its fused rows the same way.
 
 use super::torchbind::{packed_arg, EmbeddingParams};
-use super::unsupported;
+use crate::ops::kernels::{
+    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature, wrong_dtype,
+};
 use crate::ops::{Args, Registry};
-use crate::tensor::{Quantizer, Tensor};
+use crate::tensor::{Quantizer, RankRequirement, Tensor, TensorError};
 use crate::values::IValue;
 use crate::Result;
 
@@ -93,10 +96,12 @@ fn row_ranges(
             .collect());
     };
     let mm = a.tensor(i)?;
-    if mm.dim() != 2 || mm.shape()[0] != rows || mm.shape()[1] != 2 {
-        return Err(unsupported(
+    if mm.shape() != [rows, 2] {
+        return Err(shape_mismatch(
             a.op,
-            "'rowwise_min_max' must be a 2D tensor with shape [num_rows(weight), 2].",
+            "rowwise_min_max",
+            &[rows, 2],
+            mm.shape(),
         ));
     }
     Ok(mm
@@ -114,18 +119,21 @@ fn row_ranges(
 fn nbit_prepack(a: &mut Args<'_>, bits: usize, min_max_arg: Option<usize>) -> Result<IValue> {
     let w = a.tensor(0)?;
     if a.bool(min_max_arg.map_or(1, |i| i + 1))? {
-        return Err(unsupported(a.op, "optimized_qparams is not supported"));
+        return Err(unsupported_feature(a.op, "optimized_qparams=True"));
     }
     // (PyTorch reads the columns as size(1): a 3-d weight fails or packs the wrong rows)
-    if w.dim() != 2 || !w.dtype().is_floating_point() {
-        return Err(unsupported(a.op, "expects a 2-d float weight"));
+    check_rank(a.op, "weight", RankRequirement::Exactly(2), w.shape())?;
+    if !w.dtype().is_floating_point() {
+        return Err(wrong_dtype(a.op, "weight", "floating-point", w.dtype()));
     }
     let per_byte = 8 / bits;
     let cols = w.shape()[w.dim() - 1];
     if cols % per_byte != 0 {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
-            format!("the number of columns must be a multiple of {per_byte}"),
+            "the number of weight columns",
+            format!("must be a multiple of {per_byte}"),
+            cols,
         ));
     }
     let values = w.to_vec::<f32>()?;
@@ -176,11 +184,9 @@ const AVX2_BLOCK: usize = 32;
 /// The row minimum and maximum are the row's own, or argument `min_max_arg`'s.
 fn byte_prepack(a: &mut Args<'_>, min_max_arg: Option<usize>) -> Result<IValue> {
     let w = a.tensor(0)?;
-    if w.dim() < 1 || !w.dtype().is_floating_point() {
-        return Err(unsupported(
-            a.op,
-            "expects a float weight of at least one dimension",
-        ));
+    check_rank(a.op, "weight", RankRequirement::AtLeast(1), w.shape())?;
+    if !w.dtype().is_floating_point() {
+        return Err(wrong_dtype(a.op, "weight", "floating-point", w.dtype()));
     }
     let cols = w.shape()[w.dim() - 1];
     let values = w.to_vec::<f32>()?;
@@ -234,12 +240,11 @@ fn embedding_bag_unpack(a: &mut Args<'_>) -> Result<IValue> {
 /// 4-bit ones.
 fn fused_rows(op: &str, p: &EmbeddingParams, bits: usize) -> Result<FusedRows> {
     if p.bit_rate() != bits as i64 {
-        return Err(unsupported(
+        return Err(size_mismatch(
             op,
-            format!(
-                "expects a packed weight of {bits}-bit rows, got {}-bit ones",
-                p.bit_rate()
-            ),
+            "the packed weight's bit rate",
+            bits as i64,
+            p.bit_rate(),
         ));
     }
     let Some(Quantizer::PerChannelAffineFloatQParams {
@@ -248,9 +253,11 @@ fn fused_rows(op: &str, p: &EmbeddingParams, bits: usize) -> Result<FusedRows> {
         ..
     }) = p.weight.quantizer().map(|q| &**q)
     else {
-        return Err(unsupported(
+        return Err(wrong_dtype(
             op,
-            "packed weight without per-row float qparams",
+            "packed weight",
+            "quantized per channel with float qparams",
+            p.weight.dtype(),
         ));
     };
     let cols = p.weight.shape()[1];
@@ -350,13 +357,19 @@ struct FusedRows {
 /// The fused uint8 weight argument `i` of `bits`-bit rows, and its shape.
 fn fused_weight(a: &Args<'_>, i: usize, bits: usize) -> Result<(FusedRows, Vec<usize>)> {
     let w = a.tensor(i)?;
-    if w.dtype() != crate::tensor::DType::UInt8 || w.dim() < 1 {
-        return Err(unsupported(a.op, "expects a fused uint8 weight"));
+    if w.dtype() != crate::tensor::DType::UInt8 {
+        return Err(wrong_dtype(a.op, "weight", "uint8", w.dtype()));
     }
+    check_rank(a.op, "weight", RankRequirement::AtLeast(1), w.shape())?;
     let width = w.shape()[w.dim() - 1];
     let sb = scale_bias_bytes(bits);
     if width < sb {
-        return Err(unsupported(a.op, "rows too short for their scale and bias"));
+        return Err(invalid_argument(
+            a.op,
+            "the fused weight's row width",
+            format!("must hold its scale and bias ({sb} bytes)"),
+            width,
+        ));
     }
     let cols = (width - sb) * (8 / bits);
     let rows = FusedRows {
@@ -424,21 +437,24 @@ fn bag_sums(op: &str, w: &FusedRows, bag: BagArgs) -> Result<Tensor> {
     let rows = w.bytes.len() / w.width.max(1);
     let indices_t = &bag.indices;
     if !matches!(indices_t.dim(), 1 | 2) {
-        return Err(unsupported(
+        return Err(rank_mismatch(
             op,
-            format!(
-                "qembedding/qembedding_bag operator supports 1 or 2d indices, got {}",
-                indices_t.dim()
-            ),
+            "indices",
+            RankRequirement::OneOf(vec![1, 2]),
+            indices_t.shape(),
         ));
     }
     // pruned weights: each index goes through the mapping to a kept row, -1 dropping it (the
     // mapping is ignored otherwise)
     let mapping = if bag.pruned_weights {
-        let m = bag
-            .compressed_indices_mapping
-            .as_ref()
-            .ok_or_else(|| unsupported(op, "pruned weights need a compressed_indices_mapping"))?;
+        let m = bag.compressed_indices_mapping.as_ref().ok_or_else(|| {
+            invalid_argument(
+                op,
+                "compressed_indices_mapping",
+                "must be a tensor with pruned_weights=True",
+                "None",
+            )
+        })?;
         Some(m.to_vec::<i64>()?)
     } else {
         None
@@ -446,10 +462,11 @@ fn bag_sums(op: &str, w: &FusedRows, bag: BagArgs) -> Result<Tensor> {
     let indices = indices_t.to_vec::<i64>()?;
     let mut offsets = if indices_t.dim() == 2 && !bag.is_embedding_op {
         if bag.offsets.is_some() {
-            return Err(unsupported(
+            return Err(invalid_argument(
                 op,
-                "input is 2D, then offsets has to be None, as input is treated is a mini-batch \
-                 of fixed length sequences.",
+                "offsets",
+                "must be None with 2-D indices (a mini-batch of fixed-length sequences)",
+                "a tensor",
             ));
         }
         let step = indices_t.shape()[1];
@@ -461,23 +478,31 @@ fn bag_sums(op: &str, w: &FusedRows, bag: BagArgs) -> Result<Tensor> {
     } else {
         bag.offsets
             .as_ref()
-            .ok_or_else(|| unsupported(op, "expects offsets to be set for 1D indices."))?
+            .ok_or_else(|| {
+                invalid_argument(op, "offsets", "must be a tensor with 1-D indices", "None")
+            })?
             .to_vec::<i64>()?
     };
     if !bag.include_last_offset {
         offsets.push(indices.len() as i64);
     }
-    let bags = offsets
-        .len()
-        .checked_sub(1)
-        .ok_or_else(|| unsupported(op, "include_last_offset needs at least one offset"))?;
+    let bags = offsets.len().checked_sub(1).ok_or_else(|| {
+        invalid_argument(
+            op,
+            "the number of offsets",
+            "must be positive with include_last_offset=True",
+            0,
+        )
+    })?;
     let weights = match &bag.per_sample_weights {
         Some(t) => {
             let v = t.to_vec::<f32>()?;
             if v.len() != indices.len() {
-                return Err(unsupported(
+                return Err(size_mismatch(
                     op,
-                    "per_sample_weights must have one weight per index",
+                    "the number of per_sample_weights (one per index)",
+                    indices.len() as i64,
+                    v.len() as i64,
                 ));
             }
             Some(v)
@@ -489,20 +514,26 @@ fn bag_sums(op: &str, w: &FusedRows, bag: BagArgs) -> Result<Tensor> {
     for (b, dst) in out.chunks_mut(cols.max(1)).enumerate().take(bags) {
         let (start, end) = (offsets[b], offsets[b + 1]);
         if start < 0 || end < start || end as usize > indices.len() {
-            return Err(unsupported(op, "offsets out of order or out of range"));
+            return Err(invalid_argument(
+                op,
+                format!("offsets[{b}..={}]", b + 1),
+                format!(
+                    "must be non-decreasing and within the {} indices",
+                    indices.len()
+                ),
+                format!("[{start}, {end}]"),
+            ));
         }
         for k in start as usize..end as usize {
             let mut idx = indices[k];
             if let Some(m) = &mapping {
-                idx = *usize::try_from(idx)
-                    .ok()
-                    .and_then(|i| m.get(i))
-                    .ok_or_else(|| {
-                        unsupported(
-                            op,
-                            format!("Index {k} is out of bounds: {idx}, range 0 to {}", m.len()),
-                        )
-                    })?;
+                idx = *usize::try_from(idx).ok().and_then(|i| m.get(i)).ok_or(
+                    TensorError::IndexOutOfBounds {
+                        index: idx,
+                        dim: 0,
+                        size: m.len(),
+                    },
+                )?;
                 if idx == -1 {
                     continue;
                 }
@@ -510,7 +541,11 @@ fn bag_sums(op: &str, w: &FusedRows, bag: BagArgs) -> Result<Tensor> {
             let idx = usize::try_from(idx)
                 .ok()
                 .filter(|&i| i < rows)
-                .ok_or_else(|| unsupported(op, format!("index {idx} out of range")))?;
+                .ok_or_else(|| TensorError::LookupOutOfRange {
+                    op: op.to_string(),
+                    index: idx,
+                    size: rows,
+                })?;
             let (vals, scale, bias) =
                 split_row(&w.bytes[idx * w.width..(idx + 1) * w.width], w.bits);
             let pw = weights.as_ref().map_or(1.0, |v| v[k]);

@@ -6,9 +6,11 @@
 //! kernel does even for double input); the `_cachemask` variants also return
 //! `qmin <= q <= qmax`.
 
-use super::unsupported;
+use crate::ops::kernels::{
+    invalid_argument, not_implemented_for, size_mismatch, unsupported_feature, wrong_dtype,
+};
 use crate::ops::{Args, Registry};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Tensor, TensorError};
 use crate::values::{IValue, Tuple};
 use crate::Result;
 
@@ -82,40 +84,44 @@ fn fused_observer_fake_quant(a: &mut Args<'_>, functional: bool) -> Result<Obser
     let ch_axis = a.int(10)?;
     let (per_row, symmetric) = (a.bool(11)?, a.bool(12)?);
     if x.dtype() != DType::Float32 {
-        return Err(unsupported(
-            a.op,
-            format!("input must be float32, got {}", x.dtype()),
-        ));
+        return Err(wrong_dtype(a.op, "input", "float32", x.dtype()));
     }
     if ch_axis < 0 || ch_axis >= x.dim() as i64 {
-        return Err(unsupported(a.op, "ch_axis must be < self.dim()"));
+        return Err(invalid_argument(
+            a.op,
+            "ch_axis",
+            format!("must be in [0, {}) (self.dim())", x.dim()),
+            ch_axis,
+        ));
     }
     let (running_min, running_max, scale, zero_point) =
         (&state[0], &state[1], &state[2], &state[3]);
     let vals = x.contiguous()?.to_vec::<f32>()?;
     if per_row {
         if ch_axis != 0 {
-            return Err(unsupported(
+            return Err(invalid_argument(
                 a.op,
-                "Per-channel FakeQuant in fused_moving_avg_obs_fake_quant is only supported on \
-                 axis == 0",
+                "ch_axis",
+                "must be 0 for per-channel fake quantization",
+                ch_axis,
             ));
         }
         let rows = x.shape().first().copied().unwrap_or(1);
         if running_min.numel() != rows {
-            return Err(unsupported(
+            return Err(unsupported_feature(
                 a.op,
                 format!(
-                    "running_min holds {} values for {rows} rows (tsrun does not resize the \
-                     observer state)",
+                    "resizing the observer state (running_min holds {} values for {rows} rows)",
                     running_min.numel()
                 ),
             ));
         }
     }
     let (qmin32, qmax32) = (
-        i32::try_from(qmin).map_err(|_| unsupported(a.op, "quant_min out of range"))?,
-        i32::try_from(qmax).map_err(|_| unsupported(a.op, "quant_max out of range"))?,
+        i32::try_from(qmin)
+            .map_err(|_| invalid_argument(a.op, "quant_min", "must fit int32", qmin))?,
+        i32::try_from(qmax)
+            .map_err(|_| invalid_argument(a.op, "quant_max", "must fit int32", qmax))?,
     );
     if observe {
         let groups = if per_row {
@@ -125,18 +131,24 @@ fn fused_observer_fake_quant(a: &mut Args<'_>, functional: bool) -> Result<Obser
         };
         let per = vals.len() / groups.max(1);
         if per == 0 {
-            return Err(unsupported(
+            return Err(invalid_argument(
                 a.op,
-                "aminmax(): cannot compute aminmax over an empty dimension",
+                "the elements per channel",
+                "must be positive (aminmax over an empty dimension)",
+                0,
             ));
         }
         let mut mins = running_min.to_vec::<f32>()?;
         let mut maxs = running_max.to_vec::<f32>()?;
-        if mins.len() != groups || maxs.len() != groups {
-            return Err(unsupported(
-                a.op,
-                format!("running_min/max must hold {groups} values"),
-            ));
+        for (what, len) in [("running_min", mins.len()), ("running_max", maxs.len())] {
+            if len != groups {
+                return Err(size_mismatch(
+                    a.op,
+                    format!("the number of elements of {what}"),
+                    groups as i64,
+                    len as i64,
+                ));
+            }
         }
         for g in 0..groups {
             let row = &vals[g * per..(g + 1) * per];
@@ -168,16 +180,30 @@ fn fused_observer_fake_quant(a: &mut Args<'_>, functional: bool) -> Result<Obser
     }
     let (mins, maxs) = (running_min.to_vec::<f32>()?, running_max.to_vec::<f32>()?);
     let n = if per_row { mins.len() } else { 1 };
-    if mins.len() < n || maxs.len() < n || scale.numel() < n || zero_point.numel() < n {
-        return Err(unsupported(a.op, "observer state tensors are empty"));
+    for (what, len) in [
+        ("running_min", mins.len()),
+        ("running_max", maxs.len()),
+        ("scale", scale.numel()),
+        ("zero_point", zero_point.numel()),
+    ] {
+        if len < n {
+            return Err(invalid_argument(
+                a.op,
+                format!("the number of elements of {what}"),
+                format!("must be at least {n}"),
+                len,
+            ));
+        }
     }
     let mut scales = scale.to_vec::<f64>()?;
     let mut zps = zero_point.to_vec::<i64>()?;
     for i in 0..n {
         if !(mins[i] <= maxs[i]) {
-            return Err(unsupported(
+            return Err(invalid_argument(
                 a.op,
-                "In ChooseQuantizationParams, min should be less than or equal to max",
+                "running_min",
+                format!("must be at most running_max ({})", maxs[i]),
+                mins[i],
             ));
         }
         let (s, z) = super::linear::choose_qparams_sparsity(
@@ -247,7 +273,6 @@ fn fake_quant(x: f64, p: Params, qmin: i64, qmax: i64, wide: bool) -> (f64, bool
 /// dtype, and the mask.
 /// `per_tensor`: ATen's per-tensor kernel rounds its result to float even for double input.
 fn apply(
-    op: &str,
     x: &Tensor,
     params: &[Params],
     channel_of: impl Fn(usize) -> usize,
@@ -259,20 +284,27 @@ fn apply(
         dtype,
         DType::Float32 | DType::Float64 | DType::Float16 | DType::BFloat16
     ) {
-        return Err(unsupported(
-            op,
-            format!("not implemented for '{}'", dtype.c10_name()),
-        ));
+        let kernel = if per_tensor {
+            "fake_quantize_tensor_cachemask_kernel_type_handling"
+        } else {
+            "fake_quantize_channel_cachemask_cpu_type_handling"
+        };
+        return Err(not_implemented_for(kernel, dtype));
     }
     let wide = dtype == DType::Float64;
     let values = x.to_vec::<f64>()?;
     let mut out = Vec::with_capacity(values.len());
     let mut mask = Vec::with_capacity(values.len());
     for (i, &v) in values.iter().enumerate() {
+        let c = channel_of(i);
         let p = params
-            .get(channel_of(i))
+            .get(c)
             .copied()
-            .ok_or_else(|| unsupported(op, "channel out of range"))?;
+            .ok_or(TensorError::IndexOutOfBounds {
+                index: c as i64,
+                dim: 0,
+                size: params.len(),
+            })?;
         let (o, m) = fake_quant(v, p, qmin, qmax, wide);
         out.push(if per_tensor { o as f32 as f64 } else { o });
         mask.push(m);
@@ -289,9 +321,11 @@ fn apply(
 
 fn check_range(op: &str, qmin: i64, qmax: i64) -> Result<()> {
     if qmin > qmax {
-        return Err(unsupported(
+        return Err(invalid_argument(
             op,
-            "`quant_min` should be less than or equal to `quant_max`.",
+            "quant_min",
+            format!("must be less than or equal to quant_max ({qmax})"),
+            qmin,
         ));
     }
     Ok(())
@@ -299,9 +333,11 @@ fn check_range(op: &str, qmin: i64, qmax: i64) -> Result<()> {
 
 fn check_zero_point(op: &str, zp: f64, qmin: i64, qmax: i64) -> Result<()> {
     if zp < qmin as f64 || zp > qmax as f64 {
-        return Err(unsupported(
+        return Err(invalid_argument(
             op,
-            "`zero_point` must be between `quant_min` and `quant_max`.",
+            "zero_point",
+            format!("must be between quant_min ({qmin}) and quant_max ({qmax})"),
+            zp,
         ));
     }
     Ok(())
@@ -329,7 +365,7 @@ fn per_tensor_values(
         scale,
         zero_point: ZeroPoint::Int(zp),
     };
-    apply(op, x, &[p], |_| 0, (qmin, qmax), true)
+    apply(x, &[p], |_| 0, (qmin, qmax), true)
 }
 
 /// `fake_quantize_per_tensor_affine(_cachemask)(self, float scale, int zero_point, int quant_min,
@@ -346,9 +382,11 @@ pub(crate) fn single(a: &Args<'_>, i: usize) -> Result<f64> {
     let t = a.tensor(i)?;
     match t.to_vec::<f64>()?[..] {
         [v] => Ok(v),
-        _ => Err(unsupported(
+        _ => Err(size_mismatch(
             a.op,
-            format!("argument {i} must hold one element, got {}", t.numel()),
+            format!("the number of elements of argument {i}"),
+            1,
+            t.numel() as i64,
         )),
     }
 }
@@ -365,7 +403,7 @@ fn per_tensor_tensor_qparams(a: &mut Args<'_>) -> Result<IValue> {
         zero_point: ZeroPoint::Int(zp),
     };
     Ok(IValue::Tensor(
-        apply(a.op, &x, &[p], |_| 0, (qmin, qmax), true)?.0,
+        apply(&x, &[p], |_| 0, (qmin, qmax), true)?.0,
     ))
 }
 
@@ -384,7 +422,7 @@ fn per_tensor_cachemask_tensor_qparams(a: &mut Args<'_>) -> Result<IValue> {
         scale,
         zero_point: ZeroPoint::Int(zp),
     };
-    let (out, mask) = apply(a.op, &x, &[p], |_| 0, (qmin, qmax), true)?;
+    let (out, mask) = apply(&x, &[p], |_| 0, (qmin, qmax), true)?;
     Ok(result(out, mask, true))
 }
 
@@ -408,7 +446,14 @@ fn first(a: &Args<'_>, i: usize) -> Result<f64> {
         .to_vec::<f64>()?
         .first()
         .copied()
-        .ok_or_else(|| unsupported(a.op, format!("argument {i} is empty")))
+        .ok_or_else(|| {
+            invalid_argument(
+                a.op,
+                format!("the number of elements of argument {i}"),
+                "must be positive",
+                0,
+            )
+        })
 }
 
 /// The channel of each element of `x` along `axis`.
@@ -429,53 +474,44 @@ fn per_channel_values(
 ) -> Result<(Tensor, Tensor)> {
     let op = a.op;
     if !matches!(scale.dtype(), DType::Float32 | DType::BFloat16) {
-        return Err(unsupported(
+        return Err(wrong_dtype(
             op,
-            format!(
-                "Scale must be Float or BFloat16, found {}",
-                scale.dtype().c10_name()
-            ),
+            "scale",
+            "float32 or bfloat16",
+            scale.dtype(),
         ));
     }
     let float_zp = match zero_point.dtype() {
         DType::Int32 => false,
         DType::Float32 | DType::Float16 => true,
         other => {
-            return Err(unsupported(
+            return Err(wrong_dtype(
                 op,
-                format!(
-                    "Zero-point must be Int32, Float or Half, found {}",
-                    other.c10_name()
-                ),
+                "zero_point",
+                "int32, float32 or float16",
+                other,
             ))
         }
     };
-    if scale.dim() != 1 || zero_point.dim() != 1 {
-        return Err(unsupported(
-            op,
-            "scale and zero point should be 1-D tensors",
-        ));
-    }
-    if scale.numel() != zero_point.numel() {
-        return Err(unsupported(
-            op,
-            "scale and zero-point need to have the same dimensions",
-        ));
-    }
+    super::check_channel_qparams(op, scale, zero_point)?;
     check_range(op, qmin, qmax)?;
     let axis = usize::try_from(axis)
         .ok()
         .filter(|&d| d < x.dim())
         .ok_or_else(|| {
-            unsupported(
+            invalid_argument(
                 op,
-                "`axis` must be between 0 and number of dimensions of input",
+                "axis",
+                format!("must be in [0, {}) (the input's dimensions)", x.dim()),
+                axis,
             )
         })?;
     if scale.numel() != x.shape()[axis] {
-        return Err(unsupported(
+        return Err(size_mismatch(
             op,
-            "dimensions of scale and zero-point are not consistent with input tensor",
+            format!("the number of elements of scale (input.size({axis}))"),
+            x.shape()[axis] as i64,
+            scale.numel() as i64,
         ));
     }
     let scales = scale.to_vec::<f32>()?;
@@ -502,7 +538,7 @@ fn per_channel_values(
             },
         })
         .collect();
-    apply(op, x, &params, channel_index(x, axis), (qmin, qmax), false)
+    apply(x, &params, channel_index(x, axis), (qmin, qmax), false)
 }
 
 /// `fake_quantize_per_channel_affine(_cachemask)(self, Tensor scale, Tensor zero_point,

@@ -26,9 +26,13 @@ use super::linear::{
 use super::rnn::{cell_state_arg, combine_cell_gates, CellOp};
 use super::torchbind::LinearParams;
 use super::unsupported;
+use crate::ops::kernels::{
+    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, unsupported_feature,
+};
 use crate::ops::prims::via_aten;
 use crate::ops::{Args, Registry};
 use crate::tensor::{DType, Quantizer, Scalar, Tensor};
+use crate::tensor::{RankRequirement, TensorError};
 use crate::values::{IValue, Tuple};
 use crate::Result;
 
@@ -98,9 +102,11 @@ enum Packed {
 
 /// PyTorch's `cpp_custom_type_hack::cast` error for a tensor that holds another type.
 fn not_packed(op: &str, expected: &str) -> crate::Error {
-    unsupported(
+    invalid_argument(
         op,
-        format!("Expected temporary cpp type wrapper of type {expected}"),
+        "the packed tensor",
+        format!("must be a temporary cpp type wrapper of type {expected}"),
+        "a tensor holding another type",
     )
 }
 
@@ -125,7 +131,12 @@ impl Packed {
                 out.push(KIND_LINEAR);
                 let w = &p.weight;
                 let [n, k] = *w.shape() else {
-                    return Err(unsupported("packed linear weight", "must be 2-d"));
+                    return Err(rank_mismatch(
+                        "packed linear weight",
+                        "weight",
+                        RankRequirement::Exactly(2),
+                        w.shape(),
+                    ));
                 };
                 put_usize(&mut out, n);
                 put_usize(&mut out, k);
@@ -145,9 +156,12 @@ impl Packed {
                         out.extend(super::int_values(w)?.into_iter().map(|v| v as i8 as u8));
                     }
                     _ => {
-                        return Err(unsupported(
+                        return Err(unsupported_feature(
                             "packed linear weight",
-                            "tsrun packs float or per-tensor qint8 weights only",
+                            format!(
+                                "packing a {} weight other than float32 or per-tensor qint8",
+                                w.dtype()
+                            ),
                         ))
                     }
                 }
@@ -155,9 +169,11 @@ impl Packed {
                     Some(b) => {
                         let b = b.to_vec::<f32>()?;
                         if b.len() != n {
-                            return Err(unsupported(
+                            return Err(size_mismatch(
                                 "packed linear weight",
-                                format!("bias of {} values for {n} outputs", b.len()),
+                                "the number of bias elements",
+                                n as i64,
+                                b.len() as i64,
                             ));
                         }
                         out.push(1);
@@ -276,28 +292,17 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// PyTorch's error for a tensor of the wrong dtype (`data_ptr<T>`).
-fn expect_dtype(op: &str, t: &Tensor, want: DType, name: &str) -> Result<()> {
+/// PyTorch's error for a tensor of the wrong dtype (`data_ptr<T>`: expected scalar type X but
+/// found Y).
+fn expect_dtype(t: &Tensor, want: DType) -> Result<()> {
     if t.dtype() == want {
         return Ok(());
     }
-    let code = |d: DType| match d {
-        DType::Float32 => "Float".to_string(),
-        DType::Float64 => "Double".to_string(),
-        DType::Int8 => "Char".to_string(),
-        DType::UInt8 => "Byte".to_string(),
-        DType::Int32 => "Int".to_string(),
-        DType::Int64 => "Long".to_string(),
-        other => other.to_string(),
-    };
-    Err(unsupported(
-        op,
-        format!(
-            "{name}: expected scalar type {} but found {}",
-            code(want),
-            code(t.dtype())
-        ),
-    ))
+    Err(TensorError::DTypeMismatch {
+        expected: want,
+        got: t.dtype(),
+    }
+    .into())
 }
 
 /// fbgemm's `ChooseQuantizationParams` (no sparsity preservation, no power-of-two scale):
@@ -340,11 +345,13 @@ pub(crate) fn fbgemm_choose_qparams(min: f32, max: f32, qmin: i32, qmax: i32) ->
 /// PyTorch): the int8 weight `[N, K]` packed for `fbgemm_linear_int8_weight`.
 fn pack_quantized_matrix(a: &mut Args<'_>) -> Result<IValue> {
     let w = a.tensor(0)?;
-    expect_dtype(a.op, &w, DType::Int8, "weight")?;
+    expect_dtype(&w, DType::Int8)?;
     let [n, k] = *w.shape() else {
-        return Err(unsupported(
+        return Err(rank_mismatch(
             a.op,
-            format!("expects a 2-d int8 weight, got {} dimensions", w.dim()),
+            "weight",
+            RankRequirement::Exactly(2),
+            w.shape(),
         ));
     };
     let values = w.contiguous()?.to_vec::<i8>()?;
@@ -357,9 +364,11 @@ fn pack_quantized_matrix(a: &mut Args<'_>) -> Result<IValue> {
 fn float_scalar(a: &Args<'_>, i: usize, name: &str) -> Result<f64> {
     match a.scalar(i)? {
         Scalar::Float(v) => Ok(v),
-        _ => Err(unsupported(
+        other => Err(invalid_argument(
             a.op,
-            format!("Expected {name}.isFloatingPoint() to be true, but got false."),
+            name,
+            "must be a floating-point number",
+            format!("{other:?}"),
         )),
     }
 }
@@ -368,9 +377,11 @@ fn float_scalar(a: &Args<'_>, i: usize, name: &str) -> Result<f64> {
 fn int_scalar(a: &Args<'_>, i: usize, name: &str) -> Result<i64> {
     match a.scalar(i)? {
         Scalar::Int(v) => Ok(v),
-        _ => Err(unsupported(
+        other => Err(invalid_argument(
             a.op,
-            format!("Expected {name}.isIntegral(false) to be true, but got false."),
+            name,
+            "must be an integer",
+            format!("{other:?}"),
         )),
     }
 }
@@ -393,22 +404,20 @@ impl Int8Linear {
     fn from_args(a: &Args<'_>, idx: [usize; 6], k: usize) -> Result<Int8Linear> {
         let op = a.op;
         let weight = a.tensor(idx[0])?;
-        let check = |ok: bool, what: &str| {
-            if ok {
-                Ok(())
-            } else {
-                Err(unsupported(
-                    op,
-                    format!("Expected {what} to be true, but got false."),
-                ))
-            }
-        };
-        check(weight.dim() == 2, "weight.dim() == 2")?;
-        check(weight.shape()[1] == k, "K == weight.size(1)")?;
+        check_rank(op, "weight", RankRequirement::Exactly(2), weight.shape())?;
+        if weight.shape()[1] != k {
+            return Err(size_mismatch(
+                op,
+                "weight.size(1) (the input's K)",
+                k as i64,
+                weight.shape()[1] as i64,
+            ));
+        }
         let n = weight.shape()[0];
         let bias = a.tensor(idx[5])?;
-        check(bias.dim() == 1, "bias.dim() == 1")?;
-        check(bias.shape()[0] == n, "bias.size(0) == N")?;
+        if bias.shape() != [n] {
+            return Err(shape_mismatch(op, "bias", &[n], bias.shape()));
+        }
         let w_scale = float_scalar(a, idx[3], "weight_scale")?;
         let w_zp = int_scalar(a, idx[4], "weight_zero_point")?;
         let Packed::Int8Matrix {
@@ -420,10 +429,7 @@ impl Int8Linear {
             return Err(not_packed(op, INT8_MATRIX_TYPE));
         };
         if (pn, pk) != (n, k) {
-            return Err(unsupported(
-                op,
-                format!("the packed matrix is [{pn}, {pk}], the weight [{n}, {k}]"),
-            ));
+            return Err(shape_mismatch(op, "packed matrix", &[n, k], &[pn, pk]));
         }
         Int8Linear::new(
             op,
@@ -445,20 +451,27 @@ impl Int8Linear {
         (w_scale, w_zp): (f64, i64),
         bias: &Tensor,
     ) -> Result<Int8Linear> {
-        expect_dtype(op, col_offsets, DType::Int32, "col_offsets")?;
+        expect_dtype(col_offsets, DType::Int32)?;
         let col_offsets = col_offsets.contiguous()?.to_vec::<i32>()?;
-        expect_dtype(op, bias, DType::Float32, "bias")?;
+        expect_dtype(bias, DType::Float32)?;
         let bias = bias.contiguous()?.to_vec::<f32>()?;
-        if col_offsets.len() < n || bias.len() != n || Some(values.len()) != n.checked_mul(k) {
-            return Err(unsupported(
+        if col_offsets.len() < n {
+            return Err(invalid_argument(
                 op,
-                format!(
-                    "{} column offsets, {} bias values and {} weights do not fit [{n}, {k}]",
-                    col_offsets.len(),
-                    bias.len(),
-                    values.len()
-                ),
+                "the number of column offsets",
+                format!("must be at least the weight's rows ({n})"),
+                col_offsets.len(),
             ));
+        }
+        let weights = n.saturating_mul(k);
+        for (what, expected, got) in [
+            ("the number of bias elements", n, bias.len()),
+            ("the number of weight elements", weights, values.len()),
+        ] {
+            if got != expected {
+                let count = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+                return Err(size_mismatch(op, what, count(expected), count(got)));
+            }
         }
         Ok(Int8Linear {
             n,
@@ -475,9 +488,11 @@ impl Int8Linear {
     pub(crate) fn apply(&self, xs: &[f32], m: usize) -> Result<Vec<f32>> {
         let (n, k) = (self.n, self.k);
         if Some(xs.len()) != m.checked_mul(k) {
-            return Err(unsupported(
+            return Err(size_mismatch(
                 "fbgemm_linear_int8_weight",
-                format!("an input of {} values is not {m} rows of {k}", xs.len()),
+                format!("the number of input elements ({m} rows of {k})"),
+                i64::try_from(m.saturating_mul(k)).unwrap_or(i64::MAX),
+                xs.len() as i64,
             ));
         }
         let (lo, hi) = min_max(xs);
@@ -516,13 +531,8 @@ fn out_shape(x: &Tensor, n: usize) -> Vec<usize> {
 
 /// A float input of at least 2 dimensions: its rows and `(m, k)`.
 fn float_rows(op: &str, x: &Tensor) -> Result<(Vec<f32>, usize, usize)> {
-    expect_dtype(op, x, DType::Float32, "input")?;
-    if x.dim() < 2 {
-        return Err(unsupported(
-            op,
-            "Expected input.dim() >= 2 to be true, but got false.",
-        ));
-    }
+    expect_dtype(x, DType::Float32)?;
+    check_rank(op, "input", RankRequirement::AtLeast(2), x.shape())?;
     let k = x.shape()[x.dim() - 1];
     let m = x.shape()[..x.dim() - 1].iter().product();
     Ok((x.contiguous()?.to_vec::<f32>()?, m, k))
@@ -546,13 +556,8 @@ fn linear_int8_weight(a: &mut Args<'_>) -> Result<IValue> {
 /// `fbgemm_linear_fp16_weight`.
 fn pack_gemm_matrix_fp16(a: &mut Args<'_>) -> Result<IValue> {
     let w = a.tensor(0)?;
-    if w.dim() != 2 {
-        return Err(unsupported(
-            a.op,
-            format!("expects a 2-d float weight, got {} dimensions", w.dim()),
-        ));
-    }
-    expect_dtype(a.op, &w, DType::Float32, "weight")?;
+    check_rank(a.op, "weight", RankRequirement::Exactly(2), w.shape())?;
+    expect_dtype(&w, DType::Float32)?;
     let mut values = w.contiguous()?.to_vec::<f32>()?;
     let mut saturated = false;
     for v in values.iter_mut() {
@@ -572,12 +577,12 @@ fn pack_gemm_matrix_fp16(a: &mut Args<'_>) -> Result<IValue> {
 /// `_quantized::wrapped_fbgemm_pack_gemm_matrix_fp16(W)`: a 2-d check, then
 /// `fbgemm_pack_gemm_matrix_fp16`.
 fn wrapped_pack_gemm_matrix_fp16(a: &mut Args<'_>) -> Result<IValue> {
-    if a.tensor(0)?.dim() != 2 {
-        return Err(unsupported(
-            a.op,
-            "fbgemm weight packing only packs matrices not vectors.",
-        ));
-    }
+    check_rank(
+        a.op,
+        "weight",
+        RankRequirement::Exactly(2),
+        a.tensor(0)?.shape(),
+    )?;
     pack_gemm_matrix_fp16(a)
 }
 
@@ -600,35 +605,33 @@ fn linear_fp16_weight(a: &mut Args<'_>) -> Result<IValue> {
         return Err(not_packed(a.op, "PackedLinearWeightFp16"));
     }
     let (n, k) = (p.weight.shape()[0], p.weight.shape()[1]);
-    expect_dtype(a.op, &x, DType::Float32, "input")?;
+    expect_dtype(&x, DType::Float32)?;
     if x.shape().last() != Some(&k) {
-        return Err(unsupported(
+        return Err(size_mismatch(
             a.op,
-            "Expected input.size(input.dim() - 1) == packed_weight_fp16.numRows() to be true, \
-             but got false.",
+            "input.size(-1) (the packed weight's rows)",
+            k as i64,
+            x.shape().last().map_or(-1, |&d| d as i64),
         ));
     }
     let (xs, m, _) = float_rows(a.op, &x)?;
     let bias = match a.opt_tensor(2)? {
         None => None,
         Some(b) => {
-            if b.dim() != 1 {
-                return Err(unsupported(
-                    a.op,
-                    "Expected bias_.dim() == 1 to be true, but got false.",
-                ));
-            }
-            expect_dtype(a.op, &b, DType::Float32, "bias")?;
+            check_rank(a.op, "bias", RankRequirement::Exactly(1), b.shape())?;
+            expect_dtype(&b, DType::Float32)?;
             // `add_` broadcasts a one-element bias
             let v = b.to_vec::<f32>()?;
             let v = match v.len() {
                 len if len == n => v,
                 1 => vec![v[0]; n],
                 len => {
-                    return Err(unsupported(
-                        a.op,
-                        format!("bias of {len} values does not broadcast to {n} outputs"),
-                    ))
+                    return Err(TensorError::Broadcast {
+                        a: n,
+                        b: len,
+                        dim: 0,
+                    }
+                    .into())
                 }
             };
             Some(Tensor::from_vec(v, &[n])?)
@@ -645,12 +648,7 @@ fn linear_fp16_weight(a: &mut Args<'_>) -> Result<IValue> {
 /// `_wrapped_linear_prepack(W, W_scale, W_zero_point, B)`: W quantized to qint8 with the
 /// given parameters and prepacked with B by `quantized::linear_prepack`, as a packed tensor.
 fn wrapped_linear_prepack(a: &mut Args<'_>) -> Result<IValue> {
-    if a.tensor(0)?.dim() != 2 {
-        return Err(unsupported(
-            a.op,
-            "fbgemm weight packing only packs matrices not vectors.",
-        ));
-    }
+    check_rank(a.op, "W", RankRequirement::Exactly(2), a.tensor(0)?.shape())?;
     let arg = |i: usize| a.get(i).cloned();
     let qw = via_aten(
         a,
@@ -722,12 +720,8 @@ fn quantized_cell<const KIND: u8>(a: &mut Args<'_>) -> Result<IValue> {
     };
     let x = a.tensor(0)?;
     let (h, c) = cell_state_arg(a, op)?;
-    if x.dim() != 2 || h.dim() != 2 {
-        return Err(unsupported(
-            a.op,
-            "expects a 2-d input [batch, features] and hidden state [batch, hidden]",
-        ));
-    }
+    check_rank(a.op, "input", RankRequirement::Exactly(2), x.shape())?;
+    check_rank(a.op, "hx", RankRequirement::Exactly(2), h.shape())?;
     let (xs, b, f) = float_rows(a.op, &x)?;
     let (hs, hb, hsz) = float_rows(a.op, &h)?;
     let ih = Int8Linear::from_args(a, [2, 6, 8, 10, 12, 4], f)?;
@@ -737,19 +731,18 @@ fn quantized_cell<const KIND: u8>(a: &mut Args<'_>) -> Result<IValue> {
         CellOp::Gru => 3,
         _ => 1,
     };
-    if hb != b || ih.n != gates * hsz || hh.n != gates * hsz {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "input batch {b}, hidden [{hb}, {hsz}] and weights of {} and {} outputs do not \
-                 fit a cell of {gates} gates",
-                ih.n, hh.n
-            ),
-        ));
+    for (what, expected, got) in [
+        ("hx.size(0) (the input's batch)", b, hb),
+        ("w_ih.size(0) (gates x hidden)", gates * hsz, ih.n),
+        ("w_hh.size(0) (gates x hidden)", gates * hsz, hh.n),
+    ] {
+        if got != expected {
+            return Err(size_mismatch(a.op, what, expected as i64, got as i64));
+        }
     }
     let c_in = match &c {
         Some(c) if c.shape() == h.shape() => Some(float_rows(a.op, c)?.0),
-        Some(_) => return Err(unsupported(a.op, "cx must have hx's shape")),
+        Some(c) => return Err(shape_mismatch(a.op, "cx", h.shape(), c.shape())),
         None => None,
     };
     let ig = ih.apply(&xs, b)?;

@@ -7,8 +7,12 @@
 //! results (fixtures/gen_ops_quantized_coverage.py checks it); sums are in float, so results
 //! agree with PyTorch's vectorized kernel to rounding.
 
-use super::{tensor_result, unsupported};
+use super::tensor_result;
+use crate::ops::kernels::{
+    check_rank, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
+};
 use crate::ops::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
 use crate::Result;
@@ -29,14 +33,15 @@ pub fn register(r: &mut Registry) {
 /// wrapper of `_weight_int4pack_mm_for_cpu` with the group size as a one-element int64 tensor.
 fn int4mm_packed_weight_cpu(a: &mut Args<'_>) -> Result<IValue> {
     let group = a.tensor(2)?;
-    if group.dtype() != DType::Int64 || group.numel() != 1 {
-        return Err(unsupported(
+    if group.dtype() != DType::Int64 {
+        return Err(wrong_dtype(a.op, "q_group_size", "int64", group.dtype()));
+    }
+    if group.numel() != 1 {
+        return Err(size_mismatch(
             a.op,
-            format!(
-                "q_group_size must be a one-element int64 tensor, got {} {:?}",
-                group.dtype(),
-                group.shape()
-            ),
+            "the number of elements of q_group_size",
+            1,
+            group.numel() as i64,
         ));
     }
     let group = group.to_vec::<i64>()?[0];
@@ -69,29 +74,33 @@ fn nibble_at(n: usize, k: usize, rows: usize, cols: usize) -> (usize, u32) {
 /// `_convert_weight_to_int4pack_for_cpu(self [N, K] int32, innerKTiles) -> [N, K / 2] uint8`.
 fn convert_weight_to_int4pack(a: &mut Args<'_>) -> Result<IValue> {
     let w = a.tensor(0)?;
-    if w.dtype() != DType::Int32 || w.dim() != 2 {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "expect weight to be a 2-d int32 tensor, got {} {:?}",
-                w.dtype(),
-                w.shape()
-            ),
-        ));
+    if w.dtype() != DType::Int32 {
+        return Err(wrong_dtype(a.op, "weight", "int32", w.dtype()));
     }
+    check_rank(a.op, "weight", RankRequirement::Exactly(2), w.shape())?;
     let (n, k) = (w.shape()[0], w.shape()[1]);
     if k % 2 != 0 {
-        return Err(unsupported(a.op, "expect K to be dividable by 2"));
+        return Err(invalid_argument(
+            a.op,
+            "K (weight.size(1))",
+            "must be even",
+            k,
+        ));
     }
     if n % 16 != 0 {
-        return Err(unsupported(a.op, "expect N to be dividable by 16"));
+        return Err(invalid_argument(
+            a.op,
+            "N (weight.size(0))",
+            "must be a multiple of 16",
+            n,
+        ));
     }
     let vals = w.contiguous()?.to_vec::<i32>()?;
     if let Some(v) = vals.iter().find(|v| !(0..16).contains(*v)) {
         // PyTorch packs other values in a way of its vector code: refuse them
-        return Err(unsupported(
+        return Err(unsupported_feature(
             a.op,
-            format!("int4 weights must be in 0..=15, got {v}"),
+            format!("an int4 weight value outside 0..=15 ({v})"),
         ));
     }
     let mut out = vec![0u8; n * k / 2];
@@ -110,45 +119,53 @@ fn weight_int4pack_mm(a: &mut Args<'_>) -> Result<IValue> {
     let (x, b) = (a.tensor(0)?, a.tensor(1)?);
     let group = a.int(2)?;
     let sz = a.tensor(3)?;
-    if !matches!(x.dtype(), DType::Float32 | DType::Float16 | DType::BFloat16) || x.dim() != 2 {
-        return Err(unsupported(
+    if !matches!(x.dtype(), DType::Float32 | DType::Float16 | DType::BFloat16) {
+        return Err(wrong_dtype(
             a.op,
-            format!(
-                "expect A to be a 2-d float, half or bfloat16 tensor, got {} {:?}",
-                x.dtype(),
-                x.shape()
-            ),
+            "A",
+            "float32, float16 or bfloat16",
+            x.dtype(),
         ));
     }
+    check_rank(a.op, "A", RankRequirement::Exactly(2), x.shape())?;
     let (m, k) = (x.shape()[0], x.shape()[1]);
-    if b.dtype() != DType::UInt8 || b.dim() != 2 || b.shape()[1] * 2 != k || b.shape()[0] % 16 != 0
-    {
-        return Err(unsupported(
+    if b.dtype() != DType::UInt8 {
+        return Err(wrong_dtype(a.op, "B", "uint8", b.dtype()));
+    }
+    check_rank(a.op, "B", RankRequirement::Exactly(2), b.shape())?;
+    if b.shape()[1] * 2 != k {
+        return Err(size_mismatch(
             a.op,
-            format!(
-                "expect B to be a packed uint8 tensor of shape [N, {}], got {} {:?}",
-                k / 2,
-                b.dtype(),
-                b.shape()
-            ),
+            "B.size(1) (A.size(1) / 2)",
+            (k / 2) as i64,
+            b.shape()[1] as i64,
+        ));
+    }
+    if b.shape()[0] % 16 != 0 {
+        return Err(invalid_argument(
+            a.op,
+            "N (B.size(0))",
+            "must be a multiple of 16",
+            b.shape()[0],
         ));
     }
     if ![32, 64, 128, 256].contains(&group) {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
-            format!("expect qGroupSize to be 32, 64, 128 or 256, got {group}"),
+            "qGroupSize",
+            "must be 32, 64, 128 or 256",
+            group,
         ));
     }
     let group = group as usize;
     let n = b.shape()[0];
     let groups = k.div_ceil(group);
-    if sz.dim() != 3 || sz.shape() != [groups, n, 2] {
-        return Err(unsupported(
+    if sz.shape() != [groups, n, 2] {
+        return Err(shape_mismatch(
             a.op,
-            format!(
-                "expect qScaleAndZeros to be of shape [{groups}, {n}, 2], got {:?}",
-                sz.shape()
-            ),
+            "qScaleAndZeros",
+            &[groups, n, 2],
+            sz.shape(),
         ));
     }
     let xs = x.contiguous()?.to_vec::<f32>()?;

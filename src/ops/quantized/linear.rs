@@ -6,11 +6,12 @@
 //! `_int_mm`.
 
 use super::torchbind::{packed_arg, LinearParams};
-use super::{
-    arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result, unsupported,
+use super::{arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result};
+use crate::ops::kernels::{
+    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, wrong_dtype,
 };
 use crate::ops::{Args, Registry};
-use crate::tensor::{DType, Quantizer, Tensor};
+use crate::tensor::{DType, Quantizer, RankRequirement, Tensor, TensorError};
 use crate::values::{IValue, Tuple};
 use crate::Result;
 
@@ -63,11 +64,30 @@ pub fn register(r: &mut Registry) {
     r.add("aten::_int_mm", int_mm);
 }
 
+/// `Ok` when `w` (`op`'s `argument`) is a 2-d float32 tensor.
+fn float32_matrix(op: &str, argument: &str, w: &Tensor) -> Result<()> {
+    if w.dtype() != DType::Float32 {
+        return Err(wrong_dtype(op, argument, "float32", w.dtype()));
+    }
+    check_rank(op, argument, RankRequirement::Exactly(2), w.shape())
+}
+
+/// The refusal of fp16 packed weights by the int8 linears.
+fn fp16_weights_refused(op: &str) -> crate::Error {
+    invalid_argument(
+        op,
+        "packed weight",
+        "must hold qint8 weights (fp16 ones run in linear_dynamic_fp16)",
+        "fp16 weights",
+    )
+}
+
 fn linear_prepack(a: &mut Args<'_>) -> Result<IValue> {
     let w = arg_qtensor(a, 0)?;
-    if w.dtype() != DType::QInt8 || w.dim() != 2 {
-        return Err(unsupported(a.op, "weights must be a 2-d qint8 tensor"));
+    if w.dtype() != DType::QInt8 {
+        return Err(wrong_dtype(a.op, "weight", "qint8", w.dtype()));
     }
+    check_rank(a.op, "weight", RankRequirement::Exactly(2), w.shape())?;
     let p = LinearParams {
         weight: super::with_f32_scales(&w)?,
         bias: a.opt_tensor(1)?,
@@ -77,9 +97,7 @@ fn linear_prepack(a: &mut Args<'_>) -> Result<IValue> {
 
 fn linear_prepack_fp16(a: &mut Args<'_>) -> Result<IValue> {
     let w = a.tensor(0)?;
-    if w.dtype() != DType::Float32 || w.dim() != 2 {
-        return Err(unsupported(a.op, "weights must be a 2-d float32 tensor"));
-    }
+    float32_matrix(a.op, "weight", &w)?;
     // fbgemm keeps the weights as half: unpack gives them back rounded (archives PyTorch
     // saved hold them so already, and keep their tensor)
     let halves = round_to_half(&w.to_vec::<f32>()?);
@@ -107,12 +125,10 @@ pub(crate) const HALF_MAX: f32 = 65504.0;
 /// weight is changed in place and a non-contiguous one comes back unchanged.
 fn saturate_weight_to_fp16(a: &mut Args<'_>) -> Result<IValue> {
     let w = a.tensor(0)?;
-    if w.dtype() != DType::Float32 || w.dim() < 2 {
-        return Err(unsupported(
-            a.op,
-            "expects a float weight of at least 2 dimensions",
-        ));
+    if w.dtype() != DType::Float32 {
+        return Err(wrong_dtype(a.op, "weight", "float32", w.dtype()));
     }
+    check_rank(a.op, "weight", RankRequirement::AtLeast(2), w.shape())?;
     if w.is_contiguous() {
         let n = w.shape()[0] * w.shape()[1];
         let mut v = w.to_vec::<f32>()?;
@@ -127,28 +143,22 @@ fn saturate_weight_to_fp16(a: &mut Args<'_>) -> Result<IValue> {
 /// `_int_mm(self, mat2)`: int8 (or uint8) `[m, k]` times int8 `[k, n]`, exact int32 sums.
 fn int_mm(a: &mut Args<'_>) -> Result<IValue> {
     let (x, w) = (a.tensor(0)?, a.tensor(1)?);
-    if x.dim() != 2 || w.dim() != 2 {
-        return Err(unsupported(a.op, "expects 2-d self and mat2"));
+    check_rank(a.op, "self", RankRequirement::Exactly(2), x.shape())?;
+    check_rank(a.op, "mat2", RankRequirement::Exactly(2), w.shape())?;
+    if !matches!(x.dtype(), DType::Int8 | DType::UInt8) {
+        return Err(wrong_dtype(a.op, "self", "int8 or uint8", x.dtype()));
     }
-    if !matches!(x.dtype(), DType::Int8 | DType::UInt8) || w.dtype() != DType::Int8 {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "Expected self int8 or uint8 and mat2 int8, got {} and {}",
-                x.dtype(),
-                w.dtype()
-            ),
-        ));
+    if w.dtype() != DType::Int8 {
+        return Err(wrong_dtype(a.op, "mat2", "int8", w.dtype()));
     }
     let (m, k, n) = (x.shape()[0], x.shape()[1], w.shape()[1]);
     if w.shape()[0] != k {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "mat1 and mat2 shapes cannot be multiplied ({m}x{k} and {}x{n})",
-                w.shape()[0]
-            ),
-        ));
+        return Err(TensorError::MatmulShapes {
+            op: a.op.to_string(),
+            mat1: [m, k],
+            mat2: [w.shape()[0], n],
+        }
+        .into());
     }
     let xv = x.to_vec::<i32>()?;
     let wv = w.to_vec::<i32>()?;
@@ -194,9 +204,11 @@ fn weight_params(w: &Tensor, n: usize) -> Result<(Vec<f32>, Vec<i32>, bool)> {
             zero_points.iter().map(|&z| z as i32).collect(),
             true,
         )),
-        _ => Err(unsupported(
-            "quantized weights",
-            "per-tensor or per-output-channel (axis 0) quantization expected",
+        _ => Err(invalid_argument(
+            "quantized linear",
+            "the weight's qscheme",
+            "must be per-tensor or per-channel along axis 0",
+            "another quantization",
         )),
     }
 }
@@ -277,12 +289,14 @@ fn dims(op: &str, x: &Tensor, w: &Tensor) -> Result<(usize, usize, usize)> {
     let k = *x
         .shape()
         .last()
-        .ok_or_else(|| unsupported(op, "input must have at least one dimension"))?;
+        .ok_or_else(|| rank_mismatch(op, "input", RankRequirement::AtLeast(1), x.shape()))?;
     let (n, wk) = (w.shape()[0], w.shape()[1]);
     if wk != k {
-        return Err(unsupported(
+        return Err(size_mismatch(
             op,
-            format!("input has {k} features, weights expect {wk}"),
+            "input.size(-1) (the weight's in_features)",
+            wk as i64,
+            k as i64,
         ));
     }
     Ok((x.numel() / k.max(1), k, n))
@@ -291,17 +305,11 @@ fn dims(op: &str, x: &Tensor, w: &Tensor) -> Result<(usize, usize, usize)> {
 fn linear_static(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     if x.dtype() != DType::QUInt8 {
-        return Err(unsupported(
-            a.op,
-            format!("input must be quint8, got {}", x.dtype()),
-        ));
+        return Err(wrong_dtype(a.op, "input", "quint8", x.dtype()));
     }
     let p = LinearParams::from_object(&packed_arg(a, 1)?)?;
     if p.is_fp16() {
-        return Err(unsupported(
-            a.op,
-            "fp16 packed weights need linear_dynamic_fp16",
-        ));
+        return Err(fp16_weights_refused(a.op));
     }
     let (out_scale, out_zp) = (a.double(2)?, a.int(3)?);
     let (x_scale, x_zp) = per_tensor_params(a.op, &x)?;
@@ -462,10 +470,7 @@ pub(crate) fn quantize_row_legacy(row: &[f32], scale: f32, zp: i32, out: &mut Ve
 fn linear_dynamic(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let x = a.tensor(0)?;
     if x.dtype() != DType::Float32 {
-        return Err(unsupported(
-            a.op,
-            format!("input must be float32, got {}", x.dtype()),
-        ));
+        return Err(wrong_dtype(a.op, "input", "float32", x.dtype()));
     }
     let p = LinearParams::from_object(&packed_arg(a, 1)?)?;
     let reduce_range = a.bool(2)?;
@@ -479,19 +484,14 @@ fn linear_dynamic(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
 /// its range (a PT2E reference pattern's `quantize -> dequantize -> linear`), float output.
 fn linear_input_qdq<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
     let x = a.tensor(0)?;
-    if x.dtype() != DType::Float32 || x.dim() < 2 {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "input must be a float32 tensor of at least 2 dimensions, got {} {:?}",
-                x.dtype(),
-                x.shape()
-            ),
-        ));
+    if x.dtype() != DType::Float32 {
+        return Err(wrong_dtype(a.op, "input", "float32", x.dtype()));
     }
+    check_rank(a.op, "input", RankRequirement::AtLeast(2), x.shape())?;
     let x_scale = a.double(1)? as f32;
-    let x_zp = i32::try_from(a.int(2)?)
-        .map_err(|_| unsupported(a.op, "input zero point out of the int32 range"))?;
+    let x_zp = a.int(2)?;
+    let x_zp = i32::try_from(x_zp)
+        .map_err(|_| invalid_argument(a.op, "input_zero_point", "must fit int32", x_zp))?;
     let p = LinearParams::from_object(&packed_arg(a, 3)?)?;
     let (m, k, n) = dims(a.op, &x, &p.weight)?;
     let out = matmul_quantized_activation(&x.to_vec::<f32>()?, m, k, n, &p, (x_scale, x_zp), RELU)?;
@@ -503,9 +503,7 @@ fn linear_input_qdq<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
 fn linear_dynamic_fp16_unpacked_weight(a: &mut Args<'_>) -> Result<IValue> {
     let x = a.tensor(0)?;
     let w = a.tensor(1)?;
-    if w.dtype() != DType::Float32 || w.dim() != 2 {
-        return Err(unsupported(a.op, "weights must be a 2-d float32 tensor"));
-    }
+    float32_matrix(a.op, "weight", &w)?;
     let p = LinearParams {
         weight: w,
         bias: a.opt_tensor(2)?,
@@ -544,18 +542,22 @@ fn matmul_quantized_activation(
     relu: bool,
 ) -> Result<Vec<f32>> {
     if p.is_fp16() {
-        return Err(unsupported(
+        return Err(fp16_weights_refused("quantized::linear_dynamic"));
+    }
+    if p.weight.shape() != [n, k] {
+        return Err(shape_mismatch(
             "quantized::linear_dynamic",
-            "fp16 packed weights need linear_dynamic_fp16",
+            "packed weight",
+            &[n, k],
+            p.weight.shape(),
         ));
     }
-    if p.weight.shape() != [n, k] || xs.len() != m * k {
-        return Err(unsupported(
+    if xs.len() != m * k {
+        return Err(size_mismatch(
             "quantized::linear_dynamic",
-            format!(
-                "input of {k} features does not fit weights {:?}",
-                p.weight.shape()
-            ),
+            "the number of input elements",
+            (m * k) as i64,
+            xs.len() as i64,
         ));
     }
     let mut xq = Vec::with_capacity(xs.len());
@@ -603,7 +605,12 @@ fn linear_dynamic_fp16(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let x = a.tensor(0)?;
     let p = LinearParams::from_object(&packed_arg(a, 1)?)?;
     if !p.is_fp16() {
-        return Err(unsupported(a.op, "expects fp16 packed weights"));
+        return Err(invalid_argument(
+            a.op,
+            "packed weight",
+            "must hold fp16 weights",
+            p.weight.dtype(),
+        ));
     }
     let (m, k, n) = dims(a.op, &x, &p.weight)?;
     let weights = Fp16Weights::new(&p)?;
@@ -625,12 +632,7 @@ pub(crate) struct Fp16Weights {
 
 impl Fp16Weights {
     pub(crate) fn new(p: &LinearParams) -> Result<Fp16Weights> {
-        if !p.is_fp16() || p.weight.dim() != 2 {
-            return Err(unsupported(
-                "quantized::linear_dynamic_fp16",
-                "fp16 packed weights must be a 2-d float32 tensor",
-            ));
-        }
+        float32_matrix("quantized::linear_dynamic_fp16", "packed weight", &p.weight)?;
         let weight = round_to_half(&p.weight.to_vec::<f32>()?);
         let bias = match &p.bias {
             Some(b) => Some(b.to_vec::<f32>()?),
@@ -642,14 +644,20 @@ impl Fp16Weights {
     /// `xs` (`m` rows of `k`) times the weights (`n` outputs): fbgemm's fp16 kernels
     /// accumulate each output from zero with one FMA per `k` in order, then `output.add_(bias)`.
     pub(crate) fn matmul(&self, xs: &[f32], m: usize, k: usize, n: usize) -> Result<Vec<f32>> {
-        if self.weight.len() != n * k
-            || xs.len() != m * k
-            || self.bias.as_ref().is_some_and(|b| b.len() != n)
-        {
-            return Err(unsupported(
-                "quantized::linear_dynamic_fp16",
-                format!("input of {k} features does not fit the fp16 weights"),
-            ));
+        let op = "quantized::linear_dynamic_fp16";
+        let counts = [
+            ("the number of weight elements", self.weight.len(), n * k),
+            ("the number of input elements", xs.len(), m * k),
+            (
+                "the number of bias elements",
+                self.bias.as_ref().map_or(n, |b| b.len()),
+                n,
+            ),
+        ];
+        for (what, got, expected) in counts {
+            if got != expected {
+                return Err(size_mismatch(op, what, expected as i64, got as i64));
+            }
         }
         let mut out = vec![0f32; m * n];
         for i in 0..m {
@@ -672,33 +680,31 @@ impl Fp16Weights {
 /// CPU kernel sums with AVX512 lanes: float results agree to rounding), in A's dtype.
 fn weight_int8pack_mm(a: &mut Args<'_>) -> Result<IValue> {
     let (x, w, scales) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
-    if !matches!(x.dtype(), DType::Float32 | DType::Float16 | DType::BFloat16) || x.dim() != 2 {
-        return Err(unsupported(
+    if !matches!(x.dtype(), DType::Float32 | DType::Float16 | DType::BFloat16) {
+        return Err(wrong_dtype(
             a.op,
-            format!(
-                "expect A to be a 2-d 32-bit or 16-bit float tensor, got {} {:?}",
-                x.dtype(),
-                x.shape()
-            ),
+            "A",
+            "float32, float16 or bfloat16",
+            x.dtype(),
         ));
     }
+    check_rank(a.op, "A", RankRequirement::Exactly(2), x.shape())?;
     let (m, k) = (x.shape()[0], x.shape()[1]);
-    if w.dtype() != DType::Int8 || w.dim() != 2 || w.shape()[1] != k {
-        return Err(unsupported(
+    if w.dtype() != DType::Int8 {
+        return Err(wrong_dtype(a.op, "B", "int8", w.dtype()));
+    }
+    check_rank(a.op, "B", RankRequirement::Exactly(2), w.shape())?;
+    if w.shape()[1] != k {
+        return Err(size_mismatch(
             a.op,
-            format!(
-                "expect B to be an int8 tensor of shape [N, {k}], got {} {:?}",
-                w.dtype(),
-                w.shape()
-            ),
+            "B.size(1) (A.size(1))",
+            k as i64,
+            w.shape()[1] as i64,
         ));
     }
     let n = w.shape()[0];
-    if scales.dim() != 1 || scales.shape()[0] != n {
-        return Err(unsupported(
-            a.op,
-            format!("expect scales to be 1d tensor with size {n}"),
-        ));
+    if scales.shape() != [n] {
+        return Err(shape_mismatch(a.op, "scales", &[n], scales.shape()));
     }
     let xs = x.to_vec::<f32>()?;
     let ws = w.to_vec::<f32>()?;
@@ -768,16 +774,7 @@ fn fbgemm_linear_quantize_weight(a: &mut Args<'_>) -> Result<IValue> {
 
 /// [`fbgemm_linear_quantize_weight`]'s `(int8 W, col_offsets, scale, zero_point)` of `w`.
 pub(crate) fn fbgemm_quantize_weight(op: &str, w: &Tensor) -> Result<(Tensor, Tensor, f64, i64)> {
-    if w.dtype() != DType::Float32 || w.dim() != 2 {
-        return Err(unsupported(
-            op,
-            format!(
-                "weight must be a 2-d float32 tensor, got {} {:?}",
-                w.dtype(),
-                w.shape()
-            ),
-        ));
-    }
+    float32_matrix(op, "weight", w)?;
     let (n, k) = (w.shape()[0], w.shape()[1]);
     let vals = w.contiguous()?.to_vec::<f32>()?;
     let (lo, hi) = min_max(&vals);

@@ -34,8 +34,11 @@ pub mod sparse_linear;
 pub mod tensors;
 pub mod torchbind;
 
+use super::kernels::{
+    check_rank, invalid_argument, not_implemented_for, shape_mismatch, wrong_dtype,
+};
 use super::{Args, Registry};
-use crate::tensor::{DType, Quantizer, Tensor};
+use crate::tensor::{DType, Quantizer, RankRequirement, Tensor};
 use crate::values::IValue;
 use crate::Error;
 
@@ -63,20 +66,44 @@ fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
     )))
 }
 
+/// `Ok` when per-channel `scale` and `zero_point` are 1-d tensors of one length (ATen's
+/// checks of the per-channel factories and fake quantization).
+pub(crate) fn check_channel_qparams(
+    op: &str,
+    scale: &Tensor,
+    zero_point: &Tensor,
+) -> crate::Result<()> {
+    check_rank(op, "scale", RankRequirement::Exactly(1), scale.shape())?;
+    check_rank(
+        op,
+        "zero_point",
+        RankRequirement::Exactly(1),
+        zero_point.shape(),
+    )?;
+    if scale.numel() != zero_point.numel() {
+        return Err(shape_mismatch(
+            op,
+            "zero_point",
+            scale.shape(),
+            zero_point.shape(),
+        ));
+    }
+    Ok(())
+}
+
 /// The per-tensor scale and zero point of quantized `t`.
 pub(crate) fn per_tensor_params(op: &str, t: &Tensor) -> crate::Result<(f64, i64)> {
     match t.quantizer().map(|q| &**q) {
         Some(Quantizer::PerTensorAffine { scale, zero_point }) => Ok((*scale, *zero_point)),
         Some(
             Quantizer::PerChannelAffine { .. } | Quantizer::PerChannelAffineFloatQParams { .. },
-        ) => Err(unsupported(
+        ) => Err(invalid_argument(
             op,
-            "per-channel quantized input (per-tensor expected)",
+            "the input's qscheme",
+            "must be per_tensor_affine",
+            "per_channel_affine",
         )),
-        None => Err(unsupported(
-            op,
-            format!("expects a quantized tensor, got {}", t.dtype()),
-        )),
+        None => Err(wrong_dtype(op, "input", "quantized", t.dtype())),
     }
 }
 
@@ -125,9 +152,9 @@ pub(crate) fn make_quantized(
             Tensor::from_vec(values.iter().map(|&v| v as i8).collect::<Vec<i8>>(), shape)?
         }
         DType::QUInt4x2 if matches!(quantizer, Quantizer::PerChannelAffine { .. }) => {
-            return Err(unsupported(
-                "quantize_per_channel",
-                "\"quantize_tensor_per_channel_affine\" not implemented for 'QUInt4x2'",
+            return Err(not_implemented_for(
+                "quantize_tensor_per_channel_affine",
+                DType::QUInt4x2,
             ))
         }
         DType::QUInt4x2 => {
@@ -136,7 +163,7 @@ pub(crate) fn make_quantized(
             return Ok(Tensor::quantized_from_ints_as(&ints, quantizer, dtype)?);
         }
         DType::QInt32 => Tensor::from_slice(values, shape)?,
-        other => return Err(unsupported("quantize", format!("{other} is not quantized"))),
+        other => return Err(wrong_dtype("quantize", "dtype", "a quantized dtype", other)),
     };
     Ok(Tensor::quantized_from_ints(&ints, quantizer)?)
 }
@@ -195,9 +222,11 @@ pub(crate) fn tensor_result(t: Tensor) -> crate::Result<IValue> {
 pub(crate) fn arg_qtensor(a: &Args<'_>, i: usize) -> crate::Result<Tensor> {
     let t = a.tensor(i)?;
     if !t.is_quantized() {
-        return Err(unsupported(
+        return Err(wrong_dtype(
             a.op,
-            format!("argument {i} must be a quantized tensor, got {}", t.dtype()),
+            format!("argument {i}"),
+            "quantized",
+            t.dtype(),
         ));
     }
     Ok(t)

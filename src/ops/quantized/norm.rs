@@ -11,11 +11,12 @@
 //! from exact integer sums of `q` and `q^2`, in float; then per element
 //! `((q - zp) - mean) * (x_scale / std) * gamma + beta`, quantized with `1 / out_scale`.
 
-use super::{
-    arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result, unsupported,
+use super::{arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result};
+use crate::ops::kernels::{
+    invalid_argument, rank_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
 };
 use crate::ops::{Args, Registry};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, RankRequirement, Tensor};
 use crate::values::IValue;
 use crate::Result;
 
@@ -69,9 +70,9 @@ fn normalize(
     let range = x
         .dtype()
         .quantized_range()
-        .ok_or_else(|| unsupported(op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(op, "input", "quantized", x.dtype()))?;
     if x.dtype() == DType::QInt32 {
-        return Err(unsupported(op, "qint32 input is not supported"));
+        return Err(unsupported_feature(op, "a qint32 input"));
     }
     let xv = int_values(x)?;
     let xs = xs as f32;
@@ -131,9 +132,11 @@ fn quantize_out(y: f32, inv: f32, zp: i64, range: (i64, i64)) -> i32 {
 fn opt_params(a: &Args<'_>, i: usize, len: usize, what: &str) -> Result<Option<Vec<f32>>> {
     match a.opt_tensor(i)? {
         Some(t) if t.numel() == len => Ok(Some(t.to_vec::<f32>()?)),
-        Some(t) => Err(unsupported(
+        Some(t) => Err(size_mismatch(
             a.op,
-            format!("{what} has {} elements, expected {len}", t.numel()),
+            format!("the number of elements of {what}"),
+            len as i64,
+            t.numel() as i64,
         )),
         None => Ok(None),
     }
@@ -152,12 +155,14 @@ fn layer_norm(a: &mut Args<'_>) -> Result<IValue> {
             .zip(&shape)
             .any(|(&d, &s)| d as i64 != s)
     {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
+            "normalized_shape",
             format!(
-                "normalized_shape {shape:?} does not end the input shape {:?}",
+                "must be a non-empty suffix of the input shape {:?}",
                 x.shape()
             ),
+            format!("{shape:?}"),
         ));
     }
     let n: usize = x.shape()[x.dim() - nd..].iter().product();
@@ -189,14 +194,14 @@ fn group_norm_of(
     os: f64,
     ozp: i64,
 ) -> Result<Tensor> {
-    if x.dim() < 2 {
-        return Err(unsupported(op, "expects an input of at least 2 dimensions"));
-    }
+    crate::ops::kernels::check_rank(op, "input", RankRequirement::AtLeast(2), x.shape())?;
     let channels = x.shape()[1];
     if groups == 0 || !channels.is_multiple_of(groups) {
-        return Err(unsupported(
+        return Err(invalid_argument(
             op,
-            format!("{channels} channels cannot form {groups} groups"),
+            "num_groups",
+            format!("must be positive and divide the input's channels ({channels})"),
+            groups,
         ));
     }
     let per_batch: usize = x.shape()[1..].iter().product();
@@ -217,7 +222,9 @@ fn group_norm_of(
 /// output_zero_point)`.
 fn group_norm(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
-    let groups = usize::try_from(a.int(1)?).map_err(|_| unsupported(a.op, "negative groups"))?;
+    let groups = a.int(1)?;
+    let groups = usize::try_from(groups)
+        .map_err(|_| invalid_argument(a.op, "num_groups", "must be non-negative", groups))?;
     let c = if x.dim() > 1 { x.shape()[1] } else { 0 };
     let gamma = opt_params(a, 2, c, "weight")?;
     let beta = opt_params(a, 3, c, "bias")?;
@@ -318,32 +325,38 @@ fn batch_norm(a: &mut Args<'_>, spatial: Option<usize>, relu: bool) -> Result<IV
         None => (2..=5).contains(&x.dim()),
     };
     if !ok {
-        return Err(unsupported(
-            a.op,
-            format!("unexpected input rank {}", x.dim()),
-        ));
+        let ranks = match spatial {
+            Some(1) => RankRequirement::OneOf(vec![2, 3]),
+            Some(s) => RankRequirement::Exactly(s + 2),
+            None => RankRequirement::OneOf(vec![2, 3, 4, 5]),
+        };
+        return Err(rank_mismatch(a.op, "input", ranks, x.shape()));
     }
     let c = x.shape()[1];
-    let per_channel = |i: usize, what: &str| -> Result<Option<Vec<f32>>> {
+    // ATen's q_batch_norm_impl requires both affine parameters (and the statistics)
+    let per_channel = |i: usize, what: &str| -> Result<Vec<f32>> {
         match a.opt_tensor(i)? {
-            Some(t) if t.numel() == c => Ok(Some(t.to_vec::<f32>()?)),
-            Some(_) => Err(unsupported(a.op, format!("{what} must have {c} elements"))),
-            None => Ok(None),
+            Some(t) if t.numel() == c => Ok(t.to_vec::<f32>()?),
+            Some(t) => Err(size_mismatch(
+                a.op,
+                format!("the number of elements of {what} (the input's channels)"),
+                c as i64,
+                t.numel() as i64,
+            )),
+            None => Err(invalid_argument(a.op, what, "must be provided", "None")),
         }
     };
-    // ATen's q_batch_norm_impl requires both affine parameters
-    let weight =
-        per_channel(1, "weight")?.ok_or_else(|| unsupported(a.op, "Weight must be provided"))?;
-    let bias = per_channel(2, "bias")?.ok_or_else(|| unsupported(a.op, "Bias must be provided"))?;
-    let mean = per_channel(3, "mean")?.ok_or_else(|| unsupported(a.op, "mean is required"))?;
-    let var = per_channel(4, "var")?.ok_or_else(|| unsupported(a.op, "var is required"))?;
+    let weight = per_channel(1, "weight")?;
+    let bias = per_channel(2, "bias")?;
+    let mean = per_channel(3, "mean")?;
+    let var = per_channel(4, "var")?;
     let eps = a.double(5)?;
     let (os, ozp) = (a.double(6)?, a.int(7)?);
     let (xs, xzp) = per_tensor_params(a.op, &x)?;
     let range = x
         .dtype()
         .quantized_range()
-        .ok_or_else(|| unsupported(a.op, "not quantized"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let bn = FusedBatchNorm::new(&weight, &bias, &mean, &var, eps, xs, os, xzp);
     let inner: usize = x.shape().iter().skip(2).product();
     let vals: Vec<i32> = int_values(&x)?

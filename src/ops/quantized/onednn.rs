@@ -12,10 +12,13 @@
 //! out_zp` saturated. Integer outputs are bit-exact with PyTorch's; transcendental post-ops
 //! (tanh, gelu, swish) agree to float rounding.
 
-use super::unsupported;
 use crate::ops::kernels::vmath;
+use crate::ops::kernels::{
+    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, wrong_dtype,
+};
 use crate::ops::prims::via_aten;
 use crate::ops::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::{IValue, List, Type};
 use crate::Result;
@@ -113,7 +116,14 @@ impl Unary {
 fn post_op_scalar(op: &str, v: Option<&IValue>, what: &str) -> Result<f32> {
     v.and_then(|v| v.as_scalar())
         .map(|s| s.to_f64() as f32)
-        .ok_or_else(|| unsupported(op, format!("post op {what} expects a scalar argument")))
+        .ok_or_else(|| {
+            invalid_argument(
+                op,
+                format!("the scalar of post op {what}"),
+                "must be a number",
+                v.map_or("None", |v| v.kind_name()),
+            )
+        })
 }
 
 /// `create_attr_by_post_op`'s unary post-ops (qlinear accepts all of them).
@@ -123,12 +133,11 @@ fn parse_unary(op: &str, name: &str, scalars: &[IValue], algorithm: &str) -> Res
         "relu" => Unary::Relu,
         "leaky_relu" => {
             if scalars.len() != 1 {
-                return Err(unsupported(
+                return Err(size_mismatch(
                     op,
-                    format!(
-                        "onednn qlinear: expect one argument for post op leaky_relu but got {} args",
-                        scalars.len()
-                    ),
+                    "the number of scalars of post op leaky_relu",
+                    1,
+                    scalars.len() as i64,
                 ));
             }
             Unary::LeakyRelu(post_op_scalar(op, scalars.first(), "leaky_relu")?)
@@ -138,19 +147,21 @@ fn parse_unary(op: &str, name: &str, scalars: &[IValue], algorithm: &str) -> Res
             "none" => Unary::Gelu,
             "tanh" => Unary::GeluTanh,
             other => {
-                return Err(unsupported(
+                return Err(invalid_argument(
                     op,
-                    format!(
-                        "onednn qlinear: algorithm for post op gelu must be none or tanh but got {other}"
-                    ),
+                    "the algorithm of post op gelu",
+                    "must be 'none' or 'tanh'",
+                    format!("'{other}'"),
                 ))
             }
         },
         "hardtanh" => {
-            if scalars.len() != 2 || scalars.iter().any(|s| matches!(s, IValue::None)) {
-                return Err(unsupported(
+            if scalars.len() != 2 {
+                return Err(size_mismatch(
                     op,
-                    "hardtanh is expected to have two scalar input: min_val and max_val",
+                    "the number of scalars (min_val, max_val) of post op hardtanh",
+                    2,
+                    scalars.len() as i64,
                 ));
             }
             Unary::Clamp(
@@ -161,9 +172,11 @@ fn parse_unary(op: &str, name: &str, scalars: &[IValue], algorithm: &str) -> Res
         "hardswish" => Unary::Hardswish,
         "swish" => Unary::Swish,
         other => {
-            return Err(unsupported(
+            return Err(invalid_argument(
                 op,
-                format!("onednn qlinear: unsupported unary post op {other}"),
+                "unary post op",
+                "must be one of none, relu, leaky_relu, tanh, gelu, hardtanh, hardswish, swish",
+                format!("'{other}'"),
             ))
         }
     })
@@ -190,14 +203,23 @@ impl Output {
             DType::Int8 => (-128.0, 127.0),
             DType::Float32 | DType::BFloat16 | DType::Float16 => {
                 if scale as f32 != 1.0 || zero_point != 0 {
-                    return Err(unsupported(
+                    return Err(invalid_argument(
                         op,
-                        "expect scale=1 and zero point=0 for a floating point output",
+                        "(output_scale, output_zero_point)",
+                        format!("must be (1, 0) for a {dtype} output"),
+                        format!("({scale}, {zero_point})"),
                     ));
                 }
                 return Ok(Output::Float(dtype));
             }
-            other => return Err(unsupported(op, format!("unsupported output dtype {other}"))),
+            other => {
+                return Err(wrong_dtype(
+                    op,
+                    "output_dtype",
+                    "uint8, int8, float32, bfloat16 or float16",
+                    other,
+                ))
+            }
         };
         Ok(Output::Quantized {
             dtype,
@@ -307,16 +329,15 @@ impl Epilogue {
 /// Weight scales: float32, one per output channel or one for the tensor.
 fn weight_scales(op: &str, t: &Tensor, channels: usize) -> Result<Vec<f32>> {
     if t.dtype() != DType::Float32 {
-        return Err(unsupported(
-            op,
-            format!("weight scales should be dtype Float, got {}", t.dtype()),
-        ));
+        return Err(wrong_dtype(op, "w_scale", "float32", t.dtype()));
     }
     let v = t.to_vec::<f32>()?;
     if v.len() != channels && v.len() != 1 {
-        return Err(unsupported(
+        return Err(size_mismatch(
             op,
-            format!("expects 1 or {channels} weight scales, got {}", v.len()),
+            "the number of weight scales (or 1)",
+            channels as i64,
+            v.len() as i64,
         ));
     }
     Ok(v)
@@ -326,15 +347,19 @@ fn weight_scales(op: &str, t: &Tensor, channels: usize) -> Result<Vec<f32>> {
 fn bias_values(op: &str, b: Option<Tensor>, channels: usize) -> Result<Option<Vec<f32>>> {
     let Some(b) = b else { return Ok(None) };
     if !matches!(b.dtype(), DType::Float32 | DType::BFloat16 | DType::Float16) {
-        return Err(unsupported(
+        return Err(wrong_dtype(
             op,
-            format!("expects a float, bfloat16 or half bias, got {}", b.dtype()),
+            "bias",
+            "float32, bfloat16 or float16",
+            b.dtype(),
         ));
     }
     if b.numel() != channels {
-        return Err(unsupported(
+        return Err(size_mismatch(
             op,
-            format!("bias has {} elements, expected {channels}", b.numel()),
+            "the number of bias elements",
+            channels as i64,
+            b.numel() as i64,
         ));
     }
     Ok(Some(b.to_vec::<f32>()?))
@@ -347,11 +372,15 @@ fn act_qparams(a: &Args<'_>, i: usize, tensor: bool) -> Result<(f64, i64)> {
         return Ok((a.double(i)?, a.int(i + 1)?));
     }
     let (s, z) = (a.tensor(i)?, a.tensor(i + 1)?);
-    if s.numel() != 1 || z.numel() != 1 {
-        return Err(unsupported(
-            a.op,
-            "onednn int8: act scale/zp size should be 1",
-        ));
+    for (what, t) in [("x_scale", &s), ("x_zp", &z)] {
+        if t.numel() != 1 {
+            return Err(size_mismatch(
+                a.op,
+                format!("the number of elements of {what}"),
+                1,
+                t.numel() as i64,
+            ));
+        }
     }
     Ok((s.item()?.to_f64(), z.item()?.to_f64() as i64))
 }
@@ -371,12 +400,10 @@ fn opt_string(a: &Args<'_>, i: usize) -> Result<String> {
 /// transposed to `[in, out]`.
 fn qlinear_prepack(a: &mut Args<'_>) -> Result<IValue> {
     let w = a.tensor(0)?;
-    if w.dtype() != DType::Int8 || w.dim() != 2 {
-        return Err(unsupported(
-            a.op,
-            format!("expects a 2-d int8 weight, got {}-d {}", w.dim(), w.dtype()),
-        ));
+    if w.dtype() != DType::Int8 {
+        return Err(wrong_dtype(a.op, "weight", "int8", w.dtype()));
     }
+    check_rank(a.op, "weight", RankRequirement::Exactly(2), w.shape())?;
     Ok(IValue::Tensor(transposed(&w)?))
 }
 
@@ -394,16 +421,10 @@ fn transposed(w: &Tensor) -> Result<Tensor> {
 /// `linear_prepack_fp16(weight, x_shape)`: the float `[out, in]` weight as half, transposed.
 fn linear_prepack_fp16(a: &mut Args<'_>) -> Result<IValue> {
     let w = a.tensor(0)?;
-    if !w.dtype().is_floating_point() || w.dim() != 2 {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "expects a 2-d float weight, got {}-d {}",
-                w.dim(),
-                w.dtype()
-            ),
-        ));
+    if !w.dtype().is_floating_point() {
+        return Err(wrong_dtype(a.op, "weight", "floating-point", w.dtype()));
     }
+    check_rank(a.op, "weight", RankRequirement::Exactly(2), w.shape())?;
     Ok(IValue::Tensor(transposed(&w.to_dtype(DType::Float16)?)?))
 }
 
@@ -412,17 +433,18 @@ fn linear_prepack_fp16(a: &mut Args<'_>) -> Result<IValue> {
 fn linear_dynamic_fp16(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let x = a.tensor(0)?;
     let w = a.tensor(1)?;
-    if x.dtype() != DType::Float32 || w.dtype() != DType::Float16 || w.dim() != 2 {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "expects a float input and a 2-d half packed weight, got {} and {}-d {}",
-                x.dtype(),
-                w.dim(),
-                w.dtype()
-            ),
-        ));
+    if x.dtype() != DType::Float32 {
+        return Err(wrong_dtype(a.op, "input", "float32", x.dtype()));
     }
+    if w.dtype() != DType::Float16 {
+        return Err(wrong_dtype(a.op, "packed weight", "float16", w.dtype()));
+    }
+    check_rank(
+        a.op,
+        "packed weight",
+        RankRequirement::Exactly(2),
+        w.shape(),
+    )?;
     let weight = transposed(&w.to_dtype(DType::Float32)?)?;
     let bias = a.opt_tensor(2)?;
     let y = crate::ops::linalg::linear(a.op, &x, &weight, bias.as_ref())?;
@@ -434,14 +456,16 @@ fn linear_dynamic_fp16(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
 
 /// The int8 weight of a qlinear: `[in, out]`.
 fn linear_weight(op: &str, w: &Tensor, k: usize) -> Result<(Vec<i32>, usize)> {
-    if w.dtype() != DType::Int8 || w.dim() != 2 || w.shape()[0] != k {
-        return Err(unsupported(
+    if w.dtype() != DType::Int8 {
+        return Err(wrong_dtype(op, "packed weight", "int8", w.dtype()));
+    }
+    check_rank(op, "packed weight", RankRequirement::Exactly(2), w.shape())?;
+    if w.shape()[0] != k {
+        return Err(size_mismatch(
             op,
-            format!(
-                "expects a prepacked [{k}, out] int8 weight, got {:?} {}",
-                w.shape(),
-                w.dtype()
-            ),
+            "packed weight.size(0) (the input's features)",
+            k as i64,
+            w.shape()[0] as i64,
         ));
     }
     Ok((w.to_vec::<i32>()?, w.shape()[1]))
@@ -475,16 +499,10 @@ fn linear_accumulate(
 
 /// The activation of a qlinear: uint8 or int8, at least 1-d.
 fn activation(op: &str, x: &Tensor) -> Result<usize> {
-    if !matches!(x.dtype(), DType::UInt8 | DType::Int8) || x.dim() == 0 {
-        return Err(unsupported(
-            op,
-            format!(
-                "qlinear: input must be a uint8 or int8 tensor, got {}-d {}",
-                x.dim(),
-                x.dtype()
-            ),
-        ));
+    if !matches!(x.dtype(), DType::UInt8 | DType::Int8) {
+        return Err(wrong_dtype(op, "input", "uint8 or int8", x.dtype()));
     }
+    check_rank(op, "input", RankRequirement::AtLeast(1), x.shape())?;
     Ok(x.shape()[x.dim() - 1])
 }
 
@@ -555,9 +573,11 @@ fn qlinear_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
     let (other_scale, other_zp) = (a.double(11)?, a.int(12)?);
     let binary_name = a.str(13)?;
     if a.double(14)? as f32 != 1.0 {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
-            "onednn qlinear: alpha != 1 for binary post op is not yet supported.",
+            "binary_alpha",
+            "must be 1 (oneDNN has no other)",
+            a.double(14)?,
         ));
     }
     let unary_name = a.str(15)?;
@@ -566,32 +586,38 @@ fn qlinear_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
     let other = match (&*binary_name, other) {
         ("none", _) => None,
         ("sum" | "add", None) => {
-            return Err(unsupported(
+            return Err(invalid_argument(
                 a.op,
-                format!("onednn qlinear: the extra input is missing for post op {binary_name}"),
+                "other",
+                format!("must be a tensor for binary post op {binary_name}"),
+                "None",
             ))
         }
         ("sum" | "add", Some(o)) => Some(o),
         (other, _) => {
-            return Err(unsupported(
+            return Err(invalid_argument(
                 a.op,
-                format!("onednn qlinear: unsupported binary post op {other}"),
+                "binary post op",
+                "must be none, sum or add",
+                format!("'{other}'"),
             ))
         }
     };
     if other.is_some() {
         if float_out && (other_scale as f32 != 1.0 || other_zp != 0) {
-            return Err(unsupported(
+            return Err(invalid_argument(
                 a.op,
-                "onednn qlinear: expect extra input scale = 1.0 and zero point = 0 for a float output",
+                "(other_scale, other_zp)",
+                "must be (1, 0) for a floating-point output",
+                format!("({other_scale}, {other_zp})"),
             ));
         }
         if !matches!(&*unary_name, "none" | "relu") {
-            return Err(unsupported(
+            return Err(invalid_argument(
                 a.op,
-                format!(
-                    "onednn qlinear: unsupported unary post op {unary_name} with binary post op {binary_name}"
-                ),
+                "unary post op",
+                format!("must be none or relu with binary post op {binary_name}"),
+                format!("'{unary_name}'"),
             ));
         }
     }
@@ -602,14 +628,20 @@ fn qlinear_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
             // the extra input is the output buffer: it has the output's dtype (uint8 unless
             // output_dtype says otherwise) and size
             let expected = requested.unwrap_or(DType::UInt8);
-            if o.dtype() != expected || o.numel() != total {
-                return Err(unsupported(
+            if o.dtype() != expected {
+                return Err(wrong_dtype(
                     a.op,
-                    format!(
-                        "onednn qlinear: the extra input for binary post op sum should be {expected} of {total} elements (same as output), got {} of {}",
-                        o.dtype(),
-                        o.numel()
-                    ),
+                    "other (the sum post op's output)",
+                    expected.to_string(),
+                    o.dtype(),
+                ));
+            }
+            if o.numel() != total {
+                return Err(size_mismatch(
+                    a.op,
+                    "the number of elements of other (the output's)",
+                    total as i64,
+                    o.numel() as i64,
                 ));
             }
             Binary::Sum {
@@ -620,13 +652,14 @@ fn qlinear_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
         }
         ("add", Some(o)) => {
             if o.numel() != total && o.numel() != run.n {
-                return Err(unsupported(
+                return Err(invalid_argument(
                     a.op,
+                    "the number of elements of other",
                     format!(
-                        "onednn qlinear: the extra input for binary post op add has {} elements, expected {total} or {}",
-                        o.numel(),
+                        "must be the output's ({total}) or its last dimension's ({})",
                         run.n
                     ),
+                    o.numel(),
                 ));
             }
             Binary::Add(o.to_vec::<f32>()?)
@@ -652,23 +685,24 @@ fn qlinear_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
 /// x_shape)`: the int8 weight as oneDNN holds it (a conv1d weight as 2-d of unit height).
 fn qconv_prepack(a: &mut Args<'_>) -> Result<IValue> {
     let w = a.tensor(0)?;
-    if w.dtype() != DType::Int8 || !(3..=5).contains(&w.dim()) {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "expects a 3-d to 5-d int8 weight, got {}-d {}",
-                w.dim(),
-                w.dtype()
-            ),
-        ));
+    if w.dtype() != DType::Int8 {
+        return Err(wrong_dtype(a.op, "weight", "int8", w.dtype()));
     }
+    check_rank(
+        a.op,
+        "weight",
+        RankRequirement::OneOf(vec![3, 4, 5]),
+        w.shape(),
+    )?;
     let spatial = w.dim() - 2;
     for (i, name) in [(4, "stride"), (5, "padding"), (6, "dilation")] {
         let v = a.int_list(i)?;
         if v.len() != spatial {
-            return Err(unsupported(
+            return Err(size_mismatch(
                 a.op,
-                format!("{name} should have {spatial} values, got {v:?}"),
+                format!("the length of {name}"),
+                spatial as i64,
+                v.len() as i64,
             ));
         }
     }
@@ -723,10 +757,11 @@ fn conv_accumulate(
     )?;
     match r {
         IValue::Tensor(t) => Ok(t),
-        other => Err(unsupported(
+        other => Err(crate::ops::kernels::unsupported(format!(
+            "{}: aten::convolution gave {}",
             a.op,
-            format!("convolution gave {}", other.kind_name()),
-        )),
+            other.kind_name()
+        ))),
     }
 }
 
@@ -743,27 +778,18 @@ struct ConvRun {
 fn conv_run(a: &Args<'_>, bias_at: usize, tensor: bool) -> Result<ConvRun> {
     let x = a.tensor(0)?;
     if x.dtype() != DType::UInt8 {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "Input tensor should have uint8 (unsigned char) data type, got {}",
-                x.dtype()
-            ),
-        ));
+        return Err(wrong_dtype(a.op, "input", "uint8", x.dtype()));
     }
-    if !(3..=5).contains(&x.dim()) {
-        return Err(unsupported(
-            a.op,
-            format!("expects a 3-d to 5-d input, got {}-d", x.dim()),
-        ));
-    }
+    check_rank(
+        a.op,
+        "input",
+        RankRequirement::OneOf(vec![3, 4, 5]),
+        x.shape(),
+    )?;
     let (x_scale, x_zp) = act_qparams(a, 1, tensor)?;
     let mut w = a.tensor(3)?;
     if w.dtype() != DType::Int8 {
-        return Err(unsupported(
-            a.op,
-            format!("expects an int8 weight, got {}", w.dtype()),
-        ));
+        return Err(wrong_dtype(a.op, "weight", "int8", w.dtype()));
     }
     if x.dim() == 3 && w.dim() == 4 && w.shape()[2] == 1 {
         let s = w.shape();
@@ -776,14 +802,11 @@ fn conv_run(a: &Args<'_>, bias_at: usize, tensor: bool) -> Result<ConvRun> {
         )?;
     }
     if w.dim() != x.dim() {
-        return Err(unsupported(
+        return Err(rank_mismatch(
             a.op,
-            format!(
-                "a {}-d input needs a {}-d weight, got {:?}",
-                x.dim(),
-                x.dim(),
-                w.shape()
-            ),
+            "weight",
+            RankRequirement::Exactly(x.dim()),
+            w.shape(),
         ));
     }
     let channels = w.shape()[0];
@@ -857,9 +880,11 @@ fn channels_last_strides(shape: &[usize]) -> Vec<isize> {
 fn conv_output(op: &str, dtype: Option<DType>, scale: f64, zero_point: i64) -> Result<Output> {
     let dtype = dtype.unwrap_or(DType::UInt8);
     if dtype == DType::Float16 {
-        return Err(unsupported(
+        return Err(wrong_dtype(
             op,
-            "could not create a primitive descriptor for the convolution forward propagation primitive (half output)",
+            "output_dtype",
+            "not float16 (oneDNN has no int8 convolution primitive with a half output)",
+            dtype,
         ));
     }
     Output::new(op, dtype, scale, zero_point)
@@ -872,9 +897,11 @@ fn qconv_pointwise(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
     let out = conv_output(a.op, a.opt_dtype(13)?, a.double(11)?, a.int(12)?)?;
     let attr = a.str(14)?;
     if !matches!(&*attr, "none" | "relu" | "hardtanh" | "hardswish" | "swish") {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
-            format!("Unsupported post op {attr} for quantized pointwise conv"),
+            "attr",
+            "must be one of none, relu, hardtanh, hardswish, swish",
+            format!("'{attr}'"),
         ));
     }
     let unary = parse_unary(a.op, &attr, &scalars(a, 15)?, &opt_string(a, 16)?)?;
@@ -898,35 +925,34 @@ fn qconv_pointwise(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
 fn qconv_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
     let binary_attr = a.str(17)?;
     let unary_attr = opt_string(a, 19)?;
-    if &*binary_attr != "sum" || !matches!(unary_attr.as_str(), "none" | "relu" | "") {
-        return Err(unsupported(
+    if &*binary_attr != "sum" {
+        return Err(invalid_argument(
             a.op,
-            format!(
-                "post_op sum or post_op sum_relu is supported for quantized pointwise conv2d. Got binary_post_op: {binary_attr} unary_post_op: {unary_attr}."
-            ),
+            "binary_attr",
+            "must be 'sum'",
+            format!("'{binary_attr}'"),
+        ));
+    }
+    if !matches!(unary_attr.as_str(), "none" | "relu" | "") {
+        return Err(invalid_argument(
+            a.op,
+            "unary_attr",
+            "must be none or relu with binary_attr 'sum'",
+            format!("'{unary_attr}'"),
         ));
     }
     let accum = a.tensor(6)?;
     let run = conv_run(a, 7, tensor)?;
     let out = conv_output(a.op, a.opt_dtype(14)?, a.double(12)?, a.int(13)?)?;
     if accum.shape() != run.shape.as_slice() {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "For post op sum, the accum tensor {:?} must have the output's size {:?}",
-                accum.shape(),
-                run.shape
-            ),
-        ));
+        return Err(shape_mismatch(a.op, "qaccum", &run.shape, accum.shape()));
     }
     if accum.dtype() != out.dtype() {
-        return Err(unsupported(
+        return Err(wrong_dtype(
             a.op,
-            format!(
-                "the accum tensor's dtype {} differs from the output's {}",
-                accum.dtype(),
-                out.dtype()
-            ),
+            "qaccum",
+            format!("{} (the output's dtype)", out.dtype()),
+            accum.dtype(),
         ));
     }
     let unary = if unary_attr == "relu" {
@@ -956,29 +982,24 @@ fn qconv_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
 /// float dtype, in channels-last layout.
 fn qbatch_norm2d(a: &mut Args<'_>) -> Result<IValue> {
     let x = a.tensor(0)?;
-    if x.dtype() != DType::UInt8 || x.dim() != 4 {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "Int8 batch_norm2d: Expecting a uint8 input tensor of rank 4, got {}-d {}",
-                x.dim(),
-                x.dtype()
-            ),
-        ));
+    if x.dtype() != DType::UInt8 {
+        return Err(wrong_dtype(a.op, "input", "uint8", x.dtype()));
     }
+    check_rank(a.op, "input", RankRequirement::Exactly(4), x.shape())?;
     let (x_scale, x_zp) = (a.double(1)?, a.int(2)?);
     let c = x.shape()[1];
     let mut params = Vec::with_capacity(4);
     for (i, what) in [(3, "weight"), (4, "bias"), (5, "mean"), (6, "var")] {
         let t = a.tensor(i)?;
-        if t.numel() != c || t.dtype() != DType::Float32 {
-            return Err(unsupported(
+        if t.dtype() != DType::Float32 {
+            return Err(wrong_dtype(a.op, what, "float32", t.dtype()));
+        }
+        if t.numel() != c {
+            return Err(size_mismatch(
                 a.op,
-                format!(
-                    "Expect {what} to be float with {c} elements, got {} {}",
-                    t.numel(),
-                    t.dtype()
-                ),
+                format!("the number of elements of {what} (the input's channels)"),
+                c as i64,
+                t.numel() as i64,
             ));
         }
         params.push(t.to_vec::<f32>()?);
@@ -986,20 +1007,22 @@ fn qbatch_norm2d(a: &mut Args<'_>) -> Result<IValue> {
     let (eps, out_scale, out_zp) = (a.double(7)?, a.double(8)?, a.int(9)?);
     let dtype = a.dtype(10)?;
     if dtype != DType::UInt8 && (out_scale != 1.0 || out_zp != 0) {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
-            format!(
-                "Quantized batch_norm_2d output scale and zero point should be 1 and 0 for output_dtype {dtype}, but got scale = {out_scale} and zero point = {out_zp}"
-            ),
+            "(output_scale, output_zero_point)",
+            format!("must be (1, 0) for output_dtype {dtype}"),
+            format!("({out_scale}, {out_zp})"),
         ));
     }
     let out = match dtype {
         DType::UInt8 => Output::new(a.op, dtype, 1.0, out_zp)?,
         DType::Float32 | DType::BFloat16 | DType::Float16 => Output::Float(dtype),
         other => {
-            return Err(unsupported(
+            return Err(wrong_dtype(
                 a.op,
-                format!("unsupported output dtype {other}"),
+                "output_dtype",
+                "uint8, float32, bfloat16 or float16",
+                other,
             ))
         }
     };

@@ -12,8 +12,10 @@
 
 use super::torchbind::{packed_arg, ConvParams, LinearParams};
 use super::{arg_qtensor, per_tensor_params, unsupported};
+use crate::ops::kernels::{check_rank, invalid_argument, rank_mismatch, wrong_dtype};
 use crate::ops::prims::via_aten;
 use crate::ops::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Quantizer, Tensor};
 use crate::values::types::Type;
 use crate::values::{IValue, List};
@@ -41,10 +43,11 @@ fn symmetric_weight(op: &str, w: &Tensor, n: usize) -> Result<(IValue, IValue)> 
             scales.iter().map(|&s| s as f32).collect()
         }
         _ => {
-            return Err(unsupported(
+            return Err(invalid_argument(
                 op,
-                "ONEDNN only supports symmetric quantization of weight, whose zero point must \
-                 be 0 (per tensor or per output channel)",
+                "the weight's quantization",
+                "must be symmetric (zero points 0) per tensor or per output channel for oneDNN",
+                "another quantization",
             ))
         }
     };
@@ -58,9 +61,11 @@ fn symmetric_weight(op: &str, w: &Tensor, n: usize) -> Result<(IValue, IValue)> 
 fn activation(a: &Args<'_>, i: usize) -> Result<(Tensor, f64, i64)> {
     let x = arg_qtensor(a, i)?;
     if !matches!(x.dtype(), DType::QUInt8 | DType::QInt8) {
-        return Err(unsupported(
+        return Err(wrong_dtype(
             a.op,
-            format!("expects a quint8 or qint8 activation, got {}", x.dtype()),
+            format!("argument {i}"),
+            "quint8 or qint8",
+            x.dtype(),
         ));
     }
     let (scale, zp) = per_tensor_params(a.op, &x)?;
@@ -103,9 +108,20 @@ fn requantized(y: IValue, scale: f64, zero_point: i64) -> Result<IValue> {
 fn linear_unary(a: &Args<'_>, post: &str, post_args: Vec<IValue>) -> Result<IValue> {
     let (x, x_scale, x_zp) = activation(a, 0)?;
     let p = LinearParams::from_object(&packed_arg(a, 1)?)?;
-    if p.is_fp16() || p.weight.dim() != 2 {
-        return Err(unsupported(a.op, "expects int8 packed linear weights"));
+    if p.is_fp16() {
+        return Err(wrong_dtype(
+            a.op,
+            "packed weight",
+            "qint8",
+            p.weight.dtype(),
+        ));
     }
+    check_rank(
+        a.op,
+        "packed weight",
+        RankRequirement::Exactly(2),
+        p.weight.shape(),
+    )?;
     let n = p.weight.shape()[0];
     let (w_scales, w_zps) = symmetric_weight(a.op, &p.weight, n)?;
     let w_ints = IValue::Tensor(p.weight.int_repr_view()?.contiguous()?);
@@ -140,29 +156,32 @@ fn linear_leaky_relu(a: &mut Args<'_>) -> Result<IValue> {
 /// `onednn::qconv2d_pointwise.binary` with the `sum` post-op.
 fn conv2d_add<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
     let qx = arg_qtensor(a, 0)?;
-    if qx.dim() != 4 {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "quantized::conv2d_add2d(): Expected activation tensor to have 4 dimensions, \
-                 got {}",
-                qx.dim()
-            ),
-        ));
-    }
+    check_rank(a.op, "activation", RankRequirement::Exactly(4), qx.shape())?;
     let (x, x_scale, x_zp) = activation(a, 0)?;
     let (accum, accum_scale, accum_zp) = activation(a, 1)?;
     if accum.dtype() != x.dtype() {
-        return Err(unsupported(
+        return Err(wrong_dtype(
             a.op,
-            "The output tensor should have same dtype as the accum tensor.",
+            "accum",
+            format!("{} (the activation's dtype)", x.dtype()),
+            accum.dtype(),
         ));
     }
     let p = ConvParams::from_object(&packed_arg(a, 2)?)?;
-    if p.transpose || p.spatial_dims() != 2 {
-        return Err(unsupported(
+    if p.transpose {
+        return Err(invalid_argument(
             a.op,
-            "expects the packed weights of a (not transposed) 2-d convolution",
+            "packed weight",
+            "must be a forward convolution's",
+            "a transposed convolution's",
+        ));
+    }
+    if p.spatial_dims() != 2 {
+        return Err(rank_mismatch(
+            a.op,
+            "packed weight",
+            RankRequirement::Exactly(4),
+            p.weight.shape(),
         ));
     }
     let n = p.weight.shape().first().copied().unwrap_or(0);

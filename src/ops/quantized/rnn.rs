@@ -23,8 +23,11 @@ use super::fbgemm_legacy::Int8Linear;
 use super::linear::{dynamic_matmul, Fp16Weights};
 use super::torchbind::{packed_arg, LinearParams};
 use super::unsupported;
+use crate::ops::kernels::{
+    check_rank, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature,
+};
 use crate::ops::{Args, Registry};
-use crate::tensor::Tensor;
+use crate::tensor::{RankRequirement, Tensor};
 use crate::values::{IValue, Object, Tuple};
 use crate::Result;
 
@@ -70,16 +73,21 @@ pub(crate) enum CellOp {
 /// PyTorch's do: `b_ih`/`b_hh` are only held).
 fn cell_dynamic(a: &mut Args<'_>, op: CellOp) -> Result<IValue> {
     let x = a.tensor(0)?;
-    if x.dim() != 2 {
-        return Err(unsupported(a.op, "expects a 2-d input [batch, features]"));
-    }
+    check_rank(a.op, "input", RankRequirement::Exactly(2), x.shape())?;
     let (h, c) = cell_state_arg(a, op)?;
     let w_ih = LinearParams::from_object(&packed_arg(a, 2)?)?;
     let w_hh = LinearParams::from_object(&packed_arg(a, 3)?)?;
     let (b, f) = (x.shape()[0], x.shape()[1]);
     let hsz = h.shape().last().copied().unwrap_or(0);
-    if h.numel() != b * hsz || c.as_ref().is_some_and(|c| c.numel() != b * hsz) {
-        return Err(unsupported(a.op, "hidden state of the wrong size"));
+    for (what, t) in [("hx", Some(&h)), ("cx", c.as_ref())] {
+        if let Some(t) = t.filter(|t| t.numel() != b * hsz) {
+            return Err(size_mismatch(
+                a.op,
+                format!("the number of elements of {what} (batch x hidden)"),
+                (b * hsz) as i64,
+                t.numel() as i64,
+            ));
+        }
     }
     let gates = match op {
         CellOp::Lstm => 4,
@@ -112,7 +120,12 @@ pub(crate) fn cell_state_arg(a: &Args<'_>, op: CellOp) -> Result<(Tensor, Option
     }
     let hx = a.tensor_list(1)?;
     let [h, c] = hx.as_slice() else {
-        return Err(unsupported(a.op, "hx must be [h, c]"));
+        return Err(size_mismatch(
+            a.op,
+            "the length of hx ([h, c])",
+            2,
+            hx.len() as i64,
+        ));
     };
     Ok((h.clone(), Some(c.clone())))
 }
@@ -223,12 +236,11 @@ impl Projection {
             } => dynamic_matmul(xs, m, k, n, params, *reduce_range, false),
             Projection::Fp16(w) => w.matmul(xs, m, k, n),
             Projection::Int8Legacy(lin) if (lin.n, lin.k) == (n, k) => lin.apply(xs, m),
-            Projection::Int8Legacy(lin) => Err(unsupported(
+            Projection::Int8Legacy(lin) => Err(shape_mismatch(
                 "quantized RNN",
-                format!(
-                    "cell weights [{}, {}] do not fit {k} features to {n} gates",
-                    lin.n, lin.k
-                ),
+                "cell weight",
+                &[n, k],
+                &[lin.n, lin.k],
             )),
         }
     }
@@ -322,7 +334,12 @@ fn legacy_cell(op: &str, items: &[IValue]) -> Result<Cell> {
             return Err(bad());
         };
         if w.dtype() != crate::tensor::DType::Int8 {
-            return Err(unsupported(op, "quantized cell weights must be int8"));
+            return Err(crate::ops::kernels::wrong_dtype(
+                op,
+                "cell weight",
+                "int8",
+                w.dtype(),
+            ));
         }
         let values = w.contiguous()?.to_vec::<i8>()?;
         let lin = Int8Linear::new(op, values, (n, k), col, (scale, zp), bias)?;
@@ -414,9 +431,11 @@ struct LayerArgs {
 }
 
 fn layer_args(a: &Args<'_>, first: usize) -> Result<LayerArgs> {
-    let num_layers = usize::try_from(a.int(first)?).map_err(|_| unsupported(a.op, "num_layers"))?;
+    let num_layers = a.int(first)?;
+    let num_layers = usize::try_from(num_layers)
+        .map_err(|_| invalid_argument(a.op, "num_layers", "must be non-negative", num_layers))?;
     if a.bool(first + 2)? && a.double(first + 1)? > 0.0 {
-        return Err(unsupported(a.op, "dropout in training mode"));
+        return Err(unsupported_feature(a.op, "dropout in training mode"));
     }
     Ok(LayerArgs {
         num_layers,
@@ -439,7 +458,12 @@ fn quantized_rnn_op(a: &mut Args<'_>, kind: CellKind, layout: Layout) -> Result<
             // decide the arithmetic
             let hx = a.tensor_list(hx_index)?;
             if hx.len() != 2 {
-                return Err(unsupported(a.op, "hx = [h0, c0] expected"));
+                return Err(size_mismatch(
+                    a.op,
+                    "the length of hx ([h0, c0])",
+                    2,
+                    hx.len() as i64,
+                ));
             }
             hx
         }
@@ -475,9 +499,7 @@ fn padded_rnn(
     cells: &[Cell],
     layers: &LayerArgs,
 ) -> Result<IValue> {
-    if input.dim() != 3 {
-        return Err(unsupported(op, "expects a 3-d input"));
-    }
+    check_rank(op, "input", RankRequirement::Exactly(3), input.shape())?;
     let s = input.shape();
     let (t, b, f) = if batch_first {
         (s[1], s[0], s[2])
@@ -522,17 +544,14 @@ fn packed_rnn(
     cells: &[Cell],
     layers: &LayerArgs,
 ) -> Result<IValue> {
-    if data.dim() != 2 {
-        return Err(unsupported(op, "packed data must be 2-d"));
-    }
+    check_rank(op, "data", RankRequirement::Exactly(2), data.shape())?;
     let (n, f) = (data.shape()[0], data.shape()[1]);
     if sizes.iter().sum::<usize>() != n {
-        return Err(unsupported(
+        return Err(size_mismatch(
             op,
-            format!(
-                "batch_sizes sum to {}, data has {n} rows",
-                sizes.iter().sum::<usize>()
-            ),
+            "the sum of batch_sizes (data.size(0))",
+            n as i64,
+            sizes.iter().sum::<usize>() as i64,
         ));
     }
     let rows = data.to_vec::<f32>()?;
@@ -598,15 +617,22 @@ fn run_layers(
 ) -> Result<(Vec<f32>, usize, Finals)> {
     let dirs = if layers.bidirectional { 2 } else { 1 };
     if cells.len() != layers.num_layers * dirs {
-        return Err(unsupported(op, "one cell per layer and direction expected"));
+        return Err(size_mismatch(
+            op,
+            "the number of cell parameters (layers x directions)",
+            (layers.num_layers * dirs) as i64,
+            cells.len() as i64,
+        ));
     }
     let hshape = hx[0].shape().to_vec();
     let hsz = match hshape.as_slice() {
         [_, _, h] => *h,
         _ => {
-            return Err(unsupported(
+            return Err(crate::ops::kernels::rank_mismatch(
                 op,
-                "hx must be 3-d [layers * directions, batch, hidden]",
+                "hx",
+                RankRequirement::Exactly(3),
+                &hshape,
             ))
         }
     };
@@ -616,10 +642,15 @@ fn run_layers(
         None => Vec::new(),
     };
     let state_len = batch * hsz;
-    if hshape != [layers.num_layers * dirs, batch, hsz]
-        || (kind == CellKind::Lstm && hx.get(1).map(|c| c.shape()) != Some(hshape.as_slice()))
-    {
-        return Err(unsupported(op, "hx shapes do not match the layers"));
+    let expected = [layers.num_layers * dirs, batch, hsz];
+    if hshape != expected {
+        return Err(shape_mismatch(op, "hx", &expected, &hshape));
+    }
+    if kind == CellKind::Lstm {
+        let c_shape = hx.get(1).map_or(&[][..], |c| c.shape());
+        if c_shape != expected {
+            return Err(shape_mismatch(op, "cx", &expected, c_shape));
+        }
     }
     let sizes = input.sizes;
     let mut finals = Finals {

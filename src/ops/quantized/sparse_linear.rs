@@ -16,8 +16,12 @@
 
 use super::linear::Requant;
 use super::{arg_qtensor, per_tensor_params, per_tensor_quantized, unsupported};
+use crate::ops::kernels::{
+    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
+};
 use crate::ops::{Args, Registry};
 use crate::tensor::{DType, Quantizer, Tensor};
+use crate::tensor::{RankRequirement, TensorError};
 use crate::values::types::Type;
 use crate::values::{IValue, List, Object, Tuple};
 use crate::Result;
@@ -194,28 +198,35 @@ impl SparseLinear {
 fn qlinear_prepack(a: &mut Args<'_>) -> Result<IValue> {
     let w = arg_qtensor(a, 0)?;
     if w.dtype() != DType::QInt8 {
-        return Err(unsupported(
-            a.op,
-            format!("expected scalar type QInt8 but found {}", w.dtype()),
-        ));
+        return Err(TensorError::DTypeMismatch {
+            expected: DType::QInt8,
+            got: w.dtype(),
+        }
+        .into());
     }
     let [n, k] = *w.shape() else {
-        return Err(unsupported(a.op, "the weight must be 2-dimensional"));
+        return Err(rank_mismatch(
+            a.op,
+            "weight",
+            RankRequirement::Exactly(2),
+            w.shape(),
+        ));
     };
     let (ob, ib) = (a.int(2)?, a.int(3)?);
     if (ob, ib) != BLOCK {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
-            format!(
-                "The out and in features block sizes for ao::sparse::qlinear_prepack (fbgemm) \
-                 should be 1 and 4 respectively (got {ob} and {ib})"
-            ),
+            "(out_features_block_size, in_features_block_size)",
+            format!("must be {BLOCK:?} with fbgemm"),
+            format!("({ob}, {ib})"),
         ));
     }
     let zero_points_error = || {
-        unsupported(
+        invalid_argument(
             a.op,
-            "zero point(s) should be 0 for the weight tensor of ao::sparse::qlinear op",
+            "the weight's zero point(s)",
+            "must be 0",
+            "a non-zero zero point",
         )
     };
     let (scales, per_tensor) = match w.quantizer().map(|q| &**q) {
@@ -236,20 +247,19 @@ fn qlinear_prepack(a: &mut Args<'_>) -> Result<IValue> {
             (scales.iter().map(|&s| s as f32).collect(), false)
         }
         _ => {
-            return Err(unsupported(
+            return Err(invalid_argument(
                 a.op,
-                "expects a per-tensor or per-output-channel quantized weight",
+                "the weight's qscheme",
+                "must be per-tensor or per-channel along axis 0",
+                "another quantization",
             ))
         }
     };
     // (its dtype is checked when the layer runs, as PyTorch does)
     let bias = a.opt_tensor(1)?;
     if let Some(b) = &bias {
-        if b.dim() != 1 || b.shape()[0] != n {
-            return Err(unsupported(
-                a.op,
-                format!("bias should have N elements: {n}"),
-            ));
+        if b.shape() != [n] {
+            return Err(shape_mismatch(a.op, "bias", &[n], b.shape()));
         }
     }
     let values = w
@@ -275,12 +285,11 @@ fn sparse_arg(a: &Args<'_>, i: usize) -> Result<SparseLinear> {
         IValue::Object(o) if &**o.class_name() == SPARSE_LINEAR_CLASS => {
             SparseLinear::from_object(a.op, o)
         }
-        other => Err(unsupported(
+        other => Err(invalid_argument(
             a.op,
-            format!(
-                "argument {i} must be sparse packed linear parameters, got {}",
-                other.kind_name()
-            ),
+            format!("argument {i}"),
+            "must be sparse packed linear parameters",
+            other.kind_name(),
         )),
     }
 }
@@ -300,39 +309,33 @@ fn qlinear_unpack(a: &mut Args<'_>) -> Result<IValue> {
 fn qlinear<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     if x.dtype() != DType::QUInt8 {
-        return Err(unsupported(
-            a.op,
-            format!("expected scalar type QUInt8 but found {}", x.dtype()),
-        ));
+        return Err(TensorError::DTypeMismatch {
+            expected: DType::QUInt8,
+            got: x.dtype(),
+        }
+        .into());
     }
-    if x.dim() < 2 {
-        return Err(unsupported(
-            a.op,
-            "The dimension of input tensor should be larger than or equal to 2",
-        ));
-    }
+    check_rank(a.op, "input", RankRequirement::AtLeast(2), x.shape())?;
     let p = sparse_arg(a, 1)?;
     let (out_scale, out_zp) = (a.double(2)?, a.int(3)?);
     let (x_scale, x_zp) = per_tensor_params(a.op, &x)?;
     let (n, k) = (p.n, p.k);
     if x.shape()[x.dim() - 1] != k {
-        return Err(unsupported(
+        return Err(size_mismatch(
             a.op,
-            format!("The number of columns in the packW should be equal to K: {k}"),
+            "input.size(-1) (the packed weight's K)",
+            k as i64,
+            x.shape()[x.dim() - 1] as i64,
         ));
     }
     let bias = match &p.bias {
-        Some(b) if b.dim() != 1 || b.shape()[0] != n => {
-            return Err(unsupported(
-                a.op,
-                format!("bias should have out_channels elements: {n}"),
-            ))
-        }
+        Some(b) if b.shape() != [n] => return Err(shape_mismatch(a.op, "bias", &[n], b.shape())),
         Some(b) if b.dtype() != DType::Float32 => {
-            return Err(unsupported(
-                a.op,
-                format!("expected scalar type Float but found {}", b.dtype()),
-            ))
+            return Err(TensorError::DTypeMismatch {
+                expected: DType::Float32,
+                got: b.dtype(),
+            }
+            .into())
         }
         Some(b) => Some(b.to_vec::<f32>()?),
         None => None,

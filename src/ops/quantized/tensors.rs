@@ -4,10 +4,13 @@
 
 use super::{
     arg_qtensor, dequantize_val, int_values, make_quantized, per_tensor_quantized, quantize_val,
-    tensor_result, unsupported,
+    tensor_result,
+};
+use crate::ops::kernels::{
+    check_rank, invalid_argument, size_mismatch, unsupported_feature, wrong_dtype,
 };
 use crate::ops::{Args, Registry};
-use crate::tensor::{DType, Element, Quantizer, Tensor};
+use crate::tensor::{DType, Element, Quantizer, RankRequirement, Tensor, TensorError};
 use crate::values::types::Type;
 use crate::values::{IValue, List};
 use crate::Result;
@@ -71,7 +74,7 @@ fn quantized_dtype(op: &str, d: DType) -> Result<DType> {
     if d.is_quantized() {
         Ok(d)
     } else {
-        Err(unsupported(op, format!("dtype {d} is not quantized")))
+        Err(wrong_dtype(op, "dtype", "a quantized dtype", d))
     }
 }
 
@@ -84,7 +87,7 @@ pub(crate) fn quantize_tensor(
 ) -> Result<Tensor> {
     let range = dtype
         .quantized_range()
-        .ok_or_else(|| unsupported("quantize_per_tensor", format!("{dtype} is not quantized")))?;
+        .ok_or_else(|| wrong_dtype("quantize_per_tensor", "dtype", "a quantized dtype", dtype))?;
     let inv = 1.0f32 / scale as f32;
     let vals: Vec<i32> = x
         .to_vec::<f32>()?
@@ -113,11 +116,15 @@ fn quantize_per_tensor_tensors(a: &mut Args<'_>) -> Result<IValue> {
     let scales = a.tensor(1)?.to_vec::<f64>()?;
     let zps = a.tensor(2)?.to_vec::<i64>()?;
     let dtype = quantized_dtype(a.op, a.dtype(3)?)?;
-    if scales.len() != xs.len() || zps.len() != xs.len() {
-        return Err(unsupported(
-            a.op,
-            "one scale and zero point per tensor expected",
-        ));
+    for (what, len) in [("scales", scales.len()), ("zero_points", zps.len())] {
+        if len != xs.len() {
+            return Err(size_mismatch(
+                a.op,
+                format!("the number of {what} (one per tensor)"),
+                xs.len() as i64,
+                len as i64,
+            ));
+        }
     }
     let out = xs
         .iter()
@@ -139,16 +146,21 @@ fn quantize_by_channel(
     let op = "quantize_per_channel";
     let range = dtype
         .quantized_range()
-        .ok_or_else(|| unsupported(op, format!("{dtype} is not quantized")))?;
+        .ok_or_else(|| wrong_dtype(op, "dtype", "a quantized dtype", dtype))?;
     let shape = x.shape();
-    let channels = *shape
-        .get(axis)
-        .ok_or_else(|| unsupported(op, format!("axis {axis} of a {}-d tensor", x.dim())))?;
-    if params.0 != channels || params.1 != channels {
-        return Err(unsupported(
-            op,
-            "one scale and zero point per channel expected",
-        ));
+    let channels = *shape.get(axis).ok_or(TensorError::DimOutOfRange {
+        dim: axis as i64,
+        ndim: x.dim(),
+    })?;
+    for (what, len) in [("scales", params.0), ("zero_points", params.1)] {
+        if len != channels {
+            return Err(size_mismatch(
+                op,
+                format!("the number of {what} (one per channel along axis {axis})"),
+                channels as i64,
+                len as i64,
+            ));
+        }
     }
     let inner: usize = shape[axis + 1..].iter().product();
     Ok(x.to_vec::<f32>()?
@@ -253,7 +265,7 @@ fn quantize_per_tensor_dynamic(a: &mut Args<'_>) -> Result<IValue> {
     let (qmin, qmax) = match dtype {
         DType::QUInt8 => (0, 255),
         DType::QInt8 => (-128, 127),
-        other => return Err(unsupported(a.op, format!("dtype {other}"))),
+        other => return Err(wrong_dtype(a.op, "dtype", "quint8 or qint8", other)),
     };
     let v = x.to_vec::<f32>()?;
     let (lo, hi) = super::linear::min_max(&v);
@@ -270,9 +282,11 @@ fn is_quantized(a: &mut Args<'_>) -> Result<IValue> {
 fn integer_arg(a: &Args<'_>) -> Result<Tensor> {
     let x = a.tensor(0)?;
     if !matches!(x.dtype(), DType::UInt8 | DType::Int8 | DType::Int32) {
-        return Err(unsupported(
+        return Err(wrong_dtype(
             a.op,
-            format!("int8, uint8 or int32 input, got {}", x.dtype()),
+            "input",
+            "int8, uint8 or int32",
+            x.dtype(),
         ));
     }
     Ok(x)
@@ -297,14 +311,9 @@ fn make_per_channel(a: &mut Args<'_>) -> Result<IValue> {
     let x = integer_arg(a)?;
     let (scales, zero_points) = (a.tensor(1)?, a.tensor(2)?);
     if !scales.dtype().is_floating_point() {
-        return Err(unsupported(a.op, "scale tensor must be floating point"));
+        return Err(wrong_dtype(a.op, "scale", "floating-point", scales.dtype()));
     }
-    if scales.dim() != 1 || zero_points.dim() != 1 || scales.numel() != zero_points.numel() {
-        return Err(unsupported(
-            a.op,
-            "scales and zero points must be 1-d tensors of one length",
-        ));
-    }
+    super::check_channel_qparams(a.op, &scales, &zero_points)?;
     let axis = crate::tensor::wrap_dim(a.int(3)?, x.dim())?;
     let ints = x.contiguous()?.deep_clone()?;
     let quantizer = channel_quantizer(&scales, &zero_points, axis)?;
@@ -316,28 +325,20 @@ fn qscheme(a: &mut Args<'_>) -> Result<IValue> {
     let t = arg_qtensor(a, 0)?;
     let q = t
         .quantizer()
-        .ok_or_else(|| unsupported(a.op, "not a quantized tensor"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", t.dtype()))?;
     Ok(IValue::Int(q.qscheme_number()))
 }
 
 /// A 2-d tensor argument `i` of `dtype` (the bfloat16 row conversions).
 fn matrix_arg(a: &Args<'_>, i: usize, dtype: DType) -> Result<Tensor> {
     let t = a.tensor(i)?;
-    if t.dim() != 2 {
-        return Err(unsupported(
-            a.op,
-            format!("Tensor 'input' must have 2 dimension(s). Found {}", t.dim()),
-        ));
-    }
+    check_rank(a.op, "input", RankRequirement::Exactly(2), t.shape())?;
     if t.dtype() != dtype {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "expected scalar type {} but found {}",
-                dtype.c10_name(),
-                t.dtype().c10_name()
-            ),
-        ));
+        return Err(TensorError::DTypeMismatch {
+            expected: dtype,
+            got: t.dtype(),
+        }
+        .into());
     }
     Ok(t)
 }
@@ -386,7 +387,7 @@ fn by_channel(
 pub(crate) fn dequantize_tensor(t: &Tensor) -> Result<Tensor> {
     let q = t
         .quantizer()
-        .ok_or_else(|| unsupported("dequantize", "not a quantized tensor"))?;
+        .ok_or_else(|| wrong_dtype("dequantize", "input", "quantized", t.dtype()))?;
     let vals = int_values(t)?;
     let out: Vec<f32> = match &**q {
         Quantizer::PerTensorAffine { scale, zero_point } => {
@@ -476,7 +477,12 @@ fn per_channel(a: &Args<'_>) -> Result<(Tensor, Tensor, usize)> {
             zero_points,
             axis,
         }) => channel_tensors(scales, zero_points, *axis),
-        _ => Err(unsupported(a.op, "expects a per-channel quantized tensor")),
+        _ => Err(wrong_dtype(
+            a.op,
+            "input",
+            "a per-channel quantized tensor",
+            t.dtype(),
+        )),
     }
 }
 
@@ -535,13 +541,11 @@ fn dequantize_any(a: &mut Args<'_>) -> Result<IValue> {
                 .collect::<Result<Vec<_>>>()?;
             Ok(IValue::List(List::new(Type::Tensor, out)))
         }
-        other => Err(unsupported(
+        other => Err(invalid_argument(
             a.op,
-            format!(
-                "Unsupported type in dequantize, only List[Tensor] and Tuple[Tensor or other \
-                 types] are supported, got type: {}",
-                other.kind_name()
-            ),
+            "tensors",
+            "must be a Tensor or a List[Tensor]",
+            other.kind_name(),
         )),
     }
 }
@@ -551,9 +555,11 @@ fn dequantize_any(a: &mut Args<'_>) -> Result<IValue> {
 fn factory_qdtype(a: &Args<'_>, first: usize, default: Option<DType>) -> Result<DType> {
     let d = crate::ops::creation::factory_dtype(a, first, default.unwrap_or(DType::Float32))?;
     if !d.is_quantized() {
-        return Err(unsupported(
+        return Err(wrong_dtype(
             a.op,
-            "Creation of quantized tensor requires quantized dtype like torch.quint8",
+            "dtype",
+            "a quantized dtype like torch.quint8",
+            d,
         ));
     }
     Ok(d)
@@ -563,9 +569,9 @@ fn factory_qdtype(a: &Args<'_>, first: usize, default: Option<DType>) -> Result<
 fn contiguous_format(a: &Args<'_>, i: usize) -> Result<()> {
     match a.opt_int(i)? {
         None | Some(0) | Some(1) => Ok(()),
-        Some(f) => Err(unsupported(
+        Some(f) => Err(unsupported_feature(
             a.op,
-            format!("memory_format {f} (only contiguous)"),
+            format!("memory_format {f} (tsrun creates contiguous quantized tensors only)"),
         )),
     }
 }
@@ -575,7 +581,7 @@ fn contiguous_format(a: &Args<'_>, i: usize) -> Result<()> {
 fn empty_qtensor(shape: &[usize], dtype: DType, quantizer: Quantizer) -> Result<Tensor> {
     let int_dtype = dtype
         .underlying_int()
-        .ok_or_else(|| unsupported("empty_quantized", format!("{dtype} is not quantized")))?;
+        .ok_or_else(|| wrong_dtype("empty_quantized", "dtype", "a quantized dtype", dtype))?;
     Ok(Tensor::quantized_from_ints(
         &Tensor::zeros(shape, int_dtype)?,
         quantizer,
@@ -592,7 +598,7 @@ fn empty_quantized(a: &mut Args<'_>) -> Result<IValue> {
     let quantizer = q
         .quantizer()
         .map(|q| (**q).clone())
-        .ok_or_else(|| unsupported(a.op, "not a quantized tensor"))?;
+        .ok_or_else(|| wrong_dtype(a.op, "qtensor", "quantized", q.dtype()))?;
     tensor_result(empty_qtensor(&size, dtype, quantizer)?)
 }
 
@@ -616,17 +622,25 @@ fn empty_affine_quantized(a: &mut Args<'_>) -> Result<IValue> {
 fn empty_per_channel_affine_quantized(a: &mut Args<'_>) -> Result<IValue> {
     let size = crate::ops::creation::size_arg(a, 0)?;
     let (scales, zero_points) = (a.tensor(1)?, a.tensor(2)?);
-    let axis =
-        usize::try_from(a.int(3)?).map_err(|_| unsupported(a.op, "axis must be non-negative"))?;
+    let axis = a.int(3)?;
+    let axis = usize::try_from(axis)
+        .map_err(|_| invalid_argument(a.op, "axis", "must be non-negative", axis))?;
     let dtype = factory_qdtype(a, 4, None)?;
     contiguous_format(a, 8)?;
     if !scales.dtype().is_floating_point() {
-        return Err(unsupported(a.op, "scale tensor must be floating point"));
+        return Err(wrong_dtype(
+            a.op,
+            "scales",
+            "floating-point",
+            scales.dtype(),
+        ));
     }
     if scales.numel() != zero_points.numel() {
-        return Err(unsupported(
+        return Err(size_mismatch(
             a.op,
-            "number of scales and zero_points must match",
+            "the number of zero_points (the number of scales)",
+            scales.numel() as i64,
+            zero_points.numel() as i64,
         ));
     }
     let quantizer = channel_quantizer(&scales, &zero_points, axis)?;
@@ -640,9 +654,11 @@ fn choose_qparams_per_tensor(a: &mut Args<'_>) -> Result<IValue> {
     let reduce_range = a.bool(1)?;
     let vals = x.to_vec::<f32>()?;
     if vals.is_empty() {
-        return Err(unsupported(
+        return Err(invalid_argument(
             a.op,
-            "min(): Expected reduction dim to be specified for input.numel() == 0",
+            "input.numel()",
+            "must be positive (min() of an empty tensor needs a reduction dim)",
+            0,
         ));
     }
     // min()/max() propagate NaN

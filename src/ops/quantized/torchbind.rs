@@ -9,7 +9,10 @@
 //!   `per_channel_affine_float_qparams` quint8 tensor (rows along axis 0).
 
 use super::unsupported;
-use crate::tensor::{DType, Tensor};
+use crate::ops::kernels::{
+    check_rank, invalid_argument, size_mismatch, unsupported_feature, wrong_dtype,
+};
+use crate::tensor::{DType, RankRequirement, Tensor};
 use crate::values::types::Type;
 use crate::values::{IValue, List, Object, Tuple};
 use crate::Result;
@@ -195,16 +198,13 @@ impl EmbeddingParams {
     /// `PackedEmbeddingBagWeight::prepack`'s checks: a 2-d quint8 weight quantized per row with
     /// float qparams.
     pub fn new(op: &str, weight: Tensor) -> Result<EmbeddingParams> {
-        if weight.dim() != 2 {
-            return Err(unsupported(
-                op,
-                format!("expects a 2-d weight, got {} dimensions", weight.dim()),
-            ));
-        }
+        check_rank(op, "weight", RankRequirement::Exactly(2), weight.shape())?;
         if !matches!(weight.dtype(), DType::QUInt8 | DType::QUInt4x2) {
-            return Err(unsupported(
+            return Err(wrong_dtype(
                 op,
-                "qembedding_bag_prepack currently only supports quint8 and quint4x2 weights",
+                "weight",
+                "quint8 or quint4x2",
+                weight.dtype(),
             ));
         }
         match weight.quantizer().map(|q| &**q) {
@@ -213,17 +213,22 @@ impl EmbeddingParams {
                 // ceil(cols / 2) bytes: with odd columns the rows straddle bytes and the last
                 // reads past the values, into uninitialized memory)
                 if weight.dtype() == DType::QUInt4x2 && !weight.shape()[1].is_multiple_of(2) {
-                    return Err(unsupported(
+                    return Err(unsupported_feature(
                         op,
-                        "quint4x2 weights with an odd number of columns are not supported \
-                         (PyTorch's packed rows of such weights straddle bytes)",
+                        format!(
+                            "a quint4x2 weight with an odd number of columns ({}; PyTorch's \
+                             packed rows of such weights straddle bytes)",
+                            weight.shape()[1]
+                        ),
                     ));
                 }
                 Ok(EmbeddingParams { weight })
             }
-            _ => Err(unsupported(
+            _ => Err(invalid_argument(
                 op,
-                "expects a weight quantized with per_channel_affine_float_qparams along axis 0",
+                "the weight's qscheme",
+                "must be per_channel_affine_float_qparams along axis 0",
+                "another quantization",
             )),
         }
     }
@@ -283,12 +288,11 @@ impl EmbeddingParams {
 pub(crate) fn packed_arg(a: &crate::ops::Args<'_>, i: usize) -> Result<Object> {
     match a.get(i)? {
         IValue::Object(o) if o.is_torchbind() => Ok(o.clone()),
-        other => Err(unsupported(
+        other => Err(invalid_argument(
             a.op,
-            format!(
-                "argument {i} must be packed quantized parameters, got {}",
-                other.kind_name()
-            ),
+            format!("argument {i}"),
+            "must be packed quantized parameters",
+            other.kind_name(),
         )),
     }
 }
@@ -310,9 +314,11 @@ fn int_list(v: &[i64]) -> IValue {
 /// A method of a torchbind object (signatures in `ir::torchbind`).
 pub fn call_method(obj: &Object, name: &str, args: &[IValue]) -> Result<IValue> {
     if args.len() != 1 {
-        return Err(unsupported(
-            obj.class_name(),
-            format!("method {name} takes no arguments"),
+        return Err(size_mismatch(
+            &**obj.class_name(),
+            format!("the number of arguments of method {name} (self only)"),
+            1,
+            args.len() as i64,
         ));
     }
     let class = &**obj.class_name();
@@ -321,7 +327,7 @@ pub fn call_method(obj: &Object, name: &str, args: &[IValue]) -> Result<IValue> 
         return match name {
             "unpack" => Ok(weight_bias(p.weight, p.bias)),
             "bias" => Ok(p.bias.map(IValue::Tensor).unwrap_or(IValue::None)),
-            _ => Err(unsupported(class, format!("no method {name}"))),
+            _ => Err(unsupported_feature(class, format!("method {name}"))),
         };
     }
     if class == EMBEDDING_CLASS {
@@ -330,7 +336,7 @@ pub fn call_method(obj: &Object, name: &str, args: &[IValue]) -> Result<IValue> 
             "unpack" => Ok(IValue::Tensor(p.weight)),
             "bit_rate" => Ok(IValue::Int(p.bit_rate())),
             "version" => Ok(IValue::Int(EMBEDDING_VERSION)),
-            _ => Err(unsupported(class, format!("no method {name}"))),
+            _ => Err(unsupported_feature(class, format!("method {name}"))),
         };
     }
     if class == CONV2D_CLASS || class == CONV3D_CLASS {
@@ -345,11 +351,11 @@ pub fn call_method(obj: &Object, name: &str, args: &[IValue]) -> Result<IValue> 
             "output_padding" => Ok(int_list(&p.output_padding)),
             "groups" => Ok(IValue::Int(p.groups)),
             "transpose" => Ok(IValue::Bool(p.transpose)),
-            _ => Err(unsupported(class, format!("no method {name}"))),
+            _ => Err(unsupported_feature(class, format!("method {name}"))),
         };
     }
-    Err(unsupported(
+    Err(unsupported_feature(
         class,
-        format!("torchbind class is not supported by tsrun (method {name})"),
+        format!("the torchbind class (method {name})"),
     ))
 }
