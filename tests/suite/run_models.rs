@@ -96,7 +96,7 @@ fn fixture_outputs_match_pytorch() {
 #[test]
 fn union_typed_branch_merges_run_and_print_like_pytorch() {
     let calls = run_fixture("lang_union_merges", false).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(calls, 10);
+    assert_eq!(calls, 20);
     let text = std::fs::read_to_string(
         fixtures_dir()
             .join("golden")
@@ -106,7 +106,14 @@ fn union_typed_branch_merges_run_and_print_like_pytorch() {
     .expect("printed.json");
     let printed: Value = serde_json::from_str(&text).expect("printed.json is JSON");
     let root = load_fixture("lang_union_merges").expect("load");
-    for method in ["forward", "pick", "alternate"] {
+    for method in [
+        "forward",
+        "pick",
+        "alternate",
+        "optional_member",
+        "container_members",
+        "while_carried",
+    ] {
         let (_, f) = compiled_method(&root, "", method).unwrap_or_else(|e| panic!("{e}"));
         let want = &printed[""][method];
         let code = function_code(&f, true).expect("code").code;
