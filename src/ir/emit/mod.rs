@@ -3,7 +3,10 @@
 //!
 //! Variables live in a stack of frames (one per block). `if` branches merge the variables
 //! both branches see into `prim::If` outputs (in name order, as PyTorch's SSA conversion); loops
-//! carry every outer variable their body assigns as `prim::Loop` block parameters.
+//! carry every outer variable their body assigns as `prim::Loop` block parameters. A variable
+//! keeps the type it was declared with (`x : Union[int, str] = "a"` is a `str` value of a
+//! `Union[int, str]` variable): merges are checked and loop bodies emitted against declared
+//! types, as PyTorch's `Environment` types a read by the variable's last store.
 
 pub mod builder;
 mod expr;
