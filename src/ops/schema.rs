@@ -761,6 +761,93 @@ pub fn unify_types(a: &Type, b: &Type) -> Option<Type> {
     }
 }
 
+/// `c10::unifyTypes(a, b, /*default_to_union=*/true)`: the unified type, or else the union
+/// of both (PyTorch's SSA conversion types an `if` output this way, so branches assigning
+/// members of a declared `Union` merge into that union).
+pub fn unify_types_to_union(a: &Type, b: &Type) -> Type {
+    unify_types(a, b).unwrap_or_else(|| union_of(&[a.clone(), b.clone()]))
+}
+
+/// `c10::UnionType::create`: the members flattened, those that unify with an earlier one
+/// coalesced (`filterDuplicateSubtypes`, never folding `None` into an `Optional`) and sorted
+/// by type kind, then spelling (`sortUnion`); a single remaining member is the type itself.
+pub fn union_of(types: &[Type]) -> Type {
+    fn flatten(t: &Type, out: &mut Vec<Type>) {
+        match t {
+            Type::Union(ts) => ts.iter().for_each(|m| flatten(m, out)),
+            Type::Optional(inner) => {
+                flatten(inner, out);
+                out.push(Type::NoneType);
+            }
+            t => out.push(t.clone()),
+        }
+    }
+    let mut flat = Vec::new();
+    types.iter().for_each(|t| flatten(t, &mut flat));
+    let mut members: Vec<Type> = Vec::new();
+    for t in flat {
+        let is_none = t == Type::NoneType;
+        let merged = members.iter_mut().find_map(|m| {
+            if (*m == Type::NoneType) != is_none {
+                return None;
+            }
+            unify_types(m, &t).map(|u| *m = u)
+        });
+        if merged.is_none() {
+            members.push(t);
+        }
+    }
+    members.sort_by(|a, b| {
+        type_kind_rank(a)
+            .cmp(&type_kind_rank(b))
+            .then_with(|| a.to_string().cmp(&b.to_string()))
+    });
+    match members.len() {
+        1 => members.remove(0),
+        _ => Type::Union(members),
+    }
+}
+
+/// The position of a type's kind in c10's `C10_FORALL_TYPES` (the order unions sort by).
+fn type_kind_rank(t: &Type) -> u8 {
+    match t {
+        Type::Any => 0,
+        Type::AnyEnum => 2,
+        Type::Tensor => 3,
+        Type::Storage => 4,
+        Type::Tuple(_) => 5,
+        Type::List(_) => 6,
+        Type::Dict(..) => 7,
+        Type::Number => 8,
+        Type::Float => 9,
+        Type::Complex => 10,
+        Type::Future(_) => 11,
+        Type::Await(_) => 12,
+        Type::RRef(_) => 13,
+        Type::Int => 14,
+        Type::NoneType => 15,
+        Type::Str => 16,
+        Type::Generator => 17,
+        Type::Bool => 19,
+        Type::Optional(_) => 20,
+        Type::Var(_) => 21,
+        Type::Device => 22,
+        Type::Stream => 23,
+        Type::Function(_) => 24,
+        // enums, interfaces and classes are all `Class` here
+        Type::Class(_) => 25,
+        Type::Capsule => 27,
+        Type::QScheme => 29,
+        Type::ScalarType => 30,
+        Type::Layout => 31,
+        Type::MemoryFormat => 32,
+        Type::AnyList => 33,
+        Type::AnyTuple => 34,
+        Type::AnyClass => 35,
+        Type::Union(_) => 39,
+    }
+}
+
 /// Bind the type variables of `formal` against `actual`; `false` when they conflict.
 pub fn match_type_vars(formal: &Type, actual: &Type, env: &mut TypeEnv) -> bool {
     match formal {

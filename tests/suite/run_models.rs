@@ -5,9 +5,11 @@
 //! Fixtures listed in `KNOWN_FAILING` are allowed to fail (the tally shows why); any other
 //! failure fails the test, and a listed fixture that passes is reported so the list shrinks.
 
-use crate::common::{compare, decode, Arrays};
+use crate::common::{compare, compiled_method, decode, Arrays};
 use crate::load_common::{fixture_names, fixtures_dir, load_fixture};
 use serde_json::Value;
+use tsrun::internals::ir::printer::{print_graph, PrintOptions};
+use tsrun::internals::ir::python_print::function_code;
 use tsrun::internals::ops::OpContext;
 use tsrun::IValue;
 
@@ -87,6 +89,44 @@ fn fixture_outputs_match_pytorch() {
 }
 
 /// load -> save -> load keeps every output (issue: save round trip).
+/// Issue 12 (an archive failing with "undefined name `padding1`"): the printer annotates a
+/// Union-typed `if` output on its first branch only (`padding2 : Union[int, str] = ...`, then
+/// `padding2 = "same"`), and PyTorch merges the branches by the variables' declared types.
+/// The fixture's methods compile, give PyTorch's outputs and print PyTorch's code and graph.
+#[test]
+fn union_typed_branch_merges_run_and_print_like_pytorch() {
+    let calls = run_fixture("lang_union_merges", false).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(calls, 20);
+    let text = std::fs::read_to_string(
+        fixtures_dir()
+            .join("golden")
+            .join("lang_union_merges")
+            .join("printed.json"),
+    )
+    .expect("printed.json");
+    let printed: Value = serde_json::from_str(&text).expect("printed.json is JSON");
+    let root = load_fixture("lang_union_merges").expect("load");
+    for method in [
+        "forward",
+        "pick",
+        "alternate",
+        "optional_member",
+        "container_members",
+        "while_carried",
+    ] {
+        let (_, f) = compiled_method(&root, "", method).unwrap_or_else(|e| panic!("{e}"));
+        let want = &printed[""][method];
+        let code = function_code(&f, true).expect("code").code;
+        assert_eq!(Some(code.as_str()), want["code"].as_str(), "{method} code");
+        let graph = print_graph(&f.graph, PrintOptions::default());
+        assert_eq!(
+            Some(graph.as_str()),
+            want["graph"].as_str(),
+            "{method} graph"
+        );
+    }
+}
+
 #[test]
 fn resaved_fixtures_give_the_same_outputs() {
     check_all_fixtures(true);

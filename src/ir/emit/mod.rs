@@ -3,7 +3,10 @@
 //!
 //! Variables live in a stack of frames (one per block). `if` branches merge the variables
 //! both branches see into `prim::If` outputs (in name order, as PyTorch's SSA conversion); loops
-//! carry every outer variable their body assigns as `prim::Loop` block parameters.
+//! carry every outer variable their body assigns as `prim::Loop` block parameters. A variable
+//! keeps the type it was declared with (`x : Union[int, str] = "a"` is a `str` value of a
+//! `Union[int, str]` variable): merges are checked and loop bodies emitted against declared
+//! types, as PyTorch's `Environment` types a read by the variable's last store.
 
 pub mod builder;
 mod expr;
@@ -263,6 +266,10 @@ struct Frame {
     aliases: IndexMap<String, String>,
     /// Nested `def`s (closures) not yet forked, by name.
     closures: HashMap<String, Arc<ast::FunctionDef>>,
+    /// The type a variable of this block was declared with where it differs from its value's
+    /// type: PyTorch's `Environment` reads a variable with the type of its last store
+    /// (`padding : Union[int, str] = "same"` stores a `str` value as `Union[int, str]`).
+    declared: HashMap<String, Type>,
 }
 
 struct Emitter<'a> {
@@ -287,6 +294,18 @@ struct Emitter<'a> {
     /// value (a variable read is a `prim::Load`, an element of a literal tuple a
     /// `prim::TupleIndex`): assigning them names that stand-in, not the value.
     stand_ins: Vec<(ValueId, usize)>,
+}
+
+/// The type of variable `name` as bound in `frame` (its declared type, else its value's).
+fn frame_var_type(e: &Emitter<'_>, frame: &Frame, name: &str) -> Option<Type> {
+    let v = frame.vars.get(name)?;
+    Some(
+        frame
+            .declared
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| e.b.ty(*v).clone()),
+    )
 }
 
 /// Names PyTorch gives values (`_0`, `_1` are printer temporaries and stay unnamed).
@@ -376,6 +395,31 @@ impl Emitter<'_> {
         }
         if let Some(f) = self.frames.last_mut() {
             f.vars.insert(name.to_string(), v);
+            // a plain store types the variable as its value
+            f.declared.remove(name);
+        }
+    }
+
+    /// The type PyTorch's emitter gives a read of variable `name`: its declared type in the
+    /// innermost block binding it, else the type of its value.
+    fn var_type(&self, name: &str) -> Option<Type> {
+        let frame = self
+            .frames
+            .iter()
+            .rev()
+            .find(|f| f.vars.contains_key(name))?;
+        frame_var_type(self, frame, name)
+    }
+
+    /// Bind `name` in the innermost frame to `v`, whose variable PyTorch types as `declared`.
+    fn bind_declared(&mut self, name: &str, v: ValueId, declared: Type) {
+        if let Some(f) = self.frames.last_mut() {
+            f.vars.insert(name.to_string(), v);
+            if declared == *self.b.ty(v) {
+                f.declared.remove(name);
+            } else {
+                f.declared.insert(name.to_string(), declared);
+            }
         }
     }
 

@@ -6,7 +6,7 @@ use super::Emitter;
 use crate::frontend::ast::{self, Expr, ExprKind, Stmt, StmtKind};
 use crate::ir::graph::{Attr, NodeId, ValueId};
 use crate::ir::CompileError;
-use crate::ops::schema::unify_types;
+use crate::ops::schema::{unify_types, unify_types_to_union, union_of};
 use crate::values::types::Type;
 use crate::values::IValue;
 
@@ -104,6 +104,11 @@ impl Emitter<'_> {
                 let v = self.emit_value(value, Some(&ty))?;
                 let v = super::matching::convert_to_type(&mut self.b, &ty, v, true);
                 self.assign(target, v)?;
+                // the variable keeps the annotated type (`insertStore` records it), which an
+                // `if` merge and a loop's carried value are typed by
+                if let ExprKind::Name(name) = &target.kind {
+                    self.bind_declared(name, v, ty);
+                }
             }
             StmtKind::AugAssign { target, op, value } => {
                 self.emit_aug_assign(target, *op, value)?
@@ -411,6 +416,9 @@ impl Emitter<'_> {
         let lookup_in = |this: &Self, frame: &super::Frame, name: &str| {
             frame.vars.get(name).copied().or_else(|| this.lookup(name))
         };
+        let type_in = |this: &Self, frame: &super::Frame, name: &str| {
+            super::frame_var_type(this, frame, name).or_else(|| this.var_type(name))
+        };
         // `emitIfElseBlocks` looks each variable of one branch up from the other (a load
         // wherever it is found), then loads every merged variable in both branches
         // merged variables become outputs in name order (`ControlFlowLoadStores` uses a
@@ -437,19 +445,35 @@ impl Emitter<'_> {
             };
             self.load_var(&name);
             self.load_var(&name);
-            let (tt, ft) = (self.b.ty(t).clone(), self.b.ty(f).clone());
-            let Some(unified) = unify_types(&tt, &ft) else {
-                // not a merge: the variable is unusable after the `if`
+            // `emitIfElseBlocks` merges the variable's declared types (defaulting to their
+            // union when the variable already is a Union, Optional or number); not a merge:
+            // the variable is unusable after the `if`
+            let (dt, df) = (
+                type_in(self, &then_frame, &name),
+                type_in(self, &else_frame, &name),
+            );
+            let (Some(dt), Some(df)) = (dt, df) else {
                 continue;
             };
+            let to_union = matches!(
+                self.var_type(&name),
+                Some(Type::Union(_) | Type::Optional(_) | Type::Number)
+            );
+            let declared = match unify_types(&dt, &df) {
+                Some(u) => u,
+                None if to_union => union_of(&[dt, df]),
+                None => continue,
+            };
+            // SSA conversion then types the output from the values (`unifyTypes` with
+            // `default_to_union`): `"same"` and `3` merge into `Union(int, str)`
+            let (tt, ft) = (self.b.ty(t).clone(), self.b.ty(f).clone());
+            let unified = unify_types_to_union(&tt, &ft);
             self.b.graph.block_mut(then_block).returns.push(t);
             self.b.graph.block_mut(else_block).returns.push(f);
             // numbered and named by SSA conversion, after the whole body is emitted
             let out = self.b.graph.add_node_output_deferred(node, unified);
             self.ssa_names.insert(out, name.clone());
-            if let Some(frame) = self.frames.last_mut() {
-                frame.vars.insert(name, out);
-            }
+            self.bind_declared(&name, out, declared);
         }
         Ok(())
     }
@@ -700,6 +724,14 @@ impl Emitter<'_> {
             .iter()
             .filter_map(|n| self.lookup(n).map(|v| (n.clone(), v)))
             .collect();
+        // the body reads each carried variable with its declared type
+        let declared: std::collections::HashMap<String, Type> = carried
+            .iter()
+            .map(|(n, v)| {
+                let ty = self.var_type(n).unwrap_or_else(|| self.b.ty(*v).clone());
+                (n.clone(), ty)
+            })
+            .collect();
         carried.sort_by(|a, b| a.0.cmp(&b.0));
         let mut inputs = vec![trip, cond];
         inputs.extend(carried.iter().map(|(_, v)| *v));
@@ -715,7 +747,10 @@ impl Emitter<'_> {
         let mut params = Vec::new();
         for (name, v) in &carried {
             // added (numbered and named) by SSA conversion
-            let ty = self.b.ty(*v).clone();
+            let ty = declared
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| self.b.ty(*v).clone());
             let p = self.b.graph.add_param_deferred(block, ty);
             params.push(p);
             self.ssa_names.insert(p, name.clone());
@@ -740,10 +775,12 @@ impl Emitter<'_> {
         self.b.block = saved;
         let next_cond = result?;
         let mut returns = vec![next_cond];
-        for ((name, _), p) in carried.iter().zip(&params) {
+        for ((name, outer), p) in carried.iter().zip(&params) {
             let v = frame.vars.get(name).copied().unwrap_or(*p);
-            let (pt, vt) = (self.b.ty(*p).clone(), self.b.ty(v).clone());
-            if let Some(u) = unify_types(&pt, &vt) {
+            // SSA conversion types the carried value from the value before the loop and the
+            // body's (not the declared type the body was emitted against)
+            let (ot, vt) = (self.b.ty(*outer).clone(), self.b.ty(v).clone());
+            if let Some(u) = unify_types(&ot, &vt) {
                 self.b.graph.value_mut(*p).ty = u;
             }
             returns.push(v);
@@ -751,11 +788,10 @@ impl Emitter<'_> {
         self.b.graph.block_mut(block).returns = returns;
         for ((name, _), p) in carried.iter().zip(&params) {
             let ty = self.b.ty(*p).clone();
-            let out = self.b.graph.add_node_output_deferred(node, ty);
+            let out = self.b.graph.add_node_output_deferred(node, ty.clone());
             self.ssa_names.insert(out, name.clone());
-            if let Some(f) = self.frames.last_mut() {
-                f.vars.insert(name.clone(), out);
-            }
+            let declared = declared.get(name).cloned().unwrap_or(ty);
+            self.bind_declared(name, out, declared);
         }
         Ok(node)
     }
