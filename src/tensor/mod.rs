@@ -109,8 +109,8 @@ pub enum TensorError {
         /// The right operand's dtype.
         right: DType,
     },
-    /// A tensor of another dtype was required.
-    #[error("expected dtype {expected}, got {got}")]
+    /// A tensor of another dtype was required (PyTorch's message, with c10's dtype names).
+    #[error("expected scalar type {} but found {}", expected.c10_name(), got.c10_name())]
     DTypeMismatch {
         /// The dtype required.
         expected: DType,

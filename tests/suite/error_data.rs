@@ -67,6 +67,40 @@ const CLASSES: &[Class] = &[
         at_least: 2,
     },
     Class {
+        name: "NotImplementedForDType",
+        message: |m| {
+            m.starts_with('"')
+                && m.split_once("\" not implemented for '")
+                    .is_some_and(|(kernel, dtype)| !kernel.contains(' ') && dtype.ends_with('\''))
+        },
+        variant: |e| matches!(e, TensorError::NotImplementedForDType { .. }),
+        ends_with: true,
+        at_least: 103,
+    },
+    Class {
+        name: "Broadcast",
+        message: |m| {
+            m.starts_with("The size of tensor a (") && m.contains("must match the size of tensor b")
+        },
+        variant: |e| matches!(e, TensorError::Broadcast { .. }),
+        ends_with: true,
+        at_least: 7,
+    },
+    Class {
+        name: "MatmulShapes",
+        message: |m| m.contains("mat1 and mat2 shapes cannot be multiplied"),
+        variant: |e| matches!(e, TensorError::MatmulShapes { .. }),
+        ends_with: true,
+        at_least: 11,
+    },
+    Class {
+        name: "DTypeMismatch",
+        message: |m| m.starts_with("expected scalar type ") && m.contains(" but found "),
+        variant: |e| matches!(e, TensorError::DTypeMismatch { .. }),
+        ends_with: true,
+        at_least: 14,
+    },
+    Class {
         name: "LookupOutOfRange",
         message: |m| m == "index out of range in self",
         variant: |e| matches!(e, TensorError::LookupOutOfRange { .. }),
