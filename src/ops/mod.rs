@@ -319,5 +319,8 @@ pub fn is_interpreter_op(kind: &str) -> bool {
             | "prim::Exit"
             | "prim::Print"
             | "aten::warn"
+            // forked calls and their futures (`torch.jit.fork` / `torch.jit.wait`)
+            | "prim::fork"
+            | "aten::wait"
     ) || jit_fusion_prims::NODE_PRIM_KINDS.contains(&kind)
 }
