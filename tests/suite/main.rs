@@ -49,6 +49,7 @@ mod ops_creation;
 mod ops_distribution_grads;
 mod ops_dtype_support;
 mod ops_elementwise;
+mod ops_forward_ad;
 mod ops_generator_values;
 mod ops_image;
 mod ops_index;
