@@ -1,7 +1,8 @@
 //! `torch.autograd.profiler.record_function` in scripted code: its `__enter__` opens a
 //! `RecordFunction` range (`profiler::_record_function_enter_new`, a
 //! `__torch__.torch.classes.profiler._RecordFunction` handle) and its `__exit__` closes it
-//! (`profiler::_record_function_exit._RecordFunction`). tsrun has no profiler to report
+//! (`profiler::_record_function_exit._RecordFunction`); `_call_end_callbacks_on_future` hands
+//! a forked call's future through `profiler::_call_end_callbacks_on_jit_fut`. tsrun has no profiler to report
 //! ranges to, so the handle is an empty object and closing it does nothing; the code in the
 //! range runs as it does under PyTorch without an active profiler.
 
@@ -26,12 +27,34 @@ fn enter_new(a: &mut Args<'_>) -> R {
     )))
 }
 
+/// Checks that argument `i` is a record-function handle.
+fn check_handle(a: &Args<'_>, i: usize) -> crate::Result<()> {
+    match a.get(i)? {
+        IValue::Object(o) if &**o.class_name() == RECORD_FUNCTION_CLASS => Ok(()),
+        other => Err(value_err(format!(
+            "{}: expected a {RECORD_FUNCTION_CLASS}, got a {}",
+            a.op,
+            other.kind_name()
+        ))),
+    }
+}
+
 /// `_record_function_exit._RecordFunction(record)`: closes the range of a handle.
 fn exit(a: &mut Args<'_>) -> R {
-    match a.get(0)? {
-        IValue::Object(o) if &**o.class_name() == RECORD_FUNCTION_CLASS => Ok(IValue::None),
+    check_handle(a, 0)?;
+    Ok(IValue::None)
+}
+
+/// `_call_end_callbacks_on_jit_fut._RecordFunction(record, fut)`: the future that completes
+/// as `fut` does once the range is closed. tsrun's futures are complete when made and there is
+/// no profiler range to close, so that is `fut` itself (waiting gives its value or its error).
+fn call_end_callbacks_on_fut(a: &mut Args<'_>) -> R {
+    check_handle(a, 0)?;
+    match a.get(1)? {
+        f @ IValue::Future(_) => Ok(f.clone()),
         other => Err(value_err(format!(
-            "profiler::_record_function_exit: expected a {RECORD_FUNCTION_CLASS}, got a {}",
+            "{}: expected a Future, got a {}",
+            a.op,
             other.kind_name()
         ))),
     }
@@ -40,4 +63,8 @@ fn exit(a: &mut Args<'_>) -> R {
 pub(crate) fn register(r: &mut Registry) {
     r.add("profiler::_record_function_enter_new", enter_new);
     r.add("profiler::_record_function_exit._RecordFunction", exit);
+    r.add(
+        "profiler::_call_end_callbacks_on_jit_fut._RecordFunction",
+        call_end_callbacks_on_fut,
+    );
 }
