@@ -42,6 +42,7 @@ mod nested;
 mod ops_aten_coverage;
 mod ops_awaitables;
 mod ops_b_nn;
+mod ops_c10d;
 mod ops_calculus;
 mod ops_covaten;
 mod ops_coverage;
