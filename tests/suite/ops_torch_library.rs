@@ -11,3 +11,12 @@ use crate::common;
 fn torch_library_ops_match_pytorch() {
     common::assert_op_cases("torch_library_ops");
 }
+
+/// A saved scripted module that hands a forked call's future through
+/// `record_function._call_end_callbacks_on_future`
+/// (fixtures/record_function_future, from fixtures/gen_ops_torch_library.py) gives PyTorch's
+/// results.
+#[test]
+fn record_function_future_module_matches_pytorch() {
+    crate::ops_generator_values::assert_module_cases("record_function_future", None);
+}
