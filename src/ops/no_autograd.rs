@@ -1,9 +1,10 @@
 //! Autograd and forward-AD operators that graphs call on plain tensors: tsrun has no autograd,
 //! so a tensor is never a dual number and carries no gradient, and each of these computes what
 //! PyTorch computes for such a tensor (`_fw_primal` of a non-dual tensor is the tensor,
-//! `_unpack_dual` gives no tangent, `_make_dual` attaches none, as under inference mode, the `_no_grad_*` initializers are the plain in-place ops,
-//! `retain_grad` only checks the tensor requires grad). Likewise a tensor is never batched by
-//! functorch's vmap: `_remove_batch_dim` expands it to the batch.
+//! `_unpack_dual` gives no tangent, `_make_dual` attaches none as under inference mode, the
+//! `_no_grad_*` initializers are the plain in-place ops, `retain_grad` only checks the tensor
+//! requires grad, `prim::grad` is None). Likewise a tensor is never batched by functorch's
+//! vmap: `_remove_batch_dim` expands it to the batch.
 
 use super::kernels::{index_err, value_err};
 use super::prims::via_aten;
@@ -44,6 +45,13 @@ fn fw_primal_copy(a: &mut Args<'_>) -> R {
 fn unpack_dual(a: &mut Args<'_>) -> R {
     a.int(1)?;
     Ok(IValue::tuple(vec![a.tensor(0)?.into(), IValue::None]))
+}
+
+/// `prim::grad(a)` (`a.grad`): None, as for a tensor no backward pass has run through in
+/// PyTorch; tsrun runs no backward pass and archives save no gradients.
+fn grad(a: &mut Args<'_>) -> R {
+    a.any_layout_tensor(0)?;
+    Ok(IValue::None)
 }
 
 /// `_grad_sum_to_size(self, size)`: `self` for None, else `sum_to_size(self, size)`.
@@ -113,6 +121,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::_make_dual", make_dual);
     r.add("aten::_make_dual_copy", make_dual_copy);
     r.add("aten::_fw_primal_copy", fw_primal_copy);
+    r.add("prim::grad", grad);
     r.add("aten::_grad_sum_to_size", grad_sum_to_size);
     r.add("aten::_no_grad_fill_", no_grad_fill_);
     r.add("aten::_no_grad_zero_", no_grad_zero_);
