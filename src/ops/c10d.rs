@@ -6,7 +6,8 @@
 //! work. The collectives themselves (all_reduce, ...) need a process group and are not
 //! provided.
 
-use super::kernels::{invalid_argument, value_err};
+use super::kernels::invalid_argument;
+use super::mkldnn::tensor_of;
 use super::prims::via_aten;
 use super::{Args, Registry};
 use crate::values::{IValue, List, Type};
@@ -45,17 +46,7 @@ fn check_for_nan(a: &mut Args<'_>) -> R {
     }
     let nan = via_aten(a, "aten::isnan", vec![IValue::Tensor(x)])?;
     let any = via_aten(a, "aten::any", vec![nan])?;
-    let found = match any {
-        IValue::Tensor(t) => t.item()?.to_bool(),
-        other => {
-            return Err(value_err(format!(
-                "{}: aten::any gave a {}, not a tensor",
-                a.op,
-                other.kind_name()
-            )))
-        }
-    };
-    if found {
+    if tensor_of(a, any)?.item()?.to_bool() {
         // (PyTorch: "NaN found in input tensor.")
         return Err(invalid_argument(
             a.op,

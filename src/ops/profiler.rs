@@ -52,11 +52,12 @@ fn call_end_callbacks_on_fut(a: &mut Args<'_>) -> R {
     check_handle(a, 0)?;
     match a.get(1)? {
         f @ IValue::Future(_) => Ok(f.clone()),
-        other => Err(value_err(format!(
-            "{}: expected a Future, got a {}",
-            a.op,
-            other.kind_name()
-        ))),
+        other => Err(crate::Error::BadArgument {
+            op: a.op.to_string(),
+            index: 1,
+            expected: "Future",
+            got: other.kind_name().to_string(),
+        }),
     }
 }
 
