@@ -16,6 +16,7 @@ pub mod aten_test_ops;
 pub mod attention;
 pub mod awaitables;
 pub mod bessel;
+pub mod c10d;
 pub mod calculus;
 pub mod call_limits;
 pub mod conv;
@@ -277,6 +278,7 @@ impl Registry {
             nested::register(&mut r);
             torch_library_ops::register(&mut r);
             profiler::register(&mut r);
+            c10d::register(&mut r);
             qparams_search::register(&mut r);
             dyn_quant_4bit::register(&mut r);
             grouped_mm::register(&mut r);
@@ -319,5 +321,8 @@ pub fn is_interpreter_op(kind: &str) -> bool {
             | "prim::Exit"
             | "prim::Print"
             | "aten::warn"
+            // forked calls and their futures (`torch.jit.fork` / `torch.jit.wait`)
+            | "prim::fork"
+            | "aten::wait"
     ) || jit_fusion_prims::NODE_PRIM_KINDS.contains(&kind)
 }

@@ -1,9 +1,10 @@
 //! Autograd and forward-AD operators that graphs call on plain tensors: tsrun has no autograd,
 //! so a tensor is never a dual number and carries no gradient, and each of these computes what
 //! PyTorch computes for such a tensor (`_fw_primal` of a non-dual tensor is the tensor,
-//! `_unpack_dual` gives no tangent, the `_no_grad_*` initializers are the plain in-place ops,
-//! `retain_grad` only checks the tensor requires grad). Likewise a tensor is never batched by
-//! functorch's vmap: `_remove_batch_dim` expands it to the batch.
+//! `_unpack_dual` gives no tangent, `_make_dual` attaches none as under inference mode, the
+//! `_no_grad_*` initializers are the plain in-place ops, `retain_grad` only checks the tensor
+//! requires grad, `prim::grad` is None). Likewise a tensor is never batched by functorch's
+//! vmap: `_remove_batch_dim` expands it to the batch.
 
 use super::kernels::{index_err, value_err};
 use super::prims::via_aten;
@@ -18,10 +19,39 @@ fn fw_primal(a: &mut Args<'_>) -> R {
     Ok(a.tensor(0)?.into())
 }
 
+/// `_make_dual(primal, tangent, level)`: `primal` (an alias of it), as PyTorch's kernel under
+/// inference mode, which is how tsrun runs: no tensor carries a tangent, so none is attached.
+/// (Outside inference mode PyTorch needs a forward-AD level, which scripted code cannot open.)
+fn make_dual(a: &mut Args<'_>) -> R {
+    a.tensor(1)?;
+    a.int(2)?;
+    Ok(a.tensor(0)?.into())
+}
+
+/// `_make_dual_copy(primal, tangent, level)`: a copy of `primal` (`_make_dual`, cloned).
+fn make_dual_copy(a: &mut Args<'_>) -> R {
+    a.tensor(1)?;
+    a.int(2)?;
+    Ok(a.tensor(0)?.deep_clone()?.into())
+}
+
+/// `_fw_primal_copy(self, level)`: a copy of `self` (`_fw_primal`, cloned).
+fn fw_primal_copy(a: &mut Args<'_>) -> R {
+    a.int(1)?;
+    Ok(a.tensor(0)?.deep_clone()?.into())
+}
+
 /// `_unpack_dual(dual, level)`: `(dual, None)`.
 fn unpack_dual(a: &mut Args<'_>) -> R {
     a.int(1)?;
     Ok(IValue::tuple(vec![a.tensor(0)?.into(), IValue::None]))
+}
+
+/// `prim::grad(a)` (`a.grad`): None, as for a tensor no backward pass has run through in
+/// PyTorch; tsrun runs no backward pass and archives save no gradients.
+fn grad(a: &mut Args<'_>) -> R {
+    a.any_layout_tensor(0)?;
+    Ok(IValue::None)
 }
 
 /// `_grad_sum_to_size(self, size)`: `self` for None, else `sum_to_size(self, size)`.
@@ -88,6 +118,10 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::_remove_batch_dim", remove_batch_dim);
     r.add("aten::_fw_primal", fw_primal);
     r.add("aten::_unpack_dual", unpack_dual);
+    r.add("aten::_make_dual", make_dual);
+    r.add("aten::_make_dual_copy", make_dual_copy);
+    r.add("aten::_fw_primal_copy", fw_primal_copy);
+    r.add("prim::grad", grad);
     r.add("aten::_grad_sum_to_size", grad_sum_to_size);
     r.add("aten::_no_grad_fill_", no_grad_fill_);
     r.add("aten::_no_grad_zero_", no_grad_zero_);

@@ -2,7 +2,7 @@
 //! fragments): FSDP's copy-in/out helpers (`fsdp::`), Inductor's buffer reinterpretation and
 //! fused matmul (`inductor::`), the ONNX exporter's runtime ops (`onnx::`), FlexAttention's and
 //! FlexGEMM's helpers (`flex_lib::`, `flex_gemm::`), the dispatcher's test namespace
-//! (`_test::`), `debug_mode_ops::annotate`, and NNPACK's convolution entry points. Each runs
+//! (`_test::`, Inductor's `_inductor_test::`), `debug_mode_ops::annotate`, and NNPACK's convolution entry points. Each runs
 //! the aten computation its Python or C++ definition runs, composed from tsrun's aten kernels.
 
 use super::jit_builtins::int_list;
@@ -74,6 +74,12 @@ fn test_leaky_relu(a: &mut Args<'_>) -> R {
     let x = a.get(0)?.clone();
     let slope = a.get(1)?.clone();
     via_aten(a, "aten::leaky_relu", vec![x, slope])
+}
+
+/// `_inductor_test::realize(self)`: Inductor's test op that forces a buffer, `self.clone()`.
+fn inductor_test_realize(a: &mut Args<'_>) -> R {
+    let x = a.get(0)?.clone();
+    via_aten(a, "aten::clone", vec![x, IValue::None])
 }
 
 /// `inductor::_reinterpret_tensor(self, size, stride, offset_increment)`: a view of `self`'s
@@ -660,6 +666,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("_test::cat", test_cat);
     r.add("_test::get_first", test_get_first);
     r.add("_test::leaky_relu", test_leaky_relu);
+    r.add("_inductor_test::realize", inductor_test_realize);
     r.add("inductor::_reinterpret_tensor", reinterpret_tensor);
     r.add("inductor::_alloc_from_pool", alloc_from_pool);
     r.add("inductor::_mm_plus_mm", mm_plus_mm);

@@ -186,6 +186,24 @@ fn ops_lists_every_operator_a_model_uses() {
     );
 }
 
+/// `torch.jit.fork` / `torch.jit.wait` run in the interpreter (no registry kernel): a model
+/// using them (which tests/suite/fork.rs runs) lists no operator without a kernel.
+#[test]
+fn ops_counts_fork_and_wait_as_supported() {
+    let r = tsrun(&["ops", "fixtures/models/lang_fork.pt"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        !r.stdout.lines().any(|l| l.starts_with("no ")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.ends_with("without a kernel\n") && r.stdout.contains(", 0 without a kernel"),
+        "{}",
+        r.stdout
+    );
+}
+
 #[test]
 fn parse_graph_prints_back_and_runs_pytorch_ir() {
     let text =

@@ -95,6 +95,20 @@ pub(super) fn device_index(a: &mut Args) -> R {
     }
 }
 
+/// `cuda::device_index(device)`: the device's index, -1 when it has none (any device type, as
+/// PyTorch's `torch.cuda` helper reads it).
+pub(super) fn cuda_device_index(a: &mut Args) -> R {
+    match a.get(0)? {
+        IValue::Device(d) => Ok(IValue::Int(d.index)),
+        other => Err(Error::BadArgument {
+            op: a.op.to_string(),
+            index: 0,
+            expected: "Device",
+            got: other.kind_name().to_string(),
+        }),
+    }
+}
+
 pub(super) fn tensor_device(a: &mut Args) -> R {
     match a.get(0)? {
         IValue::Tensor(_) => Ok(IValue::Device(Device::CPU)),
@@ -257,6 +271,7 @@ pub(super) fn register(r: &mut Registry) {
     r.add("prim::type", device_type);
     r.add("prim::tolist", tolist);
     r.add("prim::index", device_index);
+    r.add("cuda::device_index", cuda_device_index);
     for name in [
         "prim::is_cuda",
         "prim::is_xpu",

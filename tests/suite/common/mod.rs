@@ -136,6 +136,9 @@ pub fn decode(v: &Value, arrays: &mut Arrays) -> IValue {
         "str" => IValue::str(body.as_str().expect("str")),
         "device" => IValue::Device(Device::parse(body.as_str().expect("device")).expect("device")),
         "await" => IValue::Await(std::sync::Arc::new(decode(body, arrays))),
+        "future" => IValue::Future(std::sync::Arc::new(
+            tsrun::internals::values::FutureValue::completed(Ok(decode(body, arrays))),
+        )),
         // a generator as seeding leaves it
         "generator" => IValue::Generator(std::sync::Arc::new(parking_lot::Mutex::new(
             tsrun::internals::values::Generator::new(body.as_u64().expect("generator seed")),
@@ -524,6 +527,10 @@ pub fn compare(
             }
         }
         (IValue::Await(g), IValue::Await(w)) => compare(g, w, rtol, atol, &format!("{path}.await")),
+        (IValue::Future(g), IValue::Future(w)) => match (g.wait(), w.wait()) {
+            (Ok(g), Ok(w)) => compare(&g, &w, rtol, atol, &format!("{path}.future")),
+            (g, w) => Err(format!("{path}: future got {g:?}, want {w:?}")),
+        },
         (IValue::Generator(g), IValue::Generator(w)) => {
             if std::sync::Arc::ptr_eq(g, w) || *g.lock() == *w.lock() {
                 Ok(())
