@@ -77,6 +77,7 @@ pub mod reduce;
 pub mod rnn;
 pub mod rotated_boxes;
 pub mod scalar;
+pub mod scaled_mm;
 pub mod schema;
 pub mod sdp_choice;
 pub mod shape;
@@ -280,6 +281,7 @@ impl Registry {
             qparams_search::register(&mut r);
             dyn_quant_4bit::register(&mut r);
             grouped_mm::register(&mut r);
+            scaled_mm::register(&mut r);
             sobol::register(&mut r);
             awaitables::register(&mut r);
             sparse::register(&mut r);

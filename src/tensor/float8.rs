@@ -251,6 +251,15 @@ pub fn is_storage_only(dtype: DType) -> bool {
     )
 }
 
+/// The integer type of a storage-only dtype's size, which moves its elements bitwise.
+pub fn bits_dtype(dtype: DType) -> Option<DType> {
+    match dtype {
+        DType::Complex32 => Some(DType::Int32),
+        d if is_storage_only(d) => Some(DType::UInt8),
+        _ => None,
+    }
+}
+
 /// The dtype a storage-only dtype converts through (float for float8, complex64 for
 /// complex32): every conversion from or to it is exact or rounds as c10's does.
 pub fn conversion_dtype(dtype: DType) -> DType {

@@ -992,9 +992,8 @@ impl Tensor {
             src.clone()
         };
         if src.dtype == self.dtype {
-            if float8::is_storage_only(self.dtype) {
-                return crate::dispatch_storage_only!(self.dtype, "copy_", |T| self
-                    .copy_same_dtype::<T>(&src));
+            if let (Some(dst_bits), Some(src_bits)) = (self.as_bits()?, src.as_bits()?) {
+                return dst_bits.copy_from(&src_bits);
             }
             return crate::dispatch_all!(self.dtype, "copy_", |T| self.copy_same_dtype::<T>(&src));
         }
@@ -1055,6 +1054,24 @@ impl Tensor {
             ))
             .into()),
         }
+    }
+
+    /// A float8 or complex32 tensor's elements viewed as the integers of their size (`uint8`,
+    /// `int32`), for kernels that only move elements (copies, gathers), as PyTorch's do
+    /// bitwise; `None` for other dtypes.
+    pub fn as_bits(&self) -> TResult<Option<Tensor>> {
+        let Some(bits) = float8::bits_dtype(self.dtype) else {
+            return Ok(None);
+        };
+        let mut view = Tensor::from_parts(
+            self.storage.clone(),
+            self.offset,
+            &self.shape,
+            &self.strides,
+            bits,
+        )?;
+        view.requires_grad = self.requires_grad;
+        Ok(Some(view))
     }
 
     /// Set every element to `s` (converted to this dtype).
