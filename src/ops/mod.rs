@@ -88,6 +88,7 @@ pub mod sparse_indices;
 pub mod special;
 pub mod static_runtime;
 pub mod statistics;
+pub mod storage_dtypes;
 pub mod tensor_queries;
 pub mod torch_library_ops;
 pub mod type_queries;
