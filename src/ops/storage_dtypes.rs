@@ -98,6 +98,8 @@ const MOVES_ELEMENTS: &[&str] = &[
 /// Which of the two families an operator of [`COMPUTED`] takes.
 const FLOAT8: u8 = 1;
 const COMPLEX32: u8 = 2;
+/// `float8_e8m0fnu`, which PyTorch computes for fewer ops than the other float8 formats.
+const E8M0: u8 = 4;
 
 /// Functional overloads PyTorch's CPU kernels compute for float8 and/or complex32: the name,
 /// the dtype families, and the argument that is a scalar operand (converted to the tensor's
@@ -105,29 +107,29 @@ const COMPLEX32: u8 = 2;
 const COMPUTED: &[(&str, u8, Option<usize>)] = &[
     ("aten::abs", FLOAT8 | COMPLEX32, None),
     ("aten::add.Tensor", COMPLEX32, None),
-    ("aten::all", FLOAT8 | COMPLEX32, None),
-    ("aten::any", FLOAT8 | COMPLEX32, None),
-    ("aten::conj_physical", FLOAT8 | COMPLEX32, None),
-    ("aten::eq.Scalar", FLOAT8 | COMPLEX32, Some(1)),
-    ("aten::eq.Tensor", FLOAT8 | COMPLEX32, None),
-    ("aten::flip", FLOAT8 | COMPLEX32, None),
-    ("aten::index.Tensor", FLOAT8 | COMPLEX32, None),
+    ("aten::all", FLOAT8 | COMPLEX32 | E8M0, None),
+    ("aten::any", FLOAT8 | COMPLEX32 | E8M0, None),
+    ("aten::conj_physical", FLOAT8 | COMPLEX32 | E8M0, None),
+    ("aten::eq.Scalar", FLOAT8 | COMPLEX32 | E8M0, Some(1)),
+    ("aten::eq.Tensor", FLOAT8 | COMPLEX32 | E8M0, None),
+    ("aten::flip", FLOAT8 | COMPLEX32 | E8M0, None),
+    ("aten::index.Tensor", FLOAT8 | COMPLEX32 | E8M0, None),
     ("aten::index_put", FLOAT8 | COMPLEX32, None),
-    ("aten::isfinite", FLOAT8 | COMPLEX32, None),
-    ("aten::isnan", FLOAT8 | COMPLEX32, None),
+    ("aten::isfinite", FLOAT8 | COMPLEX32 | E8M0, None),
+    ("aten::isnan", FLOAT8 | COMPLEX32 | E8M0, None),
     ("aten::linear", FLOAT8, None),
     ("aten::masked_fill.Scalar", COMPLEX32, Some(2)),
-    ("aten::masked_select", FLOAT8 | COMPLEX32, None),
+    ("aten::masked_select", FLOAT8 | COMPLEX32 | E8M0, None),
     ("aten::matmul", FLOAT8, None),
     ("aten::mul.Scalar", COMPLEX32, Some(1)),
-    ("aten::mul.Tensor", FLOAT8 | COMPLEX32, None),
-    ("aten::ne.Scalar", FLOAT8 | COMPLEX32, Some(1)),
-    ("aten::ne.Tensor", FLOAT8 | COMPLEX32, None),
+    ("aten::mul.Tensor", FLOAT8 | COMPLEX32 | E8M0, None),
+    ("aten::ne.Scalar", FLOAT8 | COMPLEX32 | E8M0, Some(1)),
+    ("aten::ne.Tensor", FLOAT8 | COMPLEX32 | E8M0, None),
     ("aten::neg", COMPLEX32, None),
     ("aten::nonzero", COMPLEX32, None),
     ("aten::sub.Tensor", COMPLEX32, None),
     ("aten::tril", COMPLEX32, None),
-    ("aten::where.self", FLOAT8 | COMPLEX32, None),
+    ("aten::where.self", FLOAT8 | COMPLEX32 | E8M0, None),
 ];
 
 /// Whether operator `name` (`aten::view.dtype`) only moves or describes elements.
@@ -141,15 +143,33 @@ fn moves_elements(name: &str) -> bool {
 
 /// The [`COMPUTED`] entry of `name` for `dtype`, if PyTorch computes it.
 fn computed(name: &str, dtype: DType) -> Option<Option<usize>> {
-    let family = if dtype == DType::Complex32 {
-        COMPLEX32
-    } else {
-        FLOAT8
+    let family = match dtype {
+        DType::Complex32 => COMPLEX32,
+        DType::Float8E8M0FNU => E8M0,
+        _ => FLOAT8,
     };
     COMPUTED
         .iter()
         .find(|(n, families, _)| *n == name && families & family != 0)
         .map(|&(_, _, scalar)| scalar)
+}
+
+/// Shape conditions of PyTorch's kernels for these dtypes: `flip` takes them only through its
+/// row-copy path, when the last dimension is not flipped (its element-wise `flip_cpu` kernel
+/// has no instance for them).
+fn shape_supported(name: &str, args: &[IValue]) -> bool {
+    if name != "aten::flip" {
+        return true;
+    }
+    let (Some(IValue::Tensor(t)), Some(IValue::List(dims))) = (args.first(), args.get(1)) else {
+        return false;
+    };
+    let n = t.dim() as i64;
+    let last_flipped = dims.items().iter().any(|d| match d {
+        IValue::Int(d) => *d == n - 1 || *d == -1,
+        _ => true,
+    });
+    !last_flipped
 }
 
 /// The float8/complex32 dtype of the first such top-level tensor argument, if any.
@@ -174,7 +194,7 @@ pub fn call(
     if moves_elements(name) {
         return kernel(&mut Args::new(name, args, ctx));
     }
-    let Some(scalar) = computed(name, dtype) else {
+    let Some(scalar) = computed(name, dtype).filter(|_| shape_supported(name, args)) else {
         return Err(not_implemented_for(name, dtype));
     };
     let wide = conversion_dtype(dtype);

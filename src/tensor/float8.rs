@@ -1,4 +1,4 @@
-//! The 8-bit float formats (`torch.float8_*`) and complex32 (`torch.complex32`, two float16),
+//! The 8-bit float formats (`torch.float8_*`, `float8_e8m0fnu` included) and complex32 (`torch.complex32`, two float16),
 //! as storage element types with c10's conversions to and from `float`.
 //!
 //! PyTorch's CPU kernels accept these dtypes only for copies, conversions, fills and a few
@@ -199,6 +199,61 @@ float8_element!(
     E4M3FNUZ
 );
 
+/// One `torch.float8_e8m0fnu` element: the code is a biased exponent (`2^(code - 127)`), `0xFF`
+/// is NaN; there is no sign, zero or infinity.
+#[derive(Clone, Copy, Default, PartialEq, Debug)]
+#[repr(transparent)]
+pub struct Float8E8M0FNU(pub u8);
+
+impl Float8E8M0FNU {
+    /// The value as a float (exact; code 0 is float's subnormal `2^-127`).
+    pub fn to_f32(self) -> f32 {
+        match self.0 {
+            0xFF => f32::NAN,
+            0 => f32::from_bits(0x0040_0000),
+            e => f32::from_bits(u32::from(e) << 23),
+        }
+    }
+    /// `value` as c10 converts it: the sign dropped, float's exponent rounded to nearest with
+    /// the implied bit as the last kept one (a normal float's ties go up; a subnormal's, whose
+    /// implied bit is 0, go down), NaN, inf and overflow to NaN.
+    pub fn from_f32(value: f32) -> Self {
+        if !value.is_finite() {
+            return Float8E8M0FNU(0xFF);
+        }
+        let bits = value.to_bits();
+        let exponent = (bits >> 23) & 0xFF;
+        let guard = bits & 0x0040_0000 != 0;
+        let round_up = guard && (exponent != 0 || bits & 0x003F_FFFF != 0);
+        Float8E8M0FNU((exponent + u32::from(round_up)).min(0xFF) as u8)
+    }
+}
+
+impl Element for Float8E8M0FNU {
+    const DTYPE: DType = DType::Float8E8M0FNU;
+    fn to_f64(self) -> f64 {
+        f64::from(self.to_f32())
+    }
+    fn from_f64(v: f64) -> Self {
+        Self::from_f32(v as f32)
+    }
+    fn to_i64(self) -> i64 {
+        let v = self.to_f32();
+        if v.is_nan() {
+            i64::MIN
+        } else {
+            v as i64
+        }
+    }
+    fn from_i64(v: i64) -> Self {
+        Self::from_f32(v as f32)
+    }
+    fn to_bool(self) -> bool {
+        // never zero
+        true
+    }
+}
+
 /// One `torch.complex32` element (`c10::complex<c10::Half>`): real and imaginary float16.
 #[derive(Clone, Copy, Default, PartialEq, Debug)]
 #[repr(C)]
@@ -238,6 +293,40 @@ impl Element for ComplexHalf {
     }
 }
 
+/// Whether filling a `dtype` tensor with `s` overflows, as c10's `checked_convert` decides for
+/// `fill_`/`full` (tensor conversions saturate or round to inf/NaN instead): a finite value
+/// outside `[lowest, max]` (`float8_e8m0fnu`'s lowest is `2^-127`: zero and negative floats
+/// overflow), inf into a format without inf, or a complex value with an imaginary part; a
+/// complex32 fill is not checked.
+pub fn fill_overflows(dtype: DType, s: super::Scalar) -> bool {
+    use super::Scalar;
+    let (lowest, max, has_inf) = match dtype {
+        DType::Float8E5M2 => (-57344.0, 57344.0, true),
+        DType::Float8E4M3FN => (-448.0, 448.0, false),
+        DType::Float8E5M2FNUZ => (-57344.0, 57344.0, false),
+        DType::Float8E4M3FNUZ => (-240.0, 240.0, false),
+        DType::Float8E8M0FNU => (f64::powi(2.0, -127), f64::powi(2.0, 127), false),
+        // PyTorch does not check what fills a complex32 tensor
+        _ => return false,
+    };
+    let out_of_range = |v: f64| {
+        if v.is_infinite() {
+            !has_inf
+        } else {
+            v < lowest || v > max
+        }
+    };
+    match s {
+        Scalar::Bool(_) => false,
+        // an unsigned format lets negative integers wrap (c10's `overflows` for integers):
+        // no int64 passes e8m0's largest value either way
+        Scalar::Int(_) if dtype == DType::Float8E8M0FNU => false,
+        Scalar::Int(i) => out_of_range(i as f64),
+        Scalar::Float(f) => out_of_range(f),
+        Scalar::Complex(c) => out_of_range(c.re) || c.im != 0.0,
+    }
+}
+
 /// Whether `dtype` is one of the storage-only types of this module (float8, complex32), which
 /// the generic dispatch leaves out.
 pub fn is_storage_only(dtype: DType) -> bool {
@@ -247,6 +336,7 @@ pub fn is_storage_only(dtype: DType) -> bool {
             | DType::Float8E4M3FN
             | DType::Float8E5M2FNUZ
             | DType::Float8E4M3FNUZ
+            | DType::Float8E8M0FNU
             | DType::Complex32
     )
 }
@@ -280,6 +370,7 @@ macro_rules! dispatch_storage_only {
             Float8E4M3FN => $crate::tensor::float8::Float8E4M3FN,
             Float8E5M2FNUZ => $crate::tensor::float8::Float8E5M2FNUZ,
             Float8E4M3FNUZ => $crate::tensor::float8::Float8E4M3FNUZ,
+            Float8E8M0FNU => $crate::tensor::float8::Float8E8M0FNU,
             Complex32 => $crate::tensor::float8::ComplexHalf)
     };
 }

@@ -1077,6 +1077,13 @@ impl Tensor {
     /// Set every element to `s` (converted to this dtype).
     pub fn fill(&self, s: Scalar) -> crate::Result<()> {
         if float8::is_storage_only(self.dtype) {
+            if float8::fill_overflows(self.dtype, s) {
+                return Err(TensorError::Value(format!(
+                    "value cannot be converted to type c10::{} without overflow",
+                    self.dtype.c10_name()
+                ))
+                .into());
+            }
             return crate::dispatch_storage_only!(self.dtype, "fill_", |T| self.fill_as::<T>(s));
         }
         crate::dispatch_all!(self.dtype, "fill_", |T| self.fill_as::<T>(s))

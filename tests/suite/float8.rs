@@ -5,7 +5,9 @@
 use crate::common::{self, fixtures_dir};
 use serde_json::Value;
 use std::fs::File;
-use tsrun::internals::tensor::float8::{Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ};
+use tsrun::internals::tensor::float8::{
+    Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float8E8M0FNU,
+};
 
 fn check_format(name: &str, decode: fn(u8) -> f32, encode: fn(f32) -> u8) {
     let json: Value = serde_json::from_reader(
@@ -78,6 +80,15 @@ fn float8_e4m3fnuz_matches_pytorch_on_every_code_and_boundary() {
         "float8_e4m3fnuz",
         |c| Float8E4M3FNUZ(c).to_f32(),
         |v| Float8E4M3FNUZ::from_f32(v).0,
+    );
+}
+
+#[test]
+fn float8_e8m0fnu_matches_pytorch_on_every_code_and_boundary() {
+    check_format(
+        "float8_e8m0fnu",
+        |c| Float8E8M0FNU(c).to_f32(),
+        |v| Float8E8M0FNU::from_f32(v).0,
     );
 }
 

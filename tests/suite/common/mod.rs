@@ -65,7 +65,8 @@ impl Arrays {
             DType::Float8E5M2
             | DType::Float8E4M3FN
             | DType::Float8E5M2FNUZ
-            | DType::Float8E4M3FNUZ => {
+            | DType::Float8E4M3FNUZ
+            | DType::Float8E8M0FNU => {
                 let codes = Tensor::from_ndarray(self.read::<u8>(key)).expect("float8 codes");
                 Tensor::from_parts(
                     codes.storage().clone(),
