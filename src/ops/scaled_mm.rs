@@ -144,19 +144,25 @@ struct ScaledProduct<'t> {
     out_dtype: DType,
 }
 
-/// ATen's `_scaled_mm_out_cpu_emulated`.
-fn emulated(args: &Args<'_>, p: ScaledProduct<'_>) -> crate::Result<Tensor> {
-    let (a, b) = (p.a, p.b);
+/// Both operands must be matrices.
+fn check_matrices(op: &str, a: &Tensor, b: &Tensor) -> crate::Result<()> {
     for (m, name) in [(a, "self"), (b, "mat2")] {
         if m.dim() != 2 {
             return Err(invalid_argument(
-                "_scaled_mm",
+                op,
                 name,
                 "be a matrix",
                 format!("{:?}", m.shape()),
             ));
         }
     }
+    Ok(())
+}
+
+/// ATen's `_scaled_mm_out_cpu_emulated`.
+fn emulated(args: &Args<'_>, p: ScaledProduct<'_>) -> crate::Result<Tensor> {
+    let (a, b) = (p.a, p.b);
+    check_matrices("_scaled_mm", a, b)?;
     let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
     if b.shape()[0] != k {
         return Err(shape_mismatch(
@@ -298,15 +304,6 @@ fn scaled_mm(args: &mut Args<'_>, out_index: Option<usize>) -> crate::Result<Ten
     )
 }
 
-fn scaled_mm_functional(args: &mut Args<'_>) -> R {
-    Ok(scaled_mm(args, None)?.into())
-}
-
-fn scaled_mm_out(args: &mut Args<'_>) -> R {
-    let r = scaled_mm(args, Some(8))?;
-    args.write_outs(8, r.into())
-}
-
 /// The one scale and recipe of a `_scaled_mm_v2` side, with ATen's recipe acceptance.
 fn v2_side(scales: &[Tensor], recipe: &[i64]) -> Option<(Tensor, i64)> {
     match (scales, recipe) {
@@ -331,16 +328,7 @@ fn scaled_mm_v2(args: &mut Args<'_>, out_index: Option<usize>) -> crate::Result<
         Some(i) => args.tensor(i)?.dtype(),
         None => out_dtype.unwrap_or(a.dtype()),
     };
-    for (m, name) in [(&a, "self"), (&b, "mat2")] {
-        if m.dim() != 2 {
-            return Err(invalid_argument(
-                "_scaled_mm_v2",
-                name,
-                "be a matrix",
-                format!("{:?}", m.shape()),
-            ));
-        }
-    }
+    check_matrices("_scaled_mm_v2", &a, &b)?;
     let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
     if m == 0 || k == 0 || n == 0 {
         // ATen returns before looking at the scales: zeros when K is 0, else empty
@@ -458,18 +446,21 @@ fn scaled_mm_v2(args: &mut Args<'_>, out_index: Option<usize>) -> crate::Result<
     )
 }
 
-fn scaled_mm_v2_functional(args: &mut Args<'_>) -> R {
-    Ok(scaled_mm_v2(args, None)?.into())
-}
-
-fn scaled_mm_v2_out(args: &mut Args<'_>) -> R {
-    let r = scaled_mm_v2(args, Some(12))?;
-    args.write_outs(12, r.into())
+/// The overload with its out= tensor at `OUT` (0: the functional one) of a product `run`.
+fn kernel<const OUT: usize>(
+    args: &mut Args<'_>,
+    run: fn(&mut Args<'_>, Option<usize>) -> crate::Result<Tensor>,
+) -> R {
+    if OUT == 0 {
+        return Ok(run(args, None)?.into());
+    }
+    let r = run(args, Some(OUT))?;
+    args.write_outs(OUT, r.into())
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    r.add("aten::_scaled_mm", scaled_mm_functional);
-    r.add("aten::_scaled_mm.out", scaled_mm_out);
-    r.add("aten::_scaled_mm_v2", scaled_mm_v2_functional);
-    r.add("aten::_scaled_mm_v2.out", scaled_mm_v2_out);
+    r.add("aten::_scaled_mm", |a| kernel::<0>(a, scaled_mm));
+    r.add("aten::_scaled_mm.out", |a| kernel::<8>(a, scaled_mm));
+    r.add("aten::_scaled_mm_v2", |a| kernel::<0>(a, scaled_mm_v2));
+    r.add("aten::_scaled_mm_v2.out", |a| kernel::<12>(a, scaled_mm_v2));
 }

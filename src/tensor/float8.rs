@@ -63,7 +63,7 @@ impl Format {
         let negative = code & 0x80 != 0;
         let exponent = i32::from(magnitude >> m);
         let mantissa = f32::from(magnitude & ((1 << m) - 1));
-        let top = (0x7F >> m) as i32;
+        let top: i32 = 0x7F >> m;
         let special = match self.specials {
             Specials::Ieee if exponent == top => Some(if mantissa == 0.0 {
                 f32::INFINITY
@@ -127,6 +127,36 @@ impl Format {
     }
 }
 
+/// `Element` for a float8 type with `to_f32`/`from_f32` (c10 converts through float, the
+/// formats' only constructor).
+macro_rules! float8_element_impl {
+    ($name:ident, $dtype:ident) => {
+        impl Element for $name {
+            const DTYPE: DType = DType::$dtype;
+            fn to_f64(self) -> f64 {
+                f64::from(self.to_f32())
+            }
+            fn from_f64(v: f64) -> Self {
+                Self::from_f32(v as f32)
+            }
+            fn to_i64(self) -> i64 {
+                let v = self.to_f32();
+                if v.is_nan() {
+                    i64::MIN
+                } else {
+                    v as i64
+                }
+            }
+            fn from_i64(v: i64) -> Self {
+                Self::from_f32(v as f32)
+            }
+            fn to_bool(self) -> bool {
+                self.to_f32() != 0.0
+            }
+        }
+    };
+}
+
 macro_rules! float8_element {
     ($(#[$doc:meta])* $name:ident, $dtype:ident, $format:expr) => {
         $(#[$doc])*
@@ -147,30 +177,7 @@ macro_rules! float8_element {
             }
         }
 
-        impl Element for $name {
-            const DTYPE: DType = DType::$dtype;
-            fn to_f64(self) -> f64 {
-                f64::from(self.to_f32())
-            }
-            fn from_f64(v: f64) -> Self {
-                // c10 converts through float (its only constructor)
-                Self::from_f32(v as f32)
-            }
-            fn to_i64(self) -> i64 {
-                let v = self.to_f32();
-                if v.is_nan() {
-                    i64::MIN
-                } else {
-                    v as i64
-                }
-            }
-            fn from_i64(v: i64) -> Self {
-                Self::from_f32(v as f32)
-            }
-            fn to_bool(self) -> bool {
-                self.to_f32() != 0.0
-            }
-        }
+        float8_element_impl!($name, $dtype);
     };
 }
 
@@ -229,30 +236,7 @@ impl Float8E8M0FNU {
     }
 }
 
-impl Element for Float8E8M0FNU {
-    const DTYPE: DType = DType::Float8E8M0FNU;
-    fn to_f64(self) -> f64 {
-        f64::from(self.to_f32())
-    }
-    fn from_f64(v: f64) -> Self {
-        Self::from_f32(v as f32)
-    }
-    fn to_i64(self) -> i64 {
-        let v = self.to_f32();
-        if v.is_nan() {
-            i64::MIN
-        } else {
-            v as i64
-        }
-    }
-    fn from_i64(v: i64) -> Self {
-        Self::from_f32(v as f32)
-    }
-    fn to_bool(self) -> bool {
-        // never zero
-        true
-    }
-}
+float8_element_impl!(Float8E8M0FNU, Float8E8M0FNU);
 
 /// One `torch.complex32` element (`c10::complex<c10::Half>`): real and imaginary float16.
 #[derive(Clone, Copy, Default, PartialEq, Debug)]
