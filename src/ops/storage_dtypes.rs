@@ -195,6 +195,7 @@ fn shape_supported(name: &str, args: &[IValue]) -> bool {
 }
 
 /// The float8/complex32 dtype of the first such top-level tensor argument, if any.
+#[inline]
 fn storage_only_argument(args: &[IValue]) -> Option<DType> {
     args.iter().find_map(|a| match a {
         IValue::Tensor(t) if is_storage_only(t.dtype()) => Some(t.dtype()),
@@ -204,15 +205,29 @@ fn storage_only_argument(args: &[IValue]) -> Option<DType> {
 
 /// Call `kernel` for operator `name` on `args`, refusing or widening float8/complex32 tensor
 /// arguments as the module documentation says.
+#[inline]
 pub fn call(
     kernel: Kernel,
     name: &str,
     args: &mut [IValue],
     ctx: &OpContext,
 ) -> crate::Result<IValue> {
-    let Some(dtype) = storage_only_argument(args) else {
-        return kernel(&mut Args::new(name, args, ctx));
-    };
+    match storage_only_argument(args) {
+        None => kernel(&mut Args::new(name, args, ctx)),
+        Some(dtype) => call_with_storage_only(kernel, name, args, ctx, dtype),
+    }
+}
+
+/// [`call`] when an argument is a float8/complex32 tensor (rare: kept out of the hot path).
+#[cold]
+#[inline(never)]
+fn call_with_storage_only(
+    kernel: Kernel,
+    name: &str,
+    args: &mut [IValue],
+    ctx: &OpContext,
+    dtype: DType,
+) -> crate::Result<IValue> {
     if moves_elements(name) {
         return kernel(&mut Args::new(name, args, ctx));
     }

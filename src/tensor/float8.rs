@@ -313,6 +313,7 @@ pub fn fill_overflows(dtype: DType, s: super::Scalar) -> bool {
 
 /// Whether `dtype` is one of the storage-only types of this module (float8, complex32), which
 /// the generic dispatch leaves out.
+#[inline]
 pub fn is_storage_only(dtype: DType) -> bool {
     matches!(
         dtype,

@@ -1237,8 +1237,13 @@ fn cast_contiguous(dst: &Tensor, src: &Tensor) -> crate::Result<()> {
     if float8::is_storage_only(src.dtype) || float8::is_storage_only(dst.dtype) {
         return cast_storage_only(dst, src);
     }
+    // the destination borrowed once per destination dtype, only the loop per pair
     crate::dispatch_all!(dst.dtype, "copy_", |D| {
-        crate::dispatch_all!(src.dtype, "copy_", |S| convert_contiguous::<D, S>(dst, src))
+        let mut dg = dst.write::<D>()?;
+        let d = dg
+            .as_slice_mut()
+            .ok_or_else(|| TensorError::Value("copy_: destination is not contiguous".into()))?;
+        crate::dispatch_all!(src.dtype, "copy_", |S| cast_into::<D, S>(d, src))
     })
 }
 
@@ -1285,6 +1290,11 @@ fn convert_contiguous<D: Element, S: Element>(dst: &Tensor, src: &Tensor) -> cra
     let d = dg
         .as_slice_mut()
         .ok_or_else(|| TensorError::Value("copy_: destination is not contiguous".into()))?;
+    cast_into::<D, S>(d, src)
+}
+
+/// `d[i] = src[i]` cast from `S`, `src` contiguous with `d.len()` elements.
+fn cast_into<D: Element, S: Element>(d: &mut [D], src: &Tensor) -> crate::Result<()> {
     let sg = src.read::<S>()?;
     let s = sg
         .as_slice()
