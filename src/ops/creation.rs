@@ -540,6 +540,16 @@ fn to_copy(args: &mut Args<'_>) -> R {
     check_device(args, 3)?;
     t(to_impl(&x, dtype, true)?)
 }
+/// `chalf(memory_format)`: `to(complex32)`, laid out per the memory format (the tensor itself
+/// when it is complex32 already).
+fn chalf(args: &mut Args<'_>) -> R {
+    let x = to_impl(&args.tensor(0)?, Some(DType::Complex32), false)?;
+    match args.opt_int(1)? {
+        None | Some(1) => t(x),
+        Some(0) => t(x.contiguous()?),
+        Some(format) => t(super::shape::contiguous_in_format(&x, format)?),
+    }
+}
 fn type_as(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     t(x.to_dtype(args.tensor(1)?.dtype())?)
@@ -856,6 +866,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::to.prim_dtype", to::<TO_PRIM_DTYPE>);
     r.add("aten::to.prim_other", to::<TO_PRIM_OTHER>);
     r.add("aten::_to_copy", to_copy);
+    r.add("aten::chalf", chalf);
     r.add("aten::type_as", type_as);
     r.add_all(
         &[

@@ -833,6 +833,10 @@ pub(crate) fn gather_dim(t: &Tensor, dim: usize, indices: &[usize]) -> R<Tensor>
         }
         .into());
     }
+    if let Some(bits) = t.as_bits()? {
+        // float8/complex32: their bits, gathered as integers
+        return view_dtype(&gather_dim(&bits, dim, indices)?, t.dtype());
+    }
     shape[dim] = indices.len();
     let out = Tensor::zeros(&shape, t.dtype())?;
     if out.numel() == 0 {

@@ -55,11 +55,14 @@ pub enum DType {
     UInt32 = 28,
     /// `torch.uint64`.
     UInt64 = 29,
+    /// `torch.float8_e8m0fnu`: a power of two (8 exponent bits, no sign, no mantissa), the
+    /// block scales of MX formats.
+    Float8E8M0FNU = 44,
 }
 
 impl DType {
     /// Every dtype, in `ScalarType` order.
-    pub const ALL: [DType; 24] = [
+    pub const ALL: [DType; 25] = [
         DType::UInt8,
         DType::Int8,
         DType::Int16,
@@ -84,6 +87,7 @@ impl DType {
         DType::UInt16,
         DType::UInt32,
         DType::UInt64,
+        DType::Float8E8M0FNU,
     ];
 
     /// PyTorch's ScalarType number, as TorchScript code passes it (`dtype=6`).
@@ -101,7 +105,7 @@ impl DType {
         use DType::*;
         match self {
             UInt8 | Int8 | Bool | QInt8 | QUInt8 | QUInt4x2 | Float8E5M2 | Float8E4M3FN
-            | Float8E5M2FNUZ | Float8E4M3FNUZ => 1,
+            | Float8E5M2FNUZ | Float8E4M3FNUZ | Float8E8M0FNU => 1,
             Int16 | Float16 | BFloat16 | UInt16 => 2,
             Int32 | Float32 | QInt32 | Complex32 | UInt32 => 4,
             Int64 | Float64 | Complex64 | UInt64 => 8,
@@ -134,6 +138,7 @@ impl DType {
             Float8E4M3FN => "float8_e4m3fn",
             Float8E5M2FNUZ => "float8_e5m2fnuz",
             Float8E4M3FNUZ => "float8_e4m3fnuz",
+            Float8E8M0FNU => "float8_e8m0fnu",
             UInt16 => "uint16",
             UInt32 => "uint32",
             UInt64 => "uint64",
@@ -165,6 +170,7 @@ impl DType {
             Float8E4M3FN => "Float8_e4m3fn",
             Float8E5M2FNUZ => "Float8_e5m2fnuz",
             Float8E4M3FNUZ => "Float8_e4m3fnuz",
+            Float8E8M0FNU => "Float8_e8m0fnu",
             UInt16 => "UInt16",
             UInt32 => "UInt32",
             UInt64 => "UInt64",
@@ -214,6 +220,7 @@ impl DType {
             Float8E4M3FN => "Float8_e4m3fnStorage",
             Float8E5M2FNUZ => "Float8_e5m2fnuzStorage",
             Float8E4M3FNUZ => "Float8_e4m3fnuzStorage",
+            Float8E8M0FNU => "Float8_e8m0fnuStorage",
             UInt16 => "UInt16Storage",
             UInt32 => "UInt32Storage",
             UInt64 => "UInt64Storage",
@@ -238,6 +245,7 @@ impl DType {
                 | Float8E4M3FN
                 | Float8E5M2FNUZ
                 | Float8E4M3FNUZ
+                | Float8E8M0FNU
         )
     }
 
@@ -263,7 +271,12 @@ impl DType {
     pub fn is_signed(self) -> bool {
         !matches!(
             self,
-            DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64 | DType::Bool
+            DType::UInt8
+                | DType::UInt16
+                | DType::UInt32
+                | DType::UInt64
+                | DType::Bool
+                | DType::Float8E8M0FNU
         )
     }
 

@@ -9,6 +9,7 @@
 pub mod budget;
 mod dtype;
 pub mod element;
+pub mod float8;
 mod identity;
 mod nested;
 pub mod npy;
@@ -908,7 +909,10 @@ impl Tensor {
     /// Elements in row-major order, converted to `T` with PyTorch's cast rules.
     pub fn to_vec<T: Element>(&self) -> crate::Result<Vec<T>> {
         // a contiguous copy first: the loop below is instantiated for every pair of dtypes
-        let c = self.contiguous()?;
+        let mut c = self.contiguous()?;
+        if float8::is_storage_only(c.dtype) {
+            c = c.to_dtype(float8::conversion_dtype(c.dtype))?;
+        }
         crate::dispatch_all!(c.dtype, "to_vec", |S| {
             let g = c.read::<S>()?;
             let s = g
@@ -988,6 +992,9 @@ impl Tensor {
             src.clone()
         };
         if src.dtype == self.dtype {
+            if let (Some(dst_bits), Some(src_bits)) = (self.as_bits()?, src.as_bits()?) {
+                return dst_bits.copy_from(&src_bits);
+            }
             return crate::dispatch_all!(self.dtype, "copy_", |T| self.copy_same_dtype::<T>(&src));
         }
         // A conversion is instantiated for every pair of dtypes (225), so only a loop over two
@@ -1049,18 +1056,49 @@ impl Tensor {
         }
     }
 
+    /// A float8 or complex32 tensor's elements viewed as the integers of their size (`uint8`,
+    /// `int32`), for kernels that only move elements (copies, gathers), as PyTorch's do
+    /// bitwise; `None` for other dtypes.
+    pub fn as_bits(&self) -> TResult<Option<Tensor>> {
+        let Some(bits) = float8::bits_dtype(self.dtype) else {
+            return Ok(None);
+        };
+        let mut view = Tensor::from_parts(
+            self.storage.clone(),
+            self.offset,
+            &self.shape,
+            &self.strides,
+            bits,
+        )?;
+        view.requires_grad = self.requires_grad;
+        Ok(Some(view))
+    }
+
     /// Set every element to `s` (converted to this dtype).
     pub fn fill(&self, s: Scalar) -> crate::Result<()> {
-        crate::dispatch_all!(self.dtype, "fill_", |T| {
-            let v: T = match s {
-                Scalar::Bool(b) => T::from_bool(b),
-                Scalar::Int(i) => T::from_i64(i),
-                Scalar::Float(f) => T::from_f64(f),
-                Scalar::Complex(c) => T::from_c64(c),
-            };
-            self.write::<T>()?.view_mut().fill(v);
-            Ok(())
-        })
+        if float8::is_storage_only(self.dtype) {
+            if float8::fill_overflows(self.dtype, s) {
+                return Err(TensorError::Value(format!(
+                    "value cannot be converted to type c10::{} without overflow",
+                    self.dtype.c10_name()
+                ))
+                .into());
+            }
+            return crate::dispatch_storage_only!(self.dtype, "fill_", |T| self.fill_as::<T>(s));
+        }
+        crate::dispatch_all!(self.dtype, "fill_", |T| self.fill_as::<T>(s))
+    }
+
+    /// [`Tensor::fill`] for this tensor's element type `T`.
+    fn fill_as<T: Element>(&self, s: Scalar) -> crate::Result<()> {
+        let v: T = match s {
+            Scalar::Bool(b) => T::from_bool(b),
+            Scalar::Int(i) => T::from_i64(i),
+            Scalar::Float(f) => T::from_f64(f),
+            Scalar::Complex(c) => T::from_c64(c),
+        };
+        self.write::<T>()?.view_mut().fill(v);
+        Ok(())
     }
 
     /// The single element of a one-element tensor (`item()`).
@@ -1072,22 +1110,28 @@ impl Tensor {
             ))
             .into());
         }
-        crate::dispatch_all!(self.dtype, "item", |T| {
-            let v = *self
-                .read::<T>()?
-                .view()
-                .iter()
-                .next()
-                .ok_or_else(|| TensorError::Value("empty tensor".into()))?;
-            Ok(if T::DTYPE == DType::Bool {
-                Scalar::Bool(v.to_bool())
-            } else if T::DTYPE.is_complex() {
-                Scalar::Complex(v.to_c64())
-            } else if T::DTYPE.is_floating_point() {
-                Scalar::Float(v.to_f64())
-            } else {
-                Scalar::Int(v.to_i64())
-            })
+        if float8::is_storage_only(self.dtype) {
+            return crate::dispatch_storage_only!(self.dtype, "item", |T| self.item_as::<T>());
+        }
+        crate::dispatch_all!(self.dtype, "item", |T| self.item_as::<T>())
+    }
+
+    /// [`Tensor::item`] for this tensor's element type `T`.
+    fn item_as<T: Element>(&self) -> crate::Result<Scalar> {
+        let v = *self
+            .read::<T>()?
+            .view()
+            .iter()
+            .next()
+            .ok_or_else(|| TensorError::Value("empty tensor".into()))?;
+        Ok(if T::DTYPE == DType::Bool {
+            Scalar::Bool(v.to_bool())
+        } else if T::DTYPE.is_complex() {
+            Scalar::Complex(v.to_c64())
+        } else if T::DTYPE.is_floating_point() {
+            Scalar::Float(v.to_f64())
+        } else {
+            Scalar::Int(v.to_i64())
         })
     }
 }
@@ -1190,21 +1234,74 @@ impl<T: Element> TensorWrite<T> {
 /// `dst[i] = src[i]` converted to `dst`'s dtype, for contiguous tensors of one shape (what
 /// [`Tensor::copy_from`] instantiates for each pair of dtypes).
 fn cast_contiguous(dst: &Tensor, src: &Tensor) -> crate::Result<()> {
+    if float8::is_storage_only(src.dtype) || float8::is_storage_only(dst.dtype) {
+        return cast_storage_only(dst, src);
+    }
+    // the destination borrowed once per destination dtype, only the loop per pair
     crate::dispatch_all!(dst.dtype, "copy_", |D| {
         let mut dg = dst.write::<D>()?;
         let d = dg
             .as_slice_mut()
             .ok_or_else(|| TensorError::Value("copy_: destination is not contiguous".into()))?;
-        crate::dispatch_all!(src.dtype, "copy_", |S| {
-            let sg = src.read::<S>()?;
-            let s = sg
-                .as_slice()
-                .filter(|s| s.len() == d.len())
-                .ok_or_else(|| TensorError::Value("copy_: source is not contiguous".into()))?;
-            d.iter_mut().zip(s).for_each(|(d, &s)| *d = D::cast_from(s));
-            Ok(())
-        })
+        crate::dispatch_all!(src.dtype, "copy_", |S| cast_into::<D, S>(d, src))
     })
+}
+
+/// [`cast_contiguous`] where either side is float8 or complex32: through float (complex64 for
+/// complex32), as c10's `static_cast` converts them, so only the conversions to and from that
+/// type are instantiated for them.
+fn cast_storage_only(dst: &Tensor, src: &Tensor) -> crate::Result<()> {
+    use float8::{conversion_dtype, is_storage_only};
+    if is_storage_only(src.dtype) {
+        let wide = Tensor::zeros(&src.shape, conversion_dtype(src.dtype))?;
+        if src.dtype == DType::Complex32 {
+            convert_contiguous::<num_complex::Complex32, float8::ComplexHalf>(&wide, src)?;
+        } else {
+            crate::dispatch_storage_only!(src.dtype, "copy_", |S| {
+                convert_contiguous::<f32, S>(&wide, src)
+            })?;
+        }
+        return if wide.dtype == dst.dtype {
+            dst.copy_from(&wide)
+        } else {
+            cast_contiguous(dst, &wide)
+        };
+    }
+    let through = conversion_dtype(dst.dtype);
+    let wide = if src.dtype == through {
+        src.clone()
+    } else {
+        let wide = Tensor::zeros(&src.shape, through)?;
+        cast_contiguous(&wide, src)?;
+        wide
+    };
+    if dst.dtype == DType::Complex32 {
+        convert_contiguous::<float8::ComplexHalf, num_complex::Complex32>(dst, &wide)
+    } else {
+        crate::dispatch_storage_only!(dst.dtype, "copy_", |D| {
+            convert_contiguous::<D, f32>(dst, &wide)
+        })
+    }
+}
+
+/// `dst[i] = src[i]` cast from `S` to `D`, both contiguous and of one size.
+fn convert_contiguous<D: Element, S: Element>(dst: &Tensor, src: &Tensor) -> crate::Result<()> {
+    let mut dg = dst.write::<D>()?;
+    let d = dg
+        .as_slice_mut()
+        .ok_or_else(|| TensorError::Value("copy_: destination is not contiguous".into()))?;
+    cast_into::<D, S>(d, src)
+}
+
+/// `d[i] = src[i]` cast from `S`, `src` contiguous with `d.len()` elements.
+fn cast_into<D: Element, S: Element>(d: &mut [D], src: &Tensor) -> crate::Result<()> {
+    let sg = src.read::<S>()?;
+    let s = sg
+        .as_slice()
+        .filter(|s| s.len() == d.len())
+        .ok_or_else(|| TensorError::Value("copy_: source is not contiguous".into()))?;
+    d.iter_mut().zip(s).for_each(|(d, &s)| *d = D::cast_from(s));
+    Ok(())
 }
 
 /// The bytes of a slice of elements.

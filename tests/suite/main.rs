@@ -24,6 +24,7 @@ mod custom_op;
 mod deep_drift;
 mod depthwise;
 mod elementwise_fusion;
+mod float8;
 mod fork;
 mod frontend_parse;
 mod gemm_kernels;

@@ -6,7 +6,7 @@ use super::{Callee, Interpreter, MAX_CALL_DEPTH};
 use crate::error::{RuntimeError, TracebackFrame};
 use crate::frontend::source::SourceRange;
 use crate::ops::call_limits::Stop;
-use crate::ops::{Args, OpContext};
+use crate::ops::OpContext;
 use crate::tensor::budget::LimitExceeded;
 pub use crate::values::matches_type;
 use crate::values::python_str;
@@ -208,7 +208,7 @@ impl Frame<'_> {
         match &instr.op {
             Op::Kernel { kernel, name } => {
                 let mut args = self.inputs(instr);
-                let out = kernel(&mut Args::new(name, &mut args, self.ctx))?;
+                let out = crate::ops::storage_dtypes::call(*kernel, name, &mut args, self.ctx)?;
                 drop(args);
                 self.set_outputs(instr, out)
             }
@@ -573,7 +573,7 @@ impl Frame<'_> {
                     }
                 });
             }
-            prev = (k.kernel)(&mut Args::new(&k.name, &mut args, self.ctx))
+            prev = crate::ops::storage_dtypes::call(k.kernel, &k.name, &mut args, self.ctx)
                 .map_err(|e| with_frame(e, &self.plan.name, k.source.as_ref(), Some(&k.name)))?;
         }
         Ok(prev)
@@ -614,7 +614,7 @@ impl Frame<'_> {
             let result = match &step.add {
                 Some((kernel, name, alpha)) => {
                     let mut a: Inputs = smallvec::smallvec![value, operand, alpha.clone()];
-                    kernel(&mut Args::new(name, &mut a, self.ctx)).map_err(|e| {
+                    crate::ops::storage_dtypes::call(*kernel, name, &mut a, self.ctx).map_err(|e| {
                         with_frame(e, &self.plan.name, step.source.as_ref(), Some(name))
                     })
                 }

@@ -236,6 +236,9 @@ pub fn read_safetensors(bytes: &[u8], what: &str) -> Result<StateDict> {
             S::BF16 => DType::BFloat16,
             S::F32 => DType::Float32,
             S::F64 => DType::Float64,
+            // safetensors' float8 names (PyTorch's safetensors mapping)
+            S::F8_E5M2 => DType::Float8E5M2,
+            S::F8_E4M3 => DType::Float8E4M3FN,
             other => {
                 return Err(weights_err(
                     what,
@@ -339,6 +342,8 @@ pub fn safetensors_bytes(tensors: &[(String, Tensor)]) -> Result<Vec<u8>> {
             DType::BFloat16 => S::BF16,
             DType::Float32 => S::F32,
             DType::Float64 => S::F64,
+            DType::Float8E5M2 => S::F8_E5M2,
+            DType::Float8E4M3FN => S::F8_E4M3,
             other => {
                 return Err(module_err(format!(
                     "{name}: safetensors has no {other} dtype"

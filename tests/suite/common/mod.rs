@@ -38,7 +38,8 @@ impl Arrays {
             .unwrap_or_else(|e| panic!("npz key {key}: {e}"))
     }
 
-    /// The tensor stored under `key`, as `dtype` (float16/bfloat16 are stored as float32).
+    /// The tensor stored under `key`, as `dtype` (float16/bfloat16 are stored as float32,
+    /// complex32 as complex64, float8 as their uint8 codes).
     pub fn tensor(&mut self, key: &str, dtype: DType) -> Tensor {
         if let Some(t) = self.1.get(key) {
             return t.clone();
@@ -59,6 +60,22 @@ impl Arrays {
             DType::Bool => Tensor::from_ndarray(self.read::<bool>(key)),
             DType::Complex64 => Tensor::from_ndarray(self.read::<Complex32>(key)),
             DType::Complex128 => Tensor::from_ndarray(self.read::<Complex64>(key)),
+            // complex32 is stored as complex64 (exact); float8 as its codes
+            DType::Complex32 => Tensor::from_ndarray(self.read::<Complex32>(key)),
+            DType::Float8E5M2
+            | DType::Float8E4M3FN
+            | DType::Float8E5M2FNUZ
+            | DType::Float8E4M3FNUZ
+            | DType::Float8E8M0FNU => {
+                let codes = Tensor::from_ndarray(self.read::<u8>(key)).expect("float8 codes");
+                Tensor::from_parts(
+                    codes.storage().clone(),
+                    0,
+                    codes.shape(),
+                    codes.strides(),
+                    dtype,
+                )
+            }
             other => panic!("golden tensor dtype {other} not decodable"),
         }
         .expect("golden tensor");
@@ -654,7 +671,8 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
         let mut args: Vec<IValue> = decode_all(&case["args"], &mut arrays);
         // the caller's handles: tensors, lists and dicts the kernel writes are shared with them
         let before = args.clone();
-        let result = kernel(&mut Args::new(&name, &mut args, &ctx));
+        // as the interpreter calls it (float8/complex32 arguments go through the same gate)
+        let result = tsrun::internals::ops::storage_dtypes::call(kernel, &name, &mut args, &ctx);
         let (rtol, atol) = (
             case["rtol"].as_f64().unwrap_or(1e-4),
             case["atol"].as_f64().unwrap_or(1e-5),
