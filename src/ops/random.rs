@@ -7,8 +7,8 @@
 use super::creation::{factory_dtype, size_arg};
 use super::kernels::map::map_unary;
 use super::kernels::{
-    invalid_argument, not_implemented_for, rank_mismatch, size_mismatch, unsupported_feature,
-    value_err, wrong_dtype,
+    cpu_kernel_name, invalid_argument, not_implemented_for, rank_mismatch, size_mismatch,
+    unsupported_feature, value_err, wrong_dtype,
 };
 use super::{Args, OpContext, Registry};
 use crate::tensor::RankRequirement;
@@ -1110,12 +1110,4 @@ pub(crate) fn register(r: &mut Registry) {
     // the initializers torch.nn.init runs under no_grad: the in-place draws themselves
     r.add("aten::_no_grad_uniform_", uniform_);
     r.add("aten::_no_grad_normal_", normal_);
-}
-
-/// The name PyTorch's CPU dispatch gives a distribution kernel: `aten::cauchy_` runs
-/// `"cauchy_cpu"`.
-fn cpu_kernel_name(op: &str) -> String {
-    let name = op.strip_prefix("aten::").unwrap_or(op);
-    let name = name.split('.').next().unwrap_or(name);
-    format!("{}_cpu", name.trim_end_matches('_'))
 }

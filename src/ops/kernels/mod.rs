@@ -62,7 +62,6 @@ pub(crate) fn not_implemented_for(
 }
 
 /// [`TensorError::WrongDType`]: `op`'s `argument` must be `expected` (a phrase).
-#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
 pub(crate) fn wrong_dtype(
     op: impl Into<String>,
     argument: impl Into<String>,
@@ -79,7 +78,6 @@ pub(crate) fn wrong_dtype(
 }
 
 /// [`TensorError::RankMismatch`], when `shape` does not meet `expected`.
-#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
 pub(crate) fn rank_mismatch(
     op: impl Into<String>,
     argument: impl Into<String>,
@@ -96,7 +94,6 @@ pub(crate) fn rank_mismatch(
 }
 
 /// `Ok` when `shape` has a rank `expected` accepts, else [`rank_mismatch`].
-#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
 pub(crate) fn check_rank(
     op: &str,
     argument: &str,
@@ -111,7 +108,6 @@ pub(crate) fn check_rank(
 }
 
 /// [`TensorError::ShapeMismatch`]: `op`'s `argument` must have shape `expected`.
-#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
 pub(crate) fn shape_mismatch(
     op: impl Into<String>,
     argument: impl Into<String>,
@@ -128,7 +124,6 @@ pub(crate) fn shape_mismatch(
 }
 
 /// [`TensorError::SizeMismatch`]: `what` must count `expected`.
-#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
 pub(crate) fn size_mismatch(
     op: impl Into<String>,
     what: impl Into<String>,
@@ -146,7 +141,6 @@ pub(crate) fn size_mismatch(
 
 /// [`TensorError::InvalidArgument`]: `op`'s `argument` (given as `value`) must satisfy
 /// `requirement` (a phrase after the name: `must be non-negative`).
-#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
 pub(crate) fn invalid_argument(
     op: impl Into<String>,
     argument: impl Into<String>,
@@ -163,7 +157,6 @@ pub(crate) fn invalid_argument(
 }
 
 /// [`TensorError::UnsupportedFeature`]: tsrun does not implement `feature` of `op`.
-#[allow(dead_code)] // TEMP: callers arrive with the ops conversion
 pub(crate) fn unsupported_feature(
     op: impl Into<String>,
     feature: impl Into<String>,
@@ -173,6 +166,14 @@ pub(crate) fn unsupported_feature(
         feature: feature.into(),
     }
     .into()
+}
+
+/// The name PyTorch's CPU dispatch gives an op's kernel: `aten::cauchy_` runs `"cauchy_cpu"`,
+/// `aten::chebyshev_polynomial_t.Tensor` runs `"chebyshev_polynomial_t_cpu"`.
+pub(crate) fn cpu_kernel_name(op: &str) -> String {
+    let name = op.strip_prefix("aten::").unwrap_or(op);
+    let name = name.split('.').next().unwrap_or(name);
+    format!("{}_cpu", name.trim_end_matches('_'))
 }
 
 /// A `TensorError::Unsupported` as a crate error.

@@ -76,21 +76,21 @@ pub(crate) fn can_cast(from: DType, to: DType) -> bool {
 /// `target`'s dtype (an error if PyTorch would refuse the cast) and must not broadcast `target`.
 pub(crate) fn write_inplace(target: &Tensor, result: &Tensor, op: &str) -> crate::Result<()> {
     if !can_cast(result.dtype(), target.dtype()) {
-        return Err(TensorError::Value(format!(
-            "{op}: result type {} can't be cast to the desired output type {}",
-            result.dtype(),
-            target.dtype()
-        ))
-        .into());
+        return Err(super::wrong_dtype(
+            op,
+            "self (the output)",
+            format!("a dtype the result type {} can be cast to", result.dtype()),
+            target.dtype(),
+        ));
     }
     let b = broadcast_shapes(target.shape(), result.shape())?;
     if b.as_slice() != target.shape() {
-        return Err(TensorError::Shape(format!(
-            "{op}: output with shape {:?} doesn't match the broadcast shape {:?}",
+        return Err(super::shape_mismatch(
+            op,
+            "self (the output, the broadcast shape)",
+            b.as_slice(),
             target.shape(),
-            b.as_slice()
-        ))
-        .into());
+        ));
     }
     target.copy_from(result)
 }
