@@ -463,10 +463,19 @@ fn advanced_offsets(t: &Tensor, indices: &[Option<Tensor>]) -> R<(Vec<usize>, Sh
     for d in &dims {
         if let Some(ix) = &expanded[*d] {
             bshape = broadcast_shapes(&bshape, ix.shape()).map_err(|_| {
-                index_err(format!(
-                    "shape mismatch: indexing tensors could not be broadcast together with shapes {:?}",
-                    expanded.iter().flatten().map(|x| x.shape().to_vec()).collect::<Vec<_>>()
-                ))
+                invalid_argument(
+                    "index",
+                    "indices",
+                    "must broadcast together",
+                    format!(
+                        "tensors of shapes {:?}",
+                        expanded
+                            .iter()
+                            .flatten()
+                            .map(|x| x.shape().to_vec())
+                            .collect::<Vec<_>>()
+                    ),
+                )
             })?;
         }
     }
@@ -589,11 +598,15 @@ pub(crate) fn index_put_(
 ) -> R<()> {
     let (offsets, shape) = advanced_offsets(t, indices)?;
     let vals = expand_to(values, &shape).map_err(|_| {
-        shape_err(format!(
-            "shape mismatch: value tensor of shape {:?} cannot be broadcast to indexing result of shape {:?}",
-            values.shape(),
-            shape.as_slice()
-        ))
+        invalid_argument(
+            "index_put_",
+            "values",
+            format!(
+                "must broadcast to the indexing result's shape {:?}",
+                shape.as_slice()
+            ),
+            format!("a tensor of shape {:?}", values.shape()),
+        )
     })?;
     let vals = vals.to_dtype(t.dtype())?.contiguous()?;
     let how = if accumulate {
@@ -889,11 +902,12 @@ fn masked_fill(t: &Tensor, mask: &Tensor, value: Scalar, in_place: bool) -> R<Te
     }
     let target = if in_place {
         if broadcast_shapes(t.shape(), mask.shape())?.as_slice() != t.shape() {
-            return Err(shape_err(format!(
-                "masked_fill_: mask of shape {:?} cannot be broadcast to {:?}",
-                mask.shape(),
-                t.shape()
-            )));
+            return Err(invalid_argument(
+                "masked_fill_",
+                "mask",
+                format!("must broadcast to self's shape {:?}", t.shape()),
+                format!("a tensor of shape {:?}", mask.shape()),
+            ));
         }
         t.clone()
     } else {

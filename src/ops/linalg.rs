@@ -1256,9 +1256,12 @@ pub(crate) fn einsum_tensors(op: &str, equation: &str, ts: &[Tensor]) -> crate::
         .iter()
         .map(|l| {
             labels.iter().position(|m| m == l).ok_or_else(|| {
-                value_err(format!(
-                    "{op}: output subscript does not appear in the inputs"
-                ))
+                invalid_argument(
+                    op,
+                    "equation",
+                    "must have output subscripts that appear in the inputs",
+                    format!("'{equation}'"),
+                )
             })
         })
         .collect::<crate::Result<Vec<usize>>>()?;

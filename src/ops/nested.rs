@@ -10,7 +10,7 @@
 use super::activation::softmax_op;
 use super::kernels::{
     check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, unsupported,
-    unsupported_feature, value_err, wrong_dtype,
+    unsupported_feature, wrong_dtype,
 };
 use super::shape::narrow;
 use super::{Args, Registry};
@@ -753,11 +753,12 @@ fn nested_or_dense_with(a: &mut Args, kind: u8, op: usize) -> R {
         match dense(&mut Args::new(a.op, &mut vals, a.ctx))? {
             IValue::Tensor(r) => out.push(r),
             other => {
-                return Err(value_err(format!(
-                    "{}: a component gave {}",
+                return Err(invalid_argument(
                     a.op,
-                    other.kind_name()
-                )))
+                    "a component's result",
+                    "must be a tensor",
+                    other.kind_name(),
+                ))
             }
         }
     }

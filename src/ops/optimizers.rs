@@ -4,7 +4,7 @@
 //! (aten/src/ATen/native/cpu/Fused*Kernel.cpp, AmpGradScalerKernels.cpp). Each in-place
 //! overload updates the caller's tensors; its functional twin updates copies and returns them.
 
-use super::kernels::{size_mismatch, value_err, wrong_dtype};
+use super::kernels::{size_mismatch, wrong_dtype};
 use super::shape::tensor_list;
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
@@ -130,7 +130,12 @@ fn lists_tuple(lists: Vec<Vec<Tensor>>) -> IValue {
 
 fn sgd_step<const TENSOR_LR: bool>(a: &Args, lists: &[Vec<Tensor>]) -> crate::Result<()> {
     let [params, grads, bufs] = lists else {
-        return Err(value_err(format!("{}: expected three tensor lists", a.op)));
+        return Err(size_mismatch(
+            a.op,
+            "the number of tensor lists",
+            3,
+            lists.len() as i64,
+        ));
     };
     let (weight_decay, momentum) = (a.double(3)?, a.double(4)?);
     let lr = learning_rate::<TENSOR_LR>(a, 5)?;
@@ -191,7 +196,12 @@ fn fused_sgd<const TENSOR_LR: bool>(a: &mut Args) -> R {
 
 fn adagrad_step<const TENSOR_LR: bool>(a: &Args, lists: &[Vec<Tensor>]) -> crate::Result<()> {
     let [params, grads, sums, steps] = lists else {
-        return Err(value_err(format!("{}: expected four tensor lists", a.op)));
+        return Err(size_mismatch(
+            a.op,
+            "the number of tensor lists",
+            4,
+            lists.len() as i64,
+        ));
     };
     let lr = learning_rate::<TENSOR_LR>(a, 4)?;
     let (lr_decay, weight_decay, eps) = (a.double(5)?, a.double(6)?, a.double(7)?);
@@ -249,7 +259,12 @@ fn adam_step<const TENSOR_LR: bool, const DECOUPLED: bool>(
     lists: &[Vec<Tensor>],
 ) -> crate::Result<()> {
     let [params, grads, avgs, sqs, maxes, steps] = lists else {
-        return Err(value_err(format!("{}: expected six tensor lists", a.op)));
+        return Err(size_mismatch(
+            a.op,
+            "the number of tensor lists",
+            6,
+            lists.len() as i64,
+        ));
     };
     let lr = learning_rate::<TENSOR_LR>(a, 6)?;
     let (beta1, beta2) = (a.double(7)?, a.double(8)?);

@@ -1036,11 +1036,12 @@ fn seed(args: &mut Args<'_>) -> R {
 fn explicit_generator(args: &Args<'_>, i: usize) -> crate::Result<SharedGenerator> {
     match args.get(i)? {
         IValue::Generator(g) => Ok(g.clone()),
-        other => Err(value_err(format!(
-            "{}: expected a Generator, got {}",
+        other => Err(invalid_argument(
             args.op,
-            other.kind_name()
-        ))),
+            format!("argument {i}"),
+            "must be a Generator",
+            other.kind_name(),
+        )),
     }
 }
 

@@ -1705,10 +1705,12 @@ fn owned_self(a: &mut Args<'_>) -> R<Tensor> {
     a.tensor(0)?;
     match a.take(0)? {
         IValue::Tensor(t) => Ok(t),
-        other => Err(value_err(format!(
-            "expected a Tensor, got {}",
-            other.kind_name()
-        ))),
+        other => Err(invalid_argument(
+            "resize_",
+            "self",
+            "must be a Tensor",
+            other.kind_name(),
+        )),
     }
 }
 
@@ -1861,10 +1863,12 @@ fn set_source_tensor_offset(a: &mut Args<'_>) -> R<Tensor> {
 fn storage_arg(a: &Args<'_>, i: usize) -> R<crate::tensor::Storage> {
     match a.get(i)? {
         IValue::Storage(s) => Ok(s.clone()),
-        other => Err(value_err(format!(
-            "expected a Storage, got {}",
-            other.kind_name()
-        ))),
+        other => Err(invalid_argument(
+            "set_",
+            format!("argument {i}"),
+            "must be a Storage",
+            other.kind_name(),
+        )),
     }
 }
 

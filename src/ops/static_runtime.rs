@@ -129,8 +129,11 @@ fn embedding_bag<const PADDING_IDX: bool>(a: &mut Args<'_>) -> R {
     };
     match via_aten(a, name, args)? {
         IValue::Tuple(t) if t.items().len() == 4 => Ok(IValue::tuple(t.items()[..3].to_vec())),
-        _ => Err(value_err(
-            "static_runtime::embedding_bag: expected four results",
+        other => Err(invalid_argument(
+            "static_runtime::embedding_bag",
+            "the result of aten::embedding_bag",
+            "must be a tuple of four",
+            other.kind_name(),
         )),
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::ops::Args;
 use crate::tensor::promote::{self, result_type};
-use crate::tensor::{broadcast_shapes, DType, Scalar, Tensor, TensorError};
+use crate::tensor::{broadcast_shapes, DType, Scalar, Tensor};
 use crate::values::IValue;
 
 /// An argument that may be a tensor or a Python number (a "wrapped number" in promotion).
@@ -101,12 +101,12 @@ pub(crate) fn inplace_result(args: &Args<'_>, result: IValue) -> crate::Result<I
     let result = match result {
         IValue::Tensor(t) => t,
         other => {
-            return Err(TensorError::Value(format!(
-                "{}: in-place result is {}, not a tensor",
+            return Err(super::invalid_argument(
                 args.op,
-                other.kind_name()
+                "the in-place result",
+                "must be a tensor",
+                other.kind_name(),
             ))
-            .into())
         }
     };
     check_inputs_overlap(args, &target, 1)?;
