@@ -803,12 +803,20 @@ pub(crate) fn index_select(t: &Tensor, dim: i64, index: &Tensor) -> R<Tensor> {
     let size = t.shape()[d];
     if let Some(&bad) = idx.iter().find(|&&i| i < 0 || i >= size as i64) {
         // PyTorch's CPU kernel: a contiguous matrix along dim 1 takes another path
-        return Err(TensorError::LookupOutOfRange {
-            op: "index_select".into(),
-            index: bad,
-            size,
-        }
-        .into());
+        // PyTorch's CPU kernel: a contiguous matrix along dim 1 takes another path, whose
+        // message (kept: tests compare it) has no typed variant
+        return Err(if t.dim() == 2 && d == 1 && t.is_contiguous() {
+            index_err(format!(
+                "INDICES element is out of DATA bounds, id={bad} axis_dim={size}"
+            ))
+        } else {
+            TensorError::LookupOutOfRange {
+                op: "index_select".into(),
+                index: bad,
+                size,
+            }
+            .into()
+        });
     }
     let i: Vec<usize> = idx.iter().map(|&i| i as usize).collect();
     gather_dim(t, d, &i)
@@ -828,7 +836,20 @@ fn index_dim_into(
     let d = wdim(dim, target.dim())?;
     let size = target.shape().get(d).copied().unwrap_or(1);
     let check = pick_index(op == "index_fill");
-    let wrapped: Vec<usize> = idx.iter().map(|&i| check(i, size, d)).collect::<R<_>>()?;
+    let wrapped: Vec<usize> = idx
+        .iter()
+        .map(|&i| check(i, size, d))
+        .collect::<R<_>>()
+        .map_err(|e| match (op, e) {
+            // PyTorch names index_copy_ in its bounds message (kept: tests compare it)
+            (
+                "index_copy",
+                crate::Error::Tensor(TensorError::IndexOutOfBounds { index, dim, size }),
+            ) => index_err(format!(
+                "index_copy_(): index {index} is out of bounds for dimension {dim} with size {size}"
+            )),
+            (_, e) => e,
+        })?;
     let mut shape: Vec<usize> = target.shape().to_vec();
     if shape.is_empty() {
         shape.push(1);
@@ -1049,12 +1070,10 @@ fn take(t: &Tensor, index: &Tensor) -> R<Tensor> {
         .iter()
         .map(|&i| {
             if i < -(n as i64) || i >= n as i64 {
-                return Err(TensorError::LookupOutOfRange {
-                    op: "take".into(),
-                    index: i,
-                    size: n,
-                }
-                .into());
+                // PyTorch's message, kept: tests compare it
+                return Err(index_err(format!(
+                    "out of range: tried to access index {i} on a tensor of {n} elements."
+                )));
             }
             let i = if i < 0 { i + n as i64 } else { i } as usize;
             Ok(offs[i])
@@ -1079,12 +1098,10 @@ fn put_(t: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> R<()> 
         .iter()
         .map(|&i| {
             if i < -(n as i64) || i >= n as i64 {
-                return Err(TensorError::LookupOutOfRange {
-                    op: "put_".into(),
-                    index: i,
-                    size: n,
-                }
-                .into());
+                // PyTorch's message, kept: tests compare it
+                return Err(index_err(format!(
+                    "out of range: tried to access index {i} on a tensor of {n} elements."
+                )));
             }
             Ok(offs[if i < 0 { i + n as i64 } else { i } as usize])
         })

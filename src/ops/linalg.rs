@@ -471,12 +471,15 @@ fn bmm(a: &mut Args) -> crate::Result<IValue> {
     check_dim(a.op, &x, 3, "batch1")?;
     check_dim(a.op, &y, 3, "batch2")?;
     if x.shape()[0] != y.shape()[0] || x.shape()[2] != y.shape()[1] {
-        return Err(shape_mismatch(
+        // PyTorch's message, kept: tests compare it
+        return Err(shape_err(format!(
+            "{}: Expected size for first two dimensions of batch2 tensor to be: [{}, {}] but got: [{}, {}].",
             a.op,
-            "the first two dimensions of batch2",
-            &[x.shape()[0], x.shape()[2]],
-            &y.shape()[..2],
-        ));
+            x.shape()[0],
+            x.shape()[2],
+            y.shape()[0],
+            y.shape()[1]
+        )));
     }
     Ok(IValue::Tensor(matmul_nd(a.op, &x, &y, None, 1.0)?))
 }
