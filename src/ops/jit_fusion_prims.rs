@@ -282,7 +282,14 @@ impl NodePrim {
             "prim::MKLDNNClamp_" => clamp("prim::MKLDNNClamp_", true)?,
             "prim::MKLDNNHardTanh" => clamp("prim::MKLDNNHardTanh", false)?,
             "prim::MKLDNNHardTanh_" => clamp("prim::MKLDNNHardTanh_", true)?,
-            other => return Err(value_err(format!("{other} is not an attribute prim"))),
+            other => {
+                return Err(invalid_argument(
+                    "fusion prim",
+                    "kind",
+                    "must be an attribute prim",
+                    other,
+                ))
+            }
         })
     }
 

@@ -222,8 +222,11 @@ fn sytrs_lower(ld: &[f64], ipiv: &[i32], n: usize, b: &mut [f64], k: usize) -> c
             i += 1;
         } else {
             if i + 1 >= n {
-                return Err(value_err(
-                    "torch.linalg.ldl_solve: a 2x2 pivot block starts at the last row",
+                return Err(invalid_argument(
+                    "linalg.ldl_solve",
+                    format!("pivots[{i}]"),
+                    "must not start a 2x2 pivot block at the last row",
+                    ipiv[i],
                 ));
             }
             swap_rows(b, i + 1, pivot_row(ipiv[i])?);

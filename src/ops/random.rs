@@ -8,7 +8,7 @@ use super::creation::{factory_dtype, size_arg};
 use super::kernels::map::map_unary;
 use super::kernels::{
     cpu_kernel_name, invalid_argument, not_implemented_for, rank_mismatch, size_mismatch,
-    unsupported_feature, value_err, wrong_dtype,
+    unsupported_feature, wrong_dtype,
 };
 use super::{Args, OpContext, Registry};
 use crate::tensor::RankRequirement;
@@ -517,7 +517,14 @@ fn normal_tensors_as(args: &mut Args<'_>, float_std: bool) -> R {
         (Some(m), Some(s)) => crate::tensor::broadcast_shapes(m.shape(), s.shape())?.to_vec(),
         (Some(m), None) => m.shape().to_vec(),
         (None, Some(s)) => s.shape().to_vec(),
-        (None, None) => return Err(value_err(format!("{}: no tensor argument", args.op))),
+        (None, None) => {
+            return Err(invalid_argument(
+                args.op,
+                "mean and std",
+                "must include a tensor",
+                format!("{mean:?} and {std:?}"),
+            ))
+        }
     };
     let dtype = mt
         .as_ref()

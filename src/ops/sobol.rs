@@ -7,8 +7,8 @@
 //! fixtures/gen_sobol_table.py (which documents the format and checks every row).
 
 use super::kernels::{
-    invalid_argument, not_implemented_for, rank_mismatch, shape_mismatch, unsupported_feature,
-    value_err,
+    invalid_argument, not_implemented_for, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature, value_err,
 };
 use super::{Args, Registry};
 use crate::tensor::RankRequirement;
@@ -57,9 +57,12 @@ fn direction_rows(dimension: usize) -> crate::Result<Vec<[i64; MAXBIT]>> {
         .ok_or_else(|| value_err("the Sobol direction table has no header"))?;
     let rows = u32::from_le_bytes([header[8], header[9], header[10], header[11]]) as usize;
     if rows != MAXDIM {
-        return Err(value_err(format!(
-            "the Sobol direction table has {rows} rows, expected {MAXDIM}"
-        )));
+        return Err(size_mismatch(
+            "_sobol_engine_initialize_state_",
+            "the number of rows of the Sobol direction table",
+            MAXDIM as i64,
+            rows as i64,
+        ));
     }
     let mut bits = TableBits {
         data: &TABLE[12..],
@@ -70,9 +73,12 @@ fn direction_rows(dimension: usize) -> crate::Result<Vec<[i64; MAXBIT]>> {
     for _ in 1..dimension {
         let m = bits.take(5)? as usize;
         if m == 0 || m >= MAXBIT {
-            return Err(value_err(format!(
-                "the Sobol direction table has degree {m}"
-            )));
+            return Err(invalid_argument(
+                "_sobol_engine_initialize_state_",
+                "a degree in the Sobol direction table",
+                format!("must be in [1, {MAXBIT})"),
+                m,
+            ));
         }
         let p = (1i64 << m) | bits.take(m)?;
         let mut v = [0i64; MAXBIT];
