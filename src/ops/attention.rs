@@ -2,7 +2,8 @@
 
 use super::kernels::special::SpecialFn as _;
 use super::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, unsupported_feature,
+    check_rank, invalid_argument, non_negative, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature,
 };
 use super::linalg::{
     batched_matmul_t, compute_dtype, dispatch_real_compute, permute, reshape, shape_err,
@@ -502,14 +503,7 @@ fn fused_mha(
 /// _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
 /// proj_weight, proj_bias, mask, need_weights, average_attn_weights, mask_type)
 fn native_mha(a: &mut Args) -> crate::Result<IValue> {
-    let heads = usize::try_from(a.int(4)?).map_err(|_| {
-        invalid_argument(
-            a.op,
-            "num_head",
-            "must be non-negative",
-            a.int(4).unwrap_or(0),
-        )
-    })?;
+    let heads = non_negative(a.op, "num_head", a.int(4)?)?;
     let (qw, qb, pw, pb) = (a.tensor(5)?, a.tensor(6)?, a.tensor(7)?, a.tensor(8)?);
     let mask = a.opt_tensor(9)?;
     let (need, average) = (a.bool(10)?, a.bool(11)?);
@@ -650,14 +644,7 @@ fn encoder_layer_dense(
     mask: Option<&Tensor>,
     mask_type: Option<i64>,
 ) -> crate::Result<Tensor> {
-    let heads = usize::try_from(a.int(2)?).map_err(|_| {
-        invalid_argument(
-            a.op,
-            "num_heads",
-            "must be non-negative",
-            a.int(2).unwrap_or(0),
-        )
-    })?;
+    let heads = non_negative(a.op, "num_heads", a.int(2)?)?;
     let (qw, qb, pw, pb) = (a.tensor(3)?, a.tensor(4)?, a.tensor(5)?, a.tensor(6)?);
     let (gelu, norm_first, eps) = (a.bool(7)?, a.bool(8)?, a.double(9)?);
     let (n1w, n1b, n2w, n2b) = (a.tensor(10)?, a.tensor(11)?, a.tensor(12)?, a.tensor(13)?);

@@ -1,7 +1,9 @@
 //! Factory ops (zeros, ones, full, empty, *_like, new_*, arange, linspace, logspace, eye,
 //! tensor literals) and dtype/copy ops (`to`, `type_as`, `clone`, `contiguous`, `copy_`, `fill_`).
 
-use super::kernels::{invalid_argument, rank_mismatch, size_mismatch, unsupported_feature};
+use super::kernels::{
+    invalid_argument, non_negative, rank_mismatch, size_mismatch, unsupported_feature,
+};
 use super::{Args, Registry};
 use crate::dispatch_all;
 use crate::tensor::RankRequirement;
@@ -361,14 +363,7 @@ fn linspace_values(start: f64, end: f64, steps: usize) -> Vec<f64> {
 }
 fn linspace(args: &mut Args<'_>) -> R {
     let (s, e) = (scalar_or_tensor(args, 0)?, scalar_or_tensor(args, 1)?);
-    let steps = usize::try_from(args.int(2)?).map_err(|_| {
-        invalid_argument(
-            args.op,
-            "steps",
-            "must be non-negative",
-            args.int(2).unwrap_or(0),
-        )
-    })?;
+    let steps = non_negative(args.op, "steps", args.int(2)?)?;
     let dtype = factory_dtype(args, 3, DType::Float32)?;
     crate::tensor::budget::check_alloc(checked_numel(&[steps, 8])?)?;
     t(linspace_tensor(s, e, steps, dtype)?)
@@ -400,14 +395,7 @@ pub(crate) fn linspace_tensor(s: f64, e: f64, steps: usize, dtype: DType) -> cra
 }
 fn logspace(args: &mut Args<'_>) -> R {
     let (s, e) = (scalar_or_tensor(args, 0)?, scalar_or_tensor(args, 1)?);
-    let steps = usize::try_from(args.int(2)?).map_err(|_| {
-        invalid_argument(
-            args.op,
-            "steps",
-            "must be non-negative",
-            args.int(2).unwrap_or(0),
-        )
-    })?;
+    let steps = non_negative(args.op, "steps", args.int(2)?)?;
     let base = args.double(3)?;
     let dtype = factory_dtype(args, 4, DType::Float32)?;
     crate::tensor::budget::check_alloc(checked_numel(&[steps, 8])?)?;
@@ -420,15 +408,9 @@ fn logspace(args: &mut Args<'_>) -> R {
 
 /// `eye` (`WITH_M = false`) and `eye.m`.
 fn eye<const WITH_M: bool>(args: &mut Args<'_>) -> R {
-    let n = usize::try_from(args.int(0)?)
-        .map_err(|_| invalid_argument("eye", "n", "must be >= 0", args.int(0).unwrap_or(0)))?;
+    let n = non_negative("eye", "n", args.int(0)?)?;
     let (m, first) = if WITH_M {
-        (
-            usize::try_from(args.int(1)?).map_err(|_| {
-                invalid_argument("eye", "m", "must be >= 0", args.int(1).unwrap_or(0))
-            })?,
-            2,
-        )
+        (non_negative("eye", "m", args.int(1)?)?, 2)
     } else {
         (n, 1)
     };

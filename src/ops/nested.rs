@@ -9,8 +9,8 @@
 
 use super::activation::softmax_op;
 use super::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, unsupported,
-    unsupported_feature, wrong_dtype,
+    check_rank, invalid_argument, non_negative, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported, unsupported_feature, wrong_dtype,
 };
 use super::shape::narrow;
 use super::{Args, Registry};
@@ -73,13 +73,9 @@ fn long_rows(x: &Tensor, what: &str) -> crate::Result<Vec<Vec<i64>>> {
     })
 }
 
-fn to_usize(v: i64, what: &str) -> crate::Result<usize> {
-    usize::try_from(v).map_err(|_| invalid_argument("nested", what, "must be non-negative", v))
-}
-
 fn shape_rows(rows: &[Vec<i64>], what: &str) -> crate::Result<Vec<Shape>> {
     rows.iter()
-        .map(|r| r.iter().map(|&s| to_usize(s, what)).collect())
+        .map(|r| r.iter().map(|&s| non_negative("nested", what, s)).collect())
         .collect()
 }
 
@@ -469,7 +465,7 @@ fn view_from_buffer_of(a: &Args, buffer: &Tensor) -> crate::Result<Tensor> {
         .collect::<crate::Result<Vec<_>>>()?;
     let offsets = offsets
         .iter()
-        .map(|&o| to_usize(o, "storage offset"))
+        .map(|&o| non_negative("nested", "storage offset", o))
         .collect::<crate::Result<Vec<_>>>()?;
     Ok(Tensor::nested_view(
         buffer,

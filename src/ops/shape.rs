@@ -21,7 +21,8 @@ type R<T> = crate::Result<T>;
 
 // one definition each, in kernels; re-exported for the many kernels that import them from here
 use super::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, unsupported_feature,
+    check_rank, invalid_argument, non_negative, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature,
 };
 pub(crate) use super::kernels::{index_err, shape_err, value_err};
 use crate::tensor::RankRequirement;
@@ -44,10 +45,6 @@ fn int_list_value(v: impl IntoIterator<Item = i64>) -> IValue {
 /// Wrap `dim` against `ndim` dims (PyTorch's `maybe_wrap_dim`).
 pub(crate) fn wdim(dim: i64, ndim: usize) -> R<usize> {
     Ok(wrap_dim(dim, ndim)?)
-}
-
-fn to_usize(v: i64, op: &str, argument: &str) -> R<usize> {
-    usize::try_from(v).map_err(|_| invalid_argument(op, argument, "must be non-negative", v))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -595,14 +592,14 @@ pub(crate) fn as_strided_op(
 ) -> R<Tensor> {
     let shape = size
         .iter()
-        .map(|&s| to_usize(s, "as_strided", "size"))
+        .map(|&s| non_negative("as_strided", "size", s))
         .collect::<R<Vec<_>>>()?;
     let strides = stride
         .iter()
-        .map(|&s| to_usize(s, "as_strided", "stride").map(|s| s as isize))
+        .map(|&s| non_negative("as_strided", "stride", s).map(|s| s as isize))
         .collect::<R<Vec<_>>>()?;
     let offset = match offset {
-        Some(o) => to_usize(o, "as_strided", "storage_offset")?,
+        Some(o) => non_negative("as_strided", "storage_offset", o)?,
         None => t.storage_offset(),
     };
     Ok(t.as_strided(&shape, &strides, offset)?)
@@ -1101,7 +1098,7 @@ fn repeat(t: &Tensor, repeats: &[i64]) -> R<Tensor> {
     let mut strides = Strides::new();
     let mut final_shape: Vec<i64> = Vec::with_capacity(repeats.len());
     for (i, &r) in repeats.iter().enumerate() {
-        let r = to_usize(r, "repeat", "repeats")?;
+        let r = non_negative("repeat", "repeats", r)?;
         let (s, st) = if i < lead {
             (1, 0)
         } else {
@@ -1145,22 +1142,23 @@ fn check_output_size(total: usize, output_size: Option<i64>) -> R<()> {
     }
 }
 
-/// `repeat_interleave(repeats)` on a 1-D repeats tensor: [0]*r0 + [1]*r1 + ...
-fn repeat_indices(repeats: &Tensor, output_size: Option<i64>) -> R<Vec<usize>> {
-    check_rank(
-        "repeat_interleave",
-        "repeats",
-        RankRequirement::Exactly(1),
-        repeats.shape(),
-    )?;
-    if !repeats.dtype().is_integral(false) {
+/// `Ok` when `op`'s `argument` is a 1-D integer tensor.
+fn check_integer_vector(op: &str, argument: &str, t: &Tensor) -> R<()> {
+    check_rank(op, argument, RankRequirement::Exactly(1), t.shape())?;
+    if !t.dtype().is_integral(false) {
         return Err(super::kernels::wrong_dtype(
-            "repeat_interleave",
-            "repeats",
+            op,
+            argument,
             "an integer tensor",
-            repeats.dtype(),
+            t.dtype(),
         ));
     }
+    Ok(())
+}
+
+/// `repeat_interleave(repeats)` on a 1-D repeats tensor: [0]*r0 + [1]*r1 + ...
+fn repeat_indices(repeats: &Tensor, output_size: Option<i64>) -> R<Vec<usize>> {
+    check_integer_vector("repeat_interleave", "repeats", repeats)?;
     let reps = repeats.to_vec::<i64>()?;
     if reps.iter().any(|&r| r < 0) {
         return Err(invalid_argument(
@@ -1595,21 +1593,19 @@ fn restride(shape: &[usize], memory_format: i64) -> R<Strides> {
         (0, _) => return Ok(contiguous_strides(shape)),
         (2, 4) => vec![1, 3, 2, 0],
         (3, 5) => vec![1, 4, 3, 2, 0],
-        (2, _) => {
+        // channels_last needs 4 dims, channels_last_3d 5
+        (f @ (2 | 3), _) => {
+            let format = if f == 2 {
+                "channels_last"
+            } else {
+                "channels_last_3d"
+            };
             return Err(rank_mismatch(
                 "resize_",
-                "size (channels_last)",
-                RankRequirement::Exactly(4),
+                format!("size ({format})"),
+                RankRequirement::Exactly(f as usize + 2),
                 shape,
-            ))
-        }
-        (3, _) => {
-            return Err(rank_mismatch(
-                "resize_",
-                "size (channels_last_3d)",
-                RankRequirement::Exactly(5),
-                shape,
-            ))
+            ));
         }
         (1, _) => {
             return Err(invalid_argument(
@@ -1648,7 +1644,7 @@ fn resize_handle(x: Tensor, size: &[i64], memory_format: Option<i64>) -> R<Tenso
     }
     let shape = size
         .iter()
-        .map(|&d| to_usize(d, "resize_", "size"))
+        .map(|&d| non_negative("resize_", "size", d))
         .collect::<R<Vec<usize>>>()?;
     if memory_format.is_none() && x.shape() == shape.as_slice() {
         return Ok(x);
@@ -1781,14 +1777,14 @@ fn set_storage(
     }
     let shape = size
         .iter()
-        .map(|&d| to_usize(d, "set_", "size"))
+        .map(|&d| non_negative("set_", "size", d))
         .collect::<R<Vec<usize>>>()?;
     let strides: Strides = if stride.is_empty() {
         contiguous_strides(&shape)
     } else if stride.len() == shape.len() {
         stride
             .iter()
-            .map(|&s| to_usize(s, "set_", "stride").map(|s| s as isize))
+            .map(|&s| non_negative("set_", "stride", s).map(|s| s as isize))
             .collect::<R<Strides>>()?
     } else {
         return Err(size_mismatch(
@@ -1798,7 +1794,7 @@ fn set_storage(
             stride.len() as i64,
         ));
     };
-    let offset = to_usize(offset, "set_", "storage_offset")?;
+    let offset = non_negative("set_", "storage_offset", offset)?;
     let mut out = Tensor::from_parts(storage, offset, &shape, &strides, x.dtype())?;
     out.set_requires_grad(x.requires_grad());
     Ok(out)
@@ -2043,7 +2039,7 @@ fn sum_to_size(t: &Tensor, size: &[i64]) -> crate::Result<Tensor> {
     let nd = t.dim();
     let shape: Vec<usize> = size
         .iter()
-        .map(|&s| to_usize(s, "sum_to_size", "size"))
+        .map(|&s| non_negative("sum_to_size", "size", s))
         .collect::<R<_>>()?;
     let expandable = shape.len() <= nd
         && shape
@@ -2119,20 +2115,7 @@ pub(crate) fn register(r: &mut Registry) {
     // `_reshape_from_tensor(self, shape)`: the sizes read from a 1-d integer tensor
     r.add("aten::_reshape_from_tensor", |a| {
         let shape = a.tensor(1)?;
-        check_rank(
-            "_reshape_from_tensor",
-            "shape",
-            RankRequirement::Exactly(1),
-            shape.shape(),
-        )?;
-        if !shape.dtype().is_integral(false) {
-            return Err(super::kernels::wrong_dtype(
-                "_reshape_from_tensor",
-                "shape",
-                "an integer tensor",
-                shape.dtype(),
-            ));
-        }
+        check_integer_vector("_reshape_from_tensor", "shape", &shape)?;
         Ok(reshape(&a.tensor(0)?, &shape.to_vec::<i64>()?)?.into())
     });
     r.add("aten::_unsafe_view", |a| {
@@ -2428,7 +2411,7 @@ pub(crate) fn register(r: &mut Registry) {
         let (x, y) = (a.int_list(0)?, a.int_list(1)?);
         let to_sizes = |v: &[i64]| -> R<Vec<usize>> {
             v.iter()
-                .map(|&d| to_usize(d, "_infer_size", "size"))
+                .map(|&d| non_negative("_infer_size", "size", d))
                 .collect()
         };
         let shape = crate::tensor::broadcast_shapes(&to_sizes(&x)?, &to_sizes(&y)?)?;

@@ -156,6 +156,12 @@ pub(crate) fn invalid_argument(
     .into()
 }
 
+/// `value` as a size or count: [`invalid_argument`] when it is negative.
+pub(crate) fn non_negative(op: &str, argument: &str, value: i64) -> crate::Result<usize> {
+    usize::try_from(value)
+        .map_err(|_| invalid_argument(op, argument, "must be non-negative", value))
+}
+
 /// [`TensorError::UnsupportedFeature`]: tsrun does not implement `feature` of `op`.
 pub(crate) fn unsupported_feature(
     op: impl Into<String>,
