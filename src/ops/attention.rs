@@ -1,15 +1,20 @@
 //! Kernels: scaled dot-product attention (masks, causal, scale, grouped-query heads).
 
 use super::kernels::special::SpecialFn as _;
+use super::kernels::{
+    check_rank, invalid_argument, non_negative, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature,
+};
 use super::linalg::{
     batched_matmul_t, compute_dtype, dispatch_real_compute, permute, reshape, shape_err,
-    slice_mut_of, value_err, Real,
+    slice_mut_of, Real,
 };
 use super::shape::{squeeze_dims, unsqueeze};
 use super::{gemm, Args, Registry};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
 use crate::tensor::{DType, Tensor};
+use crate::tensor::{RankRequirement, TensorError};
 use crate::values::IValue;
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
@@ -59,18 +64,15 @@ pub(crate) fn sdpa(
     scale: Option<f64>,
     gqa: bool,
 ) -> crate::Result<Tensor> {
-    if q.dim() < 2 || k.dim() < 2 || v.dim() < 2 {
-        return Err(shape_err(format!(
-            "{op}: query, key and value need >= 2 dims"
-        )));
-    }
-    if q.dtype() != k.dtype() || q.dtype() != v.dtype() {
-        return Err(value_err(format!(
-            "{op}: Expected query, key, and value to have the same dtype, but got query.dtype: {} key.dtype: {} and value.dtype: {} instead.",
-            q.dtype(),
-            k.dtype(),
-            v.dtype()
-        )));
+    check_qkv_ranks(op, [q, k, v], RankRequirement::AtLeast(2))?;
+    for other in [k, v] {
+        if other.dtype() != q.dtype() {
+            return Err(TensorError::DTypeMismatch {
+                expected: q.dtype(),
+                got: other.dtype(),
+            }
+            .into());
+        }
     }
     let dtype = q.dtype();
     let cd = compute_dtype(op, dtype)?;
@@ -78,19 +80,24 @@ pub(crate) fn sdpa(
     let (l, e) = (q.shape()[q.dim() - 2], q.shape()[q.dim() - 1]);
     let s = k.shape()[k.dim() - 2];
     if k.shape()[k.dim() - 1] != e {
-        return Err(shape_err(format!(
-            "{op}: query and key embedding dims differ ({e} and {})",
-            k.shape()[k.dim() - 1]
-        )));
+        return Err(size_mismatch(
+            op,
+            "key.size(-1) (query.size(-1))",
+            e as i64,
+            k.shape()[k.dim() - 1] as i64,
+        ));
     }
     if gqa && q.dim() >= 3 && k.dim() >= 3 {
         let hq = q.shape()[q.dim() - 3];
         let hk = k.shape()[k.dim() - 3];
         let hv = v.shape()[v.dim() - 3];
         if hk == 0 || hv == 0 || hq % hk != 0 || hq % hv != 0 {
-            return Err(value_err(format!(
-                "{op}: number of heads in key/value must divide number of heads in query"
-            )));
+            return Err(invalid_argument(
+                op,
+                "the key and value head counts",
+                format!("must divide the query's {hq}"),
+                format!("{hk} and {hv}"),
+            ));
         }
         k = repeat_heads(&k, hq / hk)?;
         v = repeat_heads(&v, hq / hv)?;
@@ -133,10 +140,12 @@ pub(crate) fn sdpa(
                 let mv_guard = m.read::<bool>()?;
                 let mv = mv_guard.view();
                 let mb = mv.broadcast(sc_shape.as_slice()).ok_or_else(|| {
-                    shape_err(format!(
-                        "{op}: attn_mask {:?} does not broadcast to {sc_shape:?}",
-                        m.shape()
-                    ))
+                    invalid_argument(
+                        op,
+                        "attn_mask",
+                        format!("must broadcast to {sc_shape:?}"),
+                        format!("{:?}", m.shape()),
+                    )
                 })?;
                 ndarray::Zip::from(&mut sv).and(&mb).for_each(|x, &keep| {
                     if !keep {
@@ -147,10 +156,12 @@ pub(crate) fn sdpa(
                 let mv_guard = m.read::<T>()?;
                 let mv = mv_guard.view();
                 let mb = mv.broadcast(sc_shape.as_slice()).ok_or_else(|| {
-                    shape_err(format!(
-                        "{op}: attn_mask {:?} does not broadcast to {sc_shape:?}",
-                        m.shape()
-                    ))
+                    invalid_argument(
+                        op,
+                        "attn_mask",
+                        format!("must broadcast to {sc_shape:?}"),
+                        format!("{:?}", m.shape()),
+                    )
                 })?;
                 ndarray::Zip::from(&mut sv)
                     .and(&mb)
@@ -304,17 +315,19 @@ fn sdpa_op(a: &mut Args) -> crate::Result<IValue> {
     let (q, k, v, m) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?, a.opt_tensor(3)?);
     let dropout = a.double(4)?;
     if dropout != 0.0 {
-        return Err(value_err(format!(
-            "{}: dropout_p={dropout} is not supported (inference runtime)",
-            a.op
-        )));
+        return Err(unsupported_feature(
+            a.op,
+            format!("dropout_p={dropout} (inference runtime)"),
+        ));
     }
     let causal = a.bool(5)?;
     if causal && m.is_some() {
-        return Err(value_err(format!(
-            "{}: _scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "attn_mask",
+            "must not be set when is_causal=True",
+            "a tensor",
+        ));
     }
     let scale = if a.len() > 6 { a.opt_double(6)? } else { None };
     let gqa = if a.len() > 7 { a.bool(7)? } else { false };
@@ -333,11 +346,15 @@ fn sdpa_op(a: &mut Args) -> crate::Result<IValue> {
 /// Split the rows `[part*d, (part+1)*d)` out of a packed in-projection weight or bias.
 fn rows(t: &Tensor, part: usize, d: usize) -> crate::Result<Tensor> {
     if t.shape().first().copied() != Some(3 * d) {
-        return Err(shape_err(format!(
-            "packed qkv parameter has shape {:?}, expected leading dim {}",
-            t.shape(),
-            3 * d
-        )));
+        return Err(size_mismatch(
+            "multi_head_attention",
+            format!(
+                "size(0) of the packed qkv parameter of shape {:?}",
+                t.shape()
+            ),
+            3 * d as i64,
+            t.shape().first().map_or(-1, |&s| s as i64),
+        ));
     }
     let off = t.storage_offset() + part * d * t.strides()[0] as usize;
     let mut shape = t.shape().to_vec();
@@ -373,10 +390,12 @@ fn masked_attention_weights<T: Real>(
             let mv_guard = m.read::<bool>()?;
             let mv = mv_guard.view();
             let mb = mv.broadcast(sh.as_slice()).ok_or_else(|| {
-                shape_err(format!(
-                    "attention mask {:?} does not broadcast to {sh:?}",
-                    m.shape()
-                ))
+                invalid_argument(
+                    "multi_head_attention",
+                    "mask",
+                    format!("must broadcast to {sh:?}"),
+                    format!("{:?}", m.shape()),
+                )
             })?;
             ndarray::Zip::from(&mut sv).and(&mb).for_each(|x, &drop| {
                 if drop {
@@ -388,10 +407,12 @@ fn masked_attention_weights<T: Real>(
             let mv_guard = mc.read::<T>()?;
             let mv = mv_guard.view();
             let mb = mv.broadcast(sh.as_slice()).ok_or_else(|| {
-                shape_err(format!(
-                    "attention mask {:?} does not broadcast to {sh:?}",
-                    m.shape()
-                ))
+                invalid_argument(
+                    "multi_head_attention",
+                    "mask",
+                    format!("must broadcast to {sh:?}"),
+                    format!("{:?}", m.shape()),
+                )
             })?;
             ndarray::Zip::from(&mut sv)
                 .and(&mb)
@@ -437,16 +458,15 @@ fn fused_mha(
     mask: Option<&Tensor>,
     mask_type: Option<i64>,
 ) -> crate::Result<(Tensor, Tensor)> {
-    if q.dim() != 3 || k.dim() != 3 || v.dim() != 3 {
-        return Err(shape_err(format!(
-            "{op}: expected batched 3-D query, key and value"
-        )));
-    }
+    check_qkv_ranks(op, [q, k, v], RankRequirement::Exactly(3))?;
     let d = q.shape()[2];
     if heads == 0 || !d.is_multiple_of(heads) {
-        return Err(value_err(format!(
-            "{op}: embed_dim {d} not divisible by num_heads {heads}"
-        )));
+        return Err(invalid_argument(
+            op,
+            "num_heads",
+            format!("must divide embed_dim {d}"),
+            heads,
+        ));
     }
     let dtype = q.dtype();
     let cd = compute_dtype(op, dtype)?;
@@ -483,8 +503,7 @@ fn fused_mha(
 /// _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
 /// proj_weight, proj_bias, mask, need_weights, average_attn_weights, mask_type)
 fn native_mha(a: &mut Args) -> crate::Result<IValue> {
-    let heads =
-        usize::try_from(a.int(4)?).map_err(|_| value_err(format!("{}: bad num_head", a.op)))?;
+    let heads = non_negative(a.op, "num_head", a.int(4)?)?;
     let (qw, qb, pw, pb) = (a.tensor(5)?, a.tensor(6)?, a.tensor(7)?, a.tensor(8)?);
     let mask = a.opt_tensor(9)?;
     let (need, average) = (a.bool(10)?, a.bool(11)?);
@@ -492,7 +511,7 @@ fn native_mha(a: &mut Args) -> crate::Result<IValue> {
     let query = a.any_layout_tensor(0)?;
     if query.is_nested() {
         if mask.is_some() {
-            return Err(value_err("NestedTensor with mask is not supported yet"));
+            return Err(unsupported_feature(a.op, "a nested tensor with a mask"));
         }
         // PyTorch's self-attention branch (`query.is_same(key)`); a key or value that is a
         // nested tensor of the same elements gives the same result
@@ -502,10 +521,11 @@ fn native_mha(a: &mut Args) -> crate::Result<IValue> {
                 || super::nested::same_elements(&other, &query)?)
         };
         if !same(1)? || !same(2)? || need {
-            return Err(super::kernels::unsupported(format!(
-                "{}: a nested query only as self-attention (query, key and value the same tensor) without need_weights",
-                a.op
-            )));
+            return Err(unsupported_feature(
+                a.op,
+                "a nested query other than as self-attention (query, key and value the same \
+                 tensor) without need_weights",
+            ));
         }
         // self-attention within each component, as PyTorch's padded computation masks the
         // other components' padding
@@ -602,7 +622,7 @@ fn transformer_encoder_layer(a: &mut Args) -> crate::Result<IValue> {
         // PyTorch runs each op of the layer on the nested tensor, which for every one of
         // them is the dense op on each component: attention stays within a component
         if mask.is_some() {
-            return Err(value_err("NestedTensor with mask is not supported yet"));
+            return Err(unsupported_feature(a.op, "a nested tensor with a mask"));
         }
         let one = |c: &Tensor| encoder_layer_dense(a, &unsqueeze(c, 0)?, None, None);
         let out = super::nested::map_components(&src, op, |c| squeeze_dims(&one(c)?, &[0]))?;
@@ -624,8 +644,7 @@ fn encoder_layer_dense(
     mask: Option<&Tensor>,
     mask_type: Option<i64>,
 ) -> crate::Result<Tensor> {
-    let heads =
-        usize::try_from(a.int(2)?).map_err(|_| value_err(format!("{}: bad num_heads", a.op)))?;
+    let heads = non_negative(a.op, "num_heads", a.int(2)?)?;
     let (qw, qb, pw, pb) = (a.tensor(3)?, a.tensor(4)?, a.tensor(5)?, a.tensor(6)?);
     let (gelu, norm_first, eps) = (a.bool(7)?, a.bool(8)?, a.double(9)?);
     let (n1w, n1b, n2w, n2b) = (a.tensor(10)?, a.tensor(11)?, a.tensor(12)?, a.tensor(13)?);
@@ -692,22 +711,19 @@ fn attention_reference(
     gqa: bool,
     drop: Option<(&Tensor, f64)>,
 ) -> crate::Result<(Tensor, Tensor, Tensor)> {
-    if q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim() {
-        return Err(shape_err(format!(
-            "{op}: query, key and value need the same number (>= 2) of dims, got {:?}, {:?}, {:?}",
-            q.shape(),
-            k.shape(),
-            v.shape()
-        )));
-    }
+    check_rank(op, "query", RankRequirement::AtLeast(2), q.shape())?;
+    check_qkv_ranks(op, [q, k, v], RankRequirement::Exactly(q.dim()))?;
     let nd = q.dim();
     let (mut k, mut v) = (k.clone(), v.clone());
     if gqa && nd >= 3 {
         let (hq, hk, hv) = (q.shape()[nd - 3], k.shape()[nd - 3], v.shape()[nd - 3]);
         if hk == 0 || hv == 0 || hq % hk != 0 || hq % hv != 0 {
-            return Err(value_err(format!(
-                "{op}: number of heads in key/value must divide number of heads in query"
-            )));
+            return Err(invalid_argument(
+                op,
+                "the key and value head counts",
+                format!("must divide the query's {hq}"),
+                format!("{hk} and {hv}"),
+            ));
         }
         k = repeat_heads(&k, hq / hk)?;
         v = repeat_heads(&v, hq / hv)?;
@@ -716,12 +732,12 @@ fn attention_reference(
     let (l, e) = (q.shape()[nd - 2], q.shape()[nd - 1]);
     let (s, ev) = (k.shape()[nd - 2], v.shape()[nd - 1]);
     if k.shape()[nd - 1] != e || v.shape()[nd - 2] != s {
-        return Err(shape_err(format!(
-            "{op}: key {:?} and value {:?} do not fit query {:?}",
-            k.shape(),
-            v.shape(),
-            q.shape()
-        )));
+        return Err(invalid_argument(
+            op,
+            "key and value",
+            format!("must fit query {:?} (key.size(-1) == query.size(-1), value.size(-2) == key.size(-2))", q.shape()),
+            format!("{:?} and {:?}", k.shape(), v.shape()),
+        ));
     }
     let with = |tail: &[usize]| [batch, tail].concat();
     let f64s = |t: &Tensor, shape: &[usize]| -> crate::Result<Vec<f64>> {
@@ -798,20 +814,22 @@ fn sdpa_math(a: &mut Args) -> crate::Result<IValue> {
     let p = a.double(4)?;
     let causal = a.bool(5)?;
     if causal && m.is_some() {
-        return Err(value_err(format!(
-            "{}: _scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "attn_mask",
+            "must not be set when is_causal=True",
+            "a tensor",
+        ));
     }
     let keep = a.opt_tensor(6)?;
     let drop = match (p > 0.0, keep.as_ref()) {
         (false, _) => None,
         (true, Some(keep)) => Some((keep, p)),
         (true, None) => {
-            return Err(value_err(format!(
-                "{}: dropout_p={p} without a dropout_mask is not supported (inference runtime)",
-                a.op
-            )))
+            return Err(unsupported_feature(
+                a.op,
+                format!("dropout_p={p} without a dropout_mask (inference runtime)"),
+            ))
         }
     };
     let (o, w, _) = attention_reference(
@@ -836,24 +854,25 @@ fn sdpa_flash_cpu(a: &mut Args) -> crate::Result<IValue> {
     let m = a.opt_tensor(5)?;
     let name = "scaled_dot_product_attention_flash_attention";
     if a.double(3)? > 0.0 {
-        return Err(value_err(format!(
-            "{name}: Currently do not support dropout > 0"
-        )));
+        return Err(unsupported_feature(name, "dropout > 0"));
     }
-    if q.dim() != 4 || k.dim() != 4 || v.dim() != 4 {
-        return Err(value_err(format!(
-            "{name}: Accept only 4 dims inputs shape of {{B, H, T, K}}"
-        )));
+    check_qkv_ranks(name, [&q, &k, &v], RankRequirement::Exactly(4))?;
+    for (argument, t) in [("key.size(3)", &k), ("value.size(3)", &v)] {
+        if t.shape()[3] != q.shape()[3] {
+            return Err(size_mismatch(
+                name,
+                argument,
+                q.shape()[3] as i64,
+                t.shape()[3] as i64,
+            ));
+        }
     }
-    if q.shape()[3] != k.shape()[3] || q.shape()[3] != v.shape()[3] {
-        return Err(value_err(format!(
-            "{name}: Q/K/V should have the same head size"
-        )));
-    }
-    if m.as_ref().is_some_and(|m| m.dtype() != q.dtype()) {
-        return Err(value_err(format!(
-            "{name}: Attention mask is the same data type as query"
-        )));
+    if let Some(m) = m.as_ref().filter(|m| m.dtype() != q.dtype()) {
+        return Err(TensorError::DTypeMismatch {
+            expected: q.dtype(),
+            got: m.dtype(),
+        }
+        .into());
     }
     let (o, _, lse) = attention_reference(
         a.op,
@@ -875,28 +894,27 @@ fn transform_bias_rescale_qkv(a: &mut Args) -> crate::Result<IValue> {
     let (qkv, bias) = (a.tensor(0)?, a.tensor(1)?);
     let heads = a.int(2)?;
     let [b, t, d3] = *qkv.shape() else {
-        return Err(shape_err(format!(
-            "{}: expected qkv of shape [B, T, 3 * D], got {:?}",
+        return Err(rank_mismatch(
             a.op,
-            qkv.shape()
-        )));
+            "qkv ([B, T, 3 * D])",
+            RankRequirement::Exactly(3),
+            qkv.shape(),
+        ));
     };
     let d = d3 / 3;
     let heads = usize::try_from(heads)
         .ok()
         .filter(|&h| h > 0 && d3 % 3 == 0 && d % h == 0)
         .ok_or_else(|| {
-            value_err(format!(
-                "{}: qkv's last dim {d3} must be 3 * num_heads * head_dim (num_heads {heads})",
-                a.op
-            ))
+            invalid_argument(
+                a.op,
+                "num_heads",
+                format!("must be positive with qkv.size(-1) ({d3}) = 3 * num_heads * head_dim"),
+                heads,
+            )
         })?;
     if bias.numel() != d3 {
-        return Err(shape_err(format!(
-            "{}: qkv_bias of shape {:?} for a qkv of {d3} features",
-            a.op,
-            bias.shape()
-        )));
+        return Err(shape_mismatch(a.op, "qkv_bias", &[d3], bias.shape()));
     }
     let dh = d / heads;
     let xs = qkv.contiguous()?.to_vec::<f64>()?;
@@ -941,4 +959,16 @@ pub(crate) fn register(r: &mut Registry) {
         "aten::_transformer_encoder_layer_fwd",
         transformer_encoder_layer,
     );
+}
+
+/// `op`'s query, key and value each meet `expected`.
+fn check_qkv_ranks(
+    op: &str,
+    [q, k, v]: [&Tensor; 3],
+    expected: RankRequirement,
+) -> crate::Result<()> {
+    for (argument, t) in [("query", q), ("key", k), ("value", v)] {
+        check_rank(op, argument, expected.clone(), t.shape())?;
+    }
+    Ok(())
 }

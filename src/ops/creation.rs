@@ -1,9 +1,12 @@
 //! Factory ops (zeros, ones, full, empty, *_like, new_*, arange, linspace, logspace, eye,
 //! tensor literals) and dtype/copy ops (`to`, `type_as`, `clone`, `contiguous`, `copy_`, `fill_`).
 
-use super::kernels::{unsupported, value_err};
+use super::kernels::{
+    invalid_argument, non_negative, rank_mismatch, size_mismatch, unsupported_feature,
+};
 use super::{Args, Registry};
 use crate::dispatch_all;
+use crate::tensor::RankRequirement;
 use crate::tensor::{checked_numel, DType, Element, Scalar, Tensor};
 use crate::values::{Device, DeviceKind, IValue};
 
@@ -20,22 +23,29 @@ pub(crate) fn check_device(args: &Args<'_>, i: usize) -> crate::Result<()> {
         Ok(IValue::Device(d)) => *d,
         Ok(IValue::String(s)) => match Device::parse(s) {
             Some(d) => d,
-            None => return Err(unsupported(format!("{}: unknown device '{s}'", args.op))),
+            None => {
+                return Err(invalid_argument(
+                    args.op,
+                    "device",
+                    "must name a device",
+                    format!("'{s}'"),
+                ))
+            }
         },
         Ok(other) => {
-            return Err(unsupported(format!(
-                "{}: device {other:?} is not available; tsrun runs on the CPU only",
-                args.op
-            )))
+            return Err(unsupported_feature(
+                args.op,
+                format!("device {other:?} (tsrun runs on the CPU only)"),
+            ))
         }
     };
     match device.kind {
         DeviceKind::Cpu => Ok(()),
         // meta tensors have no data: computing them on the CPU would invent values
-        DeviceKind::Meta => Err(unsupported(format!(
-            "{}: device '{device}' is not available; tsrun runs on the CPU only",
-            args.op
-        ))),
+        DeviceKind::Meta => Err(unsupported_feature(
+            args.op,
+            format!("device '{device}' (tsrun runs on the CPU only)"),
+        )),
         DeviceKind::Cuda | DeviceKind::Mps | DeviceKind::Xpu | DeviceKind::Hip => {
             warn_accelerator_remapped(device);
             Ok(())
@@ -60,10 +70,10 @@ fn warn_accelerator_remapped(device: Device) {
 fn check_layout(args: &Args<'_>, i: usize) -> crate::Result<()> {
     match args.get(i) {
         Err(_) | Ok(IValue::None) | Ok(IValue::Int(0)) => Ok(()),
-        Ok(other) => Err(unsupported(format!(
-            "{}: layout {other:?} (only torch.strided)",
-            args.op
-        ))),
+        Ok(other) => Err(unsupported_feature(
+            args.op,
+            format!("layout {other:?} (only torch.strided)"),
+        )),
     }
 }
 
@@ -87,7 +97,12 @@ pub(crate) fn size_arg(args: &Args<'_>, i: usize) -> crate::Result<Vec<usize>> {
         .iter()
         .map(|&d| {
             usize::try_from(d).map_err(|_| {
-                value_err(format!("{}: negative dimension {d} in size {v:?}", args.op))
+                invalid_argument(
+                    args.op,
+                    "size",
+                    "must have non-negative dimensions",
+                    format!("{v:?}"),
+                )
             })
         })
         .collect::<crate::Result<Vec<usize>>>()?;
@@ -222,7 +237,7 @@ fn arange_as(args: &mut Args<'_>, form: u8) -> R {
         },
     )?;
     let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
-    check_range(s, e, st)?;
+    check_range("arange", s, e, st)?;
     let n = if dtype.is_integral(false) && !any_float {
         let (si, ei, sti) = (start.to_i64(), end.to_i64(), step.to_i64());
         let span = ei as i128 - si as i128;
@@ -233,7 +248,12 @@ fn arange_as(args: &mut Args<'_>, form: u8) -> R {
         ((e - s) / st).ceil()
     };
     if !(0.0..=(isize::MAX as f64)).contains(&n) {
-        return Err(value_err(format!("arange: invalid number of elements {n}")));
+        return Err(invalid_argument(
+            "arange",
+            "start, end and step",
+            "must give a number of elements in [0, isize::MAX]",
+            n,
+        ));
     }
     let n = n as usize;
     // the values are built as 8-byte elements first
@@ -251,16 +271,24 @@ fn arange_as(args: &mut Args<'_>, form: u8) -> R {
 
 /// PyTorch's checks of an `arange` / `range` span: a nonzero step, finite bounds, and a step
 /// whose sign goes from `s` towards `e`.
-fn check_range(s: f64, e: f64, st: f64) -> crate::Result<()> {
+fn check_range(op: &str, s: f64, e: f64, st: f64) -> crate::Result<()> {
     if st == 0.0 {
-        return Err(value_err("step must be nonzero"));
+        return Err(invalid_argument(op, "step", "must be nonzero", st));
     }
     if !(s.is_finite() && e.is_finite()) {
-        return Err(value_err(format!("unsupported range: {s} -> {e}")));
+        return Err(invalid_argument(
+            op,
+            "start and end",
+            "must be finite",
+            format!("{s} -> {e}"),
+        ));
     }
     if (st > 0.0 && e < s) || (st < 0.0 && e > s) {
-        return Err(value_err(
-            "upper bound and larger bound inconsistent with step sign",
+        return Err(invalid_argument(
+            op,
+            "step",
+            format!("must have the sign of end - start ({s} -> {e})"),
+            st,
         ));
     }
     Ok(())
@@ -277,10 +305,15 @@ fn range<const STEP: bool>(args: &mut Args<'_>) -> R {
         (1.0, 2)
     };
     let dtype = factory_dtype(args, first, DType::Float32)?;
-    check_range(s, e, st)?;
+    check_range("range", s, e, st)?;
     let n = ((e - s) / st).floor() + 1.0;
     if !(0.0..=(isize::MAX as f64)).contains(&n) {
-        return Err(value_err(format!("range: invalid number of elements {n}")));
+        return Err(invalid_argument(
+            "range",
+            "start, end and step",
+            "must give a number of elements in [0, isize::MAX]",
+            n,
+        ));
     }
     let n = n as usize;
     crate::tensor::budget::check_alloc(checked_numel(&[n, 8])?)?;
@@ -290,8 +323,8 @@ fn range<const STEP: bool>(args: &mut Args<'_>) -> R {
 
 /// `_cast_<Type>(self, non_blocking)`: a converted copy, or `self` when the dtype matches.
 fn cast_to<const DT: i64>(args: &mut Args<'_>) -> R {
-    let dtype =
-        DType::from_scalar_type(DT).ok_or_else(|| value_err(format!("unknown dtype code {DT}")))?;
+    let dtype = DType::from_scalar_type(DT)
+        .ok_or_else(|| invalid_argument(args.op, "dtype", "must be a ScalarType code", DT))?;
     t(args.tensor(0)?.to_dtype(dtype)?)
 }
 
@@ -330,8 +363,7 @@ fn linspace_values(start: f64, end: f64, steps: usize) -> Vec<f64> {
 }
 fn linspace(args: &mut Args<'_>) -> R {
     let (s, e) = (scalar_or_tensor(args, 0)?, scalar_or_tensor(args, 1)?);
-    let steps = usize::try_from(args.int(2)?)
-        .map_err(|_| value_err("number of steps must be non-negative"))?;
+    let steps = non_negative(args.op, "steps", args.int(2)?)?;
     let dtype = factory_dtype(args, 3, DType::Float32)?;
     crate::tensor::budget::check_alloc(checked_numel(&[steps, 8])?)?;
     t(linspace_tensor(s, e, steps, dtype)?)
@@ -363,8 +395,7 @@ pub(crate) fn linspace_tensor(s: f64, e: f64, steps: usize, dtype: DType) -> cra
 }
 fn logspace(args: &mut Args<'_>) -> R {
     let (s, e) = (scalar_or_tensor(args, 0)?, scalar_or_tensor(args, 1)?);
-    let steps = usize::try_from(args.int(2)?)
-        .map_err(|_| value_err("number of steps must be non-negative"))?;
+    let steps = non_negative(args.op, "steps", args.int(2)?)?;
     let base = args.double(3)?;
     let dtype = factory_dtype(args, 4, DType::Float32)?;
     crate::tensor::budget::check_alloc(checked_numel(&[steps, 8])?)?;
@@ -377,14 +408,9 @@ fn logspace(args: &mut Args<'_>) -> R {
 
 /// `eye` (`WITH_M = false`) and `eye.m`.
 fn eye<const WITH_M: bool>(args: &mut Args<'_>) -> R {
-    let n =
-        usize::try_from(args.int(0)?).map_err(|_| value_err("n must be greater or equal to 0"))?;
+    let n = non_negative("eye", "n", args.int(0)?)?;
     let (m, first) = if WITH_M {
-        (
-            usize::try_from(args.int(1)?)
-                .map_err(|_| value_err("m must be greater or equal to 0"))?,
-            2,
-        )
+        (non_negative("eye", "m", args.int(1)?)?, 2)
     } else {
         (n, 1)
     };
@@ -416,11 +442,12 @@ fn flatten_literal(
             if shape.len() == depth {
                 shape.push(items.len());
             } else if shape.get(depth) != Some(&items.len()) {
-                return Err(value_err(format!(
-                    "expected sequence of length {:?} at dim {depth} (got {})",
-                    shape.get(depth),
-                    items.len()
-                )));
+                return Err(size_mismatch(
+                    "tensor",
+                    format!("the length of a sequence at dim {depth}"),
+                    shape.get(depth).map_or(-1, |&s| s as i64),
+                    items.len() as i64,
+                ));
             }
             for x in items.iter() {
                 flatten_literal(x, depth + 1, shape, out)?;
@@ -433,13 +460,20 @@ fn flatten_literal(
         }
         other => {
             if shape.len() > depth {
-                return Err(value_err("tensor(): ragged nested list"));
+                return Err(invalid_argument(
+                    "tensor",
+                    "data",
+                    format!("must not be ragged (a scalar at depth {depth} of shape {shape:?})"),
+                    other.kind_name(),
+                ));
             }
             out.push(other.as_scalar().ok_or_else(|| {
-                value_err(format!(
-                    "tensor(): cannot make a tensor from {}",
-                    other.kind_name()
-                ))
+                invalid_argument(
+                    "tensor",
+                    "data",
+                    "must hold numbers, bools or nested lists of them",
+                    other.kind_name(),
+                )
             })?);
             Ok(())
         }
@@ -573,8 +607,11 @@ fn contiguous(args: &mut Args<'_>) -> R {
         0 => t(x.contiguous()?),
         // a row-major tensor is returned as is before the format is looked at
         1 if x.is_contiguous() => t(x),
-        1 => Err(value_err(
-            "preserve memory format is unsupported by the contiguous operator",
+        1 => Err(invalid_argument(
+            "contiguous",
+            "memory_format",
+            "must not be preserve",
+            "preserve",
         )),
         format => t(super::shape::contiguous_in_format(&x, format)?),
     }
@@ -586,11 +623,12 @@ fn copy_(args: &mut Args<'_>) -> R {
             let src = src.clone();
             let b = crate::tensor::broadcast_shapes(x.shape(), src.shape())?;
             if b.as_slice() != x.shape() {
-                return Err(value_err(format!(
-                    "copy_: source shape {:?} cannot be broadcast to {:?}",
-                    src.shape(),
-                    x.shape()
-                )));
+                return Err(invalid_argument(
+                    "copy_",
+                    "src",
+                    format!("must broadcast to self's shape {:?}", x.shape()),
+                    format!("{:?}", src.shape()),
+                ));
             }
             x.check_no_partial_overlap(&src)?;
             x.copy_from(&src)?
@@ -604,10 +642,12 @@ fn fill_value(args: &Args<'_>) -> crate::Result<Scalar> {
     Ok(match args.get(1)? {
         IValue::Tensor(v) => {
             if v.dim() != 0 {
-                return Err(value_err(format!(
-                    "fill_ only supports 0-dimension value tensor but got tensor with {} dimensions.",
-                    v.dim()
-                )));
+                return Err(rank_mismatch(
+                    "fill_",
+                    "value",
+                    RankRequirement::Exactly(0),
+                    v.shape(),
+                ));
             }
             v.item()?
         }
@@ -653,20 +693,22 @@ fn empty_permuted(args: &mut Args<'_>) -> R {
                 physical.push(d);
             }
             _ => {
-                return Err(value_err(format!(
-                    "{}: physical_layout {layout:?} is not a permutation of the {} dims",
+                return Err(invalid_argument(
                     args.op,
-                    size.len()
-                )))
+                    "physical_layout",
+                    format!("must be a permutation of the {} dims", size.len()),
+                    format!("{layout:?}"),
+                ))
             }
         }
     }
     if physical.len() != size.len() {
-        return Err(value_err(format!(
-            "{}: physical_layout {layout:?} is not a permutation of the {} dims",
+        return Err(invalid_argument(
             args.op,
-            size.len()
-        )));
+            "physical_layout",
+            format!("must be a permutation of the {} dims", size.len()),
+            format!("{layout:?}"),
+        ));
     }
     let memory = Tensor::zeros(
         &physical.iter().map(|&d| size[d]).collect::<Vec<_>>(),
@@ -706,7 +748,14 @@ fn new_zeros_with_same_feature_meta(args: &mut Args<'_>) -> R {
     let batch = usize::try_from(args.int(2)?)
         .ok()
         .filter(|&n| n <= x.dim())
-        .ok_or_else(|| value_err(format!("{}: invalid self_num_batch_dims", args.op)))?;
+        .ok_or_else(|| {
+            invalid_argument(
+                args.op,
+                "self_num_batch_dims",
+                format!("must be in [0, {}]", x.dim()),
+                args.int(2).unwrap_or(-1),
+            )
+        })?;
     let shape: Vec<usize> = x.shape()[..batch]
         .iter()
         .chain(other.shape())
@@ -722,7 +771,7 @@ fn list_to_tensor(args: &mut Args<'_>) -> R {
     let ints = v
         .into_iter()
         .map(|x| {
-            i32::try_from(x).map_err(|_| value_err(format!("{}: {x} overflows int32", args.op)))
+            i32::try_from(x).map_err(|_| invalid_argument(args.op, "ints", "must fit in int32", x))
         })
         .collect::<crate::Result<Vec<i32>>>()?;
     t(Tensor::from_vec(ints, &[n])?)
@@ -736,10 +785,10 @@ fn resize_to(args: &Args<'_>, x: &Tensor, size: &[usize]) -> R {
         // MemoryFormat: Contiguous 0, Preserve 1
         None | Some(0) | Some(1) => {}
         Some(f) => {
-            return Err(unsupported(format!(
-                "{}: memory_format {f} (only contiguous)",
-                args.op
-            )))
+            return Err(unsupported_feature(
+                args.op,
+                format!("memory_format {f} (only contiguous)"),
+            ))
         }
     }
     crate::tensor::budget::check_alloc(checked_numel(size)?)?;
@@ -908,12 +957,23 @@ fn fill_diagonal_(args: &mut Args<'_>) -> R {
     let wrap = args.bool(2)?;
     let nd = x.dim();
     if nd < 2 {
-        return Err(value_err("dimensions must larger than 1"));
+        return Err(rank_mismatch(
+            "fill_diagonal_",
+            "self",
+            RankRequirement::AtLeast(2),
+            x.shape(),
+        ));
     }
     let (h, w) = (x.shape()[0], x.shape()[1]);
     if nd > 2 && x.shape().iter().any(|&s| s != h) {
-        return Err(value_err("all dimensions of input must be of equal length"));
+        return Err(invalid_argument(
+            "fill_diagonal_",
+            "self",
+            "must have dimensions of equal length (beyond 2-D)",
+            format!("a tensor of shape {:?}", x.shape()),
+        ));
     }
+
     let stride: isize = x.strides().iter().sum();
     let size = h.min(w);
     x.as_strided(&[size], &[stride], x.storage_offset())?

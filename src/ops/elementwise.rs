@@ -8,8 +8,11 @@ use super::kernels::operand::{
 };
 use super::kernels::special::SpecialFn;
 use super::kernels::vmath::{self, VecFn};
-use super::kernels::{unsupported, value_err};
+use super::kernels::{
+    invalid_argument, not_implemented_for, rank_mismatch, value_err, wrong_dtype,
+};
 use super::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Element, Scalar, Tensor, TensorError};
 use crate::values::IValue;
 use crate::{
@@ -40,11 +43,19 @@ pub(crate) fn add_sub(
 ) -> crate::Result<Tensor> {
     let dt = common_dtype(&[a, b]);
     if negate && dt == DType::Bool {
-        return Err(value_err("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead."));
+        return Err(wrong_dtype(
+            "sub",
+            "self and other",
+            "not both bool (use the `^` or `logical_xor()` operator instead)",
+            dt,
+        ));
     }
     if dt.is_integral(true) && matches!(alpha, Scalar::Float(_) | Scalar::Complex(_)) {
-        return Err(value_err(
-            "For integral input tensors, argument alpha must not be a floating point number.",
+        return Err(invalid_argument(
+            if negate { "sub" } else { "add" },
+            "alpha",
+            format!("must be integral for {dt} tensors"),
+            format!("{alpha:?}"),
         ));
     }
     let (x, y) = (a.as_tensor_of(dt)?, b.as_tensor_of(dt)?);
@@ -67,12 +78,15 @@ fn diff(args: &mut Args<'_>) -> R {
     let n = args.int(1)?;
     let dim = args.int(2)?;
     if x.dim() == 0 {
-        return Err(value_err(
-            "diff expects input to be at least one-dimensional",
+        return Err(rank_mismatch(
+            "diff",
+            "input",
+            RankRequirement::AtLeast(1),
+            x.shape(),
         ));
     }
     if n < 0 {
-        return Err(value_err(format!("order must be non-negative but got {n}")));
+        return Err(invalid_argument("diff", "n", "must be non-negative", n));
     }
     let d = crate::tensor::wrap_dim(dim, x.dim())?;
     let mut parts = Vec::new();
@@ -201,9 +215,12 @@ pub(crate) fn div_op(a: &Operand, b: &Operand, mode: Option<&str>) -> crate::Res
                 float_binary!(&x, &y, "div", |p, q: F| (p / q).trunc())
             }
         }
-        Some(other) => Err(value_err(format!(
-            "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{other}'"
-        ))),
+        Some(other) => Err(invalid_argument(
+            "div",
+            "rounding_mode",
+            "must be None, 'trunc' or 'floor'",
+            format!("'{other}'"),
+        )),
     }
 }
 
@@ -262,8 +279,11 @@ pub(crate) fn pow_op(a: &Operand, b: &Operand) -> crate::Result<Tensor> {
     if dt.is_integral(true) {
         if let Operand::Scalar(Scalar::Int(e)) = b {
             if *e < 0 {
-                return Err(value_err(
-                    "Integers to negative integer powers are not allowed.",
+                return Err(invalid_argument(
+                    "pow",
+                    "exponent",
+                    "must be non-negative for an integer base",
+                    e,
                 ));
             }
         }
@@ -299,12 +319,11 @@ fn float_power_(args: &mut Args<'_>) -> R {
     };
     let base = args.tensor(0)?.dtype();
     if base != want {
-        return Err(value_err(format!(
-            "the base given to float_power_ has dtype {} but the operation's result requires \
-             dtype {}",
-            base.c10_name(),
-            want.c10_name()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: want,
+            got: base,
+        }
+        .into());
     }
     let r = float_power(args)?;
     inplace_result(args, r)
@@ -506,15 +525,14 @@ fn bitwise_op(a: &Operand, b: &Operand, op: Bit) -> crate::Result<Tensor> {
         DType::Bool => apply::<bool>(&x, &y, op),
         d if d.is_integral(false) => dispatch_int!(d, "bitwise op", |T| apply::<T>(&x, &y, op)),
         // PyTorch's shift kernels (lshift_cpu / rshift_cpu) are integral-only
-        d if matches!(op, Bit::Shl | Bit::Shr) => Err(value_err(format!(
-            "\"{}_cpu\" not implemented for '{}'",
+        d if matches!(op, Bit::Shl | Bit::Shr) => Err(not_implemented_for(
             if matches!(op, Bit::Shl) {
-                "lshift"
+                "lshift_cpu"
             } else {
-                "rshift"
+                "rshift_cpu"
             },
-            d.c10_name()
-        ))),
+            d,
+        )),
         d => Err(TensorError::UnsupportedDType {
             what: "bitwise op (integral and bool tensors only)".into(),
             dtype: d,
@@ -563,7 +581,12 @@ fn bitwise_not(args: &mut Args<'_>) -> R {
 /// `-x`.
 pub(crate) fn neg_tensor(x: &Tensor) -> crate::Result<Tensor> {
     match x.dtype() {
-        DType::Bool => Err(value_err("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")),
+        DType::Bool => Err(wrong_dtype(
+            "neg",
+            "self",
+            "not bool (to invert a mask, use the `~` or `logical_not()` operator)",
+            DType::Bool,
+        )),
         DType::Complex64 => map_unary::<Complex32, Complex32, _>(x, |v| -v),
         DType::Complex128 => map_unary::<Complex64, Complex64, _>(x, |v| -v),
         d => dispatch_standard_real!(d, "neg", |T| map_unary::<T, T, _>(x, |v| v.neg_val())),
@@ -672,10 +695,7 @@ inplace_of! { round_decimals_ => round_decimals; }
 fn frac(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     if !x.dtype().is_floating_point() {
-        return Err(unsupported(format!(
-            "frac is not implemented for {}",
-            x.dtype()
-        )));
+        return Err(not_implemented_for("frac_cpu", x.dtype()));
     }
     t(float_unary!(&x, "frac", |v: F| v - v.trunc())?)
 }
@@ -878,8 +898,11 @@ pub(crate) fn clamp_op(
     hi: Option<Operand>,
 ) -> crate::Result<Tensor> {
     if lo.is_none() && hi.is_none() {
-        return Err(value_err(
-            "torch.clamp: At least one of 'min' or 'max' must not be None",
+        return Err(invalid_argument(
+            "clamp",
+            "min and max",
+            "must not both be None",
+            "None and None",
         ));
     }
     let xo = Operand::Tensor(x.clone());
@@ -944,7 +967,7 @@ fn lerp(args: &mut Args<'_>) -> R {
     let w = Operand::arg(args, 2)?;
     let dt = common_dtype(&[&a, &b]);
     if !dt.is_floating_point() {
-        return Err(unsupported(format!("lerp is not implemented for {dt}")));
+        return Err(not_implemented_for("lerp_kernel_scalar", dt));
     }
     let (x, y, wt) = (
         a.as_tensor_of(dt)?,
@@ -983,7 +1006,12 @@ fn addc(args: &Args<'_>, divide: bool) -> crate::Result<Tensor> {
     let value = args.scalar(3)?;
     let dt = common_dtype(&[&s, &a, &b]);
     if divide && dt.is_integral(true) {
-        return Err(value_err("Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a true division of tensor1 and tensor2."));
+        return Err(wrong_dtype(
+            "addcdiv",
+            "tensor1 and tensor2",
+            "not integral (integer division with addcdiv is no longer supported)",
+            dt,
+        ));
     }
     let (x, p, q) = (
         s.as_tensor_of(dt)?,
@@ -1042,9 +1070,7 @@ fn imag(args: &mut Args<'_>) -> R {
     if x.dtype().is_complex() {
         t(complex_part(&x, 1)?)
     } else {
-        Err(value_err(
-            "imag is not implemented for tensors with non-complex dtypes.",
-        ))
+        Err(wrong_dtype("imag", "self", "a complex tensor", x.dtype()))
     }
 }
 fn conj(args: &mut Args<'_>) -> R {
@@ -1077,9 +1103,7 @@ fn nextafter(args: &mut Args<'_>) -> R {
     let (a, b) = operands(args)?;
     let dt = common_dtype(&[&a, &b]);
     if !matches!(dt, DType::Float32 | DType::Float64) {
-        return Err(unsupported(format!(
-            "nextafter is not implemented for {dt} (PyTorch's CPU kernel takes float and double)"
-        )));
+        return Err(not_implemented_for("nextafter_cpu", dt));
     }
     let (x, y) = (a.as_tensor_of(dt)?, b.as_tensor_of(dt)?);
     let shape = crate::tensor::broadcast_shapes(x.shape(), y.shape())?;
@@ -1120,11 +1144,7 @@ fn neg_copy(args: &mut Args<'_>) -> R {
 fn conj_complex(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     if !x.dtype().is_complex() {
-        return Err(value_err(format!(
-            "{}: expects a complex tensor, got {}",
-            args.op,
-            x.dtype()
-        )));
+        return Err(wrong_dtype(args.op, "self", "a complex tensor", x.dtype()));
     }
     conj(args)
 }
@@ -1147,7 +1167,7 @@ fn polar(args: &mut Args<'_>) -> R {
     t(match a.dtype() {
         DType::Float32 => map_binary::<f32, f32, Complex32, _>(&a, &b, Complex32::from_polar)?,
         DType::Float64 => map_binary::<f64, f64, Complex64, _>(&a, &b, Complex64::from_polar)?,
-        d => return Err(unsupported(format!("polar is not implemented for {d}"))),
+        d => return Err(not_implemented_for("polar", d)),
     })
 }
 fn complex(args: &mut Args<'_>) -> R {
@@ -1155,7 +1175,7 @@ fn complex(args: &mut Args<'_>) -> R {
     t(match a.dtype() {
         DType::Float32 => map_binary::<f32, f32, Complex32, _>(&a, &b, Complex32::new)?,
         DType::Float64 => map_binary::<f64, f64, Complex64, _>(&a, &b, Complex64::new)?,
-        d => return Err(unsupported(format!("complex is not implemented for {d}"))),
+        d => return Err(not_implemented_for("complex", d)),
     })
 }
 

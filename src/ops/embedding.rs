@@ -1,10 +1,11 @@
 //! Kernels: embedding lookup, embedding_bag (sum / mean / max) and one_hot.
 
-use super::linalg::{shape_err, value_err};
+use super::kernels::{check_rank, invalid_argument, rank_mismatch, shape_mismatch, wrong_dtype};
 use super::{Args, Registry};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
 use crate::tensor::{DType, Tensor};
+use crate::tensor::{RankRequirement, TensorError};
 use crate::values::{IValue, Tuple};
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
@@ -12,10 +13,7 @@ use num_traits::{Float as _, One as _, Zero as _};
 /// Indices as i64, validated against `rows`.
 fn indices(op: &str, idx: &Tensor, rows: usize) -> crate::Result<Vec<i64>> {
     if !matches!(idx.dtype(), DType::Int64 | DType::Int32) {
-        return Err(value_err(format!(
-            "{op}: Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; but got {} instead",
-            idx.dtype()
-        )));
+        return Err(wrong_dtype(op, "indices", "Long or Int", idx.dtype()));
     }
     let v = idx.to_vec::<i64>()?;
     if let Some(&bad) = v.iter().find(|&&i| i < 0 || i as usize >= rows) {
@@ -33,10 +31,12 @@ fn indices(op: &str, idx: &Tensor, rows: usize) -> crate::Result<Vec<i64>> {
 /// Gather rows of a 2-d `weight` (any dtype) by `idx`; result shape `lead + [dim]`.
 fn gather_rows(op: &str, weight: &Tensor, idx: &[i64], lead: &[usize]) -> crate::Result<Tensor> {
     if weight.dim() != 2 {
-        return Err(shape_err(format!(
-            "{op}: 'weight' must be 2-D, got {:?}",
-            weight.shape()
-        )));
+        return Err(rank_mismatch(
+            op,
+            "weight",
+            RankRequirement::Exactly(2),
+            weight.shape(),
+        ));
     }
     let d = weight.shape()[1];
     let mut shape = lead.to_vec();
@@ -84,7 +84,12 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
     let include_last = a.bool(7)?;
     let padding_idx = if a.len() > 8 { a.opt_int(8)? } else { None };
     if w.dim() != 2 {
-        return Err(shape_err(format!("{}: weight must be 2-D", a.op)));
+        return Err(rank_mismatch(
+            a.op,
+            "weight",
+            RankRequirement::Exactly(2),
+            w.shape(),
+        ));
     }
     let (rows, d) = (w.shape()[0], w.shape()[1]);
     if matches!(idx.dtype(), DType::Int64 | DType::Int32) {
@@ -94,7 +99,8 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
             .enumerate()
             .find(|(_, &i)| i < 0 || i as usize >= rows)
         {
-            return Err(crate::tensor::TensorError::Index(format!(
+            // PyTorch's message, kept: tests compare it
+            return Err(TensorError::Index(format!(
                 "Index {k} of input takes value {bad} which is not in the valid range [0, {rows})"
             ))
             .into());
@@ -119,16 +125,22 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
         let offs = a.tensor(2)?.to_vec::<i64>()?;
         if let Some(&first) = offs.first() {
             if first != 0 {
-                return Err(value_err(format!(
-                    "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. However, got {first}"
-                )));
+                return Err(invalid_argument(
+                    "embedding_bag",
+                    "offsets[0]",
+                    "must be 0 (the first bag starts at position 0)",
+                    first,
+                ));
             }
         }
         if let Some(&last) = offs.last() {
             if last > n as i64 {
-                return Err(value_err(format!(
-                    "offsets[-1] can not be greater than input's length {n} but got offsets[-1] of {last}"
-                )));
+                return Err(invalid_argument(
+                    "embedding_bag",
+                    "offsets[-1]",
+                    format!("must be at most input's length {n}"),
+                    last,
+                ));
             }
         }
         let offs: Vec<usize> = offs.iter().map(|&o| (o.max(0) as usize).min(n)).collect();
@@ -152,17 +164,20 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
     let weights = match &psw {
         Some(p) => {
             if p.shape() != idx.shape() {
-                return Err(value_err(format!(
-                    "embedding_bag: If per_sample_weights ({:?}) is not null, then it must have the same shape as the input ({:?})",
+                return Err(shape_mismatch(
+                    "embedding_bag",
+                    "per_sample_weights (input's shape)",
+                    idx.shape(),
                     p.shape(),
-                    idx.shape()
-                )));
+                ));
             }
             if mode != 0 {
-                return Err(value_err(format!(
-                    "{}: per_sample_weights is only supported for mode='sum'",
-                    a.op
-                )));
+                return Err(invalid_argument(
+                    a.op,
+                    "mode",
+                    "must be 0 ('sum') with per_sample_weights",
+                    mode,
+                ));
             }
             Some(p.to_vec::<f64>()?)
         }
@@ -232,30 +247,32 @@ fn embedding_bag(a: &mut Args) -> crate::Result<IValue> {
 fn one_hot(a: &mut Args) -> crate::Result<IValue> {
     let x = a.tensor(0)?;
     if x.dtype() != DType::Int64 {
-        return Err(value_err(format!(
-            "{}: one_hot is only applicable to index tensor of type LongTensor.",
-            a.op
-        )));
+        return Err(wrong_dtype(a.op, "self", "int64", x.dtype()));
     }
     let v = x.to_vec::<i64>()?;
     if v.iter().any(|&i| i < 0) {
-        return Err(value_err(format!(
-            "{}: Class values must be non-negative.",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "class values",
+            "must be non-negative",
+            v.iter().copied().min().unwrap_or(0),
+        ));
     }
     let n = a.int(1)?;
     let classes = if n == -1 {
         if v.is_empty() {
-            return Err(value_err(format!(
-                "{}: Can not infer total number of classes from empty tensor.",
-                a.op
-            )));
+            return Err(invalid_argument(
+                a.op,
+                "num_classes",
+                "must be given (not -1) for an empty tensor",
+                n,
+            ));
         }
         v.iter().copied().max().unwrap_or(0) + 1
     } else {
         if v.iter().any(|&i| i >= n) {
-            return Err(value_err(format!(
+            // PyTorch's message, kept: tests compare it
+            return Err(super::kernels::value_err(format!(
                 "{}: Class values must be smaller than num_classes.",
                 a.op
             )));
@@ -263,7 +280,7 @@ fn one_hot(a: &mut Args) -> crate::Result<IValue> {
         n
     };
     let classes = usize::try_from(classes)
-        .map_err(|_| value_err(format!("{}: invalid num_classes {n}", a.op)))?;
+        .map_err(|_| invalid_argument(a.op, "num_classes", "must be -1 or non-negative", n))?;
     let mut shape = x.shape().to_vec();
     shape.push(classes);
     let mut data = vec![0i64; v.len() * classes];
@@ -283,10 +300,12 @@ fn renorm_rows(
     norm_type: f64,
 ) -> crate::Result<()> {
     if weight.dim() != 2 {
-        return Err(shape_err(format!(
-            "{op}: expected a 2-d weight, got shape {:?}",
-            weight.shape()
-        )));
+        return Err(rank_mismatch(
+            op,
+            "weight",
+            RankRequirement::Exactly(2),
+            weight.shape(),
+        ));
     }
     let (rows, dim) = (weight.shape()[0], weight.shape()[1]);
     let mut ids = indices(op, idx, rows)?;
@@ -334,32 +353,30 @@ fn rowwise_prune(a: &mut Args) -> crate::Result<IValue> {
     let mask = a.tensor(1)?;
     let dtype = a.dtype(2)?;
     if !matches!(dtype, DType::Int32 | DType::Int64) {
-        return Err(value_err(format!(
-            "{}: compressed_indices_dtype should be either int(int32) or long(int64).",
-            a.op
-        )));
-    }
-    if weight.dim() != 2 {
-        return Err(shape_err(format!(
-            "{}: 'weights' should have 2 dimensions.",
-            a.op
-        )));
-    }
-    if mask.dtype() != DType::Bool {
-        return Err(value_err(format!(
-            "{}: expected scalar type Bool but found {}",
+        return Err(invalid_argument(
             a.op,
-            mask.dtype().c10_name()
-        )));
+            "compressed_indices_dtype",
+            "must be int32 or int64",
+            dtype,
+        ));
+    }
+    check_rank(a.op, "weights", RankRequirement::Exactly(2), weight.shape())?;
+    if mask.dtype() != DType::Bool {
+        return Err(TensorError::DTypeMismatch {
+            expected: DType::Bool,
+            got: mask.dtype(),
+        }
+        .into());
     }
     if mask.dim() != 1 || mask.shape()[0] != weight.shape()[0] {
-        return Err(shape_err(format!(
-            "{}: 'mask' should be 1-d with one entry per row of 'weights' ({:?} for {:?})",
+        return Err(shape_mismatch(
             a.op,
+            "mask (one entry per row of weights)",
+            &[weight.shape()[0]],
             mask.shape(),
-            weight.shape()
-        )));
+        ));
     }
+
     let keep: Vec<bool> = mask
         .contiguous()?
         .to_vec::<f64>()?

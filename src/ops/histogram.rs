@@ -6,9 +6,10 @@
 //! points outside the edges or NaN are skipped.
 
 use super::creation::linspace_tensor;
-use super::kernels::{shape_err, value_err};
+use super::kernels::{invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, value_err};
 use super::shape::tensor_list;
 use super::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{Tensor, TensorError};
 use crate::values::{IValue, Tuple};
 
@@ -25,10 +26,12 @@ fn points(op: &str, x: &Tensor, dd: bool) -> crate::Result<(Vec<f64>, usize)> {
     }
     let n = if dd {
         if x.dim() < 2 {
-            return Err(shape_err(format!(
-                "{op}: input tensor should have at least 2 dimensions, but got {}",
-                x.dim()
-            )));
+            return Err(rank_mismatch(
+                op,
+                "input",
+                RankRequirement::AtLeast(2),
+                x.shape(),
+            ));
         }
         x.shape().last().copied().unwrap_or(1)
     } else {
@@ -48,12 +51,11 @@ fn weights(
         return Ok(None);
     };
     if w.dtype() != x.dtype() {
-        return Err(value_err(format!(
-            "{op}: if weight tensor is provided, it should have the same dtype as the input \
-             tensor, but got {} and {}",
-            w.dtype(),
-            x.dtype()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: x.dtype(),
+            got: w.dtype(),
+        }
+        .into());
     }
     let expected = if dd {
         &x.shape()[..x.dim().saturating_sub(1)]
@@ -61,13 +63,7 @@ fn weights(
         x.shape()
     };
     if w.shape() != expected {
-        return Err(shape_err(format!(
-            "{op}: if weight tensor is provided it should have the same shape as the input \
-             tensor excluding its innermost dimension, but got input with shape {:?} and \
-             weight with shape {:?}",
-            x.shape(),
-            w.shape()
-        )));
+        return Err(shape_mismatch(op, "weight", expected, w.shape()));
     }
     Ok(Some(w.contiguous()?.to_vec::<f64>()?))
 }
@@ -97,12 +93,12 @@ fn outer_edges(
     let mut edges = match range {
         Some(r) => {
             if r.len() != 2 * n {
-                return Err(value_err(format!(
-                    "{op}: for a {n}-dimensional histogram, range should have {} elements, but \
-                     got {}",
-                    2 * n,
-                    r.len()
-                )));
+                return Err(size_mismatch(
+                    op,
+                    "the length of range",
+                    2 * n as i64,
+                    r.len() as i64,
+                ));
             }
             r.chunks(2).map(|c| (c[0], c[1])).collect::<Vec<_>>()
         }
@@ -110,16 +106,20 @@ fn outer_edges(
     };
     for (d, e) in edges.iter_mut().enumerate() {
         if !e.0.is_finite() || !e.1.is_finite() {
-            return Err(value_err(format!(
-                "{op}: dimension {d}'s range [{}, {}] is not finite",
-                e.0, e.1
-            )));
+            return Err(invalid_argument(
+                op,
+                format!("the range of dimension {d}"),
+                "must be finite",
+                format!("[{}, {}]", e.0, e.1),
+            ));
         }
         if e.0 > e.1 {
-            return Err(value_err(format!(
-                "{op}: min should not exceed max, but got min {} max {} for dimension {d}",
-                e.0, e.1
-            )));
+            return Err(invalid_argument(
+                op,
+                format!("the range of dimension {d}"),
+                "must have min <= max",
+                format!("[{}, {}]", e.0, e.1),
+            ));
         }
         if e.0 == e.1 {
             e.0 -= 0.5;
@@ -132,17 +132,19 @@ fn outer_edges(
 /// Bin counts as usize, one per dimension.
 fn bin_counts(op: &str, bins: &[i64], n: usize) -> crate::Result<Vec<usize>> {
     if bins.len() != n {
-        return Err(value_err(format!(
-            "{op}: expected {n} sequences of bin edges for each of the {n} dimensions of the              input, but got {}",
-            bins.len()
-        )));
+        return Err(size_mismatch(
+            op,
+            "the number of bin counts (input dimensions)",
+            n as i64,
+            bins.len() as i64,
+        ));
     }
     bins.iter()
         .map(|&b| {
             usize::try_from(b)
                 .ok()
                 .filter(|&b| b > 0)
-                .ok_or_else(|| value_err(format!("{op}: bins must be > 0, but got {b}")))
+                .ok_or_else(|| invalid_argument(op, "bins", "must be > 0", b))
         })
         .collect()
 }
@@ -172,29 +174,36 @@ fn linspace_edges(
 /// Given edge tensors: one-dimensional, the input's dtype, at least one edge each.
 fn check_edge_tensors(op: &str, x: &Tensor, edges: &[Tensor], n: usize) -> crate::Result<()> {
     if edges.len() != n {
-        return Err(value_err(format!(
-            "{op}: expected {n} sequences of bin edges for each of the {n} dimensions of the              input, but got {}",
-            edges.len()
-        )));
+        return Err(size_mismatch(
+            op,
+            "the number of bin edge tensors (input dimensions)",
+            n as i64,
+            edges.len() as i64,
+        ));
     }
     for (d, e) in edges.iter().enumerate() {
         if e.dtype() != x.dtype() {
-            return Err(value_err(format!(
-                "{op}: input tensor and bins tensors should have the same dtype, but got input                  {} and bins for dimension {d} {}",
-                x.dtype(),
-                e.dtype()
-            )));
+            return Err(TensorError::DTypeMismatch {
+                expected: x.dtype(),
+                got: e.dtype(),
+            }
+            .into());
         }
         if e.dim() != 1 {
-            return Err(shape_err(format!(
-                "{op}: bins tensor should have one dimension, but got {} dimensions in the bins                  tensor for dimension {d}",
-                e.dim()
-            )));
+            return Err(rank_mismatch(
+                op,
+                format!("the bins tensor for dimension {d}"),
+                RankRequirement::Exactly(1),
+                e.shape(),
+            ));
         }
         if e.numel() == 0 {
-            return Err(value_err(format!(
-                "{op}: bins tensor should have at least 1 element, but got 0 elements in the                  bins tensor for dimension {d}"
-            )));
+            return Err(invalid_argument(
+                op,
+                format!("the bins tensor for dimension {d}"),
+                "must have at least 1 element",
+                "an empty tensor",
+            ));
         }
     }
     Ok(())

@@ -4,9 +4,10 @@
 //! layouts themselves are not modelled; these two take and return plain tensors).
 
 use super::creation::full_tensor;
-use super::kernels::{index_err, shape_err, value_err};
+use super::kernels::{invalid_argument, rank_mismatch, size_mismatch, unsupported_feature};
 use super::shape::{narrow, select};
 use super::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{Scalar, Tensor};
 use crate::values::IValue;
 
@@ -16,34 +17,39 @@ type R = crate::Result<IValue>;
 fn offsets(args: &Args<'_>, i: usize) -> crate::Result<Vec<i64>> {
     let list = args.tensor_list(i)?;
     let [offsets] = list.as_slice() else {
-        return Err(value_err(format!(
-            "{}: only a single jagged dim is supported for now (got {} offsets tensors)",
+        return Err(unsupported_feature(
             args.op,
-            list.len()
-        )));
+            format!("{} offsets tensors (only a single jagged dim)", list.len()),
+        ));
     };
     if offsets.dim() != 1 {
-        return Err(shape_err(format!(
-            "{}: expected 1D offsets, but got offsets.dim() == {}",
+        return Err(rank_mismatch(
             args.op,
-            offsets.dim()
-        )));
+            "offsets",
+            RankRequirement::Exactly(1),
+            offsets.shape(),
+        ));
     }
     let v = offsets.contiguous()?.to_vec::<i64>()?;
     if v.first().is_some_and(|&o| o < 0) || v.windows(2).any(|w| w[1] < w[0]) {
-        return Err(value_err(format!(
-            "{}: offsets must be non-negative and non-decreasing, got {v:?}",
-            args.op
-        )));
+        return Err(invalid_argument(
+            args.op,
+            "offsets",
+            "must be non-negative and non-decreasing",
+            format!("{v:?}"),
+        ));
     }
     Ok(v)
 }
 
 fn check_rows(op: &str, what: &str, end: i64, rows: usize) -> crate::Result<()> {
     if end as u64 > rows as u64 {
-        return Err(index_err(format!(
-            "{op}: offset {end} is past the {rows} rows of {what}"
-        )));
+        return Err(invalid_argument(
+            op,
+            "offsets",
+            format!("must end within the {rows} rows of {what}"),
+            end,
+        ));
     }
     Ok(())
 }
@@ -56,18 +62,21 @@ fn jagged_to_padded_dense(args: &mut Args<'_>) -> R {
     let offs = offsets(args, 1)?;
     let max_lengths = args.int_list(2)?;
     let [max_length] = max_lengths.as_slice() else {
-        return Err(value_err(format!(
-            "{}: only a single jagged dim is supported for now (got max_lengths {max_lengths:?})",
-            args.op
-        )));
+        return Err(unsupported_feature(
+            args.op,
+            format!("max_lengths {max_lengths:?} (only a single jagged dim)"),
+        ));
     };
-    let max_length = usize::try_from(*max_length)
-        .map_err(|_| value_err(format!("{}: negative max length {max_length}", args.op)))?;
+    let max_length = usize::try_from(*max_length).map_err(|_| {
+        invalid_argument(args.op, "max_lengths", "must be non-negative", max_length)
+    })?;
     if values.dim() < 1 {
-        return Err(shape_err(format!(
-            "{}: values must have a dimension",
-            args.op
-        )));
+        return Err(rank_mismatch(
+            args.op,
+            "values",
+            RankRequirement::AtLeast(1),
+            values.shape(),
+        ));
     }
     let batch = offs.len().saturating_sub(1);
     let mut shape = vec![batch, max_length];
@@ -91,20 +100,23 @@ fn padded_dense_to_jagged(args: &mut Args<'_>) -> R {
     let final_offset = offs.last().copied().unwrap_or(0);
     let total = match args.opt_int(2)? {
         Some(t) if t != final_offset => {
-            return Err(value_err(format!(
-                "{}: final offset should match total_L value",
-                args.op
-            )))
+            return Err(size_mismatch(
+                args.op,
+                "total_L (the final offset)",
+                final_offset,
+                t,
+            ))
         }
         Some(t) => t,
         None => final_offset,
     };
     if padded.dim() < 2 {
-        return Err(shape_err(format!(
-            "{}: expected padded dim >= 2, but padded.dim() == {}",
+        return Err(rank_mismatch(
             args.op,
-            padded.dim()
-        )));
+            "padded",
+            RankRequirement::AtLeast(2),
+            padded.shape(),
+        ));
     }
     let mut shape = vec![total as usize];
     shape.extend_from_slice(&padded.shape()[2..]);
@@ -113,19 +125,23 @@ fn padded_dense_to_jagged(args: &mut Args<'_>) -> R {
     for (i, w) in offs.windows(2).enumerate() {
         let length = w[1] - w[0];
         if length > max_length {
-            return Err(value_err(format!(
-                "{}: found batch item of length {length} when max length specified by padded \
-                 input is {max_length}",
-                args.op
-            )));
+            return Err(invalid_argument(
+                args.op,
+                format!("the length of batch item {i}"),
+                format!("must be at most padded's max length {max_length}"),
+                length,
+            ));
         }
         if i >= padded.shape()[0] {
-            return Err(index_err(format!(
-                "{}: {} offsets for a padded batch of {}",
+            return Err(invalid_argument(
                 args.op,
+                "the number of offsets",
+                format!(
+                    "must be at most padded.size(0) + 1 ({})",
+                    padded.shape()[0] + 1
+                ),
                 offs.len(),
-                padded.shape()[0]
-            )));
+            ));
         }
         let source = narrow(&select(&padded, 0, i as i64)?, 0, 0, length)?;
         narrow(&values, 0, w[0], length)?.copy_from(&source)?;

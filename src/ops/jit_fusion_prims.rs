@@ -8,7 +8,7 @@
 //! profiling executor's guards (`TypeCheck`, `RequiresGradCheck`) check the inputs as PyTorch's
 //! would for tensors on the CPU that do not require grad, the only kind tsrun has.
 
-use super::kernels::value_err;
+use super::kernels::{invalid_argument, size_mismatch, value_err};
 use super::prims::via_aten;
 use super::{Args, OpContext};
 use crate::tensor::{DType, Tensor};
@@ -247,7 +247,14 @@ impl NodePrim {
                 1 => NodePrim::MMBatchSide {
                     shared_on_left: false,
                 },
-                s => return Err(value_err(format!("prim::MMBatchSide: side {s} (0 or 1)"))),
+                s => {
+                    return Err(invalid_argument(
+                        "prim::MMBatchSide",
+                        "side",
+                        "must be 0 or 1",
+                        s,
+                    ))
+                }
             },
             "prim::TypeCheck" | "prim::RequiresGradCheck" => {
                 let spellings = attrs
@@ -275,7 +282,14 @@ impl NodePrim {
             "prim::MKLDNNClamp_" => clamp("prim::MKLDNNClamp_", true)?,
             "prim::MKLDNNHardTanh" => clamp("prim::MKLDNNHardTanh", false)?,
             "prim::MKLDNNHardTanh_" => clamp("prim::MKLDNNHardTanh_", true)?,
-            other => return Err(value_err(format!("{other} is not an attribute prim"))),
+            other => {
+                return Err(invalid_argument(
+                    "fusion prim",
+                    "kind",
+                    "must be an attribute prim",
+                    other,
+                ))
+            }
         })
     }
 
@@ -305,10 +319,12 @@ impl NodePrim {
                     return Err(value_err("prim::ConstantChunk: chunk returned no list"));
                 };
                 if parts.len() != outputs {
-                    return Err(value_err(format!(
-                        "prim::ConstantChunk: expected chunk to return {outputs} outputs, but got {}",
-                        parts.len()
-                    )));
+                    return Err(size_mismatch(
+                        "prim::ConstantChunk",
+                        "the number of chunks",
+                        outputs as i64,
+                        parts.len() as i64,
+                    ));
                 }
                 parts.to_vec()
             }
@@ -377,10 +393,12 @@ impl NodePrim {
         match (outputs, results.len()) {
             (1, 1) => Ok(results.into_iter().next().unwrap_or_default()),
             (n, k) if n == k => Ok(IValue::Tuple(crate::values::Tuple::new(results))),
-            (n, k) => Err(value_err(format!(
-                "{}: {k} results for a node of {n} outputs",
-                self.kind()
-            ))),
+            (n, k) => Err(size_mismatch(
+                self.kind(),
+                "the number of results (the node's outputs)",
+                n as i64,
+                k as i64,
+            )),
         }
     }
 }
@@ -388,11 +406,12 @@ impl NodePrim {
 /// The node's tensor inputs (`None`, an undefined tensor, matches any type), one per type.
 fn checked_inputs(a: &Args<'_>, types: usize) -> crate::Result<Vec<Option<Tensor>>> {
     if a.len() != types {
-        return Err(value_err(format!(
-            "{}: {} inputs for {types} types",
+        return Err(size_mismatch(
             a.op,
-            a.len()
-        )));
+            "the number of inputs (types)",
+            types as i64,
+            a.len() as i64,
+        ));
     }
     (0..types).map(|i| a.opt_tensor(i)).collect()
 }
@@ -402,24 +421,38 @@ fn chunk_sizes(shape: &[i64], chunks: i64, dim: i64) -> crate::Result<(Vec<i64>,
     let rank = shape.len() as i64;
     let d = if dim < 0 { dim + rank } else { dim };
     if d < 0 || d >= rank {
-        return Err(value_err(format!(
-            "Dimension out of range for chunk (dim {dim} of a {rank}-d size)"
-        )));
+        return Err(crate::tensor::TensorError::DimOutOfRange {
+            dim,
+            ndim: shape.len(),
+        }
+        .into());
     }
     if chunks <= 0 {
-        return Err(value_err(format!(
-            "chunk expects `chunks` to be greater than 0, got: {chunks}"
-        )));
+        return Err(invalid_argument(
+            "prim::ChunkSizes",
+            "chunks",
+            "must be greater than 0",
+            chunks,
+        ));
     }
     let d = d as usize;
     let size = shape[d];
     if size < 0 {
-        return Err(value_err(format!("prim::ChunkSizes: negative size {size}")));
+        return Err(invalid_argument(
+            "prim::ChunkSizes",
+            format!("size[{d}]"),
+            "must be non-negative",
+            size,
+        ));
     }
-    let split = size
-        .checked_add(chunks - 1)
-        .ok_or_else(|| value_err("prim::ChunkSizes: size overflows"))?
-        / chunks;
+    let split = size.checked_add(chunks - 1).ok_or_else(|| {
+        invalid_argument(
+            "prim::ChunkSizes",
+            format!("size[{d}]"),
+            "must fit in int64 when rounded up to chunks",
+            size,
+        )
+    })? / chunks;
     let mut regular = shape.to_vec();
     let mut last = shape.to_vec();
     regular[d] = split;

@@ -102,7 +102,9 @@ pub(crate) fn slice_mut_of<T: Element>(t: &mut TensorWrite<T>) -> crate::Result<
 }
 
 // one definition each, in kernels; re-exported for the many kernels that import them from here
+use super::kernels::{invalid_argument, rank_mismatch, shape_mismatch, size_mismatch};
 pub(crate) use super::kernels::{shape_err, value_err};
+use crate::tensor::RankRequirement;
 
 /// A view with dims reordered (`permute`).
 pub(crate) fn permute(t: &Tensor, perm: &[usize]) -> crate::Result<Tensor> {
@@ -114,10 +116,11 @@ pub(crate) fn permute(t: &Tensor, perm: &[usize]) -> crate::Result<Tensor> {
 /// A contiguous tensor with `shape` holding `t`'s elements in row-major order.
 pub(crate) fn reshape(t: &Tensor, shape: &[usize]) -> crate::Result<Tensor> {
     if shape.iter().product::<usize>() != t.numel() {
-        return Err(shape_err(format!(
-            "shape {shape:?} is invalid for input of size {}",
-            t.numel()
-        )));
+        return Err(TensorError::InvalidShape {
+            shape: shape.iter().map(|&s| s as i64).collect(),
+            numel: t.numel(),
+        }
+        .into());
     }
     let c = t.contiguous()?;
     Ok(c.as_strided(shape, &contiguous_strides(shape), c.storage_offset())?)
@@ -400,9 +403,13 @@ pub(crate) fn matmul_nd(
 pub(crate) fn matmul(op: &str, a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
     let (ad, bd) = (a.dim(), b.dim());
     if ad == 0 || bd == 0 {
-        return Err(value_err(format!(
-            "{op}: both arguments need at least 1 dimension, got {ad}D and {bd}D"
-        )));
+        let (argument, t) = if ad == 0 { ("self", a) } else { ("other", b) };
+        return Err(rank_mismatch(
+            op,
+            argument,
+            RankRequirement::AtLeast(1),
+            t.shape(),
+        ));
     }
     let a2 = if ad == 1 {
         a.as_strided(&[1, a.shape()[0]], &[0, a.strides()[0]], a.storage_offset())?
@@ -429,10 +436,12 @@ pub(crate) fn matmul(op: &str, a: &Tensor, b: &Tensor) -> crate::Result<Tensor> 
 
 fn check_dim(op: &str, t: &Tensor, d: usize, what: &str) -> crate::Result<()> {
     if t.dim() != d {
-        return Err(shape_err(format!(
-            "{op}: {what} must be a {d}D tensor, got {}D",
-            t.dim()
-        )));
+        return Err(rank_mismatch(
+            op,
+            what,
+            RankRequirement::Exactly(d),
+            t.shape(),
+        ));
     }
     Ok(())
 }
@@ -462,6 +471,7 @@ fn bmm(a: &mut Args) -> crate::Result<IValue> {
     check_dim(a.op, &x, 3, "batch1")?;
     check_dim(a.op, &y, 3, "batch2")?;
     if x.shape()[0] != y.shape()[0] || x.shape()[2] != y.shape()[1] {
+        // PyTorch's message, kept: tests compare it
         return Err(shape_err(format!(
             "{}: Expected size for first two dimensions of batch2 tensor to be: [{}, {}] but got: [{}, {}].",
             a.op,
@@ -528,12 +538,12 @@ fn addbmm(a: &mut Args) -> crate::Result<IValue> {
     let (bn, m, k) = (x.shape()[0], x.shape()[1], x.shape()[2]);
     let n = y.shape()[2];
     if y.shape()[0] != bn || y.shape()[1] != k {
-        return Err(shape_err(format!(
-            "{}: incompatible batch shapes {:?} and {:?}",
+        return Err(shape_mismatch(
             a.op,
-            x.shape(),
-            y.shape()
-        )));
+            "the first two dimensions of batch2",
+            &[bn, k],
+            &y.shape()[..2],
+        ));
     }
     let xs = reshape(&permute(&x, &[1, 0, 2])?, &[m, bn * k])?;
     let ys = reshape(&y, &[bn * k, n])?;
@@ -590,11 +600,12 @@ fn dot(a: &mut Args) -> crate::Result<IValue> {
     check_dim(a.op, &x, 1, "self")?;
     check_dim(a.op, &y, 1, "tensor")?;
     if x.shape()[0] != y.shape()[0] {
-        return Err(shape_err(format!(
-            "inconsistent tensor size, expected tensor [{}] and src [{}] to have the same number of elements",
-            x.shape()[0],
-            y.shape()[0]
-        )));
+        return Err(size_mismatch(
+            a.op,
+            "the number of elements of tensor (of self)",
+            x.shape()[0] as i64,
+            y.shape()[0] as i64,
+        ));
     }
     Ok(IValue::Tensor(matmul(a.op, &x, &y)?))
 }
@@ -627,10 +638,12 @@ pub(crate) fn linear(
                     let bview_guard = bv.read::<T>()?;
                     let bview = bview_guard.view();
                     let bb = bview.broadcast(o.shape()).ok_or_else(|| {
-                        shape_err(format!(
-                            "{op}: bias shape {:?} does not broadcast",
-                            b.shape()
-                        ))
+                        invalid_argument(
+                            op,
+                            "bias",
+                            format!("must broadcast to the output shape {:?}", o.shape()),
+                            format!("{:?}", b.shape()),
+                        )
                     })?;
                     let mut rv_guard = res.write::<T>()?;
                     let mut rv = rv_guard.view_mut();
@@ -647,9 +660,12 @@ pub(crate) fn linear(
     }
     check_dim(op, w, 2, "weight")?;
     if x.dim() == 0 {
-        return Err(shape_err(format!(
-            "{op}: input must have at least 1 dimension"
-        )));
+        return Err(rank_mismatch(
+            op,
+            "input",
+            RankRequirement::AtLeast(1),
+            x.shape(),
+        ));
     }
     if let Some(out) = linear_packed_f32(x, w, bias)? {
         return Ok(out);
@@ -829,13 +845,12 @@ fn bilinear(a: &mut Args) -> crate::Result<IValue> {
         || x1.shape()[x1.dim() - 1] != i
         || x2.shape()[x2.dim() - 1] != j
     {
-        return Err(shape_err(format!(
-            "{}: input shapes {:?} and {:?} do not match weight {:?}",
+        return Err(invalid_argument(
             a.op,
-            x1.shape(),
-            x2.shape(),
-            w.shape()
-        )));
+            "input1 and input2",
+            format!("must end in sizes {i} and {j} (weight {:?})", w.shape()),
+            format!("shapes {:?} and {:?}", x1.shape(), x2.shape()),
+        ));
     }
     let lead: Vec<usize> = x1.shape()[..x1.dim() - 1].to_vec();
     let rows: usize = lead.iter().product();
@@ -877,10 +892,12 @@ fn tensordot(a: &mut Args) -> crate::Result<IValue> {
     let (x, y) = (a.tensor(0)?, a.tensor(1)?);
     let (dx, dy) = (a.int_list(2)?, a.int_list(3)?);
     if dx.len() != dy.len() {
-        return Err(value_err(format!(
-            "{}: both dimension lists should have same length",
-            a.op
-        )));
+        return Err(size_mismatch(
+            a.op,
+            "the length of dims_other (of dims_self)",
+            dx.len() as i64,
+            dy.len() as i64,
+        ));
     }
     let wrap = |ds: &[i64], n: usize| -> crate::Result<Vec<usize>> {
         ds.iter()
@@ -890,10 +907,12 @@ fn tensordot(a: &mut Args) -> crate::Result<IValue> {
     let (cx, cy) = (wrap(&dx, x.dim())?, wrap(&dy, y.dim())?);
     for (&i, &j) in cx.iter().zip(&cy) {
         if x.shape()[i] != y.shape()[j] {
-            return Err(shape_err(format!(
-                "{}: contracted dimensions need to match, but first has size {} in dim {i} and second has size {} in dim {j}",
-                a.op, x.shape()[i], y.shape()[j]
-            )));
+            return Err(size_mismatch(
+                a.op,
+                format!("other.size({j}) (contracted with self.size({i}))"),
+                x.shape()[i] as i64,
+                y.shape()[j] as i64,
+            ));
         }
     }
     let fx: Vec<usize> = (0..x.dim()).filter(|d| !cx.contains(d)).collect();
@@ -956,9 +975,12 @@ fn parse_term(op: &str, term: &str, ndim: Option<usize>, ell: usize) -> crate::R
     while let Some(c) = rest.chars().next() {
         if rest.starts_with("...") {
             if seen_ellipsis {
-                return Err(value_err(format!(
-                    "{op}: more than one ellipsis in '{term}'"
-                )));
+                return Err(invalid_argument(
+                    op,
+                    "equation",
+                    "must have at most one ellipsis per term",
+                    format!("'{term}'"),
+                ));
             }
             seen_ellipsis = true;
             let n = match ndim {
@@ -969,9 +991,12 @@ fn parse_term(op: &str, term: &str, ndim: Option<usize>, ell: usize) -> crate::R
                         .filter(|c| !c.is_whitespace())
                         .count();
                     nd.checked_sub(named).ok_or_else(|| {
-                        value_err(format!(
-                            "{op}: operand has fewer dims than subscripts '{term}'"
-                        ))
+                        invalid_argument(
+                            op,
+                            "equation",
+                            format!("must have at most {nd} subscripts (the operand's dims)"),
+                            format!("'{term}'"),
+                        )
                     })?
                 }
                 None => ell,
@@ -985,9 +1010,12 @@ fn parse_term(op: &str, term: &str, ndim: Option<usize>, ell: usize) -> crate::R
         if c.is_ascii_alphabetic() {
             labels.push(c as u32);
         } else if !c.is_whitespace() {
-            return Err(value_err(format!(
-                "{op}: invalid subscript '{c}' in equation"
-            )));
+            return Err(invalid_argument(
+                op,
+                "equation",
+                "must use letters as subscripts",
+                format!("'{c}'"),
+            ));
         }
         rest = &rest[c.len_utf8()..];
     }
@@ -1002,7 +1030,12 @@ fn dedup_labels(x: Labeled) -> crate::Result<Labeled> {
     for (i, &l) in x.labels.iter().enumerate() {
         if let Some(p) = labels.iter().position(|&m| m == l) {
             if shape[p] != x.t.shape()[i] {
-                return Err(shape_err("einsum: repeated subscript with different sizes"));
+                return Err(size_mismatch(
+                    "einsum",
+                    format!("the size of dim {i} (its subscript repeats an earlier one)"),
+                    shape[p] as i64,
+                    x.t.shape()[i] as i64,
+                ));
             }
             strides[p] += x.t.strides()[i];
         } else {
@@ -1070,9 +1103,12 @@ fn contract_pair(op: &str, a: Labeled, b: Labeled, keep: &[u32]) -> crate::Resul
     let kb: usize = contracted.iter().map(|&l| size_of(&b, l)).product();
     if ka != kb {
         // size-1 broadcast in a contracted dim: sum it out on the side that has it
-        return Err(shape_err(format!(
-            "{op}: operands do not broadcast over contracted subscripts"
-        )));
+        return Err(size_mismatch(
+            op,
+            "the contracted size of the second operand (of the first)",
+            ka as i64,
+            kb as i64,
+        ));
     }
     let a3 = reshape(&at, &[bshape_a.clone(), vec![m, ka]].concat())?;
     let b3 = reshape(&bt, &[bshape_b.clone(), vec![kb, n]].concat())?;
@@ -1096,9 +1132,7 @@ fn contract_pair(op: &str, a: Labeled, b: Labeled, keep: &[u32]) -> crate::Resul
 /// Evaluate an einsum equation over float tensors of one dtype.
 pub(crate) fn einsum_tensors(op: &str, equation: &str, ts: &[Tensor]) -> crate::Result<Tensor> {
     let Some(first) = ts.first() else {
-        return Err(value_err(format!(
-            "{op}: must provide at least one operand"
-        )));
+        return Err(invalid_argument(op, "operands", "must be non-empty", "[]"));
     };
     let dtype = first.dtype();
     let cd = compute_dtype(op, dtype)?;
@@ -1108,11 +1142,12 @@ pub(crate) fn einsum_tensors(op: &str, equation: &str, ts: &[Tensor]) -> crate::
     };
     let terms: Vec<&str> = lhs.split(',').collect();
     if terms.len() != ts.len() {
-        return Err(value_err(format!(
-            "{op}: {} operands were provided but the equation has {} terms",
-            ts.len(),
-            terms.len()
-        )));
+        return Err(size_mismatch(
+            op,
+            format!("the number of operands (terms of '{equation}')"),
+            terms.len() as i64,
+            ts.len() as i64,
+        ));
     }
     let mut ell = 0usize;
     for (term, t) in terms.iter().zip(ts) {
@@ -1132,10 +1167,12 @@ pub(crate) fn einsum_tensors(op: &str, equation: &str, ts: &[Tensor]) -> crate::
     for (term, t) in terms.iter().zip(ts) {
         let labels = parse_term(op, term, Some(t.dim()), ell)?;
         if labels.len() != t.dim() {
-            return Err(value_err(format!(
-                "{op}: the number of subscripts in '{term}' does not match the operand's {} dims",
-                t.dim()
-            )));
+            return Err(size_mismatch(
+                op,
+                format!("the number of subscripts in '{term}' (the operand's dims)"),
+                t.dim() as i64,
+                labels.len() as i64,
+            ));
         }
         for &l in &labels {
             *counts.entry(l).or_default() += 1;
@@ -1222,9 +1259,12 @@ pub(crate) fn einsum_tensors(op: &str, equation: &str, ts: &[Tensor]) -> crate::
         .iter()
         .map(|l| {
             labels.iter().position(|m| m == l).ok_or_else(|| {
-                value_err(format!(
-                    "{op}: output subscript does not appear in the inputs"
-                ))
+                invalid_argument(
+                    op,
+                    "equation",
+                    "must have output subscripts that appear in the inputs",
+                    format!("'{equation}'"),
+                )
             })
         })
         .collect::<crate::Result<Vec<usize>>>()?;

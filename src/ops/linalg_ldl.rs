@@ -4,10 +4,12 @@
 //! two rows of a 2x2 block) and `linalg_ldl_solve` as `sytrs` applies it. Real float32/float64,
 //! batched, computed in f64; for real input `hermitian` changes nothing (`sytrf` either way).
 
-use super::linalg::{shape_err, value_err};
+use super::kernels::{invalid_argument, shape_mismatch, wrong_dtype};
+use super::linalg::value_err;
 use super::linalg_decomp::{matrices, tensor, tuple};
 use super::{Args, Registry};
 use crate::tensor::Tensor;
+use crate::tensor::TensorError;
 use crate::values::IValue;
 
 type R = crate::Result<IValue>;
@@ -195,9 +197,12 @@ fn sytrs_lower(ld: &[f64], ipiv: &[i32], n: usize, b: &mut [f64], k: usize) -> c
     let pivot_row = |p: i32| -> crate::Result<usize> {
         let r = p.unsigned_abs() as usize;
         if r == 0 || r > n {
-            return Err(value_err(format!(
-                "torch.linalg.ldl_solve: pivot {p} is out of range for {n} x {n} matrices"
-            )));
+            return Err(invalid_argument(
+                "linalg.ldl_solve",
+                "pivots",
+                format!("must be in [-{n}, {n}] without 0 ({n} x {n} matrices)"),
+                p,
+            ));
         }
         Ok(r - 1)
     };
@@ -217,8 +222,11 @@ fn sytrs_lower(ld: &[f64], ipiv: &[i32], n: usize, b: &mut [f64], k: usize) -> c
             i += 1;
         } else {
             if i + 1 >= n {
-                return Err(value_err(
-                    "torch.linalg.ldl_solve: a 2x2 pivot block starts at the last row",
+                return Err(invalid_argument(
+                    "linalg.ldl_solve",
+                    format!("pivots[{i}]"),
+                    "must not start a 2x2 pivot block at the last row",
+                    ipiv[i],
                 ));
             }
             swap_rows(b, i + 1, pivot_row(ipiv[i])?);
@@ -271,32 +279,38 @@ fn linalg_ldl_solve(args: &mut Args<'_>) -> R {
     let rhs = args.tensor(2)?;
     let n = ld.n;
     if !pivots.dtype().is_integral(false) {
-        return Err(value_err(format!(
-            "{op}: Expected pivots to be integers. Got {}",
-            pivots.dtype().c10_name()
-        )));
+        return Err(wrong_dtype(
+            op,
+            "pivots",
+            "an integer tensor",
+            pivots.dtype(),
+        ));
     }
     if pivots.shape() != ld.shape(&[n]).as_slice() {
-        return Err(shape_err(format!(
-            "{op}: Expected LD.shape[:-1] and pivots.shape to be the same, but got pivots with \
-             shape {:?} instead",
-            pivots.shape()
-        )));
+        return Err(shape_mismatch(
+            op,
+            "pivots (LD.shape[:-1])",
+            &ld.shape(&[n]),
+            pivots.shape(),
+        ));
     }
     if rhs.dim() < 2 || rhs.shape()[rhs.dim() - 2] != n {
-        return Err(shape_err(format!(
-            "{op}: Incompatible shapes of A and B for the equation AX = B ({:?} and {:?})",
-            ld.shape(&[n, n]),
-            rhs.shape()
-        )));
+        return Err(invalid_argument(
+            op,
+            "B",
+            format!(
+                "must be a batch of matrices of {n} rows for A of shape {:?} (AX = B)",
+                ld.shape(&[n, n])
+            ),
+            format!("a tensor of shape {:?}", rhs.shape()),
+        ));
     }
     if rhs.dtype() != ld.dtype {
-        return Err(value_err(format!(
-            "{op}: Expected b and A to have the same dtype, but found b of type {} and A of \
-             type {} instead.",
-            rhs.dtype().c10_name(),
-            ld.dtype.c10_name()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: ld.dtype,
+            got: rhs.dtype(),
+        }
+        .into());
     }
     let k = rhs.shape()[rhs.dim() - 1];
     let batch = crate::tensor::broadcast_shapes(&ld.batch, &rhs.shape()[..rhs.dim() - 2])?;

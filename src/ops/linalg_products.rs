@@ -6,11 +6,15 @@
 use super::elementwise::mul_op;
 use super::kernels::operand::{common_dtype, Operand};
 use super::kernels::via_f64::{build, t, vals};
-use super::linalg::{matmul, matmul_nd, shape_err, value_err};
+use super::kernels::{
+    invalid_argument, not_implemented_for, rank_mismatch, size_mismatch, wrong_dtype,
+};
+use super::linalg::{matmul, matmul_nd};
 use super::reduce::sum_op;
 use super::shape::{reshape, squeeze_list, transpose, unsqueeze};
 use super::{Args, Registry};
 use crate::tensor::{broadcast_shapes, DType, Tensor};
+use crate::tensor::{RankRequirement, TensorError};
 use crate::values::IValue;
 
 type R = crate::Result<IValue>;
@@ -20,18 +24,19 @@ fn linalg_vecdot(args: &mut Args<'_>) -> R {
     let (x, y) = (args.tensor(0)?, args.tensor(1)?);
     let dtype = x.dtype();
     if !dtype.is_floating_point() {
-        return Err(value_err(format!(
-            "linalg.vecdot: Expected a floating point or complex tensor as input. Got {}",
-            dtype.c10_name()
-        )));
+        return Err(wrong_dtype(
+            "linalg.vecdot",
+            "x",
+            "a floating point or complex tensor",
+            dtype,
+        ));
     }
     if y.dtype() != dtype {
-        return Err(value_err(format!(
-            "linalg.vecdot: Expected x and y to have the same dtype, but found x of type {} and \
-             y of type {} instead",
-            dtype.c10_name(),
-            y.dtype().c10_name()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: dtype,
+            got: y.dtype(),
+        }
+        .into());
     }
     let products = mul_op(&Operand::Tensor(x), &Operand::Tensor(y))?;
     Ok(IValue::Tensor(sum_op(
@@ -55,12 +60,16 @@ fn inner(args: &mut Args<'_>) -> R {
     }
     let (k, kb) = (a.shape()[a.dim() - 1], b.shape()[b.dim() - 1]);
     if k != kb {
-        return Err(shape_err(format!(
-            "inner() the last dimension must match on both input tensors but got shapes {:?} and \
-             {:?}",
-            a.shape(),
-            b.shape()
-        )));
+        return Err(size_mismatch(
+            "inner",
+            format!(
+                "the last size of other {:?} (of self {:?})",
+                b.shape(),
+                a.shape()
+            ),
+            k as i64,
+            kb as i64,
+        ));
     }
     let rows: usize = a.shape()[..a.dim() - 1].iter().product();
     let cols: usize = b.shape()[..b.dim() - 1].iter().product();
@@ -128,9 +137,12 @@ fn chain_product(
 fn multi_dot(op: &str, tensors: &[Tensor]) -> crate::Result<Tensor> {
     let n = tensors.len();
     if n < 2 {
-        return Err(value_err(format!(
-            "multi_dot(): expected at least 2 tensors but got {n}"
-        )));
+        return Err(invalid_argument(
+            "multi_dot",
+            "the number of tensors",
+            "must be at least 2",
+            n,
+        ));
     }
     let mut ms = tensors.to_vec();
     let first_is_vector = ms[0].dim() == 1;
@@ -138,46 +150,53 @@ fn multi_dot(op: &str, tensors: &[Tensor]) -> crate::Result<Tensor> {
     match ms[0].dim() {
         1 => ms[0] = unsqueeze(&ms[0], 0)?,
         2 => {}
-        d => {
-            return Err(shape_err(format!(
-                "multi_dot(): the first tensor must be 1D or 2D but got {d}D"
-            )))
+        _ => {
+            return Err(rank_mismatch(
+                "multi_dot",
+                "the first tensor",
+                RankRequirement::OneOf(vec![1, 2]),
+                ms[0].shape(),
+            ))
         }
     }
     match ms[n - 1].dim() {
         1 => ms[n - 1] = unsqueeze(&ms[n - 1], -1)?,
         2 => {}
-        d => {
-            return Err(shape_err(format!(
-                "multi_dot(): the last tensor must be 1D or 2D but got {d}D"
-            )))
+        _ => {
+            return Err(rank_mismatch(
+                "multi_dot",
+                "the last tensor",
+                RankRequirement::OneOf(vec![1, 2]),
+                ms[n - 1].shape(),
+            ))
         }
     }
     for (i, m) in ms.iter().enumerate().take(n - 1).skip(1) {
         if m.dim() != 2 {
-            return Err(shape_err(format!(
-                "multi_dot(): tensor {i} must be 2D but got {}D",
-                m.dim()
-            )));
+            return Err(rank_mismatch(
+                "multi_dot",
+                format!("tensor {i}"),
+                RankRequirement::Exactly(2),
+                m.shape(),
+            ));
         }
     }
     let dtype = ms[0].dtype();
     for (i, m) in ms.iter().enumerate().skip(1) {
         if m.dtype() != dtype {
-            return Err(value_err(format!(
-                "multi_dot(): all tensors must have be the same dtype but tensor 0 is {} and \
-                 tensor {i} is {}",
-                dtype.c10_name(),
-                m.dtype().c10_name()
-            )));
+            return Err(TensorError::DTypeMismatch {
+                expected: dtype,
+                got: m.dtype(),
+            }
+            .into());
         }
         if ms[i - 1].shape()[1] != m.shape()[0] {
-            return Err(shape_err(format!(
-                "multi_dot(): tensors {} and {i} with shapes {:?} and {:?} cannot be multiplied",
-                i - 1,
-                tensors[i - 1].shape(),
-                tensors[i].shape()
-            )));
+            return Err(TensorError::MatmulShapes {
+                op: "multi_dot".into(),
+                mat1: [ms[i - 1].shape()[0], ms[i - 1].shape()[1]],
+                mat2: [m.shape()[0], m.shape()[1]],
+            }
+            .into());
         }
     }
     let mut dims: Vec<usize> = ms.iter().map(|m| m.shape()[0]).collect();
@@ -201,13 +220,20 @@ fn linalg_multi_dot(args: &mut Args<'_>) -> R {
 fn chain_matmul(args: &mut Args<'_>) -> R {
     let ms = args.tensor_list(0)?;
     if ms.is_empty() {
-        return Err(value_err("chain_matmul(): Expected one or more matrices"));
+        return Err(invalid_argument(
+            "chain_matmul",
+            "matrices",
+            "must be non-empty",
+            "[]",
+        ));
     }
     if let Some(m) = ms.iter().find(|m| m.dim() != 2) {
-        return Err(shape_err(format!(
-            "Tensor dimension is {}, expected 2 instead.",
-            m.dim()
-        )));
+        return Err(rank_mismatch(
+            "chain_matmul",
+            "each matrix",
+            RankRequirement::Exactly(2),
+            m.shape(),
+        ));
     }
     if ms.len() == 1 {
         return Ok(IValue::Tensor(ms[0].deep_clone()?));
@@ -219,10 +245,12 @@ fn chain_matmul(args: &mut Args<'_>) -> R {
 fn trace(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     if x.dim() != 2 {
-        return Err(value_err(format!(
-            "trace: expected a matrix, but got tensor with dim {}",
-            x.dim()
-        )));
+        return Err(rank_mismatch(
+            "trace",
+            "self",
+            RankRequirement::Exactly(2),
+            x.shape(),
+        ));
     }
     let d = crate::ops::shape::diagonal(&x, 0, 0, 1)?;
     let dt = if x.dtype().is_integral(true) {
@@ -240,21 +268,25 @@ fn cross(args: &mut Args<'_>) -> R {
     let dim = match args.opt_int(2)? {
         Some(d) => crate::ops::shape::wdim(d, shape.len())?,
         None => shape.iter().position(|&s| s == 3).ok_or_else(|| {
-            value_err(format!(
-                "no dimension of size 3 in input of shape {shape:?}"
-            ))
+            invalid_argument(
+                "cross",
+                "input",
+                "must have a dimension of size 3",
+                format!("a tensor of shape {shape:?}"),
+            )
         })?,
     };
     if shape.get(dim) != Some(&3) || a.dim() != b.dim() {
-        return Err(value_err(format!(
-            "linalg.cross: inputs must have the same number of dimensions and size 3 at dim {dim}, got {:?} and {:?}",
-            a.shape(),
-            b.shape()
-        )));
+        return Err(invalid_argument(
+            "linalg.cross",
+            "input and other",
+            format!("must have the same number of dimensions and size 3 at dim {dim}"),
+            format!("shapes {:?} and {:?}", a.shape(), b.shape()),
+        ));
     }
     let dt = common_dtype(&[&Operand::Tensor(a.clone()), &Operand::Tensor(b.clone())]);
     if dt.is_complex() || dt == DType::Bool {
-        return Err(value_err(format!("cross is not implemented for {dt}")));
+        return Err(not_implemented_for("cross", dt));
     }
     let av = vals(&crate::ops::shape::expand_to(&a, &shape)?)?;
     let bv = vals(&crate::ops::shape::expand_to(&b, &shape)?)?;
@@ -291,7 +323,8 @@ fn trilinear(a: &mut Args) -> crate::Result<IValue> {
             Some(p) => mul_op(&Operand::Tensor(p), &Operand::Tensor(x))?,
         });
     }
-    let product = product.ok_or_else(|| value_err("_trilinear: no inputs"))?;
+    let product = product
+        .ok_or_else(|| invalid_argument("_trilinear", "inputs", "must be non-empty", "[]"))?;
     let sumdim = a.int_list(6)?;
     if sumdim.is_empty() {
         return Ok(IValue::Tensor(product));

@@ -8,9 +8,13 @@
 //! its dense kernel over the components with `map_components`.
 
 use super::activation::softmax_op;
-use super::kernels::{index_err, shape_err, unsupported, value_err};
+use super::kernels::{
+    check_rank, invalid_argument, non_negative, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported, unsupported_feature, wrong_dtype,
+};
 use super::shape::narrow;
 use super::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{
     nested_contiguous_geometry, promote::promote_types, DType, Layout, NestedParts, Scalar, Shape,
     Strides, Tensor, TensorError,
@@ -38,10 +42,11 @@ fn nested_arg<'t>(op: &str, x: &'t Tensor) -> crate::Result<&'t NestedParts> {
 /// dtype ("expected scalar type Long") included.
 fn long_rows(x: &Tensor, what: &str) -> crate::Result<Vec<Vec<i64>>> {
     if x.dtype() != DType::Int64 {
-        return Err(value_err(format!(
-            "expected scalar type Long but found {} ({what})",
-            x.dtype().c10_name()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: DType::Int64,
+            got: x.dtype(),
+        }
+        .into());
     }
     // PyTorch reads the width as `size(1)`: a rank below 2 fails there
     if x.dim() < 2 {
@@ -52,7 +57,12 @@ fn long_rows(x: &Tensor, what: &str) -> crate::Result<Vec<Vec<i64>>> {
         .into());
     }
     if x.dim() > 2 {
-        return Err(shape_err(format!("{what} must be 2-d, got {}-d", x.dim())));
+        return Err(rank_mismatch(
+            what,
+            "the sizes tensor",
+            RankRequirement::Exactly(2),
+            x.shape(),
+        ));
     }
     let d = x.shape()[1];
     let v = x.contiguous()?.to_vec::<i64>()?;
@@ -63,13 +73,9 @@ fn long_rows(x: &Tensor, what: &str) -> crate::Result<Vec<Vec<i64>>> {
     })
 }
 
-fn to_usize(v: i64, what: &str) -> crate::Result<usize> {
-    usize::try_from(v).map_err(|_| value_err(format!("{what} must be non-negative, got {v}")))
-}
-
 fn shape_rows(rows: &[Vec<i64>], what: &str) -> crate::Result<Vec<Shape>> {
     rows.iter()
-        .map(|r| r.iter().map(|&s| to_usize(s, what)).collect())
+        .map(|r| r.iter().map(|&s| non_negative("nested", what, s)).collect())
         .collect()
 }
 
@@ -118,20 +124,33 @@ pub(crate) fn same_elements(x: &Tensor, y: &Tensor) -> crate::Result<bool> {
 /// number of true entries and whether every row's trues come first.
 fn mask_lengths(t: &Tensor, mask: &Tensor) -> crate::Result<(Vec<usize>, bool)> {
     if mask.dtype() != DType::Bool {
-        return Err(value_err(format!(
-            "Expected mask to be of ScalarType Bool, but got {} instead.",
-            mask.dtype().c10_name()
-        )));
+        return Err(wrong_dtype(
+            "_nested_tensor_from_mask",
+            "mask",
+            "bool",
+            mask.dtype(),
+        ));
     }
-    if mask.dim() != 2 {
-        return Err(shape_err("Padding mask should be 2D"));
-    }
-    if t.dim() != 3 {
-        return Err(shape_err("Input should be a 3D tensor, N * L * D"));
-    }
+    check_rank(
+        "_nested_tensor_from_mask",
+        "mask",
+        RankRequirement::Exactly(2),
+        mask.shape(),
+    )?;
+    check_rank(
+        "_nested_tensor_from_mask",
+        "input",
+        RankRequirement::Exactly(3),
+        t.shape(),
+    )?;
     let (n, l) = (t.shape()[0], t.shape()[1]);
     if mask.shape() != [n, l] {
-        return Err(shape_err("Mask size should match input size"));
+        return Err(shape_mismatch(
+            "_nested_tensor_from_mask",
+            "mask",
+            &[n, l],
+            mask.shape(),
+        ));
     }
     if l == 0 {
         // PyTorch reads the count from `cumsum(1).select(1, L - 1)`
@@ -163,7 +182,12 @@ fn from_mask(a: &mut Args) -> R {
     let check = a.bool(2)?;
     let (lengths, aligned) = mask_lengths(&x, &mask)?;
     if check && !aligned {
-        return Err(value_err("Mask must be left-aligned without gaps"));
+        return Err(invalid_argument(
+            "_nested_tensor_from_mask",
+            "mask",
+            "must be left-aligned without gaps",
+            format!("a mask with true counts {lengths:?}"),
+        ));
     }
     let d = x.shape()[2];
     let sizes: Vec<Shape> = lengths
@@ -184,30 +208,41 @@ fn from_mask_left_aligned(a: &mut Args) -> R {
 fn from_padded_sizes(padded: &Tensor, sizes: &[Shape]) -> crate::Result<Tensor> {
     let component_dim = padded.dim().saturating_sub(1);
     if padded.dim() == 0 {
-        return Err(shape_err(
-            "_nested_from_padded: padded must have a batch dimension",
+        return Err(rank_mismatch(
+            "_nested_from_padded",
+            "padded",
+            RankRequirement::AtLeast(1),
+            padded.shape(),
         ));
     }
     if sizes.iter().any(|s| s.len() != component_dim) {
         let d = sizes.first().map_or(0, |s| s.len());
-        return Err(shape_err(format!("dim: {}target_size: {d}", padded.dim())));
+        return Err(size_mismatch(
+            "_nested_from_padded",
+            "the length of each component size (padded.dim() - 1)",
+            component_dim as i64,
+            d as i64,
+        ));
     }
     if padded.shape()[0] != sizes.len() {
-        return Err(shape_err(format!(
-            "_nested_from_padded: padded has {} rows for {} components",
-            padded.shape()[0],
-            sizes.len()
-        )));
+        return Err(size_mismatch(
+            "_nested_from_padded",
+            "padded.size(0) (the number of components)",
+            sizes.len() as i64,
+            padded.shape()[0] as i64,
+        ));
     }
     let mut comps = Vec::with_capacity(sizes.len());
     for (i, s) in sizes.iter().enumerate() {
         let mut c = super::shape::select(padded, 0, i as i64)?;
         for (d, (&want, &have)) in s.iter().zip(&padded.shape()[1..]).enumerate() {
             if want > have {
-                return Err(shape_err(format!(
-                    "The size of tensor a ({have}) must match the size of tensor b ({want}) at non-singleton dimension {}",
-                    d + 1
-                )));
+                return Err(TensorError::Broadcast {
+                    a: have,
+                    b: want,
+                    dim: d + 1,
+                }
+                .into());
             }
             c = narrow(&c, d as i64, 0, want as i64)?;
         }
@@ -233,10 +268,12 @@ fn from_padded(a: &mut Args) -> R {
     let rows = long_rows(&a.tensor(1)?, "cpu_nested_shape_example")?;
     let padded = if a.bool(2)? {
         if padded.dim() != 4 {
-            return Err(shape_err(format!(
-                "permute(sparse_coo): number of dimensions in the tensor input does not match the length of the desired ordering of dimensions i.e. input.dim() = {} is not equal to len(dims) = 4",
-                padded.dim()
-            )));
+            return Err(rank_mismatch(
+                a.op,
+                "padded (fuse_transform_0213)",
+                RankRequirement::Exactly(4),
+                padded.shape(),
+            ));
         }
         let s = padded.shape().to_vec();
         let p = super::shape::permute(&padded, &[0, 2, 1, 3])?.contiguous()?;
@@ -265,21 +302,21 @@ fn from_tensor_list(a: &mut Args) -> R {
     let dtype = a.opt_dtype(1)?;
     if let Some(layout) = a.opt_int(2)? {
         if layout != Layout::Strided.number() {
-            return Err(unsupported(format!(
-                "{}: nested tensors of layout {layout} (only torch.strided)",
-                a.op
-            )));
+            return Err(unsupported_feature(
+                a.op,
+                format!("nested tensors of layout {layout} (only torch.strided)"),
+            ));
         }
     }
     // device and pin_memory: tsrun computes every tensor on the CPU, as its creation ops do
     for (i, pair) in list.windows(2).enumerate() {
         if pair[1].dim() != pair[0].dim() {
-            return Err(shape_err(format!(
-                "All Tensors given to nested_tensor must have the same dimension. Found dimension {} for Tensor at index {} and dimension {} for Tensor at index {i}.",
-                pair[1].dim(),
-                i + 1,
-                pair[0].dim()
-            )));
+            return Err(size_mismatch(
+                "nested_tensor",
+                format!("the dimension of tensor {} (of tensor {i})", i + 1),
+                pair[0].dim() as i64,
+                pair[1].dim() as i64,
+            ));
         }
     }
     let common = list
@@ -309,9 +346,10 @@ fn from_tensor_list(a: &mut Args) -> R {
 fn geometry_of<'t>(op: &str, x: &'t Tensor) -> crate::Result<&'t NestedParts> {
     let parts = nested_arg(op, x)?;
     if parts.is_empty() {
-        return Err(unsupported(format!(
-            "{op} of a nested tensor without components (PyTorch returns an undefined tensor)"
-        )));
+        return Err(unsupported_feature(
+            op,
+            "a nested tensor without components (PyTorch returns an undefined tensor)",
+        ));
     }
     Ok(parts)
 }
@@ -366,31 +404,46 @@ fn contiguous_strides_offsets(a: &mut Args) -> R {
 /// The nested view `_nested_view_from_buffer` makes over `buffer`.
 fn view_from_buffer_of(a: &Args, buffer: &Tensor) -> crate::Result<Tensor> {
     if buffer.dim() != 1 {
-        return Err(shape_err("The input buffer must be flat"));
+        return Err(rank_mismatch(
+            "_nested_view_from_buffer",
+            "buffer",
+            RankRequirement::Exactly(1),
+            buffer.shape(),
+        ));
     }
     let (size, strides, offsets) = (a.tensor(1)?, a.tensor(2)?, a.tensor(3)?);
     let size_rows = long_rows(&size, "nested_size")?;
     let stride_rows = long_rows(&strides, "nested_strides")?;
     if offsets.dtype() != DType::Int64 {
-        return Err(value_err(format!(
-            "expected scalar type Long but found {} (offsets)",
-            offsets.dtype().c10_name()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: DType::Int64,
+            got: offsets.dtype(),
+        }
+        .into());
     }
     if size_rows.len() != stride_rows.len() {
-        return Err(shape_err(
-            "Expected the first dimension of nested size and nested stride tensor to be equal.",
+        return Err(size_mismatch(
+            "_nested_view_from_buffer",
+            "nested_strides.size(0) (nested_size.size(0))",
+            size_rows.len() as i64,
+            stride_rows.len() as i64,
         ));
     }
     if strides.shape()[1] != size.shape()[1] {
-        return Err(shape_err(
-            "Expected the second dimension of nested size and nested stride tensor to be equal.",
+        return Err(size_mismatch(
+            "_nested_view_from_buffer",
+            "nested_strides.size(1) (nested_size.size(1))",
+            size.shape()[1] as i64,
+            strides.shape()[1] as i64,
         ));
     }
     let offsets = offsets.contiguous()?.to_vec::<i64>()?;
     if offsets.len() != size_rows.len() {
-        return Err(shape_err(
-            "Expected the first dimension of nested size tensor to be equal to the number of offsets.",
+        return Err(size_mismatch(
+            "_nested_view_from_buffer",
+            "the number of offsets (nested_size.size(0))",
+            size_rows.len() as i64,
+            offsets.len() as i64,
         ));
     }
     let strides = stride_rows
@@ -398,14 +451,21 @@ fn view_from_buffer_of(a: &Args, buffer: &Tensor) -> crate::Result<Tensor> {
         .map(|r| {
             r.iter()
                 .map(|&s| {
-                    isize::try_from(s).map_err(|_| value_err(format!("stride {s} out of range")))
+                    isize::try_from(s).map_err(|_| {
+                        invalid_argument(
+                            "_nested_view_from_buffer",
+                            "nested_strides",
+                            "must fit in isize",
+                            s,
+                        )
+                    })
                 })
                 .collect::<crate::Result<Strides>>()
         })
         .collect::<crate::Result<Vec<_>>>()?;
     let offsets = offsets
         .iter()
-        .map(|&o| to_usize(o, "storage offset"))
+        .map(|&o| non_negative("nested", "storage offset", o))
         .collect::<crate::Result<Vec<_>>>()?;
     Ok(Tensor::nested_view(
         buffer,
@@ -442,25 +502,35 @@ fn to_padded(a: &mut Args) -> R {
         return t(parts.buffer().deep_clone()?);
     }
     if parts.numel() == 0 {
-        return Err(value_err(
-            "to_padded_tensor: at least one constituent tensor should have non-zero numel",
+        return Err(invalid_argument(
+            "to_padded_tensor",
+            "self",
+            "must have a component with elements",
+            format!("components of sizes {:?}", parts.sizes()),
         ));
     }
     if !parts.is_contiguous() {
-        return Err(unsupported(
-            "for now to_padded_tensor only supports contiguous nested tensor",
+        return Err(unsupported_feature(
+            "to_padded_tensor",
+            "a non-contiguous nested tensor",
         ));
     }
     let numels: Vec<usize> = parts.sizes().iter().map(|s| s.iter().product()).collect();
     let total = parts.buffer().numel();
     if numels.iter().sum::<usize>() != total {
-        return Err(value_err(format!(
-            "split_with_sizes expects split_sizes to sum exactly to {total} (input tensor's size at dimension 0), but got split_sizes={numels:?}"
-        )));
+        return Err(size_mismatch(
+            "to_padded_tensor",
+            format!("the sum of the components' element counts {numels:?} (the buffer's)"),
+            total as i64,
+            numels.iter().sum::<usize>() as i64,
+        ));
     }
     if parts.component_dim() == 0 {
-        return Err(value_err(
-            "to_padded_tensor: the components must have at least one dimension (PyTorch: sizes_size_1 > 0 INTERNAL ASSERT FAILED)",
+        return Err(invalid_argument(
+            "to_padded_tensor",
+            "self",
+            "must have components of at least one dimension (PyTorch: sizes_size_1 > 0 INTERNAL ASSERT FAILED)",
+            "0-d components",
         ));
     }
     let padded_shape: Vec<usize> = x.shape().to_vec();
@@ -468,8 +538,11 @@ fn to_padded(a: &mut Args) -> R {
         None => padded_shape,
         Some(want) => {
             if want.len() != padded_shape.len() {
-                return Err(shape_err(
-                    "Length of output_size does not match NestedTensor dims. Broadcasting is not supported.",
+                return Err(size_mismatch(
+                    "to_padded_tensor",
+                    "the length of output_size (the nested tensor's dims)",
+                    padded_shape.len() as i64,
+                    want.len() as i64,
                 ));
             }
             if want
@@ -477,8 +550,11 @@ fn to_padded(a: &mut Args) -> R {
                 .zip(&padded_shape)
                 .any(|(&w, &p)| w < 0 || (w as u64) < p as u64)
             {
-                return Err(shape_err(
-                    "Value in output_size is less than NestedTensor padded size. Truncation is not supported.",
+                return Err(invalid_argument(
+                    "to_padded_tensor",
+                    "output_size",
+                    format!("must be at least the padded size {padded_shape:?}"),
+                    format!("{want:?}"),
                 ));
             }
             want.iter().map(|&w| w as usize).collect()
@@ -504,24 +580,29 @@ fn softmax_with_shape(a: &mut Args) -> R {
     let query = a.any_layout_tensor(1)?;
     let parts = nested_arg(a.op, &query)?;
     if !parts.is_contiguous() {
-        return Err(value_err(
-            "_nested_tensor_softmax_with_shape: the query must be a contiguous nested tensor",
+        return Err(unsupported_feature(
+            "_nested_tensor_softmax_with_shape",
+            "a non-contiguous nested query",
         ));
     }
     if scores.dim() != 4 {
-        return Err(index_err(format!(
-            "too many indices for tensor of dimension {}",
-            scores.dim()
-        )));
+        return Err(rank_mismatch(
+            "_nested_tensor_softmax_with_shape",
+            "scores",
+            RankRequirement::Exactly(4),
+            scores.shape(),
+        ));
     }
     let s = scores.shape().to_vec();
     if s[0] != parts.len() || s[2] != s[3] {
         // PyTorch leaves the rest of its `empty_like` result uninitialized
-        return Err(unsupported(format!(
-            "{}: scores of shape {s:?} for {} query components (tsrun needs [n, H, T, T])",
+        return Err(unsupported_feature(
             a.op,
-            parts.len()
-        )));
+            format!(
+                "scores of shape {s:?} for {} query components (tsrun needs [n, H, T, T])",
+                parts.len()
+            ),
+        ));
     }
     let out = Tensor::zeros(&s, scores.dtype())?;
     for (i, size) in parts.sizes().iter().enumerate() {
@@ -595,9 +676,7 @@ fn nested_or_dense_with(a: &mut Args, kind: u8, op: usize) -> R {
     if kind == UNBIND {
         let dim = a.int(1)?;
         if dim != 0 {
-            return Err(value_err(format!(
-                "NestedTensor can only be unbound along dimension 0 got dimension {dim} instead."
-            )));
+            return Err(invalid_argument("unbind (nested)", "dim", "must be 0", dim));
         }
         return Ok(super::shape::tensor_list(parts.components()?));
     }
@@ -606,39 +685,48 @@ fn nested_or_dense_with(a: &mut Args, kind: u8, op: usize) -> R {
         Some(IValue::Tensor(y)) if kind == BINARY && y.is_nested() => {
             let py = nested_arg(a.op, y)?;
             if py.sizes() != parts.sizes() {
-                return Err(shape_err(format!(
-                    "{}: nested tensors of different component sizes",
-                    a.op
-                )));
+                return Err(invalid_argument(
+                    a.op,
+                    "other",
+                    format!("must have self's component sizes {:?}", parts.sizes()),
+                    format!("{:?}", py.sizes()),
+                ));
             }
             Some(py.components()?)
         }
         Some(IValue::Tensor(y)) if kind == BINARY && y.dim() != 0 => {
-            return Err(unsupported(format!(
-                "{}: a nested tensor with a {}-d dense tensor (tsrun: nested or 0-d operands)",
+            return Err(unsupported_feature(
                 a.op,
-                y.dim()
-            )))
+                format!(
+                    "a nested tensor with a {}-d dense tensor (tsrun: nested or 0-d operands)",
+                    y.dim()
+                ),
+            ))
         }
         _ => None,
     };
     if a.values.iter().skip(1).any(is_nested_value) && other.is_none() {
-        return Err(unsupported(format!(
-            "{}: a nested tensor in an argument after the first",
-            a.op
-        )));
+        return Err(unsupported_feature(
+            a.op,
+            "a nested tensor in an argument after the first",
+        ));
     }
     if kind == LINEAR && x.dim() != 3 {
-        return Err(shape_err(format!(
-            "Linear requires nested_tensor.dim == 3 and dense_matrix.dim == 2. Nested tensor dim: {}",
-            x.dim()
-        )));
+        return Err(rank_mismatch(
+            "linear (nested)",
+            "input",
+            RankRequirement::Exactly(3),
+            x.shape(),
+        ));
     }
     let dim_arg = if kind == SOFTMAX {
         let d = crate::tensor::wrap_dim(a.int(1)?, x.dim())?;
         if d == 0 {
-            return Err(value_err(
-                "softmax(): not supported when dim=0 for nested tensors",
+            return Err(invalid_argument(
+                "softmax (nested)",
+                "dim",
+                "must not be 0 (the component dimension)",
+                a.int(1)?,
             ));
         }
         Some(d as i64 - 1)
@@ -661,11 +749,12 @@ fn nested_or_dense_with(a: &mut Args, kind: u8, op: usize) -> R {
         match dense(&mut Args::new(a.op, &mut vals, a.ctx))? {
             IValue::Tensor(r) => out.push(r),
             other => {
-                return Err(value_err(format!(
-                    "{}: a component gave {}",
+                return Err(invalid_argument(
                     a.op,
-                    other.kind_name()
-                )))
+                    "a component's result",
+                    "must be a tensor",
+                    other.kind_name(),
+                ))
             }
         }
     }

@@ -6,7 +6,7 @@
 //! requires grad, `prim::grad` is None). Likewise a tensor is never batched by functorch's
 //! vmap: `_remove_batch_dim` expands it to the batch.
 
-use super::kernels::{index_err, value_err};
+use super::kernels::invalid_argument;
 use super::prims::via_aten;
 use super::{Args, Registry};
 use crate::values::{IValue, List, Type};
@@ -79,10 +79,12 @@ fn no_grad_zero_(a: &mut Args<'_>) -> R {
 /// requires grad.
 fn retain_grad(a: &mut Args<'_>) -> R {
     if !a.tensor(0)?.requires_grad() {
-        return Err(value_err(format!(
-            "{}: can't retain_grad on Tensor that has requires_grad=False",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "self",
+            "must require grad",
+            "a tensor with requires_grad=False",
+        ));
     }
     Ok(IValue::None)
 }
@@ -97,11 +99,15 @@ fn remove_batch_dim(a: &mut Args<'_>) -> R {
         .ok()
         .filter(|&d| d <= x.dim())
         .ok_or_else(|| {
-            index_err(format!(
-                "{}: out_dim {out_dim} is not in [0, {}] (PyTorch inserts the batch there unchecked)",
+            invalid_argument(
                 a.op,
-                x.dim()
-            ))
+                "out_dim",
+                format!(
+                    "must be in [0, {}] (PyTorch inserts the batch there unchecked)",
+                    x.dim()
+                ),
+                out_dim,
+            )
         })?;
     let mut sizes: Vec<IValue> = x.shape().iter().map(|&n| IValue::Int(n as i64)).collect();
     sizes.insert(at, IValue::Int(batch));

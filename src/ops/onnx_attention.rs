@@ -8,10 +8,11 @@
 //! being the scores at the stage `qk_matmul_output_mode` names (0 raw, 1 biased, 2 softcapped,
 //! 3 softmaxed).
 
-use super::kernels::{shape_err, value_err};
+use super::kernels::{check_rank, invalid_argument};
 use super::mkldnn::tensor_of;
 use super::prims::via_aten;
 use super::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::{IValue, List, Tuple, Type};
 
@@ -41,11 +42,12 @@ fn dim(x: &Tensor, d: usize) -> i64 {
 fn split_heads(a: &Args<'_>, x: &Tensor, heads: i64) -> crate::Result<Tensor> {
     let (b, s, hidden) = (dim(x, 0), dim(x, 1), dim(x, 2));
     if heads <= 0 || hidden % heads != 0 {
-        return Err(shape_err(format!(
-            "{}: shape '[{b}, {s}, {heads}, -1]' is invalid for input of size {}",
+        return Err(invalid_argument(
             a.op,
-            x.numel()
-        )));
+            "the number of heads",
+            format!("must be positive and divide the hidden size {hidden}"),
+            heads,
+        ));
     }
     let v = call(
         a,
@@ -90,10 +92,12 @@ fn repeat_heads(a: &Args<'_>, x: &Tensor, rep: i64) -> crate::Result<Tensor> {
 /// `matmul(q * √scale, (k * √scale)^T)`: PyTorch scales both operands (for range).
 fn scaled_scores(a: &Args<'_>, q: &Tensor, k: &Tensor, scale: f64) -> crate::Result<Tensor> {
     if scale < 0.0 {
-        return Err(value_err(format!(
-            "{}: math domain error (sqrt of the scale {scale})",
-            a.op
-        )));
+        return Err(invalid_argument(
+            a.op,
+            "scale",
+            "must be non-negative",
+            scale,
+        ));
     }
     let root = scale.sqrt();
     let qs = call(a, "aten::mul.Scalar", vec![t(q), IValue::Double(root)])?;
@@ -134,28 +138,21 @@ fn attention_23(a: &mut Args<'_>) -> R {
     let (batch, q_len3) = (dim(&q, 0), dim(&q, 1));
     if three_d {
         if q_heads == 0 || kv_heads == 0 {
-            return Err(value_err(format!(
-                "{op}: q_num_heads and kv_num_heads must be provided for 3D inputs"
-            )));
+            return Err(invalid_argument(
+                op,
+                "q_num_heads and kv_num_heads",
+                "must be provided (non-zero) for 3D inputs",
+                format!("{q_heads} and {kv_heads}"),
+            ));
         }
-        if k.dim() != 3 || v.dim() != 3 {
-            return Err(shape_err(format!(
-                "{op}: 3-D Q needs 3-D K and V, got {:?} and {:?}",
-                k.shape(),
-                v.shape()
-            )));
-        }
+        check_rank(op, "K", RankRequirement::Exactly(3), k.shape())?;
+        check_rank(op, "V", RankRequirement::Exactly(3), v.shape())?;
         q = split_heads(a, &q, q_heads)?;
         k = split_heads(a, &k, kv_heads)?;
         v = split_heads(a, &v, kv_heads)?;
     }
-    if q.dim() != 4 || k.dim() != 4 || v.dim() != 4 {
-        return Err(shape_err(format!(
-            "{op}: Q, K, and V should be 4D tensors by now, got {:?}, {:?}, {:?}",
-            q.shape(),
-            k.shape(),
-            v.shape()
-        )));
+    for (argument, t) in [("Q", &q), ("K", &k), ("V", &v)] {
+        check_rank(op, argument, RankRequirement::Exactly(4), t.shape())?;
     }
     let scale = scale.unwrap_or_else(|| 1.0 / (dim(&q, 3) as f64).sqrt());
     let present_key = with_past(a, past_key, &k)?;
@@ -168,9 +165,12 @@ fn attention_23(a: &mut Args<'_>) -> R {
         && precision.is_none()
         && mask.as_ref().is_none_or(|m| m.dtype() == DType::Bool);
     if hkv == 0 || hq % hkv != 0 {
-        return Err(value_err(format!(
-            "{op}: q_num_heads ({hq}) must be divisible by kv_num_heads ({hkv}) for GQA"
-        )));
+        return Err(invalid_argument(
+            op,
+            "kv_num_heads",
+            format!("must divide q_num_heads ({hq}) for GQA"),
+            hkv,
+        ));
     }
     let rep = hq / hkv;
     let (output, qk_output) = if can_use_sdpa {
@@ -199,9 +199,12 @@ fn attention_23(a: &mut Args<'_>) -> R {
         let mut bias = call(a, "aten::zeros", zeros_args)?;
         if causal {
             if mask.is_some() {
-                return Err(value_err(format!(
-                    "{op}: Cannot use both is_causal and attn_mask"
-                )));
+                return Err(invalid_argument(
+                    op,
+                    "attn_mask",
+                    "must not be given with is_causal",
+                    "a tensor",
+                ));
             }
             let mut ones_args = vec![ints(&[l, s]), scalar_type(DType::Bool)];
             ones_args.extend(none4());

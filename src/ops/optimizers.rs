@@ -4,7 +4,7 @@
 //! (aten/src/ATen/native/cpu/Fused*Kernel.cpp, AmpGradScalerKernels.cpp). Each in-place
 //! overload updates the caller's tensors; its functional twin updates copies and returns them.
 
-use super::kernels::{shape_err, value_err};
+use super::kernels::{size_mismatch, wrong_dtype};
 use super::shape::tensor_list;
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
@@ -15,10 +15,12 @@ type R = crate::Result<IValue>;
 /// The single value of a one-element tensor argument (a step count, a scale, a tensor lr).
 fn single(op: &str, what: &str, t: &Tensor) -> crate::Result<f64> {
     if t.numel() != 1 {
-        return Err(shape_err(format!(
-            "{op}: {what} must be a one-element tensor, got shape {:?}",
-            t.shape()
-        )));
+        return Err(size_mismatch(
+            op,
+            format!("the number of elements of {what} (shape {:?})", t.shape()),
+            1,
+            t.numel() as i64,
+        ));
     }
     Ok(t.item()?.to_f64())
 }
@@ -35,19 +37,26 @@ fn store(t: &Tensor, v: Vec<f64>) -> crate::Result<()> {
 fn check_lists(op: &str, params: &[Tensor], lists: &[(&str, &[Tensor])]) -> crate::Result<()> {
     for (name, list) in lists {
         if list.len() != params.len() {
-            return Err(shape_err(format!(
-                "{op}: {name} has {} tensors, the parameter list has {}",
-                list.len(),
-                params.len()
-            )));
+            return Err(size_mismatch(
+                op,
+                format!("the number of tensors in {name} (parameters)"),
+                params.len() as i64,
+                list.len() as i64,
+            ));
         }
         for (p, t) in params.iter().zip(list.iter()) {
             if t.numel() != p.numel() {
-                return Err(shape_err(format!(
-                    "{op}: a tensor of {name} has shape {:?}, its parameter {:?}",
-                    t.shape(),
-                    p.shape()
-                )));
+                return Err(size_mismatch(
+                    op,
+                    format!(
+                        "the number of elements of a tensor of {name} of shape {:?} (its \
+                         parameter's {:?})",
+                        t.shape(),
+                        p.shape()
+                    ),
+                    p.numel() as i64,
+                    t.numel() as i64,
+                ));
             }
         }
     }
@@ -57,11 +66,12 @@ fn check_lists(op: &str, params: &[Tensor], lists: &[(&str, &[Tensor])]) -> crat
 /// One step count per parameter.
 fn check_steps(op: &str, params: &[Tensor], steps: &[Tensor]) -> crate::Result<()> {
     if steps.len() != params.len() {
-        return Err(shape_err(format!(
-            "{op}: {} state_steps for {} parameters",
-            steps.len(),
-            params.len()
-        )));
+        return Err(size_mismatch(
+            op,
+            "the number of state_steps (parameters)",
+            params.len() as i64,
+            steps.len() as i64,
+        ));
     }
     Ok(())
 }
@@ -120,7 +130,12 @@ fn lists_tuple(lists: Vec<Vec<Tensor>>) -> IValue {
 
 fn sgd_step<const TENSOR_LR: bool>(a: &Args, lists: &[Vec<Tensor>]) -> crate::Result<()> {
     let [params, grads, bufs] = lists else {
-        return Err(value_err(format!("{}: expected three tensor lists", a.op)));
+        return Err(size_mismatch(
+            a.op,
+            "the number of tensor lists",
+            3,
+            lists.len() as i64,
+        ));
     };
     let (weight_decay, momentum) = (a.double(3)?, a.double(4)?);
     let lr = learning_rate::<TENSOR_LR>(a, 5)?;
@@ -181,7 +196,12 @@ fn fused_sgd<const TENSOR_LR: bool>(a: &mut Args) -> R {
 
 fn adagrad_step<const TENSOR_LR: bool>(a: &Args, lists: &[Vec<Tensor>]) -> crate::Result<()> {
     let [params, grads, sums, steps] = lists else {
-        return Err(value_err(format!("{}: expected four tensor lists", a.op)));
+        return Err(size_mismatch(
+            a.op,
+            "the number of tensor lists",
+            4,
+            lists.len() as i64,
+        ));
     };
     let lr = learning_rate::<TENSOR_LR>(a, 4)?;
     let (lr_decay, weight_decay, eps) = (a.double(5)?, a.double(6)?, a.double(7)?);
@@ -239,7 +259,12 @@ fn adam_step<const TENSOR_LR: bool, const DECOUPLED: bool>(
     lists: &[Vec<Tensor>],
 ) -> crate::Result<()> {
     let [params, grads, avgs, sqs, maxes, steps] = lists else {
-        return Err(value_err(format!("{}: expected six tensor lists", a.op)));
+        return Err(size_mismatch(
+            a.op,
+            "the number of tensor lists",
+            6,
+            lists.len() as i64,
+        ));
     };
     let lr = learning_rate::<TENSOR_LR>(a, 6)?;
     let (beta1, beta2) = (a.double(7)?, a.double(8)?);
@@ -254,10 +279,12 @@ fn adam_step<const TENSOR_LR: bool, const DECOUPLED: bool>(
     if amsgrad {
         check_lists(a.op, params, &[("max_exp_avg_sqs", maxes)])?;
     } else if !maxes.is_empty() {
-        return Err(value_err(format!(
-            "{}: max_exp_avg_sqs must be empty without amsgrad",
-            a.op
-        )));
+        return Err(size_mismatch(
+            a.op,
+            "the number of max_exp_avg_sqs without amsgrad",
+            0,
+            maxes.len() as i64,
+        ));
     }
     check_steps(a.op, params, steps)?;
     if skip {
@@ -340,16 +367,16 @@ fn non_finite_check_and_unscale(
     let inv = single(op, "inv_scale", inv_scale)?;
     single(op, "found_inf", found_inf)?;
     if found_inf.dtype() != DType::Float32 || inv_scale.dtype() != DType::Float32 {
-        return Err(value_err(format!(
-            "{op}: found_inf and inv_scale must be float tensors"
-        )));
+        let (argument, got) = if found_inf.dtype() != DType::Float32 {
+            ("found_inf", found_inf.dtype())
+        } else {
+            ("inv_scale", inv_scale.dtype())
+        };
+        return Err(wrong_dtype(op, argument, "float32", got));
     }
     for t in tensors {
         if !t.dtype().is_floating_point() {
-            return Err(value_err(format!(
-                "{op}: expected floating-point tensors, got {}",
-                t.dtype()
-            )));
+            return Err(wrong_dtype(op, "self", "floating-point tensors", t.dtype()));
         }
         let mut v = values(t)?;
         if v.iter().any(|x| !x.is_finite()) {
@@ -389,12 +416,11 @@ fn update_scale(a: &Args, scale: &Tensor, tracker: &Tensor) -> crate::Result<()>
     let current = single(a.op, "scale", scale)?;
     let successful = single(a.op, "growth_tracker", tracker)?;
     if scale.dtype() != DType::Float32 || tracker.dtype() != DType::Int32 {
-        return Err(value_err(format!(
-            "{}: expected a float scale and an int growth_tracker, got {} and {}",
-            a.op,
-            scale.dtype(),
-            tracker.dtype()
-        )));
+        return Err(if scale.dtype() != DType::Float32 {
+            wrong_dtype(a.op, "scale", "float32", scale.dtype())
+        } else {
+            wrong_dtype(a.op, "growth_tracker", "int32", tracker.dtype())
+        });
     }
     let (new_scale, new_tracker) = if found_inf != 0.0 {
         (current * backoff, 0.0)

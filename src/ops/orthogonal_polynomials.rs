@@ -11,7 +11,7 @@
 
 use super::kernels::map::map_binary;
 use super::kernels::operand::{common_dtype, float_dtype, Operand};
-use super::kernels::unsupported;
+use super::kernels::{cpu_kernel_name, not_implemented_for};
 use super::{Args, Registry};
 use crate::tensor::{DType, Element};
 use crate::values::IValue;
@@ -387,11 +387,7 @@ fn evaluate(
         }
         other => {
             // PyTorch's message: `"chebyshev_polynomial_t_cpu" not implemented for 'Half'`
-            return Err(unsupported(format!(
-                "{}: not implemented for '{}'",
-                args.op,
-                other.c10_name()
-            )));
+            return Err(not_implemented_for(cpu_kernel_name(args.op), other));
         }
     };
     Ok(IValue::Tensor(out))

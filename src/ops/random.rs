@@ -6,8 +6,12 @@
 
 use super::creation::{factory_dtype, size_arg};
 use super::kernels::map::map_unary;
-use super::kernels::{unsupported, value_err};
+use super::kernels::{
+    cpu_kernel_name, invalid_argument, not_implemented_for, rank_mismatch, size_mismatch,
+    unsupported_feature, wrong_dtype,
+};
 use super::{Args, OpContext, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
 use crate::values::{Generator, SharedGenerator};
@@ -55,7 +59,7 @@ fn fill_uniform(g: &mut Generator, out: &Tensor, from: f64, to: f64) -> crate::R
         DType::Float64 => fill!(f64, f64, |v| v),
         DType::Float16 => fill!(f16, f32, f16::from_f32),
         DType::BFloat16 => fill!(bf16, f32, bf16::from_f32),
-        d => return Err(unsupported(format!("uniform_ is not implemented for {d}"))),
+        d => return Err(not_implemented_for("check_uniform_bounds", d)),
     }
     Ok(())
 }
@@ -105,7 +109,7 @@ pub fn seeded_randn(shape: &[usize], dtype: DType, seed: u64) -> crate::Result<T
 fn fill_normal(g: &mut Generator, out: &Tensor, mean: f64, std: f64) -> crate::Result<()> {
     let dt = out.dtype();
     if !dt.is_floating_point() {
-        return Err(unsupported(format!("normal_ is not implemented for {dt}")));
+        return Err(not_implemented_for("normal_kernel_cpu", dt));
     }
     let n = out.numel();
     let half_width = matches!(dt, DType::Float16 | DType::BFloat16);
@@ -187,16 +191,22 @@ fn fill_randint(
     high: i64,
 ) -> crate::Result<()> {
     if high <= low {
-        return Err(value_err(format!(
-            "random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
-        )));
+        return Err(invalid_argument(
+            "random_",
+            "from",
+            format!("must be less than to ({high})"),
+            low,
+        ));
     }
     let (low, high) = if dtype.is_floating_point() {
         let (l, h) = float_bounds(low, high, dtype);
         if h <= l {
-            return Err(value_err(format!(
-                "random_ expects 'from' casted to dtype to be less than 'to' casted to dtype, but got from={l} >= to={h}"
-            )));
+            return Err(invalid_argument(
+                "random_",
+                format!("from cast to {dtype}"),
+                format!("must be less than to cast to {dtype} ({h})"),
+                l,
+            ));
         }
         (l, h)
     } else {
@@ -230,10 +240,12 @@ pub(crate) fn dropout_train(
     alpha: bool,
 ) -> crate::Result<Tensor> {
     if !x.dtype().is_floating_point() {
-        return Err(unsupported(format!(
-            "dropout is not implemented for {}",
-            x.dtype()
-        )));
+        return Err(wrong_dtype(
+            "dropout",
+            "input",
+            "a floating-point tensor",
+            x.dtype(),
+        ));
     }
     let mask_shape: Vec<usize> = if feature {
         x.shape()
@@ -279,10 +291,12 @@ fn rand_impl(args: &Args<'_>, normal: bool, gen_overload: bool) -> crate::Result
     };
     let dtype = factory_dtype(args, first, DType::Float32)?;
     if !dtype.is_floating_point() {
-        return Err(unsupported(format!(
-            "{} is not implemented for {dtype}",
-            args.op
-        )));
+        let kernel = if normal {
+            "normal_kernel_cpu"
+        } else {
+            "check_uniform_bounds"
+        };
+        return Err(not_implemented_for(kernel, dtype));
     }
     let out = Tensor::zeros(&size, dtype)?;
     let mut g = gen.lock();
@@ -379,7 +393,7 @@ fn randperm<const GEN: bool>(args: &mut Args<'_>) -> R {
 fn randperm_as(args: &mut Args<'_>, gen_overload: bool) -> R {
     let n = args.int(0)?;
     if n < 0 {
-        return Err(value_err(format!("n must be non-negative, got{n}")));
+        return Err(invalid_argument("randperm", "n", "must be non-negative", n));
     }
     let (gen, first) = if gen_overload {
         (args.generator(1)?, 2)
@@ -421,9 +435,7 @@ fn normal_(args: &mut Args<'_>) -> R {
     let (mean, std) = (args.double(1)?, args.double(2)?);
     let gen = args.generator(3)?;
     if std < 0.0 {
-        return Err(value_err(format!(
-            "normal expects std >= 0.0, but found std {std}"
-        )));
+        return Err(invalid_argument("normal", "std", "must be >= 0.0", std));
     }
     let tmp = Tensor::zeros(x.shape(), x.dtype())?;
     fill_normal(&mut gen.lock(), &tmp, mean, std)?;
@@ -465,9 +477,10 @@ fn prims_uniform(args: &mut Args<'_>) -> R {
             .zip(stride.iter().zip(contiguous.iter()))
             .all(|(&n, (&s, &c))| n <= 1 || s == c as i64);
     if !dense {
-        return Err(unsupported(format!(
-            "prims::uniform: strides {stride:?} for shape {shape:?} (only contiguous ones)"
-        )));
+        return Err(unsupported_feature(
+            "prims::uniform",
+            format!("strides {stride:?} for shape {shape:?} (only contiguous ones)"),
+        ));
     }
     fill_fresh(args, &shape, dtype, uniform_)
 }
@@ -504,7 +517,14 @@ fn normal_tensors_as(args: &mut Args<'_>, float_std: bool) -> R {
         (Some(m), Some(s)) => crate::tensor::broadcast_shapes(m.shape(), s.shape())?.to_vec(),
         (Some(m), None) => m.shape().to_vec(),
         (None, Some(s)) => s.shape().to_vec(),
-        (None, None) => return Err(value_err(format!("{}: no tensor argument", args.op))),
+        (None, None) => {
+            return Err(invalid_argument(
+                args.op,
+                "mean and std",
+                "must include a tensor",
+                format!("{mean:?} and {std:?}"),
+            ))
+        }
     };
     let dtype = mt
         .as_ref()
@@ -512,10 +532,12 @@ fn normal_tensors_as(args: &mut Args<'_>, float_std: bool) -> R {
         .map(|t| t.dtype())
         .unwrap_or(DType::Float32);
     if !dtype.is_floating_point() {
-        return Err(value_err(format!(
-            "normal expects floating-point tensors, got {}",
-            dtype.name()
-        )));
+        return Err(wrong_dtype(
+            "normal",
+            "mean and std",
+            "floating-point tensors",
+            dtype,
+        ));
     }
     let values = |t: &Option<Tensor>, v: &IValue| -> crate::Result<Vec<f64>> {
         match t {
@@ -525,7 +547,12 @@ fn normal_tensors_as(args: &mut Args<'_>, float_std: bool) -> R {
     };
     let sv = values(&st, &std)?;
     if sv.iter().any(|&s| s < 0.0) {
-        return Err(value_err("normal expects all elements of std >= 0.0"));
+        return Err(invalid_argument(
+            "normal",
+            "std",
+            "must be >= 0.0 everywhere",
+            sv.iter().copied().fold(f64::INFINITY, f64::min),
+        ));
     }
     let mv = values(&mt, &mean)?;
     let out = Tensor::zeros(&shape, dtype)?;
@@ -564,15 +591,15 @@ fn exponential_(args: &mut Args<'_>) -> R {
     let lambd = args.double(1)?;
     let gen = args.generator(2)?;
     if lambd <= 0.0 || lambd.is_nan() {
-        return Err(value_err(format!(
-            "exponential_ expects lambda > 0.0, but found lambda={lambd}"
-        )));
+        return Err(invalid_argument(
+            "exponential_",
+            "lambda",
+            "must be > 0.0",
+            lambd,
+        ));
     }
     if !x.dtype().is_floating_point() {
-        return Err(value_err(format!(
-            "exponential_ not implemented for '{}'",
-            x.dtype().name()
-        )));
+        return Err(not_implemented_for("exponential_cpu", x.dtype()));
     }
     let n = x.numel();
     let mut g = gen.lock();
@@ -594,11 +621,7 @@ fn fill_serial(
     mut draw: impl FnMut(&mut Generator) -> f64,
 ) -> R {
     if !x.dtype().is_floating_point() {
-        return Err(value_err(format!(
-            "{}: not implemented for '{}'",
-            args.op,
-            x.dtype().name()
-        )));
+        return Err(not_implemented_for(cpu_kernel_name(args.op), x.dtype()));
     }
     let gen = args.generator(gen_at)?;
     let mut g = gen.lock();
@@ -613,9 +636,7 @@ fn cauchy_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (median, sigma) = (args.double(1)?, args.double(2)?);
     if sigma <= 0.0 {
-        return Err(value_err(format!(
-            "cauchy_ expects sigma > 0.0, but found sigma={sigma}"
-        )));
+        return Err(invalid_argument("cauchy_", "sigma", "must be > 0.0", sigma));
     }
     fill_serial(args, 3, &x, |g| {
         median + sigma * (std::f64::consts::PI * (g.uniform_f64() - 0.5)).tan()
@@ -627,9 +648,7 @@ fn log_normal_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let (mean, std) = (args.double(1)?, args.double(2)?);
     if std <= 0.0 {
-        return Err(value_err(format!(
-            "log_normal_ expects std > 0.0, but found std={std}"
-        )));
+        return Err(invalid_argument("log_normal_", "std", "must be > 0.0", std));
     }
     fill_serial(args, 3, &x, |g| (g.normal_f64() * std + mean).exp())
 }
@@ -639,9 +658,7 @@ fn geometric_(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     let p = args.double(1)?;
     if !(p > 0.0 && p < 1.0) {
-        return Err(value_err(format!(
-            "geometric_ expects p to be in (0, 1), but got p={p}"
-        )));
+        return Err(invalid_argument("geometric_", "p", "must be in (0, 1)", p));
     }
     let x_dtype = x.dtype();
     if x_dtype.is_floating_point() {
@@ -707,15 +724,15 @@ fn poisson(args: &mut Args<'_>) -> R {
     let rates = args.tensor(0)?;
     let gen = args.generator(1)?;
     if !rates.dtype().is_floating_point() {
-        return Err(value_err(format!(
-            "\"poisson_cpu\" not implemented for '{}'",
-            rates.dtype().name()
-        )));
+        return Err(not_implemented_for("poisson_cpu", rates.dtype()));
     }
     let lambdas = rates.contiguous()?.to_vec::<f64>()?;
     if lambdas.iter().any(|l| !(*l >= 0.0)) {
-        return Err(value_err(
-            "invalid Poisson rate, expected rate to be non-negative",
+        return Err(invalid_argument(
+            "poisson",
+            "rates",
+            "must be non-negative",
+            lambdas.iter().copied().fold(f64::INFINITY, f64::min),
         ));
     }
     let mut g = gen.lock();
@@ -738,23 +755,38 @@ fn multinomial(args: &mut Args<'_>) -> R {
     let replacement = args.bool(2)?;
     let gen = args.generator(3)?;
     if probs.dim() == 0 || probs.dim() > 2 {
-        return Err(value_err("prob_dist must be 1 or 2 dim"));
+        return Err(rank_mismatch(
+            "multinomial",
+            "input",
+            RankRequirement::OneOf(vec![1, 2]),
+            probs.shape(),
+        ));
     }
     let dtype = probs.dtype();
     if !dtype.is_floating_point() {
-        return Err(value_err(format!(
-            "multinomial only supports floating-point dtypes for input, got: {}",
-            dtype.name()
-        )));
+        return Err(wrong_dtype(
+            "multinomial",
+            "input",
+            "a floating-point tensor",
+            dtype,
+        ));
     }
     if num_samples <= 0 {
-        return Err(value_err("cannot sample n_sample <= 0 samples"));
+        return Err(invalid_argument(
+            "multinomial",
+            "num_samples",
+            "must be positive",
+            num_samples,
+        ));
     }
     let categories = probs.shape()[probs.dim() - 1];
     let samples = num_samples as usize;
     if !replacement && samples > categories {
-        return Err(value_err(
-            "cannot sample n_sample > prob_dist.size(-1) samples without replacement",
+        return Err(invalid_argument(
+            "multinomial",
+            "num_samples",
+            format!("must be at most input.size(-1) ({categories}) without replacement"),
+            num_samples,
         ));
     }
     let rows = if probs.dim() == 2 {
@@ -764,8 +796,15 @@ fn multinomial(args: &mut Args<'_>) -> R {
     };
     let weights = probs.contiguous()?.to_vec::<f64>()?;
     if weights.iter().any(|w| !(*w >= 0.0 && w.is_finite())) {
-        return Err(value_err(
-            "probability tensor contains either `inf`, `nan` or element < 0",
+        return Err(invalid_argument(
+            "multinomial",
+            "input",
+            "must hold finite, non-negative probabilities",
+            weights
+                .iter()
+                .find(|w| !(**w >= 0.0 && w.is_finite()))
+                .copied()
+                .unwrap_or(f64::NAN),
         ));
     }
     // PyTorch sums in the weights' dtype; the per-row sums here only test for zero rows
@@ -773,8 +812,11 @@ fn multinomial(args: &mut Args<'_>) -> R {
         .chunks(categories.max(1))
         .any(|r| r.iter().sum::<f64>() <= 0.0)
     {
-        return Err(value_err(
-            "invalid multinomial distribution (sum of probabilities <= 0)",
+        return Err(invalid_argument(
+            "multinomial",
+            "input",
+            "must have rows whose probabilities sum to more than 0",
+            "a row summing to 0",
         ));
     }
     let round = |v: f64| -> f64 {
@@ -833,7 +875,7 @@ fn random_<const FROM: bool>(args: &mut Args<'_>) -> R {
     let (low, high, gen) = if FROM {
         let to = args
             .opt_int(2)?
-            .ok_or_else(|| unsupported("random_ with to=None"))?;
+            .ok_or_else(|| unsupported_feature("random_", "to=None"))?;
         (args.int(1)?, to, args.generator(3)?)
     } else {
         (0, args.int(1)?, args.generator(2)?)
@@ -863,7 +905,14 @@ fn random_default_(args: &mut Args<'_>) -> R {
         DType::Float16 => (false, (1 << 11) + 1),
         DType::Float32 => (false, (1 << 24) + 1),
         DType::Float64 => (true, (1 << 53) + 1),
-        other => return Err(unsupported(format!("{}: random_ of {other}", args.op))),
+        other => {
+            return Err(wrong_dtype(
+                "random_",
+                "self",
+                "a real or bool tensor",
+                other,
+            ))
+        }
     };
     let mut g = gen.lock();
     let vals: Vec<i64> = (0..x.numel())
@@ -937,10 +986,12 @@ pub(super) fn on_fresh_copy(args: &mut Args<'_>, inplace: fn(&mut Args<'_>) -> R
 fn randint_like_tensor<const GEN: bool>(args: &mut Args<'_>) -> R {
     let high = args.tensor(1)?;
     if high.numel() != 1 {
-        return Err(value_err(format!(
-            "randint_like: high must be a one-element tensor, got shape {:?}",
-            high.shape()
-        )));
+        return Err(size_mismatch(
+            "randint_like",
+            format!("the number of elements of high (shape {:?})", high.shape()),
+            1,
+            high.numel() as i64,
+        ));
     }
     args.values[1] = IValue::Int(high.item()?.to_i64());
     randint_like_as(args, false, GEN)
@@ -992,11 +1043,12 @@ fn seed(args: &mut Args<'_>) -> R {
 fn explicit_generator(args: &Args<'_>, i: usize) -> crate::Result<SharedGenerator> {
     match args.get(i)? {
         IValue::Generator(g) => Ok(g.clone()),
-        other => Err(value_err(format!(
-            "{}: expected a Generator, got {}",
+        other => Err(invalid_argument(
             args.op,
-            other.kind_name()
-        ))),
+            format!("argument {i}"),
+            "must be a Generator",
+            other.kind_name(),
+        )),
     }
 }
 

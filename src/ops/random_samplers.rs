@@ -4,9 +4,10 @@
 //! generator in ATen's order (one element after another, row-major) with ATen's mix of float
 //! and double arithmetic, so seeded draws match PyTorch's.
 
-use super::kernels::{not_implemented_for, value_err};
+use super::kernels::{invalid_argument, not_implemented_for, wrong_dtype};
 use super::shape::expand_to;
 use super::{Args, Registry};
+use crate::tensor::TensorError;
 use crate::tensor::{DType, Tensor};
 use crate::values::Generator;
 use crate::values::IValue;
@@ -76,10 +77,12 @@ fn check_float_or_double(op: &str, dtype: DType) -> crate::Result<bool> {
 /// spin forever in PyTorch, so they are refused here.
 fn check_alphas(alphas: &[f64]) -> crate::Result<()> {
     match alphas.iter().find(|a| !(**a >= 0.0)) {
-        Some(a) => Err(value_err(format!(
-            "gamma sampling needs non-negative concentrations, got {a} (PyTorch's sampler \
-             never returns for it)"
-        ))),
+        Some(a) => Err(invalid_argument(
+            "_standard_gamma",
+            "concentration",
+            "must be non-negative (PyTorch's sampler never returns for it)",
+            a,
+        )),
         None => Ok(()),
     }
 }
@@ -249,18 +252,24 @@ fn binomial(args: &mut Args<'_>) -> R {
     let prob = args.tensor(1)?;
     let gen = args.generator(2)?;
     if !count.dtype().is_floating_point() || !prob.dtype().is_floating_point() {
-        return Err(value_err(format!(
-            "binomial only supports floating-point dtypes for count and prob, got: {} and {}",
-            count.dtype().name(),
-            prob.dtype().name()
-        )));
+        let (argument, got) = if count.dtype().is_floating_point() {
+            ("prob", prob.dtype())
+        } else {
+            ("count", count.dtype())
+        };
+        return Err(wrong_dtype(
+            "binomial",
+            argument,
+            "a floating-point tensor",
+            got,
+        ));
     }
     if count.dtype() != prob.dtype() {
-        return Err(value_err(format!(
-            "binomial: expected count and prob of one dtype, got {} and {}",
-            count.dtype().name(),
-            prob.dtype().name()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: count.dtype(),
+            got: prob.dtype(),
+        }
+        .into());
     }
     let single = check_float_or_double("binomial_cpu", count.dtype())?;
     let probs = expand_to(&prob, count.shape())?
@@ -268,9 +277,12 @@ fn binomial(args: &mut Args<'_>) -> R {
         .to_vec::<f64>()?;
     let counts = count.contiguous()?.to_vec::<f64>()?;
     if let Some(n) = counts.iter().find(|n| n.is_nan() || n.is_infinite()) {
-        return Err(value_err(format!(
-            "binomial: count must be finite, got {n} (PyTorch's sampler never returns for it)"
-        )));
+        return Err(invalid_argument(
+            "binomial",
+            "count",
+            "must be finite (PyTorch's sampler never returns for it)",
+            n,
+        ));
     }
     let mut g = gen.lock();
     let draws: Vec<f64> = counts

@@ -4,10 +4,12 @@
 //! intersections and contained corners (with its epsilons), the Graham-scan convex hull of
 //! those points and its area.
 
-use super::linalg::{dispatch_real_compute, shape_err, value_err, Real};
+use super::kernels::{not_implemented_for, shape_mismatch};
+use super::linalg::{dispatch_real_compute, Real};
 use super::{Args, Registry};
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
+use crate::tensor::TensorError;
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
 #[allow(unused_imports)]
@@ -191,25 +193,23 @@ fn box_iou_rotated(a: &mut Args) -> crate::Result<IValue> {
     let (b1, b2) = (a.tensor(0)?, a.tensor(1)?);
     for (name, b) in [("boxes1", &b1), ("boxes2", &b2)] {
         if b.dim() != 2 || b.shape()[1] != 5 {
-            return Err(shape_err(format!(
-                "{}: {name} should have shape (N, 5), got {:?}",
+            return Err(shape_mismatch(
                 a.op,
-                b.shape()
-            )));
+                format!("{name} (N, 5)"),
+                &[b.shape().first().copied().unwrap_or(0), 5],
+                b.shape(),
+            ));
         }
     }
     if b1.dtype() != b2.dtype() {
-        return Err(value_err(format!(
-            "{}: boxes1 and boxes2 must have the same dtype",
-            a.op
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: b1.dtype(),
+            got: b2.dtype(),
+        }
+        .into());
     }
     if !matches!(b1.dtype(), DType::Float32 | DType::Float64) {
-        return Err(crate::ops::kernels::unsupported(format!(
-            "{}: \"box_iou_rotated_cpu\" not implemented for {}",
-            a.op,
-            b1.dtype()
-        )));
+        return Err(not_implemented_for("box_iou_rotated_cpu", b1.dtype()));
     }
     let (n, m) = (b1.shape()[0], b2.shape()[0]);
     let out: Vec<f32> = dispatch_real_compute!(b1.dtype(), a.op, |T| {

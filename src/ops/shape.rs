@@ -20,7 +20,12 @@ use ndarray::Axis;
 type R<T> = crate::Result<T>;
 
 // one definition each, in kernels; re-exported for the many kernels that import them from here
+use super::kernels::{
+    check_rank, invalid_argument, non_negative, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature,
+};
 pub(crate) use super::kernels::{index_err, shape_err, value_err};
+use crate::tensor::RankRequirement;
 
 /// A `Tensor[]` result.
 pub(crate) fn tensor_list(items: Vec<Tensor>) -> IValue {
@@ -42,10 +47,6 @@ pub(crate) fn wdim(dim: i64, ndim: usize) -> R<usize> {
     Ok(wrap_dim(dim, ndim)?)
 }
 
-fn to_usize(v: i64, what: &str) -> R<usize> {
-    usize::try_from(v).map_err(|_| value_err(format!("{what} must be non-negative, got {v}")))
-}
-
 // ---------------------------------------------------------------------------------------------
 // View helpers (shared with index.rs and sort.rs)
 // ---------------------------------------------------------------------------------------------
@@ -58,17 +59,32 @@ pub(crate) fn infer_size(size: &[i64], numel: usize) -> R<Shape> {
     for (i, &s) in size.iter().enumerate() {
         if s == -1 {
             if infer.is_some() {
-                return Err(shape_err("only one dimension can be inferred"));
+                return Err(invalid_argument(
+                    "infer_size",
+                    "shape",
+                    "may infer only one dimension (-1)",
+                    format!("{size:?}"),
+                ));
             }
             infer = Some(i);
             out.push(1);
         } else if s >= 0 {
-            known = known
-                .checked_mul(s as usize)
-                .ok_or_else(|| shape_err(format!("shape {size:?} overflows")))?;
+            known = known.checked_mul(s as usize).ok_or_else(|| {
+                invalid_argument(
+                    "infer_size",
+                    "shape",
+                    "must have a product that fits in memory",
+                    format!("{size:?}"),
+                )
+            })?;
             out.push(s as usize);
         } else {
-            return Err(shape_err(format!("invalid shape dimension {s}")));
+            return Err(invalid_argument(
+                "infer_size",
+                "shape",
+                "must have sizes of at least -1",
+                format!("{size:?}"),
+            ));
         }
     }
     match infer {
@@ -170,10 +186,12 @@ fn usize_shape(shape: &[usize]) -> Vec<i64> {
 pub(crate) fn permute(t: &Tensor, dims: &[i64]) -> R<Tensor> {
     let n = t.dim();
     if dims.len() != n {
-        return Err(shape_err(format!(
-            "permute(sparse_coo): number of dimensions in the tensor input does not match the length of the desired ordering of dimensions i.e. input.dim() = {n} is not equal to len(dims) = {}",
-            dims.len()
-        )));
+        return Err(size_mismatch(
+            "permute",
+            "len(dims) (input.dim())",
+            n as i64,
+            dims.len() as i64,
+        ));
     }
     let mut seen = vec![false; n];
     let mut shape = Shape::new();
@@ -181,7 +199,12 @@ pub(crate) fn permute(t: &Tensor, dims: &[i64]) -> R<Tensor> {
     for &d in dims {
         let d = wdim(d, n)?;
         if seen[d] {
-            return Err(shape_err("permute(): duplicate dims are not allowed."));
+            return Err(invalid_argument(
+                "permute",
+                "dims",
+                "must not repeat a dimension",
+                format!("{dims:?}"),
+            ));
         }
         seen[d] = true;
         shape.push(t.shape()[d]);
@@ -207,10 +230,12 @@ pub(crate) fn transpose(t: &Tensor, d0: i64, d1: i64) -> R<Tensor> {
 
 pub(crate) fn t_op(t: &Tensor) -> R<Tensor> {
     if t.dim() > 2 {
-        return Err(shape_err(format!(
-            "t() expects a tensor with <= 2 dimensions, but self is {}D",
-            t.dim()
-        )));
+        return Err(rank_mismatch(
+            "t",
+            "self",
+            RankRequirement::AtMost(2),
+            t.shape(),
+        ));
     }
     if t.dim() < 2 {
         return Ok(t.clone());
@@ -261,10 +286,12 @@ pub(crate) fn squeeze_list(t: &Tensor, dims: &[i64]) -> R<Tensor> {
 pub(crate) fn expand(t: &Tensor, size: &[i64]) -> R<Tensor> {
     let n = t.dim();
     if size.len() < n {
-        return Err(shape_err(format!(
-            "expand: the number of sizes provided ({}) must be greater or equal to the number of dimensions in the tensor ({n})",
-            size.len()
-        )));
+        return Err(invalid_argument(
+            "expand",
+            "size",
+            format!("must have at least {n} entries (the tensor's dimensions)"),
+            format!("{size:?}"),
+        ));
     }
     let lead = size.len() - n;
     let mut shape = Shape::new();
@@ -272,9 +299,12 @@ pub(crate) fn expand(t: &Tensor, size: &[i64]) -> R<Tensor> {
     for (i, &s) in size.iter().enumerate() {
         if i < lead {
             if s < 0 {
-                return Err(shape_err(format!(
-                    "The expanded size of the tensor ({s}) isn't allowed in a leading, non-existing dimension {i}"
-                )));
+                return Err(invalid_argument(
+                    "expand",
+                    format!("size[{i}]"),
+                    "must be non-negative in a leading, new dimension",
+                    s,
+                ));
             }
             shape.push(s as usize);
             strides.push(0);
@@ -288,10 +318,16 @@ pub(crate) fn expand(t: &Tensor, size: &[i64]) -> R<Tensor> {
             shape.push(s as usize);
             strides.push(0);
         } else {
-            return Err(shape_err(format!(
-                "The expanded size of the tensor ({s}) must match the existing size ({cur}) at non-singleton dimension {i}.  Target sizes: {size:?}.  Tensor sizes: {:?}",
-                t.shape()
-            )));
+            return Err(size_mismatch(
+                "expand",
+                format!(
+                    "size[{i}] of {size:?} (the size of non-singleton dimension {} of {:?})",
+                    i - lead,
+                    t.shape()
+                ),
+                cur as i64,
+                s,
+            ));
         }
     }
     Ok(t.as_strided(&shape, &strides, t.storage_offset())?)
@@ -306,7 +342,12 @@ pub(crate) fn expand_to(t: &Tensor, shape: &[usize]) -> R<Tensor> {
 
 pub(crate) fn narrow(t: &Tensor, dim: i64, start: i64, length: i64) -> R<Tensor> {
     if t.dim() == 0 {
-        return Err(index_err("narrow() cannot be applied to a 0-dim tensor."));
+        return Err(rank_mismatch(
+            "narrow",
+            "self",
+            RankRequirement::AtLeast(1),
+            t.shape(),
+        ));
     }
     let d = wdim(dim, t.dim())?;
     let size = t.shape()[d] as i64;
@@ -324,7 +365,12 @@ pub(crate) fn narrow(t: &Tensor, dim: i64, start: i64, length: i64) -> R<Tensor>
 
 pub(crate) fn select(t: &Tensor, dim: i64, index: i64) -> R<Tensor> {
     if t.dim() == 0 {
-        return Err(index_err("select() cannot be applied to a 0-dim tensor."));
+        return Err(rank_mismatch(
+            "select",
+            "self",
+            RankRequirement::AtLeast(1),
+            t.shape(),
+        ));
     }
     let d = wdim(dim, t.dim())?;
     let size = t.shape()[d] as i64;
@@ -354,10 +400,15 @@ pub(crate) fn slice(
     step: i64,
 ) -> R<Tensor> {
     if t.dim() == 0 {
-        return Err(index_err("slice() cannot be applied to a 0-dim tensor."));
+        return Err(rank_mismatch(
+            "slice",
+            "self",
+            RankRequirement::AtLeast(1),
+            t.shape(),
+        ));
     }
     if step <= 0 {
-        return Err(value_err("slice step must be positive"));
+        return Err(invalid_argument("slice", "step", "must be positive", step));
     }
     let d = wdim(dim, t.dim())?;
     let (begin, stop) = clamp_slice(t.shape()[d], start, end);
@@ -390,9 +441,12 @@ pub(crate) fn diagonal(t: &Tensor, offset: i64, dim1: i64, dim2: i64) -> R<Tenso
     let n = t.dim();
     let (d1, d2) = (wdim(dim1, n)?, wdim(dim2, n)?);
     if d1 == d2 {
-        return Err(shape_err(format!(
-            "diagonal dimensions cannot be identical {dim1}, {dim2}"
-        )));
+        return Err(invalid_argument(
+            "diagonal",
+            "dim2",
+            format!("must differ from dim1 ({dim1})"),
+            dim2,
+        ));
     }
     let (s1, s2) = (t.shape()[d1] as i64, t.shape()[d2] as i64);
     let (st1, st2) = (t.strides()[d1], t.strides()[d2]);
@@ -425,9 +479,12 @@ pub(crate) fn diagonal(t: &Tensor, offset: i64, dim1: i64, dim2: i64) -> R<Tenso
 pub(crate) fn movedim(t: &Tensor, src: &[i64], dst: &[i64]) -> R<Tensor> {
     let n = t.dim();
     if src.len() != dst.len() {
-        return Err(shape_err(format!(
-            "movedim: Invalid source or destination dims: source ({src:?} dims) should contain the same number of dims as destination ({dst:?} dims)"
-        )));
+        return Err(size_mismatch(
+            "movedim",
+            format!("the number of destination dims {dst:?} (source {src:?})"),
+            src.len() as i64,
+            dst.len() as i64,
+        ));
     }
     let src = src.iter().map(|&d| wdim(d, n)).collect::<R<Vec<_>>>()?;
     let dst = dst.iter().map(|&d| wdim(d, n)).collect::<R<Vec<_>>>()?;
@@ -435,7 +492,12 @@ pub(crate) fn movedim(t: &Tensor, src: &[i64], dst: &[i64]) -> R<Tensor> {
     let mut used = vec![false; n];
     for (&s, &d) in src.iter().zip(&dst) {
         if order[d].is_some() || used[s] {
-            return Err(shape_err("movedim: repeated dim"));
+            return Err(invalid_argument(
+                "movedim",
+                "source and destination",
+                "must not repeat a dim",
+                format!("{src:?} and {dst:?}"),
+            ));
         }
         order[d] = Some(s);
         used[s] = true;
@@ -458,8 +520,11 @@ pub(crate) fn flatten(t: &Tensor, start: i64, end: i64) -> R<Tensor> {
     }
     let (s, e) = (wdim(start, n)?, wdim(end, n)?);
     if s > e {
-        return Err(shape_err(
-            "flatten() has invalid args: start_dim cannot come after end_dim",
+        return Err(invalid_argument(
+            "flatten",
+            "start_dim",
+            format!("must not come after end_dim ({end})"),
+            start,
         ));
     }
     if s == e {
@@ -475,7 +540,12 @@ pub(crate) fn flatten(t: &Tensor, start: i64, end: i64) -> R<Tensor> {
 fn unflatten(t: &Tensor, dim: i64, sizes: &[i64]) -> R<Tensor> {
     let d = wdim(dim, t.dim())?;
     if sizes.is_empty() {
-        return Err(shape_err("unflatten: sizes must be non-empty"));
+        return Err(invalid_argument(
+            "unflatten",
+            "sizes",
+            "must be non-empty",
+            "[]",
+        ));
     }
     let inner = infer_size(sizes, t.shape()[d])?;
     let mut size: Vec<i64> = usize_shape(&t.shape()[..d]);
@@ -489,12 +559,15 @@ pub(crate) fn unfold(t: &Tensor, dim: i64, size: i64, step: i64) -> R<Tensor> {
     let d = wdim(dim, n)?;
     let dim_size = if n == 0 { 1 } else { t.shape()[d] } as i64;
     if size < 0 || size > dim_size {
-        return Err(shape_err(format!(
-            "maximum size for tensor at dimension {d} is {dim_size} but size is {size}"
-        )));
+        return Err(invalid_argument(
+            "unfold",
+            "size",
+            format!("must be in [0, {dim_size}] (the size of dimension {d})"),
+            size,
+        ));
     }
     if step <= 0 {
-        return Err(shape_err(format!("step is {step} but must be > 0")));
+        return Err(invalid_argument("unfold", "step", "must be > 0", step));
     }
     let mut shape: Shape = t.shape().into();
     let mut strides: Strides = t.strides().into();
@@ -519,14 +592,14 @@ pub(crate) fn as_strided_op(
 ) -> R<Tensor> {
     let shape = size
         .iter()
-        .map(|&s| to_usize(s, "as_strided size"))
+        .map(|&s| non_negative("as_strided", "size", s))
         .collect::<R<Vec<_>>>()?;
     let strides = stride
         .iter()
-        .map(|&s| to_usize(s, "as_strided stride").map(|s| s as isize))
+        .map(|&s| non_negative("as_strided", "stride", s).map(|s| s as isize))
         .collect::<R<Vec<_>>>()?;
     let offset = match offset {
-        Some(o) => to_usize(o, "as_strided storage_offset")?,
+        Some(o) => non_negative("as_strided", "storage_offset", o)?,
         None => t.storage_offset(),
     };
     Ok(t.as_strided(&shape, &strides, offset)?)
@@ -546,10 +619,18 @@ pub(crate) fn view_dtype(t: &Tensor, dtype: DType) -> R<Tensor> {
     }
     let n = t.dim();
     let bad = || {
-        shape_err(format!(
-            "self.stride(-1) must be 1 to view {} as {dtype} (different element sizes), and the last dimension must be divisible",
-            t.dtype()
-        ))
+        invalid_argument(
+            "view",
+            "dtype",
+            format!(
+                "may change the element size only when self.stride(-1) is 1 and the last dimension \
+                 is divisible (self is {} of shape {:?}, strides {:?})",
+                t.dtype(),
+                t.shape(),
+                t.strides()
+            ),
+            dtype,
+        )
     };
     if n == 0 || t.strides()[n - 1] != 1 {
         return Err(bad());
@@ -590,10 +671,15 @@ pub(crate) fn split_with_sizes(t: &Tensor, sizes: &[i64], dim: i64) -> R<Vec<Ten
     let d = wdim(dim, t.dim())?;
     let total: i64 = sizes.iter().sum();
     if t.dim() == 0 || total != t.shape()[d] as i64 || sizes.iter().any(|&s| s < 0) {
-        return Err(shape_err(format!(
-            "split_with_sizes expects split_sizes to sum exactly to {} (input tensor's size at dimension {d}), but got split_sizes={sizes:?}",
-            t.shape().get(d).copied().unwrap_or(0)
-        )));
+        return Err(invalid_argument(
+            "split_with_sizes",
+            "split_sizes",
+            format!(
+                "must be non-negative and sum to {} (the size of dimension {d})",
+                t.shape().get(d).copied().unwrap_or(0)
+            ),
+            format!("{sizes:?}"),
+        ));
     }
     let mut start = 0;
     let mut out = Vec::with_capacity(sizes.len());
@@ -606,14 +692,22 @@ pub(crate) fn split_with_sizes(t: &Tensor, sizes: &[i64], dim: i64) -> R<Vec<Ten
 
 pub(crate) fn split(t: &Tensor, split_size: i64, dim: i64) -> R<Vec<Tensor>> {
     if t.dim() == 0 {
-        return Err(shape_err("split expects at least a 1-dimensional tensor"));
+        return Err(rank_mismatch(
+            "split",
+            "self",
+            RankRequirement::AtLeast(1),
+            t.shape(),
+        ));
     }
     let d = wdim(dim, t.dim())?;
     let dim_size = t.shape()[d] as i64;
     if split_size < 0 || (split_size == 0 && dim_size != 0) {
-        return Err(shape_err(format!(
-            "split_size can only be 0 if dimension size is 0, but got dimension size of {dim_size}"
-        )));
+        return Err(invalid_argument(
+            "split",
+            "split_size",
+            format!("must be positive, or 0 when dimension {d} is empty (its size is {dim_size})"),
+            split_size,
+        ));
     }
     let num = if split_size == 0 {
         1
@@ -628,12 +722,20 @@ pub(crate) fn split(t: &Tensor, split_size: i64, dim: i64) -> R<Vec<Tensor>> {
 
 fn chunk(t: &Tensor, chunks: i64, dim: i64) -> R<Vec<Tensor>> {
     if t.dim() == 0 {
-        return Err(shape_err("chunk expects at least a 1-dimensional tensor"));
+        return Err(rank_mismatch(
+            "chunk",
+            "self",
+            RankRequirement::AtLeast(1),
+            t.shape(),
+        ));
     }
     if chunks <= 0 {
-        return Err(value_err(format!(
-            "chunk expects `chunks` to be greater than 0, got: {chunks}"
-        )));
+        return Err(invalid_argument(
+            "chunk",
+            "chunks",
+            "must be greater than 0",
+            chunks,
+        ));
     }
     let d = wdim(dim, t.dim())?;
     let dim_size = t.shape()[d] as i64;
@@ -646,8 +748,11 @@ fn chunk(t: &Tensor, chunks: i64, dim: i64) -> R<Vec<Tensor>> {
 
 pub(crate) fn unbind(t: &Tensor, dim: i64) -> R<Vec<Tensor>> {
     if t.dim() == 0 {
-        return Err(index_err(
-            "Dimension specified as 0 but tensor has no dimensions",
+        return Err(rank_mismatch(
+            "unbind",
+            "self",
+            RankRequirement::AtLeast(1),
+            t.shape(),
         ));
     }
     let d = wdim(dim, t.dim())?;
@@ -658,14 +763,20 @@ pub(crate) fn unbind(t: &Tensor, dim: i64) -> R<Vec<Tensor>> {
 
 fn tensor_split_sections(t: &Tensor, sections: i64, dim: i64) -> R<Vec<Tensor>> {
     if t.dim() == 0 {
-        return Err(shape_err(
-            "tensor_split expected at least a 1-dimensional tensor",
+        return Err(rank_mismatch(
+            "tensor_split",
+            "self",
+            RankRequirement::AtLeast(1),
+            t.shape(),
         ));
     }
     if sections <= 0 {
-        return Err(value_err(format!(
-            "number of sections must be larger than 0, got {sections}"
-        )));
+        return Err(invalid_argument(
+            "tensor_split",
+            "sections",
+            "must be larger than 0",
+            sections,
+        ));
     }
     let d = wdim(dim, t.dim())?;
     let n = t.shape()[d] as i64;
@@ -682,8 +793,11 @@ fn tensor_split_sections(t: &Tensor, sections: i64, dim: i64) -> R<Vec<Tensor>> 
 
 fn tensor_split_indices(t: &Tensor, indices: &[i64], dim: i64) -> R<Vec<Tensor>> {
     if t.dim() == 0 {
-        return Err(shape_err(
-            "tensor_split expected at least a 1-dimensional tensor",
+        return Err(rank_mismatch(
+            "tensor_split",
+            "self",
+            RankRequirement::AtLeast(1),
+            t.shape(),
         ));
     }
     let d = wdim(dim, t.dim())? as i64;
@@ -698,11 +812,20 @@ fn tensor_split_indices(t: &Tensor, indices: &[i64], dim: i64) -> R<Vec<Tensor>>
 }
 
 fn tensor_split_tensor(t: &Tensor, spec: &Tensor, dim: i64) -> R<Vec<Tensor>> {
-    if spec.dtype() != DType::Int64 || spec.dim() > 1 {
-        return Err(value_err(
-            "tensor_split expected tensor_indices_or_sections to be a zero-dimensional or one-dimensional tensor of int64",
+    if spec.dtype() != DType::Int64 {
+        return Err(super::kernels::wrong_dtype(
+            "tensor_split",
+            "tensor_indices_or_sections",
+            "int64",
+            spec.dtype(),
         ));
     }
+    check_rank(
+        "tensor_split",
+        "tensor_indices_or_sections",
+        RankRequirement::AtMost(1),
+        spec.shape(),
+    )?;
     let v = spec.to_vec::<i64>()?;
     if spec.dim() == 0 {
         tensor_split_sections(t, v.first().copied().unwrap_or(0), dim)
@@ -715,9 +838,12 @@ fn tensor_split_tensor(t: &Tensor, spec: &Tensor, dim: i64) -> R<Vec<Tensor>> {
 fn split_axis_sections(t: &Tensor, sections: i64, dim: usize, name: &str) -> R<Vec<Tensor>> {
     let size = t.shape().get(dim).copied().unwrap_or(0) as i64;
     if sections == 0 || size % sections != 0 {
-        return Err(shape_err(format!(
-            "torch.{name} attempted to split along dimension {dim}, but the size of the dimension {size} is not divisible by the split_size {sections}!"
-        )));
+        return Err(invalid_argument(
+            name,
+            "sections",
+            format!("must divide the size {size} of dimension {dim}"),
+            sections,
+        ));
     }
     tensor_split_sections(t, sections, dim as i64)
 }
@@ -747,10 +873,12 @@ fn hsv_dim(t: &Tensor, name: &str) -> R<usize> {
         _ => (3, 2),
     };
     if t.dim() < min {
-        return Err(shape_err(format!(
-            "torch.{name} requires a tensor with at least {min} dimension, but got a tensor with {} dimensions!",
-            t.dim()
-        )));
+        return Err(rank_mismatch(
+            name,
+            "self",
+            RankRequirement::AtLeast(min),
+            t.shape(),
+        ));
     }
     Ok(dim)
 }
@@ -777,23 +905,33 @@ pub(crate) fn broadcast_all(ts: &[Tensor]) -> R<Vec<Tensor>> {
 
 fn meshgrid(ts: &[Tensor], indexing: &str) -> R<Vec<Tensor>> {
     if ts.is_empty() {
-        return Err(value_err("meshgrid expects a non-empty TensorList"));
+        return Err(invalid_argument(
+            "meshgrid",
+            "tensors",
+            "must be a non-empty list",
+            "[]",
+        ));
     }
     for t in ts {
         if t.dim() > 1 {
-            return Err(shape_err(format!(
-                "torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: {:?}",
-                t.shape()
-            )));
+            return Err(rank_mismatch(
+                "meshgrid",
+                "each tensor",
+                RankRequirement::AtMost(1),
+                t.shape(),
+            ));
         }
     }
     let swap = match indexing {
         "ij" => false,
         "xy" => ts.len() >= 2,
         other => {
-            return Err(value_err(format!(
-                "torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {other}"
-            )))
+            return Err(invalid_argument(
+                "meshgrid",
+                "indexing",
+                "must be one of \"xy\" or \"ij\"",
+                format!("'{other}'"),
+            ))
         }
     };
     let mut order: Vec<&Tensor> = ts.iter().collect();
@@ -822,9 +960,10 @@ fn meshgrid(ts: &[Tensor], indexing: &str) -> R<Vec<Tensor>> {
 /// tensor. The building block of index_select, flip-like and padding ops.
 pub(crate) fn gather_dim(t: &Tensor, dim: usize, indices: &[usize]) -> R<Tensor> {
     let mut shape: Shape = t.shape().into();
-    let size = *shape
-        .get(dim)
-        .ok_or_else(|| index_err(format!("dim {dim} out of range")))?;
+    let size = *shape.get(dim).ok_or_else(|| TensorError::DimOutOfRange {
+        dim: dim as i64,
+        ndim: t.dim(),
+    })?;
     if let Some(&bad) = indices.iter().find(|&&i| i >= size) {
         return Err(TensorError::IndexOutOfBounds {
             index: bad as i64,
@@ -870,7 +1009,7 @@ pub(crate) fn gather_dim(t: &Tensor, dim: usize, indices: &[usize]) -> R<Tensor>
 pub(crate) fn cat(ts: &[Tensor], dim: i64) -> R<Tensor> {
     let first = ts
         .first()
-        .ok_or_else(|| value_err("torch.cat(): expected a non-empty list of Tensors"))?;
+        .ok_or_else(|| invalid_argument("cat", "tensors", "must be a non-empty list", "[]"))?;
     let dtype = ts
         .iter()
         .skip(1)
@@ -881,7 +1020,12 @@ pub(crate) fn cat(ts: &[Tensor], dim: i64) -> R<Tensor> {
         return Ok(Tensor::zeros(&[0], dtype)?);
     };
     if reference.dim() == 0 {
-        return Err(shape_err("zero-dimensional tensor cannot be concatenated"));
+        return Err(rank_mismatch(
+            "cat",
+            "each tensor",
+            RankRequirement::AtLeast(1),
+            reference.shape(),
+        ));
     }
     let n = reference.dim();
     let d = wdim(dim, n)?;
@@ -889,18 +1033,21 @@ pub(crate) fn cat(ts: &[Tensor], dim: i64) -> R<Tensor> {
     let mut total = 0usize;
     for (i, t) in kept.iter().enumerate() {
         if t.dim() != n {
-            return Err(shape_err(format!(
-                "Tensors must have same number of dimensions: got {n} and {}",
-                t.dim()
-            )));
+            return Err(size_mismatch(
+                "cat",
+                format!("the number of dimensions of tensor {i}"),
+                n as i64,
+                t.dim() as i64,
+            ));
         }
         for k in 0..n {
             if k != d && t.shape()[k] != out_shape[k] {
-                return Err(shape_err(format!(
-                    "Sizes of tensors must match except in dimension {d}. Expected size {} but got size {} for tensor number {i} in the list.",
-                    out_shape[k],
-                    t.shape()[k]
-                )));
+                return Err(size_mismatch(
+                    "cat",
+                    format!("the size of tensor {i} at dimension {k} (not the cat dimension {d})"),
+                    out_shape[k] as i64,
+                    t.shape()[k] as i64,
+                ));
             }
         }
         total += t.shape()[d];
@@ -921,15 +1068,16 @@ pub(crate) fn cat(ts: &[Tensor], dim: i64) -> R<Tensor> {
 fn stack(ts: &[Tensor], dim: i64) -> R<Tensor> {
     let first = ts
         .first()
-        .ok_or_else(|| value_err("stack expects a non-empty TensorList"))?;
+        .ok_or_else(|| invalid_argument("stack", "tensors", "must be a non-empty list", "[]"))?;
     let d = wdim(dim, first.dim() + 1)? as i64;
     for (i, t) in ts.iter().enumerate() {
         if t.shape() != first.shape() {
-            return Err(shape_err(format!(
-                "stack expects each tensor to be equal size, but got {:?} at entry 0 and {:?} at entry {i}",
+            return Err(shape_mismatch(
+                "stack",
+                format!("tensor {i} (as tensor 0)"),
                 first.shape(),
-                t.shape()
-            )));
+                t.shape(),
+            ));
         }
     }
     let us = ts.iter().map(|t| unsqueeze(t, d)).collect::<R<Vec<_>>>()?;
@@ -938,8 +1086,14 @@ fn stack(ts: &[Tensor], dim: i64) -> R<Tensor> {
 
 fn repeat(t: &Tensor, repeats: &[i64]) -> R<Tensor> {
     if repeats.len() < t.dim() {
-        return Err(shape_err(
-            "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor",
+        return Err(invalid_argument(
+            "repeat",
+            "repeats",
+            format!(
+                "must have at least {} entries (the tensor's dimensions)",
+                t.dim()
+            ),
+            format!("{repeats:?}"),
         ));
     }
     let lead = repeats.len() - t.dim();
@@ -948,7 +1102,7 @@ fn repeat(t: &Tensor, repeats: &[i64]) -> R<Tensor> {
     let mut strides = Strides::new();
     let mut final_shape: Vec<i64> = Vec::with_capacity(repeats.len());
     for (i, &r) in repeats.iter().enumerate() {
-        let r = to_usize(r, "repeats")?;
+        let r = non_negative("repeat", "repeats", r)?;
         let (s, st) = if i < lead {
             (1, 0)
         } else {
@@ -958,10 +1112,14 @@ fn repeat(t: &Tensor, repeats: &[i64]) -> R<Tensor> {
         strides.push(0);
         shape.push(s);
         strides.push(st);
-        final_shape.push(
-            r.checked_mul(s)
-                .ok_or_else(|| shape_err("repeat size overflows"))? as i64,
-        );
+        final_shape.push(r.checked_mul(s).ok_or_else(|| {
+            invalid_argument(
+                "repeat",
+                "repeats",
+                "must give sizes that fit in memory",
+                format!("{repeats:?}"),
+            )
+        })? as i64);
     }
     checked_numel(&shape)?;
     let expanded = t.as_strided(&shape, &strides, t.storage_offset())?;
@@ -978,23 +1136,41 @@ fn tile(t: &Tensor, dims: &[i64]) -> R<Tensor> {
 /// The `output_size` check of repeat_interleave.
 fn check_output_size(total: usize, output_size: Option<i64>) -> R<()> {
     match output_size {
-        Some(o) if o != total as i64 => Err(value_err(format!(
-            "allocated size does not match required size: output_size={o}, required {total}"
-        ))),
+        Some(o) if o != total as i64 => Err(size_mismatch(
+            "repeat_interleave",
+            "output_size (the sum of repeats)",
+            total as i64,
+            o,
+        )),
         _ => Ok(()),
     }
 }
 
-/// `repeat_interleave(repeats)` on a 1-D repeats tensor: [0]*r0 + [1]*r1 + ...
-fn repeat_indices(repeats: &Tensor, output_size: Option<i64>) -> R<Vec<usize>> {
-    if repeats.dim() != 1 || !repeats.dtype().is_integral(false) {
-        return Err(value_err(
-            "repeat_interleave only accept 1D vector as repeat of integer type",
+/// `Ok` when `op`'s `argument` is a 1-D integer tensor.
+fn check_integer_vector(op: &str, argument: &str, t: &Tensor) -> R<()> {
+    check_rank(op, argument, RankRequirement::Exactly(1), t.shape())?;
+    if !t.dtype().is_integral(false) {
+        return Err(super::kernels::wrong_dtype(
+            op,
+            argument,
+            "an integer tensor",
+            t.dtype(),
         ));
     }
+    Ok(())
+}
+
+/// `repeat_interleave(repeats)` on a 1-D repeats tensor: [0]*r0 + [1]*r1 + ...
+fn repeat_indices(repeats: &Tensor, output_size: Option<i64>) -> R<Vec<usize>> {
+    check_integer_vector("repeat_interleave", "repeats", repeats)?;
     let reps = repeats.to_vec::<i64>()?;
     if reps.iter().any(|&r| r < 0) {
-        return Err(value_err("repeats can not be negative"));
+        return Err(invalid_argument(
+            "repeat_interleave",
+            "repeats",
+            "must be non-negative",
+            format!("{reps:?}"),
+        ));
     }
     let total: usize = reps.iter().map(|&r| r as usize).sum();
     check_output_size(total, output_size)?;
@@ -1021,10 +1197,12 @@ fn repeat_interleave_self(
         Tensor::from_vec(vec![r; size], &[size])?
     } else {
         if repeats.numel() != size {
-            return Err(value_err(format!(
-                "repeats must have the same size as input along dim, but got repeats.size(0) = {} and input.size({d}) = {size}",
-                repeats.numel()
-            )));
+            return Err(size_mismatch(
+                "repeat_interleave",
+                format!("repeats.size(0) (input.size({d}))"),
+                size as i64,
+                repeats.numel() as i64,
+            ));
         }
         reshape(repeats, &[-1])?
     };
@@ -1042,9 +1220,12 @@ pub(crate) fn flip(t: &Tensor, dims: &[i64]) -> R<Tensor> {
     for &d in dims {
         let d = wdim(d, n)?;
         if ds.contains(&d) {
-            return Err(shape_err(format!(
-                "dim {d} appears multiple times in the list of dims"
-            )));
+            return Err(invalid_argument(
+                "flip",
+                "dims",
+                format!("must not repeat dim {d}"),
+                format!("{dims:?}"),
+            ));
         }
         ds.push(d);
     }
@@ -1066,18 +1247,24 @@ pub(crate) fn flip(t: &Tensor, dims: &[i64]) -> R<Tensor> {
 pub(crate) fn roll(t: &Tensor, shifts: &[i64], dims: &[i64]) -> R<Tensor> {
     if dims.is_empty() {
         if shifts.len() != 1 {
-            return Err(value_err("shifts and dimensions must align"));
+            return Err(size_mismatch(
+                "roll",
+                "the number of shifts (without dims)",
+                1,
+                shifts.len() as i64,
+            ));
         }
         let flat = reshape(t, &[-1])?;
         let rolled = roll(&flat, shifts, &[0])?;
         return view(&rolled, &usize_shape(t.shape()));
     }
     if shifts.len() != dims.len() {
-        return Err(value_err(format!(
-            "shifts and dimensions must align. shifts: {}, dims:{}",
-            shifts.len(),
-            dims.len()
-        )));
+        return Err(size_mismatch(
+            "roll",
+            "the number of shifts (the number of dims)",
+            dims.len() as i64,
+            shifts.len() as i64,
+        ));
     }
     let mut cur = t.clone();
     for (&s, &d) in shifts.iter().zip(dims) {
@@ -1098,22 +1285,29 @@ pub(crate) fn roll(t: &Tensor, shifts: &[i64], dims: &[i64]) -> R<Tensor> {
 
 fn rot90(t: &Tensor, k: i64, dims: &[i64]) -> R<Tensor> {
     if dims.len() != 2 {
-        return Err(value_err(format!(
-            "expected total rotation dims == 2, but got dims = {}",
-            dims.len()
-        )));
+        return Err(size_mismatch(
+            "rot90",
+            "the number of rotation dims",
+            2,
+            dims.len() as i64,
+        ));
     }
     if t.dim() < 2 {
-        return Err(value_err(format!(
-            "expected total dims >= 2, but got total dims = {}",
-            t.dim()
-        )));
+        return Err(rank_mismatch(
+            "rot90",
+            "self",
+            RankRequirement::AtLeast(2),
+            t.shape(),
+        ));
     }
     let (d0, d1) = (wdim(dims[0], t.dim())?, wdim(dims[1], t.dim())?);
     if d0 == d1 {
-        return Err(value_err(format!(
-            "expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}"
-        )));
+        return Err(invalid_argument(
+            "rot90",
+            "dims",
+            "must be two different dims",
+            format!("[{d0}, {d1}]"),
+        ));
     }
     let (d0, d1) = (d0 as i64, d1 as i64);
     match k.rem_euclid(4) {
@@ -1127,12 +1321,23 @@ fn rot90(t: &Tensor, k: i64, dims: &[i64]) -> R<Tensor> {
 /// The padded dims and their (before, after) amounts: `pad` lists the last dim first.
 fn pad_pairs(t: &Tensor, pad: &[i64]) -> R<Vec<(usize, i64, i64)>> {
     if !pad.len().is_multiple_of(2) {
-        return Err(value_err("Padding length must be divisible by 2"));
+        return Err(invalid_argument(
+            "pad",
+            "pad",
+            "must have an even length",
+            format!("{pad:?}"),
+        ));
     }
     let k = pad.len() / 2;
     if k > t.dim() {
-        return Err(value_err(
-            "Padding length should be less than or equal to two times the input dimension",
+        return Err(invalid_argument(
+            "pad",
+            "pad",
+            format!(
+                "must have at most {} entries (two per input dimension)",
+                2 * t.dim()
+            ),
+            format!("{pad:?}"),
         ));
     }
     Ok((0..k)
@@ -1146,10 +1351,15 @@ pub(crate) fn constant_pad(t: &Tensor, pad: &[i64], value: Scalar) -> R<Tensor> 
     for &(d, b, a) in &pairs {
         let s = t.shape()[d] as i64 + b + a;
         if s < 0 {
-            return Err(shape_err(format!(
-                "The input size {}, plus negative padding {b} and {a} resulted in a negative output size, which is invalid. Check dimension {d} of your input.",
-                t.shape()[d]
-            )));
+            return Err(invalid_argument(
+                "pad",
+                format!("padding of dimension {d}"),
+                format!(
+                    "must leave a non-negative size (the input size is {})",
+                    t.shape()[d]
+                ),
+                format!("({b}, {a})"),
+            ));
         }
         out_shape[d] = s as usize;
     }
@@ -1187,25 +1397,41 @@ fn index_pad(t: &Tensor, pad: &[i64], mode: PadMode) -> R<Tensor> {
         let n = t.shape()[d] as i64;
         match mode {
             PadMode::Reflect if b >= n || a >= n => {
-                return Err(value_err(format!(
-                    "Argument #4: Padding size should be less than the corresponding input dimension, but got: padding ({b}, {a}) at dimension {d} of input {:?}",
-                    t.shape()
-                )))
+                return Err(invalid_argument(
+                    "pad",
+                    format!("padding of dimension {d}"),
+                    format!(
+                        "must be less than its size in input {:?} (reflect)",
+                        t.shape()
+                    ),
+                    format!("({b}, {a})"),
+                ))
             }
             PadMode::Circular if b > n || a > n => {
-                return Err(value_err(
-                    "Padding value causes wrapping around more than once.",
+                return Err(invalid_argument(
+                    "pad",
+                    format!("padding of dimension {d}"),
+                    format!("must be at most its size {n} (circular: no wrapping more than once)"),
+                    format!("({b}, {a})"),
                 ))
             }
             _ if n == 0 && (b > 0 || a > 0) => {
-                return Err(value_err(format!(
-                    "padding of an empty dimension {d} is not possible"
-                )))
+                return Err(invalid_argument(
+                    "pad",
+                    format!("padding of dimension {d}"),
+                    "must be zero on an empty dimension",
+                    format!("({b}, {a})"),
+                ))
             }
             _ => {}
         }
         if n + b + a < 0 {
-            return Err(shape_err("negative output size from padding"));
+            return Err(invalid_argument(
+                "pad",
+                format!("padding of dimension {d}"),
+                format!("must leave a non-negative size (the input size is {n})"),
+                format!("({b}, {a})"),
+            ));
         }
         let idx: Vec<usize> = (-b..n + a)
             .map(|i| {
@@ -1239,12 +1465,22 @@ fn pad_op(t: &Tensor, pad: &[i64], mode: &str, value: Option<f64>) -> R<Tensor> 
         "reflect" => PadMode::Reflect,
         "replicate" => PadMode::Replicate,
         "circular" => PadMode::Circular,
-        other => return Err(value_err(format!("Unrecognised padding mode {other}"))),
+        other => {
+            return Err(invalid_argument(
+                "pad",
+                "mode",
+                "must be constant, reflect, replicate or circular",
+                format!("'{other}'"),
+            ))
+        }
     };
     if value.is_some_and(|v| v != 0.0) {
-        return Err(value_err(format!(
-            "Padding mode \"{mode}\" doesn't take in value argument"
-        )));
+        return Err(invalid_argument(
+            "pad",
+            "value",
+            format!("must not be given with mode \"{mode}\""),
+            value.unwrap_or(0.0),
+        ));
     }
     index_pad(t, pad, m)
 }
@@ -1252,10 +1488,12 @@ fn pad_op(t: &Tensor, pad: &[i64], mode: &str, value: Option<f64>) -> R<Tensor> 
 /// `tril` (`lower`) / `triu` over the last two dims.
 fn tri(t: &Tensor, k: i64, lower: bool) -> R<Tensor> {
     if t.dim() < 2 {
-        return Err(shape_err(format!(
-            "{}: input tensor must have at least 2 dimensions",
-            if lower { "tril" } else { "triu" }
-        )));
+        return Err(rank_mismatch(
+            if lower { "tril" } else { "triu" },
+            "self",
+            RankRequirement::AtLeast(2),
+            t.shape(),
+        ));
     }
     let out = t.deep_clone()?;
     let n = t.dim();
@@ -1293,7 +1531,12 @@ pub(crate) fn diag(t: &Tensor, k: i64) -> R<Tensor> {
             Ok(out)
         }
         2 => diagonal(t, k, 0, 1)?.deep_clone(),
-        _ => Err(shape_err("diag(): Supports 1D or 2D tensors. Got {}D")),
+        _ => Err(rank_mismatch(
+            "diag",
+            "self",
+            RankRequirement::OneOf(vec![1, 2]),
+            t.shape(),
+        )),
     }
 }
 
@@ -1301,14 +1544,16 @@ fn diag_embed(t: &Tensor, offset: i64, dim1: i64, dim2: i64) -> R<Tensor> {
     let n = t.dim() + 1;
     let (d1, d2) = (wdim(dim1, n)?, wdim(dim2, n)?);
     if d1 == d2 {
-        return Err(shape_err(format!(
-            "diagonal dimensions cannot be identical {dim1}, {dim2}"
-        )));
+        return Err(invalid_argument(
+            "diagonal",
+            "dim2",
+            format!("must differ from dim1 ({dim1})"),
+            dim2,
+        ));
     }
-    let last = *t
-        .shape()
-        .last()
-        .ok_or_else(|| shape_err("diag_embed expects at least a 1-D tensor"))?;
+    let last = *t.shape().last().ok_or_else(|| {
+        rank_mismatch("diag_embed", "self", RankRequirement::AtLeast(1), t.shape())
+    })?;
     let m = last + offset.unsigned_abs() as usize;
     let mut shape: Vec<usize> = t.shape()[..t.dim() - 1].to_vec();
     let (lo, hi) = if d1 < d2 { (d1, d2) } else { (d2, d1) };
@@ -1322,10 +1567,12 @@ fn diag_embed(t: &Tensor, offset: i64, dim1: i64, dim2: i64) -> R<Tensor> {
 fn cartesian_prod(ts: &[Tensor]) -> R<Tensor> {
     for t in ts {
         if t.dim() != 1 {
-            return Err(shape_err(format!(
-                "Expect a 1D vector, but got shape {:?}",
-                t.shape()
-            )));
+            return Err(rank_mismatch(
+                "cartesian_prod",
+                "each tensor",
+                RankRequirement::Exactly(1),
+                t.shape(),
+            ));
         }
     }
     if ts.len() == 1 {
@@ -1350,18 +1597,36 @@ fn restride(shape: &[usize], memory_format: i64) -> R<Strides> {
         (0, _) => return Ok(contiguous_strides(shape)),
         (2, 4) => vec![1, 3, 2, 0],
         (3, 5) => vec![1, 4, 3, 2, 0],
-        (2, _) => {
-            return Err(value_err(
-                "required rank 4 tensor to use channels_last format",
+        // channels_last needs 4 dims, channels_last_3d 5
+        (f @ (2 | 3), _) => {
+            let format = if f == 2 {
+                "channels_last"
+            } else {
+                "channels_last_3d"
+            };
+            return Err(rank_mismatch(
+                "resize_",
+                format!("size ({format})"),
+                RankRequirement::Exactly(f as usize + 2),
+                shape,
+            ));
+        }
+        (1, _) => {
+            return Err(invalid_argument(
+                "resize_",
+                "memory_format",
+                "must not be preserve",
+                "preserve",
             ))
         }
-        (3, _) => {
-            return Err(value_err(
-                "required rank 5 tensor to use channels_last_3d format",
+        (f, _) => {
+            return Err(invalid_argument(
+                "resize_",
+                "memory_format",
+                "must be a memory format code (0 to 3)",
+                f,
             ))
         }
-        (1, _) => return Err(value_err("Unsupported memory formatPreserve")),
-        (f, _) => return Err(value_err(format!("unknown memory format {f}"))),
     };
     let mut strides: Strides = shape.iter().map(|_| 0).collect();
     let mut step = 1isize;
@@ -1379,11 +1644,11 @@ fn restride(shape: &[usize], memory_format: i64) -> R<Strides> {
 /// another tensor holds is refused rather than silently copied.
 fn resize_handle(x: Tensor, size: &[i64], memory_format: Option<i64>) -> R<Tensor> {
     if x.sparse_parts().is_some() {
-        return Err(super::kernels::unsupported("resize_ of a sparse tensor"));
+        return Err(unsupported_feature("resize_", "a sparse tensor"));
     }
     let shape = size
         .iter()
-        .map(|&d| to_usize(d, "resize_ size"))
+        .map(|&d| non_negative("resize_", "size", d))
         .collect::<R<Vec<usize>>>()?;
     if memory_format.is_none() && x.shape() == shape.as_slice() {
         return Ok(x);
@@ -1395,19 +1660,30 @@ fn resize_handle(x: Tensor, size: &[i64], memory_format: Option<i64>) -> R<Tenso
         .storage_offset()
         .checked_add(numel)
         .and_then(|n| n.checked_mul(item))
-        .ok_or_else(|| shape_err(format!("resize_ to {size:?} overflows")))?;
+        .ok_or_else(|| {
+            invalid_argument(
+                "resize_",
+                "size",
+                "must give a storage size that fits in memory",
+                format!("{size:?}"),
+            )
+        })?;
     if numel == 0 || need <= x.storage().nbytes() {
         return Ok(x.as_strided(&shape, &strides, x.storage_offset())?);
     }
     if x.is_quantized() {
-        return Err(super::kernels::unsupported(
-            "resize_ growing a quantized tensor's storage",
+        return Err(unsupported_feature(
+            "resize_",
+            "growing a quantized tensor's storage",
         ));
     }
     if !x.storage().is_exclusive() {
-        return Err(super::kernels::unsupported(format!(
-            "resize_ to {size:?} grows a storage other tensors share (PyTorch grows it for all of them)"
-        )));
+        return Err(unsupported_feature(
+            "resize_",
+            format!(
+                "growing to {size:?} a storage other tensors share (PyTorch grows it for all of them)"
+            ),
+        ));
     }
     crate::tensor::budget::check_alloc(need)?;
     let mut bytes = x
@@ -1429,10 +1705,12 @@ fn owned_self(a: &mut Args<'_>) -> R<Tensor> {
     a.tensor(0)?;
     match a.take(0)? {
         IValue::Tensor(t) => Ok(t),
-        other => Err(value_err(format!(
-            "expected a Tensor, got {}",
-            other.kind_name()
-        ))),
+        other => Err(invalid_argument(
+            "resize_",
+            "self",
+            "must be a Tensor",
+            other.kind_name(),
+        )),
     }
 }
 
@@ -1499,29 +1777,28 @@ fn set_storage(
     stride: &[i64],
 ) -> R<Tensor> {
     if x.sparse_parts().is_some() || x.is_quantized() {
-        return Err(super::kernels::unsupported(
-            "set_ of a sparse or quantized tensor",
-        ));
+        return Err(unsupported_feature("set_", "a sparse or quantized tensor"));
     }
     let shape = size
         .iter()
-        .map(|&d| to_usize(d, "set_ size"))
+        .map(|&d| non_negative("set_", "size", d))
         .collect::<R<Vec<usize>>>()?;
     let strides: Strides = if stride.is_empty() {
         contiguous_strides(&shape)
     } else if stride.len() == shape.len() {
         stride
             .iter()
-            .map(|&s| to_usize(s, "set_ stride").map(|s| s as isize))
+            .map(|&s| non_negative("set_", "stride", s).map(|s| s as isize))
             .collect::<R<Strides>>()?
     } else {
-        return Err(value_err(format!(
-            "mismatch in length of strides and shape: {} and {}",
-            stride.len(),
-            shape.len()
-        )));
+        return Err(size_mismatch(
+            "set_",
+            "the length of stride (the length of size)",
+            shape.len() as i64,
+            stride.len() as i64,
+        ));
     };
-    let offset = to_usize(offset, "set_ storage_offset")?;
+    let offset = non_negative("set_", "storage_offset", offset)?;
     let mut out = Tensor::from_parts(storage, offset, &shape, &strides, x.dtype())?;
     out.set_requires_grad(x.requires_grad());
     Ok(out)
@@ -1551,14 +1828,28 @@ fn set_source_tensor(a: &mut Args<'_>) -> R<Tensor> {
 fn set_source_tensor_offset(a: &mut Args<'_>) -> R<Tensor> {
     let (x, source) = (a.tensor(0)?, a.tensor(1)?);
     if !source.is_contiguous() {
-        return Err(value_err(
-            "passed in tensor to be used as storage must be contiguous",
+        return Err(invalid_argument(
+            "set_",
+            "source",
+            "must be contiguous",
+            format!(
+                "a tensor of shape {:?} and strides {:?}",
+                source.shape(),
+                source.strides()
+            ),
         ));
     }
     let offset = a
         .int(2)?
         .checked_add(source.storage_offset() as i64)
-        .ok_or_else(|| value_err("set_: storage_offset overflows"))?;
+        .ok_or_else(|| {
+            invalid_argument(
+                "set_",
+                "storage_offset",
+                "must fit in int64 after adding source's offset",
+                format!("{} + {}", a.int(2).unwrap_or(0), source.storage_offset()),
+            )
+        })?;
     let out = set_storage(
         &x,
         source.storage().clone(),
@@ -1572,10 +1863,12 @@ fn set_source_tensor_offset(a: &mut Args<'_>) -> R<Tensor> {
 fn storage_arg(a: &Args<'_>, i: usize) -> R<crate::tensor::Storage> {
     match a.get(i)? {
         IValue::Storage(s) => Ok(s.clone()),
-        other => Err(value_err(format!(
-            "expected a Storage, got {}",
-            other.kind_name()
-        ))),
+        other => Err(invalid_argument(
+            "set_",
+            format!("argument {i}"),
+            "must be a Storage",
+            other.kind_name(),
+        )),
     }
 }
 
@@ -1715,11 +2008,21 @@ fn contiguous_as(t: &Tensor, format: i64) -> R<bool> {
         3 if t.dim() == 5 => &[1, 4, 3, 2, 0],
         2 | 3 => return Ok(false),
         1 => {
-            return Err(value_err(
-                "memory format preserve is not a contiguity layout".to_string(),
+            return Err(invalid_argument(
+                "is_contiguous",
+                "memory_format",
+                "must be a contiguity layout, not preserve",
+                "preserve",
             ))
         }
-        f => return Err(value_err(format!("unknown memory format {f}"))),
+        f => {
+            return Err(invalid_argument(
+                "is_contiguous",
+                "memory_format",
+                "must be a memory format code (0 to 3)",
+                f,
+            ))
+        }
     };
     let mut expected: isize = 1;
     for &d in order {
@@ -1740,7 +2043,7 @@ fn sum_to_size(t: &Tensor, size: &[i64]) -> crate::Result<Tensor> {
     let nd = t.dim();
     let shape: Vec<usize> = size
         .iter()
-        .map(|&s| to_usize(s, "sum_to_size size"))
+        .map(|&s| non_negative("sum_to_size", "size", s))
         .collect::<R<_>>()?;
     let expandable = shape.len() <= nd
         && shape
@@ -1748,10 +2051,12 @@ fn sum_to_size(t: &Tensor, size: &[i64]) -> crate::Result<Tensor> {
             .zip(&t.shape()[nd - shape.len()..])
             .all(|(&want, &have)| want == have || want == 1);
     if !expandable {
-        return Err(shape_err(format!(
-            "size {size:?} is not expandable to size {:?}",
-            t.shape()
-        )));
+        return Err(invalid_argument(
+            "sum_to_size",
+            "size",
+            format!("must be a shape that expands to {:?}", t.shape()),
+            format!("{size:?}"),
+        ));
     }
     if t.shape() == shape.as_slice() {
         return Ok(t.clone());
@@ -1773,15 +2078,15 @@ fn tlist(a: &Args<'_>, i: usize) -> R<Vec<Tensor>> {
 fn matrix_transpose(a: &mut Args, conjugate: bool) -> crate::Result<IValue> {
     let t = a.tensor(0)?;
     if t.dim() < 2 {
-        return Err(shape_err(format!(
-            "tensor.mT is only supported on matrices or batches of matrices. Got {}-D tensor.",
-            t.dim()
-        )));
+        return Err(rank_mismatch(
+            "mT",
+            "self",
+            RankRequirement::AtLeast(2),
+            t.shape(),
+        ));
     }
     if t.dtype().is_complex() && conjugate {
-        return Err(
-            TensorError::Unsupported(format!("{}: conjugation of complex tensors", a.op)).into(),
-        );
+        return Err(unsupported_feature(a.op, "conjugation of complex tensors"));
     }
     Ok(transpose(&t, -2, -1)?.into())
 }
@@ -1814,13 +2119,7 @@ pub(crate) fn register(r: &mut Registry) {
     // `_reshape_from_tensor(self, shape)`: the sizes read from a 1-d integer tensor
     r.add("aten::_reshape_from_tensor", |a| {
         let shape = a.tensor(1)?;
-        if shape.dim() != 1 || !shape.dtype().is_integral(false) {
-            return Err(shape_err(format!(
-                "_reshape_from_tensor: shape must be a 1-d integer tensor, got {:?} {}",
-                shape.shape(),
-                shape.dtype()
-            )));
-        }
+        check_integer_vector("_reshape_from_tensor", "shape", &shape)?;
         Ok(reshape(&a.tensor(0)?, &shape.to_vec::<i64>()?)?.into())
     });
     r.add("aten::_unsafe_view", |a| {
@@ -2115,7 +2414,9 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::_infer_size", |a| {
         let (x, y) = (a.int_list(0)?, a.int_list(1)?);
         let to_sizes = |v: &[i64]| -> R<Vec<usize>> {
-            v.iter().map(|&d| to_usize(d, "_infer_size size")).collect()
+            v.iter()
+                .map(|&d| non_negative("_infer_size", "size", d))
+                .collect()
         };
         let shape = crate::tensor::broadcast_shapes(&to_sizes(&x)?, &to_sizes(&y)?)?;
         Ok(int_list_value(shape.iter().map(|&d| d as i64)))
@@ -2221,14 +2522,24 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten::fliplr", |a| {
         let t = a.tensor(0)?;
         if t.dim() < 2 {
-            return Err(shape_err("Input must be >= 2-d."));
+            return Err(rank_mismatch(
+                "fliplr",
+                "self",
+                RankRequirement::AtLeast(2),
+                t.shape(),
+            ));
         }
         Ok(flip(&t, &[1])?.into())
     });
     r.add("aten::flipud", |a| {
         let t = a.tensor(0)?;
         if t.dim() < 1 {
-            return Err(shape_err("Input must be >= 1-d."));
+            return Err(rank_mismatch(
+                "flipud",
+                "self",
+                RankRequirement::AtLeast(1),
+                t.shape(),
+            ));
         }
         Ok(flip(&t, &[0])?.into())
     });
@@ -2267,7 +2578,14 @@ pub(crate) fn register(r: &mut Registry) {
             1 => "replicate",
             2 => "circular",
             3 => "constant",
-            m => return Err(value_err(format!("_pad_enum: unknown padding mode {m}"))),
+            m => {
+                return Err(invalid_argument(
+                    "_pad_enum",
+                    "mode",
+                    "must be a padding mode code (0 to 3)",
+                    m,
+                ))
+            }
         };
         Ok(pad_op(&a.tensor(0)?, &a.int_list(1)?, mode, a.opt_double(3)?)?.into())
     });

@@ -6,8 +6,12 @@
 //! The table is sobol_directions.bin, recovered from PyTorch's own state by
 //! fixtures/gen_sobol_table.py (which documents the format and checks every row).
 
-use super::kernels::{shape_err, unsupported, value_err};
+use super::kernels::{
+    invalid_argument, not_implemented_for, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature, value_err,
+};
 use super::{Args, Registry};
+use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::{IValue, Tuple};
 
@@ -53,9 +57,12 @@ fn direction_rows(dimension: usize) -> crate::Result<Vec<[i64; MAXBIT]>> {
         .ok_or_else(|| value_err("the Sobol direction table has no header"))?;
     let rows = u32::from_le_bytes([header[8], header[9], header[10], header[11]]) as usize;
     if rows != MAXDIM {
-        return Err(value_err(format!(
-            "the Sobol direction table has {rows} rows, expected {MAXDIM}"
-        )));
+        return Err(size_mismatch(
+            "_sobol_engine_initialize_state_",
+            "the number of rows of the Sobol direction table",
+            MAXDIM as i64,
+            rows as i64,
+        ));
     }
     let mut bits = TableBits {
         data: &TABLE[12..],
@@ -66,9 +73,12 @@ fn direction_rows(dimension: usize) -> crate::Result<Vec<[i64; MAXBIT]>> {
     for _ in 1..dimension {
         let m = bits.take(5)? as usize;
         if m == 0 || m >= MAXBIT {
-            return Err(value_err(format!(
-                "the Sobol direction table has degree {m}"
-            )));
+            return Err(invalid_argument(
+                "_sobol_engine_initialize_state_",
+                "a degree in the Sobol direction table",
+                format!("must be in [1, {MAXBIT})"),
+                m,
+            ));
         }
         let p = (1i64 << m) | bits.take(m)?;
         let mut v = [0i64; MAXBIT];
@@ -94,7 +104,12 @@ fn direction_rows(dimension: usize) -> crate::Result<Vec<[i64; MAXBIT]>> {
 
 fn check_long(t: &Tensor, what: &str) -> crate::Result<()> {
     if t.dtype() != DType::Int64 {
-        return Err(value_err(format!("{what} needs to be of type Long")));
+        return Err(super::kernels::wrong_dtype(
+            "_sobol_engine",
+            what,
+            "int64",
+            t.dtype(),
+        ));
     }
     Ok(())
 }
@@ -106,20 +121,19 @@ fn table_dimension(args: &Args<'_>, i: usize) -> crate::Result<usize> {
         .ok()
         .filter(|&d| (1..=MAXDIM).contains(&d))
         .ok_or_else(|| {
-            value_err(format!(
-                "dimension must be between 1 and {MAXDIM}, but got {d}"
-            ))
+            invalid_argument(
+                "_sobol_engine_initialize_state_",
+                "dimension",
+                format!("must be in [1, {MAXDIM}]"),
+                d,
+            )
         })
 }
 
 fn dimension_arg(args: &Args<'_>, i: usize) -> crate::Result<usize> {
     let d = args.int(i)?;
-    usize::try_from(d).map_err(|_| {
-        value_err(format!(
-            "{}: dimension must be non-negative, got {d}",
-            args.op
-        ))
-    })
+    usize::try_from(d)
+        .map_err(|_| invalid_argument(args.op, "dimension", "must be non-negative", d))
 }
 
 /// An int64 state [rows, cols] (cols >= MAXBIT), read row-major; `rows` exactly `dimension`
@@ -142,9 +156,15 @@ impl State {
             }
         });
         if shape.len() != 2 || !rows_ok || shape[1] < MAXBIT {
-            return Err(shape_err(format!(
-                "sobolstate must have shape [{dimension}, at least {MAXBIT}], but got {shape:?}"
-            )));
+            return Err(invalid_argument(
+                "_sobol_engine",
+                "sobolstate",
+                format!(
+                    "must have shape [{}{dimension}, at least {MAXBIT}]",
+                    if exact { "" } else { "at least " }
+                ),
+                format!("{shape:?}"),
+            ));
         }
         Ok(State {
             values: state.contiguous()?.to_vec::<i64>()?,
@@ -161,11 +181,12 @@ impl State {
 fn quasi_values(quasi: &Tensor, dimension: usize) -> crate::Result<Vec<i64>> {
     check_long(quasi, "quasi")?;
     if quasi.shape() != [dimension] {
-        return Err(shape_err(format!(
-            "dimension must match the size of quasi, but got dimension {dimension} and quasi \
-             with shape {:?}",
-            quasi.shape()
-        )));
+        return Err(shape_mismatch(
+            "_sobol_engine",
+            "quasi",
+            &[dimension],
+            quasi.shape(),
+        ));
     }
     quasi.contiguous()?.to_vec::<i64>()
 }
@@ -173,13 +194,21 @@ fn quasi_values(quasi: &Tensor, dimension: usize) -> crate::Result<Vec<i64>> {
 /// `n` draws from `num_generated` must stay within the 2^30 points the 30 direction bits give.
 fn check_count(n: i64, num_generated: i64) -> crate::Result<()> {
     if n < 0 {
-        return Err(value_err(format!("n must be non-negative, but got {n}")));
+        return Err(invalid_argument(
+            "_sobol_engine",
+            "n",
+            "must be non-negative",
+            n,
+        ));
     }
     let limit = 1i64 << MAXBIT;
     if num_generated < 0 || num_generated.checked_add(n).is_none_or(|end| end >= limit) {
-        return Err(value_err(format!(
-            "SobolEngine can generate at most {limit} points"
-        )));
+        return Err(invalid_argument(
+            "_sobol_engine",
+            "num_generated + n",
+            format!("must be less than {limit} (SobolEngine's most points)"),
+            format!("{num_generated} + {n}"),
+        ));
     }
     Ok(())
 }
@@ -221,10 +250,12 @@ fn initialize_state_(args: &mut Args<'_>) -> R {
     let dimension = table_dimension(args, 1)?;
     let st = State::read(&state, dimension, true)?;
     if st.cols != MAXBIT {
-        return Err(shape_err(format!(
-            "sobolstate must have {MAXBIT} columns, got {}",
-            st.cols
-        )));
+        return Err(invalid_argument(
+            "_sobol_engine_draw",
+            "sobolstate",
+            format!("must have {MAXBIT} columns"),
+            format!("{} columns", st.cols),
+        ));
     }
     let mut values = st.values;
     for (d, row) in direction_rows(dimension)?.iter().enumerate() {
@@ -252,16 +283,10 @@ fn draw(args: &mut Args<'_>) -> R {
     let mut wquasi = quasi_values(&quasi, dimension)?;
     check_count(n, num_generated)?;
     if !matches!(dtype, DType::Float32 | DType::Float64) {
-        return Err(unsupported(format!(
-            "\"_sobol_engine_draw\" not implemented for '{}'",
-            dtype.name()
-        )));
+        return Err(not_implemented_for("_sobol_engine_draw", dtype));
     }
-    let rows = usize::try_from(n).map_err(|_| {
-        value_err(format!(
-            "_sobol_engine_draw: n must be non-negative, got {n}"
-        ))
-    })?;
+    let rows = usize::try_from(n)
+        .map_err(|_| invalid_argument("_sobol_engine_draw", "n", "must be non-negative", n))?;
     // the result's allocation, checked (size, memory budget) before any drawing
     drop(Tensor::zeros(&[rows, dimension], dtype)?);
     let mut points: Vec<i64> = Vec::with_capacity(rows.saturating_mul(dimension));
@@ -312,25 +337,31 @@ fn scramble_(args: &mut Args<'_>) -> R {
         cols: state_cols,
     } = State::read(&state, dimension, false)?;
     if ltm.dtype() != DType::Int64 {
-        return Err(unsupported(format!(
-            "{}: ltm of dtype {} (PyTorch's SobolEngine passes int64)",
+        return Err(unsupported_feature(
             args.op,
-            ltm.dtype().name()
-        )));
+            format!(
+                "ltm of dtype {} (PyTorch's SobolEngine passes int64)",
+                ltm.dtype().name()
+            ),
+        ));
     }
     let shape = ltm.shape().to_vec();
     let [matrices, rows, cols] = shape[..] else {
-        return Err(shape_err(format!(
-            "{}: ltm must be 3-d, got {shape:?}",
-            args.op
-        )));
+        return Err(rank_mismatch(
+            args.op,
+            "ltm",
+            RankRequirement::Exactly(3),
+            &shape,
+        ));
     };
     // PyTorch reads rows 0..MAXBIT of the first `dimension` matrices unchecked
     if matrices < dimension || rows < MAXBIT || cols == 0 || cols > 63 {
-        return Err(shape_err(format!(
-            "{}: ltm must be [>= {dimension}, >= {MAXBIT}, 1..=63], got {shape:?}",
-            args.op
-        )));
+        return Err(invalid_argument(
+            args.op,
+            "ltm",
+            format!("must have shape [>= {dimension}, >= {MAXBIT}, 1..=63]"),
+            format!("{shape:?}"),
+        ));
     }
     let m = ltm.contiguous()?.to_vec::<i64>()?;
     for d in 0..dimension {

@@ -5,7 +5,7 @@
 //! kernels. `fused_equally_split` and `expand_dims_copy` replace internal (fbcode) operators whose
 //! definitions are not public: they have no kernel.
 
-use super::kernels::value_err;
+use super::kernels::{invalid_argument, value_err};
 use super::prims::via_aten;
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
@@ -63,8 +63,11 @@ fn signed_log1p(a: &mut Args<'_>) -> R {
 /// the graph) and leaves infinities to the clamp.
 fn clamp_nan_to_num(a: &mut Args<'_>) -> R {
     if a.is_none(1) || a.is_none(2) {
-        return Err(value_err(
-            "static_runtime::clamp_nan_to_num: min and max must both be given",
+        return Err(invalid_argument(
+            "static_runtime::clamp_nan_to_num",
+            "min and max",
+            "must both be given",
+            format!("{:?} and {:?}", a.get(1)?, a.get(2)?),
         ));
     }
     // Static Runtime reads the bounds as float
@@ -126,8 +129,11 @@ fn embedding_bag<const PADDING_IDX: bool>(a: &mut Args<'_>) -> R {
     };
     match via_aten(a, name, args)? {
         IValue::Tuple(t) if t.items().len() == 4 => Ok(IValue::tuple(t.items()[..3].to_vec())),
-        _ => Err(value_err(
-            "static_runtime::embedding_bag: expected four results",
+        other => Err(invalid_argument(
+            "static_runtime::embedding_bag",
+            "the result of aten::embedding_bag",
+            "must be a tuple of four",
+            other.kind_name(),
         )),
     }
 }
@@ -219,10 +225,12 @@ fn var_tuple_unpack(a: &mut Args<'_>) -> R {
         match a.get(i)? {
             IValue::Tuple(t) => items.extend(t.items().iter().cloned()),
             other => {
-                return Err(value_err(format!(
-                    "static_runtime::VarTupleUnpack: input {i} is a {}, not a tuple",
-                    other.kind_name()
-                )))
+                return Err(invalid_argument(
+                    "static_runtime::VarTupleUnpack",
+                    format!("input {i}"),
+                    "must be a tuple",
+                    other.kind_name(),
+                ))
             }
         }
     }
@@ -232,17 +240,26 @@ fn var_tuple_unpack(a: &mut Args<'_>) -> R {
 /// `dict_unpack(dict, *keys)`: the value of each key.
 fn dict_unpack(a: &mut Args<'_>) -> R {
     let IValue::Dict(d) = a.get(0)? else {
-        return Err(value_err(
-            "static_runtime::dict_unpack: the first input is not a dict",
+        return Err(invalid_argument(
+            "static_runtime::dict_unpack",
+            "input 0",
+            "must be a dict",
+            a.get(0)?.kind_name(),
         ));
     };
     let d = d.clone();
     let mut items = Vec::with_capacity(a.len().saturating_sub(1));
     for i in 1..a.len() {
         let key = a.get(i)?;
-        let v = d
-            .get(key)
-            .ok_or_else(|| value_err(format!("Key not in dict: {key:?}")))?;
+        let v = d.get(key).ok_or_else(|| {
+            invalid_argument(
+                "static_runtime::dict_unpack",
+                format!("key {i}"),
+                "must be in the dict",
+                format!("{key:?}"),
+            )
+        })?;
+
         items.push(v);
     }
     Ok(results(items))

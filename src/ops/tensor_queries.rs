@@ -5,8 +5,11 @@ use super::kernels::map::map_binary;
 use super::kernels::operand::{common_dtype, Operand};
 use super::kernels::reduce::ReducePlan;
 use super::kernels::via_f64::{t, vals};
-use super::kernels::{unsupported, value_err};
+use super::kernels::{
+    invalid_argument, shape_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
+};
 use super::{Args, Registry};
+use crate::tensor::TensorError;
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
 
@@ -22,14 +25,20 @@ pub(super) fn get_device(args: &mut Args<'_>) -> R {
 pub(super) fn is_nonzero(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     match x.numel() {
-        0 => Err(value_err(
-            "Boolean value of Tensor with no values is ambiguous",
+        0 => Err(size_mismatch(
+            "is_nonzero",
+            "the number of elements (a Boolean value of more or fewer is ambiguous)",
+            1,
+            0,
         )),
         1 => Ok(IValue::Bool(
             x.item()?.to_c64() != num_complex::Complex64::new(0.0, 0.0),
         )),
-        _ => Err(value_err(
-            "Boolean value of Tensor with more than one value is ambiguous",
+        n => Err(size_mismatch(
+            "is_nonzero",
+            "the number of elements (a Boolean value of more or fewer is ambiguous)",
+            1,
+            n as i64,
         )),
     }
 }
@@ -60,17 +69,27 @@ pub(super) fn isclose_tensor(args: &Args<'_>) -> crate::Result<Tensor> {
     let atol = args.double(3)?;
     let equal_nan = args.bool(4)?;
     if a.dtype() != b.dtype() {
-        return Err(value_err(format!(
-            "{} should be same dtype as {}",
-            a.dtype(),
-            b.dtype()
-        )));
+        return Err(TensorError::DTypeMismatch {
+            expected: a.dtype(),
+            got: b.dtype(),
+        }
+        .into());
     }
     if rtol < 0.0 || atol < 0.0 {
-        return Err(value_err("rtol and atol must be non-negative"));
+        let (argument, value) = if rtol < 0.0 {
+            ("rtol", rtol)
+        } else {
+            ("atol", atol)
+        };
+        return Err(invalid_argument(
+            "isclose",
+            argument,
+            "must be non-negative",
+            value,
+        ));
     }
     if a.dtype().is_complex() {
-        return Err(value_err("isclose is not implemented for complex tensors"));
+        return Err(unsupported_feature("isclose", "complex tensors"));
     }
     let (x, y) = (a.to_dtype(DType::Float64)?, b.to_dtype(DType::Float64)?);
     map_binary::<f64, f64, bool, _>(&x, &y, move |p, q| {
@@ -181,8 +200,11 @@ pub(super) fn autocast_to_full(args: &mut Args<'_>) -> R {
 pub(super) fn assert_async(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
     if x.numel() != 1 {
-        return Err(value_err(
-            "Boolean value of Tensor with more than one value is ambiguous",
+        return Err(size_mismatch(
+            "_assert_async",
+            "the number of elements (a Boolean value of more or fewer is ambiguous)",
+            1,
+            x.numel() as i64,
         ));
     }
     if x.item()?.to_c64() == num_complex::Complex64::new(0.0, 0.0) {
@@ -230,14 +252,14 @@ pub(super) fn functional_constrain_range(args: &mut Args<'_>) -> R {
 /// must be the tensor's.
 pub(super) fn assert_tensor_metadata(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    let fail = |what: &str| value_err(format!("{}: tensor metadata mismatch: {what}", args.op));
     if let Some(size) = args.opt_int_list(1)? {
         if size
             .iter()
             .map(|&d| d as usize)
             .ne(x.shape().iter().copied())
         {
-            return Err(fail(&format!("size {size:?} vs {:?}", x.shape())));
+            let size: Vec<usize> = size.iter().map(|&d| d as usize).collect();
+            return Err(shape_mismatch(args.op, "self", &size, x.shape()));
         }
     }
     if let Some(stride) = args.opt_int_list(2)? {
@@ -246,12 +268,21 @@ pub(super) fn assert_tensor_metadata(args: &mut Args<'_>) -> R {
             .map(|&d| d as isize)
             .ne(x.strides().iter().copied())
         {
-            return Err(fail(&format!("stride {stride:?} vs {:?}", x.strides())));
+            return Err(invalid_argument(
+                args.op,
+                "self's strides",
+                format!("must be {stride:?}"),
+                format!("{:?}", x.strides()),
+            ));
         }
     }
     if let Some(dtype) = args.opt_dtype(3)? {
         if dtype != x.dtype() {
-            return Err(fail(&format!("dtype {dtype} vs {}", x.dtype())));
+            return Err(TensorError::DTypeMismatch {
+                expected: dtype,
+                got: x.dtype(),
+            }
+            .into());
         }
     }
     Ok(IValue::None)
@@ -266,20 +297,28 @@ pub(super) fn hash_tensor(args: &mut Args<'_>) -> R {
     let keepdim = args.bool(2)?;
     let mode = args.int(3)?;
     if mode != 0 {
-        return Err(value_err(format!("{}: unknown hash mode {mode}", args.op)));
+        return Err(invalid_argument(args.op, "mode", "must be 0", mode));
     }
     if dims.is_empty() && x.numel() == 0 {
-        return Err(value_err(
-            "hash_tensor: Expected reduction dim to be specified for input.numel() == 0. \
-             Specify the reduction dim with the 'dim' argument.",
+        return Err(invalid_argument(
+            "hash_tensor",
+            "dim",
+            "must be given for an input of no elements",
+            "[]",
         ));
     }
     let dims = (!dims.is_empty()).then_some(dims.as_slice());
     let reduced = super::kernels::reduce::reduce_dims(dims, x.dim())?;
     if let Some(d) = (0..x.dim()).find(|&d| reduced[d] && x.shape()[d] == 0) {
-        return Err(crate::ops::kernels::index_err(format!(
-            "hash_tensor: Expected reduction dim {d} to have non-zero size."
-        )));
+        return Err(invalid_argument(
+            "hash_tensor",
+            "dim",
+            format!(
+                "must reduce only non-empty dims (dim {d} of {:?} is empty)",
+                x.shape()
+            ),
+            format!("{dims:?}"),
+        ));
     }
     let dtype = x.dtype();
     if dtype.is_floating_point() {
@@ -289,7 +328,7 @@ pub(super) fn hash_tensor(args: &mut Args<'_>) -> R {
         let plan = ReducePlan::new(&x.to_dtype(DType::Int64)?, dims, keepdim)?;
         t(plan.rows::<i64, u64, _>(|row| row.iter().fold(0u64, |h, &v| h ^ v as u64))?)
     } else {
-        Err(unsupported(format!("{}: hash_tensor of {dtype}", args.op)))
+        Err(wrong_dtype(args.op, "self", "a real or bool tensor", dtype))
     }
 }
 

@@ -509,9 +509,12 @@ impl Tensor {
         dtype: DType,
     ) -> TResult<Tensor> {
         if shape.len() != strides.len() {
-            return Err(TensorError::Shape(format!(
-                "shape {shape:?} and strides {strides:?} differ in length"
-            )));
+            return Err(TensorError::SizeMismatch {
+                op: "as_strided".into(),
+                what: format!("the length of strides {strides:?} (of shape {shape:?})"),
+                expected: shape.len() as i64,
+                got: strides.len() as i64,
+            });
         }
         let extent = storage_extent(offset, shape, strides)?;
         let need = extent
@@ -564,7 +567,12 @@ impl Tensor {
         let n = checked_numel(shape)?;
         let nbytes = n
             .checked_mul(dtype.size())
-            .ok_or_else(|| TensorError::Shape(format!("size of shape {shape:?} overflows")))?;
+            .ok_or_else(|| TensorError::InvalidArgument {
+                op: "zeros".into(),
+                argument: "size".into(),
+                requirement: format!("must have a byte size ({dtype}) that fits in memory"),
+                value: format!("{shape:?}"),
+            })?;
         let storage = alloc(nbytes)?;
         Ok(Tensor {
             storage,
@@ -582,21 +590,16 @@ impl Tensor {
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> TResult<Tensor> {
         let n = checked_numel(shape)?;
         if n != data.len() {
-            return Err(TensorError::Shape(format!(
-                "{} elements do not fill shape {shape:?}",
-                data.len()
-            )));
+            return Err(fill_mismatch(shape, n, data.len()));
         }
         Tensor::from_slice(&data, shape)
     }
 
     /// A contiguous tensor holding a copy of `data`.
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> TResult<Tensor> {
-        if checked_numel(shape)? != data.len() {
-            return Err(TensorError::Shape(format!(
-                "{} elements do not fill shape {shape:?}",
-                data.len()
-            )));
+        let n = checked_numel(shape)?;
+        if n != data.len() {
+            return Err(fill_mismatch(shape, n, data.len()));
         }
         let storage = Storage::from_bytes(bytemuck_bytes(data))?;
         Ok(Tensor {
@@ -679,11 +682,14 @@ impl Tensor {
         let d = wrap_dim(dim, self.dim())?;
         match self.nested_parts() {
             // a nested tensor has a size only where its components agree
-            Some(p) if d > 0 => p.regular_size(d - 1).ok_or_else(|| {
-                TensorError::Value(format!(
-                    "Given dimension {d} is irregular and does not have a size."
-                ))
-            }),
+            Some(p) if d > 0 => p
+                .regular_size(d - 1)
+                .ok_or_else(|| TensorError::InvalidArgument {
+                    op: "size".into(),
+                    argument: "dim".into(),
+                    requirement: "must be a regular dimension of the nested tensor".into(),
+                    value: d.to_string(),
+                }),
             _ => Ok(self.shape[d]),
         }
     }
@@ -1020,13 +1026,14 @@ impl Tensor {
             }
         }
         let sv = sg.view();
-        let sv = sv.broadcast(IxDyn(&self.shape)).ok_or_else(|| {
-            TensorError::Shape(format!(
-                "cannot broadcast shape {:?} to {:?}",
-                src.shape(),
-                self.shape()
-            ))
-        })?;
+        let sv = sv
+            .broadcast(IxDyn(&self.shape))
+            .ok_or_else(|| TensorError::InvalidArgument {
+                op: "copy_".into(),
+                argument: "src".into(),
+                requirement: format!("must broadcast to self's shape {:?}", self.shape()),
+                value: format!("{:?}", src.shape()),
+            })?;
         dg.view_mut().assign(&sv);
         Ok(())
     }
@@ -1039,19 +1046,28 @@ impl Tensor {
             (Some(d), Some(s)) if self.dtype == src.dtype && d == s => {
                 self.int_repr_view()?.copy_from(&src.int_repr_view()?)
             }
-            (Some(_), Some(_)) => Err(TensorError::Unsupported(format!(
-                "copy_ between quantized tensors of different dtypes or parameters ({} into {})",
-                src.dtype, self.dtype
-            ))
+            (Some(_), Some(_)) => Err(TensorError::UnsupportedFeature {
+                op: "copy_".into(),
+                feature: format!(
+                    "copying between quantized tensors of different dtypes or parameters ({} \
+                     into {})",
+                    src.dtype, self.dtype
+                ),
+            }
             .into()),
-            (None, Some(_)) => Err(TensorError::Unsupported(
-                "Copying from quantized Tensor to non-quantized Tensor is not allowed, please use dequantize to get a float Tensor from a quantized Tensor".into(),
-            )
+            (None, Some(_)) => Err(TensorError::WrongDType {
+                op: "copy_".into(),
+                argument: "src".into(),
+                expected: "not quantized when self is not (dequantize it first)".into(),
+                got: src.dtype,
+            }
             .into()),
-            _ => Err(TensorError::Unsupported(format!(
-                "copy_ of a {} tensor into a quantized tensor (quantize it first)",
-                src.dtype
-            ))
+            _ => Err(TensorError::WrongDType {
+                op: "copy_".into(),
+                argument: "src".into(),
+                expected: "quantized like self (quantize it first)".into(),
+                got: src.dtype,
+            }
             .into()),
         }
     }
@@ -1104,10 +1120,12 @@ impl Tensor {
     /// The single element of a one-element tensor (`item()`).
     pub fn item(&self) -> crate::Result<Scalar> {
         if self.numel() != 1 {
-            return Err(TensorError::Value(format!(
-                "a Tensor with {} elements cannot be converted to Scalar",
-                self.numel()
-            ))
+            return Err(TensorError::SizeMismatch {
+                op: "item".into(),
+                what: "the number of elements".into(),
+                expected: 1,
+                got: self.numel() as i64,
+            }
             .into());
         }
         if float8::is_storage_only(self.dtype) {
@@ -1314,6 +1332,16 @@ fn bytemuck_bytes<T: Element>(data: &[T]) -> &[u8] {
 /// A `bool` may only hold 0 or 1: bytes from an archive or written through a `uint8` view of the
 /// same storage are checked before they are seen as `bool`s (anything else would be undefined
 /// behaviour).
+/// [`TensorError::SizeMismatch`] of data that does not fill `shape` (`n` elements).
+fn fill_mismatch(shape: &[usize], n: usize, got: usize) -> TensorError {
+    TensorError::SizeMismatch {
+        op: "from_vec".into(),
+        what: format!("the number of elements to fill shape {shape:?}"),
+        expected: n as i64,
+        got: got as i64,
+    }
+}
+
 fn check_bool_bytes<T: Element>(bytes: &[u8]) -> TResult<()> {
     if T::DTYPE == DType::Bool && bytes.iter().any(|&b| b > 1) {
         return Err(TensorError::Value(

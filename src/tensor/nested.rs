@@ -77,10 +77,11 @@ impl NestedParts {
         let (size, stride, offset) = match (self.sizes.get(i), self.strides.get(i)) {
             (Some(s), Some(st)) => (s, st, self.offsets.get(i).copied().unwrap_or(0)),
             _ => {
-                return Err(TensorError::Index(format!(
-                    "component {i} of a nested tensor of {} components",
-                    self.len()
-                )))
+                return Err(TensorError::IndexOutOfBounds {
+                    index: i as i64,
+                    dim: 0,
+                    size: self.len(),
+                })
             }
         };
         let start = self
@@ -132,7 +133,12 @@ pub fn nested_contiguous_geometry(sizes: &[Shape]) -> TResult<(Vec<Strides>, Vec
         offsets.push(next);
         next = next
             .checked_add(checked_numel(s)?)
-            .ok_or_else(|| TensorError::Shape("nested tensor numel overflows".into()))?;
+            .ok_or_else(|| TensorError::InvalidArgument {
+                op: "nested_tensor".into(),
+                argument: "sizes".into(),
+                requirement: "must have a total number of elements that fits in memory".into(),
+                value: format!("{sizes:?}"),
+            })?;
     }
     Ok((sizes.iter().map(|s| packed_strides(s)).collect(), offsets))
 }
@@ -175,45 +181,62 @@ impl Tensor {
     ) -> TResult<Tensor> {
         buffer.check_strided()?;
         if buffer.is_quantized() {
-            return Err(TensorError::Unsupported(format!(
-                "nested tensors of quantized {}",
-                buffer.dtype()
-            )));
+            return Err(TensorError::UnsupportedFeature {
+                op: "nested_tensor".into(),
+                feature: format!("a quantized buffer ({})", buffer.dtype()),
+            });
         }
         if buffer.dim() != 1 {
-            return Err(TensorError::Shape(format!(
-                "The input buffer must be flat, got a {}-d buffer",
-                buffer.dim()
-            )));
+            return Err(TensorError::RankMismatch {
+                op: "nested_tensor".into(),
+                argument: "buffer".into(),
+                expected: super::RankRequirement::Exactly(1),
+                shape: buffer.shape().to_vec(),
+            });
         }
         if sizes.len() > MAX_COMPONENTS {
-            return Err(TensorError::Shape(format!(
-                "a nested tensor of {} components (at most {MAX_COMPONENTS})",
-                sizes.len()
-            )));
+            return Err(TensorError::InvalidArgument {
+                op: "nested_tensor".into(),
+                argument: "the number of components".into(),
+                requirement: format!("must be at most {MAX_COMPONENTS}"),
+                value: sizes.len().to_string(),
+            });
         }
         if strides.len() != sizes.len() || offsets.len() != sizes.len() {
-            return Err(TensorError::Shape(format!(
-                "nested tensor geometry: {} sizes, {} strides and {} offsets",
-                sizes.len(),
-                strides.len(),
-                offsets.len()
-            )));
+            let (what, got) = if strides.len() != sizes.len() {
+                ("the number of strides (of sizes)", strides.len())
+            } else {
+                ("the number of offsets (of sizes)", offsets.len())
+            };
+            return Err(TensorError::SizeMismatch {
+                op: "nested_tensor".into(),
+                what: what.into(),
+                expected: sizes.len() as i64,
+                got: got as i64,
+            });
         }
         if !buffer.is_contiguous() || buffer.storage_offset() != 0 {
             // PyTorch reads such a buffer's storage from its start, ignoring the view
-            return Err(TensorError::Unsupported(
-                "a nested tensor over a buffer that is not a contiguous view of its whole storage"
-                    .into(),
-            ));
+            return Err(TensorError::UnsupportedFeature {
+                op: "nested_tensor".into(),
+                feature: "a buffer that is not a contiguous view of its whole storage".into(),
+            });
         }
         let buffer = buffer.clone();
         let mut padded: Shape = SmallVec::from_elem(0, component_dim);
         for (size, stride) in sizes.iter().zip(&strides) {
             if size.len() != component_dim || stride.len() != component_dim {
-                return Err(TensorError::Shape(format!(
-                    "nested tensor components must all have {component_dim} dimensions, got sizes {size:?} and strides {stride:?}"
-                )));
+                let got = if size.len() != component_dim {
+                    size.len()
+                } else {
+                    stride.len()
+                };
+                return Err(TensorError::SizeMismatch {
+                    op: "nested_tensor".into(),
+                    what: format!("the rank of a component (sizes {size:?}, strides {stride:?})"),
+                    expected: component_dim as i64,
+                    got: got as i64,
+                });
             }
             for (p, &s) in padded.iter_mut().zip(size) {
                 *p = (*p).max(s);
@@ -265,17 +288,19 @@ impl Tensor {
         for (i, c) in components.iter().enumerate() {
             c.check_strided()?;
             if c.dim() != component_dim {
-                return Err(TensorError::Shape(format!(
-                    "All Tensors given to nested_tensor must have the same dimension. Found dimension {} for Tensor at index {i} and dimension {component_dim} for Tensor at index 0.",
-                    c.dim()
-                ))
+                return Err(TensorError::RankMismatch {
+                    op: "nested_tensor".into(),
+                    argument: format!("tensor {i} (as tensor 0)"),
+                    expected: super::RankRequirement::Exactly(component_dim),
+                    shape: c.shape().to_vec(),
+                }
                 .into());
             }
             if c.dtype() != dtype {
-                return Err(TensorError::Value(format!(
-                    "All Tensors given to nested_tensor must have the same dtype, got {} at index {i} and {dtype} at index 0",
-                    c.dtype()
-                ))
+                return Err(TensorError::DTypeMismatch {
+                    expected: dtype,
+                    got: c.dtype(),
+                }
                 .into());
             }
         }

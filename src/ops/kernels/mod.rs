@@ -156,6 +156,12 @@ pub(crate) fn invalid_argument(
     .into()
 }
 
+/// `value` as a size or count: [`invalid_argument`] when it is negative.
+pub(crate) fn non_negative(op: &str, argument: &str, value: i64) -> crate::Result<usize> {
+    usize::try_from(value)
+        .map_err(|_| invalid_argument(op, argument, "must be non-negative", value))
+}
+
 /// [`TensorError::UnsupportedFeature`]: tsrun does not implement `feature` of `op`.
 pub(crate) fn unsupported_feature(
     op: impl Into<String>,
@@ -166,6 +172,14 @@ pub(crate) fn unsupported_feature(
         feature: feature.into(),
     }
     .into()
+}
+
+/// The name PyTorch's CPU dispatch gives an op's kernel: `aten::cauchy_` runs `"cauchy_cpu"`,
+/// `aten::chebyshev_polynomial_t.Tensor` runs `"chebyshev_polynomial_t_cpu"`.
+pub(crate) fn cpu_kernel_name(op: &str) -> String {
+    let name = op.strip_prefix("aten::").unwrap_or(op);
+    let name = name.split('.').next().unwrap_or(name);
+    format!("{}_cpu", name.trim_end_matches('_'))
 }
 
 /// A `TensorError::Unsupported` as a crate error.

@@ -2,7 +2,7 @@
 
 use crate::ops::Args;
 use crate::tensor::promote::{self, result_type};
-use crate::tensor::{broadcast_shapes, DType, Scalar, Tensor, TensorError};
+use crate::tensor::{broadcast_shapes, DType, Scalar, Tensor};
 use crate::values::IValue;
 
 /// An argument that may be a tensor or a Python number (a "wrapped number" in promotion).
@@ -76,21 +76,21 @@ pub(crate) fn can_cast(from: DType, to: DType) -> bool {
 /// `target`'s dtype (an error if PyTorch would refuse the cast) and must not broadcast `target`.
 pub(crate) fn write_inplace(target: &Tensor, result: &Tensor, op: &str) -> crate::Result<()> {
     if !can_cast(result.dtype(), target.dtype()) {
-        return Err(TensorError::Value(format!(
-            "{op}: result type {} can't be cast to the desired output type {}",
-            result.dtype(),
-            target.dtype()
-        ))
-        .into());
+        return Err(super::wrong_dtype(
+            op,
+            "self (the output)",
+            format!("a dtype the result type {} can be cast to", result.dtype()),
+            target.dtype(),
+        ));
     }
     let b = broadcast_shapes(target.shape(), result.shape())?;
     if b.as_slice() != target.shape() {
-        return Err(TensorError::Shape(format!(
-            "{op}: output with shape {:?} doesn't match the broadcast shape {:?}",
+        return Err(super::shape_mismatch(
+            op,
+            "self (the output, the broadcast shape)",
+            b.as_slice(),
             target.shape(),
-            b.as_slice()
-        ))
-        .into());
+        ));
     }
     target.copy_from(result)
 }
@@ -101,12 +101,12 @@ pub(crate) fn inplace_result(args: &Args<'_>, result: IValue) -> crate::Result<I
     let result = match result {
         IValue::Tensor(t) => t,
         other => {
-            return Err(TensorError::Value(format!(
-                "{}: in-place result is {}, not a tensor",
+            return Err(super::invalid_argument(
                 args.op,
-                other.kind_name()
+                "the in-place result",
+                "must be a tensor",
+                other.kind_name(),
             ))
-            .into())
         }
     };
     check_inputs_overlap(args, &target, 1)?;

@@ -12,7 +12,7 @@
 //! few microseconds (mobilenet's) is shared without rayon's sleep, wake-up and stealing per
 //! layer. A call that finds the team busy (another thread's call) runs on rayon's pool instead.
 
-use crate::tensor::{Tensor, TensorError};
+use crate::tensor::Tensor;
 use rayon::prelude::*;
 use smallvec::SmallVec;
 use std::any::Any;
@@ -545,5 +545,10 @@ impl<const N: usize> Rows<N> {
 }
 
 fn bad(from: &[usize], to: &[usize]) -> crate::Error {
-    TensorError::Shape(format!("cannot broadcast shape {from:?} to {to:?}")).into()
+    super::invalid_argument(
+        "expand",
+        "shape",
+        format!("must broadcast to {to:?}"),
+        format!("{from:?}"),
+    )
 }

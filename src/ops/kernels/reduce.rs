@@ -35,10 +35,12 @@ pub(crate) fn reduce_dims(dims: Option<&[i64]>, ndim: usize) -> crate::Result<Ve
                     continue;
                 }
                 if mask[w] {
-                    return Err(TensorError::Value(format!(
-                        "dim {w} appears multiple times in the list of dims"
-                    ))
-                    .into());
+                    return Err(super::invalid_argument(
+                        "reduce",
+                        "dim",
+                        format!("must not repeat dim {w}"),
+                        format!("{ds:?}"),
+                    ));
                 }
                 mask[w] = true;
             }

@@ -4,7 +4,7 @@
 
 use super::map::map_binary;
 use super::operand::{common_dtype, float_dtype, Operand};
-use super::value_err;
+use super::wrong_dtype;
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
 
@@ -27,7 +27,12 @@ pub(crate) fn build(v: Vec<f64>, shape: &[usize], dt: DType) -> crate::Result<Te
 pub(crate) fn float_common(a: &Operand, b: &Operand) -> crate::Result<DType> {
     let dt = float_dtype(common_dtype(&[a, b]));
     if dt.is_complex() {
-        return Err(value_err(format!("complex dtype {dt} is not supported")));
+        return Err(wrong_dtype(
+            "float_common",
+            "operands",
+            "real (complex is not supported)",
+            dt,
+        ));
     }
     Ok(dt)
 }
