@@ -2,6 +2,7 @@
 
 use super::elementwise::clamp_op;
 use super::kernels::map::{map_binary, map_inplace_f32, map_unary};
+use super::kernels::not_implemented_for;
 use super::kernels::num::{Arith, Real};
 use super::kernels::operand::{inplace_of, inplace_result, Operand};
 use super::kernels::reduce::along_dim;
@@ -671,10 +672,13 @@ pub(crate) fn softmax_op(
 ) -> crate::Result<Tensor> {
     let out_dtype = out_dtype.unwrap_or(x.dtype());
     if !out_dtype.is_floating_point() {
-        return Err(wrong_dtype(
-            if log { "log_softmax" } else { "softmax" },
-            "dtype",
-            "floating-point",
+        // PyTorch's dispatcher refusal: its kernels are instantiated for floating dtypes only
+        return Err(not_implemented_for(
+            if log {
+                "log_softmax_lastdim_kernel_impl"
+            } else {
+                "softmax_lastdim_kernel_impl"
+            },
             out_dtype,
         ));
     }

@@ -517,11 +517,14 @@ fn bitwise_op(a: &Operand, b: &Operand, op: Bit) -> crate::Result<Tensor> {
         }
     }
     match dt {
-        DType::Bool if matches!(op, Bit::Shl | Bit::Shr) => Err(TensorError::UnsupportedDType {
-            what: "bitwise shift".into(),
-            dtype: dt,
-        }
-        .into()),
+        DType::Bool if matches!(op, Bit::Shl | Bit::Shr) => Err(not_implemented_for(
+            if matches!(op, Bit::Shl) {
+                "lshift_cpu"
+            } else {
+                "rshift_cpu"
+            },
+            dt,
+        )),
         DType::Bool => apply::<bool>(&x, &y, op),
         d if d.is_integral(false) => dispatch_int!(d, "bitwise op", |T| apply::<T>(&x, &y, op)),
         // PyTorch's shift kernels (lshift_cpu / rshift_cpu) are integral-only
@@ -533,11 +536,14 @@ fn bitwise_op(a: &Operand, b: &Operand, op: Bit) -> crate::Result<Tensor> {
             },
             d,
         )),
-        d => Err(TensorError::UnsupportedDType {
-            what: "bitwise op (integral and bool tensors only)".into(),
-            dtype: d,
-        }
-        .into()),
+        d => Err(not_implemented_for(
+            match op {
+                Bit::And => "bitwise_and_cpu",
+                Bit::Or => "bitwise_or_cpu",
+                _ => "bitwise_xor_cpu",
+            },
+            d,
+        )),
     }
 }
 

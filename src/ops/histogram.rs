@@ -6,6 +6,7 @@
 //! points outside the edges or NaN are skipped.
 
 use super::creation::linspace_tensor;
+use super::kernels::not_implemented_for;
 use super::kernels::{invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, value_err};
 use super::shape::tensor_list;
 use super::{Args, Registry};
@@ -18,11 +19,7 @@ type R = crate::Result<IValue>;
 /// The input as M points of N coordinates (f64, exact for every float dtype) and N.
 fn points(op: &str, x: &Tensor, dd: bool) -> crate::Result<(Vec<f64>, usize)> {
     if !x.dtype().is_floating_point() {
-        return Err(TensorError::UnsupportedDType {
-            what: op.to_string(),
-            dtype: x.dtype(),
-        }
-        .into());
+        return Err(not_implemented_for("histogramdd", x.dtype()));
     }
     let n = if dd {
         if x.dim() < 2 {

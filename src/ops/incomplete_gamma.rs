@@ -6,10 +6,10 @@
 // The coefficients are copied digit for digit from Math.h, beyond f64's precision.
 #![allow(clippy::excessive_precision)]
 
+use super::kernels::not_implemented_for;
 use super::kernels::operand::{common_dtype, inplace_of, Operand};
 use super::kernels::via_f64::{float_binary_op, t};
 use super::{Args, Registry};
-use crate::tensor::TensorError;
 use crate::values::IValue;
 
 const MACHEP: f64 = 1.11022302462515654042E-16;
@@ -258,11 +258,7 @@ fn floating_only(args: &Args<'_>, what: &str, f: fn(f64, f64) -> f64) -> crate::
     let (a, x) = (Operand::arg(args, 0)?, Operand::arg(args, 1)?);
     let dtype = common_dtype(&[&a, &x]);
     if !dtype.is_floating_point() {
-        return Err(TensorError::UnsupportedDType {
-            what: what.to_string(),
-            dtype,
-        }
-        .into());
+        return Err(not_implemented_for(format!("{what}_cpu"), dtype));
     }
     t(float_binary_op(&a, &x, f)?)
 }

@@ -4,6 +4,7 @@
 //! `_linalg_check_errors`, `_euclidean_dist`, `_compute_linear_combination`,
 //! `linalg__powsum`, computed in f64.
 
+use super::kernels::not_implemented_for;
 use super::kernels::via_f64::{build, t};
 use super::kernels::{
     check_rank, invalid_argument, rank_mismatch, shape_err, shape_mismatch, size_mismatch,
@@ -324,12 +325,8 @@ fn powsum(args: &mut Args<'_>) -> R {
     }
     let ord = args.scalar(1)?.to_f64();
     if !x.dtype().is_floating_point() && !x.dtype().is_complex() {
-        return Err(wrong_dtype(
-            args.op,
-            "input",
-            "a floating point or complex tensor",
-            x.dtype(),
-        ));
+        // PyTorch's dispatcher refusal (its kernel has floating and complex instances only)
+        return Err(not_implemented_for("powsum_cpu", x.dtype()));
     }
     let abs = tensor_of(via_aten(args, "aten::abs", vec![x.into()])?, args.op)?;
     let powered = tensor_of(

@@ -243,7 +243,8 @@ fn check_floating(op: &str, t: &Tensor) -> crate::Result<()> {
     if t.dtype().is_floating_point() {
         Ok(())
     } else {
-        Err(wrong_dtype(op, "self", "floating-point", t.dtype()))
+        // PyTorch's dispatcher refusal: its kernel is instantiated for floating dtypes only
+        Err(not_implemented_for(op, t.dtype()))
     }
 }
 

@@ -347,8 +347,8 @@ macro_rules! __dispatch {
         match $dtype {
             $( $crate::tensor::DType::$d => { #[allow(dead_code)] type $T = $t; $body } )*
             #[allow(unreachable_patterns)]
-            other => Err($crate::tensor::TensorError::UnsupportedDType {
-                what: ::std::string::ToString::to_string(&$what),
+            other => Err($crate::tensor::TensorError::NotImplementedForDType {
+                kernel: ::std::string::ToString::to_string(&$what),
                 dtype: other,
             }
             .into()),

@@ -183,8 +183,8 @@ macro_rules! float_unary {
                     },
                 )
             }
-            other => Err($crate::tensor::TensorError::UnsupportedDType {
-                what: ::std::string::ToString::to_string(&$what),
+            other => Err($crate::tensor::TensorError::NotImplementedForDType {
+                kernel: ::std::string::ToString::to_string(&$what),
                 dtype: other,
             }
             .into()),
@@ -234,8 +234,8 @@ macro_rules! float_binary {
                     },
                 )
             }
-            other => Err($crate::tensor::TensorError::UnsupportedDType {
-                what: ::std::string::ToString::to_string(&$what),
+            other => Err($crate::tensor::TensorError::NotImplementedForDType {
+                kernel: ::std::string::ToString::to_string(&$what),
                 dtype: other,
             }
             .into()),
