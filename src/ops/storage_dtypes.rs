@@ -6,9 +6,9 @@
 //! where PyTorch refuses. The interpreter therefore calls every kernel through [`call`], which
 //! lets a float8/complex32 tensor argument through only to
 //! - operators that only move or describe elements (views, copies, conversions, `cat`,
-//!   `index_select`, container and `prim::` operators): [`moves_elements`];
+//!   `index_select`, container and `prim::` operators): `moves_elements`;
 //! - the functional operators PyTorch computes for them (`mul`, `abs`, comparisons, `where`,
-//!   indexing, `matmul`; complex32 `add`/`sub`/`neg`/`conj_physical`/`tril`): [`computed`],
+//!   indexing, `matmul`; complex32 `add`/`sub`/`neg`/`conj_physical`/`tril`): `computed`,
 //!   run on float (complex64) copies, with scalar operands first rounded to the tensor's dtype
 //!   (PyTorch's common dtype) and float results rounded back, which is how c10 evaluates them
 //!   (in float, rounded once);
