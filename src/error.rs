@@ -7,7 +7,7 @@ pub use crate::ir::CompileError;
 pub use crate::pickle::PickleError;
 pub use crate::tensor::budget::LimitExceeded;
 use crate::tensor::AllocError;
-pub use crate::tensor::{RankRequirement, TensorError};
+pub use crate::tensor::{Int8BinaryCheck, RankRequirement, TensorError};
 
 /// Every error tsrun returns.
 #[derive(Debug, thiserror::Error)]

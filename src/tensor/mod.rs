@@ -118,6 +118,15 @@ pub enum TensorError {
         /// The dtype given.
         got: DType,
     },
+    /// A check of PyTorch's uint8 add and mul kernels (`onednn::qadd.tensor`,
+    /// `onednn::qadd_relu.tensor`, `onednn::qmul.tensor`), with PyTorch's message.
+    #[error("Quantized {op} {check}")]
+    Int8Binary {
+        /// `add` or `mul`, as PyTorch's message names the op.
+        op: &'static str,
+        /// The check that failed.
+        check: Int8BinaryCheck,
+    },
     /// Incompatible or invalid shapes.
     #[error("shape error: {0}")]
     Shape(String),
@@ -345,6 +354,62 @@ pub enum TensorError {
 }
 
 type TResult<T> = std::result::Result<T, TensorError>;
+
+/// The checks of PyTorch's uint8 add and mul kernels ([`TensorError::Int8Binary`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Int8BinaryCheck {
+    /// The operands' shapes differ (no broadcasting).
+    SameSize,
+    /// An operand is not uint8.
+    OperandDTypes {
+        /// The first operand's dtype.
+        left: DType,
+        /// The second operand's dtype.
+        right: DType,
+    },
+    /// The output dtype is not uint8, float32, bfloat16 or float16.
+    OutputDType(DType),
+    /// A float output was asked for with an output scale other than 1 or zero point other
+    /// than 0.
+    FloatOutputParams {
+        /// The output dtype.
+        dtype: DType,
+        /// The scale as C++ streams a double (`%g`).
+        scale: String,
+        /// The zero point.
+        zero_point: i64,
+    },
+}
+
+impl std::fmt::Display for Int8BinaryCheck {
+    /// PyTorch's message after `Quantized add `, with c10's dtype names.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Int8BinaryCheck::SameSize => f.write_str("operands should have the same size."),
+            Int8BinaryCheck::OperandDTypes { left, right } => write!(
+                f,
+                "operands should be of type uint8, but got {} and {}",
+                left.c10_name(),
+                right.c10_name()
+            ),
+            Int8BinaryCheck::OutputDType(got) => write!(
+                f,
+                "output should be of type uint8, float, bfloat16 or float16, but got {}",
+                got.c10_name()
+            ),
+            Int8BinaryCheck::FloatOutputParams {
+                dtype,
+                scale,
+                zero_point,
+            } => write!(
+                f,
+                "output scale and zero point should be 1 and 0 for output_dtype {}, but got \
+                 scale = {scale} and zero point = {zero_point}",
+                dtype.c10_name()
+            ),
+        }
+    }
+}
 
 /// The numbers of dimensions a tensor argument may have ([`TensorError::RankMismatch`]).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -44,6 +44,7 @@ const ERROR_EXCEPTIONS: &[&str] = &[
     "pickle::PickleError",
     "tensor::TensorError",
     "tensor::RankRequirement",
+    "tensor::Int8BinaryCheck",
     "tensor::AllocError",
     "ops::schema::SchemaError",
     "golden::GoldenError",

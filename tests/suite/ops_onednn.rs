@@ -1,10 +1,148 @@
 //! Golden cases for the `onednn::` int8 operators of x86 inductor's quantization lowering
 //! (qlinear / qconv pointwise with post-ops, the weight prepacks, the fp16 dynamic linear),
-//! written by fixtures/gen_ops_onednn.py.
+//! written by fixtures/gen_ops_onednn.py, and for the uint8 `onednn::qadd.tensor` /
+//! `qadd_relu.tensor` / `qmul.tensor` (fixtures/gen_ops_onednn_int8_binary.py).
 
-use crate::common;
+use crate::common::{self, decode, decode_all, fixtures_dir, Arrays};
+use serde_json::Value;
+use std::fs::File;
+use tsrun::error::TensorError;
+use tsrun::internals::ops::{Args, OpContext, Registry};
+use tsrun::internals::tensor::{DType, Tensor};
+use tsrun::internals::values::IValue;
+use tsrun::Error;
 
 #[test]
 fn onednn_quantized_ops() {
     common::assert_op_cases("onednn");
+}
+
+/// Whether PyTorch dispatches to its AVX-512 kernels on this CPU (its `compute_cpu_capability`
+/// test), which decides the results of the uint8 add and mul kernels.
+fn pytorch_dispatches_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512dq")
+            && is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `Err` unless `got` has `want`'s dtype, shape and bits.
+fn same_bits(got: &Tensor, want: &Tensor) -> Result<(), String> {
+    if got.dtype() != want.dtype() || got.shape() != want.shape() {
+        return Err(format!(
+            "{} {:?}, want {} {:?}",
+            got.dtype(),
+            got.shape(),
+            want.dtype(),
+            want.shape()
+        ));
+    }
+    let bits = |t: &Tensor| -> Vec<u32> {
+        if t.dtype() == DType::UInt8 {
+            let v: Vec<u8> = t.to_vec().expect("uint8 values");
+            v.into_iter().map(u32::from).collect()
+        } else {
+            // (bfloat16 and float16 widen to float32 exactly)
+            let v: Vec<f32> = t.to_vec().expect("float values");
+            v.into_iter().map(f32::to_bits).collect()
+        }
+    };
+    let (g, w) = (bits(got), bits(want));
+    match g.iter().zip(&w).position(|(a, b)| a != b) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "element {i} of {}: bits {:#x}, want {:#x}",
+            g.len(),
+            g[i],
+            w[i]
+        )),
+    }
+}
+
+/// The uint8 add / add+relu / mul against the goldens PyTorch computes on a CPU like this one,
+/// bit for bit: AVX-512's sign-extending vector body and scalar tail, or the scalar kernel
+/// (recorded with `ATEN_CPU_CAPABILITY=avx2`); operands made non-contiguous by view chains
+/// (walked in memory order, the result in the first operand's layout); and the refusals with
+/// PyTorch's words.
+#[test]
+fn onednn_int8_add_and_mul_match_pytorch_bit_for_bit() {
+    let family = if pytorch_dispatches_avx512() {
+        "onednn_int8_binary_avx512"
+    } else {
+        "onednn_int8_binary_scalar"
+    };
+    let dir = fixtures_dir().join("ops");
+    let json: Value =
+        serde_json::from_reader(File::open(dir.join(format!("{family}.json"))).expect("json"))
+            .expect("valid json");
+    let mut arrays = Arrays::open(&dir.join(format!("{family}.npz")));
+    let ctx = OpContext::default();
+    let call = |op: &str, overload: &str, args: &mut Vec<IValue>| {
+        let name = format!("{op}.{overload}");
+        let name = name.trim_end_matches('.');
+        let kernel = Registry::global()
+            .lookup(op, overload)
+            .unwrap_or_else(|| panic!("no kernel for {name}"));
+        kernel(&mut Args::new(name, args, &ctx))
+    };
+    let cases = json["cases"].as_array().expect("cases");
+    let (mut errors, mut viewed, mut failures) = (0, 0, Vec::new());
+    for (i, case) in cases.iter().enumerate() {
+        let (op, overload) = (
+            case["op"].as_str().expect("op"),
+            case["overload"].as_str().expect("overload"),
+        );
+        let mut args = decode_all(&case["args"], &mut arrays);
+        for view in case["views"].as_array().into_iter().flatten() {
+            let j = view[0].as_u64().expect("argument index") as usize;
+            viewed += 1;
+            for step in view[1].as_array().expect("view chain") {
+                let mut view_args = vec![args[j].clone()];
+                view_args.extend(decode_all(&step[2], &mut arrays));
+                let (vop, vov) = (step[0].as_str().expect("op"), step[1].as_str().expect("ov"));
+                args[j] = call(vop, vov, &mut view_args).expect("view op");
+            }
+        }
+        let got = call(op, overload, &mut args);
+        let outcome = match (&got, case.get("error").and_then(Value::as_str)) {
+            (Err(e @ Error::Tensor(TensorError::Int8Binary { .. })), Some(message)) => {
+                errors += 1;
+                if e.to_string() == message {
+                    Ok(())
+                } else {
+                    Err(format!("message {e}, want {message}"))
+                }
+            }
+            (Ok(IValue::Tensor(t)), None) => {
+                let want = decode(&case["out"], &mut arrays);
+                let want = want.as_tensor().expect("a tensor golden");
+                same_bits(t, want).and_then(|()| match case.get("strides") {
+                    Some(s) => {
+                        let s: Vec<isize> = serde_json::from_value(s.clone()).expect("strides");
+                        if t.strides() == s.as_slice() {
+                            Ok(())
+                        } else {
+                            Err(format!("strides {:?}, want {s:?}", t.strides()))
+                        }
+                    }
+                    None => Ok(()),
+                })
+            }
+            (got, want) => Err(format!("got {got:?}, want {want:?}")),
+        };
+        if let Err(e) = outcome {
+            failures.push(format!("case {i} {op}.{overload}: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{family}: {failures:#?}");
+    // (the generator's 3 ops x 21 refusals, 3 ops x 2 dtypes x 9 viewed operands)
+    assert_eq!((errors, viewed), (63, 54), "{family}: the goldens changed");
+    println!("{family}: {} cases", cases.len());
 }

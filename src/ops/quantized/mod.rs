@@ -10,7 +10,9 @@
 //! (`fbgemm_legacy.rs`), the block-sparse `sparse::qlinear*` (`sparse_linear.rs`), and the
 //! `onednn::` int8 ops of x86 inductor's quantization lowering with
 //! oneDNN's arithmetic (`onednn.rs`), through which the oneDNN engine's fused
-//! `quantized::linear_tanh` / `conv2d_add` and friends run (`onednn_engine.rs`).
+//! `quantized::linear_tanh` / `conv2d_add` and friends run (`onednn_engine.rs`), and the
+//! uint8 `onednn::qadd.tensor` / `qmul.tensor`, which PyTorch runs with ATen's own kernels
+//! (`int8_binary.rs`).
 //!
 //! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization
 //! repeats fbgemm's float steps in its order (float bias divided by `act_scale * w_scale`, the
@@ -24,6 +26,7 @@ pub mod embedding;
 pub mod fake_quantize;
 pub mod fbgemm_legacy;
 pub mod int4_pack;
+pub mod int8_binary;
 pub mod legacy;
 pub mod linear;
 pub mod norm;
@@ -58,6 +61,7 @@ pub fn register(r: &mut Registry) {
     sparse_linear::register(r);
     onednn::register(r);
     onednn_engine::register(r);
+    int8_binary::register(r);
 }
 
 fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
