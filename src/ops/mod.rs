@@ -20,6 +20,7 @@ pub mod c10d;
 pub mod calculus;
 pub mod call_limits;
 pub mod conv;
+pub mod cpu_capability;
 pub mod creation;
 pub mod custom;
 pub mod deform_conv;
@@ -266,6 +267,7 @@ impl Registry {
             losses::register(&mut r);
             grids::register(&mut r);
             tensor_queries::register(&mut r);
+            cpu_capability::register(&mut r);
             orthogonal_polynomials::register(&mut r);
             prims::register(&mut r);
             static_runtime::register(&mut r);

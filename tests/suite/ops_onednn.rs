@@ -17,19 +17,60 @@ fn onednn_quantized_ops() {
     common::assert_op_cases("onednn");
 }
 
-/// Whether PyTorch dispatches to its AVX-512 kernels on this CPU (its `compute_cpu_capability`
-/// test), which decides the results of the uint8 add and mul kernels.
-fn pytorch_dispatches_avx512() -> bool {
+/// The CPU capability PyTorch runs with on this machine and environment (its
+/// `compute_cpu_capability` for x86-64 wheels: `ATEN_CPU_CAPABILITY`, else the CPU's
+/// features), which decides the uint8 add and mul kernels' results; `None` on other
+/// architectures, where tsrun does not detect it.
+fn pytorch_cpu_capability() -> Option<&'static str> {
+    let chosen = std::env::var("ATEN_CPU_CAPABILITY").ok();
     #[cfg(target_arch = "x86_64")]
     {
-        is_x86_feature_detected!("avx512vl")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512dq")
-            && is_x86_feature_detected!("fma")
+        Some(match chosen.as_deref() {
+            Some("avx512") => "AVX512",
+            Some("avx2") => "AVX2",
+            Some("default") => "DEFAULT",
+            _ if is_x86_feature_detected!("avx512vl")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512dq")
+                && is_x86_feature_detected!("fma") =>
+            {
+                "AVX512"
+            }
+            _ if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") => "AVX2",
+            _ => "DEFAULT",
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
+        (chosen.as_deref() == Some("default")).then_some("DEFAULT")
+    }
+}
+
+/// `aten::_get_cpu_capability` answers as PyTorch does here (the golden PyTorch wrote under
+/// this capability), or refuses where tsrun cannot tell.
+#[test]
+fn cpu_capability_is_pytorchs() {
+    match pytorch_cpu_capability() {
+        Some(capability) => {
+            common::assert_op_cases(&format!("cpu_capability_{}", capability.to_lowercase()))
+        }
+        None => {
+            let kernel = Registry::global()
+                .lookup("aten::_get_cpu_capability", "")
+                .expect("kernel");
+            let got = kernel(&mut Args::new(
+                "aten::_get_cpu_capability",
+                &mut Vec::new(),
+                &OpContext::default(),
+            ));
+            assert!(
+                matches!(
+                    got,
+                    Err(Error::Tensor(TensorError::UnsupportedFeature { .. }))
+                ),
+                "{got:?}"
+            );
+        }
     }
 }
 
@@ -70,10 +111,11 @@ fn same_bits(got: &Tensor, want: &Tensor) -> Result<(), String> {
 /// bit for bit: AVX-512's sign-extending vector body and scalar tail, or the scalar kernel
 /// (recorded with `ATEN_CPU_CAPABILITY=avx2`); operands made non-contiguous by view chains
 /// (walked in memory order, the result in the first operand's layout); and the refusals with
-/// PyTorch's words.
+/// PyTorch's words. (`ATEN_CPU_CAPABILITY=avx2 cargo test` checks the scalar family on an
+/// AVX-512 machine: tsrun follows the variable as PyTorch does.)
 #[test]
 fn onednn_int8_add_and_mul_match_pytorch_bit_for_bit() {
-    let family = if pytorch_dispatches_avx512() {
+    let family = if pytorch_cpu_capability() == Some("AVX512") {
         "onednn_int8_binary_avx512"
     } else {
         "onednn_int8_binary_scalar"

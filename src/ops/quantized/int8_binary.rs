@@ -4,24 +4,25 @@
 //!
 //! Despite the namespace, PyTorch runs them with ATen's own kernels (`qadd_tensor_cpu_kernel`,
 //! `qmul_tensor_cpu_kernel` in QuantizedOpKernels.cpp), whose result depends on the CPU
-//! capability PyTorch dispatches to:
-//! - AVX-512 (`avx512vl`, `avx512bw`, `avx512dq` and `fma`, PyTorch's test for the capability):
-//!   the leading `numel / 16 * 16` elements in memory order go through a 16-lane vector body,
-//!   the rest through the scalar formula. The vector body widens the bytes with a *signed*
-//!   extension (`_mm512_cvtepi8_epi32`), so a value of 128 or more counts as `value - 256`
-//!   there; it multiplies by the scales rounded to float, and the compiler fuses the add's
-//!   second product into the sum (`fma(x, x_scale, y * y_scale)`); a uint8 result rounds half
-//!   to even (`_mm512_cvtps_epi32`); a bfloat16 NaN is `0xffff`.
-//! - anything else (AVX2, no x86): the scalar formula for every element: bytes as unsigned,
-//!   each product `float(v) * scale` in double rounded to float, a uint8 result rounded half
-//!   away from zero (`std::round`), a bfloat16 NaN `0x7fc0`.
+//! capability PyTorch dispatches to (`ops::cpu_capability`, which tsrun follows too):
+//! - AVX-512 (a CPU with `avx512vl`, `avx512bw`, `avx512dq` and `fma`, or
+//!   `ATEN_CPU_CAPABILITY=avx512`): the leading `numel / 16 * 16` elements in memory order go
+//!   through a 16-lane vector body, the rest through the scalar formula. The vector body widens
+//!   the bytes with a *signed* extension (`_mm512_cvtepi8_epi32`), so a value of 128 or more
+//!   counts as `value - 256` there; it multiplies by the scales rounded to float, and the
+//!   compiler fuses the add's second product into the sum (`fma(x, x_scale, y * y_scale)`); a
+//!   uint8 result rounds half to even (`_mm512_cvtps_epi32`); a bfloat16 NaN is `0xffff`.
+//! - anything else (AVX2, default, not x86-64): the scalar formula for every element: bytes as
+//!   unsigned, each product `float(v) * scale` in double rounded to float, a uint8 result
+//!   rounded half away from zero (`std::round`), a bfloat16 NaN `0x7fc0`.
 //!
-//! tsrun detects the same capability and reproduces both; the goldens of
-//! fixtures/gen_ops_onednn_int8_binary.py were generated with PyTorch's AVX-512 dispatch and
-//! with `ATEN_CPU_CAPABILITY=avx2`. Like PyTorch's kernel, this one walks both operands in
-//! memory order (the result has the first operand's layout); operands that are not
-//! non-overlapping and dense are refused (PyTorch would read memory outside their elements).
+//! tsrun reproduces both; the goldens of fixtures/gen_ops_onednn_int8_binary.py were generated
+//! with PyTorch's AVX-512 dispatch and with `ATEN_CPU_CAPABILITY=avx2`. Like PyTorch's kernel,
+//! this one walks both operands in memory order (the result has the first operand's layout);
+//! operands that are not non-overlapping and dense are refused (PyTorch would read memory
+//! outside their elements).
 
+use crate::ops::cpu_capability::{cpu_capability, CpuCapability};
 use crate::ops::kernels::unsupported_feature;
 use crate::ops::{Args, Registry};
 use crate::tensor::{DType, Int8BinaryCheck, Tensor, TensorError};
@@ -29,7 +30,6 @@ use crate::values::format::fmt_g;
 use crate::values::IValue;
 use crate::Result;
 use half::{bf16, f16};
-use std::sync::OnceLock;
 
 pub fn register(r: &mut Registry) {
     r.add("onednn::qadd.tensor", |a| int8_binary(a, Int8Op::Add));
@@ -46,26 +46,13 @@ enum Int8Op {
     Mul,
 }
 
-/// The lanes of ATen's vector body on this CPU: 16 where PyTorch dispatches to its AVX-512
-/// kernels, else 0 (its AVX2 and default builds of these kernels are scalar only).
+/// The lanes of ATen's vector body: 16 where PyTorch runs its AVX-512 kernels, else 0 (its
+/// AVX2 and default builds of these kernels, and every non-x86 one, are scalar only).
 fn vector_lanes() -> usize {
-    static LANES: OnceLock<usize> = OnceLock::new();
-    *LANES.get_or_init(|| if aten_avx512() { 16 } else { 0 })
-}
-
-/// PyTorch's test for its AVX-512 CPU capability (`compute_cpu_capability` in
-/// DispatchStub.cpp).
-#[cfg(target_arch = "x86_64")]
-fn aten_avx512() -> bool {
-    is_x86_feature_detected!("avx512vl")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512dq")
-        && is_x86_feature_detected!("fma")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn aten_avx512() -> bool {
-    false
+    match cpu_capability() {
+        Some(CpuCapability::Avx512) => 16,
+        _ => 0,
+    }
 }
 
 /// An operand's integer minus its zero point, as the vector body (`vector`, signed bytes) or
