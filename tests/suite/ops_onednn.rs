@@ -9,7 +9,7 @@ use std::fs::File;
 use tsrun::error::TensorError;
 use tsrun::internals::ops::{Args, OpContext, Registry};
 use tsrun::internals::tensor::{DType, Tensor};
-use tsrun::internals::values::IValue;
+use tsrun::internals::values::{IValue, List, Type};
 use tsrun::Error;
 
 #[test]
@@ -187,4 +187,79 @@ fn onednn_int8_add_and_mul_match_pytorch_bit_for_bit() {
     // (the generator's 3 ops x 21 refusals, 3 ops x 2 dtypes x 9 viewed operands)
     assert_eq!((errors, viewed), (63, 54), "{family}: the goldens changed");
     println!("{family}: {} cases", cases.len());
+}
+
+/// An operand that is not non-overlapping and dense (a strided slice, an expanded row) is
+/// refused by name: PyTorch's kernel reads `numel()` bytes of memory from its first element,
+/// elements the view does not hold, which no golden can pin down.
+#[test]
+fn onednn_int8_add_refuses_operands_with_gaps() {
+    let ctx = OpContext::default();
+    let call = |name: &str, args: Vec<IValue>| {
+        let (op, overload) = name.split_once('.').unwrap_or((name, ""));
+        let kernel = Registry::global().lookup(op, overload).expect("kernel");
+        let mut args = args;
+        kernel(&mut Args::new(name, &mut args, &ctx))
+    };
+    let bytes: Vec<u8> = (0..24).map(|i| i * 10).collect();
+    let base = IValue::Tensor(Tensor::from_vec(bytes, &[4, 6]).expect("tensor"));
+    let every_other_column = call(
+        "aten::slice.Tensor",
+        vec![
+            base.clone(),
+            IValue::Int(1),
+            IValue::Int(0),
+            IValue::Int(6),
+            IValue::Int(2),
+        ],
+    )
+    .expect("slice");
+    let row = call(
+        "aten::slice.Tensor",
+        vec![
+            base,
+            IValue::Int(0),
+            IValue::Int(0),
+            IValue::Int(1),
+            IValue::Int(1),
+        ],
+    )
+    .expect("slice");
+    let expanded = call(
+        "aten::expand",
+        vec![
+            row,
+            IValue::List(List::new(Type::Int, vec![IValue::Int(4), IValue::Int(6)])),
+            IValue::Bool(false),
+        ],
+    )
+    .expect("expand");
+    let dense = IValue::Tensor(Tensor::from_vec(vec![7u8; 12], &[4, 3]).expect("tensor"));
+    let dense_wide = IValue::Tensor(Tensor::from_vec(vec![7u8; 24], &[4, 6]).expect("tensor"));
+    for (x, y) in [
+        (every_other_column.clone(), dense.clone()),
+        (dense, every_other_column),
+        (expanded, dense_wide),
+    ] {
+        let args = vec![
+            x,
+            IValue::Double(0.1),
+            IValue::Int(3),
+            y,
+            IValue::Double(0.05),
+            IValue::Int(5),
+            IValue::Double(0.2),
+            IValue::Int(10),
+            IValue::Int(DType::UInt8.to_scalar_type()),
+        ];
+        let got = call("onednn::qadd.tensor", args);
+        assert!(
+            matches!(
+                &got,
+                Err(Error::Tensor(TensorError::UnsupportedFeature { op, .. }))
+                    if op == "onednn::qadd.tensor"
+            ),
+            "{got:?}"
+        );
+    }
 }
