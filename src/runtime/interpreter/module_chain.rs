@@ -666,15 +666,17 @@ impl FoldCache {
     }
 }
 
-/// Pack the folded weight of a chain on receivers `objects` ahead of its first call (a
-/// module's `prepare`); the weight when it was packed so.
+/// Fold the chain on receivers `objects` and pack its folded weight ahead of its first call (a
+/// module's `prepare`): the fold is kept in the chain's cache, where the first call finds it;
+/// returns the weight when it was packed so.
 pub(crate) fn prepack(facts: &ChainFacts, objects: &[&Object]) -> Option<Tensor> {
-    let folded = fold(facts, &FoldInputs::read(facts, objects)?)?;
-    let scale = folded.scale.as_deref()?;
+    let inputs = FoldInputs::read(facts, objects)?;
+    let ready = facts.folds.get(facts, &inputs)?;
+    let scale = ready.scale.as_deref()?;
     let groups = facts.conv.params.groups;
-    crate::ops::conv::prepack_weight(&folded.weight, groups, Some(scale))
+    crate::ops::conv::prepack_weight(&inputs.weight, groups, Some(scale))
         .ok()?
-        .then_some(folded.weight)
+        .then_some(inputs.weight)
 }
 
 /// Run the chain fused: `objects` are the receivers of the module calls in order, `x` the
