@@ -31,6 +31,7 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_embeddings",
     "q_embeddings_4bit",
     "q_legacy_fbgemm",
+    "q_fx_graph_mode_cat",
 ];
 
 /// Every tensor in a (nested) result, in order.
