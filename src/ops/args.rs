@@ -14,6 +14,8 @@ pub struct OpContext {
     /// The call's deadline, step budget, depth and cancel flag (`RunOptions`); `None` runs
     /// unbounded except for the interpreter's default call depth.
     pub limits: Option<Arc<super::call_limits::CallLimits>>,
+    /// Whose arithmetic the quantized convolutions follow.
+    pub quantized_engine: super::quantized::QuantizedEngine,
 }
 
 impl Default for OpContext {
@@ -21,6 +23,7 @@ impl Default for OpContext {
         OpContext {
             generator: Arc::new(Mutex::new(Generator::new(Generator::DEFAULT_SEED))),
             limits: None,
+            quantized_engine: Default::default(),
         }
     }
 }
@@ -31,6 +34,7 @@ impl OpContext {
         OpContext {
             generator: Arc::new(Mutex::new(Generator::new(seed))),
             limits: None,
+            quantized_engine: Default::default(),
         }
     }
 }
