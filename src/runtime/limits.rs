@@ -7,8 +7,8 @@
 use crate::archive::ArchiveLimits;
 use crate::ops::call_limits::CallLimits;
 pub use crate::ops::call_limits::CancelHandle;
-pub use crate::ops::quantized::QuantizedEngine;
 use crate::ops::OpContext;
+pub use crate::ops::QuantizedEngine;
 use crate::runtime::interpreter::{default_context, MAX_CALL_DEPTH};
 use crate::tensor::budget::{MemoryBudget, DEFAULT_MAX_ALLOC_BYTES};
 use std::sync::Arc;

@@ -5,14 +5,11 @@
 
 use super::linear::Requant;
 use super::torchbind::{packed_arg, ConvParams};
-use super::{
-    arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result,
-    QuantizedEngine,
-};
+use super::{arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result};
 use crate::ops::kernels::{
     check_rank, invalid_argument, rank_mismatch, size_mismatch, wrong_dtype,
 };
-use crate::ops::{Args, Registry};
+use crate::ops::{Args, QuantizedEngine, Registry};
 use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Quantizer, Tensor};
 use crate::values::types::Type;

@@ -60,22 +60,6 @@ pub fn register(r: &mut Registry) {
     onednn_engine::register(r);
 }
 
-/// PyTorch's quantized engine (`torch.backends.quantized.engine`) whose arithmetic the
-/// quantized convolutions reproduce. PyTorch's packed weights take the engine current when
-/// they are unpacked at load; tsrun takes it per call ([`crate::runtime::RunOptions`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum QuantizedEngine {
-    /// fbgemm's integer requantization (the default, as the models set it).
-    #[default]
-    Fbgemm,
-    /// The `x86` engine (PyTorch's default on x86) as it runs on CPUs with AVX512-VNNI: it
-    /// hands a convolution whose weight is symmetric (zero points 0), with at most 100 groups
-    /// and no output padding, to oneDNN (`should_use_onednn_quant`), whose float requantization
-    /// rounds about one output in a few thousand to the other neighbour; everything else
-    /// runs as fbgemm.
-    X86,
-}
-
 fn unsupported(op: &str, what: impl std::fmt::Display) -> Error {
     Error::Tensor(crate::tensor::TensorError::Unsupported(format!(
         "{op}: {what}"
