@@ -51,6 +51,8 @@ pub use runtime::module::{
     StateDict,
 };
 pub use runtime::swa;
-pub use runtime::{manual_seed, set_num_threads, CancelHandle, LoadOptions, Module, RunOptions};
+pub use runtime::{
+    manual_seed, set_num_threads, CancelHandle, LoadOptions, Module, QuantizedEngine, RunOptions,
+};
 pub use tensor::{DType, Scalar, Tensor};
 pub use values::{Device, Dict, DictKey, IValue, List, Object, TorchType, Tuple};

@@ -50,9 +50,15 @@ pub struct RunArgs {
     pub limits: LimitArgs,
 }
 
-/// Limits of each call (`RunOptions`), shared by `run` and `bench`.
+/// Limits and options of each call (`RunOptions`), shared by `run`, `compare` and `bench`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct LimitArgs {
+    /// Whose arithmetic quantized convolutions follow, as `torch.backends.quantized.engine`
+    /// when PyTorch loaded the model: `fbgemm`, or `x86` (PyTorch's default on x86; on
+    /// AVX512-VNNI CPUs it runs symmetric-weight convolutions through oneDNN, whose rounding
+    /// differs in rare outputs)
+    #[arg(long = "quantized-engine", value_enum, default_value = "fbgemm")]
+    pub quantized_engine: EngineArg,
     /// Stop a call that runs longer than this many seconds.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<f64>,
@@ -63,15 +69,21 @@ pub struct LimitArgs {
 }
 
 impl LimitArgs {
-    /// Whether any limit was given.
+    /// Whether any limit (or a non-default option) was given.
     pub fn any(&self) -> bool {
-        self.timeout.is_some() || self.max_memory.is_some()
+        self.timeout.is_some()
+            || self.max_memory.is_some()
+            || self.quantized_engine != EngineArg::Fbgemm
     }
 
     /// The options of one call with these limits and `seed`.
     pub fn run_options(&self, seed: Option<u64>) -> CliResult<crate::runtime::RunOptions> {
         let mut o = crate::runtime::RunOptions {
             seed,
+            quantized_engine: match self.quantized_engine {
+                EngineArg::Fbgemm => crate::runtime::QuantizedEngine::Fbgemm,
+                EngineArg::X86 => crate::runtime::QuantizedEngine::X86,
+            },
             ..Default::default()
         };
         if let Some(t) = self.timeout {
@@ -87,6 +99,16 @@ impl LimitArgs {
         }
         Ok(o)
     }
+}
+
+/// `--quantized-engine` values.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EngineArg {
+    /// fbgemm's requantization
+    #[default]
+    Fbgemm,
+    /// PyTorch's x86 engine on an AVX512-VNNI CPU (oneDNN for symmetric-weight convolutions)
+    X86,
 }
 
 /// Run the command: load, call, then print the result or write it to the npz.

@@ -7,6 +7,22 @@ use crate::Error;
 use parking_lot::Mutex;
 use std::sync::Arc;
 
+/// PyTorch's quantized engine (`torch.backends.quantized.engine`) whose arithmetic the
+/// quantized convolutions reproduce. PyTorch's packed weights take the engine current when
+/// they are unpacked at load; tsrun takes it per call ([`crate::runtime::RunOptions`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QuantizedEngine {
+    /// fbgemm's integer requantization (the default, as the models set it).
+    #[default]
+    Fbgemm,
+    /// The `x86` engine (PyTorch's default on x86) as it runs on CPUs with AVX512-VNNI: it
+    /// hands a convolution whose weight is symmetric (zero points 0), with at most 100 groups
+    /// and no output padding, to oneDNN (`should_use_onednn_quant`), whose float requantization
+    /// rounds about one output in a few thousand to the other neighbour; everything else
+    /// runs as fbgemm.
+    X86,
+}
+
 /// Per-call state kernels may need.
 pub struct OpContext {
     /// The default random generator (`torch.manual_seed` sets it).
@@ -14,6 +30,8 @@ pub struct OpContext {
     /// The call's deadline, step budget, depth and cancel flag (`RunOptions`); `None` runs
     /// unbounded except for the interpreter's default call depth.
     pub limits: Option<Arc<super::call_limits::CallLimits>>,
+    /// Whose arithmetic the quantized convolutions follow.
+    pub quantized_engine: QuantizedEngine,
 }
 
 impl Default for OpContext {
@@ -21,6 +39,7 @@ impl Default for OpContext {
         OpContext {
             generator: Arc::new(Mutex::new(Generator::new(Generator::DEFAULT_SEED))),
             limits: None,
+            quantized_engine: Default::default(),
         }
     }
 }
@@ -31,6 +50,7 @@ impl OpContext {
         OpContext {
             generator: Arc::new(Mutex::new(Generator::new(seed))),
             limits: None,
+            quantized_engine: Default::default(),
         }
     }
 }

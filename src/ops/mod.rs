@@ -97,7 +97,7 @@ pub mod type_queries;
 pub mod view_copy;
 pub mod vision;
 
-pub use args::{Args, OpContext};
+pub use args::{Args, OpContext, QuantizedEngine};
 pub use custom::{register_op, CustomKernel};
 
 use crate::values::IValue;

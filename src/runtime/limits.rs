@@ -8,6 +8,7 @@ use crate::archive::ArchiveLimits;
 use crate::ops::call_limits::CallLimits;
 pub use crate::ops::call_limits::CancelHandle;
 use crate::ops::OpContext;
+pub use crate::ops::QuantizedEngine;
 use crate::runtime::interpreter::{default_context, MAX_CALL_DEPTH};
 use crate::tensor::budget::{MemoryBudget, DEFAULT_MAX_ALLOC_BYTES};
 use std::sync::Arc;
@@ -74,6 +75,9 @@ pub struct RunOptions {
     /// Seeds a generator of the call's own (`torch.manual_seed(seed)` before the call);
     /// `None` uses the process-wide generator.
     pub seed: Option<u64>,
+    /// The quantized engine whose arithmetic quantized convolutions follow (fbgemm's by
+    /// default; `X86` is PyTorch's default engine on AVX512-VNNI CPUs).
+    pub quantized_engine: QuantizedEngine,
 }
 
 impl Default for RunOptions {
@@ -86,6 +90,7 @@ impl Default for RunOptions {
             max_live_bytes: None,
             cancel: None,
             seed: None,
+            quantized_engine: QuantizedEngine::Fbgemm,
         }
     }
 }
@@ -105,6 +110,7 @@ impl RunOptions {
                 self.max_call_depth,
                 self.cancel.clone(),
             ))),
+            quantized_engine: self.quantized_engine,
         }
     }
 

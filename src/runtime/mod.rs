@@ -12,5 +12,5 @@ pub use crate::values::ivalue;
 pub use crate::values::{
     Device, DeviceKind, Dict, DictKey, EnumValue, IValue, List, Object, TorchType, Tuple,
 };
-pub use limits::{CancelHandle, LoadOptions, RunOptions, DEFAULT_MAX_STEPS};
+pub use limits::{CancelHandle, LoadOptions, QuantizedEngine, RunOptions, DEFAULT_MAX_STEPS};
 pub use module::{manual_seed, set_num_threads, set_num_threads_for_this_thread, Module};

@@ -337,6 +337,7 @@ fn only_the_quantized_and_nested_wrappers_replace_registered_kernels() {
         "aten::avg_pool2d",
         "aten::hardsigmoid",
         "aten::mean.dim",
+        "aten::cat",
     ];
     // `ops/nested.rs`: these take nested tensors and call the dense kernels for everything
     // else (`aten::relu` is then wrapped again by the quantized wrapper)

@@ -31,6 +31,7 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_embeddings",
     "q_embeddings_4bit",
     "q_legacy_fbgemm",
+    "q_fx_graph_mode_cat",
 ];
 
 /// Every tensor in a (nested) result, in order.
@@ -258,4 +259,52 @@ fn quantized_gru_data_matches_input_and_checks_its_arguments() {
         );
         assert!(r.is_err(), "{what} accepted");
     }
+}
+
+/// fixtures/gen_quantized_engine.py: an FX-quantized convnet PyTorch runs differently under
+/// its `x86` engine (oneDNN convolutions on AVX512-VNNI: the zero point added before
+/// rounding) and under `fbgemm`; each `RunOptions::quantized_engine` reproduces its engine
+/// bit for bit, and the two really differ on this model.
+#[test]
+fn quantized_engine_option_follows_x86_and_fbgemm_bit_exactly() {
+    use tsrun::{QuantizedEngine, RunOptions};
+    let dir = fixtures_dir().join("quantized_engine");
+    let read = |name: &str| tsrun::internals::cli::inputs::read_npy(&dir.join(name)).expect("npy");
+    let m = Module::load(dir.join("model.pt")).expect("load");
+    let x = read("input.npy");
+    let run = |engine| {
+        let options = RunOptions {
+            quantized_engine: engine,
+            ..Default::default()
+        };
+        let out = m
+            .call_opts(vec![IValue::Tensor(x.clone())], &options)
+            .expect("call");
+        out.as_tensor()
+            .expect("tensor")
+            .to_vec::<f32>()
+            .expect("floats")
+    };
+    let x86 = run(QuantizedEngine::X86);
+    let fbgemm = run(QuantizedEngine::Fbgemm);
+    let want_x86 = read("expected_x86.npy").to_vec::<f32>().expect("floats");
+    let want_fbgemm = read("expected_fbgemm.npy").to_vec::<f32>().expect("floats");
+    assert_eq!(x86, want_x86, "x86 engine");
+    assert_eq!(fbgemm, want_fbgemm, "fbgemm engine");
+    let apart = want_x86
+        .iter()
+        .zip(&want_fbgemm)
+        .filter(|(a, b)| a != b)
+        .count();
+    assert!(apart > 0, "the fixture must tell the engines apart");
+    // the default is fbgemm's arithmetic
+    let default = m.call(&[IValue::Tensor(x.clone())]).expect("call");
+    assert_eq!(
+        default
+            .as_tensor()
+            .expect("tensor")
+            .to_vec::<f32>()
+            .expect("floats"),
+        want_fbgemm
+    );
 }

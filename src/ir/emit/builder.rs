@@ -83,6 +83,16 @@ impl Builder {
         self.graph.node(n).outputs[0]
     }
 
+    /// A `prim::Constant` without a source range: what PyTorch's `graph->insertConstant(v)`
+    /// (no location) creates, e.g. `tolist`'s dimension and element-kind operands.
+    pub fn constant_without_range(&mut self, value: IValue) -> ValueId {
+        let v = self.constant(value);
+        if let crate::ir::graph::Def::Node(n, _) = self.graph.value(v).def {
+            self.graph.node_mut(n).source = None;
+        }
+        v
+    }
+
     /// A `prim::Constant` inserted before the first node of the graph (PyTorch's
     /// `materializeConstant`, used for number literals).
     pub fn constant_at_front(&mut self, value: IValue) -> ValueId {

@@ -638,8 +638,8 @@ impl Emitter<'_> {
                 ))
             }
         };
-        let dim = self.b.constant(IValue::Int(dim));
-        let code = self.b.constant(IValue::Int(code));
+        let dim = self.b.constant_without_range(IValue::Int(dim));
+        let code = self.b.constant_without_range(IValue::Int(code));
         Ok(self.b.insert1(
             "prim::tolist",
             None,
@@ -1150,7 +1150,27 @@ impl Emitter<'_> {
                 _ => None,
             };
             let Some(IValue::Int(i)) = constant else {
-                return Err(self.err(span, "tuple index must be a constant integer"));
+                // a run-time index (`self.names[i]` on a `__constants__` list, which becomes a
+                // tuple): PyTorch allows it when every element converts to the first one's type
+                // (`convertibleToList`), and types the element as that first type
+                let dynamic_type = match types.split_first() {
+                    Some((first, rest))
+                        if self.b.ty(idx) == &Type::Int && rest.iter().all(|t| is_subtype(t, first)) =>
+                    {
+                        first.clone()
+                    }
+                    _ => {
+                        return Err(self.err(
+                            span,
+                            format!(
+                                "cannot index into a {ty} with a non-integer literal because its output type cannot be resolved"
+                            ),
+                        ))
+                    }
+                };
+                return Ok(self
+                    .b
+                    .insert1("prim::TupleIndex", None, vec![base, idx], dynamic_type));
             };
             let len = types.len() as i64;
             let k = if i < 0 { i + len } else { i };

@@ -1,6 +1,7 @@
 //! `quantized::conv1d/2d/3d` (+relu), `conv_transpose1d/2d`, and their prepack/unpack.
 //! Accumulation is exact int32 over `(x - x_zp) * (w - w_zp)` (padding holds the input zero
-//! point, i.e. real zero); requantization is fbgemm's (see `linear::Requant`).
+//! point, i.e. real zero); requantization is fbgemm's (see `linear::Requant`), or oneDNN's
+//! where PyTorch's x86 engine would hand the convolution to oneDNN ([`QuantizedEngine::X86`]).
 
 use super::linear::Requant;
 use super::torchbind::{packed_arg, ConvParams};
@@ -8,7 +9,7 @@ use super::{arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, te
 use crate::ops::kernels::{
     check_rank, invalid_argument, rank_mismatch, size_mismatch, wrong_dtype,
 };
-use crate::ops::{Args, Registry};
+use crate::ops::{Args, QuantizedEngine, Registry};
 use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Quantizer, Tensor};
 use crate::values::types::Type;
@@ -133,7 +134,8 @@ fn conv_dynamic(a: &mut Args<'_>, spatial: usize) -> Result<IValue> {
     let (lo, hi) = super::linear::min_max(&x.to_vec::<f32>()?);
     let (scale, zp) = super::linear::choose_qparams(lo, hi, 0, 255, a.bool(2)?);
     let q = super::tensors::quantize_tensor(&x, scale, zp as i64, DType::QUInt8)?;
-    let out = run_conv(a.op, &q, &p, spatial, scale, zp as i64, false)?;
+    let engine = a.ctx.quantized_engine;
+    let out = run_conv(a.op, &q, &p, spatial, scale, zp as i64, false, engine)?;
     tensor_result(super::tensors::dequantize_tensor(&out)?)
 }
 
@@ -264,7 +266,8 @@ fn unpack(a: &mut Args<'_>, squeeze: bool) -> Result<IValue> {
 fn conv_packed(a: &mut Args<'_>, spatial: usize, relu: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let p = ConvParams::from_object(&packed_arg(a, 1)?)?;
-    let out = run_conv(a.op, &x, &p, spatial, a.double(2)?, a.int(3)?, relu)?;
+    let engine = a.ctx.quantized_engine;
+    let out = run_conv(a.op, &x, &p, spatial, a.double(2)?, a.int(3)?, relu, engine)?;
     tensor_result(out)
 }
 
@@ -285,7 +288,36 @@ fn conv_legacy(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         a.double(6)?,
         a.int(7)?,
         relu,
+        a.ctx.quantized_engine,
     )?)
+}
+
+/// oneDNN's requantization of a quint8 convolution: `(acc * x_scale) * w_scale + bias` in
+/// float, the fused ReLU, then `nearbyint(y * (1 / out_scale) + out_zp)` saturated to 0..=255.
+/// The zero point is added in float before rounding (fbgemm adds it after): a product of
+/// 3.4999998 with zero point 58 sums to 61.5 in float and rounds to 62, where fbgemm gives 61
+/// (measured against PyTorch 2.15's x86 engine, resnet18's layer2).
+struct OnednnRequant {
+    x_scale: f32,
+    inv_out_scale: f32,
+    out_zp: f32,
+    relu: bool,
+}
+
+impl OnednnRequant {
+    fn apply(&self, acc: i32, w_scale: f32, bias: Option<f32>) -> i32 {
+        let mut y = (acc as f32 * self.x_scale) * w_scale + bias.unwrap_or(0.0);
+        if self.relu {
+            y = y.max(0.0);
+        }
+        let q = (y * self.inv_out_scale + self.out_zp).round_ties_even();
+        // a NaN has no integer: the zero point, as the oneDNN kernels here store
+        if q.is_nan() {
+            self.out_zp as i32
+        } else {
+            q.clamp(0.0, 255.0) as i32
+        }
+    }
 }
 
 /// `[a, b, c]` padded in front with `fill` to three spatial dims.
@@ -298,6 +330,7 @@ fn three(v: &[i64], fill: i64) -> [i64; 3] {
     out
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_conv(
     op: &str,
     x: &Tensor,
@@ -306,6 +339,7 @@ fn run_conv(
     out_scale: f64,
     out_zp: i64,
     relu: bool,
+    engine: QuantizedEngine,
 ) -> Result<Tensor> {
     if x.dtype() != DType::QUInt8 {
         return Err(wrong_dtype(op, "input", "quint8", x.dtype()));
@@ -420,7 +454,19 @@ fn run_conv(
         Some(b) => Some(b.to_vec::<f32>()?),
         None => None,
     };
+    // PyTorch's x86 engine packs this convolution for oneDNN (`should_use_onednn_quant`):
+    // symmetric weights, at most 100 groups, no output padding
+    let onednn = engine == QuantizedEngine::X86
+        && w_zps.iter().all(|&z| z == 0)
+        && g <= 100
+        && opad.iter().all(|&o| o == 0);
     let rq = Requant::new(x_scale, &w_scales, per_channel, out_scale, out_zp, relu);
+    let onednn_rq = OnednnRequant {
+        x_scale: x_scale as f32,
+        inv_out_scale: 1.0 / out_scale as f32,
+        out_zp: out_zp as f32,
+        relu,
+    };
     let xzp = x_zp as i32;
     let [id, ih, iw] = in_sp.map(|v| v as usize);
     let [kd, kh, kw] = k_sp.map(|v| v as usize);
@@ -490,7 +536,12 @@ fn run_conv(
         .enumerate()
         .map(|(i, &raw)| {
             let oc = (i / out_plane) % m;
-            rq.apply(raw, bias.as_ref().map(|b| b[oc]), oc)
+            let b = bias.as_ref().and_then(|b| b.get(oc).copied());
+            if onednn {
+                onednn_rq.apply(raw, w_scales[oc], b)
+            } else {
+                rq.apply(raw, b, oc)
+            }
         })
         .collect();
     let mut shape = vec![n, m];

@@ -1,6 +1,6 @@
 //! Elementwise quantized ops (`quantized::add`, `add_relu`, `mul`, `cat`, `add_scalar`,
 //! `hardswish`, ...) and the aten ops quantized models apply to quantized tensors (`relu`,
-//! `max_pool2d`, `adaptive_avg_pool2d`). The aten ones wrap the float kernel
+//! `max_pool2d`, `adaptive_avg_pool2d`, `cat`). The aten ones wrap the float kernel
 //! registered before: a quantized input takes the quantized path, anything else the kernel
 //! that was there.
 
@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 /// aten ops with a quantized path here, each with its wrapping kernel (one per overload, so a
 /// call finds its float kernel by index, not by name).
-const WRAPPED: [(&str, Kernel); 7] = [
+const WRAPPED: [(&str, Kernel); 8] = [
     ("aten::relu", quantized_or_float::<RELU>),
     ("aten::relu_", quantized_or_float::<RELU_>),
     ("aten::max_pool2d", quantized_or_float::<MAX_POOL2D>),
@@ -31,6 +31,8 @@ const WRAPPED: [(&str, Kernel); 7] = [
     ("aten::avg_pool2d", quantized_or_float::<AVG_POOL2D>),
     ("aten::hardsigmoid", quantized_or_float::<HARDSIGMOID>),
     ("aten::mean.dim", quantized_or_float::<MEAN_DIM>),
+    // FX graph-mode quantization leaves `torch.cat` of quantized tensors as aten::cat
+    ("aten::cat", quantized_or_float::<CAT>),
 ];
 const RELU: usize = 0;
 const RELU_: usize = 1;
@@ -39,9 +41,11 @@ const ADAPTIVE_AVG_POOL2D: usize = 3;
 const AVG_POOL2D: usize = 4;
 const HARDSIGMOID: usize = 5;
 const MEAN_DIM: usize = 6;
+const CAT: usize = 7;
 
 /// The float kernel each entry of [`WRAPPED`] replaced, by the same index.
-static FLOAT_KERNELS: [OnceLock<Kernel>; WRAPPED.len()] = [const { OnceLock::new() }; 7];
+static FLOAT_KERNELS: [OnceLock<Kernel>; WRAPPED.len()] =
+    [const { OnceLock::new() }; WRAPPED.len()];
 
 /// The code addresses of the float kernels behind the wrappers of [`WRAPPED`] (a plan names
 /// only the wrapper): `Module::prepare` maps their pages, which `relu`'s first call otherwise
@@ -123,7 +127,12 @@ pub fn register(r: &mut Registry) {
 /// The wrapped op `WRAPPED[OP]`: the quantized kernel on a quantized input, else the float
 /// kernel registered before.
 fn quantized_or_float<const OP: usize>(a: &mut Args<'_>) -> Result<IValue> {
-    let quantized = matches!(a.get(0)?, IValue::Tensor(t) if t.is_quantized());
+    // the first tensor decides, as ATen's dispatch key of the first argument does
+    let quantized = match a.get(0)? {
+        IValue::Tensor(t) => t.is_quantized(),
+        IValue::List(l) => matches!(l.items().first(), Some(IValue::Tensor(t)) if t.is_quantized()),
+        _ => false,
+    };
     if !quantized {
         let k = FLOAT_KERNELS[OP]
             .get()
@@ -137,6 +146,7 @@ fn quantized_or_float<const OP: usize>(a: &mut Args<'_>) -> Result<IValue> {
         ADAPTIVE_AVG_POOL2D => qadaptive_avg_pool2d(a),
         AVG_POOL2D => qavg_pool2d(a),
         HARDSIGMOID => qhardsigmoid(a),
+        CAT => qcat_aten(a),
         _ => qmean_dim(a),
     }
 }
@@ -293,26 +303,48 @@ fn cat(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let dim = a.int(1)?;
     let scale = a.opt_double(2)?.unwrap_or(s0);
     let zp = a.opt_int(3)?.unwrap_or(z0);
+    cat_requantized(a, &xs, dim, scale, zp, relu)
+}
+
+/// `aten::cat` of quantized tensors (ATen's `cat_quantized_cpu`): per-tensor inputs of one
+/// dtype, joined and requantized with the first input's scale and zero point.
+fn qcat_aten(a: &mut Args<'_>) -> Result<IValue> {
+    let xs = a.tensor_list(0)?;
+    let first = xs
+        .first()
+        .ok_or_else(|| size_mismatch(a.op, "the number of tensors (at least)", 1, 0))?;
+    let (scale, zp) = per_tensor_params(a.op, first)?;
+    for x in &xs {
+        if x.dtype() != first.dtype() {
+            return Err(TensorError::DTypeMismatch {
+                expected: first.dtype(),
+                got: x.dtype(),
+            }
+            .into());
+        }
+    }
+    let dim = a.int(1)?;
+    cat_requantized(a, &xs, dim, scale, zp, false)
+}
+
+/// Dequantize `xs`, concatenate along `dim` (optionally ReLU), quantize with `scale`, `zp`.
+fn cat_requantized(
+    a: &Args<'_>,
+    xs: &[Tensor],
+    dim: i64,
+    scale: f64,
+    zp: i64,
+    relu: bool,
+) -> Result<IValue> {
+    let dtype = xs
+        .first()
+        .ok_or_else(|| size_mismatch(a.op, "the number of tensors (at least)", 1, 0))?
+        .dtype();
     let floats = xs
         .iter()
         .map(dequantize_tensor)
         .collect::<Result<Vec<_>>>()?;
-    let mut inner = floats
-        .into_iter()
-        .map(IValue::Tensor)
-        .collect::<Vec<IValue>>();
-    let list = IValue::List(crate::values::List::new(
-        crate::values::types::Type::Tensor,
-        std::mem::take(&mut inner),
-    ));
-    let cat_kernel = crate::ops::Registry::global()
-        .lookup("aten::cat", "")
-        .ok_or_else(|| crate::Error::UnknownOp("aten::cat".into()))?;
-    let mut args = vec![list, IValue::Int(dim)];
-    let joined = cat_kernel(&mut Args::new("aten::cat", &mut args, a.ctx))?;
-    let IValue::Tensor(joined) = joined else {
-        return Err(unsupported(a.op, "aten::cat returned a non-tensor"));
-    };
+    let joined = crate::ops::shape::cat(&floats, dim)?;
     let joined = if relu {
         let v: Vec<f32> = joined
             .to_vec::<f32>()?
@@ -323,7 +355,7 @@ fn cat(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     } else {
         joined
     };
-    tensor_result(quantize_tensor(&joined, scale, zp, first.dtype())?)
+    tensor_result(quantize_tensor(&joined, scale, zp, dtype)?)
 }
 
 /// The float kernel `name` (an exact overload) called on `args`, its tensor result.

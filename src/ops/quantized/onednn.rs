@@ -8,8 +8,8 @@
 //! Arithmetic is oneDNN's: an exact int32 accumulator of `(x - x_zp) * w` (weight zero points
 //! are ignored: oneDNN weights are symmetric), then in float `(acc * x_scale) * w_scale[oc] +
 //! bias`, the binary post-op (`sum`: `+ other_scale * (other - other_zp)`; `add`: `+ other`
-//! as a float), the unary post-op, and for an integer output `nearbyint(y * (1 / out_scale)) +
-//! out_zp` saturated. Integer outputs are bit-exact with PyTorch's; transcendental post-ops
+//! as a float), the unary post-op, and for an integer output `nearbyint(y * (1 / out_scale) +
+//! out_zp)` saturated. Integer outputs are bit-exact with PyTorch's; transcendental post-ops
 //! (tanh, gelu, swish) agree to float rounding.
 
 use crate::ops::kernels::vmath;
@@ -247,7 +247,9 @@ impl Output {
         } = self
         {
             for v in y.iter_mut() {
-                let q = (*v * inv_scale).round_ties_even() + zero_point;
+                // oneDNN adds the zero point in float before rounding: `y / s` within
+                // float rounding below a half-way point can sum to exactly .5 and round up
+                let q = (*v * inv_scale + zero_point).round_ties_even();
                 // a NaN has no integer: tsrun stores the zero point
                 *v = if q.is_nan() {
                     zero_point

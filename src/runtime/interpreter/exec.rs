@@ -438,7 +438,8 @@ impl Frame<'_> {
                     .ok()
                     .and_then(|k| t.items().get(k))
                     .cloned()
-                    .ok_or_else(|| rt("tuple index out of range"))?;
+                    // PyTorch's words for a run-time index past the end (`tupleIndex`)
+                    .ok_or_else(|| rt("Tuple list index out of range"))?;
                 self.set_outputs(instr, v)
             }
             Op::TupleSlice { begin, end } => {
