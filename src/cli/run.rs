@@ -54,10 +54,10 @@ pub struct RunArgs {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct LimitArgs {
     /// Whose arithmetic quantized convolutions follow, as `torch.backends.quantized.engine`
-    /// when PyTorch loaded the model: `fbgemm`, or `x86` (PyTorch's default on x86; on
-    /// AVX512-VNNI CPUs it runs symmetric-weight convolutions through oneDNN, whose rounding
-    /// differs in rare outputs)
-    #[arg(long = "quantized-engine", value_enum, default_value = "fbgemm")]
+    /// when PyTorch loaded the model: `native` (PyTorch's default engine, `x86`, as it runs on
+    /// this CPU), `fbgemm`, or `x86` as on an AVX512-VNNI CPU (symmetric-weight convolutions
+    /// through oneDNN, whose rounding differs in rare outputs)
+    #[arg(long = "quantized-engine", value_enum, default_value = "native")]
     pub quantized_engine: EngineArg,
     /// Stop a call that runs longer than this many seconds.
     #[arg(long, value_name = "SECONDS")]
@@ -73,7 +73,7 @@ impl LimitArgs {
     pub fn any(&self) -> bool {
         self.timeout.is_some()
             || self.max_memory.is_some()
-            || self.quantized_engine != EngineArg::Fbgemm
+            || self.quantized_engine != EngineArg::Native
     }
 
     /// The options of one call with these limits and `seed`.
@@ -81,6 +81,7 @@ impl LimitArgs {
         let mut o = crate::runtime::RunOptions {
             seed,
             quantized_engine: match self.quantized_engine {
+                EngineArg::Native => crate::runtime::QuantizedEngine::Native,
                 EngineArg::Fbgemm => crate::runtime::QuantizedEngine::Fbgemm,
                 EngineArg::X86 => crate::runtime::QuantizedEngine::X86,
             },
@@ -104,8 +105,10 @@ impl LimitArgs {
 /// `--quantized-engine` values.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum EngineArg {
-    /// fbgemm's requantization
+    /// PyTorch's default engine as it runs on this CPU
     #[default]
+    Native,
+    /// fbgemm's requantization
     Fbgemm,
     /// PyTorch's x86 engine on an AVX512-VNNI CPU (oneDNN for symmetric-weight convolutions)
     X86,

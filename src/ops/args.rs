@@ -12,15 +12,44 @@ use std::sync::Arc;
 /// they are unpacked at load; tsrun takes it per call ([`crate::runtime::RunOptions`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum QuantizedEngine {
-    /// fbgemm's integer requantization (the default, as the models set it).
+    /// PyTorch's default engine (`x86`) as it runs on this CPU: [`QuantizedEngine::X86`] where
+    /// the CPU has AVX512-VNNI (`cpuinfo_has_x86_avx512vnni`, which PyTorch checks), else
+    /// fbgemm's arithmetic, as the `x86` engine then runs every convolution through fbgemm.
     #[default]
+    Native,
+    /// fbgemm's integer requantization (`torch.backends.quantized.engine = "fbgemm"`).
     Fbgemm,
-    /// The `x86` engine (PyTorch's default on x86) as it runs on CPUs with AVX512-VNNI: it
-    /// hands a convolution whose weight is symmetric (zero points 0), with at most 100 groups
-    /// and no output padding, to oneDNN (`should_use_onednn_quant`), whose float requantization
-    /// rounds about one output in a few thousand to the other neighbour; everything else
-    /// runs as fbgemm.
+    /// The `x86` engine as it runs on CPUs with AVX512-VNNI, whatever this CPU has (to
+    /// reproduce results computed on such a machine): it hands a convolution whose weight is
+    /// symmetric (zero points 0), with at most 100 groups and no output padding, to oneDNN
+    /// (`should_use_onednn_quant`), whose float requantization rounds about one output in a
+    /// few thousand to the other neighbour; everything else runs as fbgemm.
     X86,
+}
+
+impl QuantizedEngine {
+    /// Whether eligible convolutions follow oneDNN's requantization (see
+    /// [`QuantizedEngine::X86`]).
+    pub fn onednn_convolutions(self) -> bool {
+        match self {
+            QuantizedEngine::Fbgemm => false,
+            QuantizedEngine::X86 => true,
+            QuantizedEngine::Native => cpu_has_avx512_vnni(),
+        }
+    }
+}
+
+/// Whether this CPU has AVX512-VNNI (detected once).
+fn cpu_has_avx512_vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static VNNI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *VNNI.get_or_init(|| is_x86_feature_detected!("avx512vnni"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// Per-call state kernels may need.

@@ -75,8 +75,8 @@ pub struct RunOptions {
     /// Seeds a generator of the call's own (`torch.manual_seed(seed)` before the call);
     /// `None` uses the process-wide generator.
     pub seed: Option<u64>,
-    /// The quantized engine whose arithmetic quantized convolutions follow (fbgemm's by
-    /// default; `X86` is PyTorch's default engine on AVX512-VNNI CPUs).
+    /// The quantized engine whose arithmetic quantized convolutions follow: by default
+    /// PyTorch's default engine as it runs on this CPU ([`QuantizedEngine::Native`]).
     pub quantized_engine: QuantizedEngine,
 }
 
@@ -90,7 +90,7 @@ impl Default for RunOptions {
             max_live_bytes: None,
             cancel: None,
             seed: None,
-            quantized_engine: QuantizedEngine::Fbgemm,
+            quantized_engine: QuantizedEngine::Native,
         }
     }
 }

@@ -264,7 +264,8 @@ fn quantized_gru_data_matches_input_and_checks_its_arguments() {
 /// fixtures/gen_quantized_engine.py: an FX-quantized convnet PyTorch runs differently under
 /// its `x86` engine (oneDNN convolutions on AVX512-VNNI: the zero point added before
 /// rounding) and under `fbgemm`; each `RunOptions::quantized_engine` reproduces its engine
-/// bit for bit, and the two really differ on this model.
+/// bit for bit, the two really differ on this model, and the default follows the engine
+/// PyTorch uses by default on this CPU.
 #[test]
 fn quantized_engine_option_follows_x86_and_fbgemm_bit_exactly() {
     use tsrun::{QuantizedEngine, RunOptions};
@@ -297,7 +298,12 @@ fn quantized_engine_option_follows_x86_and_fbgemm_bit_exactly() {
         .filter(|(a, b)| a != b)
         .count();
     assert!(apart > 0, "the fixture must tell the engines apart");
-    // the default is fbgemm's arithmetic
+    // the default is PyTorch's default engine as it runs on this CPU: x86's oneDNN rounding
+    // where the CPU has AVX512-VNNI (PyTorch's `cpuinfo_has_x86_avx512vnni`), else fbgemm's
+    #[cfg(target_arch = "x86_64")]
+    let vnni = std::arch::is_x86_feature_detected!("avx512vnni");
+    #[cfg(not(target_arch = "x86_64"))]
+    let vnni = false;
     let default = m.call(&[IValue::Tensor(x.clone())]).expect("call");
     assert_eq!(
         default
@@ -305,6 +311,6 @@ fn quantized_engine_option_follows_x86_and_fbgemm_bit_exactly() {
             .expect("tensor")
             .to_vec::<f32>()
             .expect("floats"),
-        want_fbgemm
+        if vnni { want_x86 } else { want_fbgemm }
     );
 }

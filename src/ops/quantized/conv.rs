@@ -456,7 +456,7 @@ fn run_conv(
     };
     // PyTorch's x86 engine packs this convolution for oneDNN (`should_use_onednn_quant`):
     // symmetric weights, at most 100 groups, no output padding
-    let onednn = engine == QuantizedEngine::X86
+    let onednn = engine.onednn_convolutions()
         && w_zps.iter().all(|&z| z == 0)
         && g <= 100
         && opad.iter().all(|&o| o == 0);
