@@ -12,9 +12,10 @@ use std::sync::Arc;
 /// they are unpacked at load; tsrun takes it per call ([`crate::runtime::RunOptions`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum QuantizedEngine {
-    /// PyTorch's default engine (`x86`) as it runs on this CPU: [`QuantizedEngine::X86`] where
-    /// the CPU has AVX512-VNNI (`cpuinfo_has_x86_avx512vnni`, which PyTorch checks), else
-    /// fbgemm's arithmetic, as the `x86` engine then runs every convolution through fbgemm.
+    /// PyTorch's default engine (`x86`) as it runs on this machine: [`QuantizedEngine::X86`] on
+    /// Linux where the CPU has AVX512-VNNI (`cpuinfo_has_x86_avx512vnni`, which PyTorch
+    /// checks), else fbgemm's arithmetic, as the `x86` engine then runs every convolution
+    /// through fbgemm.
     #[default]
     Native,
     /// fbgemm's integer requantization (`torch.backends.quantized.engine = "fbgemm"`).
@@ -39,14 +40,15 @@ impl QuantizedEngine {
     }
 }
 
-/// Whether this CPU has AVX512-VNNI (detected once).
+/// Whether PyTorch's x86 engine would use oneDNN here: Linux (`should_use_onednn_quant` uses
+/// fbgemm elsewhere) on a CPU with AVX512-VNNI (detected once).
 fn cpu_has_avx512_vnni() -> bool {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         static VNNI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *VNNI.get_or_init(|| is_x86_feature_detected!("avx512vnni"))
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     {
         false
     }

@@ -300,9 +300,9 @@ fn quantized_engine_option_follows_x86_and_fbgemm_bit_exactly() {
     assert!(apart > 0, "the fixture must tell the engines apart");
     // the default is PyTorch's default engine as it runs on this CPU: x86's oneDNN rounding
     // where the CPU has AVX512-VNNI (PyTorch's `cpuinfo_has_x86_avx512vnni`), else fbgemm's
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     let vnni = std::arch::is_x86_feature_detected!("avx512vnni");
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     let vnni = false;
     let default = m.call(&[IValue::Tensor(x.clone())]).expect("call");
     assert_eq!(
