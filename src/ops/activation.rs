@@ -11,7 +11,7 @@ use super::kernels::value_err;
 use super::kernels::vmath::{self, VecFn};
 use super::{Args, Registry};
 use crate::ops::kernels::{
-    invalid_argument, shape_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
+    check_size, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
 };
 use crate::tensor::{wrap_dim, DType, Scalar, Tensor};
 use crate::values::IValue;
@@ -309,14 +309,12 @@ fn prelu(args: &mut Args<'_>) -> R {
         let wc = w.contiguous()?;
         wc.as_strided(&[], &[], wc.storage_offset())?
     } else {
-        if x.shape()[1] != wn {
-            return Err(size_mismatch(
-                "prelu",
-                "the number of weight elements (the input's channels, or 1)",
-                x.shape()[1] as i64,
-                wn as i64,
-            ));
-        }
+        check_size(
+            "prelu",
+            "the number of weight elements (the input's channels, or 1)",
+            x.shape()[1] as i64,
+            wn as i64,
+        )?;
         let wc = w.contiguous()?;
         let mut shape = vec![wn];
         shape.extend(std::iter::repeat_n(1, x.dim() - 2));
@@ -569,14 +567,12 @@ fn rrelu_with_noise_forward(args: &Args<'_>, x: &Tensor, noise: &Tensor) -> crat
             .collect();
         return Tensor::from_vec(out, x.shape())?.to_dtype(x.dtype());
     }
-    if noise.numel() != x.numel() {
-        return Err(size_mismatch(
-            args.op,
-            "the number of elements of noise (the input's)",
-            x.numel() as i64,
-            noise.numel() as i64,
-        ));
-    }
+    check_size(
+        args.op,
+        "the number of elements of noise (the input's)",
+        x.numel() as i64,
+        noise.numel() as i64,
+    )?;
     let mut slopes = Vec::with_capacity(xs.len());
     {
         let mut g = gen.lock();

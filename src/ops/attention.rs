@@ -2,8 +2,8 @@
 
 use super::kernels::special::SpecialFn as _;
 use super::kernels::{
-    check_rank, invalid_argument, non_negative, rank_mismatch, shape_mismatch, size_mismatch,
-    unsupported_feature,
+    check_rank, check_size, invalid_argument, non_negative, rank_mismatch, shape_mismatch,
+    size_mismatch, unsupported_feature,
 };
 use super::linalg::{
     batched_matmul_t, compute_dtype, dispatch_real_compute, permute, reshape, shape_err,
@@ -79,14 +79,12 @@ pub(crate) fn sdpa(
     let (q, mut k, mut v) = (q.to_dtype(cd)?, k.to_dtype(cd)?, v.to_dtype(cd)?);
     let (l, e) = (q.shape()[q.dim() - 2], q.shape()[q.dim() - 1]);
     let s = k.shape()[k.dim() - 2];
-    if k.shape()[k.dim() - 1] != e {
-        return Err(size_mismatch(
-            op,
-            "key.size(-1) (query.size(-1))",
-            e as i64,
-            k.shape()[k.dim() - 1] as i64,
-        ));
-    }
+    check_size(
+        op,
+        "key.size(-1) (query.size(-1))",
+        e as i64,
+        k.shape()[k.dim() - 1] as i64,
+    )?;
     if gqa && q.dim() >= 3 && k.dim() >= 3 {
         let hq = q.shape()[q.dim() - 3];
         let hk = k.shape()[k.dim() - 3];
@@ -858,14 +856,7 @@ fn sdpa_flash_cpu(a: &mut Args) -> crate::Result<IValue> {
     }
     check_qkv_ranks(name, [&q, &k, &v], RankRequirement::Exactly(4))?;
     for (argument, t) in [("key.size(3)", &k), ("value.size(3)", &v)] {
-        if t.shape()[3] != q.shape()[3] {
-            return Err(size_mismatch(
-                name,
-                argument,
-                q.shape()[3] as i64,
-                t.shape()[3] as i64,
-            ));
-        }
+        check_size(name, argument, q.shape()[3] as i64, t.shape()[3] as i64)?;
     }
     if let Some(m) = m.as_ref().filter(|m| m.dtype() != q.dtype()) {
         return Err(TensorError::DTypeMismatch {

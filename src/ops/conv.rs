@@ -7,7 +7,8 @@ use super::gemm::{
 use super::kernels::parallel::{for_each_chunk_mut, for_each_part_mut};
 use super::kernels::vmath;
 use super::kernels::{
-    check_rank, invalid_argument, rank_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
+    check_rank, check_size, invalid_argument, rank_mismatch, size_mismatch, unsupported_feature,
+    wrong_dtype,
 };
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
@@ -282,14 +283,12 @@ pub(crate) fn convolution_scaled(
             ));
         }
         check_rank(op, "weight", RankRequirement::AtLeast(1), w.shape())?;
-        if s.len() != w.shape()[0] {
-            return Err(size_mismatch(
-                op,
-                "the number of folded scales (weight.size(0))",
-                w.shape()[0] as i64,
-                s.len() as i64,
-            ));
-        }
+        check_size(
+            op,
+            "the number of folded scales (weight.size(0))",
+            w.shape()[0] as i64,
+            s.len() as i64,
+        )?;
     }
     let nsp = w.dim().saturating_sub(2);
     if !(1..=3).contains(&nsp) {
@@ -514,14 +513,12 @@ fn conv_forward_t<T: Real>(
     if let Some(b) = bias {
         let bs_guard = b.read::<T>()?;
         let bs = slice_of(&bs_guard)?;
-        if bs.len() != cout {
-            return Err(size_mismatch(
-                "conv",
-                "the number of bias elements",
-                cout as i64,
-                bs.len() as i64,
-            ));
-        }
+        check_size(
+            "conv",
+            "the number of bias elements",
+            cout as i64,
+            bs.len() as i64,
+        )?;
         for (i, chunk) in os.chunks_mut(l.max(1)).enumerate() {
             chunk.fill(bs[i % cout]);
         }
@@ -624,14 +621,12 @@ fn conv_forward_f32(
     let bs = match &bg {
         Some(b) => {
             let bs = slice_of(b)?;
-            if bs.len() != cout {
-                return Err(size_mismatch(
-                    "conv",
-                    "the number of bias elements",
-                    cout as i64,
-                    bs.len() as i64,
-                ));
-            }
+            check_size(
+                "conv",
+                "the number of bias elements",
+                cout as i64,
+                bs.len() as i64,
+            )?;
             Some(bs)
         }
         None => None,
@@ -1924,14 +1919,12 @@ fn conv_transpose_t<T: Real>(
     if let Some(b) = bias {
         let bs_guard = b.read::<T>()?;
         let bs = slice_of(&bs_guard)?;
-        if bs.len() != cout {
-            return Err(size_mismatch(
-                "conv_transpose",
-                "the number of bias elements",
-                cout as i64,
-                bs.len() as i64,
-            ));
-        }
+        check_size(
+            "conv_transpose",
+            "the number of bias elements",
+            cout as i64,
+            bs.len() as i64,
+        )?;
         if ol > 0 {
             for (i, chunk) in os.chunks_mut(ol).enumerate() {
                 let v = bs[i % cout];

@@ -9,7 +9,7 @@
 use super::linalg::{dispatch_real_compute, matmul, reshape, slice_mut_of, slice_of, Real};
 use super::{Args, Registry};
 use crate::ops::kernels::{
-    check_rank, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
+    check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
 };
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
@@ -215,14 +215,12 @@ fn deform_conv2d(a: &mut Args) -> crate::Result<IValue> {
             mask.dtype(),
         ));
     }
-    if bias.numel() != g.out_channels {
-        return Err(size_mismatch(
-            a.op,
-            "the number of bias elements (output channels)",
-            g.out_channels as i64,
-            bias.numel() as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "the number of bias elements (output channels)",
+        g.out_channels as i64,
+        bias.numel() as i64,
+    )?;
     let taps = g.kh * g.kw;
     let plane = g.out_h * g.out_w;
     let rows = g.channels * taps;

@@ -7,7 +7,7 @@
 
 use super::creation::factory_dtype;
 use super::kernels::{
-    check_rank, invalid_argument, size_mismatch, unsupported_feature, wrong_dtype,
+    check_rank, check_size, invalid_argument, size_mismatch, unsupported_feature, wrong_dtype,
 };
 use super::{Args, Registry};
 use crate::tensor::RankRequirement;
@@ -321,14 +321,12 @@ fn fft_dims(
     }
     let sizes = match s {
         Some(s) => {
-            if s.len() != dims.len() {
-                return Err(size_mismatch(
-                    op,
-                    "the length of s (one per dim)",
-                    dims.len() as i64,
-                    s.len() as i64,
-                ));
-            }
+            check_size(
+                op,
+                "the length of s (one per dim)",
+                dims.len() as i64,
+                s.len() as i64,
+            )?;
             s.iter()
                 .map(|&n| {
                     if n == -1 {
@@ -844,14 +842,12 @@ fn view_as_complex<const COPY: bool>(args: &mut Args<'_>) -> R {
             x.shape().last().map_or(0, |&s| s as i64),
         ));
     }
-    if x.strides()[nd - 1] != 1 {
-        return Err(size_mismatch(
-            op,
-            "the last dimension's stride",
-            1,
-            x.strides()[nd - 1] as i64,
-        ));
-    }
+    check_size(
+        op,
+        "the last dimension's stride",
+        1,
+        x.strides()[nd - 1] as i64,
+    )?;
     let strides = &x.strides()[..nd - 1];
     if strides.iter().any(|s| s % 2 != 0) || x.storage_offset() % 2 != 0 {
         return Err(invalid_argument(
@@ -983,14 +979,12 @@ fn stft_window(
     let w: Vec<C> = match window {
         Some(w) => {
             check_rank(op, "window", RankRequirement::Exactly(1), w.shape())?;
-            if w.shape()[0] != win_length {
-                return Err(size_mismatch(
-                    op,
-                    "the window's size (win_length)",
-                    win_length as i64,
-                    w.shape()[0] as i64,
-                ));
-            }
+            check_size(
+                op,
+                "the window's size (win_length)",
+                win_length as i64,
+                w.shape()[0] as i64,
+            )?;
             w.to_vec::<C>()?
         }
         None => vec![C::new(1.0, 0.0); win_length],
@@ -1219,14 +1213,12 @@ fn istft(args: &mut Args<'_>) -> R {
     }
     let onesided = onesided.unwrap_or(bins != n_fft);
     if onesided {
-        if n_fft / 2 + 1 != bins {
-            return Err(size_mismatch(
-                op,
-                "the frequency dimension (n_fft / 2 + 1 when onesided=True)",
-                (n_fft / 2 + 1) as i64,
-                bins as i64,
-            ));
-        }
+        check_size(
+            op,
+            "the frequency dimension (n_fft / 2 + 1 when onesided=True)",
+            (n_fft / 2 + 1) as i64,
+            bins as i64,
+        )?;
         if return_complex {
             return Err(invalid_argument(
                 op,
@@ -1235,13 +1227,13 @@ fn istft(args: &mut Args<'_>) -> R {
                 "True",
             ));
         }
-    } else if bins != n_fft {
-        return Err(size_mismatch(
+    } else {
+        check_size(
             op,
             "the frequency dimension (n_fft when onesided=False)",
             n_fft as i64,
             bins as i64,
-        ));
+        )?;
     }
     let data = x.to_vec::<C>()?;
     let pre = if normalized {

@@ -3,8 +3,8 @@
 
 use super::kernels::via_f64::{build, t, vals};
 use super::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
-    unsupported_feature, wrong_dtype,
+    check_rank, check_size, invalid_argument, rank_mismatch, shape_mismatch, unsupported_feature,
+    wrong_dtype,
 };
 use super::{Args, Registry};
 use crate::tensor::{RankRequirement, TensorError};
@@ -13,23 +13,14 @@ use crate::tensor::{RankRequirement, TensorError};
 /// `coords` coordinates in its last dimension.
 fn check_grid_sizes(op: &str, gs: &[usize], batch: usize, coords: usize) -> crate::Result<()> {
     check_rank(op, "grid", RankRequirement::Exactly(coords + 2), gs)?;
-    if gs[0] != batch {
-        return Err(size_mismatch(
-            op,
-            "grid.size(0) (the input's batch size)",
-            batch as i64,
-            gs[0] as i64,
-        ));
-    }
+    check_size(
+        op,
+        "grid.size(0) (the input's batch size)",
+        batch as i64,
+        gs[0] as i64,
+    )?;
     let last = gs[gs.len() - 1];
-    if last != coords {
-        return Err(size_mismatch(
-            op,
-            "grid.size(-1)",
-            coords as i64,
-            last as i64,
-        ));
-    }
+    check_size(op, "grid.size(-1)", coords as i64, last as i64)?;
     Ok(())
 }
 

@@ -7,7 +7,7 @@
 use super::kernels::value_err;
 use super::prims::via_aten;
 use super::{Args, Registry};
-use crate::ops::kernels::{check_rank, invalid_argument, size_mismatch, wrong_dtype};
+use crate::ops::kernels::{check_rank, check_size, invalid_argument, size_mismatch, wrong_dtype};
 use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
 use crate::values::IValue;
@@ -144,25 +144,21 @@ fn grouped_mm(a: &mut Args<'_>) -> R {
     let out_shape: Vec<usize> = match (a2, b2) {
         (true, true) => vec![groups, xs[0], ys[1]],
         (true, false) => {
-            if groups != ys[0] {
-                return Err(size_mismatch(
-                    a.op,
-                    "mat_b.size(0) (the number of offsets)",
-                    groups as i64,
-                    ys[0] as i64,
-                ));
-            }
+            check_size(
+                a.op,
+                "mat_b.size(0) (the number of offsets)",
+                groups as i64,
+                ys[0] as i64,
+            )?;
             vec![xs[0], ys[2]]
         }
         _ => {
-            if groups != xs[0] {
-                return Err(size_mismatch(
-                    a.op,
-                    "mat_a.size(0) (the number of offsets)",
-                    groups as i64,
-                    xs[0] as i64,
-                ));
-            }
+            check_size(
+                a.op,
+                "mat_a.size(0) (the number of offsets)",
+                groups as i64,
+                xs[0] as i64,
+            )?;
             vec![xs[1], ys[1]]
         }
     };

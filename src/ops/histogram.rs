@@ -7,7 +7,7 @@
 
 use super::creation::linspace_tensor;
 use super::kernels::not_implemented_for;
-use super::kernels::{invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, value_err};
+use super::kernels::{check_size, invalid_argument, rank_mismatch, shape_mismatch, value_err};
 use super::shape::tensor_list;
 use super::{Args, Registry};
 use crate::tensor::RankRequirement;
@@ -89,14 +89,7 @@ fn outer_edges(
 ) -> crate::Result<Vec<(f64, f64)>> {
     let mut edges = match range {
         Some(r) => {
-            if r.len() != 2 * n {
-                return Err(size_mismatch(
-                    op,
-                    "the length of range",
-                    2 * n as i64,
-                    r.len() as i64,
-                ));
-            }
+            check_size(op, "the length of range", 2 * n as i64, r.len() as i64)?;
             r.chunks(2).map(|c| (c[0], c[1])).collect::<Vec<_>>()
         }
         None => (0..n).map(|d| column_min_max(pts, n, d)).collect(),
@@ -128,14 +121,12 @@ fn outer_edges(
 
 /// Bin counts as usize, one per dimension.
 fn bin_counts(op: &str, bins: &[i64], n: usize) -> crate::Result<Vec<usize>> {
-    if bins.len() != n {
-        return Err(size_mismatch(
-            op,
-            "the number of bin counts (input dimensions)",
-            n as i64,
-            bins.len() as i64,
-        ));
-    }
+    check_size(
+        op,
+        "the number of bin counts (input dimensions)",
+        n as i64,
+        bins.len() as i64,
+    )?;
     bins.iter()
         .map(|&b| {
             usize::try_from(b)
@@ -170,14 +161,12 @@ fn linspace_edges(
 
 /// Given edge tensors: one-dimensional, the input's dtype, at least one edge each.
 fn check_edge_tensors(op: &str, x: &Tensor, edges: &[Tensor], n: usize) -> crate::Result<()> {
-    if edges.len() != n {
-        return Err(size_mismatch(
-            op,
-            "the number of bin edge tensors (input dimensions)",
-            n as i64,
-            edges.len() as i64,
-        ));
-    }
+    check_size(
+        op,
+        "the number of bin edge tensors (input dimensions)",
+        n as i64,
+        edges.len() as i64,
+    )?;
     for (d, e) in edges.iter().enumerate() {
         if e.dtype() != x.dtype() {
             return Err(TensorError::DTypeMismatch {

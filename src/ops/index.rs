@@ -9,8 +9,8 @@
 //! every view of it sees the change, and return the input handle.
 
 use super::kernels::{
-    invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, unsupported_feature,
-    wrong_dtype,
+    check_size, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature, wrong_dtype,
 };
 use super::shape::{
     as_strided_op, broadcast_all, diagonal, expand_to, gather_dim, index_err, reshape, select,
@@ -784,14 +784,12 @@ fn index_1d(index: &Tensor, op: &str) -> R<Vec<i64>> {
 pub(crate) fn index_select(t: &Tensor, dim: i64, index: &Tensor) -> R<Tensor> {
     let idx = index_1d(index, "index_select")?;
     if t.dim() == 0 {
-        if idx.len() != 1 {
-            return Err(size_mismatch(
-                "index_select",
-                "the number of indices into a 0-d tensor",
-                1,
-                idx.len() as i64,
-            ));
-        }
+        check_size(
+            "index_select",
+            "the number of indices into a 0-d tensor",
+            1,
+            idx.len() as i64,
+        )?;
         let i: Vec<usize> = idx
             .iter()
             .map(|&i| bound_index(i, 1, 0))
@@ -1084,14 +1082,12 @@ fn take(t: &Tensor, index: &Tensor) -> R<Tensor> {
 
 fn put_(t: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> R<()> {
     let idx = index_values(index, "put_")?;
-    if idx.len() != source.numel() {
-        return Err(size_mismatch(
-            "put_",
-            "source.numel() (index.numel())",
-            idx.len() as i64,
-            source.numel() as i64,
-        ));
-    }
+    check_size(
+        "put_",
+        "source.numel() (index.numel())",
+        idx.len() as i64,
+        source.numel() as i64,
+    )?;
     let offs = offsets_of(t);
     let n = offs.len();
     let picked: Vec<usize> = idx
@@ -1123,14 +1119,12 @@ fn take_along_dim(t: &Tensor, indices: &Tensor, dim: Option<i64>) -> R<Tensor> {
             gather(&flat, 0, &fi, false)
         }
         Some(dim) => {
-            if t.dim() != indices.dim() {
-                return Err(size_mismatch(
-                    "take_along_dim",
-                    "indices.dim() (input.dim())",
-                    t.dim() as i64,
-                    indices.dim() as i64,
-                ));
-            }
+            check_size(
+                "take_along_dim",
+                "indices.dim() (input.dim())",
+                t.dim() as i64,
+                indices.dim() as i64,
+            )?;
             let d = wdim(dim, t.dim())?;
             let mut ss: Vec<usize> = t.shape().to_vec();
             if let Some(x) = ss.get_mut(d) {

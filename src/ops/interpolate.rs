@@ -9,7 +9,7 @@ use super::linalg::{
 };
 use super::{Args, Registry};
 use crate::ops::kernels::{
-    check_rank, invalid_argument, rank_mismatch, size_mismatch, unsupported_feature,
+    check_rank, check_size, invalid_argument, rank_mismatch, size_mismatch, unsupported_feature,
 };
 #[allow(unused_imports)]
 use crate::tensor::Element as _;
@@ -308,14 +308,12 @@ fn vec_sizes(
             Ok((s.iter().map(|&v| v as usize).collect(), vec![None; nsp]))
         }
         (None, Some(f)) => {
-            if f.len() != nsp {
-                return Err(size_mismatch(
-                    op,
-                    "the length of scale_factors",
-                    nsp as i64,
-                    f.len() as i64,
-                ));
-            }
+            check_size(
+                op,
+                "the length of scale_factors",
+                nsp as i64,
+                f.len() as i64,
+            )?;
             let sizes = (0..nsp)
                 .map(|d| (x.shape()[2 + d] as f64 * f[d]).floor().max(0.0) as usize)
                 .collect();
@@ -469,14 +467,12 @@ fn legacy_interpolate(a: &Args, mode: &str, align_corners: Option<bool>) -> crat
             (s.iter().map(|&v| v as usize).collect(), vec![None; nsp])
         }
         (None, Some(f)) => {
-            if f.len() != nsp {
-                return Err(size_mismatch(
-                    op,
-                    "the length of scale_factor (the input's spatial dimensions)",
-                    nsp as i64,
-                    f.len() as i64,
-                ));
-            }
+            check_size(
+                op,
+                "the length of scale_factor (the input's spatial dimensions)",
+                nsp as i64,
+                f.len() as i64,
+            )?;
             let sizes: Vec<usize> = (0..nsp)
                 .map(|d| (x.shape()[2 + d] as f64 * f[d]).floor().max(0.0) as usize)
                 .collect();

@@ -8,7 +8,7 @@
 //! profiling executor's guards (`TypeCheck`, `RequiresGradCheck`) check the inputs as PyTorch's
 //! would for tensors on the CPU that do not require grad, the only kind tsrun has.
 
-use super::kernels::{invalid_argument, size_mismatch, value_err};
+use super::kernels::{check_size, invalid_argument, size_mismatch, value_err};
 use super::prims::via_aten;
 use super::{Args, OpContext};
 use crate::tensor::{DType, Tensor};
@@ -318,14 +318,12 @@ impl NodePrim {
                 else {
                     return Err(value_err("prim::ConstantChunk: chunk returned no list"));
                 };
-                if parts.len() != outputs {
-                    return Err(size_mismatch(
-                        "prim::ConstantChunk",
-                        "the number of chunks",
-                        outputs as i64,
-                        parts.len() as i64,
-                    ));
-                }
+                check_size(
+                    "prim::ConstantChunk",
+                    "the number of chunks",
+                    outputs as i64,
+                    parts.len() as i64,
+                )?;
                 parts.to_vec()
             }
             NodePrim::ChunkSizes { chunks, dim } => {
@@ -405,14 +403,12 @@ impl NodePrim {
 
 /// The node's tensor inputs (`None`, an undefined tensor, matches any type), one per type.
 fn checked_inputs(a: &Args<'_>, types: usize) -> crate::Result<Vec<Option<Tensor>>> {
-    if a.len() != types {
-        return Err(size_mismatch(
-            a.op,
-            "the number of inputs (types)",
-            types as i64,
-            a.len() as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "the number of inputs (types)",
+        types as i64,
+        a.len() as i64,
+    )?;
     (0..types).map(|i| a.opt_tensor(i)).collect()
 }
 

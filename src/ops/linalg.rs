@@ -102,7 +102,7 @@ pub(crate) fn slice_mut_of<T: Element>(t: &mut TensorWrite<T>) -> crate::Result<
 }
 
 // one definition each, in kernels; re-exported for the many kernels that import them from here
-use super::kernels::{invalid_argument, rank_mismatch, shape_mismatch, size_mismatch};
+use super::kernels::{check_size, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch};
 pub(crate) use super::kernels::{shape_err, value_err};
 use crate::tensor::RankRequirement;
 
@@ -599,14 +599,12 @@ fn dot(a: &mut Args) -> crate::Result<IValue> {
     let (x, y) = (a.tensor(0)?, a.tensor(1)?);
     check_dim(a.op, &x, 1, "self")?;
     check_dim(a.op, &y, 1, "tensor")?;
-    if x.shape()[0] != y.shape()[0] {
-        return Err(size_mismatch(
-            a.op,
-            "the number of elements of tensor (of self)",
-            x.shape()[0] as i64,
-            y.shape()[0] as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "the number of elements of tensor (of self)",
+        x.shape()[0] as i64,
+        y.shape()[0] as i64,
+    )?;
     Ok(IValue::Tensor(matmul(a.op, &x, &y)?))
 }
 
@@ -891,14 +889,12 @@ fn add_broadcast(op: &str, x: &Tensor, y: &Tensor) -> crate::Result<Tensor> {
 fn tensordot(a: &mut Args) -> crate::Result<IValue> {
     let (x, y) = (a.tensor(0)?, a.tensor(1)?);
     let (dx, dy) = (a.int_list(2)?, a.int_list(3)?);
-    if dx.len() != dy.len() {
-        return Err(size_mismatch(
-            a.op,
-            "the length of dims_other (of dims_self)",
-            dx.len() as i64,
-            dy.len() as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "the length of dims_other (of dims_self)",
+        dx.len() as i64,
+        dy.len() as i64,
+    )?;
     let wrap = |ds: &[i64], n: usize| -> crate::Result<Vec<usize>> {
         ds.iter()
             .map(|&d| Ok(crate::tensor::wrap_dim(d, n)?))

@@ -7,8 +7,8 @@
 use super::kernels::not_implemented_for;
 use super::kernels::via_f64::{build, t};
 use super::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_err, shape_mismatch, size_mismatch,
-    value_err, wrong_dtype,
+    check_rank, check_size, invalid_argument, rank_mismatch, shape_err, shape_mismatch, value_err,
+    wrong_dtype,
 };
 use super::prims::via_aten;
 use super::shape::{movedim, reshape};
@@ -81,14 +81,12 @@ fn tensorinv(args: &mut Args<'_>) -> R {
         })?;
     let (rows, cols) = x.shape().split_at(split);
     let (m, n) = (product(rows)?, product(cols)?);
-    if m != n {
-        return Err(size_mismatch(
-            "linalg.tensorinv",
-            "prod(self.shape[ind:]) (prod(self.shape[:ind]))",
-            m,
-            n,
-        ));
-    }
+    check_size(
+        "linalg.tensorinv",
+        "prod(self.shape[ind:]) (prod(self.shape[:ind]))",
+        m,
+        n,
+    )?;
     let out_shape: Vec<i64> = as_i64(cols).into_iter().chain(as_i64(rows)).collect();
     let square = reshape(&x, &[m, n])?;
     let inv = tensor_of(
@@ -119,14 +117,12 @@ fn tensorsolve(args: &mut Args<'_>) -> R {
     }
     let result_shape = &a.shape()[b.dim()..];
     let (m, n) = (product(b.shape())?, product(result_shape)?);
-    if m != n {
-        return Err(size_mismatch(
-            "linalg.tensorsolve",
-            "prod(self.shape[other.ndim:]) (prod(self.shape[:other.ndim]))",
-            m,
-            n,
-        ));
-    }
+    check_size(
+        "linalg.tensorsolve",
+        "prod(self.shape[other.ndim:]) (prod(self.shape[:other.ndim]))",
+        m,
+        n,
+    )?;
     let out_shape = as_i64(result_shape);
     let square = reshape(&a, &[m, n])?;
     let rhs = reshape(&b, &[m])?;
@@ -237,14 +233,12 @@ fn euclidean_dist(args: &mut Args<'_>) -> R {
     }
     let nd = s1.len();
     let (p, m, r) = (s1[nd - 2], s1[nd - 1], s2[nd - 2]);
-    if s2[nd - 1] != m {
-        return Err(size_mismatch(
-            args.op,
-            "x2.size(-1) (x1.size(-1))",
-            m as i64,
-            s2[nd - 1] as i64,
-        ));
-    }
+    check_size(
+        args.op,
+        "x2.size(-1) (x1.size(-1))",
+        m as i64,
+        s2[nd - 1] as i64,
+    )?;
     let batch: usize = s1[..nd - 2].iter().product();
     let (a, b) = (
         x1.contiguous()?.to_vec::<f64>()?,
@@ -293,14 +287,12 @@ fn linear_combination(args: &mut Args<'_>) -> R {
         RankRequirement::Exactly(2),
         c.shape(),
     )?;
-    if c.shape()[1] != x.shape()[0] {
-        return Err(size_mismatch(
-            args.op,
-            "coefficients.size(1) (input.size(0))",
-            x.shape()[0] as i64,
-            c.shape()[1] as i64,
-        ));
-    }
+    check_size(
+        args.op,
+        "coefficients.size(1) (input.size(0))",
+        x.shape()[0] as i64,
+        c.shape()[1] as i64,
+    )?;
     let n = x.shape()[0] as i64;
     let flat = reshape(&x.to_dtype(dtype)?, &[n, -1])?;
     let prod = tensor_of(

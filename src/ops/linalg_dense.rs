@@ -4,7 +4,7 @@
 //! LU factorization under partial pivoting (as LAPACK's getrf) and rounded once to the dtype.
 
 use super::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
+    check_rank, check_size, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
     unsupported_feature, wrong_dtype,
 };
 use super::linalg::value_err;
@@ -44,14 +44,12 @@ fn square(op: &str, x: &Tensor) -> crate::Result<Mats> {
     let nd = x.dim();
     check_rank(op, "A", RankRequirement::AtLeast(2), x.shape())?;
     let (r, c) = (x.shape()[nd - 2], x.shape()[nd - 1]);
-    if r != c {
-        return Err(size_mismatch(
-            op,
-            "A.size(-1) (A must be batches of square matrices)",
-            r as i64,
-            c as i64,
-        ));
-    }
+    check_size(
+        op,
+        "A.size(-1) (A must be batches of square matrices)",
+        r as i64,
+        c as i64,
+    )?;
     Ok(Mats {
         data: x.to_vec::<f64>()?,
         batch: x.shape()[..nd - 2].to_vec(),
@@ -773,14 +771,12 @@ fn linalg_lu_solve(args: &mut Args<'_>) -> R {
         .into_iter()
         .map(|v| v as i32)
         .collect();
-    if pivots.len() != m.count() * n {
-        return Err(size_mismatch(
-            op,
-            "the number of pivots",
-            (m.count() * n) as i64,
-            pivots.len() as i64,
-        ));
-    }
+    check_size(
+        op,
+        "the number of pivots",
+        (m.count() * n) as i64,
+        pivots.len() as i64,
+    )?;
     let (p, l, u) = unpack_lu(&m.data, &pivots, m.count(), n)?;
     let mut shape = m.batch.clone();
     shape.extend([n, n]);

@@ -15,7 +15,7 @@ use super::linalg_decomp::{
 };
 use super::{Args, Registry};
 use crate::ops::kernels::{
-    check_rank, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
+    check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
 };
 use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Tensor};
@@ -419,14 +419,12 @@ fn linalg_lstsq(args: &mut Args<'_>) -> R {
         other
     };
     let od = other.dim();
-    if other.shape()[od - 2] != m {
-        return Err(size_mismatch(
-            op,
-            "other.size(-2) (input.size(-2))",
-            m as i64,
-            other.shape()[od - 2] as i64,
-        ));
-    }
+    check_size(
+        op,
+        "other.size(-2) (input.size(-2))",
+        m as i64,
+        other.shape()[od - 2] as i64,
+    )?;
     let k = other.shape()[od - 1];
     let batch = crate::tensor::broadcast_shapes(&a.batch, &other.shape()[..od - 2])?.to_vec();
     let expand = |t: &Tensor, dims: &[usize]| -> crate::Result<Vec<f64>> {

@@ -4,8 +4,8 @@ use super::kernels::map::map_binary;
 use super::kernels::operand::{common_dtype, float_dtype, Operand};
 use super::kernels::via_f64::{build, float_common, t, vals};
 use super::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, value_err,
-    wrong_dtype,
+    check_rank, check_size, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
+    value_err, wrong_dtype,
 };
 use super::special::xlogy_f;
 use super::{Args, Registry};
@@ -420,14 +420,12 @@ pub(super) fn class_weights(w: Option<Tensor>, c: usize) -> crate::Result<Option
     match w {
         None => Ok(None),
         Some(w) => {
-            if w.numel() != c {
-                return Err(size_mismatch(
-                    "loss",
-                    "weight.numel() (one per class)",
-                    c as i64,
-                    w.numel() as i64,
-                ));
-            }
+            check_size(
+                "loss",
+                "weight.numel() (one per class)",
+                c as i64,
+                w.numel() as i64,
+            )?;
             Ok(Some(vals(&w)?))
         }
     }
@@ -599,14 +597,7 @@ fn margin_rows(
         s => return Err(rank_mismatch(op, "input", RankRequirement::AtMost(2), s)),
     };
     let want = if target_per_sample { n * c } else { n };
-    if target.numel() != want {
-        return Err(size_mismatch(
-            op,
-            "target.numel()",
-            want as i64,
-            target.numel() as i64,
-        ));
-    }
+    check_size(op, "target.numel()", want as i64, target.numel() as i64)?;
     Ok((vals(x)?, n, c))
 }
 

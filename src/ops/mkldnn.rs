@@ -7,7 +7,7 @@
 //! results agree to rounding, not bit for bit.
 
 use super::kernels::{
-    check_rank, invalid_argument, shape_mismatch, size_mismatch, value_err, wrong_dtype,
+    check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, value_err, wrong_dtype,
 };
 use super::prims::via_aten;
 use super::{Args, Registry};
@@ -112,14 +112,7 @@ fn mkldnn_adaptive_avg_pool2d(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
     let out = a.int_list(1)?;
     check_rank(a.op, "input", RankRequirement::Exactly(4), x.shape())?;
-    if out.len() != 2 {
-        return Err(size_mismatch(
-            a.op,
-            "the length of output_size",
-            2,
-            out.len() as i64,
-        ));
-    }
+    check_size(a.op, "the length of output_size", 2, out.len() as i64)?;
     for (i, &o) in out.iter().enumerate() {
         let size = x.shape()[2 + i] as i64;
         if o <= 0 || size % o != 0 {

@@ -9,8 +9,8 @@
 
 use super::activation::softmax_op;
 use super::kernels::{
-    check_rank, invalid_argument, non_negative, rank_mismatch, shape_mismatch, size_mismatch,
-    unsupported, unsupported_feature, wrong_dtype,
+    check_rank, check_size, invalid_argument, non_negative, rank_mismatch, shape_mismatch,
+    size_mismatch, unsupported, unsupported_feature, wrong_dtype,
 };
 use super::shape::narrow;
 use super::{Args, Registry};
@@ -224,14 +224,12 @@ fn from_padded_sizes(padded: &Tensor, sizes: &[Shape]) -> crate::Result<Tensor> 
             d as i64,
         ));
     }
-    if padded.shape()[0] != sizes.len() {
-        return Err(size_mismatch(
-            "_nested_from_padded",
-            "padded.size(0) (the number of components)",
-            sizes.len() as i64,
-            padded.shape()[0] as i64,
-        ));
-    }
+    check_size(
+        "_nested_from_padded",
+        "padded.size(0) (the number of components)",
+        sizes.len() as i64,
+        padded.shape()[0] as i64,
+    )?;
     let mut comps = Vec::with_capacity(sizes.len());
     for (i, s) in sizes.iter().enumerate() {
         let mut c = super::shape::select(padded, 0, i as i64)?;
@@ -421,31 +419,25 @@ fn view_from_buffer_of(a: &Args, buffer: &Tensor) -> crate::Result<Tensor> {
         }
         .into());
     }
-    if size_rows.len() != stride_rows.len() {
-        return Err(size_mismatch(
-            "_nested_view_from_buffer",
-            "nested_strides.size(0) (nested_size.size(0))",
-            size_rows.len() as i64,
-            stride_rows.len() as i64,
-        ));
-    }
-    if strides.shape()[1] != size.shape()[1] {
-        return Err(size_mismatch(
-            "_nested_view_from_buffer",
-            "nested_strides.size(1) (nested_size.size(1))",
-            size.shape()[1] as i64,
-            strides.shape()[1] as i64,
-        ));
-    }
+    check_size(
+        "_nested_view_from_buffer",
+        "nested_strides.size(0) (nested_size.size(0))",
+        size_rows.len() as i64,
+        stride_rows.len() as i64,
+    )?;
+    check_size(
+        "_nested_view_from_buffer",
+        "nested_strides.size(1) (nested_size.size(1))",
+        size.shape()[1] as i64,
+        strides.shape()[1] as i64,
+    )?;
     let offsets = offsets.contiguous()?.to_vec::<i64>()?;
-    if offsets.len() != size_rows.len() {
-        return Err(size_mismatch(
-            "_nested_view_from_buffer",
-            "the number of offsets (nested_size.size(0))",
-            size_rows.len() as i64,
-            offsets.len() as i64,
-        ));
-    }
+    check_size(
+        "_nested_view_from_buffer",
+        "the number of offsets (nested_size.size(0))",
+        size_rows.len() as i64,
+        offsets.len() as i64,
+    )?;
     let strides = stride_rows
         .iter()
         .map(|r| {
@@ -537,14 +529,12 @@ fn to_padded(a: &mut Args) -> R {
     let out_shape: Vec<usize> = match output_size {
         None => padded_shape,
         Some(want) => {
-            if want.len() != padded_shape.len() {
-                return Err(size_mismatch(
-                    "to_padded_tensor",
-                    "the length of output_size (the nested tensor's dims)",
-                    padded_shape.len() as i64,
-                    want.len() as i64,
-                ));
-            }
+            check_size(
+                "to_padded_tensor",
+                "the length of output_size (the nested tensor's dims)",
+                padded_shape.len() as i64,
+                want.len() as i64,
+            )?;
             if want
                 .iter()
                 .zip(&padded_shape)

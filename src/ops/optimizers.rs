@@ -4,7 +4,7 @@
 //! (aten/src/ATen/native/cpu/Fused*Kernel.cpp, AmpGradScalerKernels.cpp). Each in-place
 //! overload updates the caller's tensors; its functional twin updates copies and returns them.
 
-use super::kernels::{size_mismatch, wrong_dtype};
+use super::kernels::{check_size, size_mismatch, wrong_dtype};
 use super::shape::tensor_list;
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
@@ -65,14 +65,12 @@ fn check_lists(op: &str, params: &[Tensor], lists: &[(&str, &[Tensor])]) -> crat
 
 /// One step count per parameter.
 fn check_steps(op: &str, params: &[Tensor], steps: &[Tensor]) -> crate::Result<()> {
-    if steps.len() != params.len() {
-        return Err(size_mismatch(
-            op,
-            "the number of state_steps (parameters)",
-            params.len() as i64,
-            steps.len() as i64,
-        ));
-    }
+    check_size(
+        op,
+        "the number of state_steps (parameters)",
+        params.len() as i64,
+        steps.len() as i64,
+    )?;
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 //! with the arguments it takes.
 
 use super::kernels::{
-    invalid_argument, not_implemented_for, size_mismatch, unsupported, unsupported_feature,
+    check_size, invalid_argument, not_implemented_for, unsupported, unsupported_feature,
     wrong_dtype,
 };
 use super::{Args, Registry};
@@ -262,14 +262,12 @@ fn broadcast_in_dim(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
     let shape = a.int_list(1)?;
     let dims = a.int_list(2)?;
-    if dims.len() != x.dim() {
-        return Err(size_mismatch(
-            a.op,
-            "the length of broadcast_dimensions (one per input dim)",
-            x.dim() as i64,
-            dims.len() as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "the length of broadcast_dimensions (one per input dim)",
+        x.dim() as i64,
+        dims.len() as i64,
+    )?;
     if dims.windows(2).any(|w| w[0] >= w[1]) {
         return Err(invalid_argument(
             a.op,
@@ -507,14 +505,12 @@ fn empty_permuted(a: &mut Args<'_>) -> R {
 fn copy_strided(a: &mut Args<'_>) -> R {
     let x = a.tensor(0)?;
     let stride = a.int_list(1)?;
-    if stride.len() != x.dim() {
-        return Err(size_mismatch(
-            a.op,
-            "the length of stride (one per dim)",
-            x.dim() as i64,
-            stride.len() as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "the length of stride (one per dim)",
+        x.dim() as i64,
+        stride.len() as i64,
+    )?;
     let strides = stride
         .iter()
         .map(|&s| {

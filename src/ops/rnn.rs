@@ -9,7 +9,7 @@
 use super::kernels::parallel;
 use super::kernels::vmath::{self, VecFn};
 use super::kernels::{
-    check_rank, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature,
+    check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature,
 };
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, gemm_strided, reshape, shape_err,
@@ -652,14 +652,12 @@ fn layer_weights(
             gh,
         ));
     }
-    if w_hh.shape()[0] != gh {
-        return Err(size_mismatch(
-            op,
-            "weight_hh.size(0) (weight_ih.size(0))",
-            gh as i64,
-            w_hh.shape()[0] as i64,
-        ));
-    }
+    check_size(
+        op,
+        "weight_hh.size(0) (weight_ih.size(0))",
+        gh as i64,
+        w_hh.shape()[0] as i64,
+    )?;
     if let Some((bi, bh)) = biases {
         for b in [bi, bh] {
             if b.shape() != [gh] {
@@ -681,14 +679,12 @@ fn layer_weights(
         }
         None => hidden,
     };
-    if w_hh.shape()[1] != out {
-        return Err(size_mismatch(
-            op,
-            "weight_hh.size(1) (the hidden or projection size)",
-            out as i64,
-            w_hh.shape()[1] as i64,
-        ));
-    }
+    check_size(
+        op,
+        "weight_hh.size(1) (the hidden or projection size)",
+        out as i64,
+        w_hh.shape()[1] as i64,
+    )?;
     if rest.len() > 1 {
         return Err(param_count(op, ps.len() - rest.len() + 1, ps.len()));
     }
@@ -924,14 +920,12 @@ fn run_rnn(
                     cd,
                     &inp,
                 )?;
-                if lw.input != in_size {
-                    return Err(size_mismatch(
-                        op,
-                        "input.size(-1) (input_size)",
-                        lw.input as i64,
-                        in_size as i64,
-                    ));
-                }
+                check_size(
+                    op,
+                    "input.size(-1) (input_size)",
+                    lw.input as i64,
+                    in_size as i64,
+                )?;
                 let (hsz, osz) = (lw.hidden, lw.out);
                 out_size = osz;
                 hidden = hsz;

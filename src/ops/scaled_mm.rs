@@ -5,7 +5,7 @@
 //! (`e4m3fn`/`e5m2`) `out_dtype`, converted to the output dtype. `use_fast_accum` does not change
 //! the CPU result. (`_scaled_addmm` and `_scaled_grouped_mm*` have no CPU kernel in PyTorch.)
 
-use super::kernels::{invalid_argument, shape_mismatch, size_mismatch, wrong_dtype};
+use super::kernels::{check_size, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype};
 use super::prims::via_aten;
 use super::{Args, Registry};
 use crate::tensor::{DType, Tensor};
@@ -198,14 +198,12 @@ fn emulated(args: &Args<'_>, p: ScaledProduct<'_>) -> crate::Result<Tensor> {
             if sa.dim() != 2 || sa.shape()[0] != m || sa.shape()[1] != 1 {
                 return Err(shape_mismatch("_scaled_mm", "scale_a", &[m, 1], sa.shape()));
             }
-            if sb.numel() != n {
-                return Err(size_mismatch(
-                    "_scaled_mm",
-                    "scale_b elements",
-                    n as i64,
-                    sb.numel() as i64,
-                ));
-            }
+            check_size(
+                "_scaled_mm",
+                "scale_b elements",
+                n as i64,
+                sb.numel() as i64,
+            )?;
             for (s, name) in [(sa, "scale_a"), (sb, "scale_b")] {
                 if s.dim() < 2 || s.strides()[1] != 1 {
                     return Err(invalid_argument(
@@ -229,14 +227,7 @@ fn emulated(args: &Args<'_>, p: ScaledProduct<'_>) -> crate::Result<Tensor> {
         }
     }
     if let Some(bias) = &p.bias {
-        if bias.numel() != n {
-            return Err(size_mismatch(
-                "_scaled_mm",
-                "bias elements",
-                n as i64,
-                bias.numel() as i64,
-            ));
-        }
+        check_size("_scaled_mm", "bias elements", n as i64, bias.numel() as i64)?;
     }
     let wide_a = scaled(args, a, p.scale_a, p.scaling)?;
     let wide_b = scaled(args, b, p.scale_b, p.scaling)?;
@@ -361,14 +352,12 @@ fn scaled_mm_v2(args: &mut Args<'_>, out_index: Option<usize>) -> crate::Result<
         ));
     }
     if let Some(bias) = &bias {
-        if bias.numel() != n {
-            return Err(size_mismatch(
-                "_scaled_mm_v2",
-                "bias elements",
-                n as i64,
-                bias.numel() as i64,
-            ));
-        }
+        check_size(
+            "_scaled_mm_v2",
+            "bias elements",
+            n as i64,
+            bias.numel() as i64,
+        )?;
         if !matches!(
             bias.dtype(),
             DType::Float32 | DType::BFloat16 | DType::Float16

@@ -21,8 +21,8 @@ type R<T> = crate::Result<T>;
 
 // one definition each, in kernels; re-exported for the many kernels that import them from here
 use super::kernels::{
-    check_rank, invalid_argument, non_negative, rank_mismatch, shape_mismatch, size_mismatch,
-    unsupported_feature,
+    check_rank, check_size, invalid_argument, non_negative, rank_mismatch, shape_mismatch,
+    size_mismatch, unsupported_feature,
 };
 pub(crate) use super::kernels::{index_err, shape_err, value_err};
 use crate::tensor::RankRequirement;
@@ -185,14 +185,12 @@ fn usize_shape(shape: &[usize]) -> Vec<i64> {
 
 pub(crate) fn permute(t: &Tensor, dims: &[i64]) -> R<Tensor> {
     let n = t.dim();
-    if dims.len() != n {
-        return Err(size_mismatch(
-            "permute",
-            "len(dims) (input.dim())",
-            n as i64,
-            dims.len() as i64,
-        ));
-    }
+    check_size(
+        "permute",
+        "len(dims) (input.dim())",
+        n as i64,
+        dims.len() as i64,
+    )?;
     let mut seen = vec![false; n];
     let mut shape = Shape::new();
     let mut strides = Strides::new();
@@ -1246,26 +1244,22 @@ pub(crate) fn flip(t: &Tensor, dims: &[i64]) -> R<Tensor> {
 
 pub(crate) fn roll(t: &Tensor, shifts: &[i64], dims: &[i64]) -> R<Tensor> {
     if dims.is_empty() {
-        if shifts.len() != 1 {
-            return Err(size_mismatch(
-                "roll",
-                "the number of shifts (without dims)",
-                1,
-                shifts.len() as i64,
-            ));
-        }
+        check_size(
+            "roll",
+            "the number of shifts (without dims)",
+            1,
+            shifts.len() as i64,
+        )?;
         let flat = reshape(t, &[-1])?;
         let rolled = roll(&flat, shifts, &[0])?;
         return view(&rolled, &usize_shape(t.shape()));
     }
-    if shifts.len() != dims.len() {
-        return Err(size_mismatch(
-            "roll",
-            "the number of shifts (the number of dims)",
-            dims.len() as i64,
-            shifts.len() as i64,
-        ));
-    }
+    check_size(
+        "roll",
+        "the number of shifts (the number of dims)",
+        dims.len() as i64,
+        shifts.len() as i64,
+    )?;
     let mut cur = t.clone();
     for (&s, &d) in shifts.iter().zip(dims) {
         let d = wdim(d, t.dim())?;
@@ -1284,14 +1278,7 @@ pub(crate) fn roll(t: &Tensor, shifts: &[i64], dims: &[i64]) -> R<Tensor> {
 }
 
 fn rot90(t: &Tensor, k: i64, dims: &[i64]) -> R<Tensor> {
-    if dims.len() != 2 {
-        return Err(size_mismatch(
-            "rot90",
-            "the number of rotation dims",
-            2,
-            dims.len() as i64,
-        ));
-    }
+    check_size("rot90", "the number of rotation dims", 2, dims.len() as i64)?;
     if t.dim() < 2 {
         return Err(rank_mismatch(
             "rot90",

@@ -7,7 +7,7 @@
 //! fixtures/gen_sobol_table.py (which documents the format and checks every row).
 
 use super::kernels::{
-    invalid_argument, not_implemented_for, rank_mismatch, shape_mismatch, size_mismatch,
+    check_size, invalid_argument, not_implemented_for, rank_mismatch, shape_mismatch,
     unsupported_feature, value_err,
 };
 use super::{Args, Registry};
@@ -56,14 +56,12 @@ fn direction_rows(dimension: usize) -> crate::Result<Vec<[i64; MAXBIT]>> {
         .filter(|h| h.starts_with(b"TSSOBOL1"))
         .ok_or_else(|| value_err("the Sobol direction table has no header"))?;
     let rows = u32::from_le_bytes([header[8], header[9], header[10], header[11]]) as usize;
-    if rows != MAXDIM {
-        return Err(size_mismatch(
-            "_sobol_engine_initialize_state_",
-            "the number of rows of the Sobol direction table",
-            MAXDIM as i64,
-            rows as i64,
-        ));
-    }
+    check_size(
+        "_sobol_engine_initialize_state_",
+        "the number of rows of the Sobol direction table",
+        MAXDIM as i64,
+        rows as i64,
+    )?;
     let mut bits = TableBits {
         data: &TABLE[12..],
         pos: 0,

@@ -6,8 +6,8 @@
 
 use super::kernels::num::Arith;
 use super::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_err, shape_mismatch, size_mismatch,
-    unsupported, unsupported_feature, wrong_dtype,
+    check_rank, check_size, invalid_argument, rank_mismatch, shape_err, shape_mismatch,
+    size_mismatch, unsupported, unsupported_feature, wrong_dtype,
 };
 use super::shape::in_place;
 use super::{Args, Registry};
@@ -223,14 +223,12 @@ fn coo_with_dims_and_tensors(a: &mut Args) -> R {
         RankRequirement::Exactly(dd + 1),
         values.shape(),
     )?;
-    if indices.shape()[0] != sd {
-        return Err(size_mismatch(
-            a.op,
-            "indices.size(0) (sparse_dim)",
-            sd as i64,
-            indices.shape()[0] as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "indices.size(0) (sparse_dim)",
+        sd as i64,
+        indices.shape()[0] as i64,
+    )?;
     Ok(Tensor::sparse_coo(indices, values, &size, coalesced)?.into())
 }
 
@@ -1151,14 +1149,7 @@ fn transpose_coo(op: &str, t: &Tensor) -> crate::Result<Tensor> {
         compressed_to_coo(op, t)?
     };
     let (indices, values, _) = coo(op, &coo_t)?;
-    if indices.shape()[0] != 2 {
-        return Err(size_mismatch(
-            op,
-            "sparse_dim",
-            2,
-            indices.shape()[0] as i64,
-        ));
-    }
+    check_size(op, "sparse_dim", 2, indices.shape()[0] as i64)?;
     let nnz = indices.shape()[1];
     let idx = index_vec(indices)?;
     let mut swapped = idx[nnz..].to_vec();
@@ -1290,9 +1281,7 @@ fn hspmm(a: &mut Args) -> R {
     let x = coalesce(a.op, &x)?;
     let (xi, xv, _) = coo(a.op, &x)?;
     check_rank(a.op, "self", RankRequirement::Exactly(2), x.shape())?;
-    if xi.shape()[0] != 2 {
-        return Err(size_mismatch(a.op, "sparse_dim", 2, xi.shape()[0] as i64));
-    }
+    check_size(a.op, "sparse_dim", 2, xi.shape()[0] as i64)?;
     let nnz = xi.shape()[1];
     let idx = index_vec(xi)?;
     // the distinct rows in order, and each entry re-addressed to its row's position
@@ -1558,22 +1547,13 @@ fn spdiags(a: &mut Args) -> R {
         RankRequirement::Exactly(1),
         offsets.shape(),
     )?;
-    if shape.len() != 2 {
-        return Err(size_mismatch(
-            a.op,
-            "the length of shape",
-            2,
-            shape.len() as i64,
-        ));
-    }
-    if offsets.shape()[0] != diagonals.shape()[0] {
-        return Err(size_mismatch(
-            a.op,
-            "the number of offsets (one per diagonal)",
-            diagonals.shape()[0] as i64,
-            offsets.shape()[0] as i64,
-        ));
-    }
+    check_size(a.op, "the length of shape", 2, shape.len() as i64)?;
+    check_size(
+        a.op,
+        "the number of offsets (one per diagonal)",
+        diagonals.shape()[0] as i64,
+        offsets.shape()[0] as i64,
+    )?;
     let offs = index_vec(&offsets)?;
     let mut seen = std::collections::HashSet::new();
     if offs.iter().any(|o| !seen.insert(*o)) {
@@ -1894,14 +1874,7 @@ fn sspaddmm_of(
     check_rank(op, "self", RankRequirement::Exactly(2), input.shape())?;
     check_rank(op, "mat1", RankRequirement::Exactly(2), s.shape())?;
     check_rank(op, "mat2", RankRequirement::Exactly(2), dense.shape())?;
-    if si.shape()[0] != 2 {
-        return Err(size_mismatch(
-            op,
-            "mat1's sparse_dim",
-            2,
-            si.shape()[0] as i64,
-        ));
-    }
+    check_size(op, "mat1's sparse_dim", 2, si.shape()[0] as i64)?;
     let (n, k, m) = (s.shape()[0], s.shape()[1], dense.shape()[1]);
     if input.shape() != [n, m] {
         return Err(shape_mismatch(op, "self", &[n, m], input.shape()));
@@ -2214,22 +2187,18 @@ fn sparse_resized(
         return empty_coo(sd, dd, size, t.dtype());
     }
     let (cur_sd, cur_dd) = (indices.shape()[0], values.dim() - 1);
-    if sd != cur_sd {
-        return Err(size_mismatch(
-            op,
-            "sparse_dim of a non-empty sparse tensor (it cannot change)",
-            cur_sd as i64,
-            sd as i64,
-        ));
-    }
-    if dd != cur_dd {
-        return Err(size_mismatch(
-            op,
-            "dense_dim of a non-empty sparse tensor (it cannot change)",
-            cur_dd as i64,
-            dd as i64,
-        ));
-    }
+    check_size(
+        op,
+        "sparse_dim of a non-empty sparse tensor (it cannot change)",
+        cur_sd as i64,
+        sd as i64,
+    )?;
+    check_size(
+        op,
+        "dense_dim of a non-empty sparse tensor (it cannot change)",
+        cur_dd as i64,
+        dd as i64,
+    )?;
     if size[sd..] != t.shape()[sd..] {
         return Err(shape_mismatch(
             format!("{op} (the dense sizes of a non-empty sparse tensor cannot change)"),
@@ -2310,14 +2279,12 @@ fn sparse_mask_projection(a: &mut Args) -> R {
     if t.shape() != mask.shape() {
         return Err(shape_mismatch(a.op, "mask", t.shape(), mask.shape()));
     }
-    if indices.shape()[0] != mindices.shape()[0] {
-        return Err(size_mismatch(
-            a.op,
-            "mask's sparse_dim",
-            indices.shape()[0] as i64,
-            mindices.shape()[0] as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "mask's sparse_dim",
+        indices.shape()[0] as i64,
+        mindices.shape()[0] as i64,
+    )?;
     let sd = indices.shape()[0];
     let strides = contiguous_strides(&t.shape()[..sd]);
     let keys = |ind: &Tensor| -> crate::Result<Vec<i64>> {

@@ -6,7 +6,7 @@ use super::kernels::operand::{common_dtype, Operand};
 use super::kernels::reduce::ReducePlan;
 use super::kernels::via_f64::{t, vals};
 use super::kernels::{
-    invalid_argument, shape_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
+    check_size, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
 };
 use super::{Args, Registry};
 use crate::tensor::TensorError;
@@ -199,14 +199,12 @@ pub(super) fn autocast_to_full(args: &mut Args<'_>) -> R {
 /// `_assert_async(self)` / `.msg`: fails unless the one-element tensor is nonzero.
 pub(super) fn assert_async(args: &mut Args<'_>) -> R {
     let x = args.tensor(0)?;
-    if x.numel() != 1 {
-        return Err(size_mismatch(
-            "_assert_async",
-            "the number of elements (a Boolean value of more or fewer is ambiguous)",
-            1,
-            x.numel() as i64,
-        ));
-    }
+    check_size(
+        "_assert_async",
+        "the number of elements (a Boolean value of more or fewer is ambiguous)",
+        1,
+        x.numel() as i64,
+    )?;
     if x.item()?.to_c64() == num_complex::Complex64::new(0.0, 0.0) {
         let msg = if args.len() > 1 {
             args.str(1)?.to_string()

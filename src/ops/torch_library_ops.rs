@@ -7,8 +7,8 @@
 
 use super::jit_builtins::int_list;
 use super::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
-    unsupported_feature, value_err, wrong_dtype,
+    check_rank, check_size, invalid_argument, rank_mismatch, shape_mismatch, unsupported_feature,
+    value_err, wrong_dtype,
 };
 use super::prims::via_aten;
 use super::{Args, Registry};
@@ -473,14 +473,12 @@ fn split_pieces(
     let IValue::List(pieces) = pieces else {
         return Err(value_err(format!("{}: split gave no list", a.op)));
     };
-    if pieces.len() != count {
-        return Err(size_mismatch(
-            a.op,
-            "the number of split pieces (one per tensor)",
-            count as i64,
-            pieces.len() as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "the number of split pieces (one per tensor)",
+        count as i64,
+        pieces.len() as i64,
+    )?;
     pieces
         .to_vec()
         .into_iter()

@@ -4,7 +4,7 @@
 //! rounding) so kept boxes and pooled values match.
 
 use super::kernels::{
-    check_rank, invalid_argument, not_implemented_for, size_mismatch, unsupported_feature,
+    check_rank, check_size, invalid_argument, not_implemented_for, unsupported_feature,
 };
 use super::linalg::{
     compute_dtype, contiguous_as, dispatch_real_compute, slice_mut_of, slice_of, Real,
@@ -34,31 +34,20 @@ fn roi_batch_index(index: i64, batch: usize) -> crate::Error {
 fn check_input_and_rois(op: &str, x: &Tensor, rois: &Tensor) -> crate::Result<()> {
     check_rank(op, "input", RankRequirement::Exactly(4), x.shape())?;
     check_rank(op, "rois", RankRequirement::Exactly(2), rois.shape())?;
-    if rois.shape()[1] != 5 {
-        return Err(size_mismatch(op, "rois.size(1)", 5, rois.shape()[1] as i64));
-    }
+    check_size(op, "rois.size(1)", 5, rois.shape()[1] as i64)?;
     Ok(())
 }
 
 fn check_boxes_scores(op: &str, dets: &Tensor, scores: &Tensor) -> crate::Result<()> {
     check_rank(op, "boxes", RankRequirement::Exactly(2), dets.shape())?;
-    if dets.shape()[1] != 4 {
-        return Err(size_mismatch(
-            op,
-            "boxes.size(1)",
-            4,
-            dets.shape()[1] as i64,
-        ));
-    }
+    check_size(op, "boxes.size(1)", 4, dets.shape()[1] as i64)?;
     check_rank(op, "scores", RankRequirement::Exactly(1), scores.shape())?;
-    if scores.shape()[0] != dets.shape()[0] {
-        return Err(size_mismatch(
-            op,
-            "scores.size(0) (boxes.size(0))",
-            dets.shape()[0] as i64,
-            scores.shape()[0] as i64,
-        ));
-    }
+    check_size(
+        op,
+        "scores.size(0) (boxes.size(0))",
+        dets.shape()[0] as i64,
+        scores.shape()[0] as i64,
+    )?;
     if dets.dtype() != scores.dtype() {
         return Err(TensorError::DTypeMismatch {
             expected: dets.dtype(),
@@ -607,14 +596,12 @@ fn qroi_align(a: &mut Args) -> crate::Result<IValue> {
     let ratio = a.int(9)?;
     let aligned = a.bool(10)?;
     check_roi_pair(a.op, &x, &rois)?;
-    if x.shape()[0] != 1 {
-        return Err(size_mismatch(
-            a.op,
-            "input.size(0) (one image per batch)",
-            1,
-            x.shape()[0] as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "input.size(0) (one image per batch)",
+        1,
+        x.shape()[0] as i64,
+    )?;
     let (c, h, w) = (x.shape()[1], x.shape()[2], x.shape()[3]);
     let k = rois.shape()[0];
     let (xs, range) = integer_values(a.op, &x)?;

@@ -139,6 +139,15 @@ pub(crate) fn size_mismatch(
     .into()
 }
 
+/// `Ok` when `got` equals `expected`, else [`size_mismatch`] (same arguments, `expected` first).
+pub(crate) fn check_size(op: &str, what: &str, expected: i64, got: i64) -> crate::Result<()> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(size_mismatch(op, what, expected, got))
+    }
+}
+
 /// [`TensorError::InvalidArgument`]: `op`'s `argument` (given as `value`) must satisfy
 /// `requirement` (a phrase after the name: `must be non-negative`).
 pub(crate) fn invalid_argument(
@@ -185,4 +194,35 @@ pub(crate) fn cpu_kernel_name(op: &str) -> String {
 /// A `TensorError::Unsupported` as a crate error.
 pub(crate) fn unsupported(msg: impl Into<String>) -> crate::Error {
     TensorError::Unsupported(msg.into()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_size_passes_equal_counts_and_reports_expected_then_got() {
+        assert!(check_size("aten::rot90", "the number of rotation dims", 2, 2).is_ok());
+        let err = check_size("aten::rot90", "the number of rotation dims", 2, 3);
+        match err {
+            Err(crate::Error::Tensor(TensorError::SizeMismatch {
+                op,
+                what,
+                expected,
+                got,
+            })) => {
+                assert_eq!(
+                    (op.as_str(), what.as_str(), expected, got),
+                    ("aten::rot90", "the number of rotation dims", 2, 3)
+                );
+            }
+            other => panic!("expected a SizeMismatch, got {other:?}"),
+        }
+        let built = size_mismatch("aten::rot90", "the number of rotation dims", 2, 3);
+        let checked = check_size("aten::rot90", "the number of rotation dims", 2, 3);
+        assert_eq!(
+            checked.err().map(|e| e.to_string()),
+            Some(built.to_string())
+        );
+    }
 }

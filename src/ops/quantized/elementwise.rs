@@ -10,7 +10,7 @@ use super::{
     per_tensor_quantized, quantize_val, tensor_result, unsupported, VEC_ELEMS_U8,
 };
 use crate::ops::kernels::{
-    check_rank, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
+    check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
 };
 use crate::ops::{Args, Kernel, Registry};
 use crate::tensor::{RankRequirement, Tensor, TensorError};
@@ -414,14 +414,12 @@ fn softmax(a: &mut Args<'_>) -> Result<IValue> {
 fn scalar_operand(a: &Args<'_>, i: usize) -> Result<f64> {
     match a.get(i)? {
         IValue::Tensor(t) => {
-            if t.numel() != 1 {
-                return Err(size_mismatch(
-                    a.op,
-                    "the number of elements of the scalar tensor",
-                    1,
-                    t.numel() as i64,
-                ));
-            }
+            check_size(
+                a.op,
+                "the number of elements of the scalar tensor",
+                1,
+                t.numel() as i64,
+            )?;
             Ok(t.to_vec::<f64>()?[0])
         }
         _ => Ok(a.scalar(i)?.to_f64()),

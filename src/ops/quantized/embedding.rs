@@ -11,8 +11,8 @@
 
 use super::torchbind::{packed_arg, EmbeddingParams};
 use crate::ops::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
-    unsupported_feature, wrong_dtype,
+    check_rank, check_size, invalid_argument, rank_mismatch, shape_mismatch, unsupported_feature,
+    wrong_dtype,
 };
 use crate::ops::{Args, Registry};
 use crate::tensor::{Quantizer, RankRequirement, Tensor, TensorError};
@@ -239,14 +239,12 @@ fn embedding_bag_unpack(a: &mut Args<'_>) -> Result<IValue> {
 /// first), then its scale and bias `zero_point * scale * -1`, float for 8-bit rows, half for
 /// 4-bit ones.
 fn fused_rows(op: &str, p: &EmbeddingParams, bits: usize) -> Result<FusedRows> {
-    if p.bit_rate() != bits as i64 {
-        return Err(size_mismatch(
-            op,
-            "the packed weight's bit rate",
-            bits as i64,
-            p.bit_rate(),
-        ));
-    }
+    check_size(
+        op,
+        "the packed weight's bit rate",
+        bits as i64,
+        p.bit_rate(),
+    )?;
     let Some(Quantizer::PerChannelAffineFloatQParams {
         scales,
         zero_points,
@@ -497,14 +495,12 @@ fn bag_sums(op: &str, w: &FusedRows, bag: BagArgs) -> Result<Tensor> {
     let weights = match &bag.per_sample_weights {
         Some(t) => {
             let v = t.to_vec::<f32>()?;
-            if v.len() != indices.len() {
-                return Err(size_mismatch(
-                    op,
-                    "the number of per_sample_weights (one per index)",
-                    indices.len() as i64,
-                    v.len() as i64,
-                ));
-            }
+            check_size(
+                op,
+                "the number of per_sample_weights (one per index)",
+                indices.len() as i64,
+                v.len() as i64,
+            )?;
             Some(v)
         }
         None => None,

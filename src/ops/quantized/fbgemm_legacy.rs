@@ -27,7 +27,8 @@ use super::rnn::{cell_state_arg, combine_cell_gates, CellOp};
 use super::torchbind::LinearParams;
 use super::unsupported;
 use crate::ops::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, unsupported_feature,
+    check_rank, check_size, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
+    unsupported_feature,
 };
 use crate::ops::prims::via_aten;
 use crate::ops::{Args, Registry};
@@ -168,14 +169,12 @@ impl Packed {
                 match &p.bias {
                     Some(b) => {
                         let b = b.to_vec::<f32>()?;
-                        if b.len() != n {
-                            return Err(size_mismatch(
-                                "packed linear weight",
-                                "the number of bias elements",
-                                n as i64,
-                                b.len() as i64,
-                            ));
-                        }
+                        check_size(
+                            "packed linear weight",
+                            "the number of bias elements",
+                            n as i64,
+                            b.len() as i64,
+                        )?;
                         out.push(1);
                         for v in b {
                             out.extend_from_slice(&v.to_le_bytes());
@@ -405,14 +404,12 @@ impl Int8Linear {
         let op = a.op;
         let weight = a.tensor(idx[0])?;
         check_rank(op, "weight", RankRequirement::Exactly(2), weight.shape())?;
-        if weight.shape()[1] != k {
-            return Err(size_mismatch(
-                op,
-                "weight.size(1) (the input's K)",
-                k as i64,
-                weight.shape()[1] as i64,
-            ));
-        }
+        check_size(
+            op,
+            "weight.size(1) (the input's K)",
+            k as i64,
+            weight.shape()[1] as i64,
+        )?;
         let n = weight.shape()[0];
         let bias = a.tensor(idx[5])?;
         if bias.shape() != [n] {
@@ -736,9 +733,7 @@ fn quantized_cell<const KIND: u8>(a: &mut Args<'_>) -> Result<IValue> {
         ("w_ih.size(0) (gates x hidden)", gates * hsz, ih.n),
         ("w_hh.size(0) (gates x hidden)", gates * hsz, hh.n),
     ] {
-        if got != expected {
-            return Err(size_mismatch(a.op, what, expected as i64, got as i64));
-        }
+        check_size(a.op, what, expected as i64, got as i64)?;
     }
     let c_in = match &c {
         Some(c) if c.shape() == h.shape() => Some(float_rows(a.op, c)?.0),

@@ -9,7 +9,8 @@
 
 use super::tensor_result;
 use crate::ops::kernels::{
-    check_rank, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature, wrong_dtype,
+    check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature,
+    wrong_dtype,
 };
 use crate::ops::{Args, Registry};
 use crate::tensor::RankRequirement;
@@ -36,14 +37,12 @@ fn int4mm_packed_weight_cpu(a: &mut Args<'_>) -> Result<IValue> {
     if group.dtype() != DType::Int64 {
         return Err(wrong_dtype(a.op, "q_group_size", "int64", group.dtype()));
     }
-    if group.numel() != 1 {
-        return Err(size_mismatch(
-            a.op,
-            "the number of elements of q_group_size",
-            1,
-            group.numel() as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "the number of elements of q_group_size",
+        1,
+        group.numel() as i64,
+    )?;
     let group = group.to_vec::<i64>()?[0];
     let args = vec![
         a.get(0)?.clone(),

@@ -8,7 +8,7 @@
 use super::torchbind::{packed_arg, LinearParams};
 use super::{arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result};
 use crate::ops::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, wrong_dtype,
+    check_rank, check_size, invalid_argument, rank_mismatch, shape_mismatch, wrong_dtype,
 };
 use crate::ops::{Args, Registry};
 use crate::tensor::{DType, Quantizer, RankRequirement, Tensor, TensorError};
@@ -291,14 +291,12 @@ fn dims(op: &str, x: &Tensor, w: &Tensor) -> Result<(usize, usize, usize)> {
         .last()
         .ok_or_else(|| rank_mismatch(op, "input", RankRequirement::AtLeast(1), x.shape()))?;
     let (n, wk) = (w.shape()[0], w.shape()[1]);
-    if wk != k {
-        return Err(size_mismatch(
-            op,
-            "input.size(-1) (the weight's in_features)",
-            wk as i64,
-            k as i64,
-        ));
-    }
+    check_size(
+        op,
+        "input.size(-1) (the weight's in_features)",
+        wk as i64,
+        k as i64,
+    )?;
     Ok((x.numel() / k.max(1), k, n))
 }
 
@@ -552,14 +550,12 @@ fn matmul_quantized_activation(
             p.weight.shape(),
         ));
     }
-    if xs.len() != m * k {
-        return Err(size_mismatch(
-            "quantized::linear_dynamic",
-            "the number of input elements",
-            (m * k) as i64,
-            xs.len() as i64,
-        ));
-    }
+    check_size(
+        "quantized::linear_dynamic",
+        "the number of input elements",
+        (m * k) as i64,
+        xs.len() as i64,
+    )?;
     let mut xq = Vec::with_capacity(xs.len());
     for i in 0..m {
         quantize_row_legacy(&xs[i * k..(i + 1) * k], a_scale, a_zp, &mut xq);
@@ -655,9 +651,7 @@ impl Fp16Weights {
             ),
         ];
         for (what, got, expected) in counts {
-            if got != expected {
-                return Err(size_mismatch(op, what, expected as i64, got as i64));
-            }
+            check_size(op, what, expected as i64, got as i64)?;
         }
         let mut out = vec![0f32; m * n];
         for i in 0..m {
@@ -694,14 +688,7 @@ fn weight_int8pack_mm(a: &mut Args<'_>) -> Result<IValue> {
         return Err(wrong_dtype(a.op, "B", "int8", w.dtype()));
     }
     check_rank(a.op, "B", RankRequirement::Exactly(2), w.shape())?;
-    if w.shape()[1] != k {
-        return Err(size_mismatch(
-            a.op,
-            "B.size(1) (A.size(1))",
-            k as i64,
-            w.shape()[1] as i64,
-        ));
-    }
+    check_size(a.op, "B.size(1) (A.size(1))", k as i64, w.shape()[1] as i64)?;
     let n = w.shape()[0];
     if scales.shape() != [n] {
         return Err(shape_mismatch(a.op, "scales", &[n], scales.shape()));

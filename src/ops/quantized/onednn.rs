@@ -14,7 +14,8 @@
 
 use crate::ops::kernels::vmath;
 use crate::ops::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch, wrong_dtype,
+    check_rank, check_size, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
+    wrong_dtype,
 };
 use crate::ops::prims::via_aten;
 use crate::ops::{Args, Registry};
@@ -132,14 +133,12 @@ fn parse_unary(op: &str, name: &str, scalars: &[IValue], algorithm: &str) -> Res
         "none" | "" => Unary::Identity,
         "relu" => Unary::Relu,
         "leaky_relu" => {
-            if scalars.len() != 1 {
-                return Err(size_mismatch(
-                    op,
-                    "the number of scalars of post op leaky_relu",
-                    1,
-                    scalars.len() as i64,
-                ));
-            }
+            check_size(
+                op,
+                "the number of scalars of post op leaky_relu",
+                1,
+                scalars.len() as i64,
+            )?;
             Unary::LeakyRelu(post_op_scalar(op, scalars.first(), "leaky_relu")?)
         }
         "tanh" => Unary::Tanh,
@@ -156,14 +155,12 @@ fn parse_unary(op: &str, name: &str, scalars: &[IValue], algorithm: &str) -> Res
             }
         },
         "hardtanh" => {
-            if scalars.len() != 2 {
-                return Err(size_mismatch(
-                    op,
-                    "the number of scalars (min_val, max_val) of post op hardtanh",
-                    2,
-                    scalars.len() as i64,
-                ));
-            }
+            check_size(
+                op,
+                "the number of scalars (min_val, max_val) of post op hardtanh",
+                2,
+                scalars.len() as i64,
+            )?;
             Unary::Clamp(
                 post_op_scalar(op, scalars.first(), "hardtanh")?,
                 post_op_scalar(op, scalars.get(1), "hardtanh")?,
@@ -356,14 +353,12 @@ fn bias_values(op: &str, b: Option<Tensor>, channels: usize) -> Result<Option<Ve
             b.dtype(),
         ));
     }
-    if b.numel() != channels {
-        return Err(size_mismatch(
-            op,
-            "the number of bias elements",
-            channels as i64,
-            b.numel() as i64,
-        ));
-    }
+    check_size(
+        op,
+        "the number of bias elements",
+        channels as i64,
+        b.numel() as i64,
+    )?;
     Ok(Some(b.to_vec::<f32>()?))
 }
 
@@ -462,14 +457,12 @@ fn linear_weight(op: &str, w: &Tensor, k: usize) -> Result<(Vec<i32>, usize)> {
         return Err(wrong_dtype(op, "packed weight", "int8", w.dtype()));
     }
     check_rank(op, "packed weight", RankRequirement::Exactly(2), w.shape())?;
-    if w.shape()[0] != k {
-        return Err(size_mismatch(
-            op,
-            "packed weight.size(0) (the input's features)",
-            k as i64,
-            w.shape()[0] as i64,
-        ));
-    }
+    check_size(
+        op,
+        "packed weight.size(0) (the input's features)",
+        k as i64,
+        w.shape()[0] as i64,
+    )?;
     Ok((w.to_vec::<i32>()?, w.shape()[1]))
 }
 
@@ -638,14 +631,12 @@ fn qlinear_binary(a: &mut Args<'_>, tensor: bool) -> Result<IValue> {
                     o.dtype(),
                 ));
             }
-            if o.numel() != total {
-                return Err(size_mismatch(
-                    a.op,
-                    "the number of elements of other (the output's)",
-                    total as i64,
-                    o.numel() as i64,
-                ));
-            }
+            check_size(
+                a.op,
+                "the number of elements of other (the output's)",
+                total as i64,
+                o.numel() as i64,
+            )?;
             Binary::Sum {
                 other: o.to_vec::<f32>()?,
                 scale: other_scale as f32,

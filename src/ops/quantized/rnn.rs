@@ -24,7 +24,7 @@ use super::linear::{dynamic_matmul, Fp16Weights};
 use super::torchbind::{packed_arg, LinearParams};
 use super::unsupported;
 use crate::ops::kernels::{
-    check_rank, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature,
+    check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature,
 };
 use crate::ops::{Args, Registry};
 use crate::tensor::{RankRequirement, Tensor};
@@ -457,14 +457,7 @@ fn quantized_rnn_op(a: &mut Args<'_>, kind: CellKind, layout: Layout) -> Result<
             // `dtype` and `use_dynamic` change nothing in ATen's result: the cell objects
             // decide the arithmetic
             let hx = a.tensor_list(hx_index)?;
-            if hx.len() != 2 {
-                return Err(size_mismatch(
-                    a.op,
-                    "the length of hx ([h0, c0])",
-                    2,
-                    hx.len() as i64,
-                ));
-            }
+            check_size(a.op, "the length of hx ([h0, c0])", 2, hx.len() as i64)?;
             hx
         }
         CellKind::Gru => vec![a.tensor(hx_index)?],
@@ -546,14 +539,12 @@ fn packed_rnn(
 ) -> Result<IValue> {
     check_rank(op, "data", RankRequirement::Exactly(2), data.shape())?;
     let (n, f) = (data.shape()[0], data.shape()[1]);
-    if sizes.iter().sum::<usize>() != n {
-        return Err(size_mismatch(
-            op,
-            "the sum of batch_sizes (data.size(0))",
-            n as i64,
-            sizes.iter().sum::<usize>() as i64,
-        ));
-    }
+    check_size(
+        op,
+        "the sum of batch_sizes (data.size(0))",
+        n as i64,
+        sizes.iter().sum::<usize>() as i64,
+    )?;
     let rows = data.to_vec::<f32>()?;
     let batch = sizes.first().copied().unwrap_or(0);
     let (out, feat, finals) = run_layers(
@@ -616,14 +607,12 @@ fn run_layers(
     layers: &LayerArgs,
 ) -> Result<(Vec<f32>, usize, Finals)> {
     let dirs = if layers.bidirectional { 2 } else { 1 };
-    if cells.len() != layers.num_layers * dirs {
-        return Err(size_mismatch(
-            op,
-            "the number of cell parameters (layers x directions)",
-            (layers.num_layers * dirs) as i64,
-            cells.len() as i64,
-        ));
-    }
+    check_size(
+        op,
+        "the number of cell parameters (layers x directions)",
+        (layers.num_layers * dirs) as i64,
+        cells.len() as i64,
+    )?;
     let hshape = hx[0].shape().to_vec();
     let hsz = match hshape.as_slice() {
         [_, _, h] => *h,

@@ -17,7 +17,7 @@
 use super::linear::Requant;
 use super::{arg_qtensor, per_tensor_params, per_tensor_quantized, unsupported};
 use crate::ops::kernels::{
-    check_rank, invalid_argument, rank_mismatch, shape_mismatch, size_mismatch,
+    check_rank, check_size, invalid_argument, rank_mismatch, shape_mismatch,
 };
 use crate::ops::{Args, Registry};
 use crate::tensor::{DType, Quantizer, Tensor};
@@ -320,14 +320,12 @@ fn qlinear<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
     let (out_scale, out_zp) = (a.double(2)?, a.int(3)?);
     let (x_scale, x_zp) = per_tensor_params(a.op, &x)?;
     let (n, k) = (p.n, p.k);
-    if x.shape()[x.dim() - 1] != k {
-        return Err(size_mismatch(
-            a.op,
-            "input.size(-1) (the packed weight's K)",
-            k as i64,
-            x.shape()[x.dim() - 1] as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "input.size(-1) (the packed weight's K)",
+        k as i64,
+        x.shape()[x.dim() - 1] as i64,
+    )?;
     let bias = match &p.bias {
         Some(b) if b.shape() != [n] => return Err(shape_mismatch(a.op, "bias", &[n], b.shape())),
         Some(b) if b.dtype() != DType::Float32 => {

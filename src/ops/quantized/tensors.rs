@@ -7,7 +7,7 @@ use super::{
     tensor_result,
 };
 use crate::ops::kernels::{
-    check_rank, invalid_argument, size_mismatch, unsupported_feature, wrong_dtype,
+    check_rank, check_size, invalid_argument, size_mismatch, unsupported_feature, wrong_dtype,
 };
 use crate::ops::{Args, Registry};
 use crate::tensor::{DType, Element, Quantizer, RankRequirement, Tensor, TensorError};
@@ -635,14 +635,12 @@ fn empty_per_channel_affine_quantized(a: &mut Args<'_>) -> Result<IValue> {
             scales.dtype(),
         ));
     }
-    if scales.numel() != zero_points.numel() {
-        return Err(size_mismatch(
-            a.op,
-            "the number of zero_points (the number of scales)",
-            scales.numel() as i64,
-            zero_points.numel() as i64,
-        ));
-    }
+    check_size(
+        a.op,
+        "the number of zero_points (the number of scales)",
+        scales.numel() as i64,
+        zero_points.numel() as i64,
+    )?;
     let quantizer = channel_quantizer(&scales, &zero_points, axis)?;
     tensor_result(empty_qtensor(&size, dtype, quantizer)?)
 }
