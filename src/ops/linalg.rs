@@ -1044,8 +1044,51 @@ fn dedup_labels(x: Labeled) -> crate::Result<Labeled> {
     Ok(Labeled { t, labels })
 }
 
+/// `x` summed over the dims whose label is in `labels` (those labels removed).
+fn sum_out_labels(op: &str, x: Labeled, labels: &[u32]) -> crate::Result<Labeled> {
+    let dims: Vec<usize> = (0..x.labels.len())
+        .filter(|&d| labels.contains(&x.labels[d]))
+        .collect();
+    if dims.is_empty() {
+        return Ok(x);
+    }
+    let t = sum_dims(op, &x.t, &dims)?;
+    let labels = x
+        .labels
+        .iter()
+        .enumerate()
+        .filter(|(d, _)| !dims.contains(d))
+        .map(|(_, &l)| l)
+        .collect();
+    Ok(Labeled { t, labels })
+}
+
+/// The size of label `l` in `x` (1 when `x` lacks it).
+fn label_size(x: &Labeled, l: u32) -> usize {
+    x.labels
+        .iter()
+        .position(|&m| m == l)
+        .map(|p| x.t.shape()[p])
+        .unwrap_or(1)
+}
+
 /// Contract two operands over the labels not needed later (`keep`).
 fn contract_pair(op: &str, a: Labeled, b: Labeled, keep: &[u32]) -> crate::Result<Labeled> {
+    // A contracted label of size 1 on one side broadcasts against the other side's size, as
+    // in PyTorch's einsum: `sum_j a[.., 0] b[j, ..]` is `a[.., 0] * sum_j b[j, ..]`, so the
+    // label is summed out of both sides first.
+    let broadcast: Vec<u32> = a
+        .labels
+        .iter()
+        .copied()
+        .filter(|l| !keep.contains(l) && b.labels.contains(l))
+        .filter(|&l| {
+            let (sa, sb) = (label_size(&a, l), label_size(&b, l));
+            sa != sb && (sa == 1 || sb == 1)
+        })
+        .collect();
+    let a = sum_out_labels(op, a, &broadcast)?;
+    let b = sum_out_labels(op, b, &broadcast)?;
     let in_a = |l: &u32| a.labels.contains(l);
     let in_b = |l: &u32| b.labels.contains(l);
     let mut batch = Vec::new();
@@ -1068,13 +1111,7 @@ fn contract_pair(op: &str, a: Labeled, b: Labeled, keep: &[u32]) -> crate::Resul
             right.push(l);
         }
     }
-    let size_of = |x: &Labeled, l: u32| -> usize {
-        x.labels
-            .iter()
-            .position(|&m| m == l)
-            .map(|p| x.t.shape()[p])
-            .unwrap_or(1)
-    };
+    let size_of = label_size;
     let pos = |x: &Labeled, l: u32| x.labels.iter().position(|&m| m == l).unwrap_or(0);
     // a -> [batch..., left, contracted], b -> [batch..., contracted, right]
     let ap: Vec<usize> = batch
@@ -1098,7 +1135,6 @@ fn contract_pair(op: &str, a: Labeled, b: Labeled, keep: &[u32]) -> crate::Resul
     let ka: usize = contracted.iter().map(|&l| size_of(&a, l)).product();
     let kb: usize = contracted.iter().map(|&l| size_of(&b, l)).product();
     if ka != kb {
-        // size-1 broadcast in a contracted dim: sum it out on the side that has it
         return Err(size_mismatch(
             op,
             "the contracted size of the second operand (of the first)",
@@ -1196,28 +1232,19 @@ pub(crate) fn einsum_tensors(op: &str, equation: &str, ts: &[Tensor]) -> crate::
     let all: Vec<Vec<u32>> = ops.iter().map(|o| o.labels.clone()).collect();
     let mut reduced = Vec::new();
     for (i, o) in ops.into_iter().enumerate() {
-        let dims: Vec<usize> = o
+        let own: Vec<u32> = o
             .labels
             .iter()
-            .enumerate()
-            .filter(|(_, l)| {
+            .copied()
+            .filter(|l| {
                 !out_labels.contains(l)
                     && !all
                         .iter()
                         .enumerate()
                         .any(|(j, ls)| j != i && ls.contains(l))
             })
-            .map(|(d, _)| d)
             .collect();
-        let t = sum_dims(op, &o.t, &dims)?;
-        let labels = o
-            .labels
-            .iter()
-            .enumerate()
-            .filter(|(d, _)| !dims.contains(d))
-            .map(|(_, &l)| l)
-            .collect();
-        reduced.push(Labeled { t, labels });
+        reduced.push(sum_out_labels(op, o, &own)?);
     }
     let mut iter = reduced.into_iter();
     let mut acc = iter
