@@ -70,8 +70,7 @@ fn check_steps(op: &str, params: &[Tensor], steps: &[Tensor]) -> crate::Result<(
         "the number of state_steps (parameters)",
         params.len() as i64,
         steps.len() as i64,
-    )?;
-    Ok(())
+    )
 }
 
 /// `grad_scale` and `found_inf` (the last two arguments, at `at` and `at + 1`): the scale the
