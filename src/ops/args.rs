@@ -35,14 +35,14 @@ impl QuantizedEngine {
         match self {
             QuantizedEngine::Fbgemm => false,
             QuantizedEngine::X86 => true,
-            QuantizedEngine::Native => cpu_has_avx512_vnni(),
+            QuantizedEngine::Native => x86_engine_uses_onednn(),
         }
     }
 }
 
 /// Whether PyTorch's x86 engine would use oneDNN here: Linux (`should_use_onednn_quant` uses
 /// fbgemm elsewhere) on a CPU with AVX512-VNNI (detected once).
-fn cpu_has_avx512_vnni() -> bool {
+fn x86_engine_uses_onednn() -> bool {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         static VNNI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

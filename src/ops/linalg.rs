@@ -1111,7 +1111,6 @@ fn contract_pair(op: &str, a: Labeled, b: Labeled, keep: &[u32]) -> crate::Resul
             right.push(l);
         }
     }
-    let size_of = label_size;
     let pos = |x: &Labeled, l: u32| x.labels.iter().position(|&m| m == l).unwrap_or(0);
     // a -> [batch..., left, contracted], b -> [batch..., contracted, right]
     let ap: Vec<usize> = batch
@@ -1128,12 +1127,12 @@ fn contract_pair(op: &str, a: Labeled, b: Labeled, keep: &[u32]) -> crate::Resul
         .collect();
     let at = permute(&a.t, &ap)?;
     let bt = permute(&b.t, &bp)?;
-    let bshape_a: Vec<usize> = batch.iter().map(|&l| size_of(&a, l)).collect();
-    let bshape_b: Vec<usize> = batch.iter().map(|&l| size_of(&b, l)).collect();
-    let m: usize = left.iter().map(|&l| size_of(&a, l)).product();
-    let n: usize = right.iter().map(|&l| size_of(&b, l)).product();
-    let ka: usize = contracted.iter().map(|&l| size_of(&a, l)).product();
-    let kb: usize = contracted.iter().map(|&l| size_of(&b, l)).product();
+    let bshape_a: Vec<usize> = batch.iter().map(|&l| label_size(&a, l)).collect();
+    let bshape_b: Vec<usize> = batch.iter().map(|&l| label_size(&b, l)).collect();
+    let m: usize = left.iter().map(|&l| label_size(&a, l)).product();
+    let n: usize = right.iter().map(|&l| label_size(&b, l)).product();
+    let ka: usize = contracted.iter().map(|&l| label_size(&a, l)).product();
+    let kb: usize = contracted.iter().map(|&l| label_size(&b, l)).product();
     if ka != kb {
         return Err(size_mismatch(
             op,
@@ -1153,8 +1152,8 @@ fn contract_pair(op: &str, a: Labeled, b: Labeled, keep: &[u32]) -> crate::Resul
     let bshape: Vec<usize> = out.shape()[..batch.len()].to_vec();
     let full: Vec<usize> = bshape
         .into_iter()
-        .chain(left.iter().map(|&l| size_of(&a, l)))
-        .chain(right.iter().map(|&l| size_of(&b, l)))
+        .chain(left.iter().map(|&l| label_size(&a, l)))
+        .chain(right.iter().map(|&l| label_size(&b, l)))
         .collect();
     let t = reshape(&out, &full)?;
     let labels = batch.into_iter().chain(left).chain(right).collect();
