@@ -6,12 +6,16 @@ alternates: libtorch (torch.jit.load, torch.inference_mode(), torch.set_num_thre
 intra_op_num_threads=T, inter_op_num_threads=1) and `tsrun bench --json --threads T` on the same
 archive and inputs. It prints medians and the ratios tsrun/libtorch and tsrun/ORT, plus tsrun's
 first call / median and peak RSS / archive size. Absolute times drift between machines: read ratios.
+With --rounds K the whole alternation (every model, every thread count) runs K times and each
+figure is the median over the rounds (first call / median: the median of each round's ratio, each
+round's tsrun being a fresh process; peak RSS: the largest), so a burst of load on a shared host
+skews one round, not the table.
 
 Models that are not committed fixtures are built (torch.manual_seed(0), eval mode) into a cache
 directory outside git (--cache, default $TSRUN_BENCH_CACHE or /tmp/tsrun-bench).
 
     /work/main/.venv/bin/python benches/libtorch_side_by_side.py [--threads 1 2] [--models mlp lstm]
-        [--seconds 1.5] [--no-build] [--tsrun target/release/tsrun]
+        [--seconds 1.5] [--rounds 1] [--no-build] [--tsrun target/release/tsrun]
 """
 import argparse
 import json
@@ -218,6 +222,8 @@ def main():
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--seconds", type=float, default=1.5, help="time per measurement")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat the whole alternation; report medians over the rounds")
     parser.add_argument("--cache", default=os.environ.get("TSRUN_BENCH_CACHE", "/tmp/tsrun-bench"))
     parser.add_argument("--tsrun", default=os.path.join(ROOT, "target", "release", "tsrun"))
     parser.add_argument("--no-build", action="store_true", help="do not run cargo build --release first")
@@ -229,7 +235,7 @@ def main():
     import onnxruntime as ort
     print(f"machine: {machine()}")
     print(f"torch {torch.__version__}, onnxruntime {ort.__version__}, one run, medians, "
-          f"~{args.seconds:g} s per measurement")
+          f"~{args.seconds:g} s per measurement, {max(1, args.rounds)} round(s)")
 
     prepared = {}
     for name in args.models:
@@ -242,19 +248,40 @@ def main():
             files.append(f)
         prepared[name] = (inputs, archive, onnx_for(name, archive, inputs, args.cache), files)
 
+    iterations = {}
+    results = {}
+    for _ in range(max(1, args.rounds)):
+        for threads in args.threads:
+            for name in args.models:
+                inputs, archive, onnx_path, files = prepared[name]
+                key = (threads, name)
+                if key not in iterations:
+                    torch.set_num_threads(threads)
+                    module = torch.jit.load(archive).eval()
+                    with torch.inference_mode():
+                        iterations[key] = iterations_for(lambda: module(*inputs), args.seconds)
+                    del module
+                n = iterations[key]
+                lt = libtorch_median(archive, inputs, threads, n)
+                ot = ort_median(onnx_path, inputs, threads, n)
+                ts = tsrun_report(args.tsrun, archive, files, threads, n)
+                results.setdefault(key, []).append((lt, ot, ts))
     rows = []
-    for threads in args.threads:
-        for name in args.models:
-            inputs, archive, onnx_path, files = prepared[name]
-            torch.set_num_threads(threads)
-            module = torch.jit.load(archive).eval()
-            with torch.inference_mode():
-                n = iterations_for(lambda: module(*inputs), args.seconds)
-            del module
-            lt = libtorch_median(archive, inputs, threads, n)
-            ot = ort_median(onnx_path, inputs, threads, n)
-            ts = tsrun_report(args.tsrun, archive, files, threads, n)
-            rows.append((threads, name, n, lt, ot, ts, os.path.getsize(archive)))
+    for (threads, name), rounds in results.items():
+        inputs, archive, onnx_path, files = prepared[name]
+        lt = statistics.median(r[0] for r in rounds)
+        ot = statistics.median(r[1] for r in rounds)
+        reports = [r[2] for r in rounds if "error" not in r[2]]
+        if len(reports) < len(rounds):
+            ts = next(r[2] for r in rounds if "error" in r[2])
+        else:
+            ts = {
+                "median_s": statistics.median(r["median_s"] for r in reports),
+                "first_over_median": statistics.median(
+                    r["first_call_s"] / r["median_s"] for r in reports),
+                "peak_rss_bytes": max((r.get("peak_rss_bytes") or 0) for r in reports) or None,
+            }
+        rows.append((threads, name, iterations[(threads, name)], lt, ot, ts, os.path.getsize(archive)))
 
     head = (f"{'T':>1} | {'model':50s} | {'libtorch':>9s} | {'ORT':>9s} | {'tsrun':>9s} | "
             f"{'ts/lt':>5s} | {'ts/ORT':>6s} | {'1st/med':>7s} | {'RSS-archive':>11s} | n")
@@ -269,7 +296,7 @@ def main():
         rss = ts.get("peak_rss_bytes")
         rss_over = f"{(rss - size) / 2**20:+.1f} MiB" if rss is not None else "-"
         print(f"{threads} | {label:50s} | {fmt(lt):>9s} | {fmt(ot):>9s} | {fmt(med):>9s} | "
-              f"{med / lt:5.2f} | {med / ot:6.2f} | {ts['first_call_s'] / med:7.2f} | {rss_over:>11s} | {n}")
+              f"{med / lt:5.2f} | {med / ot:6.2f} | {ts['first_over_median']:7.2f} | {rss_over:>11s} | {n}")
     return 0
 
 
