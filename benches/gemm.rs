@@ -117,30 +117,36 @@ fn gemm_bench(c: &mut Criterion) {
 /// per call); on one thread (`parallel: false`) and on the kernel team.
 fn linear_bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("linear f32");
-    for &(m, n, k, packed_b) in &[
-        (128, 256, 256, true),
-        (128, 1024, 256, true),
-        (128, 256, 1024, true),
-        (128, 128, 64, false),
-        (128, 64, 128, false),
+    // B: the packed weight, attention's K^T (a column-major view of K, packed per call) or
+    // its V (row-major, packed per call)
+    for &(m, n, k, b_form) in &[
+        (128, 256, 256, "packed B"),
+        (128, 1024, 256, "packed B"),
+        (128, 256, 1024, "packed B"),
+        (128, 128, 64, "column-major B"),
+        (128, 64, 128, "row-major B"),
     ] {
         g.throughput(Throughput::Elements((2 * m * n * k) as u64));
         let a = values(m * k, 1);
         let b = values(k * n, 2);
         let mut out = vec![0f32; m * n];
         let am = MatRef::new(&a, m, k, k, 1).expect("a");
-        let bm = MatRef::new(&b, k, n, n, 1).expect("b");
+        let bm = if b_form == "column-major B" {
+            MatRef::new(&b, k, n, 1, k)
+        } else {
+            MatRef::new(&b, k, n, n, 1)
+        }
+        .expect("b");
         for isa in isas() {
             let pb = PackedB::new(isa, &bm);
             for parallel in [false, true] {
                 let name = format!(
-                    "{isa:?} {} {}",
-                    if packed_b { "packed B" } else { "row-major B" },
+                    "{isa:?} {b_form} {}",
                     if parallel { "team" } else { "1 thread" }
                 );
                 g.bench_function(BenchmarkId::new(name, format!("{m}x{n}x{k}")), |bch| {
                     bch.iter(|| {
-                        let b = if packed_b {
+                        let b = if b_form == "packed B" {
                             BOperand::Packed(&pb)
                         } else {
                             BOperand::Mat(bm)

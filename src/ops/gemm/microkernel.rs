@@ -195,24 +195,14 @@ pub(super) unsafe fn avx512_rows<const R: usize>(
     store_avx512(&acc, c, ldc, accumulate);
 }
 
-/// [`avx512_rows`] for `rows` (1 to `AVX512_ROWS_MR`) rows; other counts compute nothing.
-///
-/// # Safety
-/// As for [`avx512_rows`] with `R = rows`.
+/// An [`avx512_rows`] kernel: `(kc, a, lda, b, c, ldc, accumulate)`.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-#[inline]
-pub(super) unsafe fn avx512_rows_any(
-    rows: usize,
-    kc: usize,
-    a: *const f32,
-    lda: usize,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    accumulate: bool,
-) {
-    let kernel = match rows {
+pub(super) type RowsKernel = unsafe fn(usize, *const f32, usize, *const f32, *mut f32, usize, bool);
+
+/// The [`avx512_rows`] kernel for `rows` rows (1 to `AVX512_ROWS_MR`; `None` otherwise).
+#[cfg(target_arch = "x86_64")]
+pub(super) fn avx512_rows_for(rows: usize) -> Option<RowsKernel> {
+    Some(match rows {
         8 => avx512_rows::<8>,
         7 => avx512_rows::<7>,
         6 => avx512_rows::<6>,
@@ -221,9 +211,8 @@ pub(super) unsafe fn avx512_rows_any(
         3 => avx512_rows::<3>,
         2 => avx512_rows::<2>,
         1 => avx512_rows::<1>,
-        _ => return,
-    };
-    kernel(kc, a, lda, b, c, ldc, accumulate)
+        _ => return None,
+    })
 }
 
 /// Write (or add) `R` rows of 32 accumulators of [`avx512`] / [`avx512_rows`] to C.

@@ -648,16 +648,19 @@ unsafe fn run_task(
                             // (checked against (m, k) by `sgemm`), so every element the
                             // kernel reads is one of the matrix's; `dst` has `rows` rows
                             #[cfg(target_arch = "x86_64")]
-                            microkernel::avx512_rows_any(
-                                rows,
-                                kc,
-                                a0.add((ic + ir) * lda + pc),
-                                lda,
-                                bp,
-                                dst,
-                                ld,
-                                full && pc > 0,
-                            );
+                            if let Some(kernel) = microkernel::avx512_rows_for(rows) {
+                                kernel(
+                                    kc,
+                                    a0.add((ic + ir) * lda + pc),
+                                    lda,
+                                    bp,
+                                    dst,
+                                    ld,
+                                    full && pc > 0,
+                                );
+                            }
+                            #[cfg(not(target_arch = "x86_64"))]
+                            let _ = (a0, lda);
                         } else if let (Some((img, il)), true) = (in_place, jr < direct_cols) {
                             // rows pc.. of the image, columns jc + jr.. (a whole panel: the
                             // image holds k rows of il >= jc + jr + nr columns)
