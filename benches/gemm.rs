@@ -12,7 +12,9 @@
 //! convolution groups on the earlier gemm-crate + im2col path for a side-by-side comparison.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tsrun::internals::ops::gemm::{sgemm, AOperand, BOperand, Epilogue, Isa, MatRef, PackedA};
+use tsrun::internals::ops::gemm::{
+    sgemm, AOperand, BOperand, Epilogue, Isa, MatRef, PackedA, PackedB,
+};
 use tsrun::internals::ops::{Args, OpContext, Registry};
 use tsrun::internals::values::List;
 use tsrun::internals::values::Type;
@@ -105,6 +107,67 @@ fn gemm_bench(c: &mut Criterion) {
                 })
             },
         );
+    }
+    g.finish();
+}
+
+/// The products of a transformer layer (BERT: 128 tokens, hidden 256, FFN 1024, 4 heads of 64)
+/// as `linear` and attention run them: A the row-major activations (read in place), B the
+/// packed weight (`linear`) or a row-major matrix (attention's `Q . K^T` and `P . V`, packed
+/// per call); on one thread (`parallel: false`) and on the kernel team.
+fn linear_bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("linear f32");
+    // B: the packed weight, attention's K^T (a column-major view of K, packed per call) or
+    // its V (row-major, packed per call)
+    for &(m, n, k, b_form) in &[
+        (128, 256, 256, "packed B"),
+        (128, 1024, 256, "packed B"),
+        (128, 256, 1024, "packed B"),
+        (128, 128, 64, "column-major B"),
+        (128, 64, 128, "row-major B"),
+    ] {
+        g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        let a = values(m * k, 1);
+        let b = values(k * n, 2);
+        let mut out = vec![0f32; m * n];
+        let am = MatRef::new(&a, m, k, k, 1).expect("a");
+        let bm = if b_form == "column-major B" {
+            MatRef::new(&b, k, n, 1, k)
+        } else {
+            MatRef::new(&b, k, n, n, 1)
+        }
+        .expect("b");
+        for isa in isas() {
+            let pb = PackedB::new(isa, &bm);
+            for parallel in [false, true] {
+                let name = format!(
+                    "{isa:?} {b_form} {}",
+                    if parallel { "team" } else { "1 thread" }
+                );
+                g.bench_function(BenchmarkId::new(name, format!("{m}x{n}x{k}")), |bch| {
+                    bch.iter(|| {
+                        let b = if b_form == "packed B" {
+                            BOperand::Packed(&pb)
+                        } else {
+                            BOperand::Mat(bm)
+                        };
+                        sgemm(
+                            isa,
+                            m,
+                            n,
+                            k,
+                            AOperand::Mat(am),
+                            b,
+                            &mut out,
+                            n,
+                            &Epilogue::NONE,
+                            parallel,
+                        )
+                        .expect("sgemm")
+                    })
+                });
+            }
+        }
     }
     g.finish();
 }
@@ -337,6 +400,6 @@ unsafe fn fma_chains_avx2(iters: usize) -> f32 {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = peak_bench, gemm_bench, conv_bench
+    targets = peak_bench, gemm_bench, linear_bench, conv_bench
 }
 criterion_main!(benches);

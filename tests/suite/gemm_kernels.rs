@@ -119,6 +119,17 @@ fn strided_and_packed_operands_match_reference() {
                 }
             }
             let ar = MatRef::new(&rv, m, k, lda, 1).unwrap();
+            // the same B column-major with padded columns (stride k + 3), as a linear weight
+            // `[n, k]` and attention's K^T are read, packed by transposing blocks
+            let ldb = k + 3;
+            let mut cv = vec![f32::NAN; n * ldb];
+            for p in 0..k {
+                for j in 0..n {
+                    cv[j * ldb + p] = fb(p, j);
+                }
+            }
+            let bc = MatRef::new(&cv, k, n, 1, ldb).unwrap();
+            let pbc = PackedB::new(isa, &bc);
             let ldc = n + 3;
             for (name, ao, bo) in [
                 ("mat x mat", AOperand::Mat(a), BOperand::Mat(b)),
@@ -130,6 +141,21 @@ fn strided_and_packed_operands_match_reference() {
                     BOperand::Packed(&pb),
                 ),
                 ("row-major mat x mat", AOperand::Mat(ar), BOperand::Mat(b)),
+                (
+                    "row-major mat x column-major mat",
+                    AOperand::Mat(ar),
+                    BOperand::Mat(bc),
+                ),
+                (
+                    "mat x column-major mat",
+                    AOperand::Mat(a),
+                    BOperand::Mat(bc),
+                ),
+                (
+                    "row-major mat x packed column-major",
+                    AOperand::Mat(ar),
+                    BOperand::Packed(&pbc),
+                ),
             ] {
                 for parallel in [false, true] {
                     let mut c = vec![f32::NAN; m.max(1) * ldc];

@@ -535,9 +535,8 @@ unsafe fn run_task(
         }
         _ => None,
     };
-    // A row-major A is read in place by the AVX-512 kernel (whole panels; a last partial
-    // panel is still packed, its rows padded), unless B is (the strided-B kernel reads A
-    // packed)
+    // A row-major A is read in place by the AVX-512 kernel (a last partial panel too, by the
+    // kernel for that many rows), unless B is (the strided-B kernel reads A packed)
     let a_in_place = match a {
         AOperand::Mat(mat)
             if isa == Isa::Avx512 && cfg!(target_arch = "x86_64") && in_place.is_none() =>
@@ -598,11 +597,7 @@ unsafe fn run_task(
                     }
                 };
                 // rows of this block before `packed_from` are read in place
-                let packed_from = if a_in_place.is_some() {
-                    mc / mr * mr
-                } else {
-                    0
-                };
+                let packed_from = if a_in_place.is_some() { mc } else { 0 };
                 let ablock: &[f32] = match a {
                     AOperand::Packed(p) => p.block(pc, kc, ic),
                     AOperand::Mat(mat) => {
@@ -627,11 +622,20 @@ unsafe fn run_task(
                 while jr < nc {
                     let cols = nr.min(nc - jr);
                     let bp = bblock.as_ptr().add(jr.saturating_sub(direct_cols) * kc);
+                    // in-place rows of A go 8 at a time (see `AVX512_ROWS_MR`)
+                    let step = if a_in_place.is_some() {
+                        microkernel::AVX512_ROWS_MR
+                    } else {
+                        mr
+                    };
                     let mut ir = 0;
                     while ir < mc {
-                        let rows = mr.min(mc - ir);
+                        let rows = step.min(mc - ir);
                         let cp = c.add((ic + ir) * ldc + jc + jr);
-                        let full = rows == mr && cols == nr;
+                        // the in-place A kernel writes just its rows, so only a partial
+                        // panel of columns needs the stack tile
+                        let a_rows_in_place = a_in_place.is_some() && ir < packed_from;
+                        let full = (rows == mr || a_rows_in_place) && cols == nr;
                         let (dst, ld) = if full {
                             (cp, ldc)
                         } else {
@@ -639,20 +643,24 @@ unsafe fn run_task(
                         };
                         if let AOperand::Direct(d) = a {
                             direct_tile(&d, ic + ir, pc, kc, bp, dst, ld, full && pc > 0);
-                        } else if let (Some((a0, lda)), true) = (a_in_place, ir < packed_from) {
-                            // rows [ic + ir, + MR) and depth [pc, pc + kc) lie inside A
+                        } else if let (Some((a0, lda)), true) = (a_in_place, a_rows_in_place) {
+                            // rows [ic + ir, + rows) and depth [pc, pc + kc) lie inside A
                             // (checked against (m, k) by `sgemm`), so every element the
-                            // kernel reads is one of the matrix's
+                            // kernel reads is one of the matrix's; `dst` has `rows` rows
                             #[cfg(target_arch = "x86_64")]
-                            microkernel::avx512_rows(
-                                kc,
-                                a0.add((ic + ir) * lda + pc),
-                                lda,
-                                bp,
-                                dst,
-                                ld,
-                                full && pc > 0,
-                            );
+                            if let Some(kernel) = microkernel::avx512_rows_for(rows) {
+                                kernel(
+                                    kc,
+                                    a0.add((ic + ir) * lda + pc),
+                                    lda,
+                                    bp,
+                                    dst,
+                                    ld,
+                                    full && pc > 0,
+                                );
+                            }
+                            #[cfg(not(target_arch = "x86_64"))]
+                            let _ = (a0, lda);
                         } else if let (Some((img, il)), true) = (in_place, jr < direct_cols) {
                             // rows pc.. of the image, columns jc + jr.. (a whole panel: the
                             // image holds k rows of il >= jc + jr + nr columns)
@@ -684,7 +692,7 @@ unsafe fn run_task(
                                 }
                             }
                         }
-                        ir += mr;
+                        ir += step;
                     }
                     jr += nr;
                 }

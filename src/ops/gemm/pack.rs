@@ -418,6 +418,22 @@ pub(super) fn pack_b(
                 scatter(k, &m.data[start..start + nc], dst);
             }
         }
+        // column-major (a linear weight `[out, in]` read as its transpose, attention's K^T):
+        // a panel is `nr` columns of `kc` contiguous values each, transposed in 8 x 8 register
+        // blocks rather than gathered one strided element at a time; `cs >= kc` keeps the
+        // columns apart, as `transpose_into` needs
+        BSource::Mat(m) if m.rs == 1 && m.cs >= kc => {
+            for (q, panel) in dst.chunks_exact_mut(kc * nr).take(panels).enumerate() {
+                let width = nr.min(nc - q * nr);
+                if width < nr {
+                    panel.fill(0.0);
+                }
+                // columns j0 + q * nr.. from row k0 on: inside `data`, as `MatRef::new`
+                // checked for every element of the matrix
+                let first = (j0 + q * nr) * m.cs + k0;
+                super::transpose_into(&m.data[first..], m.cs, panel, nr, width, kc);
+            }
+        }
         BSource::Mat(m) => {
             for q in 0..panels {
                 for k in 0..kc {
