@@ -21,7 +21,9 @@ pub(super) fn map_code(addrs: impl IntoIterator<Item = usize>) {
     TEXT_READ.call_once(|| {
         let own = read_code_lines as fn(usize, usize) as usize;
         if let Some(&(lo, hi)) = mappings.iter().find(|&&(lo, hi)| (lo..hi).contains(&own)) {
-            read_code_lines(lo, hi);
+            if hi - lo <= TEXT_READ_MAX {
+                read_code_lines(lo, hi);
+            }
         }
     });
     let mut windows = HashMap::new();
@@ -38,6 +40,10 @@ pub(super) fn map_code(addrs: impl IntoIterator<Item = usize>) {
         read_code_lines(start.max(lo), end.min(hi));
     }
 }
+
+/// A program text larger than this (an application linking much more than tsrun) is not read
+/// whole: ~4 ms of reading at most, once.
+const TEXT_READ_MAX: usize = 64 << 20;
 
 /// A window is 64 KiB, aligned.
 const WINDOW_BITS: u32 = 16;
