@@ -1050,6 +1050,9 @@ fn conv_rows_fits(cout: usize, reduction: usize, win: &Window) -> bool {
 /// Multiply-adds from which [`conv_rows`] shares the output rows among the pool's threads.
 const CONV_ROWS_PARALLEL_MACS: usize = 1 << 18;
 
+/// Output rows per band of [`conv_rows`] (a task; its input rows are copied per band).
+const CONV_ROWS_BAND: usize = 8;
+
 /// A dense 2-d convolution (one group) directly on the input: each input channel copied into
 /// column-phase rows as [`depthwise_rows_avx512`] copies its plane, then per output row and
 /// register of 16 pixels, every output channel of a block of 16 (or 8) accumulated in its own
@@ -1082,63 +1085,59 @@ fn conv_rows(
     }
     let zero_bias = vec![0.0f32; cout];
     let bias = bias.unwrap_or(&zero_bias);
-    let channel_len = taps.channel_len();
     let [oh, ow] = taps.grid;
-    with_scratch(|buf| {
-        if buf.len() < c * channel_len {
-            buf.resize(c * channel_len, 0.0);
-        }
-        for (img, out) in os.chunks_exact_mut(cout * oh * ow).enumerate().take(n) {
-            let x_img = &xs[img * c * il..][..c * il];
-            let planes = &mut buf[..c * channel_len];
-            for (src, dst) in x_img
-                .chunks_exact(il)
-                .zip(planes.chunks_exact_mut(channel_len))
-            {
-                // SAFETY: this kernel runs only where the backend named AVX-512
-                // (`Isa::is_supported` checked the CPU)
-                unsafe { taps.fill(src, dst) };
-            }
-            let planes: &[f32] = planes;
-            let out_ptr = SendPtr(out.as_mut_ptr());
-            let rows_task = |y0: usize, y1: usize| {
-                // SAFETY: AVX-512 as above; rows `y0 .. y1` of every output channel belong to
-                // this task alone, inside `out` (`cout` planes of `oh` rows)
+    let bands = oh.div_ceil(CONV_ROWS_BAND);
+    let par = crate::tensor::split_work(n * cout * oh * ow * kdim, CONV_ROWS_PARALLEL_MACS);
+    for (img, out) in os.chunks_exact_mut(cout * oh * ow).enumerate().take(n) {
+        let x_img = &xs[img * c * il..][..c * il];
+        let out_ptr = SendPtr(out.as_mut_ptr());
+        // one band of output rows: the input rows it reads copied into this thread's scratch
+        // (a few KiB, in cache while the band is computed), then the band's rows
+        let band = |b: usize| {
+            let y0 = b * CONV_ROWS_BAND;
+            let (band_taps, first_row) = taps.band(y0, CONV_ROWS_BAND.min(oh - y0));
+            let len = band_taps.channel_len();
+            with_scratch(|buf| {
+                if buf.len() < c * len {
+                    buf.resize(c * len, 0.0);
+                }
+                let planes = &mut buf[..c * len];
+                for (src, dst) in x_img.chunks_exact(il).zip(planes.chunks_exact_mut(len)) {
+                    // SAFETY: this kernel runs only where the backend named AVX-512
+                    // (`Isa::is_supported` checked the CPU)
+                    unsafe { band_taps.fill(&src[first_row * iw..], dst) };
+                }
+                // SAFETY: AVX-512 as above; the band's rows of every output channel (rows
+                // `y0 ..` of `cout` planes of `oh x ow` inside `out`) belong to this band alone
                 unsafe {
                     conv_rows_avx512(
                         planes,
                         &wt,
                         bias,
                         act,
-                        out_ptr.get(),
-                        taps,
+                        out_ptr.get().add(y0 * ow),
+                        &band_taps,
                         [c, cout, oh],
-                        y0,
-                        y1,
                     )
                 }
-            };
-            let par = crate::tensor::split_work(out.len() * kdim, CONV_ROWS_PARALLEL_MACS);
-            if par {
-                let per = oh.div_ceil(4 * rayon::current_num_threads().max(1)).max(1);
-                for_each_index(oh.div_ceil(per), &|t| {
-                    rows_task(t * per, ((t + 1) * per).min(oh))
-                });
-            } else {
-                rows_task(0, oh);
-            }
+            })
+        };
+        if par {
+            for_each_index(bands, &band);
+        } else {
+            (0..bands).for_each(band);
         }
-    });
+    }
 }
 
-/// Output rows `y0 .. y1` of every output channel of [`conv_rows`], 16 (or 8) channels at a
-/// time, each channel's 16 pixels in one register.
+/// The output rows of `taps` (a band of [`conv_rows`]) of every output channel, 16 (or 8)
+/// channels at a time, each channel's 16 pixels in one register.
 ///
 /// # Safety
 /// The CPU must support AVX-512F; `planes` holds `c` channels' phases laid out by `taps`,
-/// `wt` the `[c * kh * kw][cout]` weights, `bias` `cout` values; `out` addresses `cout`
-/// planes of `oh x ow` floats (`ow` the window's output width) of which rows `y0 .. y1 <= oh`
-/// are the caller's to write.
+/// `wt` the `[c * kh * kw][cout]` weights, `bias` `cout` values; `out` addresses the band's
+/// first row of `cout` planes `oh * ow` floats apart (`ow` the window's output width), whose
+/// band rows are the caller's to write.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
@@ -1150,10 +1149,8 @@ unsafe fn conv_rows_avx512(
     out: *mut f32,
     taps: &RowTaps,
     [c, cout, oh]: [usize; 3],
-    y0: usize,
-    y1: usize,
 ) {
-    let ow = taps.grid[1];
+    let [rows, ow] = taps.grid;
     let mut oc = 0;
     while oc < cout {
         if cout - oc >= 16 {
@@ -1166,8 +1163,7 @@ unsafe fn conv_rows_avx512(
                 taps,
                 [c, cout, oh, ow],
                 oc,
-                y0,
-                y1,
+                rows,
             );
             oc += 16;
         } else {
@@ -1180,15 +1176,14 @@ unsafe fn conv_rows_avx512(
                 taps,
                 [c, cout, oh, ow],
                 oc,
-                y0,
-                y1,
+                rows,
             );
             oc += 8;
         }
     }
 }
 
-/// [`conv_rows_avx512`] for output channels `oc .. oc + CO`.
+/// [`conv_rows_avx512`] for output channels `oc .. oc + CO`, output rows `0 .. rows` of `g`.
 ///
 /// # Safety
 /// As [`conv_rows_avx512`], and `oc + CO <= cout`.
@@ -1205,14 +1200,13 @@ unsafe fn conv_rows_block<const CO: usize>(
     g: &RowTaps,
     [c, cout, oh, ow]: [usize; 4],
     oc: usize,
-    y0: usize,
-    y1: usize,
+    rows: usize,
 ) {
     use std::arch::x86_64::*;
     let ([kh, kw], [sy, sx], [dy, dx]) = (g.kernel, g.stride, g.dilation);
     let channel_len = g.channel_len();
     let (pp, wp) = (planes.as_ptr(), wt.as_ptr().add(oc));
-    for y in y0..y1 {
+    for y in 0..rows {
         for v in 0..g.vectors {
             let at = v * DEPTHWISE_LANES;
             let mut acc = [_mm512_setzero_ps(); CO];
@@ -1517,13 +1511,53 @@ impl RowTaps {
         if oh == 0 || ow == 0 || kh == 0 || kw == 0 || sx == 0 {
             return None;
         }
+        Some(RowTaps::with(
+            [oh, ow],
+            [kh, kw],
+            [ih, iw],
+            [sy, sx],
+            [dy, dx],
+            [py, px],
+        ))
+    }
+
+    /// The layout of output rows `y0 .. y0 + rows` alone (inside the grid), as a window over
+    /// the input rows from the returned first one (the padding above adjusted).
+    fn band(&self, y0: usize, rows: usize) -> (RowTaps, usize) {
+        let top = y0 * self.stride[0]; // the band's first padded row
+        let [ih, iw] = self.image;
+        let (first, pad_top) = if top >= self.pad[0] {
+            ((top - self.pad[0]).min(ih), 0)
+        } else {
+            (0, self.pad[0] - top)
+        };
+        let taps = RowTaps::with(
+            [rows, self.grid[1]],
+            self.kernel,
+            [ih - first, iw],
+            self.stride,
+            self.dilation,
+            [pad_top, self.pad[1]],
+        );
+        (taps, first)
+    }
+
+    /// The layout of a window with at least one output and one tap.
+    fn with(
+        [oh, ow]: [usize; 2],
+        [kh, kw]: [usize; 2],
+        [ih, iw]: [usize; 2],
+        [sy, sx]: [usize; 2],
+        [dy, dx]: [usize; 2],
+        [py, px]: [usize; 2],
+    ) -> RowTaps {
         let vectors = ow.div_ceil(DEPTHWISE_LANES);
         // tap e of output x reads padded column x * sx + e * dx: phase (e * dx) % sx, index
         // x + (e * dx) / sx; every lane of every register of a row reads inside `width`, and
         // only the rows the taps reach are kept
         let width = vectors * DEPTHWISE_LANES + (kw - 1) * dx / sx;
         let rows = (oh - 1) * sy + (kh - 1) * dy + 1;
-        Some(RowTaps {
+        RowTaps {
             width,
             phase_len: rows * width,
             kernel: [kh, kw],
@@ -1533,7 +1567,7 @@ impl RowTaps {
             pad: [py, px],
             vectors,
             grid: [oh, ow],
-        })
+        }
     }
 
     /// Floats of one channel's phases.
