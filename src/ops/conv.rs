@@ -1153,35 +1153,32 @@ unsafe fn conv_rows_avx512(
     let [rows, ow] = taps.grid;
     let mut oc = 0;
     while oc < cout {
-        if cout - oc >= 16 {
-            conv_rows_block::<16>(
-                planes,
-                wt,
-                bias,
-                act,
-                out,
-                taps,
-                [c, cout, oh, ow],
-                oc,
-                rows,
-            );
-            oc += 16;
+        // blocks of 16 channels, an 8-channel one last (`cout` is a multiple of 8)
+        let (block, width): (ConvRowsBlock, usize) = if cout - oc >= 16 {
+            (conv_rows_block::<16>, 16)
         } else {
-            conv_rows_block::<8>(
-                planes,
-                wt,
-                bias,
-                act,
-                out,
-                taps,
-                [c, cout, oh, ow],
-                oc,
-                rows,
-            );
-            oc += 8;
-        }
+            (conv_rows_block::<8>, 8)
+        };
+        // SAFETY: this function's contract, and `oc + width <= cout`
+        block(
+            planes,
+            wt,
+            bias,
+            act,
+            out,
+            taps,
+            [c, cout, oh, ow],
+            oc,
+            rows,
+        );
+        oc += width;
     }
 }
+
+/// [`conv_rows_block`] for one channel-block width.
+#[cfg(target_arch = "x86_64")]
+type ConvRowsBlock =
+    unsafe fn(&[f32], &[f32], &[f32], Activation, *mut f32, &RowTaps, [usize; 4], usize, usize);
 
 /// [`conv_rows_avx512`] for output channels `oc .. oc + CO`, output rows `0 .. rows` of `g`.
 ///

@@ -6,11 +6,7 @@
 //! kernel, a batch of two without bias. Tolerance: the model goldens' (conv_fusion's
 //! `assert_close`).
 
-use crate::common::{fixtures_dir, Arrays};
-use crate::conv_fusion::assert_close;
-use tsrun::internals::runtime::Module;
-use tsrun::internals::tensor::{DType, Tensor};
-use tsrun::internals::values::IValue;
+use crate::depthwise::match_pytorch_on_threads;
 
 const CASES: &[&str] = &[
     "stem_3to16_s2_bn_hardswish",
@@ -24,26 +20,5 @@ const CASES: &[&str] = &[
 
 #[test]
 fn small_dense_convolutions_match_pytorch() {
-    let dir = fixtures_dir().join("conv_rows");
-    let mut g = Arrays::open(&dir.join("goldens.npz"));
-    for case in CASES {
-        let m = Module::load(dir.join(format!("{case}.pt"))).expect("load");
-        m.eval();
-        let x = g.tensor(&format!("{case}.x"), DType::Float32);
-        let want = g.tensor(&format!("{case}.y"), DType::Float32);
-        for threads in [1, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .expect("pool");
-            let got: Tensor = pool.install(|| {
-                m.forward(&[IValue::Tensor(x.clone())])
-                    .expect("forward")
-                    .as_tensor()
-                    .expect("tensor result")
-                    .clone()
-            });
-            assert_close(&format!("{case} on {threads} threads"), &got, &want);
-        }
-    }
+    match_pytorch_on_threads("conv_rows", CASES);
 }
