@@ -4,7 +4,7 @@
 use super::gemm::{
     self, AOperand, Activation, BOperand, Bias, Epilogue, ImageOperand, Isa, MatRef,
 };
-use super::kernels::parallel::{for_each_chunk_mut, for_each_part_mut};
+use super::kernels::parallel::{for_each_chunk_mut, for_each_index, for_each_part_mut};
 use super::kernels::vmath;
 use super::kernels::{
     check_rank, check_size, invalid_argument, rank_mismatch, size_mismatch, unsupported_feature,
@@ -667,6 +667,13 @@ fn conv_forward_f32(
         depthwise_f32(isa, xs, ws, bs, act, os, &win, [n, c, cout]);
         return Ok(());
     }
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && g == 1 && conv_rows_fits(cout, c * kvol, &win) {
+        if let Some(taps) = RowTaps::new(&win) {
+            conv_rows(xs, ws, scale, bs, act, os, &taps, [n, c, cout]);
+            return Ok(());
+        }
+    }
     if g == 1 && kvol == 1 && il == 1 && l == 1 && p.pad == [0; 3] && p.pad_extra == [0; 3] {
         // a 1x1 convolution of a 1x1 map (the fully connected layers of a squeeze-excitation
         // block): one matrix-vector product per image, without packing the weight into GEMM
@@ -1020,6 +1027,228 @@ pub(crate) fn prepack_weight(
     Ok(true)
 }
 
+/// Most output channels and multiply-adds per output element (`c * kh * kw`) of a dense
+/// convolution that [`conv_rows`] runs.
+const CONV_ROWS_MAX_CHANNELS: usize = 32;
+const CONV_ROWS_MAX_REDUCTION: usize = 64;
+
+/// Whether a dense 2-d convolution runs on [`conv_rows`]: few output channels (a multiple of
+/// 8) and a short reduction, as in a network's stem (mobilenet's 3 -> 16 channels, 3 x 3,
+/// stride 2), where the GEMM would pack an image `kh * kw` times the input's size for a
+/// product of a few rows; and output rows wide enough for 16-pixel registers.
+#[cfg(target_arch = "x86_64")]
+fn conv_rows_fits(cout: usize, reduction: usize, win: &Window) -> bool {
+    let planar = win.grid[0] == 1 && win.kernel[0] == 1 && win.image[0] == 1;
+    planar
+        && win.kernel[1] * win.kernel[2] > 1
+        && cout.is_multiple_of(8)
+        && (8..=CONV_ROWS_MAX_CHANNELS).contains(&cout)
+        && (1..=CONV_ROWS_MAX_REDUCTION).contains(&reduction)
+        && win.grid[2] >= DEPTHWISE_ROW_MIN_AVX512
+}
+
+/// Multiply-adds from which [`conv_rows`] shares the output rows among the pool's threads.
+const CONV_ROWS_PARALLEL_MACS: usize = 1 << 18;
+
+/// Output rows per band of [`conv_rows`] (a task; its input rows are copied per band).
+const CONV_ROWS_BAND: usize = 8;
+
+/// A dense 2-d convolution (one group) directly on the input: each input channel copied into
+/// column-phase rows as [`depthwise_rows_avx512`] copies its plane, then per output row and
+/// register of 16 pixels, every output channel of a block of 16 (or 8) accumulated in its own
+/// register over the reduction `(channel, ky, kx)` in the GEMM's order, the bias added, the
+/// activation applied to the stored row. Writes NCHW directly (no packed image, no transpose).
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn conv_rows(
+    xs: &[f32],
+    ws: &[f32],
+    scale: Option<&[f32]>,
+    bias: Option<&[f32]>,
+    act: Activation,
+    os: &mut [f32],
+    taps: &RowTaps,
+    [n, c, cout]: [usize; 3],
+) {
+    let [ih, iw] = taps.image;
+    let (il, kdim) = (ih * iw, c * taps.kernel[0] * taps.kernel[1]);
+    // weights as `[kdim][cout]` (a tap's channels side by side), scaled by a folded batch norm
+    let mut wt = vec![0.0f32; kdim * cout];
+    for (o, row) in ws.chunks_exact(kdim).take(cout).enumerate() {
+        let s = scale.and_then(|sc| sc.get(o)).copied();
+        for (k, &v) in row.iter().enumerate() {
+            wt[k * cout + o] = match s {
+                Some(s) => v * s,
+                None => v,
+            };
+        }
+    }
+    let zero_bias = vec![0.0f32; cout];
+    let bias = bias.unwrap_or(&zero_bias);
+    let [oh, ow] = taps.grid;
+    let bands = oh.div_ceil(CONV_ROWS_BAND);
+    let par = crate::tensor::split_work(n * cout * oh * ow * kdim, CONV_ROWS_PARALLEL_MACS);
+    for (img, out) in os.chunks_exact_mut(cout * oh * ow).enumerate().take(n) {
+        let x_img = &xs[img * c * il..][..c * il];
+        let out_ptr = SendPtr(out.as_mut_ptr());
+        // one band of output rows: the input rows it reads copied into this thread's scratch
+        // (a few KiB, in cache while the band is computed), then the band's rows
+        let band = |b: usize| {
+            let y0 = b * CONV_ROWS_BAND;
+            let (band_taps, first_row) = taps.band(y0, CONV_ROWS_BAND.min(oh - y0));
+            let len = band_taps.channel_len();
+            with_scratch(|buf| {
+                if buf.len() < c * len {
+                    buf.resize(c * len, 0.0);
+                }
+                let planes = &mut buf[..c * len];
+                for (src, dst) in x_img.chunks_exact(il).zip(planes.chunks_exact_mut(len)) {
+                    // SAFETY: this kernel runs only where the backend named AVX-512
+                    // (`Isa::is_supported` checked the CPU)
+                    unsafe { band_taps.fill(&src[first_row * iw..], dst) };
+                }
+                // SAFETY: AVX-512 as above; the band's rows of every output channel (rows
+                // `y0 ..` of `cout` planes of `oh x ow` inside `out`) belong to this band alone
+                unsafe {
+                    conv_rows_avx512(
+                        planes,
+                        &wt,
+                        bias,
+                        act,
+                        out_ptr.get().add(y0 * ow),
+                        &band_taps,
+                        [c, cout, oh],
+                    )
+                }
+            })
+        };
+        if par {
+            for_each_index(bands, &band);
+        } else {
+            (0..bands).for_each(band);
+        }
+    }
+}
+
+/// The output rows of `taps` (a band of [`conv_rows`]) of every output channel, 16 (or 8)
+/// channels at a time, each channel's 16 pixels in one register.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `planes` holds `c` channels' phases laid out by `taps`,
+/// `wt` the `[c * kh * kw][cout]` weights, `bias` `cout` values; `out` addresses the band's
+/// first row of `cout` planes `oh * ow` floats apart (`ow` the window's output width), whose
+/// band rows are the caller's to write.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn conv_rows_avx512(
+    planes: &[f32],
+    wt: &[f32],
+    bias: &[f32],
+    act: Activation,
+    out: *mut f32,
+    taps: &RowTaps,
+    [c, cout, oh]: [usize; 3],
+) {
+    let [rows, ow] = taps.grid;
+    let mut oc = 0;
+    while oc < cout {
+        // blocks of 16 channels, an 8-channel one last (`cout` is a multiple of 8)
+        let (block, width): (ConvRowsBlock, usize) = if cout - oc >= 16 {
+            (conv_rows_block::<16>, 16)
+        } else {
+            (conv_rows_block::<8>, 8)
+        };
+        // SAFETY: this function's contract, and `oc + width <= cout`
+        block(
+            planes,
+            wt,
+            bias,
+            act,
+            out,
+            taps,
+            [c, cout, oh, ow],
+            oc,
+            rows,
+        );
+        oc += width;
+    }
+}
+
+/// [`conv_rows_block`] for one channel-block width.
+#[cfg(target_arch = "x86_64")]
+type ConvRowsBlock =
+    unsafe fn(&[f32], &[f32], &[f32], Activation, *mut f32, &RowTaps, [usize; 4], usize, usize);
+
+/// [`conv_rows_avx512`] for output channels `oc .. oc + CO`, output rows `0 .. rows` of `g`.
+///
+/// # Safety
+/// As [`conv_rows_avx512`], and `oc + CO <= cout`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn conv_rows_block<const CO: usize>(
+    planes: &[f32],
+    wt: &[f32],
+    bias: &[f32],
+    act: Activation,
+    out: *mut f32,
+    g: &RowTaps,
+    [c, cout, oh, ow]: [usize; 4],
+    oc: usize,
+    rows: usize,
+) {
+    use std::arch::x86_64::*;
+    let ([kh, kw], [sy, sx], [dy, dx]) = (g.kernel, g.stride, g.dilation);
+    let channel_len = g.channel_len();
+    let (pp, wp) = (planes.as_ptr(), wt.as_ptr().add(oc));
+    for y in 0..rows {
+        for v in 0..g.vectors {
+            let at = v * DEPTHWISE_LANES;
+            let mut acc = [_mm512_setzero_ps(); CO];
+            let mut k = 0;
+            for ch in 0..c {
+                let base = pp.add(ch * channel_len);
+                for b in 0..kh {
+                    let row = (y * sy + b * dy) * g.width + at;
+                    // tap e reads phase (e * dx) % sx at index (e * dx) / sx
+                    let (mut q, mut shift) = (0, 0);
+                    for _ in 0..kw {
+                        let x = _mm512_loadu_ps(base.add(q * g.phase_len + row + shift));
+                        let wk = wp.add(k * cout);
+                        for (o, a) in acc.iter_mut().enumerate() {
+                            *a = _mm512_fmadd_ps(_mm512_set1_ps(*wk.add(o)), x, *a);
+                        }
+                        k += 1;
+                        q += dx;
+                        while q >= sx {
+                            q -= sx;
+                            shift += 1;
+                        }
+                    }
+                }
+            }
+            let left = ow - at;
+            for (o, a) in acc.iter().enumerate() {
+                let v = _mm512_add_ps(*a, _mm512_set1_ps(bias[oc + o]));
+                let dst = out.add((oc + o) * oh * ow + y * ow + at);
+                if left >= DEPTHWISE_LANES {
+                    _mm512_storeu_ps(dst, v);
+                } else {
+                    _mm512_mask_storeu_ps(dst, (1u16 << left) - 1, v);
+                }
+            }
+        }
+        for o in 0..CO {
+            act.apply_slice(std::slice::from_raw_parts_mut(
+                out.add((oc + o) * oh * ow + y * ow),
+                ow,
+            ));
+        }
+    }
+}
+
 /// Multiply-adds below which a depthwise convolution stays on one thread.
 const DEPTHWISE_PARALLEL_MACS: usize = 1 << 16;
 
@@ -1132,79 +1361,20 @@ unsafe fn depthwise_rows_avx512(
     win: &Window,
     buf: &mut Vec<f32>,
 ) {
-    let [[oh, ow], [kh, kw], [ih, iw], [sy, sx], [dy, dx], [py, px]] = win.planar();
-    if oh == 0 || ow == 0 || kh == 0 || kw == 0 || src.len() < ih * iw || dst.len() < oh * ow {
+    let [[oh, ow], _, [ih, iw], ..] = win.planar();
+    if src.len() < ih * iw || dst.len() < oh * ow {
         return;
     }
-    let vectors = ow.div_ceil(DEPTHWISE_LANES);
-    // phase q holds padded columns q, q + sx, ...; tap e of output x reads padded column
-    // x * sx + e * dx: phase (e * dx) % sx, index x + (e * dx) / sx; every lane of every
-    // register of a row reads inside `width`, and only the rows the taps reach are kept
-    let width = vectors * DEPTHWISE_LANES + (kw - 1) * dx / sx;
-    let rows = (oh - 1) * sy + (kh - 1) * dy + 1;
-    let phase_len = rows * width;
-    let need = sx * phase_len;
+    let Some(geometry) = RowTaps::new(win) else {
+        return;
+    };
+    let vectors = geometry.vectors;
+    let need = geometry.channel_len();
     if buf.len() < need {
         buf.resize(need, 0.0);
     }
     let planes = &mut buf[..need];
-    planes.fill(0.0);
-    for (iy, line) in src.chunks_exact(iw).take(ih).enumerate() {
-        let r = iy + py;
-        if r >= rows {
-            break;
-        }
-        if sx == 1 {
-            // columns past `width` are never read
-            let n = iw.min(width.saturating_sub(px));
-            if n > 0 {
-                planes[r * width + px..][..n].copy_from_slice(&line[..n]);
-            }
-            continue;
-        }
-        if sx == 2 && px / 2 + iw.div_ceil(2) <= width && px.div_ceil(2) + iw / 2 <= width {
-            // input pairs (2k, 2k + 1) land at index k of the two phases from where each
-            // phase's first column lies (a loop without index checks, which vectorizes), an
-            // odd width's last column after
-            let (even, odd) = planes.split_at_mut(phase_len);
-            let (first, second) = if px % 2 == 0 {
-                (even, odd)
-            } else {
-                (odd, even)
-            };
-            let (jf, js) = (r * width + px / 2, r * width + px.div_ceil(2));
-            let mut pairs = line.chunks_exact(2);
-            let (f_row, s_row) = (&mut first[jf..][..iw / 2], &mut second[js..][..iw / 2]);
-            for ((f, s), pair) in f_row.iter_mut().zip(s_row.iter_mut()).zip(&mut pairs) {
-                *f = pair[0];
-                *s = pair[1];
-            }
-            if let [v] = pairs.remainder() {
-                first[jf + iw / 2] = *v;
-            }
-            continue;
-        }
-        // padded column px + ix is index j of phase q; stepped along, not divided per element
-        let (mut q, mut j) = (px % sx, px / sx);
-        for &v in line {
-            if j >= width {
-                break;
-            }
-            planes[q * phase_len + r * width + j] = v;
-            q += 1;
-            if q == sx {
-                q = 0;
-                j += 1;
-            }
-        }
-    }
-    let geometry = RowTaps {
-        width,
-        phase_len,
-        kernel: [kh, kw],
-        stride: [sy, sx],
-        dilation: [dy, dx],
-    };
+    geometry.fill(src, planes);
     let base = planes.as_ptr();
     let dst = &mut dst[..oh * ow];
     // four independent accumulators at least (an FMA's latency is four of its issue slots):
@@ -1251,7 +1421,69 @@ unsafe fn depthwise_rows_avx512(
     }
 }
 
-/// How [`depthwise_row_vectors`] reads the column-phase planes of [`depthwise_rows_avx512`].
+/// `dst.copy_from_slice(src)` for the short rows of [`RowTaps::fill`] in 16-float registers,
+/// the last one masked (`copy_from_slice` calls `memcpy` per row).
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn copy_avx512(src: &[f32], dst: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let n = src.len().min(dst.len());
+    let mut k = 0;
+    while k < n {
+        let left = n - k;
+        let mask: __mmask16 = if left >= 16 { !0 } else { (1u16 << left) - 1 };
+        // SAFETY: the masked lanes `k .. k + min(16, left)` lie inside both slices
+        let v = _mm512_maskz_loadu_ps(mask, src.as_ptr().add(k));
+        _mm512_mask_storeu_ps(dst.as_mut_ptr().add(k), mask, v);
+        k += 16;
+    }
+}
+
+/// `even[k] = line[2k]` and `odd[k] = line[2k + 1]` for every `k` below both lengths (and
+/// below `line.len() / 2`): two permutes per 32 inputs.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn deinterleave_avx512(line: &[f32], even: &mut [f32], odd: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let pairs = (line.len() / 2).min(even.len()).min(odd.len());
+    let even_idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd_idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    let mut k = 0;
+    while k < pairs {
+        // the last registers masked: pairs `k .. k + m` are inputs `2k .. 2k + 2m`
+        let m = (pairs - k).min(16);
+        let in_lo = if m >= 8 { !0 } else { (1u16 << (2 * m)) - 1 };
+        let in_hi = if m == 16 {
+            !0
+        } else if m > 8 {
+            (1u16 << (2 * m - 16)) - 1
+        } else {
+            0
+        };
+        let out: __mmask16 = if m == 16 { !0 } else { (1u16 << m) - 1 };
+        // SAFETY: only the masked lanes are read and written: inputs below `2 * pairs <=
+        // line.len()` and outputs below `pairs`, inside the slices
+        let lo = _mm512_maskz_loadu_ps(in_lo, line.as_ptr().add(2 * k));
+        let hi = _mm512_maskz_loadu_ps(in_hi, line.as_ptr().add(2 * k + 16));
+        let (e, o) = (
+            _mm512_permutex2var_ps(lo, even_idx, hi),
+            _mm512_permutex2var_ps(lo, odd_idx, hi),
+        );
+        _mm512_mask_storeu_ps(even.as_mut_ptr().add(k), out, e);
+        _mm512_mask_storeu_ps(odd.as_mut_ptr().add(k), out, o);
+        k += 16;
+    }
+}
+
+/// How [`depthwise_row_vectors`] (and [`conv_rows_avx512`]) read an input plane copied into
+/// zero-padded rows split into column phases: for a column stride `s`, phase `q` holds padded
+/// columns `q, q + s, ...`, so every tap of 16 neighbouring outputs is one contiguous load.
 #[cfg(target_arch = "x86_64")]
 struct RowTaps {
     /// Floats per padded row of a phase, and per phase.
@@ -1260,6 +1492,149 @@ struct RowTaps {
     kernel: [usize; 2],
     stride: [usize; 2],
     dilation: [usize; 2],
+    /// The input plane's rows and columns, and the padding before them.
+    image: [usize; 2],
+    pad: [usize; 2],
+    /// Registers of 16 outputs per output row, and the output rows and columns.
+    vectors: usize,
+    grid: [usize; 2],
+}
+
+#[cfg(target_arch = "x86_64")]
+impl RowTaps {
+    /// The phase layout of a 2-d window, or `None` when it has no output or no taps.
+    fn new(win: &Window) -> Option<RowTaps> {
+        let [[oh, ow], [kh, kw], [ih, iw], [sy, sx], [dy, dx], [py, px]] = win.planar();
+        if oh == 0 || ow == 0 || kh == 0 || kw == 0 || sx == 0 {
+            return None;
+        }
+        Some(RowTaps::with(
+            [oh, ow],
+            [kh, kw],
+            [ih, iw],
+            [sy, sx],
+            [dy, dx],
+            [py, px],
+        ))
+    }
+
+    /// The layout of output rows `y0 .. y0 + rows` alone (inside the grid), as a window over
+    /// the input rows from the returned first one (the padding above adjusted).
+    fn band(&self, y0: usize, rows: usize) -> (RowTaps, usize) {
+        let top = y0 * self.stride[0]; // the band's first padded row
+        let [ih, iw] = self.image;
+        let (first, pad_top) = if top >= self.pad[0] {
+            ((top - self.pad[0]).min(ih), 0)
+        } else {
+            (0, self.pad[0] - top)
+        };
+        let taps = RowTaps::with(
+            [rows, self.grid[1]],
+            self.kernel,
+            [ih - first, iw],
+            self.stride,
+            self.dilation,
+            [pad_top, self.pad[1]],
+        );
+        (taps, first)
+    }
+
+    /// The layout of a window with at least one output and one tap.
+    fn with(
+        [oh, ow]: [usize; 2],
+        [kh, kw]: [usize; 2],
+        [ih, iw]: [usize; 2],
+        [sy, sx]: [usize; 2],
+        [dy, dx]: [usize; 2],
+        [py, px]: [usize; 2],
+    ) -> RowTaps {
+        let vectors = ow.div_ceil(DEPTHWISE_LANES);
+        // tap e of output x reads padded column x * sx + e * dx: phase (e * dx) % sx, index
+        // x + (e * dx) / sx; every lane of every register of a row reads inside `width`, and
+        // only the rows the taps reach are kept
+        let width = vectors * DEPTHWISE_LANES + (kw - 1) * dx / sx;
+        let rows = (oh - 1) * sy + (kh - 1) * dy + 1;
+        RowTaps {
+            width,
+            phase_len: rows * width,
+            kernel: [kh, kw],
+            stride: [sy, sx],
+            dilation: [dy, dx],
+            image: [ih, iw],
+            pad: [py, px],
+            vectors,
+            grid: [oh, ow],
+        }
+    }
+
+    /// Floats of one channel's phases.
+    fn channel_len(&self) -> usize {
+        self.stride[1] * self.phase_len
+    }
+
+    /// Copies the input plane `src` (`ih x iw`) into `planes` (one channel's phases), zeroing
+    /// every other element the taps read.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn fill(&self, src: &[f32], planes: &mut [f32]) {
+        let (width, phase_len) = (self.width, self.phase_len);
+        let ([ih, iw], [py, px], sx) = (self.image, self.pad, self.stride[1]);
+        let rows = phase_len / width.max(1);
+        let planes = &mut planes[..self.channel_len()];
+        // input pairs (2k, 2k + 1) land at index k of the two phases from where each phase's
+        // first column lies, an odd width's last column after
+        let pairs_fit =
+            sx == 2 && px / 2 + iw.div_ceil(2) <= width && px.div_ceil(2) + iw / 2 <= width;
+        // one zeroing pass (a single memset of a few KiB), then the data rows over it
+        planes.fill(0.0);
+        for (iy, line) in src.chunks_exact(iw).take(ih).enumerate() {
+            let r = iy + py;
+            if r >= rows {
+                break;
+            }
+            if sx == 1 {
+                // columns past `width` are never read
+                let n = iw.min(width.saturating_sub(px));
+                if n > 0 {
+                    // SAFETY: the caller's CPU supports AVX-512F (this function's contract)
+                    unsafe { copy_avx512(&line[..n], &mut planes[r * width + px..][..n]) };
+                }
+                continue;
+            }
+            if pairs_fit {
+                let (even, odd) = planes.split_at_mut(phase_len);
+                let (first, second) = if px % 2 == 0 {
+                    (even, odd)
+                } else {
+                    (odd, even)
+                };
+                let (jf, js) = (r * width + px / 2, r * width + px.div_ceil(2));
+                let (f_row, s_row) = (&mut first[jf..][..iw / 2], &mut second[js..][..iw / 2]);
+                // SAFETY: the caller's CPU supports AVX-512F (this function's contract)
+                unsafe { deinterleave_avx512(line, f_row, s_row) };
+                if iw % 2 == 1 {
+                    first[jf + iw / 2] = line[iw - 1];
+                }
+                continue;
+            }
+            // padded column px + ix is index j of phase q; stepped along, not divided per
+            // element
+            let (mut q, mut j) = (px % sx, px / sx);
+            for &v in line {
+                if j >= width {
+                    break;
+                }
+                planes[q * phase_len + r * width + j] = v;
+                q += 1;
+                if q == sx {
+                    q = 0;
+                    j += 1;
+                }
+            }
+        }
+    }
 }
 
 /// Outputs `at .. at + 16 * RV` of output rows `y .. y + RY` (a register past a row's end

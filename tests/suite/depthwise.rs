@@ -24,9 +24,15 @@ const CASES: &[&str] = &[
 
 #[test]
 fn depthwise_convolutions_match_pytorch() {
-    let dir = fixtures_dir().join("depthwise");
+    match_pytorch_on_threads("depthwise", CASES);
+}
+
+/// Each case's module (`fixtures/<fixture>/<case>.pt`) run on one thread and on three against
+/// PyTorch's output (`goldens.npz`: `<case>.x` in, `<case>.y` out).
+pub(crate) fn match_pytorch_on_threads(fixture: &str, cases: &[&str]) {
+    let dir = fixtures_dir().join(fixture);
     let mut g = Arrays::open(&dir.join("goldens.npz"));
-    for case in CASES {
+    for case in cases {
         let m = Module::load(dir.join(format!("{case}.pt"))).expect("load");
         m.eval();
         let x = g.tensor(&format!("{case}.x"), DType::Float32);

@@ -20,6 +20,7 @@ mod cli_traceback;
 mod compile_fixtures;
 mod concurrency;
 mod conv_fusion;
+mod conv_rows;
 mod custom_op;
 mod deep_drift;
 mod depthwise;
