@@ -36,7 +36,7 @@ pub(crate) fn apply(f: VecFn, xs: &mut [f32]) {
         Level::Avx2 => return unsafe { apply_avx2(f, xs) },
         Level::Baseline => {}
     }
-    apply_inline(f, xs)
+    apply_inline::<Separate>(f, xs)
 }
 
 /// `dst[i] = f(src[i])`; the slices must have the same length (a shorter one bounds the work).
@@ -80,37 +80,109 @@ pub(crate) fn level() -> Level {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
 unsafe fn apply_avx512(f: VecFn, xs: &mut [f32]) {
-    apply_inline(f, xs)
+    apply_inline::<Fused>(f, xs)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn apply_avx2(f: VecFn, xs: &mut [f32]) {
-    apply_inline(f, xs)
+    apply_inline::<Fused>(f, xs)
 }
 
 /// The loops, inlined into each target-feature wrapper so each gets its own vector code. The
 /// functions are called by name inside the loop (not passed as `impl Fn` values): a function
 /// item passed as a value is called through its `Fn::call` shim, which LLVM left out of line,
 /// compiled without the wrapper's features, one scalar call per element.
+///
+/// `M` says whether erf's and gelu's polynomial steps are fused multiply-adds (the AVX levels
+/// have FMA; gelu is most of a transformer's time outside its matrix products). The other
+/// functions keep separate multiplies and adds: the LSTM's batch-one step calls the scalar
+/// `sigmoid` and `tanh` below and must match the batched step's vector calls bit for bit.
 #[inline(always)]
-fn apply_inline(f: VecFn, xs: &mut [f32]) {
+fn apply_inline<M: MulAdd>(f: VecFn, xs: &mut [f32]) {
     macro_rules! each {
-        ($g:ident) => {
+        ($g:ident::<$m:ty>) => {
             for x in xs.iter_mut() {
-                *x = $g(*x);
+                *x = $g::<$m>(*x);
             }
         };
     }
     match f {
-        VecFn::Exp => each!(exp),
-        VecFn::Tanh => each!(tanh),
-        VecFn::Sigmoid => each!(sigmoid),
-        VecFn::Erf => each!(erf),
-        VecFn::Gelu => each!(gelu),
-        VecFn::GeluTanh => each!(gelu_tanh),
-        VecFn::Silu => each!(silu),
+        VecFn::Exp => each!(exp_with::<Separate>),
+        VecFn::Tanh => each!(tanh_with::<Separate>),
+        VecFn::Sigmoid => each!(sigmoid_with::<Separate>),
+        VecFn::Erf => each!(erf_with::<M>),
+        VecFn::Gelu => each!(gelu_with::<M>),
+        VecFn::GeluTanh => each!(gelu_tanh_with::<Separate>),
+        VecFn::Silu => each!(silu_with::<Separate>),
     }
+}
+
+/// How a polynomial step `a * b + c` is computed. Rust never contracts `a * b + c` into one
+/// instruction, so without this the AVX levels ran a multiply and an add per step; the fused
+/// form rounds once (at least as accurate) but only pays off where the CPU has FMA (elsewhere
+/// `mul_add` is a libm call).
+trait MulAdd {
+    fn mul_add(a: f32, b: f32, c: f32) -> f32;
+}
+
+/// `a * b + c` rounded twice (the baseline level, and the scalar functions below).
+struct Separate;
+
+/// `a * b + c` rounded once: one FMA instruction inside the AVX wrappers.
+#[cfg(target_arch = "x86_64")]
+struct Fused;
+
+impl MulAdd for Separate {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl MulAdd for Fused {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+/// `e^x` for one element, as the baseline vector level computes it.
+#[inline(always)]
+pub(crate) fn exp(x: f32) -> f32 {
+    exp_with::<Separate>(x)
+}
+
+/// `tanh(x)` for one element.
+#[inline(always)]
+pub(crate) fn tanh(x: f32) -> f32 {
+    tanh_with::<Separate>(x)
+}
+
+/// `sigmoid(x)` for one element.
+#[inline(always)]
+pub(crate) fn sigmoid(x: f32) -> f32 {
+    sigmoid_with::<Separate>(x)
+}
+
+/// `silu(x)` for one element.
+#[inline(always)]
+pub(crate) fn silu(x: f32) -> f32 {
+    silu_with::<Separate>(x)
+}
+
+/// `gelu(x)` (erf form) for one element, as the baseline vector level computes it (the AVX
+/// levels fuse its multiply-adds).
+#[inline(always)]
+pub(crate) fn gelu(x: f32) -> f32 {
+    gelu_with::<Separate>(x)
+}
+
+/// `gelu(x)` (tanh form) for one element.
+#[inline(always)]
+pub(crate) fn gelu_tanh(x: f32) -> f32 {
+    gelu_tanh_with::<Separate>(x)
 }
 
 /// `2^n` for integral `n` in [-150, 128] as two factors, so subnormal and infinite results come
@@ -126,7 +198,7 @@ fn scale_pow2(p: f32, n: i32) -> f32 {
 
 /// `e^x` (Cephes expf: Cody-Waite reduction by ln 2, degree-5 polynomial).
 #[inline(always)]
-pub(crate) fn exp(x: f32) -> f32 {
+fn exp_with<M: MulAdd>(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
@@ -138,11 +210,11 @@ pub(crate) fn exp(x: f32) -> f32 {
     let nf = t - SHIFTER;
     let r = xc - nf * LN2_HI - nf * LN2_LO;
     let mut p = 1.987_569_1e-4f32;
-    p = p * r + 1.398_2e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 0.166_666_65;
-    p = p * r + 0.5;
+    p = M::mul_add(p, r, 1.398_2e-3);
+    p = M::mul_add(p, r, 8.333_452e-3);
+    p = M::mul_add(p, r, 4.166_579_6e-2);
+    p = M::mul_add(p, r, 0.166_666_65);
+    p = M::mul_add(p, r, 0.5);
     let e = p * r * r + r + 1.0;
     let y = scale_pow2(e, n);
     // clamp maps NaN to a bound; give NaN back
@@ -155,16 +227,16 @@ pub(crate) fn exp(x: f32) -> f32 {
 
 /// `tanh(x)`: an odd polynomial below 0.625 (Cephes tanhf), `1 - 2 / (e^{2|x|} + 1)` above.
 #[inline(always)]
-pub(crate) fn tanh(x: f32) -> f32 {
+fn tanh_with<M: MulAdd>(x: f32) -> f32 {
     let a = x.abs();
     let z = x * x;
     let mut p = -5.704_988_7e-3f32;
-    p = p * z + 2.063_909e-2;
-    p = p * z - 5.373_971_6e-2;
-    p = p * z + 0.133_314_42;
-    p = p * z - 0.333_332_8;
+    p = M::mul_add(p, z, 2.063_909e-2);
+    p = M::mul_add(p, z, -5.373_971_6e-2);
+    p = M::mul_add(p, z, 0.133_314_42);
+    p = M::mul_add(p, z, -0.333_332_8);
     let small = p * z * x + x;
-    let large = (1.0 - 2.0 / (exp(2.0 * a) + 1.0)).copysign(x);
+    let large = (1.0 - 2.0 / (exp_with::<M>(2.0 * a) + 1.0)).copysign(x);
     if a < 0.625 {
         small
     } else {
@@ -174,39 +246,39 @@ pub(crate) fn tanh(x: f32) -> f32 {
 
 /// `1 / (1 + e^{-x})`.
 #[inline(always)]
-pub(crate) fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + exp(-x))
+fn sigmoid_with<M: MulAdd>(x: f32) -> f32 {
+    1.0 / (1.0 + exp_with::<M>(-x))
 }
 
 #[inline(always)]
-pub(crate) fn silu(x: f32) -> f32 {
-    x / (1.0 + exp(-x))
+fn silu_with<M: MulAdd>(x: f32) -> f32 {
+    x / (1.0 + exp_with::<M>(-x))
 }
 
 /// `erf(x)`: `x P(x^2)` below 1 and `1 - e^{-x^2} R(1 / (1 + x/2))` above, with least-squares
 /// polynomials fitted to the float64 erf (relative error < 2e-7 below 1, absolute < 8e-8 above).
 #[inline(always)]
-pub(crate) fn erf(x: f32) -> f32 {
+fn erf_with<M: MulAdd>(x: f32) -> f32 {
     let a = x.abs();
     let z = x * x;
     let mut p = 7.971_049e-5f32;
-    p = p * z - 8.043_374e-4;
-    p = p * z + 5.191_833e-3;
-    p = p * z - 2.685_551e-2;
-    p = p * z + 0.112_836_22;
-    p = p * z - 0.376_126_3;
-    p = p * z + std::f32::consts::FRAC_2_SQRT_PI;
+    p = M::mul_add(p, z, -8.043_374e-4);
+    p = M::mul_add(p, z, 5.191_833e-3);
+    p = M::mul_add(p, z, -2.685_551e-2);
+    p = M::mul_add(p, z, 0.112_836_22);
+    p = M::mul_add(p, z, -0.376_126_3);
+    p = M::mul_add(p, z, std::f32::consts::FRAC_2_SQRT_PI);
     let small = x * p;
     let t = 1.0 / (1.0 + 0.5 * a);
     let mut q = 0.119_314_94f32;
-    q = q * t - 0.471_235_34;
-    q = q * t + 0.563_538_1;
-    q = q * t - 0.103_998_03;
-    q = q * t + 0.348_064_93;
-    q = q * t + 0.259_592_5;
-    q = q * t + 0.284_930_4;
-    q = q * t - 1.555_509_7e-4;
-    let large = (1.0 - exp(-z) * q).copysign(x);
+    q = M::mul_add(q, t, -0.471_235_34);
+    q = M::mul_add(q, t, 0.563_538_1);
+    q = M::mul_add(q, t, -0.103_998_03);
+    q = M::mul_add(q, t, 0.348_064_93);
+    q = M::mul_add(q, t, 0.259_592_5);
+    q = M::mul_add(q, t, 0.284_930_4);
+    q = M::mul_add(q, t, -1.555_509_7e-4);
+    let large = (1.0 - exp_with::<M>(-z) * q).copysign(x);
     if a < 1.0 {
         small
     } else {
@@ -215,15 +287,15 @@ pub(crate) fn erf(x: f32) -> f32 {
 }
 
 #[inline(always)]
-pub(crate) fn gelu(x: f32) -> f32 {
-    x * 0.5 * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+fn gelu_with<M: MulAdd>(x: f32) -> f32 {
+    x * 0.5 * (1.0 + erf_with::<M>(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
 #[inline(always)]
-pub(crate) fn gelu_tanh(x: f32) -> f32 {
+fn gelu_tanh_with<M: MulAdd>(x: f32) -> f32 {
     const K: f32 = std::f32::consts::FRAC_2_SQRT_PI * std::f32::consts::FRAC_1_SQRT_2;
     let inner = K * (x + 0.044715 * x * x * x);
-    0.5 * x * (1.0 + tanh(inner))
+    0.5 * x * (1.0 + tanh_with::<M>(inner))
 }
 
 /// Elements per rayon task.
