@@ -1470,7 +1470,8 @@ unsafe fn deinterleave_avx512(line: &[f32], even: &mut [f32], odd: &mut [f32]) {
         // SAFETY: only the masked lanes are read and written: inputs below `2 * pairs <=
         // line.len()` and outputs below `pairs`, inside the slices
         let lo = _mm512_maskz_loadu_ps(in_lo, line.as_ptr().add(2 * k));
-        let hi = _mm512_maskz_loadu_ps(in_hi, line.as_ptr().add(2 * k + 16));
+        // `wrapping_add`: with `m <= 8` nothing is read there and the address may lie past the end
+        let hi = _mm512_maskz_loadu_ps(in_hi, line.as_ptr().wrapping_add(2 * k + 16));
         let (e, o) = (
             _mm512_permutex2var_ps(lo, even_idx, hi),
             _mm512_permutex2var_ps(lo, odd_idx, hi),
