@@ -3,9 +3,10 @@
 //! point, i.e. real zero); requantization is fbgemm's (see `linear::Requant`), or oneDNN's
 //! where PyTorch's x86 engine would hand the convolution to oneDNN ([`QuantizedEngine::X86`]).
 
+use super::conv_exact_float::{self, Geometry};
 use super::linear::Requant;
 use super::torchbind::{packed_arg, ConvParams};
-use super::{arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result};
+use super::{arg_qtensor, int_values, per_tensor_params, round_ties_even, tensor_result};
 use crate::ops::kernels::{
     check_rank, invalid_argument, rank_mismatch, size_mismatch, wrong_dtype,
 };
@@ -310,7 +311,7 @@ impl OnednnRequant {
         if self.relu {
             y = y.max(0.0);
         }
-        let q = (y * self.inv_out_scale + self.out_zp).round_ties_even();
+        let q = round_ties_even(y * self.inv_out_scale + self.out_zp);
         // a NaN has no integer: the zero point, as the oneDNN kernels here store
         if q.is_nan() {
             self.out_zp as i32
@@ -448,8 +449,6 @@ fn run_conv(
                 ))
             }
         };
-    let xv = int_values(x)?;
-    let wv = int_values(&p.weight)?;
     let bias = match &p.bias {
         Some(b) => Some(b.to_vec::<f32>()?),
         None => None,
@@ -474,55 +473,82 @@ fn run_conv(
     let in_plane = id * ih * iw;
     let k_vol = kd * kh * kw;
     let out_plane = od * oh * ow;
+    let fast = if p.transpose {
+        None
+    } else {
+        let geo = Geometry {
+            input_shape: &xs,
+            stride,
+            pad,
+            dilation: dil,
+            groups: g,
+        };
+        conv_exact_float::accumulate(op, x, xzp, &p.weight, &w_zps, &geo)
+    };
     let mut acc = vec![0i32; n * m * out_plane];
-    for b in 0..n {
-        for gi in 0..g {
-            for ml in 0..m_per_g {
-                let oc = gi * m_per_g + ml;
-                let wzp = w_zps[oc];
-                let out_base = (b * m + oc) * out_plane;
-                for cl in 0..c_per_g {
-                    let ic = gi * c_per_g + cl;
-                    let x_base = (b * c + ic) * in_plane;
-                    // weight index of (oc, cl) or, transposed, (ic, ml)
-                    let w_base = if p.transpose {
-                        (ic * m_per_g + ml) * k_vol
-                    } else {
-                        (oc * c_per_g + cl) * k_vol
-                    };
-                    for a_d in 0..kd {
-                        for a_h in 0..kh {
-                            for a_w in 0..kw {
-                                let wq = wv[w_base + (a_d * kh + a_h) * kw + a_w] - wzp;
-                                if wq == 0 {
-                                    continue;
-                                }
-                                if p.transpose {
-                                    scatter(
-                                        &xv[x_base..x_base + in_plane],
-                                        xzp,
-                                        wq,
-                                        [a_d, a_h, a_w],
-                                        [id, ih, iw],
-                                        [od, oh, ow],
-                                        stride,
-                                        pad,
-                                        dil,
-                                        &mut acc[out_base..out_base + out_plane],
-                                    );
-                                } else {
-                                    gather(
-                                        &xv[x_base..x_base + in_plane],
-                                        xzp,
-                                        wq,
-                                        [a_d, a_h, a_w],
-                                        [id, ih, iw],
-                                        [od, oh, ow],
-                                        stride,
-                                        pad,
-                                        dil,
-                                        &mut acc[out_base..out_base + out_plane],
-                                    );
+    if let Some(sums) = fast {
+        let sums = sums?;
+        if sums.len() != acc.len() {
+            return Err(size_mismatch(
+                op,
+                "the convolution's output elements",
+                acc.len() as i64,
+                sums.len() as i64,
+            ));
+        }
+        acc = sums;
+    } else {
+        let xv = int_values(x)?;
+        let wv = int_values(&p.weight)?;
+        for b in 0..n {
+            for gi in 0..g {
+                for ml in 0..m_per_g {
+                    let oc = gi * m_per_g + ml;
+                    let wzp = w_zps[oc];
+                    let out_base = (b * m + oc) * out_plane;
+                    for cl in 0..c_per_g {
+                        let ic = gi * c_per_g + cl;
+                        let x_base = (b * c + ic) * in_plane;
+                        // weight index of (oc, cl) or, transposed, (ic, ml)
+                        let w_base = if p.transpose {
+                            (ic * m_per_g + ml) * k_vol
+                        } else {
+                            (oc * c_per_g + cl) * k_vol
+                        };
+                        for a_d in 0..kd {
+                            for a_h in 0..kh {
+                                for a_w in 0..kw {
+                                    let wq = wv[w_base + (a_d * kh + a_h) * kw + a_w] - wzp;
+                                    if wq == 0 {
+                                        continue;
+                                    }
+                                    if p.transpose {
+                                        scatter(
+                                            &xv[x_base..x_base + in_plane],
+                                            xzp,
+                                            wq,
+                                            [a_d, a_h, a_w],
+                                            [id, ih, iw],
+                                            [od, oh, ow],
+                                            stride,
+                                            pad,
+                                            dil,
+                                            &mut acc[out_base..out_base + out_plane],
+                                        );
+                                    } else {
+                                        gather(
+                                            &xv[x_base..x_base + in_plane],
+                                            xzp,
+                                            wq,
+                                            [a_d, a_h, a_w],
+                                            [id, ih, iw],
+                                            [od, oh, ow],
+                                            stride,
+                                            pad,
+                                            dil,
+                                            &mut acc[out_base..out_base + out_plane],
+                                        );
+                                    }
                                 }
                             }
                         }
@@ -531,26 +557,37 @@ fn run_conv(
             }
         }
     }
-    let out: Vec<i32> = acc
-        .iter()
-        .enumerate()
-        .map(|(i, &raw)| {
-            let oc = (i / out_plane) % m;
-            let b = bias.as_ref().and_then(|b| b.get(oc).copied());
-            if onednn {
-                onednn_rq.apply(raw, w_scales[oc], b)
-            } else {
-                rq.apply(raw, b, oc)
-            }
-        })
-        .collect();
+    // one output channel's plane at a time: its bias and scale read once, the uint8 written
+    // directly (every requantized value lies in 0..=255)
+    let mut out: Vec<u8> = Vec::with_capacity(acc.len());
+    for (i, plane) in acc.chunks(out_plane.max(1)).enumerate() {
+        let oc = i % m;
+        let b = bias.as_ref().and_then(|b| b.get(oc).copied());
+        if onednn {
+            let w_scale = w_scales[oc];
+            out.extend(
+                plane
+                    .iter()
+                    .map(|&raw| onednn_rq.apply(raw, w_scale, b) as u8),
+            );
+        } else {
+            out.extend(plane.iter().map(|&raw| rq.apply(raw, b, oc) as u8));
+        }
+    }
     let mut shape = vec![n, m];
     if spatial == 1 && packed_spatial == 2 {
         shape.push(ow);
     } else {
         shape.extend([od, oh, ow].iter().skip(3 - packed_spatial));
     }
-    per_tensor_quantized(&out, &shape, DType::QUInt8, out_scale, out_zp)
+    let ints = Tensor::from_vec(out, &shape)?;
+    Ok(Tensor::quantized_from_ints(
+        &ints,
+        Quantizer::PerTensorAffine {
+            scale: out_scale,
+            zero_point: out_zp,
+        },
+    )?)
 }
 
 /// Add `wq * (x - x_zp)` of kernel tap `k` to every output position (direct convolution).

@@ -262,7 +262,7 @@ impl Requant {
         let rounded = if !(-2147483648.0..2147483648.0).contains(&scaled) {
             i32::MIN // CVTPS2DQ's "integer indefinite"
         } else {
-            scaled.round_ties_even() as i32
+            super::round_ties_even(scaled) as i32
         };
         // packs_epi32 (saturate to i16), adds_epi16 (zero point), packus_epi16 (u8)
         let s16 = rounded.clamp(i16::MIN as i32, i16::MAX as i32);

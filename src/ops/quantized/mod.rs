@@ -21,6 +21,7 @@
 
 pub mod activation;
 pub mod conv;
+mod conv_exact_float;
 pub mod elementwise;
 pub mod embedding;
 pub mod fake_quantize;
@@ -137,6 +138,20 @@ pub(crate) fn with_f32_scales(w: &Tensor) -> crate::Result<Tensor> {
 }
 
 /// The integer values of quantized `t` in row-major order.
+/// `x.round_ties_even()` (C's `nearbyint` in the default rounding mode) without the libm call
+/// the baseline x86-64 target makes of it (no SSE4.1 `roundss`): at or above 2^23 every float
+/// is an integer; below, adding 2^23 rounds the fraction away half to even (the sum's unit is
+/// 1 and 2^23 is even) and subtracting it back is exact. NaN and infinities pass through.
+#[inline]
+pub(crate) fn round_ties_even(x: f32) -> f32 {
+    const TWO_POW_23: f32 = 8_388_608.0;
+    if x.abs() < TWO_POW_23 {
+        ((x.abs() + TWO_POW_23) - TWO_POW_23).copysign(x)
+    } else {
+        x
+    }
+}
+
 pub(crate) fn int_values(t: &Tensor) -> crate::Result<Vec<i32>> {
     t.int_repr_view()?.to_vec::<i32>()
 }

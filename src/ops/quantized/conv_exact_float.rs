@@ -1,0 +1,228 @@
+//! The integer sums of a quantized convolution, `sum (x - x_zp) * (w - w_zp)` per output,
+//! computed by the float32 convolution kernels, bit-identical to the direct integer loop.
+//!
+//! Why it is exact: every product and every partial sum the float kernels form is an integer
+//! of magnitude at most `taps * max|x - x_zp| * max|w - w_zp|`, and float32 represents every
+//! integer up to 2^24 exactly, in any summation order (fused or not). The input channels are
+//! cut into chunks whose taps keep that bound within 2^24 (most layers need one chunk: 514
+//! taps of a full-range uint8 input by a symmetric int8 weight); each chunk's float sums
+//! convert to i32 exactly and the chunks add in wrapping i32, as the integer loop adds its
+//! products. Padding holds the input zero point, real zero, as the float kernels' zeros do.
+//!
+//! The float weights `w - w_zp` (one contiguous tensor per chunk) are made once per weight
+//! storage and kept while it is alive and unwritten, so the float kernels' cache of packed
+//! weights serves every later call.
+
+use crate::ops::conv::{convolution, ConvParams as FloatConv};
+use crate::ops::kernels::size_mismatch;
+use crate::tensor::{Tensor, WeakStorage};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// Integers up to this magnitude are exact in float32.
+const EXACT_F32: i64 = 1 << 24;
+/// The largest `|x - x_zp|` of a uint8 input, whatever its zero point.
+const INPUT_RANGE: i64 = 255;
+
+/// A forward (not transposed) convolution's geometry, spatial values lifted to 3 dims.
+pub(super) struct Geometry<'a> {
+    /// Input shape `[n, c, *spatial]` (1 to 3 spatial dims, as the weight has).
+    pub input_shape: &'a [usize],
+    pub stride: [i64; 3],
+    pub pad: [i64; 3],
+    pub dilation: [i64; 3],
+    pub groups: usize,
+}
+
+/// The sums `[n, m, *out]` of `(x - x_zp) * (w - w_zp[oc])`, or `None` where the float route
+/// cannot guarantee exactness (a single input channel's taps would pass 2^24; a grouped
+/// convolution that would need chunks): the caller then runs the integer loop.
+pub(super) fn accumulate(
+    op: &str,
+    x: &Tensor,
+    x_zp: i32,
+    weight: &Tensor,
+    w_zps: &[i32],
+    geo: &Geometry<'_>,
+) -> Option<crate::Result<Vec<i32>>> {
+    let ws = weight.shape();
+    let (m, c_per_g) = (*ws.first()?, *ws.get(1)?);
+    let taps: usize = ws.get(2..)?.iter().product();
+    let c = *geo.input_shape.get(1)?;
+    if m == 0 || c_per_g == 0 || taps == 0 || w_zps.len() != m {
+        return None;
+    }
+    let chunks = weight_chunks(weight, w_zps, c_per_g, taps)?;
+    if chunks.tensors.len() > 1 && geo.groups != 1 {
+        return None;
+    }
+    Some(input_values(x).and_then(|xv| run_chunks(op, &xv, x_zp, &chunks, c, geo)))
+}
+
+/// The uint8 values of a quint8 tensor, in row-major order.
+fn input_values(x: &Tensor) -> crate::Result<Vec<u8>> {
+    let ints = x.int_repr_view()?.contiguous()?;
+    let read = ints.read::<u8>()?;
+    Ok(read.as_slice().map(<[u8]>::to_vec).unwrap_or_default())
+}
+
+fn run_chunks(
+    op: &str,
+    x: &[u8],
+    x_zp: i32,
+    chunks: &WeightChunks,
+    c: usize,
+    geo: &Geometry<'_>,
+) -> crate::Result<Vec<i32>> {
+    let lift = |v: [i64; 3]| v.map(|d| d.max(0) as usize);
+    let params = FloatConv {
+        stride: lift(geo.stride),
+        pad: lift(geo.pad),
+        pad_extra: [0; 3],
+        dilation: lift(geo.dilation),
+        output_padding: [0; 3],
+        groups: geo.groups,
+        transposed: false,
+    };
+    let n = geo.input_shape[0];
+    let plane: usize = geo.input_shape[2..].iter().product();
+    let mut sums: Vec<i32> = Vec::new();
+    let mut c0 = 0;
+    for w_chunk in &chunks.tensors {
+        let cc = if chunks.tensors.len() == 1 {
+            c
+        } else {
+            w_chunk.shape()[1]
+        };
+        // the chunk's input channels, shifted by the zero point (exact in float32)
+        let mut xf = Vec::with_capacity(n * cc * plane);
+        for b in 0..n {
+            let start = (b * c + c0) * plane;
+            let rows = x.get(start..start + cc * plane).ok_or_else(|| {
+                size_mismatch(
+                    op,
+                    "the input's values",
+                    (n * c * plane) as i64,
+                    x.len() as i64,
+                )
+            })?;
+            xf.extend(rows.iter().map(|&v| (i32::from(v) - x_zp) as f32));
+        }
+        let mut shape = geo.input_shape.to_vec();
+        shape[1] = cc;
+        let xt = Tensor::from_vec(xf, &shape)?;
+        let out = convolution(op, &xt, w_chunk, None, &params)?.contiguous()?;
+        let read = out.read::<f32>()?;
+        let part = read.as_slice().unwrap_or(&[]);
+        if sums.is_empty() {
+            // |part| <= 2^24: the conversion is exact
+            sums = part.iter().map(|&v| v as i32).collect();
+        } else {
+            for (s, &v) in sums.iter_mut().zip(part) {
+                *s = s.wrapping_add(v as i32);
+            }
+        }
+        c0 += cc;
+    }
+    Ok(sums)
+}
+
+/// A weight as float32 `w - w_zp[oc]`, cut along the input channels into chunks whose
+/// products with any uint8 input sum exactly in float32.
+struct WeightChunks {
+    tensors: Vec<Tensor>,
+}
+
+/// One cached conversion: valid while the weight's storage is the same, unwritten, and the
+/// tensor views the same elements with the same zero points.
+struct Entry {
+    storage: WeakStorage,
+    version: u64,
+    offset: usize,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    w_zps: Vec<i32>,
+    chunks: Arc<WeightChunks>,
+}
+
+fn cache() -> &'static Mutex<HashMap<usize, Entry>> {
+    static CACHE: OnceLock<Mutex<HashMap<usize, Entry>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn weight_chunks(
+    weight: &Tensor,
+    w_zps: &[i32],
+    c_per_g: usize,
+    taps: usize,
+) -> Option<Arc<WeightChunks>> {
+    let storage = weight.storage();
+    let key = storage.id();
+    {
+        let cache = cache().lock();
+        if let Some(e) = cache.get(&key) {
+            if e.storage.is(storage)
+                && e.version == storage.version()
+                && e.offset == weight.storage_offset()
+                && e.shape == weight.shape()
+                && e.strides == weight.strides()
+                && e.w_zps == w_zps
+            {
+                return Some(e.chunks.clone());
+            }
+        }
+    }
+    let version = storage.version();
+    let w = super::int_values(weight).ok()?;
+    let m = w_zps.len();
+    if w.len() != m * c_per_g * taps {
+        return None;
+    }
+    let per_oc = c_per_g * taps;
+    let widest = w
+        .chunks(per_oc)
+        .zip(w_zps)
+        .flat_map(|(row, &z)| {
+            row.iter()
+                .map(move |&v| (i64::from(v) - i64::from(z)).abs())
+        })
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let per_channel = taps as i64 * INPUT_RANGE * widest;
+    if per_channel > EXACT_F32 {
+        return None;
+    }
+    let channels_per_chunk = ((EXACT_F32 / per_channel) as usize).clamp(1, c_per_g);
+    let mut tensors = Vec::new();
+    let mut c0 = 0;
+    while c0 < c_per_g {
+        let cc = channels_per_chunk.min(c_per_g - c0);
+        let mut data = Vec::with_capacity(m * cc * taps);
+        for (oc, &z) in w_zps.iter().enumerate() {
+            let row = &w[oc * per_oc + c0 * taps..oc * per_oc + (c0 + cc) * taps];
+            data.extend(row.iter().map(|&v| (v - z) as f32));
+        }
+        let mut shape = weight.shape().to_vec();
+        shape[1] = cc;
+        tensors.push(Tensor::from_vec(data, &shape).ok()?);
+        c0 += cc;
+    }
+    let chunks = Arc::new(WeightChunks { tensors });
+    let mut cache = cache().lock();
+    cache.retain(|_, e| !e.storage.is_dead());
+    cache.insert(
+        key,
+        Entry {
+            storage: storage.downgrade(),
+            version,
+            offset: weight.storage_offset(),
+            shape: weight.shape().to_vec(),
+            strides: weight.strides().to_vec(),
+            w_zps: w_zps.to_vec(),
+            chunks: chunks.clone(),
+        },
+    );
+    Some(chunks)
+}
