@@ -298,6 +298,10 @@ fn constant_key(graph: &Graph, node: NodeId) -> Option<String> {
                     .collect();
                 format!("t{:?}{:?}{bits:?}", t.dtype(), t.shape())
             }
+            // an enum member equals only itself: `ivaluesEqual` compares the holders' pointers,
+            // so two `Format.NCHW` the compiler emitted stay apart, while the copies of one
+            // that inlining made merge (the emitter makes a holder per occurrence)
+            crate::values::IValue::Enum(e) => format!("e{:p}", std::sync::Arc::as_ptr(e)),
             crate::values::IValue::Object(_) => return None,
             other => format!("v{other:?}"),
         },
