@@ -298,12 +298,71 @@ fn constant_key(graph: &Graph, node: NodeId) -> Option<String> {
                     .collect();
                 format!("t{:?}{:?}{bits:?}", t.dtype(), t.shape())
             }
+            // an enum member equals only itself: `ivaluesEqual` compares the holders' pointers,
+            // so two `Format.NCHW` the compiler emitted stay apart, while the copies of one
+            // that inlining made merge (the emitter makes a holder per occurrence)
+            crate::values::IValue::Enum(e) => format!("e{:p}", std::sync::Arc::as_ptr(e)),
             crate::values::IValue::Object(_) => return None,
             other => format!("v{other:?}"),
         },
         Some(other) => format!("{other:?}"),
     };
     Some(format!("{ty}|{attr}"))
+}
+
+/// The values some node of `order` may write (AliasDb's `hasWriters`, for the tensors constant
+/// pooling may merge): the arguments an operator's schema marks written (`Tensor(a!) self` of
+/// `div_`, not its `other`), every argument of an operator without a schema and of a call
+/// (PyTorch analyses `prim::CallMethod` / `prim::CallFunction` conservatively), and what a
+/// written view (`-> Tensor(a)`) was taken from.
+fn written_values(graph: &Graph, order: &[NodeId]) -> HashSet<ValueId> {
+    let mut views: std::collections::HashMap<ValueId, Vec<ValueId>> = Default::default();
+    let mut pending: Vec<ValueId> = Vec::new();
+    for &n in order {
+        let node = graph.node(n);
+        if matches!(
+            node.kind.as_str(),
+            "prim::CallMethod" | "prim::CallFunction"
+        ) {
+            pending.extend(node.inputs.iter().copied());
+            continue;
+        }
+        if node.kind.starts_with("prim::") {
+            continue;
+        }
+        let Some(schema) = SchemaRegistry::global().find(&node.qualified_op()) else {
+            pending.extend(node.inputs.iter().copied());
+            continue;
+        };
+        let args = schema.arguments.iter().zip(&node.inputs);
+        pending.extend(args.clone().filter(|(a, _)| a.is_write).map(|(_, &v)| v));
+        for (ret, &out) in schema.returns.iter().zip(&node.outputs) {
+            let sets: Vec<&str> = ret.alias_sets().collect();
+            let bases = args
+                .clone()
+                .filter(|(a, _)| a.alias_sets().any(|x| sets.contains(&x)))
+                .map(|(_, &v)| v);
+            views.entry(out).or_default().extend(bases);
+        }
+    }
+    let mut written = HashSet::new();
+    while let Some(v) = pending.pop() {
+        if written.insert(v) {
+            pending.extend(views.get(&v).into_iter().flatten().copied());
+        }
+    }
+    written
+}
+
+/// The value a `prim::Constant` output holds as an attribute, if it is one (tensors, lists).
+fn constant_value(graph: &Graph, v: ValueId) -> Option<&IValue> {
+    match graph.value(v).def {
+        Def::Node(n, _) => match graph.node(n).attr("value") {
+            Some(Attr::Value(value)) => Some(value),
+            _ => None,
+        },
+        Def::Param(..) => None,
+    }
 }
 
 /// Deduplicate constants and hoist every constant to the start of the graph, as PyTorch's
@@ -313,17 +372,7 @@ pub fn pool_constants(graph: &mut Graph) {
     let mut seen: std::collections::HashMap<(BlockId, String), ValueId> = Default::default();
     let mut order = Vec::new();
     graph.walk(graph.root, &mut |n| order.push(n));
-    let mut written: HashSet<ValueId> = HashSet::new();
-    for &n in &order {
-        let node = graph.node(n);
-        let mutates = !node.kind.starts_with("prim::")
-            && SchemaRegistry::global()
-                .find(&node.qualified_op())
-                .is_none_or(|s| s.is_mutable());
-        if mutates {
-            written.extend(node.inputs.iter().copied());
-        }
-    }
+    let written = written_values(graph, &order);
     for n in order {
         if graph.node(n).kind != "prim::Constant" {
             continue;
@@ -331,14 +380,24 @@ pub fn pool_constants(graph: &mut Graph) {
         let Some(&out) = graph.node(n).outputs.first() else {
             continue;
         };
-        // constants without a pooling key (objects) are hoisted but never merged, nor are
-        // tensors some operator may write to (AliasDb's `safeToChangeAliasingRelationship`)
-        let writable = graph.value(out).ty == Type::Tensor && written.contains(&out);
+        // constants without a pooling key (objects) are hoisted but never merged. An equal
+        // constant merges into the first one unless a tensor of the two may be written
+        // (AliasDb's `safeToChangeAliasingRelationship`) and they are not the same tensor (one
+        // `CONSTANTS.cN` read twice); one left unmerged also stays where it is.
         let root = subgraph_root(graph, n);
-        if let Some(key) = constant_key(graph, n).filter(|_| !writable) {
+        if let Some(key) = constant_key(graph, n) {
             if let Some(&existing) = seen.get(&(root, key.clone())) {
-                graph.replace_all_uses(out, existing);
-                graph.remove_node(n);
+                let writable =
+                    |v: ValueId| graph.value(v).ty == Type::Tensor && written.contains(&v);
+                let same_tensor =
+                    match (constant_value(graph, existing), constant_value(graph, out)) {
+                        (Some(a), Some(b)) => a.is_same(b),
+                        _ => false,
+                    };
+                if same_tensor || !(writable(out) || writable(existing)) {
+                    graph.replace_all_uses(out, existing);
+                    graph.remove_node(n);
+                }
                 continue;
             }
             seen.insert((root, key), out);
