@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 /// aten ops with a quantized path here, each with its wrapping kernel (one per overload, so a
 /// call finds its float kernel by index, not by name).
-const WRAPPED: [(&str, Kernel); 8] = [
+const WRAPPED: [(&str, Kernel); 17] = [
     ("aten::relu", quantized_or_float::<RELU>),
     ("aten::relu_", quantized_or_float::<RELU_>),
     ("aten::max_pool2d", quantized_or_float::<MAX_POOL2D>),
@@ -33,6 +33,20 @@ const WRAPPED: [(&str, Kernel); 8] = [
     ("aten::mean.dim", quantized_or_float::<MEAN_DIM>),
     // FX graph-mode quantization leaves `torch.cat` of quantized tensors as aten::cat
     ("aten::cat", quantized_or_float::<CAT>),
+    // the ATen ops with a QuantizedCPU kernel (or a composite one reaching it) that FX
+    // graph-mode quantization leaves on quantized tensors
+    ("aten::clamp", quantized_or_float::<CLAMP>),
+    ("aten::hardtanh", quantized_or_float::<HARDTANH>),
+    ("aten::relu6", quantized_or_float::<RELU6>),
+    ("aten::sigmoid", quantized_or_float::<SIGMOID>),
+    ("aten::tanh", quantized_or_float::<TANH>),
+    ("aten::max_pool1d", quantized_or_float::<MAX_POOL1D>),
+    ("aten::max_pool3d", quantized_or_float::<MAX_POOL3D>),
+    ("aten::avg_pool1d", quantized_or_float::<AVG_POOL1D>),
+    (
+        "aten::adaptive_avg_pool1d",
+        quantized_or_float::<ADAPTIVE_AVG_POOL1D>,
+    ),
 ];
 const RELU: usize = 0;
 const RELU_: usize = 1;
@@ -42,6 +56,15 @@ const AVG_POOL2D: usize = 4;
 const HARDSIGMOID: usize = 5;
 const MEAN_DIM: usize = 6;
 const CAT: usize = 7;
+const CLAMP: usize = 8;
+const HARDTANH: usize = 9;
+const RELU6: usize = 10;
+const SIGMOID: usize = 11;
+const TANH: usize = 12;
+const MAX_POOL1D: usize = 13;
+const MAX_POOL3D: usize = 14;
+const AVG_POOL1D: usize = 15;
+const ADAPTIVE_AVG_POOL1D: usize = 16;
 
 /// The float kernel each entry of [`WRAPPED`] replaced, by the same index.
 static FLOAT_KERNELS: [OnceLock<Kernel>; WRAPPED.len()] =
@@ -147,8 +170,93 @@ fn quantized_or_float<const OP: usize>(a: &mut Args<'_>) -> Result<IValue> {
         AVG_POOL2D => qavg_pool2d(a),
         HARDSIGMOID => qhardsigmoid(a),
         CAT => qcat_aten(a),
+        // `clamp_quantized_cpu` / `hardtanh_quantized_cpu`: `qclamp` of the bounds; `relu6`
+        // is ATen's composite `hardtanh(0, 6)`
+        CLAMP | HARDTANH => super::activation::clamp(a),
+        RELU6 => super::activation::relu6_aten(a),
+        SIGMOID => super::activation::sigmoid_fixed_qparams(a),
+        TANH => super::activation::tanh_fixed_qparams(a),
+        // ATen's composite max_pool1d / max_pool3d call quantized_max_pool{1,3}d on a
+        // quantized input (same arguments)
+        MAX_POOL1D => qmax_pool1d(a),
+        MAX_POOL3D => qmax_pool3d(a),
+        AVG_POOL1D => qavg_pool1d(a),
+        ADAPTIVE_AVG_POOL1D => qadaptive_avg_pool1d(a),
         _ => qmean_dim(a),
     }
+}
+
+/// Quantized `x` with its integers (row-major) read in `shape` (same element count).
+fn reshaped(op: &str, x: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    let q = x
+        .quantizer()
+        .map(|q| (**q).clone())
+        .ok_or_else(|| wrong_dtype(op, "input", "quantized", x.dtype()))?;
+    make_quantized(&int_values(x)?, shape, x.dtype(), q)
+}
+
+/// The 1-d pooling composites as ATen writes them: the input unsqueezed at -2, the 2-d
+/// quantized kernel with a height-1 window, the result squeezed at -2.
+fn pool1d_via_2d(
+    a: &mut Args<'_>,
+    kernel: fn(&mut Args<'_>) -> Result<IValue>,
+    mut args: Vec<IValue>,
+) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let mut shape = x.shape().to_vec();
+    check_rank(a.op, "input", RankRequirement::AtLeast(2), &shape)?;
+    shape.insert(shape.len() - 1, 1);
+    args.insert(0, IValue::Tensor(reshaped(a.op, &x, &shape)?));
+    let y = match kernel(&mut Args::new(a.op, &mut args, a.ctx))? {
+        IValue::Tensor(t) => t,
+        _ => return Err(unsupported(a.op, "the 2-d pooling returned a non-tensor")),
+    };
+    let mut out = y.shape().to_vec();
+    out.remove(out.len() - 2);
+    tensor_result(reshaped(a.op, &y, &out)?)
+}
+
+fn int_list(v: Vec<i64>) -> IValue {
+    IValue::List(crate::values::List::new(
+        crate::values::types::Type::Int,
+        v.into_iter().map(IValue::Int).collect(),
+    ))
+}
+
+/// One value of a 1-d pooling argument (`int[1]`), `default` when empty.
+fn single(a: &Args<'_>, i: usize, what: &str, default: i64) -> Result<i64> {
+    match a.int_list(i)?.as_slice() {
+        [] => Ok(default),
+        [v] => Ok(*v),
+        v => Err(invalid_argument(
+            a.op,
+            format!("the length of {what}"),
+            "must be 1",
+            v.len(),
+        )),
+    }
+}
+
+/// ATen's `avg_pool1d(self, kernel_size, stride, padding, ceil_mode, count_include_pad)`.
+fn qavg_pool1d(a: &mut Args<'_>) -> Result<IValue> {
+    let k = single(a, 1, "kernel_size", 0)?;
+    let s = single(a, 2, "stride", k)?;
+    let p = single(a, 3, "padding", 0)?;
+    let args = vec![
+        int_list(vec![1, k]),
+        int_list(vec![1, s]),
+        int_list(vec![0, p]),
+        IValue::Bool(a.bool(4)?),
+        IValue::Bool(a.bool(5)?),
+        IValue::None,
+    ];
+    pool1d_via_2d(a, qavg_pool2d, args)
+}
+
+/// ATen's `adaptive_avg_pool1d(self, output_size)`.
+fn qadaptive_avg_pool1d(a: &mut Args<'_>) -> Result<IValue> {
+    let o = single(a, 1, "output_size", 0)?;
+    pool1d_via_2d(a, qadaptive_avg_pool2d, vec![int_list(vec![1, o])])
 }
 
 fn same_params_as(x: &Tensor, vals: &[i32], shape: &[usize]) -> Result<Tensor> {
@@ -568,8 +676,7 @@ fn mul_scalar(a: &mut Args<'_>, xi: usize, bi: usize, relu: bool) -> Result<IVal
 }
 
 /// ATen's `qhardsigmoid_kernel`: dequantize, `min(max(x + 3, 0), 6) / 6`, quantize into fixed
-/// output parameters that cover [0, 1]: scale 2^-8 (2^-32 for qint32), zero point 0 (-128
-/// for qint8). Vector steps dequantize with FMA, the tail with the scalar formula.
+/// output parameters that cover [0, 1] (`unit_interval_qparams`). Vector steps dequantize with FMA, the tail with the scalar formula.
 fn qhardsigmoid(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let (scale, zp) = per_tensor_params(a.op, &x)?;
@@ -577,16 +684,7 @@ fn qhardsigmoid(a: &mut Args<'_>) -> Result<IValue> {
     let range = dtype
         .quantized_range()
         .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
-    let out_scale: f64 = if dtype == crate::tensor::DType::QInt32 {
-        2.3283064365386963e-10
-    } else {
-        0.00390625
-    };
-    let out_zp = if dtype == crate::tensor::DType::QInt8 {
-        -128
-    } else {
-        0
-    };
+    let (out_scale, out_zp) = super::unit_interval_qparams(dtype);
     let inv = 1.0f32 / out_scale as f32;
     let xs = scale as f32;
     let pre = xs * -(zp as f32);
