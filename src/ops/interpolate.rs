@@ -276,8 +276,8 @@ fn interpolate(
 }
 
 /// ATen's quantized upsampling: the nearest modes copy integers (the float kernel run on the
-/// integer values, exact in f64), bilinear 2-d has its own integer-domain arithmetic; PyTorch
-/// has no quantized kernel for the other modes.
+/// integer values, exact in f64) in 2-d and 3-d, bilinear 2-d has its own integer-domain
+/// arithmetic; PyTorch has no quantized kernel for the other modes and ranks.
 fn interpolate_quantized(
     op: &str,
     x: &Tensor,
@@ -287,7 +287,7 @@ fn interpolate_quantized(
     scales: &[Option<f64>],
 ) -> crate::Result<Tensor> {
     match mode {
-        Mode::Nearest | Mode::NearestExact => {
+        Mode::Nearest | Mode::NearestExact if out_sp.len() >= 2 => {
             let quantizer = x.quantizer().map(|q| (**q).clone()).ok_or_else(|| {
                 crate::ops::kernels::wrong_dtype(op, "input", "quantized", x.dtype())
             })?;

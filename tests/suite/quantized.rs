@@ -32,6 +32,7 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_embeddings_4bit",
     "q_legacy_fbgemm",
     "q_fx_graph_mode_cat",
+    "q_fx_aten_ops",
 ];
 
 /// Every tensor in a (nested) result, in order.
