@@ -33,6 +33,7 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_legacy_fbgemm",
     "q_fx_graph_mode_cat",
     "q_fx_aten_ops",
+    "q_fp16_cells",
 ];
 
 /// Every tensor in a (nested) result, in order.
