@@ -181,7 +181,8 @@ pub(super) fn sigmoid_fixed_qparams(a: &mut Args<'_>) -> Result<IValue> {
 pub(super) fn tanh_fixed_qparams(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let (scale, zp) = per_tensor_params(a.op, &x)?;
-    let (os, ozp): (f32, i64) = match x.dtype() {
+    // powers of two, exact in float as ATen holds them
+    let (os, ozp): (f64, i64) = match x.dtype() {
         DType::QInt32 => (4.656612873077393e-10, 0),
         DType::QUInt8 => (0.0078125, 128),
         _ => (0.0078125, 0),
@@ -189,9 +190,9 @@ pub(super) fn tanh_fixed_qparams(a: &mut Args<'_>) -> Result<IValue> {
     let (dv, ds) = dequantizers(scale, zp, scale as f32 as f64);
     tensor_result(map_requant(
         &x,
-        os as f64,
+        os,
         ozp,
-        1.0 / os,
+        (1.0 / os) as f32,
         |q| dv(q).tanh(),
         |q| ds(q).tanh(),
     )?)
