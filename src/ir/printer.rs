@@ -382,7 +382,8 @@ pub fn ivalue_text(v: &IValue) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        IValue::Object(o) => format!("<{} object>", o.class_name()),
+        // c10 prints an object by its address (a frozen graph's packed-weight constants)
+        IValue::Object(o) => format!("object({:p})", std::sync::Arc::as_ptr(&o.0)),
         IValue::Device(d) => d.to_string(),
         // Graphs show enum constants by qualified member name (`__torch__.Color.RED`).
         IValue::Enum(e) => format!("{}.{}", e.class, e.name),

@@ -235,6 +235,9 @@ fn interpolate(
 ) -> crate::Result<Tensor> {
     let nsp = out_sp.len();
     check_rank(op, "input", RankRequirement::Exactly(nsp + 2), x.shape())?;
+    if x.is_quantized() {
+        return interpolate_quantized(op, x, mode, out_sp, align_corners, scales);
+    }
     if x.shape()[2..].contains(&0) {
         return Err(invalid_argument(
             op,
@@ -270,6 +273,43 @@ fn interpolate(
         Ok::<Tensor, crate::Error>(t)
     })?;
     out.to_dtype(dtype)
+}
+
+/// ATen's quantized upsampling: the nearest modes copy integers (the float kernel run on the
+/// integer values, exact in f64) in 2-d and 3-d, bilinear 2-d has its own integer-domain
+/// arithmetic; PyTorch has no quantized kernel for the other modes and ranks.
+fn interpolate_quantized(
+    op: &str,
+    x: &Tensor,
+    mode: Mode,
+    out_sp: &[usize],
+    align_corners: bool,
+    scales: &[Option<f64>],
+) -> crate::Result<Tensor> {
+    match mode {
+        Mode::Nearest | Mode::NearestExact if out_sp.len() >= 2 => {
+            let quantizer = x.quantizer().map(|q| (**q).clone()).ok_or_else(|| {
+                crate::ops::kernels::wrong_dtype(op, "input", "quantized", x.dtype())
+            })?;
+            let ints = x.int_repr_view()?;
+            let y = interpolate(
+                op,
+                &ints.to_dtype(crate::tensor::DType::Float64)?,
+                mode,
+                out_sp,
+                align_corners,
+                scales,
+            )?;
+            Ok(Tensor::quantized_from_ints(
+                &y.to_dtype(ints.dtype())?,
+                quantizer,
+            )?)
+        }
+        Mode::Linear if out_sp.len() == 2 => {
+            super::quantized::upsample::bilinear2d(op, x, out_sp, align_corners, scales)
+        }
+        _ => Err(crate::ops::kernels::not_implemented_for(op, x.dtype())),
+    }
 }
 
 /// The modes of the `upsample_*` kernels as const parameters (one kernel per overload).

@@ -338,6 +338,18 @@ fn only_the_quantized_and_nested_wrappers_replace_registered_kernels() {
         "aten::hardsigmoid",
         "aten::mean.dim",
         "aten::cat",
+        "aten::clamp",
+        "aten::hardtanh",
+        "aten::relu6",
+        "aten::sigmoid",
+        "aten::tanh",
+        "aten::max_pool1d",
+        "aten::max_pool3d",
+        "aten::avg_pool1d",
+        "aten::adaptive_avg_pool1d",
+        "aten::avg_pool3d",
+        "aten::adaptive_avg_pool3d",
+        "aten::stack",
     ];
     // `ops/nested.rs`: these take nested tensors and call the dense kernels for everything
     // else (`aten::relu` is then wrapped again by the quantized wrapper)

@@ -32,6 +32,8 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_embeddings_4bit",
     "q_legacy_fbgemm",
     "q_fx_graph_mode_cat",
+    "q_fx_aten_ops",
+    "q_fp16_cells",
 ];
 
 /// Every tensor in a (nested) result, in order.
@@ -312,5 +314,53 @@ fn quantized_engine_option_follows_x86_and_fbgemm_bit_exactly() {
             .to_vec::<f32>()
             .expect("floats"),
         if vnni { want_x86 } else { want_fbgemm }
+    );
+}
+
+/// fixtures/gen_frozen_quantized.py: `torch.jit.freeze` folds packed weights into the graph as
+/// object constants, which PyTorch prints by address (`object(0x55fb19d208a0)`): tsrun prints
+/// its own addresses in that form, the rest of the graph as PyTorch, and the outputs match.
+#[test]
+fn frozen_quantized_graph_prints_object_constants_by_address() {
+    use tsrun::internals::ir::printer::{print_graph, PrintOptions};
+    let dir = fixtures_dir().join("frozen_quantized");
+    let m = Module::load(dir.join("model.pt")).expect("load");
+    let unit = m.compilation_unit().expect("unit");
+    let f = unit.method(m.class_name(), "forward").expect("forward");
+    let ours = print_graph(&f.graph, PrintOptions::default());
+    let theirs = std::fs::read_to_string(dir.join("graph.txt")).expect("graph.txt");
+    // every object constant as `object(0x<hex>)`, the addresses masked for the comparison
+    let mask = |text: &str| -> (String, usize) {
+        let mut out = String::new();
+        let mut count = 0;
+        let mut rest = text;
+        while let Some(i) = rest.find("object(0x") {
+            let after = &rest[i + "object(0x".len()..];
+            let hex = after.chars().take_while(char::is_ascii_hexdigit).count();
+            assert!(
+                hex > 0 && after[hex..].starts_with(')'),
+                "object constant: {rest}"
+            );
+            out.push_str(&rest[..i]);
+            out.push_str("object(0xADDRESS)");
+            rest = &after[hex + 1..];
+            count += 1;
+        }
+        out.push_str(rest);
+        (out, count)
+    };
+    let (ours_masked, ours_count) = mask(&ours);
+    let (theirs_masked, theirs_count) = mask(&theirs);
+    assert_eq!(theirs_count, 2, "the fixture's two packed weights");
+    assert_eq!(ours_count, theirs_count);
+    assert_eq!(ours_masked.trim_end(), theirs_masked.trim_end());
+    let read = |name: &str| tsrun::internals::cli::inputs::read_npy(&dir.join(name)).expect("npy");
+    let out = m.call(&[IValue::Tensor(read("input.npy"))]).expect("call");
+    assert_eq!(
+        out.as_tensor()
+            .expect("tensor")
+            .to_vec::<f32>()
+            .expect("floats"),
+        read("expected.npy").to_vec::<f32>().expect("floats")
     );
 }

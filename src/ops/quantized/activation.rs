@@ -7,7 +7,7 @@
 
 use super::{
     arg_qtensor, int_values, make_quantized, per_tensor_params, per_tensor_quantized, quantize_val,
-    tensor_result, VEC_ELEMS_U8,
+    tensor_result, unit_interval_qparams, VEC_ELEMS_U8,
 };
 use crate::ops::kernels::{check_rank, invalid_argument, wrong_dtype};
 use crate::ops::{Args, Registry};
@@ -147,11 +147,15 @@ fn leaky_relu(a: &mut Args<'_>) -> Result<IValue> {
 /// `1 / (1 + exp(-x))` in float; the scalar one `1.0f / (1.0 + expf(-x))` in double.
 fn sigmoid(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
-    let (scale, zp) = per_tensor_params(a.op, &x)?;
     let (os, ozp) = (a.double(1)?, a.int(2)?);
+    tensor_result(sigmoid_into(a.op, &x, os, ozp)?)
+}
+
+fn sigmoid_into(op: &str, x: &Tensor, os: f64, ozp: i64) -> Result<Tensor> {
+    let (scale, zp) = per_tensor_params(op, x)?;
     let s = scale as f32;
-    tensor_result(map_requant(
-        &x,
+    map_requant(
+        x,
         os,
         ozp,
         (1.0 / os) as f32,
@@ -160,6 +164,37 @@ fn sigmoid(a: &mut Args<'_>) -> Result<IValue> {
             let v = dequant_scalar(q, s as f64, zp);
             (1.0 / (1.0 + (-v).exp() as f64)) as f32
         },
+    )
+}
+
+/// `aten::sigmoid` of a quantized tensor (`sigmoid_quantized_cpu`): `qsigmoid_kernel` into
+/// the fixed output parameters covering [0, 1].
+pub(super) fn sigmoid_fixed_qparams(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let (os, ozp) = unit_interval_qparams(x.dtype());
+    tensor_result(sigmoid_into(a.op, &x, os, ozp)?)
+}
+
+/// `aten::tanh` of a quantized tensor (`qtanh_kernel`): output scale 2^-7 (2^-31 for qint32)
+/// and zero point 128 for quint8 (0 for the signed types), so [-1, 1] is covered. The
+/// vector path dequantizes by FMA, the tail with `dequantize_val` of the float input scale.
+pub(super) fn tanh_fixed_qparams(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let (scale, zp) = per_tensor_params(a.op, &x)?;
+    // powers of two, exact in float as ATen holds them
+    let (os, ozp): (f64, i64) = match x.dtype() {
+        DType::QInt32 => (4.656612873077393e-10, 0),
+        DType::QUInt8 => (0.0078125, 128),
+        _ => (0.0078125, 0),
+    };
+    let (dv, ds) = dequantizers(scale, zp, scale as f32 as f64);
+    tensor_result(map_requant(
+        &x,
+        os,
+        ozp,
+        (1.0 / os) as f32,
+        |q| dv(q).tanh(),
+        |q| ds(q).tanh(),
     )?)
 }
 
@@ -185,11 +220,22 @@ fn quantize_bound(x: &Tensor, op: &str, v: f32) -> Result<i32> {
 
 /// `quantized::relu6`: integers clamped to `[zp, quantize(6)]`; `inplace` writes them back.
 fn relu6(a: &mut Args<'_>) -> Result<IValue> {
+    let inplace = a.bool(1)?;
+    relu6_with(a, inplace)
+}
+
+/// `aten::relu6` of a quantized tensor: ATen's composite `hardtanh(0, 6)`, whose `qclamp`
+/// bounds are `quantize(0) = zp` and `quantize(6)`, as `quantized::relu6`.
+pub(super) fn relu6_aten(a: &mut Args<'_>) -> Result<IValue> {
+    relu6_with(a, false)
+}
+
+fn relu6_with(a: &mut Args<'_>, inplace: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let (_, zp) = per_tensor_params(a.op, &x)?;
     let six = quantize_bound(&x, a.op, 6.0)?;
     let out = clamp_ints(&x, zp as i32, six)?;
-    if a.bool(1)? {
+    if inplace {
         x.int_repr_view()?.copy_from(&out.int_repr_view()?)?;
         return tensor_result(x);
     }
@@ -198,7 +244,7 @@ fn relu6(a: &mut Args<'_>) -> Result<IValue> {
 
 /// `qclamp_kernel` (and its min-only / max-only forms): the bounds quantized with the input's
 /// parameters, an integer clamp.
-fn clamp(a: &mut Args<'_>) -> Result<IValue> {
+pub(super) fn clamp(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let lo = match a.opt_scalar(1)? {
         Some(v) => quantize_bound(&x, a.op, v.to_f64() as f32)?,

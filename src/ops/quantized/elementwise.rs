@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 /// aten ops with a quantized path here, each with its wrapping kernel (one per overload, so a
 /// call finds its float kernel by index, not by name).
-const WRAPPED: [(&str, Kernel); 8] = [
+const WRAPPED: [(&str, Kernel); 20] = [
     ("aten::relu", quantized_or_float::<RELU>),
     ("aten::relu_", quantized_or_float::<RELU_>),
     ("aten::max_pool2d", quantized_or_float::<MAX_POOL2D>),
@@ -33,6 +33,26 @@ const WRAPPED: [(&str, Kernel); 8] = [
     ("aten::mean.dim", quantized_or_float::<MEAN_DIM>),
     // FX graph-mode quantization leaves `torch.cat` of quantized tensors as aten::cat
     ("aten::cat", quantized_or_float::<CAT>),
+    // the ATen ops with a QuantizedCPU kernel (or a composite one reaching it) that FX
+    // graph-mode quantization leaves on quantized tensors
+    ("aten::clamp", quantized_or_float::<CLAMP>),
+    ("aten::hardtanh", quantized_or_float::<HARDTANH>),
+    ("aten::relu6", quantized_or_float::<RELU6>),
+    ("aten::sigmoid", quantized_or_float::<SIGMOID>),
+    ("aten::tanh", quantized_or_float::<TANH>),
+    ("aten::max_pool1d", quantized_or_float::<MAX_POOL1D>),
+    ("aten::max_pool3d", quantized_or_float::<MAX_POOL3D>),
+    ("aten::avg_pool1d", quantized_or_float::<AVG_POOL1D>),
+    (
+        "aten::adaptive_avg_pool1d",
+        quantized_or_float::<ADAPTIVE_AVG_POOL1D>,
+    ),
+    ("aten::avg_pool3d", quantized_or_float::<AVG_POOL3D>),
+    (
+        "aten::adaptive_avg_pool3d",
+        quantized_or_float::<ADAPTIVE_AVG_POOL3D>,
+    ),
+    ("aten::stack", quantized_or_float::<STACK>),
 ];
 const RELU: usize = 0;
 const RELU_: usize = 1;
@@ -42,6 +62,18 @@ const AVG_POOL2D: usize = 4;
 const HARDSIGMOID: usize = 5;
 const MEAN_DIM: usize = 6;
 const CAT: usize = 7;
+const CLAMP: usize = 8;
+const HARDTANH: usize = 9;
+const RELU6: usize = 10;
+const SIGMOID: usize = 11;
+const TANH: usize = 12;
+const MAX_POOL1D: usize = 13;
+const MAX_POOL3D: usize = 14;
+const AVG_POOL1D: usize = 15;
+const ADAPTIVE_AVG_POOL1D: usize = 16;
+const AVG_POOL3D: usize = 17;
+const ADAPTIVE_AVG_POOL3D: usize = 18;
+const STACK: usize = 19;
 
 /// The float kernel each entry of [`WRAPPED`] replaced, by the same index.
 static FLOAT_KERNELS: [OnceLock<Kernel>; WRAPPED.len()] =
@@ -147,8 +179,96 @@ fn quantized_or_float<const OP: usize>(a: &mut Args<'_>) -> Result<IValue> {
         AVG_POOL2D => qavg_pool2d(a),
         HARDSIGMOID => qhardsigmoid(a),
         CAT => qcat_aten(a),
+        // `clamp_quantized_cpu` / `hardtanh_quantized_cpu`: `qclamp` of the bounds; `relu6`
+        // is ATen's composite `hardtanh(0, 6)`
+        CLAMP | HARDTANH => super::activation::clamp(a),
+        RELU6 => super::activation::relu6_aten(a),
+        SIGMOID => super::activation::sigmoid_fixed_qparams(a),
+        TANH => super::activation::tanh_fixed_qparams(a),
+        // ATen's composite max_pool1d / max_pool3d call quantized_max_pool{1,3}d on a
+        // quantized input (same arguments)
+        MAX_POOL1D => qmax_pool1d(a),
+        MAX_POOL3D => qmax_pool3d(a),
+        AVG_POOL1D => qavg_pool1d(a),
+        ADAPTIVE_AVG_POOL1D => qadaptive_avg_pool1d(a),
+        AVG_POOL3D => qavg_pool(a, 3),
+        ADAPTIVE_AVG_POOL3D => qadaptive_avg_pool(a, 3),
+        STACK => qstack(a),
         _ => qmean_dim(a),
     }
+}
+
+/// Quantized `x` with its integers (row-major) read in `shape` (same element count).
+fn reshaped(op: &str, x: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    let q = x
+        .quantizer()
+        .map(|q| (**q).clone())
+        .ok_or_else(|| wrong_dtype(op, "input", "quantized", x.dtype()))?;
+    make_quantized(&int_values(x)?, shape, x.dtype(), q)
+}
+
+/// The 1-d pooling composites as ATen writes them: the input unsqueezed at -2, the 2-d
+/// quantized kernel with a height-1 window, the result squeezed at -2.
+fn pool1d_via_2d(
+    a: &mut Args<'_>,
+    kernel: fn(&mut Args<'_>) -> Result<IValue>,
+    mut args: Vec<IValue>,
+) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    let mut shape = x.shape().to_vec();
+    check_rank(a.op, "input", RankRequirement::AtLeast(2), &shape)?;
+    shape.insert(shape.len() - 1, 1);
+    args.insert(0, IValue::Tensor(reshaped(a.op, &x, &shape)?));
+    let y = match kernel(&mut Args::new(a.op, &mut args, a.ctx))? {
+        IValue::Tensor(t) => t,
+        _ => return Err(unsupported(a.op, "the 2-d pooling returned a non-tensor")),
+    };
+    let mut out = y.shape().to_vec();
+    out.remove(out.len() - 2);
+    tensor_result(reshaped(a.op, &y, &out)?)
+}
+
+fn int_list(v: Vec<i64>) -> IValue {
+    IValue::List(crate::values::List::new(
+        crate::values::types::Type::Int,
+        v.into_iter().map(IValue::Int).collect(),
+    ))
+}
+
+/// One value of a 1-d pooling argument (`int[1]`), `default` when empty.
+fn single(a: &Args<'_>, i: usize, what: &str, default: i64) -> Result<i64> {
+    match a.int_list(i)?.as_slice() {
+        [] => Ok(default),
+        [v] => Ok(*v),
+        v => Err(invalid_argument(
+            a.op,
+            format!("the length of {what}"),
+            "must be 1",
+            v.len(),
+        )),
+    }
+}
+
+/// ATen's `avg_pool1d(self, kernel_size, stride, padding, ceil_mode, count_include_pad)`.
+fn qavg_pool1d(a: &mut Args<'_>) -> Result<IValue> {
+    let k = single(a, 1, "kernel_size", 0)?;
+    let s = single(a, 2, "stride", k)?;
+    let p = single(a, 3, "padding", 0)?;
+    let args = vec![
+        int_list(vec![1, k]),
+        int_list(vec![1, s]),
+        int_list(vec![0, p]),
+        IValue::Bool(a.bool(4)?),
+        IValue::Bool(a.bool(5)?),
+        IValue::None,
+    ];
+    pool1d_via_2d(a, qavg_pool2d, args)
+}
+
+/// ATen's `adaptive_avg_pool1d(self, output_size)`.
+fn qadaptive_avg_pool1d(a: &mut Args<'_>) -> Result<IValue> {
+    let o = single(a, 1, "output_size", 0)?;
+    pool1d_via_2d(a, qadaptive_avg_pool2d, vec![int_list(vec![1, o])])
 }
 
 fn same_params_as(x: &Tensor, vals: &[i32], shape: &[usize]) -> Result<Tensor> {
@@ -568,8 +688,7 @@ fn mul_scalar(a: &mut Args<'_>, xi: usize, bi: usize, relu: bool) -> Result<IVal
 }
 
 /// ATen's `qhardsigmoid_kernel`: dequantize, `min(max(x + 3, 0), 6) / 6`, quantize into fixed
-/// output parameters that cover [0, 1]: scale 2^-8 (2^-32 for qint32), zero point 0 (-128
-/// for qint8). Vector steps dequantize with FMA, the tail with the scalar formula.
+/// output parameters that cover [0, 1] (`unit_interval_qparams`). Vector steps dequantize with FMA, the tail with the scalar formula.
 fn qhardsigmoid(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let (scale, zp) = per_tensor_params(a.op, &x)?;
@@ -577,16 +696,7 @@ fn qhardsigmoid(a: &mut Args<'_>) -> Result<IValue> {
     let range = dtype
         .quantized_range()
         .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
-    let out_scale: f64 = if dtype == crate::tensor::DType::QInt32 {
-        2.3283064365386963e-10
-    } else {
-        0.00390625
-    };
-    let out_zp = if dtype == crate::tensor::DType::QInt8 {
-        -128
-    } else {
-        0
-    };
+    let (out_scale, out_zp) = super::unit_interval_qparams(dtype);
     let inv = 1.0f32 / out_scale as f32;
     let xs = scale as f32;
     let pre = xs * -(zp as f32);
@@ -833,16 +943,22 @@ fn qmax_pool1d(a: &mut Args<'_>) -> Result<IValue> {
 /// `adaptive_avg_pool2d` on quantized NCHW input (ATen's `qadaptive_avg_pool2d` scalar path:
 /// the integer window sum minus `zp * size`, requantized with `1 / size`; parameters kept).
 fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
+    qadaptive_avg_pool(a, 2)
+}
+
+/// `adaptive_avg_pool2d` / `adaptive_avg_pool3d` (`nsp` spatial dims, the last ones) of a
+/// quantized tensor, ATen's `_qadaptive_avg_pool_kernel` (2-d as depth 1).
+fn qadaptive_avg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
-    let o = pair(&a.int_list(1)?, "output_size", a.op)?;
+    let o = spatial3(&a.int_list(1)?, nsp, 1, "output_size", a.op)?;
     let (_, zp) = per_tensor_params(a.op, &x)?;
     let range = x
         .dtype()
         .quantized_range()
         .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let shape = x.shape().to_vec();
-    check_rank(a.op, "input", RankRequirement::AtLeast(3), &shape)?;
-    if o[0] <= 0 || o[1] <= 0 {
+    check_rank(a.op, "input", RankRequirement::AtLeast(nsp + 1), &shape)?;
+    if o.iter().any(|&v| v <= 0) {
         return Err(invalid_argument(
             a.op,
             "output_size",
@@ -850,36 +966,78 @@ fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
             format!("{o:?}"),
         ));
     }
-    let (h, w) = (shape[shape.len() - 2], shape[shape.len() - 1]);
-    let (oh, ow) = (o[0] as usize, o[1] as usize);
-    let planes: usize = shape[..shape.len() - 2].iter().product();
+    let nd = shape.len();
+    let d = if nsp == 3 { shape[nd - 3] } else { 1 };
+    let (h, w) = (shape[nd - 2], shape[nd - 1]);
+    let (od, oh, ow) = (o[0] as usize, o[1] as usize, o[2] as usize);
+    let planes: usize = shape[..nd - nsp].iter().product();
     let xv = int_values(&x)?;
-    let mut out = Vec::with_capacity(planes * oh * ow);
+    let window = |o: usize, n: usize, out: usize| (o * n / out, ((o + 1) * n).div_ceil(out));
+    let mut out = Vec::with_capacity(planes * od * oh * ow);
     for pl in 0..planes {
-        let base = pl * h * w;
-        for oy in 0..oh {
-            let (y0, y1) = (oy * h / oh, ((oy + 1) * h).div_ceil(oh));
-            for ox in 0..ow {
-                let (x0, x1) = (ox * w / ow, ((ox + 1) * w).div_ceil(ow));
-                let size = ((y1 - y0) * (x1 - x0)) as i32;
-                let mut acc = -(zp as i32) * size;
-                for iy in y0..y1 {
-                    for ix in x0..x1 {
-                        acc += xv[base + iy * w + ix];
+        let base = pl * d * h * w;
+        for oz in 0..od {
+            let (z0, z1) = window(oz, d, od);
+            for oy in 0..oh {
+                let (y0, y1) = window(oy, h, oh);
+                for ox in 0..ow {
+                    let (x0, x1) = window(ox, w, ow);
+                    let size = ((z1 - z0) * (y1 - y0) * (x1 - x0)) as i32;
+                    let mut acc = -(zp as i32) * size;
+                    for iz in z0..z1 {
+                        for iy in y0..y1 {
+                            for ix in x0..x1 {
+                                acc += xv[base + (iz * h + iy) * w + ix];
+                            }
+                        }
                     }
+                    // quantize_val(1 / multiplier, zp, acc) with multiplier = 1 / size
+                    let multiplier = 1.0f32 / size as f32;
+                    let inv = 1.0f32 / (1.0f32 / multiplier);
+                    out.push(quantize_val(acc as f32, inv, zp, range));
                 }
-                // quantize_val(1 / multiplier, zp, acc) with multiplier = 1 / size
-                let multiplier = 1.0f32 / size as f32;
-                let inv = 1.0f32 / (1.0f32 / multiplier);
-                out.push(quantize_val(acc as f32, inv, zp, range));
             }
         }
     }
-    let mut oshape = shape.clone();
-    let nd = oshape.len();
-    oshape[nd - 2] = oh;
-    oshape[nd - 1] = ow;
+    let mut oshape = shape[..nd - nsp].to_vec();
+    if nsp == 3 {
+        oshape.push(od);
+    }
+    oshape.extend([oh, ow]);
     tensor_result(same_params_as(&x, &out, &oshape)?)
+}
+
+/// `aten::stack` of quantized tensors: ATen's composite `cat` of the inputs unsqueezed at
+/// `dim`, so the first input's parameters.
+fn qstack(a: &mut Args<'_>) -> Result<IValue> {
+    let xs = a.tensor_list(0)?;
+    let first = xs
+        .first()
+        .ok_or_else(|| size_mismatch(a.op, "the number of tensors (at least)", 1, 0))?;
+    let rank = first.dim() as i64;
+    let dim = a.int(1)?;
+    let at = if dim < 0 { dim + rank + 1 } else { dim };
+    if !(0..=rank).contains(&at) {
+        return Err(invalid_argument(
+            a.op,
+            "dim",
+            format!("must be in [{}, {rank}]", -rank - 1),
+            dim,
+        ));
+    }
+    let (scale, zp) = per_tensor_params(a.op, first)?;
+    let unsqueezed = xs
+        .iter()
+        .map(|x| {
+            if x.shape() != first.shape() {
+                return Err(shape_mismatch(a.op, "tensors", first.shape(), x.shape()));
+            }
+            let mut shape = x.shape().to_vec();
+            shape.insert(at as usize, 1);
+            reshaped(a.op, x, &shape)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    cat_requantized(a, &unsqueezed, at, scale, zp, false)
 }
 
 /// `avg_pool2d` on a 4-d quantized tensor, output parameters those of the input. PyTorch's
@@ -889,15 +1047,40 @@ fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
 /// `round(acc * multiplier) + zp`, the remaining channels as its scalar tail,
 /// `quantize_val(1 / multiplier, zp, acc)`.
 fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
+    qavg_pool(a, 2)
+}
+
+/// A pooling argument of `nsp` spatial dims (one value repeats), as 3-d (depth, height,
+/// width) with `fill` in front for 2-d.
+fn spatial3(v: &[i64], nsp: usize, fill: i64, what: &str, op: &str) -> Result<[i64; 3]> {
+    match (nsp, v) {
+        (2, _) => {
+            let [h, w] = pair(v, what, op)?;
+            Ok([fill, h, w])
+        }
+        (_, [x]) => Ok([*x, *x, *x]),
+        (_, [d, h, w]) => Ok([*d, *h, *w]),
+        _ => Err(invalid_argument(
+            op,
+            format!("the length of {what}"),
+            "must be 1 or 3",
+            v.len(),
+        )),
+    }
+}
+
+/// `avg_pool2d` / `avg_pool3d` (`nsp` spatial dims) of a quantized tensor: ATen's
+/// `_qavg_pool_nhwc_kernel`, which serves both (2-d as depth 1).
+fn qavg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
-    let k = pair(&a.int_list(1)?, "kernel_size", a.op)?;
+    let k = spatial3(&a.int_list(1)?, nsp, 1, "kernel_size", a.op)?;
     let s = a.int_list(2)?;
     let s = if s.is_empty() {
         k
     } else {
-        pair(&s, "stride", a.op)?
+        spatial3(&s, nsp, 1, "stride", a.op)?
     };
-    let p = pair(&a.int_list(3)?, "padding", a.op)?;
+    let p = spatial3(&a.int_list(3)?, nsp, 0, "padding", a.op)?;
     let ceil = a.bool(4)?;
     let count_include_pad = a.bool(5)?;
     let divisor_override = a.opt_int(6)?;
@@ -907,7 +1090,7 @@ fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
         .quantized_range()
         .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let shape = x.shape().to_vec();
-    check_rank(a.op, "input", RankRequirement::Exactly(4), &shape)?;
+    check_rank(a.op, "input", RankRequirement::Exactly(nsp + 2), &shape)?;
     if k.iter().any(|&v| v <= 0) {
         return Err(invalid_argument(
             a.op,
@@ -932,7 +1115,7 @@ fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
             format!("{p:?}"),
         ));
     }
-    if p[0] * 2 > k[0] || p[1] * 2 > k[1] {
+    if (0..3).any(|i| p[i] * 2 > k[i]) {
         return Err(invalid_argument(
             a.op,
             "padding",
@@ -948,55 +1131,174 @@ fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
             0,
         ));
     }
-    let (nb, c, h, w) = (shape[0], shape[1], shape[2] as i64, shape[3] as i64);
-    let out_len = |n: i64, i: usize| pooling_output_len(n, k[i], s[i], p[i], 1, ceil);
-    let (oh, ow) = (out_len(h, 0), out_len(w, 1));
-    if oh <= 0 || ow <= 0 {
+    let (nb, c) = (shape[0], shape[1]);
+    let dims: [i64; 3] = if nsp == 2 {
+        [1, shape[2] as i64, shape[3] as i64]
+    } else {
+        [shape[2] as i64, shape[3] as i64, shape[4] as i64]
+    };
+    let [d, h, w] = dims;
+    let o: Vec<i64> = (0..3)
+        .map(|i| pooling_output_len(dims[i], k[i], s[i], p[i], 1, ceil))
+        .collect();
+    if o.iter().any(|&v| v <= 0) {
         return Err(invalid_argument(
             a.op,
             "output size",
             "must be positive",
-            format!("{oh}x{ow}"),
+            format!("{o:?}"),
         ));
     }
     let xv = int_values(&x)?;
-    let (ohu, owu) = (oh as usize, ow as usize);
-    let mut out = vec![0i32; nb * c * ohu * owu];
+    let (od, oh, ow) = (o[0], o[1], o[2]);
+    let (odu, ohu, owu) = (od as usize, oh as usize, ow as usize);
+    let mut out = vec![0i32; nb * c * odu * ohu * owu];
     let vec_channels = c / 8 * 8;
     for b in 0..nb {
-        for oy in 0..oh {
-            for ox in 0..ow {
-                let (hs, ws) = (oy * s[0] - p[0], ox * s[1] - p[1]);
-                let (he, we) = ((hs + k[0]).min(h + p[0]), (ws + k[1]).min(w + p[1]));
-                let pool_size = (he - hs) * (we - ws);
-                let (hs, ws) = (hs.max(0), ws.max(0));
-                let (he, we) = (he.min(h), we.min(w));
-                let size = (he - hs) * (we - ws);
-                let divide =
-                    divisor_override.unwrap_or(if count_include_pad { pool_size } else { size });
-                // input_scale / output_scale / divide, the scales being equal
-                let multiplier = 1.0f32 / divide as i32 as f32;
-                let inv_tail = 1.0f32 / (1.0f32 / multiplier);
-                for ch in 0..c {
-                    let plane = (b * c + ch) * (h * w) as usize;
-                    let mut acc = -(zp as i32) * size as i32;
-                    for iy in hs..he {
-                        for ix in ws..we {
-                            acc += xv[plane + (iy * w + ix) as usize];
-                        }
-                    }
-                    let q = if ch < vec_channels {
-                        let t = (acc as f32 * multiplier).min((i32::MAX - 127) as f32);
-                        (t.round_ties_even() as i64 + zp).clamp(range.0, range.1) as i32
+        for oz in 0..od {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let start = [oz * s[0] - p[0], oy * s[1] - p[1], ox * s[2] - p[2]];
+                    let end: Vec<i64> = (0..3)
+                        .map(|i| (start[i] + k[i]).min(dims[i] + p[i]))
+                        .collect();
+                    let pool_size: i64 = (0..3).map(|i| end[i] - start[i]).product();
+                    let lo: Vec<i64> = start.iter().map(|&v| v.max(0)).collect();
+                    let hi: Vec<i64> = (0..3).map(|i| end[i].min(dims[i])).collect();
+                    let size: i64 = (0..3).map(|i| hi[i] - lo[i]).product();
+                    let divide = divisor_override.unwrap_or(if count_include_pad {
+                        pool_size
                     } else {
-                        quantize_val(acc as f32, inv_tail, zp, range)
-                    };
-                    out[((b * c + ch) * ohu + oy as usize) * owu + ox as usize] = q;
+                        size
+                    });
+                    // input_scale / output_scale / divide, the scales being equal
+                    let multiplier = 1.0f32 / divide as i32 as f32;
+                    let inv_tail = 1.0f32 / (1.0f32 / multiplier);
+                    for ch in 0..c {
+                        let plane = (b * c + ch) * (d * h * w) as usize;
+                        let mut acc = -(zp as i32) * size as i32;
+                        for iz in lo[0]..hi[0] {
+                            for iy in lo[1]..hi[1] {
+                                for ix in lo[2]..hi[2] {
+                                    acc += xv[plane + ((iz * h + iy) * w + ix) as usize];
+                                }
+                            }
+                        }
+                        let q = if ch < vec_channels {
+                            let t = (acc as f32 * multiplier).min((i32::MAX - 127) as f32);
+                            (t.round_ties_even() as i64 + zp).clamp(range.0, range.1) as i32
+                        } else {
+                            quantize_val(acc as f32, inv_tail, zp, range)
+                        };
+                        let at = (((b * c + ch) * odu + oz as usize) * ohu + oy as usize) * owu
+                            + ox as usize;
+                        out[at] = q;
+                    }
                 }
             }
         }
     }
-    tensor_result(same_params_as(&x, &out, &[nb, c, ohu, owu])?)
+    let mut oshape = vec![nb, c];
+    if nsp == 3 {
+        oshape.push(odu);
+    }
+    oshape.extend([ohu, owu]);
+    tensor_result(same_params_as(&x, &out, &oshape)?)
+}
+
+/// ATen's `multi_row_sum` (SumKernel.cpp) of one column: blocks of `2^level_power` values
+/// summed in order, carried up through 4 levels of partial sums, the tail and the levels
+/// added last.
+fn cascade_sum(values: impl ExactSizeIterator<Item = f32>) -> f32 {
+    const LEVELS: usize = 4;
+    let size = values.len();
+    let ceil_log2 = usize::BITS - size.saturating_sub(1).leading_zeros();
+    let level_power = 4.max(ceil_log2 as usize / LEVELS);
+    let level_step = 1usize << level_power;
+    let level_mask = level_step - 1;
+    let mut acc = [0.0f32; LEVELS];
+    let mut i = 0;
+    for v in values {
+        acc[0] += v;
+        i += 1;
+        if i % level_step == 0 {
+            for j in 1..LEVELS {
+                acc[j] += acc[j - 1];
+                acc[j - 1] = 0.0;
+                if i & (level_mask << (j * level_power)) != 0 {
+                    break;
+                }
+            }
+        }
+    }
+    let mut total = acc[0];
+    for level in &acc[1..] {
+        total += level;
+    }
+    total
+}
+
+/// ATen's `row_sum`: the rows read as (-1, 4), each of the 4 columns summed by
+/// `multi_row_sum`, the leftover rows added to the first, then the 4 partial sums in order.
+fn row_sum_ilp(rows: &[f32]) -> f32 {
+    const ILP: usize = 4;
+    let size_ilp = rows.len() / ILP;
+    let mut partial: [f32; ILP] = std::array::from_fn(|k| {
+        cascade_sum((0..size_ilp).map(|i| rows.get(i * ILP + k).copied().unwrap_or(0.0)))
+    });
+    for v in rows.get(size_ilp * ILP..).unwrap_or(&[]) {
+        partial[0] += v;
+    }
+    partial[0] + partial[1] + partial[2] + partial[3]
+}
+
+/// Channels summed by `vectorized_outer_sum`'s `multi_row_sum` (blocks of 4 AVX512 vectors of
+/// floats); the rest by `row_sum`.
+const OUTER_SUM_BLOCK: usize = 4 * 16;
+
+/// `mean.dim` over the spatial dims of a 4-d quantized tensor as PyTorch runs it on the
+/// channels-last tensors quantized convolutions leave: dequantized, summed per channel over
+/// the rows (h, w) in the order of `vectorized_outer_sum` (channel blocks of 64 with
+/// `cascade_sum`, the other channels with `row_sum_ilp`), divided by their count
+/// (`sum_out(...).div_(n)`); `None` for other dims.
+fn spatial_mean_channels_last(a: &Args<'_>, x: &Tensor) -> Result<Option<Tensor>> {
+    if x.dim() != 4 || a.len() < 3 || !matches!(a.get(3), Ok(IValue::None) | Err(_)) {
+        return Ok(None);
+    }
+    let Some(mut dims) = a.opt_int_list(1)? else {
+        return Ok(None);
+    };
+    for d in &mut dims {
+        if *d < 0 {
+            *d += 4;
+        }
+    }
+    dims.sort_unstable();
+    if dims != [2, 3] {
+        return Ok(None);
+    }
+    let keepdim = a.bool(2)?;
+    let shape = x.shape();
+    let (planes, rows) = (shape[0] * shape[1], shape[2] * shape[3]);
+    let values = dequantize_tensor(x)?.to_vec::<f32>()?;
+    let blocked = shape[1] / OUTER_SUM_BLOCK * OUTER_SUM_BLOCK;
+    let means: Vec<f32> = (0..planes)
+        .map(|p| {
+            let plane = values.get(p * rows..(p + 1) * rows).unwrap_or(&[]);
+            let sum = if p % shape[1] < blocked {
+                cascade_sum(plane.iter().copied())
+            } else {
+                row_sum_ilp(plane)
+            };
+            sum / rows as f32
+        })
+        .collect();
+    let out_shape: Vec<usize> = if keepdim {
+        vec![shape[0], shape[1], 1, 1]
+    } else {
+        vec![shape[0], shape[1]]
+    };
+    Ok(Some(Tensor::from_vec(means, &out_shape)?))
 }
 
 /// `mean.dim` of a quantized tensor as ATen's `mean_quantized_cpu` computes it for the
@@ -1005,6 +1307,9 @@ fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
 fn qmean_dim(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let (scale, zp) = per_tensor_params(a.op, &x)?;
+    if let Some(m) = spatial_mean_channels_last(a, &x)? {
+        return tensor_result(quantize_tensor(&m, scale, zp, x.dtype())?);
+    }
     let mut args: Vec<IValue> = (0..a.len())
         .map(|i| a.get(i).cloned())
         .collect::<Result<_>>()?;

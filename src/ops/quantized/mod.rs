@@ -37,6 +37,7 @@ pub mod rnn;
 pub mod sparse_linear;
 pub mod tensors;
 pub mod torchbind;
+pub mod upsample;
 
 use super::kernels::{
     check_rank, invalid_argument, not_implemented_for, shape_mismatch, wrong_dtype,
@@ -233,6 +234,16 @@ pub(crate) fn dequantize_val_fma(q: i32, scale: f32, neg_zp_premul: f32) -> f32 
 /// on this machine kind: elementwise quantized kernels process `2 * 64` elements per vector
 /// step and the tail with the scalar formula.
 pub(crate) const VEC_ELEMS_U8: usize = 64;
+
+/// The fixed output parameters of ATen's quantized sigmoid and hardsigmoid, covering [0, 1]:
+/// scale 2^-8 (2^-32 for qint32), zero point 0 (-128 for qint8).
+pub(crate) fn unit_interval_qparams(dtype: DType) -> (f64, i64) {
+    match dtype {
+        DType::QInt32 => (2.3283064365386963e-10, 0),
+        DType::QInt8 => (0.00390625, -128),
+        _ => (0.00390625, 0),
+    }
+}
 
 pub(crate) fn tensor_result(t: Tensor) -> crate::Result<IValue> {
     Ok(IValue::Tensor(t))

@@ -69,14 +69,14 @@ pub(crate) enum CellOp {
 
 /// `quantized::quantized_{lstm,gru,rnn_tanh,rnn_relu}_cell_dynamic(input, hx, w_ih, w_hh,
 /// b_ih, b_hh)`: one step of ATen's cell over `QuantizedCellParamsDynamic` with
-/// `reduce_range` true; the projections take their biases from the packed weights (as
-/// PyTorch's do: `b_ih`/`b_hh` are only held).
+/// `reduce_range` true (or fp16 packed weights in float); the projections take their biases
+/// from the packed weights (as PyTorch's do: `b_ih`/`b_hh` are only held).
 fn cell_dynamic(a: &mut Args<'_>, op: CellOp) -> Result<IValue> {
     let x = a.tensor(0)?;
     check_rank(a.op, "input", RankRequirement::Exactly(2), x.shape())?;
     let (h, c) = cell_state_arg(a, op)?;
-    let w_ih = LinearParams::from_object(&packed_arg(a, 2)?)?;
-    let w_hh = LinearParams::from_object(&packed_arg(a, 3)?)?;
+    let w_ih = Projection::of_packed(LinearParams::from_object(&packed_arg(a, 2)?)?)?;
+    let w_hh = Projection::of_packed(LinearParams::from_object(&packed_arg(a, 3)?)?)?;
     let (b, f) = (x.shape()[0], x.shape()[1]);
     let hsz = h.shape().last().copied().unwrap_or(0);
     for (what, t) in [("hx", Some(&h)), ("cx", c.as_ref())] {
@@ -96,8 +96,8 @@ fn cell_dynamic(a: &mut Args<'_>, op: CellOp) -> Result<IValue> {
     };
     let g = gates * hsz;
     let hs = h.to_vec::<f32>()?;
-    let ig = dynamic_matmul(&x.to_vec::<f32>()?, b, f, g, &w_ih, true, false)?;
-    let hg = dynamic_matmul(&hs, b, hsz, g, &w_hh, true, false)?;
+    let ig = w_ih.apply(&x.to_vec::<f32>()?, b, f, g)?;
+    let hg = w_hh.apply(&hs, b, hsz, g)?;
     let c_in = match &c {
         Some(c) => Some(c.to_vec::<f32>()?),
         None => None,
@@ -227,6 +227,19 @@ enum Projection {
 }
 
 impl Projection {
+    /// A packed linear weight as the cells' `apply_dynamic` runs it: fp16 weights (quantize_dynamic
+    /// with `dtype=torch.float16`) in float, qint8 ones with the input quantized per call
+    /// (`reduce_range` true).
+    fn of_packed(params: LinearParams) -> Result<Projection> {
+        if params.is_fp16() {
+            return Ok(Projection::Fp16(Fp16Weights::new(&params)?));
+        }
+        Ok(Projection::Int8 {
+            params: Box::new(params),
+            reduce_range: true,
+        })
+    }
+
     /// `xs` (`m` rows of `k`) projected to `n` outputs, bias included.
     fn apply(&self, xs: &[f32], m: usize, k: usize, n: usize) -> Result<Vec<f32>> {
         match self {
