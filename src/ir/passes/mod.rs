@@ -299,6 +299,9 @@ fn constant_key(graph: &Graph, node: NodeId) -> Option<String> {
                 format!("t{:?}{:?}{bits:?}", t.dtype(), t.shape())
             }
             crate::values::IValue::Object(_) => return None,
+            // PyTorch hashes an enum constant by its holder's address, so two constants of
+            // one member are never pooled (each enum literal keeps its own constant)
+            crate::values::IValue::Enum(_) => return None,
             other => format!("v{other:?}"),
         },
         Some(other) => format!("{other:?}"),
