@@ -3,10 +3,9 @@
 //! message, word for word (fixtures/zoo_programs.py `scalar_builtins`; the goldens are the last
 //! line of PyTorch's error text).
 
-use crate::common::{decode, fixtures_dir, Arrays};
+use crate::common::{decode_all, fixtures_dir, Arrays};
 use crate::load_common::load_fixture;
 use serde_json::Value;
-use tsrun::IValue;
 
 #[test]
 fn failing_builtins_raise_pytorchs_runtime_errors() {
@@ -22,12 +21,7 @@ fn failing_builtins_raise_pytorchs_runtime_errors() {
             continue;
         };
         let method = call["method"].as_str().expect("method");
-        let inputs: Vec<IValue> = call["inputs"]
-            .as_array()
-            .expect("inputs")
-            .iter()
-            .map(|v| decode(v, &mut arrays))
-            .collect();
+        let inputs = decode_all(&call["inputs"], &mut arrays);
         let e = module
             .run_method(method, &inputs)
             .expect_err("PyTorch raised for these inputs");
