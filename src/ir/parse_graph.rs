@@ -533,7 +533,7 @@ impl IrParser<'_> {
     fn attr_value(&mut self) -> PResult<Attr> {
         // A small tensor in ATen's format (` 1  2 [ CPULongType{2} ]`), leading spaces
         // included, so it is tried before anything skips them.
-        if let Some(parsed) = super::aten_format::parse_tensor(&self.text[self.i..]) {
+        if let Some(parsed) = crate::values::aten_format::parse_tensor(&self.text[self.i..]) {
             return match parsed {
                 Ok((t, used)) => {
                     self.i += used;
@@ -627,7 +627,7 @@ impl IrParser<'_> {
                 if self.eat("<Tensor>") {
                     // Only its elision survives printing: a placeholder just above the
                     // display size (zeros) prints as `<Tensor>` again.
-                    let n = super::aten_format::MAX_TENSOR_DISPLAY_SIZE + 1;
+                    let n = crate::values::aten_format::MAX_TENSOR_DISPLAY_SIZE + 1;
                     match Tensor::zeros(&[n], crate::tensor::DType::Float32) {
                         Ok(t) => Ok(IValue::Tensor(t)),
                         Err(e) => self.err(e.to_string()),

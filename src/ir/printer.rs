@@ -430,7 +430,7 @@ pub(crate) fn generator_text(g: &crate::values::SharedGenerator) -> String {
 }
 
 /// A tensor attribute as `Node::printAttrValue` writes it: one element as `{value}`, up to
-/// ten (or none) through ATen's tensor formatter (see [`super::aten_format`]), more as
+/// ten (or none) through ATen's tensor formatter (see [`crate::values::aten_format`]), more as
 /// `<Tensor>`.
 pub fn tensor_attr_text(t: &Tensor) -> String {
     if t.numel() == 1 {
@@ -446,8 +446,8 @@ pub fn tensor_attr_text(t: &Tensor) -> String {
         };
         return format!("{{{body}}}");
     }
-    if t.numel() <= super::aten_format::MAX_TENSOR_DISPLAY_SIZE {
-        if let Some(text) = super::aten_format::format_tensor(t) {
+    if t.numel() <= crate::values::aten_format::MAX_TENSOR_DISPLAY_SIZE {
+        if let Some(text) = crate::values::aten_format::format_tensor(t) {
             return text;
         }
     }
