@@ -3,9 +3,10 @@
 //!
 //! An `-i` value is a file when it names one or ends in `.npy`, `.npz` or `.safetensors`
 //! (`FILE.npz:NAME` picks one array); otherwise a literal: `3`, `-0.5`, `1e-3`, `true`, `none`,
-//! `"text"` or `'text'`, lists `[1,2]` and tuples `(3,4)` (nested, `(3,)` for one item), and any
-//! other bare word as a string (`-i hello`). The arrays of an npz or safetensors file whose
-//! names are parameters of the method are passed by name; the others by position, in file order.
+//! `"text"` or `'text'` (with Python's backslash escapes), lists `[1,2]` and tuples `(3,4)`
+//! (nested, `(3,)` for one item), and any other bare word as a string (`-i hello`). The arrays
+//! of an npz or safetensors file whose names are parameters of the method are passed by name;
+//! the others by position, in file order.
 
 use super::error::{usage, CliResult};
 use crate::runtime::Module;
@@ -329,13 +330,11 @@ impl LiteralParser<'_> {
                 let items = self.sequence(')')?;
                 Ok(IValue::Tuple(Tuple::new(items)))
             }
-            Some(q @ ('"' | '\'')) => {
-                let body = &self.rest()[1..];
-                let end = body
-                    .find(q)
+            Some('"' | '\'') => {
+                // Python's escapes (`\n`, `\t`, `\"`, `\\`, `\u00e9`), as TorchScript reads them
+                let (s, len) = crate::frontend::lexer::leading_string_literal(self.rest())
                     .ok_or_else(|| self.error("unterminated string"))?;
-                let s = body[..end].to_string();
-                self.pos += end + 2;
+                self.pos += len;
                 Ok(IValue::str(s))
             }
             Some(_) => {

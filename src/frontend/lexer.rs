@@ -482,6 +482,19 @@ fn lex_raw_string(lex: &mut logos::Lexer<Tok>, quote: u8) -> Result<String, LexE
     }
 }
 
+/// The quoted string literal at the start of `text` (`"..."` or `'...'`, with Python's
+/// escapes) and the number of bytes it spans; `None` unless `text` starts with a complete one.
+pub fn leading_string_literal(text: &str) -> Option<(String, usize)> {
+    if !text.starts_with(['"', '\'']) {
+        return None;
+    }
+    let mut lex = Tok::lexer(text);
+    match lex.next()? {
+        Ok(Tok::Str(s)) => Some((s, lex.span().end)),
+        _ => None,
+    }
+}
+
 /// A token with its byte range, as lalrpop's external-lexer interface wants it.
 pub type Spanned = (usize, Tok, usize);
 

@@ -1,6 +1,5 @@
 //! The intermediate representation: SSA graphs, schemas, printers and passes.
 
-pub mod aten_format;
 pub mod decls;
 pub mod emit;
 pub mod graph;

@@ -533,7 +533,7 @@ impl IrParser<'_> {
     fn attr_value(&mut self) -> PResult<Attr> {
         // A small tensor in ATen's format (` 1  2 [ CPULongType{2} ]`), leading spaces
         // included, so it is tried before anything skips them.
-        if let Some(parsed) = super::aten_format::parse_tensor(&self.text[self.i..]) {
+        if let Some(parsed) = crate::values::aten_format::parse_tensor(&self.text[self.i..]) {
             return match parsed {
                 Ok((t, used)) => {
                     self.i += used;
@@ -627,7 +627,7 @@ impl IrParser<'_> {
                 if self.eat("<Tensor>") {
                     // Only its elision survives printing: a placeholder just above the
                     // display size (zeros) prints as `<Tensor>` again.
-                    let n = super::aten_format::MAX_TENSOR_DISPLAY_SIZE + 1;
+                    let n = crate::values::aten_format::MAX_TENSOR_DISPLAY_SIZE + 1;
                     match Tensor::zeros(&[n], crate::tensor::DType::Float32) {
                         Ok(t) => Ok(IValue::Tensor(t)),
                         Err(e) => self.err(e.to_string()),
@@ -760,6 +760,25 @@ impl IrParser<'_> {
                         return self.err("unterminated string");
                     };
                     self.i += 1;
+                    // three "digits" of a signed char (see `printer::c10_octal_escape`): each
+                    // is '0' plus -7 to 7 (the first -2 to 1), so a UTF-8 byte reads back
+                    let digits = match self.text.as_bytes().get(self.i..self.i + 2) {
+                        Some(&[d1, d2])
+                            if (b'.'..=b'1').contains(&e)
+                                && [d1, d2].iter().all(|d| (b')'..=b'7').contains(d)) =>
+                        {
+                            Some([e, d1, d2])
+                        }
+                        _ => None,
+                    };
+                    if let Some(digits) = digits {
+                        let v = digits
+                            .iter()
+                            .fold(0i32, |v, &d| v * 8 + i32::from(d) - i32::from(b'0'));
+                        out.push(v as i8 as u8);
+                        self.i += 2;
+                        continue;
+                    }
                     match e {
                         b'a' => out.push(7),
                         b'b' => out.push(8),

@@ -143,6 +143,18 @@ pub fn type_text(g: &Graph, ty: &Type) -> String {
     if g.class_spellings.is_empty() {
         return text;
     }
+    spell_classes(&g.class_spellings, &text, &mut Vec::new())
+}
+
+/// `text` with every class name replaced by its spelling, and the class names in a spelling
+/// (a NamedTuple field of NamedTuple or enum type) replaced in turn, as PyTorch's
+/// `TupleType::str` prints its fields' types. `expanding` holds the classes being spelled, whose
+/// names stay as they are inside their own spelling (`Enum<q>` names `q`).
+fn spell_classes(
+    spellings: &std::collections::BTreeMap<String, String>,
+    text: &str,
+    expanding: &mut Vec<String>,
+) -> String {
     let mut out = String::with_capacity(text.len());
     let bytes = text.as_bytes();
     let mut i = 0;
@@ -155,7 +167,14 @@ pub fn type_text(g: &Graph, ty: &Type) -> String {
                 i += 1;
             }
             let word = &text[start..i];
-            out.push_str(g.class_spellings.get(word).map_or(word, String::as_str));
+            match spellings.get(word) {
+                Some(spelling) if !expanding.iter().any(|e| e == word) => {
+                    expanding.push(word.to_string());
+                    out.push_str(&spell_classes(spellings, spelling, expanding));
+                    expanding.pop();
+                }
+                _ => out.push_str(word),
+            }
         } else {
             let c = text[i..].chars().next().unwrap_or(' ');
             out.push(c);
@@ -318,15 +337,25 @@ pub fn quoted_string(s: &str) -> String {
             b'\t' => out.push_str("\\t"),
             11 => out.push_str("\\v"),
             0x20..=0x7e => out.push(b as char),
-            other => {
-                // PyTorch formats a (signed) char; UTF-8 bytes are negative there, so its
-                // digits are garbage. We print the true octal value.
-                let _ = write!(out, "\\{:03o}", other);
-            }
+            other => out.push_str(&c10_octal_escape(other)),
         }
     }
     out.push('"');
     out
+}
+
+/// `printQuotedString`'s escape of an unprintable byte: three octal digits computed from the
+/// byte as a C++ (signed) `char` with truncating `%` and `/`. A UTF-8 byte (0x80 and up) is
+/// negative there, so its "digits" are not octal (`\0.0` for 0xF0); PyTorch prints them so.
+fn c10_octal_escape(byte: u8) -> String {
+    let mut s = byte as i8;
+    let mut digits = [b'0'; 3];
+    for d in digits.iter_mut().rev().take(2) {
+        *d = (b'0' as i8).wrapping_add(s % 8) as u8;
+        s /= 8;
+    }
+    digits[0] = (b'0' as i8).wrapping_add(s) as u8;
+    format!("\\{}", String::from_utf8_lossy(&digits))
 }
 
 /// c10's `operator<<(ostream, IValue)`.
@@ -402,7 +431,7 @@ pub(crate) fn generator_text(g: &crate::values::SharedGenerator) -> String {
 }
 
 /// A tensor attribute as `Node::printAttrValue` writes it: one element as `{value}`, up to
-/// ten (or none) through ATen's tensor formatter (see [`super::aten_format`]), more as
+/// ten (or none) through ATen's tensor formatter (see [`crate::values::aten_format`]), more as
 /// `<Tensor>`.
 pub fn tensor_attr_text(t: &Tensor) -> String {
     if t.numel() == 1 {
@@ -418,8 +447,8 @@ pub fn tensor_attr_text(t: &Tensor) -> String {
         };
         return format!("{{{body}}}");
     }
-    if t.numel() <= super::aten_format::MAX_TENSOR_DISPLAY_SIZE {
-        if let Some(text) = super::aten_format::format_tensor(t) {
+    if t.numel() <= crate::values::aten_format::MAX_TENSOR_DISPLAY_SIZE {
+        if let Some(text) = crate::values::aten_format::format_tensor(t) {
             return text;
         }
     }

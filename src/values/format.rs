@@ -45,38 +45,8 @@ pub fn fmt_nonfinite(d: f64) -> String {
     }
 }
 
-/// C's `%.{precision}g` (what `std::ostream << double` does at that precision).
-pub fn fmt_g(d: f64, precision: usize) -> String {
-    if d.is_nan() {
-        return if d.is_sign_negative() { "-nan" } else { "nan" }.to_string();
-    }
-    if d.is_infinite() {
-        return if d < 0.0 { "-inf" } else { "inf" }.to_string();
-    }
-    let p = precision.max(1);
-    if d == 0.0 {
-        return if d.is_sign_negative() { "-0" } else { "0" }.to_string();
-    }
-    let sci = format!("{:.*e}", p - 1, d);
-    let (mantissa, exp) = match sci.split_once('e') {
-        Some((m, e)) => (m.to_string(), e.parse::<i32>().unwrap_or(0)),
-        None => (sci.clone(), 0),
-    };
-    let strip = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if exp < -4 || exp >= p as i32 {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{}{:02}", strip(&mantissa), sign, exp.abs())
-    } else {
-        let decimals = (p as i32 - 1 - exp).max(0) as usize;
-        strip(&format!("{:.*}", decimals, d))
-    }
-}
+// C's `%g`: lives with ATen's formatter, which prints with it (one import direction)
+pub use super::aten_format::fmt_g;
 
 /// The text of `str(v)` in TorchScript (PyTorch's IValue printing: `1.` for integral floats,
 /// 17 significant digits otherwise, strings unquoted inside containers).
@@ -124,7 +94,12 @@ fn write_value(out: &mut String, v: &IValue) {
             );
         }
         IValue::String(s) => out.push_str(s),
-        IValue::Tensor(t) => out.push_str(&tensor_repr(t)),
+        // ATen's stream format, as PyTorch's IValue printing writes a tensor (at the 17 digits
+        // it sets for doubles)
+        IValue::Tensor(t) => match super::aten_format::aten_text(t, 17) {
+            Some(text) => out.push_str(&text),
+            None => out.push_str(&tensor_repr(t)),
+        },
         IValue::List(l) => {
             out.push('[');
             for (i, x) in l.items().iter().enumerate() {

@@ -234,7 +234,9 @@ impl IValue {
             (IValue::Double(a), IValue::Double(b)) => a.to_bits() == b.to_bits(),
             (IValue::String(a), IValue::String(b)) => a == b,
             (IValue::Device(a), IValue::Device(b)) => a == b,
-            (IValue::Enum(a), IValue::Enum(b)) => Arc::ptr_eq(a, b) || a == b,
+            // an enum value is an object: `is` is identity (PyTorch's `IValue::is` compares
+            // the pointers), so equal members from different constants are not the same
+            (IValue::Enum(a), IValue::Enum(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }

@@ -2,6 +2,7 @@
 //! reference semantics) and its companion types, the TorchScript [`Type`], and the text of
 //! numbers and values as PyTorch prints them. Only `tensor` sits below.
 
+pub mod aten_format;
 pub mod format;
 pub mod generator;
 pub mod ivalue;

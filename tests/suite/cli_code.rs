@@ -266,6 +266,9 @@ fn code_with_constants_match_pytorch() {
                                     &crate::load_common::tensor_bytes(t)
                                 ),
                             }),
+                            tsrun::internals::values::IValue::String(s) => {
+                                serde_json::json!({"str": s.to_string()})
+                            }
                             other => serde_json::json!(format!("{other:?}")),
                         };
                         (format!("c{i}"), summary)

@@ -19,6 +19,8 @@ fn literals_parse_as_python_values() {
     assert_eq!(repr("(3,)"), "(3,)");
     assert_eq!(repr("[[1,2],[3]]"), "[[1, 2], [3]]");
     assert_eq!(repr("['a', \"b\"]"), "['a', 'b']");
+    // Python's escapes; the expected text is Python's repr of the same literal
+    assert_eq!(repr(r#""a\"b\n\u00e9\\""#), r#"'a"b\né\\'"#);
     assert_eq!(repr("hello world"), "'hello world'");
     assert_eq!(repr("none"), "None");
     assert_eq!(repr("True"), "True");

@@ -163,8 +163,8 @@ mod schema {
 /// ATen's tensor formatter for small tensor constants in graph text, against the texts PyTorch
 /// prints (`fixtures/gen_aten_format.py` -> `fixtures/printing/aten_format.json`).
 mod aten_format {
-    use tsrun::internals::ir::aten_format::{format_tensor, parse_tensor};
     use tsrun::internals::tensor::{DType, Tensor};
+    use tsrun::internals::values::aten_format::{format_tensor, parse_tensor};
 
     fn dtype(name: &str) -> DType {
         match name {

@@ -85,6 +85,7 @@ mod quantized;
 mod run_interpreter;
 mod run_models;
 mod save_roundtrip;
+mod script_errors;
 #[cfg(feature = "serve")]
 mod serve;
 mod sparse;

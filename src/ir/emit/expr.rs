@@ -5,7 +5,7 @@ use super::matching::match_schemas;
 use super::Emitter;
 use crate::frontend::ast::{self, BinOp, ClassKind, Expr, ExprKind, UnaryOp};
 use crate::ir::decls::Signature;
-use crate::ir::graph::{Attr, ValueId};
+use crate::ir::graph::{Attr, Def, ValueId};
 use crate::ir::CompileError;
 use crate::ops::schema::{is_subtype, unify_types, Argument, FunctionSchema, SchemaRegistry};
 use crate::values::types::Type;
@@ -1038,13 +1038,27 @@ impl Emitter<'_> {
                         &[],
                         span,
                     )?)),
-                    "value" => Ok(Sugared::Value(self.call_op(
-                        "prim::EnumValue",
-                        None,
-                        &[obj],
-                        &[],
-                        span,
-                    )?)),
+                    "value" => {
+                        // every member of an enum has the same value type (`EnumType::
+                        // getValueType`); the overload (int, float or str) follows from it
+                        let value_type = class
+                            .enum_values
+                            .first()
+                            .map(|(_, v)| crate::ir::graph::constant_type(v));
+                        let out = self.call_op("prim::EnumValue", None, &[obj], &[], span)?;
+                        if let (Some(ty), Def::Node(n, 0)) =
+                            (value_type, self.b.graph.value(out).def)
+                        {
+                            let overload = match ty {
+                                Type::Float => "float",
+                                Type::Str => "str",
+                                _ => "int",
+                            };
+                            self.b.graph.node_mut(n).overload = Some(overload.to_string());
+                            self.b.graph.value_mut(out).ty = ty;
+                        }
+                        Ok(Sugared::Value(out))
+                    }
                     _ => Err(self.err(span, format!("enum has no attribute `{name}`"))),
                 };
             }

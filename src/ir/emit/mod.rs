@@ -107,8 +107,36 @@ pub fn emit_function(
     graph.class_spellings = spellings;
     graph.erase_transients();
     passes::normalize_ops(&mut graph);
+    number_inlined_forks(&mut graph);
     passes::cleanup(&mut graph);
     Ok(graph)
+}
+
+/// The start of PyTorch's `runCleanupPasses`: `liftClosures` packs each forked closure's
+/// context into two new tuples (two numbers per closure, in graph order), then
+/// `inlineForkedClosures` replaces each `prim::forkClosure` by a `prim::fork` whose output is
+/// a fresh value taking the old one's name: an unnamed fork output prints with a number above
+/// every other value of the graph. Forks inside a fork's body belong to its subgraph, which
+/// is numbered on its own.
+fn number_inlined_forks(graph: &mut Graph) {
+    fn collect(graph: &Graph, block: crate::ir::graph::BlockId, forks: &mut Vec<NodeId>) {
+        for &n in &graph.block(block).nodes {
+            if graph.node(n).kind == "prim::fork" {
+                forks.push(n);
+            } else {
+                for &b in &graph.node(n).blocks {
+                    collect(graph, b, forks);
+                }
+            }
+        }
+    }
+    let mut forks = Vec::new();
+    collect(graph, graph.root, &mut forks);
+    graph.skip_unique(2 * forks.len());
+    for n in forks {
+        let overload = graph.node(n).overload.clone();
+        graph.replace_with_new_symbol(n, "prim::fork", overload);
+    }
 }
 
 /// Number and name the control-flow values PyTorch's `ConvertToSSA` adds after emission, in
@@ -334,14 +362,14 @@ impl Emitter<'_> {
     }
 
     /// A number literal as PyTorch's `materializeConstant`: one constant per distinct value
-    /// (by C++ `==`, so `0.0` and `-0.0` share one) in the whole function, inserted before the
-    /// graph's first node.
+    /// in the whole function, inserted before the graph's first node. `0.` and `-0.` (one
+    /// literal in archive code, whose parser folds the sign in) are distinct: PyTorch gives
+    /// each its own constant.
     fn number_literal(&mut self, value: IValue) -> ValueId {
-        let canonical = |f: f64| if f == 0.0 { 0 } else { f.to_bits() };
         let key = match &value {
             IValue::Int(i) => (0, *i as u64, 0),
-            IValue::Double(f) => (1, canonical(*f), 0),
-            IValue::Complex(c) => (2, canonical(c.re), canonical(c.im)),
+            IValue::Double(f) => (1, f.to_bits(), 0),
+            IValue::Complex(c) => (2, c.re.to_bits(), c.im.to_bits()),
             _ => (3, 0, 0),
         };
         let is_nan = matches!(&value, IValue::Double(f) if f.is_nan())

@@ -8,7 +8,7 @@ pub(super) fn to_int(a: &mut Args) -> R {
             .trim()
             .parse::<i64>()
             .map(IValue::Int)
-            .map_err(|_| err(format!("invalid literal for int() with base 10: '{s}'"))),
+            .map_err(|_| script_error(format!("invalid literal for int() with base 10: '{s}'"))),
         IValue::Tensor(t) => {
             if t.numel() != 1 {
                 return Err(err(format!(
@@ -31,7 +31,7 @@ pub(super) fn to_float(a: &mut Args) -> R {
     match a.get(0)? {
         IValue::String(s) => parse_python_float(s)
             .map(IValue::Double)
-            .ok_or_else(|| err(format!("could not convert string to float: '{s}'"))),
+            .ok_or_else(|| script_error(format!("could not convert string to float: '{s}'"))),
         _ => Ok(IValue::Double(num(a, 0)?.f())),
     }
 }
@@ -91,7 +91,7 @@ pub(super) fn module_container_index(a: &mut Args) -> R {
     };
     o.get(&key)
         .filter(|v| matches!(v, IValue::Object(_)))
-        .ok_or_else(|| exception("KeyError", key))
+        .ok_or_else(|| script_error(format!("KeyError: {key}")))
 }
 
 /// c10's `toString(ScalarType)` for the floating and complex dtypes (`Float`, `Double`).

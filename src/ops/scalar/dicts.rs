@@ -69,7 +69,7 @@ pub(super) fn popitem(a: &mut Args) -> R {
     let first = d.items_mut().shift_remove_index(0);
     match first {
         Some((_, (k, v))) => Ok(IValue::Tuple(Tuple::new(vec![k, v]))),
-        None => Err(exception("KeyError", "popitem(): dictionary is empty")),
+        None => Err(script_error("popitem(): dictionary is empty")),
     }
 }
 pub(super) fn dict(a: &mut Args) -> R {

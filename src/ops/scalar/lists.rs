@@ -18,7 +18,7 @@ pub(super) fn slice_indices(
     step: i64,
 ) -> crate::Result<Vec<usize>> {
     if step == 0 {
-        return Err(exception("ValueError", "slice step cannot be zero"));
+        return Err(script_error("List slice should have non-zero step"));
     }
     let n = len as i64;
     let norm = |x: i64, lo: i64, hi: i64| {
@@ -74,11 +74,12 @@ pub(super) fn getitem(a: &mut Args) -> R {
             py_index(i, items.len())
                 .and_then(|k| items.get(k))
                 .cloned()
-                .ok_or_else(|| exception("IndexError", "list index out of range"))
+                .ok_or_else(|| script_error("list index out of range"))
         }
         IValue::Dict(d) => {
             let k = a.get(1)?;
-            d.get(k).ok_or_else(|| exception("KeyError", python_str(k)))
+            d.get(k)
+                .ok_or_else(|| script_error(format!("KeyError: {}", python_str(k))))
         }
         IValue::String(s) => {
             let i = a.int(1)?;
@@ -86,14 +87,23 @@ pub(super) fn getitem(a: &mut Args) -> R {
             py_index(i, chars.len())
                 .and_then(|k| chars.get(k))
                 .map(|c| IValue::str(c.to_string()))
-                .ok_or_else(|| exception("IndexError", "string index out of range"))
+                .ok_or_else(|| {
+                    // PyTorch's `std::string::at` fails with libstdc++'s text, the index
+                    // (after adding the length to a negative one) as an unsigned number
+                    let n = chars.len() as i64;
+                    let at = if i < 0 { i.wrapping_add(n) } else { i };
+                    script_error(format!(
+                        "basic_string::at: __n (which is {}) >= this->size() (which is {n})",
+                        at as u64
+                    ))
+                })
         }
         IValue::Tuple(t) => {
             let i = a.int(1)?;
             py_index(i, t.items().len())
                 .and_then(|k| t.items().get(k))
                 .cloned()
-                .ok_or_else(|| exception("IndexError", "tuple index out of range"))
+                .ok_or_else(|| script_error("Tuple list index out of range"))
         }
         other => Err(err(format!("{} is not subscriptable", other.kind_name()))),
     }
@@ -108,7 +118,7 @@ pub(super) fn set_item(a: &mut Args) -> R {
             let n = items.len();
             let slot = py_index(i, n)
                 .and_then(|k| items.get_mut(k))
-                .ok_or_else(|| exception("IndexError", "list assignment index out of range"))?;
+                .ok_or_else(|| script_error("list index out of range"))?;
             *slot = v;
             Ok(IValue::List(l.clone()))
         }
@@ -143,14 +153,11 @@ pub(super) fn pop(a: &mut Args) -> R {
             let i = if a.len() > 1 { a.int(1)? } else { -1 };
             let mut items = l.items_mut();
             let k = py_index(i, items.len()).ok_or_else(|| {
-                exception(
-                    "IndexError",
-                    if items.is_empty() {
-                        "pop from empty list"
-                    } else {
-                        "pop index out of range"
-                    },
-                )
+                script_error(if items.is_empty() {
+                    "pop from empty list"
+                } else {
+                    "list index out of range"
+                })
             })?;
             Ok(items.remove(k))
         }
@@ -160,7 +167,7 @@ pub(super) fn pop(a: &mut Args) -> R {
             match d.items_mut().shift_remove(&hk) {
                 Some((_, v)) => Ok(v),
                 None if a.len() > 2 => Ok(a.get(2)?.clone()),
-                None => Err(exception("KeyError", python_str(key))),
+                None => Err(script_error(format!("KeyError: {}", python_str(key)))),
             }
         }
         other => Err(err(format!("cannot pop from {}", other.kind_name()))),
@@ -171,8 +178,8 @@ pub(super) fn delete(a: &mut Args) -> R {
         IValue::List(l) => {
             let i = a.int(1)?;
             let mut items = l.items_mut();
-            let k = py_index(i, items.len())
-                .ok_or_else(|| exception("IndexError", "list assignment index out of range"))?;
+            let k =
+                py_index(i, items.len()).ok_or_else(|| script_error("list index out of range"))?;
             items.remove(k);
             Ok(IValue::None)
         }
@@ -182,7 +189,7 @@ pub(super) fn delete(a: &mut Args) -> R {
             d.items_mut()
                 .shift_remove(&hk)
                 .map(|_| IValue::None)
-                .ok_or_else(|| exception("KeyError", python_str(key)))
+                .ok_or_else(|| script_error(format!("KeyError: {}", python_str(key))))
         }
         other => Err(err(format!("cannot delete from {}", other.kind_name()))),
     }
@@ -249,7 +256,10 @@ pub(super) fn list_index(a: &mut Args) -> R {
             return Ok(IValue::Int(i as i64));
         }
     }
-    Err(exception("ValueError", "'list.index(x)': x not in list"))
+    Err(script_error(format!(
+        "'{}' is not in list",
+        python_str(a.get(1)?)
+    )))
 }
 pub(super) fn count(a: &mut Args) -> R {
     match a.get(0)? {
@@ -290,7 +300,7 @@ pub(super) fn remove(a: &mut Args) -> R {
             items.remove(i);
             Ok(IValue::None)
         }
-        None => Err(exception("ValueError", "list.remove(x): x not in list")),
+        None => Err(script_error("list.remove(x): x not in list")),
     }
 }
 pub(super) fn reverse(a: &mut Args) -> R {
@@ -472,7 +482,7 @@ pub(super) fn all(a: &mut Args) -> R {
 pub(super) fn range_length(a: &mut Args) -> R {
     let (lo, hi, step) = (a.int(0)?, a.int(1)?, a.int(2)?);
     if step == 0 {
-        return Err(exception("ValueError", "range() arg 3 must not be zero"));
+        return Err(script_error("range() arg 3 must not be zero"));
     }
     Ok(IValue::Int(if step > 0 && lo < hi {
         1 + (hi - 1 - lo) / step

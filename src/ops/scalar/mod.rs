@@ -37,10 +37,13 @@ fn err(msg: impl Into<String>) -> Error {
     RuntimeError::Other(msg.into()).into()
 }
 
-fn exception(kind: &str, msg: impl Into<String>) -> Error {
+/// A failure of a TorchScript builtin (an index out of range, a missing key, a division by
+/// zero): PyTorch's interpreter reports each as a `RuntimeError` whose message is its C++
+/// text, naming a Python exception in some (`KeyError: b`, `ValueError: substring not found`).
+fn script_error(message: impl Into<String>) -> Error {
     RuntimeError::Exception {
-        kind: format!("builtins.{kind}"),
-        message: msg.into(),
+        kind: "RuntimeError".to_string(),
+        message: message.into(),
     }
     .into()
 }

@@ -178,10 +178,7 @@ pub(super) fn complex_div(x: Complex64, y: Complex64) -> Complex64 {
 
 pub(super) fn floordiv_int(p: i64, q: i64) -> crate::Result<i64> {
     if q == 0 {
-        return Err(exception(
-            "ZeroDivisionError",
-            "integer division or modulo by zero",
-        ));
+        return Err(script_error("division by 0"));
     }
     let d = p.wrapping_div(q);
     Ok(if (p % q != 0) && ((p < 0) != (q < 0)) {
@@ -192,9 +189,8 @@ pub(super) fn floordiv_int(p: i64, q: i64) -> crate::Result<i64> {
 }
 pub(super) fn mod_int(p: i64, q: i64) -> crate::Result<i64> {
     if q == 0 {
-        return Err(exception(
-            "ZeroDivisionError",
-            "integer division or modulo by zero",
+        return Err(script_error(
+            "ZeroDivisionError: integer division or modulo by zero",
         ));
     }
     let r = p.wrapping_rem(q);
@@ -204,27 +200,22 @@ pub(super) fn mod_int(p: i64, q: i64) -> crate::Result<i64> {
         r
     })
 }
-pub(super) fn mod_float(p: f64, q: f64) -> crate::Result<f64> {
-    if q == 0.0 {
-        return Err(exception("ZeroDivisionError", "float modulo"));
-    }
+/// Python's `%` on floats, as PyTorch computes it (`fmod`, then the divisor's sign): a zero
+/// divisor gives NaN, not an error.
+pub(super) fn mod_float(p: f64, q: f64) -> f64 {
     let r = p % q;
-    Ok(if r != 0.0 && ((r < 0.0) != (q < 0.0)) {
+    if r != 0.0 && ((r < 0.0) != (q < 0.0)) {
         r + q
     } else {
         r
-    })
+    }
 }
 pub(super) fn floordiv(a: &mut Args) -> R {
     binary(
         a,
         |p, q| floordiv_int(p, q).map(Num::I),
-        |p, q| {
-            if q == 0.0 {
-                return Err(exception("ZeroDivisionError", "float divmod()"));
-            }
-            Ok((p / q).floor())
-        },
+        // `floor(a / b)`: a zero divisor gives an infinity or NaN, as in PyTorch
+        |p, q| Ok((p / q).floor()),
         no_complex("//"),
     )
 }
@@ -232,16 +223,14 @@ pub(super) fn remainder(a: &mut Args) -> R {
     binary(
         a,
         |p, q| mod_int(p, q).map(Num::I),
-        mod_float,
+        |p, q| Ok(mod_float(p, q)),
         no_complex("%"),
     )
 }
 /// `math.remainder`: IEEE 754 remainder (quotient rounded half to even), always a float.
 pub(super) fn math_remainder(a: &mut Args) -> R {
     let (x, y) = (num(a, 0)?.f(), num(a, 1)?.f());
-    if y == 0.0 {
-        return Err(exception("ValueError", "math domain error"));
-    }
+    // a zero divisor gives NaN, as C's `remainder` (and PyTorch) do
     Ok(IValue::Double(libm::remainder(x, y)))
 }
 pub(super) fn fmod(a: &mut Args) -> R {
@@ -251,13 +240,21 @@ pub(super) fn fmod(a: &mut Args) -> R {
 pub(super) fn divmod(a: &mut Args) -> R {
     let (x, y) = (num(a, 0)?, num(a, 1)?);
     Ok(IValue::Tuple(Tuple::new(match (x, y) {
+        (Num::I(_), Num::I(0)) => {
+            return Err(script_error(
+                "ZeroDivisionError: integer division or modulo by zero",
+            ))
+        }
         (Num::I(p), Num::I(q)) => vec![
             IValue::Int(floordiv_int(p, q)?),
             IValue::Int(mod_int(p, q)?),
         ],
         _ => {
             let (p, q) = (x.f(), y.f());
-            let m = mod_float(p, q)?;
+            if q == 0.0 {
+                return Err(script_error("ZeroDivisionError: float divmod()"));
+            }
+            let m = mod_float(p, q);
             vec![IValue::Double(((p - m) / q).round()), IValue::Double(m)]
         }
     })))
@@ -324,13 +321,11 @@ pub(super) fn tensors_equal(p: &crate::Tensor, q: &crate::Tensor) -> crate::Resu
     }
     let shape = crate::tensor::broadcast_shapes(p.shape(), q.shape())?;
     match shape.iter().product::<usize>() {
-        0 => Err(exception(
-            "RuntimeError",
+        0 => Err(script_error(
             "Boolean value of Tensor with no values is ambiguous",
         )),
         1 => Ok(p.item()?.to_c64() == q.item()?.to_c64()),
-        _ => Err(exception(
-            "RuntimeError",
+        _ => Err(script_error(
             "Boolean value of Tensor with more than one value is ambiguous",
         )),
     }
@@ -675,10 +670,7 @@ pub(super) fn modf(a: &mut Args) -> R {
 pub(super) fn factorial(a: &mut Args) -> R {
     let n = a.int(0)?;
     if n < 0 {
-        return Err(exception(
-            "ValueError",
-            "factorial() not defined for negative values",
-        ));
+        return Err(script_error("factorial() not defined for negative values"));
     }
     Ok(IValue::Int(
         (1..=n).fold(1i64, |acc, k| acc.wrapping_mul(k)),
@@ -813,7 +805,7 @@ pub(super) fn register(r: &mut Registry) {
     r.add("aten::__round_to_zero_floordiv.int", |a| {
         let (p, q) = (a.int(0)?, a.int(1)?);
         if q == 0 {
-            return Err(exception("ZeroDivisionError", "integer division by zero"));
+            return Err(script_error("division by 0"));
         }
         Ok(IValue::Int(p.wrapping_div(q)))
     });

@@ -182,7 +182,7 @@ pub(super) fn set_grad_enabled(a: &mut Args) -> R {
 }
 pub(super) fn unwrap_optional(a: &mut Args) -> R {
     match a.take(0)? {
-        IValue::None => Err(err("Unwrapping null optional")),
+        IValue::None => Err(script_error("Unwrapping null optional")),
         v => Ok(v),
     }
 }

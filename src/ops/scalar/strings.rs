@@ -49,13 +49,13 @@ pub(super) fn rfind(a: &mut Args) -> R {
 }
 pub(super) fn str_index(a: &mut Args) -> R {
     match find(a)? {
-        IValue::Int(-1) => Err(exception("ValueError", "substring not found")),
+        IValue::Int(-1) => Err(script_error("ValueError: substring not found")),
         v => Ok(v),
     }
 }
 pub(super) fn rindex(a: &mut Args) -> R {
     match rfind(a)? {
-        IValue::Int(-1) => Err(exception("ValueError", "substring not found")),
+        IValue::Int(-1) => Err(script_error("ValueError: substring not found")),
         v => Ok(v),
     }
 }
@@ -90,7 +90,7 @@ pub(super) fn split(a: &mut Args) -> R {
             }
             out
         }
-        Some(sep) if sep.is_empty() => return Err(exception("ValueError", "empty separator")),
+        Some(sep) if sep.is_empty() => return Err(script_error("ValueError: empty separator")),
         Some(sep) => {
             if max < 0 {
                 s.split(&*sep).map(str::to_string).collect()
@@ -386,7 +386,7 @@ pub(super) fn chr(a: &mut Args) -> R {
         .ok()
         .and_then(char::from_u32)
         .map(|c| IValue::str(c.to_string()))
-        .ok_or_else(|| exception("ValueError", "chr() arg not in range"))
+        .ok_or_else(|| script_error(format!("chr() arg not in range(0x110000), found {i}")))
 }
 pub(super) fn splitlines(a: &mut Args) -> R {
     let s = a.str(0)?;

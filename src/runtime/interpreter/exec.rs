@@ -131,6 +131,16 @@ fn rt(msg: impl Into<String>) -> Error {
     RuntimeError::Other(msg.into()).into()
 }
 
+/// A failure the program's values cause (a tuple index past the end, a list unpacked into the
+/// wrong number of names): PyTorch's interpreter reports it as a RuntimeError.
+fn script_error(message: impl Into<String>) -> Error {
+    RuntimeError::Exception {
+        kind: "RuntimeError".to_string(),
+        message: message.into(),
+    }
+    .into()
+}
+
 impl Frame<'_> {
     #[inline]
     fn read(&mut self, o: Operand) -> IValue {
@@ -345,6 +355,58 @@ impl Frame<'_> {
                 let out = self.call(&plan, args.into_vec())?;
                 self.set_outputs(instr, out)
             }
+            Op::SortObjects {
+                copy,
+                kernel,
+                name,
+                cache,
+            } => {
+                let mut args = self.inputs(instr);
+                let first_object = match args.first() {
+                    Some(IValue::List(l)) => match l.to_vec().first() {
+                        Some(IValue::Object(o)) if !o.is_torchbind() => {
+                            Some(o.class_name().clone())
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let Some(class) = first_object else {
+                    let out = crate::ops::storage_dtypes::call(*kernel, name, &mut args, self.ctx)?;
+                    drop(args);
+                    return self.set_outputs(instr, out);
+                };
+                let plan = match cached(cache, &class) {
+                    Some(p) => p,
+                    None => {
+                        let p = self.interp.method_plan(&class, "__lt__")?.ok_or_else(|| {
+                            rt(format!(
+                                "sorting a list of {class} needs a `__lt__` method, which the class does not define"
+                            ))
+                        })?;
+                        *cache.write() = Some((class.clone(), p.clone()));
+                        p
+                    }
+                };
+                let reverse = match args.get(1) {
+                    Some(IValue::Bool(b)) => *b,
+                    _ => false,
+                };
+                let IValue::List(list) = &args[0] else {
+                    return Err(rt("list sort without a list"));
+                };
+                let list = list.clone();
+                drop(args);
+                let mut items = list.to_vec();
+                self.sort_by_lt(&plan, &mut items, reverse)?;
+                if *copy {
+                    let sorted = List::new(list.elem_type().clone(), items);
+                    self.set_outputs(instr, IValue::List(sorted))
+                } else {
+                    *list.items_mut() = items;
+                    self.set_outputs(instr, IValue::None)
+                }
+            }
             Op::CallFunction { cache } => {
                 let mut args = self.inputs(instr).into_vec();
                 if args.is_empty() {
@@ -439,7 +501,7 @@ impl Frame<'_> {
                     .and_then(|k| t.items().get(k))
                     .cloned()
                     // PyTorch's words for a run-time index past the end (`tupleIndex`)
-                    .ok_or_else(|| rt("Tuple list index out of range"))?;
+                    .ok_or_else(|| script_error("Tuple list index out of range"))?;
                 self.set_outputs(instr, v)
             }
             Op::TupleSlice { begin, end } => {
@@ -464,7 +526,7 @@ impl Frame<'_> {
                 };
                 let items = l.to_vec();
                 if items.len() != instr.outputs.len() {
-                    return Err(rt(format!(
+                    return Err(script_error(format!(
                         "Expected {} elements in a list but found {}",
                         instr.outputs.len(),
                         items.len()
@@ -492,7 +554,9 @@ impl Frame<'_> {
                 let kind = a
                     .get(1)
                     .and_then(|v| v.as_str())
-                    .unwrap_or("builtins.Exception")
+                    // `assert` and `torch._assert` raise without a class: PyTorch reports a
+                    // RuntimeError
+                    .unwrap_or("RuntimeError")
                     .to_string();
                 Err(RuntimeError::Exception { kind, message }.into())
             }
@@ -654,6 +718,47 @@ impl Frame<'_> {
             }
         };
         self.call(&plan, vec![receiver, input])
+    }
+
+    /// Sort `items` by the `__lt__` method `lt` (reversed: by `lt(b, a)`, PyTorch's
+    /// `getGreaterThanComparator`); the first error a call raises is the result.
+    fn sort_by_lt(
+        &mut self,
+        lt: &Callee,
+        items: &mut [IValue],
+        reverse: bool,
+    ) -> crate::Result<()> {
+        let mut failure = None;
+        let mut less = |this: &mut Self, a: &IValue, b: &IValue| -> bool {
+            if failure.is_some() {
+                return false;
+            }
+            let (x, y) = if reverse { (b, a) } else { (a, b) };
+            match this.call(lt, vec![x.clone(), y.clone()]) {
+                Ok(IValue::Bool(v)) => v,
+                Ok(other) => {
+                    failure = Some(rt(format!(
+                        "__lt__ returned {} where sorting needs a bool",
+                        other.kind_name()
+                    )));
+                    false
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    false
+                }
+            }
+        };
+        items.sort_by(|a, b| {
+            if less(self, a, b) {
+                std::cmp::Ordering::Less
+            } else if less(self, b, a) {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        });
+        failure.map_or(Ok(()), Err)
     }
 
     fn call(&mut self, plan: &Callee, args: Vec<IValue>) -> crate::Result<IValue> {

@@ -98,6 +98,16 @@ pub(crate) enum Op {
     },
     /// `aten::wait`: the future's value, or the forked function's error.
     Wait,
+    /// `list.sort()` / `sorted(list)` (`aten::sort.any` / `aten::sorted.any`) of a list of a
+    /// script class: ordered by calling the class's `__lt__`, as PyTorch's
+    /// `getLessThanComparator` does; lists of other values go to `kernel`.
+    SortObjects {
+        /// `sorted` (a sorted copy) rather than `sort` (in place).
+        copy: bool,
+        kernel: Kernel,
+        name: Arc<str>,
+        cache: RwLock<Option<(Arc<str>, Callee)>>,
+    },
     CallMethod {
         name: Arc<str>,
         cache: RwLock<Option<(Arc<str>, Callee)>>,
@@ -251,7 +261,8 @@ impl Plan {
 
     /// What this plan calls, for compiling it before the first call: the method names of its
     /// `prim::CallMethod`s (the receiver's class is known only at run time), `__enter__` and
-    /// `__exit__` for its `with` blocks (`prim::Enter` / `prim::Exit`), and the free functions
+    /// `__exit__` for its `with` blocks (`prim::Enter` / `prim::Exit`), `__lt__` for its sorts
+    /// of script-class lists, and the free functions
     /// its `prim::CallFunction`s name through a constant.
     pub fn callees(&self) -> (Vec<Arc<str>>, Vec<Arc<str>>) {
         let (mut methods, mut functions) = (Vec::new(), Vec::new());
@@ -260,6 +271,7 @@ impl Plan {
             Op::ModuleChain(_) => methods.push("forward".into()),
             Op::Enter => methods.push("__enter__".into()),
             Op::Exit => methods.push("__exit__".into()),
+            Op::SortObjects { .. } => methods.push("__lt__".into()),
             Op::CallFunction { .. } => {
                 if let Some(Operand::Const(i)) = instr.inputs.first() {
                     if let Some(IValue::Function(q)) = self.consts.get(*i as usize) {
@@ -982,6 +994,23 @@ impl Builder<'_> {
                 body: block_at(self, 0)?,
             },
             "aten::wait" => Op::Wait,
+            "aten::sort" | "aten::sorted"
+                if node.overload.as_deref() == Some("any")
+                    && matches!(node.inputs.first().map(|&v| &graph.value(v).ty),
+                                Some(Type::List(t)) if matches!(**t, Type::Class(_))) =>
+            {
+                let overload = node.overload.as_deref().unwrap_or("");
+                Op::SortObjects {
+                    copy: node.kind == "aten::sorted",
+                    kernel: Registry::global()
+                        .lookup(&node.kind, overload)
+                        .ok_or_else(|| {
+                            plan_error(fname, format!("no kernel for {}", node.qualified_op()))
+                        })?,
+                    name: node.qualified_op().into(),
+                    cache: RwLock::new(None),
+                }
+            }
             "prim::CallMethod" => Op::CallMethod {
                 name: str_attr("name")
                     .ok_or_else(|| plan_error(fname, "prim::CallMethod without a name"))?,

@@ -1,6 +1,7 @@
 //! ATen's tensor formatter (`operator<<(std::ostream&, const Tensor&)` in
-//! aten/src/ATen/core/Formatting.cpp) as `Node::printAttrValue` uses it for tensor constants
-//! of 2..=10 elements (and empty ones), with newlines turned into spaces:
+//! aten/src/ATen/core/Formatting.cpp), as TorchScript's `str(tensor)` / `print` give it and as
+//! `Node::printAttrValue` uses it for tensor constants of 2..=10 elements (and empty ones), with
+//! newlines turned into spaces:
 //! `prim::Constant[value= 1  2  3 [ CPULongType{3} ]]()`. And the way back, so the graph text
 //! parser can rebuild such a constant. The text holds at most four decimals, so a parsed
 //! tensor reprints the same text but need not hold the original values exactly.
@@ -42,9 +43,19 @@ fn type_string(d: DType) -> String {
     format!("CPU{}Type", scalar_type_name(d))
 }
 
-/// The text ATen prints for `t`, or `None` when tsrun cannot reproduce it (complex tensors,
-/// whose printing differs).
+/// The text ATen prints for `t` on one line, as a graph's tensor constant shows it, or `None`
+/// when tsrun cannot reproduce it (complex tensors, whose printing differs).
 pub fn format_tensor(t: &Tensor) -> Option<String> {
+    aten_text(t, 6).map(|text| text.replace('\n', " "))
+}
+
+/// The text ATen's `operator<<` prints for `t` on a stream at `precision` (IValue printing,
+/// behind TorchScript's `str(t)`, `print(t)` and `"{}".format(t)`, sets 17 digits first), or
+/// `None` when tsrun cannot reproduce it (complex tensors).
+pub fn aten_text(t: &Tensor, precision: usize) -> Option<String> {
+    if t.sparse_parts().is_some() || t.nested_parts().is_some() {
+        return None;
+    }
     if matches!(
         t.dtype(),
         DType::Complex32 | DType::Complex64 | DType::Complex128
@@ -55,13 +66,12 @@ pub fn format_tensor(t: &Tensor) -> Option<String> {
     let shape = t.shape().to_vec();
     let mut s = Stream {
         out: String::new(),
-        precision: 6,
+        precision,
     };
     match shape.len() {
         0 => {
             // numel 1: printAttrValue prints it as `{v}` before reaching here
-            s.out
-                .push_str(&crate::values::format::fmt_g(*values.first()?, 6));
+            s.out.push_str(&fmt_g(*values.first()?, s.precision));
             s.out.push('\n');
         }
         1 => {
@@ -94,7 +104,7 @@ pub fn format_tensor(t: &Tensor) -> Option<String> {
         type_string(t.dtype()),
         dims.join(",")
     ));
-    Some(out.replace('\n', " "))
+    Some(out)
 }
 
 /// `__printFormat`: (scale, column width, style). Reproduces ATen's quirk of updating the
@@ -162,10 +172,10 @@ fn print_format(s: &mut Stream, values: &[f64]) -> (f64, usize, Style) {
 fn number(s: &Stream, style: Style, v: f64) -> String {
     if !v.is_finite() {
         // iostreams write `inf`, `-inf`, `nan`, `-nan` in every notation
-        return crate::values::format::fmt_g(v, 6);
+        return fmt_g(v, 6);
     }
     match style {
-        Style::General => crate::values::format::fmt_g(v, s.precision),
+        Style::General => fmt_g(v, s.precision),
         Style::Fixed => format!("{v:.4}"),
         Style::Scientific => {
             // `%.4e`: the exponent signed and at least two digits
@@ -187,7 +197,7 @@ fn number(s: &Stream, style: Style, v: f64) -> String {
 /// `printScale`: `defaultfloat` at the stream's default precision (6, as PyTorch prints
 /// `100000 *`), then ` *` and a newline.
 fn print_scale(s: &mut Stream, scale: f64) {
-    let text = crate::values::format::fmt_g(scale, 6);
+    let text = fmt_g(scale, 6);
     s.out.push_str(&format!("{text} *\n"));
 }
 
@@ -504,4 +514,37 @@ fn leading_number(s: &str) -> Option<(f64, usize)> {
         }
     }
     Some((s[..i].parse().ok()?, i))
+}
+
+/// C's `%.{precision}g` (what `std::ostream << double` does at that precision).
+pub fn fmt_g(d: f64, precision: usize) -> String {
+    if d.is_nan() {
+        return if d.is_sign_negative() { "-nan" } else { "nan" }.to_string();
+    }
+    if d.is_infinite() {
+        return if d < 0.0 { "-inf" } else { "inf" }.to_string();
+    }
+    let p = precision.max(1);
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0" } else { "0" }.to_string();
+    }
+    let sci = format!("{:.*e}", p - 1, d);
+    let (mantissa, exp) = match sci.split_once('e') {
+        Some((m, e)) => (m.to_string(), e.parse::<i32>().unwrap_or(0)),
+        None => (sci.clone(), 0),
+    };
+    let strip = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if exp < -4 || exp >= p as i32 {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{}{:02}", strip(&mantissa), sign, exp.abs())
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        strip(&format!("{:.*}", decimals, d))
+    }
 }
