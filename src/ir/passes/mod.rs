@@ -303,9 +303,6 @@ fn constant_key(graph: &Graph, node: NodeId) -> Option<String> {
             // that inlining made merge (the emitter makes a holder per occurrence)
             crate::values::IValue::Enum(e) => format!("e{:p}", std::sync::Arc::as_ptr(e)),
             crate::values::IValue::Object(_) => return None,
-            // PyTorch hashes an enum constant by its holder's address, so two constants of
-            // one member are never pooled (each enum literal keeps its own constant)
-            crate::values::IValue::Enum(_) => return None,
             other => format!("v{other:?}"),
         },
         Some(other) => format!("{other:?}"),
