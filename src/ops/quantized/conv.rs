@@ -522,33 +522,21 @@ fn run_conv(
                                     if wq == 0 {
                                         continue;
                                     }
-                                    if p.transpose {
-                                        scatter(
-                                            &xv[x_base..x_base + in_plane],
-                                            xzp,
-                                            wq,
-                                            [a_d, a_h, a_w],
-                                            [id, ih, iw],
-                                            [od, oh, ow],
-                                            stride,
-                                            pad,
-                                            dil,
-                                            &mut acc[out_base..out_base + out_plane],
-                                        );
-                                    } else {
-                                        gather(
-                                            &xv[x_base..x_base + in_plane],
-                                            xzp,
-                                            wq,
-                                            [a_d, a_h, a_w],
-                                            [id, ih, iw],
-                                            [od, oh, ow],
-                                            stride,
-                                            pad,
-                                            dil,
-                                            &mut acc[out_base..out_base + out_plane],
-                                        );
-                                    }
+                                    // a transposed convolution scatters each input to
+                                    // its outputs, a forward one gathers
+                                    let tap = if p.transpose { scatter } else { gather };
+                                    tap(
+                                        &xv[x_base..x_base + in_plane],
+                                        xzp,
+                                        wq,
+                                        [a_d, a_h, a_w],
+                                        [id, ih, iw],
+                                        [od, oh, ow],
+                                        stride,
+                                        pad,
+                                        dil,
+                                        &mut acc[out_base..out_base + out_plane],
+                                    );
                                 }
                             }
                         }
