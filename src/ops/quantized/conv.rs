@@ -3,7 +3,7 @@
 //! point, i.e. real zero); requantization is fbgemm's (see `linear::Requant`), or oneDNN's
 //! where PyTorch's x86 engine would hand the convolution to oneDNN ([`QuantizedEngine::X86`]).
 
-use super::conv_exact_float::{self, Geometry};
+use super::exact_float::{self, Geometry};
 use super::linear::Requant;
 use super::torchbind::{packed_arg, ConvParams};
 use super::{arg_qtensor, int_values, per_tensor_params, round_ties_even, tensor_result};
@@ -483,7 +483,7 @@ fn run_conv(
             dilation: dil,
             groups: g,
         };
-        conv_exact_float::accumulate(op, x, xzp, &p.weight, &w_zps, &geo)
+        exact_float::conv_sums(op, x, xzp, &p.weight, &w_zps, &geo)
     };
     let mut acc = vec![0i32; n * m * out_plane];
     if let Some(sums) = fast {

@@ -314,22 +314,16 @@ fn linear_static(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let (m, k, n) = dims(a.op, &x, &p.weight)?;
     let (w_scales, w_zps, per_channel) = weight_params(&p.weight, n)?;
     let xv = int_values(&x)?;
-    let wv = int_values(&p.weight)?;
     let bias = match &p.bias {
         Some(b) => Some(b.to_vec::<f32>()?),
         None => None,
     };
     let rq = Requant::new(x_scale, &w_scales, per_channel, out_scale, out_zp, relu);
     let xzp = x_zp as i32;
+    let sums = integer_sums(a.op, &xv, m, k, n, xzp, &p.weight, &w_zps)?;
     let mut out = vec![0i32; m * n];
-    for i in 0..m {
-        let row = &xv[i * k..(i + 1) * k];
-        for j in 0..n {
-            let wrow = &wv[j * k..(j + 1) * k];
-            let wzp = w_zps[j];
-            let raw = row.iter().zip(wrow).fold(0i32, |acc, (&xq, &wq)| {
-                acc.wrapping_add((xq - xzp) * (wq - wzp))
-            });
+    for (i, row) in sums.chunks(n.max(1)).enumerate() {
+        for (j, &raw) in row.iter().enumerate() {
             out[i * n + j] = rq.apply(raw, bias.as_ref().map(|b| b[j]), j);
         }
     }
@@ -340,6 +334,40 @@ fn linear_static(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         out_scale,
         out_zp,
     )?)
+}
+
+/// The exact int32 sums `[m, n]` of `(x[i] - x_zp) . (w[j] - w_zp[j])`: through the float32
+/// GEMM where that is exact (`exact_float`), else the direct loop (wrapping, as fbgemm's
+/// int32 accumulators).
+#[allow(clippy::too_many_arguments)]
+fn integer_sums(
+    op: &str,
+    x: &[i32],
+    m: usize,
+    k: usize,
+    n: usize,
+    x_zp: i32,
+    weight: &Tensor,
+    w_zps: &[i32],
+) -> Result<Vec<i32>> {
+    if let Some(sums) = super::exact_float::linear_sums(op, x, m, x_zp, weight, w_zps) {
+        let sums = sums?;
+        if sums.len() == m * n {
+            return Ok(sums);
+        }
+    }
+    let wv = int_values(weight)?;
+    let mut out = vec![0i32; m * n];
+    for (row, dst) in x.chunks(k.max(1)).zip(out.chunks_mut(n.max(1))) {
+        for (j, d) in dst.iter_mut().enumerate() {
+            let wrow = wv.get(j * k..(j + 1) * k).unwrap_or(&[]);
+            let wzp = w_zps.get(j).copied().unwrap_or(0);
+            *d = row.iter().zip(wrow).fold(0i32, |acc, (&xq, &wq)| {
+                acc.wrapping_add((xq - x_zp) * (wq - wzp))
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// fbgemm's `FindMinMax`.
@@ -561,21 +589,25 @@ fn matmul_quantized_activation(
         quantize_row_legacy(&xs[i * k..(i + 1) * k], a_scale, a_zp, &mut xq);
     }
     let (w_scales, w_zps, per_channel) = weight_params(&p.weight, n)?;
-    let wv = int_values(&p.weight)?;
     let bias = match &p.bias {
         Some(b) => Some(b.to_vec::<f32>()?),
         None => None,
     };
     let tensor_mult = a_scale * w_scales.first().copied().unwrap_or(1.0);
+    let sums = integer_sums(
+        "quantized::linear_dynamic",
+        &xq,
+        m,
+        k,
+        n,
+        a_zp,
+        &p.weight,
+        &w_zps,
+    )?;
     let mut out = vec![0f32; m * n];
     for i in 0..m {
-        let row = &xq[i * k..(i + 1) * k];
         for j in 0..n {
-            let wrow = &wv[j * k..(j + 1) * k];
-            let wzp = w_zps[j];
-            let raw = row.iter().zip(wrow).fold(0i32, |acc, (&xq, &wq)| {
-                acc.wrapping_add((xq - a_zp) * (wq - wzp))
-            });
+            let raw = sums[i * n + j];
             let mult = if per_channel {
                 a_scale * w_scales[j]
             } else {

@@ -21,9 +21,9 @@
 
 pub mod activation;
 pub mod conv;
-mod conv_exact_float;
 pub mod elementwise;
 pub mod embedding;
+mod exact_float;
 pub mod fake_quantize;
 pub mod fbgemm_legacy;
 pub mod int4_pack;

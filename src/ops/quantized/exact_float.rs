@@ -1,5 +1,6 @@
-//! The integer sums of a quantized convolution, `sum (x - x_zp) * (w - w_zp)` per output,
-//! computed by the float32 convolution kernels, bit-identical to the direct integer loop.
+//! The integer sums of a quantized convolution or linear layer, `sum (x - x_zp) * (w - w_zp)`
+//! per output, computed by the float32 convolution and GEMM kernels, bit-identical to the direct
+//! integer loop.
 //!
 //! Why it is exact: every product and every partial sum the float kernels form is an integer
 //! of magnitude at most `taps * max|x - x_zp| * max|w - w_zp|`, and float32 represents every
@@ -38,7 +39,7 @@ pub(super) struct Geometry<'a> {
 /// The sums `[n, m, *out]` of `(x - x_zp) * (w - w_zp[oc])`, or `None` where the float route
 /// cannot guarantee exactness (a single input channel's taps would pass 2^24; a grouped
 /// convolution that would need chunks): the caller then runs the integer loop.
-pub(super) fn accumulate(
+pub(super) fn conv_sums(
     op: &str,
     x: &Tensor,
     x_zp: i32,
@@ -58,6 +59,61 @@ pub(super) fn accumulate(
         return None;
     }
     Some(input_values(x).and_then(|xv| run_chunks(op, &xv, x_zp, &chunks, c, geo)))
+}
+
+/// The sums `[m, n]` of `(x[i] - x_zp) . (w[j] - w_zp[j])` for `x` of `m` rows of `k` uint8
+/// values (0..=255) and a weight `[n, k]`, or `None` where the weight's values are outside what
+/// the float route keeps exact: the caller then runs the integer loop.
+pub(super) fn linear_sums(
+    op: &str,
+    x: &[i32],
+    m: usize,
+    x_zp: i32,
+    weight: &Tensor,
+    w_zps: &[i32],
+) -> Option<crate::Result<Vec<i32>>> {
+    let &[n, k] = weight.shape() else {
+        return None;
+    };
+    if n == 0 || k == 0 || w_zps.len() != n || x.len() != m * k {
+        return None;
+    }
+    let chunks = weight_chunks(weight, w_zps, k, 1)?;
+    let mut sums: Vec<i32> = Vec::new();
+    let mut k0 = 0;
+    for w_chunk in &chunks.tensors {
+        let kc = w_chunk.shape()[1];
+        let mut xf = Vec::with_capacity(m * kc);
+        for row in x.chunks(k) {
+            xf.extend(row[k0..k0 + kc].iter().map(|&v| (v - x_zp) as f32));
+        }
+        let part = match Tensor::from_vec(xf, &[m, kc])
+            .map_err(crate::Error::from)
+            .and_then(|xt| crate::ops::linalg::linear(op, &xt, w_chunk, None))
+            .and_then(|t| t.contiguous())
+        {
+            Ok(t) => t,
+            Err(e) => return Some(Err(e)),
+        };
+        let read = match part.read::<f32>() {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e.into())),
+        };
+        add_chunk(&mut sums, read.as_slice().unwrap_or(&[]));
+        k0 += kc;
+    }
+    Some(Ok(sums))
+}
+
+/// Add one chunk's float sums (integers of magnitude at most 2^24: exact as i32) to `sums`.
+fn add_chunk(sums: &mut Vec<i32>, part: &[f32]) {
+    if sums.is_empty() {
+        sums.extend(part.iter().map(|&v| v as i32));
+    } else {
+        for (s, &v) in sums.iter_mut().zip(part) {
+            *s = s.wrapping_add(v as i32);
+        }
+    }
 }
 
 /// The uint8 values of a quint8 tensor, in row-major order.
@@ -114,15 +170,7 @@ fn run_chunks(
         let xt = Tensor::from_vec(xf, &shape)?;
         let out = convolution(op, &xt, w_chunk, None, &params)?.contiguous()?;
         let read = out.read::<f32>()?;
-        let part = read.as_slice().unwrap_or(&[]);
-        if sums.is_empty() {
-            // |part| <= 2^24: the conversion is exact
-            sums = part.iter().map(|&v| v as i32).collect();
-        } else {
-            for (s, &v) in sums.iter_mut().zip(part) {
-                *s = s.wrapping_add(v as i32);
-            }
-        }
+        add_chunk(&mut sums, read.as_slice().unwrap_or(&[]));
         c0 += cc;
     }
     Ok(sums)
