@@ -54,11 +54,14 @@ pub(super) fn conv_sums(
     if m == 0 || c_per_g == 0 || taps == 0 || w_zps.len() != m {
         return None;
     }
-    let chunks = weight_chunks(weight, w_zps, c_per_g, taps)?;
-    if chunks.tensors.len() > 1 && geo.groups != 1 {
-        return None;
-    }
-    Some(input_values(x).and_then(|xv| run_chunks(op, &xv, x_zp, &chunks, c, geo)))
+    // a grouped convolution runs whole: its chunks would cut every group
+    let chunks = weight_chunks(weight, w_zps, c_per_g, taps, geo.groups == 1)?;
+    let sums = || {
+        let ints = x.int_repr_view()?.contiguous()?;
+        let read = ints.read::<u8>()?;
+        run_chunks(op, read.as_slice().unwrap_or(&[]), x_zp, &chunks, c, geo)
+    };
+    Some(sums())
 }
 
 /// The sums `[m, n]` of `(x[i] - x_zp) . (w[j] - w_zp[j])` for `x` of `m` rows of `k` uint8
@@ -78,7 +81,7 @@ pub(super) fn linear_sums(
     if n == 0 || k == 0 || w_zps.len() != n || x.len() != m * k {
         return None;
     }
-    let chunks = weight_chunks(weight, w_zps, k, 1)?;
+    let chunks = weight_chunks(weight, w_zps, k, 1, true)?;
     let mut sums: Vec<i32> = Vec::new();
     let mut k0 = 0;
     for w_chunk in &chunks.tensors {
@@ -114,13 +117,6 @@ fn add_chunk(sums: &mut Vec<i32>, part: &[f32]) {
             *s = s.wrapping_add(v as i32);
         }
     }
-}
-
-/// The uint8 values of a quint8 tensor, in row-major order.
-fn input_values(x: &Tensor) -> crate::Result<Vec<u8>> {
-    let ints = x.int_repr_view()?.contiguous()?;
-    let read = ints.read::<u8>()?;
-    Ok(read.as_slice().map(<[u8]>::to_vec).unwrap_or_default())
 }
 
 fn run_chunks(
@@ -199,11 +195,14 @@ fn cache() -> &'static Mutex<HashMap<usize, Entry>> {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// `None` where exactness needs more than one chunk and `may_chunk` is false, or where even one
+/// input channel's taps could pass 2^24.
 fn weight_chunks(
     weight: &Tensor,
     w_zps: &[i32],
     c_per_g: usize,
     taps: usize,
+    may_chunk: bool,
 ) -> Option<Arc<WeightChunks>> {
     let storage = weight.storage();
     let key = storage.id();
@@ -243,6 +242,9 @@ fn weight_chunks(
         return None;
     }
     let channels_per_chunk = ((EXACT_F32 / per_channel) as usize).clamp(1, c_per_g);
+    if channels_per_chunk < c_per_g && !may_chunk {
+        return None;
+    }
     let mut tensors = Vec::new();
     let mut c0 = 0;
     while c0 < c_per_g {
