@@ -4,6 +4,8 @@
 //! where PyTorch's x86 engine would hand the convolution to oneDNN ([`QuantizedEngine::X86`]).
 
 use super::exact_float::{self, Geometry};
+use super::int8_gemm::Requantizer;
+use super::int8_sums;
 use super::linear::Requant;
 use super::torchbind::{packed_arg, ConvParams};
 use super::{arg_qtensor, int_values, per_tensor_params, round_ties_even, tensor_result};
@@ -473,16 +475,59 @@ fn run_conv(
     let in_plane = id * ih * iw;
     let k_vol = kd * kh * kw;
     let out_plane = od * oh * ow;
+    let geo = Geometry {
+        input_shape: &xs,
+        stride,
+        pad,
+        dilation: dil,
+        groups: g,
+    };
+    // the VNNI kernel requantizes in its epilogue, straight into the NCHW output
+    if !p.transpose {
+        let requant = |first: usize, count: usize| {
+            if onednn {
+                let range = first..first + count;
+                Requantizer::Onednn {
+                    x_scale: onednn_rq.x_scale,
+                    w_scale: w_scales[range.clone()].to_vec(),
+                    bias: range
+                        .map(|j| bias.as_ref().and_then(|b| b.get(j).copied()).unwrap_or(0.0))
+                        .collect(),
+                    inv_out_scale: onednn_rq.inv_out_scale,
+                    zero_point: onednn_rq.out_zp,
+                    relu,
+                }
+            } else {
+                rq.columns(bias.as_deref(), first, count)
+            }
+        };
+        if let Some(out) =
+            int8_sums::conv_quantized(op, x, xzp, &p.weight, &w_zps, &geo, [od, oh, ow], &requant)
+        {
+            let out = out?;
+            if out.len() != n * m * out_plane {
+                return Err(size_mismatch(
+                    op,
+                    "the convolution's output elements",
+                    (n * m * out_plane) as i64,
+                    out.len() as i64,
+                ));
+            }
+            return quantized_output(
+                out,
+                n,
+                m,
+                spatial,
+                packed_spatial,
+                [od, oh, ow],
+                out_scale,
+                out_zp,
+            );
+        }
+    }
     let fast = if p.transpose {
         None
     } else {
-        let geo = Geometry {
-            input_shape: &xs,
-            stride,
-            pad,
-            dilation: dil,
-            groups: g,
-        };
         exact_float::conv_sums(op, x, xzp, &p.weight, &w_zps, &geo)
     };
     let mut acc = vec![0i32; n * m * out_plane];
@@ -562,6 +607,30 @@ fn run_conv(
             out.extend(plane.iter().map(|&raw| rq.apply(raw, b, oc) as u8));
         }
     }
+    quantized_output(
+        out,
+        n,
+        m,
+        spatial,
+        packed_spatial,
+        [od, oh, ow],
+        out_scale,
+        out_zp,
+    )
+}
+
+/// The quint8 output `[n, m, *out]` (a conv1d's as `[n, m, ow]`) of requantized values.
+#[allow(clippy::too_many_arguments)]
+fn quantized_output(
+    out: Vec<u8>,
+    n: usize,
+    m: usize,
+    spatial: usize,
+    packed_spatial: usize,
+    [od, oh, ow]: [usize; 3],
+    out_scale: f64,
+    out_zp: i64,
+) -> Result<Tensor> {
     let mut shape = vec![n, m];
     if spatial == 1 && packed_spatial == 2 {
         shape.push(ow);

@@ -14,12 +14,11 @@
 //! storage and kept while it is alive and unwritten, so the float kernels' cache of packed
 //! weights serves every later call.
 
+use super::weight_cache;
 use crate::ops::conv::{convolution, ConvParams as FloatConv};
 use crate::ops::kernels::size_mismatch;
-use crate::tensor::{Tensor, WeakStorage};
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use crate::tensor::Tensor;
+use std::sync::Arc;
 
 /// Integers up to this magnitude are exact in float32.
 const EXACT_F32: i64 = 1 << 24;
@@ -178,23 +177,6 @@ struct WeightChunks {
     tensors: Vec<Tensor>,
 }
 
-/// One cached conversion: valid while the weight's storage is the same, unwritten, and the
-/// tensor views the same elements with the same zero points.
-struct Entry {
-    storage: WeakStorage,
-    version: u64,
-    offset: usize,
-    shape: Vec<usize>,
-    strides: Vec<isize>,
-    w_zps: Vec<i32>,
-    chunks: Arc<WeightChunks>,
-}
-
-fn cache() -> &'static Mutex<HashMap<usize, Entry>> {
-    static CACHE: OnceLock<Mutex<HashMap<usize, Entry>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
 /// `None` where exactness needs more than one chunk and `may_chunk` is false, or where even one
 /// input channel's taps could pass 2^24.
 fn weight_chunks(
@@ -204,23 +186,18 @@ fn weight_chunks(
     taps: usize,
     may_chunk: bool,
 ) -> Option<Arc<WeightChunks>> {
-    let storage = weight.storage();
-    let key = storage.id();
-    {
-        let cache = cache().lock();
-        if let Some(e) = cache.get(&key) {
-            if e.storage.is(storage)
-                && e.version == storage.version()
-                && e.offset == weight.storage_offset()
-                && e.shape == weight.shape()
-                && e.strides == weight.strides()
-                && e.w_zps == w_zps
-            {
-                return Some(e.chunks.clone());
-            }
-        }
-    }
-    let version = storage.version();
+    weight_cache::prepared(weight, w_zps, || {
+        make_chunks(weight, w_zps, c_per_g, taps, may_chunk)
+    })
+}
+
+fn make_chunks(
+    weight: &Tensor,
+    w_zps: &[i32],
+    c_per_g: usize,
+    taps: usize,
+    may_chunk: bool,
+) -> Option<WeightChunks> {
     let w = super::int_values(weight).ok()?;
     let m = w_zps.len();
     if w.len() != m * c_per_g * taps {
@@ -259,20 +236,5 @@ fn weight_chunks(
         tensors.push(Tensor::from_vec(data, &shape).ok()?);
         c0 += cc;
     }
-    let chunks = Arc::new(WeightChunks { tensors });
-    let mut cache = cache().lock();
-    cache.retain(|_, e| !e.storage.is_dead());
-    cache.insert(
-        key,
-        Entry {
-            storage: storage.downgrade(),
-            version,
-            offset: weight.storage_offset(),
-            shape: weight.shape().to_vec(),
-            strides: weight.strides().to_vec(),
-            w_zps: w_zps.to_vec(),
-            chunks: chunks.clone(),
-        },
-    );
-    Some(chunks)
+    Some(WeightChunks { tensors })
 }

@@ -245,6 +245,36 @@ impl Requant {
         }
     }
 
+    /// The parameters of output channels `first .. first + count` for the int8 kernel's
+    /// epilogue, the same arithmetic as [`Requant::apply`] (a bias of `None` adds nothing,
+    /// as adding 0.0 to an integer-valued float does).
+    pub(super) fn columns(
+        &self,
+        bias: Option<&[f32]>,
+        first: usize,
+        count: usize,
+    ) -> super::int8_gemm::Requantizer {
+        let range = first..first + count;
+        let bias_term = range
+            .clone()
+            .map(|j| match bias.and_then(|b| b.get(j)) {
+                Some(&b) if self.per_channel => b / self.act_times_w[j],
+                Some(&b) => b * ((1.0f64 / self.act_times_w[j] as f64) as f32),
+                None => 0.0,
+            })
+            .collect();
+        super::int8_gemm::Requantizer::Fbgemm {
+            bias_term,
+            multiplier: self.multiplier[range].to_vec(),
+            zero_point: self.out_zp,
+            floor: if self.relu {
+                self.out_zp.clamp(0, 255)
+            } else {
+                0
+            },
+        }
+    }
+
     /// Output channel `j`'s quint8 value for accumulator `raw`.
     #[inline]
     pub(crate) fn apply(&self, raw: i32, bias: Option<f32>, j: usize) -> i32 {
@@ -320,6 +350,19 @@ fn linear_static(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     };
     let rq = Requant::new(x_scale, &w_scales, per_channel, out_scale, out_zp, relu);
     let xzp = x_zp as i32;
+    let requant = |first, count| rq.columns(bias.as_deref(), first, count);
+    if let Some(out) =
+        super::int8_sums::linear_quantized(a.op, &xv, m, xzp, &p.weight, &w_zps, &requant)
+    {
+        let ints = Tensor::from_vec(out?, &out_shape(&x, n))?;
+        return tensor_result(Tensor::quantized_from_ints(
+            &ints,
+            Quantizer::PerTensorAffine {
+                scale: out_scale,
+                zero_point: out_zp,
+            },
+        )?);
+    }
     let sums = integer_sums(a.op, &xv, m, k, n, xzp, &p.weight, &w_zps)?;
     let mut out = vec![0i32; m * n];
     for (i, row) in sums.chunks(n.max(1)).enumerate() {
@@ -350,7 +393,10 @@ fn integer_sums(
     weight: &Tensor,
     w_zps: &[i32],
 ) -> Result<Vec<i32>> {
-    if let Some(sums) = super::exact_float::linear_sums(op, x, m, x_zp, weight, w_zps) {
+    let vnni = super::int8_sums::linear_sums(op, x, m, x_zp, weight, w_zps);
+    if let Some(sums) =
+        vnni.or_else(|| super::exact_float::linear_sums(op, x, m, x_zp, weight, w_zps))
+    {
         let sums = sums?;
         if sums.len() == m * n {
             return Ok(sums);

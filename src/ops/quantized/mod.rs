@@ -28,6 +28,8 @@ pub mod fake_quantize;
 pub mod fbgemm_legacy;
 pub mod int4_pack;
 pub mod int8_binary;
+mod int8_gemm;
+mod int8_sums;
 pub mod legacy;
 pub mod linear;
 pub mod norm;
@@ -38,6 +40,7 @@ pub mod sparse_linear;
 pub mod tensors;
 pub mod torchbind;
 pub mod upsample;
+mod weight_cache;
 
 use super::kernels::{
     check_rank, invalid_argument, not_implemented_for, shape_mismatch, wrong_dtype,

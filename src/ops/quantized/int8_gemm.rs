@@ -1,0 +1,618 @@
+//! The integer sums of quantized convolutions and linear layers with AVX512-VNNI: `vpdpbusd`
+//! multiplies 64 uint8 activations by 64 int8 weights and adds each group of four products
+//! into a 32-bit lane, four times the multiply-adds per instruction of the float32 kernels
+//! (the arithmetic of PyTorch's fbgemm and oneDNN int8 kernels on this hardware).
+//!
+//! Layout: a row (an output pixel, or a row of a linear layer's input) reads `taps` runs of
+//! `c4` bytes (the channels of one kernel tap, padded to a multiple of 4) from a uint8 buffer,
+//! each run at `row offset + tap offset`. A convolution lays its input out channels-last with
+//! the padding border written in, so every tap of every output pixel is a plain run (implicit
+//! GEMM, no im2col). The weights are packed once per weight storage into panels of up to 64
+//! output channels, `[tap][c4 / 4][64 channels][4 bytes]`, so the kernel broadcasts 4 bytes of
+//! a row and multiplies them into 16 output channels per register.
+//!
+//! Exactness: each lane adds products exactly and wraps in 32 bits, as fbgemm's accumulators
+//! and the direct loop do, so `sum x * w` is the loop's value modulo 2^32. The zero points come
+//! in afterwards: `sum (x - x_zp)(w - w_zp) = sum x w - w_zp sum x - x_zp sum w + K x_zp w_zp`
+//! (wrapping), with `sum w` made at packing and `sum x` as an extra output column of ones when a
+//! weight zero point is not 0.
+
+use crate::ops::kernels::parallel::for_each_index;
+
+/// Output channels per packed panel (four 16-lane registers).
+const PANEL: usize = 64;
+/// Rows per register tile: 6 rows x 4 registers = 24 accumulators, plus 4 weight registers
+/// and one broadcast, within the 32 zmm registers.
+const TILE_ROWS: usize = 6;
+/// Rows per parallel task at most (a panel's weights stay in L2 while these rows pass).
+const TASK_ROWS: usize = 96;
+/// Multiply-adds below which the call runs on one thread (a few microseconds of work).
+const PARALLEL_MACS: usize = 1 << 18;
+
+/// Whether this CPU runs the kernel (AVX-512 F and BW with VNNI; detected once).
+pub(super) fn supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::OnceLock;
+        static VNNI: OnceLock<bool> = OnceLock::new();
+        *VNNI.get_or_init(|| {
+            is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vnni")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// One panel of packed weights: output columns `first .. first + width`.
+struct Panel {
+    first: usize,
+    width: usize,
+    /// Offset of the panel's bytes in [`PackedWeights::data`].
+    offset: usize,
+}
+
+/// Weights `w[j][t][c]` (`n` outputs, `taps` taps of `c` channels) packed for the kernel, with
+/// what the zero-point terms need.
+pub(super) struct PackedWeights {
+    n: usize,
+    taps: usize,
+    c: usize,
+    /// `c` rounded up to a multiple of 4 (the padding bytes' weights are 0).
+    c4: usize,
+    /// Columns the kernel writes: `n`, plus a column of row sums `sum x` when asked.
+    columns: usize,
+    panels: Vec<Panel>,
+    data: Vec<i8>,
+    /// `sum w[j]` over the real taps and channels (wrapping).
+    column_sums: Vec<i32>,
+}
+
+impl PackedWeights {
+    /// Pack `w` (`n * taps * c` values, row `j` then tap then channel). `None` when a value is
+    /// not an int8. `row_sums` adds an output column of ones (its sums are `sum x` per row).
+    pub(super) fn new(
+        w: &[i32],
+        n: usize,
+        taps: usize,
+        c: usize,
+        row_sums: bool,
+    ) -> Option<PackedWeights> {
+        if n == 0 || taps == 0 || c == 0 || w.len() != n.checked_mul(taps)?.checked_mul(c)? {
+            return None;
+        }
+        if w.iter().any(|&v| i8::try_from(v).is_err()) {
+            return None;
+        }
+        let c4 = c.div_ceil(4) * 4;
+        let columns = n + usize::from(row_sums);
+        let value = |j: usize, t: usize, ch: usize| -> i8 {
+            if ch >= c {
+                0
+            } else if j == n {
+                1
+            } else {
+                w[(j * taps + t) * c + ch] as i8
+            }
+        };
+        let mut panels = Vec::new();
+        let mut data = Vec::new();
+        let mut first = 0;
+        while first < columns {
+            let width = PANEL.min(columns - first);
+            let lanes = width.div_ceil(16) * 16;
+            panels.push(Panel {
+                first,
+                width,
+                offset: data.len(),
+            });
+            for t in 0..taps {
+                for g in 0..c4 / 4 {
+                    for lane in 0..lanes {
+                        let j = first + lane;
+                        for b in 0..4 {
+                            data.push(if j < columns {
+                                value(j, t, g * 4 + b)
+                            } else {
+                                0
+                            });
+                        }
+                    }
+                }
+            }
+            first += width;
+        }
+        let column_sums = w
+            .chunks(taps * c)
+            .map(|row| row.iter().fold(0i32, |s, &v| s.wrapping_add(v)))
+            .collect();
+        Some(PackedWeights {
+            n,
+            taps,
+            c,
+            c4,
+            columns,
+            panels,
+            data,
+            column_sums,
+        })
+    }
+
+    /// Output columns (`n`) of the weights.
+    pub(super) fn outputs(&self) -> usize {
+        self.n
+    }
+
+    /// The value added to column `j`'s raw sums for the zero points other than the row sums'
+    /// term: `-x_zp sum w[j] + K x_zp w_zp[j]` (wrapping), `K` the real taps times channels.
+    pub(super) fn zero_point_offsets(&self, x_zp: i32, w_zps: &[i32]) -> Vec<i32> {
+        let k = (self.taps * self.c) as i32;
+        let mut out: Vec<i32> = self
+            .column_sums
+            .iter()
+            .zip(w_zps)
+            .map(|(&s, &wz)| {
+                x_zp.wrapping_neg()
+                    .wrapping_mul(s)
+                    .wrapping_add(k.wrapping_mul(x_zp).wrapping_mul(wz))
+            })
+            .collect();
+        out.resize(self.columns, 0);
+        out
+    }
+}
+
+/// Where the rows' bytes are: row `i` reads tap `t` at `src[base + rows[i] + taps[t] ..][..c4]`.
+#[derive(Clone, Copy)]
+pub(super) struct RowSource<'a> {
+    pub src: &'a [u8],
+    pub base: usize,
+    pub rows: &'a [usize],
+    pub taps: &'a [usize],
+}
+
+/// How uint8 outputs are made from a column's sums (after the zero-point offsets), per output
+/// column, as the scalar `Requant::apply` (fbgemm) and `OnednnRequant::apply` do.
+pub(super) enum Requantizer {
+    /// fbgemm: `y = (sum + bias_term) * multiplier`, converted to i32 with round-half-even
+    /// (out of range: i32::MIN), saturated to i16, plus the zero point saturated to i16, then
+    /// clamped to `floor..=255`.
+    Fbgemm {
+        bias_term: Vec<f32>,
+        multiplier: Vec<f32>,
+        zero_point: i32,
+        floor: i32,
+    },
+    /// oneDNN: `y = (sum * x_scale) * w_scale + bias`, ReLU'd when asked, then
+    /// `nearbyint(y * inv_out_scale + zero_point)` clamped to 0..=255 (NaN: the zero point).
+    Onednn {
+        x_scale: f32,
+        w_scale: Vec<f32>,
+        bias: Vec<f32>,
+        inv_out_scale: f32,
+        zero_point: f32,
+        relu: bool,
+    },
+}
+
+impl Requantizer {
+    fn columns(&self) -> usize {
+        match self {
+            Requantizer::Fbgemm {
+                bias_term,
+                multiplier,
+                ..
+            } => bias_term.len().min(multiplier.len()),
+            Requantizer::Onednn { w_scale, bias, .. } => w_scale.len().min(bias.len()),
+        }
+    }
+}
+
+/// Where the sums go. Row `i` column `j` (of the packed weights, from `first_column` on in a
+/// destination of `ldc` columns):
+pub(super) enum Dest<'a> {
+    /// `out[i * ldc + first_column + j]`, the sums plus the zero-point offsets.
+    Sums {
+        out: &'a mut [i32],
+        ldc: usize,
+        first_column: usize,
+    },
+    /// Requantized, `out[(i / plane) * ldc * plane + (first_column + j) * plane + i % plane]`:
+    /// rows are `plane`-sized runs of a batch (an NCHW output with the pixels as rows; `plane`
+    /// 1 is row-major). `requant` has the packed columns' parameters.
+    Quantized {
+        out: &'a mut [u8],
+        ldc: usize,
+        first_column: usize,
+        plane: usize,
+        requant: &'a Requantizer,
+    },
+}
+
+/// Why [`run`] refused its operands (a caller's bug, never the input's).
+#[derive(Debug)]
+pub(super) enum Misuse {
+    /// A row's taps reach past the source buffer.
+    SourceTooShort,
+    /// The destination cannot hold the rows with the columns at `first_column`.
+    DestinationTooShort,
+    /// The tap offsets, zero-point offsets or requantization parameters do not match the
+    /// packed weights.
+    Mismatch,
+    /// This CPU lacks the kernel's instructions (see [`supported`]).
+    NoVnni,
+}
+
+/// A raw destination pointer shared by the tasks of one [`run`].
+#[derive(Clone, Copy)]
+struct OutPtr<T>(*mut T);
+// SAFETY: the tasks of one `run` write through it only at the positions of their own rows,
+// which are disjoint (see `Dest`'s layouts), while `run` holds the destination's `&mut`.
+unsafe impl<T: Send> Sync for OutPtr<T> {}
+unsafe impl<T: Send> Send for OutPtr<T> {}
+
+/// The destination as the kernel sees it: a base pointer and the layout.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Sums {
+        out: OutPtr<i32>,
+        ldc: usize,
+        first_column: usize,
+    },
+    Quantized {
+        out: OutPtr<u8>,
+        ldc: usize,
+        first_column: usize,
+        plane: usize,
+        requant: &'a Requantizer,
+    },
+}
+
+/// The raw sums of `x`'s rows by the packed columns, plus `offsets` (the zero-point terms),
+/// into `dest`. Rows are shared among the kernel pool's threads when the work is large
+/// enough.
+pub(super) fn run(
+    w: &PackedWeights,
+    x: &RowSource<'_>,
+    offsets: &[i32],
+    dest: Dest<'_>,
+) -> Result<(), Misuse> {
+    if x.taps.len() != w.taps || offsets.len() != w.columns {
+        return Err(Misuse::Mismatch);
+    }
+    let rows = x.rows.len();
+    let reach = x.rows.iter().max().copied().unwrap_or(0)
+        + x.taps.iter().max().copied().unwrap_or(0)
+        + x.base
+        + w.c4;
+    if rows > 0 && reach > x.src.len() {
+        return Err(Misuse::SourceTooShort);
+    }
+    let target = match dest {
+        Dest::Sums {
+            out,
+            ldc,
+            first_column,
+        } => {
+            if first_column + w.columns > ldc || out.len() < rows * ldc {
+                return Err(Misuse::DestinationTooShort);
+            }
+            Target::Sums {
+                out: OutPtr(out.as_mut_ptr()),
+                ldc,
+                first_column,
+            }
+        }
+        Dest::Quantized {
+            out,
+            ldc,
+            first_column,
+            plane,
+            requant,
+        } => {
+            // every row's position lies inside `out`: rows fill whole planes
+            if first_column + w.columns > ldc
+                || plane == 0
+                || rows % plane != 0
+                || out.len() < rows * ldc
+            {
+                return Err(Misuse::DestinationTooShort);
+            }
+            if requant.columns() != w.columns {
+                return Err(Misuse::Mismatch);
+            }
+            Target::Quantized {
+                out: OutPtr(out.as_mut_ptr()),
+                ldc,
+                first_column,
+                plane,
+                requant,
+            }
+        }
+    };
+    if !supported() {
+        return Err(Misuse::NoVnni);
+    }
+    if rows == 0 {
+        return Ok(());
+    }
+    let macs = rows * w.columns * w.taps * w.c4;
+    let threads = rayon::current_num_threads().max(1);
+    let per_task = if macs < PARALLEL_MACS || threads == 1 {
+        rows
+    } else {
+        rows.div_ceil(threads * 3)
+            .div_ceil(TILE_ROWS)
+            .max(1)
+            .saturating_mul(TILE_ROWS)
+            .min(TASK_ROWS)
+    };
+    for_each_index(rows.div_ceil(per_task), &|k| {
+        let first_row = k * per_task;
+        let task_rows = &x.rows[first_row..rows.min(first_row + per_task)];
+        for panel in &w.panels {
+            for (t, tile_rows) in task_rows.chunks(TILE_ROWS).enumerate() {
+                // SAFETY: the CPU has the kernel's features (`supported`); every row's taps
+                // lie inside `x.src` (checked above: `reach`); the panel's bytes lie inside
+                // `w.data` (made by `PackedWeights::new` for these taps and channels); the
+                // destination holds every row's columns (checked above for each layout) and
+                // this task alone writes the positions of rows `first_row ..` of its range.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    vnni::tile(
+                        w,
+                        panel,
+                        x,
+                        tile_rows,
+                        first_row + t * TILE_ROWS,
+                        offsets,
+                        target,
+                    );
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (panel, tile_rows, t, target);
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(target_arch = "x86_64")]
+mod vnni {
+    use super::{PackedWeights, Panel, Requantizer, RowSource, Target};
+    use std::arch::x86_64::*;
+
+    /// One register tile: `rows.len()` (1 to 6) rows, the first being row `first_row` of the
+    /// call, by the panel's columns.
+    ///
+    /// # Safety
+    /// As at the call in [`super::run`]: AVX-512 F/BW/VNNI present, every row's taps inside
+    /// `x.src`, the target's positions of these rows inside its buffer and written by no one
+    /// else meanwhile.
+    pub(super) unsafe fn tile(
+        w: &PackedWeights,
+        panel: &Panel,
+        x: &RowSource<'_>,
+        rows: &[usize],
+        first_row: usize,
+        offsets: &[i32],
+        target: Target<'_>,
+    ) {
+        let vectors = panel.width.div_ceil(16);
+        macro_rules! dispatch {
+            ($($r:literal),*) => {
+                match rows.len() {
+                    $($r => match vectors {
+                        1 => kernel::<$r, 1>(w, panel, x, rows, first_row, offsets, target),
+                        2 => kernel::<$r, 2>(w, panel, x, rows, first_row, offsets, target),
+                        3 => kernel::<$r, 3>(w, panel, x, rows, first_row, offsets, target),
+                        _ => kernel::<$r, 4>(w, panel, x, rows, first_row, offsets, target),
+                    },)*
+                    _ => {}
+                }
+            };
+        }
+        dispatch!(1, 2, 3, 4, 5, 6);
+    }
+
+    /// `R` rows by `V` registers of 16 columns.
+    ///
+    /// # Safety
+    /// As [`tile`], with `rows.len() == R` and `V` the panel's registers.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn kernel<const R: usize, const V: usize>(
+        w: &PackedWeights,
+        panel: &Panel,
+        x: &RowSource<'_>,
+        rows: &[usize],
+        first_row: usize,
+        offsets: &[i32],
+        target: Target<'_>,
+    ) {
+        let mut acc = [[_mm512_setzero_si512(); V]; R];
+        let src = x.src.as_ptr().add(x.base);
+        let mut wp = w.data.as_ptr().add(panel.offset);
+        let groups = w.c4 / 4;
+        for &tap in x.taps {
+            let mut p: [*const u8; R] = [std::ptr::null(); R];
+            for r in 0..R {
+                p[r] = src.add(rows[r] + tap);
+            }
+            for _ in 0..groups {
+                let mut wv = [_mm512_setzero_si512(); V];
+                for (v, reg) in wv.iter_mut().enumerate() {
+                    *reg = _mm512_loadu_si512(wp.add(v * 64).cast());
+                }
+                for r in 0..R {
+                    let xb = _mm512_set1_epi32(p[r].cast::<i32>().read_unaligned());
+                    for v in 0..V {
+                        acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], xb, wv[v]);
+                    }
+                    p[r] = p[r].add(4);
+                }
+                wp = wp.add(V * 64);
+            }
+        }
+        for v in 0..V {
+            let column = panel.first + v * 16;
+            let lanes = panel.width.saturating_sub(v * 16).min(16);
+            let mask: __mmask16 = if lanes == 16 {
+                0xffff
+            } else {
+                (1u16 << lanes) - 1
+            };
+            let add = _mm512_maskz_loadu_epi32(mask, offsets.as_ptr().add(column));
+            match target {
+                Target::Sums {
+                    out,
+                    ldc,
+                    first_column,
+                } => {
+                    for (r, row) in acc.iter().enumerate() {
+                        let at = (first_row + r) * ldc + first_column + column;
+                        _mm512_mask_storeu_epi32(
+                            out.0.add(at),
+                            mask,
+                            _mm512_add_epi32(row[v], add),
+                        );
+                    }
+                }
+                Target::Quantized {
+                    out,
+                    ldc,
+                    first_column,
+                    plane,
+                    requant,
+                } => {
+                    let convert = Convert::new(requant, column, mask);
+                    for (r, row) in acc.iter().enumerate() {
+                        let q = convert.apply(_mm512_add_epi32(row[v], add));
+                        let i = first_row + r;
+                        let base =
+                            (i / plane) * ldc * plane + (first_column + column) * plane + i % plane;
+                        let bytes = _mm512_cvtepi32_epi8(q);
+                        if plane == 1 {
+                            _mm_mask_storeu_epi8(out.0.add(base).cast(), mask, bytes);
+                        } else {
+                            let mut lane = [0u8; 16];
+                            _mm_storeu_si128(lane.as_mut_ptr().cast(), bytes);
+                            for (l, &b) in lane.iter().enumerate().take(lanes) {
+                                *out.0.add(base + l * plane) = b;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One register of 16 columns' requantization parameters.
+    enum Convert {
+        Fbgemm {
+            bias_term: __m512,
+            multiplier: __m512,
+            zero_point: __m512i,
+            floor: __m512i,
+        },
+        Onednn {
+            x_scale: __m512,
+            w_scale: __m512,
+            bias: __m512,
+            inv_out_scale: __m512,
+            zero_point: __m512,
+            zero_point_int: __m512i,
+            relu: bool,
+        },
+    }
+
+    impl Convert {
+        /// The parameters of columns `column ..` (the lanes of `mask`).
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+        unsafe fn new(requant: &Requantizer, column: usize, mask: __mmask16) -> Convert {
+            match requant {
+                Requantizer::Fbgemm {
+                    bias_term,
+                    multiplier,
+                    zero_point,
+                    floor,
+                } => Convert::Fbgemm {
+                    bias_term: _mm512_maskz_loadu_ps(mask, bias_term.as_ptr().add(column)),
+                    multiplier: _mm512_maskz_loadu_ps(mask, multiplier.as_ptr().add(column)),
+                    zero_point: _mm512_set1_epi32(*zero_point),
+                    floor: _mm512_set1_epi32(*floor),
+                },
+                Requantizer::Onednn {
+                    x_scale,
+                    w_scale,
+                    bias,
+                    inv_out_scale,
+                    zero_point,
+                    relu,
+                } => Convert::Onednn {
+                    x_scale: _mm512_set1_ps(*x_scale),
+                    w_scale: _mm512_maskz_loadu_ps(mask, w_scale.as_ptr().add(column)),
+                    bias: _mm512_maskz_loadu_ps(mask, bias.as_ptr().add(column)),
+                    inv_out_scale: _mm512_set1_ps(*inv_out_scale),
+                    zero_point: _mm512_set1_ps(*zero_point),
+                    zero_point_int: _mm512_set1_epi32(*zero_point as i32),
+                    relu: *relu,
+                },
+            }
+        }
+
+        /// The uint8 values (as i32 lanes in 0..=255) of 16 sums.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+        unsafe fn apply(&self, sums: __m512i) -> __m512i {
+            match *self {
+                Convert::Fbgemm {
+                    bias_term,
+                    multiplier,
+                    zero_point,
+                    floor,
+                } => {
+                    let y = _mm512_mul_ps(
+                        _mm512_add_ps(_mm512_cvtepi32_ps(sums), bias_term),
+                        multiplier,
+                    );
+                    // round half to even (the default MXCSR mode); out of range: i32::MIN
+                    let r = _mm512_cvtps_epi32(y);
+                    let (lo16, hi16) = (_mm512_set1_epi32(-32768), _mm512_set1_epi32(32767));
+                    let s16 = _mm512_min_epi32(_mm512_max_epi32(r, lo16), hi16);
+                    let z = _mm512_add_epi32(s16, zero_point);
+                    let z16 = _mm512_min_epi32(_mm512_max_epi32(z, lo16), hi16);
+                    _mm512_min_epi32(_mm512_max_epi32(z16, floor), _mm512_set1_epi32(255))
+                }
+                Convert::Onednn {
+                    x_scale,
+                    w_scale,
+                    bias,
+                    inv_out_scale,
+                    zero_point,
+                    zero_point_int,
+                    relu,
+                } => {
+                    let f = _mm512_mul_ps(_mm512_cvtepi32_ps(sums), x_scale);
+                    let mut y = _mm512_add_ps(_mm512_mul_ps(f, w_scale), bias);
+                    if relu {
+                        // NaN becomes 0, as f32::max(NaN, 0.0)
+                        y = _mm512_max_ps(y, _mm512_setzero_ps());
+                    }
+                    let t = _mm512_add_ps(_mm512_mul_ps(y, inv_out_scale), zero_point);
+                    let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t, t);
+                    let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                        t,
+                    );
+                    let clamped =
+                        _mm512_min_ps(_mm512_max_ps(r, _mm512_setzero_ps()), _mm512_set1_ps(255.0));
+                    let q = _mm512_cvtps_epi32(clamped);
+                    _mm512_mask_blend_epi32(nan, q, zero_point_int)
+                }
+            }
+        }
+    }
+}
