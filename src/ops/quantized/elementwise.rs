@@ -7,13 +7,14 @@
 use super::tensors::{dequantize_tensor, quantize_tensor};
 use super::{
     arg_qtensor, dequantize_val, dequantize_val_fma, int_values, make_quantized, per_tensor_params,
-    per_tensor_quantized, quantize_val, tensor_result, unsupported, VEC_ELEMS_U8,
+    per_tensor_quantized, quantize_u8, quantize_val, tensor_result, unsupported, VEC_ELEMS_U8,
 };
+use crate::ops::kernels::parallel::for_each_chunk_mut;
 use crate::ops::kernels::{
     check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
 };
 use crate::ops::{Args, Kernel, Registry};
-use crate::tensor::{RankRequirement, Tensor, TensorError};
+use crate::tensor::{DType, Quantizer, RankRequirement, Tensor, TensorError};
 use crate::values::IValue;
 use crate::Result;
 use std::sync::OnceLock;
@@ -323,6 +324,32 @@ fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let (xs, ys) = (xs as f32, ys as f32);
     let (xpre, ypre) = (xs * -(xz as f32), ys * -(yz as f32));
     let inv = 1.0f32 / scale as f32;
+    if x.dtype() == DType::QUInt8 && (0..=255).contains(&zp) {
+        let params = AddQuint8 {
+            x: (xs, xpre, xz),
+            y: (ys, ypre, yz),
+            inv,
+            zp: zp as i32,
+            relu,
+        };
+        let (xi, yi) = (
+            x.int_repr_view()?.contiguous()?,
+            y.int_repr_view()?.contiguous()?,
+        );
+        let (xr, yr) = (xi.read::<u8>()?, yi.read::<u8>()?);
+        let (xb, yb) = (xr.as_slice().unwrap_or(&[]), yr.as_slice().unwrap_or(&[]));
+        if xb.len() == x.numel() && yb.len() == xb.len() {
+            let out = params.run(xb, yb);
+            let ints = Tensor::from_vec(out, x.shape())?;
+            return tensor_result(Tensor::quantized_from_ints(
+                &ints,
+                Quantizer::PerTensorAffine {
+                    scale,
+                    zero_point: zp,
+                },
+            )?);
+        }
+    }
     let xv = int_values(&x)?;
     let yv = int_values(&y)?;
     let vec_end = xv.len() / (2 * QADD_VEC_ELEMS_U8) * (2 * QADD_VEC_ELEMS_U8);
@@ -353,6 +380,66 @@ fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         scale,
         zp,
     )?)
+}
+
+/// `quantized::add` of two quint8 tensors into quint8: the generic path's arithmetic (ATen's
+/// AVX-512 body: one FMA per dequantized value, over whole vector steps; the scalar formula
+/// for the tail) on the bytes in place, compiled for AVX2 + FMA where the CPU has them so the
+/// loop vectorizes.
+struct AddQuint8 {
+    /// scale, `scale * -zero_point`, zero point
+    x: (f32, f32, i64),
+    y: (f32, f32, i64),
+    inv: f32,
+    zp: i32,
+    relu: bool,
+}
+
+impl AddQuint8 {
+    fn run(&self, x: &[u8], y: &[u8]) -> Vec<u8> {
+        let mut out = vec![0u8; x.len()];
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has the features the function is compiled for.
+            unsafe { self.fill_fma(x, y, &mut out) };
+            return out;
+        }
+        self.fill(x, y, &mut out);
+        out
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn fill_fma(&self, x: &[u8], y: &[u8], out: &mut [u8]) {
+        self.fill(x, y, out);
+    }
+
+    #[inline(always)]
+    fn fill(&self, x: &[u8], y: &[u8], out: &mut [u8]) {
+        let vec_end = x.len() / (2 * QADD_VEC_ELEMS_U8) * (2 * QADD_VEC_ELEMS_U8);
+        let ((xs, xpre, xz), (ys, ypre, yz)) = (self.x, self.y);
+        let finish = |c: f32| {
+            let c = if self.relu { c.max(0.0) } else { c };
+            quantize_u8(c, self.inv, self.zp)
+        };
+        for ((o, &p), &q) in out[..vec_end]
+            .iter_mut()
+            .zip(&x[..vec_end])
+            .zip(&y[..vec_end])
+        {
+            let c = dequantize_val_fma(i32::from(p), xs, xpre)
+                + dequantize_val_fma(i32::from(q), ys, ypre);
+            *o = finish(c);
+        }
+        for ((o, &p), &q) in out[vec_end..]
+            .iter_mut()
+            .zip(&x[vec_end..])
+            .zip(&y[vec_end..])
+        {
+            let c = dequantize_val(i32::from(p), xs, xz) + dequantize_val(i32::from(q), ys, yz);
+            *o = finish(c);
+        }
+    }
 }
 
 /// The integers of quantized `t` broadcast to `shape` (row-major).
@@ -781,6 +868,30 @@ fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
             format!("{oh}x{ow}"),
         ));
     }
+    let mut oshape = shape.clone();
+    let nd = oshape.len();
+    oshape[nd - 2] = oh as usize;
+    oshape[nd - 1] = ow as usize;
+    if x.dtype() == DType::QUInt8 {
+        let ints = x.int_repr_view()?.contiguous()?;
+        let read = ints.read::<u8>()?;
+        let src = read.as_slice().unwrap_or(&[]);
+        let (hu, wu, plane_out) = (h as usize, w as usize, (oh * ow) as usize);
+        if src.len() == planes * hu * wu {
+            let window = PoolWindow { k, s, p, d };
+            let mut out = vec![0u8; planes * plane_out];
+            let par = out.len() >= 1 << 15;
+            for_each_chunk_mut(&mut out, plane_out.max(1), par, &|pl, dst| {
+                window.max_plane(&src[pl * hu * wu..(pl + 1) * hu * wu], [h, w], ow, dst);
+            });
+            let q = x
+                .quantizer()
+                .map(|q| (**q).clone())
+                .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
+            let ints = Tensor::from_vec(out, &oshape)?;
+            return tensor_result(Tensor::quantized_from_ints(&ints, q)?);
+        }
+    }
     let xv = int_values(&x)?;
     let mut out = Vec::with_capacity(planes * (oh * ow) as usize);
     for pl in 0..planes {
@@ -805,11 +916,47 @@ fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
             }
         }
     }
-    let mut oshape = shape.clone();
-    let nd = oshape.len();
-    oshape[nd - 2] = oh as usize;
-    oshape[nd - 1] = ow as usize;
     tensor_result(same_params_as(&x, &out, &oshape)?)
+}
+
+/// A 2-d max pooling window: kernel, stride, padding, dilation per spatial dim.
+struct PoolWindow {
+    k: [i64; 2],
+    s: [i64; 2],
+    p: [i64; 2],
+    d: [i64; 2],
+}
+
+impl PoolWindow {
+    /// One plane's maxima: per output row, the window's input rows are reduced elementwise
+    /// first (a vectorizable byte max), then each output takes its taps of that row. A
+    /// window with no tap inside the image (PyTorch refuses such padding) gives 0.
+    fn max_plane(&self, src: &[u8], [h, w]: [i64; 2], ow: i64, dst: &mut [u8]) {
+        let wu = w as usize;
+        let mut rows = vec![0u8; wu];
+        for (oy, out_row) in dst.chunks_mut(ow.max(1) as usize).enumerate() {
+            rows.fill(0);
+            for ky in 0..self.k[0] {
+                let iy = oy as i64 * self.s[0] - self.p[0] + ky * self.d[0];
+                if (0..h).contains(&iy) {
+                    let line = &src[iy as usize * wu..(iy as usize + 1) * wu];
+                    for (r, &v) in rows.iter_mut().zip(line) {
+                        *r = (*r).max(v);
+                    }
+                }
+            }
+            for (ox, o) in out_row.iter_mut().enumerate() {
+                let mut m = 0u8;
+                for kx in 0..self.k[1] {
+                    let ix = ox as i64 * self.s[1] - self.p[1] + kx * self.d[1];
+                    if (0..w).contains(&ix) {
+                        m = m.max(rows[ix as usize]);
+                    }
+                }
+                *o = m;
+            }
+        }
+    }
 }
 
 /// Three values of a 3-d pooling parameter (one value stands for all three).

@@ -141,7 +141,6 @@ pub(crate) fn with_f32_scales(w: &Tensor) -> crate::Result<Tensor> {
     Ok(Tensor::quantized_from_ints(&w.int_repr_view()?, q)?)
 }
 
-/// The integer values of quantized `t` in row-major order.
 /// `x.round_ties_even()` (C's `nearbyint` in the default rounding mode) without the libm call
 /// the baseline x86-64 target makes of it (no SSE4.1 `roundss`): at or above 2^23 every float
 /// is an integer; below, adding 2^23 rounds the fraction away half to even (the sum's unit is
@@ -156,6 +155,7 @@ pub(crate) fn round_ties_even(x: f32) -> f32 {
     }
 }
 
+/// The integer values of quantized `t` in row-major order.
 pub(crate) fn int_values(t: &Tensor) -> crate::Result<Vec<i32>> {
     t.int_repr_view()?.to_vec::<i32>()
 }
@@ -211,13 +211,26 @@ pub(crate) fn per_tensor_quantized(
 /// scale))` in float, clamped to the type's range.
 #[inline]
 pub(crate) fn quantize_val(x: f32, inv_scale: f32, zero_point: i64, range: (i64, i64)) -> i32 {
-    let r = (x * inv_scale).round_ties_even();
+    let r = round_ties_even(x * inv_scale);
     let q = if r.is_nan() {
         zero_point
     } else {
         (zero_point as f64 + r as f64).clamp(range.0 as f64, range.1 as f64) as i64
     };
     q.clamp(range.0, range.1) as i32
+}
+
+/// [`quantize_val`] into quint8 (zero point in 0..=255): the same value without f64 or
+/// libm, so loops of it vectorize. `r + zero_point` is exact in f32 below 2^24 and saturates
+/// alike above.
+#[inline(always)]
+pub(crate) fn quantize_u8(x: f32, inv_scale: f32, zero_point: i32) -> u8 {
+    let r = round_ties_even(x * inv_scale);
+    if r.is_nan() {
+        zero_point.clamp(0, 255) as u8
+    } else {
+        (r + zero_point as f32).clamp(0.0, 255.0) as u8
+    }
 }
 
 /// The scalar-path `dequantize_val`: `float(scale) * (q - zero_point)`.

@@ -89,6 +89,19 @@ pub(crate) fn quantize_tensor(
         .quantized_range()
         .ok_or_else(|| wrong_dtype("quantize_per_tensor", "dtype", "a quantized dtype", dtype))?;
     let inv = 1.0f32 / scale as f32;
+    if dtype == DType::QUInt8 && (0..=255).contains(&zero_point) {
+        let zp = zero_point as i32;
+        let read = x.to_vec::<f32>()?;
+        let bytes: Vec<u8> = read
+            .iter()
+            .map(|&v| super::quantize_u8(v, inv, zp))
+            .collect();
+        let ints = Tensor::from_vec(bytes, x.shape())?;
+        return Ok(Tensor::quantized_from_ints(
+            &ints,
+            Quantizer::PerTensorAffine { scale, zero_point },
+        )?);
+    }
     let vals: Vec<i32> = x
         .to_vec::<f32>()?
         .iter()
