@@ -4,7 +4,8 @@
 //! where PyTorch's x86 engine would hand the convolution to oneDNN ([`QuantizedEngine::X86`]).
 
 use super::exact_float::{self, Geometry};
-use super::linear::Requant;
+use super::linear::{channel_scales, Requant};
+use super::qnnpack::QnnpackRequant;
 use super::torchbind::{packed_arg, ConvParams};
 use super::{arg_qtensor, int_values, per_tensor_params, round_ties_even, tensor_result};
 use crate::ops::kernels::{
@@ -460,6 +461,10 @@ fn run_conv(
         && g <= 100
         && opad.iter().all(|&o| o == 0);
     let rq = Requant::new(x_scale, &w_scales, per_channel, out_scale, out_zp, relu);
+    let qnnpack = engine.qnnpack().then(|| {
+        let scales = channel_scales(&p.weight, m);
+        QnnpackRequant::new(x_scale, &scales, bias.as_deref(), out_scale, out_zp, relu)
+    });
     let onednn_rq = OnednnRequant {
         x_scale: x_scale as f32,
         inv_out_scale: 1.0 / out_scale as f32,
@@ -551,7 +556,9 @@ fn run_conv(
     for (i, plane) in acc.chunks(out_plane.max(1)).enumerate() {
         let oc = i % m;
         let b = bias.as_ref().and_then(|b| b.get(oc).copied());
-        if onednn {
+        if let Some(q) = &qnnpack {
+            out.extend(plane.iter().map(|&raw| q.apply(raw, oc) as u8));
+        } else if onednn {
             let w_scale = w_scales[oc];
             out.extend(
                 plane
