@@ -418,3 +418,23 @@ fn qnnpack_engine_matches_pytorch_bit_exactly() {
         );
     }
 }
+
+/// fixtures/gen_quantizable_lstm.py: the quantizable LSTM custom module, scripted: its layer's
+/// `result.transpose_(0, 1)` (on a tuple-unpacked call result, which tsrun cannot make
+/// functional) sits in a `batch_first` branch the model never takes, so the model runs and
+/// matches PyTorch bit for bit.
+#[test]
+fn quantizable_lstm_runs_past_an_untaken_inplace_transpose() {
+    let dir = fixtures_dir().join("quantizable_lstm");
+    let read = |name: &str| tsrun::internals::cli::inputs::read_npy(&dir.join(name)).expect("npy");
+    let m = Module::load(dir.join("model.pt")).expect("load");
+    let inputs = [read("x.npy"), read("h0.npy"), read("c0.npy")];
+    let got = outputs_under(&m, &inputs, tsrun::QuantizedEngine::Native);
+    assert_eq!(got.len(), 2);
+    for (i, g) in got.iter().enumerate() {
+        let want = read(&format!("expected_{i}.npy"))
+            .to_vec::<f32>()
+            .expect("floats");
+        assert_eq!(g, &want, "output {i}");
+    }
+}
