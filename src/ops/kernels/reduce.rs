@@ -313,13 +313,18 @@ pub(crate) fn cascade_sum(values: impl ExactSizeIterator<Item = f32>) -> f32 {
 /// ATen's `row_sum`: the rows read as (-1, 4), each of the 4 columns summed by
 /// `multi_row_sum`, the leftover rows added to the first, then the 4 partial sums in order.
 pub(crate) fn row_sum_ilp(rows: &[f32]) -> f32 {
+    row_sum_strided(rows, 0, 1, rows.len())
+}
+
+/// [`row_sum_ilp`] of the `count` values `values[start + i * stride]`.
+fn row_sum_strided(values: &[f32], start: usize, stride: usize, count: usize) -> f32 {
     const ILP: usize = 4;
-    let size_ilp = rows.len() / ILP;
-    let mut partial: [f32; ILP] = std::array::from_fn(|k| {
-        cascade_sum((0..size_ilp).map(|i| rows.get(i * ILP + k).copied().unwrap_or(0.0)))
-    });
-    for v in rows.get(size_ilp * ILP..).unwrap_or(&[]) {
-        partial[0] += v;
+    let at = |i: usize| values.get(start + i * stride).copied().unwrap_or(0.0);
+    let size_ilp = count / ILP;
+    let mut partial: [f32; ILP] =
+        std::array::from_fn(|k| cascade_sum((0..size_ilp).map(|i| at(i * ILP + k))));
+    for i in size_ilp * ILP..count {
+        partial[0] += at(i);
     }
     partial[0] + partial[1] + partial[2] + partial[3]
 }
@@ -342,11 +347,8 @@ pub(crate) fn aten_inner_sum(row: &[f32]) -> f32 {
     for v in &row[vectors * SUM_LANES..] {
         total += v;
     }
-    let mut lane_values = Vec::with_capacity(vectors);
     for lane in 0..SUM_LANES {
-        lane_values.clear();
-        lane_values.extend((0..vectors).map(|i| row[i * SUM_LANES + lane]));
-        total += row_sum_ilp(&lane_values);
+        total += row_sum_strided(row, lane, SUM_LANES, vectors);
     }
     total
 }
