@@ -55,8 +55,8 @@ pub struct RunArgs {
 pub struct LimitArgs {
     /// Whose arithmetic quantized convolutions follow, as `torch.backends.quantized.engine`
     /// when PyTorch loaded the model: `native` (PyTorch's default engine, `x86`, as it runs on
-    /// this CPU), `fbgemm`, or `x86` as on an AVX512-VNNI CPU (symmetric-weight convolutions
-    /// through oneDNN, whose rounding differs in rare outputs)
+    /// this CPU), `fbgemm`, `x86` as on an AVX512-VNNI CPU (symmetric-weight convolutions
+    /// through oneDNN, whose rounding differs in rare outputs), or `qnnpack`
     #[arg(long = "quantized-engine", value_enum, default_value = "native")]
     pub quantized_engine: EngineArg,
     /// Stop a call that runs longer than this many seconds.
@@ -84,6 +84,7 @@ impl LimitArgs {
                 EngineArg::Native => crate::runtime::QuantizedEngine::Native,
                 EngineArg::Fbgemm => crate::runtime::QuantizedEngine::Fbgemm,
                 EngineArg::X86 => crate::runtime::QuantizedEngine::X86,
+                EngineArg::Qnnpack => crate::runtime::QuantizedEngine::Qnnpack,
             },
             ..Default::default()
         };
@@ -112,6 +113,8 @@ pub enum EngineArg {
     Fbgemm,
     /// PyTorch's x86 engine on an AVX512-VNNI CPU (oneDNN for symmetric-weight convolutions)
     X86,
+    /// PyTorch's qnnpack engine (as on x86: QNNPACK's SSE2 kernels)
+    Qnnpack,
 }
 
 /// Run the command: load, call, then print the result or write it to the npz.

@@ -13,7 +13,7 @@ pub mod unit;
 pub use graph::{Attr, BlockId, Graph, NodeId, ValueId};
 
 /// An error compiling TorchScript source to IR, naming the construct and its source line.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum CompileError {
     /// A construct the compiler rejects, at the code it is in (for a call, its callee, as
     /// PyTorch's `ErrorReport` marks it).

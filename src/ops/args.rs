@@ -26,6 +26,10 @@ pub enum QuantizedEngine {
     /// (`should_use_onednn_quant`), whose float requantization rounds about one output in a
     /// few thousand to the other neighbour; everything else runs as fbgemm.
     X86,
+    /// PyTorch's `qnnpack` engine on x86 (its SSE2 kernels): convolutions and linear layers
+    /// add the bias quantized to int32 before one float multiply, and `add`, average pooling
+    /// and the spatial `mean` run QNNPACK's own integer kernels.
+    Qnnpack,
 }
 
 impl QuantizedEngine {
@@ -33,10 +37,15 @@ impl QuantizedEngine {
     /// [`QuantizedEngine::X86`]).
     pub fn onednn_convolutions(self) -> bool {
         match self {
-            QuantizedEngine::Fbgemm => false,
+            QuantizedEngine::Fbgemm | QuantizedEngine::Qnnpack => false,
             QuantizedEngine::X86 => true,
             QuantizedEngine::Native => x86_engine_uses_onednn(),
         }
+    }
+
+    /// Whether quantized kernels follow QNNPACK (see [`QuantizedEngine::Qnnpack`]).
+    pub fn qnnpack(self) -> bool {
+        self == QuantizedEngine::Qnnpack
     }
 }
 

@@ -1,11 +1,15 @@
 //! Reductions: sum, mean, prod, max/min, arg-reductions, all/any, var/std, norms, logsumexp,
-//! cumulative ops, median and friends. Float sums use pairwise summation; half types
-//! accumulate in f32; integer sums accumulate in int64, as PyTorch does.
+//! cumulative ops, median and friends. Float sums use pairwise summation, except float32 `sum`
+//! and `mean` over the trailing dims of a contiguous tensor, which add in ATen's order
+//! (`aten_inner_sum`: a sum then rounded to a quantization step must round as PyTorch's);
+//! half types accumulate in f32; integer sums accumulate in int64, as PyTorch does.
 
 use super::kernels::map::map_unary;
 use super::kernels::num::{Arith, Real};
 use super::kernels::operand::inplace_of;
-use super::kernels::reduce::{along_dim, pairwise_sum, ReducePlan};
+use super::kernels::reduce::{
+    along_dim, aten_inner_sum, inner_sum_applies, pairwise_sum, reduce_dims, ReducePlan,
+};
 use super::kernels::{
     invalid_argument, not_implemented_for, rank_mismatch, unsupported_feature, wrong_dtype,
 };
@@ -33,6 +37,16 @@ fn sum_dtype(x: DType, dtype: Option<DType>) -> DType {
     dtype.unwrap_or(if x.is_integral(true) { DType::Int64 } else { x })
 }
 
+/// Whether a float32 `sum`/`mean` of `x` over `dims` follows ATen's summation order
+/// (`aten_inner_sum`): float32 in and out, no NaN skipping, trailing dims of a contiguous
+/// tensor.
+fn aten_order(x: &Tensor, out: DType, dims: Option<&[i64]>, skip_nan: bool) -> crate::Result<bool> {
+    if skip_nan || out != DType::Float32 || x.dtype() != DType::Float32 {
+        return Ok(false);
+    }
+    Ok(inner_sum_applies(x, &reduce_dims(dims, x.dim())?))
+}
+
 /// `sum` over `dims` (`None`: all) in `out` dtype; `skip_nan` gives `nansum`.
 pub(crate) fn sum_op(
     x: &Tensor,
@@ -44,6 +58,9 @@ pub(crate) fn sum_op(
     let out = sum_dtype(x.dtype(), dtype);
     let xc = x.to_dtype(out)?;
     let plan = ReducePlan::new(&xc, dims, keepdim)?;
+    if aten_order(x, out, dims, skip_nan)? {
+        return plan.rows::<f32, f32, _>(aten_inner_sum);
+    }
     let nz = |v: f64| if skip_nan && v.is_nan() { 0.0 } else { v };
     match out {
         DType::Float32 => plan.rows::<f32, f32, _>(|r| {
@@ -122,6 +139,10 @@ pub(crate) fn mean_op(
     let xc = x.to_dtype(out)?;
     let plan = ReducePlan::new(&xc, dims, keepdim)?;
     let n = plan.reduced as f64;
+    if aten_order(x, out, dims, skip_nan)? {
+        // ATen's mean on CPU: the sum, divided by the count
+        return plan.rows::<f32, f32, _>(|r| aten_inner_sum(r) / n as f32);
+    }
     macro_rules! mean_rows {
         ($T:ty, $A:ty, $to:expr, $from:expr) => {{
             let to: fn($T) -> $A = $to;

@@ -364,3 +364,77 @@ fn frozen_quantized_graph_prints_object_constants_by_address() {
         read("expected.npy").to_vec::<f32>().expect("floats")
     );
 }
+
+/// The float outputs of `m` called with `inputs` under `engine`, flattened per output.
+fn outputs_under(
+    m: &Module,
+    inputs: &[tsrun::Tensor],
+    engine: tsrun::QuantizedEngine,
+) -> Vec<Vec<f32>> {
+    let options = tsrun::RunOptions {
+        quantized_engine: engine,
+        ..Default::default()
+    };
+    let args = inputs.iter().cloned().map(IValue::Tensor).collect();
+    let out = m.call_opts(args, &options).expect("call");
+    let mut tensors = Vec::new();
+    tensors_of(&out, &mut tensors);
+    tensors
+        .iter()
+        .map(|t| t.to_vec::<f32>().expect("floats"))
+        .collect()
+}
+
+/// fixtures/gen_quantized_qnnpack.py: models PyTorch's `qnnpack` engine runs (on x86) with
+/// QNNPACK's own arithmetic: convolutions and linear layers with an int32 bias and one float
+/// multiply, the fixed-point `add`, average pooling, whole-window adaptive pooling and the
+/// spatial `mean`, and the dynamic linear and LSTM (reduce_range ignored, bias added after).
+/// `QuantizedEngine::Qnnpack` reproduces them bit for bit, and the fixture's fbgemm runs show
+/// the engines really differ on them.
+#[test]
+fn qnnpack_engine_matches_pytorch_bit_exactly() {
+    use tsrun::QuantizedEngine;
+    let dir = fixtures_dir().join("quantized_qnnpack");
+    let read = |name: &str| tsrun::internals::cli::inputs::read_npy(&dir.join(name)).expect("npy");
+    for (model, n_outputs) in [("static", 2), ("dynamic", 2)] {
+        let m = Module::load(dir.join(format!("{model}.pt"))).expect("load");
+        let x = read(&format!("{model}_input.npy"));
+        let got = outputs_under(&m, std::slice::from_ref(&x), QuantizedEngine::Qnnpack);
+        assert_eq!(got.len(), n_outputs, "{model}");
+        let mut apart = 0;
+        for (i, g) in got.iter().enumerate() {
+            let want = read(&format!("{model}_expected_{i}.npy"))
+                .to_vec::<f32>()
+                .expect("floats");
+            let fbgemm = read(&format!("{model}_fbgemm_{i}.npy"))
+                .to_vec::<f32>()
+                .expect("floats");
+            assert_eq!(g, &want, "{model} output {i} under qnnpack");
+            apart += want.iter().zip(&fbgemm).filter(|(a, b)| a != b).count();
+        }
+        assert!(
+            apart > 0,
+            "{model}: the fixture must tell qnnpack from fbgemm"
+        );
+    }
+}
+
+/// fixtures/gen_quantizable_lstm.py: the quantizable LSTM custom module, scripted: its layer's
+/// `result.transpose_(0, 1)` (on a tuple-unpacked call result, which tsrun cannot make
+/// functional) sits in a `batch_first` branch the model never takes, so the model runs and
+/// matches PyTorch bit for bit.
+#[test]
+fn quantizable_lstm_runs_past_an_untaken_inplace_transpose() {
+    let dir = fixtures_dir().join("quantizable_lstm");
+    let read = |name: &str| tsrun::internals::cli::inputs::read_npy(&dir.join(name)).expect("npy");
+    let m = Module::load(dir.join("model.pt")).expect("load");
+    let inputs = [read("x.npy"), read("h0.npy"), read("c0.npy")];
+    let got = outputs_under(&m, &inputs, tsrun::QuantizedEngine::Native);
+    assert_eq!(got.len(), 2);
+    for (i, g) in got.iter().enumerate() {
+        let want = read(&format!("expected_{i}.npy"))
+            .to_vec::<f32>()
+            .expect("floats");
+        assert_eq!(g, &want, "output {i}");
+    }
+}

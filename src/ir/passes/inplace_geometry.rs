@@ -16,6 +16,12 @@
 //! tensor as one read later (`y = x.contiguous()` returns `x` itself when it is contiguous), or
 //! changes shape inside a loop body while defined outside it.
 //!
+//! A refused op inside a branch or loop body is left to fail when it runs
+//! ([`InplaceGeometry::deferred`]), as PyTorch models keep branches they never take
+//! (`if self.batch_first: result.transpose_(0, 1)`); the rest of the function is threaded as
+//! if it did not change the tensor, which is exact since reaching it stops the call. One on the
+//! function's straight path fails the rewrite.
+//!
 //! A function parameter is another handle, its caller's: the rewrite is reported for the
 //! parameter, and the interpreter runs such a function only as the top-level call, whose
 //! inputs the caller handed over (it refuses to call it from TorchScript code).
@@ -133,12 +139,22 @@ fn rewrite_set_data(graph: &mut Graph) {
     }
 }
 
-/// Make every in-place geometry op of `graph` functional (see the module comment). Returns the
-/// parameters whose shape the function changes.
-pub fn thread_inplace_geometry(graph: &mut Graph) -> Result<Vec<ReshapedParam>, CompileError> {
+/// What [`thread_inplace_geometry`] made of a graph's in-place geometry ops.
+#[derive(Debug, Default)]
+pub struct InplaceGeometry {
+    /// The parameters whose shape the function changes.
+    pub reshaped: Vec<ReshapedParam>,
+    /// Ops refused inside a branch or loop body, each with its refusal: the op is left in the
+    /// graph with no users (later reads take its input), to fail when it runs.
+    pub deferred: Vec<(NodeId, CompileError)>,
+}
+
+/// Make every in-place geometry op of `graph` functional (see the module comment).
+pub fn thread_inplace_geometry(graph: &mut Graph) -> Result<InplaceGeometry, CompileError> {
     rewrite_set_data(graph);
     let mut done: HashSet<NodeId> = HashSet::new();
     let mut reshaped = Vec::new();
+    let mut deferred = Vec::new();
     loop {
         let facts = Facts::new(graph);
         let Some(&first) = facts
@@ -148,7 +164,19 @@ pub fn thread_inplace_geometry(graph: &mut Graph) -> Result<Vec<ReshapedParam>, 
         else {
             break;
         };
-        let plan = facts.analyze(graph, first)?;
+        let plan = match facts.analyze(graph, first) {
+            Ok(plan) => plan,
+            Err(refused) if graph.node(first).owner != graph.root => {
+                done.insert(first);
+                let node = graph.node(first);
+                if let (Some(&out), Some(&input)) = (node.outputs.first(), node.inputs.first()) {
+                    graph.replace_all_uses(out, input);
+                }
+                deferred.push((first, refused));
+                continue;
+            }
+            Err(refused) => return Err(refused),
+        };
         done.extend(plan.geometry.iter().copied());
         if let Some(param) = plan.param {
             let name = graph
@@ -171,7 +199,7 @@ pub fn thread_inplace_geometry(graph: &mut Graph) -> Result<Vec<ReshapedParam>, 
         };
         rw.block(graph, graph.root, None);
     }
-    Ok(reshaped)
+    Ok(InplaceGeometry { reshaped, deferred })
 }
 
 fn is_geometry_op(graph: &Graph, n: NodeId) -> bool {

@@ -277,3 +277,89 @@ where
     let (l, r) = s.split_at(mid.min(s.len()));
     pairwise_sum(l, f) + pairwise_sum(r, f)
 }
+
+/// ATen's `multi_row_sum` (SumKernel.cpp) of one column: blocks of `2^level_power` values
+/// summed in order, carried up through 4 levels of partial sums, the tail and the levels
+/// added last.
+pub(crate) fn cascade_sum(values: impl ExactSizeIterator<Item = f32>) -> f32 {
+    const LEVELS: usize = 4;
+    let size = values.len();
+    let ceil_log2 = usize::BITS - size.saturating_sub(1).leading_zeros();
+    let level_power = 4.max(ceil_log2 as usize / LEVELS);
+    let level_step = 1usize << level_power;
+    let level_mask = level_step - 1;
+    let mut acc = [0.0f32; LEVELS];
+    let mut i = 0;
+    for v in values {
+        acc[0] += v;
+        i += 1;
+        if i % level_step == 0 {
+            for j in 1..LEVELS {
+                acc[j] += acc[j - 1];
+                acc[j - 1] = 0.0;
+                if i & (level_mask << (j * level_power)) != 0 {
+                    break;
+                }
+            }
+        }
+    }
+    let mut total = acc[0];
+    for level in &acc[1..] {
+        total += level;
+    }
+    total
+}
+
+/// ATen's `row_sum`: the rows read as (-1, 4), each of the 4 columns summed by
+/// `multi_row_sum`, the leftover rows added to the first, then the 4 partial sums in order.
+pub(crate) fn row_sum_ilp(rows: &[f32]) -> f32 {
+    row_sum_strided(rows, 0, 1, rows.len())
+}
+
+/// [`row_sum_ilp`] of the `count` values `values[start + i * stride]`.
+fn row_sum_strided(values: &[f32], start: usize, stride: usize, count: usize) -> f32 {
+    const ILP: usize = 4;
+    let at = |i: usize| values.get(start + i * stride).copied().unwrap_or(0.0);
+    let size_ilp = count / ILP;
+    let mut partial: [f32; ILP] =
+        std::array::from_fn(|k| cascade_sum((0..size_ilp).map(|i| at(i * ILP + k))));
+    for i in size_ilp * ILP..count {
+        partial[0] += at(i);
+    }
+    partial[0] + partial[1] + partial[2] + partial[3]
+}
+
+/// The lanes of the vectors ATen's float sum runs on x86: `sum_stub` is registered without an
+/// AVX-512 build, so an AVX-512 machine runs its AVX2 kernel (and the default build's
+/// `Vectorized<float>` is 8 wide too).
+const SUM_LANES: usize = 8;
+
+/// ATen's float32 sum of one contiguous row, as `cascade_sum` reduces the innermost
+/// contiguous dim: rows shorter than a vector by `row_sum` (`scalar_inner_sum`), longer ones
+/// by `vectorized_inner_sum`: `row_sum` over whole vectors lane by lane, then the leftover
+/// values in order, then the lanes in order.
+pub(crate) fn aten_inner_sum(row: &[f32]) -> f32 {
+    if row.len() < SUM_LANES {
+        return row_sum_ilp(row);
+    }
+    let vectors = row.len() / SUM_LANES;
+    let mut total = 0.0f32;
+    for v in &row[vectors * SUM_LANES..] {
+        total += v;
+    }
+    for lane in 0..SUM_LANES {
+        total += row_sum_strided(row, lane, SUM_LANES, vectors);
+    }
+    total
+}
+
+/// Whether ATen reduces `x` over the dims of `mask` with [`aten_inner_sum`] per output: a
+/// contiguous tensor reduced over trailing dims, in one thread per output (ATen splits one
+/// output's reduction between threads only from `GRAIN_SIZE` (32768) elements).
+pub(crate) fn inner_sum_applies(x: &Tensor, mask: &[bool]) -> bool {
+    const GRAIN_SIZE: usize = 32768;
+    let first_reduced = mask.iter().position(|&m| m).unwrap_or(mask.len());
+    let suffix = mask[first_reduced..].iter().all(|&m| m);
+    let outputs: usize = x.shape()[..first_reduced].iter().product();
+    suffix && x.is_contiguous() && (x.numel() < GRAIN_SIZE || outputs > 1)
+}

@@ -10,6 +10,7 @@ use super::{
     per_tensor_quantized, quantize_u8, quantize_val, tensor_result, unsupported, VEC_ELEMS_U8,
 };
 use crate::ops::kernels::parallel::for_each_chunk_mut;
+use crate::ops::kernels::reduce::{cascade_sum, row_sum_ilp};
 use crate::ops::kernels::{
     check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
 };
@@ -315,6 +316,10 @@ fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         .into());
     }
     let (scale, zp) = (a.double(2)?, a.int(3)?);
+    // ATen's qadd takes QNNPACK's kernel for quint8 operands under that engine
+    if a.ctx.quantized_engine.qnnpack() && x.dtype() == DType::QUInt8 {
+        return tensor_result(super::qnnpack::add(a.op, &x, &y, scale, zp, relu)?);
+    }
     let (xs, xz) = per_tensor_params(a.op, &x)?;
     let (ys, yz) = per_tensor_params(a.op, &y)?;
     let range = x
@@ -1090,6 +1095,17 @@ fn qmax_pool1d(a: &mut Args<'_>) -> Result<IValue> {
 /// `adaptive_avg_pool2d` on quantized NCHW input (ATen's `qadaptive_avg_pool2d` scalar path:
 /// the integer window sum minus `zp * size`, requantized with `1 / size`; parameters kept).
 fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
+    // ATen's `enable_qnnpack_for_ada_avgpool`: QNNPACK's average pooling when each output
+    // cell covers a whole, equal window (and the size changes)
+    let x = arg_qtensor(a, 0)?;
+    if a.ctx.quantized_engine.qnnpack() && x.dtype() == DType::QUInt8 && x.dim() == 4 {
+        let o = pair(&a.int_list(1)?, "output_size", a.op)?;
+        let (h, w) = (x.shape()[2] as i64, x.shape()[3] as i64);
+        if o[0] > 0 && o[1] > 0 && (h, w) != (o[0], o[1]) && h % o[0] == 0 && w % o[1] == 0 {
+            let k = [h / o[0], w / o[1]];
+            return tensor_result(super::qnnpack::avg_pool2d(a.op, &x, k, k, [0, 0])?);
+        }
+    }
     qadaptive_avg_pool(a, 2)
 }
 
@@ -1194,6 +1210,20 @@ fn qstack(a: &mut Args<'_>) -> Result<IValue> {
 /// `round(acc * multiplier) + zp`, the remaining channels as its scalar tail,
 /// `quantize_val(1 / multiplier, zp, acc)`.
 fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    // ATen's avg_pool2d_quantized_cpu: QNNPACK's kernel for quint8 without ceil_mode
+    if a.ctx.quantized_engine.qnnpack() && x.dtype() == DType::QUInt8 && !a.bool(4)? {
+        check_rank(a.op, "input", RankRequirement::Exactly(4), x.shape())?;
+        let k = pair(&a.int_list(1)?, "kernel_size", a.op)?;
+        let s = a.int_list(2)?;
+        let s = if s.is_empty() {
+            k
+        } else {
+            pair(&s, "stride", a.op)?
+        };
+        let p = pair(&a.int_list(3)?, "padding", a.op)?;
+        return tensor_result(super::qnnpack::avg_pool2d(a.op, &x, k, s, p)?);
+    }
     qavg_pool(a, 2)
 }
 
@@ -1353,52 +1383,6 @@ fn qavg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
     tensor_result(same_params_as(&x, &out, &oshape)?)
 }
 
-/// ATen's `multi_row_sum` (SumKernel.cpp) of one column: blocks of `2^level_power` values
-/// summed in order, carried up through 4 levels of partial sums, the tail and the levels
-/// added last.
-fn cascade_sum(values: impl ExactSizeIterator<Item = f32>) -> f32 {
-    const LEVELS: usize = 4;
-    let size = values.len();
-    let ceil_log2 = usize::BITS - size.saturating_sub(1).leading_zeros();
-    let level_power = 4.max(ceil_log2 as usize / LEVELS);
-    let level_step = 1usize << level_power;
-    let level_mask = level_step - 1;
-    let mut acc = [0.0f32; LEVELS];
-    let mut i = 0;
-    for v in values {
-        acc[0] += v;
-        i += 1;
-        if i % level_step == 0 {
-            for j in 1..LEVELS {
-                acc[j] += acc[j - 1];
-                acc[j - 1] = 0.0;
-                if i & (level_mask << (j * level_power)) != 0 {
-                    break;
-                }
-            }
-        }
-    }
-    let mut total = acc[0];
-    for level in &acc[1..] {
-        total += level;
-    }
-    total
-}
-
-/// ATen's `row_sum`: the rows read as (-1, 4), each of the 4 columns summed by
-/// `multi_row_sum`, the leftover rows added to the first, then the 4 partial sums in order.
-fn row_sum_ilp(rows: &[f32]) -> f32 {
-    const ILP: usize = 4;
-    let size_ilp = rows.len() / ILP;
-    let mut partial: [f32; ILP] = std::array::from_fn(|k| {
-        cascade_sum((0..size_ilp).map(|i| rows.get(i * ILP + k).copied().unwrap_or(0.0)))
-    });
-    for v in rows.get(size_ilp * ILP..).unwrap_or(&[]) {
-        partial[0] += v;
-    }
-    partial[0] + partial[1] + partial[2] + partial[3]
-}
-
 /// Channels summed by `vectorized_outer_sum`'s `multi_row_sum` (blocks of 4 AVX512 vectors of
 /// floats); the rest by `row_sum`.
 const OUTER_SUM_BLOCK: usize = 4 * 16;
@@ -1454,6 +1438,14 @@ fn spatial_mean_channels_last(a: &Args<'_>, x: &Tensor) -> Result<Option<Tensor>
 fn qmean_dim(a: &mut Args<'_>) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let (scale, zp) = per_tensor_params(a.op, &x)?;
+    // ATen's mean_quantized_cpu: QNNPACK's global average pooling for a 4-d quint8 input
+    // and dims exactly [2, 3]
+    if a.ctx.quantized_engine.qnnpack() && x.dtype() == DType::QUInt8 && x.dim() == 4 {
+        if let Some([2, 3]) = a.opt_int_list(1)?.as_deref() {
+            let keepdim = a.bool(2)?;
+            return tensor_result(super::qnnpack::spatial_mean(a.op, &x, keepdim)?);
+        }
+    }
     if let Some(m) = spatial_mean_channels_last(a, &x)? {
         return tensor_result(quantize_tensor(&m, scale, zp, x.dtype())?);
     }

@@ -5,12 +5,13 @@
 //! weight variant; prepack / unpack; `_saturate_weight_to_fp16` and the plain int8 GEMM
 //! `_int_mm`.
 
+use super::qnnpack::QnnpackRequant;
 use super::torchbind::{packed_arg, LinearParams};
 use super::{arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result};
 use crate::ops::kernels::{
     check_rank, check_size, invalid_argument, rank_mismatch, shape_mismatch, wrong_dtype,
 };
-use crate::ops::{Args, Registry};
+use crate::ops::{Args, QuantizedEngine, Registry};
 use crate::tensor::{DType, Quantizer, RankRequirement, Tensor, TensorError};
 use crate::values::{IValue, Tuple};
 use crate::Result;
@@ -213,6 +214,15 @@ fn weight_params(w: &Tensor, n: usize) -> Result<(Vec<f32>, Vec<i32>, bool)> {
     }
 }
 
+/// The weight's scales as stored (double), one per output channel of `n`.
+pub(crate) fn channel_scales(w: &Tensor, n: usize) -> Vec<f64> {
+    match w.quantizer().map(|q| &**q) {
+        Some(Quantizer::PerChannelAffine { scales, .. }) => scales.to_vec(),
+        Some(Quantizer::PerTensorAffine { scale, .. }) => vec![*scale; n],
+        _ => Vec::new(),
+    }
+}
+
 /// fbgemm's requantization of int32 accumulators to quint8 (`requantizeOutputProcessingAvx2`
 /// with a float bias).
 pub(crate) struct Requant {
@@ -349,11 +359,17 @@ fn linear_static(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         None => None,
     };
     let rq = Requant::new(x_scale, &w_scales, per_channel, out_scale, out_zp, relu);
+    let qnnpack = a.ctx.quantized_engine.qnnpack().then(|| {
+        let scales = channel_scales(&p.weight, n);
+        QnnpackRequant::new(x_scale, &scales, bias.as_deref(), out_scale, out_zp, relu)
+    });
     let xzp = x_zp as i32;
     let requant = |first, count| rq.columns(bias.as_deref(), first, count);
-    if let Some(out) =
-        super::int8_sums::linear_quantized(a.op, &xv, m, xzp, &p.weight, &w_zps, &requant)
-    {
+    let vnni = match qnnpack {
+        None => super::int8_sums::linear_quantized(a.op, &xv, m, xzp, &p.weight, &w_zps, &requant),
+        Some(_) => None,
+    };
+    if let Some(out) = vnni {
         let ints = Tensor::from_vec(out?, &out_shape(&x, n))?;
         return tensor_result(Tensor::quantized_from_ints(
             &ints,
@@ -367,7 +383,10 @@ fn linear_static(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let mut out = vec![0i32; m * n];
     for (i, row) in sums.chunks(n.max(1)).enumerate() {
         for (j, &raw) in row.iter().enumerate() {
-            out[i * n + j] = rq.apply(raw, bias.as_ref().map(|b| b[j]), j);
+            out[i * n + j] = match &qnnpack {
+                Some(q) => q.apply(raw, j),
+                None => rq.apply(raw, bias.as_ref().map(|b| b[j]), j),
+            };
         }
     }
     tensor_result(per_tensor_quantized(
@@ -547,7 +566,8 @@ fn linear_dynamic(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let p = LinearParams::from_object(&packed_arg(a, 1)?)?;
     let reduce_range = a.bool(2)?;
     let (m, k, n) = dims(a.op, &x, &p.weight)?;
-    let out = dynamic_matmul(&x.to_vec::<f32>()?, m, k, n, &p, reduce_range, relu)?;
+    let engine = a.ctx.quantized_engine;
+    let out = dynamic_matmul(&x.to_vec::<f32>()?, m, k, n, &p, reduce_range, relu, engine)?;
     tensor_result(Tensor::from_vec(out, &out_shape(&x, n))?)
 }
 
@@ -588,6 +608,7 @@ fn linear_dynamic_fp16_unpacked_weight(a: &mut Args<'_>) -> Result<IValue> {
 
 /// `x` (`m` rows of `k`) times the packed int8 weights (`n` outputs) as fbgemm's dynamic
 /// linear computes it: `x` quantized to quint8 with parameters from its own min/max.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn dynamic_matmul(
     xs: &[f32],
     m: usize,
@@ -596,10 +617,70 @@ pub(crate) fn dynamic_matmul(
     p: &LinearParams,
     reduce_range: bool,
     relu: bool,
+    engine: QuantizedEngine,
 ) -> Result<Vec<f32>> {
     let (lo, hi) = min_max(xs);
+    if engine.qnnpack() && !p.is_fp16() {
+        return qnnpack_dynamic_matmul(xs, m, k, n, p, (lo, hi), relu);
+    }
     let (a_scale, a_zp) = choose_qparams(lo, hi, 0, 255, reduce_range);
     matmul_quantized_activation(xs, m, k, n, p, (a_scale as f32, a_zp), relu)
+}
+
+/// QNNPACK's dynamic linear (ATen's `PackedLinearWeightsQnnp::apply_dynamic_impl`, the SSE2
+/// `q8gemm_dq` kernel): `reduce_range` ignored, the input quantized by `quantize_per_tensor`
+/// with the parameters of its range, the integer sums times `w_scale * x_scale` (float), the
+/// bias added as a separate step, ReLU after.
+fn qnnpack_dynamic_matmul(
+    xs: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    p: &LinearParams,
+    (lo, hi): (f32, f32),
+    relu: bool,
+) -> Result<Vec<f32>> {
+    let op = "quantized::linear_dynamic";
+    if p.weight.shape() != [n, k] {
+        return Err(shape_mismatch(
+            op,
+            "packed weight",
+            &[n, k],
+            p.weight.shape(),
+        ));
+    }
+    check_size(
+        op,
+        "the number of input elements",
+        (m * k) as i64,
+        xs.len() as i64,
+    )?;
+    let (a_scale, a_zp) = choose_qparams(lo, hi, 0, 255, false);
+    let x = Tensor::from_vec(xs.to_vec(), &[m, k])?;
+    let xq = int_values(&super::tensors::quantize_tensor(
+        &x,
+        a_scale,
+        i64::from(a_zp),
+        DType::QUInt8,
+    )?)?;
+    let (w_scales, w_zps, _) = weight_params(&p.weight, n)?;
+    let bias = match &p.bias {
+        Some(b) => Some(b.to_vec::<f32>()?),
+        None => None,
+    };
+    let sums = integer_sums(op, &xq, m, k, n, a_zp, &p.weight, &w_zps)?;
+    let mult: Vec<f32> = w_scales.iter().map(|&w| w * a_scale as f32).collect();
+    let mut out = vec![0f32; m * n];
+    for (i, row) in sums.chunks(n.max(1)).enumerate() {
+        for (j, &raw) in row.iter().enumerate() {
+            let mut r = mult[j] * raw as f32 + bias.as_ref().map_or(0.0, |b| b[j]);
+            if relu {
+                r = r.max(0.0);
+            }
+            out[i * n + j] = r;
+        }
+    }
+    Ok(out)
 }
 
 /// `xs` quantized to quint8 with `(scale, zero_point)` as fbgemm's `PackAWithQuantRowOffset`

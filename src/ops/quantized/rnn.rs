@@ -26,7 +26,7 @@ use super::unsupported;
 use crate::ops::kernels::{
     check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, unsupported_feature,
 };
-use crate::ops::{Args, Registry};
+use crate::ops::{Args, QuantizedEngine, Registry};
 use crate::tensor::{RankRequirement, Tensor};
 use crate::values::{IValue, Object, Tuple};
 use crate::Result;
@@ -75,8 +75,9 @@ fn cell_dynamic(a: &mut Args<'_>, op: CellOp) -> Result<IValue> {
     let x = a.tensor(0)?;
     check_rank(a.op, "input", RankRequirement::Exactly(2), x.shape())?;
     let (h, c) = cell_state_arg(a, op)?;
-    let w_ih = Projection::of_packed(LinearParams::from_object(&packed_arg(a, 2)?)?)?;
-    let w_hh = Projection::of_packed(LinearParams::from_object(&packed_arg(a, 3)?)?)?;
+    let engine = a.ctx.quantized_engine;
+    let w_ih = Projection::of_packed(LinearParams::from_object(&packed_arg(a, 2)?)?, engine)?;
+    let w_hh = Projection::of_packed(LinearParams::from_object(&packed_arg(a, 3)?)?, engine)?;
     let (b, f) = (x.shape()[0], x.shape()[1]);
     let hsz = h.shape().last().copied().unwrap_or(0);
     for (what, t) in [("hx", Some(&h)), ("cx", c.as_ref())] {
@@ -218,6 +219,7 @@ enum Projection {
         // boxed: a tensor's handle is large next to the fp16 variant
         params: Box<LinearParams>,
         reduce_range: bool,
+        engine: QuantizedEngine,
     },
     /// `quantized_fp16`: half-rounded weights, float arithmetic.
     Fp16(Fp16Weights),
@@ -230,13 +232,14 @@ impl Projection {
     /// A packed linear weight as the cells' `apply_dynamic` runs it: fp16 weights (quantize_dynamic
     /// with `dtype=torch.float16`) in float, qint8 ones with the input quantized per call
     /// (`reduce_range` true).
-    fn of_packed(params: LinearParams) -> Result<Projection> {
+    fn of_packed(params: LinearParams, engine: QuantizedEngine) -> Result<Projection> {
         if params.is_fp16() {
             return Ok(Projection::Fp16(Fp16Weights::new(&params)?));
         }
         Ok(Projection::Int8 {
             params: Box::new(params),
             reduce_range: true,
+            engine,
         })
     }
 
@@ -246,7 +249,8 @@ impl Projection {
             Projection::Int8 {
                 params,
                 reduce_range,
-            } => dynamic_matmul(xs, m, k, n, params, *reduce_range, false),
+                engine,
+            } => dynamic_matmul(xs, m, k, n, params, *reduce_range, false, *engine),
             Projection::Fp16(w) => w.matmul(xs, m, k, n),
             Projection::Int8Legacy(lin) if (lin.n, lin.k) == (n, k) => lin.apply(xs, m),
             Projection::Int8Legacy(lin) => Err(shape_mismatch(
@@ -264,7 +268,7 @@ struct Cell {
     hh: Projection,
 }
 
-fn cell_of(op: &str, v: &IValue) -> Result<Cell> {
+fn cell_of(op: &str, v: &IValue, engine: QuantizedEngine) -> Result<Cell> {
     let bad = || {
         unsupported(
             op,
@@ -316,10 +320,12 @@ fn cell_of(op: &str, v: &IValue) -> Result<Cell> {
         ih: Projection::Int8 {
             params: Box::new(w_ih),
             reduce_range,
+            engine,
         },
         hh: Projection::Int8 {
             params: Box::new(w_hh),
             reduce_range,
+            engine,
         },
     })
 }
@@ -479,7 +485,7 @@ fn quantized_rnn_op(a: &mut Args<'_>, kind: CellKind, layout: Layout) -> Result<
     let layers = layer_args(a, hx_index + 3)?;
     let cells = params
         .iter()
-        .map(|p| cell_of(a.op, p))
+        .map(|p| cell_of(a.op, p, a.ctx.quantized_engine))
         .collect::<Result<Vec<_>>>()?;
     let input = a.tensor(0)?;
     match layout {

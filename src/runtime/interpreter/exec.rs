@@ -259,6 +259,7 @@ impl Frame<'_> {
                 drop(args);
                 self.set_outputs(instr, out)
             }
+            Op::Refused(refusal) => Err(Error::Compile((**refusal).clone())),
             Op::Missing { function, all } => Err(Error::UnsupportedOps {
                 function: function.to_string(),
                 ops: all.get().cloned().unwrap_or_default(),

@@ -10,6 +10,7 @@ use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
 use crate::ir::passes::inplace_geometry::{
     has_inplace_geometry, thread_inplace_geometry, ReshapedParam,
 };
+use crate::ir::CompileError;
 use crate::ops::elementwise_chain::{chain_operator, ChainArg, ChainOperator, ChainStep};
 use crate::ops::{Kernel, Registry};
 use crate::values::types::{parse_annotation, Type};
@@ -78,6 +79,9 @@ pub(crate) enum Op {
     ModuleChain(Box<ModuleChainOp>),
     /// An operator whose kernel was registered at run time (`tsrun::register_op`).
     Custom(crate::ops::custom::CustomOp),
+    /// An in-place geometry op inside a branch or loop body that tsrun cannot make functional
+    /// (see `ir::passes::inplace_geometry`): reached, it reports why.
+    Refused(Box<CompileError>),
     /// An operator with no kernel inside a branch or loop body (one on the function's straight
     /// path fails `build_plan`): reached, it reports every missing operator of the function.
     Missing {
@@ -355,6 +359,8 @@ struct Builder<'g> {
     missing_all: Arc<std::sync::OnceLock<Vec<crate::error::MissingOp>>>,
     /// Nesting depth of the block being planned (1: the function body).
     depth: usize,
+    /// In-place geometry ops the rewrite refused inside branches: they fail when run.
+    refused: HashMap<NodeId, CompileError>,
 }
 
 fn plan_error(name: &str, msg: impl std::fmt::Display) -> crate::Error {
@@ -365,17 +371,24 @@ fn plan_error(name: &str, msg: impl std::fmt::Display) -> crate::Error {
 pub fn build_plan(name: &str, graph: &Graph) -> crate::Result<Plan> {
     if has_inplace_geometry(graph) {
         let mut threaded = graph.clone();
-        let reshaped = thread_inplace_geometry(&mut threaded)?;
-        let mut plan = build_threaded_plan(name, &threaded)?;
-        plan.reshaped_param = reshaped.into_iter().next();
+        let geometry = thread_inplace_geometry(&mut threaded)?;
+        let refused = geometry.deferred.into_iter().collect();
+        let mut plan = build_threaded_plan(name, &threaded, refused)?;
+        plan.reshaped_param = geometry.reshaped.into_iter().next();
         return Ok(plan);
     }
-    build_threaded_plan(name, graph)
+    build_threaded_plan(name, graph, HashMap::new())
 }
 
-/// [`build_plan`] for a graph without in-place geometry ops.
-fn build_threaded_plan(name: &str, graph: &Graph) -> crate::Result<Plan> {
+/// [`build_plan`] for a graph whose in-place geometry ops are threaded; `refused`: those left
+/// to fail when they run.
+fn build_threaded_plan(
+    name: &str,
+    graph: &Graph,
+    refused: HashMap<NodeId, CompileError>,
+) -> crate::Result<Plan> {
     let mut b = Builder {
+        refused,
         graph,
         regs: HashMap::new(),
         consts: Vec::new(),
@@ -982,6 +995,9 @@ impl Builder<'_> {
                 .ok_or_else(|| plan_error(fname, format!("{} without block {i}", node.kind)))?;
             b.block(fname, bl)
         };
+        if let Some(refusal) = self.refused.get(&n) {
+            return Ok(Op::Refused(Box::new(refusal.clone())));
+        }
         Ok(match node.kind.as_str() {
             "prim::If" => Op::If {
                 then_block: block_at(self, 0)?,
