@@ -4,14 +4,15 @@ For each torchvision classification model named (scripted, torch.manual_seed(0),
 1x3x224x224 from a seeded generator) and each thread count T, the script alternates libtorch
 (torch.jit.load, torch.inference_mode(), torch.set_num_threads(T), median over ~--seconds) and
 `tsrun bench --json --threads T` on the same archive and input, and prints the medians and
-tsrun/libtorch. With --rounds K the whole alternation runs K times and each figure is the median
+tsrun/libtorch. With --before PATH a second tsrun binary (say, the main branch's build) is timed
+in the same alternation, so a change's before/after ratios come from one run. With --rounds K the whole alternation runs K times and each figure is the median
 over the rounds. Archives and inputs go to a cache directory outside git (--cache, default
 $TSRUN_ZOO_BENCH_CACHE or /tmp/tsrun-zoo-bench). Timing and formatting come from
 libtorch_side_by_side.py. Run it under the shared CPU lock:
 
     flock /tmp/cpu.lock /work/main/.venv/bin/python benches/zoo_side_by_side.py [--threads 1 2]
         [--models efficientnet_b0 densenet121] [--seconds 1.5] [--rounds 1] [--no-build]
-        [--tsrun target/release/tsrun]
+        [--tsrun target/release/tsrun] [--before /work/main/target/release/tsrun]
 """
 import argparse
 import os
@@ -62,6 +63,7 @@ def main():
                         help="repeat the whole alternation; report medians over the rounds")
     parser.add_argument("--cache", default=os.environ.get("TSRUN_ZOO_BENCH_CACHE", "/tmp/tsrun-zoo-bench"))
     parser.add_argument("--tsrun", default=os.path.join(lsbs.ROOT, "target", "release", "tsrun"))
+    parser.add_argument("--before", help="a second tsrun binary timed alongside (before/after columns)")
     parser.add_argument("--no-build", action="store_true", help="do not run cargo build --release first")
     args = parser.parse_args()
     os.makedirs(args.cache, exist_ok=True)
@@ -93,20 +95,32 @@ def main():
                 n = iterations[key]
                 lt = lsbs.libtorch_median(archive, inputs, threads, n)
                 ts = lsbs.tsrun_report(args.tsrun, archive, files, threads, n)
-                results.setdefault(key, []).append((lt, ts))
+                before = lsbs.tsrun_report(args.before, archive, files, threads, n) if args.before else None
+                results.setdefault(key, []).append((lt, ts, before))
 
-    head = f"{'T':>1} | {'model':20s} | {'libtorch':>9s} | {'tsrun':>9s} | {'ts/lt':>5s} | n"
+    head = f"{'T':>1} | {'model':20s} | {'libtorch':>9s} | {'tsrun':>9s} | {'ts/lt':>5s}"
+    if args.before:
+        head += f" | {'before':>9s} | {'bef/lt':>6s}"
+    head += " | n"
     print(head)
     print("-" * len(head))
+
+    def median_of(reports):
+        failed = [r for r in reports if "error" in r]
+        return (None, failed[0]["error"]) if failed else (statistics.median(r["median_s"] for r in reports), None)
+
     for (threads, name), rounds in results.items():
         lt = statistics.median(r[0] for r in rounds)
-        failed = [r[1] for r in rounds if "error" in r[1]]
         n = iterations[(threads, name)]
-        if failed:
-            print(f"{threads} | {name:20s} | {lsbs.fmt(lt):>9s} | tsrun failed: {failed[0]['error']}")
+        ts, error = median_of([r[1] for r in rounds])
+        if error is not None:
+            print(f"{threads} | {name:20s} | {lsbs.fmt(lt):>9s} | tsrun failed: {error}")
             continue
-        ts = statistics.median(r[1]["median_s"] for r in rounds)
-        print(f"{threads} | {name:20s} | {lsbs.fmt(lt):>9s} | {lsbs.fmt(ts):>9s} | {ts / lt:5.2f} | {n}")
+        line = f"{threads} | {name:20s} | {lsbs.fmt(lt):>9s} | {lsbs.fmt(ts):>9s} | {ts / lt:5.2f}"
+        if args.before:
+            bt, error = median_of([r[2] for r in rounds])
+            line += " | before failed" if error is not None else f" | {lsbs.fmt(bt):>9s} | {bt / lt:6.2f}"
+        print(f"{line} | {n}")
     return 0
 
 
