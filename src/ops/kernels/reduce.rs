@@ -338,17 +338,72 @@ const SUM_LANES: usize = 8;
 /// contiguous dim: rows shorter than a vector by `row_sum` (`scalar_inner_sum`), longer ones
 /// by `vectorized_inner_sum`: `row_sum` over whole vectors lane by lane, then the leftover
 /// values in order, then the lanes in order.
+///
+/// The lanes run together as ATen's vectors do (`[f32; 8]` values, so the loop vectorizes):
+/// each of the 4 interleaved `row_sum` columns is `cascade_sum` over every 4th vector, and
+/// the columns share one carry schedule (they have the same length).
 pub(crate) fn aten_inner_sum(row: &[f32]) -> f32 {
     if row.len() < SUM_LANES {
         return row_sum_ilp(row);
     }
+    const ILP: usize = 4;
+    const LEVELS: usize = 4;
+    type Lanes = [f32; SUM_LANES];
+    let add = |a: &mut Lanes, b: &Lanes| {
+        for (x, y) in a.iter_mut().zip(b) {
+            *x += y;
+        }
+    };
     let vectors = row.len() / SUM_LANES;
+    let size_ilp = vectors / ILP;
+    let ceil_log2 = usize::BITS - size_ilp.saturating_sub(1).leading_zeros();
+    let level_power = 4.max(ceil_log2 as usize / LEVELS);
+    let level_step = 1usize << level_power;
+    let level_mask = level_step - 1;
+    let mut acc = [[[0.0f32; SUM_LANES]; LEVELS]; ILP];
+    for (i, block) in row.chunks_exact(SUM_LANES * ILP).take(size_ilp).enumerate() {
+        for (column, lanes) in acc.iter_mut().zip(block.chunks_exact(SUM_LANES)) {
+            for (x, y) in column[0].iter_mut().zip(lanes) {
+                *x += y;
+            }
+        }
+        let done = i + 1;
+        if done % level_step == 0 {
+            for column in acc.iter_mut() {
+                for j in 1..LEVELS {
+                    let lower = column[j - 1];
+                    add(&mut column[j], &lower);
+                    column[j - 1] = [0.0; SUM_LANES];
+                    if done & (level_mask << (j * level_power)) != 0 {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let mut partial = [[0.0f32; SUM_LANES]; ILP];
+    for (p, column) in partial.iter_mut().zip(&acc) {
+        *p = column[0];
+        for level in &column[1..] {
+            add(p, level);
+        }
+    }
+    // the vectors past the last whole group of 4 go to the first column
+    for lanes in row[size_ilp * ILP * SUM_LANES..vectors * SUM_LANES].chunks_exact(SUM_LANES) {
+        for (x, y) in partial[0].iter_mut().zip(lanes) {
+            *x += y;
+        }
+    }
+    let mut lanes = partial[0];
+    for p in &partial[1..] {
+        add(&mut lanes, p);
+    }
     let mut total = 0.0f32;
     for v in &row[vectors * SUM_LANES..] {
         total += v;
     }
-    for lane in 0..SUM_LANES {
-        total += row_sum_strided(row, lane, SUM_LANES, vectors);
+    for lane in lanes {
+        total += lane;
     }
     total
 }
