@@ -70,7 +70,12 @@ pub fn emit_function(
     e.b.graph.transient_value(None);
     let root = e.b.graph.root;
     number_ssa_values(&mut e.b.graph, root, &e.ssa_names);
+    // `LoopContinuations` inserts a `false` constant into the graph, then one into each
+    // closure's block (a forked body is still a `prim::Closure` block of this graph)
     e.b.graph.transient_value(None);
+    for _ in forked_result_types(&e.b.graph, root) {
+        e.b.graph.transient_value(None);
+    }
     number_loop_conditions(&mut e.b.graph, root, &e.loop_conditions);
     // `TransformExits` runs two exit transformers, each inserting `true`, `false` and an
     // Uninitialized unit value: first the one lowering loop continuations
@@ -94,13 +99,19 @@ pub fn emit_function(
         for _ in 0..3 {
             e.b.graph.transient_value(None);
         }
+        let root = e.b.graph.root;
+        let forked = forked_result_types(&e.b.graph, root);
+        number_return_units(&mut e.b.graph, forked, None);
     } else {
         // then the return transformer, whose lowering of the final return replaces the
         // placeholder return with one more unit value (observed: constants folded afterwards
         // are numbered 7 higher)
-        for _ in 0..4 {
+        for _ in 0..3 {
             e.b.graph.transient_value(None);
         }
+        let root = e.b.graph.root;
+        let forked = forked_result_types(&e.b.graph, root);
+        number_return_units(&mut e.b.graph, forked, Some(&signature.return_type));
     }
     let spellings = class_spellings(unit, &e.b.graph);
     let mut graph = e.b.graph;
@@ -110,6 +121,39 @@ pub fn emit_function(
     number_inlined_forks(&mut graph);
     passes::cleanup(&mut graph);
     Ok(graph)
+}
+
+/// The result types of the forked bodies in `block` and the blocks under it, in the order
+/// PyTorch's exit transformer reaches their returns (a nested fork's return before the body
+/// holding it).
+fn forked_result_types(graph: &Graph, block: crate::ir::graph::BlockId) -> Vec<Type> {
+    let mut types = Vec::new();
+    for &n in &graph.block(block).nodes {
+        let node = graph.node(n);
+        for &b in &node.blocks {
+            types.extend(forked_result_types(graph, b));
+        }
+        if node.kind == "prim::fork" {
+            if let Some(Type::Future(t)) = node.outputs.first().map(|&v| graph.value(v).ty.clone())
+            {
+                types.push(*t);
+            }
+        }
+    }
+    types
+}
+
+/// The unit values PyTorch's return transformer creates while lowering returns: it deletes
+/// each closure's placeholder return (and the function's, `main`) and replaces it with an
+/// Uninitialized value cached per type, so a type takes a number the first time it is seen.
+fn number_return_units(graph: &mut Graph, forked: Vec<Type>, main: Option<&Type>) {
+    let mut seen: Vec<Type> = Vec::new();
+    for t in forked.into_iter().chain(main.cloned()) {
+        if !seen.contains(&t) {
+            graph.transient_value(None);
+            seen.push(t);
+        }
+    }
 }
 
 /// The start of PyTorch's `runCleanupPasses`: `liftClosures` packs each forked closure's
