@@ -123,35 +123,100 @@ pub fn emit_function(
     Ok(graph)
 }
 
-/// The result types of the forked bodies in `block` and the blocks under it, in the order
-/// PyTorch's exit transformer reaches their returns (a nested fork's return before the body
-/// holding it).
-fn forked_result_types(graph: &Graph, block: crate::ir::graph::BlockId) -> Vec<Type> {
-    let mut types = Vec::new();
+/// What PyTorch's exit transformer caches a unit value by: a type object. Primitive types
+/// are shared singletons; a composite type (list, tuple, dict, ...) is a fresh object per
+/// schema or annotation that made it, told apart here by its producer (the node computing a
+/// forked body's result, or the function's return annotation).
+#[derive(PartialEq)]
+struct UnitKey {
+    ty: Type,
+    producer: Option<String>,
+}
+
+impl UnitKey {
+    fn new(ty: Type, producer: impl FnOnce() -> String) -> UnitKey {
+        let composite = matches!(
+            ty,
+            Type::Optional(_)
+                | Type::List(_)
+                | Type::Dict(..)
+                | Type::Tuple(_)
+                | Type::Union(_)
+                | Type::Future(_)
+                | Type::Await(_)
+                | Type::RRef(_)
+        );
+        let producer = composite.then(producer);
+        UnitKey { ty, producer }
+    }
+}
+
+/// The unit keys of the forked bodies' results in `block` and the blocks under it, in the
+/// order PyTorch's exit transformer reaches their returns (a nested fork's return before the
+/// body holding it).
+fn forked_result_types(graph: &Graph, block: crate::ir::graph::BlockId) -> Vec<UnitKey> {
+    let mut keys = Vec::new();
     for &n in &graph.block(block).nodes {
         let node = graph.node(n);
         for &b in &node.blocks {
-            types.extend(forked_result_types(graph, b));
+            keys.extend(forked_result_types(graph, b));
         }
-        if node.kind == "prim::fork" {
-            if let Some(Type::Future(t)) = node.outputs.first().map(|&v| graph.value(v).ty.clone())
-            {
-                types.push(*t);
-            }
+        if node.kind != "prim::fork" {
+            continue;
+        }
+        let result = node
+            .blocks
+            .first()
+            .and_then(|&b| graph.block(b).returns.first().copied());
+        if let (Some(Type::Future(t)), Some(result)) = (
+            node.outputs.first().map(|&v| graph.value(v).ty.clone()),
+            result,
+        ) {
+            keys.push(UnitKey::new(*t, || producer_of(graph, result)));
         }
     }
-    types
+    keys
+}
+
+/// The operator (and called function or method name) computing `v`.
+fn producer_of(graph: &Graph, v: ValueId) -> String {
+    let Def::Node(n, _) = graph.value(v).def else {
+        return format!("param {v:?}");
+    };
+    let node = graph.node(n);
+    let mut text = node.qualified_op();
+    if matches!(
+        node.kind.as_str(),
+        "prim::TupleConstruct" | "prim::ListConstruct" | "prim::DictConstruct"
+    ) {
+        // each construction makes its type object anew
+        text.push_str(&format!(" {v:?}"));
+    }
+    if let Some(crate::ir::graph::Attr::Str(method)) = node.attr("name") {
+        text.push(' ');
+        text.push_str(method);
+    }
+    // a called function is an input of `Function` type
+    for &i in &node.inputs {
+        if let Type::Function(name) = &graph.value(i).ty {
+            text.push(' ');
+            text.push_str(name);
+        }
+    }
+    text
 }
 
 /// The unit values PyTorch's return transformer creates while lowering returns: it deletes
 /// each closure's placeholder return (and the function's, `main`) and replaces it with an
-/// Uninitialized value cached per type, so a type takes a number the first time it is seen.
-fn number_return_units(graph: &mut Graph, forked: Vec<Type>, main: Option<&Type>) {
-    let mut seen: Vec<Type> = Vec::new();
-    for t in forked.into_iter().chain(main.cloned()) {
-        if !seen.contains(&t) {
+/// Uninitialized value cached per type object, so a type takes a number the first time it is
+/// seen.
+fn number_return_units(graph: &mut Graph, forked: Vec<UnitKey>, main: Option<&Type>) {
+    let main = main.map(|t| UnitKey::new(t.clone(), || "return annotation".to_string()));
+    let mut seen: Vec<UnitKey> = Vec::new();
+    for key in forked.into_iter().chain(main) {
+        if !seen.contains(&key) {
             graph.transient_value(None);
-            seen.push(t);
+            seen.push(key);
         }
     }
 }
