@@ -498,9 +498,12 @@ fn tensor_literal(args: &mut Args<'_>) -> R {
             Some(a) => crate::tensor::promote::promote_types(a, d),
         })
     });
-    let dtype = dtype.unwrap_or(inferred.unwrap_or(DType::Float32));
-    let out = Tensor::zeros(&shape, dtype)?;
-    dispatch_all!(dtype, "tensor", |T| {
+    // PyTorch builds the tensor in the literal's own dtype (floats in the default float32,
+    // complex numbers in complex64) and casts it to `dtype` afterwards, so
+    // `torch.tensor(0.1, dtype=torch.float64)` holds float32's 0.1
+    let built = inferred.unwrap_or(DType::Float32);
+    let out = Tensor::zeros(&shape, built)?;
+    dispatch_all!(built, "tensor", |T| {
         if let Some(dst) = out.write::<T>()?.as_slice_mut() {
             for (d, s) in dst.iter_mut().zip(&vals) {
                 *d = super::kernels::num::scalar_as::<T>(*s);
@@ -508,7 +511,10 @@ fn tensor_literal(args: &mut Args<'_>) -> R {
         }
         Ok::<(), crate::Error>(())
     })?;
-    t(out)
+    match dtype {
+        Some(d) if d != built => t(out.to_dtype(d)?),
+        _ => t(out),
+    }
 }
 fn as_tensor(args: &mut Args<'_>) -> R {
     if let IValue::Tensor(x) = args.get(0)? {

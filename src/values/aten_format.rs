@@ -1,7 +1,9 @@
 //! ATen's tensor formatter (`operator<<(std::ostream&, const Tensor&)` in
 //! aten/src/ATen/core/Formatting.cpp), as TorchScript's `str(tensor)` / `print` give it and as
 //! `Node::printAttrValue` uses it for tensor constants of 2..=10 elements (and empty ones), with
-//! newlines turned into spaces:
+//! newlines turned into spaces. The numbers are {fmt}'s: a 0-d tensor's value and a matrix's
+//! scale in the shortest text that reads back to the same double (`{}`), general-style
+//! columns as `%g` at 6 digits, whatever precision the caller's stream had:
 //! `prim::Constant[value= 1  2  3 [ CPULongType{3} ]]()`. And the way back, so the graph text
 //! parser can rebuild such a constant. The text holds at most four decimals, so a parsed
 //! tensor reprints the same text but need not hold the original values exactly.
@@ -17,7 +19,7 @@ const LINE_SIZE: usize = 80;
 /// How one matrix (or vector) prints its numbers (`__printFormat`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Style {
-    /// `defaultfloat` at the stream's precision (`%g`).
+    /// `{:g}`: `%g` at 6 digits.
     General,
     /// `std::scientific`, 4 digits.
     Scientific,
@@ -25,11 +27,9 @@ enum Style {
     Fixed,
 }
 
-/// Stream state that persists between the matrices of one tensor: `std::setprecision(4)`
-/// sticks once a matrix chose fixed or scientific notation.
+/// The text being written.
 struct Stream {
     out: String,
-    precision: usize,
 }
 
 /// `c10::toString(ScalarType)`: the storage class name without `Storage`.
@@ -46,13 +46,12 @@ fn type_string(d: DType) -> String {
 /// The text ATen prints for `t` on one line, as a graph's tensor constant shows it, or `None`
 /// when tsrun cannot reproduce it (complex tensors, whose printing differs).
 pub fn format_tensor(t: &Tensor) -> Option<String> {
-    aten_text(t, 6).map(|text| text.replace('\n', " "))
+    aten_text(t).map(|text| text.replace('\n', " "))
 }
 
-/// The text ATen's `operator<<` prints for `t` on a stream at `precision` (IValue printing,
-/// behind TorchScript's `str(t)`, `print(t)` and `"{}".format(t)`, sets 17 digits first), or
-/// `None` when tsrun cannot reproduce it (complex tensors).
-pub fn aten_text(t: &Tensor, precision: usize) -> Option<String> {
+/// The text ATen's `operator<<` prints for `t` (behind TorchScript's `str(t)`, `print(t)` and
+/// `"{}".format(t)`), or `None` when tsrun cannot reproduce it (complex tensors).
+pub fn aten_text(t: &Tensor) -> Option<String> {
     if t.sparse_parts().is_some() || t.nested_parts().is_some() {
         return None;
     }
@@ -64,24 +63,21 @@ pub fn aten_text(t: &Tensor, precision: usize) -> Option<String> {
     }
     let values: Vec<f64> = t.contiguous().ok()?.to_vec::<f64>().ok()?;
     let shape = t.shape().to_vec();
-    let mut s = Stream {
-        out: String::new(),
-        precision,
-    };
+    let mut s = Stream { out: String::new() };
     match shape.len() {
         0 => {
             // numel 1: printAttrValue prints it as `{v}` before reaching here
-            s.out.push_str(&fmt_g(*values.first()?, s.precision));
+            s.out.push_str(&fmt_shortest(*values.first()?));
             s.out.push('\n');
         }
         1 => {
             if !values.is_empty() {
-                let (scale, sz, style) = print_format(&mut s, &values);
+                let (scale, sz, style) = print_format(&values);
                 if scale != 1.0 {
                     print_scale(&mut s, scale);
                 }
                 for v in &values {
-                    let text = number(&s, style, v / scale);
+                    let text = number(style, v / scale);
                     s.out.push_str(&format!("{text:>sz$}\n"));
                 }
             }
@@ -109,7 +105,7 @@ pub fn aten_text(t: &Tensor, precision: usize) -> Option<String> {
 
 /// `__printFormat`: (scale, column width, style). Reproduces ATen's quirk of updating the
 /// largest magnitude from the signed value.
-fn print_format(s: &mut Stream, values: &[f64]) -> (f64, usize, Style) {
+fn print_format(values: &[f64]) -> (f64, usize, Style) {
     let int_mode = values.iter().all(|&z| !z.is_finite() || z == z.ceil());
     let offset = values.iter().position(|z| z.is_finite());
     let (mut exp_min, mut exp_max) = (1.0f64, 1.0f64);
@@ -141,13 +137,11 @@ fn print_format(s: &mut Stream, values: &[f64]) -> (f64, usize, Style) {
     let mut scale = 1.0;
     let (sz, style) = if int_mode {
         if exp_max > 9.0 {
-            s.precision = 4;
             (11, Style::Scientific)
         } else {
             ((exp_max + 1.0) as usize, Style::General)
         }
     } else if exp_max - exp_min > 4.0 {
-        s.precision = 4;
         let sz = if exp_max.abs() > 99.0 || exp_min.abs() > 99.0 {
             12
         } else {
@@ -155,7 +149,6 @@ fn print_format(s: &mut Stream, values: &[f64]) -> (f64, usize, Style) {
         };
         (sz, Style::Scientific)
     } else {
-        s.precision = 4;
         if !(0.0..=5.0).contains(&exp_max) {
             scale = 10f64.powf(exp_max - 1.0);
             (7, Style::Fixed)
@@ -169,13 +162,13 @@ fn print_format(s: &mut Stream, values: &[f64]) -> (f64, usize, Style) {
 }
 
 /// One number as the stream writes it in `style`.
-fn number(s: &Stream, style: Style, v: f64) -> String {
+fn number(style: Style, v: f64) -> String {
     if !v.is_finite() {
         // iostreams write `inf`, `-inf`, `nan`, `-nan` in every notation
         return fmt_g(v, 6);
     }
     match style {
-        Style::General => fmt_g(v, s.precision),
+        Style::General => fmt_g(v, 6),
         Style::Fixed => format!("{v:.4}"),
         Style::Scientific => {
             // `%.4e`: the exponent signed and at least two digits
@@ -194,10 +187,10 @@ fn number(s: &Stream, style: Style, v: f64) -> String {
     }
 }
 
-/// `printScale`: `defaultfloat` at the stream's default precision (6, as PyTorch prints
-/// `100000 *`), then ` *` and a newline.
+/// `printScale`: the scale in its shortest text (`1000000 *`, `1e-05 *`), then ` *` and a
+/// newline.
 fn print_scale(s: &mut Stream, scale: f64) {
-    let text = fmt_g(scale, 6);
+    let text = fmt_shortest(scale);
     s.out.push_str(&format!("{text} *\n"));
 }
 
@@ -207,7 +200,7 @@ fn print_indent(s: &mut Stream, indent: usize) {
 
 /// `__printMatrix` of a row-major `rows x cols` matrix.
 fn print_matrix(s: &mut Stream, values: &[f64], rows: usize, cols: usize, indent: usize) {
-    let (scale, sz, style) = print_format(s, values);
+    let (scale, sz, style) = print_format(values);
     // the indent goes before later rows and headers only (PyTorch prints `(1,.,.) =   1`)
     let per_line = (LINE_SIZE.saturating_sub(indent) / (sz + 1)).max(1);
     let mut first = 0;
@@ -228,7 +221,7 @@ fn print_matrix(s: &mut Stream, values: &[f64], rows: usize, cols: usize, indent
         for l in 0..rows {
             for c in first..=last {
                 let v = values.get(l * cols + c).copied().unwrap_or(0.0);
-                let text = number(s, style, v / scale);
+                let text = number(style, v / scale);
                 s.out.push_str(&format!("{text:>sz$}"));
                 if c == last {
                     s.out.push('\n');
@@ -514,6 +507,40 @@ fn leading_number(s: &str) -> Option<(f64, usize)> {
         }
     }
     Some((s[..i].parse().ok()?, i))
+}
+
+/// {fmt}'s `{}` of a double: the fewest significant digits that read back to `d`, written
+/// plainly (`6000000000`, `0.0001`, no `.0`) while the decimal exponent is in -4..16, else
+/// as `1e+16` / `9.99999993922529e-09`; non-finite values as `%g` writes them.
+pub fn fmt_shortest(d: f64) -> String {
+    if !d.is_finite() || d == 0.0 {
+        return fmt_g(d, 6);
+    }
+    // Rust's `{:e}` is the shortest round-trip form: `1.2345e-7`, `1e16`
+    let sci = format!("{d:e}");
+    let (mantissa, exp) = match sci.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (sci.as_str(), 0),
+    };
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    if !(-4..16).contains(&exp) {
+        let sign_e = if exp < 0 { '-' } else { '+' };
+        return format!("{sign}{mantissa}e{sign_e}{:02}", exp.abs());
+    }
+    let digits: String = mantissa.chars().filter(|c| c.is_ascii_digit()).collect();
+    let n = digits.len() as i32;
+    let body = if exp >= n - 1 {
+        format!("{digits}{}", "0".repeat((exp - n + 1) as usize))
+    } else if exp >= 0 {
+        let (int, frac) = digits.split_at(exp as usize + 1);
+        format!("{int}.{frac}")
+    } else {
+        format!("0.{}{digits}", "0".repeat((-exp - 1) as usize))
+    };
+    format!("{sign}{body}")
 }
 
 /// C's `%.{precision}g` (what `std::ostream << double` does at that precision).

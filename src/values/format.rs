@@ -94,9 +94,8 @@ fn write_value(out: &mut String, v: &IValue) {
             );
         }
         IValue::String(s) => out.push_str(s),
-        // ATen's stream format, as PyTorch's IValue printing writes a tensor (at the 17 digits
-        // it sets for doubles)
-        IValue::Tensor(t) => match super::aten_format::aten_text(t, 17) {
+        // ATen's stream format, as PyTorch's IValue printing writes a tensor
+        IValue::Tensor(t) => match super::aten_format::aten_text(t) {
             Some(text) => out.push_str(&text),
             None => out.push_str(&tensor_repr(t)),
         },

@@ -70,7 +70,12 @@ pub fn emit_function(
     e.b.graph.transient_value(None);
     let root = e.b.graph.root;
     number_ssa_values(&mut e.b.graph, root, &e.ssa_names);
+    // `LoopContinuations` inserts a `false` constant into the graph, then one into each
+    // closure's block (a forked body is still a `prim::Closure` block of this graph)
     e.b.graph.transient_value(None);
+    for _ in forked_result_types(&e.b.graph, root) {
+        e.b.graph.transient_value(None);
+    }
     number_loop_conditions(&mut e.b.graph, root, &e.loop_conditions);
     // `TransformExits` runs two exit transformers, each inserting `true`, `false` and an
     // Uninitialized unit value: first the one lowering loop continuations
@@ -94,13 +99,19 @@ pub fn emit_function(
         for _ in 0..3 {
             e.b.graph.transient_value(None);
         }
+        let root = e.b.graph.root;
+        let forked = forked_result_types(&e.b.graph, root);
+        number_return_units(&mut e.b.graph, forked, None);
     } else {
         // then the return transformer, whose lowering of the final return replaces the
         // placeholder return with one more unit value (observed: constants folded afterwards
         // are numbered 7 higher)
-        for _ in 0..4 {
+        for _ in 0..3 {
             e.b.graph.transient_value(None);
         }
+        let root = e.b.graph.root;
+        let forked = forked_result_types(&e.b.graph, root);
+        number_return_units(&mut e.b.graph, forked, Some(&signature.return_type));
     }
     let spellings = class_spellings(unit, &e.b.graph);
     let mut graph = e.b.graph;
@@ -110,6 +121,104 @@ pub fn emit_function(
     number_inlined_forks(&mut graph);
     passes::cleanup(&mut graph);
     Ok(graph)
+}
+
+/// What PyTorch's exit transformer caches a unit value by: a type object. Primitive types
+/// are shared singletons; a composite type (list, tuple, dict, ...) is a fresh object per
+/// schema or annotation that made it, told apart here by its producer (the node computing a
+/// forked body's result, or the function's return annotation).
+#[derive(PartialEq)]
+struct UnitKey {
+    ty: Type,
+    producer: Option<String>,
+}
+
+impl UnitKey {
+    fn new(ty: Type, producer: impl FnOnce() -> String) -> UnitKey {
+        let composite = matches!(
+            ty,
+            Type::Optional(_)
+                | Type::List(_)
+                | Type::Dict(..)
+                | Type::Tuple(_)
+                | Type::Union(_)
+                | Type::Future(_)
+                | Type::Await(_)
+                | Type::RRef(_)
+        );
+        let producer = composite.then(producer);
+        UnitKey { ty, producer }
+    }
+}
+
+/// The unit keys of the forked bodies' results in `block` and the blocks under it, in the
+/// order PyTorch's exit transformer reaches their returns (a nested fork's return before the
+/// body holding it).
+fn forked_result_types(graph: &Graph, block: crate::ir::graph::BlockId) -> Vec<UnitKey> {
+    let mut keys = Vec::new();
+    for &n in &graph.block(block).nodes {
+        let node = graph.node(n);
+        for &b in &node.blocks {
+            keys.extend(forked_result_types(graph, b));
+        }
+        if node.kind != "prim::fork" {
+            continue;
+        }
+        let result = node
+            .blocks
+            .first()
+            .and_then(|&b| graph.block(b).returns.first().copied());
+        if let (Some(Type::Future(t)), Some(result)) = (
+            node.outputs.first().map(|&v| graph.value(v).ty.clone()),
+            result,
+        ) {
+            keys.push(UnitKey::new(*t, || producer_of(graph, result)));
+        }
+    }
+    keys
+}
+
+/// The operator (and called function or method name) computing `v`.
+fn producer_of(graph: &Graph, v: ValueId) -> String {
+    let Def::Node(n, _) = graph.value(v).def else {
+        return format!("param {v:?}");
+    };
+    let node = graph.node(n);
+    let mut text = node.qualified_op();
+    if matches!(
+        node.kind.as_str(),
+        "prim::TupleConstruct" | "prim::ListConstruct" | "prim::DictConstruct"
+    ) {
+        // each construction makes its type object anew
+        text.push_str(&format!(" {v:?}"));
+    }
+    if let Some(crate::ir::graph::Attr::Str(method)) = node.attr("name") {
+        text.push(' ');
+        text.push_str(method);
+    }
+    // a called function is an input of `Function` type
+    for &i in &node.inputs {
+        if let Type::Function(name) = &graph.value(i).ty {
+            text.push(' ');
+            text.push_str(name);
+        }
+    }
+    text
+}
+
+/// The unit values PyTorch's return transformer creates while lowering returns: it deletes
+/// each closure's placeholder return (and the function's, `main`) and replaces it with an
+/// Uninitialized value cached per type object, so a type takes a number the first time it is
+/// seen.
+fn number_return_units(graph: &mut Graph, forked: Vec<UnitKey>, main: Option<&Type>) {
+    let main = main.map(|t| UnitKey::new(t.clone(), || "return annotation".to_string()));
+    let mut seen: Vec<UnitKey> = Vec::new();
+    for key in forked.into_iter().chain(main) {
+        if !seen.contains(&key) {
+            graph.transient_value(None);
+            seen.push(key);
+        }
+    }
 }
 
 /// The start of PyTorch's `runCleanupPasses`: `liftClosures` packs each forked closure's

@@ -76,20 +76,13 @@ pub(super) fn split(a: &mut Args) -> R {
     let sep = a.opt_str(1)?;
     let max = if a.len() > 2 { a.int(2)? } else { -1 };
     let parts: Vec<String> = match sep {
-        None => {
-            let mut out = Vec::new();
-            let mut rest = s.trim_start();
-            while !rest.is_empty() {
-                if max >= 0 && out.len() as i64 == max {
-                    out.push(rest.to_string());
-                    break;
-                }
-                let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-                out.push(rest[..end].to_string());
-                rest = rest[end..].trim_start();
-            }
-            out
-        }
+        // PyTorch's `splitNoneSeparator`: runs of ASCII whitespace separate the words and
+        // `max` is ignored (`"a b c".split(None, 1)` is three words, unlike Python)
+        None => s
+            .split([' ', '\t', '\n', '\r', '\x0b', '\x0c'])
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect(),
         Some(sep) if sep.is_empty() => return Err(script_error("ValueError: empty separator")),
         Some(sep) => {
             if max < 0 {
