@@ -4,12 +4,12 @@
 //! where PyTorch's x86 engine would hand the convolution to oneDNN ([`QuantizedEngine::X86`]).
 
 use super::exact_float::{self, Geometry};
-use super::int8_gemm::Requantizer;
+use super::int8_gemm::{requantize_column, Requantizer};
 use super::int8_sums;
 use super::linear::{channel_scales, Requant};
 use super::qnnpack::QnnpackRequant;
 use super::torchbind::{packed_arg, ConvParams};
-use super::{arg_qtensor, int_values, per_tensor_params, round_ties_even, tensor_result};
+use super::{arg_qtensor, int_values, per_tensor_params, tensor_result};
 use crate::ops::kernels::{
     check_rank, invalid_argument, rank_mismatch, size_mismatch, wrong_dtype,
 };
@@ -296,38 +296,6 @@ fn conv_legacy(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     )?)
 }
 
-/// oneDNN's requantization of a quint8 convolution: `(acc * x_scale) * w_scale + bias` in
-/// float, the fused ReLU, then `nearbyint(y * (1 / out_scale) + out_zp)` saturated to 0..=255.
-/// The zero point is added in float before rounding (fbgemm adds it after): a product of
-/// 3.4999998 with zero point 58 sums to 61.5 in float and rounds to 62, where fbgemm gives 61
-/// (measured against PyTorch 2.15's x86 engine, resnet18's layer2). Some oneDNN kernels fold
-/// the scales instead (`acc * ((x_scale * w_scale) * (1 / out_scale))`): resnext101_32x8d's
-/// layer2.0.conv2 (32 groups of 16, stride 2) rounds one output of 8192 from 26.5 down where
-/// this rule's 26.500002 rounds up; 400 random convolutions show no single order matching every
-/// kernel (this one misses 8 outputs, the folded one 16), so this, the closest, stays.
-struct OnednnRequant {
-    x_scale: f32,
-    inv_out_scale: f32,
-    out_zp: f32,
-    relu: bool,
-}
-
-impl OnednnRequant {
-    fn apply(&self, acc: i32, w_scale: f32, bias: Option<f32>) -> i32 {
-        let mut y = (acc as f32 * self.x_scale) * w_scale + bias.unwrap_or(0.0);
-        if self.relu {
-            y = y.max(0.0);
-        }
-        let q = round_ties_even(y * self.inv_out_scale + self.out_zp);
-        // a NaN has no integer: the zero point, as the oneDNN kernels here store
-        if q.is_nan() {
-            self.out_zp as i32
-        } else {
-            q.clamp(0.0, 255.0) as i32
-        }
-    }
-}
-
 /// `[a, b, c]` padded in front with `fill` to three spatial dims.
 fn three(v: &[i64], fill: i64) -> [i64; 3] {
     let mut out = [fill; 3];
@@ -471,12 +439,6 @@ fn run_conv(
         let scales = channel_scales(&p.weight, m);
         QnnpackRequant::new(x_scale, &scales, bias.as_deref(), out_scale, out_zp, relu)
     });
-    let onednn_rq = OnednnRequant {
-        x_scale: x_scale as f32,
-        inv_out_scale: 1.0 / out_scale as f32,
-        out_zp: out_zp as f32,
-        relu,
-    };
     let xzp = x_zp as i32;
     let [id, ih, iw] = in_sp.map(|v| v as usize);
     let [kd, kh, kw] = k_sp.map(|v| v as usize);
@@ -493,24 +455,24 @@ fn run_conv(
     };
     // the VNNI kernel requantizes in its epilogue (fbgemm's or oneDNN's arithmetic),
     // straight into the NCHW output
-    if !p.transpose && qnnpack.is_none() {
-        let requant = |first: usize, count: usize| {
-            if onednn {
-                let range = first..first + count;
-                Requantizer::Onednn {
-                    x_scale: onednn_rq.x_scale,
-                    w_scale: w_scales[range.clone()].to_vec(),
-                    bias: range
-                        .map(|j| bias.as_ref().and_then(|b| b.get(j).copied()).unwrap_or(0.0))
-                        .collect(),
-                    inv_out_scale: onednn_rq.inv_out_scale,
-                    zero_point: onednn_rq.out_zp,
-                    relu,
-                }
-            } else {
-                rq.columns(bias.as_deref(), first, count)
+    let requant = |first: usize, count: usize| {
+        if onednn {
+            let range = first..first + count;
+            Requantizer::Onednn {
+                x_scale: x_scale as f32,
+                w_scale: w_scales[range.clone()].to_vec(),
+                bias: range
+                    .map(|j| bias.as_ref().and_then(|b| b.get(j).copied()).unwrap_or(0.0))
+                    .collect(),
+                inv_out_scale: 1.0 / out_scale as f32,
+                zero_point: out_zp as f32,
+                relu,
             }
-        };
+        } else {
+            rq.columns(bias.as_deref(), first, count)
+        }
+    };
+    if !p.transpose && qnnpack.is_none() {
         if let Some(out) =
             int8_sums::conv_quantized(op, x, xzp, &p.weight, &w_zps, &geo, [od, oh, ow], &requant)
         {
@@ -602,21 +564,22 @@ fn run_conv(
     }
     // one output channel's plane at a time: its bias and scale read once, the uint8 written
     // directly (every requantized value lies in 0..=255)
-    let mut out: Vec<u8> = Vec::with_capacity(acc.len());
-    for (i, plane) in acc.chunks(out_plane.max(1)).enumerate() {
+    let mut out: Vec<u8> = vec![0; acc.len()];
+    let columns = qnnpack.is_none().then(|| requant(0, m));
+    for (i, (plane, dst)) in acc
+        .chunks(out_plane.max(1))
+        .zip(out.chunks_mut(out_plane.max(1)))
+        .enumerate()
+    {
         let oc = i % m;
-        let b = bias.as_ref().and_then(|b| b.get(oc).copied());
-        if let Some(q) = &qnnpack {
-            out.extend(plane.iter().map(|&raw| q.apply(raw, oc) as u8));
-        } else if onednn {
-            let w_scale = w_scales[oc];
-            out.extend(
-                plane
-                    .iter()
-                    .map(|&raw| onednn_rq.apply(raw, w_scale, b) as u8),
-            );
-        } else {
-            out.extend(plane.iter().map(|&raw| rq.apply(raw, b, oc) as u8));
+        match (&qnnpack, &columns) {
+            (Some(q), _) => {
+                for (d, &raw) in dst.iter_mut().zip(plane) {
+                    *d = q.apply(raw, oc) as u8;
+                }
+            }
+            (None, Some(columns)) => requantize_column(columns, oc, plane, dst),
+            (None, None) => {}
         }
     }
     quantized_output(
