@@ -1,4 +1,4 @@
-"""libtorch vs tsrun on float torchvision zoo models, measured side by side in ONE run.
+"""libtorch vs tsrun on torchvision zoo models (float, or `quantized_NAME`), side by side in ONE run.
 
 For each torchvision classification model named (scripted, torch.manual_seed(0), eval mode, input
 1x3x224x224 from a seeded generator) and each thread count T, the script alternates libtorch
@@ -35,13 +35,35 @@ DEFAULT_MODELS = [
 ]
 
 
+QUANTIZED = "quantized_"
+
+
 def archive_for(name, cache):
-    """The scripted archive of torchvision's `name` (random init, seed 0, eval), built once."""
+    """The scripted archive of torchvision's `name` (random init, seed 0, eval), built once.
+
+    `quantized_NAME` is torchvision's quantizable NAME (resnet18, resnet50, mobilenet_v2,
+    mobilenet_v3_large, googlenet, shufflenet_v2_x1_0, ...) fused, prepared with PyTorch's
+    default engine's qconfig (x86), calibrated on 8 random 224x224 batches and converted:
+    eager post-training static quantization as users ship it, run by both sides under that
+    engine (tsrun's default `--quantized-engine native`)."""
     path = os.path.join(cache, f"{name}.pt")
     if not os.path.exists(path):
         import torchvision
         torch.manual_seed(0)
-        model = torchvision.models.get_model(name).eval()
+        if name.startswith(QUANTIZED):
+            from torchvision.models import quantization as tvq
+            base = name[len(QUANTIZED):]
+            kw = {"aux_logits": False, "init_weights": True} if base in ("googlenet", "inception_v3") else {}
+            model = getattr(tvq, base)(weights=None, quantize=False, **kw).eval()
+            model.fuse_model()
+            model.qconfig = torch.ao.quantization.get_default_qconfig(torch.backends.quantized.engine)
+            torch.ao.quantization.prepare(model, inplace=True)
+            with torch.no_grad():
+                for _ in range(8):
+                    model(torch.randn(2, 3, 224, 224))
+            torch.ao.quantization.convert(model, inplace=True)
+        else:
+            model = torchvision.models.get_model(name).eval()
         torch.jit.save(torch.jit.script(model), path)
     return path
 

@@ -397,7 +397,7 @@ pub(super) fn run(
             // every row's position lies inside `out`: rows fill whole planes
             if first_column + w.columns > ldc
                 || plane == 0
-                || rows % plane != 0
+                || !rows.is_multiple_of(plane)
                 || out.len() < rows * ldc
             {
                 return Err(Misuse::DestinationTooShort);

@@ -40,7 +40,7 @@ fn pack(
     weight_cache::prepared(weight, w_zps, || {
         let w = super::int_values(weight).ok()?;
         let m = w_zps.len();
-        if groups == 0 || m % groups != 0 || w.len() != m * c_per_g * taps {
+        if groups == 0 || !m.is_multiple_of(groups) || w.len() != m * c_per_g * taps {
             return None;
         }
         let m_per_g = m / groups;
@@ -182,7 +182,7 @@ pub(super) fn conv_quantized(
     // a depthwise-like group wastes most of each 4-byte group and 16-lane register; one
     // group of 1 to 3 channels (an RGB image) wastes only its channel padding
     let narrow = g > 1 && (c_per_g < 4 || m / g < 8);
-    if g == 0 || m % g != 0 || narrow || !(3..=5).contains(&ws.len()) {
+    if g == 0 || !m.is_multiple_of(g) || narrow || !(3..=5).contains(&ws.len()) {
         return None;
     }
     let mut kernel = [1usize; 3];
