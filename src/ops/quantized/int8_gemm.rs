@@ -623,6 +623,30 @@ mod vnni {
         }
     }
 
+    /// Which columns' parameters a register holds.
+    #[derive(Clone, Copy)]
+    enum Lanes {
+        /// Columns `column ..`, the lanes of the mask (the rest 0).
+        Columns(usize, __mmask16),
+        /// One column's in every lane.
+        Column(usize),
+    }
+
+    impl Lanes {
+        /// The per-column values `v` for these lanes.
+        ///
+        /// # Safety
+        /// AVX-512 F present; the columns lie inside `v`.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw")]
+        unsafe fn load(self, v: &[f32]) -> __m512 {
+            match self {
+                Lanes::Columns(column, mask) => _mm512_maskz_loadu_ps(mask, v.as_ptr().add(column)),
+                Lanes::Column(column) => _mm512_set1_ps(v[column]),
+            }
+        }
+    }
+
     /// One register of 16 columns' requantization parameters.
     enum Convert {
         Fbgemm {
@@ -647,41 +671,19 @@ mod vnni {
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw")]
         unsafe fn new(requant: &Requantizer, column: usize, mask: __mmask16) -> Convert {
-            match requant {
-                Requantizer::Fbgemm {
-                    bias_term,
-                    multiplier,
-                    zero_point,
-                    floor,
-                } => Convert::Fbgemm {
-                    bias_term: _mm512_maskz_loadu_ps(mask, bias_term.as_ptr().add(column)),
-                    multiplier: _mm512_maskz_loadu_ps(mask, multiplier.as_ptr().add(column)),
-                    zero_point: _mm512_set1_epi32(*zero_point),
-                    floor: _mm512_set1_epi32(*floor),
-                },
-                Requantizer::Onednn {
-                    x_scale,
-                    w_scale,
-                    bias,
-                    inv_out_scale,
-                    zero_point,
-                    relu,
-                } => Convert::Onednn {
-                    x_scale: _mm512_set1_ps(*x_scale),
-                    w_scale: _mm512_maskz_loadu_ps(mask, w_scale.as_ptr().add(column)),
-                    bias: _mm512_maskz_loadu_ps(mask, bias.as_ptr().add(column)),
-                    inv_out_scale: _mm512_set1_ps(*inv_out_scale),
-                    zero_point: _mm512_set1_ps(*zero_point),
-                    zero_point_int: _mm512_set1_epi32(*zero_point as i32),
-                    relu: *relu,
-                },
-            }
+            Convert::with(requant, Lanes::Columns(column, mask))
         }
 
         /// Column `column`'s parameters in every lane.
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw")]
         unsafe fn broadcast(requant: &Requantizer, column: usize) -> Convert {
+            Convert::with(requant, Lanes::Column(column))
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw")]
+        unsafe fn with(requant: &Requantizer, lanes: Lanes) -> Convert {
             match requant {
                 Requantizer::Fbgemm {
                     bias_term,
@@ -689,8 +691,8 @@ mod vnni {
                     zero_point,
                     floor,
                 } => Convert::Fbgemm {
-                    bias_term: _mm512_set1_ps(bias_term[column]),
-                    multiplier: _mm512_set1_ps(multiplier[column]),
+                    bias_term: lanes.load(bias_term),
+                    multiplier: lanes.load(multiplier),
                     zero_point: _mm512_set1_epi32(*zero_point),
                     floor: _mm512_set1_epi32(*floor),
                 },
@@ -703,8 +705,8 @@ mod vnni {
                     relu,
                 } => Convert::Onednn {
                     x_scale: _mm512_set1_ps(*x_scale),
-                    w_scale: _mm512_set1_ps(w_scale[column]),
-                    bias: _mm512_set1_ps(bias[column]),
+                    w_scale: lanes.load(w_scale),
+                    bias: lanes.load(bias),
                     inv_out_scale: _mm512_set1_ps(*inv_out_scale),
                     zero_point: _mm512_set1_ps(*zero_point),
                     zero_point_int: _mm512_set1_epi32(*zero_point as i32),
