@@ -207,8 +207,9 @@ pub(super) enum Requantizer {
 }
 
 impl Requantizer {
-    /// Column `j`'s uint8 value of `sum` (one lane of the vector epilogue).
-    fn apply_one(&self, j: usize, sum: i32) -> u8 {
+    /// Column `j`'s uint8 value of `sum` (one lane of the vector epilogue; the scalar
+    /// routes' requantization).
+    pub(super) fn apply_one(&self, j: usize, sum: i32) -> u8 {
         match self {
             Requantizer::Fbgemm {
                 bias_term,

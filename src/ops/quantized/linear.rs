@@ -256,8 +256,8 @@ impl Requant {
     }
 
     /// The parameters of output channels `first .. first + count` for the int8 kernel's
-    /// epilogue, the same arithmetic as [`Requant::apply`] (a bias of `None` adds nothing,
-    /// as adding 0.0 to an integer-valued float does).
+    /// epilogue and [`Requantizer::apply_one`](super::int8_gemm::Requantizer) (a bias of
+    /// `None` adds nothing, as adding 0.0 to an integer-valued float does).
     pub(super) fn columns(
         &self,
         bias: Option<&[f32]>,
@@ -283,37 +283,6 @@ impl Requant {
                 0
             },
         }
-    }
-
-    /// Output channel `j`'s quint8 value for accumulator `raw`.
-    #[inline]
-    pub(crate) fn apply(&self, raw: i32, bias: Option<f32>, j: usize) -> i32 {
-        let mut xf = raw as f32;
-        if let Some(b) = bias {
-            // per tensor fbgemm multiplies by the reciprocal computed in double
-            let xb = if self.per_channel {
-                b / self.act_times_w[j]
-            } else {
-                b * ((1.0f64 / self.act_times_w[j] as f64) as f32)
-            };
-            xf += xb;
-        }
-        let scaled = xf * self.multiplier[j];
-        let rounded = if !(-2147483648.0..2147483648.0).contains(&scaled) {
-            i32::MIN // CVTPS2DQ's "integer indefinite"
-        } else {
-            super::round_ties_even(scaled) as i32
-        };
-        // packs_epi32 (saturate to i16), adds_epi16 (zero point), packus_epi16 (u8)
-        let s16 = rounded.clamp(i16::MIN as i32, i16::MAX as i32);
-        let with_zp = (s16 + self.out_zp).clamp(i16::MIN as i32, i16::MAX as i32);
-        let u8v = with_zp.clamp(0, 255);
-        let lo = if self.relu {
-            self.out_zp.clamp(0, 255)
-        } else {
-            0
-        };
-        u8v.max(lo)
     }
 }
 
@@ -380,12 +349,13 @@ fn linear_static(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         )?);
     }
     let sums = integer_sums(a.op, &xv, m, k, n, xzp, &p.weight, &w_zps)?;
+    let columns = rq.columns(bias.as_deref(), 0, n);
     let mut out = vec![0i32; m * n];
     for (i, row) in sums.chunks(n.max(1)).enumerate() {
         for (j, &raw) in row.iter().enumerate() {
             out[i * n + j] = match &qnnpack {
                 Some(q) => q.apply(raw, j),
-                None => rq.apply(raw, bias.as_ref().map(|b| b[j]), j),
+                None => columns.apply_one(j, raw).into(),
             };
         }
     }

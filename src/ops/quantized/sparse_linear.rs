@@ -344,7 +344,11 @@ fn qlinear<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
         p.scales.clone()
     };
     // trRequantizeOpt divides the bias by x_scale * w_scale (as the per-channel path does)
-    let rq = Requant::new(x_scale, &scales, true, out_scale, out_zp, RELU);
+    let rq = Requant::new(x_scale, &scales, true, out_scale, out_zp, RELU).columns(
+        bias.as_deref(),
+        0,
+        n,
+    );
     let xv = super::int_values(&x)?;
     let m = xv.len() / k.max(1);
     let padded = k.div_ceil(BLOCK_COLS) * BLOCK_COLS;
@@ -368,7 +372,7 @@ fn qlinear<const RELU: bool>(a: &mut Args<'_>) -> Result<IValue> {
                         s.wrapping_add(pair.clamp(i32::from(i16::MIN), i32::from(i16::MAX)))
                     });
             let raw = acc.wrapping_sub(xzp.wrapping_mul(row_sums[j]));
-            *o = rq.apply(raw, bias.as_ref().map(|b| b[j]), j);
+            *o = rq.apply_one(j, raw).into();
         }
     }
     let mut shape = x.shape().to_vec();
