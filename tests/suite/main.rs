@@ -37,6 +37,7 @@ mod internals;
 mod ir_prims;
 mod layering;
 mod library_api;
+mod linear_chains;
 mod load_fixtures;
 mod mc_dropout;
 mod module_api;

@@ -1,6 +1,9 @@
-//! Convolution chains fused across module calls: `conv -> batch norm -> [+ residual] ->
-//! activation` where each step is its own submodule (`prim::CallMethod[forward]` on
-//! `self.conv1`, `self.bn1`, ...), as scripted torchvision models are built.
+//! Convolution and linear chains fused across module calls: `conv -> batch norm -> [+
+//! residual] -> activation` and `linear -> [activation]`, where each step is its own submodule
+//! (`prim::CallMethod[forward]` on `self.conv1`, `self.bn1`, ...), as scripted torchvision
+//! models and `nn.Sequential` stacks are built. A lone `Linear` call is a chain too: its
+//! instruction replaces the module call's frame (two attribute reads and the operator), most
+//! of a small layer's cost.
 //!
 //! At plan build, a run of such calls (consecutive but for attribute reads and constants, each
 //! consuming the previous result as its only use) whose receivers are typed
@@ -37,6 +40,8 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StepKind {
     Conv,
+    /// A `torch.nn.Linear` call.
+    Linear,
     BatchNorm,
     /// `aten::add(_).Tensor(prev, residual, 1)`.
     Residual,
@@ -44,6 +49,7 @@ pub(crate) enum StepKind {
 }
 
 const CONV2D: &str = "__torch__.torch.nn.modules.conv.Conv2d";
+const LINEAR: &str = "__torch__.torch.nn.modules.linear.Linear";
 const BATCH_NORM2D: &str = "__torch__.torch.nn.modules.batchnorm.BatchNorm2d";
 const ACTIVATIONS: &[&str] = &[
     "__torch__.torch.nn.modules.activation.ReLU",
@@ -70,6 +76,8 @@ fn call_step(ty: &Type) -> Option<StepKind> {
     let base = unmangled(c);
     if base == CONV2D {
         Some(StepKind::Conv)
+    } else if base == LINEAR {
+        Some(StepKind::Linear)
     } else if base == BATCH_NORM2D {
         Some(StepKind::BatchNorm)
     } else if ACTIVATIONS.contains(&base.as_str()) {
@@ -126,10 +134,10 @@ pub(crate) fn next_step(
     };
     use StepKind::*;
     let follows = match kind {
-        Conv => false,
+        Conv | Linear => false,
         BatchNorm => after == Conv,
         Residual => matches!(after, Conv | BatchNorm),
-        Activation => matches!(after, Conv | BatchNorm | Residual),
+        Activation => matches!(after, Conv | Linear | BatchNorm | Residual),
     };
     follows.then_some(kind)
 }
@@ -140,17 +148,29 @@ pub(crate) fn may_interleave(g: &Graph, n: NodeId) -> bool {
     matches!(g.node(n).kind.as_str(), "prim::Constant" | "prim::GetAttr")
 }
 
-/// Whether node `n` starts a chain (a `Conv2d` module call).
-pub(crate) fn starts_chain(g: &Graph, n: NodeId) -> bool {
+/// The step that node `n` starts a chain with, if it does (a `Conv2d` or `Linear` module
+/// call).
+pub(crate) fn starts_chain(g: &Graph, n: NodeId) -> Option<StepKind> {
     let node = g.node(n);
-    node.kind == "prim::CallMethod"
-        && node.outputs.len() == 1
-        && node.inputs.len() == 2
-        && matches!(node.attr("name"), Some(Attr::Str(s)) if s == "forward")
-        && node
-            .inputs
-            .first()
-            .is_some_and(|&r| call_step(&g.value(r).ty) == Some(StepKind::Conv))
+    if node.kind != "prim::CallMethod"
+        || node.outputs.len() != 1
+        || node.inputs.len() != 2
+        || !matches!(node.attr("name"), Some(Attr::Str(s)) if s == "forward")
+    {
+        return None;
+    }
+    let kind = call_step(&g.value(*node.inputs.first()?).ty)?;
+    matches!(kind, StepKind::Conv | StepKind::Linear).then_some(kind)
+}
+
+/// Whether a chain of `kinds` is worth an instruction: a convolution chain of two steps or
+/// more (a lone convolution call stays a call), any linear chain.
+pub(crate) fn worth_fusing(kinds: &[StepKind]) -> bool {
+    match kinds.first() {
+        Some(StepKind::Linear) => true,
+        Some(StepKind::Conv) => kinds.len() >= 2,
+        _ => false,
+    }
 }
 
 /// Where an optional tensor of a module comes from.
@@ -178,10 +198,24 @@ struct BatchNormFacts {
     eps: f64,
 }
 
+/// What a `Linear` class computes, from its `forward`.
+#[derive(Debug)]
+struct LinearFacts {
+    weight: Arc<str>,
+    bias: Source,
+}
+
+/// The module a chain starts with.
+#[derive(Debug)]
+enum Head {
+    Conv(ConvFacts),
+    Linear(LinearFacts),
+}
+
 /// What a chain computes, per combination of receiver classes.
 #[derive(Debug)]
 pub(crate) struct ChainFacts {
-    conv: ConvFacts,
+    head: Head,
     batch_norm: Option<BatchNormFacts>,
     activation: Activation,
     /// The folds made for receivers of these classes, reused while the tensors they were
@@ -298,6 +332,36 @@ fn conv_facts(g: &Graph) -> Option<ConvFacts> {
     })
 }
 
+/// A `Linear.forward` that is exactly `aten::linear(input, self.<w>, self.<b>)`, read from its
+/// inlined graph.
+fn linear_facts(g: &Graph) -> Option<LinearFacts> {
+    let input = *g.inputs().get(1)?;
+    let mut linear = None;
+    for n in all_nodes(g) {
+        let node = g.node(n);
+        match node.kind.as_str() {
+            "prim::Constant" | "prim::GetAttr" => {}
+            "aten::linear"
+                if linear.is_none() && node.overload.as_deref().unwrap_or("").is_empty() =>
+            {
+                linear = Some(n)
+            }
+            _ => return None,
+        }
+    }
+    let node = g.node(linear?);
+    let [x, w, b] = node.inputs[..] else {
+        return None;
+    };
+    if x != input || g.outputs() != node.outputs.as_slice() {
+        return None;
+    }
+    Some(LinearFacts {
+        weight: self_attr(g, w)?,
+        bias: source(g, b)?,
+    })
+}
+
 /// A `BatchNorm2d.forward` (torch.nn's: in eval mode with running statistics it normalizes by
 /// them) whose `aten::batch_norm` reads attributes of `self` and a constant `eps`.
 fn batch_norm_facts(g: &Graph) -> Option<BatchNormFacts> {
@@ -383,19 +447,20 @@ pub(crate) fn chain_facts(
         crate::ir::passes::propagate_constants(&mut g);
         Some(g)
     };
-    let mut facts = None;
+    let mut head = None;
     let mut batch_norm = None;
     let mut activation = Activation::Identity;
     for step in steps {
         match step {
-            StepKind::Conv => facts = Some(conv_facts(&graph()?)?),
+            StepKind::Conv => head = Some(Head::Conv(conv_facts(&graph()?)?)),
+            StepKind::Linear => head = Some(Head::Linear(linear_facts(&graph()?)?)),
             StepKind::BatchNorm => batch_norm = Some(batch_norm_facts(&graph()?)?),
             StepKind::Activation => activation = activation_facts(&graph()?)?,
             StepKind::Residual => {}
         }
     }
     Some(ChainFacts {
-        conv: facts?,
+        head: head?,
         batch_norm,
         activation,
         folds: FoldCache::default(),
@@ -443,9 +508,12 @@ impl FoldInputs {
     /// (a batch norm in training mode or without running statistics, attributes that are not
     /// float32 tensors).
     fn read(facts: &ChainFacts, objects: &[&Object]) -> Option<FoldInputs> {
+        let Head::Conv(conv_facts) = &facts.head else {
+            return None;
+        };
         let conv = objects.first()?;
-        let weight = tensor_attr(conv, &Source::Attr(facts.conv.weight.clone())).ok()??;
-        let conv_bias = tensor_attr(conv, &facts.conv.bias).ok()?;
+        let weight = tensor_attr(conv, &Source::Attr(conv_facts.weight.clone())).ok()??;
+        let conv_bias = tensor_attr(conv, &conv_facts.bias).ok()?;
         let batch_norm = match &facts.batch_norm {
             None => None,
             Some(bn) => {
@@ -673,7 +741,10 @@ pub(crate) fn prepack(facts: &ChainFacts, objects: &[&Object]) -> Option<Tensor>
     let inputs = FoldInputs::read(facts, objects)?;
     let ready = facts.folds.get(facts, &inputs)?;
     let scale = ready.scale.as_deref()?;
-    let groups = facts.conv.params.groups;
+    let Head::Conv(conv) = &facts.head else {
+        return None;
+    };
+    let groups = conv.params.groups;
     crate::ops::conv::prepack_weight(&inputs.weight, groups, Some(scale))
         .ok()?
         .then_some(inputs.weight)
@@ -689,6 +760,10 @@ pub(crate) fn run_fused(
     residual: Option<&IValue>,
 ) -> Option<Tensor> {
     let IValue::Tensor(x) = x else { return None };
+    let conv = match &facts.head {
+        Head::Conv(conv) => conv,
+        Head::Linear(linear) => return run_linear(linear, facts.activation, objects, x),
+    };
     // batch norm 2-d takes 4-d inputs only; a 3-d (unbatched) one raises in the module
     if x.dtype() != DType::Float32 || x.dim() != 4 {
         return None;
@@ -712,7 +787,7 @@ pub(crate) fn run_fused(
         folded.weight.as_ref().unwrap_or(&inputs.weight),
         folded.scale.as_deref(),
         folded.bias.as_ref(),
-        &facts.conv.params,
+        &conv.params,
         act,
     )
     .ok()?;
@@ -721,6 +796,36 @@ pub(crate) fn run_fused(
             return None;
         }
         add_then_activate(&out, r, facts.activation).ok()?;
+    }
+    Some(out)
+}
+
+/// A linear chain on float32 operands: `aten::linear`'s kernel, then the activation over its
+/// fresh output (the same operations, in the same order, as the module calls).
+fn run_linear(
+    facts: &LinearFacts,
+    activation: Activation,
+    objects: &[&Object],
+    x: &Tensor,
+) -> Option<Tensor> {
+    let module = objects.first()?;
+    let weight = tensor_attr(module, &Source::Attr(facts.weight.clone())).ok()??;
+    let bias = tensor_attr(module, &facts.bias).ok()?;
+    let k = weight.shape().get(1).copied();
+    if x.dtype() != DType::Float32
+        || weight.dim() != 2
+        || x.dim() == 0
+        || x.shape().last().copied() != k
+        || bias
+            .as_ref()
+            .is_some_and(|b| b.dim() != 1 || b.numel() != weight.shape()[0])
+    {
+        return None;
+    }
+    let out = crate::ops::linalg::linear("aten::linear", x, &weight, bias.as_ref()).ok()?;
+    if activation != Activation::Identity {
+        let mut guard = out.write::<f32>().ok()?;
+        activation.apply_slice(guard.as_slice_mut()?);
     }
     Some(out)
 }

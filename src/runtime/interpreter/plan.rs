@@ -824,22 +824,20 @@ impl Builder<'_> {
     }
 
     /// The module chains of a block (see `module_chain`): positions in `nodes` of their steps
-    /// and the steps' kinds, each chain two steps or more.
+    /// and the steps' kinds, those [`module_chain::worth_fusing`] keeps.
     fn module_chains(&self, nodes: &[NodeId]) -> Vec<(Vec<usize>, Vec<StepKind>)> {
         let g = self.graph;
         let mut out = Vec::new();
         let mut p = 0;
         while p < nodes.len() {
-            let (Some(&start), true) = (
-                nodes.get(p),
-                nodes
-                    .get(p)
-                    .is_some_and(|&n| module_chain::starts_chain(g, n)),
-            ) else {
+            let Some((start, first)) = nodes
+                .get(p)
+                .and_then(|&n| Some((n, module_chain::starts_chain(g, n)?)))
+            else {
                 p += 1;
                 continue;
             };
-            let (mut positions, mut kinds) = (vec![p], vec![StepKind::Conv]);
+            let (mut positions, mut kinds) = (vec![p], vec![first]);
             let mut prev = g.node(start).outputs.first().copied();
             let mut q = p + 1;
             while let Some(v) = prev {
@@ -850,7 +848,7 @@ impl Builder<'_> {
                     q += 1;
                 }
                 let Some(&n) = nodes.get(q) else { break };
-                let after = kinds.last().copied().unwrap_or(StepKind::Conv);
+                let after = kinds.last().copied().unwrap_or(first);
                 let Some(kind) = module_chain::next_step(g, n, v, after, &self.use_count) else {
                     break;
                 };
@@ -859,7 +857,7 @@ impl Builder<'_> {
                 prev = g.node(n).outputs.first().copied();
                 q += 1;
             }
-            if positions.len() >= 2 {
+            if module_chain::worth_fusing(&kinds) {
                 p = positions.last().map_or(p, |&l| l + 1);
                 out.push((positions, kinds));
             } else {
@@ -914,7 +912,7 @@ impl Builder<'_> {
                 add = Some((kernel, name, alpha));
                 index_of(second)
             } else {
-                if kind == StepKind::Conv {
+                if matches!(kind, StepKind::Conv | StepKind::Linear) {
                     input = Some(index_of(second));
                 }
                 index_of(first)
@@ -949,7 +947,8 @@ impl Builder<'_> {
                 .map(|v| (v, node.source.clone()));
         }
         let (out, source) = out.ok_or_else(|| plan_error(fname, "empty module chain"))?;
-        let input = input.ok_or_else(|| plan_error(fname, "module chain without a convolution"))?;
+        let input = input
+            .ok_or_else(|| plan_error(fname, "module chain without a convolution or linear"))?;
         let inputs: Box<[Operand]> = values
             .iter()
             .map(|&v| {
