@@ -5,7 +5,10 @@ alternates: libtorch (torch.jit.load, torch.inference_mode(), torch.set_num_thre
 (the model exported with torch.onnx.export(torch.jit.load(archive), inputs, dynamo=False), run with
 intra_op_num_threads=T, inter_op_num_threads=1) and `tsrun bench --json --threads T` on the same
 archive and inputs. It prints medians and the ratios tsrun/libtorch and tsrun/ORT, plus tsrun's
-first call / median and peak RSS / archive size. Absolute times drift between machines: read ratios.
+first call / median and peak RSS / archive size, and for comparison libtorch's and ONNX Runtime's own
+first call / median (their first call after torch.jit.load / session creation, in the same process:
+libtorch's profiling executor optimizes on its first calls). Absolute times drift between machines:
+read ratios.
 With --rounds K the whole alternation (every model, every thread count) runs K times and each
 figure is the median over the rounds (first call / median: the median of each round's ratio, each
 round's tsrun being a fresh process; peak RSS: the largest), so a burst of load on a shared host
@@ -155,13 +158,21 @@ def iterations_for(fn, seconds):
     return max(10, min(5000, int(seconds / max(est, 1e-7))))
 
 
+def first_then_median(fn, n):
+    """(first call, median of n calls after 3 warm-up calls) of `fn`."""
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    for _ in range(3):
+        fn()
+    return timed(fn, n), first
+
+
 def libtorch_median(archive, inputs, threads, n):
     torch.set_num_threads(threads)
     module = torch.jit.load(archive).eval()
     with torch.inference_mode():
-        for _ in range(3):
-            module(*inputs)
-        return timed(lambda: module(*inputs), n)
+        return first_then_median(lambda: module(*inputs), n)
 
 
 def ort_median(onnx_path, inputs, threads, n):
@@ -171,9 +182,7 @@ def ort_median(onnx_path, inputs, threads, n):
     so.inter_op_num_threads = 1
     sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
     feed = {i.name: t.numpy() for i, t in zip(sess.get_inputs(), inputs)}
-    for _ in range(3):
-        sess.run(None, feed)
-    return timed(lambda: sess.run(None, feed), n)
+    return first_then_median(lambda: sess.run(None, feed), n)
 
 
 def tsrun_report(tsrun, archive, input_files, threads, n):
@@ -269,8 +278,10 @@ def main():
     rows = []
     for (threads, name), rounds in results.items():
         inputs, archive, onnx_path, files = prepared[name]
-        lt = statistics.median(r[0] for r in rounds)
-        ot = statistics.median(r[1] for r in rounds)
+        lt = statistics.median(r[0][0] for r in rounds)
+        ot = statistics.median(r[1][0] for r in rounds)
+        lt_first = statistics.median(r[0][1] / r[0][0] for r in rounds)
+        ot_first = statistics.median(r[1][1] / r[1][0] for r in rounds)
         reports = [r[2] for r in rounds if "error" not in r[2]]
         if len(reports) < len(rounds):
             ts = next(r[2] for r in rounds if "error" in r[2])
@@ -281,13 +292,15 @@ def main():
                     r["first_call_s"] / r["median_s"] for r in reports),
                 "peak_rss_bytes": max((r.get("peak_rss_bytes") or 0) for r in reports) or None,
             }
-        rows.append((threads, name, iterations[(threads, name)], lt, ot, ts, os.path.getsize(archive)))
+        rows.append((threads, name, iterations[(threads, name)], lt, ot, ts, os.path.getsize(archive),
+                     lt_first, ot_first))
 
     head = (f"{'T':>1} | {'model':50s} | {'libtorch':>9s} | {'ORT':>9s} | {'tsrun':>9s} | "
-            f"{'ts/lt':>5s} | {'ts/ORT':>6s} | {'1st/med':>7s} | {'RSS-archive':>11s} | n")
+            f"{'ts/lt':>5s} | {'ts/ORT':>6s} | {'1st/med':>7s} | {'RSS-archive':>11s} | "
+            f"{'lt 1st/med':>10s} | {'ORT 1st/med':>11s} | n")
     print(head)
     print("-" * len(head))
-    for threads, name, n, lt, ot, ts, size in rows:
+    for threads, name, n, lt, ot, ts, size, lt_first, ot_first in rows:
         label = MODELS[name][0]
         if "error" in ts:
             print(f"{threads} | {label:50s} | {fmt(lt):>9s} | {fmt(ot):>9s} | tsrun failed: {ts['error']}")
@@ -296,7 +309,8 @@ def main():
         rss = ts.get("peak_rss_bytes")
         rss_over = f"{(rss - size) / 2**20:+.1f} MiB" if rss is not None else "-"
         print(f"{threads} | {label:50s} | {fmt(lt):>9s} | {fmt(ot):>9s} | {fmt(med):>9s} | "
-              f"{med / lt:5.2f} | {med / ot:6.2f} | {ts['first_over_median']:7.2f} | {rss_over:>11s} | {n}")
+              f"{med / lt:5.2f} | {med / ot:6.2f} | {ts['first_over_median']:7.2f} | {rss_over:>11s} | "
+              f"{lt_first:10.2f} | {ot_first:11.2f} | {n}")
     return 0
 
 
