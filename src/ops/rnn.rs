@@ -4,7 +4,8 @@
 //! matrix-vector product per step for small batches (a GEMM's set-up costs more there), and the
 //! gate nonlinearities run vectorized over each gate's contiguous block. A float32 LSTM of batch
 //! 1 fuses each step (the gates computed on the recurrent product's sums while they are in
-//! registers) and computes its input projection in pieces, beside the steps on a second thread.
+//! registers) and computes its input projection in pieces, beside the steps on a second thread,
+//! which then takes half of each step's hidden units.
 
 use super::kernels::parallel;
 use super::kernels::vmath::{self, VecFn};
@@ -625,7 +626,10 @@ impl SplitSteps {
             let (xg, t) = step_row(s).ok_or_else(|| value_err("lstm: input projection failed"))?;
             t_prev = t;
             lstm_step_fused(h, w, xg, c, &mut h_next, 0..self.half);
-            store_bits(&h_next[a_units.clone()], &self.h[(s + 1) % 2][a_units.clone()]);
+            store_bits(
+                &h_next[a_units.clone()],
+                &self.h[(s + 1) % 2][a_units.clone()],
+            );
             self.done_a.0.store(s + 1, Ordering::Release);
             if self
                 .claimed_b
@@ -783,7 +787,7 @@ fn lstm_step_inline<const NR: usize, const FMA: bool>(
     xg: &[f32],
     c: &mut [f32],
     h: &mut [f32],
-    units: Range<usize>,
+    run: Range<usize>,
 ) {
     let hidden = c.len();
     let depth = w.depth();
@@ -791,7 +795,7 @@ fn lstm_step_inline<const NR: usize, const FMA: bool>(
     if h_prev.len() < depth || xg.len() < 4 * hidden || h.len() < hidden {
         return;
     }
-    for u in units.start..units.end.min(blocks) {
+    for u in run.start..run.end.min(blocks) {
         // pre-activations: the input side first, then each depth block's chain added, as
         // the unfused step adds `gemv`'s per-block sums to its copy of `xg`
         let mut pre = [[0.0f32; NR]; 4];
