@@ -4,7 +4,8 @@
 //! matrix-vector product per step for small batches (a GEMM's set-up costs more there), and the
 //! gate nonlinearities run vectorized over each gate's contiguous block. A float32 LSTM of batch
 //! 1 fuses each step (the gates computed on the recurrent product's sums while they are in
-//! registers) and computes its input projection in pieces, beside the steps on a second thread.
+//! registers) and computes its input projection in pieces, beside the steps on a second thread,
+//! which then takes half of each step's hidden units.
 
 use super::kernels::parallel;
 use super::kernels::vmath::{self, VecFn};
@@ -24,7 +25,7 @@ use crate::values::{IValue, Tuple};
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
 use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -341,9 +342,10 @@ impl Drop for PieceGuard<'_> {
 /// ([`lstm_step_fused`]), which take each piece when it is ready and compute it themselves
 /// when nobody has claimed it yet. On one thread the steps compute every piece as they reach
 /// it; with a second thread in the pool it computes the pieces ahead of the steps, so the
-/// projection is off the steps' path but for the first piece. The steps never wait for a
-/// piece nobody computes, and the pieces are the same whoever computes them: the result has
-/// the same bits on any number of threads.
+/// projection is off the steps' path but for the first piece, and then, when a step is large
+/// enough ([`SPLIT_STEP_MIN_MACS`]), takes the second half of each step's hidden units
+/// ([`SplitSteps`]). The steps never wait for work nobody does, and every value is the same
+/// whoever computes it: the result has the same bits on any number of threads.
 fn lstm_layer_fused(
     proj: &PackedInputProj<'_>,
     w: &gemm::PackedB,
@@ -399,51 +401,300 @@ fn lstm_layer_fused(
             }
             // the other thread is computing it (a few microseconds), unless it was
             // descheduled: then give it the core
-            polls = polls.wrapping_add(1);
-            if polls < 4096 {
-                std::hint::spin_loop();
+            pause(&mut polls);
+        }
+    };
+    // step `s`'s input projection row and its time index
+    let step_row = |s: usize| -> Option<(&[f32], usize)> {
+        let j = s / PROJECTION_PIECE_STEPS;
+        let rows = rows_of(j);
+        let i = s - j * PROJECTION_PIECE_STEPS;
+        // the piece's rows in step order
+        let r = if reverse { rows.len() - 1 - i } else { i };
+        Some((piece(j)?.get(r * g..)?.get(..g)?, rows.start + r))
+    };
+    // the projection pieces nobody has claimed yet
+    let project_ahead = || loop {
+        let j = next.fetch_add(1, Ordering::AcqRel);
+        if j >= pieces {
+            break;
+        }
+        compute(j);
+    };
+    let blocks = hs / w.isa().nr().max(1);
+    let split = rayon::current_num_threads() > 1
+        && blocks >= 2
+        && 4 * hs * w.depth() >= SPLIT_STEP_MIN_MACS;
+    let result = if split {
+        let shared = SplitSteps::new(h, c, blocks / 2, w.isa().nr());
+        let state = Mutex::new((&mut *h, &mut *c, &mut *out, Ok(())));
+        parallel::for_each_index(2, &|_| {
+            // the first thread in leads (it may be either task: a pool thread can claim
+            // task 0 before the caller does); a lead that has finished makes the other return
+            if shared.entered.fetch_add(1, Ordering::AcqRel) == 0 {
+                let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+                let (h, c, out, result) = &mut *st;
+                *result = shared.lead(w, steps, &step_row, h, c, out);
             } else {
-                std::thread::yield_now();
+                project_ahead();
+                shared.help(w, steps, &step_row);
             }
-        }
-    };
-    let state = Mutex::new((h, c, out, Ok(())));
-    let run_steps = || {
-        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
-        let (h, c, out, result) = &mut *st;
-        let mut hnext = vec![0.0f32; hs];
-        for j in 0..pieces {
-            let Some(xg) = piece(j) else {
-                *result = Err(value_err("lstm: input projection failed"));
-                return;
-            };
-            let rows = rows_of(j);
-            for s in 0..rows.len() {
-                // the piece's rows in step order
-                let r = if reverse { rows.len() - 1 - s } else { s };
-                lstm_step_fused(h, w, &xg[r * g..][..g], c, &mut hnext);
+        });
+        state.into_inner().unwrap_or_else(|e| e.into_inner()).3
+    } else {
+        let state = Mutex::new((h, c, out, Ok(())));
+        let run_steps = || {
+            let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+            let (h, c, out, result) = &mut *st;
+            let mut hnext = vec![0.0f32; hs];
+            for s in 0..steps {
+                let Some((xg, t)) = step_row(s) else {
+                    *result = Err(value_err("lstm: input projection failed"));
+                    return;
+                };
+                lstm_step_fused(h, w, xg, c, &mut hnext, 0..blocks);
                 std::mem::swap(*h, &mut hnext);
-                out[(rows.start + r) * hs..][..hs].copy_from_slice(h);
+                out[t * hs..][..hs].copy_from_slice(h);
             }
-        }
+        };
+        parallel::for_each_index(2, &|task| {
+            if task == 0 {
+                run_steps()
+            } else {
+                project_ahead()
+            }
+        });
+        state.into_inner().unwrap_or_else(|e| e.into_inner()).3
     };
-    parallel::for_each_index(2, &|task| {
-        if task == 0 {
-            run_steps()
-        } else {
-            loop {
-                let j = next.fetch_add(1, Ordering::AcqRel);
-                if j >= pieces {
-                    break;
-                }
-                compute(j);
-            }
-        }
-    });
     if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
-    state.into_inner().unwrap_or_else(|e| e.into_inner()).3
+    result
+}
+
+/// Multiply-adds of one step's recurrent product (`4 hidden x depth`) from which a second pool
+/// thread takes half of every step's hidden units. The two threads exchange `h` through shared
+/// memory at every step (a few hundred nanoseconds); the reference tagger's step (hidden 128,
+/// 64 Ki multiply-adds over 256 KiB of weights) takes about 3 us on one core, bound by the
+/// weights' reads from L2, which the split shares between two cores' caches.
+const SPLIT_STEP_MIN_MACS: usize = 1 << 15;
+
+/// A spin-wait's poll: spins a while, then yields the core (the thread being waited for may
+/// have been descheduled on a loaded machine).
+fn pause(polls: &mut u32) {
+    *polls = polls.wrapping_add(1);
+    if *polls < 4096 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// A counter on its own cache line (the two threads poll each other's).
+#[repr(align(128))]
+struct PaddedCounter(AtomicUsize);
+
+/// The state two threads share while they split the steps of an LSTM layer of batch 1: the
+/// lead computes the first half of every step's hidden units (blocks `..half`) and the second
+/// half too unless the helper has claimed it (`claimed_b`), so the steps never wait for a
+/// helper that has not come. `h` alternates between two buffers: step `s` reads `h[s % 2]`
+/// and writes `h[(s + 1) % 2]`, and neither thread starts step `s + 1` before both halves of
+/// step `s` are done, so nobody writes a buffer the other still reads. The values are f32 bits
+/// in atomics (relaxed), published by the counters' release stores.
+struct SplitSteps {
+    h: [Vec<AtomicU32>; 2],
+    /// The cell state of the second half's units (the first half's stays with the lead).
+    c_b: Vec<AtomicU32>,
+    /// First blocks of panels the lead always computes (`blocks / 2`).
+    half: usize,
+    /// Units per block.
+    nr: usize,
+    /// Steps whose first half is done.
+    done_a: PaddedCounter,
+    /// Steps whose second half someone has claimed.
+    claimed_b: PaddedCounter,
+    /// Steps whose second half is done.
+    done_b: PaddedCounter,
+    /// Set when the lead returns, or when the helper fails: the other stops waiting.
+    stop: AtomicBool,
+    /// Threads that have entered (the first leads).
+    entered: AtomicUsize,
+}
+
+/// Sets a flag when dropped (also when unwinding).
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+fn load_bits(src: &[AtomicU32], dst: &mut [f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = f32::from_bits(s.load(Ordering::Relaxed));
+    }
+}
+
+fn store_bits(src: &[f32], dst: &[AtomicU32]) {
+    for (s, d) in src.iter().zip(dst) {
+        d.store(s.to_bits(), Ordering::Relaxed);
+    }
+}
+
+impl SplitSteps {
+    fn new(h: &[f32], c: &[f32], half: usize, nr: usize) -> Self {
+        let bits = |xs: &[f32]| xs.iter().map(|x| AtomicU32::new(x.to_bits())).collect();
+        SplitSteps {
+            h: [bits(h), bits(h)],
+            c_b: bits(c),
+            half,
+            nr,
+            done_a: PaddedCounter(AtomicUsize::new(0)),
+            claimed_b: PaddedCounter(AtomicUsize::new(0)),
+            done_b: PaddedCounter(AtomicUsize::new(0)),
+            stop: AtomicBool::new(false),
+            entered: AtomicUsize::new(0),
+        }
+    }
+
+    /// The units of the second half.
+    fn b_units(&self, hidden: usize) -> Range<usize> {
+        (self.half * self.nr).min(hidden)..hidden
+    }
+
+    /// Waits until `counter` reaches `target`; false when the other thread stopped first.
+    fn wait_for(&self, counter: &PaddedCounter, target: usize) -> bool {
+        let mut polls = 0u32;
+        loop {
+            if counter.0.load(Ordering::Acquire) >= target {
+                return true;
+            }
+            if self.stop.load(Ordering::Acquire) {
+                return counter.0.load(Ordering::Acquire) >= target;
+            }
+            pause(&mut polls);
+        }
+    }
+
+    /// The second half of step `s` from `h_prev` (step `s`'s input), on `c` and `h_next`
+    /// (full-width scratch of the calling thread), published through `done_b`.
+    fn second_half(
+        &self,
+        w: &gemm::PackedB,
+        xg: &[f32],
+        s: usize,
+        h_prev: &[f32],
+        c: &mut [f32],
+        h_next: &mut [f32],
+    ) {
+        let units = self.b_units(c.len());
+        let blocks = c.len() / self.nr.max(1);
+        load_bits(&self.c_b[units.clone()], &mut c[units.clone()]);
+        lstm_step_fused(h_prev, w, xg, c, h_next, self.half..blocks);
+        store_bits(&c[units.clone()], &self.c_b[units.clone()]);
+        store_bits(&h_next[units.clone()], &self.h[(s + 1) % 2][units]);
+        self.done_b.0.store(s + 1, Ordering::Release);
+    }
+
+    /// The lead's side: every step's first half, and its second half where the helper has not
+    /// claimed it; `h`, `c` and `out` receive the results.
+    fn lead<'p>(
+        &self,
+        w: &gemm::PackedB,
+        steps: usize,
+        step_row: &dyn Fn(usize) -> Option<(&'p [f32], usize)>,
+        h: &mut [f32],
+        c: &mut [f32],
+        out: &mut [f32],
+    ) -> crate::Result<()> {
+        let _stop = SetOnDrop(&self.stop);
+        let hs = c.len();
+        let a_units = 0..(self.half * self.nr).min(hs);
+        let b_units = self.b_units(hs);
+        let helper_stopped = || value_err("lstm: the helper thread of the steps stopped");
+        let mut h_next = vec![0.0f32; hs];
+        let mut t_prev = 0;
+        for s in 0..steps {
+            if s > 0 {
+                if !self.wait_for(&self.done_b, s) {
+                    return Err(helper_stopped());
+                }
+                load_bits(&self.h[s % 2], h);
+                out[t_prev * hs..][..hs].copy_from_slice(h);
+            }
+            let (xg, t) = step_row(s).ok_or_else(|| value_err("lstm: input projection failed"))?;
+            t_prev = t;
+            lstm_step_fused(h, w, xg, c, &mut h_next, 0..self.half);
+            store_bits(
+                &h_next[a_units.clone()],
+                &self.h[(s + 1) % 2][a_units.clone()],
+            );
+            self.done_a.0.store(s + 1, Ordering::Release);
+            if self
+                .claimed_b
+                .0
+                .compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                self.second_half(w, xg, s, h, c, &mut h_next);
+            }
+        }
+        if steps > 0 {
+            if !self.wait_for(&self.done_b, steps) {
+                return Err(helper_stopped());
+            }
+            load_bits(&self.h[steps % 2], h);
+            out[t_prev * hs..][..hs].copy_from_slice(h);
+        }
+        load_bits(&self.c_b[b_units.clone()], &mut c[b_units]);
+        Ok(())
+    }
+
+    /// The helper's side: the second half of each step it claims once the step before is
+    /// done, until the lead has claimed the last or returned.
+    fn help<'p>(
+        &self,
+        w: &gemm::PackedB,
+        steps: usize,
+        step_row: &dyn Fn(usize) -> Option<(&'p [f32], usize)>,
+    ) {
+        let hs = self.c_b.len();
+        let (mut h_prev, mut c, mut h_next) = (vec![0.0f32; hs], vec![0.0f32; hs], vec![0.0; hs]);
+        let mut polls = 0u32;
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let s = self.claimed_b.0.load(Ordering::Acquire);
+            if s >= steps {
+                return;
+            }
+            if self.done_a.0.load(Ordering::Acquire) < s
+                || self.done_b.0.load(Ordering::Acquire) < s
+            {
+                pause(&mut polls);
+                continue;
+            }
+            if self
+                .claimed_b
+                .0
+                .compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                continue;
+            }
+            polls = 0;
+            // stops the lead's wait for this half if it is never done
+            let stop = SetOnDrop(&self.stop);
+            let Some((xg, _)) = step_row(s) else {
+                return;
+            };
+            load_bits(&self.h[s % 2], &mut h_prev);
+            self.second_half(w, xg, s, &h_prev, &mut c, &mut h_next);
+            std::mem::forget(stop);
+        }
+    }
 }
 
 /// Whether [`lstm_step_fused`] can run an LSTM of `hidden` units over `w` (`W_hh^T` packed,
@@ -476,8 +727,16 @@ const FUSED_NARROW_NR: usize = 16;
 ///
 /// Every value is computed as the unfused step computes it (the same FMA chain per column,
 /// then `xg +` the chain, the same scalar sigmoid / tanh, the same expressions), so the two
-/// agree bit for bit. Does nothing unless [`lstm_fused_fits`]; `h` must not alias `h_prev`.
-fn lstm_step_fused(h_prev: &[f32], w: &gemm::PackedB, xg: &[f32], c: &mut [f32], h: &mut [f32]) {
+/// agree bit for bit. Computes the hidden units of the blocks `blocks` (NR units each; `c` and
+/// `h` are full width, the other units untouched). Does nothing unless [`lstm_fused_fits`].
+fn lstm_step_fused(
+    h_prev: &[f32],
+    w: &gemm::PackedB,
+    xg: &[f32],
+    c: &mut [f32],
+    h: &mut [f32],
+    blocks: Range<usize>,
+) {
     if !lstm_fused_fits(w, c.len()) {
         return;
     }
@@ -485,11 +744,11 @@ fn lstm_step_fused(h_prev: &[f32], w: &gemm::PackedB, xg: &[f32], c: &mut [f32],
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a PackedB is only built for an instruction set the CPU supports, and
         // AVX-512 implies these features here (`gemm::Isa::is_supported`).
-        gemm::Isa::Avx512 => unsafe { lstm_step_avx512(h_prev, w, xg, c, h) },
+        gemm::Isa::Avx512 => unsafe { lstm_step_avx512(h_prev, w, xg, c, h, blocks) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above, for AVX2 and FMA.
-        gemm::Isa::Avx2 => unsafe { lstm_step_avx2(h_prev, w, xg, c, h) },
-        _ => lstm_step_inline::<FUSED_NARROW_NR, false>(h_prev, w, xg, c, h),
+        gemm::Isa::Avx2 => unsafe { lstm_step_avx2(h_prev, w, xg, c, h, blocks) },
+        _ => lstm_step_inline::<FUSED_NARROW_NR, false>(h_prev, w, xg, c, h, blocks),
     }
 }
 
@@ -501,8 +760,9 @@ unsafe fn lstm_step_avx512(
     xg: &[f32],
     c: &mut [f32],
     h: &mut [f32],
+    blocks: Range<usize>,
 ) {
-    lstm_step_inline::<FUSED_AVX512_NR, true>(h_prev, w, xg, c, h)
+    lstm_step_inline::<FUSED_AVX512_NR, true>(h_prev, w, xg, c, h, blocks)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -513,8 +773,9 @@ unsafe fn lstm_step_avx2(
     xg: &[f32],
     c: &mut [f32],
     h: &mut [f32],
+    blocks: Range<usize>,
 ) {
-    lstm_step_inline::<FUSED_NARROW_NR, true>(h_prev, w, xg, c, h)
+    lstm_step_inline::<FUSED_NARROW_NR, true>(h_prev, w, xg, c, h, blocks)
 }
 
 /// [`lstm_step_fused`] for panels NR wide. The accumulators and sums are arrays indexed by
@@ -526,6 +787,7 @@ fn lstm_step_inline<const NR: usize, const FMA: bool>(
     xg: &[f32],
     c: &mut [f32],
     h: &mut [f32],
+    run: Range<usize>,
 ) {
     let hidden = c.len();
     let depth = w.depth();
@@ -533,7 +795,7 @@ fn lstm_step_inline<const NR: usize, const FMA: bool>(
     if h_prev.len() < depth || xg.len() < 4 * hidden || h.len() < hidden {
         return;
     }
-    for u in 0..blocks {
+    for u in run.start..run.end.min(blocks) {
         // pre-activations: the input side first, then each depth block's chain added, as
         // the unfused step adds `gemv`'s per-block sums to its copy of `xg`
         let mut pre = [[0.0f32; NR]; 4];
