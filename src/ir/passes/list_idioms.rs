@@ -1,10 +1,12 @@
 //! `PeepholeOptimizeListIdioms` and `PeepholeOptimizeDictIdioms`: on lists built by
 //! `prim::ListConstruct` that nothing mutates, `len` is a constant, indexing with a constant
-//! picks the element, unpacking picks the elements, two such lists added are one list; on an unmutated `prim::DictConstruct`,
+//! picks the element, unpacking picks the elements, slicing with constant bounds picks a new
+//! literal list, two such lists added are one list; on an unmutated `prim::DictConstruct`,
 //! `len` is a constant and indexing with a constant key picks the value.
 
 use super::{insert_constant_before, producer};
 use crate::ir::graph::{BlockId, Graph, NodeId, ValueId};
+use crate::ops::scalar::slice_indices;
 use crate::ops::schema::SchemaRegistry;
 use crate::values::types::Type;
 use crate::values::IValue;
@@ -12,10 +14,10 @@ use std::collections::{HashMap, HashSet};
 
 /// Run the pass; returns whether it changed the graph (the caller eliminates dead code).
 pub fn optimize_list_idioms(graph: &mut Graph) -> bool {
-    let mutated = mutated_lists(graph);
+    let mut mutated = mutated_lists(graph);
     let mut changed = false;
     let root = graph.root;
-    optimize_block(graph, root, &mutated, &mut changed);
+    optimize_block(graph, root, &mut mutated, &mut changed);
     dict_block(graph, root, &mutated, &mut changed);
     changed
 }
@@ -168,7 +170,7 @@ fn list_construct(g: &Graph, v: ValueId, mutated: &MutatedLists) -> Option<NodeI
     producer(g, v).filter(|&p| g.node(p).kind == "prim::ListConstruct")
 }
 
-fn optimize_block(g: &mut Graph, block: BlockId, mutated: &MutatedLists, changed: &mut bool) {
+fn optimize_block(g: &mut Graph, block: BlockId, mutated: &mut MutatedLists, changed: &mut bool) {
     for n in g.block(block).nodes.clone() {
         for b in g.node(n).blocks.clone() {
             optimize_block(g, b, mutated, changed);
@@ -217,6 +219,31 @@ fn optimize_block(g: &mut Graph, block: BlockId, mutated: &MutatedLists, changed
                 let joined = g.create_node("prim::ListConstruct", all, vec![ty]);
                 g.insert_before(joined, n);
                 let out = g.node(joined).outputs[0];
+                g.replace_all_uses(outputs[0], out);
+                *changed = true;
+            }
+            "aten::slice" if g.node(n).inputs.len() == 4 => {
+                // `optimizeSlice`: constant bounds (None or an int) pick the elements
+                let constant = |v: ValueId| producer(g, v).and_then(|p| g.constant_value(p));
+                let bounds: Option<Vec<IValue>> =
+                    g.node(n).inputs[1..].iter().map(|&v| constant(v)).collect();
+                let Some([start, end, step]) = bounds.as_deref() else {
+                    continue;
+                };
+                let step = step.as_int().unwrap_or(1);
+                let Ok(picked) = slice_indices(items.len(), start.as_int(), end.as_int(), step)
+                else {
+                    continue;
+                };
+                let elements = picked
+                    .iter()
+                    .filter_map(|&i| items.get(i).copied())
+                    .collect();
+                let ty = g.value(outputs[0]).ty.clone();
+                let sliced = g.create_node("prim::ListConstruct", elements, vec![ty]);
+                g.insert_before(sliced, n);
+                let out = g.node(sliced).outputs[0];
+                mutated.aliases.join(out, outputs[0]);
                 g.replace_all_uses(outputs[0], out);
                 *changed = true;
             }
