@@ -1,26 +1,28 @@
 //! `PeepholeOptimizeListIdioms` and `PeepholeOptimizeDictIdioms`: on lists built by
 //! `prim::ListConstruct` that nothing mutates, `len` is a constant, indexing with a constant
-//! picks the element, unpacking picks the elements, two such lists added are one list; on an unmutated `prim::DictConstruct`,
+//! picks the element, unpacking picks the elements, slicing with constant bounds picks a new
+//! literal list, two such lists added are one list; on an unmutated `prim::DictConstruct`,
 //! `len` is a constant and indexing with a constant key picks the value.
 
 use super::{insert_constant_before, producer};
 use crate::ir::graph::{BlockId, Graph, NodeId, ValueId};
+use crate::ops::scalar::slice_indices;
 use crate::ops::schema::SchemaRegistry;
 use crate::values::types::Type;
 use crate::values::IValue;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Run the pass; returns whether it changed the graph (the caller eliminates dead code).
 pub fn optimize_list_idioms(graph: &mut Graph) -> bool {
-    let mutated = mutated_lists(graph);
+    let mut mutated = mutated_lists(graph);
     let mut changed = false;
     let root = graph.root;
-    optimize_block(graph, root, &mutated, &mut changed);
+    optimize_block(graph, root, &mut mutated, &mut changed);
     dict_block(graph, root, &mutated, &mut changed);
     changed
 }
 
-fn dict_block(g: &mut Graph, block: BlockId, mutated: &HashSet<ValueId>, changed: &mut bool) {
+fn dict_block(g: &mut Graph, block: BlockId, mutated: &MutatedLists, changed: &mut bool) {
     for n in g.block(block).nodes.clone() {
         for b in g.node(n).blocks.clone() {
             dict_block(g, b, mutated, changed);
@@ -70,37 +72,105 @@ fn dict_block(g: &mut Graph, block: BlockId, mutated: &HashSet<ValueId>, changed
     }
 }
 
-/// List values some node may write to (or that leave the graph's view through calls or
-/// control flow), as alias analysis would find them.
-fn mutated_lists(g: &Graph) -> HashSet<ValueId> {
-    let mut mutated = HashSet::new();
+/// List values some node may write to, as alias analysis (`AliasDb::hasWriters`) finds them:
+/// calls and ops with mutable schemas write their inputs, and a write reaches every value of
+/// the written value's alias class. A control-flow node's outputs alias what its blocks return
+/// (a loop's carried values also its inputs and block parameters) and `prim::unchecked_cast`
+/// aliases its input; returning a list from a block is no write (timm's
+/// `resample_abs_pos_embed` indexes a list it also returns from an `if`).
+fn mutated_lists(g: &Graph) -> MutatedLists {
+    let mut aliases = AliasClasses::default();
+    let mut written = Vec::new();
     g.walk(g.root, &mut |n| {
         let node = g.node(n);
-        let writes = match node.kind.as_str() {
-            "prim::CallMethod" | "prim::CallFunction" | "prim::If" | "prim::Loop" => true,
-            k if k.starts_with("prim::") => false,
-            _ => SchemaRegistry::global()
-                .find(&node.qualified_op())
-                .is_none_or(|s| s.is_mutable()),
-        };
-        if writes {
-            mutated.extend(node.inputs.iter().copied());
+        match node.kind.as_str() {
+            "prim::If" => {
+                for &b in &node.blocks {
+                    for (&r, &o) in g.block(b).returns.iter().zip(&node.outputs) {
+                        aliases.join(r, o);
+                    }
+                }
+            }
+            "prim::Loop" => {
+                let carried = node.inputs.iter().skip(2);
+                for (i, (&input, &o)) in carried.zip(&node.outputs).enumerate() {
+                    aliases.join(input, o);
+                    for &b in &node.blocks {
+                        let block = g.block(b);
+                        if let Some(&p) = block.params.get(i + 1) {
+                            aliases.join(p, o);
+                        }
+                        if let Some(&r) = block.returns.get(i + 1) {
+                            aliases.join(r, o);
+                        }
+                    }
+                }
+            }
+            "prim::unchecked_cast" => {
+                if let (Some(&i), Some(&o)) = (node.inputs.first(), node.outputs.first()) {
+                    aliases.join(i, o);
+                }
+            }
+            "prim::CallMethod" | "prim::CallFunction" => {
+                written.extend(node.inputs.iter().copied())
+            }
+            k if k.starts_with("prim::") => {}
+            _ => {
+                let mutable = SchemaRegistry::global()
+                    .find(&node.qualified_op())
+                    .is_none_or(|s| s.is_mutable());
+                if mutable {
+                    written.extend(node.inputs.iter().copied());
+                }
+            }
         }
     });
-    for b in &g.blocks {
-        mutated.extend(b.returns.iter().copied());
-    }
-    mutated
+    let written = written.iter().map(|&v| aliases.root(v)).collect();
+    MutatedLists { aliases, written }
 }
 
-fn list_construct(g: &Graph, v: ValueId, mutated: &HashSet<ValueId>) -> Option<NodeId> {
+/// The alias classes some node writes to.
+struct MutatedLists {
+    aliases: AliasClasses,
+    written: HashSet<ValueId>,
+}
+
+impl MutatedLists {
+    fn contains(&self, v: &ValueId) -> bool {
+        self.written.contains(&self.aliases.root(*v))
+    }
+}
+
+/// Union-find over values: the classes of values that may share one list.
+#[derive(Default)]
+struct AliasClasses {
+    parent: HashMap<ValueId, ValueId>,
+}
+
+impl AliasClasses {
+    fn root(&self, mut v: ValueId) -> ValueId {
+        while let Some(&p) = self.parent.get(&v) {
+            v = p;
+        }
+        v
+    }
+
+    fn join(&mut self, a: ValueId, b: ValueId) {
+        let (ra, rb) = (self.root(a), self.root(b));
+        if ra != rb {
+            self.parent.insert(ra, rb);
+        }
+    }
+}
+
+fn list_construct(g: &Graph, v: ValueId, mutated: &MutatedLists) -> Option<NodeId> {
     if mutated.contains(&v) || !matches!(g.value(v).ty, Type::List(_)) {
         return None;
     }
     producer(g, v).filter(|&p| g.node(p).kind == "prim::ListConstruct")
 }
 
-fn optimize_block(g: &mut Graph, block: BlockId, mutated: &HashSet<ValueId>, changed: &mut bool) {
+fn optimize_block(g: &mut Graph, block: BlockId, mutated: &mut MutatedLists, changed: &mut bool) {
     for n in g.block(block).nodes.clone() {
         for b in g.node(n).blocks.clone() {
             optimize_block(g, b, mutated, changed);
@@ -149,6 +219,31 @@ fn optimize_block(g: &mut Graph, block: BlockId, mutated: &HashSet<ValueId>, cha
                 let joined = g.create_node("prim::ListConstruct", all, vec![ty]);
                 g.insert_before(joined, n);
                 let out = g.node(joined).outputs[0];
+                g.replace_all_uses(outputs[0], out);
+                *changed = true;
+            }
+            "aten::slice" if g.node(n).inputs.len() == 4 => {
+                // `optimizeSlice`: constant bounds (None or an int) pick the elements
+                let constant = |v: ValueId| producer(g, v).and_then(|p| g.constant_value(p));
+                let bounds: Option<Vec<IValue>> =
+                    g.node(n).inputs[1..].iter().map(|&v| constant(v)).collect();
+                let Some([start, end, step]) = bounds.as_deref() else {
+                    continue;
+                };
+                let step = step.as_int().unwrap_or(1);
+                let Ok(picked) = slice_indices(items.len(), start.as_int(), end.as_int(), step)
+                else {
+                    continue;
+                };
+                let elements = picked
+                    .iter()
+                    .filter_map(|&i| items.get(i).copied())
+                    .collect();
+                let ty = g.value(outputs[0]).ty.clone();
+                let sliced = g.create_node("prim::ListConstruct", elements, vec![ty]);
+                g.insert_before(sliced, n);
+                let out = g.node(sliced).outputs[0];
+                mutated.aliases.join(out, outputs[0]);
                 g.replace_all_uses(outputs[0], out);
                 *changed = true;
             }

@@ -1,7 +1,8 @@
 //! `PeepholeOptimize` as PyTorch runs it on a callee body before inlining it (shape peepholes
 //! off, and tsrun's tensor types carry no shapes anyway): `None`-typed outputs become `None`
 //! constants, `if` outputs that just restate the condition become the condition, `is None`
-//! tests decided by the types fold, and unwraps/casts that change nothing disappear.
+//! tests decided by the types fold, and unwraps/casts that change nothing disappear (casts after
+//! the list idioms, in `PeepholeOptimizeNonTensor`).
 
 use super::{eliminate_dead_code, insert_constant_before};
 use crate::ir::graph::{BlockId, Def, Graph, NodeId, ValueId};
@@ -181,14 +182,6 @@ fn optimize_block(g: &mut Graph, block: BlockId, writes: &Writes, changed: &mut 
                     }
                 }
             }
-            "prim::unchecked_cast" => {
-                if let (Some(&x), Some(&out)) = (inputs.first(), outputs.first()) {
-                    if is_subtype(&g.value(x).ty, &g.value(out).ty) {
-                        g.replace_all_uses(out, x);
-                        *changed = true;
-                    }
-                }
-            }
             _ => {}
         }
     }
@@ -230,6 +223,16 @@ fn non_tensor_block(g: &mut Graph, block: BlockId, changed: &mut bool) {
             continue;
         };
         match kind.as_str() {
+            "prim::unchecked_cast" => {
+                // after the list idioms, as PyTorch's `PeepholeOptimizeNonTensor`: a list
+                // reached through a cast is folded by the next caller's peephole only
+                if let [x] = g.node(n).inputs[..] {
+                    if is_subtype(&g.value(x).ty, &g.value(out).ty) {
+                        g.replace_all_uses(out, x);
+                        *changed = true;
+                    }
+                }
+            }
             "aten::Int" | "aten::ceil" => {
                 if let [x] = g.node(n).inputs[..] {
                     if g.value(x).ty == Type::Int {

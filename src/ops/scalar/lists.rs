@@ -10,8 +10,8 @@ pub(super) fn py_index(i: i64, len: usize) -> Option<usize> {
     (0..n).contains(&k).then_some(k as usize)
 }
 
-/// Python slice bounds → the selected indices.
-pub(super) fn slice_indices(
+/// Python slice bounds → the selected indices (also the list peephole's slice folding).
+pub fn slice_indices(
     len: usize,
     start: Option<i64>,
     end: Option<i64>,

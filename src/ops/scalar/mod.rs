@@ -25,6 +25,7 @@ mod numbers;
 mod prims;
 mod strings;
 
+pub use lists::slice_indices;
 use lists::*;
 pub use numbers::values_equal;
 use numbers::*;
