@@ -29,6 +29,7 @@ pub mod fake_quantize;
 pub mod fbgemm_legacy;
 pub mod int4_pack;
 pub mod int8_binary;
+mod int8_depthwise;
 mod int8_gemm;
 mod int8_sums;
 pub mod legacy;
