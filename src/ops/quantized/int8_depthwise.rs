@@ -107,6 +107,9 @@ struct Walk {
     m_per_c: usize,
 }
 
+/// Output channel `oc`'s plane of sums to bytes: `finish(oc, sums, out)`.
+pub(super) type PlaneFinish<'a> = dyn Fn(usize, &[i32], &mut [u8]) + Sync + 'a;
+
 /// The requantized uint8 output `[n, m, oh, ow]` of a depthwise convolution, `finish(oc,
 /// sums, out)` turning output channel `oc`'s plane of sums into bytes; `None` where the
 /// kernel does not serve it (see the module's note).
@@ -119,7 +122,7 @@ pub(super) fn conv_quantized(
     w_zps: &[i32],
     geo: &Geometry<'_>,
     out_spatial: [usize; 3],
-    finish: &(dyn Fn(usize, &[i32], &mut [u8]) + Sync),
+    finish: &PlaneFinish<'_>,
 ) -> Option<crate::Result<Vec<u8>>> {
     let ws = weight.shape();
     let shape = geo.input_shape;
