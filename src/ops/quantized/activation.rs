@@ -6,13 +6,13 @@
 //! which element takes which path matters for bit-exact results.
 
 use super::{
-    arg_qtensor, int_values, make_quantized, per_tensor_params, per_tensor_quantized, quantize_val,
-    tensor_result, unit_interval_qparams, VEC_ELEMS_U8,
+    arg_qtensor, int_values, make_quantized, map_byte_values, per_tensor_params,
+    per_tensor_quantized, quantize_val, tensor_result, unit_interval_qparams, VEC_ELEMS_U8,
 };
 use crate::ops::kernels::{check_rank, invalid_argument, wrong_dtype};
 use crate::ops::{Args, Registry};
 use crate::tensor::RankRequirement;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Quantizer, Tensor};
 use crate::values::IValue;
 use crate::Result;
 
@@ -76,18 +76,20 @@ fn map_requant(
         .quantized_range()
         .ok_or_else(|| wrong_dtype("quantized op", "input", "quantized", dtype))?;
     let inv_scalar = 1.0f32 / scale as f32;
-    let xv = int_values(x)?;
-    let end = vec_end(xv.len(), dtype);
-    let vals: Vec<i32> = xv
+    let vector = |q: i32| quant_vec(vec_f(q), inv_vec, zp, range);
+    let scalar = |q: i32| quantize_val(scalar_f(q), inv_scalar, zp, range);
+    let end = vec_end(x.numel(), dtype);
+    let quantizer = Quantizer::PerTensorAffine {
+        scale,
+        zero_point: zp,
+    };
+    if let Some(out) = map_byte_values(x, end, vector, scalar, quantizer)? {
+        return Ok(out);
+    }
+    let vals: Vec<i32> = int_values(x)?
         .iter()
         .enumerate()
-        .map(|(i, &q)| {
-            if i < end {
-                quant_vec(vec_f(q), inv_vec, zp, range)
-            } else {
-                quantize_val(scalar_f(q), inv_scalar, zp, range)
-            }
-        })
+        .map(|(i, &q)| if i < end { vector(q) } else { scalar(q) })
         .collect();
     per_tensor_quantized(&vals, x.shape(), dtype, scale, zp)
 }

@@ -4,6 +4,7 @@
 //! where PyTorch's x86 engine would hand the convolution to oneDNN ([`QuantizedEngine::X86`]).
 
 use super::exact_float::{self, Geometry};
+use super::int8_depthwise;
 use super::int8_gemm::{requantize_column, Requantizer};
 use super::int8_sums;
 use super::linear::{channel_scales, Requant};
@@ -472,6 +473,49 @@ fn run_conv(
             rq.columns(bias.as_deref(), first, count)
         }
     };
+    // one output channel's plane of sums to bytes: QNNPACK's requantization or the columns'
+    let columns = qnnpack.is_none().then(|| requant(0, m));
+    let finish = |oc: usize, plane: &[i32], dst: &mut [u8]| match (&qnnpack, &columns) {
+        (Some(q), _) => {
+            for (d, &raw) in dst.iter_mut().zip(plane) {
+                *d = q.apply(raw, oc) as u8;
+            }
+        }
+        (None, Some(columns)) => requantize_column(columns, oc, plane, dst),
+        (None, None) => {}
+    };
+    if !p.transpose {
+        if let Some(out) = int8_depthwise::conv_quantized(
+            op,
+            x,
+            xzp,
+            &p.weight,
+            &w_zps,
+            &geo,
+            [od, oh, ow],
+            &finish,
+        ) {
+            let out = out?;
+            if out.len() != n * m * out_plane {
+                return Err(size_mismatch(
+                    op,
+                    "the convolution's output elements",
+                    (n * m * out_plane) as i64,
+                    out.len() as i64,
+                ));
+            }
+            return quantized_output(
+                out,
+                n,
+                m,
+                spatial,
+                packed_spatial,
+                [od, oh, ow],
+                out_scale,
+                out_zp,
+            );
+        }
+    }
     if !p.transpose && qnnpack.is_none() {
         if let Some(out) =
             int8_sums::conv_quantized(op, x, xzp, &p.weight, &w_zps, &geo, [od, oh, ow], &requant)
@@ -565,22 +609,12 @@ fn run_conv(
     // one output channel's plane at a time: its bias and scale read once, the uint8 written
     // directly (every requantized value lies in 0..=255)
     let mut out: Vec<u8> = vec![0; acc.len()];
-    let columns = qnnpack.is_none().then(|| requant(0, m));
     for (i, (plane, dst)) in acc
         .chunks(out_plane.max(1))
         .zip(out.chunks_mut(out_plane.max(1)))
         .enumerate()
     {
-        let oc = i % m;
-        match (&qnnpack, &columns) {
-            (Some(q), _) => {
-                for (d, &raw) in dst.iter_mut().zip(plane) {
-                    *d = q.apply(raw, oc) as u8;
-                }
-            }
-            (None, Some(columns)) => requantize_column(columns, oc, plane, dst),
-            (None, None) => {}
-        }
+        finish(i % m, plane, dst);
     }
     quantized_output(
         out,

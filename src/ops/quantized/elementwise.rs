@@ -6,8 +6,9 @@
 
 use super::tensors::{dequantize_tensor, quantize_tensor};
 use super::{
-    arg_qtensor, dequantize_val, dequantize_val_fma, int_values, make_quantized, per_tensor_params,
-    per_tensor_quantized, quantize_u8, quantize_val, tensor_result, unsupported, VEC_ELEMS_U8,
+    arg_qtensor, dequantize_val, dequantize_val_fma, int_values, make_quantized, map_byte_values,
+    per_tensor_params, per_tensor_quantized, quantize_u8, quantize_val, tensor_result, unsupported,
+    VEC_ELEMS_U8,
 };
 use crate::ops::kernels::parallel::for_each_chunk_mut;
 use crate::ops::kernels::reduce::{cascade_sum, row_sum_ilp};
@@ -485,6 +486,17 @@ fn mul(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         .quantized_range()
         .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
     let multiplier = xs as f32 * ys as f32 * (1.0f32 / scale as f32);
+    if let Some(params) = MulQuint8::new(&x, &y, (xz, yz, zp), multiplier, relu) {
+        if let Some(out) = params.run(&x, &y, &shape)? {
+            return tensor_result(Tensor::quantized_from_ints(
+                &Tensor::from_vec(out, &shape)?,
+                Quantizer::PerTensorAffine {
+                    scale,
+                    zero_point: zp,
+                },
+            )?);
+        }
+    }
     let xv = broadcast_int_values(&x, &shape)?;
     let yv = broadcast_int_values(&y, &shape)?;
     let vals: Vec<i32> = xv
@@ -502,6 +514,147 @@ fn mul(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         })
         .collect();
     tensor_result(per_tensor_quantized(&vals, &shape, x.dtype(), scale, zp)?)
+}
+
+/// Products whose magnitude times the multiplier stays below this round inside i32.
+const MUL_EXACT_BOUND: f32 = (1u32 << 30) as f32;
+
+/// `quantized::mul` of two quint8 tensors on their bytes: the generic path's arithmetic, for
+/// zero points in 0..=255 and a multiplier that keeps every rounded product `|c * m| <= 255 *
+/// 255 * m` far inside i32 (so the i64 steps of the generic path change nothing), compiled
+/// for AVX2 where the CPU has it so the loops vectorize.
+struct MulQuint8 {
+    xz: i32,
+    yz: i32,
+    multiplier: f32,
+    zp: i32,
+    /// The lowest output: the zero point with ReLU (`max(r, zp)`), else 0.
+    floor: i32,
+}
+
+/// How a quint8 operand covers the broadcast output: every element, or one value per row of
+/// `plane` elements (the squeeze-excitation scale `[N, C, 1, 1]` of `[N, C, H, W]`).
+#[derive(Clone, Copy, PartialEq)]
+enum Cover {
+    Full,
+    Rows(usize),
+}
+
+fn cover(operand: &[usize], out: &[usize]) -> Option<Cover> {
+    let lead = out.len().checked_sub(operand.len())?;
+    let padded = |d: usize| d.checked_sub(lead).map_or(1, |i| operand[i]);
+    let k = (0..out.len())
+        .find(|&d| padded(d) != out[d])
+        .unwrap_or(out.len());
+    if k == out.len() {
+        return Some(Cover::Full);
+    }
+    (k..out.len())
+        .all(|d| padded(d) == 1)
+        .then(|| Cover::Rows(out[k..].iter().product()))
+}
+
+impl MulQuint8 {
+    fn new(
+        x: &Tensor,
+        y: &Tensor,
+        (xz, yz, zp): (i64, i64, i64),
+        multiplier: f32,
+        relu: bool,
+    ) -> Option<MulQuint8> {
+        let byte = |z: i64| u8::try_from(z).ok().map(i32::from);
+        let (xz, yz, zp) = (byte(xz)?, byte(yz)?, byte(zp)?);
+        let widest = 255.0 * 255.0 * multiplier.abs();
+        if x.dtype() != DType::QUInt8 || y.dtype() != DType::QUInt8 || !(widest < MUL_EXACT_BOUND) {
+            return None;
+        }
+        Some(MulQuint8 {
+            xz,
+            yz,
+            multiplier,
+            zp,
+            floor: if relu { zp } else { 0 },
+        })
+    }
+
+    /// The output bytes over `shape`, or `None` for a broadcast other than [`Cover`]'s.
+    fn run(&self, x: &Tensor, y: &Tensor, shape: &[usize]) -> Result<Option<Vec<u8>>> {
+        let (Some(cx), Some(cy)) = (cover(x.shape(), shape), cover(y.shape(), shape)) else {
+            return Ok(None);
+        };
+        let (xi, yi) = (
+            x.int_repr_view()?.contiguous()?,
+            y.int_repr_view()?.contiguous()?,
+        );
+        let (xr, yr) = (xi.read::<u8>()?, yi.read::<u8>()?);
+        let (xb, yb) = (xr.as_slice().unwrap_or(&[]), yr.as_slice().unwrap_or(&[]));
+        let numel: usize = shape.iter().product();
+        let mut out = vec![0u8; numel];
+        // the integer product is symmetric: the broadcast operand is the per-row factor
+        let (full, full_zp, rows, rows_zp, plane) = match (cx, cy) {
+            (Cover::Full, Cover::Full) if xb.len() == numel && yb.len() == numel => {
+                self.dispatch(|m| m.fill_same(xb, yb, &mut out));
+                return Ok(Some(out));
+            }
+            (Cover::Full, Cover::Rows(plane)) => (xb, self.xz, yb, self.yz, plane),
+            (Cover::Rows(plane), Cover::Full) => (yb, self.yz, xb, self.xz, plane),
+            _ => return Ok(None),
+        };
+        if plane == 0 || full.len() != numel || rows.len() * plane != numel {
+            return Ok(None);
+        }
+        self.dispatch(|m| m.fill_rows(full, full_zp, rows, rows_zp, plane, &mut out));
+        Ok(Some(out))
+    }
+
+    /// `fill` compiled for AVX2 where the CPU has it.
+    fn dispatch(&self, fill: impl FnOnce(&MulQuint8)) {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has the feature the function is compiled for.
+            unsafe { self.with_avx2(fill) };
+            return;
+        }
+        fill(self);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn with_avx2(&self, fill: impl FnOnce(&MulQuint8)) {
+        fill(self);
+    }
+
+    /// The requantized byte of the integer product `c`.
+    #[inline(always)]
+    fn finish(&self, c: i32) -> u8 {
+        let r = super::round_ties_even(c as f32 * self.multiplier) as i32;
+        (r + self.zp).clamp(self.floor, 255) as u8
+    }
+
+    #[inline(always)]
+    fn fill_same(&self, x: &[u8], y: &[u8], out: &mut [u8]) {
+        for ((o, &p), &q) in out.iter_mut().zip(x).zip(y) {
+            *o = self.finish((i32::from(p) - self.xz) * (i32::from(q) - self.yz));
+        }
+    }
+
+    #[inline(always)]
+    fn fill_rows(
+        &self,
+        full: &[u8],
+        full_zp: i32,
+        rows: &[u8],
+        rows_zp: i32,
+        plane: usize,
+        out: &mut [u8],
+    ) {
+        for ((dst, src), &k) in out.chunks_mut(plane).zip(full.chunks(plane)).zip(rows) {
+            let k = i32::from(k) - rows_zp;
+            for (o, &p) in dst.iter_mut().zip(src) {
+                *o = self.finish((i32::from(p) - full_zp) * k);
+            }
+        }
+    }
 }
 
 /// `quantized::cat`: dequantize, concatenate, quantize (with the first input's parameters
@@ -792,19 +945,21 @@ fn qhardsigmoid(a: &mut Args<'_>) -> Result<IValue> {
     let inv = 1.0f32 / out_scale as f32;
     let xs = scale as f32;
     let pre = xs * -(zp as f32);
-    let xv = int_values(&x)?;
-    let vec_end = xv.len() / (2 * VEC_ELEMS_U8) * (2 * VEC_ELEMS_U8);
-    let vals: Vec<i32> = xv
+    let f = |v: f32| quantize_val((v + 3.0).clamp(0.0, 6.0) / 6.0, inv, out_zp, range);
+    let vector = |q: i32| f(dequantize_val_fma(q, xs, pre));
+    let scalar = |q: i32| f(dequantize_val(q, xs, zp));
+    let vec_end = x.numel() / (2 * VEC_ELEMS_U8) * (2 * VEC_ELEMS_U8);
+    let quantizer = Quantizer::PerTensorAffine {
+        scale: out_scale,
+        zero_point: out_zp,
+    };
+    if let Some(out) = map_byte_values(&x, vec_end, vector, scalar, quantizer)? {
+        return tensor_result(out);
+    }
+    let vals: Vec<i32> = int_values(&x)?
         .iter()
         .enumerate()
-        .map(|(i, &q)| {
-            let v = if i < vec_end {
-                dequantize_val_fma(q, xs, pre)
-            } else {
-                dequantize_val(q, xs, zp)
-            };
-            quantize_val((v + 3.0).clamp(0.0, 6.0) / 6.0, inv, out_zp, range)
-        })
+        .map(|(i, &q)| if i < vec_end { vector(q) } else { scalar(q) })
         .collect();
     tensor_result(per_tensor_quantized(
         &vals,

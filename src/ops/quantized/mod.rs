@@ -29,6 +29,7 @@ pub mod fake_quantize;
 pub mod fbgemm_legacy;
 pub mod int4_pack;
 pub mod int8_binary;
+mod int8_depthwise;
 mod int8_gemm;
 mod int8_sums;
 pub mod legacy;
@@ -160,6 +161,73 @@ pub(crate) fn round_ties_even(x: f32) -> f32 {
 /// The integer values of quantized `t` in row-major order.
 pub(crate) fn int_values(t: &Tensor) -> crate::Result<Vec<i32>> {
     t.int_repr_view()?.to_vec::<i32>()
+}
+
+/// Elements below which [`map_byte_values`] declines: tabulating costs 512 evaluations.
+const BYTE_TABLE_MIN_ELEMS: usize = 1024;
+
+/// `x` (quint8 or qint8) mapped value by value into a tensor of its shape and dtype with
+/// `quantizer`: element `i` (row-major) of value `q` becomes `head(q)` below `split` and
+/// `tail(q)` from it on (the vector body and scalar tail of ATen's loops), results in the
+/// dtype's range. Each function is evaluated once per value the dtype holds, so a long tensor
+/// costs a table lookup per element, with exactly the functions' results. `None` for other
+/// dtypes and for tensors too short to gain.
+pub(crate) fn map_byte_values(
+    x: &Tensor,
+    split: usize,
+    head: impl Fn(i32) -> i32,
+    tail: impl Fn(i32) -> i32,
+    quantizer: Quantizer,
+) -> crate::Result<Option<Tensor>> {
+    if x.numel() < BYTE_TABLE_MIN_ELEMS {
+        return Ok(None);
+    }
+    let ints = match x.dtype() {
+        DType::QUInt8 => map_bytes::<u8>(x, split, &head, &tail)?,
+        DType::QInt8 => map_bytes::<i8>(x, split, &head, &tail)?,
+        _ => return Ok(None),
+    };
+    Ok(Some(Tensor::quantized_from_ints(&ints, quantizer)?))
+}
+
+/// [`map_byte_values`]'s integers for storage type `T` (`u8` or `i8`).
+fn map_bytes<T: crate::tensor::Element>(
+    x: &Tensor,
+    split: usize,
+    head: &dyn Fn(i32) -> i32,
+    tail: &dyn Fn(i32) -> i32,
+) -> crate::Result<Tensor> {
+    // the table index of a stored value is its byte (i8 as two's complement)
+    let value = |index: usize| -> i32 {
+        if T::DTYPE == DType::Int8 {
+            i32::from(index as u8 as i8)
+        } else {
+            index as i32
+        }
+    };
+    let table = |f: &dyn Fn(i32) -> i32| -> [T; 256] {
+        std::array::from_fn(|index| T::from_i64(i64::from(f(value(index)))))
+    };
+    let ints = x.int_repr_view()?.contiguous()?;
+    let read = ints.read::<T>()?;
+    let src = read.as_slice().unwrap_or(&[]);
+    let split = split.min(src.len());
+    let mut out = Vec::with_capacity(src.len());
+    let head = table(head);
+    out.extend(
+        src[..split]
+            .iter()
+            .map(|&v| head[v.to_i64() as u8 as usize]),
+    );
+    if split < src.len() {
+        let tail = table(tail);
+        out.extend(
+            src[split..]
+                .iter()
+                .map(|&v| tail[v.to_i64() as u8 as usize]),
+        );
+    }
+    Ok(Tensor::from_vec(out, x.shape())?)
 }
 
 /// A contiguous quantized tensor of `dtype` holding `values` (already in range).
