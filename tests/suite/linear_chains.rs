@@ -42,7 +42,7 @@ fn linear_chains_match_pytorch() {
     // case, chains: each torch.nn.Linear call with the activation module after it, if any
     // (a subclass with its own forward is not fused)
     let cases = [
-        ("mlp", 3),
+        ("mlp_64_128_128_10", 3),
         ("activations", 5),
         ("vector_input", 2),
         ("batch_rows", 2),
@@ -111,7 +111,7 @@ fn linear_chains_follow_changes_to_the_module() {
 
 #[test]
 fn linear_chains_reject_what_the_unfused_code_rejects() {
-    let m = load("mlp");
+    let m = load("mlp_64_128_128_10");
     // the wrong feature count fails as `linear` fails, in the Linear module's frame
     let x = Tensor::zeros(&[1, 63], DType::Float32).expect("x");
     let err = m

@@ -484,6 +484,27 @@ fn run_conv(
         (None, Some(columns)) => requantize_column(columns, oc, plane, dst),
         (None, None) => {}
     };
+    // an integer route's uint8 output `[n, m, plane]` as the quantized result
+    let emit = |out: Vec<u8>| -> Result<Tensor> {
+        if out.len() != n * m * out_plane {
+            return Err(size_mismatch(
+                op,
+                "the convolution's output elements",
+                (n * m * out_plane) as i64,
+                out.len() as i64,
+            ));
+        }
+        quantized_output(
+            out,
+            n,
+            m,
+            spatial,
+            packed_spatial,
+            [od, oh, ow],
+            out_scale,
+            out_zp,
+        )
+    };
     if !p.transpose {
         if let Some(out) = int8_depthwise::conv_quantized(
             op,
@@ -495,50 +516,14 @@ fn run_conv(
             [od, oh, ow],
             &finish,
         ) {
-            let out = out?;
-            if out.len() != n * m * out_plane {
-                return Err(size_mismatch(
-                    op,
-                    "the convolution's output elements",
-                    (n * m * out_plane) as i64,
-                    out.len() as i64,
-                ));
-            }
-            return quantized_output(
-                out,
-                n,
-                m,
-                spatial,
-                packed_spatial,
-                [od, oh, ow],
-                out_scale,
-                out_zp,
-            );
+            return emit(out?);
         }
     }
     if !p.transpose && qnnpack.is_none() {
         if let Some(out) =
             int8_sums::conv_quantized(op, x, xzp, &p.weight, &w_zps, &geo, [od, oh, ow], &requant)
         {
-            let out = out?;
-            if out.len() != n * m * out_plane {
-                return Err(size_mismatch(
-                    op,
-                    "the convolution's output elements",
-                    (n * m * out_plane) as i64,
-                    out.len() as i64,
-                ));
-            }
-            return quantized_output(
-                out,
-                n,
-                m,
-                spatial,
-                packed_spatial,
-                [od, oh, ow],
-                out_scale,
-                out_zp,
-            );
+            return emit(out?);
         }
     }
     let fast = if p.transpose {
