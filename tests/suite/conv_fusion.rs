@@ -30,7 +30,7 @@ fn load(case: &str) -> Module {
     m
 }
 
-fn run(m: &Module, x: &Tensor) -> Tensor {
+pub(crate) fn run(m: &Module, x: &Tensor) -> Tensor {
     m.forward(&[IValue::Tensor(x.clone())])
         .expect("forward")
         .as_tensor()
@@ -88,7 +88,7 @@ const CASES: &[&str] = &[
 ];
 
 /// (fused chains, calls that ran fused, calls that declined) over the module's plans.
-fn chains(m: &Module) -> (usize, u64, u64) {
+pub(crate) fn chains(m: &Module) -> (usize, u64, u64) {
     m.interpreter().expect("interpreter").module_chains()
 }
 

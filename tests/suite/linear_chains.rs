@@ -4,7 +4,7 @@
 //! output (`module_chain`); the tests also count which chains ran fused.
 
 use crate::common::{fixtures_dir, Arrays};
-use crate::conv_fusion::assert_close;
+use crate::conv_fusion::{assert_close, chains, run};
 use tsrun::internals::runtime::Module;
 use tsrun::internals::tensor::{DType, Tensor};
 use tsrun::internals::values::IValue;
@@ -21,19 +21,6 @@ fn load(case: &str) -> Module {
     let m = Module::load(dir().join(format!("{case}.pt"))).expect("load");
     m.eval();
     m
-}
-
-fn run(m: &Module, x: &Tensor) -> Tensor {
-    m.forward(&[IValue::Tensor(x.clone())])
-        .expect("forward")
-        .as_tensor()
-        .expect("tensor result")
-        .clone()
-}
-
-/// (fused chains, calls that ran fused, calls that declined) over the module's plans.
-fn chains(m: &Module) -> (usize, u64, u64) {
-    m.interpreter().expect("interpreter").module_chains()
 }
 
 #[test]
