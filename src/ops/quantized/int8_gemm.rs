@@ -523,20 +523,9 @@ mod vnni {
             for r in 0..R {
                 p[r] = src.add(rows[r] + tap);
             }
-            for _ in 0..groups {
-                let mut wv = [_mm512_setzero_si512(); V];
-                for (v, reg) in wv.iter_mut().enumerate() {
-                    *reg = _mm512_loadu_si512(wp.add(v * 64).cast());
-                }
-                for r in 0..R {
-                    let xb = _mm512_set1_epi32(p[r].cast::<i32>().read_unaligned());
-                    for v in 0..V {
-                        acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], xb, wv[v]);
-                    }
-                    p[r] = p[r].add(4);
-                }
-                wp = wp.add(V * 64);
-            }
+            // by value through a call: with the array updated in place here, LLVM stored every
+            // accumulator to the stack after each multiply-add (24 stores per 24 vpdpbusd)
+            (acc, wp) = tap_sums::<R, V>(acc, p, wp, groups);
         }
         for v in 0..V {
             let column = panel.first + v * 16;
@@ -589,6 +578,35 @@ mod vnni {
                 }
             }
         }
+    }
+
+    /// The multiply-adds of one tap: `groups` runs of 4 channels of each row's `p` by the
+    /// panel's weights from `wp`; returns the sums and where the weights continue.
+    ///
+    /// # Safety
+    /// As [`kernel`]: each `p[r]` has `4 * groups` readable bytes, `wp` `groups * V * 64`.
+    #[inline(always)]
+    unsafe fn tap_sums<const R: usize, const V: usize>(
+        mut acc: [[__m512i; V]; R],
+        mut p: [*const u8; R],
+        mut wp: *const i8,
+        groups: usize,
+    ) -> ([[__m512i; V]; R], *const i8) {
+        for _ in 0..groups {
+            let mut wv = [_mm512_setzero_si512(); V];
+            for (v, reg) in wv.iter_mut().enumerate() {
+                *reg = _mm512_loadu_si512(wp.add(v * 64).cast());
+            }
+            for r in 0..R {
+                let xb = _mm512_set1_epi32(p[r].cast::<i32>().read_unaligned());
+                for v in 0..V {
+                    acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], xb, wv[v]);
+                }
+                p[r] = p[r].add(4);
+            }
+            wp = wp.add(V * 64);
+        }
+        (acc, wp)
     }
 
     /// [`super::requantize_column`] with AVX-512: 16 sums at a time, one column's
