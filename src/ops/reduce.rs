@@ -8,7 +8,8 @@ use super::kernels::map::map_unary;
 use super::kernels::num::{Arith, Real};
 use super::kernels::operand::inplace_of;
 use super::kernels::reduce::{
-    along_dim, aten_inner_sum, inner_sum_applies, pairwise_sum, reduce_dims, ReducePlan,
+    along_dim, aten_inner_sum, aten_outer_sums, inner_sum_applies, outer_sum_shape, pairwise_sum,
+    reduce_dims, ReducePlan,
 };
 use super::kernels::{
     invalid_argument, not_implemented_for, rank_mismatch, unsupported_feature, wrong_dtype,
@@ -47,6 +48,39 @@ fn aten_order(x: &Tensor, out: DType, dims: Option<&[i64]>, skip_nan: bool) -> c
     Ok(inner_sum_applies(x, &reduce_dims(dims, x.dim())?))
 }
 
+/// A float32 `sum` of `x` over a run of dims followed by kept ones (a spatial
+/// `mean((1, 2))` of a channels-last activation, a sum over the sequence of `[B, T, C]`), in
+/// ATen's order (`aten_outer_sums`), shaped as `plan`'s result; `None` for other reductions.
+fn aten_outer_reduction(
+    x: &Tensor,
+    out: DType,
+    dims: Option<&[i64]>,
+    skip_nan: bool,
+    plan: &ReducePlan,
+    finish: impl Fn(f32) -> f32,
+) -> crate::Result<Option<Tensor>> {
+    if skip_nan || out != DType::Float32 || x.dtype() != DType::Float32 {
+        return Ok(None);
+    }
+    let Some((outer, rows, columns)) = outer_sum_shape(x, &reduce_dims(dims, x.dim())?) else {
+        return Ok(None);
+    };
+    let x = x.contiguous()?;
+    let guard = x.read::<f32>()?;
+    let Some(values) = guard.as_slice() else {
+        return Ok(None);
+    };
+    let mut sums = Vec::with_capacity(outer * columns);
+    for block in values.chunks(rows * columns).take(outer) {
+        sums.extend(
+            aten_outer_sums(block, rows, columns)
+                .into_iter()
+                .map(&finish),
+        );
+    }
+    Ok(Some(Tensor::from_vec(sums, &plan.out_shape)?))
+}
+
 /// `sum` over `dims` (`None`: all) in `out` dtype; `skip_nan` gives `nansum`.
 pub(crate) fn sum_op(
     x: &Tensor,
@@ -60,6 +94,9 @@ pub(crate) fn sum_op(
     let plan = ReducePlan::new(&xc, dims, keepdim)?;
     if aten_order(x, out, dims, skip_nan)? {
         return plan.rows::<f32, f32, _>(aten_inner_sum);
+    }
+    if let Some(sums) = aten_outer_reduction(x, out, dims, skip_nan, &plan, |s| s)? {
+        return Ok(sums);
     }
     let nz = |v: f64| if skip_nan && v.is_nan() { 0.0 } else { v };
     match out {
@@ -142,6 +179,9 @@ pub(crate) fn mean_op(
     if aten_order(x, out, dims, skip_nan)? {
         // ATen's mean on CPU: the sum, divided by the count
         return plan.rows::<f32, f32, _>(|r| aten_inner_sum(r) / n as f32);
+    }
+    if let Some(means) = aten_outer_reduction(x, out, dims, skip_nan, &plan, |s| s / n as f32)? {
+        return Ok(means);
     }
     macro_rules! mean_rows {
         ($T:ty, $A:ty, $to:expr, $from:expr) => {{

@@ -34,6 +34,7 @@ const QUANTIZED_FIXTURES: &[&str] = &[
     "q_fx_graph_mode_cat",
     "q_fx_aten_ops",
     "q_fp16_cells",
+    "q_zoo_ops",
 ];
 
 /// Every tensor in a (nested) result, in order.

@@ -408,6 +408,78 @@ pub(crate) fn aten_inner_sum(row: &[f32]) -> f32 {
     total
 }
 
+/// ATen's float32 sums of the `columns` columns of a contiguous `[rows, columns]` block, the
+/// contiguous outer reduction of `cascade_sum` (SumKernel.cpp): with at least a vector of
+/// columns (`vectorized_outer_sum`), blocks of 4 vectors by `multi_row_sum` and the other
+/// columns by `row_sum`; narrower (`scalar_outer_sum`), blocks of 4 columns by
+/// `multi_row_sum`, the rest by `row_sum`.
+pub(crate) fn aten_outer_sums(block: &[f32], rows: usize, columns: usize) -> Vec<f32> {
+    let blocked = outer_sum_blocked_columns(columns);
+    (0..columns)
+        .map(|j| {
+            if j < blocked {
+                cascade_sum((0..rows).map(|i| block.get(i * columns + j).copied().unwrap_or(0.0)))
+            } else {
+                row_sum_strided(block, j, columns, rows)
+            }
+        })
+        .collect()
+}
+
+/// How many of `columns` columns [`aten_outer_sums`] sums by `multi_row_sum` (the others by
+/// `row_sum`).
+pub(crate) fn outer_sum_blocked_columns(columns: usize) -> usize {
+    let block_columns = if columns >= SUM_LANES {
+        4 * SUM_LANES
+    } else {
+        4
+    };
+    columns / block_columns * block_columns
+}
+
+/// Whether ATen reduces `x` over the dims of `mask` with [`aten_outer_sums`]: one run of
+/// reduced dims followed by kept ones, each run one block of memory (a slice of the kept
+/// dims too), the kept trailing ones unit-stride, strides not increasing (so TensorIterator
+/// keeps the dims in this order). Returns `(outer, rows, columns)`: the kept leading
+/// elements, the reduced and the kept trailing ones.
+pub(crate) fn outer_sum_shape(x: &Tensor, mask: &[bool]) -> Option<(usize, usize, usize)> {
+    let first = mask.iter().position(|&m| m)?;
+    let end = first + mask[first..].iter().take_while(|&&m| m).count();
+    if end == mask.len() || mask[end..].iter().any(|&m| m) {
+        return None;
+    }
+    let (shape, strides) = (x.shape(), x.strides());
+    let one_block = |dims: std::ops::Range<usize>| {
+        let live: Vec<usize> = dims.filter(|&d| shape[d] != 1).collect();
+        live.windows(2)
+            .all(|w| strides[w[0]] == strides[w[1]] * shape[w[1]] as isize)
+    };
+    let live: Vec<isize> = (0..shape.len())
+        .filter(|&d| shape[d] != 1)
+        .map(|d| strides[d])
+        .collect();
+    let inner_unit = (end..shape.len())
+        .rev()
+        .find(|&d| shape[d] != 1)
+        .is_none_or(|d| strides[d] == 1);
+    if !(one_block(first..end)
+        && one_block(end..shape.len())
+        && inner_unit
+        && live.windows(2).all(|w| w[0] >= w[1]))
+    {
+        return None;
+    }
+    let product = |dims: &[usize]| dims.iter().product::<usize>();
+    if shape.contains(&0) {
+        return None;
+    }
+    Some((
+        product(&shape[..first]),
+        product(&shape[first..end]),
+        product(&shape[end..]),
+    ))
+}
+
 /// Whether ATen reduces `x` over the dims of `mask` with [`aten_inner_sum`] per output: a
 /// contiguous tensor reduced over trailing dims, in one thread per output (ATen splits one
 /// output's reduction between threads only from `GRAIN_SIZE` (32768) elements).

@@ -11,7 +11,7 @@ use super::{
     VEC_ELEMS_U8,
 };
 use crate::ops::kernels::parallel::for_each_chunk_mut;
-use crate::ops::kernels::reduce::{cascade_sum, row_sum_ilp};
+use crate::ops::kernels::reduce::{cascade_sum, outer_sum_blocked_columns, row_sum_ilp};
 use crate::ops::kernels::{
     check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
 };
@@ -306,9 +306,6 @@ const QADD_VEC_ELEMS_U8: usize = 32;
 fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let y = arg_qtensor(a, 1)?;
-    if x.shape() != y.shape() {
-        return Err(shape_mismatch(a.op, "other", x.shape(), y.shape()));
-    }
     if x.dtype() != y.dtype() {
         return Err(TensorError::DTypeMismatch {
             expected: x.dtype(),
@@ -317,10 +314,20 @@ fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         .into());
     }
     let (scale, zp) = (a.double(2)?, a.int(3)?);
-    // ATen's qadd takes QNNPACK's kernel for quint8 operands under that engine
+    // ATen's qadd takes QNNPACK's kernel for quint8 operands under that engine, which wants
+    // equal shapes ("Add operands must be the same size!")
     if a.ctx.quantized_engine.qnnpack() && x.dtype() == DType::QUInt8 {
+        if x.shape() != y.shape() {
+            return Err(shape_mismatch(a.op, "other", x.shape(), y.shape()));
+        }
         return tensor_result(super::qnnpack::add(a.op, &x, &y, scale, zp, relu)?);
     }
+    // Otherwise its TensorIterator broadcasts `other` to the shape of the output, which has
+    // `self`'s sizes (a layer scale, an attention bias, a batch-1 position embedding)
+    if crate::tensor::broadcast_shapes(x.shape(), y.shape())?.as_slice() != x.shape() {
+        return Err(shape_mismatch(a.op, "other", x.shape(), y.shape()));
+    }
+    let row = broadcast_inner_len(x.shape(), y.shape());
     let (xs, xz) = per_tensor_params(a.op, &x)?;
     let (ys, yz) = per_tensor_params(a.op, &y)?;
     let range = x
@@ -338,14 +345,12 @@ fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
             zp: zp as i32,
             relu,
         };
-        let (xi, yi) = (
-            x.int_repr_view()?.contiguous()?,
-            y.int_repr_view()?.contiguous()?,
-        );
+        let yi = crate::ops::shape::expand_to(&y.int_repr_view()?, x.shape())?.contiguous()?;
+        let xi = x.int_repr_view()?.contiguous()?;
         let (xr, yr) = (xi.read::<u8>()?, yi.read::<u8>()?);
         let (xb, yb) = (xr.as_slice().unwrap_or(&[]), yr.as_slice().unwrap_or(&[]));
         if xb.len() == x.numel() && yb.len() == xb.len() {
-            let out = params.run(xb, yb);
+            let out = params.run(xb, yb, row);
             let ints = Tensor::from_vec(out, x.shape())?;
             return tensor_result(Tensor::quantized_from_ints(
                 &ints,
@@ -357,14 +362,14 @@ fn add(a: &mut Args<'_>, relu: bool) -> Result<IValue> {
         }
     }
     let xv = int_values(&x)?;
-    let yv = int_values(&y)?;
-    let vec_end = xv.len() / (2 * QADD_VEC_ELEMS_U8) * (2 * QADD_VEC_ELEMS_U8);
+    let yv = broadcast_int_values(&y, x.shape())?;
+    let vec_end = row / (2 * QADD_VEC_ELEMS_U8) * (2 * QADD_VEC_ELEMS_U8);
     let vals: Vec<i32> = xv
         .iter()
         .zip(&yv)
         .enumerate()
         .map(|(i, (&p, &q))| {
-            let (da, db) = if i < vec_end {
+            let (da, db) = if i % row.max(1) < vec_end {
                 (
                     dequantize_val_fma(p, xs, xpre),
                     dequantize_val_fma(q, ys, ypre),
@@ -402,22 +407,32 @@ struct AddQuint8 {
 }
 
 impl AddQuint8 {
-    fn run(&self, x: &[u8], y: &[u8]) -> Vec<u8> {
+    /// `x + y` (equal lengths) in rows of `row` elements, each with its own vector body and
+    /// scalar tail as ATen's inner loop.
+    fn run(&self, x: &[u8], y: &[u8], row: usize) -> Vec<u8> {
         let mut out = vec![0u8; x.len()];
+        let row = row.max(1);
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
             // SAFETY: the CPU has the features the function is compiled for.
-            unsafe { self.fill_fma(x, y, &mut out) };
+            unsafe { self.fill_rows_fma(x, y, &mut out, row) };
             return out;
         }
-        self.fill(x, y, &mut out);
+        self.fill_rows(x, y, &mut out, row);
         out
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn fill_fma(&self, x: &[u8], y: &[u8], out: &mut [u8]) {
-        self.fill(x, y, out);
+    unsafe fn fill_rows_fma(&self, x: &[u8], y: &[u8], out: &mut [u8], row: usize) {
+        self.fill_rows(x, y, out, row);
+    }
+
+    #[inline(always)]
+    fn fill_rows(&self, x: &[u8], y: &[u8], out: &mut [u8], row: usize) {
+        for ((o, p), q) in out.chunks_mut(row).zip(x.chunks(row)).zip(y.chunks(row)) {
+            self.fill(p, q, o);
+        }
     }
 
     #[inline(always)]
@@ -446,6 +461,35 @@ impl AddQuint8 {
             *o = finish(c);
         }
     }
+}
+
+/// The length of the inner loop ATen's TensorIterator runs when `y` (taken as contiguous) is
+/// broadcast to the contiguous `shape`: the innermost dimensions of more than one element,
+/// coalesced while `y`'s broadcast strides stay in step (`stride[outer] == stride[inner] *
+/// size[inner]`). Each such row has its own vector body and scalar tail.
+fn broadcast_inner_len(shape: &[usize], y_shape: &[usize]) -> usize {
+    let lead = shape.len() - y_shape.len().min(shape.len());
+    let mut y_strides = vec![0usize; shape.len()];
+    let mut next = 1;
+    for d in (lead..shape.len()).rev() {
+        let size = y_shape[d - lead];
+        if size == shape[d] && size != 1 {
+            y_strides[d] = next;
+            next *= size;
+        }
+    }
+    let mut dims = (0..shape.len()).rev().filter(|&d| shape[d] != 1);
+    let Some(inner) = dims.next() else {
+        return 1;
+    };
+    let (mut len, block_stride) = (shape[inner], y_strides[inner]);
+    for d in dims {
+        if y_strides[d] != block_stride * len {
+            break;
+        }
+        len *= shape[d];
+    }
+    len
 }
 
 /// The integers of quantized `t` broadcast to `shape` (row-major).
@@ -1538,14 +1582,10 @@ fn qavg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
     tensor_result(same_params_as(&x, &out, &oshape)?)
 }
 
-/// Channels summed by `vectorized_outer_sum`'s `multi_row_sum` (blocks of 4 AVX512 vectors of
-/// floats); the rest by `row_sum`.
-const OUTER_SUM_BLOCK: usize = 4 * 16;
-
 /// `mean.dim` over the spatial dims of a 4-d quantized tensor as PyTorch runs it on the
 /// channels-last tensors quantized convolutions leave: dequantized, summed per channel over
-/// the rows (h, w) in the order of `vectorized_outer_sum` (channel blocks of 64 with
-/// `cascade_sum`, the other channels with `row_sum_ilp`), divided by their count
+/// the rows (h, w) in the order of `vectorized_outer_sum` (`aten_outer_sums`: channel blocks
+/// with `cascade_sum`, the other channels with `row_sum_ilp`), divided by their count
 /// (`sum_out(...).div_(n)`); `None` for other dims.
 fn spatial_mean_channels_last(a: &Args<'_>, x: &Tensor) -> Result<Option<Tensor>> {
     if x.dim() != 4 || a.len() < 3 || !matches!(a.get(3), Ok(IValue::None) | Err(_)) {
@@ -1567,7 +1607,7 @@ fn spatial_mean_channels_last(a: &Args<'_>, x: &Tensor) -> Result<Option<Tensor>
     let shape = x.shape();
     let (planes, rows) = (shape[0] * shape[1], shape[2] * shape[3]);
     let values = dequantize_tensor(x)?.to_vec::<f32>()?;
-    let blocked = shape[1] / OUTER_SUM_BLOCK * OUTER_SUM_BLOCK;
+    let blocked = outer_sum_blocked_columns(shape[1]);
     let means: Vec<f32> = (0..planes)
         .map(|p| {
             let plane = values.get(p * rows..(p + 1) * rows).unwrap_or(&[]);

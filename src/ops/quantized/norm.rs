@@ -8,7 +8,8 @@
 //!
 //! Layer, group and instance norm (`quantized::layer_norm`, `group_norm`, `instance_norm`) as
 //! ATen's `quantized_normalize_kernel` over contiguous input: each group's mean and variance
-//! from exact integer sums of `q` and `q^2`, in float; then per element
+//! from exact integer sums of `q` and `q^2`, in float (the variance's `sum_sq / N - m * m` by
+//! one FMA); then per element
 //! `((q - zp) - mean) * (x_scale / std) * gamma + beta`, quantized with `1 / out_scale`.
 
 use super::{arg_qtensor, int_values, per_tensor_params, per_tensor_quantized, tensor_result};
@@ -86,7 +87,11 @@ fn normalize(
         let sum_sq: i64 = group.iter().map(|&q| q as i64 * q as i64).sum();
         let mean_shifted = sum as f32 / n as f32;
         let mean = mean_shifted - xzp as f32;
-        let var = (sum_sq as f32 / n as f32 - mean_shifted * mean_shifted).max(0.0);
+        // `sum_sq / N - m * m`: ATen's AVX2 and AVX-512 builds of the kernel contract it
+        // into one fused multiply-add
+        let var = (-mean_shifted)
+            .mul_add(mean_shifted, sum_sq as f32 / n as f32)
+            .max(0.0);
         let s = (xs as f64 / (((var * xs * xs) as f64) + eps).sqrt()) as f32;
         match affine {
             Affine::PerElement => {
