@@ -113,7 +113,11 @@ fn print_format(values: &[f64]) -> (f64, usize, Style) {
     if let Some(offset) = offset {
         exp_min = values[offset].abs();
         exp_max = values[offset].abs();
-        for z in values[offset..].iter().map(|v| v.abs()).filter(|z| z.is_finite()) {
+        for z in values[offset..]
+            .iter()
+            .map(|v| v.abs())
+            .filter(|z| z.is_finite())
+        {
             exp_min = exp_min.min(z);
             exp_max = exp_max.max(z);
         }

@@ -66,8 +66,14 @@ const WRAPPED: [(&str, Kernel); 32] = [
     ("aten::ne.Tensor", quantized_or_float::<{ COMPARISONS + 7 }>),
     ("aten::ge.Tensor", quantized_or_float::<{ COMPARISONS + 8 }>),
     ("aten::le.Tensor", quantized_or_float::<{ COMPARISONS + 9 }>),
-    ("aten::gt.Tensor", quantized_or_float::<{ COMPARISONS + 10 }>),
-    ("aten::lt.Tensor", quantized_or_float::<{ COMPARISONS + 11 }>),
+    (
+        "aten::gt.Tensor",
+        quantized_or_float::<{ COMPARISONS + 10 }>,
+    ),
+    (
+        "aten::lt.Tensor",
+        quantized_or_float::<{ COMPARISONS + 11 }>,
+    ),
 ];
 const RELU: usize = 0;
 const RELU_: usize = 1;
