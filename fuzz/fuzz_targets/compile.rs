@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(file) = tsrun::internals::frontend::parse_file("code/__torch__/fuzz.py", text) else {
         return;
     };
-    let Ok(unit) = CompilationUnit::from_files(&[file]) else {
+    let Ok(unit) = CompilationUnit::from_files(&[file], Vec::new()) else {
         return;
     };
     let mut compiled = Vec::new();

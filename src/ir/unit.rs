@@ -91,9 +91,17 @@ fn err_at(file: &ast::File, span: ast::Span, message: impl Into<String>) -> Comp
 }
 
 impl CompilationUnit {
-    /// Register every class and function of `files` (methods are compiled on first use).
-    pub fn from_files(files: &[ast::File]) -> Result<CompilationUnit, CompileError> {
-        let mut unit = CompilationUnit::default();
+    /// Register every class and function of `files` (methods are compiled on first use), with
+    /// the archive's tensor constants (`constants.pkl`), which code and parameter defaults name
+    /// as `CONSTANTS.cN` (silero-vad's `state: Tensor=CONSTANTS.c0`).
+    pub fn from_files(
+        files: &[ast::File],
+        tensor_constants: Vec<IValue>,
+    ) -> Result<CompilationUnit, CompileError> {
+        let mut unit = CompilationUnit {
+            tensor_constants,
+            ..CompilationUnit::default()
+        };
         // enum members first: defaults and constants may name them
         for file in files {
             let module = crate::frontend::module_qualname(&file.source.name)
@@ -101,7 +109,7 @@ impl CompilationUnit {
             for c in file.classes().filter(|c| c.kind == ClassKind::Enum) {
                 let qualname: Arc<str> = format!("{module}.{}", c.name.name).into();
                 for (name, value) in &c.assignments {
-                    let v = literal_value(file, value, &unit.enum_members)?;
+                    let v = literal_value(file, value, &unit.globals())?;
                     unit.enum_members.insert(
                         format!("{qualname}.{}", name.name),
                         IValue::Enum(Arc::new(EnumValue {
@@ -122,7 +130,7 @@ impl CompilationUnit {
                     ast::Item::Class(c) => unit.add_class(&file, &module, c)?,
                     ast::Item::Function(f) => {
                         let qualname = format!("{module}.{}", f.name.name);
-                        let signature = signature_of(&file, f, None, &unit.enum_members)?;
+                        let signature = signature_of(&file, f, None, &unit.globals())?;
                         unit.functions.insert(
                             qualname,
                             FunctionDecl {
@@ -153,7 +161,7 @@ impl CompilationUnit {
             let ty = ty_of(&a.ty)?;
             if c.kind == ClassKind::NamedTuple {
                 let default = match &a.default {
-                    Some(d) => Some(literal_value(file, d, &self.enum_members)?),
+                    Some(d) => Some(literal_value(file, d, &self.globals())?),
                     None => None,
                 };
                 fields.push((a.name.name.clone(), ty.clone(), default));
@@ -164,7 +172,7 @@ impl CompilationUnit {
         for k in &c.constants {
             constants.push((
                 k.name.name.clone(),
-                literal_value(file, &k.value, &self.enum_members)?,
+                literal_value(file, &k.value, &self.globals())?,
             ));
         }
         let mut enum_values = Vec::new();
@@ -172,14 +180,14 @@ impl CompilationUnit {
             for (name, value) in &c.assignments {
                 enum_values.push((
                     name.name.clone(),
-                    literal_value(file, value, &self.enum_members)?,
+                    literal_value(file, value, &self.globals())?,
                 ));
             }
         }
         let self_ty = Type::Class(qualname.clone());
         let mut methods = IndexMap::new();
         for m in &c.methods {
-            let signature = signature_of(file, m, Some(&self_ty), &self.enum_members)?;
+            let signature = signature_of(file, m, Some(&self_ty), &self.globals())?;
             methods.insert(
                 m.name.name.clone(),
                 MethodDecl {
@@ -206,9 +214,12 @@ impl CompilationUnit {
         Ok(())
     }
 
-    /// Provide the archive's tensor constants (`constants.pkl`) before compiling methods.
-    pub fn set_tensor_constants(&mut self, constants: Vec<IValue>) {
-        self.tensor_constants = constants;
+    /// The names a literal may use: enum members and tensor constants.
+    fn globals(&self) -> LiteralGlobals<'_> {
+        LiteralGlobals {
+            enums: &self.enum_members,
+            tensor_constants: &self.tensor_constants,
+        }
     }
     pub fn tensor_constant(&self, index: usize) -> Option<IValue> {
         self.tensor_constants.get(index).cloned()
@@ -502,7 +513,7 @@ fn signature_of(
     file: &ast::File,
     f: &ast::FunctionDef,
     self_ty: Option<&Type>,
-    enums: &HashMap<String, IValue>,
+    globals: &LiteralGlobals<'_>,
 ) -> Result<Signature, CompileError> {
     let mut params = Vec::new();
     for (i, p) in f.params.iter().enumerate() {
@@ -513,7 +524,7 @@ fn signature_of(
             (None, _) => Type::Tensor,
         };
         let default = match &p.default {
-            Some(d) => Some(literal_value(file, d, enums)?),
+            Some(d) => Some(literal_value(file, d, globals)?),
             None => None,
         };
         params.push(Param {
@@ -533,13 +544,21 @@ fn signature_of(
     })
 }
 
+/// The global names a literal expression may use.
+pub struct LiteralGlobals<'a> {
+    /// Enum members by qualified name (`__torch__.Color.RED`).
+    pub enums: &'a HashMap<String, IValue>,
+    /// The archive's `constants.pkl` tuple (`CONSTANTS.c<i>`).
+    pub tensor_constants: &'a [IValue],
+}
+
 /// The value of a literal expression (defaults, constants, enum values).
 pub fn literal_value(
     file: &ast::File,
     e: &ast::Expr,
-    enums: &HashMap<String, IValue>,
+    globals: &LiteralGlobals<'_>,
 ) -> Result<IValue, CompileError> {
-    let literal = |e| literal_value(file, e, enums);
+    let literal = |e| literal_value(file, e, globals);
     Ok(match &e.kind {
         ExprKind::Int(i) => IValue::Int(*i),
         ExprKind::Float(f) => IValue::Double(*f),
@@ -570,10 +589,16 @@ pub fn literal_value(
             Some("math.pi") => IValue::Double(std::f64::consts::PI),
             Some("math.e") => IValue::Double(std::f64::consts::E),
             Some("math.nan") => IValue::Double(f64::NAN),
-            Some(name) => match enums.get(name) {
-                Some(v) => v.clone(),
-                None => return Err(err_at(file, e.span, format!("unknown constant {name}"))),
-            },
+            Some(name) => {
+                let tensor_constant = name
+                    .strip_prefix("CONSTANTS.c")
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| globals.tensor_constants.get(i));
+                match tensor_constant.or_else(|| globals.enums.get(name)) {
+                    Some(v) => v.clone(),
+                    None => return Err(err_at(file, e.span, format!("unknown constant {name}"))),
+                }
+            }
             None => return Err(err_at(file, e.span, "unsupported constant expression")),
         },
         _ => return Err(err_at(file, e.span, "unsupported constant expression")),

@@ -103,8 +103,9 @@ pub fn aten_text(t: &Tensor) -> Option<String> {
     Some(out)
 }
 
-/// `__printFormat`: (scale, column width, style). Reproduces ATen's quirk of updating the
-/// largest magnitude from the signed value.
+/// `__printFormat`: (scale, column width, style). The exponents come from the smallest and
+/// largest magnitudes (a negative value can be the largest: `[0.0001, -0.5, 0.01]` prints
+/// unscaled).
 fn print_format(values: &[f64]) -> (f64, usize, Style) {
     let int_mode = values.iter().all(|&z| !z.is_finite() || z == z.ceil());
     let offset = values.iter().position(|z| z.is_finite());
@@ -112,16 +113,13 @@ fn print_format(values: &[f64]) -> (f64, usize, Style) {
     if let Some(offset) = offset {
         exp_min = values[offset].abs();
         exp_max = values[offset].abs();
-        for &v in &values[offset..] {
-            let z = v.abs();
-            if z.is_finite() {
-                if z < exp_min {
-                    exp_min = z;
-                }
-                if v > exp_max {
-                    exp_max = z;
-                }
-            }
+        for z in values[offset..]
+            .iter()
+            .map(|v| v.abs())
+            .filter(|z| z.is_finite())
+        {
+            exp_min = exp_min.min(z);
+            exp_max = exp_max.max(z);
         }
         exp_min = if exp_min != 0.0 {
             exp_min.log10().floor() + 1.0

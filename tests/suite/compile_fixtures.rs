@@ -110,7 +110,7 @@ fn every_fixture_method_compiles() {
 
 fn compile_source(code: &str) -> Result<Vec<String>, CompileError> {
     let file = frontend::parse_file("code/__torch__.py", code).expect("parse");
-    let unit = CompilationUnit::from_files(&[file])?;
+    let unit = CompilationUnit::from_files(&[file], Vec::new())?;
     let f = unit.method("__torch__.M", "forward")?;
     let mut kinds = Vec::new();
     f.graph.walk(f.graph.root, &mut |n| {

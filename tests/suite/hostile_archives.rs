@@ -1101,7 +1101,7 @@ fn fuzz_found_inputs_end_in_typed_errors() {
     ] {
         let text = read(name);
         if let Ok(file) = tsrun::internals::frontend::parse_file("code/__torch__/fuzz.py", &text) {
-            let _ = tsrun::internals::ir::unit::CompilationUnit::from_files(&[file]);
+            let _ = tsrun::internals::ir::unit::CompilationUnit::from_files(&[file], Vec::new());
         }
     }
 }

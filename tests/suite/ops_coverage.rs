@@ -350,6 +350,18 @@ fn only_the_quantized_and_nested_wrappers_replace_registered_kernels() {
         "aten::avg_pool3d",
         "aten::adaptive_avg_pool3d",
         "aten::stack",
+        "aten::eq.Scalar",
+        "aten::ne.Scalar",
+        "aten::ge.Scalar",
+        "aten::le.Scalar",
+        "aten::gt.Scalar",
+        "aten::lt.Scalar",
+        "aten::eq.Tensor",
+        "aten::ne.Tensor",
+        "aten::ge.Tensor",
+        "aten::le.Tensor",
+        "aten::gt.Tensor",
+        "aten::lt.Tensor",
     ];
     // `ops/nested.rs`: these take nested tensors and call the dense kernels for everything
     // else (`aten::relu` is then wrapped again by the quantized wrapper)

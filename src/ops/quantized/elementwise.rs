@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 /// aten ops with a quantized path here, each with its wrapping kernel (one per overload, so a
 /// call finds its float kernel by index, not by name).
-const WRAPPED: [(&str, Kernel); 20] = [
+const WRAPPED: [(&str, Kernel); 32] = [
     ("aten::relu", quantized_or_float::<RELU>),
     ("aten::relu_", quantized_or_float::<RELU_>),
     ("aten::max_pool2d", quantized_or_float::<MAX_POOL2D>),
@@ -56,6 +56,24 @@ const WRAPPED: [(&str, Kernel); 20] = [
         quantized_or_float::<ADAPTIVE_AVG_POOL3D>,
     ),
     ("aten::stack", quantized_or_float::<STACK>),
+    ("aten::eq.Scalar", quantized_or_float::<{ COMPARISONS }>),
+    ("aten::ne.Scalar", quantized_or_float::<{ COMPARISONS + 1 }>),
+    ("aten::ge.Scalar", quantized_or_float::<{ COMPARISONS + 2 }>),
+    ("aten::le.Scalar", quantized_or_float::<{ COMPARISONS + 3 }>),
+    ("aten::gt.Scalar", quantized_or_float::<{ COMPARISONS + 4 }>),
+    ("aten::lt.Scalar", quantized_or_float::<{ COMPARISONS + 5 }>),
+    ("aten::eq.Tensor", quantized_or_float::<{ COMPARISONS + 6 }>),
+    ("aten::ne.Tensor", quantized_or_float::<{ COMPARISONS + 7 }>),
+    ("aten::ge.Tensor", quantized_or_float::<{ COMPARISONS + 8 }>),
+    ("aten::le.Tensor", quantized_or_float::<{ COMPARISONS + 9 }>),
+    (
+        "aten::gt.Tensor",
+        quantized_or_float::<{ COMPARISONS + 10 }>,
+    ),
+    (
+        "aten::lt.Tensor",
+        quantized_or_float::<{ COMPARISONS + 11 }>,
+    ),
 ];
 const RELU: usize = 0;
 const RELU_: usize = 1;
@@ -77,6 +95,8 @@ const ADAPTIVE_AVG_POOL1D: usize = 16;
 const AVG_POOL3D: usize = 17;
 const ADAPTIVE_AVG_POOL3D: usize = 18;
 const STACK: usize = 19;
+/// The first of the comparisons (`eq ne ge le gt lt`, Scalar then Tensor overloads).
+const COMPARISONS: usize = 20;
 
 /// The float kernel each entry of [`WRAPPED`] replaced, by the same index.
 static FLOAT_KERNELS: [OnceLock<Kernel>; WRAPPED.len()] =
@@ -168,11 +188,17 @@ fn quantized_or_float<const OP: usize>(a: &mut Args<'_>) -> Result<IValue> {
         IValue::List(l) => matches!(l.items().first(), Some(IValue::Tensor(t)) if t.is_quantized()),
         _ => false,
     };
-    if !quantized {
-        let k = FLOAT_KERNELS[OP]
+    let float_kernel = || {
+        FLOAT_KERNELS[OP]
             .get()
-            .ok_or_else(|| crate::Error::UnknownOp(a.op.to_string()))?;
-        return k(a);
+            .copied()
+            .ok_or_else(|| crate::Error::UnknownOp(a.op.to_string()))
+    };
+    if !quantized {
+        return float_kernel()?(a);
+    }
+    if OP >= COMPARISONS {
+        return dequantized_comparison(a, float_kernel()?);
     }
     match OP {
         RELU => qrelu(a, false),
@@ -199,6 +225,19 @@ fn quantized_or_float<const OP: usize>(a: &mut Args<'_>) -> Result<IValue> {
         STACK => qstack(a),
         _ => qmean_dim(a),
     }
+}
+
+/// ATen's quantized comparisons (`DEFINE_COMPARATOR`, `gt_quantized_cpu`, ...): the float
+/// comparison of the dequantized operands (a float `other` is used as it is), a bool tensor.
+fn dequantized_comparison(a: &mut Args<'_>, float_kernel: Kernel) -> Result<IValue> {
+    let x = a.tensor(0)?;
+    let mut args = vec![IValue::Tensor(dequantize_tensor(&x)?), a.get(1)?.clone()];
+    if let IValue::Tensor(other) = &args[1] {
+        if other.is_quantized() {
+            args[1] = IValue::Tensor(dequantize_tensor(other)?);
+        }
+    }
+    float_kernel(&mut Args::new(a.op, &mut args, a.ctx))
 }
 
 /// Quantized `x` with its integers (row-major) read in `shape` (same element count).

@@ -431,8 +431,9 @@ pub(crate) fn dequantize_tensor(t: &Tensor) -> Result<Tensor> {
 fn dequantize(a: &mut Args<'_>) -> Result<IValue> {
     let t = a.tensor(0)?;
     if !t.is_quantized() {
-        // PyTorch: dequantize of a float tensor returns it
-        return tensor_result(t);
+        // ATen's `dequantize_cpu_or_cuda`: `self.to(kFloat)` (a float tensor is returned as it
+        // is; a quantized U-Net's `dequantize(x > 0.5)` makes its bool mask float)
+        return tensor_result(t.to_dtype(DType::Float32)?);
     }
     tensor_result(dequantize_tensor(&t)?)
 }

@@ -169,9 +169,8 @@ impl Module {
                     crate::Error::Parse(p) => super::CodeError::Parse(p),
                     other => super::CodeError::Other(other.to_string()),
                 })?;
-                let mut unit = CompilationUnit::from_files(&files)
+                let unit = CompilationUnit::from_files(&files, self.constants().to_vec())
                     .map_err(|e| super::CodeError::Other(e.to_string()))?;
-                unit.set_tensor_constants(self.constants().to_vec());
                 Ok(Arc::new(unit))
             })
             .clone()
