@@ -14,8 +14,15 @@
 //! are the direct loop's values. Served: int8 weights with zero point 0 (fbgemm's and QNNPACK's
 //! default symmetric weights), 2-d (and 1-d) geometry, windows of 16 pixels that fit in 64
 //! bytes; elsewhere the caller's other routes run.
+//!
+//! Convolutions fbgemm runs through its depthwise fast path (`fbgemm_depthwise`) take fbgemm's
+//! tap order instead: the taps flattened row-major, 4 consecutive ones per lane (gathered by
+//! `vpermi2b` from the two kernel rows they lie on), so `vpmaddubsw` saturates exactly fbgemm's
+//! pairs `(0, 1), (2, 3), ...` to int16 and `vpdpwssd` widens and adds them; output channels
+//! none of whose pairs can saturate keep the exact `vpdpbusd` on the same windows.
 
 use super::exact_float::Geometry;
+use super::fbgemm_depthwise::channel_may_saturate;
 use crate::ops::kernels::parallel::for_each_chunk_mut;
 use crate::tensor::{DType, Tensor};
 use std::sync::Arc;
@@ -90,6 +97,90 @@ fn pack(
     })
 }
 
+/// A depthwise weight `[m, 1, kh, kw]` packed in fbgemm's tap order, made once per weight
+/// storage: the taps flattened row-major, 4 per group.
+struct PackedPairs {
+    /// Per group of 4 taps: the first and the last kernel row its taps lie on (at most one
+    /// apart: every kernel row has 3 taps or more).
+    rows: Vec<[usize; 2]>,
+    /// Per output channel, per group: its 4 int8 weights as one i32 (little-endian, tap `4g`
+    /// lowest; taps past the kernel hold 0, so an odd last tap pairs with a zero product).
+    words: Vec<i32>,
+    /// `sum w` of each output channel.
+    sums: Vec<i32>,
+    /// Per output channel: whether one of its pairs can leave int16.
+    saturates: Vec<bool>,
+}
+
+fn pack_pairs(
+    weight: &Tensor,
+    w_zps: &[i32],
+    m: usize,
+    kh: usize,
+    kw: usize,
+) -> Option<Arc<PackedPairs>> {
+    super::weight_cache::prepared(weight, w_zps, || {
+        let w = super::int_values(weight).ok()?;
+        let taps = kh * kw;
+        if w.len() != m * taps || kw < 3 {
+            return None;
+        }
+        let groups = taps.div_ceil(TAPS_PER_GROUP);
+        let rows = (0..groups)
+            .map(|g| {
+                let first = g * TAPS_PER_GROUP;
+                let last = (first + TAPS_PER_GROUP - 1).min(taps - 1);
+                [first / kw, last / kw]
+            })
+            .collect();
+        let mut words = Vec::with_capacity(m * groups);
+        for oc_w in w.chunks(taps) {
+            for g in 0..groups {
+                let mut bytes = [0u8; TAPS_PER_GROUP];
+                for (b, byte) in bytes.iter_mut().enumerate() {
+                    if let Some(&v) = oc_w.get(g * TAPS_PER_GROUP + b) {
+                        *byte = i8::try_from(v).ok()? as u8;
+                    }
+                }
+                words.push(i32::from_le_bytes(bytes));
+            }
+        }
+        Some(PackedPairs {
+            rows,
+            words,
+            sums: w.chunks(taps).map(|c| c.iter().sum()).collect(),
+            saturates: w.chunks(taps).map(channel_may_saturate).collect(),
+        })
+    })
+}
+
+/// The byte indices `vpermi2b` gathers for each group of 4 flattened taps from the group's
+/// two kernel rows (the second's bytes at 64 and above): lane `j`, byte `b` reads tap
+/// `t = 4 g + b` at `j * stride + (t % kw) * dilation` of its row (0 for taps past the kernel,
+/// whose weights are 0).
+fn pair_indices(
+    rows: &[[usize; 2]],
+    taps: usize,
+    kw: usize,
+    stride: usize,
+    dil: usize,
+) -> Vec<[u8; 64]> {
+    rows.iter()
+        .enumerate()
+        .map(|(g, &[first, last])| {
+            std::array::from_fn(|i| {
+                let (j, b) = (i / TAPS_PER_GROUP, i % TAPS_PER_GROUP);
+                let t = g * TAPS_PER_GROUP + b;
+                if t >= taps {
+                    return 0;
+                }
+                let second = usize::from(t / kw != first && last != first) * 64;
+                (j * stride + (t % kw) * dil + second) as u8
+            })
+        })
+        .collect()
+}
+
 /// How one call's planes are walked (all in elements of the padded input plane).
 #[derive(Clone, Copy)]
 struct Walk {
@@ -110,9 +201,19 @@ struct Walk {
 /// Output channel `oc`'s plane of sums to bytes: `finish(oc, sums, out)`.
 pub(super) type PlaneFinish<'a> = dyn Fn(usize, &[i32], &mut [u8]) + Sync + 'a;
 
+/// How a call's planes are summed: per kernel row (exact), or in fbgemm's tap order.
+enum Packing {
+    /// The weights per kernel row, with each group's `vpermb` indices.
+    Rows(Arc<PackedDepthwise>, Vec<[u8; 64]>),
+    /// The weights in fbgemm's tap order, with each group's `vpermi2b` indices.
+    Pairs(Arc<PackedPairs>, Vec<[u8; 64]>),
+}
+
 /// The requantized uint8 output `[n, m, oh, ow]` of a depthwise convolution, `finish(oc,
-/// sums, out)` turning output channel `oc`'s plane of sums into bytes; `None` where the
-/// kernel does not serve it (see the module's note).
+/// sums, out)` turning output channel `oc`'s plane of sums into bytes; `fbgemm_pairs`: the
+/// sums saturate fbgemm's pairs of taps to int16 as its depthwise fast path does (the caller
+/// checked the convolution takes it). `None` where the kernel does not serve it (see the
+/// module's note).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn conv_quantized(
     op: &str,
@@ -122,6 +223,7 @@ pub(super) fn conv_quantized(
     w_zps: &[i32],
     geo: &Geometry<'_>,
     out_spatial: [usize; 3],
+    fbgemm_pairs: bool,
     finish: &PlaneFinish<'_>,
 ) -> Option<crate::Result<Vec<u8>>> {
     let ws = weight.shape();
@@ -147,13 +249,25 @@ pub(super) fn conv_quantized(
         [lift(geo.pad[1])?, lift(geo.pad[2])?],
         [lift(geo.dilation[1])?, lift(geo.dilation[2])?],
     );
-    let groups = kw.div_ceil(TAPS_PER_GROUP);
+    let row_groups = kw.div_ceil(TAPS_PER_GROUP);
     // the 16 pixels' windows must lie in one 64-byte load
-    let reach = (LANES - 1) * stride[1] + (groups * TAPS_PER_GROUP - 1) * dil[1];
+    let last_tap = if fbgemm_pairs {
+        kw.saturating_sub(1)
+    } else {
+        row_groups * TAPS_PER_GROUP - 1
+    };
+    let reach = (LANES - 1) * stride[1] + last_tap * dil[1];
     if kh == 0 || kw == 0 || kh * kw > MAX_TAPS || reach >= 64 || stride.contains(&0) {
         return None;
     }
-    let packed = pack(weight, w_zps, m, kh, kw)?;
+    let packing = if fbgemm_pairs {
+        let packed = pack_pairs(weight, w_zps, m, kh, kw)?;
+        let idx = pair_indices(&packed.rows, kh * kw, kw, stride[1], dil[1]);
+        Packing::Pairs(packed, idx)
+    } else {
+        let packed = pack(weight, w_zps, m, kh, kw)?;
+        Packing::Rows(packed, window_indices(stride[1], dil[1], row_groups))
+    };
     let [_, oh, ow] = out_spatial;
     let walk = Walk {
         ih,
@@ -196,7 +310,6 @@ pub(super) fn conv_quantized(
         } else {
             planes
         };
-        let idx = window_indices(stride[1], dil[1], groups);
         for_each_chunk_mut(&mut out, per_task * plane, par, &|k, dst| {
             let mut padded = vec![0u8; walk.ph * walk.pw + 64];
             let mut sums = vec![0i32; plane];
@@ -206,15 +319,52 @@ pub(super) fn conv_quantized(
                 let ic = oc / walk.m_per_c;
                 let input = &src[(b * c + ic) * ih * iw..][..ih * iw];
                 pad_plane(input, x_zp, &walk, &mut padded);
-                let offset = x_zp.wrapping_neg().wrapping_mul(packed.sums[oc]);
-                let words = &packed.words[oc * kh * groups..][..kh * groups];
-                // SAFETY: the CPU has the kernel's features (`supported`); `padded` holds
-                // the padded plane plus 64 bytes, so every 64-byte load of an output row's
-                // kernel rows (at most `ph - 1`, checked above) lies inside it; `words` has
-                // `kh * groups` entries and `idx` `groups` vectors; `sums` holds `oh * ow`.
-                #[cfg(target_arch = "x86_64")]
-                unsafe {
-                    vnni::plane(&padded, &walk, &packed, words, &idx, offset, &mut sums);
+                match &packing {
+                    Packing::Rows(packed, idx) => {
+                        let offset = x_zp.wrapping_neg().wrapping_mul(packed.sums[oc]);
+                        let words = &packed.words[oc * kh * row_groups..][..kh * row_groups];
+                        // SAFETY: the CPU has the kernel's features (`supported`); `padded`
+                        // holds the padded plane plus 64 bytes, so every 64-byte load of an
+                        // output row's kernel rows (at most `ph - 1`, checked above) lies
+                        // inside it; `words` has `kh * groups` entries and `idx` `groups`
+                        // vectors; `sums` holds `oh * ow`.
+                        #[cfg(target_arch = "x86_64")]
+                        unsafe {
+                            vnni::plane(&padded, &walk, packed, words, idx, offset, &mut sums);
+                        }
+                    }
+                    Packing::Pairs(packed, idx) => {
+                        let offset = x_zp.wrapping_neg().wrapping_mul(packed.sums[oc]);
+                        let groups = packed.rows.len();
+                        let words = &packed.words[oc * groups..][..groups];
+                        // SAFETY: as above: the features are present, every 64-byte load of
+                        // a kernel row (rows below `kh`) lies in `padded`; `words` and `idx`
+                        // have an entry per group of `packed.rows`; `sums` holds `oh * ow`.
+                        #[cfg(target_arch = "x86_64")]
+                        unsafe {
+                            if packed.saturates[oc] {
+                                vnni::plane_pairs::<true>(
+                                    &padded,
+                                    &walk,
+                                    &packed.rows,
+                                    words,
+                                    idx,
+                                    offset,
+                                    &mut sums,
+                                );
+                            } else {
+                                vnni::plane_pairs::<false>(
+                                    &padded,
+                                    &walk,
+                                    &packed.rows,
+                                    words,
+                                    idx,
+                                    offset,
+                                    &mut sums,
+                                );
+                            }
+                        }
+                    }
                 }
                 finish(oc, &sums, out_plane);
             }
@@ -295,6 +445,60 @@ mod vnni {
                         let w = _mm512_set1_epi32(words[ky * groups + g]);
                         acc = _mm512_dpbusd_epi32(acc, windows, w);
                     }
+                }
+                let mask: __mmask16 = if lanes == LANES {
+                    0xffff
+                } else {
+                    (1u16 << lanes) - 1
+                };
+                _mm512_mask_storeu_epi32(out_row.add(ox).cast(), mask, acc);
+                ox += LANES;
+            }
+        }
+    }
+
+    /// One output channel's plane of sums (`sum x * w + offset`) into `sums` (`[oh, ow]`),
+    /// the taps in fbgemm's order: per group of 4 flattened taps, the windows gathered from its
+    /// two kernel rows (`rows`); `SATURATE`: each pair of products summed into int16 with
+    /// saturation (`vpmaddubsw`) then widened and added (`vpdpwssd` by ones), as fbgemm;
+    /// else the exact `vpdpbusd`.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VNNI/VBMI present; `padded` holds `[ph, pw]` plus 64 bytes, every output
+    /// row's kernel rows (`rows`' entries) lie below `ph`; `words` and `idx` have an entry
+    /// per group of `rows`; `sums` holds `oh * ow`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
+    pub(super) unsafe fn plane_pairs<const SATURATE: bool>(
+        padded: &[u8],
+        walk: &Walk,
+        rows: &[[usize; 2]],
+        words: &[i32],
+        idx: &[[u8; 64]],
+        offset: i32,
+        sums: &mut [i32],
+    ) {
+        let start = _mm512_set1_epi32(offset);
+        let ones = _mm512_set1_epi16(1);
+        let base = padded.as_ptr();
+        let [sh, sw] = walk.stride;
+        for oy in 0..walk.oh {
+            let out_row = sums.as_mut_ptr().add(oy * walk.ow);
+            let mut ox = 0;
+            while ox < walk.ow {
+                let lanes = (walk.ow - ox).min(LANES);
+                let mut acc = start;
+                let at = |r: usize| (oy * sh + r * walk.dil[0]) * walk.pw + ox * sw;
+                for ((&[first, last], perm), &word) in rows.iter().zip(idx).zip(words) {
+                    let a = _mm512_loadu_si512(base.add(at(first)).cast());
+                    let b = _mm512_loadu_si512(base.add(at(last)).cast());
+                    let perm = _mm512_loadu_si512(perm.as_ptr().cast());
+                    let windows = _mm512_permutex2var_epi8(a, perm, b);
+                    let w = _mm512_set1_epi32(word);
+                    acc = if SATURATE {
+                        _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(windows, w), ones)
+                    } else {
+                        _mm512_dpbusd_epi32(acc, windows, w)
+                    };
                 }
                 let mask: __mmask16 = if lanes == LANES {
                     0xffff
