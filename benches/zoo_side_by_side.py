@@ -115,7 +115,7 @@ def main():
                         iterations[key] = lsbs.iterations_for(lambda: module(*inputs), args.seconds)
                     del module
                 n = iterations[key]
-                lt = lsbs.libtorch_median(archive, inputs, threads, n)
+                lt, _first = lsbs.libtorch_median(archive, inputs, threads, n)
                 ts = lsbs.tsrun_report(args.tsrun, archive, files, threads, n)
                 before = lsbs.tsrun_report(args.before, archive, files, threads, n) if args.before else None
                 results.setdefault(key, []).append((lt, ts, before))

@@ -3,10 +3,13 @@
 //!
 //! Each output channel's plane is made one output row at a time, 16 output pixels per
 //! register: the input channel's plane is copied once with its padding border holding the
-//! input zero point (real zero), and for each kernel row one 64-byte load of the padded input
-//! row is permuted (`vpermb`) into the 16 pixels' windows of 4 horizontal taps, which
-//! `vpdpbusd` multiplies by the 4 weights of those taps (broadcast) and adds into 16 i32
-//! lanes. A kernel row of up to 4 taps is one permute and one multiply-add; 5 taps two.
+//! input zero point (real zero), and 64-byte loads of the padded input rows are permuted into
+//! the 16 pixels' windows of 4 taps, which `vpdpbusd` multiplies by the 4 weights of those
+//! taps (broadcast) and adds into 16 i32 lanes. Square 3x3, 5x5 and 7x7 kernels take the taps
+//! flattened row-major, 4 consecutive ones per lane, gathered by `vpermi2b` from the two kernel
+//! rows they lie on (3, 7 and 13 multiply-adds), with the kernel size fixed at compile time;
+//! other kernels take 4 horizontal taps of one kernel row per lane (`vpermb`; a row of up to
+//! 4 taps is one multiply-add, 5 taps two).
 //!
 //! Exactness: `vpdpbusd` adds the exact products of uint8 inputs and int8 weights into i32
 //! lanes; `sum (x - x_zp) * w = sum x * w - x_zp * sum w` (the padding holds `x_zp`, so every
@@ -15,11 +18,10 @@
 //! default symmetric weights), 2-d (and 1-d) geometry, windows of 16 pixels that fit in 64
 //! bytes; elsewhere the caller's other routes run.
 //!
-//! Convolutions fbgemm runs through its depthwise fast path (`fbgemm_depthwise`) take fbgemm's
-//! tap order instead: the taps flattened row-major, 4 consecutive ones per lane (gathered by
-//! `vpermi2b` from the two kernel rows they lie on), so `vpmaddubsw` saturates exactly fbgemm's
-//! pairs `(0, 1), (2, 3), ...` to int16 and `vpdpwssd` widens and adds them; output channels
-//! none of whose pairs can saturate keep the exact `vpdpbusd` on the same windows.
+//! Convolutions fbgemm runs through its depthwise fast path (`fbgemm_depthwise`) get fbgemm's
+//! sums instead: in the flattened tap order `vpmaddubsw` saturates exactly fbgemm's pairs
+//! `(0, 1), (2, 3), ...` to int16 and `vpdpwssd` widens and adds them, for the output channels
+//! one of whose pairs can saturate (the others' exact sums are the same).
 
 use super::exact_float::Geometry;
 use super::fbgemm_depthwise::channel_may_saturate;
@@ -97,12 +99,25 @@ fn pack(
     })
 }
 
-/// A depthwise weight `[m, 1, kh, kw]` packed in fbgemm's tap order, made once per weight
+/// Kernel sizes of fbgemm's depthwise fast path (square): the pair kernel's `K`.
+const PAIR_KERNELS: [usize; 3] = [3, 5, 7];
+/// Groups of 4 taps of the largest such kernel (7x7).
+const MAX_PAIR_GROUPS: usize = 13;
+
+/// The first and the last kernel row of group `g`'s taps (4 consecutive taps, flattened
+/// row-major) in a `k x k` kernel: at most one row apart, as every row has 3 taps or more.
+const fn group_rows(g: usize, k: usize) -> [usize; 2] {
+    let first = g * TAPS_PER_GROUP;
+    let last = first + TAPS_PER_GROUP - 1;
+    let last = if last < k * k { last } else { k * k - 1 };
+    [first / k, last / k]
+}
+
+/// A depthwise weight `[m, 1, k, k]` packed in fbgemm's tap order, made once per weight
 /// storage: the taps flattened row-major, 4 per group.
 struct PackedPairs {
-    /// Per group of 4 taps: the first and the last kernel row its taps lie on (at most one
-    /// apart: every kernel row has 3 taps or more).
-    rows: Vec<[usize; 2]>,
+    /// Kernel height and width.
+    k: usize,
     /// Per output channel, per group: its 4 int8 weights as one i32 (little-endian, tap `4g`
     /// lowest; taps past the kernel hold 0, so an odd last tap pairs with a zero product).
     words: Vec<i32>,
@@ -112,27 +127,20 @@ struct PackedPairs {
     saturates: Vec<bool>,
 }
 
-fn pack_pairs(
-    weight: &Tensor,
-    w_zps: &[i32],
-    m: usize,
-    kh: usize,
-    kw: usize,
-) -> Option<Arc<PackedPairs>> {
+impl PackedPairs {
+    fn groups(&self) -> usize {
+        (self.k * self.k).div_ceil(TAPS_PER_GROUP)
+    }
+}
+
+fn pack_pairs(weight: &Tensor, w_zps: &[i32], m: usize, k: usize) -> Option<Arc<PackedPairs>> {
     super::weight_cache::prepared(weight, w_zps, || {
         let w = super::int_values(weight).ok()?;
-        let taps = kh * kw;
-        if w.len() != m * taps || kw < 3 {
+        let taps = k * k;
+        if w.len() != m * taps || !PAIR_KERNELS.contains(&k) {
             return None;
         }
         let groups = taps.div_ceil(TAPS_PER_GROUP);
-        let rows = (0..groups)
-            .map(|g| {
-                let first = g * TAPS_PER_GROUP;
-                let last = (first + TAPS_PER_GROUP - 1).min(taps - 1);
-                [first / kw, last / kw]
-            })
-            .collect();
         let mut words = Vec::with_capacity(m * groups);
         for oc_w in w.chunks(taps) {
             for g in 0..groups {
@@ -146,7 +154,7 @@ fn pack_pairs(
             }
         }
         Some(PackedPairs {
-            rows,
+            k,
             words,
             sums: w.chunks(taps).map(|c| c.iter().sum()).collect(),
             saturates: w.chunks(taps).map(channel_may_saturate).collect(),
@@ -154,28 +162,22 @@ fn pack_pairs(
     })
 }
 
-/// The byte indices `vpermi2b` gathers for each group of 4 flattened taps from the group's
-/// two kernel rows (the second's bytes at 64 and above): lane `j`, byte `b` reads tap
-/// `t = 4 g + b` at `j * stride + (t % kw) * dilation` of its row (0 for taps past the kernel,
-/// whose weights are 0).
-fn pair_indices(
-    rows: &[[usize; 2]],
-    taps: usize,
-    kw: usize,
-    stride: usize,
-    dil: usize,
-) -> Vec<[u8; 64]> {
-    rows.iter()
-        .enumerate()
-        .map(|(g, &[first, last])| {
+/// The byte indices `vpermi2b` gathers for each group of 4 flattened taps of a `k x k` kernel
+/// from the group's two kernel rows (`group_rows`; the second's bytes at 64 and above): lane
+/// `j`, byte `b` reads tap `t = 4 g + b` at `j * stride + (t % k) * dilation` of its row (0
+/// for taps past the kernel, whose weights are 0).
+fn pair_indices(k: usize, stride: usize, dil: usize) -> Vec<[u8; 64]> {
+    (0..(k * k).div_ceil(TAPS_PER_GROUP))
+        .map(|g| {
+            let [first, last] = group_rows(g, k);
             std::array::from_fn(|i| {
                 let (j, b) = (i / TAPS_PER_GROUP, i % TAPS_PER_GROUP);
                 let t = g * TAPS_PER_GROUP + b;
-                if t >= taps {
+                if t >= k * k {
                     return 0;
                 }
-                let second = usize::from(t / kw != first && last != first) * 64;
-                (j * stride + (t % kw) * dil + second) as u8
+                let second = usize::from(t / k != first && last != first) * 64;
+                (j * stride + (t % k) * dil + second) as u8
             })
         })
         .collect()
@@ -205,8 +207,14 @@ pub(super) type PlaneFinish<'a> = dyn Fn(usize, &[i32], &mut [u8]) + Sync + 'a;
 enum Packing {
     /// The weights per kernel row, with each group's `vpermb` indices.
     Rows(Arc<PackedDepthwise>, Vec<[u8; 64]>),
-    /// The weights in fbgemm's tap order, with each group's `vpermi2b` indices.
-    Pairs(Arc<PackedPairs>, Vec<[u8; 64]>),
+    /// The weights in fbgemm's tap order, with each group's `vpermi2b` indices, the exact
+    /// and the saturating kernel for the kernel size, and whether fbgemm's pairs saturate.
+    Pairs {
+        packed: Arc<PackedPairs>,
+        idx: Vec<[u8; 64]>,
+        kernels: [PairKernel; 2],
+        saturate: bool,
+    },
 }
 
 /// The requantized uint8 output `[n, m, oh, ow]` of a depthwise convolution, `finish(oc,
@@ -250,9 +258,15 @@ pub(super) fn conv_quantized(
         [lift(geo.dilation[1])?, lift(geo.dilation[2])?],
     );
     let row_groups = kw.div_ceil(TAPS_PER_GROUP);
+    // square 3x3, 5x5 and 7x7 kernels run in fbgemm's tap order whether or not they saturate
+    // (fewer groups of 4 taps than per row), others per row (exact sums only)
+    let pair_kernels = if kh == kw { pair_kernels(kw) } else { None };
+    if fbgemm_pairs && pair_kernels.is_none() {
+        return None;
+    }
     // the 16 pixels' windows must lie in one 64-byte load
-    let last_tap = if fbgemm_pairs {
-        kw.saturating_sub(1)
+    let last_tap = if pair_kernels.is_some() {
+        kw - 1
     } else {
         row_groups * TAPS_PER_GROUP - 1
     };
@@ -260,13 +274,17 @@ pub(super) fn conv_quantized(
     if kh == 0 || kw == 0 || kh * kw > MAX_TAPS || reach >= 64 || stride.contains(&0) {
         return None;
     }
-    let packing = if fbgemm_pairs {
-        let packed = pack_pairs(weight, w_zps, m, kh, kw)?;
-        let idx = pair_indices(&packed.rows, kh * kw, kw, stride[1], dil[1]);
-        Packing::Pairs(packed, idx)
-    } else {
-        let packed = pack(weight, w_zps, m, kh, kw)?;
-        Packing::Rows(packed, window_indices(stride[1], dil[1], row_groups))
+    let packing = match pair_kernels {
+        Some(kernels) => Packing::Pairs {
+            packed: pack_pairs(weight, w_zps, m, kw)?,
+            idx: pair_indices(kw, stride[1], dil[1]),
+            kernels,
+            saturate: fbgemm_pairs,
+        },
+        None => {
+            let packed = pack(weight, w_zps, m, kh, kw)?;
+            Packing::Rows(packed, window_indices(stride[1], dil[1], row_groups))
+        }
     };
     let [_, oh, ow] = out_spatial;
     let walk = Walk {
@@ -333,37 +351,22 @@ pub(super) fn conv_quantized(
                             vnni::plane(&padded, &walk, packed, words, idx, offset, &mut sums);
                         }
                     }
-                    Packing::Pairs(packed, idx) => {
+                    Packing::Pairs {
+                        packed,
+                        idx,
+                        kernels,
+                        saturate,
+                    } => {
                         let offset = x_zp.wrapping_neg().wrapping_mul(packed.sums[oc]);
-                        let groups = packed.rows.len();
+                        let groups = packed.groups();
                         let words = &packed.words[oc * groups..][..groups];
-                        // SAFETY: as above: the features are present, every 64-byte load of
-                        // a kernel row (rows below `kh`) lies in `padded`; `words` and `idx`
-                        // have an entry per group of `packed.rows`; `sums` holds `oh * ow`.
-                        #[cfg(target_arch = "x86_64")]
-                        unsafe {
-                            if packed.saturates[oc] {
-                                vnni::plane_pairs::<true>(
-                                    &padded,
-                                    &walk,
-                                    &packed.rows,
-                                    words,
-                                    idx,
-                                    offset,
-                                    &mut sums,
-                                );
-                            } else {
-                                vnni::plane_pairs::<false>(
-                                    &padded,
-                                    &walk,
-                                    &packed.rows,
-                                    words,
-                                    idx,
-                                    offset,
-                                    &mut sums,
-                                );
-                            }
-                        }
+                        let kernel = kernels[usize::from(*saturate && packed.saturates[oc])];
+                        // SAFETY: the CPU has the kernel's features (`supported`); `padded`
+                        // holds the padded plane plus 64 bytes and every output row's kernel
+                        // rows lie below `ph` (checked above), so every 64-byte row load lies
+                        // inside it; `kernel` is the one for this `k x k` kernel, `words` and
+                        // `idx` have an entry per group of its taps; `sums` holds `oh * ow`.
+                        unsafe { kernel(&padded, &walk, words, idx, offset, &mut sums) };
                     }
                 }
                 finish(oc, &sums, out_plane);
@@ -405,9 +408,31 @@ fn pad_plane(input: &[u8], x_zp: i32, walk: &Walk, padded: &mut [u8]) {
     }
 }
 
+/// A kernel summing one output channel's plane in fbgemm's tap order (`vnni::plane_pairs`).
+type PairKernel = unsafe fn(&[u8], &Walk, &[i32], &[[u8; 64]], i32, &mut [i32]);
+
+/// The exact and the saturating kernel for a `k x k` kernel (3, 5 or 7).
+fn pair_kernels(k: usize) -> Option<[PairKernel; 2]> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let kernels: [PairKernel; 2] = match k {
+            3 => [vnni::plane_pairs::<3, false>, vnni::plane_pairs::<3, true>],
+            5 => [vnni::plane_pairs::<5, false>, vnni::plane_pairs::<5, true>],
+            7 => [vnni::plane_pairs::<7, false>, vnni::plane_pairs::<7, true>],
+            _ => return None,
+        };
+        Some(kernels)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = k;
+        None
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod vnni {
-    use super::{PackedDepthwise, Walk, LANES};
+    use super::{group_rows, PackedDepthwise, Walk, LANES, MAX_PAIR_GROUPS, TAPS_PER_GROUP};
     use std::arch::x86_64::*;
 
     /// One output channel's plane of sums (`sum x * w + offset`) into `sums` (`[oh, ow]`).
@@ -458,25 +483,32 @@ mod vnni {
     }
 
     /// One output channel's plane of sums (`sum x * w + offset`) into `sums` (`[oh, ow]`),
-    /// the taps in fbgemm's order: per group of 4 flattened taps, the windows gathered from its
-    /// two kernel rows (`rows`); `SATURATE`: each pair of products summed into int16 with
-    /// saturation (`vpmaddubsw`) then widened and added (`vpdpwssd` by ones), as fbgemm;
-    /// else the exact `vpdpbusd`.
+    /// the taps of a `K x K` kernel in fbgemm's order: per group of 4 flattened taps, the
+    /// windows gathered from its two kernel rows (`group_rows`); `SATURATE`: each pair of
+    /// products summed into int16 with saturation (`vpmaddubsw`) then widened and added
+    /// (`vpdpwssd` by ones), as fbgemm; else the exact `vpdpbusd`. `K` fixed, the groups
+    /// unroll and their indices and weights stay in registers.
     ///
     /// # Safety
-    /// AVX-512 F/BW/VNNI/VBMI present; `padded` holds `[ph, pw]` plus 64 bytes, every output
-    /// row's kernel rows (`rows`' entries) lie below `ph`; `words` and `idx` have an entry
-    /// per group of `rows`; `sums` holds `oh * ow`.
+    /// AVX-512 F/BW/VNNI/VBMI present; `K <= 7`; `padded` holds `[ph, pw]` plus 64 bytes,
+    /// every output row's `K` kernel rows lie below `ph`; `words` and `idx` have an entry per
+    /// group of 4 of the `K * K` taps; `sums` holds `oh * ow`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
-    pub(super) unsafe fn plane_pairs<const SATURATE: bool>(
+    pub(super) unsafe fn plane_pairs<const K: usize, const SATURATE: bool>(
         padded: &[u8],
         walk: &Walk,
-        rows: &[[usize; 2]],
         words: &[i32],
         idx: &[[u8; 64]],
         offset: i32,
         sums: &mut [i32],
     ) {
+        let groups = (K * K).div_ceil(TAPS_PER_GROUP);
+        let mut perms = [_mm512_setzero_si512(); MAX_PAIR_GROUPS];
+        let mut weights = [_mm512_setzero_si512(); MAX_PAIR_GROUPS];
+        for g in 0..groups {
+            perms[g] = _mm512_loadu_si512(idx[g].as_ptr().cast());
+            weights[g] = _mm512_set1_epi32(words[g]);
+        }
         let start = _mm512_set1_epi32(offset);
         let ones = _mm512_set1_epi16(1);
         let base = padded.as_ptr();
@@ -486,18 +518,20 @@ mod vnni {
             let mut ox = 0;
             while ox < walk.ow {
                 let lanes = (walk.ow - ox).min(LANES);
+                let mut rows = [_mm512_setzero_si512(); 7];
+                for (r, row) in rows.iter_mut().enumerate().take(K) {
+                    let at = (oy * sh + r * walk.dil[0]) * walk.pw + ox * sw;
+                    *row = _mm512_loadu_si512(base.add(at).cast());
+                }
                 let mut acc = start;
-                let at = |r: usize| (oy * sh + r * walk.dil[0]) * walk.pw + ox * sw;
-                for ((&[first, last], perm), &word) in rows.iter().zip(idx).zip(words) {
-                    let a = _mm512_loadu_si512(base.add(at(first)).cast());
-                    let b = _mm512_loadu_si512(base.add(at(last)).cast());
-                    let perm = _mm512_loadu_si512(perm.as_ptr().cast());
-                    let windows = _mm512_permutex2var_epi8(a, perm, b);
-                    let w = _mm512_set1_epi32(word);
+                for g in 0..groups {
+                    let [first, last] = group_rows(g, K);
+                    let windows = _mm512_permutex2var_epi8(rows[first], perms[g], rows[last]);
                     acc = if SATURATE {
-                        _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(windows, w), ones)
+                        let pairs = _mm512_maddubs_epi16(windows, weights[g]);
+                        _mm512_dpwssd_epi32(acc, pairs, ones)
                     } else {
-                        _mm512_dpbusd_epi32(acc, windows, w)
+                        _mm512_dpbusd_epi32(acc, windows, weights[g])
                     };
                 }
                 let mask: __mmask16 = if lanes == LANES {
