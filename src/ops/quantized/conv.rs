@@ -603,7 +603,7 @@ fn run_conv(
         }
     }
     if fbgemm_pairs {
-        fbgemm_depthwise::add_pair_saturation(
+        fbgemm_depthwise::add_int16_saturation(
             op,
             x,
             xzp,

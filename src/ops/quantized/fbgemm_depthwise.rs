@@ -9,7 +9,9 @@
 //! taken off exactly in int32 (`x_zp * sum (w - w_zp)`, `w_zp * sum x`), so a sum differs from
 //! the exact `sum (x - x_zp) * (w - w_zp)` by `sum over pairs (sat16(p) - p)`, `p` the pair's
 //! raw `x_a * w_a + x_b * w_b`. That is nonzero only where both taps of a pair have large
-//! weights of one sign over large inputs (full-range per-channel weights).
+//! weights of one sign over large inputs (full-range per-channel weights). With a weight zero
+//! point other than 0 the input sum it multiplies is accumulated in int16 with saturation
+//! too (`vpaddsw`), so kernels of more than 128 taps (3-d) take `w_zp * min(sum x, 32767)`.
 
 use super::exact_float::Geometry;
 use super::weight_cache;
@@ -73,14 +75,17 @@ pub(super) fn channel_may_saturate(taps: &[i32]) -> bool {
     taps.chunks_exact(2).any(|p| pair_may_saturate(p[0], p[1]))
 }
 
-/// A depthwise weight's pairs that can saturate, made once per weight storage.
-struct RiskyPairs {
+/// Where a depthwise weight's sums can saturate, made once per weight storage.
+struct Saturating {
     /// Per output channel, its pairs that can leave int16: `(first tap, weight, weight)`
     /// (the second tap is the next).
     channels: Vec<Vec<(usize, i32, i32)>>,
+    /// Per output channel: its weight zero point where its input sums can leave int16
+    /// (more than 128 taps), else 0.
+    input_sum_zps: Vec<i32>,
 }
 
-fn risky_pairs(weight: &Tensor, w_zps: &[i32], taps: usize) -> Option<Arc<RiskyPairs>> {
+fn saturating(weight: &Tensor, w_zps: &[i32], taps: usize) -> Option<Arc<Saturating>> {
     weight_cache::prepared(weight, w_zps, || {
         let w = super::int_values(weight).ok()?;
         if taps == 0 || w.len() != w_zps.len() * taps {
@@ -96,14 +101,24 @@ fn risky_pairs(weight: &Tensor, w_zps: &[i32], taps: usize) -> Option<Arc<RiskyP
                     .collect()
             })
             .collect();
-        Some(RiskyPairs { channels })
+        let sums_saturate = i64::from(INPUT_MAX) * taps as i64 > i64::from(i16::MAX);
+        let input_sum_zps = w_zps
+            .iter()
+            .map(|&z| if sums_saturate { z } else { 0 })
+            .collect();
+        Some(Saturating {
+            channels,
+            input_sum_zps,
+        })
     })
 }
 
-/// Add fbgemm's pair saturation to the exact sums `[n, m, *out]` of a depthwise convolution
+/// Add fbgemm's int16 saturation to the exact sums `[n, m, *out]` of a depthwise convolution
 /// that takes the fast path ([`takes_fast_path`]): for every output, `sat16(p) - p` of each
-/// pair of taps that can saturate. `x` is the quint8 input `[n, c, *in]`.
-pub(super) fn add_pair_saturation(
+/// pair of taps that can saturate, and `w_zp * (sum x - min(sum x, 32767))` where the input
+/// sum can. `x` is the quint8 input `[n, c, *in]`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn add_int16_saturation(
     op: &str,
     x: &Tensor,
     x_zp: i32,
@@ -131,7 +146,7 @@ pub(super) fn add_pair_saturation(
     let lift = |v: [i64; 3]| v.map(|d| usize::try_from(d).unwrap_or(0));
     let (stride, pad) = (lift(geo.stride), lift(geo.pad));
     let padded: [usize; 3] = std::array::from_fn(|d| image[d] + 2 * pad[d]);
-    let Some(risky) = risky_pairs(weight, w_zps, taps) else {
+    let Some(risky) = saturating(weight, w_zps, taps) else {
         return Err(crate::ops::kernels::size_mismatch(
             op,
             "the depthwise weight's values",
@@ -139,7 +154,7 @@ pub(super) fn add_pair_saturation(
             weight.numel() as i64,
         ));
     };
-    if risky.channels.iter().all(Vec::is_empty) {
+    if risky.channels.iter().all(Vec::is_empty) && risky.input_sum_zps.iter().all(|&z| z == 0) {
         return Ok(());
     }
     let ints = x.int_repr_view()?.contiguous()?;
@@ -166,8 +181,8 @@ pub(super) fn add_pair_saturation(
     let par = sums.len() >= PARALLEL_ELEMENTS;
     for_each_chunk_mut(sums, out_plane, par, &|p, plane| {
         let (b, oc) = (p / m, p % m);
-        let pairs = &risky.channels[oc];
-        if pairs.is_empty() {
+        let (pairs, sum_zp) = (&risky.channels[oc], risky.input_sum_zps[oc]);
+        if pairs.is_empty() && sum_zp == 0 {
             return;
         }
         let ic = oc / m_per_c;
@@ -186,6 +201,10 @@ pub(super) fn add_pair_saturation(
                         let xb = i32::from(volume[base + offsets[t + 1]]);
                         let sum = xa * wa + xb * wb;
                         delta += saturate_i16(sum) - sum;
+                    }
+                    if sum_zp != 0 {
+                        let total: i32 = offsets.iter().map(|&o| i32::from(volume[base + o])).sum();
+                        delta += sum_zp * (total - saturate_i16(total));
                     }
                     plane[i] = plane[i].wrapping_add(delta);
                     i += 1;
