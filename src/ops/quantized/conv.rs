@@ -2,8 +2,11 @@
 //! Accumulation is exact int32 over `(x - x_zp) * (w - w_zp)` (padding holds the input zero
 //! point, i.e. real zero); requantization is fbgemm's (see `linear::Requant`), or oneDNN's
 //! where PyTorch's x86 engine would hand the convolution to oneDNN ([`QuantizedEngine::X86`]).
+//! Depthwise convolutions that fbgemm runs through its fast path saturate its pairs of products
+//! to int16 as it does (`fbgemm_depthwise`).
 
 use super::exact_float::{self, Geometry};
+use super::fbgemm_depthwise;
 use super::int8_depthwise;
 use super::int8_gemm::{requantize_column, Requantizer};
 use super::int8_sums;
@@ -454,6 +457,12 @@ fn run_conv(
         dilation: dil,
         groups: g,
     };
+    // fbgemm's arithmetic on a convolution its depthwise fast path takes: pairs of products
+    // saturate to int16
+    let fbgemm_pairs = !onednn
+        && qnnpack.is_none()
+        && !p.transpose
+        && fbgemm_depthwise::takes_fast_path(&ws, &geo);
     // the VNNI kernel requantizes in its epilogue (fbgemm's or oneDNN's arithmetic),
     // straight into the NCHW output
     let requant = |first: usize, count: usize| {
@@ -514,12 +523,14 @@ fn run_conv(
             &w_zps,
             &geo,
             [od, oh, ow],
+            fbgemm_pairs,
             &finish,
         ) {
             return emit(out?);
         }
     }
-    if !p.transpose && qnnpack.is_none() {
+    // (the GEMM kernel sums exactly; it never serves a depthwise convolution)
+    if !p.transpose && qnnpack.is_none() && !fbgemm_pairs {
         if let Some(out) =
             int8_sums::conv_quantized(op, x, xzp, &p.weight, &w_zps, &geo, [od, oh, ow], &requant)
         {
@@ -590,6 +601,18 @@ fn run_conv(
                 }
             }
         }
+    }
+    if fbgemm_pairs {
+        fbgemm_depthwise::add_int16_saturation(
+            op,
+            x,
+            xzp,
+            &p.weight,
+            &w_zps,
+            &geo,
+            [od, oh, ow],
+            &mut acc,
+        )?;
     }
     // one output channel's plane at a time: its bias and scale read once, the uint8 written
     // directly (every requantized value lies in 0..=255)

@@ -26,6 +26,7 @@ pub mod elementwise;
 pub mod embedding;
 mod exact_float;
 pub mod fake_quantize;
+mod fbgemm_depthwise;
 pub mod fbgemm_legacy;
 pub mod int4_pack;
 pub mod int8_binary;

@@ -653,7 +653,7 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
     .expect("valid json");
     let mut arrays = Arrays::open(&dir.join(format!("{family}.npz")));
     let registry = Registry::global();
-    let ctx = OpContext::default();
+    let mut ctx = OpContext::default();
     let mut passed = 0;
     let mut failures = Vec::new();
     for (i, case) in json["cases"].as_array().expect("cases").iter().enumerate() {
@@ -663,6 +663,17 @@ pub fn run_op_cases(family: &str) -> (usize, Vec<String>) {
             op.to_string()
         } else {
             format!("{op}.{overload}")
+        };
+        // the quantized engine PyTorch ran the case under, where the generator named one
+        ctx.quantized_engine = match case.get("engine").and_then(Value::as_str) {
+            None => tsrun::QuantizedEngine::Native,
+            Some("fbgemm") => tsrun::QuantizedEngine::Fbgemm,
+            Some("x86") => tsrun::QuantizedEngine::X86,
+            Some("qnnpack") => tsrun::QuantizedEngine::Qnnpack,
+            Some(other) => {
+                failures.push(format!("case {i} {name}: unknown engine {other}"));
+                continue;
+            }
         };
         let Some(kernel) = registry.lookup(op, overload) else {
             failures.push(format!("case {i} {name}: no kernel"));
