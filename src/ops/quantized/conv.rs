@@ -5,7 +5,7 @@
 //! Depthwise convolutions that fbgemm runs through its fast path saturate its pairs of products
 //! to int16 as it does (`fbgemm_depthwise`).
 
-use super::exact_float::{self, Geometry};
+use super::exact_float::{self, ConvOperands, Geometry};
 use super::fbgemm_depthwise;
 use super::int8_depthwise;
 use super::int8_gemm::{requantize_column, Requantizer};
@@ -457,6 +457,15 @@ fn run_conv(
         dilation: dil,
         groups: g,
     };
+    let operands = ConvOperands {
+        op,
+        x,
+        x_zp: xzp,
+        weight: &p.weight,
+        w_zps: &w_zps,
+        geo: &geo,
+        out_spatial: [od, oh, ow],
+    };
     // fbgemm's arithmetic on a convolution its depthwise fast path takes: pairs of products
     // saturate to int16
     let fbgemm_pairs = !onednn
@@ -515,32 +524,20 @@ fn run_conv(
         )
     };
     if !p.transpose {
-        if let Some(out) = int8_depthwise::conv_quantized(
-            op,
-            x,
-            xzp,
-            &p.weight,
-            &w_zps,
-            &geo,
-            [od, oh, ow],
-            fbgemm_pairs,
-            &finish,
-        ) {
+        if let Some(out) = int8_depthwise::conv_quantized(&operands, fbgemm_pairs, &finish) {
             return emit(out?);
         }
     }
     // (the GEMM kernel sums exactly; it never serves a depthwise convolution)
     if !p.transpose && qnnpack.is_none() && !fbgemm_pairs {
-        if let Some(out) =
-            int8_sums::conv_quantized(op, x, xzp, &p.weight, &w_zps, &geo, [od, oh, ow], &requant)
-        {
+        if let Some(out) = int8_sums::conv_quantized(&operands, &requant) {
             return emit(out?);
         }
     }
     let fast = if p.transpose {
         None
     } else {
-        exact_float::conv_sums(op, x, xzp, &p.weight, &w_zps, &geo)
+        exact_float::conv_sums(&operands)
     };
     let mut acc = vec![0i32; n * m * out_plane];
     if let Some(sums) = fast {
@@ -603,16 +600,7 @@ fn run_conv(
         }
     }
     if fbgemm_pairs {
-        fbgemm_depthwise::add_int16_saturation(
-            op,
-            x,
-            xzp,
-            &p.weight,
-            &w_zps,
-            &geo,
-            [od, oh, ow],
-            &mut acc,
-        )?;
+        fbgemm_depthwise::add_int16_saturation(&operands, &mut acc)?;
     }
     // one output channel's plane at a time: its bias and scale read once, the uint8 written
     // directly (every requantized value lies in 0..=255)

@@ -35,17 +35,33 @@ pub(super) struct Geometry<'a> {
     pub groups: usize,
 }
 
+/// What every route of a forward quantized convolution reads: the quint8 input and its zero
+/// point, the int8/uint8 weight and its per-channel zero points, the geometry and the output's
+/// spatial sizes (lifted to 3 dims), with the op name for errors.
+#[derive(Clone, Copy)]
+pub(super) struct ConvOperands<'a> {
+    pub op: &'a str,
+    pub x: &'a Tensor,
+    pub x_zp: i32,
+    pub weight: &'a Tensor,
+    pub w_zps: &'a [i32],
+    pub geo: &'a Geometry<'a>,
+    pub out_spatial: [usize; 3],
+}
+
 /// The sums `[n, m, *out]` of `(x - x_zp) * (w - w_zp[oc])`, or `None` where the float route
 /// cannot guarantee exactness (a single input channel's taps would pass 2^24; a grouped
 /// convolution that would need chunks): the caller then runs the integer loop.
-pub(super) fn conv_sums(
-    op: &str,
-    x: &Tensor,
-    x_zp: i32,
-    weight: &Tensor,
-    w_zps: &[i32],
-    geo: &Geometry<'_>,
-) -> Option<crate::Result<Vec<i32>>> {
+pub(super) fn conv_sums(c: &ConvOperands<'_>) -> Option<crate::Result<Vec<i32>>> {
+    let ConvOperands {
+        op,
+        x,
+        x_zp,
+        weight,
+        w_zps,
+        geo,
+        ..
+    } = *c;
     let ws = weight.shape();
     let (m, c_per_g) = (*ws.first()?, *ws.get(1)?);
     let taps: usize = ws.get(2..)?.iter().product();

@@ -13,7 +13,7 @@
 //! point other than 0 the input sum it multiplies is accumulated in int16 with saturation
 //! too (`vpaddsw`), so kernels of more than 128 taps (3-d) take `w_zp * min(sum x, 32767)`.
 
-use super::exact_float::Geometry;
+use super::exact_float::{ConvOperands, Geometry};
 use super::weight_cache;
 use crate::ops::kernels::parallel::for_each_chunk_mut;
 use crate::tensor::Tensor;
@@ -117,17 +117,16 @@ fn saturating(weight: &Tensor, w_zps: &[i32], taps: usize) -> Option<Arc<Saturat
 /// that takes the fast path ([`takes_fast_path`]): for every output, `sat16(p) - p` of each
 /// pair of taps that can saturate, and `w_zp * (sum x - min(sum x, 32767))` where the input
 /// sum can. `x` is the quint8 input `[n, c, *in]`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn add_int16_saturation(
-    op: &str,
-    x: &Tensor,
-    x_zp: i32,
-    weight: &Tensor,
-    w_zps: &[i32],
-    geo: &Geometry<'_>,
-    out_spatial: [usize; 3],
-    sums: &mut [i32],
-) -> crate::Result<()> {
+pub(super) fn add_int16_saturation(c: &ConvOperands<'_>, sums: &mut [i32]) -> crate::Result<()> {
+    let ConvOperands {
+        op,
+        x,
+        x_zp,
+        weight,
+        w_zps,
+        geo,
+        out_spatial,
+    } = *c;
     let ws = weight.shape();
     let shape = geo.input_shape;
     let lifted = |v: &[usize]| -> [usize; 3] {

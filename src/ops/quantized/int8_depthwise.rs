@@ -23,7 +23,7 @@
 //! `(0, 1), (2, 3), ...` to int16 and `vpdpwssd` widens and adds them, for the output channels
 //! one of whose pairs can saturate (the others' exact sums are the same).
 
-use super::exact_float::Geometry;
+use super::exact_float::ConvOperands;
 use super::fbgemm_depthwise::channel_may_saturate;
 use crate::ops::kernels::parallel::for_each_chunk_mut;
 use crate::tensor::{DType, Tensor};
@@ -222,18 +222,20 @@ enum Packing {
 /// sums saturate fbgemm's pairs of taps to int16 as its depthwise fast path does (the caller
 /// checked the convolution takes it). `None` where the kernel does not serve it (see the
 /// module's note).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn conv_quantized(
-    op: &str,
-    x: &Tensor,
-    x_zp: i32,
-    weight: &Tensor,
-    w_zps: &[i32],
-    geo: &Geometry<'_>,
-    out_spatial: [usize; 3],
+    c: &ConvOperands<'_>,
     fbgemm_pairs: bool,
     finish: &PlaneFinish<'_>,
 ) -> Option<crate::Result<Vec<u8>>> {
+    let ConvOperands {
+        op,
+        x,
+        x_zp,
+        weight,
+        w_zps,
+        geo,
+        out_spatial,
+    } = *c;
     let ws = weight.shape();
     let shape = geo.input_shape;
     if !supported()

@@ -9,7 +9,7 @@
 //! kernel's epilogue and written NCHW; a linear layer's sums are either requantized the same
 //! way (static) or returned (dynamic: the caller makes floats of them).
 
-use super::exact_float::Geometry;
+use super::exact_float::ConvOperands;
 use super::int8_gemm::{self, Dest, PackedWeights, Requantizer, RowSource};
 use super::weight_cache;
 use crate::ops::kernels::parallel::for_each_chunk_mut;
@@ -162,17 +162,19 @@ fn quantized_of(
 /// kernel does not serve it (no VNNI, a weight that is not int8 or has a zero point other
 /// than 0, depthwise-like groups of fewer than 4 channels or 8 outputs, an input copy above
 /// `MAX_LAYOUT_BYTES`).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn conv_quantized(
-    op: &str,
-    x: &Tensor,
-    x_zp: i32,
-    weight: &Tensor,
-    w_zps: &[i32],
-    geo: &Geometry<'_>,
-    out_spatial: [usize; 3],
+    c: &ConvOperands<'_>,
     requant: &dyn Fn(usize, usize) -> Requantizer,
 ) -> Option<crate::Result<Vec<u8>>> {
+    let ConvOperands {
+        op,
+        x,
+        x_zp,
+        weight,
+        w_zps,
+        geo,
+        out_spatial,
+    } = *c;
     if !usable(weight) || w_zps.iter().any(|&z| z != 0) {
         return None;
     }
