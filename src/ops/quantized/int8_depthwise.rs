@@ -76,18 +76,8 @@ fn pack(
         }
         let groups = kw.div_ceil(TAPS_PER_GROUP);
         let mut words = Vec::with_capacity(m * kh * groups);
-        for oc_w in w.chunks(kh * kw) {
-            for row in oc_w.chunks(kw) {
-                for g in 0..groups {
-                    let mut bytes = [0u8; TAPS_PER_GROUP];
-                    for (b, byte) in bytes.iter_mut().enumerate() {
-                        if let Some(&v) = row.get(g * TAPS_PER_GROUP + b) {
-                            *byte = i8::try_from(v).ok()? as u8;
-                        }
-                    }
-                    words.push(i32::from_le_bytes(bytes));
-                }
-            }
+        for row in w.chunks(kw) {
+            push_tap_words(row, &mut words)?;
         }
         let sums = w.chunks(kh * kw).map(|c| c.iter().sum()).collect();
         Some(PackedDepthwise {
@@ -143,15 +133,7 @@ fn pack_pairs(weight: &Tensor, w_zps: &[i32], m: usize, k: usize) -> Option<Arc<
         let groups = taps.div_ceil(TAPS_PER_GROUP);
         let mut words = Vec::with_capacity(m * groups);
         for oc_w in w.chunks(taps) {
-            for g in 0..groups {
-                let mut bytes = [0u8; TAPS_PER_GROUP];
-                for (b, byte) in bytes.iter_mut().enumerate() {
-                    if let Some(&v) = oc_w.get(g * TAPS_PER_GROUP + b) {
-                        *byte = i8::try_from(v).ok()? as u8;
-                    }
-                }
-                words.push(i32::from_le_bytes(bytes));
-            }
+            push_tap_words(oc_w, &mut words)?;
         }
         Some(PackedPairs {
             k,
@@ -160,6 +142,19 @@ fn pack_pairs(weight: &Tensor, w_zps: &[i32], m: usize, k: usize) -> Option<Arc<
             saturates: w.chunks(taps).map(channel_may_saturate).collect(),
         })
     })
+}
+
+/// Appends a run of int8 tap weights as little-endian words of [`TAPS_PER_GROUP`] bytes, the
+/// last one zero-padded; `None` when a weight is not an int8 value.
+fn push_tap_words(run: &[i32], words: &mut Vec<i32>) -> Option<()> {
+    for group in run.chunks(TAPS_PER_GROUP) {
+        let mut bytes = [0u8; TAPS_PER_GROUP];
+        for (byte, &v) in bytes.iter_mut().zip(group) {
+            *byte = i8::try_from(v).ok()? as u8;
+        }
+        words.push(i32::from_le_bytes(bytes));
+    }
+    Some(())
 }
 
 /// The byte indices `vpermi2b` gathers for each group of 4 flattened taps of a `k x k` kernel
