@@ -4,7 +4,7 @@
 
 use crate::load_common::model_path;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tsrun::internals::runtime::Module;
 use tsrun::internals::values::IValue;
 use tsrun::Tensor;
@@ -29,11 +29,8 @@ impl Write for FailAfter<'_> {
     }
 }
 
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tsrun-save-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(tag: &str) -> crate::common::ScratchDir {
+    crate::common::ScratchDir::new(&format!("save-{tag}"))
 }
 
 fn files_in(dir: &Path) -> Vec<String> {

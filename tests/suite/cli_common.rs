@@ -1,6 +1,5 @@
 //! Running the `tsrun` binary from CLI tests.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// What one `tsrun` run printed and how it exited.
@@ -24,10 +23,7 @@ pub fn tsrun(args: &[&str]) -> Run {
     }
 }
 
-/// A fresh temporary folder for one test.
-pub fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tsrun-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+/// A fresh temporary folder for one test, removed when the returned guard drops.
+pub fn temp_dir(test: &str) -> crate::common::ScratchDir {
+    crate::common::ScratchDir::new(test)
 }

@@ -173,7 +173,8 @@ fn quiet_and_verbose_together_are_a_usage_error() {
 fn quiet_silences_runtime_warnings_too() {
     let dir = crate::common::fixtures_dir().join("device_remap");
     let golden = tsrun::read_state_dict(dir.join("golden.npz")).expect("golden");
-    let input = crate::cli_common::temp_dir("quiet_runtime_warnings").join("x.npy");
+    let scratch = crate::cli_common::temp_dir("quiet_runtime_warnings");
+    let input = scratch.join("x.npy");
     tsrun::write_state_dict(
         &input.with_extension("npz"),
         &[("x".into(), golden["x"].clone())],

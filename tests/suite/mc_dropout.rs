@@ -155,8 +155,7 @@ fn per_call_seed_ignores_other_threads() {
 #[test]
 fn cli_run_sets_flags_and_modes() {
     let mut g = Golden::load();
-    let dir = std::env::temp_dir().join(format!("tsrun_mc_cli_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = crate::common::ScratchDir::new("mc_cli");
     let x = dir.join("x.npy");
     let xt = g.tensor("x");
     ndarray_npy::write_npy(&x, &xt.to_ndarray::<f32>().expect("x array")).expect("write x");
@@ -229,8 +228,7 @@ fn cli_run_npz(
 #[test]
 fn cli_run_train_turns_batch_norm_training_back_on() {
     let mut g = Golden::load();
-    let dir = std::env::temp_dir().join(format!("tsrun_train_cli_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = crate::common::ScratchDir::new("train_cli");
     let x = dir.join("x.npy");
     let xt = g.tensor("x");
     ndarray_npy::write_npy(&x, &xt.to_ndarray::<f32>().expect("x array")).expect("write x");

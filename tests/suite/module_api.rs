@@ -100,13 +100,17 @@ pub(crate) fn assert_named_close(
 }
 
 /// Save `m` and load the archive back. With `TSRUN_MODULE_API_SAVE_DIR` set, the archives stay
-/// there for fixtures/check_module_api.py, which checks them with `torch.jit.load`.
+/// there for fixtures/check_module_api.py, which checks them with `torch.jit.load`; otherwise
+/// they go to a scratch folder removed once the module is loaded (the module maps the file,
+/// and a mapping outlives the file's name).
 pub(crate) fn reload(m: &Module, name: &str) -> Module {
-    let dir = match std::env::var_os("TSRUN_MODULE_API_SAVE_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => std::env::temp_dir().join(format!("tsrun_module_api_{}", std::process::id())),
+    let Some(dir) = std::env::var_os("TSRUN_MODULE_API_SAVE_DIR").map(PathBuf::from) else {
+        let scratch = crate::common::ScratchDir::new("module_api");
+        let path = scratch.join(name);
+        m.save(&path).expect("save");
+        return Module::load(&path).expect("reload");
     };
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::create_dir_all(&dir).expect("save dir");
     let path = dir.join(name);
     m.save(&path).expect("save");
     Module::load(&path).expect("reload")

@@ -34,9 +34,10 @@ fn close(got: &[f32], want: &[f32]) -> bool {
 }
 
 /// A directory holding `mlp.pt` (unconfigured) and, in a subdirectory, `mlp_cfg.pt` with a
-/// `model-config.json` naming its tensors.
-fn model_dir(tag: &str) -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("tsrun-serve-{tag}-{}", std::process::id()));
+/// `model-config.json` naming its tensors. The server reads both when it starts, so the caller
+/// may drop the directory once `start` returns.
+fn model_dir(tag: &str) -> (crate::common::ScratchDir, PathBuf, PathBuf) {
+    let dir = crate::common::ScratchDir::new(&format!("serve-{tag}"));
     let cfg_dir = dir.join("configured");
     std::fs::create_dir_all(&cfg_dir).unwrap();
     let src = fixtures_dir().join("models/mlp.pt");
@@ -48,11 +49,12 @@ fn model_dir(tag: &str) -> (PathBuf, PathBuf) {
             "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 4]}]}"#,
     )
     .unwrap();
-    (dir.join("mlp.pt"), cfg_dir.join("mlp_cfg.pt"))
+    let (plain, configured) = (dir.join("mlp.pt"), cfg_dir.join("mlp_cfg.pt"));
+    (dir, plain, configured)
 }
 
 fn server(tag: &str, max_batch: usize) -> ServerHandle {
-    let (plain, configured) = model_dir(tag);
+    let (_dir, plain, configured) = model_dir(tag);
     start(&ServeConfig {
         models: vec![plain, configured],
         http_addr: Some("127.0.0.1:0".into()),

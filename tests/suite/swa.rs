@@ -111,8 +111,7 @@ fn update_bn_equals_pytorch() {
 #[test]
 fn cli_average_and_load_state_dict() {
     let mut g = Golden::load();
-    let out = std::env::temp_dir().join(format!("tsrun_swa_cli_{}", std::process::id()));
-    std::fs::create_dir_all(&out).expect("dir");
+    let out = crate::common::ScratchDir::new("swa_cli");
     let tsrun = |args: &[&std::ffi::OsStr]| {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_tsrun"))
             .args(args)
