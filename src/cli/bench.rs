@@ -33,6 +33,11 @@ pub struct BenchArgs {
     /// Threads calling the one shared module at once, each making the timed calls.
     #[arg(long, default_value_t = 1)]
     pub callers: usize,
+    /// After the timed calls, make as many again timing each operator, and print where a
+    /// call's time goes (timing every operator slows these calls, so they are kept out of the
+    /// median).
+    #[arg(long)]
+    pub profile: bool,
     #[command(flatten)]
     pub limits: super::run::LimitArgs,
 }
@@ -65,6 +70,101 @@ pub struct BenchReport {
     pub callers: usize,
     /// Calls completed per second over all callers (`callers` > 1 only).
     pub calls_per_s: Option<f64>,
+    /// Where a call's time goes (`--profile` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<CallProfile>,
+}
+
+/// The time of the profiled calls by operator, per call (their mean).
+#[derive(serde::Serialize, Debug, Clone, PartialEq)]
+pub struct CallProfile {
+    /// Profiled calls.
+    pub calls: usize,
+    /// Wall time of a profiled call.
+    pub call_s: f64,
+    /// The operators, the most expensive first.
+    pub ops: Vec<OpShare>,
+    /// The call's time outside every operator: the interpreter's calls, branches and loops.
+    pub between_ops_s: f64,
+}
+
+/// One operator's part of a profiled call.
+#[derive(serde::Serialize, Debug, Clone, PartialEq)]
+pub struct OpShare {
+    pub op: String,
+    /// Times it ran per call.
+    pub runs: f64,
+    /// Its wall time per call.
+    pub time_s: f64,
+}
+
+impl CallProfile {
+    fn new(calls: usize, wall: Duration, ops: Vec<crate::runtime::interpreter::OpTime>) -> Self {
+        let n = calls.max(1) as f64;
+        let ops: Vec<OpShare> = ops
+            .into_iter()
+            .map(|o| OpShare {
+                op: o.op,
+                runs: o.calls as f64 / n,
+                time_s: o.total.as_secs_f64() / n,
+            })
+            .collect();
+        let call_s = wall.as_secs_f64() / n;
+        let in_ops: f64 = ops.iter().map(|o| o.time_s).sum();
+        CallProfile {
+            calls,
+            call_s,
+            ops,
+            between_ops_s: (call_s - in_ops).max(0.0),
+        }
+    }
+
+    /// Rows shown in the text table; the JSON has them all.
+    const ROWS: usize = 25;
+
+    fn print(&self) {
+        println!(
+            "profile of {} more calls ({} each, timing included):",
+            self.calls,
+            format_seconds(self.call_s)
+        );
+        println!("  time/call   share  runs/call  operator");
+        let share = |t: f64| 100.0 * t / self.call_s.max(1e-12);
+        for o in self.ops.iter().take(Self::ROWS) {
+            println!(
+                "  {:>9}  {:5.1}%  {:>9}  {}",
+                format_seconds(o.time_s),
+                share(o.time_s),
+                format_runs(o.runs),
+                o.op
+            );
+        }
+        if self.ops.len() > Self::ROWS {
+            let rest: f64 = self.ops[Self::ROWS..].iter().map(|o| o.time_s).sum();
+            println!(
+                "  {:>9}  {:5.1}%  {:>9}  ({} more operators)",
+                format_seconds(rest),
+                share(rest),
+                "",
+                self.ops.len() - Self::ROWS
+            );
+        }
+        println!(
+            "  {:>9}  {:5.1}%  {:>9}  (between operators: calls, branches, loops)",
+            format_seconds(self.between_ops_s),
+            share(self.between_ops_s),
+            ""
+        );
+    }
+}
+
+/// Runs per call: a whole number as one, else two decimals.
+fn format_runs(runs: f64) -> String {
+    if (runs - runs.round()).abs() < 1e-9 {
+        format!("{runs:.0}")
+    } else {
+        format!("{runs:.2}")
+    }
 }
 
 /// `secs` with three significant digits in the unit that keeps the number in [1, 1000)
@@ -240,6 +340,16 @@ pub fn measure(args: &BenchArgs) -> super::error::CliResult<BenchReport> {
         times
     };
     let per_call = before.zip(usage()).map(|(a, b)| a.per_call(b, times.len()));
+    let profile = if args.profile {
+        let t0 = Instant::now();
+        let (done, ops) = crate::runtime::interpreter::profile_calls(|| {
+            (0..n).try_for_each(|_| call().map(drop))
+        });
+        done?;
+        Some(CallProfile::new(n, t0.elapsed(), ops))
+    } else {
+        None
+    };
     let min = times.iter().copied().min().unwrap_or_default();
     let max = times.iter().copied().max().unwrap_or_default();
     Ok(BenchReport {
@@ -257,6 +367,7 @@ pub fn measure(args: &BenchArgs) -> super::error::CliResult<BenchReport> {
         iterations: n,
         callers: args.callers.max(1),
         calls_per_s,
+        profile,
     })
 }
 
@@ -289,6 +400,9 @@ pub fn run(args: &BenchArgs) -> super::error::CliResult {
             "{} callers x {} calls: {rate:.1} calls/s, 0 results differ from the serial one",
             r.callers, r.iterations
         );
+    }
+    if let Some(profile) = &r.profile {
+        profile.print();
     }
     Ok(())
 }

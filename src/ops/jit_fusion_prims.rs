@@ -293,7 +293,7 @@ impl NodePrim {
         })
     }
 
-    fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             NodePrim::ConstantChunk { .. } => "prim::ConstantChunk",
             NodePrim::ChunkSizes { .. } => "prim::ChunkSizes",

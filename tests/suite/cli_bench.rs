@@ -42,6 +42,7 @@ fn bench_reports_every_field() {
         threads: None,
         json: true,
         callers: 1,
+        profile: false,
         limits: Default::default(),
     };
     let r = measure(&args).expect("bench runs");
@@ -84,4 +85,53 @@ fn bench_reports_every_field() {
     ] {
         assert!(keys.contains(&k), "{k} in {keys:?}");
     }
+    // without --profile the report has no profile
+    assert!(!keys.contains(&"profile"), "{keys:?}");
+}
+
+/// `--profile`: the operators of fixtures' mlp.pt (Linear -> ReLU -> Linear, then a Linear and
+/// `tanh` in its head), each with its runs per call, and a remainder between them.
+#[test]
+fn profile_times_each_operator_of_a_call() {
+    let args = BenchArgs {
+        model: fixtures_dir().join("models").join("mlp.pt"),
+        method: "forward".into(),
+        inputs: tsrun::internals::cli::inputs::InputArgs {
+            random: vec!["2x8".into()],
+            ..Default::default()
+        },
+        iterations: 5,
+        warmup: 1,
+        threads: None,
+        json: true,
+        callers: 1,
+        profile: true,
+        limits: Default::default(),
+    };
+    let r = measure(&args).expect("bench runs");
+    let profile = r.profile.expect("--profile reports");
+    assert_eq!(profile.calls, 5);
+    let runs = |pred: &dyn Fn(&str) -> bool| -> f64 {
+        profile
+            .ops
+            .iter()
+            .filter(|o| pred(&o.op))
+            .map(|o| o.runs * o.op.matches("linear").count() as f64)
+            .sum()
+    };
+    // three Linear modules per call, fused with their activation or not
+    assert_eq!(runs(&|op| op.contains("linear")), 3.0, "{:?}", profile.ops);
+    let tanh = profile.ops.iter().find(|o| o.op == "aten::tanh");
+    assert_eq!(tanh.map(|o| o.runs), Some(1.0), "{:?}", profile.ops);
+    // most expensive first, and the operators' sum never exceeds the call's wall time
+    assert!(profile.ops.windows(2).all(|w| w[0].time_s >= w[1].time_s));
+    let in_ops: f64 = profile.ops.iter().map(|o| o.time_s).sum();
+    assert!(in_ops > 0.0 && in_ops <= profile.call_s * (1.0 + 1e-9));
+    assert!((in_ops + profile.between_ops_s - profile.call_s).abs() < 1e-9);
+    // the JSON carries every operator
+    let json = serde_json::to_value(&profile).expect("serializes");
+    assert_eq!(
+        json["ops"].as_array().map(Vec::len),
+        Some(profile.ops.len())
+    );
 }

@@ -166,7 +166,12 @@ impl Frame<'_> {
     fn run_instrs(&mut self, block: &Block) -> crate::Result<()> {
         for instr in block.instrs.iter() {
             self.step()?;
-            if let Err(e) = self.run_instr(instr) {
+            let timer = super::profile::start(instr);
+            let result = self.run_instr(instr);
+            if let Some(timer) = timer {
+                timer.finish(instr);
+            }
+            if let Err(e) = result {
                 return Err(match instr.op {
                     // errors inside nested blocks (and fused operators) already carry this frame
                     Op::If { .. }

@@ -6,11 +6,13 @@
 mod exec;
 mod module_chain;
 mod plan;
+mod profile;
 mod program;
 
 pub use exec::matches_type;
 pub use plan::Callee;
 pub use plan::{build_plan, is_interpreter_op, set_elementwise_fusion, Plan};
+pub use profile::{profile_calls, OpTime};
 pub use program::{PlanBuilder, Program};
 
 use crate::error::RuntimeError;

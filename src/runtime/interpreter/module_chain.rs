@@ -48,6 +48,19 @@ pub(crate) enum StepKind {
     Activation,
 }
 
+impl StepKind {
+    /// The step as a profile names it.
+    pub(super) fn label(&self) -> &'static str {
+        match self {
+            StepKind::Conv => "conv",
+            StepKind::Linear => "linear",
+            StepKind::BatchNorm => "batch_norm",
+            StepKind::Residual => "add",
+            StepKind::Activation => "activation",
+        }
+    }
+}
+
 const CONV2D: &str = "__torch__.torch.nn.modules.conv.Conv2d";
 const LINEAR: &str = "__torch__.torch.nn.modules.linear.Linear";
 const BATCH_NORM2D: &str = "__torch__.torch.nn.modules.batchnorm.BatchNorm2d";
