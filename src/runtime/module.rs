@@ -70,6 +70,10 @@ pub struct ModuleShared {
     pub(crate) state_lock: parking_lot::RwLock<()>,
     /// What each method and function may write, by `class::method` or function name.
     pub(crate) effects: parking_lot::Mutex<HashMap<String, crate::ir::passes::effects::Effects>>,
+    /// What a call of a module of each class (`forward` and the class's hooks) may write,
+    /// once final (see `run.rs`).
+    pub(crate) call_effects:
+        parking_lot::RwLock<HashMap<Arc<str>, crate::ir::passes::effects::Effects>>,
     /// Hooks registered from Rust (`register_forward_hook`, ...), by module object.
     hooks: Arc<HookTable>,
 }
@@ -201,6 +205,7 @@ impl Module {
             interpreter: OnceLock::new(),
             state_lock: parking_lot::RwLock::new(()),
             effects: parking_lot::Mutex::new(HashMap::new()),
+            call_effects: parking_lot::RwLock::new(HashMap::new()),
             hooks: Arc::default(),
         };
         let module = Module {

@@ -25,8 +25,9 @@ use std::sync::{Arc, OnceLock};
 /// Deepest TorchScript call nesting before a call fails (guards the native stack).
 pub const MAX_CALL_DEPTH: usize = 200;
 
-/// Plans of methods by (class qualified name, method name).
-type MethodPlans = HashMap<(Arc<str>, Arc<str>), Callee>;
+/// Plans of methods by class qualified name, then method name (two levels, so a lookup by
+/// `&str` builds no key).
+type MethodPlans = HashMap<Arc<str>, HashMap<Arc<str>, Callee>>;
 
 /// Runs the methods and functions of one program, caching their plans.
 pub struct Interpreter {
@@ -57,7 +58,12 @@ impl Interpreter {
 
     /// How many method and function plans are compiled so far.
     pub fn compiled_plans(&self) -> usize {
-        self.methods.read().len() + self.functions.read().len()
+        self.methods
+            .read()
+            .values()
+            .map(HashMap::len)
+            .sum::<usize>()
+            + self.functions.read().len()
     }
 
     /// Over every plan compiled so far: how many fused module chains they hold, and how many
@@ -68,6 +74,7 @@ impl Interpreter {
         let functions = self.functions.read();
         methods
             .values()
+            .flat_map(HashMap::values)
             .chain(functions.values())
             .map(|p| p.module_chains())
             .fold((0, 0, 0), |(n, f, d), (a, b, c)| (n + a, f + b, d + c))
@@ -79,8 +86,13 @@ impl Interpreter {
     pub fn prepack_module_chains(&self, modules: &[Object]) -> std::collections::HashSet<usize> {
         let mut packed = std::collections::HashSet::new();
         for module in modules {
-            let key: (Arc<str>, Arc<str>) = (module.class_name().clone(), "forward".into());
-            let Some(plan) = self.methods.read().get(&key).cloned() else {
+            let plan = self
+                .methods
+                .read()
+                .get(&**module.class_name())
+                .and_then(|plans| plans.get("forward"))
+                .cloned();
+            let Some(plan) = plan else {
                 continue;
             };
             plan.for_each_module_chain(|chain| {
@@ -101,8 +113,7 @@ impl Interpreter {
 
     /// The plan of `class.name`, compiled on first use; `None` if the class has no such method.
     pub fn method_plan(&self, class: &Arc<str>, name: &str) -> crate::Result<Option<Callee>> {
-        let key: (Arc<str>, Arc<str>) = (class.clone(), name.into());
-        if let Some(p) = self.methods.read().get(&key) {
+        if let Some(p) = self.methods.read().get(&**class).and_then(|m| m.get(name)) {
             return Ok(Some(p.clone()));
         }
         let fname = format!("{class}.{name}");
@@ -114,7 +125,13 @@ impl Interpreter {
         };
         let plan = Arc::new(plan);
         Ok(Some(
-            self.methods.write().entry(key).or_insert(plan).clone(),
+            self.methods
+                .write()
+                .entry(class.clone())
+                .or_default()
+                .entry(name.into())
+                .or_insert(plan)
+                .clone(),
         ))
     }
 

@@ -39,18 +39,9 @@ impl Drop for StateGuard<'_> {
     }
 }
 
-/// The summary of one callee, composed from the summaries of what it calls. Recursive calls
-/// (rejected by the compiler) and callees that do not compile are assumed to do anything.
-fn summarize(
-    unit: &CompilationUnit,
-    memo: &mut HashMap<String, Effects>,
-    visiting: &mut HashSet<String>,
-    callee: Callee<'_>,
-) -> Effects {
-    summarize_checked(unit, memo, visiting, callee).0
-}
-
-/// [`summarize`], and whether the summary is final: false when it counted a callee that did
+/// The summary of one callee, composed from the summaries of what it calls (recursive calls,
+/// rejected by the compiler, and callees that do not compile are assumed to do anything), and
+/// whether the summary is final: false when it counted a callee that did
 /// not compile. Only final summaries are remembered, because such a callee may compile later
 /// (an operator registered with `register_op` after this call) and then its real summary counts.
 fn summarize_checked(
@@ -144,6 +135,10 @@ impl Program for UnitProgram {
     }
 
     fn forward_pre_hooks(&self, class: &str) -> Vec<String> {
+        // most archives have no hooks: no need to hash the class name on every call
+        if self.hooks.is_empty() {
+            return Vec::new();
+        }
         self.hooks
             .get(class)
             .map(|h| h.0.clone())
@@ -151,6 +146,9 @@ impl Program for UnitProgram {
     }
 
     fn forward_hooks(&self, class: &str) -> Vec<String> {
+        if self.hooks.is_empty() {
+            return Vec::new();
+        }
         self.hooks
             .get(class)
             .map(|h| h.1.clone())
@@ -338,30 +336,63 @@ impl Module {
     }
 
     fn calls_write_state(&self, methods: &[&str]) -> Result<bool> {
-        let fx = self.state_effects(methods)?;
+        Ok(self.writes_state(self.state_effects(methods)?))
+    }
+
+    /// Whether a call with effects `fx` on this module writes its state now (batch norm's
+    /// running statistics only in training mode).
+    fn writes_state(&self, fx: Effects) -> bool {
         let training = || !matches!(self.attr("training"), Some(IValue::Bool(false)));
-        Ok(fx.writes & 1 != 0 || (fx.writes_if_training & 1 != 0 && training()))
+        fx.writes & 1 != 0 || (fx.writes_if_training & 1 != 0 && training())
     }
 
     /// What a call of `methods` on this module may do to the module's state.
     fn state_effects(&self, methods: &[&str]) -> Result<Effects> {
+        Ok(self.state_effects_checked(methods)?.0)
+    }
+
+    /// [`Module::state_effects`], and whether the summary is final (see `summarize_checked`).
+    fn state_effects_checked(&self, methods: &[&str]) -> Result<(Effects, bool)> {
         let unit = self.compilation_unit()?;
         let class = self.object().class_name();
         let mut memo = self.shared().effects.lock();
         let mut visiting = HashSet::new();
-        Ok(methods.iter().fold(Effects::default(), |acc, name| {
-            let e = summarize(
-                &unit,
-                &mut memo,
-                &mut visiting,
-                Callee::Method { class, name },
-            );
-            Effects {
-                writes: acc.writes | e.writes,
-                writes_if_training: acc.writes_if_training | e.writes_if_training,
-                returns: acc.returns | e.returns,
-            }
-        }))
+        Ok(methods
+            .iter()
+            .fold((Effects::default(), true), |(acc, all_final), name| {
+                let (e, is_final) = summarize_checked(
+                    &unit,
+                    &mut memo,
+                    &mut visiting,
+                    Callee::Method { class, name },
+                );
+                let fx = Effects {
+                    writes: acc.writes | e.writes,
+                    writes_if_training: acc.writes_if_training | e.writes_if_training,
+                    returns: acc.returns | e.returns,
+                };
+                (fx, all_final && is_final)
+            }))
+    }
+
+    /// What calling this module (`forward` with its class's TorchScript hooks) may do to its
+    /// state: summarized once per class, then read from `call_effects` on every call.
+    fn call_effects(&self) -> Result<Effects> {
+        let class = self.object().class_name();
+        if let Some(&fx) = self.shared().call_effects.read().get(&**class) {
+            return Ok(fx);
+        }
+        let mut methods = vec!["forward".to_string()];
+        if let Some(info) = self.classes().classes.get(class) {
+            methods.extend(info.forward_pre_hooks.iter().cloned());
+            methods.extend(info.forward_hooks.iter().cloned());
+        }
+        let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
+        let (fx, is_final) = self.state_effects_checked(&methods)?;
+        if is_final {
+            self.shared().call_effects.write().insert(class.clone(), fx);
+        }
+        Ok(fx)
     }
 
     /// Take the archive's state lock for a top-level call of `methods`: exclusively when the call
@@ -370,12 +401,18 @@ impl Module {
     /// that mutate the module lose no update and never observe a half-done one, while read-only
     /// calls run in parallel.
     fn lock_state(&self, methods: &[&str]) -> Result<StateGuard<'_>> {
+        self.lock_state_for(|| self.state_effects(methods))
+    }
+
+    /// [`Module::lock_state`] for a call whose effects `effects` gives (asked only when this
+    /// thread does not hold the lock already).
+    fn lock_state_for(&self, effects: impl FnOnce() -> Result<Effects>) -> Result<StateGuard<'_>> {
         let shared = self.shared();
         let id = shared as *const _ as usize;
         if HELD_STATE_LOCKS.with(|h| h.borrow().contains(&id)) {
             return Ok(StateGuard::Nested);
         }
-        let guard = if self.calls_write_state(methods)? {
+        let guard = if self.writes_state(effects()?) {
             StateGuard::Exclusive(shared.state_lock.write())
         } else {
             StateGuard::Shared(shared.state_lock.read())
@@ -497,13 +534,7 @@ impl Module {
         kwargs: Kwargs,
         ctx: &OpContext,
     ) -> Result<IValue> {
-        let mut methods = vec!["forward".to_string()];
-        if let Some(class) = self.classes().classes.get(self.object().class_name()) {
-            methods.extend(class.forward_pre_hooks.iter().cloned());
-            methods.extend(class.forward_hooks.iter().cloned());
-        }
-        let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
-        let _state = self.lock_state(&methods)?;
+        let _state = self.lock_state_for(|| self.call_effects())?;
         self.call_with_rust_hooks(inputs, kwargs, |inputs, kwargs| {
             let inputs = self.bind_arguments("forward", inputs, kwargs)?;
             self.interpreter()?.call_module(self.object(), inputs, ctx)
