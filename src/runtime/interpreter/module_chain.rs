@@ -186,17 +186,38 @@ pub(crate) fn worth_fusing(kinds: &[StepKind]) -> bool {
     }
 }
 
+/// An attribute of a module, read through the position it had last time (each chain reads
+/// its modules' tensors on every call: no hashing of the name while the position holds).
+#[derive(Debug)]
+struct AttrRef {
+    name: Arc<str>,
+    slot: std::sync::atomic::AtomicUsize,
+}
+
+impl AttrRef {
+    fn new(name: &str) -> AttrRef {
+        AttrRef {
+            name: name.into(),
+            slot: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    fn get(&self, o: &Object) -> Option<IValue> {
+        o.get_at_slot(&self.name, &self.slot)
+    }
+}
+
 /// Where an optional tensor of a module comes from.
 #[derive(Debug)]
 enum Source {
-    Attr(Arc<str>),
+    Attr(AttrRef),
     None,
 }
 
 /// What a `Conv2d` class computes, from its `forward`.
 #[derive(Debug)]
 struct ConvFacts {
-    weight: Arc<str>,
+    weight: AttrRef,
     bias: Source,
     params: ConvParams,
 }
@@ -206,15 +227,17 @@ struct ConvFacts {
 struct BatchNormFacts {
     weight: Source,
     bias: Source,
-    mean: Arc<str>,
-    var: Arc<str>,
+    mean: AttrRef,
+    var: AttrRef,
+    /// `training` (eval mode folds; training mode normalizes by the batch).
+    training: AttrRef,
     eps: f64,
 }
 
 /// What a `Linear` class computes, from its `forward`.
 #[derive(Debug)]
 struct LinearFacts {
-    weight: Arc<str>,
+    weight: AttrRef,
     bias: Source,
 }
 
@@ -237,7 +260,7 @@ pub(crate) struct ChainFacts {
 }
 
 /// The name of the attribute of `self` (`g`'s first input) that `v` is read from.
-fn self_attr(g: &Graph, v: ValueId) -> Option<Arc<str>> {
+fn self_attr(g: &Graph, v: ValueId) -> Option<AttrRef> {
     let Def::Node(n, 0) = g.value(v).def else {
         return None;
     };
@@ -246,7 +269,7 @@ fn self_attr(g: &Graph, v: ValueId) -> Option<Arc<str>> {
         return None;
     }
     match node.attr("name") {
-        Some(Attr::Str(s)) => Some(s.as_str().into()),
+        Some(Attr::Str(s)) => Some(AttrRef::new(s)),
         _ => None,
     }
 }
@@ -404,6 +427,7 @@ fn batch_norm_facts(g: &Graph) -> Option<BatchNormFacts> {
         bias: source(g, b)?,
         mean: self_attr(g, mean)?,
         var: self_attr(g, var)?,
+        training: AttrRef::new("training"),
         eps,
     })
 }
@@ -485,11 +509,16 @@ pub(crate) fn chain_facts(
 fn tensor_attr(o: &Object, name: &Source) -> Result<Option<Tensor>, ()> {
     match name {
         Source::None => Ok(None),
-        Source::Attr(a) => match o.get(a) {
-            Some(IValue::Tensor(t)) if t.dtype() == DType::Float32 => Ok(Some(t)),
-            Some(IValue::None) => Ok(None),
-            _ => Err(()),
-        },
+        Source::Attr(a) => attr_tensor(o, a),
+    }
+}
+
+/// The float32 tensor (or `None`) attribute `a` of `o` holds; `Err` for anything else.
+fn attr_tensor(o: &Object, a: &AttrRef) -> Result<Option<Tensor>, ()> {
+    match a.get(o) {
+        Some(IValue::Tensor(t)) if t.dtype() == DType::Float32 => Ok(Some(t)),
+        Some(IValue::None) => Ok(None),
+        _ => Err(()),
     }
 }
 
@@ -525,20 +554,19 @@ impl FoldInputs {
             return None;
         };
         let conv = objects.first()?;
-        let weight = tensor_attr(conv, &Source::Attr(conv_facts.weight.clone())).ok()??;
+        let weight = attr_tensor(conv, &conv_facts.weight).ok()??;
         let conv_bias = tensor_attr(conv, &conv_facts.bias).ok()?;
         let batch_norm = match &facts.batch_norm {
             None => None,
             Some(bn) => {
                 let o = objects.get(1)?;
                 // train mode normalizes by the batch and updates the running statistics
-                if !matches!(o.get("training"), Some(IValue::Bool(false))) {
+                if !matches!(bn.training.get(o), Some(IValue::Bool(false))) {
                     return None;
                 }
-                let stat = |name: &Arc<str>| tensor_attr(o, &Source::Attr(name.clone()));
                 // running statistics are needed (without them it normalizes by the batch)
-                let mean = stat(&bn.mean).ok()??;
-                let var = stat(&bn.var).ok()??;
+                let mean = attr_tensor(o, &bn.mean).ok()??;
+                let var = attr_tensor(o, &bn.var).ok()??;
                 Some([
                     Some(mean),
                     Some(var),
@@ -822,7 +850,7 @@ fn run_linear(
     x: &Tensor,
 ) -> Option<Tensor> {
     let module = objects.first()?;
-    let weight = tensor_attr(module, &Source::Attr(facts.weight.clone())).ok()??;
+    let weight = attr_tensor(module, &facts.weight).ok()??;
     let bias = tensor_attr(module, &facts.bias).ok()?;
     let k = weight.shape().get(1).copied();
     if x.dtype() != DType::Float32
