@@ -8,7 +8,7 @@
 use super::exact_float::{self, ConvOperands, Geometry};
 use super::fbgemm_depthwise;
 use super::int8_depthwise;
-use super::int8_gemm::{requantize_column, Requantizer};
+use super::int8_gemm::{onednn_conv_scales, requantize_column, Requantizer};
 use super::int8_sums;
 use super::linear::{channel_scales, Requant};
 use super::qnnpack::QnnpackRequant;
@@ -474,16 +474,17 @@ fn run_conv(
         && fbgemm_depthwise::takes_fast_path(&ws, &geo);
     // the VNNI kernel requantizes in its epilogue (fbgemm's or oneDNN's arithmetic),
     // straight into the NCHW output
+    let (onednn_x_scale, onednn_inv_out_scale) = onednn_conv_scales(x_scale, out_scale);
     let requant = |first: usize, count: usize| {
         if onednn {
             let range = first..first + count;
             Requantizer::Onednn {
-                x_scale: x_scale as f32,
+                x_scale: onednn_x_scale,
                 w_scale: w_scales[range.clone()].to_vec(),
                 bias: range
                     .map(|j| bias.as_ref().and_then(|b| b.get(j).copied()).unwrap_or(0.0))
                     .collect(),
-                inv_out_scale: 1.0 / out_scale as f32,
+                inv_out_scale: onednn_inv_out_scale,
                 zero_point: out_zp as f32,
                 relu,
             }
