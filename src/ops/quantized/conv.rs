@@ -3,7 +3,10 @@
 //! point, i.e. real zero); requantization is fbgemm's (see `linear::Requant`), or oneDNN's
 //! where PyTorch's x86 engine would hand the convolution to oneDNN ([`QuantizedEngine::X86`]).
 //! Depthwise convolutions that fbgemm runs through its fast path saturate its pairs of products
-//! to int16 as it does (`fbgemm_depthwise`).
+//! to int16 as it does (`fbgemm_depthwise`). fbgemm's groupwise kernel (`fbgemmOptimizedGConv`:
+//! 2-d/3-d, 2, 4, 8 or 16 channels per group in and out, 3x3(x3), padding 1) sums exactly on
+//! AVX512-VNNI CPUs (`vpdpbusd`), as PyTorch measures there; only its AVX2 / plain AVX-512 code
+//! pairs products through `vpmaddubsw`, which tsrun does not reproduce.
 
 use super::exact_float::{self, ConvOperands, Geometry};
 use super::fbgemm_depthwise;
