@@ -3,12 +3,15 @@
 //! point, i.e. real zero); requantization is fbgemm's (see `linear::Requant`), or oneDNN's
 //! where PyTorch's x86 engine would hand the convolution to oneDNN ([`QuantizedEngine::X86`]).
 //! Depthwise convolutions that fbgemm runs through its fast path saturate its pairs of products
-//! to int16 as it does (`fbgemm_depthwise`).
+//! to int16 as it does (`fbgemm_depthwise`). fbgemm's groupwise kernel (`fbgemmOptimizedGConv`:
+//! 2-d/3-d, 2, 4, 8 or 16 channels per group in and out, 3x3(x3), padding 1) sums exactly on
+//! AVX512-VNNI CPUs (`vpdpbusd`), as PyTorch measures there; only its AVX2 / plain AVX-512 code
+//! pairs products through `vpmaddubsw`, which tsrun does not reproduce.
 
 use super::exact_float::{self, ConvOperands, Geometry};
 use super::fbgemm_depthwise;
 use super::int8_depthwise;
-use super::int8_gemm::{requantize_column, Requantizer};
+use super::int8_gemm::{onednn_conv_scales, requantize_column, Requantizer};
 use super::int8_sums;
 use super::linear::{channel_scales, Requant};
 use super::qnnpack::QnnpackRequant;
@@ -474,16 +477,17 @@ fn run_conv(
         && fbgemm_depthwise::takes_fast_path(&ws, &geo);
     // the VNNI kernel requantizes in its epilogue (fbgemm's or oneDNN's arithmetic),
     // straight into the NCHW output
+    let (onednn_x_scale, onednn_inv_out_scale) = onednn_conv_scales(x_scale, out_scale);
     let requant = |first: usize, count: usize| {
         if onednn {
             let range = first..first + count;
             Requantizer::Onednn {
-                x_scale: x_scale as f32,
+                x_scale: onednn_x_scale,
                 w_scale: w_scales[range.clone()].to_vec(),
                 bias: range
                     .map(|j| bias.as_ref().and_then(|b| b.get(j).copied()).unwrap_or(0.0))
                     .collect(),
-                inv_out_scale: 1.0 / out_scale as f32,
+                inv_out_scale: onednn_inv_out_scale,
                 zero_point: out_zp as f32,
                 relu,
             }

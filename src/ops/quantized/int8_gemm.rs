@@ -187,15 +187,14 @@ pub(super) enum Requantizer {
         floor: i32,
     },
     /// oneDNN: `y = (sum * x_scale) * w_scale + bias`, ReLU'd when asked, then
-    /// `nearbyint(y * inv_out_scale + zero_point)` clamped to 0..=255 (NaN: the zero point).
+    /// `nearbyint(y * inv_out_scale + zero_point)` clamped to 0..=255 (NaN: the zero point), in
+    /// float32 in that order (`jit_avx512_core_x8s8s32x_fwd_kernel::store_output`; the brgemm
+    /// kernels agree). `x_scale` and `inv_out_scale` are the values oneDNN multiplies by, which
+    /// reach it through reciprocals ([`onednn_conv_scales`]).
     ///
     /// The zero point is added in float before rounding (fbgemm adds it after): a product of
     /// 3.4999998 with zero point 58 sums to 61.5 in float and rounds to 62, where fbgemm gives 61
-    /// (measured against PyTorch 2.15's x86 engine, resnet18's layer2). Some oneDNN kernels fold
-    /// the scales instead (`acc * ((x_scale * w_scale) * (1 / out_scale))`): resnext101_32x8d's
-    /// layer2.0.conv2 (32 groups of 16, stride 2) rounds one output of 8192 from 26.5 down where
-    /// this rule's 26.500002 rounds up; 400 random convolutions show no single order matching every
-    /// kernel (this one misses 8 outputs, the folded one 16), so this, the closest, stays.
+    /// (measured against PyTorch 2.15's x86 engine, resnet18's layer2).
     Onednn {
         x_scale: f32,
         w_scale: Vec<f32>,
@@ -204,6 +203,19 @@ pub(super) enum Requantizer {
         zero_point: f32,
         relu: bool,
     },
+}
+
+/// The input scale and the inverse output scale a PyTorch x86-engine convolution's oneDNN
+/// kernel multiplies by, `(x_scale, inv_out_scale)` of [`Requantizer::Onednn`]. PyTorch hands
+/// ideep reciprocals (`1.0 / input_scale` and `1.0 / output_scale` in double, stored as float);
+/// ideep gives oneDNN their float reciprocals (`1.0f / scale`), and the kernel inverts the
+/// destination scale once more (`1.f / dst_scales[0]`). Each float reciprocal can land an ulp
+/// away from the plain float scale, which moves outputs near a half to the other neighbour
+/// (resnext101_32x8d's layer2.0.conv2 rounded one output of 8192 to the other side).
+pub(super) fn onednn_conv_scales(x_scale: f64, out_scale: f64) -> (f32, f32) {
+    let src = 1.0f32 / ((1.0 / x_scale) as f32);
+    let dst = 1.0f32 / ((1.0 / out_scale) as f32);
+    (src, 1.0f32 / dst)
 }
 
 impl Requantizer {
