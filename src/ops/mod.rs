@@ -96,6 +96,7 @@ pub mod torch_library_ops;
 pub mod type_queries;
 pub mod view_copy;
 pub mod vision;
+pub mod xnnpack_prepacked;
 
 pub use args::{Args, OpContext, QuantizedEngine};
 pub use custom::{register_op, CustomKernel};
@@ -240,6 +241,7 @@ impl Registry {
             mkldnn::register(&mut r);
             mkldnn_rnn::register(&mut r);
             mkldnn_prepacked::register(&mut r);
+            xnnpack_prepacked::register(&mut r);
             rotated_boxes::register(&mut r);
             attention::register(&mut r);
             onnx_attention::register(&mut r);

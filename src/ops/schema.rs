@@ -568,6 +568,10 @@ impl SchemaFamily {
 }
 
 static ALL_SCHEMAS: &str = include_str!("../../fixtures/schemas.txt");
+/// Operators PyTorch registers only in builds with XNNPACK, which the oracle's build lacks
+/// (`prepacked::*`, from aten/src/ATen/native/xnnpack/RegisterOpContextClass.cpp): mobile
+/// archives call them.
+static XNNPACK_SCHEMAS: &str = include_str!("../../fixtures/schemas_xnnpack.txt");
 
 /// `aten::add.Tensor` -> (`aten::add`, `Tensor`); `aten::relu` -> (`aten::relu`, ``).
 fn split_qualified(qualified: &str) -> Option<(String, &str)> {
@@ -600,7 +604,8 @@ impl SchemaRegistry {
         static REG: OnceLock<SchemaRegistry> = OnceLock::new();
         REG.get_or_init(|| {
             let mut reg = SchemaRegistry::default();
-            for line in ALL_SCHEMAS.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let lines = ALL_SCHEMAS.lines().chain(XNNPACK_SCHEMAS.lines());
+            for line in lines.map(str::trim).filter(|l| !l.is_empty()) {
                 if let Some((name, overload)) = schema_line_name(line) {
                     reg.by_name
                         .entry(name.to_string())

@@ -40,6 +40,7 @@ mod library_api;
 mod linear_chains;
 mod load_fixtures;
 mod mc_dropout;
+mod mobile_xnnpack;
 mod module_api;
 mod nested;
 mod ops_aten_coverage;
