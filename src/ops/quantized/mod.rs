@@ -21,6 +21,7 @@
 //! saturation), so outputs can be bit-exact.
 
 pub mod activation;
+mod affine_loops;
 pub mod conv;
 pub mod elementwise;
 pub mod embedding;
