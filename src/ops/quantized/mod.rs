@@ -22,6 +22,7 @@
 
 pub mod activation;
 mod affine_loops;
+mod byte_transpose;
 pub mod conv;
 pub mod elementwise;
 pub mod embedding;
