@@ -50,6 +50,30 @@ pub(super) fn transpose(
     true
 }
 
+/// [`transpose`] through raw pointers, for a destination whose other bytes other threads write
+/// meanwhile (an NCHW output shared by row blocks).
+///
+/// # Safety
+/// `src` readable at `r * src_stride + c` and `dst` writable at `c * dst_stride + r` for
+/// every `r < rows`, `c < cols`, those bytes written by no one else meanwhile.
+pub(super) unsafe fn transpose_raw(
+    src: *const u8,
+    src_stride: usize,
+    rows: usize,
+    cols: usize,
+    dst: *mut u8,
+    dst_stride: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    sse2::transpose(src, src_stride, rows, cols, dst, dst_stride);
+    #[cfg(not(target_arch = "x86_64"))]
+    for r in 0..rows {
+        for c in 0..cols {
+            *dst.add(c * dst_stride + r) = *src.add(r * src_stride + c);
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod sse2 {
     use std::arch::x86_64::*;

@@ -435,6 +435,28 @@ pub(super) fn run(
     for_each_index(rows.div_ceil(per_task), &|k| {
         let first_row = k * per_task;
         let task_rows = &x.rows[first_row..rows.min(first_row + per_task)];
+        if let Target::Quantized {
+            out,
+            ldc,
+            first_column,
+            plane,
+            requant,
+        } = target
+        {
+            if plane > 1 {
+                planes_through_blocks(
+                    w,
+                    x,
+                    task_rows,
+                    first_row,
+                    offsets,
+                    out,
+                    (ldc, first_column, plane),
+                    requant,
+                );
+                return;
+            }
+        }
         for panel in &w.panels {
             for (t, tile_rows) in task_rows.chunks(TILE_ROWS).enumerate() {
                 // SAFETY: the CPU has the kernel's features (`supported`); every row's taps
@@ -460,6 +482,70 @@ pub(super) fn run(
         }
     });
     Ok(())
+}
+
+/// The rows `task_rows` (from row `first_row` of the call) of an NCHW destination (`plane` > 1):
+/// blocks of [`TASK_ROWS`] rows are written row-major into a scratch buffer by the kernel's
+/// byte epilogue, then transposed into the planes (one run of rows per column), so the
+/// output is stored 16 bytes at a time instead of byte by byte.
+#[allow(clippy::too_many_arguments)]
+fn planes_through_blocks(
+    w: &PackedWeights,
+    x: &RowSource<'_>,
+    task_rows: &[usize],
+    first_row: usize,
+    offsets: &[i32],
+    out: OutPtr<u8>,
+    (ldc, first_column, plane): (usize, usize, usize),
+    requant: &Requantizer,
+) {
+    let mut scratch = vec![0u8; TASK_ROWS * w.columns];
+    for (b, block) in task_rows.chunks(TASK_ROWS).enumerate() {
+        let block_first = first_row + b * TASK_ROWS;
+        let rows_target = Target::Quantized {
+            out: OutPtr(scratch.as_mut_ptr()),
+            ldc: w.columns,
+            first_column: 0,
+            plane: 1,
+            requant,
+        };
+        for panel in &w.panels {
+            for (t, tile_rows) in block.chunks(TILE_ROWS).enumerate() {
+                // SAFETY: as in `run` for the kernel's features and the rows' taps; the
+                // scratch holds `TASK_ROWS` rows of every column and these tile rows are
+                // rows `t * TILE_ROWS ..` of the block, below `TASK_ROWS`.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    vnni::tile(w, panel, x, tile_rows, t * TILE_ROWS, offsets, rows_target);
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (panel, tile_rows, t, rows_target);
+            }
+        }
+        // the block's rows by planes: runs of rows of one image
+        let mut i = 0;
+        while i < block.len() {
+            let row = block_first + i;
+            let run = (plane - row % plane).min(block.len() - i);
+            let start = (row / plane) * ldc * plane + first_column * plane + row % plane;
+            // SAFETY: `run` checked that the destination holds every row's columns
+            // (`rows * ldc` bytes, rows filling whole planes), so columns `first_column ..
+            // first_column + w.columns` of these rows lie inside it, and this task alone
+            // writes the positions of its rows; the scratch holds `TASK_ROWS` rows of
+            // `w.columns` bytes, these being rows `i .. i + run` of the block.
+            unsafe {
+                super::byte_transpose::transpose_raw(
+                    scratch.as_ptr().add(i * w.columns),
+                    w.columns,
+                    run,
+                    w.columns,
+                    out.0.add(start),
+                    plane,
+                );
+            }
+            i += run;
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
