@@ -84,7 +84,7 @@ fn float32_contiguous(x: &Tensor) -> Result<Tensor> {
     if x.dtype() == DType::Float32 {
         return x.contiguous();
     }
-    Ok(x.to_dtype(DType::Float32)?.contiguous()?)
+    x.to_dtype(DType::Float32)?.contiguous()
 }
 
 /// The 8-bit type of `dtype` with `zero_point` in its range (the vector loops' cases).
