@@ -29,7 +29,8 @@ const TASK_ROWS: usize = 96;
 /// Multiply-adds below which the call runs on one thread (a few microseconds of work).
 const PARALLEL_MACS: usize = 1 << 18;
 
-/// Whether this CPU runs the kernel (AVX-512 F and BW with VNNI; detected once).
+/// Whether this CPU runs the kernel (AVX-512 F, BW and VL with VNNI; detected once; VL for
+/// the 16-byte masked stores of the epilogue, which otherwise become calls).
 pub(super) fn supported() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -38,6 +39,7 @@ pub(super) fn supported() -> bool {
         *VNNI.get_or_init(|| {
             is_x86_feature_detected!("avx512f")
                 && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl")
                 && is_x86_feature_detected!("avx512vnni")
         })
     }
@@ -274,7 +276,7 @@ pub(super) fn requantize_column(
     }
     #[cfg(target_arch = "x86_64")]
     if avx512() {
-        // SAFETY: the CPU has AVX-512 F and BW (`avx512`), and `column` is one of the
+        // SAFETY: the CPU has AVX-512 F, BW and VL (`avx512`), and `column` is one of the
         // requantizer's columns (checked above).
         unsafe { vnni::requantize_column(requant, column, sums, out) };
         return;
@@ -284,13 +286,16 @@ pub(super) fn requantize_column(
     }
 }
 
-/// Whether this CPU has AVX-512 F and BW (the epilogue's instructions; detected once).
+/// Whether this CPU has AVX-512 F, BW and VL (the epilogue's instructions; detected once).
 #[cfg(target_arch = "x86_64")]
 fn avx512() -> bool {
     use std::sync::OnceLock;
     static AVX512: OnceLock<bool> = OnceLock::new();
-    *AVX512
-        .get_or_init(|| is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw"))
+    *AVX512.get_or_init(|| {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+    })
 }
 
 /// Where the sums go. Row `i` column `j` (of the packed weights, from `first_column` on in a
@@ -590,7 +595,7 @@ mod vnni {
     ///
     /// # Safety
     /// As [`tile`], with `rows.len() == R` and `V` the panel's registers.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
     unsafe fn kernel<const R: usize, const V: usize>(
         w: &PackedWeights,
         panel: &Panel,
@@ -700,7 +705,7 @@ mod vnni {
     ///
     /// # Safety
     /// AVX-512 F and BW present; `column` below the requantizer's columns.
-    #[target_feature(enable = "avx512f,avx512bw")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     pub(super) unsafe fn requantize_column(
         requant: &Requantizer,
         column: usize,
@@ -743,7 +748,7 @@ mod vnni {
         /// # Safety
         /// AVX-512 F present; the columns lie inside `v`.
         #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         unsafe fn load(self, v: &[f32]) -> __m512 {
             match self {
                 Lanes::Columns(column, mask) => _mm512_maskz_loadu_ps(mask, v.as_ptr().add(column)),
@@ -774,20 +779,20 @@ mod vnni {
     impl Convert {
         /// The parameters of columns `column ..` (the lanes of `mask`).
         #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         unsafe fn new(requant: &Requantizer, column: usize, mask: __mmask16) -> Convert {
             Convert::with(requant, Lanes::Columns(column, mask))
         }
 
         /// Column `column`'s parameters in every lane.
         #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         unsafe fn broadcast(requant: &Requantizer, column: usize) -> Convert {
             Convert::with(requant, Lanes::Column(column))
         }
 
         #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         unsafe fn with(requant: &Requantizer, lanes: Lanes) -> Convert {
             match requant {
                 Requantizer::Fbgemm {
@@ -822,7 +827,7 @@ mod vnni {
 
         /// The uint8 values (as i32 lanes in 0..=255) of 16 sums.
         #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         unsafe fn apply(&self, sums: __m512i) -> __m512i {
             match *self {
                 Convert::Fbgemm {
