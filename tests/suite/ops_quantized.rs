@@ -46,3 +46,11 @@ fn quantized_sparse_linear_ops_match_pytorch() {
 fn quantized_onednn_engine_ops_match_pytorch() {
     common::assert_op_cases("quantized_onednn_engine");
 }
+
+/// The rounding of quantize / dequantize (fixtures/gen_ops_quantize_rounding.py): products on
+/// exact ties, NaN, infinities and out-of-range values, every zero-point extreme, vector steps
+/// and tails.
+#[test]
+fn quantize_rounding_matches_pytorch() {
+    common::assert_op_cases("quantize_rounding");
+}

@@ -29,7 +29,8 @@ const TASK_ROWS: usize = 96;
 /// Multiply-adds below which the call runs on one thread (a few microseconds of work).
 const PARALLEL_MACS: usize = 1 << 18;
 
-/// Whether this CPU runs the kernel (AVX-512 F and BW with VNNI; detected once).
+/// Whether this CPU runs the kernel (AVX-512 F, BW and VL with VNNI; detected once; VL for
+/// the 16-byte masked stores of the epilogue, which otherwise become calls).
 pub(super) fn supported() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -38,6 +39,7 @@ pub(super) fn supported() -> bool {
         *VNNI.get_or_init(|| {
             is_x86_feature_detected!("avx512f")
                 && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl")
                 && is_x86_feature_detected!("avx512vnni")
         })
     }
@@ -286,7 +288,7 @@ pub(super) fn requantize_column(
     }
     #[cfg(target_arch = "x86_64")]
     if avx512() {
-        // SAFETY: the CPU has AVX-512 F and BW (`avx512`), and `column` is one of the
+        // SAFETY: the CPU has AVX-512 F, BW and VL (`avx512`), and `column` is one of the
         // requantizer's columns (checked above).
         unsafe { vnni::requantize_column(requant, column, sums, out) };
         return;
@@ -296,13 +298,16 @@ pub(super) fn requantize_column(
     }
 }
 
-/// Whether this CPU has AVX-512 F and BW (the epilogue's instructions; detected once).
+/// Whether this CPU has AVX-512 F, BW and VL (the epilogue's instructions; detected once).
 #[cfg(target_arch = "x86_64")]
 fn avx512() -> bool {
     use std::sync::OnceLock;
     static AVX512: OnceLock<bool> = OnceLock::new();
-    *AVX512
-        .get_or_init(|| is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw"))
+    *AVX512.get_or_init(|| {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+    })
 }
 
 /// Where the sums go. Row `i` column `j` (of the packed weights, from `first_column` on in a
@@ -447,6 +452,28 @@ pub(super) fn run(
     for_each_index(rows.div_ceil(per_task), &|k| {
         let first_row = k * per_task;
         let task_rows = &x.rows[first_row..rows.min(first_row + per_task)];
+        if let Target::Quantized {
+            out,
+            ldc,
+            first_column,
+            plane,
+            requant,
+        } = target
+        {
+            if plane > 1 {
+                planes_through_blocks(
+                    w,
+                    x,
+                    task_rows,
+                    first_row,
+                    offsets,
+                    out,
+                    (ldc, first_column, plane),
+                    requant,
+                );
+                return;
+            }
+        }
         for panel in &w.panels {
             for (t, tile_rows) in task_rows.chunks(TILE_ROWS).enumerate() {
                 // SAFETY: the CPU has the kernel's features (`supported`); every row's taps
@@ -472,6 +499,70 @@ pub(super) fn run(
         }
     });
     Ok(())
+}
+
+/// The rows `task_rows` (from row `first_row` of the call) of an NCHW destination (`plane` > 1):
+/// blocks of [`TASK_ROWS`] rows are written row-major into a scratch buffer by the kernel's
+/// byte epilogue, then transposed into the planes (one run of rows per column), so the
+/// output is stored 16 bytes at a time instead of byte by byte.
+#[allow(clippy::too_many_arguments)]
+fn planes_through_blocks(
+    w: &PackedWeights,
+    x: &RowSource<'_>,
+    task_rows: &[usize],
+    first_row: usize,
+    offsets: &[i32],
+    out: OutPtr<u8>,
+    (ldc, first_column, plane): (usize, usize, usize),
+    requant: &Requantizer,
+) {
+    let mut scratch = vec![0u8; TASK_ROWS * w.columns];
+    for (b, block) in task_rows.chunks(TASK_ROWS).enumerate() {
+        let block_first = first_row + b * TASK_ROWS;
+        let rows_target = Target::Quantized {
+            out: OutPtr(scratch.as_mut_ptr()),
+            ldc: w.columns,
+            first_column: 0,
+            plane: 1,
+            requant,
+        };
+        for panel in &w.panels {
+            for (t, tile_rows) in block.chunks(TILE_ROWS).enumerate() {
+                // SAFETY: as in `run` for the kernel's features and the rows' taps; the
+                // scratch holds `TASK_ROWS` rows of every column and these tile rows are
+                // rows `t * TILE_ROWS ..` of the block, below `TASK_ROWS`.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    vnni::tile(w, panel, x, tile_rows, t * TILE_ROWS, offsets, rows_target);
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (panel, tile_rows, t, rows_target);
+            }
+        }
+        // the block's rows by planes: runs of rows of one image
+        let mut i = 0;
+        while i < block.len() {
+            let row = block_first + i;
+            let run = (plane - row % plane).min(block.len() - i);
+            let start = (row / plane) * ldc * plane + first_column * plane + row % plane;
+            // SAFETY: `run` checked that the destination holds every row's columns
+            // (`rows * ldc` bytes, rows filling whole planes), so columns `first_column ..
+            // first_column + w.columns` of these rows lie inside it, and this task alone
+            // writes the positions of its rows; the scratch holds `TASK_ROWS` rows of
+            // `w.columns` bytes, these being rows `i .. i + run` of the block.
+            unsafe {
+                super::byte_transpose::transpose_raw(
+                    scratch.as_ptr().add(i * w.columns),
+                    w.columns,
+                    run,
+                    w.columns,
+                    out.0.add(start),
+                    plane,
+                );
+            }
+            i += run;
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -516,7 +607,7 @@ mod vnni {
     ///
     /// # Safety
     /// As [`tile`], with `rows.len() == R` and `V` the panel's registers.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
     unsafe fn kernel<const R: usize, const V: usize>(
         w: &PackedWeights,
         panel: &Panel,
@@ -626,7 +717,7 @@ mod vnni {
     ///
     /// # Safety
     /// AVX-512 F and BW present; `column` below the requantizer's columns.
-    #[target_feature(enable = "avx512f,avx512bw")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     pub(super) unsafe fn requantize_column(
         requant: &Requantizer,
         column: usize,
@@ -669,7 +760,7 @@ mod vnni {
         /// # Safety
         /// AVX-512 F present; the columns lie inside `v`.
         #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         unsafe fn load(self, v: &[f32]) -> __m512 {
             match self {
                 Lanes::Columns(column, mask) => _mm512_maskz_loadu_ps(mask, v.as_ptr().add(column)),
@@ -700,20 +791,20 @@ mod vnni {
     impl Convert {
         /// The parameters of columns `column ..` (the lanes of `mask`).
         #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         unsafe fn new(requant: &Requantizer, column: usize, mask: __mmask16) -> Convert {
             Convert::with(requant, Lanes::Columns(column, mask))
         }
 
         /// Column `column`'s parameters in every lane.
         #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         unsafe fn broadcast(requant: &Requantizer, column: usize) -> Convert {
             Convert::with(requant, Lanes::Column(column))
         }
 
         #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         unsafe fn with(requant: &Requantizer, lanes: Lanes) -> Convert {
             match requant {
                 Requantizer::Fbgemm {
@@ -748,7 +839,7 @@ mod vnni {
 
         /// The uint8 values (as i32 lanes in 0..=255) of 16 sums.
         #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         unsafe fn apply(&self, sums: __m512i) -> __m512i {
             match *self {
                 Convert::Fbgemm {

@@ -9,6 +9,7 @@
 //! kernel's epilogue and written NCHW; a linear layer's sums are either requantized the same
 //! way (static) or returned (dynamic: the caller makes floats of them).
 
+use super::byte_transpose;
 use super::exact_float::ConvOperands;
 use super::int8_gemm::{self, Dest, PackedWeights, Requantizer, RowSource};
 use super::weight_cache;
@@ -292,6 +293,21 @@ fn channels_last(
                 return;
             }
             let (zi, yi) = (z - pad[0], y - pad[1]);
+            let first = (b * c) * plane + (zi * h + yi) * w;
+            // groups of whole 4-byte runs sit where they are: the row is one transpose of the
+            // `c x w` byte matrix (channel lines `plane` apart) into `w x c`
+            if c_per_g == c4
+                && byte_transpose::transpose(
+                    &x[first.min(x.len())..],
+                    plane,
+                    c,
+                    w,
+                    &mut row[pad[2] * cp..],
+                    cp,
+                )
+            {
+                return;
+            }
             for ch in 0..c {
                 let at = (ch / c_per_g) * c4 + ch % c_per_g;
                 let line = &x[(b * c + ch) * plane + (zi * h + yi) * w..][..w];

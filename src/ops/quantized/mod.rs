@@ -21,6 +21,8 @@
 //! saturation), so outputs can be bit-exact.
 
 pub mod activation;
+mod affine_loops;
+mod byte_transpose;
 pub mod conv;
 pub mod elementwise;
 pub mod embedding;

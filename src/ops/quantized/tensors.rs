@@ -2,6 +2,7 @@
 //! `zero_point + nearbyint(x * (1/scale))` in float), `dequantize` (`scale * (q - zero_point)`),
 //! `int_repr`, `q_scale`, `q_zero_point`, per-channel queries.
 
+use super::affine_loops::{self, Byte};
 use super::{
     arg_qtensor, dequantize_val, int_values, make_quantized, per_tensor_quantized, quantize_val,
     tensor_result,
@@ -78,7 +79,54 @@ fn quantized_dtype(op: &str, d: DType) -> Result<DType> {
     }
 }
 
-/// `x` (any real dtype) quantized per tensor.
+/// `x` (any real dtype) as a contiguous float32 tensor (itself when it is one).
+fn float32_contiguous(x: &Tensor) -> Result<Tensor> {
+    if x.dtype() == DType::Float32 {
+        return x.contiguous();
+    }
+    x.to_dtype(DType::Float32)?.contiguous()
+}
+
+/// The 8-bit type of `dtype` with `zero_point` in its range (the vector loops' cases).
+fn byte_kind(dtype: DType, zero_point: i64) -> Option<Byte> {
+    let kind = match dtype {
+        DType::QUInt8 => Byte::Unsigned,
+        DType::QInt8 => Byte::Signed,
+        _ => return None,
+    };
+    let (lo, hi) = dtype.quantized_range()?;
+    (lo..=hi).contains(&zero_point).then_some(kind)
+}
+
+/// A new contiguous tensor of `shape` holding the bytes `fill` writes: quint8 or qint8 values
+/// under `quantizer`.
+fn quantized_bytes(
+    shape: &[usize],
+    kind: Byte,
+    quantizer: Quantizer,
+    fill: impl FnOnce(&mut [u8]),
+) -> Result<Tensor> {
+    let ints = match kind {
+        Byte::Unsigned => {
+            let t = Tensor::empty(shape, DType::UInt8)?;
+            fill(t.write::<u8>()?.as_slice_mut().unwrap_or(&mut []));
+            t
+        }
+        Byte::Signed => {
+            let t = Tensor::empty(shape, DType::Int8)?;
+            let mut w = t.write::<i8>()?;
+            fill(bytemuck::cast_slice_mut(
+                w.as_slice_mut().unwrap_or(&mut []),
+            ));
+            drop(w);
+            t
+        }
+    };
+    Ok(Tensor::quantized_from_ints(&ints, quantizer)?)
+}
+
+/// `x` (any real dtype) quantized per tensor: quint8 and qint8 as fbgemm's `QuantizeAvx2`,
+/// qint32 as its scalar `Quantize` (ATen's paths on x86).
 pub(crate) fn quantize_tensor(
     x: &Tensor,
     scale: f64,
@@ -89,24 +137,27 @@ pub(crate) fn quantize_tensor(
         .quantized_range()
         .ok_or_else(|| wrong_dtype("quantize_per_tensor", "dtype", "a quantized dtype", dtype))?;
     let inv = 1.0f32 / scale as f32;
-    if dtype == DType::QUInt8 && (0..=255).contains(&zero_point) {
-        let zp = zero_point as i32;
-        let read = x.to_vec::<f32>()?;
-        let bytes: Vec<u8> = read
-            .iter()
-            .map(|&v| super::quantize_u8(v, inv, zp))
-            .collect();
-        let ints = Tensor::from_vec(bytes, x.shape())?;
-        return Ok(Tensor::quantized_from_ints(
-            &ints,
-            Quantizer::PerTensorAffine { scale, zero_point },
-        )?);
+    let quantizer = Quantizer::PerTensorAffine { scale, zero_point };
+    if let Some(kind) = byte_kind(dtype, zero_point) {
+        let floats = float32_contiguous(x)?;
+        let read = floats.read::<f32>()?;
+        let src = read.as_slice().unwrap_or(&[]);
+        return quantized_bytes(x.shape(), kind, quantizer, |out| {
+            affine_loops::quantize_per_tensor_bytes(src, inv, zero_point as i32, kind, out)
+        });
     }
-    let vals: Vec<i32> = x
-        .to_vec::<f32>()?
-        .iter()
-        .map(|&v| quantize_val(v, inv, zero_point, range))
-        .collect();
+    let vals: Vec<i32> = match (dtype, i32::try_from(zero_point)) {
+        (DType::QInt32, Ok(zp)) => x
+            .to_vec::<f32>()?
+            .iter()
+            .map(|&v| affine_loops::fbgemm_scalar(v, inv, zp, i32::MIN, i32::MAX))
+            .collect(),
+        _ => x
+            .to_vec::<f32>()?
+            .iter()
+            .map(|&v| quantize_val(v, inv, zero_point, range))
+            .collect(),
+    };
     per_tensor_quantized(&vals, x.shape(), dtype, scale, zero_point)
 }
 
@@ -183,7 +234,8 @@ fn quantize_by_channel(
         .collect())
 }
 
-/// `x` quantized with a scale and zero point per index of `axis`.
+/// `x` quantized with a scale and zero point per index of `axis`: ATen's `quantize_val`
+/// (fbgemm's scalar `Quantize`) per element, channel by channel.
 pub(crate) fn quantize_channels(
     x: &Tensor,
     scales: &[f64],
@@ -192,23 +244,56 @@ pub(crate) fn quantize_channels(
     dtype: DType,
 ) -> Result<Tensor> {
     let inv: Vec<f32> = scales.iter().map(|&s| 1.0f32 / s as f32).collect();
+    let quantizer = Quantizer::PerChannelAffine {
+        scales: scales.into(),
+        zero_points: zero_points.into(),
+        axis,
+    };
+    let shape = x.shape();
+    let kind = zero_points
+        .iter()
+        .map(|&z| byte_kind(dtype, z))
+        .collect::<Option<Vec<Byte>>>()
+        .and_then(|kinds| kinds.first().copied());
+    let channels = shape.get(axis).copied();
+    if let (Some(kind), Some(channels)) = (kind, channels) {
+        if channels == scales.len() && channels == zero_points.len() {
+            let inner: usize = shape[axis + 1..].iter().product();
+            let floats = float32_contiguous(x)?;
+            let read = floats.read::<f32>()?;
+            let src = read.as_slice().unwrap_or(&[]);
+            return quantized_bytes(shape, kind, quantizer, |out| {
+                // runs of `inner` values share a channel
+                for (k, (o, s)) in out
+                    .chunks_mut(inner.max(1))
+                    .zip(src.chunks(inner.max(1)))
+                    .enumerate()
+                {
+                    let c = k % channels;
+                    affine_loops::quantize_scalar_rule_bytes(
+                        s,
+                        inv[c],
+                        zero_points[c] as i32,
+                        kind,
+                        o,
+                    );
+                }
+            });
+        }
+    }
     let vals = quantize_by_channel(
         x,
         (scales.len(), zero_points.len()),
         axis,
         dtype,
-        |v, c, range| quantize_val(v, inv[c], zero_points[c], range),
-    )?;
-    make_quantized(
-        &vals,
-        x.shape(),
-        dtype,
-        Quantizer::PerChannelAffine {
-            scales: scales.into(),
-            zero_points: zero_points.into(),
-            axis,
+        |v, c, range| match (dtype, i32::try_from(zero_points[c])) {
+            (DType::QInt32, Ok(zp)) => {
+                affine_loops::fbgemm_scalar(v, inv[c], zp, i32::MIN, i32::MAX)
+            }
+            _ => quantize_val(v, inv[c], zero_points[c], range),
         },
-    )
+    )?;
+    make_quantized(&vals, x.shape(), dtype, quantizer)
 }
 
 fn quantize_per_channel(a: &mut Args<'_>) -> Result<IValue> {
@@ -401,6 +486,9 @@ pub(crate) fn dequantize_tensor(t: &Tensor) -> Result<Tensor> {
     let q = t
         .quantizer()
         .ok_or_else(|| wrong_dtype("dequantize", "input", "quantized", t.dtype()))?;
+    if let Some(out) = dequantize_bytes_tensor(t, q)? {
+        return Ok(out);
+    }
     let vals = int_values(t)?;
     let out: Vec<f32> = match &**q {
         Quantizer::PerTensorAffine { scale, zero_point } => {
@@ -414,7 +502,9 @@ pub(crate) fn dequantize_tensor(t: &Tensor) -> Result<Tensor> {
             zero_points,
             axis,
         } => by_channel(t.shape(), *axis, &vals, |v, c| {
-            ((v as i64 - zero_points[c]) as f32) * scales[c] as f32
+            // ATen's `(float(q) - zero_point) * scale`: the float difference times the double
+            // scale, in double
+            (f64::from((v as i64 - zero_points[c]) as f32) * scales[c]) as f32
         }),
         // ATen's float-qparams dequantize: `(float(q) - zero_point) * scale`
         Quantizer::PerChannelAffineFloatQParams {
@@ -426,6 +516,35 @@ pub(crate) fn dequantize_tensor(t: &Tensor) -> Result<Tensor> {
         }),
     };
     Ok(Tensor::from_vec(out, t.shape())?)
+}
+
+/// [`dequantize_tensor`] of a per-tensor quint8 or qint8 tensor whose zero point is in the
+/// type's range, through the vector loop: fbgemm's `scale * (q - zero_point)`. `None` for the
+/// other cases.
+fn dequantize_bytes_tensor(t: &Tensor, q: &Quantizer) -> Result<Option<Tensor>> {
+    let Quantizer::PerTensorAffine { scale, zero_point } = q else {
+        return Ok(None);
+    };
+    let Some(kind) = byte_kind(t.dtype(), *zero_point) else {
+        return Ok(None);
+    };
+    let (scale, zero_point) = (*scale as f32, *zero_point as i32);
+    let shape = t.shape();
+    let ints = t.int_repr_view()?.contiguous()?;
+    let out = Tensor::empty(shape, DType::Float32)?;
+    {
+        let mut w = out.write::<f32>()?;
+        let dst = w.as_slice_mut().unwrap_or(&mut []);
+        let mut fill =
+            |src: &[u8]| affine_loops::dequantize_bytes(src, kind, scale, zero_point, dst);
+        match kind {
+            Byte::Unsigned => fill(ints.read::<u8>()?.as_slice().unwrap_or(&[])),
+            Byte::Signed => fill(bytemuck::cast_slice(
+                ints.read::<i8>()?.as_slice().unwrap_or(&[]),
+            )),
+        }
+    }
+    Ok(Some(out))
 }
 
 fn dequantize(a: &mut Args<'_>) -> Result<IValue> {
