@@ -84,48 +84,35 @@ fn linear_clamp_prepack(a: &mut Args<'_>) -> R {
 
 /// conv2d_clamp_prepack(W, B, stride, padding, dilation, groups, output_min, output_max)
 fn conv2d_clamp_prepack(a: &mut Args<'_>) -> R {
-    let op = a.op;
-    let (w, b) = (a.tensor(0)?, a.opt_tensor(1)?);
-    float_weight(op, &w, 4)?;
-    let groups = a.int(5)?;
-    if groups < 1 {
-        return Err(invalid_argument(op, "groups", "must be >= 1", groups));
-    }
-    let state = vec![
-        IValue::Tensor(w),
-        b.map_or(IValue::None, IValue::Tensor),
-        pair(op, "stride", a.int_list(2)?)?,
-        pair(op, "padding", a.int_list(3)?)?,
-        pair(op, "dilation", a.int_list(4)?)?,
-        IValue::Int(groups),
-        bound(a, 6)?,
-        bound(a, 7)?,
-    ];
-    Ok(context(CONV2D_CLASS, state))
+    conv_clamp_prepack(a, CONV2D_CLASS, &["stride", "padding", "dilation"])
 }
 
 /// conv2d_transpose_clamp_prepack(W, B, stride, padding, output_padding, dilation, groups,
 /// output_min, output_max)
 fn conv2d_transpose_clamp_prepack(a: &mut Args<'_>) -> R {
+    let geometry = ["stride", "padding", "output_padding", "dilation"];
+    conv_clamp_prepack(a, TRANSPOSE_CONV2D_CLASS, &geometry)
+}
+
+/// A convolution context of `class`: `(W, B, <geometry pairs in order>, groups, output_min,
+/// output_max)`, its state in the same order.
+fn conv_clamp_prepack(a: &mut Args<'_>, class: &str, geometry: &[&str]) -> R {
     let op = a.op;
     let (w, b) = (a.tensor(0)?, a.opt_tensor(1)?);
     float_weight(op, &w, 4)?;
-    let groups = a.int(6)?;
+    let groups_at = 2 + geometry.len();
+    let groups = a.int(groups_at)?;
     if groups < 1 {
         return Err(invalid_argument(op, "groups", "must be >= 1", groups));
     }
-    let state = vec![
-        IValue::Tensor(w),
-        b.map_or(IValue::None, IValue::Tensor),
-        pair(op, "stride", a.int_list(2)?)?,
-        pair(op, "padding", a.int_list(3)?)?,
-        pair(op, "output_padding", a.int_list(4)?)?,
-        pair(op, "dilation", a.int_list(5)?)?,
-        IValue::Int(groups),
-        bound(a, 7)?,
-        bound(a, 8)?,
-    ];
-    Ok(context(TRANSPOSE_CONV2D_CLASS, state))
+    let mut state = vec![IValue::Tensor(w), b.map_or(IValue::None, IValue::Tensor)];
+    for (i, name) in geometry.iter().enumerate() {
+        state.push(pair(op, name, a.int_list(2 + i)?)?);
+    }
+    state.push(IValue::Int(groups));
+    state.push(bound(a, groups_at + 1)?);
+    state.push(bound(a, groups_at + 2)?);
+    Ok(context(class, state))
 }
 
 /// The state of the context argument `W_prepack`, checked to be a `class` object holding
