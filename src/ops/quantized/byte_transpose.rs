@@ -26,27 +26,19 @@ pub(super) fn transpose(
     if !fits {
         return false;
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: every read `src[r * src_stride + c]` and write `dst[c * dst_stride + r]`
-        // (r < rows, c < cols) lies inside its slice (checked above); SSE2 is part of x86_64.
-        unsafe {
-            sse2::transpose(
-                src.as_ptr(),
-                src_stride,
-                rows,
-                cols,
-                dst.as_mut_ptr(),
-                dst_stride,
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    for r in 0..rows {
-        for c in 0..cols {
-            dst[c * dst_stride + r] = src[r * src_stride + c];
-        }
-    }
+    // SAFETY: every read `src[r * src_stride + c]` and write `dst[c * dst_stride + r]`
+    // (r < rows, c < cols) lies inside its slice (checked above), and `dst` is borrowed
+    // exclusively, so no one else writes it meanwhile.
+    unsafe {
+        transpose_raw(
+            src.as_ptr(),
+            src_stride,
+            rows,
+            cols,
+            dst.as_mut_ptr(),
+            dst_stride,
+        )
+    };
     true
 }
 
