@@ -93,13 +93,16 @@ impl Upgraders {
         })
     }
 
+    /// Whether any operator changed after file format `version` (archives this PyTorch
+    /// writes need no upgrader).
+    pub fn applies_to(&self, version: u64) -> bool {
+        self.by_op.values().flatten().any(|e| e.bumped_at > version)
+    }
+
     /// The upgrader a call of `op` (`aten::div.Tensor`) needs in an archive of file format
     /// `version` (PyTorch's `findUpgrader`: the first change after that version).
     pub fn find(&self, op: &str, version: u64) -> Option<&UpgraderEntry> {
-        self.by_op
-            .get(op)?
-            .iter()
-            .find(|e| e.bumped_at > version)
+        self.by_op.get(op)?.iter().find(|e| e.bumped_at > version)
     }
 
     /// The old schemas of operator `name` (`aten::linspace`) current at `version`, whatever
@@ -174,12 +177,7 @@ impl Upgraders {
             })
             .ok_or_else(|| bad("the source does not define it".into()))?;
         let graph = Arc::new(compile(&file, def)?);
-        Ok(self
-            .graphs
-            .lock()
-            .entry(key)
-            .or_insert(graph)
-            .clone())
+        Ok(self.graphs.lock().entry(key).or_insert(graph).clone())
     }
 
     /// The entry naming upgrader `name`.

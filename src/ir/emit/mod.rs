@@ -38,6 +38,11 @@ pub fn emit_function(
     class: Option<Arc<ClassInfo>>,
     op_version: Option<u64>,
 ) -> Result<Graph, CompileError> {
+    // an archive as recent as every operator change compiles as code without a version
+    let op_version = match op_version {
+        Some(v) if crate::ir::upgraders::Upgraders::global()?.applies_to(v) => Some(v),
+        _ => None,
+    };
     let mut e = Emitter {
         unit,
         file,
@@ -153,7 +158,10 @@ fn fold_early_returns(body: &[ast::Stmt]) -> Option<Vec<ast::Stmt>> {
     if !body.last().is_some_and(is_return) || at + 1 == body.len() {
         return None;
     }
-    let ast::StmtKind::If { cond, body: then, .. } = &body[at].kind else {
+    let ast::StmtKind::If {
+        cond, body: then, ..
+    } = &body[at].kind
+    else {
         return None;
     };
     let span = body[at].span;
