@@ -4,6 +4,8 @@
 //! from `unit.rs` so that the emitter does not depend on the unit that drives it.
 
 use crate::frontend::ast::{self, ClassKind};
+use crate::ir::graph::Graph;
+use crate::ir::CompileError;
 use crate::values::{IValue, Type};
 use indexmap::IndexMap;
 use std::sync::Arc;
@@ -16,6 +18,9 @@ pub trait Declarations {
     fn function_signature(&self, qualname: &str) -> Option<&Signature>;
     /// Entry `index` of the archive's `constants.pkl` tuple (`CONSTANTS.c<index>`).
     fn tensor_constant(&self, index: usize) -> Option<IValue>;
+    /// The compiled graph of operator upgrader `upgrader` (`div_Tensor_0_3`), which replaces
+    /// calls of an operator whose schema or meaning changed after the archive was written.
+    fn upgrader_graph(&self, upgrader: &str) -> Result<Arc<Graph>, CompileError>;
 }
 
 /// One declared parameter of a function or method.

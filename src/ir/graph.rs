@@ -724,6 +724,22 @@ impl Graph {
     }
 }
 
+/// The types a `prim::isinstance` node's `types` attribute names.
+pub fn isinstance_types(attr: Option<&Attr>) -> Vec<Type> {
+    use crate::values::types::parse_annotation;
+    match attr {
+        Some(Attr::Type(t)) => vec![t.clone()],
+        Some(Attr::Strs(s)) => s.iter().filter_map(|s| parse_annotation(s)).collect(),
+        Some(Attr::Str(s)) => parse_annotation(s).into_iter().collect(),
+        Some(Attr::Value(IValue::List(l))) => l
+            .items()
+            .iter()
+            .filter_map(|v| v.as_str().and_then(parse_annotation))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// The attribute a `prim::Constant` carries for `value` (`None` for the None constant).
 pub fn constant_attr(value: IValue) -> Option<Attr> {
     match value {

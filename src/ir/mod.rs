@@ -9,6 +9,7 @@ pub mod printer;
 pub mod python_print;
 pub mod torchbind;
 pub mod unit;
+pub mod upgraders;
 
 pub use graph::{Attr, BlockId, Graph, NodeId, ValueId};
 
@@ -40,4 +41,8 @@ pub enum CompileError {
     /// rejects recursion when it compiles).
     #[error("{location}: {message}")]
     Recursion { location: String, message: String },
+    /// An operator upgrader (PyTorch's replacement of an operator call in an old archive)
+    /// that does not compile or does not fit the call it replaces.
+    #[error("upgrader {upgrader}: {message}")]
+    Upgrader { upgrader: String, message: String },
 }

@@ -79,6 +79,9 @@ pub struct CompilationUnit {
     tensor_constants: Vec<IValue>,
     /// Qualnames of the functions loading runs (see `runs_at_load`), found on first use.
     load_time: OnceLock<HashSet<String>>,
+    /// The archive's file format version, with which PyTorch's importer compiles class
+    /// methods (not free functions): calls of operators changed since are upgraded.
+    op_version: Option<u64>,
 }
 
 fn err_at(file: &ast::File, span: ast::Span, message: impl Into<String>) -> CompileError {
@@ -145,6 +148,15 @@ impl CompilationUnit {
             }
         }
         Ok(unit)
+    }
+
+    /// Compile class methods as code of an archive of file format `version` (its `version`
+    /// record), which PyTorch's importer passes as their operator version: calls of operators
+    /// whose schema or meaning changed since match the old schema and are replaced by
+    /// PyTorch's upgraders (`ir::upgraders`).
+    pub fn with_op_version(mut self, version: u64) -> CompilationUnit {
+        self.op_version = Some(version);
+        self
     }
 
     fn add_class(
@@ -263,6 +275,7 @@ impl CompilationUnit {
             &decl.def,
             &decl.signature,
             Some(class.clone()),
+            self.op_version,
         )?;
         self.check_callees(&graph, graph.root)?;
         drop(compiling);
@@ -286,7 +299,9 @@ impl CompilationUnit {
             .get(qualname)
             .ok_or_else(|| CompileError::Other(format!("unknown function {qualname}")))?;
         let compiling = Compiling::enter(self, qualname);
-        let graph = super::emit::emit_function(self, &decl.file, &decl.def, &decl.signature, None)?;
+        // PyTorch's importer defines free functions without an operator version
+        let graph =
+            super::emit::emit_function(self, &decl.file, &decl.def, &decl.signature, None, None)?;
         self.check_callees(&graph, graph.root)?;
         drop(compiling);
         let f = Arc::new(Function::new(
@@ -496,6 +511,34 @@ impl Declarations for CompilationUnit {
     fn tensor_constant(&self, index: usize) -> Option<IValue> {
         CompilationUnit::tensor_constant(self, index)
     }
+    fn upgrader_graph(&self, upgrader: &str) -> Result<Arc<Graph>, CompileError> {
+        upgrader_graph(upgrader)
+    }
+}
+
+/// Operator upgrader `name` compiled as PyTorch's `create_upgrader_graph` does: its source
+/// defined alone in a fresh compilation unit, without an operator version. An upgrader that
+/// does not annotate its return type (`linspace_0_7`) returns what the operator it replaces
+/// returns, as PyTorch infers it from the return statements.
+pub fn upgrader_graph(name: &str) -> Result<Arc<Graph>, CompileError> {
+    let table = super::upgraders::Upgraders::global()?;
+    table.graph(name, &|file, def| {
+        let empty = CompilationUnit::default();
+        let mut signature = signature_of(file, def, None, &empty.globals())?;
+        if def.return_type.is_none() {
+            let returns = table.entry_of(name).map(|e| &e.old_schema.returns);
+            match returns.map(|r| r.as_slice()) {
+                Some([only]) => signature.return_type = only.ty.clone(),
+                _ => {
+                    return Err(CompileError::Upgrader {
+                        upgrader: name.to_string(),
+                        message: "no return annotation and no single-result schema".into(),
+                    })
+                }
+            }
+        }
+        super::emit::emit_function(&empty, file, def, &signature, None, None)
+    })
 }
 
 impl CalleeGraphs for CompilationUnit {

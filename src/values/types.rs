@@ -71,13 +71,7 @@ impl Type {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            Type::Union(ts) => format!(
-                "Union[{}]",
-                ts.iter()
-                    .map(|t| t.annotation_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Type::Union(ts) => union_text(ts, "[", "]", "number", &Type::annotation_str),
             Type::Future(t) => format!("Future[{}]", t.annotation_str()),
             Type::Await(t) => format!("Await[{}]", t.annotation_str()),
             Type::RRef(t) => format!("RRef[{}]", t.annotation_str()),
@@ -85,6 +79,42 @@ impl Type {
             other => other.to_string(),
         }
     }
+}
+
+/// A Union as PyTorch's `UnionType::unionStr` spells it: a union holding `int`, `float` and
+/// `complex` shows them as one `Scalar` (`number` in annotations) after its other members,
+/// with c10's separator quirk (a member after a skipped first one is preceded by `, `).
+fn union_text(
+    ts: &[Type],
+    open: &str,
+    close: &str,
+    number: &str,
+    spell: &dyn Fn(&Type) -> String,
+) -> String {
+    let is_number = |t: &Type| matches!(t, Type::Int | Type::Float | Type::Complex);
+    let holds_number = [Type::Int, Type::Float, Type::Complex]
+        .iter()
+        .all(|n| ts.contains(n));
+    let mut out = format!("Union{open}");
+    let mut printed = false;
+    for (i, t) in ts.iter().enumerate() {
+        if holds_number && is_number(t) {
+            continue;
+        }
+        if i > 0 {
+            out.push_str(", ");
+            printed = true;
+        }
+        out.push_str(&spell(t));
+    }
+    if holds_number {
+        if printed {
+            out.push_str(", ");
+        }
+        out.push_str(number);
+    }
+    out.push_str(close);
+    out
 }
 
 impl fmt::Display for Type {
@@ -126,16 +156,7 @@ impl fmt::Display for Type {
                 }
                 f.write_str(")")
             }
-            Type::Union(ts) => {
-                f.write_str("Union(")?;
-                for (i, t) in ts.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{t}")?;
-                }
-                f.write_str(")")
-            }
+            Type::Union(ts) => f.write_str(&union_text(ts, "(", ")", "Scalar", &Type::to_string)),
             // `str(graph)` spells futures with brackets
             Type::Future(t) => write!(f, "Future[{t}]"),
             Type::Await(t) => write!(f, "Await({t})"),

@@ -95,3 +95,4 @@ mod storage_soundness;
 mod swa;
 mod tensor_core;
 mod traceback;
+mod upgraders;

@@ -517,7 +517,11 @@ impl Emitter<'_> {
         kwargs: &[(String, ValueId)],
         span: ast::Span,
     ) -> Result<ValueId, CompileError> {
-        let schemas = SchemaRegistry::global().overloads(name);
+        let mut schemas = SchemaRegistry::global().overloads(name);
+        if let Some(version) = self.op_version {
+            let table = crate::ir::upgraders::Upgraders::global()?;
+            schemas = std::borrow::Cow::Owned(table.overloads_at(name, &schemas, version));
+        }
         if schemas.is_empty() {
             let range = self.file.range(span);
             return Err(CompileError::UnknownOperator {
@@ -734,7 +738,7 @@ impl Emitter<'_> {
         Ok(m.inputs)
     }
 
-    fn type_arg(&self, e: &Expr) -> Result<Type, CompileError> {
+    pub(super) fn type_arg(&self, e: &Expr) -> Result<Type, CompileError> {
         let te = e.to_type_expr().map_err(|m| self.err(e.span, m))?;
         te.to_type().map_err(|m| self.err(e.span, m))
     }

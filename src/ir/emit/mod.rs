@@ -27,16 +27,26 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Compile one function or method body to a graph (cleaned up as PyTorch does after emission).
+/// `op_version` is the file format version of the archive the code comes from, for class
+/// methods (PyTorch's `operator_set_version`): calls of operators changed since that version
+/// match their old schemas and are replaced by PyTorch's upgraders.
 pub fn emit_function(
     unit: &dyn Declarations,
     file: &ast::File,
     def: &ast::FunctionDef,
     signature: &Signature,
     class: Option<Arc<ClassInfo>>,
+    op_version: Option<u64>,
 ) -> Result<Graph, CompileError> {
+    // an archive as recent as every operator change compiles as code without a version
+    let op_version = match op_version {
+        Some(v) if crate::ir::upgraders::Upgraders::global()?.applies_to(v) => Some(v),
+        _ => None,
+    };
     let mut e = Emitter {
         unit,
         file,
+        op_version,
         b: Builder::new(Graph::new()),
         frames: vec![Frame::default()],
         class,
@@ -49,10 +59,11 @@ pub fn emit_function(
         let v = e.b.graph.add_input(p.ty.clone(), Some(p.name.clone()));
         e.frames[0].vars.insert(p.name.clone(), v);
     }
-    let body = &def.body;
+    let folded = fold_early_returns(&def.body);
+    let body = folded.as_deref().unwrap_or(&def.body);
     let (last, init) = match body.split_last() {
         Some((last, init)) if matches!(last.kind, ast::StmtKind::Return(_)) => (Some(last), init),
-        _ => (None, body.as_slice()),
+        _ => (None, body),
     };
     e.emit_stmts(init)?;
     let result = match last.map(|s| (&s.kind, s.span)) {
@@ -68,6 +79,10 @@ pub fn emit_function(
     // PyTorch's `emitOutput` registers a placeholder return (an Uninitialized value)
     // before SSA conversion; `LoopContinuations` then inserts a `false` constant
     e.b.graph.transient_value(None);
+    // between emission and SSA conversion (`to_ir`): old operator calls become upgraders
+    if let Some(version) = op_version {
+        replace_old_operators(&mut e.b.graph, version, unit)?;
+    }
     let root = e.b.graph.root;
     number_ssa_values(&mut e.b.graph, root, &e.ssa_names);
     // `LoopContinuations` inserts a `false` constant into the graph, then one into each
@@ -121,6 +136,135 @@ pub fn emit_function(
     number_inlined_forks(&mut graph);
     passes::cleanup(&mut graph);
     Ok(graph)
+}
+
+/// The variable an early return's value is carried in once folded: a printer temporary's
+/// name, so the merged `if` output stays unnamed, as PyTorch's exit transform leaves it.
+const FOLDED_RETURN: &str = "_0";
+
+/// A body whose `if` returns early (`if c: return a` followed by the rest of the function,
+/// ending in `return b`, as PyTorch's upgraders are written; archives' code never does) as
+/// the single-return form PyTorch's exit transform makes of it: the rest becomes the `else`
+/// branch and both branches' results the `if`'s output (`if c: _0 = a else: ...; _0 = b`,
+/// then `return _0`). `None` when the body has no such `if`.
+fn fold_early_returns(body: &[ast::Stmt]) -> Option<Vec<ast::Stmt>> {
+    let is_return = |s: &ast::Stmt| matches!(s.kind, ast::StmtKind::Return(Some(_)));
+    let at = body.iter().position(|s| match &s.kind {
+        ast::StmtKind::If { body, orelse, .. } => {
+            body.last().is_some_and(is_return) && orelse.is_empty()
+        }
+        _ => false,
+    })?;
+    if !body.last().is_some_and(is_return) || at + 1 == body.len() {
+        return None;
+    }
+    let ast::StmtKind::If {
+        cond, body: then, ..
+    } = &body[at].kind
+    else {
+        return None;
+    };
+    let span = body[at].span;
+    let rest = &body[at + 1..];
+    let rest = fold_early_returns(rest).unwrap_or_else(|| rest.to_vec());
+    let carry = |branch: &[ast::Stmt]| -> Vec<ast::Stmt> {
+        let mut out = branch.to_vec();
+        if let Some(ast::Stmt {
+            kind: ast::StmtKind::Return(Some(value)),
+            span,
+        }) = out.pop()
+        {
+            let target = ast::Expr {
+                kind: ast::ExprKind::Name(FOLDED_RETURN.to_string()),
+                span: value.span,
+            };
+            out.push(ast::Stmt {
+                kind: ast::StmtKind::Assign {
+                    targets: vec![target],
+                    value,
+                },
+                span,
+            });
+        }
+        out
+    };
+    let mut folded = body[..at].to_vec();
+    folded.push(ast::Stmt {
+        kind: ast::StmtKind::If {
+            cond: cond.clone(),
+            body: carry(then),
+            orelse: carry(&rest),
+        },
+        span,
+    });
+    folded.push(ast::Stmt {
+        kind: ast::StmtKind::Return(Some(ast::Expr {
+            kind: ast::ExprKind::Name(FOLDED_RETURN.to_string()),
+            span,
+        })),
+        span,
+    });
+    Some(folded)
+}
+
+/// PyTorch's `ReplaceOldOperatorsWithUpgraders`: every call (in any block, in program
+/// order) of an operator overload changed after file format `version` is replaced by its
+/// upgrader's graph, inserted before the call with the call's inputs as its inputs (new
+/// values numbered and named as PyTorch's `insertGraph` clones them); the call's outputs'
+/// uses move to the upgrader's results and the call is destroyed. The inserted nodes are not
+/// visited again.
+fn replace_old_operators(
+    graph: &mut Graph,
+    version: u64,
+    unit: &dyn Declarations,
+) -> Result<(), CompileError> {
+    let table = crate::ir::upgraders::Upgraders::global()?;
+    let mut nodes = Vec::new();
+    graph.walk(graph.root, &mut |n| nodes.push(n));
+    for n in nodes {
+        let node = graph.node(n);
+        if node.overload.is_none() {
+            continue;
+        }
+        let Some(entry) = table.find(&node.qualified_op(), version) else {
+            continue;
+        };
+        let upgrader = unit.upgrader_graph(entry.upgrader)?;
+        let mismatch = |message: String| CompileError::Upgrader {
+            upgrader: entry.upgrader.to_string(),
+            message,
+        };
+        let block = node.owner;
+        let inputs = node.inputs.clone();
+        let outputs = node.outputs.clone();
+        let pos = graph
+            .block(block)
+            .nodes
+            .iter()
+            .position(|&x| x == n)
+            .ok_or_else(|| mismatch("the call is not in its block".into()))?;
+        let results = passes::insert_graph_before(graph, block, pos, &upgrader, &inputs)
+            .map_err(|e| mismatch(e.to_string()))?;
+        if results.len() != outputs.len() {
+            return Err(mismatch(format!(
+                "returns {} values for a call with {} outputs",
+                results.len(),
+                outputs.len()
+            )));
+        }
+        for (&old, &new) in outputs.iter().zip(&results) {
+            if graph.value(old).ty != graph.value(new).ty {
+                return Err(mismatch(format!(
+                    "returns {} where the call returns {}",
+                    graph.value(new).ty,
+                    graph.value(old).ty
+                )));
+            }
+            graph.replace_all_uses(old, new);
+        }
+        graph.remove_node(n);
+    }
+    Ok(())
 }
 
 /// What PyTorch's exit transformer caches a unit value by: a type object. Primitive types
@@ -412,6 +556,9 @@ struct Frame {
 struct Emitter<'a> {
     unit: &'a dyn Declarations,
     file: &'a ast::File,
+    /// The archive's file format version when compiling a class method of an archive: calls
+    /// match the schemas operators had then.
+    op_version: Option<u64>,
     b: Builder,
     frames: Vec<Frame>,
     /// The class whose method is being compiled.

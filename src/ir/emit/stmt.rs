@@ -6,7 +6,10 @@ use super::Emitter;
 use crate::frontend::ast::{self, Expr, ExprKind, Stmt, StmtKind};
 use crate::ir::graph::{Attr, NodeId, ValueId};
 use crate::ir::CompileError;
-use crate::ops::schema::{unify_types, unify_types_to_union, union_of};
+use crate::ops::schema::{is_subtype, unify_types, unify_types_to_union, union_of};
+
+/// Variables an `if` condition narrows in its true and its false branch, with their types.
+type Refinements = (Vec<(String, Type)>, Vec<(String, Type)>);
 use crate::values::types::Type;
 use crate::values::IValue;
 
@@ -394,6 +397,7 @@ impl Emitter<'_> {
     fn emit_if(&mut self, cond: &Expr, body: &[Stmt], orelse: &[Stmt]) -> Result<(), CompileError> {
         // PyTorch gives the `prim::If` the whole statement's range (set by `emit_stmt`).
         let stmt_source = self.b.source.clone();
+        let (refine_true, refine_false) = self.refinements(cond);
         let c = self.emit_cond(cond)?;
         self.b.source = stmt_source;
         let node = self.b.insert("prim::If", None, vec![c], vec![]);
@@ -403,11 +407,17 @@ impl Emitter<'_> {
 
         self.b.block = then_block;
         self.push_frame();
+        for (name, ty) in &refine_true {
+            self.refine(name, ty);
+        }
         let r = self.emit_stmts(body);
         let then_frame = self.pop_frame();
         r?;
         self.b.block = else_block;
         self.push_frame();
+        for (name, ty) in &refine_false {
+            self.refine(name, ty);
+        }
         let r = self.emit_stmts(orelse);
         let else_frame = self.pop_frame();
         r?;
@@ -476,6 +486,106 @@ impl Emitter<'_> {
             self.bind_declared(&name, out, declared);
         }
         Ok(())
+    }
+
+    /// The refinements an `if` condition makes (PyTorch's `RefinementSet`): the variables
+    /// narrowed in the true branch and in the false branch, with their narrowed types.
+    /// `x is None` / `x is not None` narrow an Optional variable; `isinstance(x, T)` narrows
+    /// a variable of a union type (Optional, Union, `number`) to its members that are (or
+    /// are not) `T`; `and`, `or` and `not` combine them.
+    fn refinements(&self, cond: &Expr) -> Refinements {
+        fn union(mut a: Vec<(String, Type)>, b: Vec<(String, Type)>) -> Vec<(String, Type)> {
+            for r in b {
+                if !a.iter().any(|(n, _)| *n == r.0) {
+                    a.push(r);
+                }
+            }
+            a
+        }
+        fn intersect(a: Vec<(String, Type)>, b: &[(String, Type)]) -> Vec<(String, Type)> {
+            a.into_iter().filter(|r| b.contains(r)).collect()
+        }
+        match &cond.kind {
+            ExprKind::Binary { op, lhs, rhs } => match op {
+                ast::BinOp::And => {
+                    let (a, b) = (self.refinements(lhs), self.refinements(rhs));
+                    (union(a.0, b.0), intersect(a.1, &b.1))
+                }
+                ast::BinOp::Or => {
+                    let (a, b) = (self.refinements(lhs), self.refinements(rhs));
+                    (intersect(a.0, &b.0), union(a.1, b.1))
+                }
+                ast::BinOp::Is | ast::BinOp::IsNot => {
+                    let name = match (&lhs.kind, &rhs.kind) {
+                        (ExprKind::Name(n), ExprKind::None)
+                        | (ExprKind::None, ExprKind::Name(n)) => n,
+                        _ => return Refinements::default(),
+                    };
+                    let Some(Type::Optional(inner)) = self.var_type(name) else {
+                        return Refinements::default();
+                    };
+                    let narrowed = vec![(name.clone(), *inner)];
+                    if *op == ast::BinOp::Is {
+                        (Vec::new(), narrowed)
+                    } else {
+                        (narrowed, Vec::new())
+                    }
+                }
+                _ => Refinements::default(),
+            },
+            ExprKind::Unary {
+                op: ast::UnaryOp::Not,
+                operand,
+            } => {
+                let (t, f) = self.refinements(operand);
+                (f, t)
+            }
+            ExprKind::Call { func, args, kwargs }
+                if kwargs.is_empty()
+                    && args.len() == 2
+                    && matches!(&func.kind, ExprKind::Name(n) if n == "isinstance")
+                    && self.is_builtin_name(func) =>
+            {
+                let ExprKind::Name(name) = &args[0].kind else {
+                    return Refinements::default();
+                };
+                let Ok(target) = self.type_arg(&args[1]) else {
+                    return Refinements::default();
+                };
+                let members = match self.var_type(name) {
+                    Some(Type::Optional(inner)) => vec![*inner, Type::NoneType],
+                    Some(Type::Union(ts)) => ts,
+                    Some(Type::Number) => vec![Type::Int, Type::Float, Type::Complex],
+                    _ => return Refinements::default(),
+                };
+                let targets = match target {
+                    Type::Tuple(ts) => ts,
+                    t => vec![t],
+                };
+                let (yes, no): (Vec<Type>, Vec<Type>) = members
+                    .into_iter()
+                    .partition(|m| targets.iter().any(|t| is_subtype(m, t)));
+                let narrowed = |ts: Vec<Type>| match ts.is_empty() {
+                    true => Vec::new(),
+                    false => vec![(name.clone(), union_of(&ts))],
+                };
+                (narrowed(yes), narrowed(no))
+            }
+            _ => Refinements::default(),
+        }
+    }
+
+    /// PyTorch's `insertRefinements` at the start of a branch: the variable is read (a load)
+    /// and rebound to a `prim::unchecked_cast` of it to the refined type.
+    fn refine(&mut self, name: &str, ty: &Type) {
+        let Some(v) = self.lookup(name) else {
+            return;
+        };
+        self.load_var(name);
+        let cast = self
+            .b
+            .insert1("prim::unchecked_cast", None, vec![v], ty.clone());
+        self.set_var(name, cast);
     }
 
     /// `while cond:` as PyTorch numbers it: the condition is emitted once into the loop's

@@ -191,6 +191,15 @@ fn evaluate(g: &Graph, n: NodeId, mut values: Vec<IValue>) -> Option<Vec<IValue>
             _ => return None,
         },
         "prim::unchecked_cast" => values.first()?.clone(),
+        "prim::isinstance" => {
+            let types = crate::ir::graph::isinstance_types(node.attr("types"));
+            let v = values.first()?;
+            IValue::Bool(
+                types
+                    .iter()
+                    .any(|t| crate::values::ivalue::matches_type(v, t)),
+            )
+        }
         kind => {
             if kind.starts_with("prim::") && !Registry::global().contains(kind) {
                 return None;

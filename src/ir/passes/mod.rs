@@ -13,7 +13,7 @@ mod peephole;
 pub use canonicalize::canonicalize_outputs;
 pub(crate) use constprop::evaluate_if_constant;
 pub use constprop::{is_mutable_type, propagate_constants};
-pub use inline::{inline_calls, CalleeGraphs};
+pub use inline::{inline_calls, insert_graph_before, CalleeGraphs};
 pub use normalize::{canonical_alias, normalize_ops};
 pub use peephole::peephole_optimize;
 

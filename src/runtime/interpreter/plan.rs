@@ -13,7 +13,7 @@ use crate::ir::passes::inplace_geometry::{
 use crate::ir::CompileError;
 use crate::ops::elementwise_chain::{chain_operator, ChainArg, ChainOperator, ChainStep};
 use crate::ops::{Kernel, Registry};
-use crate::values::types::{parse_annotation, Type};
+use crate::values::types::Type;
 use crate::values::{IValue, List};
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
@@ -1083,7 +1083,7 @@ impl Builder<'_> {
                 Op::Identity
             }
             "prim::isinstance" => Op::IsInstance {
-                types: isinstance_types(node.attr("types")),
+                types: crate::ir::graph::isinstance_types(node.attr("types")),
             },
             "prim::CreateObject" => match out_type {
                 Some(Type::Class(c)) => Op::CreateObject { class: c.clone() },
@@ -1153,20 +1153,6 @@ fn missing_op(name: &str, src: Option<&SourceRange>) -> crate::error::MissingOp 
     crate::error::MissingOp {
         op: name.to_string(),
         at: src.map(SourceRange::code_location),
-    }
-}
-
-fn isinstance_types(attr: Option<&Attr>) -> Vec<Type> {
-    match attr {
-        Some(Attr::Type(t)) => vec![t.clone()],
-        Some(Attr::Strs(s)) => s.iter().filter_map(|s| parse_annotation(s)).collect(),
-        Some(Attr::Str(s)) => parse_annotation(s).into_iter().collect(),
-        Some(Attr::Value(IValue::List(l))) => l
-            .items()
-            .iter()
-            .filter_map(|v| v.as_str().and_then(parse_annotation))
-            .collect(),
-        _ => Vec::new(),
     }
 }
 

@@ -168,7 +168,8 @@ impl Module {
                     other => super::CodeError::Other(other.to_string()),
                 })?;
                 let unit = CompilationUnit::from_files(&files, self.constants().to_vec())
-                    .map_err(|e| super::CodeError::Other(e.to_string()))?;
+                    .map_err(|e| super::CodeError::Other(e.to_string()))?
+                    .with_op_version(self.shared().version);
                 Ok(Arc::new(unit))
             })
             .clone()
