@@ -877,7 +877,7 @@ impl Tensor {
         self.check_strided()?;
         self.check_dtype::<T>()?;
         let borrow = self.storage.read()?;
-        check_bool_bytes::<T>(&borrow)?;
+        check_bool_bytes::<T>(&self.storage, &borrow)?;
         let ptr = if self.numel() == 0 {
             // An empty tensor addresses no memory (its offset may lie past the storage's end).
             std::ptr::NonNull::<T>::dangling().as_ptr() as *const T
@@ -902,7 +902,7 @@ impl Tensor {
         self.check_dtype::<T>()?;
         self.check_no_internal_overlap()?;
         let mut borrow = self.storage.write()?;
-        check_bool_bytes::<T>(&borrow)?;
+        check_bool_bytes::<T>(&self.storage, &borrow)?;
         let ptr = if self.numel() == 0 {
             std::ptr::NonNull::<T>::dangling().as_ptr()
         } else {
@@ -1407,8 +1407,9 @@ fn fill_mismatch(shape: &[usize], n: usize, got: usize) -> TensorError {
     }
 }
 
-fn check_bool_bytes<T: Element>(bytes: &[u8]) -> TResult<()> {
-    if T::DTYPE == DType::Bool && bytes.iter().any(|&b| b > 1) {
+/// `bytes` are `storage`'s, under a guard the caller holds.
+fn check_bool_bytes<T: Element>(storage: &Storage, bytes: &[u8]) -> TResult<()> {
+    if T::DTYPE == DType::Bool && !storage.bytes_are_bools(bytes) {
         return Err(TensorError::Value(
             "a bool tensor's storage holds a byte that is neither 0 nor 1".into(),
         ));

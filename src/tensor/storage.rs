@@ -57,6 +57,9 @@ struct Inner {
     borrow: AtomicUsize,
     /// Incremented each time a write guard is released (caches of derived data key on it).
     version: AtomicU64,
+    /// One more than the `version` at which every byte was last seen to be 0 or 1 (0: not
+    /// checked), so that bool reads of a large storage check its bytes once, not per read.
+    bools_checked_at: AtomicU64,
     nbytes: usize,
     /// The alignment the bytes keep for the storage's life (a copy-on-write copy is more aligned).
     align: usize,
@@ -170,6 +173,7 @@ impl Storage {
             inner: Arc::new(Inner {
                 borrow: AtomicUsize::new(0),
                 version: AtomicU64::new(0),
+                bools_checked_at: AtomicU64::new(0),
                 nbytes,
                 align,
                 mapped: std::sync::atomic::AtomicBool::new(mapped),
@@ -336,6 +340,27 @@ impl Storage {
     /// the bytes is valid while `(id, version)` is unchanged).
     pub fn version(&self) -> u64 {
         self.inner.version.load(Ordering::Acquire)
+    }
+
+    /// Whether every byte of `bytes` (this storage's bytes, under a guard the caller holds, so
+    /// no writer runs) is 0 or 1, as a bool tensor's must be. The answer is remembered until
+    /// the next write guard is released: a mask sliced from a large bool buffer (a causal-mask
+    /// table) is read on every call, and scanning all of its bytes each time cost milliseconds.
+    pub(crate) fn bytes_are_bools(&self, bytes: &[u8]) -> bool {
+        let version = self.version();
+        if self.inner.bools_checked_at.load(Ordering::Acquire) == version.wrapping_add(1) {
+            return true;
+        }
+        // OR-folded in blocks (which vectorizes; a short-circuiting `all` runs byte by byte)
+        let valid = bytes
+            .chunks(4096)
+            .all(|block| block.iter().fold(0u8, |acc, &b| acc | b) <= 1);
+        if valid {
+            self.inner
+                .bools_checked_at
+                .store(version.wrapping_add(1), Ordering::Release);
+        }
+        valid
     }
 
     /// The alignment the bytes are guaranteed to keep (heap storages and copies of mapped ones

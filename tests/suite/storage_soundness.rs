@@ -114,6 +114,27 @@ fn a_bool_view_never_sees_a_byte_other_than_0_or_1() {
     assert_eq!(as_bool.to_vec::<bool>().expect("valid now"), vec![true; 4]);
 }
 
+/// A bool storage's bytes are checked once per version (a causal mask sliced from a large
+/// table is read on every call): a write through another view afterwards must be seen again.
+#[test]
+fn a_bool_view_checked_once_sees_a_later_invalid_byte() {
+    let bytes = Tensor::zeros(&[10_000], DType::UInt8).expect("zeros");
+    let mask = Tensor::from_parts(bytes.storage().clone(), 16, &[4, 4], &[100, 1], DType::Bool)
+        .expect("a small bool view of a large storage");
+    for _ in 0..3 {
+        assert_eq!(mask.to_vec::<bool>().expect("all zero"), vec![false; 16]);
+    }
+    // a byte outside the view also breaks the storage's bool invariant
+    let tail = Tensor::from_parts(bytes.storage().clone(), 9_999, &[1], &[1], DType::UInt8)
+        .expect("last byte");
+    tail.fill(tsrun::internals::tensor::Scalar::Int(7))
+        .expect("fill");
+    assert!(mask.read::<bool>().is_err());
+    tail.fill(tsrun::internals::tensor::Scalar::Int(1))
+        .expect("fill");
+    assert_eq!(mask.to_vec::<bool>().expect("valid again"), vec![false; 16]);
+}
+
 #[test]
 fn writes_to_mapped_parameters_copy_them_and_leave_the_archive_untouched() {
     let path = fixtures_dir().join("models/mlp.pt");
