@@ -35,6 +35,7 @@ pub mod int8_binary;
 mod int8_depthwise;
 mod int8_gemm;
 mod int8_sums;
+pub mod layout;
 pub mod legacy;
 pub mod linear;
 pub mod norm;
