@@ -219,7 +219,7 @@ fn quantized_or_float<const OP: usize>(a: &mut Args<'_>) -> Result<IValue> {
         RELU => elementwise(a, &[0], |a| qrelu(a, false)),
         RELU_ => elementwise(a, &[0], |a| qrelu(a, true)),
         MAX_POOL2D => layout::like_first_input(a, qmax_pool2d),
-        ADAPTIVE_AVG_POOL2D => layout::like_first_input(a, qadaptive_avg_pool2d),
+        ADAPTIVE_AVG_POOL2D => qadaptive_avg_pool2d(a),
         AVG_POOL2D => qavg_pool2d(a),
         HARDSIGMOID => elementwise(a, &[0], qhardsigmoid),
         CAT => qcat_aten(a),
@@ -237,7 +237,7 @@ fn quantized_or_float<const OP: usize>(a: &mut Args<'_>) -> Result<IValue> {
         AVG_POOL1D => qavg_pool1d(a),
         ADAPTIVE_AVG_POOL1D => qadaptive_avg_pool1d(a),
         AVG_POOL3D => qavg_pool(a, 3),
-        ADAPTIVE_AVG_POOL3D => layout::like_first_input(a, |a| qadaptive_avg_pool(a, 3)),
+        ADAPTIVE_AVG_POOL3D => qadaptive_avg_pool(a, 3),
         STACK => qstack(a),
         _ => qmean_dim(a),
     }
@@ -328,13 +328,17 @@ fn qavg_pool1d(a: &mut Args<'_>) -> Result<IValue> {
         IValue::Bool(a.bool(5)?),
         IValue::None,
     ];
-    pool1d_via_2d(a, qavg_pool2d, args)
+    pool1d_via_2d(a, qavg_pool2d_by_layout, args)
 }
 
 /// ATen's `adaptive_avg_pool1d(self, output_size)`.
 fn qadaptive_avg_pool1d(a: &mut Args<'_>) -> Result<IValue> {
     let o = single(a, 1, "output_size", 0)?;
-    pool1d_via_2d(a, qadaptive_avg_pool2d, vec![int_list(vec![1, o])])
+    pool1d_via_2d(
+        a,
+        |a| qadaptive_avg_pool2d_in(a, true),
+        vec![int_list(vec![1, o])],
+    )
 }
 
 fn same_params_as(x: &Tensor, vals: &[i32], shape: &[usize]) -> Result<Tensor> {
@@ -1391,6 +1395,12 @@ fn qmax_pool1d(a: &mut Args<'_>) -> Result<IValue> {
 /// `adaptive_avg_pool2d` on quantized NCHW input (ATen's `qadaptive_avg_pool2d` scalar path:
 /// the integer window sum minus `zp * size`, requantized with `1 / size`; parameters kept).
 fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
+    qadaptive_avg_pool2d_in(a, false)
+}
+
+/// [`qadaptive_avg_pool2d`], its kernel chosen by the input's layout when `by_layout` (see
+/// [`qadaptive_avg_pool`]).
+fn qadaptive_avg_pool2d_in(a: &mut Args<'_>, by_layout: bool) -> Result<IValue> {
     // ATen's `enable_qnnpack_for_ada_avgpool`: QNNPACK's average pooling when each output
     // cell covers a whole, equal window (and the size changes)
     let x = arg_qtensor(a, 0)?;
@@ -1399,15 +1409,40 @@ fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
         let (h, w) = (x.shape()[2] as i64, x.shape()[3] as i64);
         if o[0] > 0 && o[1] > 0 && (h, w) != (o[0], o[1]) && h % o[0] == 0 && w % o[1] == 0 {
             let k = [h / o[0], w / o[1]];
-            return tensor_result(super::qnnpack::avg_pool2d(a.op, &x, k, k, [0, 0])?);
+            let out = super::qnnpack::avg_pool2d(a.op, &x, k, k, [0, 0])?;
+            // (`output.contiguous(input.suggest_memory_format())`)
+            return tensor_result(if layout::suggests_channels_last(&x) {
+                layout::to_channels_last(&out)?
+            } else {
+                out
+            });
         }
     }
-    qadaptive_avg_pool(a, 2)
+    qadaptive_avg_pool_in(a, 2, by_layout)
 }
 
 /// `adaptive_avg_pool2d` / `adaptive_avg_pool3d` (`nsp` spatial dims, the last ones) of a
-/// quantized tensor, ATen's `_qadaptive_avg_pool_kernel` (2-d as depth 1).
+/// quantized tensor as ATen's `_adaptive_avg_pool` runs it: on a channels-last contiguous
+/// input its NDHWC kernel (`_qadaptive_avg_pool_kernel`, 2-d as depth 1) into a channels-last
+/// output, on any other `adaptive_avg_pool_single_out_frame`, which rounds the raw window sum
+/// times the float `((1 / kD) / kH) / kW` (no zero point subtracted, no clamp).
+/// As for [`qavg_pool2d`], 4-d and 5-d inputs take the channels-last kernel whatever tsrun's
+/// view of their layout; the 1-d composite decides by the layout.
 fn qadaptive_avg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
+    qadaptive_avg_pool_in(a, nsp, false)
+}
+
+fn qadaptive_avg_pool_in(a: &mut Args<'_>, nsp: usize, by_layout: bool) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    if !by_layout || layout::is_channels_last_contiguous(&x) {
+        layout::like_first_input(a, |a| qadaptive_avg_pool_with(a, nsp, false))
+    } else {
+        qadaptive_avg_pool_with(a, nsp, true)
+    }
+}
+
+/// [`qadaptive_avg_pool`]'s kernels: the NDHWC one, or (`planar`) the NCHW one.
+fn qadaptive_avg_pool_with(a: &mut Args<'_>, nsp: usize, planar: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let o = spatial3(&a.int_list(1)?, nsp, 1, "output_size", a.op)?;
     let (_, zp) = per_tensor_params(a.op, &x)?;
@@ -1442,6 +1477,21 @@ fn qadaptive_avg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
                 for ox in 0..ow {
                     let (x0, x1) = window(ox, w, ow);
                     let size = ((z1 - z0) * (y1 - y0) * (x1 - x0)) as i32;
+                    if planar {
+                        let mut sum = 0i64;
+                        for iz in z0..z1 {
+                            for iy in y0..y1 {
+                                for ix in x0..x1 {
+                                    sum += i64::from(xv[base + (iz * h + iy) * w + ix]);
+                                }
+                            }
+                        }
+                        let reciprocal = ((1.0f64 / (z1 - z0) as f64) as f32
+                            / (y1 - y0) as f32)
+                            / (x1 - x0) as f32;
+                        out.push((sum as f32 * reciprocal).round_ties_even() as i32);
+                        continue;
+                    }
                     let mut acc = -(zp as i32) * size;
                     for iz in z0..z1 {
                         for iy in y0..y1 {
@@ -1505,7 +1555,23 @@ fn qstack(a: &mut Args<'_>) -> Result<IValue> {
 /// minus `zp * size`; whole groups of 8 channels are requantized as its AVX2 body does,
 /// `round(acc * multiplier) + zp`, the remaining channels as its scalar tail,
 /// `quantize_val(1 / multiplier, zp, acc)`.
+///
+/// A 4-d input always takes the channels-last kernel, whatever tsrun's view of its layout:
+/// tsrun's float ops do not keep channels-last strides, so a tensor quantized after them looks
+/// contiguous where PyTorch's is channels-last (the case of every quantized model seen);
+/// [`qavg_pool2d_by_layout`] decides by the layout where it is known (the 1-d composite).
 fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
+    qavg_pool2d_in(a, false)
+}
+
+/// `avg_pool2d` choosing ATen's kernel by the input's layout (`q_avg_pool2d`): the NHWC one,
+/// into a channels-last output, on a channels-last contiguous input; the NCHW one
+/// (`avg_pool2d_out_frame`) on any other.
+fn qavg_pool2d_by_layout(a: &mut Args<'_>) -> Result<IValue> {
+    qavg_pool2d_in(a, true)
+}
+
+fn qavg_pool2d_in(a: &mut Args<'_>, by_layout: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     // ATen's avg_pool2d_quantized_cpu: QNNPACK's kernel for quint8 without ceil_mode
     if a.ctx.quantized_engine.qnnpack() && x.dtype() == DType::QUInt8 && !a.bool(4)? {
@@ -1526,12 +1592,10 @@ fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
             out
         });
     }
-    // `q_avg_pool2d`: the NHWC kernel, into a channels-last output, on a channels-last
-    // contiguous input; the NCHW one (`avg_pool2d_out_frame`) on any other
-    if layout::is_channels_last_contiguous(&x) {
-        layout::like_first_input(a, |a| qavg_pool(a, 2))
-    } else {
+    if by_layout && !layout::is_channels_last_contiguous(&x) {
         qavg_pool_planar(a)
+    } else {
+        layout::like_first_input(a, |a| qavg_pool(a, 2))
     }
 }
 
@@ -1768,9 +1832,7 @@ fn qmean_dim(a: &mut Args<'_>) -> Result<IValue> {
             return tensor_result(super::qnnpack::spatial_mean(a.op, &x, keepdim)?);
         }
     }
-    if !layout::suggests_channels_last(&x) {
-        // a contiguous input takes the float mean's own order
-    } else if let Some(m) = spatial_mean_channels_last(a, &x)? {
+    if let Some(m) = spatial_mean_channels_last(a, &x)? {
         return tensor_result(quantize_tensor(&m, scale, zp, x.dtype())?);
     }
     let mut args: Vec<IValue> = (0..a.len())

@@ -5,9 +5,11 @@
 //!
 //! A convolution's input is copied channels-last into a buffer with its padding border holding
 //! the input zero point (real zero), each group's channels padded to a multiple of 4, so every
-//! kernel tap of every output pixel is one run of bytes. Its output is requantized in the
-//! kernel's epilogue and written channels-last, as PyTorch's convolutions leave it; a linear layer's sums are either requantized the same
-//! way (static) or returned (dynamic: the caller makes floats of them).
+//! kernel tap of every output pixel is one run of bytes; a channels-last input whose groups
+//! fill whole 4-byte runs is read in place (or copied row by row when padded). Its output is
+//! requantized in the kernel's epilogue and written channels-last, as PyTorch's convolutions
+//! leave it; a linear layer's sums are either requantized the same way (static) or returned
+//! (dynamic: the caller makes floats of them).
 
 use super::byte_transpose;
 use super::exact_float::ConvOperands;

@@ -192,7 +192,8 @@ pub(crate) fn elementwise(
         _ => true,
     });
     if !same_shape {
-        return kernel(a);
+        // a broadcast operand: the kernel's row-major result, laid out like `x`
+        return like_first_input(a, kernel);
     }
     let mut originals = Vec::with_capacity(operands.len());
     for &i in operands {
