@@ -12,11 +12,11 @@ use super::{
     VEC_ELEMS_U8,
 };
 use crate::ops::kernels::parallel::for_each_chunk_mut;
-use crate::ops::linalg::permute;
 use crate::ops::kernels::reduce::{cascade_sum, outer_sum_blocked_columns, row_sum_ilp};
 use crate::ops::kernels::{
     check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
 };
+use crate::ops::linalg::permute;
 use crate::ops::{Args, Kernel, Registry};
 use crate::tensor::{DType, Quantizer, RankRequirement, Tensor, TensorError};
 use crate::values::IValue;
@@ -1197,7 +1197,7 @@ fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
             return tensor_result(Tensor::quantized_from_ints(&ints, q)?);
         }
     }
-    let xv = int_values(&x)?;
+    let xv = layout::planar_values(&x)?;
     let mut out = Vec::with_capacity(planes * (oh * ow) as usize);
     for pl in 0..planes {
         let base = pl * (h * w) as usize;
@@ -1312,7 +1312,7 @@ fn qmax_pool3d(a: &mut Args<'_>) -> Result<IValue> {
             format!("{o:?}"),
         ));
     }
-    let xv = int_values(&x)?;
+    let xv = layout::planar_values(&x)?;
     let plane_len = (dims[0] * dims[1] * dims[2]) as usize;
     let mut out = Vec::with_capacity(planes * (o[0] * o[1] * o[2]) as usize);
     // the input positions a window covers along dim i
@@ -1465,7 +1465,7 @@ fn qadaptive_avg_pool_with(a: &mut Args<'_>, nsp: usize, planar: bool) -> Result
     let (h, w) = (shape[nd - 2], shape[nd - 1]);
     let (od, oh, ow) = (o[0] as usize, o[1] as usize, o[2] as usize);
     let planes: usize = shape[..nd - nsp].iter().product();
-    let xv = int_values(&x)?;
+    let xv = layout::planar_values(&x)?;
     let window = |o: usize, n: usize, out: usize| (o * n / out, ((o + 1) * n).div_ceil(out));
     let mut out = Vec::with_capacity(planes * od * oh * ow);
     for pl in 0..planes {
@@ -1486,8 +1486,7 @@ fn qadaptive_avg_pool_with(a: &mut Args<'_>, nsp: usize, planar: bool) -> Result
                                 }
                             }
                         }
-                        let reciprocal = ((1.0f64 / (z1 - z0) as f64) as f32
-                            / (y1 - y0) as f32)
+                        let reciprocal = ((1.0f64 / (z1 - z0) as f64) as f32 / (y1 - y0) as f32)
                             / (x1 - x0) as f32;
                         out.push((sum as f32 * reciprocal).round_ties_even() as i32);
                         continue;
@@ -1712,7 +1711,7 @@ fn qavg_pool_with(a: &mut Args<'_>, nsp: usize, planar: bool) -> Result<IValue> 
             format!("{o:?}"),
         ));
     }
-    let xv = int_values(&x)?;
+    let xv = layout::planar_values(&x)?;
     let (od, oh, ow) = (o[0], o[1], o[2]);
     let (odu, ohu, owu) = (od as usize, oh as usize, ow as usize);
     let mut out = vec![0i32; nb * c * odu * ohu * owu];

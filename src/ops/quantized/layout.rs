@@ -94,29 +94,38 @@ fn is_dense_in(t: &Tensor, order: &[usize]) -> bool {
     permute(t, order).is_ok_and(|p| p.is_contiguous())
 }
 
+/// Bytes of one image above which its transpose is split over the kernel pool.
+const PARALLEL_IMAGE_BYTES: usize = 1 << 15;
+
 /// `n` images of `c` planes of `plane` bytes (NCHW) as `n` images of `plane` pixels of `c`
-/// bytes (NHWC).
+/// bytes (NHWC). An image is split into runs of 64 pixels, the pool's tasks.
 pub(crate) fn planes_to_pixels(src: &[u8], n: usize, c: usize, plane: usize) -> Vec<u8> {
+    const PIXELS: usize = 64;
     let image = c * plane;
     let mut out = vec![0u8; src.len()];
     if image == 0 || src.len() != n * image {
         out.copy_from_slice(src);
         return out;
     }
-    for_each_chunk_mut(&mut out, image, n > 1 && src.len() > 1 << 16, &|b, dst| {
-        let from = &src[b * image..(b + 1) * image];
-        if !byte_transpose::transpose(from, plane, c, plane, dst, c) {
-            for (ch, line) in from.chunks(plane).enumerate() {
-                for (p, &v) in line.iter().enumerate() {
-                    dst[p * c + ch] = v;
+    let par = image > PARALLEL_IMAGE_BYTES;
+    for (from, to) in src.chunks(image).zip(out.chunks_mut(image)) {
+        for_each_chunk_mut(to, PIXELS * c, par, &|k, dst| {
+            let first = k * PIXELS;
+            let pixels = dst.len() / c;
+            if !byte_transpose::transpose(&from[first..], plane, c, pixels, dst, c) {
+                for ch in 0..c {
+                    for p in 0..pixels {
+                        dst[p * c + ch] = from[ch * plane + first + p];
+                    }
                 }
             }
-        }
-    });
+        });
+    }
     out
 }
 
-/// `n` images of `plane` pixels of `c` bytes (NHWC) as `n` images of `c` planes (NCHW).
+/// `n` images of `plane` pixels of `c` bytes (NHWC) as `n` images of `c` planes (NCHW). An
+/// image is split into blocks of 16 (or 8) channels, the pool's tasks.
 pub(crate) fn pixels_to_planes(src: &[u8], n: usize, c: usize, plane: usize) -> Vec<u8> {
     let image = c * plane;
     let mut out = vec![0u8; src.len()];
@@ -124,16 +133,21 @@ pub(crate) fn pixels_to_planes(src: &[u8], n: usize, c: usize, plane: usize) -> 
         out.copy_from_slice(src);
         return out;
     }
-    for_each_chunk_mut(&mut out, image, n > 1 && src.len() > 1 << 16, &|b, dst| {
-        let from = &src[b * image..(b + 1) * image];
-        if !byte_transpose::transpose(from, c, plane, c, dst, plane) {
-            for (p, pixel) in from.chunks(c).enumerate() {
-                for (ch, &v) in pixel.iter().enumerate() {
-                    dst[ch * plane + p] = v;
+    let block = [16, 8].into_iter().find(|b| c % b == 0).unwrap_or(c);
+    let par = image > PARALLEL_IMAGE_BYTES;
+    for (from, to) in src.chunks(image).zip(out.chunks_mut(image)) {
+        for_each_chunk_mut(to, block * plane, par, &|k, dst| {
+            let first = k * block;
+            let channels = dst.len() / plane;
+            if !byte_transpose::transpose(&from[first..], c, plane, channels, dst, plane) {
+                for p in 0..plane {
+                    for ch in 0..channels {
+                        dst[ch * plane + p] = from[p * c + first + ch];
+                    }
                 }
             }
-        }
-    });
+        });
+    }
     out
 }
 
@@ -149,7 +163,8 @@ pub(crate) fn planar_ints(x: &Tensor) -> Result<Tensor> {
             let bytes = {
                 let nhwc = permute(&ints, to)?;
                 let read = nhwc.read::<u8>()?;
-                read.as_slice().map(|src| pixels_to_planes(src, n, c, plane))
+                read.as_slice()
+                    .map(|src| pixels_to_planes(src, n, c, plane))
             };
             if let Some(bytes) = bytes {
                 return Ok(Tensor::from_vec(bytes, shape)?);
@@ -248,7 +263,8 @@ pub(crate) fn like_first_input(
     a: &mut Args<'_>,
     kernel: impl FnOnce(&mut Args<'_>) -> Result<IValue>,
 ) -> Result<IValue> {
-    let channels_last = matches!(a.values.first(), Some(IValue::Tensor(x)) if channels_last_orders(x).is_some());
+    let channels_last =
+        matches!(a.values.first(), Some(IValue::Tensor(x)) if channels_last_orders(x).is_some());
     let rank = match a.values.first() {
         Some(IValue::Tensor(x)) => x.dim(),
         _ => 0,
@@ -269,4 +285,13 @@ pub(crate) fn is_channels_last_contiguous(t: &Tensor) -> bool {
         5 => is_dense_in(t, &ORDER_5D.0),
         _ => false,
     }
+}
+
+/// The integers of quantized `x` in row-major (NCHW) order, for the pooling kernels: a dense
+/// channels-last quint8 `x` through byte transposes rather than a strided gather.
+pub(crate) fn planar_values(x: &Tensor) -> Result<Vec<i32>> {
+    if x.is_contiguous() {
+        return super::int_values(x);
+    }
+    planar_ints(x)?.to_vec::<i32>()
 }
