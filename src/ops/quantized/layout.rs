@@ -133,7 +133,10 @@ pub(crate) fn pixels_to_planes(src: &[u8], n: usize, c: usize, plane: usize) -> 
         out.copy_from_slice(src);
         return out;
     }
-    let block = [16, 8].into_iter().find(|b| c % b == 0).unwrap_or(c);
+    let block = [16, 8]
+        .into_iter()
+        .find(|&b| c.is_multiple_of(b))
+        .unwrap_or(c);
     let par = image > PARALLEL_IMAGE_BYTES;
     for (from, to) in src.chunks(image).zip(out.chunks_mut(image)) {
         for_each_chunk_mut(to, block * plane, par, &|k, dst| {
