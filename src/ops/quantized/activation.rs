@@ -17,16 +17,32 @@ use crate::values::IValue;
 use crate::Result;
 
 pub fn register(r: &mut Registry) {
-    r.add("quantized::hardswish", hardswish);
-    r.add("quantized::leaky_relu", leaky_relu);
-    r.add("quantized::sigmoid", sigmoid);
-    r.add("quantized::relu6", relu6);
-    r.add("quantized::clamp", clamp);
-    r.add("quantized::threshold", threshold);
-    r.add("quantized::elu", elu);
-    r.add("quantized::celu", celu);
+    r.add("quantized::hardswish", |a| {
+        super::layout::elementwise(a, &[0], hardswish)
+    });
+    r.add("quantized::leaky_relu", |a| {
+        super::layout::elementwise(a, &[0], leaky_relu)
+    });
+    r.add("quantized::sigmoid", |a| {
+        super::layout::elementwise(a, &[0], sigmoid)
+    });
+    r.add("quantized::relu6", |a| {
+        super::layout::elementwise(a, &[0], relu6)
+    });
+    r.add("quantized::clamp", clamp_in_layout);
+    r.add("quantized::threshold", |a| {
+        super::layout::elementwise(a, &[0], threshold)
+    });
+    r.add("quantized::elu", |a| {
+        super::layout::elementwise(a, &[0], elu)
+    });
+    r.add("quantized::celu", |a| {
+        super::layout::elementwise(a, &[0], celu)
+    });
     r.add("quantized::prelu", prelu);
-    r.add("quantized::dropout", dropout);
+    r.add("quantized::dropout", |a| {
+        super::layout::elementwise(a, &[0], dropout)
+    });
 }
 
 /// The elements ATen's vectorized loop covers: whole pairs of `Vectorized<T>` (64 one-byte or
@@ -242,6 +258,18 @@ fn relu6_with(a: &mut Args<'_>, inplace: bool) -> Result<IValue> {
         return tensor_result(x);
     }
     tensor_result(out)
+}
+
+/// `clamp` / `hardtanh` in ATen's layout: QNNPACK's kernel (quint8, both bounds, the
+/// `qnnpack` engine) keeps the input bytes' memory order in a contiguous output, the others
+/// allocate the input's memory format.
+pub(super) fn clamp_in_layout(a: &mut Args<'_>) -> Result<IValue> {
+    let both = a.opt_scalar(1)?.is_some() && a.opt_scalar(2)?.is_some();
+    let quint8 = matches!(a.get(0)?, IValue::Tensor(t) if t.dtype() == DType::QUInt8);
+    if a.ctx.quantized_engine.qnnpack() && quint8 && both {
+        return super::layout::qnnpack_clamp(a, clamp);
+    }
+    super::layout::elementwise(a, &[0], clamp)
 }
 
 /// `qclamp_kernel` (and its min-only / max-only forms): the bounds quantized with the input's

@@ -13,6 +13,7 @@ use super::fbgemm_depthwise;
 use super::int8_depthwise;
 use super::int8_gemm::{onednn_conv_scales, requantize_column, Requantizer};
 use super::int8_sums;
+use super::layout;
 use super::linear::{channel_scales, Requant};
 use super::qnnpack::QnnpackRequant;
 use super::torchbind::{packed_arg, ConvParams};
@@ -20,6 +21,7 @@ use super::{arg_qtensor, int_values, per_tensor_params, tensor_result};
 use crate::ops::kernels::{
     check_rank, invalid_argument, rank_mismatch, size_mismatch, wrong_dtype,
 };
+use crate::ops::linalg::permute;
 use crate::ops::{Args, QuantizedEngine, Registry};
 use crate::tensor::RankRequirement;
 use crate::tensor::{DType, Quantizer, Tensor};
@@ -476,7 +478,7 @@ fn run_conv(
         && !p.transpose
         && fbgemm_depthwise::takes_fast_path(&ws, &geo);
     // the VNNI kernel requantizes in its epilogue (fbgemm's or oneDNN's arithmetic),
-    // straight into the NCHW output
+    // straight into the channels-last output
     let (onednn_x_scale, onednn_inv_out_scale) = onednn_conv_scales(x_scale, out_scale);
     let requant = |first: usize, count: usize| {
         if onednn {
@@ -506,8 +508,9 @@ fn run_conv(
         (None, Some(columns)) => requantize_column(columns, oc, plane, dst),
         (None, None) => {}
     };
-    // an integer route's uint8 output `[n, m, plane]` as the quantized result
-    let emit = |out: Vec<u8>| -> Result<Tensor> {
+    // an integer route's uint8 output (`[n, plane, m]` when `pixels`, else `[n, m, plane]`)
+    // as the quantized result
+    let emit = |out: Vec<u8>, pixels: bool| -> Result<Tensor> {
         if out.len() != n * m * out_plane {
             return Err(size_mismatch(
                 op,
@@ -516,6 +519,11 @@ fn run_conv(
                 out.len() as i64,
             ));
         }
+        let out = if pixels {
+            out
+        } else {
+            layout::planes_to_pixels(&out, n, m, out_plane)
+        };
         quantized_output(
             out,
             n,
@@ -529,13 +537,13 @@ fn run_conv(
     };
     if !p.transpose {
         if let Some(out) = int8_depthwise::conv_quantized(&operands, fbgemm_pairs, &finish) {
-            return emit(out?);
+            return emit(out?, false);
         }
     }
     // (the GEMM kernel sums exactly; it never serves a depthwise convolution)
     if !p.transpose && qnnpack.is_none() && !fbgemm_pairs {
         if let Some(out) = int8_sums::conv_quantized(&operands, &requant) {
-            return emit(out?);
+            return emit(out?, true);
         }
     }
     let fast = if p.transpose {
@@ -616,19 +624,12 @@ fn run_conv(
     {
         finish(i % m, plane, dst);
     }
-    quantized_output(
-        out,
-        n,
-        m,
-        spatial,
-        packed_spatial,
-        [od, oh, ow],
-        out_scale,
-        out_zp,
-    )
+    emit(out, false)
 }
 
-/// The quint8 output `[n, m, *out]` (a conv1d's as `[n, m, ow]`) of requantized values.
+/// The quint8 output `[n, m, *out]` (a conv1d's as `[n, m, ow]`) of requantized values
+/// `out` (`[n, *out, m]`), channels-last as PyTorch's convolutions leave it: a conv1d's is
+/// the `[n, m, ow]` squeeze of its `[n, m, 1, ow]` output, strides `(ow * m, 1, m)`.
 #[allow(clippy::too_many_arguments)]
 fn quantized_output(
     out: Vec<u8>,
@@ -646,14 +647,23 @@ fn quantized_output(
     } else {
         shape.extend([od, oh, ow].iter().skip(3 - packed_spatial));
     }
-    let ints = Tensor::from_vec(out, &shape)?;
-    Ok(Tensor::quantized_from_ints(
+    // the pixels' shape `[n, *out, m]`, viewed back as `[n, m, *out]`
+    let mut pixel_shape = vec![n];
+    pixel_shape.extend(&shape[2..]);
+    pixel_shape.push(m);
+    let ints = Tensor::from_vec(out, &pixel_shape)?;
+    let q = Tensor::quantized_from_ints(
         &ints,
         Quantizer::PerTensorAffine {
             scale: out_scale,
             zero_point: out_zp,
         },
-    )?)
+    )?;
+    let back: Vec<usize> = std::iter::once(0)
+        .chain(std::iter::once(shape.len() - 1))
+        .chain(1..shape.len() - 1)
+        .collect();
+    permute(&q, &back)
 }
 
 /// Add `wq * (x - x_zp)` of kernel tap `k` to every output position (direct convolution).

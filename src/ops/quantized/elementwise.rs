@@ -4,6 +4,7 @@
 //! registered before: a quantized input takes the quantized path, anything else the kernel
 //! that was there.
 
+use super::layout::{self, elementwise};
 use super::tensors::{dequantize_tensor, quantize_tensor};
 use super::{
     arg_qtensor, dequantize_val, dequantize_val_fma, int_values, make_quantized, map_byte_values,
@@ -15,6 +16,7 @@ use crate::ops::kernels::reduce::{cascade_sum, outer_sum_blocked_columns, row_su
 use crate::ops::kernels::{
     check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
 };
+use crate::ops::linalg::permute;
 use crate::ops::{Args, Kernel, Registry};
 use crate::tensor::{DType, Quantizer, RankRequirement, Tensor, TensorError};
 use crate::values::IValue;
@@ -112,43 +114,51 @@ pub(crate) fn wrapped_float_kernel_addresses() -> impl Iterator<Item = usize> {
 }
 
 pub fn register(r: &mut Registry) {
-    r.add_all(&["quantized::add", "_quantized::add"], |a| add(a, false));
-    r.add("quantized::add_relu", |a| add(a, true));
-    r.add("quantized::mul", |a| mul(a, false));
-    r.add("quantized::mul_relu", |a| mul(a, true));
+    r.add_all(&["quantized::add", "_quantized::add"], |a| {
+        elementwise(a, &[0, 1], |a| add(a, false))
+    });
+    r.add("quantized::add_relu", |a| {
+        elementwise(a, &[0, 1], |a| add(a, true))
+    });
+    r.add("quantized::mul", |a| {
+        elementwise(a, &[0, 1], |a| mul(a, false))
+    });
+    r.add("quantized::mul_relu", |a| {
+        elementwise(a, &[0, 1], |a| mul(a, true))
+    });
     r.add("quantized::cat", |a| cat(a, false));
     r.add("quantized::cat_relu", |a| cat(a, true));
     r.add_all(&["quantized::add.Scalar", "quantized::add_scalar"], |a| {
-        add_scalar(a, 0, 1, false)
+        elementwise(a, &[0], |a| add_scalar(a, 0, 1, false))
     });
     r.add_all(
         &["quantized::add_relu.Scalar", "quantized::add_scalar_relu"],
-        |a| add_scalar(a, 0, 1, true),
+        |a| elementwise(a, &[0], |a| add_scalar(a, 0, 1, true)),
     );
     r.add("quantized::add.Scalar2", |a| add_scalar(a, 1, 0, false));
     r.add("quantized::add_relu.Scalar2", |a| add_scalar(a, 1, 0, true));
     r.add("quantized::add_scalar.Tensor", |a| {
-        add_scalar(a, 0, 1, false)
+        elementwise(a, &[0], |a| add_scalar(a, 0, 1, false))
     });
     // ATen's `qadd_scalar_tensor<true>` calls `qadd_scalar` without its ReLU flag: PyTorch's
     // result is the plain sum
     r.add("quantized::add_scalar_relu.Tensor", |a| {
-        add_scalar(a, 0, 1, false)
+        elementwise(a, &[0], |a| add_scalar(a, 0, 1, false))
     });
     r.add_all(&["quantized::mul.Scalar", "quantized::mul_scalar"], |a| {
-        mul_scalar(a, 0, 1, false)
+        elementwise(a, &[0], |a| mul_scalar(a, 0, 1, false))
     });
     r.add_all(
         &["quantized::mul_relu.Scalar", "quantized::mul_scalar_relu"],
-        |a| mul_scalar(a, 0, 1, true),
+        |a| elementwise(a, &[0], |a| mul_scalar(a, 0, 1, true)),
     );
     r.add("quantized::mul.Scalar2", |a| mul_scalar(a, 1, 0, false));
     r.add("quantized::mul_relu.Scalar2", |a| mul_scalar(a, 1, 0, true));
     r.add("quantized::mul_scalar.Tensor", |a| {
-        mul_scalar(a, 0, 1, false)
+        elementwise(a, &[0], |a| mul_scalar(a, 0, 1, false))
     });
     r.add("quantized::mul_scalar_relu.Tensor", |a| {
-        mul_scalar(a, 0, 1, true)
+        elementwise(a, &[0], |a| mul_scalar(a, 0, 1, true))
     });
     r.add("quantized::add_scalar_out.Tensor", add_scalar_out);
     // (the ReLU flag is dropped on this path too: PyTorch writes the plain sum)
@@ -163,13 +173,15 @@ pub fn register(r: &mut Registry) {
     r.add("quantized::softmax", softmax);
     r.add_all(
         &["quantized::max_pool2d", "aten::quantized_max_pool2d"],
-        qmax_pool2d,
+        |a| layout::like_first_input(a, qmax_pool2d),
     );
     r.add_all(
         &["quantized::max_pool1d", "aten::quantized_max_pool1d"],
         qmax_pool1d,
     );
-    r.add("aten::quantized_max_pool3d", qmax_pool3d);
+    r.add("aten::quantized_max_pool3d", |a| {
+        layout::like_first_input(a, qmax_pool3d)
+    });
     for (i, (name, kernel)) in WRAPPED.into_iter().enumerate() {
         if let Some(k) = r.lookup(name, "") {
             // the registry is built once per process: a second build finds them set
@@ -200,24 +212,28 @@ fn quantized_or_float<const OP: usize>(a: &mut Args<'_>) -> Result<IValue> {
     if OP >= COMPARISONS {
         return dequantized_comparison(a, float_kernel()?);
     }
+    // ATen's QNNPACK clamp (quint8, both bounds) keeps the bytes' memory order
+    let qnnpack_clamp = a.ctx.quantized_engine.qnnpack()
+        && matches!(a.get(0)?, IValue::Tensor(t) if t.dtype() == DType::QUInt8);
     match OP {
-        RELU => qrelu(a, false),
-        RELU_ => qrelu(a, true),
-        MAX_POOL2D => qmax_pool2d(a),
+        RELU => elementwise(a, &[0], |a| qrelu(a, false)),
+        RELU_ => elementwise(a, &[0], |a| qrelu(a, true)),
+        MAX_POOL2D => layout::like_first_input(a, qmax_pool2d),
         ADAPTIVE_AVG_POOL2D => qadaptive_avg_pool2d(a),
         AVG_POOL2D => qavg_pool2d(a),
-        HARDSIGMOID => qhardsigmoid(a),
+        HARDSIGMOID => elementwise(a, &[0], qhardsigmoid),
         CAT => qcat_aten(a),
         // `clamp_quantized_cpu` / `hardtanh_quantized_cpu`: `qclamp` of the bounds; `relu6`
         // is ATen's composite `hardtanh(0, 6)`
-        CLAMP | HARDTANH => super::activation::clamp(a),
-        RELU6 => super::activation::relu6_aten(a),
-        SIGMOID => super::activation::sigmoid_fixed_qparams(a),
-        TANH => super::activation::tanh_fixed_qparams(a),
+        CLAMP | HARDTANH => super::activation::clamp_in_layout(a),
+        RELU6 if qnnpack_clamp => layout::qnnpack_clamp(a, super::activation::relu6_aten),
+        RELU6 => elementwise(a, &[0], super::activation::relu6_aten),
+        SIGMOID => elementwise(a, &[0], super::activation::sigmoid_fixed_qparams),
+        TANH => elementwise(a, &[0], super::activation::tanh_fixed_qparams),
         // ATen's composite max_pool1d / max_pool3d call quantized_max_pool{1,3}d on a
         // quantized input (same arguments)
         MAX_POOL1D => qmax_pool1d(a),
-        MAX_POOL3D => qmax_pool3d(a),
+        MAX_POOL3D => layout::like_first_input(a, qmax_pool3d),
         AVG_POOL1D => qavg_pool1d(a),
         ADAPTIVE_AVG_POOL1D => qadaptive_avg_pool1d(a),
         AVG_POOL3D => qavg_pool(a, 3),
@@ -257,17 +273,25 @@ fn pool1d_via_2d(
     mut args: Vec<IValue>,
 ) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
-    let mut shape = x.shape().to_vec();
+    let (mut shape, mut strides) = (x.shape().to_vec(), x.strides().to_vec());
     check_rank(a.op, "input", RankRequirement::AtLeast(2), &shape)?;
-    shape.insert(shape.len() - 1, 1);
-    args.insert(0, IValue::Tensor(reshaped(a.op, &x, &shape)?));
+    // `unsqueeze(-2)` and `squeeze(-2)` are views: a channels-last 1-d input (a conv1d's
+    // output) reaches the 2-d kernel channels-last
+    let last = shape.len() - 1;
+    strides.insert(last, strides[last] * shape[last] as isize);
+    shape.insert(last, 1);
+    args.insert(
+        0,
+        IValue::Tensor(x.as_strided(&shape, &strides, x.storage_offset())?),
+    );
     let y = match kernel(&mut Args::new(a.op, &mut args, a.ctx))? {
         IValue::Tensor(t) => t,
         _ => return Err(unsupported(a.op, "the 2-d pooling returned a non-tensor")),
     };
-    let mut out = y.shape().to_vec();
+    let (mut out, mut out_strides) = (y.shape().to_vec(), y.strides().to_vec());
     out.remove(out.len() - 2);
-    tensor_result(reshaped(a.op, &y, &out)?)
+    out_strides.remove(out_strides.len() - 2);
+    tensor_result(y.as_strided(&out, &out_strides, y.storage_offset())?)
 }
 
 fn int_list(v: Vec<i64>) -> IValue {
@@ -304,13 +328,17 @@ fn qavg_pool1d(a: &mut Args<'_>) -> Result<IValue> {
         IValue::Bool(a.bool(5)?),
         IValue::None,
     ];
-    pool1d_via_2d(a, qavg_pool2d, args)
+    pool1d_via_2d(a, qavg_pool2d_by_layout, args)
 }
 
 /// ATen's `adaptive_avg_pool1d(self, output_size)`.
 fn qadaptive_avg_pool1d(a: &mut Args<'_>) -> Result<IValue> {
     let o = single(a, 1, "output_size", 0)?;
-    pool1d_via_2d(a, qadaptive_avg_pool2d, vec![int_list(vec![1, o])])
+    pool1d_via_2d(
+        a,
+        |a| qadaptive_avg_pool2d_in(a, true),
+        vec![int_list(vec![1, o])],
+    )
 }
 
 fn same_params_as(x: &Tensor, vals: &[i32], shape: &[usize]) -> Result<Tensor> {
@@ -776,6 +804,8 @@ fn qcat_aten(a: &mut Args<'_>) -> Result<IValue> {
 }
 
 /// Dequantize `xs`, concatenate along `dim` (optionally ReLU), quantize with `scale`, `zp`.
+/// Inputs that are all channels-last give a channels-last result, as ATen's `qcat` (its
+/// NHWC kernel) does: they are joined in memory order.
 fn cat_requantized(
     a: &Args<'_>,
     xs: &[Tensor],
@@ -784,6 +814,38 @@ fn cat_requantized(
     zp: i64,
     relu: bool,
 ) -> Result<IValue> {
+    let rank = xs.first().map_or(0, Tensor::dim);
+    let orders: Option<(&[usize], &[usize])> = match rank {
+        4 => Some((&[0, 2, 3, 1], &[0, 3, 1, 2])),
+        5 => Some((&[0, 2, 3, 4, 1], &[0, 4, 1, 2, 3])),
+        _ => None,
+    };
+    let all_channels_last = xs
+        .iter()
+        .all(|x| x.dim() == rank && layout::suggests_channels_last(x));
+    let wrapped = if dim < 0 { dim + rank as i64 } else { dim };
+    if let (Some((to, back)), true) = (orders, all_channels_last) {
+        if let Some(at) = to.iter().position(|&d| d as i64 == wrapped) {
+            let permuted = xs
+                .iter()
+                .map(|x| permute(x, to))
+                .collect::<Result<Vec<_>>>()?;
+            let out = cat_rows(a, &permuted, at as i64, scale, zp, relu)?;
+            return tensor_result(permute(&out, back)?);
+        }
+    }
+    tensor_result(cat_rows(a, xs, dim, scale, zp, relu)?)
+}
+
+/// [`cat_requantized`] in row-major order, into a contiguous tensor.
+fn cat_rows(
+    a: &Args<'_>,
+    xs: &[Tensor],
+    dim: i64,
+    scale: f64,
+    zp: i64,
+    relu: bool,
+) -> Result<Tensor> {
     let dtype = xs
         .first()
         .ok_or_else(|| size_mismatch(a.op, "the number of tensors (at least)", 1, 0))?
@@ -803,7 +865,7 @@ fn cat_requantized(
     } else {
         joined
     };
-    tensor_result(quantize_tensor(&joined, scale, zp, dtype)?)
+    quantize_tensor(&joined.contiguous()?, scale, zp, dtype)
 }
 
 /// The float kernel `name` (an exact overload) called on `args`, its tensor result.
@@ -953,7 +1015,7 @@ fn check_scalar_out(a: &Args<'_>, what: &str) -> Result<()> {
 /// sum of `add_scalar` written into `out`.
 fn add_scalar_out(a: &mut Args<'_>) -> Result<IValue> {
     check_scalar_out(a, "Add")?;
-    let r = add_scalar(a, 0, 1, false)?;
+    let r = elementwise(a, &[0], |a| add_scalar(a, 0, 1, false))?;
     a.write_outs(2, r)
 }
 
@@ -1135,7 +1197,7 @@ fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
             return tensor_result(Tensor::quantized_from_ints(&ints, q)?);
         }
     }
-    let xv = int_values(&x)?;
+    let xv = layout::planar_values(&x)?;
     let mut out = Vec::with_capacity(planes * (oh * ow) as usize);
     for pl in 0..planes {
         let base = pl * (h * w) as usize;
@@ -1250,7 +1312,7 @@ fn qmax_pool3d(a: &mut Args<'_>) -> Result<IValue> {
             format!("{o:?}"),
         ));
     }
-    let xv = int_values(&x)?;
+    let xv = layout::planar_values(&x)?;
     let plane_len = (dims[0] * dims[1] * dims[2]) as usize;
     let mut out = Vec::with_capacity(planes * (o[0] * o[1] * o[2]) as usize);
     // the input positions a window covers along dim i
@@ -1333,6 +1395,12 @@ fn qmax_pool1d(a: &mut Args<'_>) -> Result<IValue> {
 /// `adaptive_avg_pool2d` on quantized NCHW input (ATen's `qadaptive_avg_pool2d` scalar path:
 /// the integer window sum minus `zp * size`, requantized with `1 / size`; parameters kept).
 fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
+    qadaptive_avg_pool2d_in(a, false)
+}
+
+/// [`qadaptive_avg_pool2d`], its kernel chosen by the input's layout when `by_layout` (see
+/// [`qadaptive_avg_pool`]).
+fn qadaptive_avg_pool2d_in(a: &mut Args<'_>, by_layout: bool) -> Result<IValue> {
     // ATen's `enable_qnnpack_for_ada_avgpool`: QNNPACK's average pooling when each output
     // cell covers a whole, equal window (and the size changes)
     let x = arg_qtensor(a, 0)?;
@@ -1341,15 +1409,40 @@ fn qadaptive_avg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
         let (h, w) = (x.shape()[2] as i64, x.shape()[3] as i64);
         if o[0] > 0 && o[1] > 0 && (h, w) != (o[0], o[1]) && h % o[0] == 0 && w % o[1] == 0 {
             let k = [h / o[0], w / o[1]];
-            return tensor_result(super::qnnpack::avg_pool2d(a.op, &x, k, k, [0, 0])?);
+            let out = super::qnnpack::avg_pool2d(a.op, &x, k, k, [0, 0])?;
+            // (`output.contiguous(input.suggest_memory_format())`)
+            return tensor_result(if layout::suggests_channels_last(&x) {
+                layout::to_channels_last(&out)?
+            } else {
+                out
+            });
         }
     }
-    qadaptive_avg_pool(a, 2)
+    qadaptive_avg_pool_in(a, 2, by_layout)
 }
 
 /// `adaptive_avg_pool2d` / `adaptive_avg_pool3d` (`nsp` spatial dims, the last ones) of a
-/// quantized tensor, ATen's `_qadaptive_avg_pool_kernel` (2-d as depth 1).
+/// quantized tensor as ATen's `_adaptive_avg_pool` runs it: on a channels-last contiguous
+/// input its NDHWC kernel (`_qadaptive_avg_pool_kernel`, 2-d as depth 1) into a channels-last
+/// output, on any other `adaptive_avg_pool_single_out_frame`, which rounds the raw window sum
+/// times the float `((1 / kD) / kH) / kW` (no zero point subtracted, no clamp).
+/// As for [`qavg_pool2d`], 4-d and 5-d inputs take the channels-last kernel whatever tsrun's
+/// view of their layout; the 1-d composite decides by the layout.
 fn qadaptive_avg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
+    qadaptive_avg_pool_in(a, nsp, false)
+}
+
+fn qadaptive_avg_pool_in(a: &mut Args<'_>, nsp: usize, by_layout: bool) -> Result<IValue> {
+    let x = arg_qtensor(a, 0)?;
+    if !by_layout || layout::is_channels_last_contiguous(&x) {
+        layout::like_first_input(a, |a| qadaptive_avg_pool_with(a, nsp, false))
+    } else {
+        qadaptive_avg_pool_with(a, nsp, true)
+    }
+}
+
+/// [`qadaptive_avg_pool`]'s kernels: the NDHWC one, or (`planar`) the NCHW one.
+fn qadaptive_avg_pool_with(a: &mut Args<'_>, nsp: usize, planar: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let o = spatial3(&a.int_list(1)?, nsp, 1, "output_size", a.op)?;
     let (_, zp) = per_tensor_params(a.op, &x)?;
@@ -1372,7 +1465,7 @@ fn qadaptive_avg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
     let (h, w) = (shape[nd - 2], shape[nd - 1]);
     let (od, oh, ow) = (o[0] as usize, o[1] as usize, o[2] as usize);
     let planes: usize = shape[..nd - nsp].iter().product();
-    let xv = int_values(&x)?;
+    let xv = layout::planar_values(&x)?;
     let window = |o: usize, n: usize, out: usize| (o * n / out, ((o + 1) * n).div_ceil(out));
     let mut out = Vec::with_capacity(planes * od * oh * ow);
     for pl in 0..planes {
@@ -1384,6 +1477,20 @@ fn qadaptive_avg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
                 for ox in 0..ow {
                     let (x0, x1) = window(ox, w, ow);
                     let size = ((z1 - z0) * (y1 - y0) * (x1 - x0)) as i32;
+                    if planar {
+                        let mut sum = 0i64;
+                        for iz in z0..z1 {
+                            for iy in y0..y1 {
+                                for ix in x0..x1 {
+                                    sum += i64::from(xv[base + (iz * h + iy) * w + ix]);
+                                }
+                            }
+                        }
+                        let reciprocal = ((1.0f64 / (z1 - z0) as f64) as f32 / (y1 - y0) as f32)
+                            / (x1 - x0) as f32;
+                        out.push((sum as f32 * reciprocal).round_ties_even() as i32);
+                        continue;
+                    }
                     let mut acc = -(zp as i32) * size;
                     for iz in z0..z1 {
                         for iy in y0..y1 {
@@ -1447,7 +1554,23 @@ fn qstack(a: &mut Args<'_>) -> Result<IValue> {
 /// minus `zp * size`; whole groups of 8 channels are requantized as its AVX2 body does,
 /// `round(acc * multiplier) + zp`, the remaining channels as its scalar tail,
 /// `quantize_val(1 / multiplier, zp, acc)`.
+///
+/// A 4-d input always takes the channels-last kernel, whatever tsrun's view of its layout:
+/// tsrun's float ops do not keep channels-last strides, so a tensor quantized after them looks
+/// contiguous where PyTorch's is channels-last (the case of every quantized model seen);
+/// [`qavg_pool2d_by_layout`] decides by the layout where it is known (the 1-d composite).
 fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
+    qavg_pool2d_in(a, false)
+}
+
+/// `avg_pool2d` choosing ATen's kernel by the input's layout (`q_avg_pool2d`): the NHWC one,
+/// into a channels-last output, on a channels-last contiguous input; the NCHW one
+/// (`avg_pool2d_out_frame`) on any other.
+fn qavg_pool2d_by_layout(a: &mut Args<'_>) -> Result<IValue> {
+    qavg_pool2d_in(a, true)
+}
+
+fn qavg_pool2d_in(a: &mut Args<'_>, by_layout: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     // ATen's avg_pool2d_quantized_cpu: QNNPACK's kernel for quint8 without ceil_mode
     if a.ctx.quantized_engine.qnnpack() && x.dtype() == DType::QUInt8 && !a.bool(4)? {
@@ -1460,9 +1583,27 @@ fn qavg_pool2d(a: &mut Args<'_>) -> Result<IValue> {
             pair(&s, "stride", a.op)?
         };
         let p = pair(&a.int_list(3)?, "padding", a.op)?;
-        return tensor_result(super::qnnpack::avg_pool2d(a.op, &x, k, s, p)?);
+        let out = super::qnnpack::avg_pool2d(a.op, &x, k, s, p)?;
+        // (`output.contiguous(input.suggest_memory_format())`)
+        return tensor_result(if layout::suggests_channels_last(&x) {
+            layout::to_channels_last(&out)?
+        } else {
+            out
+        });
     }
-    qavg_pool(a, 2)
+    if by_layout && !layout::is_channels_last_contiguous(&x) {
+        qavg_pool_planar(a)
+    } else {
+        layout::like_first_input(a, |a| qavg_pool(a, 2))
+    }
+}
+
+/// `avg_pool2d_out_frame`, ATen's NCHW kernel: per output pixel the integer window sum minus
+/// `zp * size`, requantized as `nearbyint(sum * multiplier + zp)` with the float
+/// `multiplier = (in_scale / out_scale) / divisor` (the scales being equal, `1 / divisor`
+/// in double).
+fn qavg_pool_planar(a: &mut Args<'_>) -> Result<IValue> {
+    qavg_pool_with(a, 2, true)
 }
 
 /// A pooling argument of `nsp` spatial dims (one value repeats), as 3-d (depth, height,
@@ -1487,6 +1628,12 @@ fn spatial3(v: &[i64], nsp: usize, fill: i64, what: &str, op: &str) -> Result<[i
 /// `avg_pool2d` / `avg_pool3d` (`nsp` spatial dims) of a quantized tensor: ATen's
 /// `_qavg_pool_nhwc_kernel`, which serves both (2-d as depth 1).
 fn qavg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
+    qavg_pool_with(a, nsp, false)
+}
+
+/// [`qavg_pool`] with the NHWC kernel's requantization, or (`planar`) the NCHW kernel's
+/// ([`qavg_pool_planar`]).
+fn qavg_pool_with(a: &mut Args<'_>, nsp: usize, planar: bool) -> Result<IValue> {
     let x = arg_qtensor(a, 0)?;
     let k = spatial3(&a.int_list(1)?, nsp, 1, "kernel_size", a.op)?;
     let s = a.int_list(2)?;
@@ -1564,7 +1711,7 @@ fn qavg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
             format!("{o:?}"),
         ));
     }
-    let xv = int_values(&x)?;
+    let xv = layout::planar_values(&x)?;
     let (od, oh, ow) = (o[0], o[1], o[2]);
     let (odu, ohu, owu) = (od as usize, oh as usize, ow as usize);
     let mut out = vec![0i32; nb * c * odu * ohu * owu];
@@ -1599,7 +1746,11 @@ fn qavg_pool(a: &mut Args<'_>, nsp: usize) -> Result<IValue> {
                                 }
                             }
                         }
-                        let q = if ch < vec_channels {
+                        let q = if planar {
+                            let multiplier = (1.0f64 / divide as f64) as f32;
+                            let t = (acc as f32 * multiplier + zp as f32).round_ties_even();
+                            (t as i64).clamp(range.0, range.1) as i32
+                        } else if ch < vec_channels {
                             let t = (acc as f32 * multiplier).min((i32::MAX - 127) as f32);
                             (t.round_ties_even() as i64 + zp).clamp(range.0, range.1) as i32
                         } else {

@@ -72,7 +72,7 @@ pub(super) fn conv_sums(c: &ConvOperands<'_>) -> Option<crate::Result<Vec<i32>>>
     // a grouped convolution runs whole: its chunks would cut every group
     let chunks = weight_chunks(weight, w_zps, c_per_g, taps, geo.groups == 1)?;
     let sums = || {
-        let ints = x.int_repr_view()?.contiguous()?;
+        let ints = super::layout::planar_ints(x)?;
         let read = ints.read::<u8>()?;
         run_chunks(op, read.as_slice().unwrap_or(&[]), x_zp, &chunks, c, geo)
     };

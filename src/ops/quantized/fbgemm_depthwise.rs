@@ -156,7 +156,7 @@ pub(super) fn add_int16_saturation(c: &ConvOperands<'_>, sums: &mut [i32]) -> cr
     if risky.channels.iter().all(Vec::is_empty) && risky.input_sum_zps.iter().all(|&z| z == 0) {
         return Ok(());
     }
-    let ints = x.int_repr_view()?.contiguous()?;
+    let ints = super::layout::planar_ints(x)?;
     let read = ints.read::<u8>()?;
     let src = read.as_slice().unwrap_or(&[]);
     if src.len() != n * c * in_plane || sums.len() != n * m * out_plane || c == 0 {

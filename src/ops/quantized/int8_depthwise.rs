@@ -302,7 +302,7 @@ pub(super) fn conv_quantized(
         return None;
     }
     let run = || -> crate::Result<Vec<u8>> {
-        let ints = x.int_repr_view()?.contiguous()?;
+        let ints = super::layout::planar_ints(x)?;
         let read = ints.read::<u8>()?;
         let src = read.as_slice().unwrap_or(&[]);
         if src.len() != n * c * ih * iw {

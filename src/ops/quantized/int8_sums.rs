@@ -5,9 +5,11 @@
 //!
 //! A convolution's input is copied channels-last into a buffer with its padding border holding
 //! the input zero point (real zero), each group's channels padded to a multiple of 4, so every
-//! kernel tap of every output pixel is one run of bytes. Its output is requantized in the
-//! kernel's epilogue and written NCHW; a linear layer's sums are either requantized the same
-//! way (static) or returned (dynamic: the caller makes floats of them).
+//! kernel tap of every output pixel is one run of bytes; a channels-last input whose groups
+//! fill whole 4-byte runs is read in place (or copied row by row when padded). Its output is
+//! requantized in the kernel's epilogue and written channels-last, as PyTorch's convolutions
+//! leave it; a linear layer's sums are either requantized the same way (static) or returned
+//! (dynamic: the caller makes floats of them).
 
 use super::byte_transpose;
 use super::exact_float::ConvOperands;
@@ -158,7 +160,7 @@ fn quantized_of(
     Ok(out)
 }
 
-/// The requantized uint8 output `[n, m, *out]` of a forward convolution (`requant(first,
+/// The requantized uint8 output `[n, *out, m]` (channels-last) of a forward convolution (`requant(first,
 /// count)`: the parameters of output channels `first .. first + count`), or `None` where the
 /// kernel does not serve it (no VNNI, a weight that is not int8 or has a zero point other
 /// than 0, depthwise-like groups of fewer than 4 channels or 8 outputs, an input copy above
@@ -219,19 +221,47 @@ pub(super) fn conv_quantized(
     }
     let packed = pack(weight, w_zps, g, taps, c_per_g)?;
     let run = || -> crate::Result<Vec<u8>> {
-        let ints = x.int_repr_view()?.contiguous()?;
-        let read = ints.read::<u8>()?;
-        let src = read.as_slice().unwrap_or(&[]);
         let plane: usize = image.iter().product();
-        if src.len() != n * c * plane {
-            return Err(crate::ops::kernels::size_mismatch(
-                op,
-                "the input's values",
-                (n * c * plane) as i64,
-                src.len() as i64,
-            ));
-        }
-        let layout = channels_last(src, x_zp, n, c, c_per_g, c4, image, padded, pad);
+        let check = |len: usize| {
+            if len == n * c * plane {
+                Ok(())
+            } else {
+                Err(crate::ops::kernels::size_mismatch(
+                    op,
+                    "the input's values",
+                    (n * c * plane) as i64,
+                    len as i64,
+                ))
+            }
+        };
+        // a channels-last input (a quantized convolution's output) is the kernel's layout
+        // already when its groups' channels fill whole 4-byte runs: read in place, or copied
+        // row by row into the padded buffer
+        let pixels = match super::layout::channels_last_ints(x)? {
+            Some(t) if c_per_g == c4 => Some(t),
+            _ => None,
+        };
+        let pixels_read = pixels.as_ref().map(|t| t.read::<u8>()).transpose()?;
+        let padded_copy;
+        let layout: &[u8] = match pixels_read.as_ref().map(|r| r.as_slice()) {
+            Some(Some(src)) => {
+                check(src.len())?;
+                if pad == [0; 3] {
+                    src
+                } else {
+                    padded_copy = pad_pixels(src, x_zp, n, c, image, padded, pad);
+                    &padded_copy
+                }
+            }
+            _ => {
+                let ints = x.int_repr_view()?.contiguous()?;
+                let read = ints.read::<u8>()?;
+                let src = read.as_slice().unwrap_or(&[]);
+                check(src.len())?;
+                padded_copy = channels_last(src, x_zp, n, c, c_per_g, c4, image, padded, pad);
+                &padded_copy
+            }
+        };
         let [pd, ph, pw] = padded;
         let taps_at: Vec<usize> = (0..kernel[0])
             .flat_map(|a| (0..kernel[1]).flat_map(move |b| (0..kernel[2]).map(move |e| (a, b, e))))
@@ -248,14 +278,54 @@ pub(super) fn conv_quantized(
             }
         }
         let source = RowSource {
-            src: &layout,
+            src: layout,
             base: 0,
             rows: &rows,
             taps: &taps_at,
         };
-        quantized_of(op, &packed, &source, c4, x_zp, od * oh * ow, requant)
+        quantized_of(op, &packed, &source, c4, x_zp, 1, requant)
     };
     Some(run())
+}
+
+/// `x` (`[n, *image, c]` uint8, channels-last already) with a border of `pad` holding `x_zp`:
+/// each interior row one copy.
+fn pad_pixels(
+    x: &[u8],
+    x_zp: i32,
+    n: usize,
+    c: usize,
+    image: [usize; 3],
+    padded: [usize; 3],
+    pad: [usize; 3],
+) -> Vec<u8> {
+    let [d, h, w] = image;
+    let [_, ph, pw] = padded;
+    let row_bytes = pw * c;
+    let mut out = vec![x_zp.clamp(0, 255) as u8; n * padded.iter().product::<usize>() * c];
+    let rows_total = n * padded[0] * ph;
+    let par = out.len() > 1 << 16;
+    for_each_chunk_mut(
+        &mut out,
+        row_bytes.max(1),
+        par && rows_total > 1,
+        &|k, row| {
+            let y = k % ph;
+            let z = (k / ph) % padded[0];
+            let b = k / (ph * padded[0]);
+            if z < pad[0] || z >= pad[0] + d || y < pad[1] || y >= pad[1] + h {
+                return;
+            }
+            let first = ((b * d + z - pad[0]) * h + y - pad[1]) * w * c;
+            if let (Some(src), Some(dst)) = (
+                x.get(first..first + w * c),
+                row.get_mut(pad[2] * c..(pad[2] + w) * c),
+            ) {
+                dst.copy_from_slice(src);
+            }
+        },
+    );
+    out
 }
 
 /// `x` (`[n, c, *image]` uint8) channels-last with a border of `pad` holding `x_zp`, each of

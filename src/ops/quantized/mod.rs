@@ -12,7 +12,8 @@
 //! oneDNN's arithmetic (`onednn.rs`), through which the oneDNN engine's fused
 //! `quantized::linear_tanh` / `conv2d_add` and friends run (`onednn_engine.rs`), and the
 //! uint8 `onednn::qadd.tensor` / `qmul.tensor`, which PyTorch runs with ATen's own kernels
-//! (`int8_binary.rs`). Under the `qnnpack` engine, convolutions, linear layers, `add`, average
+//! (`int8_binary.rs`). Quantized tensors keep PyTorch's memory formats (channels-last after a
+//! convolution, `layout.rs`). Under the `qnnpack` engine, convolutions, linear layers, `add`, average
 //! pooling and the spatial `mean` follow QNNPACK's arithmetic instead (`qnnpack.rs`).
 //!
 //! Integer accumulation is exact (int32 sums of `(x - x_zp) * (w - w_zp)`); requantization
@@ -35,6 +36,7 @@ pub mod int8_binary;
 mod int8_depthwise;
 mod int8_gemm;
 mod int8_sums;
+pub mod layout;
 pub mod legacy;
 pub mod linear;
 pub mod norm;

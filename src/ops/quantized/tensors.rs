@@ -126,13 +126,19 @@ fn quantized_bytes(
 }
 
 /// `x` (any real dtype) quantized per tensor: quint8 and qint8 as fbgemm's `QuantizeAvx2`,
-/// qint32 as its scalar `Quantize` (ATen's paths on x86).
+/// qint32 as its scalar `Quantize` (ATen's paths on x86), over the elements in memory order
+/// and in `x`'s memory format, as ATen allocates it (`suggest_memory_format`).
 pub(crate) fn quantize_tensor(
     x: &Tensor,
     scale: f64,
     zero_point: i64,
     dtype: DType,
 ) -> Result<Tensor> {
+    super::layout::in_memory_order(x, |x| quantize_rows(x, scale, zero_point, dtype))
+}
+
+/// [`quantize_tensor`] in row-major order, into a contiguous tensor.
+fn quantize_rows(x: &Tensor, scale: f64, zero_point: i64, dtype: DType) -> Result<Tensor> {
     let range = dtype
         .quantized_range()
         .ok_or_else(|| wrong_dtype("quantize_per_tensor", "dtype", "a quantized dtype", dtype))?;
@@ -483,6 +489,11 @@ fn by_channel(
 
 /// A quantized tensor's real values (float32).
 pub(crate) fn dequantize_tensor(t: &Tensor) -> Result<Tensor> {
+    super::layout::in_memory_order(t, dequantize_rows)
+}
+
+/// [`dequantize_tensor`] in row-major order, into a contiguous tensor.
+fn dequantize_rows(t: &Tensor) -> Result<Tensor> {
     let q = t
         .quantizer()
         .ok_or_else(|| wrong_dtype("dequantize", "input", "quantized", t.dtype()))?;

@@ -479,6 +479,23 @@ fn decode_qtensor(obj: &serde_json::Map<String, Value>, arrays: &mut Arrays) -> 
             ints.storage_offset(),
         )
         .expect("golden reshape");
+    // a layout the case pins (channels-last): the integers laid out densely with its strides
+    let ints = match obj.get("strides").and_then(Value::as_array) {
+        Some(strides) => {
+            let strides: Vec<isize> = strides
+                .iter()
+                .map(|s| s.as_i64().expect("stride") as isize)
+                .collect();
+            let numel: usize = shape.iter().product();
+            let laid = Tensor::zeros(&[numel], int_dtype)
+                .expect("golden storage")
+                .as_strided(&shape, &strides, 0)
+                .expect("golden strides");
+            laid.copy_from(&ints).expect("golden layout");
+            laid
+        }
+        None => ints,
+    };
     let quantizer = if let Some(scale) = obj.get("scale") {
         Quantizer::PerTensorAffine {
             scale: json_f64(scale),
@@ -529,9 +546,29 @@ fn compare_quantized(g: &Tensor, w: &Tensor, path: &str) -> Result<(), String> {
             w.quantizer()
         ));
     }
+    // a result PyTorch leaves non-contiguous (channels-last: a case with `strides`) must have
+    // its layout, size-1 dims aside
+    if !w.is_contiguous() && layout(g) != layout(w) {
+        return Err(format!(
+            "{path}: strides {:?}, want {:?}",
+            g.strides(),
+            w.strides()
+        ));
+    }
     let gi = g.int_repr_view().map_err(|e| e.to_string())?;
     let wi = w.int_repr_view().map_err(|e| e.to_string())?;
     compare_tensors(&gi, &wi, 0.0, 0.0, &format!("{path}.int_repr"))
+}
+
+/// The strides of the dims of more than one element (those that place elements).
+fn layout(t: &Tensor) -> Vec<(usize, isize)> {
+    t.shape()
+        .iter()
+        .zip(t.strides())
+        .enumerate()
+        .filter(|(_, (&n, _))| n > 1)
+        .map(|(d, (_, &s))| (d, s))
+        .collect()
 }
 
 /// Compare `got` with PyTorch's `want`; `Err` describes the first difference. Floating tensors
