@@ -288,22 +288,25 @@ pub(super) fn conv_quantized(
     Some(run())
 }
 
-/// `x` (`[n, *image, c]` uint8, channels-last already) with a border of `pad` holding `x_zp`:
-/// each interior row one copy.
-fn pad_pixels(
-    x: &[u8],
+/// Writes one interior padded row: `(image, z, y, row)`, `z` and `y` unpadded.
+type FillRow<'a> = &'a (dyn Fn(usize, usize, usize, &mut [u8]) + Sync);
+
+/// A channels-last uint8 buffer of `n` padded images (`padded` spatial sizes, `row_bytes` per
+/// padded row) filled with `x_zp`, whose interior rows `fill_row(image, z, y, row)` writes
+/// (`z`, `y` unpadded; the row is the whole padded row), in parallel on large buffers.
+fn padded_rows(
     x_zp: i32,
     n: usize,
-    c: usize,
+    row_bytes: usize,
     image: [usize; 3],
     padded: [usize; 3],
     pad: [usize; 3],
+    fill_row: FillRow<'_>,
 ) -> Vec<u8> {
-    let [d, h, w] = image;
-    let [_, ph, pw] = padded;
-    let row_bytes = pw * c;
-    let mut out = vec![x_zp.clamp(0, 255) as u8; n * padded.iter().product::<usize>() * c];
+    let [d, h, _] = image;
+    let ph = padded[1];
     let rows_total = n * padded[0] * ph;
+    let mut out = vec![x_zp.clamp(0, 255) as u8; rows_total * row_bytes];
     let par = out.len() > 1 << 16;
     for_each_chunk_mut(
         &mut out,
@@ -316,7 +319,33 @@ fn pad_pixels(
             if z < pad[0] || z >= pad[0] + d || y < pad[1] || y >= pad[1] + h {
                 return;
             }
-            let first = ((b * d + z - pad[0]) * h + y - pad[1]) * w * c;
+            fill_row(b, z - pad[0], y - pad[1], row);
+        },
+    );
+    out
+}
+
+/// `x` (`[n, *image, c]` uint8, channels-last already) with a border of `pad` holding `x_zp`:
+/// each interior row one copy.
+fn pad_pixels(
+    x: &[u8],
+    x_zp: i32,
+    n: usize,
+    c: usize,
+    image: [usize; 3],
+    padded: [usize; 3],
+    pad: [usize; 3],
+) -> Vec<u8> {
+    let [d, h, w] = image;
+    padded_rows(
+        x_zp,
+        n,
+        padded[2] * c,
+        image,
+        padded,
+        pad,
+        &|b, zi, yi, row| {
+            let first = ((b * d + zi) * h + yi) * w * c;
             if let (Some(src), Some(dst)) = (
                 x.get(first..first + w * c),
                 row.get_mut(pad[2] * c..(pad[2] + w) * c),
@@ -324,8 +353,7 @@ fn pad_pixels(
                 dst.copy_from_slice(src);
             }
         },
-    );
-    out
+    )
 }
 
 /// `x` (`[n, c, *image]` uint8) channels-last with a border of `pad` holding `x_zp`, each of
@@ -344,25 +372,15 @@ fn channels_last(
 ) -> Vec<u8> {
     let cp = c / c_per_g * c4;
     let [d, h, w] = image;
-    let [_, ph, pw] = padded;
     let plane = d * h * w;
-    let row_bytes = pw * cp;
-    let mut out = vec![x_zp.clamp(0, 255) as u8; n * padded.iter().product::<usize>() * cp];
-    // one padded input row (n, z, y) per piece: every interior row gets its pixels
-    let rows_total = n * padded[0] * ph;
-    let par = out.len() > 1 << 16;
-    for_each_chunk_mut(
-        &mut out,
-        row_bytes.max(1),
-        par && rows_total > 1,
-        &|k, row| {
-            let y = k % ph;
-            let z = (k / ph) % padded[0];
-            let b = k / (ph * padded[0]);
-            if z < pad[0] || z >= pad[0] + d || y < pad[1] || y >= pad[1] + h {
-                return;
-            }
-            let (zi, yi) = (z - pad[0], y - pad[1]);
+    padded_rows(
+        x_zp,
+        n,
+        padded[2] * cp,
+        image,
+        padded,
+        pad,
+        &|b, zi, yi, row| {
             let first = (b * c) * plane + (zi * h + yi) * w;
             // groups of whole 4-byte runs sit where they are: the row is one transpose of the
             // `c x w` byte matrix (channel lines `plane` apart) into `w x c`
@@ -386,8 +404,7 @@ fn channels_last(
                 }
             }
         },
-    );
-    out
+    )
 }
 
 /// `x` (`m` rows of `k` values in 0..=255) as the kernel's rows: `[m, k4]` bytes.
