@@ -168,89 +168,81 @@ fn clamped(a: &Args<'_>, y: IValue, min: &IValue, max: &IValue) -> R {
     via_aten(a, "aten::clamp", vec![y, min, max])
 }
 
-/// linear_clamp_run(X, W_prepack) -> clamp(linear(X, W, B), output_min, output_max)
-fn linear_clamp_run(a: &mut Args<'_>) -> R {
-    let state = context_state(a, LINEAR_CLASS, 4, "(weight, bias, output_min, output_max)")?;
-    let [w, b, min, max] = state.items() else {
-        return Err(value_err(format!("{}: malformed context", a.op)));
-    };
-    let x = float_input(a, None)?;
-    let y = via_aten(
-        a,
-        "aten::linear",
-        vec![IValue::Tensor(x), w.clone(), b.clone()],
-    )?;
-    clamped(a, y, min, max)
+/// What a `*_clamp_run` op computes from its context: the ATen op its XNNPACK kernel stands
+/// for, called on `X` and the state's values at `args` (the state ends with the two clamp
+/// bounds).
+struct ClampRun {
+    class: &'static str,
+    /// The state's fields, for the error on a malformed context.
+    layout: &'static str,
+    len: usize,
+    aten: &'static str,
+    /// The state positions passed after `X`, in the ATen op's order.
+    args: &'static [usize],
+    /// The input's rank, where the kernel takes only one.
+    rank: Option<usize>,
 }
+
+/// linear_clamp_run(X, W_prepack) -> clamp(linear(X, W, B), output_min, output_max)
+const LINEAR_RUN: ClampRun = ClampRun {
+    class: LINEAR_CLASS,
+    layout: "(weight, bias, output_min, output_max)",
+    len: 4,
+    aten: "aten::linear",
+    args: &[0, 1],
+    rank: None,
+};
 
 /// conv2d_clamp_run(X, W_prepack) -> clamp(conv2d(X, ...), output_min, output_max)
-fn conv2d_clamp_run(a: &mut Args<'_>) -> R {
-    let state = context_state(
-        a,
-        CONV2D_CLASS,
-        8,
-        "(weight, bias, stride, padding, dilation, groups, output_min, output_max)",
-    )?;
-    let [w, b, stride, padding, dilation, groups, min, max] = state.items() else {
-        return Err(value_err(format!("{}: malformed context", a.op)));
-    };
-    let x = float_input(a, Some(4))?;
-    let y = via_aten(
-        a,
-        "aten::conv2d",
-        vec![
-            IValue::Tensor(x),
-            w.clone(),
-            b.clone(),
-            stride.clone(),
-            padding.clone(),
-            dilation.clone(),
-            groups.clone(),
-        ],
-    )?;
-    clamped(a, y, min, max)
-}
+const CONV2D_RUN: ClampRun = ClampRun {
+    class: CONV2D_CLASS,
+    layout: "(weight, bias, stride, padding, dilation, groups, output_min, output_max)",
+    len: 8,
+    aten: "aten::conv2d",
+    args: &[0, 1, 2, 3, 4, 5],
+    rank: Some(4),
+};
 
-/// conv2d_transpose_clamp_run(X, W_prepack) -> clamp(conv_transpose2d(X, ...), min, max)
-fn conv2d_transpose_clamp_run(a: &mut Args<'_>) -> R {
-    let state = context_state(
-        a,
-        TRANSPOSE_CONV2D_CLASS,
-        9,
+/// conv2d_transpose_clamp_run(X, W_prepack) -> clamp(conv_transpose2d(X, ...), min, max):
+/// the context holds dilation before groups, ATen takes groups first.
+const TRANSPOSE_CONV2D_RUN: ClampRun = ClampRun {
+    class: TRANSPOSE_CONV2D_CLASS,
+    layout:
         "(weight, bias, stride, padding, output_padding, dilation, groups, output_min, output_max)",
-    )?;
-    let [w, b, stride, padding, output_padding, dilation, groups, min, max] = state.items() else {
+    len: 9,
+    aten: "aten::conv_transpose2d.input",
+    args: &[0, 1, 2, 3, 4, 6, 5],
+    rank: Some(4),
+};
+
+fn clamp_run(a: &mut Args<'_>, run: &ClampRun) -> R {
+    let state = context_state(a, run.class, run.len, run.layout)?;
+    let items = state.items();
+    let (Some(min), Some(max)) = (items.get(run.len - 2), items.get(run.len - 1)) else {
         return Err(value_err(format!("{}: malformed context", a.op)));
     };
-    let x = float_input(a, Some(4))?;
-    let y = via_aten(
-        a,
-        "aten::conv_transpose2d.input",
-        vec![
-            IValue::Tensor(x),
-            w.clone(),
-            b.clone(),
-            stride.clone(),
-            padding.clone(),
-            output_padding.clone(),
-            groups.clone(),
-            dilation.clone(),
-        ],
-    )?;
+    let x = float_input(a, run.rank)?;
+    let mut args = vec![IValue::Tensor(x)];
+    for &i in run.args {
+        let Some(v) = items.get(i) else {
+            return Err(value_err(format!("{}: malformed context", a.op)));
+        };
+        args.push(v.clone());
+    }
+    let y = via_aten(a, run.aten, args)?;
     clamped(a, y, min, max)
 }
 
 pub(crate) fn register(r: &mut Registry) {
     r.add("prepacked::linear_clamp_prepack", linear_clamp_prepack);
-    r.add("prepacked::linear_clamp_run", linear_clamp_run);
+    r.add("prepacked::linear_clamp_run", |a| clamp_run(a, &LINEAR_RUN));
     r.add("prepacked::conv2d_clamp_prepack", conv2d_clamp_prepack);
-    r.add("prepacked::conv2d_clamp_run", conv2d_clamp_run);
+    r.add("prepacked::conv2d_clamp_run", |a| clamp_run(a, &CONV2D_RUN));
     r.add(
         "prepacked::conv2d_transpose_clamp_prepack",
         conv2d_transpose_clamp_prepack,
     );
-    r.add(
-        "prepacked::conv2d_transpose_clamp_run",
-        conv2d_transpose_clamp_run,
-    );
+    r.add("prepacked::conv2d_transpose_clamp_run", |a| {
+        clamp_run(a, &TRANSPOSE_CONV2D_RUN)
+    });
 }
