@@ -1,4 +1,4 @@
-//! `tsrun compare MODEL [-i INPUT]... --expected OUT.npz [--rtol R] [--atol A] [--json]`: run
+//! `tsrun compare MODEL [-i INPUT]... --expected OUT.npz [--rtol R] [--atol A] [--calls N] [--json]`: run
 //! the model and check every leaf of its result against arrays PyTorch wrote, reporting the
 //! worst element of each leaf; exit code 1 when any leaf is outside the tolerance.
 //!
@@ -37,6 +37,11 @@ pub struct CompareArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Call the method this many times with the same inputs and check every result (a model
+    /// whose results drift from call to call, through its state or a cache, fails on the first
+    /// call that differs; the report is that call's).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub calls: u32,
     #[command(flatten)]
     pub limits: super::run::LimitArgs,
 }
@@ -56,17 +61,25 @@ pub fn run(args: &CompareArgs) -> CliResult {
             Vec::new(),
         )
     };
-    let result = super::run::call(&module, &args.method, &args.inputs, &args.limits, args.seed)?;
     let expected: Vec<_> = expected.into_iter().collect();
-    let report = crate::golden::compare_result_with_strings(
-        &result,
-        &expected,
-        &strings,
-        Tolerance::new(args.rtol, args.atol),
-    )?;
+    let mut call = 0;
+    let report = loop {
+        call += 1;
+        let result =
+            super::run::call(&module, &args.method, &args.inputs, &args.limits, args.seed)?;
+        let report = crate::golden::compare_result_with_strings(
+            &result,
+            &expected,
+            &strings,
+            Tolerance::new(args.rtol, args.atol),
+        )?;
+        if !report.passed() || call >= args.calls {
+            break report;
+        }
+    };
     if args.json {
         let value = serde_json::json!({
-            "ok": report.passed(), "rtol": args.rtol, "atol": args.atol, "pairing": report.pairing,
+            "ok": report.passed(), "call": call, "rtol": args.rtol, "atol": args.atol, "pairing": report.pairing,
             "leaves": report.leaves, "missing": report.missing, "extra": report.extra,
         });
         println!("{}", super::output::pretty_json(&value)?);
@@ -78,7 +91,11 @@ pub fn run(args: &CompareArgs) -> CliResult {
     if report.passed() {
         return Ok(());
     }
-    Err(CliError::Mismatch(mismatch_message(&report)))
+    let mut message = mismatch_message(&report);
+    if call > 1 {
+        message.push_str(&format!(" (call {call}; the earlier calls matched)"));
+    }
+    Err(CliError::Mismatch(message))
 }
 
 /// `1 of 1 leaves differ beyond rtol 0.00001 / atol 0.00000001`, then missing and extra leaves.

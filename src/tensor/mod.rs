@@ -22,7 +22,7 @@ mod storage;
 
 pub use dtype::DType;
 pub use element::Element;
-pub use identity::TensorIdentity;
+pub use identity::{TensorIdentity, ViewStamp};
 pub use nested::{nested_contiguous_geometry, NestedParts};
 pub use quantizer::{pack_nibbles, unpack_nibbles, Quantizer};
 pub use scalar::Scalar;

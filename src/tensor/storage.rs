@@ -520,4 +520,9 @@ impl WeakStorage {
     pub fn is_dead(&self) -> bool {
         self.0.strong_count() == 0
     }
+
+    /// The version of the buffer's bytes (see [`Storage::version`]), if it is still alive.
+    pub fn version(&self) -> Option<u64> {
+        self.0.upgrade().map(|i| i.version.load(Ordering::Acquire))
+    }
 }

@@ -8,6 +8,7 @@ mod error_data;
 mod load_common;
 
 mod bad_input;
+mod cached_regions;
 mod cli_bench;
 mod cli_code;
 mod cli_commands;

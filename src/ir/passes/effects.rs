@@ -50,7 +50,7 @@ fn bit(i: usize) -> ParamSet {
 }
 
 /// Operators that update running statistics without saying so in their schemas.
-const RUNNING_STATS_OPS: &[&str] = &[
+pub(crate) const RUNNING_STATS_OPS: &[&str] = &[
     "aten::batch_norm",
     "aten::instance_norm",
     "aten::_batch_norm_impl_index",

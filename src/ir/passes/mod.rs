@@ -6,6 +6,7 @@ mod constprop;
 pub mod effects;
 mod inline;
 pub mod inplace_geometry;
+pub mod invariant_regions;
 mod list_idioms;
 mod normalize;
 mod peephole;

@@ -176,6 +176,7 @@ impl Frame<'_> {
                     // errors inside nested blocks (and fused operators) already carry this frame
                     Op::If { .. }
                     | Op::Loop { .. }
+                    | Op::CachedRegion(_)
                     | Op::Wait
                     | Op::ElementwiseChain { .. }
                     | Op::ModuleChain(_) => e,
@@ -295,6 +296,36 @@ impl Frame<'_> {
                     if let Some(&r) = instr.outputs.get(k) {
                         self.regs[r as usize] = v;
                     }
+                }
+                Ok(())
+            }
+            Op::CachedRegion(region) => {
+                let args = self.inputs(instr);
+                if let Some(kept) = region.cache.get(&args) {
+                    for (&r, v) in instr.outputs.iter().zip(kept) {
+                        self.regs[r as usize] = v;
+                    }
+                    return Ok(());
+                }
+                let body = &region.body;
+                if args.len() != body.params.len() {
+                    return Err(rt("a cached region's inputs do not match its body"));
+                }
+                // stamped before the body reads them: a write meanwhile leaves a newer version
+                let stamps = super::region_cache::Stamps::of(&args);
+                for (&r, v) in body.params.iter().zip(args) {
+                    self.regs[r as usize] = v;
+                }
+                self.run_instrs(body)?;
+                let results: Vec<IValue> = body.returns.iter().map(|&o| self.read(o)).collect();
+                for &r in body.params.iter() {
+                    self.regs[r as usize] = IValue::None;
+                }
+                if let Some(stamps) = stamps {
+                    region.cache.put(stamps, &results);
+                }
+                for (&r, v) in instr.outputs.iter().zip(results) {
+                    self.regs[r as usize] = v;
                 }
                 Ok(())
             }

@@ -8,10 +8,14 @@ mod module_chain;
 mod plan;
 mod profile;
 mod program;
+mod region_cache;
 
 pub use exec::matches_type;
 pub use plan::Callee;
-pub use plan::{build_plan, is_interpreter_op, set_elementwise_fusion, Plan};
+pub use plan::{
+    build_plan, build_plan_with, is_interpreter_op, set_elementwise_fusion, set_region_caching,
+    Plan,
+};
 pub use profile::{profile_calls, OpTime};
 pub use program::{PlanBuilder, Program};
 
@@ -80,6 +84,19 @@ impl Interpreter {
             .fold((0, 0, 0), |(n, f, d), (a, b, c)| (n + a, f + b, d + c))
     }
 
+    /// Over every plan compiled so far: how many parameter-only regions they keep results of,
+    /// how many runs took kept results and how many computed them ([`Plan::cached_regions`]).
+    pub fn cached_regions(&self) -> (usize, u64, u64) {
+        let methods = self.methods.read();
+        let functions = self.functions.read();
+        methods
+            .values()
+            .flat_map(HashMap::values)
+            .chain(functions.values())
+            .map(|p| p.cached_regions())
+            .fold((0, 0, 0), |(n, h, m), (a, b, c)| (n + a, h + b, m + c))
+    }
+
     /// Pack the folded weights of the fused module chains in the compiled `forward` plans of
     /// `modules` (a module tree's objects), as their first call would; the storages of the
     /// weights so packed.
@@ -117,9 +134,9 @@ impl Interpreter {
             return Ok(Some(p.clone()));
         }
         let fname = format!("{class}.{name}");
-        let Some(plan) = self
-            .program
-            .method(class, name, &mut |g| build_plan(&fname, g))?
+        let Some(plan) = self.program.method(class, name, &mut |g| {
+            build_plan_with(&fname, g, self.program.callee_graphs())
+        })?
         else {
             return Ok(None);
         };
@@ -141,7 +158,8 @@ impl Interpreter {
         if let Some(p) = self.functions.read().get(qualname) {
             return Ok(p.clone());
         }
-        let mut build = |g: &crate::ir::Graph| build_plan(qualname, g);
+        let callees = self.program.callee_graphs();
+        let mut build = |g: &crate::ir::Graph| build_plan_with(qualname, g, callees);
         let mut plan = self.program.function(qualname, &mut build)?;
         if plan.is_none() {
             if let Some((class, method)) = qualname.rsplit_once('.') {

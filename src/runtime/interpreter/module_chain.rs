@@ -30,7 +30,7 @@ use super::Program;
 use crate::ir::graph::{Attr, Def, Graph, NodeId, ValueId};
 use crate::ops::conv::{convolution_scaled, ConvParams};
 use crate::ops::gemm::Activation;
-use crate::tensor::{DType, Tensor, WeakStorage};
+use crate::tensor::{DType, Tensor, ViewStamp};
 use crate::values::types::Type;
 use crate::values::{IValue, Object};
 use parking_lot::Mutex;
@@ -684,44 +684,9 @@ impl ReadyFold {
     }
 }
 
-/// What identifies a tensor a fold read: its storage (held weakly), the version of its bytes
-/// when read, and its view.
-#[derive(Debug)]
-struct Stamp {
-    storage: WeakStorage,
-    version: u64,
-    offset: usize,
-    shape: Box<[usize]>,
-    strides: Box<[isize]>,
-    dtype: DType,
-}
-
-impl Stamp {
-    fn of(t: &Tensor) -> Stamp {
-        Stamp {
-            storage: t.storage().downgrade(),
-            version: t.storage().version(),
-            offset: t.storage_offset(),
-            shape: t.shape().into(),
-            strides: t.strides().into(),
-            dtype: t.dtype(),
-        }
-    }
-
-    /// Whether `t` is the same view of the same storage, unwritten since.
-    fn matches(&self, t: &Tensor) -> bool {
-        self.storage.is(t.storage())
-            && self.version == t.storage().version()
-            && self.offset == t.storage_offset()
-            && *self.shape == *t.shape()
-            && *self.strides == *t.strides()
-            && self.dtype == t.dtype()
-    }
-}
-
 /// A fold kept with the stamps of the tensors it was computed from.
 struct CachedFold {
-    stamps: Vec<Option<Stamp>>,
+    stamps: Vec<Option<ViewStamp>>,
     ready: ReadyFold,
 }
 
@@ -760,10 +725,13 @@ impl FoldCache {
         }
         // stamped before the data is read: a write meanwhile leaves a newer version, so the
         // entry is not reused
-        let stamps = inputs.tensors().map(|t| t.map(Stamp::of)).collect();
+        let stamps = inputs
+            .tensors()
+            .map(|t| t.and_then(ViewStamp::of))
+            .collect();
         let ready = ReadyFold::new(fold(facts, inputs)?)?;
         let mut folds = self.0.lock();
-        folds.retain(|c| !c.stamps.iter().flatten().any(|s| s.storage.is_dead()));
+        folds.retain(|c| !c.stamps.iter().flatten().any(ViewStamp::is_stale));
         if folds.len() >= MAX_FOLDS {
             folds.remove(0);
         }

@@ -10,6 +10,8 @@ use crate::ir::graph::{Attr, BlockId, Def, Graph, NodeId, ValueId};
 use crate::ir::passes::inplace_geometry::{
     has_inplace_geometry, thread_inplace_geometry, ReshapedParam,
 };
+use crate::ir::passes::invariant_regions::{wrap_invariant_regions, CACHED_REGION};
+use crate::ir::passes::CalleeGraphs;
 use crate::ir::CompileError;
 use crate::ops::elementwise_chain::{chain_operator, ChainArg, ChainOperator, ChainStep};
 use crate::ops::{Kernel, Registry};
@@ -77,6 +79,10 @@ pub(crate) enum Op {
     /// (see `module_chain`): one folded convolution when the modules qualify at run time, else
     /// the calls in turn.
     ModuleChain(Box<ModuleChainOp>),
+    /// Operators that read only a module's parameters and constants
+    /// (`ir::passes::invariant_regions`): their results are kept and reused while what they
+    /// read is unchanged. The inputs are bound to the body's parameters.
+    CachedRegion(Box<CachedRegionOp>),
     /// An operator whose kernel was registered at run time (`tsrun::register_op`).
     Custom(crate::ops::custom::CustomOp),
     /// An in-place geometry op inside a branch or loop body that tsrun cannot make functional
@@ -176,6 +182,14 @@ pub(crate) struct ModuleChainOp {
     pub declined_calls: std::sync::atomic::AtomicU64,
 }
 
+/// A parameter-only region and its kept results.
+pub(crate) struct CachedRegionOp {
+    pub body: Block,
+    pub cache: super::region_cache::RegionCache,
+    /// What the region runs, for profiles: `cached region (aten::batch_norm + ...)`.
+    pub label: Arc<str>,
+}
+
 /// Receiver classes and what a chain of modules of those classes computes.
 pub(crate) type ChainFactsFor = (Box<[Arc<str>]>, Option<Arc<ChainFacts>>);
 
@@ -222,6 +236,15 @@ pub fn set_elementwise_fusion(on: bool) {
     ELEMENTWISE_FUSION.store(on, Ordering::Relaxed);
 }
 
+/// Whether plans keep the results of parameter-only regions (on unless turned off, to compare
+/// with computing them on every call).
+static REGION_CACHING: AtomicBool = AtomicBool::new(true);
+
+/// Turn the caching of parameter-only regions on or off for plans built from now on.
+pub fn set_region_caching(on: bool) {
+    REGION_CACHING.store(on, Ordering::Relaxed);
+}
+
 pub use crate::ops::is_interpreter_op;
 
 /// A compiled function ready to run.
@@ -256,6 +279,7 @@ impl Plan {
                         else_block,
                     } => blocks.extend([then_block, else_block]),
                     Op::Loop { body } | Op::Fork { body } => blocks.push(body),
+                    Op::CachedRegion(region) => blocks.push(&region.body),
                     _ => {}
                 }
                 f(instr);
@@ -316,6 +340,21 @@ impl Plan {
         (n, fused, declined)
     }
 
+    /// How many parameter-only regions this plan keeps results of (nested blocks included),
+    /// how many of their runs so far took kept results, and how many computed them.
+    pub fn cached_regions(&self) -> (usize, u64, u64) {
+        let (mut n, mut hits, mut misses) = (0, 0, 0);
+        self.for_each_instr(|instr| {
+            if let Op::CachedRegion(region) = &instr.op {
+                let (h, m) = region.cache.counts();
+                n += 1;
+                hits += h;
+                misses += m;
+            }
+        });
+        (n, hits, misses)
+    }
+
     /// `f` on every fused module chain of the plan.
     pub(crate) fn for_each_module_chain(&self, mut f: impl FnMut(&ModuleChainOp)) {
         self.for_each_instr(|instr| {
@@ -369,15 +408,35 @@ fn plan_error(name: &str, msg: impl std::fmt::Display) -> crate::Error {
 
 /// Compile `graph` (the code of `name`) into a plan.
 pub fn build_plan(name: &str, graph: &Graph) -> crate::Result<Plan> {
+    build_plan_with(name, graph, None)
+}
+
+/// [`build_plan`], with the graphs of the functions and methods `graph` calls: calls on
+/// parameters alone are inlined so their work can be kept between calls.
+pub fn build_plan_with(
+    name: &str,
+    graph: &Graph,
+    callees: Option<&dyn CalleeGraphs>,
+) -> crate::Result<Plan> {
+    let mut rewritten: Option<Graph> = None;
+    let mut refused = HashMap::new();
+    let mut reshaped_param = None;
     if has_inplace_geometry(graph) {
         let mut threaded = graph.clone();
         let geometry = thread_inplace_geometry(&mut threaded)?;
-        let refused = geometry.deferred.into_iter().collect();
-        let mut plan = build_threaded_plan(name, &threaded, refused)?;
-        plan.reshaped_param = geometry.reshaped.into_iter().next();
-        return Ok(plan);
+        refused = geometry.deferred.into_iter().collect();
+        reshaped_param = geometry.reshaped.into_iter().next();
+        rewritten = Some(threaded);
     }
-    build_threaded_plan(name, graph, HashMap::new())
+    if REGION_CACHING.load(Ordering::Relaxed) {
+        if let Some(wrapped) = wrap_invariant_regions(rewritten.as_ref().unwrap_or(graph), callees)
+        {
+            rewritten = Some(wrapped);
+        }
+    }
+    let mut plan = build_threaded_plan(name, rewritten.as_ref().unwrap_or(graph), refused)?;
+    plan.reshaped_param = reshaped_param;
+    Ok(plan)
 }
 
 /// [`build_plan`] for a graph whose in-place geometry ops are threaded; `refused`: those left
@@ -1008,6 +1067,15 @@ impl Builder<'_> {
             "prim::fork" => Op::Fork {
                 body: block_at(self, 0)?,
             },
+            CACHED_REGION => {
+                let body = block_at(self, 0)?;
+                let names: Vec<&str> = body.instrs.iter().filter_map(Instr::op_name).collect();
+                Op::CachedRegion(Box::new(CachedRegionOp {
+                    label: format!("cached region ({})", names.join(" + ")).into(),
+                    body,
+                    cache: Default::default(),
+                }))
+            }
             "aten::wait" => Op::Wait,
             "aten::sort" | "aten::sorted"
                 if node.overload.as_deref() == Some("any")

@@ -145,6 +145,7 @@ fn label(op: &Op) -> String {
             let names: Vec<&str> = kernels.iter().map(|k| &*k.name).collect();
             return format!("fused elementwise ({})", names.join(" + "));
         }
+        Op::CachedRegion(region) => return region.label.to_string(),
         Op::ModuleChain(chain) => {
             let steps: Vec<&str> = chain.steps.iter().map(|s| s.kind.label()).collect();
             return format!("fused modules ({})", steps.join(" + "));

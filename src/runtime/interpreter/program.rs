@@ -2,6 +2,7 @@
 //! forward hooks a class declares.
 
 use super::plan::Plan;
+use crate::ir::passes::CalleeGraphs;
 use crate::ir::Graph;
 use std::sync::Arc;
 
@@ -23,6 +24,11 @@ pub trait Program: Send + Sync {
     /// The graph of method `name` of `class` with its calls inlined, for reading what a module
     /// computes (fused module chains); `None` when there is none or it is not available.
     fn inlined_method(&self, _class: &str, _name: &str) -> Option<Arc<Graph>> {
+        None
+    }
+    /// The graphs calls invoke, for inlining calls on parameters into a plan's graph (see
+    /// `ir::passes::invariant_regions`); `None` when not available.
+    fn callee_graphs(&self) -> Option<&dyn CalleeGraphs> {
         None
     }
     /// Methods of `class` to run before `forward` when the module is called

@@ -115,6 +115,10 @@ impl Program for UnitProgram {
         build(&function.graph).map(Some)
     }
 
+    fn callee_graphs(&self) -> Option<&dyn crate::ir::passes::CalleeGraphs> {
+        Some(&*self.unit)
+    }
+
     fn inlined_method(&self, class: &str, name: &str) -> Option<Arc<crate::ir::Graph>> {
         if !self.unit.class(class)?.has_method(name) {
             return None;
