@@ -156,7 +156,10 @@ fn max_assign<T: PoolByte>(acc: &mut [T], v: &[T]) {
     let n = acc.len().min(v.len());
     let (acc, v) = (&mut acc[..n], &v[..n]);
     let wide = n / 64 * 64;
-    for (a, b) in acc[..wide].chunks_exact_mut(64).zip(v[..wide].chunks_exact(64)) {
+    for (a, b) in acc[..wide]
+        .chunks_exact_mut(64)
+        .zip(v[..wide].chunks_exact(64))
+    {
         for i in 0..64 {
             a[i] = a[i].max(b[i]);
         }

@@ -536,7 +536,9 @@ impl AddQuint8 {
                 let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(r, r);
                 let q8 = _mm512_mask_blend_epi32(nan, _mm512_cvttps_epi32(t), nan_byte);
                 // SAFETY: `at + 16 <= vec_end <= o.len()`; the store is unaligned.
-                unsafe { _mm_storeu_si128(o.as_mut_ptr().add(at).cast(), _mm512_cvtepi32_epi8(q8)) };
+                unsafe {
+                    _mm_storeu_si128(o.as_mut_ptr().add(at).cast(), _mm512_cvtepi32_epi8(q8))
+                };
             }
             self.fill_tail(&p[vec_end..n], &q[vec_end..n], &mut o[vec_end..n]);
         }
@@ -907,6 +909,9 @@ fn cat_rows(
         .first()
         .ok_or_else(|| size_mismatch(a.op, "the number of tensors (at least)", 1, 0))?
         .dtype();
+    if let Some(out) = cat_bytes(xs, dim, (scale, zp), relu)? {
+        return Ok(out);
+    }
     let floats = xs
         .iter()
         .map(dequantize_tensor)
@@ -923,6 +928,85 @@ fn cat_rows(
         joined
     };
     quantize_tensor(&joined.contiguous()?, scale, zp, dtype)
+}
+
+/// [`cat_rows`] of 8-bit per-tensor inputs of one dtype, on the bytes: each input's bytes map
+/// through its requantization table (a copy where the table is the identity: same scale and
+/// zero point, no ReLU) straight into their place in the output. `None` (the float route)
+/// for other inputs, and for shapes that do not join (whose errors that route reports).
+fn cat_bytes(
+    xs: &[Tensor],
+    dim: i64,
+    out_qparams: (f64, i64),
+    relu: bool,
+) -> Result<Option<Tensor>> {
+    let Some(first) = xs.first() else {
+        return Ok(None);
+    };
+    let (dtype, rank) = (first.dtype(), first.dim());
+    let wrapped = if dim < 0 { dim + rank as i64 } else { dim };
+    if rank == 0 || !(0..rank as i64).contains(&wrapped) {
+        return Ok(None);
+    }
+    let at = wrapped as usize;
+    let mut out_shape = first.shape().to_vec();
+    out_shape[at] = 0;
+    let mut tables = Vec::with_capacity(xs.len());
+    for x in xs {
+        let joins = x.dtype() == dtype
+            && x.dim() == rank
+            && (0..rank).all(|d| d == at || x.shape()[d] == first.shape()[d]);
+        let table = x
+            .quantizer()
+            .and_then(|q| super::tensors::requantize_byte_table(dtype, q, out_qparams, relu));
+        let (true, Some(table)) = (joins, table) else {
+            return Ok(None);
+        };
+        out_shape[at] += x.shape()[at];
+        let identity = table.iter().enumerate().all(|(i, &b)| usize::from(b) == i);
+        tables.push((!identity).then_some(table));
+    }
+    let outer: usize = out_shape[..at].iter().product();
+    let out_inner: usize = out_shape[at..].iter().product();
+    let mut out = vec![0u8; outer * out_inner];
+    let mut offset = 0;
+    for (x, table) in xs.iter().zip(&tables) {
+        let ints = x.int_repr_view()?.contiguous()?;
+        let inner: usize = x.shape()[at..].iter().product();
+        let fill = |src: &[u8], out: &mut [u8]| {
+            for (o, row) in src.chunks_exact(inner.max(1)).enumerate().take(outer) {
+                let dst = &mut out[o * out_inner + offset..o * out_inner + offset + inner];
+                match table {
+                    None => dst.copy_from_slice(row),
+                    Some(t) => {
+                        for (d, &b) in dst.iter_mut().zip(row) {
+                            *d = t[usize::from(b)];
+                        }
+                    }
+                }
+            }
+        };
+        match dtype {
+            DType::QUInt8 => fill(ints.read::<u8>()?.as_slice().unwrap_or(&[]), &mut out),
+            _ => fill(
+                bytemuck::cast_slice(ints.read::<i8>()?.as_slice().unwrap_or(&[])),
+                &mut out,
+            ),
+        }
+        offset += inner;
+    }
+    let ints = match dtype {
+        DType::QUInt8 => Tensor::from_vec(out, &out_shape)?,
+        _ => Tensor::from_vec(
+            out.into_iter().map(|b| b as i8).collect::<Vec<i8>>(),
+            &out_shape,
+        )?,
+    };
+    let (scale, zero_point) = out_qparams;
+    Ok(Some(Tensor::quantized_from_ints(
+        &ints,
+        Quantizer::PerTensorAffine { scale, zero_point },
+    )?))
 }
 
 /// The float kernel `name` (an exact overload) called on `args`, its tensor result.
