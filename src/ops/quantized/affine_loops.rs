@@ -60,7 +60,7 @@ pub(crate) enum Byte {
 }
 
 impl Byte {
-    fn range(self) -> (i32, i32) {
+    pub(crate) fn range(self) -> (i32, i32) {
         match self {
             Byte::Unsigned => (0, 255),
             Byte::Signed => (-128, 127),

@@ -4,6 +4,7 @@
 //! registered before: a quantized input takes the quantized path, anything else the kernel
 //! that was there.
 
+use super::byte_pool::{max_pool2d_nhwc, max_pool2d_planes, Window2d};
 use super::layout::{self, elementwise};
 use super::tensors::{dequantize_tensor, quantize_tensor};
 use super::{
@@ -11,7 +12,6 @@ use super::{
     per_tensor_params, per_tensor_quantized, quantize_u8, quantize_val, tensor_result, unsupported,
     VEC_ELEMS_U8,
 };
-use crate::ops::kernels::parallel::for_each_chunk_mut;
 use crate::ops::kernels::reduce::{cascade_sum, outer_sum_blocked_columns, row_sum_ilp};
 use crate::ops::kernels::{
     check_rank, check_size, invalid_argument, shape_mismatch, size_mismatch, wrong_dtype,
@@ -480,6 +480,15 @@ impl AddQuint8 {
         let mut out = vec![0u8; x.len()];
         let row = row.max(1);
         #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU has the features the function is compiled for.
+            unsafe { self.fill_rows_avx512(x, y, &mut out, row) };
+            return out;
+        }
+        #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
             // SAFETY: the CPU has the features the function is compiled for.
             unsafe { self.fill_rows_fma(x, y, &mut out, row) };
@@ -487,6 +496,52 @@ impl AddQuint8 {
         }
         self.fill_rows(x, y, &mut out, row);
         out
+    }
+
+    /// [`Self::fill_rows`] with the vector body in explicit AVX-512 steps of 16 lanes (the
+    /// compiler leaves the saturating float-to-byte steps of the plain loop scalar): the same
+    /// FMA dequantization, sum, ReLU, round-half-even quantization and clamp, lane by lane as
+    /// [`quantize_u8`] (a NaN lane gives the zero point).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma")]
+    unsafe fn fill_rows_avx512(&self, x: &[u8], y: &[u8], out: &mut [u8], row: usize) {
+        use std::arch::x86_64::*;
+        let ((xs, xpre, _), (ys, ypre, _)) = (self.x, self.y);
+        let (xs, xpre) = (_mm512_set1_ps(xs), _mm512_set1_ps(xpre));
+        let (ys, ypre) = (_mm512_set1_ps(ys), _mm512_set1_ps(ypre));
+        let (inv, zpf) = (_mm512_set1_ps(self.inv), _mm512_set1_ps(self.zp as f32));
+        let (zero, top) = (_mm512_setzero_ps(), _mm512_set1_ps(255.0));
+        let nan_byte = _mm512_set1_epi32(self.zp.clamp(0, 255));
+        let lanes = |p: &[u8], at: usize| {
+            // SAFETY: callers pass `at + 16 <= p.len()`; the load is unaligned.
+            let bytes = unsafe { _mm_loadu_si128(p.as_ptr().add(at).cast()) };
+            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes))
+        };
+        for ((o, p), q) in out.chunks_mut(row).zip(x.chunks(row)).zip(y.chunks(row)) {
+            let n = o.len().min(p.len()).min(q.len());
+            let vec_end = n / (2 * QADD_VEC_ELEMS_U8) * (2 * QADD_VEC_ELEMS_U8);
+            for at in (0..vec_end).step_by(16) {
+                let mut c = _mm512_add_ps(
+                    _mm512_fmadd_ps(xs, lanes(p, at), xpre),
+                    _mm512_fmadd_ps(ys, lanes(q, at), ypre),
+                );
+                if self.relu {
+                    // (`f32::max` too gives 0 for a NaN sum)
+                    c = _mm512_max_ps(c, zero);
+                }
+                let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                    _mm512_mul_ps(c, inv),
+                );
+                let t = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, zpf), zero), top);
+                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(r, r);
+                let q8 = _mm512_mask_blend_epi32(nan, _mm512_cvttps_epi32(t), nan_byte);
+                // SAFETY: `at + 16 <= vec_end <= o.len()`; the store is unaligned.
+                unsafe {
+                    _mm_storeu_si128(o.as_mut_ptr().add(at).cast(), _mm512_cvtepi32_epi8(q8))
+                };
+            }
+            self.fill_tail(&p[vec_end..n], &q[vec_end..n], &mut o[vec_end..n]);
+        }
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -505,7 +560,7 @@ impl AddQuint8 {
     #[inline(always)]
     fn fill(&self, x: &[u8], y: &[u8], out: &mut [u8]) {
         let vec_end = x.len() / (2 * QADD_VEC_ELEMS_U8) * (2 * QADD_VEC_ELEMS_U8);
-        let ((xs, xpre, xz), (ys, ypre, yz)) = (self.x, self.y);
+        let ((xs, xpre, _), (ys, ypre, _)) = (self.x, self.y);
         let finish = |c: f32| {
             let c = if self.relu { c.max(0.0) } else { c };
             quantize_u8(c, self.inv, self.zp)
@@ -519,13 +574,17 @@ impl AddQuint8 {
                 + dequantize_val_fma(i32::from(q), ys, ypre);
             *o = finish(c);
         }
-        for ((o, &p), &q) in out[vec_end..]
-            .iter_mut()
-            .zip(&x[vec_end..])
-            .zip(&y[vec_end..])
-        {
+        self.fill_tail(&x[vec_end..], &y[vec_end..], &mut out[vec_end..]);
+    }
+
+    /// The scalar formula ATen's loop uses after its last whole pair of vectors.
+    #[inline(always)]
+    fn fill_tail(&self, x: &[u8], y: &[u8], out: &mut [u8]) {
+        let ((xs, _, xz), (ys, _, yz)) = (self.x, self.y);
+        for ((o, &p), &q) in out.iter_mut().zip(x).zip(y) {
             let c = dequantize_val(i32::from(p), xs, xz) + dequantize_val(i32::from(q), ys, yz);
-            *o = finish(c);
+            let c = if self.relu { c.max(0.0) } else { c };
+            *o = quantize_u8(c, self.inv, self.zp);
         }
     }
 }
@@ -850,6 +909,9 @@ fn cat_rows(
         .first()
         .ok_or_else(|| size_mismatch(a.op, "the number of tensors (at least)", 1, 0))?
         .dtype();
+    if let Some(out) = cat_bytes(xs, dim, (scale, zp), relu)? {
+        return Ok(out);
+    }
     let floats = xs
         .iter()
         .map(dequantize_tensor)
@@ -866,6 +928,85 @@ fn cat_rows(
         joined
     };
     quantize_tensor(&joined.contiguous()?, scale, zp, dtype)
+}
+
+/// [`cat_rows`] of 8-bit per-tensor inputs of one dtype, on the bytes: each input's bytes map
+/// through its requantization table (a copy where the table is the identity: same scale and
+/// zero point, no ReLU) straight into their place in the output. `None` (the float route)
+/// for other inputs, and for shapes that do not join (whose errors that route reports).
+fn cat_bytes(
+    xs: &[Tensor],
+    dim: i64,
+    out_qparams: (f64, i64),
+    relu: bool,
+) -> Result<Option<Tensor>> {
+    let Some(first) = xs.first() else {
+        return Ok(None);
+    };
+    let (dtype, rank) = (first.dtype(), first.dim());
+    let wrapped = if dim < 0 { dim + rank as i64 } else { dim };
+    if rank == 0 || !(0..rank as i64).contains(&wrapped) {
+        return Ok(None);
+    }
+    let at = wrapped as usize;
+    let mut out_shape = first.shape().to_vec();
+    out_shape[at] = 0;
+    let mut tables = Vec::with_capacity(xs.len());
+    for x in xs {
+        let joins = x.dtype() == dtype
+            && x.dim() == rank
+            && (0..rank).all(|d| d == at || x.shape()[d] == first.shape()[d]);
+        let table = x
+            .quantizer()
+            .and_then(|q| super::tensors::requantize_byte_table(dtype, q, out_qparams, relu));
+        let (true, Some(table)) = (joins, table) else {
+            return Ok(None);
+        };
+        out_shape[at] += x.shape()[at];
+        let identity = table.iter().enumerate().all(|(i, &b)| usize::from(b) == i);
+        tables.push((!identity).then_some(table));
+    }
+    let outer: usize = out_shape[..at].iter().product();
+    let out_inner: usize = out_shape[at..].iter().product();
+    let mut out = vec![0u8; outer * out_inner];
+    let mut offset = 0;
+    for (x, table) in xs.iter().zip(&tables) {
+        let ints = x.int_repr_view()?.contiguous()?;
+        let inner: usize = x.shape()[at..].iter().product();
+        let fill = |src: &[u8], out: &mut [u8]| {
+            for (o, row) in src.chunks_exact(inner.max(1)).enumerate().take(outer) {
+                let dst = &mut out[o * out_inner + offset..o * out_inner + offset + inner];
+                match table {
+                    None => dst.copy_from_slice(row),
+                    Some(t) => {
+                        for (d, &b) in dst.iter_mut().zip(row) {
+                            *d = t[usize::from(b)];
+                        }
+                    }
+                }
+            }
+        };
+        match dtype {
+            DType::QUInt8 => fill(ints.read::<u8>()?.as_slice().unwrap_or(&[]), &mut out),
+            _ => fill(
+                bytemuck::cast_slice(ints.read::<i8>()?.as_slice().unwrap_or(&[])),
+                &mut out,
+            ),
+        }
+        offset += inner;
+    }
+    let ints = match dtype {
+        DType::QUInt8 => Tensor::from_vec(out, &out_shape)?,
+        _ => Tensor::from_vec(
+            out.into_iter().map(|b| b as i8).collect::<Vec<i8>>(),
+            &out_shape,
+        )?,
+    };
+    let (scale, zero_point) = out_qparams;
+    Ok(Some(Tensor::quantized_from_ints(
+        &ints,
+        Quantizer::PerTensorAffine { scale, zero_point },
+    )?))
 }
 
 /// The float kernel `name` (an exact overload) called on `args`, its tensor result.
@@ -1177,22 +1318,47 @@ fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
     let nd = oshape.len();
     oshape[nd - 2] = oh as usize;
     oshape[nd - 1] = ow as usize;
+    let window = Window2d { k, s, p, d };
+    let (hu, wu, ohu, owu) = (h as usize, w as usize, oh as usize, ow as usize);
+    let q = x
+        .quantizer()
+        .map(|q| (**q).clone())
+        .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
+    // a dense channels-last input (every quantized convolution's output): pool the NHWC bytes
+    // in place into a channels-last output, as ATen's NHWC kernel
+    if let Some(nhwc) = layout::channels_last_ints(&x)? {
+        let (n, c) = (shape[0], shape[1]);
+        let nhwc_shape = [n, ohu, owu, c];
+        let pooled = |ints: Tensor| -> Result<IValue> {
+            let y = Tensor::quantized_from_ints(&ints, q.clone())?;
+            tensor_result(permute(&y, &[0, 3, 1, 2])?)
+        };
+        match nhwc.dtype() {
+            DType::UInt8 => {
+                let read = nhwc.read::<u8>()?;
+                if let Some(src) = read.as_slice() {
+                    let out = max_pool2d_nhwc(src, n, [hu, wu], c, window, [ohu, owu]);
+                    drop(read);
+                    return pooled(Tensor::from_vec(out, &nhwc_shape)?);
+                }
+            }
+            DType::Int8 => {
+                let read = nhwc.read::<i8>()?;
+                if let Some(src) = read.as_slice() {
+                    let out = max_pool2d_nhwc(src, n, [hu, wu], c, window, [ohu, owu]);
+                    drop(read);
+                    return pooled(Tensor::from_vec(out, &nhwc_shape)?);
+                }
+            }
+            _ => {}
+        }
+    }
     if x.dtype() == DType::QUInt8 {
         let ints = x.int_repr_view()?.contiguous()?;
         let read = ints.read::<u8>()?;
         let src = read.as_slice().unwrap_or(&[]);
-        let (hu, wu, plane_out) = (h as usize, w as usize, (oh * ow) as usize);
         if src.len() == planes * hu * wu {
-            let window = PoolWindow { k, s, p, d };
-            let mut out = vec![0u8; planes * plane_out];
-            let par = out.len() >= 1 << 15;
-            for_each_chunk_mut(&mut out, plane_out.max(1), par, &|pl, dst| {
-                window.max_plane(&src[pl * hu * wu..(pl + 1) * hu * wu], [h, w], ow, dst);
-            });
-            let q = x
-                .quantizer()
-                .map(|q| (**q).clone())
-                .ok_or_else(|| wrong_dtype(a.op, "input", "quantized", x.dtype()))?;
+            let out = max_pool2d_planes(src, planes, [hu, wu], window, [ohu, owu]);
             let ints = Tensor::from_vec(out, &oshape)?;
             return tensor_result(Tensor::quantized_from_ints(&ints, q)?);
         }
@@ -1222,46 +1388,6 @@ fn qmax_pool2d(a: &mut Args<'_>) -> Result<IValue> {
         }
     }
     tensor_result(same_params_as(&x, &out, &oshape)?)
-}
-
-/// A 2-d max pooling window: kernel, stride, padding, dilation per spatial dim.
-struct PoolWindow {
-    k: [i64; 2],
-    s: [i64; 2],
-    p: [i64; 2],
-    d: [i64; 2],
-}
-
-impl PoolWindow {
-    /// One plane's maxima: per output row, the window's input rows are reduced elementwise
-    /// first (a vectorizable byte max), then each output takes its taps of that row. A
-    /// window with no tap inside the image (PyTorch refuses such padding) gives 0.
-    fn max_plane(&self, src: &[u8], [h, w]: [i64; 2], ow: i64, dst: &mut [u8]) {
-        let wu = w as usize;
-        let mut rows = vec![0u8; wu];
-        for (oy, out_row) in dst.chunks_mut(ow.max(1) as usize).enumerate() {
-            rows.fill(0);
-            for ky in 0..self.k[0] {
-                let iy = oy as i64 * self.s[0] - self.p[0] + ky * self.d[0];
-                if (0..h).contains(&iy) {
-                    let line = &src[iy as usize * wu..(iy as usize + 1) * wu];
-                    for (r, &v) in rows.iter_mut().zip(line) {
-                        *r = (*r).max(v);
-                    }
-                }
-            }
-            for (ox, o) in out_row.iter_mut().enumerate() {
-                let mut m = 0u8;
-                for kx in 0..self.k[1] {
-                    let ix = ox as i64 * self.s[1] - self.p[1] + kx * self.d[1];
-                    if (0..w).contains(&ix) {
-                        m = m.max(rows[ix as usize]);
-                    }
-                }
-                *o = m;
-            }
-        }
-    }
 }
 
 /// Three values of a 3-d pooling parameter (one value stands for all three).

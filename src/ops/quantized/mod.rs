@@ -23,6 +23,7 @@
 
 pub mod activation;
 mod affine_loops;
+mod byte_pool;
 mod byte_transpose;
 pub mod conv;
 pub mod elementwise;

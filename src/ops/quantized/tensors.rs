@@ -87,6 +87,41 @@ fn float32_contiguous(x: &Tensor) -> Result<Tensor> {
     x.to_dtype(DType::Float32)?.contiguous()
 }
 
+/// The byte each stored byte of an 8-bit per-tensor `from` value becomes when dequantized
+/// (`scale * (q - zero_point)`, [`dequantize_tensor`]'s rule), optionally ReLU'd, and
+/// quantized to (`scale`, `zero_point`) of the same `dtype` ([`quantize_tensor`]'s rule):
+/// both steps are functions of the one value, so a table of 256 entries gives exactly their
+/// composition. Indexed by the stored byte (qint8 as two's complement). `None` for other
+/// dtypes, quantizers or zero points outside the type's range.
+pub(crate) fn requantize_byte_table(
+    dtype: DType,
+    from: &Quantizer,
+    (scale, zero_point): (f64, i64),
+    relu: bool,
+) -> Option<[u8; 256]> {
+    let Quantizer::PerTensorAffine {
+        scale: from_scale,
+        zero_point: from_zp,
+    } = from
+    else {
+        return None;
+    };
+    let kind = byte_kind(dtype, *from_zp)?;
+    byte_kind(dtype, zero_point)?;
+    let (lo, hi) = kind.range();
+    let (from_scale, from_zp) = (*from_scale as f32, *from_zp as i32);
+    let inv = 1.0f32 / scale as f32;
+    Some(std::array::from_fn(|byte| {
+        let q = match kind {
+            Byte::Unsigned => byte as i32,
+            Byte::Signed => i32::from(byte as u8 as i8),
+        };
+        let x = from_scale * (q - from_zp) as f32;
+        let x = if relu { x.max(0.0) } else { x };
+        affine_loops::fbgemm_vector_lane(x, inv, zero_point as i32, lo, hi) as u8
+    }))
+}
+
 /// The 8-bit type of `dtype` with `zero_point` in its range (the vector loops' cases).
 fn byte_kind(dtype: DType, zero_point: i64) -> Option<Byte> {
     let kind = match dtype {
