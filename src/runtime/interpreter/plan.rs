@@ -12,6 +12,7 @@ use crate::ir::passes::inplace_geometry::{
 };
 use crate::ir::CompileError;
 use crate::ops::elementwise_chain::{chain_operator, ChainArg, ChainOperator, ChainStep};
+use crate::ops::out_variants::{OutVariant, Resize};
 use crate::ops::{Kernel, Registry};
 use crate::values::types::Type;
 use crate::values::{IValue, List};
@@ -53,6 +54,7 @@ impl Instr {
     pub fn op_name(&self) -> Option<&str> {
         match &self.op {
             Op::Kernel { name, .. } => Some(name),
+            Op::OutVariant(o) => Some(&o.name),
             _ => None,
         }
     }
@@ -77,6 +79,8 @@ pub(crate) enum Op {
     /// (see `module_chain`): one folded convolution when the modules qualify at run time, else
     /// the calls in turn.
     ModuleChain(Box<ModuleChainOp>),
+    /// An out= overload run through its functional sibling's kernel (`ops::out_variants`).
+    OutVariant(Box<OutVariantOp>),
     /// An operator whose kernel was registered at run time (`tsrun::register_op`).
     Custom(crate::ops::custom::CustomOp),
     /// An in-place geometry op inside a branch or loop body that tsrun cannot make functional
@@ -161,6 +165,16 @@ pub(crate) enum Op {
     Warn {
         warned: AtomicBool,
     },
+}
+
+/// An out= call (`torch.add(x, y, out=buf)`) and whether it may resize its out tensors.
+pub(crate) struct OutVariantOp {
+    pub variant: OutVariant,
+    /// The out overload (`aten::add.out`).
+    pub name: Arc<str>,
+    pub resize: Resize,
+    /// Whether this call site has printed PyTorch's resize warning.
+    pub warned: AtomicBool,
 }
 
 /// A fused module chain: its steps in order, the original calls and operator run when the
@@ -331,6 +345,7 @@ impl Plan {
         let mut out = Vec::new();
         self.for_each_instr(|instr| match &instr.op {
             Op::Kernel { kernel, .. } => out.push(*kernel as usize),
+            Op::OutVariant(o) => out.push(o.variant.kernel_address()),
             Op::ElementwiseChain { kernels, .. } => {
                 out.push(crate::ops::elementwise_chain::run as *const () as usize);
                 out.extend(kernels.iter().map(|k| k.kernel as usize));
@@ -361,6 +376,9 @@ struct Builder<'g> {
     depth: usize,
     /// In-place geometry ops the rewrite refused inside branches: they fail when run.
     refused: HashMap<NodeId, CompileError>,
+    /// out= calls whose out tensors the rewrite could not thread, and why: they may not
+    /// resize them.
+    out_unthreaded: HashMap<NodeId, Arc<str>>,
 }
 
 fn plan_error(name: &str, msg: impl std::fmt::Display) -> crate::Error {
@@ -373,22 +391,29 @@ pub fn build_plan(name: &str, graph: &Graph) -> crate::Result<Plan> {
         let mut threaded = graph.clone();
         let geometry = thread_inplace_geometry(&mut threaded)?;
         let refused = geometry.deferred.into_iter().collect();
-        let mut plan = build_threaded_plan(name, &threaded, refused)?;
+        let out_unthreaded = geometry
+            .out_unthreaded
+            .into_iter()
+            .map(|(n, why)| (n, Arc::from(why)))
+            .collect();
+        let mut plan = build_threaded_plan(name, &threaded, refused, out_unthreaded)?;
         plan.reshaped_param = geometry.reshaped.into_iter().next();
         return Ok(plan);
     }
-    build_threaded_plan(name, graph, HashMap::new())
+    build_threaded_plan(name, graph, HashMap::new(), HashMap::new())
 }
 
 /// [`build_plan`] for a graph whose in-place geometry ops are threaded; `refused`: those left
-/// to fail when they run.
+/// to fail when they run; `out_unthreaded`: out= calls that may not resize their out tensors.
 fn build_threaded_plan(
     name: &str,
     graph: &Graph,
     refused: HashMap<NodeId, CompileError>,
+    out_unthreaded: HashMap<NodeId, Arc<str>>,
 ) -> crate::Result<Plan> {
     let mut b = Builder {
         refused,
+        out_unthreaded,
         graph,
         regs: HashMap::new(),
         consts: Vec::new(),
@@ -1108,8 +1133,21 @@ impl Builder<'_> {
                 let overload = node.overload.as_deref().unwrap_or("");
                 let name: Arc<str> = node.qualified_op().into();
                 // Resolved here, once: a call runs the kernel the plan holds, without a lookup
-                // (a custom operator's table is read under its lock only now).
-                if let Some(kernel) = Registry::global().lookup(kind, overload) {
+                // (a custom operator's table is read under its lock only now). An out= overload
+                // runs through its functional sibling where it has one, which resizes and casts
+                // into `out` as PyTorch does.
+                if let Some(variant) = crate::ops::out_variants::resolve(&name) {
+                    let resize = match self.out_unthreaded.get(&n) {
+                        Some(why) => Resize::Refused(why.clone()),
+                        None => Resize::Allowed,
+                    };
+                    Op::OutVariant(Box::new(OutVariantOp {
+                        variant,
+                        name,
+                        resize,
+                        warned: AtomicBool::new(false),
+                    }))
+                } else if let Some(kernel) = Registry::global().lookup(kind, overload) {
                     Op::Kernel { kernel, name }
                 } else if let Some(custom) = crate::ops::custom::lookup(&name) {
                     Op::Custom(custom)
