@@ -18,8 +18,8 @@
 //! where one could ([`Resize::Refused`]). Dtype: the result is cast to the out tensor's dtype
 //! where `canCast` allows (PyTorch's TensorIterator rule), else the call fails naming both.
 
-use super::kernels::operand::can_cast;
 use super::kernels::invalid_argument;
+use super::kernels::operand::can_cast;
 use super::schema::{Argument, FunctionSchema, SchemaRegistry};
 use super::{Kernel, OpContext, Registry};
 use crate::tensor::{Tensor, TensorError};
@@ -81,9 +81,10 @@ pub fn out_positions(schema: &FunctionSchema) -> Option<Vec<usize>> {
     {
         return None;
     }
-    let returns_outs = outs.iter().zip(&schema.returns).all(|(&i, r)| {
-        r.is_write && r.alias.is_some() && r.alias == schema.arguments[i].alias
-    });
+    let returns_outs = outs
+        .iter()
+        .zip(&schema.returns)
+        .all(|(&i, r)| r.is_write && r.alias.is_some() && r.alias == schema.arguments[i].alias);
     returns_outs.then_some(outs)
 }
 
@@ -199,7 +200,9 @@ impl OutVariant {
                 }
             }
         }
-        let out_dtype = outs.first().map(|t| IValue::Int(t.dtype().to_scalar_type()));
+        let out_dtype = outs
+            .first()
+            .map(|t| IValue::Int(t.dtype().to_scalar_type()));
         let mut functional_args: Vec<IValue> = self
             .sources
             .iter()
@@ -213,12 +216,8 @@ impl OutVariant {
                 Source::Unset => IValue::None,
             })
             .collect();
-        let result = super::storage_dtypes::call(
-            self.kernel,
-            &self.functional,
-            &mut functional_args,
-            ctx,
-        )?;
+        let result =
+            super::storage_dtypes::call(self.kernel, &self.functional, &mut functional_args, ctx)?;
         let results = match result {
             IValue::Tensor(t) if outs.len() == 1 => vec![t],
             IValue::Tuple(t) if t.items().len() == outs.len() => t
@@ -323,8 +322,8 @@ pub fn coverage() -> Vec<(String, bool)> {
         .filter(|s| out_positions(s).is_some())
         .map(|s| {
             let q = s.qualified_name();
-            let has = Registry::global().lookup(&s.name, &s.overload).is_some()
-                || resolve(&q).is_some();
+            let has =
+                Registry::global().lookup(&s.name, &s.overload).is_some() || resolve(&q).is_some();
             (q, has)
         })
         .collect()

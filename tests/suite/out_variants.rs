@@ -54,9 +54,19 @@ fn code_and_graph_print_like_pytorch() {
         let unit = m.compilation_unit().expect("compiles");
         let f = unit.method(m.class_name(), "forward").expect("forward");
         let code = function_code(&f, true).expect("prints").code;
-        assert_eq!(code, printed["code"].as_str().expect("code"), "{}", case.display());
+        assert_eq!(
+            code,
+            printed["code"].as_str().expect("code"),
+            "{}",
+            case.display()
+        );
         let graph = print_graph(&f.graph, PrintOptions::default());
-        assert_eq!(graph, printed["graph"].as_str().expect("graph"), "{}", case.display());
+        assert_eq!(
+            graph,
+            printed["graph"].as_str().expect("graph"),
+            "{}",
+            case.display()
+        );
     }
 }
 
@@ -81,9 +91,24 @@ fn uncastable_out_dtypes_fail_as_in_pytorch() {
     )
     .expect("json");
     let cases = [
-        ("div_into_int", &[DType::Float32, DType::Float32][..], "aten::div.out", DType::Int64),
-        ("sin_into_int", &[DType::Int64], "aten::sin.out", DType::Int64),
-        ("float_sum_into_bool", &[DType::Float32], "aten::add.out", DType::Bool),
+        (
+            "div_into_int",
+            &[DType::Float32, DType::Float32][..],
+            "aten::div.out",
+            DType::Int64,
+        ),
+        (
+            "sin_into_int",
+            &[DType::Int64],
+            "aten::sin.out",
+            DType::Int64,
+        ),
+        (
+            "float_sum_into_bool",
+            &[DType::Float32],
+            "aten::add.out",
+            DType::Bool,
+        ),
     ];
     for (name, dtypes, op, out_dtype) in cases {
         let (m, inputs) = error_case(name, dtypes);
@@ -133,7 +158,10 @@ fn out_overload_without_a_functional_kernel_is_reported() {
         }
         other => panic!("{other}"),
     }
-    assert!(!tsrun::internals::ops::has_kernel("aten::_masked_scale", "out"));
+    assert!(!tsrun::internals::ops::has_kernel(
+        "aten::_masked_scale",
+        "out"
+    ));
 }
 
 /// PyTorch's IR text with out= calls: overloads chosen by argument count and types, run.

@@ -22,6 +22,11 @@
 //! if it did not change the tensor, which is exact since reaching it stops the call. One on the
 //! function's straight path fails the rewrite.
 //!
+//! out= calls (`torch.add(x, y, out=buf)`) resize their out tensor when its shape differs from
+//! the result's, so their out results are sites too; one that cannot be threaded is not an
+//! error: the call keeps its input's handle and refuses at run time only if it must resize
+//! ([`InplaceGeometry::out_unthreaded`]).
+//!
 //! A function parameter is another handle, its caller's: the rewrite is reported for the
 //! parameter, and the interpreter runs such a function only as the top-level call, whose
 //! inputs the caller handed over (it refuses to call it from TorchScript code).
@@ -190,6 +195,8 @@ pub struct InplaceGeometry {
     /// why: later reads take the tensor they were given, so they may write it but not resize
     /// it (they fail if they must).
     pub out_unthreaded: Vec<(NodeId, String)>,
+    /// out= calls whose every out tensor was threaded: they may resize them.
+    pub out_threaded: Vec<NodeId>,
 }
 
 /// Make every in-place geometry op of `graph` functional (see the module comment).
@@ -198,7 +205,8 @@ pub fn thread_inplace_geometry(graph: &mut Graph) -> Result<InplaceGeometry, Com
     let mut done: HashSet<Site> = HashSet::new();
     let mut reshaped = Vec::new();
     let mut deferred = Vec::new();
-    let mut out_unthreaded = Vec::new();
+    let mut out_unthreaded: Vec<(NodeId, String)> = Vec::new();
+    let mut threaded_out_sites: HashSet<Site> = HashSet::new();
     loop {
         let facts = Facts::new(graph);
         let Some(site) = facts
@@ -249,6 +257,12 @@ pub fn thread_inplace_geometry(graph: &mut Graph) -> Result<InplaceGeometry, Com
             Err((at, why)) => return Err(refusal(graph, at, why)),
         };
         done.extend(plan.geometry.iter().copied());
+        threaded_out_sites.extend(
+            plan.geometry
+                .iter()
+                .copied()
+                .filter(|&site| is_out_site(graph, site)),
+        );
         if let Some(param) = plan.param {
             let name = graph
                 .inputs()
@@ -270,10 +284,24 @@ pub fn thread_inplace_geometry(graph: &mut Graph) -> Result<InplaceGeometry, Com
         };
         rw.block(graph, graph.root, None);
     }
+    // a call resizes only if all its out tensors were threaded
+    let mut out_threaded: Vec<NodeId> = threaded_out_sites
+        .iter()
+        .map(|&(n, _)| n)
+        .filter(|&n| {
+            !out_unthreaded.iter().any(|(m, _)| *m == n)
+                && out_sites(graph, n)
+                    .iter()
+                    .all(|&o| threaded_out_sites.contains(&(n, o)))
+        })
+        .collect();
+    out_threaded.sort_by_key(|n| n.0);
+    out_threaded.dedup();
     Ok(InplaceGeometry {
         reshaped,
         deferred,
         out_unthreaded,
+        out_threaded,
     })
 }
 

@@ -379,6 +379,8 @@ struct Builder<'g> {
     /// out= calls whose out tensors the rewrite could not thread, and why: they may not
     /// resize them.
     out_unthreaded: HashMap<NodeId, Arc<str>>,
+    /// out= calls whose out tensors the rewrite threaded: the only ones that may resize them.
+    out_threaded: HashSet<NodeId>,
 }
 
 fn plan_error(name: &str, msg: impl std::fmt::Display) -> crate::Error {
@@ -396,24 +398,29 @@ pub fn build_plan(name: &str, graph: &Graph) -> crate::Result<Plan> {
             .into_iter()
             .map(|(n, why)| (n, Arc::from(why)))
             .collect();
-        let mut plan = build_threaded_plan(name, &threaded, refused, out_unthreaded)?;
+        let out_threaded = geometry.out_threaded.into_iter().collect();
+        let mut plan =
+            build_threaded_plan(name, &threaded, refused, (out_unthreaded, out_threaded))?;
         plan.reshaped_param = geometry.reshaped.into_iter().next();
         return Ok(plan);
     }
-    build_threaded_plan(name, graph, HashMap::new(), HashMap::new())
+    build_threaded_plan(name, graph, HashMap::new(), Default::default())
 }
 
 /// [`build_plan`] for a graph whose in-place geometry ops are threaded; `refused`: those left
-/// to fail when they run; `out_unthreaded`: out= calls that may not resize their out tensors.
+/// to fail when they run; `out_calls`: the out= calls that may not resize their out tensors
+/// (and why), and those that may.
 fn build_threaded_plan(
     name: &str,
     graph: &Graph,
     refused: HashMap<NodeId, CompileError>,
-    out_unthreaded: HashMap<NodeId, Arc<str>>,
+    out_calls: (HashMap<NodeId, Arc<str>>, HashSet<NodeId>),
 ) -> crate::Result<Plan> {
+    let (out_unthreaded, out_threaded) = out_calls;
     let mut b = Builder {
         refused,
         out_unthreaded,
+        out_threaded,
         graph,
         regs: HashMap::new(),
         consts: Vec::new(),
@@ -1139,7 +1146,10 @@ impl Builder<'_> {
                 if let Some(variant) = crate::ops::out_variants::resolve(&name) {
                     let resize = match self.out_unthreaded.get(&n) {
                         Some(why) => Resize::Refused(why.clone()),
-                        None => Resize::Allowed,
+                        None if self.out_threaded.contains(&n) => Resize::Allowed,
+                        None => Resize::Refused(
+                            "the plan could not follow its out tensor's other handles".into(),
+                        ),
                     };
                     Op::OutVariant(Box::new(OutVariantOp {
                         variant,
