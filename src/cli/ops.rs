@@ -195,5 +195,15 @@ pub fn run(args: &OpsArgs) -> crate::Result<()> {
         "# {covered} of {total} operator overloads have a kernel for exactly that overload \
          (out=, backward and _foreach variants not counted)"
     );
+    let outs: Vec<(String, bool)> = crate::ops::out_variants::coverage()
+        .into_iter()
+        .filter(|(q, _)| filter.is_none_or(|f| q.contains(f)))
+        .collect();
+    let out_covered = outs.iter().filter(|(_, has)| *has).count();
+    println!(
+        "# {out_covered} of {} out= overloads run (their own kernel, or their functional \
+         sibling's with the result written into out)",
+        outs.len()
+    );
     Ok(())
 }

@@ -66,6 +66,7 @@ pub mod onnx_attention;
 pub mod onnx_symbolic;
 pub mod optimizers;
 pub mod orthogonal_polynomials;
+pub mod out_variants;
 pub mod packed;
 pub mod philox;
 pub mod pool;
@@ -109,14 +110,18 @@ use std::sync::OnceLock;
 pub type Kernel = fn(&mut Args<'_>) -> crate::Result<IValue>;
 
 /// Whether the exact overload `op` + `overload` (`aten::add` + `Tensor`; empty for the default
-/// one) has a kernel: a built-in one, or one registered at run time ([`register_op`]).
+/// one) has a kernel: a built-in one, one registered at run time ([`register_op`]), or, for an
+/// out= overload, its functional sibling's ([`out_variants`]).
 pub fn has_kernel(op: &str, overload: &str) -> bool {
-    Registry::global().lookup(op, overload).is_some()
-        || custom::is_registered(&if overload.is_empty() {
-            op.to_string()
-        } else {
-            format!("{op}.{overload}")
-        })
+    if Registry::global().lookup(op, overload).is_some() {
+        return true;
+    }
+    let qualified = if overload.is_empty() {
+        op.to_string()
+    } else {
+        format!("{op}.{overload}")
+    };
+    custom::is_registered(&qualified) || out_variants::resolve(&qualified).is_some()
 }
 
 /// Name -> kernel table of the built-in kernels (custom operators registered at run time live

@@ -1629,7 +1629,7 @@ fn restride(shape: &[usize], memory_format: i64) -> R<Strides> {
 /// same storage offset. A storage too small is grown, its elements kept and the new ones zero
 /// (uninitialized in PyTorch); PyTorch grows the storage every view of it shares, so a storage
 /// another tensor holds is refused rather than silently copied.
-fn resize_handle(x: Tensor, size: &[i64], memory_format: Option<i64>) -> R<Tensor> {
+pub(crate) fn resize_handle(x: Tensor, size: &[i64], memory_format: Option<i64>) -> R<Tensor> {
     if x.sparse_parts().is_some() {
         return Err(unsupported_feature("resize_", "a sparse tensor"));
     }

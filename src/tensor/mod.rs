@@ -269,6 +269,21 @@ pub enum TensorError {
         /// The dtype given.
         got: DType,
     },
+    /// An out= call whose result's dtype cannot be cast to its out tensor's (PyTorch's
+    /// `canCast`: no complex to real, floating to integral, or non-bool to bool).
+    #[error(
+        "{op}: result type {} can't be cast to the desired output type {}",
+        result.c10_name(),
+        out.c10_name()
+    )]
+    OutDTypeCast {
+        /// The out= overload (`aten::div.out`).
+        op: String,
+        /// The dtype of the result.
+        result: DType,
+        /// The out tensor's dtype.
+        out: DType,
+    },
     /// A tensor argument with the wrong number of dimensions.
     #[error(
         "shape error: {op}: expected {argument} to be {expected}, but got a {}-D tensor of \

@@ -81,6 +81,7 @@ mod ops_torch_library;
 mod ops_type_queries;
 mod ops_view_copy;
 mod ops_vmath;
+mod out_variants;
 mod printer_code;
 mod printer_comments;
 mod printer_graph;

@@ -143,6 +143,6 @@ fn old_archives_compute_as_pytorch() {
             }
         }
     }
-    assert!(runs >= 9, "{runs} runs");
+    assert_eq!(runs, 16, "{runs} runs");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

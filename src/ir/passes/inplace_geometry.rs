@@ -22,6 +22,11 @@
 //! if it did not change the tensor, which is exact since reaching it stops the call. One on the
 //! function's straight path fails the rewrite.
 //!
+//! out= calls (`torch.add(x, y, out=buf)`) resize their out tensor when its shape differs from
+//! the result's, so their out results are sites too; one that cannot be threaded is not an
+//! error: the call keeps its input's handle and refuses at run time only if it must resize
+//! ([`InplaceGeometry::out_unthreaded`]).
+//!
 //! A function parameter is another handle, its caller's: the rewrite is reported for the
 //! parameter, and the interpreter runs such a function only as the top-level call, whose
 //! inputs the caller handed over (it refuses to call it from TorchScript code).
@@ -114,13 +119,52 @@ pub fn changes_handle(op: &str) -> bool {
     INPLACE_GEOMETRY_OPS.contains(&op) || op == SET_DATA
 }
 
-/// Whether `graph` calls an in-place geometry op (a cheap test before cloning it to rewrite).
+/// Whether `graph` calls an in-place geometry op or an out= overload (a cheap test before
+/// cloning it to rewrite).
 pub fn has_inplace_geometry(graph: &Graph) -> bool {
     let mut found = false;
     graph.walk(graph.root, &mut |n| {
-        found |= changes_handle(&graph.node(n).kind);
+        found |= changes_handle(&graph.node(n).kind) || !out_sites(graph, n).is_empty();
     });
     found
+}
+
+/// The outputs of node `n` that are out= tensors it may resize (`aten::add.out`'s result,
+/// which returns its `out` argument); empty for other nodes.
+fn out_sites(graph: &Graph, n: NodeId) -> Vec<usize> {
+    let node = graph.node(n);
+    let Some(s) = schema(graph, n) else {
+        return Vec::new();
+    };
+    let Some(outs) = crate::ops::out_variants::out_positions(&s) else {
+        return Vec::new();
+    };
+    (0..node.outputs.len())
+        .filter(|&o| returned_input(graph, n, o).is_some_and(|i| outs.contains(&i)))
+        .collect()
+}
+
+/// A place where a tensor's handle may change: output `.1` of node `.0` (an in-place geometry
+/// op's result, or an out= call's out tensor).
+type Site = (NodeId, usize);
+
+/// The sites of node `n`.
+fn sites(graph: &Graph, n: NodeId) -> Vec<Site> {
+    if is_geometry_op(graph, n) {
+        return vec![(n, 0)];
+    }
+    out_sites(graph, n).into_iter().map(|o| (n, o)).collect()
+}
+
+/// Whether a site is an out= call's (which may stay unthreaded: it then refuses to resize).
+fn is_out_site(graph: &Graph, (n, _): Site) -> bool {
+    !is_geometry_op(graph, n)
+}
+
+/// The input a site changes: the geometry op's `self`, the out tensor an output returns.
+fn site_input(graph: &Graph, (n, o): Site) -> Option<ValueId> {
+    let i = returned_input(graph, n, o)?;
+    graph.node(n).inputs.get(i).copied()
 }
 
 fn rewrite_set_data(graph: &mut Graph) {
@@ -147,37 +191,78 @@ pub struct InplaceGeometry {
     /// Ops refused inside a branch or loop body, each with its refusal: the op is left in the
     /// graph with no users (later reads take its input), to fail when it runs.
     pub deferred: Vec<(NodeId, CompileError)>,
+    /// out= calls (`torch.add(x, y, out=buf)`) whose out tensor could not be threaded, and
+    /// why: later reads take the tensor they were given, so they may write it but not resize
+    /// it (they fail if they must).
+    pub out_unthreaded: Vec<(NodeId, String)>,
+    /// out= calls whose every out tensor was threaded: they may resize them.
+    pub out_threaded: Vec<NodeId>,
 }
 
 /// Make every in-place geometry op of `graph` functional (see the module comment).
 pub fn thread_inplace_geometry(graph: &mut Graph) -> Result<InplaceGeometry, CompileError> {
     rewrite_set_data(graph);
-    let mut done: HashSet<NodeId> = HashSet::new();
+    let mut done: HashSet<Site> = HashSet::new();
     let mut reshaped = Vec::new();
     let mut deferred = Vec::new();
+    let mut out_unthreaded: Vec<(NodeId, String)> = Vec::new();
+    let mut threaded_out_sites: HashSet<Site> = HashSet::new();
     loop {
         let facts = Facts::new(graph);
-        let Some(&first) = facts
+        let Some(site) = facts
             .order
             .iter()
-            .find(|&&n| is_geometry_op(graph, n) && !done.contains(&n))
+            .flat_map(|&n| sites(graph, n))
+            .find(|site| !done.contains(site))
         else {
             break;
         };
-        let plan = match facts.analyze(graph, first) {
+        let first = site.0;
+        let analyzed = facts.analyze(graph, site).and_then(|plan| match plan.param {
+            // the caller's handle of a parameter would keep the old shape; an out= call
+            // that need not resize runs unthreaded
+            Some(param) if is_out_site(graph, site) => {
+                let debug_name = graph
+                    .inputs()
+                    .get(param)
+                    .and_then(|&v| graph.value(v).debug_name.clone())
+                    .unwrap_or_else(|| format!("#{param}"));
+                // `out.1` is the code's `out`
+                let name = match debug_name.rsplit_once('.') {
+                    Some((base, n)) if n.bytes().all(|b| b.is_ascii_digit()) => base,
+                    _ => &debug_name,
+                };
+                Err((
+                    first,
+                    format!("the out tensor is the function's parameter `{name}`, which its caller holds"),
+                ))
+            }
+            _ => Ok(plan),
+        });
+        let plan = match analyzed {
             Ok(plan) => plan,
-            Err(refused) if graph.node(first).owner != graph.root => {
-                done.insert(first);
-                let node = graph.node(first);
-                if let (Some(&out), Some(&input)) = (node.outputs.first(), node.inputs.first()) {
+            Err((at, why)) if is_out_site(graph, site) || graph.node(first).owner != graph.root => {
+                done.insert(site);
+                let out = graph.node(first).outputs.get(site.1).copied();
+                if let (Some(out), Some(input)) = (out, site_input(graph, site)) {
                     graph.replace_all_uses(out, input);
                 }
-                deferred.push((first, refused));
+                if is_out_site(graph, site) {
+                    out_unthreaded.push((first, why));
+                } else {
+                    deferred.push((first, refusal(graph, at, why)));
+                }
                 continue;
             }
-            Err(refused) => return Err(refused),
+            Err((at, why)) => return Err(refusal(graph, at, why)),
         };
         done.extend(plan.geometry.iter().copied());
+        threaded_out_sites.extend(
+            plan.geometry
+                .iter()
+                .copied()
+                .filter(|&site| is_out_site(graph, site)),
+        );
         if let Some(param) = plan.param {
             let name = graph
                 .inputs()
@@ -193,13 +278,31 @@ pub fn thread_inplace_geometry(graph: &mut Graph) -> Result<InplaceGeometry, Com
         }
         let mut rw = Rewrite {
             class: &plan.class,
-            geometry: &plan.geometry,
+            geometry: plan.geometry.iter().copied().collect(),
             root: plan.root,
             root_block: facts.def_block(graph, plan.root),
         };
         rw.block(graph, graph.root, None);
     }
-    Ok(InplaceGeometry { reshaped, deferred })
+    // a call resizes only if all its out tensors were threaded
+    let mut out_threaded: Vec<NodeId> = threaded_out_sites
+        .iter()
+        .map(|&(n, _)| n)
+        .filter(|&n| {
+            !out_unthreaded.iter().any(|(m, _)| *m == n)
+                && out_sites(graph, n)
+                    .iter()
+                    .all(|&o| threaded_out_sites.contains(&(n, o)))
+        })
+        .collect();
+    out_threaded.sort_by_key(|n| n.0);
+    out_threaded.dedup();
+    Ok(InplaceGeometry {
+        reshaped,
+        deferred,
+        out_unthreaded,
+        out_threaded,
+    })
 }
 
 fn is_geometry_op(graph: &Graph, n: NodeId) -> bool {
@@ -231,8 +334,8 @@ struct Facts {
 struct ClassPlan {
     /// Its SSA handles.
     class: HashSet<ValueId>,
-    /// The in-place geometry ops acting on it.
-    geometry: HashSet<NodeId>,
+    /// The in-place geometry ops and out= calls acting on it.
+    geometry: HashSet<Site>,
     /// The handle no other handle of the class was made from.
     root: ValueId,
     /// Set when the root is (or may be) a parameter of the function.
@@ -402,14 +505,16 @@ impl Facts {
         roots.next().is_none().then_some(root)
     }
 
-    fn analyze(&self, graph: &Graph, first: NodeId) -> Result<ClassPlan, CompileError> {
-        let g = graph.node(first);
-        let refuse = |why: String| refusal(graph, first, why);
-        let class = self.class_of(graph, g.inputs[0]);
-        let geometry: HashSet<NodeId> = class
+    fn analyze(&self, graph: &Graph, site: Site) -> Result<ClassPlan, Refusal> {
+        let first = site.0;
+        let refuse = |why: String| (first, why);
+        let input = site_input(graph, site)
+            .ok_or_else(|| refuse("the op has no input it returns".into()))?;
+        let class = self.class_of(graph, input);
+        let geometry: HashSet<Site> = class
             .iter()
             .filter_map(|&v| match graph.value(v).def {
-                Def::Node(n, 0) if is_geometry_op(graph, n) => Some(n),
+                Def::Node(n, o) if sites(graph, n).contains(&(n, o)) => Some((n, o)),
                 _ => None,
             })
             .collect();
@@ -418,27 +523,26 @@ impl Facts {
             .ok_or_else(|| refuse("the tensor has no single origin in this function".into()))?;
         let last_change = geometry
             .iter()
-            .filter_map(|n| self.pos.get(n))
+            .filter_map(|(n, _)| self.pos.get(n))
             .max()
             .copied()
             .unwrap_or(0);
         let first_change = geometry
             .iter()
-            .filter_map(|n| self.pos.get(n))
+            .filter_map(|(n, _)| self.pos.get(n))
             .min()
             .copied()
             .unwrap_or(0);
         // a shape change in a loop body repeats: the tensor must be the body's own
         let root_block = self.def_block(graph, root);
-        for &n in &geometry {
+        for &(n, _) in &geometry {
             let mut b = graph.node(n).owner;
             while b != root_block {
                 let Some(owner) = graph.block(b).owner else {
                     break;
                 };
                 if graph.node(owner).kind != "prim::If" {
-                    return Err(refusal(
-                        graph,
+                    return Err((
                         n,
                         "it changes the shape inside a loop body of a tensor defined outside it"
                             .into(),
@@ -483,8 +587,8 @@ impl Facts {
         root: ValueId,
         first_change: usize,
         depth: usize,
-    ) -> Result<Option<usize>, CompileError> {
-        let refuse = |why: String| refusal(graph, first, why);
+    ) -> Result<Option<usize>, Refusal> {
+        let refuse = |why: String| (first, why);
         let (n, o) = match graph.value(root).def {
             Def::Param(b, i) if b == graph.root => return Ok(Some(i)),
             Def::Param(..) => {
@@ -549,6 +653,9 @@ impl Facts {
     }
 }
 
+/// Why the handles of a tensor cannot be threaded: the op concerned and the reason.
+type Refusal = (NodeId, String);
+
 /// Whether `inner` is `outer` or nested in it.
 fn encloses(graph: &Graph, outer: BlockId, mut inner: BlockId) -> bool {
     loop {
@@ -596,7 +703,8 @@ fn refusal(graph: &Graph, n: NodeId, why: String) -> CompileError {
 
 struct Rewrite<'a> {
     class: &'a HashSet<ValueId>,
-    geometry: &'a HashSet<NodeId>,
+    /// The sites changing the tensor, by node: the output that is its new handle.
+    geometry: HashMap<NodeId, usize>,
     root: ValueId,
     /// The block defining the root: an `if` in it or in a block it encloses, whose branches
     /// change the shape, gains an output.
@@ -621,8 +729,8 @@ impl Rewrite<'_> {
                 }
             }
             let blocks = graph.node(n).blocks.clone();
-            if self.geometry.contains(&n) {
-                cur = graph.node(n).outputs.first().copied();
+            if let Some(&o) = self.geometry.get(&n) {
+                cur = graph.node(n).outputs.get(o).copied();
             } else if !blocks.is_empty() {
                 let ends: Vec<Option<ValueId>> =
                     blocks.iter().map(|&b| self.block(graph, b, cur)).collect();

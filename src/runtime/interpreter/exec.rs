@@ -259,6 +259,14 @@ impl Frame<'_> {
                 drop(args);
                 self.set_outputs(instr, out)
             }
+            Op::OutVariant(o) => {
+                let mut args = self.inputs(instr);
+                let out = o
+                    .variant
+                    .run(&o.name, &mut args, self.ctx, &o.resize, &o.warned)?;
+                drop(args);
+                self.set_outputs(instr, out)
+            }
             Op::Custom(op) => {
                 let args = self.inputs(instr);
                 let out = op.call(&args)?;

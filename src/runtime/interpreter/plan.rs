@@ -14,6 +14,7 @@ use crate::ir::passes::invariant_regions::{wrap_invariant_regions, CACHED_REGION
 use crate::ir::passes::CalleeGraphs;
 use crate::ir::CompileError;
 use crate::ops::elementwise_chain::{chain_operator, ChainArg, ChainOperator, ChainStep};
+use crate::ops::out_variants::{OutVariant, Resize};
 use crate::ops::{Kernel, Registry};
 use crate::values::types::Type;
 use crate::values::{IValue, List};
@@ -55,6 +56,7 @@ impl Instr {
     pub fn op_name(&self) -> Option<&str> {
         match &self.op {
             Op::Kernel { name, .. } => Some(name),
+            Op::OutVariant(o) => Some(&o.name),
             _ => None,
         }
     }
@@ -83,6 +85,8 @@ pub(crate) enum Op {
     /// (`ir::passes::invariant_regions`): their results are kept and reused while what they
     /// read is unchanged. The inputs are bound to the body's parameters.
     CachedRegion(Box<CachedRegionOp>),
+    /// An out= overload run through its functional sibling's kernel (`ops::out_variants`).
+    OutVariant(Box<OutVariantOp>),
     /// An operator whose kernel was registered at run time (`tsrun::register_op`).
     Custom(crate::ops::custom::CustomOp),
     /// An in-place geometry op inside a branch or loop body that tsrun cannot make functional
@@ -167,6 +171,16 @@ pub(crate) enum Op {
     Warn {
         warned: AtomicBool,
     },
+}
+
+/// An out= call (`torch.add(x, y, out=buf)`) and whether it may resize its out tensors.
+pub(crate) struct OutVariantOp {
+    pub variant: OutVariant,
+    /// The out overload (`aten::add.out`).
+    pub name: Arc<str>,
+    pub resize: Resize,
+    /// Whether this call site has printed PyTorch's resize warning.
+    pub warned: AtomicBool,
 }
 
 /// A fused module chain: its steps in order, the original calls and operator run when the
@@ -370,6 +384,7 @@ impl Plan {
         let mut out = Vec::new();
         self.for_each_instr(|instr| match &instr.op {
             Op::Kernel { kernel, .. } => out.push(*kernel as usize),
+            Op::OutVariant(o) => out.push(o.variant.kernel_address()),
             Op::ElementwiseChain { kernels, .. } => {
                 out.push(crate::ops::elementwise_chain::run as *const () as usize);
                 out.extend(kernels.iter().map(|k| k.kernel as usize));
@@ -400,6 +415,11 @@ struct Builder<'g> {
     depth: usize,
     /// In-place geometry ops the rewrite refused inside branches: they fail when run.
     refused: HashMap<NodeId, CompileError>,
+    /// out= calls whose out tensors the rewrite could not thread, and why: they may not
+    /// resize them.
+    out_unthreaded: HashMap<NodeId, Arc<str>>,
+    /// out= calls whose out tensors the rewrite threaded: the only ones that may resize them.
+    out_threaded: HashSet<NodeId>,
 }
 
 fn plan_error(name: &str, msg: impl std::fmt::Display) -> crate::Error {
@@ -420,11 +440,20 @@ pub fn build_plan_with(
 ) -> crate::Result<Plan> {
     let mut rewritten: Option<Graph> = None;
     let mut refused = HashMap::new();
+    let mut out_calls = Default::default();
     let mut reshaped_param = None;
     if has_inplace_geometry(graph) {
         let mut threaded = graph.clone();
         let geometry = thread_inplace_geometry(&mut threaded)?;
         refused = geometry.deferred.into_iter().collect();
+        out_calls = (
+            geometry
+                .out_unthreaded
+                .into_iter()
+                .map(|(n, why)| (n, Arc::from(why)))
+                .collect(),
+            geometry.out_threaded.into_iter().collect(),
+        );
         reshaped_param = geometry.reshaped.into_iter().next();
         rewritten = Some(threaded);
     }
@@ -434,20 +463,30 @@ pub fn build_plan_with(
             rewritten = Some(wrapped);
         }
     }
-    let mut plan = build_threaded_plan(name, rewritten.as_ref().unwrap_or(graph), refused)?;
+    let mut plan = build_threaded_plan(
+        name,
+        rewritten.as_ref().unwrap_or(graph),
+        refused,
+        out_calls,
+    )?;
     plan.reshaped_param = reshaped_param;
     Ok(plan)
 }
 
 /// [`build_plan`] for a graph whose in-place geometry ops are threaded; `refused`: those left
-/// to fail when they run.
+/// to fail when they run; `out_calls`: the out= calls that may not resize their out tensors
+/// (and why), and those that may.
 fn build_threaded_plan(
     name: &str,
     graph: &Graph,
     refused: HashMap<NodeId, CompileError>,
+    out_calls: (HashMap<NodeId, Arc<str>>, HashSet<NodeId>),
 ) -> crate::Result<Plan> {
+    let (out_unthreaded, out_threaded) = out_calls;
     let mut b = Builder {
         refused,
+        out_unthreaded,
+        out_threaded,
         graph,
         regs: HashMap::new(),
         consts: Vec::new(),
@@ -1176,8 +1215,24 @@ impl Builder<'_> {
                 let overload = node.overload.as_deref().unwrap_or("");
                 let name: Arc<str> = node.qualified_op().into();
                 // Resolved here, once: a call runs the kernel the plan holds, without a lookup
-                // (a custom operator's table is read under its lock only now).
-                if let Some(kernel) = Registry::global().lookup(kind, overload) {
+                // (a custom operator's table is read under its lock only now). An out= overload
+                // runs through its functional sibling where it has one, which resizes and casts
+                // into `out` as PyTorch does.
+                if let Some(variant) = crate::ops::out_variants::resolve(&name) {
+                    let resize = match self.out_unthreaded.get(&n) {
+                        Some(why) => Resize::Refused(why.clone()),
+                        None if self.out_threaded.contains(&n) => Resize::Allowed,
+                        None => Resize::Refused(
+                            "the plan could not follow its out tensor's other handles".into(),
+                        ),
+                    };
+                    Op::OutVariant(Box::new(OutVariantOp {
+                        variant,
+                        name,
+                        resize,
+                        warned: AtomicBool::new(false),
+                    }))
+                } else if let Some(kernel) = Registry::global().lookup(kind, overload) {
                     Op::Kernel { kernel, name }
                 } else if let Some(custom) = crate::ops::custom::lookup(&name) {
                     Op::Custom(custom)

@@ -140,6 +140,7 @@ fn label(op: &Op) -> String {
     let fixed = match op {
         Op::Kernel { name, .. } | Op::SortObjects { name, .. } => return name.to_string(),
         Op::Custom(custom) => return custom.name.to_string(),
+        Op::OutVariant(o) => return o.name.to_string(),
         Op::NodePrim(prim) => prim.kind(),
         Op::ElementwiseChain { kernels, .. } => {
             let names: Vec<&str> = kernels.iter().map(|k| &*k.name).collect();
