@@ -787,6 +787,10 @@ fn with_scratch<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
     })
 }
 
+/// Floats of a padded image copy ([`DirectGeometry::operand`]) from which the kernel team
+/// shares it out.
+const COPY_PARALLEL_FLOATS: usize = 1 << 16;
+
 /// How a 2-d (or 1-d) convolution on the wide tile reads its image in place
 /// ([`gemm::DirectImage`]): the image copied into a zero-padded `[c, hp, wp]` buffer when it
 /// has padding, and each tap `(channel, ky, kx)` an offset into it. A 1x1 convolution with
@@ -903,10 +907,10 @@ impl DirectGeometry {
         let [ph, pw] = self.pad;
         let (planes, tail) = buf[..len].split_at_mut(self.channels * hp * wp);
         tail.fill(0.0);
-        for (src, dst) in x
-            .chunks_exact(ih * iw)
-            .zip(planes.chunks_exact_mut(hp * wp))
-        {
+        let pad_plane = |ch: usize, dst: &mut [f32]| {
+            let Some(src) = x.get(ch * ih * iw..(ch + 1) * ih * iw) else {
+                return;
+            };
             let (top, rest) = dst.split_at_mut(ph * wp);
             let (rows, bottom) = rest.split_at_mut(ih * wp);
             top.fill(0.0);
@@ -914,11 +918,16 @@ impl DirectGeometry {
             for (line, out) in src.chunks_exact(iw).zip(rows.chunks_exact_mut(wp)) {
                 let (left, rest) = out.split_at_mut(pw);
                 let (mid, right) = rest.split_at_mut(iw);
-                left.fill(0.0);
+                // borders of a pixel or two: element stores, not a `memset` call each
+                left.iter_mut().for_each(|v| *v = 0.0);
                 mid.copy_from_slice(line);
-                right.fill(0.0);
+                right.iter_mut().for_each(|v| *v = 0.0);
             }
-        }
+        };
+        // the copy is a serial step between the GEMM's parallel ones: shared out by planes
+        // when large (a stride-2 layer's input is four times its output)
+        let par = crate::tensor::split_work(planes.len(), COPY_PARALLEL_FLOATS);
+        for_each_chunk_mut(planes, hp * wp, par, &pad_plane);
         let filled: &'a [f32] = &buf[..len];
         make(filled).ok_or_else(|| shape_err("conv: inconsistent geometry"))
     }

@@ -16,7 +16,6 @@ use crate::tensor::{DType, RankRequirement, Tensor};
 use crate::values::{IValue, Tuple};
 #[allow(unused_imports)]
 use num_traits::{Float as _, One as _, Zero as _};
-use rayon::prelude::*;
 
 /// Lift `n` values to 3 slots (leading slots get `fill`).
 fn lift(v: &[usize], fill: usize) -> [usize; 3] {
@@ -275,9 +274,11 @@ fn nan_max(a: f32, b: f32) -> f32 {
 
 /// Max pooling of float32 planes (dilation 1, no indices), a row of the output at a time: the
 /// valid input rows of its window are reduced elementwise into one row (a loop the compiler
-/// vectorizes), then each output takes the maximum of its columns of that row. A window with
-/// a NaN gives NaN, as PyTorch's kernel does; among equal values only the sign of a zero can
-/// differ from PyTorch's first-found choice.
+/// vectorizes), then each output takes the maximum of its columns of that row (the columns
+/// whose window lies inside the row by a loop over a fixed window, the edges clipped). A
+/// window with a NaN gives NaN, as PyTorch's kernel does; among equal values only the sign of
+/// a zero can differ from PyTorch's first-found choice. Planes are shared among the kernel
+/// team's threads.
 fn max_pool_rows_f32(xs: &[f32], os: &mut [f32], np: usize, g: &PoolGeo) {
     let il: usize = g.isp.iter().product();
     let ol: usize = g.osp.iter().product();
@@ -291,7 +292,15 @@ fn max_pool_rows_f32(xs: &[f32], os: &mut [f32], np: usize, g: &PoolGeo) {
         let hi = ((start + k as isize).min(len as isize)).max(0) as usize;
         (lo, hi.max(lo))
     };
-    let plane = |row: &mut Vec<f32>, (src, dst): (&[f32], &mut [f32])| {
+    let (kw, sw, pw) = (g.k[2], g.s[2], g.p[2]);
+    // output columns whose window `[x * sw - pw, + kw)` lies inside the row
+    let inner_lo = pw.div_ceil(sw).min(g.osp[2]);
+    let inner_hi = if iw + pw >= kw {
+        ((iw + pw - kw) / sw + 1).clamp(inner_lo, g.osp[2])
+    } else {
+        inner_lo
+    };
+    let plane = |row: &mut Vec<f32>, src: &[f32], dst: &mut [f32]| {
         row.resize(iw, 0.0);
         let mut out_rows = dst.chunks_exact_mut(g.osp[2]);
         for z in 0..g.osp[0] {
@@ -313,14 +322,39 @@ fn max_pool_rows_f32(xs: &[f32], os: &mut [f32], np: usize, g: &PoolGeo) {
                     }
                 }
                 let Some(out) = out_rows.next() else { return };
-                for (x, o) in out.iter_mut().enumerate() {
-                    let (x0, x1) = window(x, g.k[2], g.s[2], g.p[2], iw);
-                    *o = if first || x0 == x1 {
-                        // an empty window (PyTorch's shape checks rule it out)
+                if first {
+                    // an empty window (PyTorch's shape checks rule it out)
+                    out.fill(f32::NEG_INFINITY);
+                    continue;
+                }
+                let clipped = |x: usize| {
+                    let (x0, x1) = window(x, kw, sw, pw, iw);
+                    if x0 == x1 {
                         f32::NEG_INFINITY
                     } else {
                         row[x0 + 1..x1].iter().fold(row[x0], |m, &v| nan_max(m, v))
-                    };
+                    }
+                };
+                for (x, o) in out.iter_mut().enumerate().take(inner_lo) {
+                    *o = clipped(x);
+                }
+                match (kw, sw) {
+                    (3, 2) => {
+                        inner_cols::<3, 2>(row, &mut out[inner_lo..inner_hi], inner_lo * 2 - pw)
+                    }
+                    (3, 1) => inner_cols::<3, 1>(row, &mut out[inner_lo..inner_hi], inner_lo - pw),
+                    (2, 2) => {
+                        inner_cols::<2, 2>(row, &mut out[inner_lo..inner_hi], inner_lo * 2 - pw)
+                    }
+                    _ => {
+                        for (x, o) in out.iter_mut().enumerate().take(inner_hi).skip(inner_lo) {
+                            let r = &row[x * sw - pw..][..kw];
+                            *o = r[1..].iter().fold(r[0], |m, &v| nan_max(m, v));
+                        }
+                    }
+                }
+                for (x, o) in out.iter_mut().enumerate().skip(inner_hi) {
+                    *o = clipped(x);
                 }
             }
         }
@@ -328,15 +362,34 @@ fn max_pool_rows_f32(xs: &[f32], os: &mut [f32], np: usize, g: &PoolGeo) {
     let (Some(xs), Some(os)) = (xs.get(..np * il), os.get_mut(..np * ol)) else {
         return;
     };
-    if np * ol * g.k.iter().product::<usize>() >= 1 << 15 {
-        xs.par_chunks_exact(il)
-            .zip(os.par_chunks_exact_mut(ol))
-            .for_each_init(Vec::new, plane);
-    } else {
-        let mut row = Vec::new();
-        xs.chunks_exact(il)
-            .zip(os.chunks_exact_mut(ol))
-            .for_each(|p| plane(&mut row, p));
+    let par = crate::tensor::split_work(
+        np * ol * g.k.iter().product::<usize>(),
+        crate::tensor::PARALLEL_THRESHOLD,
+    );
+    for_each_chunk_mut(os, ol, par, &|pl, dst| {
+        let src = &xs[pl * il..][..il];
+        ROW.with(|row| match row.try_borrow_mut() {
+            Ok(mut row) => plane(&mut row, src, dst),
+            Err(_) => plane(&mut Vec::new(), src, dst),
+        });
+    });
+}
+
+thread_local! {
+    /// [`max_pool_rows_f32`]'s reduced input row, reused across planes and calls.
+    static ROW: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `out[x] = max(row[base + x * S ..][..K])` (folded left to right by [`nan_max`]) for every
+/// `x`: a fixed window and stride the compiler unrolls. `row` holds every element read.
+#[inline(always)]
+fn inner_cols<const K: usize, const S: usize>(row: &[f32], out: &mut [f32], base: usize) {
+    let Some(row) = row.get(base..) else { return };
+    for (x, o) in out.iter_mut().enumerate() {
+        let Some(r) = row.get(x * S..x * S + K) else {
+            return;
+        };
+        *o = r[1..].iter().fold(r[0], |m, &v| nan_max(m, v));
     }
 }
 

@@ -891,9 +891,19 @@ fn add_then_activate(out: &Tensor, residual: &Tensor, act: Activation) -> crate:
         .into());
     };
     const BLOCK: usize = 4096;
-    for (o, r) in os.chunks_mut(BLOCK).zip(rs.chunks(BLOCK)) {
+    if rs.len() < os.len() {
+        return Err(crate::error::RuntimeError::Other(
+            "fused residual add: residual smaller than the output".into(),
+        )
+        .into());
+    }
+    // blocks on the kernel team: at two threads a serial pass between two parallel
+    // convolutions is the layer's Amdahl term
+    let par = crate::tensor::split_work(os.len(), crate::tensor::PARALLEL_THRESHOLD);
+    crate::ops::kernels::parallel::for_each_chunk_mut(os, BLOCK, par, &|k, o| {
+        let r = &rs[k * BLOCK..][..o.len()];
         o.iter_mut().zip(r).for_each(|(a, &b)| *a += b);
         act.apply_slice(o);
-    }
+    });
     Ok(())
 }
