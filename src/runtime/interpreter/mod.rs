@@ -74,27 +74,25 @@ impl Interpreter {
     /// calls of those ran fused and how many ran the module calls one by one
     /// ([`Plan::module_chains`]).
     pub fn module_chains(&self) -> (usize, u64, u64) {
-        let methods = self.methods.read();
-        let functions = self.functions.read();
-        methods
-            .values()
-            .flat_map(HashMap::values)
-            .chain(functions.values())
-            .map(|p| p.module_chains())
-            .fold((0, 0, 0), |(n, f, d), (a, b, c)| (n + a, f + b, d + c))
+        self.count_over_plans(Plan::module_chains)
     }
 
     /// Over every plan compiled so far: how many parameter-only regions they keep results of,
     /// how many runs took kept results and how many computed them ([`Plan::cached_regions`]).
     pub fn cached_regions(&self) -> (usize, u64, u64) {
+        self.count_over_plans(Plan::cached_regions)
+    }
+
+    /// The sum of `count` over every plan compiled so far.
+    fn count_over_plans(&self, count: impl Fn(&Plan) -> (usize, u64, u64)) -> (usize, u64, u64) {
         let methods = self.methods.read();
         let functions = self.functions.read();
         methods
             .values()
             .flat_map(HashMap::values)
             .chain(functions.values())
-            .map(|p| p.cached_regions())
-            .fold((0, 0, 0), |(n, h, m), (a, b, c)| (n + a, h + b, m + c))
+            .map(|p| count(p))
+            .fold((0, 0, 0), |(n, a, b), (c, d, e)| (n + c, a + d, b + e))
     }
 
     /// Pack the folded weights of the fused module chains in the compiled `forward` plans of
